@@ -1,0 +1,48 @@
+-- Atomic pre-deduct: purchase limits, stock check, decrement and the order event in ONE step.
+-- Nothing can separate "deducted" from "enqueued": the XADD happens inside the same script.
+-- All keys share the item's hash tag, so the script is valid on Redis Cluster.
+--
+-- KEYS[1] stock   KEYS[2] meta (hash: limit, initial)   KEYS[3] holders (user -> units)
+-- KEYS[4] devices (device -> units)   KEYS[5] ips (ip -> units)   KEYS[6] orders (id -> json)
+-- KEYS[7] expiry (zset id -> due ms)  KEYS[8] events (stream)
+-- ARGV[1] qty  ARGV[2] user  ARGV[3] device ('' = none)  ARGV[4] order id  ARGV[5] now ms
+-- ARGV[6] payment timeout ms  ARGV[7] client ip ('' = none)  ARGV[8] per-ip unit cap (0 = off)
+--
+-- Returns {code, n}: code >= 0 reserved (n = stock left); -1 sold out (n = stock);
+-- -2 duplicate user/device (n = units held); -3 not warmed; -4 ip cap reached (n = units held).
+local qty = tonumber(ARGV[1])
+local limit = tonumber(redis.call('HGET', KEYS[2], 'limit'))
+local stock = tonumber(redis.call('GET', KEYS[1]))
+if not limit or not stock then
+  return {-3, 0}
+end
+local held = tonumber(redis.call('HGET', KEYS[3], ARGV[2]) or '0')
+if held + qty > limit then
+  return {-2, held}
+end
+if ARGV[3] ~= '' then
+  local dheld = tonumber(redis.call('HGET', KEYS[4], ARGV[3]) or '0')
+  if dheld + qty > limit then
+    return {-2, dheld}
+  end
+end
+local ipcap = tonumber(ARGV[8])
+if ipcap > 0 and ARGV[7] ~= '' then
+  local iheld = tonumber(redis.call('HGET', KEYS[5], ARGV[7]) or '0')
+  if iheld + qty > ipcap then
+    return {-4, iheld}
+  end
+end
+if stock < qty then
+  return {-1, stock}
+end
+redis.call('DECRBY', KEYS[1], qty)
+redis.call('HINCRBY', KEYS[3], ARGV[2], qty)
+if ARGV[3] ~= '' then redis.call('HINCRBY', KEYS[4], ARGV[3], qty) end
+if ARGV[7] ~= '' then redis.call('HINCRBY', KEYS[5], ARGV[7], qty) end
+redis.call('HSET', KEYS[6], ARGV[4], cjson.encode({s = 'pending_payment', q = qty,
+  u = ARGV[2], d = ARGV[3], i = ARGV[7]}))
+redis.call('ZADD', KEYS[7], tonumber(ARGV[5]) + tonumber(ARGV[6]), ARGV[4])
+redis.call('XADD', KEYS[8], '*', 'type', 'order', 'order', ARGV[4], 'user', ARGV[2],
+  'device', ARGV[3], 'qty', qty, 'at', ARGV[5])
+return {stock - qty, 0}

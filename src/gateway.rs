@@ -1,0 +1,268 @@
+//! The anti-abuse gateway that runs before redis-lua's pre-deduct.
+//!
+//! "Limit first, deduct second": a token bucket (global and per client IP) and dedup by user,
+//! device and IP turn scripts away before they reach the Lua script, so they cannot take real
+//! buyers' units. Dedup here is two things:
+//! - in flight: a second request from a user or device that already has one in progress is a
+//!   duplicate (bots fire the same order many times at once);
+//! - already holding: a user, device or IP this shop instance has already reserved for is
+//!   refused without a Redis round trip. The Lua script still checks holdings atomically (the
+//!   authority across instances); this cache only saves it work. Releases clear it.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Instant;
+
+/// Gateway limits (shop flags, overridable per scenario).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct GatewaySettings {
+    /// Global order admissions per second (0 = unlimited).
+    pub rate_per_s: f64,
+    /// Global bucket size.
+    pub burst: f64,
+    /// Per-IP order admissions per second (0 = unlimited).
+    pub ip_rate_per_s: f64,
+    /// Per-IP bucket size.
+    pub ip_burst: f64,
+    /// Most units all users behind one IP may hold (0 = no cap).
+    pub ip_unit_cap: i64,
+}
+
+impl Default for GatewaySettings {
+    fn default() -> Self {
+        GatewaySettings {
+            rate_per_s: 0.0,
+            burst: 0.0,
+            ip_rate_per_s: 20.0,
+            ip_burst: 20.0,
+            ip_unit_cap: 0,
+        }
+    }
+}
+
+/// Why the gateway refused a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    RateLimited,
+    Duplicate,
+}
+
+#[derive(Debug)]
+struct Bucket {
+    tokens: f64,
+    last: Instant,
+}
+
+impl Bucket {
+    fn full(burst: f64) -> Self {
+        Bucket {
+            tokens: burst,
+            last: Instant::now(),
+        }
+    }
+
+    fn take(&mut self, rate: f64, burst: f64, now: Instant) -> bool {
+        let elapsed = now.saturating_duration_since(self.last).as_secs_f64();
+        self.tokens = (self.tokens + elapsed * rate).min(burst);
+        self.last = now;
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+#[derive(Default, Debug)]
+struct State {
+    global: Option<Bucket>,
+    per_ip: HashMap<String, Bucket>,
+    in_flight: HashMap<String, u32>,
+    holding: HashMap<String, i64>,
+}
+
+/// The gateway of one shop instance.
+#[derive(Debug)]
+pub struct Gateway {
+    settings: GatewaySettings,
+    state: Mutex<State>,
+}
+
+/// Proof that a request was admitted; dropping it ends the in-flight dedup for its keys.
+pub struct Admission<'a> {
+    gateway: &'a Gateway,
+    keys: Vec<String>,
+}
+
+impl Drop for Admission<'_> {
+    fn drop(&mut self) {
+        let mut st = self.gateway.state.lock().expect("gateway poisoned");
+        for k in &self.keys {
+            if let Some(n) = st.in_flight.get_mut(k) {
+                *n -= 1;
+                if *n == 0 {
+                    st.in_flight.remove(k);
+                }
+            }
+        }
+    }
+}
+
+fn dedup_keys(item: i64, user: &str, device: Option<&str>) -> Vec<String> {
+    let mut keys = vec![format!("{item}/u/{user}")];
+    if let Some(d) = device {
+        keys.push(format!("{item}/d/{d}"));
+    }
+    keys
+}
+
+impl Gateway {
+    /// A gateway with these limits.
+    pub fn new(settings: GatewaySettings) -> Self {
+        Gateway {
+            settings,
+            state: Mutex::default(),
+        }
+    }
+
+    /// The limits in force.
+    pub fn settings(&self) -> &GatewaySettings {
+        &self.settings
+    }
+
+    /// Admits or refuses one order request. `limit` is the item's purchase limit.
+    pub fn admit(
+        &self,
+        item: i64,
+        user: &str,
+        device: Option<&str>,
+        ip: &str,
+        qty: i64,
+        limit: i64,
+    ) -> Result<Admission<'_>, Refusal> {
+        let s = &self.settings;
+        let now = Instant::now();
+        let mut st = self.state.lock().expect("gateway poisoned");
+        let keys = dedup_keys(item, user, device);
+        // Dedup first: a duplicate should not spend anyone's rate budget.
+        for k in &keys {
+            if st.in_flight.contains_key(k) || st.holding.get(k).copied().unwrap_or(0) + qty > limit
+            {
+                return Err(Refusal::Duplicate);
+            }
+        }
+        let ip_key = format!("{item}/ip/{ip}");
+        if s.ip_unit_cap > 0 && st.holding.get(&ip_key).copied().unwrap_or(0) + qty > s.ip_unit_cap
+        {
+            return Err(Refusal::Duplicate);
+        }
+        if s.rate_per_s > 0.0 {
+            let burst = s.burst.max(1.0);
+            let bucket = st.global.get_or_insert_with(|| Bucket::full(burst));
+            if !bucket.take(s.rate_per_s, burst, now) {
+                return Err(Refusal::RateLimited);
+            }
+        }
+        if s.ip_rate_per_s > 0.0 {
+            let burst = s.ip_burst.max(1.0);
+            let bucket = st
+                .per_ip
+                .entry(ip.to_string())
+                .or_insert_with(|| Bucket::full(burst));
+            if !bucket.take(s.ip_rate_per_s, burst, now) {
+                return Err(Refusal::RateLimited);
+            }
+        }
+        for k in &keys {
+            *st.in_flight.entry(k.clone()).or_default() += 1;
+        }
+        Ok(Admission {
+            gateway: self,
+            keys,
+        })
+    }
+
+    /// Records units now held (after a reservation) or given back (negative, after a release).
+    pub fn record_holding(&self, item: i64, user: &str, device: Option<&str>, ip: &str, qty: i64) {
+        let mut st = self.state.lock().expect("gateway poisoned");
+        let mut keys = dedup_keys(item, user, device);
+        keys.push(format!("{item}/ip/{ip}"));
+        for k in keys {
+            let v = st.holding.entry(k.clone()).or_default();
+            *v += qty;
+            if *v <= 0 {
+                st.holding.remove(&k);
+            }
+        }
+    }
+
+    /// Forgets everything about an item (a new sale was set up).
+    pub fn reset_item(&self, item: i64) {
+        let prefix = format!("{item}/");
+        let mut st = self.state.lock().expect("gateway poisoned");
+        st.holding.retain(|k, _| !k.starts_with(&prefix));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn open() -> GatewaySettings {
+        GatewaySettings {
+            ip_rate_per_s: 0.0,
+            ..GatewaySettings::default()
+        }
+    }
+
+    #[test]
+    fn a_second_request_in_flight_is_a_duplicate_until_the_first_ends() {
+        let g = Gateway::new(open());
+        let first = g.admit(1, "u", Some("d"), "ip", 1, 1).unwrap();
+        assert_eq!(
+            g.admit(1, "u", None, "ip", 1, 1).err(),
+            Some(Refusal::Duplicate)
+        );
+        assert_eq!(
+            g.admit(1, "other", Some("d"), "ip", 1, 1).err(),
+            Some(Refusal::Duplicate)
+        );
+        drop(first);
+        assert!(g.admit(1, "u", None, "ip", 1, 1).is_ok());
+    }
+
+    #[test]
+    fn holders_are_refused_until_they_release() {
+        let g = Gateway::new(open());
+        g.record_holding(1, "u", None, "ip", 1);
+        assert_eq!(
+            g.admit(1, "u", None, "ip", 1, 1).err(),
+            Some(Refusal::Duplicate)
+        );
+        assert!(
+            g.admit(2, "u", None, "ip", 1, 1).is_ok(),
+            "other items are not affected"
+        );
+        g.record_holding(1, "u", None, "ip", -1);
+        assert!(g.admit(1, "u", None, "ip", 1, 1).is_ok());
+    }
+
+    #[test]
+    fn the_per_ip_bucket_refuses_a_burst_beyond_its_size() {
+        let g = Gateway::new(GatewaySettings {
+            ip_rate_per_s: 0.001,
+            ip_burst: 3.0,
+            ..GatewaySettings::default()
+        });
+        let admitted = (0..10)
+            .filter(|i| g.admit(1, &format!("u{i}"), None, "1.2.3.4", 1, 1).is_ok())
+            .count();
+        assert_eq!(admitted, 3);
+        assert!(
+            g.admit(1, "x", None, "5.6.7.8", 1, 1).is_ok(),
+            "other IPs have their own bucket"
+        );
+    }
+}

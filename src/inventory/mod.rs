@@ -1,0 +1,359 @@
+//! Inventory strategies: how one purchase decides "may this buyer have it?".
+//!
+//! [`Strategy`] is a closed enum; each variant lives in its own file and [`Inventory::purchase`]
+//! dispatches with one `match`. A purchase returns an [`Outcome`] value (sold out, duplicate,
+//! busy are normal answers on a hot path); [`InventoryError`] is for infrastructure failures.
+
+mod for_update;
+mod naive;
+mod optimistic;
+pub mod redis_lua;
+
+use crate::model::{Item, OrderStatus, Purchase, SaleSetup};
+use crate::store::{Store, StoreError, Transition};
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+pub use redis_lua::{GatewaySettings, RedisLua, RedisSettings};
+
+/// The inventory strategy, chosen by `--strategy`.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum, Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum Strategy {
+    /// Read stock, check, write: no lock. Reproduces the incident.
+    Naive,
+    /// `SELECT ... FOR UPDATE` in one transaction.
+    ForUpdate,
+    /// Version compare-and-swap with retries.
+    Optimistic,
+    /// Atomic pre-deduct in Redis with asynchronous persistence.
+    RedisLua,
+}
+
+impl Strategy {
+    /// Every strategy, in the order reports show them.
+    pub const ALL: [Strategy; 4] = [
+        Strategy::Naive,
+        Strategy::ForUpdate,
+        Strategy::Optimistic,
+        Strategy::RedisLua,
+    ];
+
+    /// The CLI spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Strategy::Naive => "naive",
+            Strategy::ForUpdate => "for-update",
+            Strategy::Optimistic => "optimistic",
+            Strategy::RedisLua => "redis-lua",
+        }
+    }
+
+    /// Parses the CLI spelling.
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|st| st.as_str() == s)
+    }
+
+    /// Whether the design claims to be correct (everything but `naive`).
+    pub fn claims_correctness(self) -> bool {
+        self != Strategy::Naive
+    }
+}
+
+impl std::fmt::Display for Strategy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The answer to one purchase.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// Units reserved; the order awaits payment.
+    Reserved {
+        order_id: String,
+    },
+    SoldOut,
+    /// The user (or device, or IP) already holds the purchase limit, or has a request in flight.
+    Duplicate,
+    /// The gateway's token bucket said no.
+    RateLimited,
+    UnknownItem,
+    /// redis-lua: the sale was never warmed into Redis; refused rather than lazily loaded.
+    NotWarmed,
+    /// Contention: pool exhausted, lock wait timed out, retries exhausted.
+    Busy(&'static str),
+    /// More units than one buyer may ever hold: a bad request, nothing moved.
+    OverLimit {
+        limit: i64,
+    },
+}
+
+/// Infrastructure failures (not business answers).
+#[derive(Debug, thiserror::Error)]
+pub enum InventoryError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("redis: {0}")]
+    Redis(#[from] redis::RedisError),
+    #[error("{0}")]
+    Inconsistent(String),
+}
+
+impl From<sqlx::Error> for InventoryError {
+    fn from(e: sqlx::Error) -> Self {
+        InventoryError::Store(StoreError::Sql(e))
+    }
+}
+
+/// Knobs of the database strategies.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// naive: business logic between the stock check and the write (the race window).
+    pub naive_gap: Duration,
+    /// for-update / optimistic: business logic done between the read and the write (under the
+    /// row lock for `for-update`, before the compare-and-swap for `optimistic`).
+    pub work: Duration,
+    /// optimistic: retries after a lost compare-and-swap before answering busy.
+    pub optimistic_retries: u32,
+    /// optimistic: base backoff between retries (jittered, doubling).
+    pub optimistic_backoff: Duration,
+    /// How long an unpaid order holds its units.
+    pub payment_timeout: Duration,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            naive_gap: Duration::from_millis(3),
+            work: Duration::from_millis(1),
+            optimistic_retries: 3,
+            optimistic_backoff: Duration::from_millis(2),
+            payment_timeout: Duration::from_secs(15 * 60),
+        }
+    }
+}
+
+/// The oracle's view of one item, as the shop sees it (`GET /api/items/{id}/audit`).
+#[derive(Debug, Clone, Serialize)]
+pub struct Audit {
+    pub item_id: i64,
+    pub strategy: Strategy,
+    pub initial_stock: i64,
+    pub db_stock: i64,
+    pub redis_stock: Option<i64>,
+    pub orders_by_status: BTreeMap<OrderStatus, i64>,
+    pub sold: i64,
+    pub oversell: i64,
+    pub negative_stock: bool,
+    pub queue_drained: bool,
+}
+
+/// One strategy bound to its store (and Redis for `redis-lua`).
+#[derive(Clone)]
+pub struct Inventory {
+    strategy: Strategy,
+    store: Store,
+    redis: Option<RedisLua>,
+    settings: Arc<Settings>,
+    items: Arc<RwLock<HashMap<i64, Item>>>,
+}
+
+impl Inventory {
+    /// Binds a strategy to its store; `redis` is required for (and only used by) `redis-lua`.
+    pub fn new(
+        strategy: Strategy,
+        store: Store,
+        redis: Option<RedisLua>,
+        settings: Settings,
+    ) -> Self {
+        assert!(
+            (strategy == Strategy::RedisLua) == redis.is_some(),
+            "redis-lua needs Redis; the database strategies must not use it"
+        );
+        Inventory {
+            strategy,
+            store,
+            redis,
+            settings: Arc::new(settings),
+            items: Arc::default(),
+        }
+    }
+
+    /// The strategy in use.
+    pub fn strategy(&self) -> Strategy {
+        self.strategy
+    }
+
+    /// The database store.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// The Redis side, for `redis-lua`.
+    pub fn redis(&self) -> Option<&RedisLua> {
+        self.redis.as_ref()
+    }
+
+    /// The strategy knobs.
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    /// Sets up a fresh sale in the database and, for `redis-lua`, warms Redis and verifies it.
+    pub async fn setup_sale(&self, id: i64, setup: &SaleSetup) -> Result<Item, InventoryError> {
+        let item = self.store.setup_sale(id, setup).await?;
+        if let Some(redis) = &self.redis {
+            redis.warm(&item).await?;
+        }
+        self.items
+            .write()
+            .expect("item cache poisoned")
+            .insert(id, item.clone());
+        Ok(item)
+    }
+
+    /// The item's static description (name, price, limit), cached after the first read.
+    /// For `redis-lua` an item that was never warmed is not looked up in the database.
+    pub async fn item_meta(&self, id: i64) -> Result<Option<Item>, InventoryError> {
+        if let Some(item) = self.items.read().expect("item cache poisoned").get(&id) {
+            return Ok(Some(item.clone()));
+        }
+        let item = match &self.redis {
+            Some(redis) => redis.warmed_item(id).await?,
+            None => self.store.item(id).await?,
+        };
+        if let Some(item) = &item {
+            self.items
+                .write()
+                .expect("item cache poisoned")
+                .insert(id, item.clone());
+        }
+        Ok(item)
+    }
+
+    /// Ids of the items this shop has set up or looked up (the background tasks serve these).
+    pub fn known_items(&self) -> Vec<i64> {
+        let mut ids: Vec<i64> = self
+            .items
+            .read()
+            .expect("item cache poisoned")
+            .keys()
+            .copied()
+            .collect();
+        ids.sort_unstable();
+        ids
+    }
+
+    /// Tries to buy. Business answers are `Ok(Outcome)`; contention maps to `Outcome::Busy`.
+    pub async fn purchase(&self, p: &Purchase) -> Result<Outcome, InventoryError> {
+        let Some(item) = self.item_meta(p.item_id).await? else {
+            let known = self.redis.is_some() && self.store.item(p.item_id).await?.is_some();
+            return Ok(if known {
+                Outcome::NotWarmed
+            } else {
+                Outcome::UnknownItem
+            });
+        };
+        if p.qty > item.purchase_limit {
+            return Ok(Outcome::OverLimit {
+                limit: item.purchase_limit,
+            });
+        }
+        let result = match self.strategy {
+            Strategy::Naive => naive::purchase(&self.store, &self.settings, p).await,
+            Strategy::ForUpdate => for_update::purchase(&self.store, &self.settings, p).await,
+            Strategy::Optimistic => optimistic::purchase(&self.store, &self.settings, p).await,
+            Strategy::RedisLua => {
+                let redis = self.redis.as_ref().expect("checked in new");
+                redis.purchase(p, item.purchase_limit).await
+            }
+        };
+        match result {
+            Err(InventoryError::Store(e)) if e.is_busy() => Ok(Outcome::Busy(busy_reason(&e))),
+            other => other,
+        }
+    }
+
+    /// `pending_payment → paid`.
+    pub async fn pay(&self, order_id: &str) -> Result<Transition, InventoryError> {
+        match &self.redis {
+            Some(redis) => redis.pay(order_id).await,
+            None => Ok(self.store.pay(order_id).await?),
+        }
+    }
+
+    /// `pending_payment → cancelled` (or `expired`), restocking exactly once.
+    pub async fn release(
+        &self,
+        order_id: &str,
+        to: OrderStatus,
+    ) -> Result<Transition, InventoryError> {
+        match &self.redis {
+            Some(redis) => redis.release(order_id, to).await,
+            None => Ok(self.store.release(order_id, to).await?),
+        }
+    }
+
+    /// Expires every pending order of `item` whose payment window has passed (database
+    /// strategies; `redis-lua` uses its delayed queue). Returns how many expired.
+    pub async fn expire_overdue(&self, item: i64) -> Result<u64, InventoryError> {
+        if let Some(redis) = &self.redis {
+            return redis.expire_due(item).await;
+        }
+        let cutoff = crate::model::now_ms() - self.settings.payment_timeout.as_millis() as i64;
+        let mut n = 0;
+        for id in self.store.overdue_orders(item, cutoff).await? {
+            if let Transition::Applied { .. } =
+                self.store.release(&id, OrderStatus::Expired).await?
+            {
+                n += 1;
+            }
+        }
+        Ok(n)
+    }
+
+    /// The shop's own audit of one item.
+    pub async fn audit(&self, id: i64) -> Result<Option<Audit>, InventoryError> {
+        let Some(item) = self.store.item(id).await? else {
+            return Ok(None);
+        };
+        let orders = self.store.orders_for_item(id).await?;
+        let mut by_status: BTreeMap<OrderStatus, i64> =
+            OrderStatus::ALL.into_iter().map(|s| (s, 0)).collect();
+        let mut sold = 0;
+        for o in &orders {
+            *by_status.entry(o.status).or_default() += 1;
+            if o.status.holds_stock() {
+                sold += o.qty;
+            }
+        }
+        let (redis_stock, queue_drained) = match &self.redis {
+            Some(redis) => (redis.stock(id).await?, redis.drained(id).await?),
+            None => (None, true),
+        };
+        Ok(Some(Audit {
+            item_id: id,
+            strategy: self.strategy,
+            initial_stock: item.initial_stock,
+            db_stock: item.stock,
+            redis_stock,
+            orders_by_status: by_status,
+            sold,
+            oversell: (sold - item.initial_stock).max(0),
+            negative_stock: item.stock < 0,
+            queue_drained,
+        }))
+    }
+}
+
+fn busy_reason(e: &StoreError) -> &'static str {
+    match e {
+        StoreError::Sql(sqlx::Error::PoolTimedOut) => "pool_exhausted",
+        _ => "lock_timeout",
+    }
+}

@@ -1,0 +1,34 @@
+//! `naive`: the incident. Read stock, check, do some business logic, then write, each statement
+//! on its own with no lock. Two buyers who both read `stock = 1` both pass the check and both
+//! deduct: stock goes to -1 and the shop has oversold. This is deliberately wrong.
+
+use super::{InventoryError, Outcome, Settings};
+use crate::model::{Order, Purchase};
+use crate::store::Store;
+
+pub(super) async fn purchase(
+    store: &Store,
+    settings: &Settings,
+    p: &Purchase,
+) -> Result<Outcome, InventoryError> {
+    // Read...
+    let Some(item) = store.item(p.item_id).await? else {
+        return Ok(Outcome::UnknownItem);
+    };
+    // ...check (the purchase limit too, just as racily)...
+    if store.held_by_user(p.item_id, &p.user_id).await? + p.qty > item.purchase_limit {
+        return Ok(Outcome::Duplicate);
+    }
+    if item.stock < p.qty {
+        return Ok(Outcome::SoldOut);
+    }
+    // ...the business logic between check and write: the race window...
+    if !settings.naive_gap.is_zero() {
+        tokio::time::sleep(settings.naive_gap).await;
+    }
+    // ...write, trusting a stock figure that may be stale by now.
+    store.deduct_unchecked(p.item_id, p.qty).await?;
+    let order = Order::pending(p);
+    store.insert_order(&order).await?;
+    Ok(Outcome::Reserved { order_id: order.id })
+}

@@ -1,0 +1,471 @@
+//! `redis-lua`: atomic pre-deduct in Redis, persistence through a stream.
+//!
+//! The decision "may this buyer have one?" is one Lua script (`lua/deduct.lua`): limits, stock
+//! check, decrement and the order event appended to the item's stream, atomically. The client
+//! gets `201` as soon as the script says yes; the persistence consumer
+//! ([`crate::pipeline::consumer`]) writes orders to the database in batches. Pay, cancel and
+//! expiry are scripts too (`lua/pay.lua`, `lua/release.lua`), so Redis holds the order state
+//! machine and the stream carries every change, in order, to the database.
+//!
+//! Every key of one item shares the hash tag `{prefix:item}` so the scripts stay valid on Redis
+//! Cluster; the prefix isolates tests and parallel runs from each other.
+
+use super::{InventoryError, Outcome};
+pub use crate::gateway::GatewaySettings;
+use crate::gateway::{Gateway, Refusal};
+use crate::model::{item_of_order, now_ms, Item, OrderStatus, Purchase};
+use crate::services::Service;
+use crate::store::Transition;
+use redis::aio::ConnectionManager;
+use redis::{AsyncCommands, Script};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Name of the persistence consumer group on every item stream.
+pub const GROUP: &str = "persist";
+
+/// Connection and behaviour of the Redis side.
+#[derive(Debug, Clone)]
+pub struct RedisSettings {
+    pub url: String,
+    /// Key prefix (inside the hash tag); tests use their own.
+    pub prefix: String,
+    /// How long an unpaid order holds its units before the delayed queue expires it.
+    pub payment_timeout: Duration,
+    pub gateway: GatewaySettings,
+}
+
+/// The keys of one item.
+#[derive(Debug, Clone)]
+pub struct ItemKeys {
+    pub stock: String,
+    pub meta: String,
+    pub holders: String,
+    pub devices: String,
+    pub ips: String,
+    pub orders: String,
+    pub expiry: String,
+    pub restocked: String,
+    pub events: String,
+}
+
+impl ItemKeys {
+    fn new(prefix: &str, item: i64) -> Self {
+        let tag = format!("{{{prefix}:{item}}}");
+        let k = |name: &str| format!("{tag}:{name}");
+        ItemKeys {
+            stock: k("stock"),
+            meta: k("meta"),
+            holders: k("holders"),
+            devices: k("devices"),
+            ips: k("ips"),
+            orders: k("orders"),
+            expiry: k("expiry"),
+            restocked: k("restocked"),
+            events: k("events"),
+        }
+    }
+
+    fn all(&self) -> [&str; 9] {
+        [
+            &self.stock,
+            &self.meta,
+            &self.holders,
+            &self.devices,
+            &self.ips,
+            &self.orders,
+            &self.expiry,
+            &self.restocked,
+            &self.events,
+        ]
+    }
+}
+
+struct Scripts {
+    deduct: Script,
+    release: Script,
+    pay: Script,
+    reconcile: Script,
+}
+
+/// The Redis side of the `redis-lua` strategy.
+#[derive(Clone)]
+pub struct RedisLua {
+    client: redis::Client,
+    conn: ConnectionManager,
+    prefix: Arc<str>,
+    scripts: Arc<Scripts>,
+    gateway: Arc<Gateway>,
+    payment_timeout: Duration,
+}
+
+impl RedisLua {
+    /// Connects (a multiplexed connection that reconnects by itself) and loads the scripts.
+    pub async fn connect(settings: &RedisSettings) -> Result<Self, InventoryError> {
+        let unreachable = |e: &dyn std::fmt::Display| {
+            InventoryError::Inconsistent(Service::Redis.unreachable(&settings.url, e))
+        };
+        let client = redis::Client::open(settings.url.as_str()).map_err(|e| unreachable(&e))?;
+        let config = redis::aio::ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(Duration::from_secs(2)))
+            .set_response_timeout(Some(Duration::from_secs(5)))
+            .set_number_of_retries(2);
+        let mut conn = ConnectionManager::new_with_config(client.clone(), config)
+            .await
+            .map_err(|e| unreachable(&e))?;
+        let scripts = Scripts {
+            deduct: Script::new(include_str!("../../lua/deduct.lua")),
+            release: Script::new(include_str!("../../lua/release.lua")),
+            pay: Script::new(include_str!("../../lua/pay.lua")),
+            reconcile: Script::new(include_str!("../../lua/reconcile.lua")),
+        };
+        // Load once up front; calls go by SHA and fall back to loading on NOSCRIPT.
+        for s in [
+            &scripts.deduct,
+            &scripts.release,
+            &scripts.pay,
+            &scripts.reconcile,
+        ] {
+            s.prepare_invoke()
+                .load_async(&mut conn)
+                .await
+                .map_err(|e| unreachable(&e))?;
+        }
+        Ok(RedisLua {
+            client,
+            conn,
+            prefix: settings.prefix.as_str().into(),
+            scripts: Arc::new(scripts),
+            gateway: Arc::new(Gateway::new(settings.gateway.clone())),
+            payment_timeout: settings.payment_timeout,
+        })
+    }
+
+    /// The keys of one item.
+    pub fn keys(&self, item: i64) -> ItemKeys {
+        ItemKeys::new(&self.prefix, item)
+    }
+
+    /// A connection handle (cheap clone of the multiplexed connection).
+    pub fn conn(&self) -> ConnectionManager {
+        self.conn.clone()
+    }
+
+    /// A connection of its own, for blocking reads (a blocking command on the shared
+    /// multiplexed connection would stall every other caller).
+    pub async fn dedicated_conn(
+        &self,
+    ) -> Result<redis::aio::MultiplexedConnection, InventoryError> {
+        let cfg = redis::AsyncConnectionConfig::new().set_response_timeout(None);
+        Ok(self
+            .client
+            .get_multiplexed_async_connection_with_config(&cfg)
+            .await?)
+    }
+
+    /// The gateway in front of the pre-deduct.
+    pub fn gateway(&self) -> &Gateway {
+        &self.gateway
+    }
+
+    /// Warm-up: loads the sale into Redis before the first order, then reads it back and
+    /// verifies it. Clears the previous sale's keys and (re)creates the consumer group.
+    pub async fn warm(&self, item: &Item) -> Result<(), InventoryError> {
+        let keys = self.keys(item.id);
+        let mut conn = self.conn.clone();
+        redis::pipe()
+            .atomic()
+            .del(keys.all().to_vec())
+            .ignore()
+            .set(&keys.stock, item.stock)
+            .ignore()
+            .hset_multiple(
+                &keys.meta,
+                &[
+                    ("limit", item.purchase_limit.to_string()),
+                    ("initial", item.initial_stock.to_string()),
+                    ("name", item.name.clone()),
+                    ("price_cents", item.price_cents.to_string()),
+                ],
+            )
+            .ignore()
+            .cmd("XGROUP")
+            .arg("CREATE")
+            .arg(&keys.events)
+            .arg(GROUP)
+            .arg("$")
+            .arg("MKSTREAM")
+            .ignore()
+            .exec_async(&mut conn)
+            .await?;
+        self.gateway.reset_item(item.id);
+        let warmed = self.warmed_item(item.id).await?;
+        let stock: Option<i64> = conn.get(&keys.stock).await?;
+        match warmed {
+            Some(w) if stock == Some(item.stock) && w.purchase_limit == item.purchase_limit => {
+                Ok(())
+            }
+            _ => Err(InventoryError::Inconsistent(format!(
+                "warm-up of item {} did not verify: Redis stock {stock:?}, expected {}",
+                item.id, item.stock
+            ))),
+        }
+    }
+
+    /// The item as warmed into Redis, or `None` if it never was.
+    pub async fn warmed_item(&self, id: i64) -> Result<Option<Item>, InventoryError> {
+        let keys = self.keys(id);
+        let mut conn = self.conn.clone();
+        let meta: HashMap<String, String> = conn.hgetall(&keys.meta).await?;
+        let stock: Option<i64> = conn.get(&keys.stock).await?;
+        let (Some(limit), Some(stock)) = (meta.get("limit"), stock) else {
+            return Ok(None);
+        };
+        let num = |k: &str| meta.get(k).and_then(|v| v.parse().ok()).unwrap_or(0);
+        Ok(Some(Item {
+            id,
+            name: meta.get("name").cloned().unwrap_or_default(),
+            price_cents: num("price_cents"),
+            initial_stock: num("initial"),
+            stock,
+            version: 0,
+            purchase_limit: limit.parse().unwrap_or(1),
+        }))
+    }
+
+    /// Gateway, then the atomic pre-deduct.
+    pub async fn purchase(&self, p: &Purchase, limit: i64) -> Result<Outcome, InventoryError> {
+        let device = p.device_id.as_deref();
+        let _admission =
+            match self
+                .gateway
+                .admit(p.item_id, &p.user_id, device, &p.client_ip, p.qty, limit)
+            {
+                Ok(a) => a,
+                Err(Refusal::RateLimited) => return Ok(Outcome::RateLimited),
+                Err(Refusal::Duplicate) => return Ok(Outcome::Duplicate),
+            };
+        let keys = self.keys(p.item_id);
+        let order_id = crate::model::new_order_id(p.item_id);
+        let (code, _n): (i64, i64) = self
+            .scripts
+            .deduct
+            .key(&keys.stock)
+            .key(&keys.meta)
+            .key(&keys.holders)
+            .key(&keys.devices)
+            .key(&keys.ips)
+            .key(&keys.orders)
+            .key(&keys.expiry)
+            .key(&keys.events)
+            .arg(p.qty)
+            .arg(&p.user_id)
+            .arg(device.unwrap_or(""))
+            .arg(&order_id)
+            .arg(now_ms())
+            .arg(self.payment_timeout.as_millis() as i64)
+            .arg(&p.client_ip)
+            .arg(self.gateway.settings().ip_unit_cap)
+            .invoke_async(&mut self.conn.clone())
+            .await?;
+        let result = match code {
+            c if c >= 0 => "success",
+            -1 => "sold_out",
+            -2 | -4 => "duplicate",
+            _ => "not_warmed",
+        };
+        metrics::counter!("oversell_prededuct_total", "result" => result).increment(1);
+        Ok(match code {
+            c if c >= 0 => {
+                self.gateway
+                    .record_holding(p.item_id, &p.user_id, device, &p.client_ip, p.qty);
+                Outcome::Reserved { order_id }
+            }
+            -1 => Outcome::SoldOut,
+            -2 | -4 => Outcome::Duplicate,
+            _ => Outcome::NotWarmed,
+        })
+    }
+
+    /// `pending_payment → paid`.
+    pub async fn pay(&self, order_id: &str) -> Result<Transition, InventoryError> {
+        let Some(item) = item_of_order(order_id) else {
+            return Ok(Transition::NotFound);
+        };
+        let keys = self.keys(item);
+        let code: i64 = self
+            .scripts
+            .pay
+            .key(&keys.orders)
+            .key(&keys.expiry)
+            .key(&keys.events)
+            .arg(order_id)
+            .arg(now_ms())
+            .invoke_async(&mut self.conn.clone())
+            .await?;
+        Ok(match code {
+            1 => Transition::Applied { restocked: 0 },
+            0 => Transition::AlreadyIn(OrderStatus::Paid),
+            -1 => Transition::AlreadyIn(
+                self.status(item, order_id)
+                    .await?
+                    .unwrap_or(OrderStatus::Cancelled),
+            ),
+            _ => Transition::NotFound,
+        })
+    }
+
+    /// Cancel or expire a pending order: restocks Redis exactly once (see `lua/release.lua`);
+    /// the database follows through the stream.
+    pub async fn release(
+        &self,
+        order_id: &str,
+        to: OrderStatus,
+    ) -> Result<Transition, InventoryError> {
+        let Some(item) = item_of_order(order_id) else {
+            return Ok(Transition::NotFound);
+        };
+        let keys = self.keys(item);
+        let raw: Option<String> = self.conn.clone().hget(&keys.orders, order_id).await?;
+        let (code, qty): (i64, i64) = self
+            .scripts
+            .release
+            .key(&keys.stock)
+            .key(&keys.holders)
+            .key(&keys.devices)
+            .key(&keys.ips)
+            .key(&keys.orders)
+            .key(&keys.expiry)
+            .key(&keys.restocked)
+            .key(&keys.events)
+            .arg(order_id)
+            .arg(to.as_str())
+            .arg(now_ms())
+            .invoke_async(&mut self.conn.clone())
+            .await?;
+        Ok(match code {
+            1 => {
+                metrics::counter!("oversell_restocks_total", "reason" => to.as_str()).increment(1);
+                metrics::counter!("oversell_restocked_units_total").increment(qty.max(0) as u64);
+                if let Some(o) = raw.and_then(|r| serde_json::from_str::<StoredOrder>(&r).ok()) {
+                    let dev = (!o.d.is_empty()).then_some(o.d.as_str());
+                    self.gateway.record_holding(item, &o.u, dev, &o.i, -qty);
+                }
+                Transition::Applied { restocked: qty }
+            }
+            0 => Transition::AlreadyIn(self.status(item, order_id).await?.unwrap_or(to)),
+            -1 => Transition::AlreadyIn(OrderStatus::Paid),
+            -3 => Transition::AlreadyIn(OrderStatus::PendingPayment),
+            _ => Transition::NotFound,
+        })
+    }
+
+    /// Expires every order of `item` whose payment deadline has passed (the delayed queue is a
+    /// sorted set scored by due time). Safe to run from several places at once: the release
+    /// script re-checks state and due time atomically.
+    pub async fn expire_due(&self, item: i64) -> Result<u64, InventoryError> {
+        let keys = self.keys(item);
+        let due: Vec<String> = self
+            .conn
+            .clone()
+            .zrangebyscore_limit(&keys.expiry, "-inf", now_ms(), 0, 500)
+            .await?;
+        let mut n = 0;
+        for id in due {
+            if let Transition::Applied { .. } = self.release(&id, OrderStatus::Expired).await? {
+                n += 1;
+            }
+        }
+        Ok(n)
+    }
+
+    /// An order's state as Redis holds it.
+    pub async fn status(
+        &self,
+        item: i64,
+        order_id: &str,
+    ) -> Result<Option<OrderStatus>, InventoryError> {
+        let raw: Option<String> = self
+            .conn
+            .clone()
+            .hget(self.keys(item).orders, order_id)
+            .await?;
+        Ok(raw
+            .and_then(|r| serde_json::from_str::<StoredOrder>(&r).ok())
+            .and_then(|o| OrderStatus::parse(&o.s)))
+    }
+
+    /// Redis stock of an item (`None` if not warmed).
+    pub async fn stock(&self, item: i64) -> Result<Option<i64>, InventoryError> {
+        Ok(self.conn.clone().get(self.keys(item).stock).await?)
+    }
+
+    /// True when every event on the item's stream has been persisted and acknowledged.
+    pub async fn drained(&self, item: i64) -> Result<bool, InventoryError> {
+        let (lag, pending) = self.backlog(item).await?;
+        Ok(lag == 0 && pending == 0)
+    }
+
+    /// `(undelivered entries, delivered but unacknowledged entries)` of the item's stream.
+    pub async fn backlog(&self, item: i64) -> Result<(u64, u64), InventoryError> {
+        let keys = self.keys(item);
+        let mut conn = self.conn.clone();
+        let exists: bool = conn.exists(&keys.events).await?;
+        if !exists {
+            return Ok((0, 0));
+        }
+        let info: redis::streams::StreamInfoStreamReply = conn.xinfo_stream(&keys.events).await?;
+        let groups: redis::streams::StreamInfoGroupsReply = conn.xinfo_groups(&keys.events).await?;
+        let Some(g) = groups.groups.iter().find(|g| g.name == GROUP) else {
+            return Ok((info.length as u64, 0));
+        };
+        let lag = if g.last_delivered_id == info.last_generated_id {
+            0
+        } else {
+            let undelivered: Vec<redis::streams::StreamId> = {
+                let r: redis::streams::StreamRangeReply = conn
+                    .xrange(&keys.events, format!("({}", g.last_delivered_id), "+")
+                    .await?;
+                r.ids
+            };
+            undelivered.len() as u64
+        };
+        Ok((lag, g.pending as u64))
+    }
+
+    /// Runs `lua/reconcile.lua`: returns `(redis stock, expected, residual)`, correcting Redis
+    /// when `correct` is set. `db_stock` and `applied` come from one database snapshot.
+    pub async fn reconcile(
+        &self,
+        item: i64,
+        db_stock: i64,
+        applied: &str,
+        correct: bool,
+    ) -> Result<Option<(i64, i64, i64)>, InventoryError> {
+        let keys = self.keys(item);
+        let (current, expected, residual): (i64, i64, i64) = self
+            .scripts
+            .reconcile
+            .key(&keys.stock)
+            .key(&keys.events)
+            .arg(db_stock)
+            .arg(applied)
+            .arg(if correct { "1" } else { "0" })
+            .invoke_async(&mut self.conn.clone())
+            .await?;
+        let not_warmed = current < 0 && expected == 0 && residual == 0;
+        Ok((!not_warmed).then_some((current, expected, residual)))
+    }
+}
+
+/// An order as `lua/deduct.lua` stores it (JSON in the item's `orders` hash).
+#[derive(Debug, serde::Deserialize)]
+struct StoredOrder {
+    s: String,
+    #[allow(dead_code)]
+    q: i64,
+    u: String,
+    d: String,
+    i: String,
+}

@@ -1,0 +1,31 @@
+//! # oversell
+//!
+//! Reproduces, measures and gates oversell in flash sales: a reference shop with every
+//! inventory strategy behind one switch, a goose traffic model, an oracle that audits the
+//! databases against what every client was told, and reports.
+//!
+//! # Layout
+//!
+//! - [`cli`]: clap commands and flags, turned into typed plans.
+//! - [`shop`]: the reference shop: `app(state) -> Router`, handlers, errors, `/metrics`.
+//! - [`inventory`]: the [`inventory::Strategy`] enum and one file per strategy
+//!   (`naive`, `for_update`, `optimistic`, `redis_lua`).
+//! - [`gateway`]: rate limits and dedup in front of redis-lua's pre-deduct.
+//! - [`store`]: PostgreSQL / MySQL access; the SQL that differs lives in `store::dialect`.
+//! - [`pipeline`]: redis-lua's stream consumer, reconciliation, and the payment-timeout sweeper.
+//! - [`model`]: items, orders and the order state machine.
+//! - [`services`]: the outside services and how to start one that is down.
+//! - [`telemetry`]: logging set-up.
+//!
+//! Data flows one way: scenario → plan → traffic (goose) → shop → databases; probes and
+//! clients' records → oracle → report.
+
+pub mod cli;
+pub mod gateway;
+pub mod inventory;
+pub mod model;
+pub mod pipeline;
+pub mod services;
+pub mod shop;
+pub mod store;
+pub mod telemetry;

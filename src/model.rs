@@ -1,0 +1,187 @@
+//! The shop's data model: items on sale, orders and their state machine, purchase requests.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// A sale's item as the database holds it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Item {
+    pub id: i64,
+    pub name: String,
+    pub price_cents: i64,
+    pub initial_stock: i64,
+    pub stock: i64,
+    pub version: i64,
+    pub purchase_limit: i64,
+}
+
+/// What `PUT /api/items/{id}` sets up: a fresh sale.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SaleSetup {
+    pub stock: i64,
+    #[serde(default = "default_name")]
+    pub name: String,
+    #[serde(default)]
+    pub price_cents: i64,
+    #[serde(default = "default_limit")]
+    pub purchase_limit: i64,
+}
+
+fn default_name() -> String {
+    "flash-sale item".into()
+}
+
+fn default_limit() -> i64 {
+    1
+}
+
+/// Largest stock a sale may be set up with (keeps arithmetic far from overflow).
+pub const MAX_STOCK: i64 = 1_000_000_000;
+/// Longest user or device id accepted.
+pub const MAX_ID_LEN: usize = 128;
+
+impl SaleSetup {
+    /// Checks the setup; the error names the field and what is allowed.
+    pub fn validate(&self) -> Result<(), String> {
+        if !(0..=MAX_STOCK).contains(&self.stock) {
+            return Err(format!("stock must be between 0 and {MAX_STOCK}"));
+        }
+        if !(1..=1000).contains(&self.purchase_limit) {
+            return Err("purchase_limit must be between 1 and 1000".into());
+        }
+        if self.price_cents < 0 {
+            return Err("price_cents must not be negative".into());
+        }
+        if self.name.trim().is_empty() || self.name.len() > 200 {
+            return Err("name must be 1 to 200 characters".into());
+        }
+        Ok(())
+    }
+}
+
+/// A request to buy `qty` units of `item_id`, already validated by the shop.
+#[derive(Debug, Clone)]
+pub struct Purchase {
+    pub item_id: i64,
+    pub user_id: String,
+    pub device_id: Option<String>,
+    pub qty: i64,
+    /// The client's address (peer or `X-Forwarded-For`), used by the gateway.
+    pub client_ip: String,
+}
+
+/// The order state machine: `pending_payment → paid | cancelled | expired`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
+#[serde(rename_all = "snake_case")]
+pub enum OrderStatus {
+    PendingPayment,
+    Paid,
+    Cancelled,
+    Expired,
+}
+
+impl OrderStatus {
+    /// All states, in display order.
+    pub const ALL: [OrderStatus; 4] = [
+        OrderStatus::PendingPayment,
+        OrderStatus::Paid,
+        OrderStatus::Cancelled,
+        OrderStatus::Expired,
+    ];
+
+    /// The wire and database spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OrderStatus::PendingPayment => "pending_payment",
+            OrderStatus::Paid => "paid",
+            OrderStatus::Cancelled => "cancelled",
+            OrderStatus::Expired => "expired",
+        }
+    }
+
+    /// Parses the wire spelling.
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|st| st.as_str() == s)
+    }
+
+    /// Whether an order in this state counts as sold (holds its units).
+    pub fn holds_stock(self) -> bool {
+        matches!(self, OrderStatus::PendingPayment | OrderStatus::Paid)
+    }
+}
+
+impl fmt::Display for OrderStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// An order row.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Order {
+    pub id: String,
+    pub item_id: i64,
+    pub user_id: String,
+    pub device_id: Option<String>,
+    pub qty: i64,
+    pub status: OrderStatus,
+    pub created_at_ms: i64,
+}
+
+impl Order {
+    /// A new `pending_payment` order for a purchase, with a fresh id.
+    pub fn pending(p: &Purchase) -> Order {
+        Order {
+            id: new_order_id(p.item_id),
+            item_id: p.item_id,
+            user_id: p.user_id.clone(),
+            device_id: p.device_id.clone(),
+            qty: p.qty,
+            status: OrderStatus::PendingPayment,
+            created_at_ms: now_ms(),
+        }
+    }
+}
+
+/// Builds a new order id. The item id leads so any part of the shop can find the item's keys
+/// from the id alone (`pay`/`cancel` carry only the order id).
+pub fn new_order_id(item_id: i64) -> String {
+    format!("{item_id}-{}", uuid::Uuid::now_v7().simple())
+}
+
+/// The item id encoded in an order id, if it is one of ours.
+pub fn item_of_order(order_id: &str) -> Option<i64> {
+    let (item, rest) = order_id.split_once('-')?;
+    if rest.is_empty() {
+        return None;
+    }
+    item.parse().ok()
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> i64 {
+    chrono::Utc::now().timestamp_millis()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn order_ids_carry_their_item() {
+        let id = new_order_id(42);
+        assert_eq!(item_of_order(&id), Some(42));
+        assert_eq!(item_of_order("nope"), None);
+        assert_eq!(item_of_order("7-"), None);
+    }
+
+    #[test]
+    fn status_round_trips() {
+        for st in OrderStatus::ALL {
+            assert_eq!(OrderStatus::parse(st.as_str()), Some(st));
+        }
+        assert!(OrderStatus::Paid.holds_stock());
+        assert!(!OrderStatus::Expired.holds_stock());
+    }
+}

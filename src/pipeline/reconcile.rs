@@ -1,0 +1,149 @@
+//! Reconciliation: the database is the source of truth for stock; Redis is corrected to match.
+//!
+//! One pass reads `(stock, last applied stream id)` from the database in one statement (from a
+//! replica when one is configured: a lagging replica only means a longer in-flight tail), then
+//! `lua/reconcile.lua` computes, atomically in Redis, what the stock should be given the events
+//! still in flight, and corrects the residual. A residual beyond the threshold raises an alert:
+//! an error-level log line, the `oversell_reconcile_alerts_total` metric and, when configured,
+//! a JSON POST to a webhook.
+
+use crate::inventory::{Inventory, InventoryError};
+use crate::store::Store;
+use serde::Serialize;
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// Reconciliation knobs.
+#[derive(Debug, Clone)]
+pub struct ReconcileSettings {
+    /// Time between passes (the post-mortem's job ran every 5 minutes).
+    pub interval: Duration,
+    /// |residual| above this raises an alert.
+    pub alert_threshold: i64,
+    /// Optional URL that receives each alert as JSON.
+    pub webhook: Option<String>,
+    /// Read from this store (a replica) instead of the primary.
+    pub replica: Option<Store>,
+}
+
+impl Default for ReconcileSettings {
+    fn default() -> Self {
+        ReconcileSettings {
+            interval: Duration::from_secs(300),
+            alert_threshold: 0,
+            webhook: None,
+            replica: None,
+        }
+    }
+}
+
+/// What one pass found and did.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct Pass {
+    pub item_id: i64,
+    pub db_stock: i64,
+    pub redis_stock: i64,
+    pub expected_redis_stock: i64,
+    /// Redis stock minus what it should be: positive = phantom units in Redis (would oversell
+    /// the database), negative = leaked units (would undersell).
+    pub residual: i64,
+    pub corrected: bool,
+    pub alerted: bool,
+    /// Which database the snapshot came from.
+    pub source: &'static str,
+}
+
+/// Runs one pass for `item`. `Ok(None)` when the item is not warmed or not in the database.
+pub async fn pass(
+    inventory: &Inventory,
+    item: i64,
+    settings: &ReconcileSettings,
+) -> Result<Option<Pass>, InventoryError> {
+    let Some(redis) = inventory.redis() else {
+        return Ok(None);
+    };
+    let (source_store, source) = match &settings.replica {
+        Some(replica) => (replica, "replica"),
+        None => (inventory.store(), "primary"),
+    };
+    let Some((db_stock, applied)) = source_store.reconcile_snapshot(item).await? else {
+        return Ok(None);
+    };
+    let Some((redis_stock, expected, residual)) =
+        redis.reconcile(item, db_stock, &applied, true).await?
+    else {
+        return Ok(None);
+    };
+    let alerted = residual.abs() > settings.alert_threshold;
+    let result = Pass {
+        item_id: item,
+        db_stock,
+        redis_stock,
+        expected_redis_stock: expected,
+        residual,
+        corrected: residual != 0,
+        alerted,
+        source,
+    };
+    metrics::gauge!("oversell_reconcile_residual", "item" => item.to_string()).set(residual as f64);
+    metrics::counter!("oversell_reconcile_passes_total").increment(1);
+    if residual != 0 {
+        metrics::counter!("oversell_reconcile_corrections_total").increment(1);
+        tracing::warn!(item, residual, "reconciliation corrected Redis stock");
+    }
+    if alerted {
+        metrics::counter!("oversell_reconcile_alerts_total").increment(1);
+        tracing::error!(
+            item,
+            residual,
+            threshold = settings.alert_threshold,
+            "ALERT: reconciliation residual beyond threshold; a person should look"
+        );
+        if let Some(url) = &settings.webhook {
+            if let Err(e) = post_alert(url, &result).await {
+                tracing::error!(url = %url, error = %e, "alert webhook failed");
+            }
+        }
+    }
+    // History goes to the primary; failing to record it does not undo the correction.
+    if let Err(e) = inventory
+        .store()
+        .record_reconciliation(item, redis_stock, expected, residual != 0)
+        .await
+    {
+        tracing::warn!(item, error = %e, "could not record the reconciliation pass");
+    }
+    Ok(Some(result))
+}
+
+async fn post_alert(url: &str, pass: &Pass) -> Result<(), reqwest::Error> {
+    reqwest::Client::builder()
+        .timeout(Duration::from_secs(5))
+        .build()?
+        .post(url)
+        .json(&serde_json::json!({ "alert": "reconciliation_residual", "pass": pass }))
+        .send()
+        .await?
+        .error_for_status()?;
+    Ok(())
+}
+
+/// Runs a pass every `interval` until shutdown.
+pub async fn run(
+    inventory: Inventory,
+    item: i64,
+    settings: ReconcileSettings,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let mut tick = tokio::time::interval(settings.interval);
+    tick.tick().await; // the first tick is immediate; warm-up has just verified Redis
+    loop {
+        tokio::select! {
+            _ = shutdown.changed() => return,
+            _ = tick.tick() => {}
+        }
+        if let Err(e) = pass(&inventory, item, &settings).await {
+            tracing::warn!(item, error = %e, "reconciliation pass failed");
+        }
+    }
+}

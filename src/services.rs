@@ -1,0 +1,86 @@
+//! The outside services oversell needs, and how to tell a user that one is not there.
+
+use std::fmt::Display;
+
+/// A service the shop or the oracle connects to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Service {
+    Postgres,
+    Mysql,
+    Redis,
+    Shop,
+}
+
+impl Service {
+    /// Human name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Service::Postgres => "PostgreSQL",
+            Service::Mysql => "MySQL/MariaDB",
+            Service::Redis => "Redis",
+            Service::Shop => "the target shop",
+        }
+    }
+
+    /// How to start one locally.
+    pub fn how_to_start(self) -> &'static str {
+        match self {
+            Service::Postgres => {
+                "start it with `docker-compose up -d postgres`, or on Debian \
+                 `pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start`"
+            }
+            Service::Mysql => {
+                "start it with `docker-compose up -d mysql`, or on Debian \
+                 `start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd`"
+            }
+            Service::Redis => {
+                "start it with `docker-compose up -d redis`, or \
+                 `redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save \"\" --appendonly no`"
+            }
+            Service::Shop => "check the URL and that the shop is running",
+        }
+    }
+
+    /// The one-line message for an unreachable service.
+    pub fn unreachable(self, url: &str, err: &dyn Display) -> String {
+        format!(
+            "cannot reach {} at {}: {err}; {}",
+            self.name(),
+            redact_url(url),
+            self.how_to_start()
+        )
+    }
+}
+
+/// The URL with any password replaced by `***`.
+pub fn redact_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let (auth, host) = match rest.rsplit_once('@') {
+        Some(parts) => parts,
+        None => return url.to_string(),
+    };
+    match auth.split_once(':') {
+        Some((user, _)) => format!("{scheme}://{user}:***@{host}"),
+        None => url.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_are_redacted() {
+        assert_eq!(
+            redact_url("postgres://u:secret@h:5432/db"),
+            "postgres://u:***@h:5432/db"
+        );
+        assert_eq!(
+            redact_url("redis://127.0.0.1:6379"),
+            "redis://127.0.0.1:6379"
+        );
+        assert_eq!(redact_url("mysql://root@h/db"), "mysql://root@h/db");
+    }
+}

@@ -1,0 +1,368 @@
+//! HTTP handlers: parse and validate, call the inventory, map outcomes to status codes.
+
+use super::error::ApiError;
+use super::AppState;
+use crate::inventory::{Outcome, Strategy};
+use crate::model::{OrderStatus, Purchase, SaleSetup, MAX_ID_LEN};
+use crate::store::Transition;
+use axum::body::Bytes;
+use axum::extract::{ConnectInfo, MatchedPath, Path, Request, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+type ApiResult<T> = Result<T, ApiError>;
+
+/// Body of `POST /api/orders`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OrderBody {
+    item_id: i64,
+    user_id: String,
+    qty: i64,
+    #[serde(default)]
+    device_id: Option<String>,
+}
+
+/// The product page as served.
+#[derive(Debug, Clone, Serialize)]
+pub struct ItemView {
+    id: i64,
+    name: String,
+    price_cents: i64,
+    stock: i64,
+    /// Where the stock figure came from: `database` (read now) or `cache` (see `stock_age_ms`).
+    stock_source: &'static str,
+    /// Age of the stock figure in milliseconds (0 when read now).
+    stock_age_ms: u64,
+}
+
+/// The redis-lua product page cache: absorbs browse traffic; its stock figure is at most the
+/// TTL old.
+pub struct PageCache {
+    ttl: Duration,
+    pages: Mutex<HashMap<i64, (Instant, ItemView)>>,
+}
+
+impl PageCache {
+    /// A cache whose entries live `ttl`.
+    pub fn new(ttl: Duration) -> Self {
+        PageCache {
+            ttl,
+            pages: Mutex::default(),
+        }
+    }
+
+    fn get(&self, id: i64) -> Option<ItemView> {
+        let pages = self.pages.lock().expect("page cache poisoned");
+        let (at, view) = pages.get(&id)?;
+        let age = at.elapsed();
+        (age < self.ttl).then(|| ItemView {
+            stock_source: "cache",
+            stock_age_ms: age.as_millis() as u64,
+            ..view.clone()
+        })
+    }
+
+    fn put(&self, view: ItemView) {
+        let mut pages = self.pages.lock().expect("page cache poisoned");
+        pages.insert(view.id, (Instant::now(), view));
+    }
+
+    fn forget(&self, id: i64) {
+        self.pages.lock().expect("page cache poisoned").remove(&id);
+    }
+}
+
+fn parse_json<T: serde::de::DeserializeOwned>(body: &Bytes) -> ApiResult<T> {
+    serde_json::from_slice(body).map_err(|e| ApiError::invalid(format!("malformed JSON body: {e}")))
+}
+
+fn item_id(raw: &str) -> ApiResult<i64> {
+    raw.parse::<i64>()
+        .ok()
+        .filter(|id| *id > 0)
+        .ok_or_else(|| ApiError::invalid(format!("item id {raw:?} must be a positive integer")))
+}
+
+pub(super) async fn healthz(State(st): State<AppState>) -> Json<serde_json::Value> {
+    Json(serde_json::json!({
+        "status": "ok",
+        "strategy": st.inventory.strategy(),
+        "backend": st.inventory.store().backend(),
+    }))
+}
+
+pub(super) async fn metrics(State(st): State<AppState>) -> String {
+    let pool = st.inventory.store().pool();
+    let in_use = pool.size().saturating_sub(pool.num_idle() as u32);
+    metrics::gauge!("oversell_db_pool_in_use").set(in_use as f64);
+    metrics::gauge!("oversell_db_pool_size").set(pool.size() as f64);
+    let handle = super::telemetry::handle();
+    handle.run_upkeep();
+    handle.render()
+}
+
+pub(super) async fn not_found() -> ApiError {
+    ApiError::new(StatusCode::NOT_FOUND, "not_found")
+}
+
+/// Records every request's latency and status (Prometheus).
+pub(super) async fn observe(req: Request, next: Next) -> Response {
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|p| p.as_str().to_string())
+        .unwrap_or_else(|| "unmatched".into());
+    let method = req.method().to_string();
+    let start = Instant::now();
+    let resp = next.run(req).await;
+    let status = resp.status().as_u16().to_string();
+    metrics::histogram!("oversell_http_request_duration_seconds", "route" => route.clone(), "method" => method.clone())
+        .record(start.elapsed().as_secs_f64());
+    metrics::counter!("oversell_http_requests_total", "route" => route, "method" => method, "status" => status)
+        .increment(1);
+    resp
+}
+
+pub(super) async fn put_item(
+    State(st): State<AppState>,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> ApiResult<impl IntoResponse> {
+    let id = item_id(&id)?;
+    let setup: SaleSetup = parse_json(&body)?;
+    setup.validate().map_err(ApiError::invalid)?;
+    let item = st.inventory.setup_sale(id, &setup).await?;
+    st.page_cache.forget(id);
+    Ok(Json(item))
+}
+
+pub(super) async fn get_item(
+    State(st): State<AppState>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<ItemView>> {
+    let id = item_id(&id)?;
+    if let Some(view) = st.page_cache.get(id) {
+        return Ok(Json(view));
+    }
+    let view = match st.inventory.redis() {
+        Some(redis) => {
+            let item = st
+                .inventory
+                .item_meta(id)
+                .await?
+                .ok_or_else(|| ApiError::new(StatusCode::NOT_FOUND, "unknown_item"))?;
+            let stock = redis.stock(id).await?.unwrap_or(0);
+            let view = ItemView {
+                id,
+                name: item.name,
+                price_cents: item.price_cents,
+                stock,
+                stock_source: "cache",
+                stock_age_ms: 0,
+            };
+            st.page_cache.put(view.clone());
+            view
+        }
+        None => {
+            let item = st
+                .inventory
+                .store()
+                .item(id)
+                .await
+                .map_err(crate::inventory::InventoryError::from)?
+                .ok_or_else(|| ApiError::new(StatusCode::NOT_FOUND, "unknown_item"))?;
+            ItemView {
+                id,
+                name: item.name,
+                price_cents: item.price_cents,
+                stock: item.stock,
+                stock_source: "database",
+                stock_age_ms: 0,
+            }
+        }
+    };
+    Ok(Json(view))
+}
+
+fn client_ip(st: &AppState, headers: &HeaderMap, peer: Option<SocketAddr>) -> String {
+    if st.trust_forwarded_for {
+        if let Some(first) = headers
+            .get("x-forwarded-for")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.split(',').next())
+            .map(str::trim)
+            .filter(|v| !v.is_empty() && v.len() <= 64)
+        {
+            return first.to_string();
+        }
+    }
+    peer.map(|p| p.ip().to_string()).unwrap_or_default()
+}
+
+fn validate_order(body: OrderBody, ip: String) -> ApiResult<Purchase> {
+    if body.item_id <= 0 {
+        return Err(ApiError::invalid("item_id must be a positive integer"));
+    }
+    if body.qty <= 0 {
+        return Err(ApiError::invalid("qty must be at least 1"));
+    }
+    let user = body.user_id.trim();
+    if user.is_empty() || user.len() > MAX_ID_LEN {
+        return Err(ApiError::invalid(format!(
+            "user_id must be 1 to {MAX_ID_LEN} characters"
+        )));
+    }
+    let device = match body.device_id.as_deref().map(str::trim) {
+        Some("") | None => None,
+        Some(d) if d.len() > MAX_ID_LEN => {
+            return Err(ApiError::invalid(format!(
+                "device_id must be at most {MAX_ID_LEN} characters"
+            )))
+        }
+        Some(d) => Some(d.to_string()),
+    };
+    Ok(Purchase {
+        item_id: body.item_id,
+        user_id: user.to_string(),
+        device_id: device,
+        qty: body.qty,
+        client_ip: ip,
+    })
+}
+
+pub(super) async fn create_order(
+    State(st): State<AppState>,
+    peer: Option<Extension<ConnectInfo<SocketAddr>>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> ApiResult<Response> {
+    let ip = client_ip(&st, &headers, peer.map(|Extension(ConnectInfo(a))| a));
+    let purchase = validate_order(parse_json(&body)?, ip)?;
+    let outcome = st.inventory.purchase(&purchase).await?;
+    let strategy = st.inventory.strategy().as_str();
+    let (label, resp) = match outcome {
+        Outcome::Reserved { order_id } => (
+            "created",
+            (
+                StatusCode::CREATED,
+                Json(serde_json::json!({ "order_id": order_id, "status": OrderStatus::PendingPayment })),
+            )
+                .into_response(),
+        ),
+        Outcome::SoldOut => ("sold_out", ApiError::new(StatusCode::CONFLICT, "sold_out").into_response()),
+        Outcome::Duplicate => (
+            "duplicate",
+            ApiError::new(StatusCode::CONFLICT, "duplicate")
+                .detail("this buyer already holds the purchase limit or has an order in flight")
+                .into_response(),
+        ),
+        Outcome::RateLimited => (
+            "rate_limited",
+            ApiError::new(StatusCode::TOO_MANY_REQUESTS, "rate_limited").into_response(),
+        ),
+        Outcome::UnknownItem => (
+            "unknown_item",
+            ApiError::new(StatusCode::NOT_FOUND, "unknown_item").into_response(),
+        ),
+        Outcome::NotWarmed => (
+            "not_warmed",
+            ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "not_warmed")
+                .detail("the sale was not warmed into Redis; set it up with PUT /api/items/{id}")
+                .into_response(),
+        ),
+        Outcome::Busy(why) => (
+            "busy",
+            ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "busy").detail(why).into_response(),
+        ),
+        Outcome::OverLimit { limit } => (
+            "invalid_request",
+            ApiError::invalid(format!("qty {} exceeds the purchase limit {limit}", purchase.qty)).into_response(),
+        ),
+    };
+    metrics::counter!("oversell_orders_total", "strategy" => strategy, "outcome" => label)
+        .increment(1);
+    Ok(resp)
+}
+
+fn order_id(raw: &str) -> ApiResult<&str> {
+    if raw.is_empty() || raw.len() > 64 {
+        return Err(ApiError::invalid("order id must be 1 to 64 characters"));
+    }
+    Ok(raw)
+}
+
+fn transition_response(
+    order_id: &str,
+    t: Transition,
+    target: OrderStatus,
+) -> ApiResult<Json<serde_json::Value>> {
+    match t {
+        Transition::Applied { restocked } => Ok(Json(serde_json::json!({
+            "order_id": order_id, "status": target, "restocked": restocked,
+        }))),
+        Transition::AlreadyIn(s)
+            if s == target || (target != OrderStatus::Paid && !s.holds_stock()) =>
+        {
+            Ok(Json(
+                serde_json::json!({ "order_id": order_id, "status": s, "restocked": 0 }),
+            ))
+        }
+        Transition::AlreadyIn(s) => Err(ApiError::new(StatusCode::CONFLICT, "invalid_state")
+            .detail(format!(
+                "order is {s}; only pending_payment orders can become {target}"
+            ))),
+        Transition::NotFound => Err(ApiError::new(StatusCode::NOT_FOUND, "unknown_order")),
+    }
+}
+
+pub(super) async fn pay(
+    State(st): State<AppState>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<serde_json::Value>> {
+    let id = order_id(&id)?;
+    let t = st.inventory.pay(id).await?;
+    transition_response(id, t, OrderStatus::Paid)
+}
+
+pub(super) async fn cancel(
+    State(st): State<AppState>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<serde_json::Value>> {
+    let id = order_id(&id)?;
+    let t = st.inventory.release(id, OrderStatus::Cancelled).await?;
+    transition_response(id, t, OrderStatus::Cancelled)
+}
+
+pub(super) async fn audit(
+    State(st): State<AppState>,
+    Path(id): Path<String>,
+) -> ApiResult<impl IntoResponse> {
+    let id = item_id(&id)?;
+    match st.inventory.audit(id).await? {
+        Some(a) => Ok(Json(a)),
+        None => Err(ApiError::new(StatusCode::NOT_FOUND, "unknown_item")),
+    }
+}
+
+pub(super) async fn reconcile(
+    State(st): State<AppState>,
+    Path(id): Path<String>,
+) -> ApiResult<impl IntoResponse> {
+    let id = item_id(&id)?;
+    if st.inventory.strategy() != Strategy::RedisLua {
+        return Err(ApiError::new(StatusCode::BAD_REQUEST, "not_applicable")
+            .detail("reconciliation exists only for redis-lua"));
+    }
+    match crate::pipeline::reconcile::pass(&st.inventory, id, &st.pipeline.reconcile).await? {
+        Some(p) => Ok(Json(p)),
+        None => Err(ApiError::new(StatusCode::NOT_FOUND, "unknown_item")),
+    }
+}

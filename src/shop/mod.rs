@@ -1,0 +1,167 @@
+//! The reference shop: an HTTP service selling one hot item through the chosen strategy.
+//!
+//! [`Application::build`] binds (port 0 works) and starts the background pipeline;
+//! [`Application::run_until_stopped`] serves until the shutdown future resolves. [`app`] builds
+//! the router from state so tests can drive it without a socket.
+
+pub mod error;
+mod handlers;
+pub mod telemetry;
+
+use crate::inventory::{Inventory, RedisLua, RedisSettings, Settings, Strategy};
+use crate::pipeline::{self, PipelineSettings};
+use crate::store::{PoolSettings, Store};
+use anyhow::Context;
+use axum::routing::{get, post};
+use axum::Router;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+/// Everything `oversell serve` needs.
+#[derive(Debug, Clone)]
+pub struct ShopConfig {
+    pub listen: SocketAddr,
+    pub strategy: Strategy,
+    pub database_url: String,
+    pub pool: PoolSettings,
+    pub inventory: Settings,
+    /// Required for `redis-lua`, unused by the others.
+    pub redis: RedisSettings,
+    pub pipeline: PipelineSettings,
+    /// Replica for reconciliation reads (redis-lua).
+    pub replica_database_url: Option<String>,
+    /// How long the product page cache may serve a stock figure (redis-lua).
+    pub page_cache_ttl: Duration,
+    /// Take the client IP from `X-Forwarded-For` (a rig behind a proxy, or our traffic model).
+    pub trust_forwarded_for: bool,
+}
+
+/// Shared state of the handlers.
+#[derive(Clone)]
+pub struct AppState {
+    pub inventory: Inventory,
+    pub pipeline: PipelineSettings,
+    pub page_cache: Arc<handlers::PageCache>,
+    pub trust_forwarded_for: bool,
+}
+
+/// The router.
+pub fn app(state: AppState) -> Router {
+    Router::new()
+        .route("/healthz", get(handlers::healthz))
+        .route("/metrics", get(handlers::metrics))
+        .route(
+            "/api/items/{id}",
+            get(handlers::get_item).put(handlers::put_item),
+        )
+        .route("/api/items/{id}/audit", get(handlers::audit))
+        .route("/api/items/{id}/reconcile", post(handlers::reconcile))
+        .route("/api/orders", post(handlers::create_order))
+        .route("/api/orders/{id}/pay", post(handlers::pay))
+        .route("/api/orders/{id}/cancel", post(handlers::cancel))
+        .fallback(handlers::not_found)
+        .layer(axum::middleware::from_fn(handlers::observe))
+        .with_state(state)
+}
+
+/// A bound, ready shop.
+pub struct Application {
+    listener: TcpListener,
+    state: AppState,
+    shutdown_tx: watch::Sender<bool>,
+    background: tokio::task::JoinSet<()>,
+}
+
+impl Application {
+    /// Connects to the database (and Redis for `redis-lua`), migrates, binds, and starts the
+    /// background pipeline.
+    pub async fn build(config: ShopConfig) -> anyhow::Result<Application> {
+        let store = Store::connect(&config.database_url, &config.pool).await?;
+        let redis = match config.strategy {
+            Strategy::RedisLua => Some(RedisLua::connect(&config.redis).await?),
+            _ => None,
+        };
+        let mut pipeline = config.pipeline.clone();
+        if let Some(url) = &config.replica_database_url {
+            let replica = Store::connect(url, &PoolSettings::default())
+                .await
+                .context("connecting to the reconciliation replica")?;
+            pipeline.reconcile.replica = Some(replica);
+        }
+        let inventory = Inventory::new(config.strategy, store, redis, config.inventory.clone());
+        let listener = TcpListener::bind(config.listen)
+            .await
+            .with_context(|| format!("binding {}", config.listen))?;
+        let (shutdown_tx, shutdown_rx) = watch::channel(false);
+        let background = pipeline::spawn(inventory.clone(), pipeline.clone(), shutdown_rx).await;
+        telemetry::handle();
+        Ok(Application {
+            listener,
+            state: AppState {
+                inventory,
+                pipeline,
+                page_cache: Arc::new(handlers::PageCache::new(config.page_cache_ttl)),
+                trust_forwarded_for: config.trust_forwarded_for,
+            },
+            shutdown_tx,
+            background,
+        })
+    }
+
+    /// The address actually bound.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.listener
+            .local_addr()
+            .expect("bound listener has an address")
+    }
+
+    /// The inventory (tests reach the store and Redis through it).
+    pub fn inventory(&self) -> &Inventory {
+        &self.state.inventory
+    }
+
+    /// Serves until `shutdown` resolves, then drains in-flight requests and stops the pipeline.
+    pub async fn run_until_stopped(
+        mut self,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> anyhow::Result<()> {
+        let router = app(self.state.clone());
+        axum::serve(
+            self.listener,
+            router.into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .with_graceful_shutdown(shutdown)
+        .await
+        .context("serving")?;
+        let _ = self.shutdown_tx.send(true);
+        while self.background.join_next().await.is_some() {}
+        self.state.inventory.store().close().await;
+        Ok(())
+    }
+}
+
+/// Resolves on ctrl-c or SIGTERM.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+}

@@ -1,0 +1,200 @@
+//! The SQL the shop speaks, once per backend.
+//!
+//! Statements are written once with `?` placeholders and rewritten to `$n` for PostgreSQL; only
+//! the few that genuinely differ between PostgreSQL and MySQL/MariaDB are spelled twice.
+
+use super::Backend;
+use std::sync::OnceLock;
+
+/// Every statement the store runs, already in the backend's placeholder style.
+#[derive(Debug, Clone)]
+pub struct Statements {
+    pub read_item: &'static str,
+    pub lock_item: &'static str,
+    pub held_by_user: &'static str,
+    pub held_by_device: &'static str,
+    pub deduct: &'static str,
+    pub cas_deduct: &'static str,
+    pub insert_order: &'static str,
+    pub insert_order_if_absent: &'static str,
+    pub delete_orders: &'static str,
+    pub delete_item: &'static str,
+    pub insert_item: &'static str,
+    pub get_order: &'static str,
+    pub set_status_if: &'static str,
+    pub restock: &'static str,
+    pub deduct_if_stock: &'static str,
+    pub orders_for_item: &'static str,
+    pub overdue_orders: &'static str,
+    pub set_applied: &'static str,
+    pub reconcile_snapshot: &'static str,
+    pub list_items: &'static str,
+    pub insert_reconciliation: &'static str,
+}
+
+impl Statements {
+    /// The statement table for `backend`, built once per process.
+    pub fn for_backend(backend: Backend) -> &'static Self {
+        static PG: OnceLock<Statements> = OnceLock::new();
+        static MY: OnceLock<Statements> = OnceLock::new();
+        match backend {
+            Backend::Postgres => PG.get_or_init(|| Self::build(backend)),
+            Backend::Mysql => MY.get_or_init(|| Self::build(backend)),
+        }
+    }
+
+    fn build(backend: Backend) -> Self {
+        // Leaked once per backend per process: sqlx accepts `&'static str` as audited SQL.
+        let leak = |s: String| -> &'static str { Box::leak(s.into_boxed_str()) };
+        let (sum_cast, insert_ignore_head, insert_ignore_tail) = match backend {
+            Backend::Postgres => ("BIGINT", "INSERT INTO", " ON CONFLICT (id) DO NOTHING"),
+            Backend::Mysql => ("SIGNED", "INSERT IGNORE INTO", ""),
+        };
+        const ITEM_COLS: &str =
+            "id, name, price_cents, initial_stock, stock, version, purchase_limit";
+        const ORDER_COLS: &str =
+            "id, item_id, user_id, device_id, qty, status, created_at_ms, updated_at_ms";
+        let held = |col: &str| {
+            format!(
+                "SELECT CAST(COALESCE(SUM(qty), 0) AS {sum_cast}) FROM orders \
+                 WHERE item_id = ? AND {col} = ? AND status IN ('pending_payment', 'paid')"
+            )
+        };
+        let raw = Statements {
+            read_item: leak(format!("SELECT {ITEM_COLS} FROM items WHERE id = ?")),
+            lock_item: leak(format!(
+                "SELECT {ITEM_COLS} FROM items WHERE id = ? FOR UPDATE"
+            )),
+            held_by_user: leak(held("user_id")),
+            held_by_device: leak(held("device_id")),
+            deduct: leak(
+                "UPDATE items SET stock = stock - ?, version = version + 1 WHERE id = ?".into(),
+            ),
+            cas_deduct: leak(
+                "UPDATE items SET stock = stock - ?, version = version + 1 \
+                         WHERE id = ? AND stock >= ? AND version = ?"
+                    .into(),
+            ),
+            insert_order: leak(format!(
+                "INSERT INTO orders ({ORDER_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+            )),
+            insert_order_if_absent: leak(format!(
+                "{insert_ignore_head} orders ({ORDER_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)\
+                 {insert_ignore_tail}"
+            )),
+            delete_orders: leak("DELETE FROM orders WHERE item_id = ?".into()),
+            delete_item: leak("DELETE FROM items WHERE id = ?".into()),
+            insert_item: leak(
+                "INSERT INTO items (id, name, price_cents, initial_stock, stock, version, \
+                          purchase_limit, stream_applied, updated_at_ms) \
+                          VALUES (?, ?, ?, ?, ?, 0, ?, '0-0', ?)"
+                    .into(),
+            ),
+            get_order: leak(format!("SELECT {ORDER_COLS} FROM orders WHERE id = ?")),
+            set_status_if: leak(
+                "UPDATE orders SET status = ?, updated_at_ms = ? \
+                            WHERE id = ? AND status = ?"
+                    .into(),
+            ),
+            restock: leak(
+                "UPDATE items SET stock = stock + ?, version = version + 1 WHERE id = ?".into(),
+            ),
+            deduct_if_stock: leak(
+                "UPDATE items SET stock = stock - ?, version = version + 1 \
+                              WHERE id = ? AND stock >= ?"
+                    .into(),
+            ),
+            orders_for_item: leak(format!("SELECT {ORDER_COLS} FROM orders WHERE item_id = ?")),
+            overdue_orders: leak(
+                "SELECT id FROM orders WHERE item_id = ? \
+                             AND status = 'pending_payment' AND created_at_ms < ? LIMIT 500"
+                    .into(),
+            ),
+            set_applied: leak("UPDATE items SET stream_applied = ? WHERE id = ?".into()),
+            reconcile_snapshot: leak("SELECT stock, stream_applied FROM items WHERE id = ?".into()),
+            list_items: leak("SELECT id FROM items ORDER BY id".into()),
+            insert_reconciliation: leak(
+                "INSERT INTO reconciliations \
+                                    (item_id, at_ms, redis_stock, expected, residual, corrected) \
+                                    VALUES (?, ?, ?, ?, ?, ?)"
+                    .into(),
+            ),
+        };
+        match backend {
+            Backend::Mysql => raw,
+            Backend::Postgres => raw.map(|q| leak(numbered_placeholders(q.to_string()))),
+        }
+    }
+
+    fn map(self, f: impl Fn(&'static str) -> &'static str) -> Self {
+        Statements {
+            read_item: f(self.read_item),
+            lock_item: f(self.lock_item),
+            held_by_user: f(self.held_by_user),
+            held_by_device: f(self.held_by_device),
+            deduct: f(self.deduct),
+            cas_deduct: f(self.cas_deduct),
+            insert_order: f(self.insert_order),
+            insert_order_if_absent: f(self.insert_order_if_absent),
+            delete_orders: f(self.delete_orders),
+            delete_item: f(self.delete_item),
+            insert_item: f(self.insert_item),
+            get_order: f(self.get_order),
+            set_status_if: f(self.set_status_if),
+            restock: f(self.restock),
+            deduct_if_stock: f(self.deduct_if_stock),
+            orders_for_item: f(self.orders_for_item),
+            overdue_orders: f(self.overdue_orders),
+            set_applied: f(self.set_applied),
+            reconcile_snapshot: f(self.reconcile_snapshot),
+            list_items: f(self.list_items),
+            insert_reconciliation: f(self.insert_reconciliation),
+        }
+    }
+}
+
+/// Rewrites `?` placeholders (outside string literals) to PostgreSQL's `$1, $2, ...`.
+pub fn numbered_placeholders(sql: String) -> String {
+    let mut out = String::with_capacity(sql.len() + 8);
+    let mut n = 0;
+    let mut in_literal = false;
+    for c in sql.chars() {
+        match c {
+            '\'' => {
+                in_literal = !in_literal;
+                out.push(c);
+            }
+            '?' if !in_literal => {
+                n += 1;
+                out.push('$');
+                out.push_str(&n.to_string());
+            }
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn placeholders_are_numbered_outside_literals_only() {
+        let sql = "SELECT '?' FROM t WHERE a = ? AND b = ?".to_string();
+        assert_eq!(
+            numbered_placeholders(sql),
+            "SELECT '?' FROM t WHERE a = $1 AND b = $2"
+        );
+    }
+
+    #[test]
+    fn mysql_statements_keep_question_marks() {
+        let s = Statements::for_backend(Backend::Mysql);
+        assert!(s.cas_deduct.contains("version = ?"));
+        assert!(s.insert_order_if_absent.starts_with("INSERT IGNORE"));
+        let p = Statements::for_backend(Backend::Postgres);
+        assert!(p.cas_deduct.ends_with("version = $4"));
+        assert!(p.insert_order_if_absent.ends_with("DO NOTHING"));
+    }
+}

@@ -1,0 +1,597 @@
+//! Database access for PostgreSQL and MySQL/MariaDB behind one type.
+//!
+//! The strategies compose the primitives here (read, lock, compare-and-swap, insert); the SQL
+//! that differs between backends lives in [`dialect`], so no strategy spells SQL twice.
+
+pub mod dialect;
+mod persist;
+
+pub use persist::{ApplyStats, PersistEvent, PersistKind};
+
+use crate::model::{now_ms, Item, Order, OrderStatus, SaleSetup};
+use crate::services::{redact_url, Service};
+use dialect::Statements;
+use sqlx::any::{AnyPoolOptions, AnyRow};
+use sqlx::migrate::MigrateDatabase;
+use sqlx::{Any, AnyPool, Executor, Row, Transaction};
+use std::time::Duration;
+
+/// Which database server the shop runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Backend {
+    Postgres,
+    Mysql,
+}
+
+impl Backend {
+    /// The backend a URL's scheme names.
+    pub fn from_url(url: &str) -> Result<Self, StoreError> {
+        let scheme = url.split("://").next().unwrap_or_default();
+        match scheme {
+            "postgres" | "postgresql" => Ok(Backend::Postgres),
+            "mysql" | "mariadb" => Ok(Backend::Mysql),
+            _ => Err(StoreError::BadUrl(format!(
+                "database URL {} must start with postgres:// or mysql://",
+                redact_url(url)
+            ))),
+        }
+    }
+
+    /// Lower-case name used in reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Backend::Postgres => "postgres",
+            Backend::Mysql => "mysql",
+        }
+    }
+
+    /// The default URL for this backend.
+    pub fn default_url(self) -> &'static str {
+        match self {
+            Backend::Postgres => "postgres://postgres:postgres@127.0.0.1:5432/oversell",
+            Backend::Mysql => "mysql://root@127.0.0.1:3306/oversell",
+        }
+    }
+
+    fn service(self) -> Service {
+        match self {
+            Backend::Postgres => Service::Postgres,
+            Backend::Mysql => Service::Mysql,
+        }
+    }
+}
+
+/// Failures of the storage layer.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("{0}")]
+    BadUrl(String),
+    #[error("{}", .service.unreachable(.url, .source))]
+    Unreachable {
+        service: Service,
+        url: String,
+        source: sqlx::Error,
+    },
+    #[error("migrating {url}: {source}")]
+    Migrate {
+        url: String,
+        source: sqlx::migrate::MigrateError,
+    },
+    #[error(transparent)]
+    Sql(#[from] sqlx::Error),
+}
+
+impl StoreError {
+    /// True when the failure is contention rather than a fault: pool exhausted, lock wait timed
+    /// out, deadlock victim. The shop answers these with `503 busy`.
+    pub fn is_busy(&self) -> bool {
+        matches!(self, StoreError::Sql(e) if is_busy(e))
+    }
+}
+
+/// See [`StoreError::is_busy`].
+pub fn is_busy(e: &sqlx::Error) -> bool {
+    match e {
+        sqlx::Error::PoolTimedOut => true,
+        sqlx::Error::Database(db) => {
+            // PostgreSQL: lock_not_available, deadlock_detected, query_canceled
+            // (lock_timeout / statement_timeout). MySQL: ER_LOCK_WAIT_TIMEOUT 1205,
+            // ER_LOCK_DEADLOCK 1213 (SQLSTATE 40001).
+            if matches!(
+                db.code().as_deref(),
+                Some("55P03" | "40P01" | "57014" | "40001")
+            ) {
+                return true;
+            }
+            db.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>()
+                .is_some_and(|m| matches!(m.number(), 1205 | 1213))
+        }
+        _ => false,
+    }
+}
+
+/// Pool sizing and lock waits.
+#[derive(Debug, Clone)]
+pub struct PoolSettings {
+    pub max_connections: u32,
+    pub acquire_timeout: Duration,
+    /// How long a statement may wait for a row lock before it gives up (busy).
+    pub lock_timeout: Duration,
+}
+
+impl Default for PoolSettings {
+    fn default() -> Self {
+        PoolSettings {
+            max_connections: 10,
+            acquire_timeout: Duration::from_millis(500),
+            lock_timeout: Duration::from_millis(1000),
+        }
+    }
+}
+
+/// Outcome of moving an order through its state machine.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Transition {
+    /// The move happened; `restocked` units went back to stock.
+    Applied { restocked: i64 },
+    /// The order was already in this state; nothing changed.
+    AlreadyIn(OrderStatus),
+    /// No such order.
+    NotFound,
+}
+
+/// A connection pool plus the statement table of its backend.
+#[derive(Clone)]
+pub struct Store {
+    pool: AnyPool,
+    sql: &'static Statements,
+    backend: Backend,
+    url: String,
+}
+
+impl Store {
+    /// Connects, creating the database if it is missing and running the migrations.
+    pub async fn connect(url: &str, settings: &PoolSettings) -> Result<Store, StoreError> {
+        sqlx::any::install_default_drivers();
+        let backend = Backend::from_url(url)?;
+        let unreachable = |source| StoreError::Unreachable {
+            service: backend.service(),
+            url: url.to_string(),
+            source,
+        };
+        let exists = Any::database_exists(url).await.map_err(unreachable)?;
+        if !exists {
+            // Two processes may race to create it; losing that race is fine.
+            if let Err(e) = Any::create_database(url).await {
+                if !Any::database_exists(url).await.unwrap_or(false) {
+                    return Err(unreachable(e));
+                }
+            }
+        }
+        let lock_ms = settings.lock_timeout.as_millis().max(1);
+        let pool = AnyPoolOptions::new()
+            .max_connections(settings.max_connections.max(1))
+            .acquire_timeout(settings.acquire_timeout)
+            .after_connect(move |conn, _meta| {
+                Box::pin(async move {
+                    let init = match backend {
+                        Backend::Postgres => format!("SET lock_timeout = '{lock_ms}ms'"),
+                        Backend::Mysql => format!(
+                            "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED, \
+                             SESSION innodb_lock_wait_timeout = {}",
+                            lock_ms.div_ceil(1000)
+                        ),
+                    };
+                    conn.execute(sqlx::AssertSqlSafe(init)).await?;
+                    Ok(())
+                })
+            })
+            .connect(url)
+            .await
+            .map_err(unreachable)?;
+        let migrator = match backend {
+            Backend::Postgres => sqlx::migrate!("./migrations/postgres"),
+            Backend::Mysql => sqlx::migrate!("./migrations/mysql"),
+        };
+        migrator
+            .run(&pool)
+            .await
+            .map_err(|source| StoreError::Migrate {
+                url: redact_url(url),
+                source,
+            })?;
+        Ok(Store {
+            pool,
+            sql: Statements::for_backend(backend),
+            backend,
+            url: url.to_string(),
+        })
+    }
+
+    /// The backend this store talks to.
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    /// The URL it was opened with (may carry a password: redact before printing).
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The underlying pool (probes read its size and idle count).
+    pub fn pool(&self) -> &AnyPool {
+        &self.pool
+    }
+
+    /// Closes every connection.
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+
+    /// Sets up a fresh sale: the item with its stock, and none of its old orders.
+    pub async fn setup_sale(&self, id: i64, setup: &SaleSetup) -> Result<Item, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query(self.sql.delete_orders)
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query(self.sql.delete_item)
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query(self.sql.insert_item)
+            .bind(id)
+            .bind(&setup.name)
+            .bind(setup.price_cents)
+            .bind(setup.stock)
+            .bind(setup.stock)
+            .bind(setup.purchase_limit)
+            .bind(now_ms())
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(Item {
+            id,
+            name: setup.name.clone(),
+            price_cents: setup.price_cents,
+            initial_stock: setup.stock,
+            stock: setup.stock,
+            version: 0,
+            purchase_limit: setup.purchase_limit,
+        })
+    }
+
+    /// Reads an item with a fresh statement (no transaction, so no stale snapshot).
+    pub async fn item(&self, id: i64) -> Result<Option<Item>, StoreError> {
+        let row = sqlx::query(self.sql.read_item)
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.map(|r| item_from_row(&r)).transpose()
+    }
+
+    /// Ids of every item the database knows.
+    pub async fn item_ids(&self) -> Result<Vec<i64>, StoreError> {
+        let rows = sqlx::query(self.sql.list_items)
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(rows
+            .iter()
+            .map(|r| r.try_get::<i64, _>(0))
+            .collect::<Result<_, _>>()?)
+    }
+
+    /// Units a user holds (pending or paid) of an item, read outside any transaction.
+    pub async fn held_by_user(&self, item: i64, user: &str) -> Result<i64, StoreError> {
+        Ok(sqlx::query_scalar(self.sql.held_by_user)
+            .bind(item)
+            .bind(user)
+            .fetch_one(&self.pool)
+            .await?)
+    }
+
+    /// `stock = stock - qty` with no condition at all: the incident's write.
+    pub async fn deduct_unchecked(&self, item: i64, qty: i64) -> Result<(), StoreError> {
+        sqlx::query(self.sql.deduct)
+            .bind(qty)
+            .bind(item)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// Inserts an order on its own (autocommit).
+    pub async fn insert_order(&self, order: &Order) -> Result<(), StoreError> {
+        bind_order(sqlx::query(self.sql.insert_order), order)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// Starts a transaction.
+    pub async fn begin(&self) -> Result<StoreTx, StoreError> {
+        Ok(StoreTx {
+            tx: self.pool.begin().await?,
+            sql: self.sql,
+        })
+    }
+
+    /// One order by id.
+    pub async fn order(&self, id: &str) -> Result<Option<Order>, StoreError> {
+        let row = sqlx::query(self.sql.get_order)
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.map(|r| order_from_row(&r)).transpose()
+    }
+
+    /// Every order of an item.
+    pub async fn orders_for_item(&self, item: i64) -> Result<Vec<Order>, StoreError> {
+        let rows = sqlx::query(self.sql.orders_for_item)
+            .bind(item)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(order_from_row).collect()
+    }
+
+    /// Pending orders of an item created before `before_ms` (payment timed out).
+    pub async fn overdue_orders(
+        &self,
+        item: i64,
+        before_ms: i64,
+    ) -> Result<Vec<String>, StoreError> {
+        Ok(sqlx::query_scalar(self.sql.overdue_orders)
+            .bind(item)
+            .bind(before_ms)
+            .fetch_all(&self.pool)
+            .await?)
+    }
+
+    /// `pending_payment → paid`.
+    pub async fn pay(&self, id: &str) -> Result<Transition, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let moved = set_status_if(
+            &mut tx,
+            &self.sql,
+            id,
+            OrderStatus::PendingPayment,
+            OrderStatus::Paid,
+        )
+        .await?;
+        let out = if moved {
+            Transition::Applied { restocked: 0 }
+        } else {
+            current_state(&mut tx, &self.sql, id).await?
+        };
+        tx.commit().await?;
+        Ok(out)
+    }
+
+    /// `pending_payment → cancelled | expired`, putting the units back exactly once: the
+    /// conditional status update is the guard, and the restock commits with it or not at all.
+    pub async fn release(&self, id: &str, to: OrderStatus) -> Result<Transition, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let Some(order) = fetch_order(&mut tx, &self.sql, id).await? else {
+            return Ok(Transition::NotFound);
+        };
+        let moved = set_status_if(&mut tx, &self.sql, id, OrderStatus::PendingPayment, to).await?;
+        let out = if moved {
+            sqlx::query(self.sql.restock)
+                .bind(order.qty)
+                .bind(order.item_id)
+                .execute(&mut *tx)
+                .await?;
+            Transition::Applied {
+                restocked: order.qty,
+            }
+        } else {
+            current_state(&mut tx, &self.sql, id).await?
+        };
+        tx.commit().await?;
+        Ok(out)
+    }
+
+    /// Applies a batch of redis-lua stream events in one transaction; see [`persist`].
+    pub async fn apply_events(
+        &self,
+        item: i64,
+        events: &[PersistEvent],
+        last_id: &str,
+    ) -> Result<ApplyStats, StoreError> {
+        persist::apply(&self.pool, &self.sql, item, events, last_id).await
+    }
+
+    /// `(stock, last applied stream id)` read in one statement, for reconciliation.
+    pub async fn reconcile_snapshot(&self, item: i64) -> Result<Option<(i64, String)>, StoreError> {
+        let row = sqlx::query(self.sql.reconcile_snapshot)
+            .bind(item)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(match row {
+            Some(r) => Some((r.try_get(0)?, r.try_get(1)?)),
+            None => None,
+        })
+    }
+
+    /// Records one reconciliation pass.
+    pub async fn record_reconciliation(
+        &self,
+        item: i64,
+        redis_stock: i64,
+        expected: i64,
+        corrected: bool,
+    ) -> Result<(), StoreError> {
+        sqlx::query(self.sql.insert_reconciliation)
+            .bind(item)
+            .bind(now_ms())
+            .bind(redis_stock)
+            .bind(expected)
+            .bind(redis_stock - expected)
+            .bind(i64::from(corrected))
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("backend", &self.backend)
+            .field("url", &redact_url(&self.url))
+            .finish()
+    }
+}
+
+/// A transaction on the store, with the primitives the locking strategies need.
+pub struct StoreTx {
+    tx: Transaction<'static, Any>,
+    sql: &'static Statements,
+}
+
+impl StoreTx {
+    /// `SELECT ... FOR UPDATE`: reads the item and holds its row lock until commit.
+    pub async fn lock_item(&mut self, id: i64) -> Result<Option<Item>, StoreError> {
+        let row = sqlx::query(self.sql.lock_item)
+            .bind(id)
+            .fetch_optional(&mut *self.tx)
+            .await?;
+        row.map(|r| item_from_row(&r)).transpose()
+    }
+
+    /// Units a user holds, read inside this transaction.
+    pub async fn held_by_user(&mut self, item: i64, user: &str) -> Result<i64, StoreError> {
+        Ok(sqlx::query_scalar(self.sql.held_by_user)
+            .bind(item)
+            .bind(user)
+            .fetch_one(&mut *self.tx)
+            .await?)
+    }
+
+    /// `stock = stock - qty` (the caller holds the row lock).
+    pub async fn deduct(&mut self, item: i64, qty: i64) -> Result<(), StoreError> {
+        sqlx::query(self.sql.deduct)
+            .bind(qty)
+            .bind(item)
+            .execute(&mut *self.tx)
+            .await?;
+        Ok(())
+    }
+
+    /// The optimistic write: deducts only if the version is still `version` and stock suffices.
+    /// Returns false when another buyer got there first.
+    pub async fn cas_deduct(
+        &mut self,
+        item: i64,
+        qty: i64,
+        version: i64,
+    ) -> Result<bool, StoreError> {
+        let done = sqlx::query(self.sql.cas_deduct)
+            .bind(qty)
+            .bind(item)
+            .bind(qty)
+            .bind(version)
+            .execute(&mut *self.tx)
+            .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// Inserts an order in this transaction.
+    pub async fn insert_order(&mut self, order: &Order) -> Result<(), StoreError> {
+        bind_order(sqlx::query(self.sql.insert_order), order)
+            .execute(&mut *self.tx)
+            .await?;
+        Ok(())
+    }
+
+    /// Commits.
+    pub async fn commit(self) -> Result<(), StoreError> {
+        Ok(self.tx.commit().await?)
+    }
+
+    /// Rolls back.
+    pub async fn rollback(self) -> Result<(), StoreError> {
+        Ok(self.tx.rollback().await?)
+    }
+}
+
+type AnyQuery<'q> = sqlx::query::Query<'q, Any, sqlx::any::AnyArguments>;
+
+fn bind_order<'q>(q: AnyQuery<'q>, o: &'q Order) -> AnyQuery<'q> {
+    q.bind(&o.id)
+        .bind(o.item_id)
+        .bind(&o.user_id)
+        .bind(o.device_id.as_deref())
+        .bind(o.qty)
+        .bind(o.status.as_str())
+        .bind(o.created_at_ms)
+        .bind(o.created_at_ms)
+}
+
+fn item_from_row(r: &AnyRow) -> Result<Item, StoreError> {
+    Ok(Item {
+        id: r.try_get(0)?,
+        name: r.try_get(1)?,
+        price_cents: r.try_get(2)?,
+        initial_stock: r.try_get(3)?,
+        stock: r.try_get(4)?,
+        version: r.try_get(5)?,
+        purchase_limit: r.try_get(6)?,
+    })
+}
+
+fn order_from_row(r: &AnyRow) -> Result<Order, StoreError> {
+    let status: String = r.try_get(5)?;
+    Ok(Order {
+        id: r.try_get(0)?,
+        item_id: r.try_get(1)?,
+        user_id: r.try_get(2)?,
+        device_id: r.try_get(3)?,
+        qty: r.try_get(4)?,
+        status: OrderStatus::parse(&status).ok_or_else(|| {
+            sqlx::Error::Decode(format!("unknown order status {status:?}").into())
+        })?,
+        created_at_ms: r.try_get(6)?,
+    })
+}
+
+async fn fetch_order(
+    tx: &mut Transaction<'static, Any>,
+    sql: &Statements,
+    id: &str,
+) -> Result<Option<Order>, StoreError> {
+    let row = sqlx::query(sql.get_order)
+        .bind(id)
+        .fetch_optional(&mut **tx)
+        .await?;
+    row.map(|r| order_from_row(&r)).transpose()
+}
+
+async fn set_status_if(
+    tx: &mut Transaction<'static, Any>,
+    sql: &Statements,
+    id: &str,
+    from: OrderStatus,
+    to: OrderStatus,
+) -> Result<bool, StoreError> {
+    let done = sqlx::query(sql.set_status_if)
+        .bind(to.as_str())
+        .bind(now_ms())
+        .bind(id)
+        .bind(from.as_str())
+        .execute(&mut **tx)
+        .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+async fn current_state(
+    tx: &mut Transaction<'static, Any>,
+    sql: &Statements,
+    id: &str,
+) -> Result<Transition, StoreError> {
+    Ok(match fetch_order(tx, sql, id).await? {
+        Some(o) => Transition::AlreadyIn(o.status),
+        None => Transition::NotFound,
+    })
+}
