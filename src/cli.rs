@@ -107,6 +107,16 @@ pub struct ShopArgs {
 }
 
 impl ShopArgs {
+    /// The flags' defaults (environment variables still apply), for embedding and tests.
+    pub fn defaults() -> Self {
+        #[derive(Parser)]
+        struct Only {
+            #[command(flatten)]
+            shop: ShopArgs,
+        }
+        Only::parse_from(["oversell"]).shop
+    }
+
     /// The shop configuration these flags describe.
     pub fn config(&self, strategy: Strategy, listen: SocketAddr) -> ShopConfig {
         ShopConfig {

@@ -175,15 +175,21 @@ impl Store {
             .acquire_timeout(settings.acquire_timeout)
             .after_connect(move |conn, _meta| {
                 Box::pin(async move {
-                    let init = match backend {
-                        Backend::Postgres => format!("SET lock_timeout = '{lock_ms}ms'"),
-                        Backend::Mysql => format!(
-                            "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED, \
-                             SESSION innodb_lock_wait_timeout = {}",
-                            lock_ms.div_ceil(1000)
-                        ),
+                    let init: Vec<String> = match backend {
+                        Backend::Postgres => vec![format!("SET lock_timeout = '{lock_ms}ms'")],
+                        // READ COMMITTED: every statement sees the latest committed row, so
+                        // an optimistic retry can never re-read a stale REPEATABLE READ snapshot.
+                        Backend::Mysql => vec![
+                            "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED".into(),
+                            format!(
+                                "SET SESSION innodb_lock_wait_timeout = {}",
+                                lock_ms.div_ceil(1000)
+                            ),
+                        ],
                     };
-                    conn.execute(sqlx::AssertSqlSafe(init)).await?;
+                    for stmt in init {
+                        conn.execute(sqlx::AssertSqlSafe(stmt)).await?;
+                    }
                     Ok(())
                 })
             })
@@ -353,7 +359,7 @@ impl Store {
         let mut tx = self.pool.begin().await?;
         let moved = set_status_if(
             &mut tx,
-            &self.sql,
+            self.sql,
             id,
             OrderStatus::PendingPayment,
             OrderStatus::Paid,
@@ -362,7 +368,7 @@ impl Store {
         let out = if moved {
             Transition::Applied { restocked: 0 }
         } else {
-            current_state(&mut tx, &self.sql, id).await?
+            current_state(&mut tx, self.sql, id).await?
         };
         tx.commit().await?;
         Ok(out)
@@ -372,10 +378,10 @@ impl Store {
     /// conditional status update is the guard, and the restock commits with it or not at all.
     pub async fn release(&self, id: &str, to: OrderStatus) -> Result<Transition, StoreError> {
         let mut tx = self.pool.begin().await?;
-        let Some(order) = fetch_order(&mut tx, &self.sql, id).await? else {
+        let Some(order) = fetch_order(&mut tx, self.sql, id).await? else {
             return Ok(Transition::NotFound);
         };
-        let moved = set_status_if(&mut tx, &self.sql, id, OrderStatus::PendingPayment, to).await?;
+        let moved = set_status_if(&mut tx, self.sql, id, OrderStatus::PendingPayment, to).await?;
         let out = if moved {
             sqlx::query(self.sql.restock)
                 .bind(order.qty)
@@ -386,7 +392,7 @@ impl Store {
                 restocked: order.qty,
             }
         } else {
-            current_state(&mut tx, &self.sql, id).await?
+            current_state(&mut tx, self.sql, id).await?
         };
         tx.commit().await?;
         Ok(out)
@@ -399,7 +405,7 @@ impl Store {
         events: &[PersistEvent],
         last_id: &str,
     ) -> Result<ApplyStats, StoreError> {
-        persist::apply(&self.pool, &self.sql, item, events, last_id).await
+        persist::apply(&self.pool, self.sql, item, events, last_id).await
     }
 
     /// `(stock, last applied stream id)` read in one statement, for reconciliation.

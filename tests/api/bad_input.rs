@@ -1,0 +1,180 @@
+//! Every bad request gets its 4xx with a reason and moves no stock.
+
+use crate::helpers::*;
+use oversell::inventory::Strategy;
+use oversell::store::Backend;
+use serde_json::json;
+
+async fn bad_requests_move_nothing(strategy: Strategy, backend: Backend) {
+    let app = spawn_app(strategy, backend).await;
+    app.setup_sale(1, 5, 2).await;
+    let cases: Vec<(serde_json::Value, u16, &str)> = vec![
+        (
+            json!({"item_id": 1, "user_id": "u", "qty": 0}),
+            400,
+            "invalid_request",
+        ),
+        (
+            json!({"item_id": 1, "user_id": "u", "qty": -3}),
+            400,
+            "invalid_request",
+        ),
+        (
+            json!({"item_id": 1, "user_id": "u", "qty": 3}),
+            400,
+            "invalid_request",
+        ),
+        (
+            json!({"item_id": 1, "user_id": "u", "qty": 1e30}),
+            400,
+            "invalid_request",
+        ),
+        (
+            json!({"item_id": 1, "user_id": "u"}),
+            400,
+            "invalid_request",
+        ),
+        (
+            json!({"item_id": 1, "user_id": "", "qty": 1}),
+            400,
+            "invalid_request",
+        ),
+        (
+            json!({"item_id": 1, "user_id": "   ", "qty": 1}),
+            400,
+            "invalid_request",
+        ),
+        (
+            json!({"item_id": 1, "user_id": "x".repeat(500), "qty": 1}),
+            400,
+            "invalid_request",
+        ),
+        (
+            json!({"item_id": 1, "user_id": "u", "qty": "one"}),
+            400,
+            "invalid_request",
+        ),
+        (
+            json!({"item_id": 1, "user_id": "u", "qty": 1, "coupon": "free"}),
+            400,
+            "invalid_request",
+        ),
+        (json!({"user_id": "u", "qty": 1}), 400, "invalid_request"),
+        (
+            json!({"item_id": 999, "user_id": "u", "qty": 1}),
+            404,
+            "unknown_item",
+        ),
+    ];
+    for (body, status, code) in cases {
+        let (s, resp) = app.order(body.clone()).await;
+        assert_eq!(s, status, "{strategy}: {body} -> {resp}");
+        assert_eq!(resp["error"], code, "{strategy}: {body} -> {resp}");
+        if status == 400 {
+            assert!(resp["detail"].is_string(), "a 400 carries a reason: {resp}");
+        }
+    }
+    for raw in ["not json", "{\"item_id\": 1,", "[]", ""] {
+        let (s, resp) = app.order_raw(raw).await;
+        assert_eq!(
+            (s, resp["error"].as_str()),
+            (400, Some("invalid_request")),
+            "{raw:?} -> {resp}"
+        );
+    }
+    // Bad set-ups are refused too.
+    for body in [
+        json!({"stock": -1}),
+        json!({"stock": 5, "purchase_limit": 0}),
+        json!({"stok": 5}),
+    ] {
+        let r = app
+            .client
+            .put(format!("{}/api/items/1", app.address))
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 400, "{body}");
+    }
+    let r = app
+        .client
+        .put(format!("{}/api/items/abc", app.address))
+        .json(&json!({"stock": 1}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+
+    let audit = app.drained_audit(1).await;
+    assert_eq!(audit["db_stock"], 5, "{strategy}: stock moved: {audit}");
+    assert_eq!(audit["sold"], 0, "{audit}");
+    if strategy == Strategy::RedisLua {
+        assert_eq!(audit["redis_stock"], 5, "{audit}");
+    }
+    app.teardown().await;
+}
+
+#[tokio::test]
+async fn bad_requests_move_no_stock_naive() {
+    bad_requests_move_nothing(Strategy::Naive, Backend::Postgres).await;
+}
+
+#[tokio::test]
+async fn bad_requests_move_no_stock_for_update_on_mysql() {
+    bad_requests_move_nothing(Strategy::ForUpdate, Backend::Mysql).await;
+}
+
+#[tokio::test]
+async fn bad_requests_move_no_stock_optimistic() {
+    bad_requests_move_nothing(Strategy::Optimistic, Backend::Postgres).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_requests_move_no_stock_redis_lua() {
+    bad_requests_move_nothing(Strategy::RedisLua, Backend::Postgres).await;
+}
+
+#[tokio::test]
+async fn an_unreachable_database_is_named_with_how_to_start_it() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_oversell"))
+        .args(["serve", "--strategy", "naive", "--listen", "127.0.0.1:0"])
+        .args([
+            "--database-url",
+            "postgres://postgres:hunter2@127.0.0.1:1/oversell",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(
+        err.contains("cannot reach PostgreSQL at postgres://postgres:***@127.0.0.1:1/oversell"),
+        "{err}"
+    );
+    assert!(err.contains("start it"), "{err}");
+    assert!(!err.contains("hunter2"), "the password must not be printed");
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+#[tokio::test]
+async fn an_unreachable_redis_is_named_with_how_to_start_it() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_oversell"))
+        .args([
+            "serve",
+            "--strategy",
+            "redis-lua",
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .args(["--database-url", &fresh_db_url(Backend::Postgres)])
+        .args(["--redis-url", "redis://127.0.0.1:1"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(
+        err.contains("cannot reach Redis at redis://127.0.0.1:1"),
+        "{err}"
+    );
+    assert!(!err.contains("panicked"), "{err}");
+}

@@ -1,0 +1,169 @@
+//! 300 buyers released together against 10 units, per strategy and backend.
+
+use crate::helpers::*;
+use futures_util::future::join_all;
+use oversell::inventory::Strategy;
+use oversell::store::Backend;
+use serde_json::{json, Value};
+use std::collections::HashSet;
+use std::sync::Arc;
+use tokio::sync::Barrier;
+
+const BUYERS: usize = 300;
+const STOCK: i64 = 10;
+
+struct Rush {
+    audit: Value,
+    acked: Vec<String>,
+    statuses: Vec<u16>,
+    db_orders: Vec<oversell::model::Order>,
+}
+
+async fn rush(strategy: Strategy, backend: Backend) -> Rush {
+    let app = spawn_app(strategy, backend).await;
+    app.setup_sale(1, STOCK, 1).await;
+    let barrier = Arc::new(Barrier::new(BUYERS));
+    let app = Arc::new(app);
+    let tasks = (0..BUYERS).map(|i| {
+        let app = app.clone();
+        let barrier = barrier.clone();
+        tokio::spawn(async move {
+            barrier.wait().await;
+            app.order(json!({ "item_id": 1, "user_id": format!("u-{i}"), "qty": 1, "device_id": format!("d-{i}") }))
+                .await
+        })
+    });
+    let results: Vec<(u16, Value)> = join_all(tasks)
+        .await
+        .into_iter()
+        .map(|r| r.unwrap())
+        .collect();
+    let audit = app.drained_audit(1).await;
+    let db_orders = app.app_inventory.store().orders_for_item(1).await.unwrap();
+    let acked = results
+        .iter()
+        .filter(|(s, _)| *s == 201)
+        .map(|(_, b)| b["order_id"].as_str().unwrap().to_string())
+        .collect();
+    let statuses = results.iter().map(|(s, _)| *s).collect();
+    Arc::into_inner(app)
+        .expect("all tasks done")
+        .teardown()
+        .await;
+    Rush {
+        audit,
+        acked,
+        statuses,
+        db_orders,
+    }
+}
+
+fn assert_correct(r: &Rush, strategy: Strategy, must_sell_all: bool) {
+    let sold = r.audit["sold"].as_i64().unwrap();
+    let db_stock = r.audit["db_stock"].as_i64().unwrap();
+    assert_eq!(
+        r.audit["oversell"],
+        json!(0),
+        "{strategy}: oversold: {}",
+        r.audit
+    );
+    assert_eq!(
+        db_stock + sold,
+        STOCK,
+        "{strategy}: conservation broken: {}",
+        r.audit
+    );
+    assert!(db_stock >= 0, "{strategy}: negative stock");
+    let in_db: HashSet<&str> = r.db_orders.iter().map(|o| o.id.as_str()).collect();
+    for id in &r.acked {
+        assert!(
+            in_db.contains(id.as_str()),
+            "{strategy}: acknowledged order {id} is not in the database"
+        );
+    }
+    let users: HashSet<&str> = r.db_orders.iter().map(|o| o.user_id.as_str()).collect();
+    assert_eq!(
+        users.len(),
+        r.db_orders.len(),
+        "{strategy}: a user holds more than the limit"
+    );
+    assert_eq!(
+        r.acked.len() as i64,
+        sold,
+        "{strategy}: acks and sold differ"
+    );
+    if must_sell_all {
+        assert_eq!(
+            sold, STOCK,
+            "{strategy}: should sell every unit: {}",
+            r.audit
+        );
+    }
+    for s in &r.statuses {
+        assert!(
+            matches!(s, 201 | 409 | 503),
+            "{strategy}: unexpected status {s}"
+        );
+    }
+}
+
+async fn naive_oversells(backend: Backend) {
+    let r = rush(Strategy::Naive, backend).await;
+    let sold = r.audit["sold"].as_i64().unwrap();
+    assert!(
+        r.audit["oversell"].as_i64().unwrap() > 0,
+        "naive must oversell: {}",
+        r.audit
+    );
+    assert!(sold > STOCK);
+    // The write itself is applied, so the database's stock goes below zero.
+    assert!(r.audit["db_stock"].as_i64().unwrap() < 0, "{}", r.audit);
+    assert_eq!(r.audit["negative_stock"], json!(true));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn naive_oversells_under_a_rush_on_postgres() {
+    naive_oversells(Backend::Postgres).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn for_update_sells_exactly_the_stock_on_postgres() {
+    let r = rush(Strategy::ForUpdate, Backend::Postgres).await;
+    assert_correct(&r, Strategy::ForUpdate, true);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn optimistic_never_oversells_on_postgres() {
+    let r = rush(Strategy::Optimistic, Backend::Postgres).await;
+    assert_correct(&r, Strategy::Optimistic, false);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_lua_sells_exactly_the_stock_and_persists_every_ack_on_postgres() {
+    let r = rush(Strategy::RedisLua, Backend::Postgres).await;
+    assert_correct(&r, Strategy::RedisLua, true);
+    assert_eq!(r.audit["redis_stock"], json!(0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn naive_oversells_under_a_rush_on_mysql() {
+    naive_oversells(Backend::Mysql).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn for_update_sells_exactly_the_stock_on_mysql() {
+    let r = rush(Strategy::ForUpdate, Backend::Mysql).await;
+    assert_correct(&r, Strategy::ForUpdate, true);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn optimistic_never_oversells_on_mysql() {
+    let r = rush(Strategy::Optimistic, Backend::Mysql).await;
+    assert_correct(&r, Strategy::Optimistic, false);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_lua_sells_exactly_the_stock_and_persists_every_ack_on_mysql() {
+    let r = rush(Strategy::RedisLua, Backend::Mysql).await;
+    assert_correct(&r, Strategy::RedisLua, true);
+}

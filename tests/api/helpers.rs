@@ -1,0 +1,215 @@
+//! Test harness: a fresh database (named by a UUID) and Redis key prefix per test, and the shop
+//! running in-process on a free loopback port.
+
+use oversell::inventory::Strategy;
+use oversell::shop::{Application, ShopConfig};
+use oversell::store::{Backend, PoolSettings};
+use serde_json::{json, Value};
+use std::time::Duration;
+use tokio::sync::oneshot;
+
+/// Base URL of the PostgreSQL server the tests use (a database name is appended).
+pub fn pg_base() -> String {
+    std::env::var("TEST_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres:postgres@127.0.0.1:5432".into())
+}
+
+/// Base URL of the MySQL/MariaDB server the tests use.
+pub fn mysql_base() -> String {
+    std::env::var("TEST_MYSQL_URL").unwrap_or_else(|_| "mysql://root@127.0.0.1:3306".into())
+}
+
+/// Redis URL of the tests.
+pub fn redis_url() -> String {
+    std::env::var("TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into())
+}
+
+/// A fresh database URL for one test.
+pub fn fresh_db_url(backend: Backend) -> String {
+    let name = format!("oversell_t_{}", uuid::Uuid::now_v7().simple());
+    match backend {
+        Backend::Postgres => format!("{}/{name}", pg_base()),
+        Backend::Mysql => format!("{}/{name}", mysql_base()),
+    }
+}
+
+/// A running shop and a client for it.
+pub struct TestApp {
+    pub address: String,
+    pub client: reqwest::Client,
+    pub database_url: String,
+    pub redis_prefix: String,
+    pub app_inventory: oversell::inventory::Inventory,
+    stop: Option<oneshot::Sender<()>>,
+    handle: Option<tokio::task::JoinHandle<()>>,
+}
+
+/// The configuration tests start from: isolated database and key prefix, small timeouts.
+pub fn test_config(strategy: Strategy, backend: Backend) -> ShopConfig {
+    let args = oversell::cli::ShopArgs::defaults();
+    let mut config = args.config(strategy, "127.0.0.1:0".parse().unwrap());
+    config.database_url = fresh_db_url(backend);
+    config.redis.url = redis_url();
+    config.redis.prefix = format!("t-{}", uuid::Uuid::now_v7().simple());
+    // Every test buyer comes from 127.0.0.1: the per-IP bucket is for the gateway tests.
+    config.redis.gateway.ip_rate_per_s = 0.0;
+    config.pool = PoolSettings {
+        max_connections: 10,
+        acquire_timeout: Duration::from_secs(5),
+        lock_timeout: Duration::from_secs(5),
+    };
+    config
+}
+
+/// Starts the shop with `config`.
+pub async fn spawn_with(config: ShopConfig) -> TestApp {
+    let database_url = config.database_url.clone();
+    let redis_prefix = config.redis.prefix.clone();
+    let app = Application::build(config).await.expect("shop builds");
+    let address = format!("http://{}", app.local_addr());
+    let app_inventory = app.inventory().clone();
+    let (tx, rx) = oneshot::channel::<()>();
+    let handle = tokio::spawn(async move {
+        app.run_until_stopped(async {
+            let _ = rx.await;
+        })
+        .await
+        .expect("shop runs");
+    });
+    TestApp {
+        address,
+        client: reqwest::Client::new(),
+        database_url,
+        redis_prefix,
+        app_inventory,
+        stop: Some(tx),
+        handle: Some(handle),
+    }
+}
+
+/// Starts a shop for `strategy` on `backend` with test defaults.
+pub async fn spawn_app(strategy: Strategy, backend: Backend) -> TestApp {
+    spawn_with(test_config(strategy, backend)).await
+}
+
+impl TestApp {
+    /// `PUT /api/items/{id}`.
+    pub async fn setup_sale(&self, id: i64, stock: i64, limit: i64) -> Value {
+        let r = self
+            .client
+            .put(format!("{}/api/items/{id}", self.address))
+            .json(&json!({ "stock": stock, "name": "test item", "price_cents": 990, "purchase_limit": limit }))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200, "sale set-up failed");
+        r.json().await.unwrap()
+    }
+
+    /// `POST /api/orders` with a JSON body; returns status and body.
+    pub async fn order(&self, body: Value) -> (u16, Value) {
+        let r = self
+            .client
+            .post(format!("{}/api/orders", self.address))
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        let status = r.status().as_u16();
+        (status, r.json().await.unwrap_or(Value::Null))
+    }
+
+    /// `POST /api/orders` with a raw body.
+    pub async fn order_raw(&self, body: &'static str) -> (u16, Value) {
+        let r = self
+            .client
+            .post(format!("{}/api/orders", self.address))
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        let status = r.status().as_u16();
+        (status, r.json().await.unwrap_or(Value::Null))
+    }
+
+    /// `POST /api/orders/{id}/{action}`.
+    pub async fn order_action(&self, order_id: &str, action: &str) -> (u16, Value) {
+        let r = self
+            .client
+            .post(format!("{}/api/orders/{order_id}/{action}", self.address))
+            .send()
+            .await
+            .unwrap();
+        let status = r.status().as_u16();
+        (status, r.json().await.unwrap_or(Value::Null))
+    }
+
+    /// `GET /api/items/{id}/audit`, after waiting (bounded) for the queue to drain.
+    pub async fn drained_audit(&self, id: i64) -> Value {
+        for _ in 0..200 {
+            let a = self.audit(id).await;
+            if a["queue_drained"] == json!(true) {
+                return a;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("queue did not drain within 10 s");
+    }
+
+    /// `GET /api/items/{id}/audit`.
+    pub async fn audit(&self, id: i64) -> Value {
+        self.client
+            .get(format!("{}/api/items/{id}/audit", self.address))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
+    }
+
+    /// Stops the shop, drops the test database and deletes the test's Redis keys.
+    pub async fn teardown(mut self) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        if let Some(h) = self.handle.take() {
+            let _ = tokio::time::timeout(Duration::from_secs(10), h).await;
+        }
+        drop_database(&self.database_url).await;
+        delete_prefix(&self.redis_prefix).await;
+    }
+}
+
+/// Drops a test database (best effort).
+pub async fn drop_database(url: &str) {
+    use sqlx::migrate::MigrateDatabase;
+    sqlx::any::install_default_drivers();
+    match Backend::from_url(url) {
+        Ok(Backend::Postgres) => {
+            let _ = sqlx::Postgres::force_drop_database(url).await;
+        }
+        _ => {
+            let _ = sqlx::Any::drop_database(url).await;
+        }
+    }
+}
+
+/// Deletes every Redis key of a test prefix.
+pub async fn delete_prefix(prefix: &str) {
+    let Ok(client) = redis::Client::open(redis_url()) else {
+        return;
+    };
+    let Ok(mut conn) = client.get_multiplexed_async_connection().await else {
+        return;
+    };
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("{{{prefix}:*"))
+        .query_async(&mut conn)
+        .await
+        .unwrap_or_default();
+    if !keys.is_empty() {
+        let _: Result<(), _> = redis::cmd("DEL").arg(keys).query_async(&mut conn).await;
+    }
+}
