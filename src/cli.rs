@@ -3,10 +3,15 @@
 use crate::gateway::GatewaySettings;
 use crate::inventory::{RedisSettings, Settings, Strategy};
 use crate::pipeline::{reconcile::ReconcileSettings, PipelineSettings};
+use crate::runner::{self, Cell, RunPlan};
 use crate::shop::{Application, ShopConfig};
+use crate::store::Backend;
 use crate::store::PoolSettings;
+use crate::traffic::scenario::{Scenario, ScenarioError};
+use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// Reproduce, measure and gate oversell in flash sales.
@@ -22,6 +27,99 @@ pub struct Cli {
 pub enum Command {
     /// Run the reference shop with one inventory strategy.
     Serve(ServeArgs),
+    /// Fire a scenario at one strategy of the reference shop, audit it, and report.
+    Run(RunArgs),
+    /// Fire the same scenario at several strategies (and backends) and compare them.
+    Compare(CompareArgs),
+}
+
+/// Where the databases and Redis are.
+#[derive(Debug, Args, Clone)]
+pub struct ConnArgs {
+    /// Database URL: postgres://... or mysql://... (the database is created if missing).
+    #[arg(long, env = "DATABASE_URL")]
+    pub database_url: Option<String>,
+    /// MySQL/MariaDB URL used when the backend is mysql and --database-url is not a mysql:// URL.
+    #[arg(
+        long,
+        env = "MYSQL_URL",
+        default_value = "mysql://root@127.0.0.1:3306/oversell"
+    )]
+    pub mysql_url: String,
+    /// Redis URL (used by redis-lua).
+    #[arg(long, env = "REDIS_URL", default_value = "redis://127.0.0.1:6379")]
+    pub redis_url: String,
+}
+
+impl ConnArgs {
+    /// The database URL for `backend` (default: the backend --database-url names, else postgres).
+    pub fn database_for(&self, backend: Option<Backend>) -> anyhow::Result<(Backend, String)> {
+        let given = self
+            .database_url
+            .as_deref()
+            .map(|u| Backend::from_url(u).map(|b| (b, u.to_string())))
+            .transpose()?;
+        Ok(match (backend, given) {
+            (None, Some(g)) => g,
+            (None, None) => (
+                Backend::Postgres,
+                Backend::Postgres.default_url().to_string(),
+            ),
+            (Some(b), Some((gb, url))) if gb == b => (b, url),
+            (Some(Backend::Mysql), _) => (Backend::Mysql, self.mysql_url.clone()),
+            (Some(Backend::Postgres), _) => (
+                Backend::Postgres,
+                Backend::Postgres.default_url().to_string(),
+            ),
+        })
+    }
+}
+
+/// Scenario and output flags shared by `run` and `compare`.
+#[derive(Debug, Args, Clone)]
+pub struct ScenarioArgs {
+    /// Scenario file (TOML).
+    #[arg(long, default_value = "scenarios/flash-100.toml")]
+    pub scenario: PathBuf,
+    /// Folder for reports (a `<UTC timestamp>-<scenario>/` folder is made inside).
+    #[arg(long, default_value = "reports")]
+    pub out: PathBuf,
+    /// Longest wait for the shop's queue to drain after the last buyer (seconds).
+    #[arg(long, default_value_t = 60)]
+    pub drain_timeout_s: u64,
+    /// No progress lines.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+/// `oversell run`.
+#[derive(Debug, Args, Clone)]
+pub struct RunArgs {
+    /// Inventory strategy.
+    #[arg(long, value_enum)]
+    pub strategy: Strategy,
+    /// Database backend (default: inferred from --database-url, else postgres).
+    #[arg(long, value_enum)]
+    pub backend: Option<Backend>,
+    #[command(flatten)]
+    pub scenario: ScenarioArgs,
+    #[command(flatten)]
+    pub conn: ConnArgs,
+}
+
+/// `oversell compare`.
+#[derive(Debug, Args, Clone)]
+pub struct CompareArgs {
+    /// Strategies to compare, comma-separated (default: all four).
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = Strategy::ALL.to_vec())]
+    pub strategies: Vec<Strategy>,
+    /// Backends, comma-separated: postgres, mysql (default: inferred from --database-url).
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub backends: Vec<Backend>,
+    #[command(flatten)]
+    pub scenario: ScenarioArgs,
+    #[command(flatten)]
+    pub conn: ConnArgs,
 }
 
 /// `oversell serve`.
@@ -33,23 +131,18 @@ pub struct ServeArgs {
     /// Address to listen on (port 0 picks a free port; the bound address is printed).
     #[arg(long, default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,
+    /// Database backend (default: inferred from --database-url, else postgres).
+    #[arg(long, value_enum)]
+    pub backend: Option<Backend>,
+    #[command(flatten)]
+    pub conn: ConnArgs,
     #[command(flatten)]
     pub shop: ShopArgs,
 }
 
-/// Shop settings shared by `serve`, `run` and `compare`.
+/// The reference shop's knobs (`serve` flags; `run`/`compare` take them from the scenario).
 #[derive(Debug, Args, Clone)]
 pub struct ShopArgs {
-    /// Database URL: postgres://... or mysql://... (the database is created if missing).
-    #[arg(
-        long,
-        env = "DATABASE_URL",
-        default_value = "postgres://postgres:postgres@127.0.0.1:5432/oversell"
-    )]
-    pub database_url: String,
-    /// Redis URL (used by redis-lua).
-    #[arg(long, env = "REDIS_URL", default_value = "redis://127.0.0.1:6379")]
-    pub redis_url: String,
     /// Prefix of every Redis key (isolates parallel runs).
     #[arg(long, default_value = "oversell")]
     pub redis_prefix: String,
@@ -117,12 +210,59 @@ impl ShopArgs {
         Only::parse_from(["oversell"]).shop
     }
 
+    /// The flags that reproduce these settings on a `serve` command line.
+    pub fn to_args(&self) -> Vec<String> {
+        let mut v: Vec<String> = Vec::new();
+        let mut flag = |name: &str, value: String| {
+            v.push(format!("--{name}"));
+            v.push(value);
+        };
+        flag("redis-prefix", self.redis_prefix.clone());
+        flag("pool-size", self.pool_size.to_string());
+        flag("acquire-timeout-ms", self.acquire_timeout_ms.to_string());
+        flag("lock-timeout-ms", self.lock_timeout_ms.to_string());
+        flag("naive-gap-ms", self.naive_gap_ms.to_string());
+        flag("work-ms", self.work_ms.to_string());
+        flag("optimistic-retries", self.optimistic_retries.to_string());
+        flag(
+            "optimistic-backoff-ms",
+            self.optimistic_backoff_ms.to_string(),
+        );
+        flag("payment-timeout-s", self.payment_timeout_s.to_string());
+        flag(
+            "reconcile-interval-s",
+            self.reconcile_interval_s.to_string(),
+        );
+        flag(
+            "reconcile-alert-threshold",
+            self.reconcile_alert_threshold.to_string(),
+        );
+        flag("rate-limit", self.rate_limit.to_string());
+        flag("ip-rate-limit", self.ip_rate_limit.to_string());
+        flag("ip-burst", self.ip_burst.to_string());
+        flag("ip-unit-cap", self.ip_unit_cap.to_string());
+        flag("page-cache-ms", self.page_cache_ms.to_string());
+        if let Some(w) = &self.alert_webhook {
+            flag("alert-webhook", w.clone());
+        }
+        if let Some(r) = &self.replica_database_url {
+            flag("replica-database-url", r.clone());
+        }
+        v
+    }
+
     /// The shop configuration these flags describe.
-    pub fn config(&self, strategy: Strategy, listen: SocketAddr) -> ShopConfig {
+    pub fn config(
+        &self,
+        strategy: Strategy,
+        listen: SocketAddr,
+        database_url: &str,
+        redis_url: &str,
+    ) -> ShopConfig {
         ShopConfig {
             listen,
             strategy,
-            database_url: self.database_url.clone(),
+            database_url: database_url.to_string(),
             pool: PoolSettings {
                 max_connections: self.pool_size,
                 acquire_timeout: Duration::from_millis(self.acquire_timeout_ms),
@@ -136,7 +276,7 @@ impl ShopArgs {
                 payment_timeout: Duration::from_secs(self.payment_timeout_s),
             },
             redis: RedisSettings {
-                url: self.redis_url.clone(),
+                url: redis_url.to_string(),
                 prefix: self.redis_prefix.clone(),
                 payment_timeout: Duration::from_secs(self.payment_timeout_s),
                 gateway: GatewaySettings {
@@ -167,7 +307,11 @@ impl ShopArgs {
 pub async fn run(cli: Cli) -> anyhow::Result<i32> {
     match cli.command {
         Command::Serve(args) => {
-            let app = Application::build(args.shop.config(args.strategy, args.listen)).await?;
+            let (_, db) = args.conn.database_for(args.backend)?;
+            let config = args
+                .shop
+                .config(args.strategy, args.listen, &db, &args.conn.redis_url);
+            let app = Application::build(config).await?;
             // The first stdout line is the contract with `oversell run`, which reads it.
             println!("oversell shop listening on http://{}", app.local_addr());
             tracing::info!(strategy = %args.strategy, addr = %app.local_addr(), "shop ready");
@@ -175,12 +319,72 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
                 .await?;
             Ok(0)
         }
+        Command::Run(args) => {
+            let (backend, url) = args.conn.database_for(args.backend)?;
+            let cells = vec![Cell {
+                strategy: args.strategy,
+                backend,
+                database_url: url,
+            }];
+            run_and_print(&args.scenario, cells, &args.conn).await
+        }
+        Command::Compare(args) => {
+            let backends: Vec<Option<Backend>> = if args.backends.is_empty() {
+                vec![None]
+            } else {
+                args.backends.iter().copied().map(Some).collect()
+            };
+            let mut cells = Vec::new();
+            for b in backends {
+                let (backend, url) = args.conn.database_for(b)?;
+                for s in &args.strategies {
+                    cells.push(Cell {
+                        strategy: *s,
+                        backend,
+                        database_url: url.clone(),
+                    });
+                }
+            }
+            run_and_print(&args.scenario, cells, &args.conn).await
+        }
     }
+}
+
+/// Loads the scenario (bad scenario: exit 2 with the file and field named).
+pub fn load_scenario(path: &std::path::Path) -> Result<Scenario, ScenarioError> {
+    Scenario::load(path)
+}
+
+async fn run_and_print(
+    sa: &ScenarioArgs,
+    cells: Vec<Cell>,
+    conn: &ConnArgs,
+) -> anyhow::Result<i32> {
+    let scenario = load_scenario(&sa.scenario)?;
+    let plan = RunPlan {
+        scenario,
+        scenario_file: sa.scenario.clone(),
+        cells,
+        redis_url: conn.redis_url.clone(),
+        shop_exe: std::env::current_exe().context("locating the oversell binary")?,
+        out: sa.out.clone(),
+        drain_limit: Duration::from_secs(sa.drain_timeout_s),
+        progress: !sa.quiet,
+    };
+    let (report, dir) = runner::execute(&plan).await?;
+    println!("{}", crate::report::table::render(&report));
+    println!("report: {}", dir.join("report.md").display());
+    Ok(0)
 }
 
 /// The exit code for an error that ended a command: 3 when a service could not be reached,
 /// 2 for anything else that stopped the command before it could judge anything.
 pub fn exit_code_for(e: &anyhow::Error) -> i32 {
+    if e.chain()
+        .any(|c| c.downcast_ref::<ScenarioError>().is_some())
+    {
+        return 2;
+    }
     let unreachable = e.chain().any(|c| {
         matches!(
             c.downcast_ref::<crate::store::StoreError>(),

@@ -13,6 +13,11 @@
 //! - [`gateway`]: rate limits and dedup in front of redis-lua's pre-deduct.
 //! - [`store`]: PostgreSQL / MySQL access; the SQL that differs lives in `store::dialect`.
 //! - [`pipeline`]: redis-lua's stream consumer, reconciliation, and the payment-timeout sweeper.
+//! - [`traffic`]: scenario files → seeded plan → goose users; our HdrHistogram recorder.
+//! - [`runner`]: `run`/`compare`: shop child process, sale set-up, traffic, drain, oracle.
+//! - [`probe`]: DB QPS, Redis ops/s, stock and shop metrics sampled every second.
+//! - [`oracle`]: audits the final database/Redis state against the clients' records.
+//! - [`report`]: `report.json` (`oversell.report/v1`), `report.md`, terminal table.
 //! - [`model`]: items, orders and the order state machine.
 //! - [`services`]: the outside services and how to start one that is down.
 //! - [`telemetry`]: logging set-up.
@@ -24,8 +29,13 @@ pub mod cli;
 pub mod gateway;
 pub mod inventory;
 pub mod model;
+pub mod oracle;
 pub mod pipeline;
+pub mod probe;
+pub mod report;
+pub mod runner;
 pub mod services;
 pub mod shop;
 pub mod store;
 pub mod telemetry;
+pub mod traffic;

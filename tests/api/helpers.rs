@@ -47,9 +47,12 @@ pub struct TestApp {
 /// The configuration tests start from: isolated database and key prefix, small timeouts.
 pub fn test_config(strategy: Strategy, backend: Backend) -> ShopConfig {
     let args = oversell::cli::ShopArgs::defaults();
-    let mut config = args.config(strategy, "127.0.0.1:0".parse().unwrap());
-    config.database_url = fresh_db_url(backend);
-    config.redis.url = redis_url();
+    let mut config = args.config(
+        strategy,
+        "127.0.0.1:0".parse().unwrap(),
+        &fresh_db_url(backend),
+        &redis_url(),
+    );
     config.redis.prefix = format!("t-{}", uuid::Uuid::now_v7().simple());
     // Every test buyer comes from 127.0.0.1: the per-IP bucket is for the gateway tests.
     config.redis.gateway.ip_rate_per_s = 0.0;

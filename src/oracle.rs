@@ -1,0 +1,388 @@
+//! The oracle: audits the final database and Redis state against what every client was told.
+//!
+//! Nothing here is assumed from a strategy's name. Given the orders in the database after the
+//! queue has drained (or, for a foreign shop, the totals its owner's query returns) and the
+//! clients' records, it computes the brief's definitions (§4):
+//! - sold = units of orders not cancelled/expired; oversell = max(0, sold − initial);
+//! - conservation: db stock + sold = initial (drift reported otherwise), and for redis-lua
+//!   Redis stock after reconciliation = db stock;
+//! - lost acknowledged orders: a 201 order id the database does not have; phantom orders: an
+//!   order the database has that no client was told about (e.g. its client timed out);
+//! - duplicate buyers: users (and devices) holding more than the purchase limit;
+//! - undersell: units left unsold while buyers were turned away.
+
+use crate::model::{Order, OrderStatus};
+use crate::traffic::recorder::{Measurements, Told};
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+/// What the oracle knows of the server side.
+#[derive(Debug, Clone)]
+pub enum Truth {
+    /// Every order row and the stock (the reference shop, or a shop whose tables we can read).
+    Orders { db_stock: i64, orders: Vec<Order> },
+    /// Totals from a user's query or endpoint: units sold and, optionally, stock left.
+    Totals { sold: i64, stock: Option<i64> },
+    /// Nothing: only the clients' side can be shown.
+    Unverified,
+}
+
+/// Everything the oracle needs.
+#[derive(Debug, Clone)]
+pub struct Evidence<'a> {
+    pub initial_stock: i64,
+    pub purchase_limit: i64,
+    pub truth: Truth,
+    /// Where `truth` came from, for the report.
+    pub truth_source: String,
+    /// redis-lua: Redis stock after the final reconciliation.
+    pub redis_stock: Option<i64>,
+    /// redis-lua: the residual the final reconciliation found (before correcting it).
+    pub reconcile_residual: Option<i64>,
+    pub clients: &'a Measurements,
+}
+
+/// The oracle's findings for one run.
+#[derive(Debug, Clone, Serialize, Default, PartialEq)]
+pub struct Findings {
+    /// False when no server-side truth was available: oversell could not be verified.
+    pub verified: bool,
+    pub truth_source: String,
+    pub initial_stock: i64,
+    pub sold: Option<i64>,
+    pub oversell: Option<i64>,
+    pub undersell: Option<i64>,
+    pub negative_stock: Option<bool>,
+    pub db_stock: Option<i64>,
+    pub redis_stock: Option<i64>,
+    /// initial − (db stock + sold): positive = leaked units, negative = phantom units.
+    pub conservation_drift: Option<i64>,
+    /// Redis stock − db stock after reconciliation (redis-lua).
+    pub redis_drift: Option<i64>,
+    pub reconcile_residual: Option<i64>,
+    pub orders_by_status: BTreeMap<String, i64>,
+    pub acknowledged: u64,
+    pub lost_acks: Option<u64>,
+    /// Up to 20 of the lost order ids.
+    pub lost_ack_examples: Vec<String>,
+    pub phantom_orders: Option<u64>,
+    pub duplicate_buyers: Option<u64>,
+    pub duplicate_devices: Option<u64>,
+    /// Clients told "paid" whose order is not paid, or told "cancelled" whose order still holds
+    /// stock.
+    pub status_mismatches: Option<u64>,
+    /// Units held by bots, and their share of everything sold (fairness).
+    pub bot_units: Option<i64>,
+    pub bot_share_of_units: Option<f64>,
+    /// People (not bots) who tried to order and never got one.
+    pub turned_away_buyers: u64,
+    /// Client-side only: acknowledged orders minus those the client itself cancelled.
+    pub client_net_acks: i64,
+    pub verdict: String,
+}
+
+/// Audits one run.
+pub fn audit(e: &Evidence<'_>) -> Findings {
+    let c = e.clients;
+    let acked: HashSet<&str> = c.acks.iter().map(|a| a.order_id.as_str()).collect();
+    let cancelled_by_clients = c.told.values().filter(|t| **t == Told::Cancelled).count() as i64;
+    let turned_away = c
+        .buyers
+        .values()
+        .filter(|b| !b.bot && b.attempted && !b.got_order)
+        .count() as u64;
+    let mut f = Findings {
+        truth_source: e.truth_source.clone(),
+        initial_stock: e.initial_stock,
+        acknowledged: c.acks.len() as u64,
+        turned_away_buyers: turned_away,
+        client_net_acks: c.acks.len() as i64 - cancelled_by_clients,
+        redis_stock: e.redis_stock,
+        reconcile_residual: e.reconcile_residual,
+        ..Findings::default()
+    };
+    let (sold, stock) = match &e.truth {
+        Truth::Unverified => {
+            f.verdict = unverified_verdict(&f);
+            return f;
+        }
+        Truth::Totals { sold, stock } => (*sold, *stock),
+        Truth::Orders { db_stock, orders } => {
+            let sold: i64 = orders
+                .iter()
+                .filter(|o| o.status.holds_stock())
+                .map(|o| o.qty)
+                .sum();
+            orders_findings(&mut f, orders, &acked, e);
+            (sold, Some(*db_stock))
+        }
+    };
+    f.verified = true;
+    f.sold = Some(sold);
+    f.oversell = Some((sold - e.initial_stock).max(0));
+    f.undersell = Some((e.initial_stock - sold).max(0).min(turned_away as i64));
+    f.db_stock = stock;
+    f.negative_stock = stock.map(|s| s < 0);
+    f.conservation_drift = stock.map(|s| e.initial_stock - (s + sold));
+    f.redis_drift = match (e.redis_stock, stock) {
+        (Some(r), Some(d)) => Some(r - d),
+        _ => None,
+    };
+    f.verdict = verdict(&f);
+    f
+}
+
+fn orders_findings(f: &mut Findings, orders: &[Order], acked: &HashSet<&str>, e: &Evidence<'_>) {
+    let in_db: HashMap<&str, &Order> = orders.iter().map(|o| (o.id.as_str(), o)).collect();
+    let lost: Vec<&str> = e
+        .clients
+        .acks
+        .iter()
+        .map(|a| a.order_id.as_str())
+        .filter(|id| !in_db.contains_key(id))
+        .collect();
+    f.lost_acks = Some(lost.len() as u64);
+    f.lost_ack_examples = lost.iter().take(20).map(|s| s.to_string()).collect();
+    f.phantom_orders = Some(
+        orders
+            .iter()
+            .filter(|o| !acked.contains(o.id.as_str()))
+            .count() as u64,
+    );
+    for st in OrderStatus::ALL {
+        f.orders_by_status.insert(st.as_str().to_string(), 0);
+    }
+    let mut by_user: HashMap<&str, i64> = HashMap::new();
+    let mut by_device: HashMap<&str, i64> = HashMap::new();
+    for o in orders {
+        *f.orders_by_status
+            .entry(o.status.as_str().to_string())
+            .or_default() += 1;
+        if o.status.holds_stock() {
+            *by_user.entry(&o.user_id).or_default() += o.qty;
+            if let Some(d) = &o.device_id {
+                *by_device.entry(d).or_default() += o.qty;
+            }
+        }
+    }
+    f.duplicate_buyers = Some(by_user.values().filter(|q| **q > e.purchase_limit).count() as u64);
+    f.duplicate_devices = Some(
+        by_device
+            .values()
+            .filter(|q| **q > e.purchase_limit)
+            .count() as u64,
+    );
+    let mismatches = e
+        .clients
+        .told
+        .iter()
+        .filter(|(id, told)| match in_db.get(id.as_str()) {
+            Some(o) => match told {
+                Told::Paid => o.status != OrderStatus::Paid,
+                Told::Cancelled => o.status.holds_stock(),
+            },
+            None => false,
+        })
+        .count();
+    f.status_mismatches = Some(mismatches as u64);
+    let bots: HashSet<&str> = e
+        .clients
+        .acks
+        .iter()
+        .filter(|a| a.bot)
+        .map(|a| a.user_id.as_str())
+        .collect();
+    let sold: i64 = by_user.values().sum();
+    let bot_units: i64 = by_user
+        .iter()
+        .filter(|(u, _)| bots.contains(*u))
+        .map(|(_, q)| q)
+        .sum();
+    f.bot_units = Some(bot_units);
+    f.bot_share_of_units = Some(if sold > 0 {
+        bot_units as f64 / sold as f64
+    } else {
+        0.0
+    });
+}
+
+fn verdict(f: &Findings) -> String {
+    let sold = f.sold.unwrap_or(0);
+    let mut parts = vec![match f.oversell {
+        Some(o) if o > 0 => format!("sold {sold} of {}: oversold {o}", f.initial_stock),
+        _ => format!("sold {sold} of {}: no oversell", f.initial_stock),
+    }];
+    if f.negative_stock == Some(true) {
+        parts.push(format!("stock went negative ({})", f.db_stock.unwrap_or(0)));
+    }
+    if let Some(l) = f.lost_acks.filter(|l| *l > 0) {
+        parts.push(format!("lost {l} acknowledged orders"));
+    }
+    if let Some(d) = f.duplicate_buyers.filter(|d| *d > 0) {
+        parts.push(format!("{d} buyers hold more than the limit"));
+    }
+    if let Some(d) = f.conservation_drift.filter(|d| *d != 0) {
+        parts.push(format!("conservation drift {d}"));
+    }
+    if let Some(d) = f.redis_drift.filter(|d| *d != 0) {
+        parts.push(format!("Redis differs from the database by {d}"));
+    }
+    if let Some(u) = f.undersell.filter(|u| *u > 0) {
+        parts.push(format!(
+            "{u} units left unsold while buyers were turned away"
+        ));
+    }
+    parts.join("; ")
+}
+
+fn unverified_verdict(f: &Findings) -> String {
+    let mut v = format!(
+        "oversell not verified (no server-side oracle); clients hold {} acknowledged orders net of their own cancels for {} units",
+        f.client_net_acks, f.initial_stock
+    );
+    if f.client_net_acks > f.initial_stock {
+        v.push_str(&format!(
+            ": acknowledgements exceed stock by {}, which is oversell unless units were restocked by expiry",
+            f.client_net_acks - f.initial_stock
+        ));
+    }
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::traffic::recorder::{Ack, BuyerResult};
+
+    fn order(id: &str, user: &str, status: OrderStatus) -> Order {
+        Order {
+            id: id.into(),
+            item_id: 1,
+            user_id: user.into(),
+            device_id: Some(format!("d-{user}")),
+            qty: 1,
+            status,
+            created_at_ms: 0,
+        }
+    }
+
+    fn clients(acks: &[(&str, &str)]) -> Measurements {
+        Measurements {
+            histograms: Default::default(),
+            timeline: vec![],
+            acks: acks
+                .iter()
+                .enumerate()
+                .map(|(i, (id, user))| Ack {
+                    order_id: id.to_string(),
+                    buyer: i,
+                    user_id: user.to_string(),
+                    device_id: format!("d-{user}"),
+                    bot: user.starts_with("bot"),
+                    at_ms: 0,
+                })
+                .collect(),
+            told: Default::default(),
+            first_sold_out_ms: None,
+            buyers: (0..5)
+                .map(|i| {
+                    (
+                        i,
+                        BuyerResult {
+                            bot: false,
+                            attempted: true,
+                            got_order: i < 2,
+                        },
+                    )
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn oversell_lost_acks_phantoms_and_duplicates_come_from_the_database() {
+        let c = clients(&[("a", "u1"), ("b", "u2"), ("c", "bot1"), ("lost", "u3")]);
+        let orders = vec![
+            order("a", "u1", OrderStatus::Paid),
+            order("b", "u2", OrderStatus::PendingPayment),
+            order("c", "bot1", OrderStatus::Paid),
+            order("c2", "bot1", OrderStatus::Paid),
+            order("x", "u9", OrderStatus::Cancelled),
+        ];
+        let f = audit(&Evidence {
+            initial_stock: 3,
+            purchase_limit: 1,
+            truth: Truth::Orders {
+                db_stock: -1,
+                orders,
+            },
+            truth_source: "test".into(),
+            redis_stock: None,
+            reconcile_residual: None,
+            clients: &c,
+        });
+        assert_eq!(f.sold, Some(4));
+        assert_eq!(f.oversell, Some(1));
+        assert_eq!(f.negative_stock, Some(true));
+        assert_eq!(f.conservation_drift, Some(0));
+        assert_eq!(f.lost_acks, Some(1));
+        assert_eq!(f.lost_ack_examples, vec!["lost".to_string()]);
+        assert_eq!(
+            f.phantom_orders,
+            Some(2),
+            "c2 and x were never acknowledged"
+        );
+        assert_eq!(f.duplicate_buyers, Some(1));
+        assert_eq!(f.bot_units, Some(2));
+        assert!(f.verdict.contains("oversold 1"), "{}", f.verdict);
+    }
+
+    #[test]
+    fn undersell_counts_units_left_while_buyers_were_turned_away() {
+        let c = clients(&[("a", "u1"), ("b", "u2")]);
+        let orders = vec![
+            order("a", "u1", OrderStatus::Paid),
+            order("b", "u2", OrderStatus::Paid),
+        ];
+        let f = audit(&Evidence {
+            initial_stock: 10,
+            purchase_limit: 1,
+            truth: Truth::Orders {
+                db_stock: 8,
+                orders,
+            },
+            truth_source: "test".into(),
+            redis_stock: Some(8),
+            reconcile_residual: Some(0),
+            clients: &c,
+        });
+        assert_eq!(f.oversell, Some(0));
+        assert_eq!(
+            f.undersell,
+            Some(3),
+            "8 left, but only 3 people were turned away"
+        );
+        assert_eq!(f.redis_drift, Some(0));
+    }
+
+    #[test]
+    fn without_an_oracle_the_verdict_says_so() {
+        let c = clients(&[("a", "u1"), ("b", "u2"), ("c", "u3")]);
+        let f = audit(&Evidence {
+            initial_stock: 2,
+            purchase_limit: 1,
+            truth: Truth::Unverified,
+            truth_source: "none".into(),
+            redis_stock: None,
+            reconcile_residual: None,
+            clients: &c,
+        });
+        assert!(!f.verified);
+        assert_eq!(f.oversell, None);
+        assert!(
+            f.verdict.contains("not verified") && f.verdict.contains("exceed stock by 1"),
+            "{}",
+            f.verdict
+        );
+    }
+}

@@ -1,0 +1,231 @@
+//! Database counters: PostgreSQL `pg_stat_database` (and `pg_stat_statements` when installed),
+//! MySQL/MariaDB `SHOW GLOBAL STATUS`.
+
+use super::{push, Series};
+use crate::store::Backend;
+use sqlx::{MySqlPool, PgPool, Row};
+use std::collections::BTreeMap;
+use tokio::time::Instant;
+
+pub(super) enum DbProbe {
+    Postgres {
+        /// Connected to the `postgres` database, so the probe's own queries do not count
+        /// against the shop's database.
+        stats: PgPool,
+        /// Connected to the shop's database, for the stock figure.
+        shop: PgPool,
+        datname: String,
+        statements: bool,
+        last: Option<(Instant, i64, Option<i64>)>,
+        item: i64,
+    },
+    Mysql {
+        pool: MySqlPool,
+        last: Option<(Instant, BTreeMap<String, i64>)>,
+        item: i64,
+    },
+}
+
+/// Splits `scheme://auth@host/db?query` into (URL with `db` replaced, db).
+fn with_database(url: &str, db: &str) -> Option<(String, String)> {
+    let (base, query) = match url.split_once('?') {
+        Some((b, q)) => (b, Some(q)),
+        None => (url, None),
+    };
+    let scheme_end = base.find("://")? + 3;
+    let slash = base[scheme_end..].find('/').map(|i| i + scheme_end)?;
+    let current = base[slash + 1..].to_string();
+    let mut out = format!("{}/{db}", &base[..slash]);
+    if let Some(q) = query {
+        out.push('?');
+        out.push_str(q);
+    }
+    Some((out, current))
+}
+
+impl DbProbe {
+    pub(super) async fn connect(url: &str, item: i64) -> Option<Self> {
+        match Backend::from_url(url).ok()? {
+            Backend::Postgres => {
+                let (stats_url, datname) = with_database(url, "postgres")?;
+                let stats = PgPool::connect(&stats_url).await.ok()?;
+                let shop = PgPool::connect(url).await.ok()?;
+                let statements = sqlx::query("SELECT 1 FROM pg_stat_statements LIMIT 1")
+                    .fetch_optional(&stats)
+                    .await
+                    .is_ok();
+                Some(DbProbe::Postgres {
+                    stats,
+                    shop,
+                    datname,
+                    statements,
+                    last: None,
+                    item,
+                })
+            }
+            Backend::Mysql => Some(DbProbe::Mysql {
+                pool: MySqlPool::connect(url).await.ok()?,
+                last: None,
+                item,
+            }),
+        }
+    }
+
+    pub(super) async fn sample(&mut self, t: f64, series: &mut BTreeMap<&'static str, Series>) {
+        match self {
+            DbProbe::Postgres {
+                stats,
+                shop,
+                datname,
+                statements,
+                last,
+                item,
+            } => {
+                let xacts: Option<i64> = sqlx::query_scalar(
+                    "SELECT (xact_commit + xact_rollback)::bigint FROM pg_stat_database WHERE datname = $1",
+                )
+                .bind(&*datname)
+                .fetch_optional(&*stats)
+                .await
+                .ok()
+                .flatten();
+                let calls: Option<i64> = if *statements {
+                    sqlx::query_scalar(
+                        "SELECT COALESCE(sum(s.calls), 0)::bigint FROM pg_stat_statements s \
+                         JOIN pg_database d ON d.oid = s.dbid WHERE d.datname = $1",
+                    )
+                    .bind(&*datname)
+                    .fetch_one(&*stats)
+                    .await
+                    .ok()
+                } else {
+                    None
+                };
+                let now = Instant::now();
+                if let (Some(x), Some((at, px, pc))) = (xacts, last.as_ref()) {
+                    let secs = now.duration_since(*at).as_secs_f64().max(1e-3);
+                    // Minus the probe's own stock read (one transaction per sample).
+                    let tps = ((x - px - 1).max(0)) as f64 / secs;
+                    push(series, "db_tps", "transactions/s",
+                        "PostgreSQL pg_stat_database xact_commit + xact_rollback for the shop's database (backends flush these at most once a second)", t, tps);
+                    match (calls, pc) {
+                        (Some(c), Some(pc)) => push(series, "db_qps", "statements/s",
+                            "PostgreSQL pg_stat_statements sum(calls) for the shop's database", t, ((c - pc - 1).max(0)) as f64 / secs),
+                        _ => push(series, "db_qps", "transactions/s",
+                            "PostgreSQL pg_stat_database xact_commit + xact_rollback (pg_stat_statements not installed)", t, tps),
+                    }
+                }
+                if let Some(x) = xacts {
+                    *last = Some((now, x, calls));
+                }
+                let stock: Option<i64> = sqlx::query("SELECT stock FROM items WHERE id = $1")
+                    .bind(*item)
+                    .fetch_optional(&*shop)
+                    .await
+                    .ok()
+                    .flatten()
+                    .and_then(|r| r.try_get(0).ok());
+                if let Some(s) = stock {
+                    push(
+                        series,
+                        "db_stock",
+                        "units",
+                        "SELECT stock FROM items",
+                        t,
+                        s as f64,
+                    );
+                }
+            }
+            DbProbe::Mysql { pool, last, item } => {
+                let rows = sqlx::query("SHOW GLOBAL STATUS")
+                    .fetch_all(&*pool)
+                    .await
+                    .unwrap_or_default();
+                let status: BTreeMap<String, i64> = rows
+                    .iter()
+                    .filter_map(|r| {
+                        let k: String = r.try_get(0).ok()?;
+                        let v: String = r.try_get(1).ok()?;
+                        Some((k, v.parse().ok()?))
+                    })
+                    .collect();
+                let now = Instant::now();
+                if let Some((at, prev)) = last.as_ref() {
+                    let secs = now.duration_since(*at).as_secs_f64().max(1e-3);
+                    let d = |k: &str| {
+                        (status.get(k).copied().unwrap_or(0) - prev.get(k).copied().unwrap_or(0))
+                            .max(0) as f64
+                    };
+                    // Minus the probe's own two statements per sample.
+                    push(
+                        series,
+                        "db_qps",
+                        "statements/s",
+                        "MySQL SHOW GLOBAL STATUS Questions (server-wide), delta per second",
+                        t,
+                        (d("Questions") - 2.0).max(0.0) / secs,
+                    );
+                    push(
+                        series,
+                        "db_tps",
+                        "transactions/s",
+                        "MySQL SHOW GLOBAL STATUS Com_commit + Com_rollback (server-wide)",
+                        t,
+                        (d("Com_commit") + d("Com_rollback")) / secs,
+                    );
+                    push(
+                        series,
+                        "db_row_lock_waits",
+                        "waits/s",
+                        "MySQL SHOW GLOBAL STATUS Innodb_row_lock_waits",
+                        t,
+                        d("Innodb_row_lock_waits") / secs,
+                    );
+                    push(
+                        series,
+                        "db_deadlocks",
+                        "deadlocks/s",
+                        "MySQL SHOW GLOBAL STATUS Innodb_deadlocks",
+                        t,
+                        d("Innodb_deadlocks") / secs,
+                    );
+                }
+                *last = Some((now, status));
+                let stock: Option<i64> = sqlx::query("SELECT stock FROM items WHERE id = ?")
+                    .bind(*item)
+                    .fetch_optional(&*pool)
+                    .await
+                    .ok()
+                    .flatten()
+                    .and_then(|r| r.try_get(0).ok());
+                if let Some(s) = stock {
+                    push(
+                        series,
+                        "db_stock",
+                        "units",
+                        "SELECT stock FROM items",
+                        t,
+                        s as f64,
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_database_name_is_swapped() {
+        assert_eq!(
+            with_database("postgres://u:p@h:5432/shop?sslmode=disable", "postgres"),
+            Some((
+                "postgres://u:p@h:5432/postgres?sslmode=disable".into(),
+                "shop".into()
+            ))
+        );
+        assert_eq!(with_database("postgres://h", "x"), None);
+    }
+}

@@ -1,0 +1,288 @@
+//! Server-side truth sampled every second while a run is in progress: database QPS from the
+//! server's own counters, Redis ops/s from `INFO stats`, remaining stock, and the shop's
+//! `/metrics`. Each series says where its numbers came from.
+
+mod db;
+
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::time::Duration;
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+/// A time series sampled once a second.
+#[derive(Debug, Clone, Serialize)]
+pub struct Series {
+    pub name: String,
+    pub unit: String,
+    /// Where the numbers come from (counter, query, metric).
+    pub source: String,
+    /// `(seconds since the sale opened, value)`.
+    pub points: Vec<(f64, f64)>,
+}
+
+impl Series {
+    fn new(name: &str, unit: &str, source: impl Into<String>) -> Self {
+        Series {
+            name: name.into(),
+            unit: unit.into(),
+            source: source.into(),
+            points: Vec::new(),
+        }
+    }
+
+    /// Largest value.
+    pub fn peak(&self) -> f64 {
+        self.points.iter().map(|p| p.1).fold(0.0, f64::max)
+    }
+
+    /// Mean over the samples taken while the sale was running (`t` in `0..=until`).
+    pub fn mean_until(&self, until: f64) -> f64 {
+        let pts: Vec<f64> = self
+            .points
+            .iter()
+            .filter(|p| p.0 >= 0.0 && p.0 <= until + 1.0)
+            .map(|p| p.1)
+            .collect();
+        if pts.is_empty() {
+            0.0
+        } else {
+            pts.iter().sum::<f64>() / pts.len() as f64
+        }
+    }
+}
+
+/// What to sample.
+#[derive(Debug, Clone)]
+pub struct ProbeConfig {
+    /// The shop's database (its name selects the counters).
+    pub database_url: Option<String>,
+    pub item_id: i64,
+    /// Redis URL and the shop's key prefix (redis-lua).
+    pub redis: Option<(String, String)>,
+    /// The shop's base URL, for `/metrics` (reference shop only).
+    pub shop_metrics_url: Option<String>,
+    pub opened: Instant,
+}
+
+/// Running samplers.
+pub struct Probes {
+    stop: watch::Sender<bool>,
+    task: tokio::task::JoinHandle<Vec<Series>>,
+}
+
+/// Starts sampling every second.
+pub async fn start(config: ProbeConfig) -> Probes {
+    let (stop, mut rx) = watch::channel(false);
+    let task = tokio::spawn(async move {
+        let mut db = match &config.database_url {
+            Some(url) => db::DbProbe::connect(url, config.item_id).await,
+            None => None,
+        };
+        let mut redis = match &config.redis {
+            Some((url, prefix)) => RedisProbe::connect(url, prefix, config.item_id).await,
+            None => None,
+        };
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_millis(800))
+            .build()
+            .ok();
+        let mut series: BTreeMap<&'static str, Series> = BTreeMap::new();
+        let mut last_metrics: Option<BTreeMap<String, f64>> = None;
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = rx.changed() => break,
+                _ = tick.tick() => {}
+            }
+            let t = Instant::now().duration_since(config.opened).as_secs_f64()
+                - config
+                    .opened
+                    .saturating_duration_since(Instant::now())
+                    .as_secs_f64();
+            if let Some(db) = db.as_mut() {
+                db.sample(t, &mut series).await;
+            }
+            if let Some(r) = redis.as_mut() {
+                r.sample(t, &mut series).await;
+            }
+            if let (Some(url), Some(http)) = (&config.shop_metrics_url, &http) {
+                if let Some(now) = scrape(http, url).await {
+                    shop_series(t, &now, last_metrics.as_ref(), &mut series);
+                    last_metrics = Some(now);
+                }
+            }
+        }
+        series.into_values().collect()
+    });
+    Probes { stop, task }
+}
+
+impl Probes {
+    /// Stops sampling and returns the series.
+    pub async fn stop(self) -> Vec<Series> {
+        let _ = self.stop.send(true);
+        self.task.await.unwrap_or_default()
+    }
+}
+
+fn push(
+    series: &mut BTreeMap<&'static str, Series>,
+    name: &'static str,
+    unit: &str,
+    source: &str,
+    t: f64,
+    v: f64,
+) {
+    series
+        .entry(name)
+        .or_insert_with(|| Series::new(name, unit, source))
+        .points
+        .push((t, v));
+}
+
+struct RedisProbe {
+    conn: redis::aio::MultiplexedConnection,
+    stock_key: String,
+    last: Option<(Instant, u64)>,
+}
+
+impl RedisProbe {
+    async fn connect(url: &str, prefix: &str, item: i64) -> Option<Self> {
+        let client = redis::Client::open(url).ok()?;
+        let conn = client.get_multiplexed_async_connection().await.ok()?;
+        Some(RedisProbe {
+            conn,
+            stock_key: format!("{{{prefix}:{item}}}:stock"),
+            last: None,
+        })
+    }
+
+    async fn sample(&mut self, t: f64, series: &mut BTreeMap<&'static str, Series>) {
+        let info: redis::RedisResult<String> = redis::cmd("INFO")
+            .arg("stats")
+            .query_async(&mut self.conn)
+            .await;
+        if let Ok(info) = info {
+            let total = info
+                .lines()
+                .find_map(|l| l.strip_prefix("total_commands_processed:"))
+                .and_then(|v| v.trim().parse::<u64>().ok());
+            if let Some(total) = total {
+                let now = Instant::now();
+                if let Some((at, prev)) = self.last {
+                    let secs = now.duration_since(at).as_secs_f64().max(1e-3);
+                    // Minus our own two commands per sample (INFO and GET).
+                    let ops = (total.saturating_sub(prev).saturating_sub(2)) as f64 / secs;
+                    push(
+                        series,
+                        "redis_ops",
+                        "ops/s",
+                        "Redis INFO stats total_commands_processed (server-wide), delta per second",
+                        t,
+                        ops,
+                    );
+                }
+                self.last = Some((now, total));
+            }
+        }
+        let stock: redis::RedisResult<Option<i64>> = redis::cmd("GET")
+            .arg(&self.stock_key)
+            .query_async(&mut self.conn)
+            .await;
+        if let Ok(Some(s)) = stock {
+            push(
+                series,
+                "redis_stock",
+                "units",
+                "Redis GET of the item's stock key",
+                t,
+                s as f64,
+            );
+        }
+    }
+}
+
+/// Scrapes a Prometheus text page into `name{labels}` → value.
+async fn scrape(http: &reqwest::Client, url: &str) -> Option<BTreeMap<String, f64>> {
+    let text = http.get(url).send().await.ok()?.text().await.ok()?;
+    Some(
+        text.lines()
+            .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+            .filter_map(|l| {
+                let (k, v) = l.rsplit_once(' ')?;
+                Some((k.to_string(), v.parse().ok()?))
+            })
+            .collect(),
+    )
+}
+
+fn sum(m: &BTreeMap<String, f64>, name: &str, label: Option<&str>) -> f64 {
+    m.iter()
+        .filter(|(k, _)| k.split('{').next() == Some(name) && label.is_none_or(|l| k.contains(l)))
+        .map(|(_, v)| v)
+        .sum()
+}
+
+fn shop_series(
+    t: f64,
+    now: &BTreeMap<String, f64>,
+    prev: Option<&BTreeMap<String, f64>>,
+    series: &mut BTreeMap<&'static str, Series>,
+) {
+    const SRC: &str = "shop /metrics";
+    let delta = |name: &str, label: Option<&str>| {
+        prev.map(|p| (sum(now, name, label) - sum(p, name, label)).max(0.0))
+    };
+    if let (Some(ok), Some(all)) = (
+        delta("oversell_prededuct_total", Some("result=\"success\"")),
+        delta("oversell_prededuct_total", None),
+    ) {
+        if all > 0.0 {
+            push(
+                series,
+                "prededuct_success_rate",
+                "share",
+                &format!("{SRC} oversell_prededuct_total"),
+                t,
+                ok / all,
+            );
+        }
+        push(
+            series,
+            "prededuct_attempts",
+            "1/s",
+            &format!("{SRC} oversell_prededuct_total"),
+            t,
+            all,
+        );
+    }
+    if let Some(r) = delta("oversell_restocks_total", None) {
+        push(
+            series,
+            "restocks",
+            "1/s",
+            &format!("{SRC} oversell_restocks_total"),
+            t,
+            r,
+        );
+    }
+    for (name, metric) in [
+        ("reconcile_residual", "oversell_reconcile_residual"),
+        ("stream_lag", "oversell_stream_lag"),
+        ("stream_pending", "oversell_stream_pending"),
+        ("pool_in_use", "oversell_db_pool_in_use"),
+    ] {
+        if now.keys().any(|k| k.split('{').next() == Some(metric)) {
+            push(
+                series,
+                name,
+                "count",
+                &format!("{SRC} {metric}"),
+                t,
+                sum(now, metric, None),
+            );
+        }
+    }
+}

@@ -1,0 +1,186 @@
+//! Reports: `report.json` (schema `oversell.report/v1`), `report.md`, the terminal table.
+//!
+//! Every figure names its source: latency from our HdrHistograms (full response time from the
+//! intended send), outcomes from the clients' records, oversell and friends from the oracle,
+//! DB QPS from the database server's counters, Redis ops from `INFO stats`.
+
+pub mod markdown;
+pub mod summary;
+pub mod table;
+
+use crate::oracle::Findings;
+use crate::pipeline::reconcile::Pass;
+use crate::probe::Series;
+use crate::traffic::attack::{GeneratorStats, GooseCrossCheck};
+use crate::traffic::recorder::{Answer, Kind, Measurements};
+use crate::traffic::Scenario;
+use anyhow::Context;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+pub use summary::{LatencySummary, MetricSummary};
+
+/// The report schema id; bump on incompatible changes.
+pub const SCHEMA: &str = "oversell.report/v1";
+
+/// Where each kind of figure comes from (copied into every report).
+pub fn sources() -> BTreeMap<&'static str, &'static str> {
+    BTreeMap::from([
+        ("latency", "oversell's HdrHistograms (µs, 3 significant digits): full response time measured from each request's intended send time (coordinated-omission safe)"),
+        ("outcomes", "the simulated clients' own records of every answer"),
+        ("oracle", "the final database rows (and Redis stock for redis-lua) after the queue drained, compared with the clients' records"),
+        ("db_qps", "the database server's counters, sampled every second (see each run's db_qps.source)"),
+        ("redis_ops", "Redis INFO stats total_commands_processed, sampled every second (server-wide)"),
+        ("goose_crosscheck", "goose's own metrics: time to first byte from the actual send; kept only as a cross-check"),
+        ("generator", "getrusage(RUSAGE_SELF) of the load generator process (the shop runs in a child process)"),
+    ])
+}
+
+/// A whole report: one scenario, one or more runs (strategy × backend).
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub schema: &'static str,
+    pub generated_at: String,
+    pub tool_version: &'static str,
+    pub scenario: ScenarioSummary,
+    pub machine: Machine,
+    pub sources: BTreeMap<&'static str, &'static str>,
+    pub runs: Vec<RunReport>,
+}
+
+/// The scenario that produced a report.
+#[derive(Debug, Clone, Serialize)]
+pub struct ScenarioSummary {
+    pub name: String,
+    pub file: String,
+    pub description: String,
+    pub buyers: u32,
+    pub initial_stock: i64,
+    pub purchase_limit: i64,
+    pub spec: Scenario,
+}
+
+/// The machine the run happened on.
+#[derive(Debug, Clone, Serialize)]
+pub struct Machine {
+    pub cores: usize,
+    pub os: &'static str,
+}
+
+impl Machine {
+    /// This machine.
+    pub fn this() -> Self {
+        Machine {
+            cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            os: std::env::consts::OS,
+        }
+    }
+}
+
+/// Requests of one kind.
+#[derive(Debug, Clone, Serialize)]
+pub struct KindReport {
+    pub total: u64,
+    pub outcomes: BTreeMap<Answer, u64>,
+    pub latency: LatencySummary,
+    /// Latency per answer (e.g. how long a sold-out answer took versus a created one).
+    pub latency_by_outcome: BTreeMap<Answer, LatencySummary>,
+}
+
+/// How draining went.
+#[derive(Debug, Clone, Serialize)]
+pub struct Drain {
+    pub drained: bool,
+    pub waited_ms: u64,
+    pub limit_ms: u64,
+}
+
+/// Per-second counts of order answers.
+#[derive(Debug, Clone, Serialize, Default)]
+pub struct Timeline {
+    /// Seconds after the sale opened (start of each bucket).
+    pub seconds: Vec<u64>,
+    /// Order answers per second, by answer.
+    pub orders: BTreeMap<Answer, Vec<u64>>,
+    /// Every request per second.
+    pub requests: Vec<u64>,
+}
+
+/// One strategy (on one backend) under one scenario.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunReport {
+    pub strategy: String,
+    pub backend: String,
+    pub target: String,
+    pub scenario: String,
+    pub buyers: u32,
+    pub initial_stock: i64,
+    pub sold: Option<i64>,
+    pub oversell: Option<i64>,
+    pub undersell: Option<i64>,
+    pub negative_stock: Option<bool>,
+    pub conservation_drift: Option<i64>,
+    pub redis_drift: Option<i64>,
+    pub lost_acks: Option<u64>,
+    pub phantom_orders: Option<u64>,
+    pub duplicate_buyers: Option<u64>,
+    pub findings: Findings,
+    pub requests: BTreeMap<Kind, KindReport>,
+    pub order_attempts: u64,
+    pub order_errors: u64,
+    /// Order attempts answered with 5xx, timeouts or connection errors, over all attempts.
+    pub error_rate: f64,
+    /// All requests per second over the active period.
+    pub throughput_rps: f64,
+    pub order_throughput_rps: f64,
+    /// From the sale opening to the first `sold_out` answer.
+    pub time_to_sell_out_s: Option<f64>,
+    /// Seconds from the sale opening to the last answer.
+    pub duration_s: f64,
+    pub db_qps: Option<MetricSummary>,
+    pub db_tps: Option<MetricSummary>,
+    pub redis_ops: Option<MetricSummary>,
+    pub db_row_lock_waits: Option<f64>,
+    pub db_deadlocks: Option<f64>,
+    pub generator: GeneratorStats,
+    pub drain: Drain,
+    pub reconcile: Option<Pass>,
+    pub goose_crosscheck: Vec<GooseCrossCheck>,
+    pub timeline: Timeline,
+    pub series: Vec<Series>,
+    /// HdrHistogram V2 (deflate, base64) of every kind's latency, for re-plotting.
+    pub histograms: BTreeMap<Kind, String>,
+    #[serde(skip)]
+    pub measurements: Option<std::sync::Arc<Measurements>>,
+}
+
+impl RunReport {
+    /// The order latency summary (the headline).
+    pub fn order_latency(&self) -> Option<&LatencySummary> {
+        self.requests.get(&Kind::Order).map(|k| &k.latency)
+    }
+
+    /// A short label: `strategy` or `strategy/backend`.
+    pub fn label(&self, with_backend: bool) -> String {
+        if with_backend {
+            format!("{}/{}", self.strategy, self.backend)
+        } else {
+            self.strategy.clone()
+        }
+    }
+}
+
+/// The folder for a new report: `<out>/<UTC timestamp>-<scenario>`.
+pub fn new_dir(out: &Path, scenario: &str) -> PathBuf {
+    let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%SZ");
+    out.join(format!("{stamp}-{scenario}"))
+}
+
+/// Writes `report.json` and `report.md` into `dir` (created if missing).
+pub fn write(dir: &Path, report: &Report) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let json = serde_json::to_string_pretty(report)?;
+    std::fs::write(dir.join("report.json"), json).context("writing report.json")?;
+    std::fs::write(dir.join("report.md"), markdown::render(report)).context("writing report.md")?;
+    Ok(())
+}

@@ -1,0 +1,233 @@
+//! Turning measurements into the report's figures.
+
+use super::{Drain, KindReport, RunReport, Timeline};
+use crate::oracle::Findings;
+use crate::pipeline::reconcile::Pass;
+use crate::probe::Series;
+use crate::traffic::attack::{GeneratorStats, GooseCrossCheck};
+use crate::traffic::recorder::{Answer, Kind, Measurements};
+use hdrhistogram::serialization::{Serializer, V2DeflateSerializer};
+use hdrhistogram::Histogram;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// Latency figures in milliseconds with microsecond precision.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct LatencySummary {
+    pub count: u64,
+    pub mean_ms: f64,
+    pub p50_ms: f64,
+    pub p90_ms: f64,
+    pub p99_ms: f64,
+    pub p999_ms: f64,
+    pub max_ms: f64,
+}
+
+fn ms(us: f64) -> f64 {
+    (us).round() / 1000.0
+}
+
+impl LatencySummary {
+    /// From a microsecond histogram.
+    pub fn of(h: &Histogram<u64>) -> Self {
+        if h.is_empty() {
+            return LatencySummary {
+                count: 0,
+                mean_ms: 0.0,
+                p50_ms: 0.0,
+                p90_ms: 0.0,
+                p99_ms: 0.0,
+                p999_ms: 0.0,
+                max_ms: 0.0,
+            };
+        }
+        LatencySummary {
+            count: h.len(),
+            mean_ms: ms(h.mean()),
+            p50_ms: ms(h.value_at_quantile(0.5) as f64),
+            p90_ms: ms(h.value_at_quantile(0.9) as f64),
+            p99_ms: ms(h.value_at_quantile(0.99) as f64),
+            p999_ms: ms(h.value_at_quantile(0.999) as f64),
+            max_ms: ms(h.max() as f64),
+        }
+    }
+}
+
+/// Peak and mean of a sampled series, with its source.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct MetricSummary {
+    pub peak: f64,
+    pub mean: f64,
+    pub unit: String,
+    pub source: String,
+}
+
+impl MetricSummary {
+    fn of(s: &Series, until: f64) -> Self {
+        MetricSummary {
+            peak: (s.peak() * 10.0).round() / 10.0,
+            mean: (s.mean_until(until) * 10.0).round() / 10.0,
+            unit: s.unit.clone(),
+            source: s.source.clone(),
+        }
+    }
+}
+
+/// Base64 of a histogram in HdrHistogram's V2 deflate format.
+pub fn encode_histogram(h: &Histogram<u64>) -> String {
+    use base64::Engine as _;
+    let mut buf = Vec::new();
+    if V2DeflateSerializer::new().serialize(h, &mut buf).is_err() {
+        return String::new();
+    }
+    base64::engine::general_purpose::STANDARD.encode(buf)
+}
+
+/// Everything a run produced, before it becomes a [`RunReport`].
+pub struct RunInputs {
+    pub strategy: String,
+    pub backend: String,
+    pub target: String,
+    pub scenario: String,
+    pub buyers: u32,
+    pub initial_stock: i64,
+    pub findings: Findings,
+    pub measurements: Measurements,
+    pub series: Vec<Series>,
+    pub generator: GeneratorStats,
+    pub drain: Drain,
+    pub reconcile: Option<Pass>,
+    pub goose: Vec<GooseCrossCheck>,
+}
+
+/// Builds a run's report section.
+pub fn build(input: RunInputs) -> RunReport {
+    let m = &input.measurements;
+    let mut requests = BTreeMap::new();
+    let mut histograms = BTreeMap::new();
+    for kind in Kind::ALL {
+        let all = m.by_kind(kind);
+        if all.is_empty() {
+            continue;
+        }
+        let by_outcome = m
+            .histograms
+            .iter()
+            .filter(|((k, _), _)| *k == kind)
+            .map(|((_, a), h)| (*a, LatencySummary::of(h)))
+            .collect();
+        histograms.insert(kind, encode_histogram(&all));
+        requests.insert(
+            kind,
+            KindReport {
+                total: all.len(),
+                outcomes: m.counts(kind),
+                latency: LatencySummary::of(&all),
+                latency_by_outcome: by_outcome,
+            },
+        );
+    }
+    let order_counts = m.counts(Kind::Order);
+    let attempts: u64 = order_counts.values().sum();
+    let errors: u64 = order_counts
+        .iter()
+        .filter(|(a, _)| a.is_error())
+        .map(|(_, n)| n)
+        .sum();
+    let duration = m.timeline.len().max(1) as f64;
+    let total: u64 = requests.values().map(|k: &KindReport| k.total).sum();
+    let mut timeline = Timeline {
+        seconds: (0..m.timeline.len() as u64).collect(),
+        ..Timeline::default()
+    };
+    for (s, bucket) in m.timeline.iter().enumerate() {
+        timeline.requests.push(bucket.values().sum());
+        for a in Answer::ALL {
+            let n = bucket.get(&(Kind::Order, a)).copied().unwrap_or(0);
+            let v = timeline.orders.entry(a).or_default();
+            v.resize(s, 0);
+            v.push(n);
+        }
+    }
+    timeline.orders.retain(|_, v| v.iter().any(|n| *n > 0));
+    let find = |name: &str| input.series.iter().find(|s| s.name == name);
+    let summary = |name: &str| find(name).map(|s| MetricSummary::of(s, duration));
+    let total_of =
+        |name: &str| find(name).map(|s| s.points.iter().map(|p| p.1).sum::<f64>().round());
+    let f = &input.findings;
+    RunReport {
+        strategy: input.strategy,
+        backend: input.backend,
+        target: input.target,
+        scenario: input.scenario,
+        buyers: input.buyers,
+        initial_stock: input.initial_stock,
+        sold: f.sold,
+        oversell: f.oversell,
+        undersell: f.undersell,
+        negative_stock: f.negative_stock,
+        conservation_drift: f.conservation_drift,
+        redis_drift: f.redis_drift,
+        lost_acks: f.lost_acks,
+        phantom_orders: f.phantom_orders,
+        duplicate_buyers: f.duplicate_buyers,
+        findings: input.findings.clone(),
+        requests,
+        order_attempts: attempts,
+        order_errors: errors,
+        error_rate: if attempts > 0 {
+            errors as f64 / attempts as f64
+        } else {
+            0.0
+        },
+        throughput_rps: total as f64 / duration,
+        order_throughput_rps: attempts as f64 / duration,
+        time_to_sell_out_s: m.first_sold_out_ms.map(|ms| ms as f64 / 1000.0),
+        duration_s: duration,
+        db_qps: summary("db_qps"),
+        db_tps: summary("db_tps"),
+        redis_ops: summary("redis_ops"),
+        db_row_lock_waits: total_of("db_row_lock_waits"),
+        db_deadlocks: total_of("db_deadlocks"),
+        generator: input.generator,
+        drain: input.drain,
+        reconcile: input.reconcile,
+        goose_crosscheck: input.goose,
+        timeline,
+        series: input.series,
+        histograms,
+        measurements: Some(Arc::new(input.measurements)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn latency_is_reported_in_ms_with_microsecond_precision() {
+        let mut h = Histogram::<u64>::new(3).unwrap();
+        for v in [1_234u64, 2_000, 3_000] {
+            h.record(v).unwrap();
+        }
+        let s = LatencySummary::of(&h);
+        assert_eq!(s.count, 3);
+        assert_eq!(s.p50_ms, 2.0);
+        assert!((s.max_ms - 3.0).abs() < 0.01);
+        assert!(s.mean_ms > 2.0 && s.mean_ms < 2.1);
+    }
+
+    #[test]
+    fn histograms_round_trip_through_base64() {
+        use base64::Engine as _;
+        use hdrhistogram::serialization::Deserializer;
+        let mut h = Histogram::<u64>::new(3).unwrap();
+        h.record(4242).unwrap();
+        let b = base64::engine::general_purpose::STANDARD
+            .decode(encode_histogram(&h))
+            .unwrap();
+        let back: Histogram<u64> = Deserializer::new().deserialize(&mut &b[..]).unwrap();
+        assert_eq!(back.max(), h.max());
+    }
+}

@@ -1,0 +1,318 @@
+//! Firing the plan with goose: one goose user is one person.
+//!
+//! Goose is a closed model (a user's next request waits for the previous answer), so the open
+//! model is ours: every user launches before the sale opens, then sleeps until its own arrival
+//! time from the seeded plan. A slow shop delays that buyer's later requests, never anyone's
+//! arrival. Goose is configured from our typed plan and never parses the process arguments; its
+//! own metrics (time to first byte from the actual send) are kept as a cross-check only.
+
+use super::recorder::{Ack, Answer, BuyerResult, Kind, Recorder, Told};
+use super::schedule::{AfterOrder, BuyerPlan};
+use super::target::{Action, Target};
+use goose::client::GooseClientBuilder;
+use goose::config::GooseConfiguration;
+use goose::prelude::*;
+use serde::Serialize;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// Goose's own view of one request name (time to first byte, from the actual send).
+#[derive(Debug, Clone, Serialize)]
+pub struct GooseCrossCheck {
+    pub name: String,
+    pub count: usize,
+    pub mean_ms: f64,
+    pub max_ms: f64,
+    pub success: usize,
+    pub fail: usize,
+}
+
+/// How the generator itself fared.
+#[derive(Debug, Clone, Serialize)]
+pub struct GeneratorStats {
+    /// CPU seconds (user + system) the generator process used during the attack.
+    pub cpu_seconds: f64,
+    /// CPU seconds per wall second: 1.0 = one core busy.
+    pub cores_used: f64,
+    /// Peak resident memory of the generator process so far, MiB (getrusage ru_maxrss).
+    pub peak_rss_mib: f64,
+    /// Wall time from launch to the last buyer finishing, seconds.
+    pub wall_seconds: f64,
+    /// Goose users launched (one per buyer).
+    pub users: usize,
+    /// Milliseconds between launch and the sale opening (all users are up before it opens).
+    pub lead_ms: u64,
+}
+
+struct Ctx {
+    plan: Arc<Vec<BuyerPlan>>,
+    target: Arc<Target>,
+    recorder: Arc<Recorder>,
+    /// For bots' extra submissions, which go out concurrently with their first.
+    client: reqwest::Client,
+}
+
+/// How long before the sale opens the users must be launched: goose starts them at up to
+/// 20 000 per second, and every one must be waiting before the first arrival is due.
+pub fn launch_lead(users: usize) -> Duration {
+    Duration::from_secs_f64(users as f64 / launch_rate(users) as f64) + Duration::from_millis(500)
+}
+
+fn launch_rate(users: usize) -> usize {
+    users.clamp(1000, 20_000)
+}
+
+/// Runs every buyer of `plan` against `target`; returns when the last one is done.
+/// `recorder.opened()` is the schedule's zero: call [`launch_lead`] to place it.
+pub async fn fire(
+    plan: Arc<Vec<BuyerPlan>>,
+    target: Arc<Target>,
+    recorder: Arc<Recorder>,
+    timeout: Duration,
+) -> anyhow::Result<(Vec<GooseCrossCheck>, GeneratorStats)> {
+    let users = plan.len();
+    anyhow::ensure!(users > 0, "the plan has no buyers");
+    let rate = launch_rate(users);
+    let started = Instant::now();
+    let ctx = Arc::new(Ctx {
+        plan,
+        target: target.clone(),
+        recorder: recorder.clone(),
+        client: reqwest::Client::builder()
+            .timeout(timeout)
+            .pool_max_idle_per_host(256)
+            .build()?,
+    });
+    let journey_ctx = ctx.clone();
+    let journey: TransactionFunction = Arc::new(move |user| {
+        let ctx = journey_ctx.clone();
+        Box::pin(async move { journey(user, ctx).await })
+    });
+    let mut config = GooseConfiguration::default();
+    config.host = Some(target.base_url.clone());
+    config.users = Some(users);
+    config.increase_rate = Some(rate.to_string());
+    config.iterations = Some(1);
+    config.no_telnet = true;
+    config.no_print_metrics = true;
+    config.no_error_summary = true;
+    config.quiet = 1;
+    let cpu_before = cpu_seconds();
+    let metrics = GooseAttack::initialize_with_config(config)?
+        .set_client_builder_without_cookies(
+            GooseClientBuilder::new().without_cookies().timeout(timeout),
+        )?
+        .register_scenario(
+            scenario!("buyer").register_transaction(Transaction::new(journey).set_name("journey")),
+        )
+        .execute()
+        .await?;
+    let wall = started.elapsed().as_secs_f64();
+    let cpu = cpu_seconds() - cpu_before;
+    let mut cross: Vec<GooseCrossCheck> = metrics
+        .requests
+        .iter()
+        .map(|(name, agg)| {
+            let t = &agg.raw_data;
+            GooseCrossCheck {
+                name: name.clone(),
+                count: t.counter,
+                mean_ms: if t.counter > 0 {
+                    t.total_time_us as f64 / t.counter as f64 / 1000.0
+                } else {
+                    0.0
+                },
+                max_ms: t.maximum_time_us as f64 / 1000.0,
+                success: agg.success_count,
+                fail: agg.fail_count,
+            }
+        })
+        .collect();
+    cross.sort_by(|a, b| a.name.cmp(&b.name));
+    let stats = GeneratorStats {
+        cpu_seconds: cpu,
+        cores_used: if wall > 0.0 { cpu / wall } else { 0.0 },
+        peak_rss_mib: peak_rss_mib(),
+        wall_seconds: wall,
+        users,
+        lead_ms: recorder
+            .opened()
+            .saturating_duration_since(started)
+            .as_millis() as u64,
+    };
+    Ok((cross, stats))
+}
+
+/// One person's visit: arrive, browse, order (bots: again and again), then pay, cancel or leave.
+async fn journey(user: &mut GooseUser, ctx: Arc<Ctx>) -> TransactionResult {
+    let Some(b) = ctx.plan.get(user.weighted_users_index) else {
+        return Ok(());
+    };
+    let rec = &ctx.recorder;
+    let mut intended = rec.opened() + b.arrival;
+    tokio::time::sleep_until(intended).await;
+    rec.arrived();
+    for think in &b.views {
+        let (_, _, done) = send(user, &ctx, Kind::View, &Action::View, b, intended).await;
+        intended = done + *think;
+        tokio::time::sleep_until(intended).await;
+    }
+    // A bot fires its extra submissions on its own schedule, whatever the first one's fate.
+    let mut extra = Vec::new();
+    let mut at = intended;
+    for gap in &b.resubmits {
+        at += *gap;
+        let ctx = ctx.clone();
+        let b = b.clone();
+        extra.push(tokio::spawn(async move {
+            tokio::time::sleep_until(at).await;
+            send_direct(&ctx, &b, at).await
+        }));
+    }
+    let (answer, order_id, done) = send(user, &ctx, Kind::Order, &Action::Order, b, intended).await;
+    let mut created: Vec<(String, Instant)> = Vec::new();
+    if let (Answer::Created, Some(id)) = (answer, order_id) {
+        created.push((id, done));
+    }
+    for task in extra {
+        if let Ok((Answer::Created, Some(id), at)) = task.await {
+            created.push((id, at));
+        }
+    }
+    for (id, at) in &created {
+        let ack = Ack {
+            order_id: id.clone(),
+            buyer: b.index,
+            user_id: b.user_id.clone(),
+            device_id: b.device_id.clone(),
+            bot: b.bot,
+            at_ms: 0,
+        };
+        rec.ack(ack, *at);
+    }
+    let (action, think) = match b.after {
+        AfterOrder::Pay { think } => (Some(Kind::Pay), think),
+        AfterOrder::Cancel { think } => (Some(Kind::Cancel), think),
+        AfterOrder::Abandon => (None, Duration::ZERO),
+    };
+    if let Some(kind) = action {
+        for (id, at) in &created {
+            let intended = (*at).max(done) + think;
+            tokio::time::sleep_until(intended).await;
+            let act = if kind == Kind::Pay {
+                Action::Pay(id.clone())
+            } else {
+                Action::Cancel(id.clone())
+            };
+            let (answer, _, _) = send(user, &ctx, kind, &act, b, intended).await;
+            if answer == Answer::Ok {
+                rec.told(
+                    id,
+                    if kind == Kind::Pay {
+                        Told::Paid
+                    } else {
+                        Told::Cancelled
+                    },
+                );
+            }
+        }
+    }
+    rec.finished(
+        b.index,
+        BuyerResult {
+            bot: b.bot,
+            attempted: true,
+            got_order: !created.is_empty(),
+        },
+    );
+    Ok(())
+}
+
+/// Sends one request through goose (so goose's metrics see it) and records it in ours.
+async fn send(
+    user: &mut GooseUser,
+    ctx: &Ctx,
+    kind: Kind,
+    action: &Action,
+    b: &BuyerPlan,
+    intended: Instant,
+) -> (Answer, Option<String>, Instant) {
+    let prepared = ctx.target.prepare(action, b);
+    let result = async {
+        let rb = prepared.apply(user.get_request_builder(&prepared.method, &prepared.path)?);
+        let req = GooseRequest::builder()
+            .method(prepared.method)
+            .path(prepared.path.as_str())
+            .name(kind.as_str())
+            .set_request_builder(rb)
+            .build();
+        Ok::<_, Box<TransactionError>>(user.request(req).await?.response)
+    }
+    .await;
+    let (answer, order_id) = match result {
+        Ok(Ok(resp)) => ctx.target.read(kind, resp).await,
+        Ok(Err(e)) => (transport_answer(&e), None),
+        Err(e) => match *e {
+            TransactionError::Reqwest(e) => (transport_answer(&e), None),
+            _ => (Answer::ConnectError, None),
+        },
+    };
+    let done = Instant::now();
+    ctx.recorder.record(kind, answer, intended, done);
+    (answer, order_id, done)
+}
+
+/// A bot's extra submission, sent on our own client (concurrent with its goose request).
+async fn send_direct(
+    ctx: &Ctx,
+    b: &BuyerPlan,
+    intended: Instant,
+) -> (Answer, Option<String>, Instant) {
+    let prepared = ctx.target.prepare(&Action::Order, b);
+    let url = format!(
+        "{}{}",
+        ctx.target.base_url.trim_end_matches('/'),
+        prepared.path
+    );
+    let rb = prepared.apply(ctx.client.request(prepared.reqwest_method(), url));
+    let (answer, order_id) = match rb.send().await {
+        Ok(resp) => ctx.target.read(Kind::Order, resp).await,
+        Err(e) => (transport_answer(&e), None),
+    };
+    let done = Instant::now();
+    ctx.recorder.record(Kind::Order, answer, intended, done);
+    (answer, order_id, done)
+}
+
+/// A request that got no HTTP answer.
+pub fn transport_answer(e: &reqwest::Error) -> Answer {
+    if e.is_timeout() {
+        Answer::Timeout
+    } else if e.is_connect() || e.is_request() {
+        Answer::ConnectError
+    } else {
+        Answer::ServerError
+    }
+}
+
+/// User + system CPU seconds of this process (getrusage).
+pub fn cpu_seconds() -> f64 {
+    let usage = rusage();
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    tv(usage.ru_utime) + tv(usage.ru_stime)
+}
+
+/// Peak resident set size of this process, MiB.
+pub fn peak_rss_mib() -> f64 {
+    rusage().ru_maxrss as f64 / 1024.0
+}
+
+fn rusage() -> libc::rusage {
+    // SAFETY: getrusage writes a plain C struct we own; RUSAGE_SELF is always valid.
+    unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut usage);
+        usage
+    }
+}

@@ -1,0 +1,375 @@
+//! What the clients saw: every request's latency in HdrHistograms and a per-second timeline, by
+//! request kind and answer, plus each client's record of the orders it was told about.
+//!
+//! Latency is the full response time (until the body has been read) measured from the
+//! request's *intended* send time: a buyer's arrival for its first request, the previous answer
+//! plus think time for the next. A request that could not go out on time (the generator fell
+//! behind, or the shop was slow to answer an earlier one) carries that delay in its latency, so a
+//! stalled shop shows up in the high percentiles instead of being hidden (coordinated omission).
+
+use hdrhistogram::Histogram;
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
+use tokio::time::Instant;
+
+/// Kinds of request a buyer sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    View,
+    Order,
+    Pay,
+    Cancel,
+}
+
+impl Kind {
+    /// All kinds.
+    pub const ALL: [Kind; 4] = [Kind::View, Kind::Order, Kind::Pay, Kind::Cancel];
+
+    /// Report spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::View => "view",
+            Kind::Order => "order",
+            Kind::Pay => "pay",
+            Kind::Cancel => "cancel",
+        }
+    }
+}
+
+/// How a request was answered, as the client understood it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Answer {
+    /// 201: an order was created.
+    Created,
+    /// 200.
+    Ok,
+    SoldOut,
+    Duplicate,
+    RateLimited,
+    /// 409 on pay/cancel: the order was not in a state that allows it.
+    Rejected,
+    NotFound,
+    /// Another 4xx: the client sent something the shop refused.
+    Invalid,
+    /// 503 busy: pool exhausted, lock timeout, retries exhausted.
+    Busy,
+    /// Any other 5xx.
+    ServerError,
+    /// No answer within the client timeout.
+    Timeout,
+    /// Could not connect, or the connection broke.
+    ConnectError,
+}
+
+impl Answer {
+    /// Every answer, in report order.
+    pub const ALL: [Answer; 12] = [
+        Answer::Created,
+        Answer::Ok,
+        Answer::SoldOut,
+        Answer::Duplicate,
+        Answer::RateLimited,
+        Answer::Rejected,
+        Answer::NotFound,
+        Answer::Invalid,
+        Answer::Busy,
+        Answer::ServerError,
+        Answer::Timeout,
+        Answer::ConnectError,
+    ];
+
+    /// Report spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Answer::Created => "created",
+            Answer::Ok => "ok",
+            Answer::SoldOut => "sold_out",
+            Answer::Duplicate => "duplicate",
+            Answer::RateLimited => "rate_limited",
+            Answer::Rejected => "rejected",
+            Answer::NotFound => "not_found",
+            Answer::Invalid => "invalid",
+            Answer::Busy => "busy",
+            Answer::ServerError => "server_error",
+            Answer::Timeout => "timeout",
+            Answer::ConnectError => "connect_error",
+        }
+    }
+
+    /// An error in the brief's sense: neither success nor a clean business answer.
+    pub fn is_error(self) -> bool {
+        matches!(
+            self,
+            Answer::Busy | Answer::ServerError | Answer::Timeout | Answer::ConnectError
+        )
+    }
+}
+
+/// An order a client was told exists (201 with an order id).
+#[derive(Debug, Clone, Serialize)]
+pub struct Ack {
+    pub order_id: String,
+    pub buyer: usize,
+    pub user_id: String,
+    pub device_id: String,
+    pub bot: bool,
+    /// Milliseconds after the sale opened.
+    pub at_ms: u64,
+}
+
+/// What a client was last told about an order it paid or cancelled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Told {
+    Paid,
+    Cancelled,
+}
+
+/// One buyer's end result.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct BuyerResult {
+    pub bot: bool,
+    pub attempted: bool,
+    pub got_order: bool,
+}
+
+#[derive(Default)]
+struct Inner {
+    hist: BTreeMap<(Kind, Answer), Histogram<u64>>,
+    timeline: Vec<BTreeMap<(Kind, Answer), u64>>,
+    acks: Vec<Ack>,
+    told: HashMap<String, Told>,
+    first_sold_out_ms: Option<u64>,
+    buyers: BTreeMap<usize, BuyerResult>,
+    arrived: u64,
+    finished: u64,
+}
+
+/// Shared by every simulated buyer of one run.
+pub struct Recorder {
+    opened: Instant,
+    inner: Mutex<Inner>,
+}
+
+/// A snapshot for progress lines.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Progress {
+    pub arrived: u64,
+    pub finished: u64,
+    pub orders: u64,
+    pub created: u64,
+    pub errors: u64,
+}
+
+/// Highest latency tracked: one hour, in microseconds (longer values are clamped to it).
+pub const MAX_TRACKED_US: u64 = 3_600_000_000;
+
+/// A latency histogram: 1 µs to one hour, 3 significant digits.
+pub fn new_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, MAX_TRACKED_US, 3).expect("valid bounds")
+}
+
+impl Recorder {
+    /// A recorder for a sale that opens at `opened`.
+    pub fn new(opened: Instant) -> Self {
+        Recorder {
+            opened,
+            inner: Mutex::default(),
+        }
+    }
+
+    /// When the sale opened (the schedule's zero).
+    pub fn opened(&self) -> Instant {
+        self.opened
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().expect("recorder poisoned")
+    }
+
+    /// Records one answered (or failed) request: latency from `intended` to `done`.
+    pub fn record(&self, kind: Kind, answer: Answer, intended: Instant, done: Instant) {
+        let micros = done
+            .saturating_duration_since(intended)
+            .as_micros()
+            .min(u64::MAX as u128) as u64;
+        let second = done.saturating_duration_since(self.opened).as_secs() as usize;
+        let at_ms = done.saturating_duration_since(self.opened).as_millis() as u64;
+        let mut st = self.lock();
+        st.hist
+            .entry((kind, answer))
+            .or_insert_with(new_histogram)
+            .saturating_record(micros.max(1));
+        if st.timeline.len() <= second {
+            st.timeline.resize_with(second + 1, BTreeMap::new);
+        }
+        *st.timeline[second].entry((kind, answer)).or_default() += 1;
+        if kind == Kind::Order && answer == Answer::SoldOut && st.first_sold_out_ms.is_none() {
+            st.first_sold_out_ms = Some(at_ms);
+        }
+    }
+
+    /// A buyer's first request is due.
+    pub fn arrived(&self) {
+        self.lock().arrived += 1;
+    }
+
+    /// A buyer is done; `result` says whether it tried to order and got one.
+    pub fn finished(&self, buyer: usize, result: BuyerResult) {
+        let mut st = self.lock();
+        st.finished += 1;
+        st.buyers.insert(buyer, result);
+    }
+
+    /// A client was told an order exists.
+    pub fn ack(&self, mut ack: Ack, done: Instant) {
+        ack.at_ms = done.saturating_duration_since(self.opened).as_millis() as u64;
+        self.lock().acks.push(ack);
+    }
+
+    /// A client was told its order is paid or cancelled.
+    pub fn told(&self, order_id: &str, told: Told) {
+        self.lock().told.insert(order_id.to_string(), told);
+    }
+
+    /// Counts for a progress line.
+    pub fn progress(&self) -> Progress {
+        let st = self.lock();
+        let mut p = Progress {
+            arrived: st.arrived,
+            finished: st.finished,
+            ..Progress::default()
+        };
+        for ((kind, answer), h) in &st.hist {
+            if *kind == Kind::Order {
+                p.orders += h.len();
+                if *answer == Answer::Created {
+                    p.created += h.len();
+                }
+                if answer.is_error() {
+                    p.errors += h.len();
+                }
+            }
+        }
+        p
+    }
+
+    /// Everything recorded, for the oracle and the report.
+    pub fn finish(&self) -> Measurements {
+        let st = self.lock();
+        Measurements {
+            histograms: st.hist.clone(),
+            timeline: st.timeline.clone(),
+            acks: st.acks.clone(),
+            told: st.told.clone(),
+            first_sold_out_ms: st.first_sold_out_ms,
+            buyers: st.buyers.clone(),
+        }
+    }
+}
+
+/// The recorder's final content.
+#[derive(Debug, Clone)]
+pub struct Measurements {
+    pub histograms: BTreeMap<(Kind, Answer), Histogram<u64>>,
+    /// Index = whole seconds after the sale opened.
+    pub timeline: Vec<BTreeMap<(Kind, Answer), u64>>,
+    pub acks: Vec<Ack>,
+    pub told: HashMap<String, Told>,
+    pub first_sold_out_ms: Option<u64>,
+    pub buyers: BTreeMap<usize, BuyerResult>,
+}
+
+impl Measurements {
+    /// All answers of one kind merged into one histogram.
+    pub fn by_kind(&self, kind: Kind) -> Histogram<u64> {
+        let mut h = new_histogram();
+        for ((k, _), hist) in &self.histograms {
+            if *k == kind {
+                h.add(hist).expect("same-precision histograms merge");
+            }
+        }
+        h
+    }
+
+    /// Requests of one kind by answer.
+    pub fn counts(&self, kind: Kind) -> BTreeMap<Answer, u64> {
+        self.histograms
+            .iter()
+            .filter(|((k, _), _)| *k == kind)
+            .map(|((_, a), h)| (*a, h.len()))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_stalled_response_shows_up_in_the_high_percentiles() {
+        // 99 requests answered in 1 ms on time; one buyer's request could not even be sent
+        // until a stall of 2 s had passed. Measured from the actual send it would look like
+        // 1 ms; measured from the intended send time it is 2 s.
+        let opened = Instant::now();
+        let rec = Recorder::new(opened);
+        for i in 0..99u64 {
+            let intended = opened + Duration::from_millis(i * 10);
+            rec.record(
+                Kind::Order,
+                Answer::Created,
+                intended,
+                intended + Duration::from_millis(1),
+            );
+        }
+        let intended = opened + Duration::from_millis(5);
+        let actually_sent = intended + Duration::from_secs(2);
+        rec.record(
+            Kind::Order,
+            Answer::Created,
+            intended,
+            actually_sent + Duration::from_millis(1),
+        );
+        let h = rec.finish().by_kind(Kind::Order);
+        assert_eq!(h.len(), 100);
+        assert!(h.value_at_quantile(0.5) <= 1_001, "p50 stays at 1 ms");
+        assert!(
+            h.value_at_quantile(0.999) >= 2_000_000,
+            "p99.9 shows the 2 s stall"
+        );
+        assert!(h.max() >= 2_000_000);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_timeline_counts_answers_per_second_and_the_first_sold_out() {
+        let opened = Instant::now();
+        let rec = Recorder::new(opened);
+        rec.record(
+            Kind::Order,
+            Answer::Created,
+            opened,
+            opened + Duration::from_millis(200),
+        );
+        rec.record(
+            Kind::Order,
+            Answer::SoldOut,
+            opened,
+            opened + Duration::from_millis(1500),
+        );
+        rec.record(
+            Kind::Order,
+            Answer::SoldOut,
+            opened,
+            opened + Duration::from_millis(1700),
+        );
+        let m = rec.finish();
+        assert_eq!(m.timeline.len(), 2);
+        assert_eq!(m.timeline[1][&(Kind::Order, Answer::SoldOut)], 2);
+        assert_eq!(m.first_sold_out_ms, Some(1500));
+        assert_eq!(m.counts(Kind::Order)[&Answer::SoldOut], 2);
+    }
+}

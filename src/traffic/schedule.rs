@@ -1,0 +1,270 @@
+//! The seeded plan of every buyer: who arrives when, browses how much, whether it is a bot, and
+//! what it does after ordering. Built entirely before the sale opens, from the scenario's seed,
+//! so two runs send the same schedule and a slow shop can never change when buyers arrive.
+
+use super::scenario::{Arrival, Scenario};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::time::Duration;
+
+/// What a buyer does with a created order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AfterOrder {
+    Pay { think: Duration },
+    Cancel { think: Duration },
+    Abandon,
+}
+
+/// One person's plan.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BuyerPlan {
+    pub index: usize,
+    pub user_id: String,
+    pub device_id: String,
+    /// Sent as `X-Forwarded-For`.
+    pub ip: String,
+    /// Intended time of the first request, from the moment the sale opens.
+    pub arrival: Duration,
+    /// Think time after each product-page view (empty: orders straight away).
+    pub views: Vec<Duration>,
+    pub bot: bool,
+    /// Gaps between a bot's submissions of the same order (empty for people).
+    pub resubmits: Vec<Duration>,
+    pub after: AfterOrder,
+    /// 1 for the opening rush, 2 for the second wave.
+    pub wave: u8,
+}
+
+fn between(rng: &mut ChaCha8Rng, r: [u64; 2]) -> Duration {
+    Duration::from_millis(if r[0] == r[1] {
+        r[0]
+    } else {
+        rng.random_range(r[0]..=r[1])
+    })
+}
+
+/// Offsets (seconds from the opening) of `n` arrivals with the given shape, sorted.
+pub fn arrivals(
+    rng: &mut ChaCha8Rng,
+    n: usize,
+    shape: Arrival,
+    window: f64,
+    burst: f64,
+    burst_share: f64,
+) -> Vec<f64> {
+    let mut t: Vec<f64> = match shape {
+        Arrival::Uniform => (0..n).map(|_| rng.random::<f64>() * window).collect(),
+        // Density rising linearly: the inverse CDF of f(t) = 2t/W² is W·sqrt(u).
+        Arrival::Ramp => (0..n)
+            .map(|_| window * rng.random::<f64>().sqrt())
+            .collect(),
+        Arrival::Burst => {
+            let in_burst = (n as f64 * burst_share).round() as usize;
+            (0..n)
+                .map(|i| {
+                    if i < in_burst {
+                        rng.random::<f64>() * burst
+                    } else {
+                        burst + rng.random::<f64>() * (window - burst)
+                    }
+                })
+                .collect()
+        }
+    };
+    t.sort_by(|a, b| a.total_cmp(b));
+    t
+}
+
+/// Every buyer of the scenario, ordered by arrival.
+pub fn build(s: &Scenario) -> Vec<BuyerPlan> {
+    let mut rng = ChaCha8Rng::seed_from_u64(s.buyers.seed);
+    let b = &s.buyers;
+    let mut times: Vec<(f64, u8)> = arrivals(
+        &mut rng,
+        b.count as usize,
+        b.arrival,
+        b.window_s,
+        b.burst_s,
+        b.burst_share,
+    )
+    .into_iter()
+    .map(|t| (t, 1))
+    .collect();
+    if let Some(w) = &s.second_wave {
+        times.extend(
+            arrivals(
+                &mut rng,
+                w.count as usize,
+                Arrival::Uniform,
+                w.window_s,
+                0.0,
+                0.0,
+            )
+            .into_iter()
+            .map(|t| (w.at_s + t, 2)),
+        );
+    }
+    times.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let a = &s.after_order;
+    times
+        .into_iter()
+        .enumerate()
+        .map(|(index, (at, wave))| {
+            let bot = rng.random::<f64>() < s.bots.share;
+            let views = if !bot && rng.random::<f64>() < s.browse.view_share {
+                let n = rng.random_range(s.browse.views[0]..=s.browse.views[1]);
+                (0..n)
+                    .map(|_| between(&mut rng, s.browse.think_ms))
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            let resubmits = if bot {
+                (0..s.bots.resubmits)
+                    .map(|_| between(&mut rng, s.bots.interval_ms))
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            let roll = rng.random::<f64>();
+            let think = between(&mut rng, a.think_ms);
+            let after = if roll < a.pay {
+                AfterOrder::Pay { think }
+            } else if roll < a.pay + a.cancel {
+                AfterOrder::Cancel { think }
+            } else {
+                AfterOrder::Abandon
+            };
+            let ip = if bot {
+                let k = rng.random_range(0..s.bots.ip_pool);
+                format!("10.66.{}.{}", k / 250, k % 250 + 1)
+            } else {
+                let k = rng.random_range(0..s.client.ip_pool);
+                format!("10.{}.{}.{}", 1 + k / 62500, (k / 250) % 250, k % 250 + 1)
+            };
+            let (user_id, device_id) = if bot {
+                (format!("bot-{index}"), format!("bot-dev-{index}"))
+            } else {
+                (format!("u-{index}"), format!("dev-{index}"))
+            };
+            BuyerPlan {
+                index,
+                user_id,
+                device_id,
+                ip,
+                arrival: Duration::from_secs_f64(at),
+                views,
+                bot,
+                resubmits,
+                after,
+                wave,
+            }
+        })
+        .collect()
+}
+
+/// Arrivals per whole second of the schedule (for `--dry-run` and the plan summary).
+pub fn per_second(plan: &[BuyerPlan]) -> Vec<u32> {
+    let mut v: Vec<u32> = Vec::new();
+    for b in plan {
+        let s = b.arrival.as_secs() as usize;
+        if v.len() <= s {
+            v.resize(s + 1, 0);
+        }
+        v[s] += 1;
+    }
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::traffic::scenario::Scenario;
+
+    fn scenario(shape: &str) -> Scenario {
+        Scenario::parse(&format!(
+            r#"
+name = "t"
+[item]
+stock = 10
+[buyers]
+count = 2000
+seed = 7
+arrival = "{shape}"
+window_s = 10
+burst_s = 2
+burst_share = 0.75
+[bots]
+share = 0.1
+resubmits = 3
+[after_order]
+pay = 0.5
+cancel = 0.25
+abandon = 0.25
+"#
+        ))
+        .unwrap()
+    }
+
+    #[test]
+    fn the_same_seed_gives_the_same_schedule() {
+        let a = build(&scenario("burst"));
+        let b = build(&scenario("burst"));
+        assert_eq!(a, b);
+        let mut other = scenario("burst");
+        other.buyers.seed = 8;
+        assert_ne!(build(&other), a);
+    }
+
+    #[test]
+    fn a_burst_puts_its_share_in_the_opening_seconds() {
+        let plan = build(&scenario("burst"));
+        let early = plan
+            .iter()
+            .filter(|b| b.arrival < Duration::from_secs(2))
+            .count();
+        assert_eq!(early, 1500, "75% of 2000 arrive within burst_s");
+        assert!(plan.iter().all(|b| b.arrival < Duration::from_secs(10)));
+        assert!(
+            plan.windows(2).all(|w| w[0].arrival <= w[1].arrival),
+            "sorted"
+        );
+    }
+
+    #[test]
+    fn uniform_arrivals_spread_evenly_over_the_window() {
+        let per = per_second(&build(&scenario("uniform")));
+        assert_eq!(per.len(), 10);
+        for (s, n) in per.iter().enumerate() {
+            assert!(
+                (140..=260).contains(n),
+                "second {s}: {n} arrivals, expected about 200"
+            );
+        }
+    }
+
+    #[test]
+    fn a_ramp_rises_through_the_window() {
+        let per = per_second(&build(&scenario("ramp")));
+        // f(t) = 2t/W²: second k holds (2k+1)/100 of the buyers.
+        assert!(per[0] < 60, "{per:?}");
+        assert!(per[9] > 320, "{per:?}");
+        assert!(per.windows(3).all(|w| w[0] < w[2]), "{per:?}");
+    }
+
+    #[test]
+    fn bots_and_after_order_mix_follow_the_scenario() {
+        let plan = build(&scenario("uniform"));
+        let bots = plan.iter().filter(|b| b.bot).count();
+        assert!((140..=260).contains(&bots), "{bots} bots of 2000 at 10%");
+        assert!(plan
+            .iter()
+            .filter(|b| b.bot)
+            .all(|b| b.resubmits.len() == 3 && b.views.is_empty()));
+        let pays = plan
+            .iter()
+            .filter(|b| matches!(b.after, AfterOrder::Pay { .. }))
+            .count();
+        assert!((900..=1100).contains(&pays), "{pays}");
+    }
+}
