@@ -1,0 +1,188 @@
+//! `smoke` through `run`/`compare` for every strategy, on PostgreSQL and MySQL: the oracle's
+//! figures, the report files, and scenario errors.
+
+use crate::helpers::*;
+use oversell::inventory::Strategy;
+use oversell::runner::{self, Cell, RunPlan};
+use oversell::store::Backend;
+use oversell::traffic::Scenario;
+use serde_json::Value;
+use std::path::PathBuf;
+use std::time::Duration;
+
+fn smoke_plan(
+    strategies: &[Strategy],
+    backend: Backend,
+    out: &std::path::Path,
+) -> (RunPlan, String) {
+    let db = fresh_db_url(backend);
+    let file = PathBuf::from("scenarios/smoke.toml");
+    let plan = RunPlan {
+        scenario: Scenario::load(&file).expect("smoke.toml is valid"),
+        scenario_file: file,
+        cells: strategies
+            .iter()
+            .map(|s| Cell {
+                strategy: *s,
+                backend,
+                database_url: db.clone(),
+            })
+            .collect(),
+        redis_url: redis_url(),
+        shop_exe: env!("CARGO_BIN_EXE_oversell").into(),
+        out: out.to_path_buf(),
+        drain_limit: Duration::from_secs(30),
+        progress: false,
+    };
+    (plan, db)
+}
+
+fn run_json(dir: &std::path::Path) -> Value {
+    let text = std::fs::read_to_string(dir.join("report.json")).expect("report.json written");
+    serde_json::from_str(&text).expect("report.json parses")
+}
+
+async fn smoke_every_strategy(backend: Backend) {
+    let out = tempfile::tempdir().unwrap();
+    let (plan, db) = smoke_plan(&Strategy::ALL, backend, out.path());
+    let (_, dir) = runner::execute(&plan)
+        .await
+        .expect("the smoke run completes");
+    drop_database(&db).await;
+    let json = run_json(&dir);
+    assert_eq!(json["schema"], "oversell.report/v1");
+    assert!(dir.join("report.md").exists());
+    let runs = json["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 4);
+    for run in runs {
+        let strategy = run["strategy"].as_str().unwrap();
+        for field in [
+            "strategy",
+            "backend",
+            "scenario",
+            "buyers",
+            "initial_stock",
+            "sold",
+            "oversell",
+            "undersell",
+            "negative_stock",
+            "conservation_drift",
+            "lost_acks",
+            "phantom_orders",
+            "duplicate_buyers",
+            "requests",
+            "error_rate",
+            "throughput_rps",
+            "time_to_sell_out_s",
+            "db_qps",
+            "generator",
+            "drain",
+        ] {
+            assert!(run.get(field).is_some(), "{strategy}: report lacks {field}");
+        }
+        assert_eq!(run["backend"], backend.as_str());
+        assert_eq!(
+            run["drain"]["drained"], true,
+            "{strategy}: queue did not drain"
+        );
+        let order = &run["requests"]["order"];
+        assert!(
+            order["total"].as_u64().unwrap() >= 300,
+            "{strategy}: every buyer ordered"
+        );
+        for p in ["mean_ms", "p50_ms", "p90_ms", "p99_ms", "p999_ms", "max_ms"] {
+            assert!(
+                order["latency"][p].as_f64().unwrap() > 0.0,
+                "{strategy}: latency {p}"
+            );
+        }
+        assert!(run["db_qps"]["source"]
+            .as_str()
+            .unwrap()
+            .contains(match backend {
+                Backend::Postgres => "pg_stat",
+                Backend::Mysql => "SHOW GLOBAL STATUS",
+            }));
+        assert!(run["generator"]["peak_rss_mib"].as_f64().unwrap() > 0.0);
+        let oversell = run["oversell"].as_i64().unwrap();
+        if strategy == "naive" {
+            assert!(
+                oversell > 0,
+                "naive must oversell under smoke: {}",
+                run["findings"]["verdict"]
+            );
+        } else {
+            assert_eq!(oversell, 0, "{strategy}: {}", run["findings"]["verdict"]);
+            assert_eq!(run["lost_acks"], 0, "{strategy}: lost acknowledged orders");
+            assert_eq!(run["conservation_drift"], 0, "{strategy}: conservation");
+            assert_eq!(run["duplicate_buyers"], 0, "{strategy}: duplicate buyers");
+            assert_eq!(run["negative_stock"], false, "{strategy}");
+        }
+        if strategy == "redis-lua" {
+            assert_eq!(
+                run["redis_drift"], 0,
+                "Redis equals the database after reconciliation"
+            );
+            assert!(run["redis_ops"]["peak"].as_f64().unwrap() > 0.0);
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn smoke_runs_every_strategy_on_postgres_and_the_oracle_tells_them_apart() {
+    smoke_every_strategy(Backend::Postgres).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn smoke_runs_every_strategy_on_mysql_and_the_oracle_tells_them_apart() {
+    smoke_every_strategy(Backend::Mysql).await;
+}
+
+#[test]
+fn a_malformed_scenario_fails_naming_the_file_and_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.toml");
+    let text = std::fs::read_to_string("scenarios/smoke.toml")
+        .unwrap()
+        .replace("count = 260", "count = -5");
+    std::fs::write(&bad, text).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_oversell"))
+        .args(["run", "--strategy", "naive", "--scenario"])
+        .arg(&bad)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("bad.toml"), "names the file: {err}");
+    assert!(err.contains("count"), "names the field: {err}");
+
+    std::fs::write(&bad, "name = \"x\"\n[item]\nstock = 5\n[buyers]\ncount = 10\narrival = \"spike\"\nwindow_s = 1\n").unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_oversell"))
+        .args(["compare", "--scenario"])
+        .arg(&bad)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("spike")
+            && err.contains("burst")
+            && err.contains("uniform")
+            && err.contains("ramp"),
+        "{err}"
+    );
+}
+
+#[test]
+fn the_shipped_scenarios_are_valid() {
+    for f in std::fs::read_dir("scenarios").unwrap() {
+        let path = f.unwrap().path();
+        if path.extension().is_some_and(|e| e == "toml") {
+            Scenario::load(&path).unwrap_or_else(|e| panic!("{e}"));
+        }
+    }
+    let flash = Scenario::load(std::path::Path::new("scenarios/flash-100.toml")).unwrap();
+    assert_eq!(flash.item.stock, 100);
+    assert_eq!(flash.total_buyers(), 3000);
+    assert_eq!(flash.item.purchase_limit, 1);
+}
