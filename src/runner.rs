@@ -292,10 +292,10 @@ async fn drive(
     let store = Store::connect(&cell.database_url, &PoolSettings::default())
         .await
         .context("connecting the oracle to the shop's database")?;
-    let truth = match store.item(s.item.id).await? {
-        Some(item) => Truth::Orders {
+    let truth = match store.snapshot(s.item.id).await? {
+        Some((item, orders)) => Truth::Orders {
             db_stock: item.stock,
-            orders: store.orders_for_item(s.item.id).await?,
+            orders,
         },
         None => Truth::Unverified,
     };

@@ -319,10 +319,14 @@ impl Inventory {
 
     /// The shop's own audit of one item.
     pub async fn audit(&self, id: i64) -> Result<Option<Audit>, InventoryError> {
-        let Some(item) = self.store.item(id).await? else {
+        // Drained before and after one consistent read: nothing moved the database meanwhile.
+        let drained_before = match &self.redis {
+            Some(redis) => redis.drained(id).await?,
+            None => true,
+        };
+        let Some((item, orders)) = self.store.snapshot(id).await? else {
             return Ok(None);
         };
-        let orders = self.store.orders_for_item(id).await?;
         let mut by_status: BTreeMap<OrderStatus, i64> =
             OrderStatus::ALL.into_iter().map(|s| (s, 0)).collect();
         let mut sold = 0;
@@ -333,7 +337,10 @@ impl Inventory {
             }
         }
         let (redis_stock, queue_drained) = match &self.redis {
-            Some(redis) => (redis.stock(id).await?, redis.drained(id).await?),
+            Some(redis) => (
+                redis.stock(id).await?,
+                drained_before && redis.drained(id).await?,
+            ),
             None => (None, true),
         };
         Ok(Some(Audit {

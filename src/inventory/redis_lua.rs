@@ -98,6 +98,8 @@ pub struct RedisLua {
     scripts: Arc<Scripts>,
     gateway: Arc<Gateway>,
     payment_timeout: Duration,
+    /// Pre-deduct script calls made by this instance (the gateway's refusals never get here).
+    prededucts: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl RedisLua {
@@ -139,6 +141,7 @@ impl RedisLua {
             scripts: Arc::new(scripts),
             gateway: Arc::new(Gateway::new(settings.gateway.clone())),
             payment_timeout: settings.payment_timeout,
+            prededucts: Arc::default(),
         })
     }
 
@@ -162,6 +165,11 @@ impl RedisLua {
             .client
             .get_multiplexed_async_connection_with_config(&cfg)
             .await?)
+    }
+
+    /// How many pre-deduct scripts this instance has run.
+    pub fn prededuct_calls(&self) -> u64 {
+        self.prededucts.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The gateway in front of the pre-deduct.
@@ -248,6 +256,8 @@ impl RedisLua {
             };
         let keys = self.keys(p.item_id);
         let order_id = crate::model::new_order_id(p.item_id);
+        self.prededucts
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let (code, _n): (i64, i64) = self
             .scripts
             .deduct

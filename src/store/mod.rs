@@ -341,6 +341,46 @@ impl Store {
         rows.iter().map(order_from_row).collect()
     }
 
+    /// The item and all its orders from one consistent snapshot (a REPEATABLE READ
+    /// transaction), so a concurrent commit cannot land between the two reads.
+    pub async fn snapshot(&self, item: i64) -> Result<Option<(Item, Vec<Order>)>, StoreError> {
+        let mut conn = self.pool.acquire().await?;
+        let (begin, end): (&[&str], &str) = match self.backend {
+            Backend::Postgres => (&["BEGIN ISOLATION LEVEL REPEATABLE READ"], "COMMIT"),
+            Backend::Mysql => (
+                &[
+                    "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ",
+                    "START TRANSACTION WITH CONSISTENT SNAPSHOT",
+                ],
+                "COMMIT",
+            ),
+        };
+        for stmt in begin {
+            conn.execute(*stmt).await?;
+        }
+        let read = async {
+            let row = sqlx::query(self.sql.read_item)
+                .bind(item)
+                .fetch_optional(&mut *conn)
+                .await?;
+            let Some(row) = row else {
+                return Ok::<_, StoreError>(None);
+            };
+            let rows = sqlx::query(self.sql.orders_for_item)
+                .bind(item)
+                .fetch_all(&mut *conn)
+                .await?;
+            let orders = rows
+                .iter()
+                .map(order_from_row)
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(Some((item_from_row(&row)?, orders)))
+        }
+        .await;
+        conn.execute(end).await?;
+        read
+    }
+
     /// Pending orders of an item created before `before_ms` (payment timed out).
     pub async fn overdue_orders(
         &self,
@@ -460,6 +500,17 @@ impl StoreTx {
     /// `SELECT ... FOR UPDATE`: reads the item and holds its row lock until commit.
     pub async fn lock_item(&mut self, id: i64) -> Result<Option<Item>, StoreError> {
         let row = sqlx::query(self.sql.lock_item)
+            .bind(id)
+            .fetch_optional(&mut *self.tx)
+            .await?;
+        row.map(|r| item_from_row(&r)).transpose()
+    }
+
+    /// A plain read of the item inside this transaction. On MySQL the store's sessions run at
+    /// READ COMMITTED, so even a second read in the same transaction sees rows committed since
+    /// (REPEATABLE READ would keep returning its first snapshot: the stale-version retry trap).
+    pub async fn read_item(&mut self, id: i64) -> Result<Option<Item>, StoreError> {
+        let row = sqlx::query(self.sql.read_item)
             .bind(id)
             .fetch_optional(&mut *self.tx)
             .await?;

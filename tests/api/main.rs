@@ -4,4 +4,6 @@ mod bad_input;
 mod concurrency;
 mod helpers;
 mod orders;
+mod redis_lua;
 mod runs;
+mod store;
