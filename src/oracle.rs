@@ -39,6 +39,10 @@ pub struct Evidence<'a> {
     pub redis_stock: Option<i64>,
     /// redis-lua: the residual the final reconciliation found (before correcting it).
     pub reconcile_residual: Option<i64>,
+    /// Lowest and highest database stock the probe saw during the run.
+    pub stock_seen: Option<(i64, i64)>,
+    /// redis-lua: orders the restock script's idempotency set says were restocked.
+    pub redis_restocked_orders: Option<i64>,
     pub clients: &'a Measurements,
 }
 
@@ -74,6 +78,14 @@ pub struct Findings {
     /// Units held by bots, and their share of everything sold (fairness).
     pub bot_units: Option<i64>,
     pub bot_share_of_units: Option<f64>,
+    /// Lowest database stock sampled during the run (negative = oversold at that moment).
+    pub min_stock_seen: Option<i64>,
+    /// Highest database stock sampled; above the initial stock means units were restocked
+    /// more than once.
+    pub max_stock_seen: Option<i64>,
+    /// redis-lua: released orders (cancelled + expired) in the database minus orders Redis
+    /// restocked; non-zero means a release was restocked twice or never.
+    pub restock_mismatch: Option<i64>,
     /// People (not bots) who tried to order and never got one.
     pub turned_away_buyers: u64,
     /// Client-side only: acknowledged orders minus those the client itself cancelled.
@@ -99,6 +111,8 @@ pub fn audit(e: &Evidence<'_>) -> Findings {
         client_net_acks: c.acks.len() as i64 - cancelled_by_clients,
         redis_stock: e.redis_stock,
         reconcile_residual: e.reconcile_residual,
+        min_stock_seen: e.stock_seen.map(|s| s.0),
+        max_stock_seen: e.stock_seen.map(|s| s.1),
         ..Findings::default()
     };
     let (sold, stock) = match &e.truth {
@@ -165,6 +179,10 @@ fn orders_findings(f: &mut Findings, orders: &[Order], acked: &HashSet<&str>, e:
             }
         }
     }
+    if let Some(restocked) = e.redis_restocked_orders {
+        let released = orders.iter().filter(|o| !o.status.holds_stock()).count() as i64;
+        f.restock_mismatch = Some(released - restocked);
+    }
     f.duplicate_buyers = Some(by_user.values().filter(|q| **q > e.purchase_limit).count() as u64);
     f.duplicate_devices = Some(
         by_device
@@ -214,6 +232,17 @@ fn verdict(f: &Findings) -> String {
     }];
     if f.negative_stock == Some(true) {
         parts.push(format!("stock went negative ({})", f.db_stock.unwrap_or(0)));
+    } else if let Some(min) = f.min_stock_seen.filter(|m| *m < 0) {
+        parts.push(format!("stock was negative during the run ({min})"));
+    }
+    if let Some(max) = f.max_stock_seen.filter(|m| *m > f.initial_stock) {
+        parts.push(format!(
+            "stock rose above the initial {} (to {max})",
+            f.initial_stock
+        ));
+    }
+    if let Some(m) = f.restock_mismatch.filter(|m| *m != 0) {
+        parts.push(format!("restocks do not match releases ({m})"));
     }
     if let Some(l) = f.lost_acks.filter(|l| *l > 0) {
         parts.push(format!("lost {l} acknowledged orders"));
@@ -319,6 +348,8 @@ mod tests {
             truth_source: "test".into(),
             redis_stock: None,
             reconcile_residual: None,
+            stock_seen: None,
+            redis_restocked_orders: None,
             clients: &c,
         });
         assert_eq!(f.sold, Some(4));
@@ -354,6 +385,8 @@ mod tests {
             truth_source: "test".into(),
             redis_stock: Some(8),
             reconcile_residual: Some(0),
+            stock_seen: Some((8, 10)),
+            redis_restocked_orders: None,
             clients: &c,
         });
         assert_eq!(f.oversell, Some(0));
@@ -375,6 +408,8 @@ mod tests {
             truth_source: "none".into(),
             redis_stock: None,
             reconcile_residual: None,
+            stock_seen: None,
+            redis_restocked_orders: None,
             clients: &c,
         });
         assert!(!f.verified);

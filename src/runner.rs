@@ -300,11 +300,21 @@ async fn drive(
         None => Truth::Unverified,
     };
     store.close().await;
-    let redis_stock = if is_redis {
-        redis_stock(&plan.redis_url, prefix, s.item.id).await?
+    let (redis_stock, restocked) = if is_redis {
+        redis_state(&plan.redis_url, prefix, s.item.id).await?
     } else {
-        None
+        (None, None)
     };
+    let stock_seen = series
+        .iter()
+        .find(|x| x.name == "db_stock" && !x.points.is_empty())
+        .map(|x| {
+            let vals: Vec<i64> = x.points.iter().map(|p| p.1 as i64).collect();
+            (
+                vals.iter().copied().min().unwrap_or(0),
+                vals.iter().copied().max().unwrap_or(0),
+            )
+        });
     let findings = oracle::audit(&Evidence {
         initial_stock: s.item.stock,
         purchase_limit: s.item.purchase_limit,
@@ -315,6 +325,8 @@ async fn drive(
         ),
         redis_stock,
         reconcile_residual: reconcile.as_ref().map(|p| p.residual),
+        stock_seen,
+        redis_restocked_orders: restocked,
         clients: &measurements,
     });
     Ok(summary::build(summary::RunInputs {
@@ -409,16 +421,27 @@ async fn final_reconcile(http: &reqwest::Client, base: &str, item: i64) -> Optio
     })
 }
 
-async fn redis_stock(url: &str, prefix: &str, item: i64) -> anyhow::Result<Option<i64>> {
+/// Redis stock and the size of the restock idempotency set.
+async fn redis_state(
+    url: &str,
+    prefix: &str,
+    item: i64,
+) -> anyhow::Result<(Option<i64>, Option<i64>)> {
     let client = redis::Client::open(url)?;
     let mut conn = client
         .get_multiplexed_async_connection()
         .await
         .map_err(|e| anyhow::anyhow!(Service::Redis.unreachable(url, &e)))?;
-    Ok(redis::cmd("GET")
-        .arg(format!("{{{prefix}:{item}}}:stock"))
+    let tag = format!("{{{prefix}:{item}}}");
+    let stock: Option<i64> = redis::cmd("GET")
+        .arg(format!("{tag}:stock"))
         .query_async(&mut conn)
-        .await?)
+        .await?;
+    let restocked: i64 = redis::cmd("SCARD")
+        .arg(format!("{tag}:restocked"))
+        .query_async(&mut conn)
+        .await?;
+    Ok((stock, Some(restocked)))
 }
 
 async fn delete_redis_prefix(url: &str, prefix: &str) {

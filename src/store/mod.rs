@@ -317,8 +317,13 @@ impl Store {
 
     /// Starts a transaction.
     pub async fn begin(&self) -> Result<StoreTx, StoreError> {
+        let start = std::time::Instant::now();
+        let tx = self.pool.begin().await;
+        // Waiting for a pooled connection (plus BEGIN): where a burst queues for `for-update`.
+        metrics::histogram!("oversell_db_pool_acquire_seconds")
+            .record(start.elapsed().as_secs_f64());
         Ok(StoreTx {
-            tx: self.pool.begin().await?,
+            tx: tx?,
             sql: self.sql,
         })
     }
