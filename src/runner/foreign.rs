@@ -1,7 +1,8 @@
 //! A run against a foreign shop: no child process, no `/metrics` of ours, no audit endpoint.
 //!
-//! The oracle (if any) is read once before the first request, so a bad query or an unreachable
-//! database stops the run before any load is sent. After the last buyer, the run waits until
+//! The target is checked with one TCP connection and the oracle is connected before the sale
+//! is set up, and read once before the first buyer, so an unreachable shop, a bad query or an
+//! unreachable database stops the run before any load is sent. After the last buyer, the run waits until
 //! the oracle's figures stop moving (the shop may write orders asynchronously), up to the drain
 //! limit, and audits those totals. Without an oracle the verdict says oversell was not verified.
 
@@ -24,10 +25,11 @@ pub(super) async fn run(plan: &RunPlan, f: &Foreign) -> anyhow::Result<RunReport
     let s = &plan.scenario;
     preflight(&f.base_url).await?;
     let oracle = f.oracle.connect().await?;
-    oracle.read().await?;
     let target = Arc::new(target_for(s, &f.base_url, f.mapping.clone()));
     let http = control_client()?;
     setup_sale(&http, &target).await?;
+    // A bad query or endpoint stops the run here, before the first buyer.
+    oracle.read().await?;
     let fired = fire_traffic(
         plan,
         target,

@@ -2,5 +2,7 @@
 
 mod bad_input;
 mod concurrency;
+mod gate;
 mod helpers;
 mod orders;
+mod rehearsal;
