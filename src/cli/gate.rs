@@ -195,7 +195,7 @@ fn print_report(report: &Report, dir: &Path) {
 /// `oversell attack`: exit 0 once the report is written (the verdict is in it).
 pub async fn attack(args: AttackArgs) -> anyhow::Result<i32> {
     let s = load_scenario(&args.scenario)?;
-    let subject = Subject::Foreign(foreign(&args.target, &args.oracle, &s)?);
+    let subject = Subject::Foreign(Box::new(foreign(&args.target, &args.oracle, &s)?));
     let Some(plan) = plan(&args.scenario, s, subject, &args.plan)? else {
         return Ok(0);
     };
@@ -209,7 +209,7 @@ pub async fn gate(args: GateArgs) -> anyhow::Result<i32> {
     let s = load_scenario(&args.scenario)?;
     let limits = gate::limits(&s.thresholds, &args.thresholds);
     let subject = match &args.target {
-        Some(url) => Subject::Foreign(foreign(url, &args.oracle, &s)?),
+        Some(url) => Subject::Foreign(Box::new(foreign(url, &args.oracle, &s)?)),
         None => {
             let (backend, url) = args.conn.database_for(args.backend)?;
             let strategies = if args.strategy.is_empty() {

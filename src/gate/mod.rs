@@ -53,7 +53,7 @@ impl Metric {
     }
 
     /// The limit a scenario's `[thresholds]` table sets.
-    fn from_scenario(self, t: &Thresholds) -> Option<f64> {
+    fn in_scenario(self, t: &Thresholds) -> Option<f64> {
         match self {
             Metric::Oversell => t.oversell.map(|v| v as f64),
             Metric::LostAcks => t.lost_acks.map(|v| v as f64),
@@ -205,7 +205,7 @@ pub fn limits(scenario: &Thresholds, flags: &[Override]) -> Vec<Limit> {
         .into_iter()
         .filter_map(|m| {
             let flag = flags.iter().rev().find(|o| o.metric == m);
-            let (value, origin) = match (flag, m.from_scenario(scenario), m.default_limit()) {
+            let (value, origin) = match (flag, m.in_scenario(scenario), m.default_limit()) {
                 (Some(f), _, _) => (f.value, Origin::Flag),
                 (None, Some(v), _) => (v, Origin::Scenario),
                 (None, None, Some(v)) => (v, Origin::Default),

@@ -52,7 +52,7 @@ pub enum Subject {
         shop_exe: PathBuf,
     },
     /// Someone else's shop at a URL (`attack --target`, `gate --target`).
-    Foreign(Foreign),
+    Foreign(Box<Foreign>),
 }
 
 /// Everything a run needs, decided before any work starts.

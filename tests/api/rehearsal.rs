@@ -345,9 +345,37 @@ async fn without_an_oracle_oversell_is_reported_as_not_verified_and_fails_the_ga
         &[],
     )
     .await;
+    let allowed = oversell_cli(
+        &[
+            "gate",
+            "--target",
+            &base,
+            "--scenario",
+            "scenarios/rehearsal-example.toml",
+            "--threshold",
+            "error_rate=1",
+            "--allow-unverified",
+            "--out",
+            tmp.path().join("allowed").to_str().unwrap(),
+            "--quiet",
+        ],
+        &[],
+    )
+    .await;
     db.close().await;
     drop_database(&db_url).await;
 
+    assert_eq!(
+        allowed.code,
+        0,
+        "--allow-unverified accepts what could not be measured: {}",
+        allowed.both()
+    );
+    assert!(
+        allowed.stdout.contains("not verified (allowed)"),
+        "{}",
+        allowed.both()
+    );
     assert_eq!(run.code, 1, "{}", run.both());
     assert!(
         run.stdout
