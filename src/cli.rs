@@ -3,7 +3,7 @@
 use crate::gateway::GatewaySettings;
 use crate::inventory::{RedisSettings, Settings, Strategy};
 use crate::pipeline::{reconcile::ReconcileSettings, PipelineSettings};
-use crate::runner::{self, Cell, RunPlan};
+use crate::runner::{self, Cell, RunPlan, Subject};
 use crate::shop::{Application, ShopConfig};
 use crate::store::Backend;
 use crate::store::PoolSettings;
@@ -13,6 +13,9 @@ use clap::{Args, Parser, Subcommand};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
+
+mod gate;
+pub use gate::{AttackArgs, GateArgs, OracleArgs, PlanArgs};
 
 /// Reproduce, measure and gate oversell in flash sales.
 #[derive(Debug, Parser)]
@@ -31,6 +34,12 @@ pub enum Command {
     Run(RunArgs),
     /// Fire the same scenario at several strategies (and backends) and compare them.
     Compare(CompareArgs),
+    /// CI gate: run a scenario and check its thresholds. Exit 0 all held, 1 a threshold was
+    /// breached (or not verified), 2 bad usage or scenario, 3 target or service unreachable.
+    Gate(Box<GateArgs>),
+    /// Rehearse a sale against your own shop (loopback unless --allow-remote) and audit it with
+    /// your oracle (--oracle-sql or --oracle-http).
+    Attack(Box<AttackArgs>),
 }
 
 /// Where the databases and Redis are.
@@ -347,6 +356,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
             }
             run_and_print(&args.scenario, cells, &args.conn).await
         }
+        Command::Gate(args) => gate::gate(*args).await,
+        Command::Attack(args) => gate::attack(*args).await,
     }
 }
 
@@ -362,11 +373,14 @@ async fn run_and_print(
 ) -> anyhow::Result<i32> {
     let scenario = load_scenario(&sa.scenario)?;
     let plan = RunPlan {
+        buyers: std::sync::Arc::new(crate::traffic::schedule::build(&scenario)),
         scenario,
         scenario_file: sa.scenario.clone(),
-        cells,
-        redis_url: conn.redis_url.clone(),
-        shop_exe: std::env::current_exe().context("locating the oversell binary")?,
+        subject: Subject::Reference {
+            cells,
+            redis_url: conn.redis_url.clone(),
+            shop_exe: std::env::current_exe().context("locating the oversell binary")?,
+        },
         out: sa.out.clone(),
         drain_limit: Duration::from_secs(sa.drain_timeout_s),
         progress: !sa.quiet,
@@ -377,21 +391,12 @@ async fn run_and_print(
     Ok(0)
 }
 
-/// The exit code for an error that ended a command: 3 when a service could not be reached,
-/// 2 for anything else that stopped the command before it could judge anything.
+/// The exit code for an error that ended a command: 3 when a service could not be reached
+/// (a typed [`crate::services::Unreachable`] or store/inventory equivalent anywhere in the
+/// chain), 2 for anything else that stopped the command before it could judge anything (bad
+/// usage, bad scenario, bad CSV, a refused remote target).
 pub fn exit_code_for(e: &anyhow::Error) -> i32 {
-    if e.chain()
-        .any(|c| c.downcast_ref::<ScenarioError>().is_some())
-    {
-        return 2;
-    }
-    let unreachable = e.chain().any(|c| {
-        matches!(
-            c.downcast_ref::<crate::store::StoreError>(),
-            Some(crate::store::StoreError::Unreachable { .. })
-        ) || c.to_string().starts_with("cannot reach ")
-    });
-    if unreachable {
+    if e.chain().any(crate::services::is_unreachable) {
         3
     } else {
         2

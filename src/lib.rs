@@ -14,7 +14,10 @@
 //! - [`store`]: PostgreSQL / MySQL access; the SQL that differs lives in `store::dialect`.
 //! - [`pipeline`]: redis-lua's stream consumer, reconciliation, and the payment-timeout sweeper.
 //! - [`traffic`]: scenario files → seeded plan → goose users; our HdrHistogram recorder.
-//! - [`runner`]: `run`/`compare`: shop child process, sale set-up, traffic, drain, oracle.
+//! - [`runner`]: a run against the reference shop (child process per strategy) or a foreign
+//!   shop: sale set-up, traffic, drain, oracle, report folder.
+//! - [`rehearsal`]: foreign targets: the loopback guard, the dry-run plan, the user's oracle.
+//! - [`gate`]: thresholds checked against a report: verdict, JUnit XML, CI Markdown summary.
 //! - [`probe`]: DB QPS, Redis ops/s, stock and shop metrics sampled every second.
 //! - [`oracle`]: audits the final database/Redis state against the clients' records.
 //! - [`report`]: `report.json` (`oversell.report/v1`), `report.md`, terminal table.
@@ -26,12 +29,14 @@
 //! clients' records → oracle → report.
 
 pub mod cli;
+pub mod gate;
 pub mod gateway;
 pub mod inventory;
 pub mod model;
 pub mod oracle;
 pub mod pipeline;
 pub mod probe;
+pub mod rehearsal;
 pub mod report;
 pub mod runner;
 pub mod services;

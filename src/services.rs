@@ -9,6 +9,8 @@ pub enum Service {
     Mysql,
     Redis,
     Shop,
+    /// A foreign shop's oracle endpoint (`--oracle-http`).
+    Oracle,
 }
 
 impl Service {
@@ -19,6 +21,7 @@ impl Service {
             Service::Mysql => "MySQL/MariaDB",
             Service::Redis => "Redis",
             Service::Shop => "the target shop",
+            Service::Oracle => "the oracle endpoint",
         }
     }
 
@@ -38,6 +41,7 @@ impl Service {
                  `redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save \"\" --appendonly no`"
             }
             Service::Shop => "check the URL and that the shop is running",
+            Service::Oracle => "check the --oracle-http URL and that the endpoint is up",
         }
     }
 
@@ -50,6 +54,56 @@ impl Service {
             self.how_to_start()
         )
     }
+
+    /// The typed error for an unreachable service (exit code 3).
+    pub fn unreachable_error(self, url: &str, err: &dyn Display) -> Unreachable {
+        Unreachable {
+            service: Some(self),
+            message: self.unreachable(url, err),
+        }
+    }
+}
+
+/// A service (database, Redis, the target shop, an oracle) could not be reached.
+///
+/// Commands end with exit code 3 when this is anywhere in an error's chain; see
+/// [`is_unreachable`].
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{message}")]
+pub struct Unreachable {
+    /// Which service, when known (`None`: relayed from a child process's own report).
+    pub service: Option<Service>,
+    /// The full message: what, where, and how to start it.
+    pub message: String,
+}
+
+impl Unreachable {
+    /// A message another process already printed for an unreachable service.
+    pub fn relayed(message: impl Into<String>) -> Self {
+        Unreachable {
+            service: None,
+            message: message.into(),
+        }
+    }
+}
+
+/// Whether an error is (or wraps) an unreachable service: [`Unreachable`],
+/// [`crate::store::StoreError::Unreachable`], or an inventory error carrying either.
+pub fn is_unreachable(e: &(dyn std::error::Error + 'static)) -> bool {
+    use crate::inventory::InventoryError;
+    use crate::store::StoreError;
+    if e.downcast_ref::<Unreachable>().is_some() {
+        return true;
+    }
+    if let Some(StoreError::Unreachable { .. }) = e.downcast_ref::<StoreError>() {
+        return true;
+    }
+    matches!(
+        e.downcast_ref::<InventoryError>(),
+        Some(
+            InventoryError::Unreachable(_) | InventoryError::Store(StoreError::Unreachable { .. })
+        )
+    )
 }
 
 /// The URL with any password replaced by `***`.

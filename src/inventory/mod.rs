@@ -100,6 +100,9 @@ pub enum InventoryError {
     Store(#[from] StoreError),
     #[error("redis: {0}")]
     Redis(#[from] redis::RedisError),
+    /// Redis (or another service) could not be reached.
+    #[error(transparent)]
+    Unreachable(#[from] crate::services::Unreachable),
     #[error("{0}")]
     Inconsistent(String),
 }

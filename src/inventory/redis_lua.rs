@@ -106,7 +106,7 @@ impl RedisLua {
     /// Connects (a multiplexed connection that reconnects by itself) and loads the scripts.
     pub async fn connect(settings: &RedisSettings) -> Result<Self, InventoryError> {
         let unreachable = |e: &dyn std::fmt::Display| {
-            InventoryError::Inconsistent(Service::Redis.unreachable(&settings.url, e))
+            InventoryError::Unreachable(Service::Redis.unreachable_error(&settings.url, e))
         };
         let client = redis::Client::open(settings.url.as_str()).map_err(|e| unreachable(&e))?;
         let config = redis::aio::ConnectionManagerConfig::new()

@@ -52,6 +52,15 @@ impl Series {
     }
 }
 
+/// Lowest and highest value of a named series, if it has points.
+pub fn extremes(series: &[Series], name: &str) -> Option<(i64, i64)> {
+    let s = series
+        .iter()
+        .find(|x| x.name == name && !x.points.is_empty())?;
+    let vals = s.points.iter().map(|p| p.1 as i64);
+    Some((vals.clone().min()?, vals.max()?))
+}
+
 /// What to sample.
 #[derive(Debug, Clone)]
 pub struct ProbeConfig {

@@ -1,6 +1,7 @@
 //! The traffic model: scenario files → a seeded plan of buyers → goose users that fire it.
 
 pub mod attack;
+pub mod buyers_csv;
 pub mod recorder;
 pub mod scenario;
 pub mod schedule;

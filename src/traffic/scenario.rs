@@ -28,6 +28,9 @@ pub struct Scenario {
     pub shop: ShopSpec,
     #[serde(default)]
     pub thresholds: Thresholds,
+    /// `[target]`: a foreign shop's API (absent: the reference shop's).
+    #[serde(default)]
+    pub target: Option<super::target::Mapping>,
 }
 
 /// `[item]`: the sale.
@@ -448,7 +451,15 @@ impl Scenario {
                 }
             }
         }
+        if let Some(m) = &self.target {
+            m.validate()?;
+        }
         Ok(())
+    }
+
+    /// The API mapping of the shop under test: the `[target]` table or the reference shop's.
+    pub fn mapping(&self) -> super::target::Mapping {
+        self.target.clone().unwrap_or_default()
     }
 
     /// Total buyers over both waves.
@@ -491,6 +502,34 @@ window_s = 2
     fn an_unknown_threshold_is_an_error() {
         let e = Scenario::parse(&format!("{MINIMAL}\n[thresholds]\np95_ms = 3\n")).unwrap_err();
         assert!(e.contains("p95_ms") && e.contains("p99_ms"), "{e}");
+    }
+
+    #[test]
+    fn a_target_table_is_validated_with_field_names() {
+        let target = r#"
+[target]
+view = { method = "GET", path = "/p/{item_id}" }
+order = { method = "POST", path = "/buy", body = '{"sku": {item_id}}' }
+pay = { method = "POST", path = "/pay/{order_id}" }
+cancel = { method = "DELETE", path = "/buy/{order_id}" }
+order_id_field = "data.id"
+outcomes = [{ status = ["200"], outcome = "created" }]
+"#;
+        let s = Scenario::parse(&format!("{MINIMAL}{target}")).unwrap();
+        assert_eq!(s.mapping().order_id_field, "data.id");
+        assert!(s.mapping().setup.is_none());
+        let e = Scenario::parse(&format!(
+            "{MINIMAL}{}",
+            target.replace("\"DELETE\"", "\"ERASE\"")
+        ))
+        .unwrap_err();
+        assert!(e.contains("target.cancel.method"), "{e}");
+        let e = Scenario::parse(&format!("{MINIMAL}{target}verb = 1\n")).unwrap_err();
+        assert!(e.contains("verb"), "{e}");
+        assert_eq!(
+            Scenario::parse(MINIMAL).unwrap().mapping(),
+            Default::default()
+        );
     }
 
     #[test]

@@ -216,3 +216,51 @@ pub async fn delete_prefix(prefix: &str) {
         let _: Result<(), _> = redis::cmd("DEL").arg(keys).query_async(&mut conn).await;
     }
 }
+
+/// The output of one `oversell` command run by a test.
+pub struct CliRun {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl CliRun {
+    /// Both streams, for assertion messages.
+    pub fn both(&self) -> String {
+        format!(
+            "exit {}\n--- stdout\n{}\n--- stderr\n{}",
+            self.code, self.stdout, self.stderr
+        )
+    }
+}
+
+/// Runs the `oversell` binary with `args` (and extra environment), waiting for it to exit.
+pub async fn oversell_cli(args: &[&str], env: &[(&str, &str)]) -> CliRun {
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_oversell"))
+        .args(args)
+        .env_remove("GITHUB_STEP_SUMMARY")
+        .env_remove("DATABASE_URL")
+        .envs(env.iter().copied())
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .kill_on_drop(true)
+        .output()
+        .await
+        .expect("the oversell binary runs");
+    CliRun {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// The `report.json` of the only report folder under `out`.
+pub fn only_report(out: &std::path::Path) -> Value {
+    let dirs: Vec<_> = std::fs::read_dir(out)
+        .expect("the report folder exists")
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| p.join("report.json").exists())
+        .collect();
+    assert_eq!(dirs.len(), 1, "one report under {}", out.display());
+    serde_json::from_str(&std::fs::read_to_string(dirs[0].join("report.json")).unwrap()).unwrap()
+}

@@ -2,8 +2,10 @@
 
 mod bad_input;
 mod concurrency;
+mod gate;
 mod helpers;
 mod orders;
 mod redis_lua;
+mod rehearsal;
 mod runs;
 mod store;

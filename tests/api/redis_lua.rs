@@ -432,20 +432,20 @@ async fn cancels_expiries_and_a_second_wave_end_with_conservation_and_no_oversel
     let scenario = oversell::traffic::Scenario::parse(&text).unwrap();
     let out = tempfile::tempdir().unwrap();
     let db = fresh_db_url(Backend::Postgres);
-    let plan = oversell::runner::RunPlan {
+    let cells = vec![oversell::runner::Cell {
+        strategy: Strategy::RedisLua,
+        backend: Backend::Postgres,
+        database_url: db.clone(),
+    }];
+    let plan = oversell::runner::RunPlan::reference(
         scenario,
-        scenario_file: "smoke-with-expiries".into(),
-        cells: vec![oversell::runner::Cell {
-            strategy: Strategy::RedisLua,
-            backend: Backend::Postgres,
-            database_url: db.clone(),
-        }],
-        redis_url: redis_url(),
-        shop_exe: env!("CARGO_BIN_EXE_oversell").into(),
-        out: out.path().to_path_buf(),
-        drain_limit: Duration::from_secs(30),
-        progress: false,
-    };
+        "smoke-with-expiries".into(),
+        cells,
+        redis_url(),
+        env!("CARGO_BIN_EXE_oversell").into(),
+        out.path().to_path_buf(),
+    );
+
     let (report, _) = oversell::runner::execute(&plan).await.unwrap();
     drop_database(&db).await;
     let run = &report.runs[0];

@@ -17,23 +17,24 @@ fn smoke_plan(
 ) -> (RunPlan, String) {
     let db = fresh_db_url(backend);
     let file = PathBuf::from("scenarios/smoke.toml");
-    let plan = RunPlan {
-        scenario: Scenario::load(&file).expect("smoke.toml is valid"),
-        scenario_file: file,
-        cells: strategies
-            .iter()
-            .map(|s| Cell {
-                strategy: *s,
-                backend,
-                database_url: db.clone(),
-            })
-            .collect(),
-        redis_url: redis_url(),
-        shop_exe: env!("CARGO_BIN_EXE_oversell").into(),
-        out: out.to_path_buf(),
-        drain_limit: Duration::from_secs(30),
-        progress: false,
-    };
+    let cells = strategies
+        .iter()
+        .map(|s| Cell {
+            strategy: *s,
+            backend,
+            database_url: db.clone(),
+        })
+        .collect();
+    let mut plan = RunPlan::reference(
+        Scenario::load(&file).expect("smoke.toml is valid"),
+        file,
+        cells,
+        redis_url(),
+        env!("CARGO_BIN_EXE_oversell").into(),
+        out.to_path_buf(),
+    );
+    plan.drain_limit = Duration::from_secs(30);
+
     (plan, db)
 }
 

@@ -1,0 +1,493 @@
+//! `oversell gate`: thresholds checked against a run's report, for CI.
+//!
+//! Limits come from the scenario's `[thresholds]` table, overridden by `--threshold name=value`
+//! flags; `oversell`, `lost_acks` and `duplicate_buyers` default to 0 when neither sets them.
+//! Each limit is checked for every run (strategy, or the foreign target) and ends as passed,
+//! breached, or *not verified* when the run could not measure it (e.g. oversell with no oracle
+//! on a foreign target). Not verified fails the gate unless the user allows it.
+//!
+//! Exit codes (stable): 0 every threshold held; 1 a threshold was breached or not verified;
+//! 2 bad usage or a bad scenario; 3 the target or a service could not be reached.
+//!
+//! - `junit`: one JUnit test case per threshold per run.
+
+pub mod junit;
+
+use crate::report::{Report, RunReport};
+use crate::traffic::scenario::Thresholds;
+use std::fmt::Write;
+use std::str::FromStr;
+
+/// A quantity a threshold limits (the names of a `[thresholds]` table).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Metric {
+    Oversell,
+    LostAcks,
+    DuplicateBuyers,
+    Undersell,
+    ErrorRate,
+    P99Ms,
+    P999Ms,
+}
+
+impl Metric {
+    /// Every metric, in the order of [`Thresholds::NAMES`].
+    pub const ALL: [Metric; 7] = [
+        Metric::Oversell,
+        Metric::LostAcks,
+        Metric::DuplicateBuyers,
+        Metric::Undersell,
+        Metric::ErrorRate,
+        Metric::P99Ms,
+        Metric::P999Ms,
+    ];
+
+    /// The threshold's name in scenario files and `--threshold`.
+    pub fn name(self) -> &'static str {
+        Thresholds::NAMES[Metric::ALL.iter().position(|m| *m == self).unwrap_or(0)]
+    }
+
+    /// The metric a threshold name stands for.
+    pub fn parse(name: &str) -> Option<Metric> {
+        Metric::ALL.into_iter().find(|m| m.name() == name)
+    }
+
+    /// The limit a scenario's `[thresholds]` table sets.
+    fn in_scenario(self, t: &Thresholds) -> Option<f64> {
+        match self {
+            Metric::Oversell => t.oversell.map(|v| v as f64),
+            Metric::LostAcks => t.lost_acks.map(|v| v as f64),
+            Metric::DuplicateBuyers => t.duplicate_buyers.map(|v| v as f64),
+            Metric::Undersell => t.undersell.map(|v| v as f64),
+            Metric::ErrorRate => t.error_rate,
+            Metric::P99Ms => t.p99_ms,
+            Metric::P999Ms => t.p999_ms,
+        }
+    }
+
+    /// The limit when neither the scenario nor a flag sets one.
+    fn default_limit(self) -> Option<f64> {
+        matches!(
+            self,
+            Metric::Oversell | Metric::LostAcks | Metric::DuplicateBuyers
+        )
+        .then_some(0.0)
+    }
+
+    fn is_count(self) -> bool {
+        matches!(
+            self,
+            Metric::Oversell | Metric::LostAcks | Metric::DuplicateBuyers | Metric::Undersell
+        )
+    }
+
+    /// A value of this metric for people: counts as integers, rates in %, latency in ms.
+    pub fn format(self, v: f64) -> String {
+        match self {
+            Metric::ErrorRate => format!("{:.2} %", v * 100.0),
+            Metric::P99Ms | Metric::P999Ms => format!("{v:.1} ms"),
+            _ => format!("{v:.0}"),
+        }
+    }
+
+    /// What a run measured, and where the figure comes from; `Err` says why it could not.
+    fn measure(self, run: &RunReport) -> Result<(f64, &'static str), String> {
+        let oracle_gap = || {
+            if run.findings.verified {
+                "the oracle reports totals only, not order rows".to_string()
+            } else {
+                "no server-side oracle (pass --oracle-sql or --oracle-http)".to_string()
+            }
+        };
+        let count = |v: Option<u64>| v.map(|v| v as f64).ok_or_else(oracle_gap);
+        let latency = |q: fn(&crate::report::LatencySummary) -> f64| {
+            run.order_latency()
+                .filter(|l| l.count > 0)
+                .map(|l| (q(l), "order latency, oversell HdrHistogram"))
+                .ok_or_else(|| "no order requests were answered or timed out".to_string())
+        };
+        match self {
+            Metric::Oversell => run
+                .oversell
+                .map(|v| (v as f64, "oracle"))
+                .ok_or_else(oracle_gap),
+            Metric::LostAcks => count(run.lost_acks).map(|v| (v, "oracle vs clients' acks")),
+            Metric::DuplicateBuyers => {
+                count(run.duplicate_buyers).map(|v| (v, "oracle: order rows per user"))
+            }
+            Metric::Undersell => run
+                .undersell
+                .map(|v| (v as f64, "oracle vs buyers turned away"))
+                .ok_or_else(oracle_gap),
+            Metric::ErrorRate => {
+                if run.order_attempts == 0 {
+                    Err("no order attempts".into())
+                } else {
+                    Ok((run.error_rate, "clients' records of order answers"))
+                }
+            }
+            Metric::P99Ms => latency(|l| l.p99_ms),
+            Metric::P999Ms => latency(|l| l.p999_ms),
+        }
+    }
+}
+
+/// A `--threshold name=value` flag.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Override {
+    pub metric: Metric,
+    pub value: f64,
+}
+
+impl FromStr for Override {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let allowed = Thresholds::NAMES.join(", ");
+        let (name, value) = s
+            .split_once('=')
+            .ok_or_else(|| format!("expected NAME=VALUE (NAME one of {allowed}), got {s:?}"))?;
+        let name = name.trim();
+        let metric = Metric::parse(name)
+            .ok_or_else(|| format!("unknown threshold `{name}`; allowed: {allowed}"))?;
+        let value: f64 = value
+            .trim()
+            .parse()
+            .map_err(|_| format!("threshold `{name}` needs a number, got {value:?}"))?;
+        let ok = match metric {
+            m if m.is_count() => value >= 0.0 && value.fract() == 0.0,
+            Metric::ErrorRate => (0.0..=1.0).contains(&value),
+            _ => value > 0.0 && value.is_finite(),
+        };
+        if !ok {
+            let allowed = match metric {
+                m if m.is_count() => "a count of 0 or more",
+                Metric::ErrorRate => "a share between 0 and 1",
+                _ => "a positive number of milliseconds",
+            };
+            return Err(format!(
+                "threshold `{name}` must be {allowed} (got {value})"
+            ));
+        }
+        Ok(Override { metric, value })
+    }
+}
+
+/// Where a limit was set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    Default,
+    Scenario,
+    Flag,
+}
+
+impl Origin {
+    fn as_str(self) -> &'static str {
+        match self {
+            Origin::Default => "default",
+            Origin::Scenario => "scenario",
+            Origin::Flag => "--threshold",
+        }
+    }
+}
+
+/// One limit in force.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Limit {
+    pub metric: Metric,
+    pub value: f64,
+    pub origin: Origin,
+}
+
+/// The limits in force: flags over the scenario over the defaults.
+pub fn limits(scenario: &Thresholds, flags: &[Override]) -> Vec<Limit> {
+    Metric::ALL
+        .into_iter()
+        .filter_map(|m| {
+            let flag = flags.iter().rev().find(|o| o.metric == m);
+            let (value, origin) = match (flag, m.in_scenario(scenario), m.default_limit()) {
+                (Some(f), _, _) => (f.value, Origin::Flag),
+                (None, Some(v), _) => (v, Origin::Scenario),
+                (None, None, Some(v)) => (v, Origin::Default),
+                (None, None, None) => return None,
+            };
+            Some(Limit {
+                metric: m,
+                value,
+                origin,
+            })
+        })
+        .collect()
+}
+
+/// How a check ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Status {
+    Passed,
+    Breached,
+    /// The run could not measure it; the reason.
+    NotVerified(String),
+}
+
+/// One threshold checked against one run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Check {
+    /// The run's label (strategy, strategy/backend, or the target's host).
+    pub run: String,
+    pub limit: Limit,
+    pub measured: Option<f64>,
+    /// Where the measured figure comes from.
+    pub source: &'static str,
+    pub status: Status,
+}
+
+impl Check {
+    /// `oversell <= 0`.
+    pub fn title(&self) -> String {
+        format!(
+            "{} <= {}",
+            self.limit.metric.name(),
+            self.limit.metric.format(self.limit.value)
+        )
+    }
+
+    /// The measured value for people, or `not verified`.
+    pub fn measured_text(&self) -> String {
+        self.measured
+            .map_or("not verified".into(), |v| self.limit.metric.format(v))
+    }
+}
+
+/// The gate's decision over every run of a report.
+#[derive(Debug, Clone)]
+pub struct Verdict {
+    pub scenario: String,
+    pub checks: Vec<Check>,
+    pub allow_unverified: bool,
+}
+
+impl Verdict {
+    /// Checks every limit against every run of `report`.
+    pub fn judge(report: &Report, limits: &[Limit], allow_unverified: bool) -> Verdict {
+        let mb = report
+            .runs
+            .iter()
+            .any(|r| r.backend != report.runs[0].backend);
+        let mut checks = Vec::new();
+        for run in &report.runs {
+            for l in limits {
+                let (measured, source, status) = match l.metric.measure(run) {
+                    Ok((v, src)) if v <= l.value + 1e-12 => (Some(v), src, Status::Passed),
+                    Ok((v, src)) => (Some(v), src, Status::Breached),
+                    Err(why) => (None, "", Status::NotVerified(why)),
+                };
+                checks.push(Check {
+                    run: run.label(mb),
+                    limit: *l,
+                    measured,
+                    source,
+                    status,
+                });
+            }
+        }
+        Verdict {
+            scenario: report.scenario.name.clone(),
+            checks,
+            allow_unverified,
+        }
+    }
+
+    /// Breached checks.
+    pub fn breached(&self) -> usize {
+        self.checks
+            .iter()
+            .filter(|c| c.status == Status::Breached)
+            .count()
+    }
+
+    /// Checks that could not be measured.
+    pub fn unverified(&self) -> usize {
+        self.checks
+            .iter()
+            .filter(|c| matches!(c.status, Status::NotVerified(_)))
+            .count()
+    }
+
+    /// Whether the gate passes.
+    pub fn passed(&self) -> bool {
+        self.breached() == 0 && (self.allow_unverified || self.unverified() == 0)
+    }
+
+    /// 0 passed, 1 failed.
+    pub fn exit_code(&self) -> i32 {
+        if self.passed() {
+            0
+        } else {
+            1
+        }
+    }
+
+    fn result_word(&self, s: &Status) -> &'static str {
+        match s {
+            Status::Passed => "pass",
+            Status::Breached => "FAIL",
+            Status::NotVerified(_) if self.allow_unverified => "not verified (allowed)",
+            Status::NotVerified(_) => "FAIL (not verified)",
+        }
+    }
+
+    fn headline(&self) -> String {
+        format!(
+            "oversell gate: {} — scenario {}: {} checks, {} breached, {} not verified{}",
+            if self.passed() { "PASS" } else { "FAIL" },
+            self.scenario,
+            self.checks.len(),
+            self.breached(),
+            self.unverified(),
+            if self.unverified() > 0 && self.allow_unverified {
+                " (allowed by --allow-unverified)"
+            } else {
+                ""
+            }
+        )
+    }
+
+    /// The one-screen terminal verdict.
+    pub fn render(&self) -> String {
+        let rows: Vec<[String; 5]> = self
+            .checks
+            .iter()
+            .map(|c| {
+                [
+                    c.run.clone(),
+                    c.limit.metric.name().to_string(),
+                    format!(
+                        "<= {} ({})",
+                        c.limit.metric.format(c.limit.value),
+                        c.limit.origin.as_str()
+                    ),
+                    c.measured_text(),
+                    self.result_word(&c.status).to_string(),
+                ]
+            })
+            .collect();
+        let header = ["run", "threshold", "limit", "measured", "result"].map(String::from);
+        let widths: Vec<usize> = (0..5)
+            .map(|i| {
+                rows.iter()
+                    .chain([&header])
+                    .map(|r| r[i].chars().count())
+                    .max()
+                    .unwrap_or(0)
+            })
+            .collect();
+        let line = |r: &[String; 5]| {
+            r.iter()
+                .zip(&widths)
+                .map(|(c, w)| format!("{c:<w$}"))
+                .collect::<Vec<_>>()
+                .join("  ")
+                .trim_end()
+                .to_string()
+        };
+        let mut s = String::new();
+        let _ = writeln!(s, "{}", self.headline());
+        let _ = writeln!(s, "{}", line(&header));
+        for r in &rows {
+            let _ = writeln!(s, "{}", line(r));
+        }
+        for c in &self.checks {
+            if let Status::NotVerified(why) = &c.status {
+                let _ = writeln!(
+                    s,
+                    "  {} {}: not verified: {why}",
+                    c.run,
+                    c.limit.metric.name()
+                );
+            }
+        }
+        s
+    }
+
+    /// Markdown for `$GITHUB_STEP_SUMMARY`: the verdict table, then the report's headline.
+    pub fn markdown(&self, report: &Report, report_dir: &std::path::Path) -> String {
+        let mut s = String::new();
+        let _ = writeln!(s, "## {}\n", self.headline());
+        let _ = writeln!(s, "| run | threshold | limit | measured | result |");
+        let _ = writeln!(s, "|---|---|---:|---:|---|");
+        for c in &self.checks {
+            let result = match &c.status {
+                Status::NotVerified(why) => format!("{} — {why}", self.result_word(&c.status)),
+                other => self.result_word(other).to_string(),
+            };
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} | {} | {} |",
+                md_cell(&c.run),
+                c.limit.metric.name(),
+                md_cell(&c.limit.metric.format(c.limit.value)),
+                md_cell(&c.measured_text()),
+                md_cell(&result)
+            );
+        }
+        let _ = writeln!(s, "\n{}", crate::report::markdown::headline(report));
+        let _ = writeln!(s, "Report: `{}`\n", report_dir.join("report.md").display());
+        s
+    }
+}
+
+fn md_cell(s: &str) -> String {
+    s.replace('|', "\\|").replace('\n', " ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_override_the_scenario_which_overrides_the_defaults() {
+        let t = Thresholds {
+            oversell: Some(2),
+            p99_ms: Some(300.0),
+            ..Thresholds::default()
+        };
+        let flags: Vec<Override> = ["p99_ms=500", "error_rate=0.1", "p99_ms=700"]
+            .iter()
+            .map(|f| f.parse().unwrap())
+            .collect();
+        let l = limits(&t, &flags);
+        let get = |m| l.iter().find(|x| x.metric == m).copied();
+        assert_eq!(get(Metric::Oversell).unwrap().value, 2.0);
+        assert_eq!(get(Metric::Oversell).unwrap().origin, Origin::Scenario);
+        assert_eq!(get(Metric::LostAcks).unwrap().origin, Origin::Default);
+        assert_eq!(
+            get(Metric::P99Ms).unwrap().value,
+            700.0,
+            "the last flag wins"
+        );
+        assert_eq!(get(Metric::ErrorRate).unwrap().origin, Origin::Flag);
+        assert!(get(Metric::Undersell).is_none(), "no default for undersell");
+    }
+
+    #[test]
+    fn a_bad_threshold_flag_names_the_allowed_ones() {
+        let e = "p95_ms=3".parse::<Override>().unwrap_err();
+        assert!(
+            e.contains("p95_ms") && e.contains("p999_ms") && e.contains("oversell"),
+            "{e}"
+        );
+        assert!("oversell".parse::<Override>().is_err());
+        assert!("oversell=-1".parse::<Override>().is_err());
+        assert!("oversell=0.5".parse::<Override>().is_err());
+        assert!("error_rate=2".parse::<Override>().is_err());
+        assert!("p99_ms=0".parse::<Override>().is_err());
+        assert_eq!("error_rate = 0.05".parse::<Override>().unwrap().value, 0.05);
+    }
+
+    #[test]
+    fn every_scenario_threshold_name_is_a_metric() {
+        for n in Thresholds::NAMES {
+            assert_eq!(Metric::parse(n).map(Metric::name), Some(n));
+        }
+    }
+}

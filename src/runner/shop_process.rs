@@ -1,0 +1,234 @@
+//! The reference shop as a child process: its flags from the scenario, start (reading the bound
+//! address from its first stdout line), graceful stop, and the reference-only steps of a run:
+//! waiting for its queue to drain, the final reconciliation, and Redis clean-up.
+//!
+//! The shop is a child process, not a task in this process: the load generator's CPU and
+//! memory figures (getrusage of this process) then measure the generator alone, the shop gets
+//! its own runtime and cannot be slowed by the generator's tasks sharing its scheduler, and a
+//! shop that crashes cannot take the measurements with it.
+
+use super::Cell;
+use crate::cli::ShopArgs;
+use crate::pipeline::reconcile::Pass;
+use crate::report::Drain;
+use crate::services::{Service, Unreachable};
+use crate::traffic::Scenario;
+use anyhow::{bail, Context};
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+use tokio::time::Instant;
+
+/// The shop flags a scenario asks for.
+pub fn shop_args(s: &Scenario, prefix: &str) -> ShopArgs {
+    let mut a = ShopArgs::defaults();
+    a.redis_prefix = prefix.to_string();
+    let o = &s.shop;
+    macro_rules! set {
+        ($($f:ident),*) => { $( if let Some(v) = o.$f { a.$f = v; } )* };
+    }
+    set!(
+        pool_size,
+        acquire_timeout_ms,
+        lock_timeout_ms,
+        naive_gap_ms,
+        work_ms,
+        optimistic_retries,
+        optimistic_backoff_ms,
+        payment_timeout_s,
+        reconcile_interval_s,
+        reconcile_alert_threshold,
+        rate_limit,
+        ip_rate_limit,
+        ip_burst,
+        ip_unit_cap,
+        page_cache_ms
+    );
+    a
+}
+
+/// A reference shop running as a child process.
+pub(super) struct ChildShop {
+    child: Child,
+    pub(super) base_url: String,
+    // Held open: the shop's stdout must not hit a closed pipe.
+    _stdout: BufReader<tokio::process::ChildStdout>,
+}
+
+impl ChildShop {
+    pub(super) async fn start(
+        exe: &PathBuf,
+        cell: &Cell,
+        redis_url: &str,
+        args: &ShopArgs,
+        log: PathBuf,
+    ) -> anyhow::Result<ChildShop> {
+        let strategy = cell.strategy;
+        let log_file =
+            std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
+        let mut child = Command::new(exe)
+            .arg("serve")
+            .args(["--strategy", strategy.as_str(), "--listen", "127.0.0.1:0"])
+            .args([
+                "--database-url",
+                &cell.database_url,
+                "--redis-url",
+                redis_url,
+            ])
+            .args(args.to_args())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::from(log_file))
+            .kill_on_drop(true)
+            .spawn()
+            .with_context(|| format!("starting the shop ({})", exe.display()))?;
+        let mut stdout = BufReader::new(child.stdout.take().context("shop stdout")?);
+        let mut line = String::new();
+        let read = tokio::time::timeout(Duration::from_secs(60), stdout.read_line(&mut line)).await;
+        let base_url = line
+            .trim()
+            .rsplit(' ')
+            .next()
+            .unwrap_or_default()
+            .to_string();
+        if !matches!(read, Ok(Ok(n)) if n > 0) || !base_url.starts_with("http://") {
+            let _ = child.kill().await;
+            let status = child.wait().await.ok().and_then(|s| s.code());
+            let why = std::fs::read_to_string(&log).unwrap_or_default();
+            let last = why
+                .lines()
+                .rev()
+                .find(|l| l.starts_with("error:"))
+                .unwrap_or("no error printed");
+            if status == Some(3) {
+                return Err(Unreachable::relayed(last.trim_start_matches("error: ")).into());
+            }
+            bail!("the {strategy} shop did not start (exit {status:?}): {last}");
+        }
+        Ok(ChildShop {
+            child,
+            base_url,
+            _stdout: stdout,
+        })
+    }
+
+    /// SIGTERM, then up to 10 s for a graceful stop, then SIGKILL.
+    pub(super) async fn stop(mut self) {
+        if let Some(pid) = self.child.id() {
+            // SAFETY: sending a signal to our own child's pid.
+            unsafe {
+                libc::kill(pid as libc::pid_t, libc::SIGTERM);
+            }
+        }
+        if tokio::time::timeout(Duration::from_secs(10), self.child.wait())
+            .await
+            .is_err()
+        {
+            let _ = self.child.kill().await;
+        }
+    }
+}
+
+/// Polls the shop's audit until its queue is drained, up to `limit`.
+pub(super) async fn wait_drained(
+    http: &reqwest::Client,
+    base: &str,
+    item: i64,
+    limit: Duration,
+) -> Drain {
+    let start = Instant::now();
+    let url = format!("{base}/api/items/{item}/audit");
+    loop {
+        let drained = match http.get(&url).send().await {
+            Ok(r) => r
+                .json::<serde_json::Value>()
+                .await
+                .ok()
+                .and_then(|v| v["queue_drained"].as_bool())
+                .unwrap_or(false),
+            Err(_) => false,
+        };
+        let waited = start.elapsed();
+        if drained || waited >= limit {
+            return Drain {
+                drained,
+                waited_ms: waited.as_millis() as u64,
+                limit_ms: limit.as_millis() as u64,
+            };
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+pub(super) async fn final_reconcile(http: &reqwest::Client, base: &str, item: i64) -> Option<Pass> {
+    #[derive(serde::Deserialize)]
+    struct Wire {
+        item_id: i64,
+        db_stock: i64,
+        redis_stock: i64,
+        expected_redis_stock: i64,
+        residual: i64,
+        corrected: bool,
+        alerted: bool,
+    }
+    let w: Wire = http
+        .post(format!("{base}/api/items/{item}/reconcile"))
+        .send()
+        .await
+        .ok()?
+        .json()
+        .await
+        .ok()?;
+    Some(Pass {
+        item_id: w.item_id,
+        db_stock: w.db_stock,
+        redis_stock: w.redis_stock,
+        expected_redis_stock: w.expected_redis_stock,
+        residual: w.residual,
+        corrected: w.corrected,
+        alerted: w.alerted,
+        source: "primary",
+    })
+}
+
+/// Redis stock and the size of the restock idempotency set.
+pub(super) async fn redis_state(
+    url: &str,
+    prefix: &str,
+    item: i64,
+) -> anyhow::Result<(Option<i64>, Option<i64>)> {
+    let client = redis::Client::open(url)?;
+    let mut conn = client
+        .get_multiplexed_async_connection()
+        .await
+        .map_err(|e| Service::Redis.unreachable_error(url, &e))?;
+    let tag = format!("{{{prefix}:{item}}}");
+    let stock: Option<i64> = redis::cmd("GET")
+        .arg(format!("{tag}:stock"))
+        .query_async(&mut conn)
+        .await?;
+    let restocked: i64 = redis::cmd("SCARD")
+        .arg(format!("{tag}:restocked"))
+        .query_async(&mut conn)
+        .await?;
+    Ok((stock, Some(restocked)))
+}
+
+pub(super) async fn delete_redis_prefix(url: &str, prefix: &str) {
+    let Ok(client) = redis::Client::open(url) else {
+        return;
+    };
+    let Ok(mut conn) = client.get_multiplexed_async_connection().await else {
+        return;
+    };
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("{{{prefix}:*"))
+        .query_async(&mut conn)
+        .await
+        .unwrap_or_default();
+    if !keys.is_empty() {
+        let _: redis::RedisResult<()> = redis::cmd("DEL").arg(keys).query_async(&mut conn).await;
+    }
+}

@@ -1,0 +1,224 @@
+//! Real-looking accounts for a rehearsal: a CSV file with columns `user_id,device_id,ip` (a
+//! header line naming them, in any order), one buyer per row. Rows are given to the plan's
+//! buyers in arrival order; arrivals, think times and the bot share stay the scenario's.
+
+use super::schedule::BuyerPlan;
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+
+/// One account from the file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Account {
+    pub user_id: String,
+    pub device_id: String,
+    pub ip: String,
+}
+
+/// A CSV that could not be used; names the file and, where it applies, the line.
+#[derive(Debug, thiserror::Error)]
+#[error("{file}{}: {message}", .line.map(|l| format!(" line {l}")).unwrap_or_default())]
+pub struct CsvError {
+    pub file: PathBuf,
+    /// 1-based line number.
+    pub line: Option<usize>,
+    pub message: String,
+}
+
+const COLUMNS: [&str; 3] = ["user_id", "device_id", "ip"];
+
+/// Parses the file's text (`file` is only used in errors).
+pub fn parse(file: &Path, text: &str) -> Result<Vec<Account>, CsvError> {
+    let err = |line: Option<usize>, message: String| CsvError {
+        file: file.to_path_buf(),
+        line,
+        message,
+    };
+    let mut lines = text
+        .lines()
+        .enumerate()
+        .map(|(i, l)| (i + 1, l.trim_end_matches('\r')))
+        .filter(|(_, l)| !l.trim().is_empty());
+    let (hline, header) = lines.next().ok_or_else(|| {
+        err(
+            None,
+            "the file is empty; expected a header `user_id,device_id,ip`".into(),
+        )
+    })?;
+    let names: Vec<String> = header
+        .split(',')
+        .map(|c| c.trim().to_ascii_lowercase())
+        .collect();
+    let mut index: HashMap<&str, usize> = HashMap::new();
+    for (i, n) in names.iter().enumerate() {
+        match COLUMNS.iter().find(|c| **c == n.as_str()) {
+            Some(c) if index.insert(c, i).is_some() => {
+                return Err(err(Some(hline), format!("column `{c}` appears twice")));
+            }
+            Some(_) => {}
+            None => {
+                return Err(err(
+                    Some(hline),
+                    format!("unknown column `{n}`; the header must name user_id, device_id and ip"),
+                ))
+            }
+        }
+    }
+    if let Some(missing) = COLUMNS.iter().find(|c| !index.contains_key(*c)) {
+        return Err(err(
+            Some(hline),
+            format!("the header has no `{missing}` column; expected `user_id,device_id,ip`"),
+        ));
+    }
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    let mut out = Vec::new();
+    for (n, line) in lines {
+        if line.contains('"') {
+            return Err(err(
+                Some(n),
+                "quoted fields are not supported; ids and IPs must not contain commas or quotes"
+                    .into(),
+            ));
+        }
+        let cells: Vec<&str> = line.split(',').map(str::trim).collect();
+        if cells.len() != names.len() {
+            return Err(err(
+                Some(n),
+                format!("{} fields, the header has {}", cells.len(), names.len()),
+            ));
+        }
+        let get = |c: &str| cells[index[c]].to_string();
+        let acc = Account {
+            user_id: get("user_id"),
+            device_id: get("device_id"),
+            ip: get("ip"),
+        };
+        if acc.user_id.is_empty() || acc.user_id.len() > 128 {
+            return Err(err(Some(n), "user_id must be 1 to 128 characters".into()));
+        }
+        if acc.device_id.is_empty() || acc.device_id.len() > 128 {
+            return Err(err(Some(n), "device_id must be 1 to 128 characters".into()));
+        }
+        if acc.ip.parse::<IpAddr>().is_err() {
+            return Err(err(
+                Some(n),
+                format!("ip {:?} is not an IPv4 or IPv6 address", acc.ip),
+            ));
+        }
+        if let Some(first) = seen.insert(acc.user_id.clone(), n) {
+            return Err(err(
+                Some(n),
+                format!(
+                    "user_id {:?} already appears on line {first}; one row per person",
+                    acc.user_id
+                ),
+            ));
+        }
+        out.push(acc);
+    }
+    Ok(out)
+}
+
+/// Reads the file and gives its accounts to `plan`'s buyers in order. The file must have at
+/// least one row per planned buyer.
+pub fn apply(file: &Path, plan: &mut [BuyerPlan]) -> Result<(), CsvError> {
+    let text = std::fs::read_to_string(file).map_err(|e| CsvError {
+        file: file.to_path_buf(),
+        line: None,
+        message: format!("cannot read the file: {e}"),
+    })?;
+    let accounts = parse(file, &text)?;
+    if accounts.len() < plan.len() {
+        return Err(CsvError {
+            file: file.to_path_buf(),
+            line: None,
+            message: format!(
+                "{} buyers in the file, but the scenario plans {}; add rows or lower buyers.count",
+                accounts.len(),
+                plan.len()
+            ),
+        });
+    }
+    for (b, a) in plan.iter_mut().zip(accounts) {
+        b.user_id = a.user_id;
+        b.device_id = a.device_id;
+        b.ip = a.ip;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p() -> &'static Path {
+        Path::new("buyers.csv")
+    }
+
+    #[test]
+    fn columns_may_come_in_any_order() {
+        let a = parse(
+            p(),
+            "ip,user_id,device_id\n10.0.0.1, alice ,phone-1\r\n\n::1,bob,pc\n",
+        )
+        .unwrap();
+        assert_eq!(
+            a,
+            vec![
+                Account {
+                    user_id: "alice".into(),
+                    device_id: "phone-1".into(),
+                    ip: "10.0.0.1".into()
+                },
+                Account {
+                    user_id: "bob".into(),
+                    device_id: "pc".into(),
+                    ip: "::1".into()
+                }
+            ]
+        );
+    }
+
+    #[test]
+    fn a_bad_row_names_the_file_and_the_line() {
+        let e = parse(
+            p(),
+            "user_id,device_id,ip\nu1,d1,10.0.0.1\nu2,d2,not-an-ip\n",
+        )
+        .unwrap_err();
+        assert_eq!(e.line, Some(3));
+        let msg = e.to_string();
+        assert!(
+            msg.starts_with("buyers.csv line 3:") && msg.contains("not-an-ip"),
+            "{msg}"
+        );
+        let e = parse(p(), "user_id,device_id,ip\nu1,d1\n").unwrap_err();
+        assert_eq!(e.line, Some(2));
+        let e = parse(p(), "user_id,device,ip\n").unwrap_err();
+        assert!(e.to_string().contains("unknown column `device`"), "{e}");
+        let e = parse(p(), "user_id,device_id,ip\nu1,d1,::1\nu1,d2,::1\n").unwrap_err();
+        assert!(e.to_string().contains("line 2"), "{e}");
+    }
+
+    #[test]
+    fn too_few_rows_for_the_plan_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("b.csv");
+        std::fs::write(&f, "user_id,device_id,ip\nu1,d1,::1\n").unwrap();
+        let s = crate::traffic::Scenario::parse(
+            "name = \"t\"\n[item]\nstock = 1\n[buyers]\ncount = 2\narrival = \"uniform\"\nwindow_s = 1\n",
+        )
+        .unwrap();
+        let mut plan = crate::traffic::schedule::build(&s);
+        let e = apply(&f, &mut plan).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("1 buyers in the file, but the scenario plans 2"),
+            "{e}"
+        );
+        std::fs::write(&f, "user_id,device_id,ip\nu1,d1,::1\nu2,d2,10.1.1.1\n").unwrap();
+        apply(&f, &mut plan).unwrap();
+        assert_eq!(plan[1].user_id, "u2");
+        assert_eq!(plan[1].ip, "10.1.1.1");
+    }
+}

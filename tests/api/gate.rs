@@ -1,0 +1,269 @@
+//! `oversell gate` end to end: the binary against the reference shop (real PostgreSQL and
+//! Redis), its exit codes, its JUnit file and its CI summary; and the refusals that happen
+//! before any request is sent.
+
+use crate::helpers::*;
+use axum::routing::any;
+use oversell::store::Backend;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+/// A loopback server that counts every request it gets.
+async fn counting_server() -> (String, Arc<AtomicUsize>) {
+    let hits = Arc::new(AtomicUsize::new(0));
+    let h = hits.clone();
+    let app = axum::Router::new().fallback(any(move || {
+        let h = h.clone();
+        async move {
+            h.fetch_add(1, Ordering::SeqCst);
+            "ok"
+        }
+    }));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (format!("127.0.0.1:{port}"), hits)
+}
+
+#[tokio::test]
+async fn the_gate_passes_on_redis_lua_and_writes_junit_and_the_ci_summary() {
+    // Arrange
+    let db = fresh_db_url(Backend::Postgres);
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("reports");
+    let junit = tmp.path().join("junit/gate.xml");
+    let summary = tmp.path().join("step-summary.md");
+    std::fs::write(&summary, "earlier step\n").unwrap();
+
+    // Act
+    let run = oversell_cli(
+        &[
+            "gate",
+            "--scenario",
+            "scenarios/smoke.toml",
+            "--strategy",
+            "redis-lua",
+            "--database-url",
+            &db,
+            "--redis-url",
+            &redis_url(),
+            "--out",
+            out.to_str().unwrap(),
+            "--junit",
+            junit.to_str().unwrap(),
+            "--quiet",
+        ],
+        &[("GITHUB_STEP_SUMMARY", summary.to_str().unwrap())],
+    )
+    .await;
+    drop_database(&db).await;
+
+    // Assert
+    assert_eq!(run.code, 0, "{}", run.both());
+    assert!(run.stdout.contains("oversell gate: PASS"), "{}", run.both());
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert_eq!(xml.matches("<testcase ").count(), 3, "{xml}");
+    assert!(
+        xml.contains(r#"failures="0""#) && !xml.contains("<failure"),
+        "{xml}"
+    );
+    let md = std::fs::read_to_string(&summary).unwrap();
+    assert!(
+        md.starts_with("earlier step\n"),
+        "appended, not overwritten: {md}"
+    );
+    assert!(
+        md.contains("## oversell gate: PASS") && md.contains("| redis-lua | oversell |"),
+        "{md}"
+    );
+    let report = only_report(&out);
+    assert_eq!(report["runs"][0]["oversell"], 0);
+}
+
+#[tokio::test]
+async fn the_gate_fails_with_exit_1_on_naive_and_junit_names_the_breached_threshold() {
+    let db = fresh_db_url(Backend::Postgres);
+    let tmp = tempfile::tempdir().unwrap();
+    let junit = tmp.path().join("gate.xml");
+
+    let run = oversell_cli(
+        &[
+            "gate",
+            "--scenario",
+            "scenarios/ci.toml",
+            "--strategy",
+            "naive",
+            "--database-url",
+            &db,
+            "--redis-url",
+            &redis_url(),
+            "--out",
+            tmp.path().join("reports").to_str().unwrap(),
+            "--junit",
+            junit.to_str().unwrap(),
+            "--threshold",
+            "p99_ms=60000",
+            "--quiet",
+        ],
+        &[],
+    )
+    .await;
+    drop_database(&db).await;
+
+    assert_eq!(run.code, 1, "{}", run.both());
+    assert!(run.stdout.contains("oversell gate: FAIL"), "{}", run.both());
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert!(
+        xml.contains(r#"<testcase classname="oversell.gate.ci.naive" name="oversell &lt;= 0">"#),
+        "{xml}"
+    );
+    assert!(
+        xml.contains(r#"<failure type="threshold_breached" message="oversell breached: measured "#),
+        "{xml}"
+    );
+    assert!(xml.contains("limit: 0 (from scenario)"), "{xml}");
+    assert!(
+        xml.contains(r#"name="p99_ms &lt;= 60000.0 ms"/>"#),
+        "the flag's limit is the one checked: {xml}"
+    );
+}
+
+#[tokio::test]
+async fn an_unknown_threshold_name_exits_2_and_names_the_allowed_ones() {
+    let run = oversell_cli(&["gate", "--threshold", "p95_ms=300"], &[]).await;
+    assert_eq!(run.code, 2, "{}", run.both());
+    assert!(
+        run.stderr.contains("unknown threshold `p95_ms`")
+            && run.stderr.contains(
+                "oversell, lost_acks, duplicate_buyers, undersell, error_rate, p99_ms, p999_ms"
+            ),
+        "{}",
+        run.both()
+    );
+}
+
+#[tokio::test]
+async fn a_bad_scenario_exits_2_and_names_the_file_and_field() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("bad.toml");
+    let text = std::fs::read_to_string("scenarios/ci.toml")
+        .unwrap()
+        .replace("p99_ms = 3000", "p95_ms = 3000");
+    std::fs::write(&file, text).unwrap();
+
+    let run = oversell_cli(&["gate", "--scenario", file.to_str().unwrap()], &[]).await;
+
+    assert_eq!(run.code, 2, "{}", run.both());
+    assert!(
+        run.stderr.contains("bad.toml") && run.stderr.contains("p95_ms"),
+        "{}",
+        run.both()
+    );
+}
+
+#[tokio::test]
+async fn an_unreachable_target_exits_3() {
+    let tmp = tempfile::tempdir().unwrap();
+    let junit = tmp.path().join("gate.xml");
+    let run = oversell_cli(
+        &[
+            "gate",
+            "--scenario",
+            "scenarios/rehearsal-example.toml",
+            "--target",
+            "http://127.0.0.1:1",
+            "--out",
+            tmp.path().to_str().unwrap(),
+            "--junit",
+            junit.to_str().unwrap(),
+            "--quiet",
+        ],
+        &[],
+    )
+    .await;
+    assert_eq!(run.code, 3, "{}", run.both());
+    assert!(
+        run.stderr
+            .contains("cannot reach the target shop at http://127.0.0.1:1"),
+        "{}",
+        run.both()
+    );
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert!(xml.contains(r#"<error type="gate_error""#), "{xml}");
+}
+
+#[tokio::test]
+async fn a_remote_target_is_refused_before_any_request_without_allow_remote() {
+    // 0.0.0.0 is not loopback by name, yet on Linux a connection to it lands on this machine:
+    // if the guard let it through, the counting server would see the requests.
+    let (addr, hits) = counting_server().await;
+    let port = addr.rsplit(':').next().unwrap();
+    let target = format!("http://0.0.0.0:{port}");
+    let tmp = tempfile::tempdir().unwrap();
+
+    for cmd in ["gate", "attack"] {
+        let run = oversell_cli(
+            &[
+                cmd,
+                "--scenario",
+                "scenarios/rehearsal-example.toml",
+                "--target",
+                &target,
+                "--out",
+                tmp.path().to_str().unwrap(),
+                "--quiet",
+            ],
+            &[],
+        )
+        .await;
+        assert_eq!(run.code, 2, "{cmd}: {}", run.both());
+        assert!(
+            run.stderr.contains("refusing to send load to 0.0.0.0")
+                && run.stderr.contains("not a loopback address")
+                && run.stderr.contains("--allow-remote"),
+            "{cmd}: {}",
+            run.both()
+        );
+    }
+    assert_eq!(
+        hits.load(Ordering::SeqCst),
+        0,
+        "no request reached the target"
+    );
+}
+
+#[tokio::test]
+async fn a_dry_run_prints_the_plan_and_sends_nothing() {
+    let (addr, hits) = counting_server().await;
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("reports");
+
+    let run = oversell_cli(
+        &[
+            "attack",
+            "--scenario",
+            "scenarios/rehearsal-example.toml",
+            "--target",
+            &format!("http://{addr}"),
+            "--out",
+            out.to_str().unwrap(),
+            "--dry-run",
+        ],
+        &[],
+    )
+    .await;
+
+    assert_eq!(run.code, 0, "{}", run.both());
+    assert!(
+        run.stdout.contains("dry run: nothing is sent"),
+        "{}",
+        run.both()
+    );
+    assert!(
+        run.stdout.contains("300 buyers") && run.stdout.contains("peak: "),
+        "{}",
+        run.both()
+    );
+    assert_eq!(hits.load(Ordering::SeqCst), 0, "a dry run sends nothing");
+    assert!(!out.exists(), "a dry run writes no report");
+}

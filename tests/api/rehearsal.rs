@@ -1,0 +1,395 @@
+//! `oversell attack --target`: a rehearsal against a shop with another API shape.
+//!
+//! The stub shop below speaks the API that `scenarios/rehearsal-example.toml` maps, and is
+//! deliberately oversell-prone: it reads the stock, waits (a slow "risk check"), then writes,
+//! on a real PostgreSQL table. The user's oracle (their SQL, or their endpoint) must find it.
+
+use crate::helpers::*;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::routing::{delete, get, post};
+use axum::{Json, Router};
+use oversell::store::Backend;
+use serde_json::{json, Value};
+use sqlx::PgPool;
+use std::time::Duration;
+
+#[derive(Clone)]
+struct Stub {
+    db: PgPool,
+}
+
+/// The stub shop's router: read stock, sleep, write (the race), on `stub_stock`/`stub_purchases`.
+fn stub_app(db: PgPool) -> Router {
+    Router::new()
+        .route("/v2/flash/{sku}/reset", post(reset))
+        .route("/v2/products/{sku}", get(product))
+        .route("/v2/checkout", post(checkout))
+        .route("/v2/purchases/{id}/payment", post(pay))
+        .route("/v2/purchases/{id}", delete(cancel))
+        .route("/oracle", get(oracle))
+        .with_state(Stub { db })
+}
+
+type Answer = (StatusCode, Json<Value>);
+
+fn fail(e: sqlx::Error) -> Answer {
+    (
+        StatusCode::INTERNAL_SERVER_ERROR,
+        Json(json!({"code": "ERROR", "detail": e.to_string()})),
+    )
+}
+
+async fn reset(State(s): State<Stub>, Path(sku): Path<i64>, Json(b): Json<Value>) -> Answer {
+    let q = b["quantity"].as_i64().unwrap_or(0);
+    let r = sqlx::query(
+        "INSERT INTO stub_stock (sku, quantity) VALUES ($1, $2) \
+         ON CONFLICT (sku) DO UPDATE SET quantity = EXCLUDED.quantity",
+    )
+    .bind(sku)
+    .bind(q)
+    .execute(&s.db)
+    .await;
+    match r {
+        Ok(_) => (StatusCode::OK, Json(json!({"code": "OK"}))),
+        Err(e) => fail(e),
+    }
+}
+
+async fn product(State(s): State<Stub>, Path(sku): Path<i64>) -> Answer {
+    match sqlx::query_scalar::<_, i64>("SELECT quantity FROM stub_stock WHERE sku = $1")
+        .bind(sku)
+        .fetch_optional(&s.db)
+        .await
+    {
+        Ok(Some(q)) => (StatusCode::OK, Json(json!({"sku": sku, "left": q}))),
+        Ok(None) => (StatusCode::NOT_FOUND, Json(json!({"code": "NO_SUCH_SKU"}))),
+        Err(e) => fail(e),
+    }
+}
+
+async fn checkout(State(s): State<Stub>, Json(b): Json<Value>) -> Answer {
+    let sku = b["sku"].as_i64().unwrap_or(0);
+    let account = b["account"].as_str().unwrap_or_default().to_string();
+    let device = b["device"].as_str().unwrap_or_default().to_string();
+    // Read...
+    let left: i64 = match sqlx::query_scalar("SELECT quantity FROM stub_stock WHERE sku = $1")
+        .bind(sku)
+        .fetch_optional(&s.db)
+        .await
+    {
+        Ok(Some(q)) => q,
+        Ok(None) => return (StatusCode::NOT_FOUND, Json(json!({"code": "NO_SUCH_SKU"}))),
+        Err(e) => return fail(e),
+    };
+    // ...check...
+    if left < 1 {
+        return (StatusCode::GONE, Json(json!({"code": "SOLD_OUT"})));
+    }
+    // ...a slow risk check: the race window...
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    // ...and write, trusting the stale read.
+    let r = async {
+        sqlx::query("UPDATE stub_stock SET quantity = quantity - 1 WHERE sku = $1")
+            .bind(sku)
+            .execute(&s.db)
+            .await?;
+        sqlx::query_scalar::<_, i64>(
+            "INSERT INTO stub_purchases (sku, account, device) VALUES ($1, $2, $3) RETURNING id",
+        )
+        .bind(sku)
+        .bind(&account)
+        .bind(&device)
+        .fetch_one(&s.db)
+        .await
+    }
+    .await;
+    match r {
+        Ok(id) => (
+            StatusCode::OK,
+            Json(json!({"code": "CREATED", "data": {"purchaseId": format!("p-{id}")}})),
+        ),
+        Err(e) => fail(e),
+    }
+}
+
+fn purchase_id(id: &str) -> i64 {
+    id.trim_start_matches("p-").parse().unwrap_or(-1)
+}
+
+async fn pay(State(s): State<Stub>, Path(id): Path<String>) -> Answer {
+    match sqlx::query("UPDATE stub_purchases SET status = 'paid' WHERE id = $1 AND status = 'new'")
+        .bind(purchase_id(&id))
+        .execute(&s.db)
+        .await
+    {
+        Ok(r) if r.rows_affected() == 1 => (StatusCode::OK, Json(json!({"code": "PAID"}))),
+        Ok(_) => (StatusCode::CONFLICT, Json(json!({"code": "STATE"}))),
+        Err(e) => fail(e),
+    }
+}
+
+async fn cancel(State(s): State<Stub>, Path(id): Path<String>) -> Answer {
+    let r = sqlx::query_scalar::<_, i64>(
+        "UPDATE stub_purchases SET status = 'cancelled' WHERE id = $1 AND status <> 'cancelled' RETURNING sku",
+    )
+    .bind(purchase_id(&id))
+    .fetch_optional(&s.db)
+    .await;
+    match r {
+        Ok(Some(sku)) => {
+            let back = sqlx::query("UPDATE stub_stock SET quantity = quantity + 1 WHERE sku = $1")
+                .bind(sku)
+                .execute(&s.db)
+                .await;
+            match back {
+                Ok(_) => (StatusCode::OK, Json(json!({"code": "CANCELLED"}))),
+                Err(e) => fail(e),
+            }
+        }
+        Ok(None) => (StatusCode::CONFLICT, Json(json!({"code": "STATE"}))),
+        Err(e) => fail(e),
+    }
+}
+
+/// The shop owner's own audit endpoint, for `--oracle-http`.
+async fn oracle(State(s): State<Stub>) -> Answer {
+    let sold: Result<i64, _> =
+        sqlx::query_scalar("SELECT count(*) FROM stub_purchases WHERE status <> 'cancelled'")
+            .fetch_one(&s.db)
+            .await;
+    let stock: Result<Option<i64>, _> =
+        sqlx::query_scalar("SELECT quantity FROM stub_stock WHERE sku = 1")
+            .fetch_optional(&s.db)
+            .await;
+    match (sold, stock) {
+        (Ok(sold), Ok(stock)) => (StatusCode::OK, Json(json!({"sold": sold, "stock": stock}))),
+        (Err(e), _) | (_, Err(e)) => fail(e),
+    }
+}
+
+/// The stub on 127.0.0.1:0 with a fresh database; returns its URL and the database URL.
+async fn spawn_stub() -> (String, String, PgPool) {
+    use sqlx::migrate::MigrateDatabase;
+    let url = fresh_db_url(Backend::Postgres);
+    sqlx::Postgres::create_database(&url)
+        .await
+        .expect("create the stub's database");
+    let db = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(20)
+        .connect(&url)
+        .await
+        .unwrap();
+    for ddl in [
+        "CREATE TABLE stub_stock (sku BIGINT PRIMARY KEY, quantity BIGINT NOT NULL)",
+        "CREATE TABLE stub_purchases (id BIGSERIAL PRIMARY KEY, sku BIGINT NOT NULL, \
+         account TEXT NOT NULL, device TEXT NOT NULL, status TEXT NOT NULL DEFAULT 'new')",
+    ] {
+        sqlx::query(ddl).execute(&db).await.unwrap();
+    }
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let app = stub_app(db.clone());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (base, url, db)
+}
+
+const SOLD: &str = "SELECT count(*) FROM stub_purchases WHERE sku = 1 AND status <> 'cancelled'";
+const STOCK: &str = "SELECT quantity FROM stub_stock WHERE sku = 1";
+
+#[tokio::test]
+async fn the_sql_oracle_finds_the_stub_shops_oversell_through_the_custom_mapping() {
+    // Arrange
+    let (base, db_url, db) = spawn_stub().await;
+    let tmp = tempfile::tempdir().unwrap();
+
+    // Act
+    let run = oversell_cli(
+        &[
+            "attack",
+            "--target",
+            &base,
+            "--scenario",
+            "scenarios/rehearsal-example.toml",
+            "--oracle-sql",
+            &db_url,
+            "--sold-query",
+            SOLD,
+            "--stock-query",
+            STOCK,
+            "--out",
+            tmp.path().to_str().unwrap(),
+            "--quiet",
+        ],
+        &[],
+    )
+    .await;
+
+    // Assert: the report's oversell is exactly what the stub's own tables say.
+    assert_eq!(run.code, 0, "{}", run.both());
+    let sold: i64 = sqlx::query_scalar(SOLD).fetch_one(&db).await.unwrap();
+    let stock: i64 = sqlx::query_scalar(STOCK).fetch_one(&db).await.unwrap();
+    db.close().await;
+    drop_database(&db_url).await;
+    assert!(
+        sold > 20,
+        "the stub oversells under the burst: sold {sold} of 20"
+    );
+    let report = only_report(tmp.path());
+    let r = &report["runs"][0];
+    assert_eq!(r["findings"]["verified"], true, "{r}");
+    assert_eq!(r["sold"], sold, "{r}");
+    assert_eq!(r["oversell"], sold - 20, "{r}");
+    assert_eq!(r["findings"]["db_stock"], stock);
+    assert_eq!(r["negative_stock"], true);
+    assert_eq!(r["findings"]["conservation_drift"], 0);
+    assert!(
+        r["requests"]["order"]["outcomes"]["created"]
+            .as_u64()
+            .unwrap()
+            > 20,
+        "{r}"
+    );
+    assert!(
+        r["requests"]["order"]["outcomes"]["sold_out"]
+            .as_u64()
+            .unwrap()
+            > 0,
+        "{r}"
+    );
+    assert!(run.stdout.contains("oversold"), "{}", run.both());
+}
+
+#[tokio::test]
+async fn the_http_oracle_and_csv_buyers_drive_a_rehearsal_and_the_gate_fails_on_its_oversell() {
+    // Arrange: 300 accounts from a CSV file.
+    let (base, db_url, db) = spawn_stub().await;
+    let tmp = tempfile::tempdir().unwrap();
+    let csv = tmp.path().join("buyers.csv");
+    let mut text = String::from("user_id,device_id,ip\n");
+    for i in 0..300 {
+        text.push_str(&format!(
+            "member-{i:04},phone-{i:04},198.51.100.{}\n",
+            i % 250 + 1
+        ));
+    }
+    std::fs::write(&csv, text).unwrap();
+    let junit = tmp.path().join("gate.xml");
+
+    // Act
+    let run = oversell_cli(
+        &[
+            "gate",
+            "--target",
+            &base,
+            "--scenario",
+            "scenarios/rehearsal-example.toml",
+            "--oracle-http",
+            &format!("{base}/oracle"),
+            "--buyers-csv",
+            csv.to_str().unwrap(),
+            "--threshold",
+            "error_rate=1",
+            "--out",
+            tmp.path().join("reports").to_str().unwrap(),
+            "--junit",
+            junit.to_str().unwrap(),
+            "--quiet",
+        ],
+        &[],
+    )
+    .await;
+
+    // Assert
+    let accounts: Vec<String> = sqlx::query_scalar("SELECT DISTINCT account FROM stub_purchases")
+        .fetch_all(&db)
+        .await
+        .unwrap();
+    db.close().await;
+    drop_database(&db_url).await;
+    assert_eq!(run.code, 1, "{}", run.both());
+    assert!(!accounts.is_empty());
+    assert!(
+        accounts.iter().all(|a| a.starts_with("member-")),
+        "buyers come from the CSV: {accounts:?}"
+    );
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert!(
+        xml.contains(r#"<failure type="threshold_breached" message="oversell breached"#),
+        "{xml}"
+    );
+    assert!(
+        xml.contains(r#"<failure type="not_verified" message="lost_acks not verified (limit 0): the oracle reports totals only"#),
+        "totals cannot show lost acks, and that is not a pass: {xml}"
+    );
+}
+
+#[tokio::test]
+async fn without_an_oracle_oversell_is_reported_as_not_verified_and_fails_the_gate() {
+    let (base, db_url, db) = spawn_stub().await;
+    let tmp = tempfile::tempdir().unwrap();
+
+    let run = oversell_cli(
+        &[
+            "gate",
+            "--target",
+            &base,
+            "--scenario",
+            "scenarios/rehearsal-example.toml",
+            "--threshold",
+            "error_rate=1",
+            "--out",
+            tmp.path().to_str().unwrap(),
+            "--quiet",
+        ],
+        &[],
+    )
+    .await;
+    let allowed = oversell_cli(
+        &[
+            "gate",
+            "--target",
+            &base,
+            "--scenario",
+            "scenarios/rehearsal-example.toml",
+            "--threshold",
+            "error_rate=1",
+            "--allow-unverified",
+            "--out",
+            tmp.path().join("allowed").to_str().unwrap(),
+            "--quiet",
+        ],
+        &[],
+    )
+    .await;
+    db.close().await;
+    drop_database(&db_url).await;
+
+    assert_eq!(
+        allowed.code,
+        0,
+        "--allow-unverified accepts what could not be measured: {}",
+        allowed.both()
+    );
+    assert!(
+        allowed.stdout.contains("not verified (allowed)"),
+        "{}",
+        allowed.both()
+    );
+    assert_eq!(run.code, 1, "{}", run.both());
+    assert!(
+        run.stdout
+            .contains("oversell not verified (no server-side oracle)"),
+        "the report says so plainly: {}",
+        run.both()
+    );
+    assert!(
+        run.stdout.contains("FAIL (not verified)")
+            && run.stdout.contains("pass --oracle-sql or --oracle-http"),
+        "{}",
+        run.both()
+    );
+    let report = only_report(tmp.path());
+    assert_eq!(report["runs"][0]["oversell"], Value::Null);
+    assert_eq!(report["runs"][0]["findings"]["verified"], false);
+}
