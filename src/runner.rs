@@ -187,9 +187,9 @@ pub async fn execute(plan: &RunPlan) -> anyhow::Result<(report::Report, PathBuf)
         runs.push(run);
     }
     let report = report::Report {
-        schema: report::SCHEMA,
+        schema: report::SCHEMA.into(),
         generated_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-        tool_version: env!("CARGO_PKG_VERSION"),
+        tool_version: env!("CARGO_PKG_VERSION").into(),
         scenario: report::ScenarioSummary {
             name: s.name.clone(),
             file: plan.scenario_file.display().to_string(),
@@ -405,7 +405,7 @@ async fn final_reconcile(http: &reqwest::Client, base: &str, item: i64) -> Optio
         residual: w.residual,
         corrected: w.corrected,
         alerted: w.alerted,
-        source: "primary",
+        source: "primary".into(),
     })
 }
 
