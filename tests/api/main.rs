@@ -4,3 +4,4 @@ mod bad_input;
 mod concurrency;
 mod helpers;
 mod orders;
+mod reports;
