@@ -2,7 +2,7 @@
 //! (oversold, undersold, lost acknowledged orders) and the post-mortem's four headline metrics
 //! as small multiples.
 
-use super::{fmt_ms, DrawResult, RunData, FONT};
+use super::{fmt_ms, fmt_num, DrawResult, RunData, FONT};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
@@ -43,7 +43,8 @@ pub fn panel<DB: DrawingBackend>(
 ) -> DrawResult<DB> {
     let n = bars.len().max(1);
     let ymax = bars.iter().filter_map(|b| b.value).fold(0.0, f64::max);
-    let ymax = if ymax > 0.0 { ymax * 1.25 } else { 1.0 };
+    // All zero (the usual oversell): a 0–5 axis, so its ticks stay whole numbers.
+    let ymax = if ymax > 0.0 { ymax * 1.25 } else { 5.0 };
     // Bar i is centred on x = i; with at most n labels the mesh puts one on each integer.
     let x = -0.5..n as f64 - 0.5;
     let mut chart = ChartBuilder::on(area)
@@ -67,7 +68,7 @@ pub fn panel<DB: DrawingBackend>(
                 String::new()
             }
         })
-        .y_label_formatter(&|v| fmt(*v))
+        .y_label_formatter(&|v| fmt_num(*v))
         .label_style((FONT, 15))
         .axis_desc_style((FONT, 15))
         .draw()?;
@@ -162,6 +163,6 @@ pub fn headline<DB: DrawingBackend>(
         "Order error rate",
         "% of order attempts",
         &bars(runs, |r| Some(r.run.error_rate * 100.0)),
-        &|v| format!("{v:.1}"),
+        &|v| format!("{v:.2}"),
     )
 }

@@ -81,8 +81,9 @@ pub fn histogram<DB: DrawingBackend>(
     }
     let lo = 10f64.powf(lo.log10().floor());
     let hi = hi * 1.3;
-    let binned: Vec<(&RunData<'_>, Vec<(f64, f64, f64)>)> =
-        with_data(runs).map(|(r, h)| (r, bins(h, lo, hi))).collect();
+    let binned = with_data(runs)
+        .map(|(r, h)| (r, bins(h, lo, hi)))
+        .collect::<Vec<_>>();
     let ymax = binned
         .iter()
         .flat_map(|(_, b)| b.iter().map(|x| x.2))

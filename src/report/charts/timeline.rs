@@ -66,10 +66,18 @@ const PANELS: [Panel; 7] = [
     },
 ];
 
+/// Series every run draws when sampled; the others only when they moved (or on redis-lua,
+/// where a flat zero is itself the news: no restocks, no residual).
+const ALWAYS: [&str; 4] = ["db_qps", "redis_ops", "db_stock", "redis_stock"];
+
 fn has(run: &RunReport, name: &str) -> bool {
-    run.series
-        .iter()
-        .any(|s| s.name == name && !s.points.is_empty())
+    run.series.iter().any(|s| {
+        s.name == name
+            && !s.points.is_empty()
+            && (ALWAYS.contains(&name)
+                || run.strategy == "redis-lua"
+                || s.points.iter().any(|p| p.1 != 0.0))
+    })
 }
 
 fn panels(run: &RunReport) -> Vec<&'static Panel> {
@@ -117,8 +125,17 @@ pub fn time_range(runs: &[RunData<'_>]) -> (f64, f64) {
     (lo, hi)
 }
 
-/// The orders panel's lines: `(outcome, orders per second at the middle of each second)`.
-pub fn outcome_lines(run: &RunReport) -> Vec<(&'static str, RGBColor, Vec<(f64, f64)>)> {
+/// One line of a panel.
+pub struct Line {
+    pub name: String,
+    pub colour: RGBColor,
+    pub dashed: bool,
+    /// `(seconds after the sale opened, value)`.
+    pub points: Vec<(f64, f64)>,
+}
+
+/// The orders panel's lines: orders per second by outcome, at the middle of each second.
+pub fn outcome_lines(run: &RunReport) -> Vec<Line> {
     let n = run.timeline.seconds.len();
     let per_second = |pick: &dyn Fn(Answer) -> bool| -> Vec<(f64, f64)> {
         (0..n)
@@ -142,7 +159,12 @@ pub fn outcome_lines(run: &RunReport) -> Vec<(&'static str, RGBColor, Vec<(f64, 
             } else {
                 per_second(&|a: Answer| a.as_str() == *name)
             };
-            (*name, *colour, pts)
+            Line {
+                name: name.to_string(),
+                colour: *colour,
+                dashed: false,
+                points: pts,
+            }
         })
         .collect()
 }
@@ -170,12 +192,11 @@ pub fn draw<DB: DrawingBackend>(
     let ps = panels(r.run);
     let areas = root.split_evenly((ps.len(), 1));
     for (k, (p, area)) in ps.iter().zip(areas.iter()).enumerate() {
-        let mut lines: Vec<(String, RGBColor, bool, Vec<(f64, f64)>)> = Vec::new();
-        if p.series.is_empty() {
-            for (name, colour, pts) in outcome_lines(r.run) {
-                lines.push((name.to_string(), colour, false, pts));
-            }
-        }
+        let mut lines = if p.series.is_empty() {
+            outcome_lines(r.run)
+        } else {
+            Vec::new()
+        };
         for name in p.series {
             if let Some(s) = r.run.series.iter().find(|s| s.name == *name) {
                 let scale = if *name == "prededuct_success_rate" {
@@ -184,11 +205,15 @@ pub fn draw<DB: DrawingBackend>(
                     1.0
                 };
                 let (colour, dashed) = series_colour(r, name);
-                let pts = s.points.iter().map(|(t, v)| (*t, v * scale)).collect();
-                lines.push((name.to_string(), colour, dashed, pts));
+                lines.push(Line {
+                    name: name.to_string(),
+                    colour,
+                    dashed,
+                    points: s.points.iter().map(|(t, v)| (*t, v * scale)).collect(),
+                });
             }
         }
-        let ys = lines.iter().flat_map(|l| l.3.iter().map(|p| p.1));
+        let ys = lines.iter().flat_map(|l| l.points.iter().map(|p| p.1));
         let (ymin, ymax) = ys.fold((0.0f64, 0.0f64), |(a, b), y| (a.min(y), b.max(y)));
         let ymax = if ymax <= 0.0 { 1.0 } else { ymax * 1.15 };
         let ymin = if ymin < 0.0 { ymin * 1.15 } else { 0.0 };
@@ -214,8 +239,14 @@ pub fn draw<DB: DrawingBackend>(
             mesh.x_desc("seconds after the sale opened");
         }
         mesh.draw()?;
-        for (name, colour, dashed, pts) in lines {
-            series_line(&mut chart, pts, colour.stroke_width(2), dashed, &name)?;
+        for l in lines {
+            series_line(
+                &mut chart,
+                l.points,
+                l.colour.stroke_width(2),
+                l.dashed,
+                &l.name,
+            )?;
         }
         legend(&mut chart, SeriesLabelPosition::UpperRight)?;
     }
