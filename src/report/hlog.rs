@@ -80,25 +80,3 @@ pub fn write(dir: &Path, run: &RunReport) -> anyhow::Result<String> {
     std::fs::write(dir.join(&name), render(run)?).with_context(|| format!("writing {name}"))?;
     Ok(name)
 }
-
-/// Reads an interval log back and merges every interval (for checks and re-plotting).
-pub fn read_merged(bytes: &[u8]) -> anyhow::Result<(usize, Histogram<u64>)> {
-    use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
-    use hdrhistogram::serialization::Deserializer;
-    let mut merged = crate::traffic::recorder::new_histogram();
-    let mut n = 0;
-    let mut de = Deserializer::new();
-    for entry in IntervalLogIterator::new(bytes) {
-        let entry = entry.map_err(|e| anyhow::anyhow!("bad interval log line: {e:?}"))?;
-        if let LogEntry::Interval(i) = entry {
-            use base64::Engine as _;
-            let raw = base64::engine::general_purpose::STANDARD.decode(i.encoded_histogram())?;
-            let h: Histogram<u64> = de
-                .deserialize(&mut &raw[..])
-                .map_err(|e| anyhow::anyhow!("bad interval histogram: {e:?}"))?;
-            merged.add(&h).context("merging an interval")?;
-            n += 1;
-        }
-    }
-    Ok((n, merged))
-}
