@@ -1,5 +1,6 @@
 //! The command line: clap definitions, turned into typed plans before any work starts.
 
+use crate::diff::DiffPlan;
 use crate::gateway::GatewaySettings;
 use crate::inventory::{RedisSettings, Settings, Strategy};
 use crate::pipeline::{reconcile::ReconcileSettings, PipelineSettings};
@@ -40,6 +41,28 @@ pub enum Command {
     /// Rehearse a sale against your own shop (loopback unless --allow-remote) and audit it with
     /// your oracle (--oracle-sql or --oracle-http).
     Attack(Box<AttackArgs>),
+    /// Compare two reports run by run (exit 1 when a --fail-on metric got worse).
+    Diff(DiffArgs),
+}
+
+/// `oversell diff`.
+#[derive(Debug, Args, Clone)]
+pub struct DiffArgs {
+    /// The baseline: a report.json or a report folder.
+    pub baseline: PathBuf,
+    /// The candidate: a report.json or a report folder.
+    pub candidate: PathBuf,
+    /// Noise band in percent of the baseline: smaller changes are "same" (oracle counts such
+    /// as oversell compare exactly).
+    #[arg(long, default_value_t = 5.0)]
+    pub band: f64,
+    /// Exit 1 when the candidate is worse on any of these metrics (comma-separated), e.g.
+    /// oversell,lost_acks,latency_p99.
+    #[arg(long, value_delimiter = ',')]
+    pub fail_on: Vec<String>,
+    /// Also write the Markdown to this file.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
 }
 
 /// Where the databases and Redis are.
@@ -358,6 +381,16 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
         }
         Command::Gate(args) => gate::gate(*args).await,
         Command::Attack(args) => gate::attack(*args).await,
+        Command::Diff(args) => {
+            let plan = DiffPlan::new(
+                args.baseline,
+                args.candidate,
+                args.band,
+                &args.fail_on,
+                args.out,
+            )?;
+            crate::diff::run(&plan)
+        }
     }
 }
 

@@ -20,7 +20,10 @@
 //! - [`gate`]: thresholds checked against a report: verdict, JUnit XML, CI Markdown summary.
 //! - [`probe`]: DB QPS, Redis ops/s, stock and shop metrics sampled every second.
 //! - [`oracle`]: audits the final database/Redis state against the clients' records.
-//! - [`report`]: `report.json` (`oversell.report/v1`), `report.md`, terminal table.
+//! - [`report`]: `report.json` (`oversell.report/v1`), `report.md`, `report.html`, terminal
+//!   table; `report::charts` (plotters, SVG + PNG), `report::hlog` (HdrHistogram interval
+//!   logs), `report::csv` (per-second timelines).
+//! - [`diff`]: `oversell diff`: two reports compared run by run, metric by metric.
 //! - [`model`]: items, orders and the order state machine.
 //! - [`services`]: the outside services and how to start one that is down.
 //! - [`telemetry`]: logging set-up.
@@ -29,6 +32,7 @@
 //! clients' records → oracle → report.
 
 pub mod cli;
+pub mod diff;
 pub mod gate;
 pub mod gateway;
 pub mod inventory;

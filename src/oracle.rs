@@ -13,7 +13,7 @@
 
 use crate::model::{Order, OrderStatus};
 use crate::traffic::recorder::{Measurements, Told};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// What the oracle knows of the server side.
@@ -47,7 +47,7 @@ pub struct Evidence<'a> {
 }
 
 /// The oracle's findings for one run.
-#[derive(Debug, Clone, Serialize, Default, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, Default, PartialEq)]
 pub struct Findings {
     /// False when no server-side truth was available: oversell could not be verified.
     pub verified: bool,
@@ -298,6 +298,7 @@ mod tests {
     fn clients(acks: &[(&str, &str)]) -> Measurements {
         Measurements {
             histograms: Default::default(),
+            order_intervals: vec![],
             timeline: vec![],
             acks: acks
                 .iter()

@@ -9,7 +9,7 @@
 
 use crate::inventory::{Inventory, InventoryError};
 use crate::store::Store;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::time::Duration;
 use tokio::sync::watch;
 
@@ -38,7 +38,7 @@ impl Default for ReconcileSettings {
 }
 
 /// What one pass found and did.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Pass {
     pub item_id: i64,
     pub db_stock: i64,
@@ -50,7 +50,7 @@ pub struct Pass {
     pub corrected: bool,
     pub alerted: bool,
     /// Which database the snapshot came from.
-    pub source: &'static str,
+    pub source: std::borrow::Cow<'static, str>,
 }
 
 /// Runs one pass for `item`. `Ok(None)` when the item is not warmed or not in the database.
@@ -83,7 +83,7 @@ pub async fn pass(
         residual,
         corrected: residual != 0,
         alerted,
-        source,
+        source: source.into(),
     };
     metrics::gauge!("oversell_reconcile_residual", "item" => item.to_string()).set(residual as f64);
     metrics::counter!("oversell_reconcile_passes_total").increment(1);

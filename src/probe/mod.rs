@@ -4,14 +4,14 @@
 
 mod db;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::time::Duration;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
 /// A time series sampled once a second.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Series {
     pub name: String,
     pub unit: String,

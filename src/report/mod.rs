@@ -1,9 +1,15 @@
-//! Reports: `report.json` (schema `oversell.report/v1`), `report.md`, the terminal table.
+//! Reports: `report.json` (schema `oversell.report/v1`), `report.md`, `report.html`, charts
+//! (SVG and PNG), each run's order latency as an HdrHistogram interval log and its timelines as
+//! CSV, and the terminal table.
 //!
 //! Every figure names its source: latency from our HdrHistograms (full response time from the
 //! intended send), outcomes from the clients' records, oversell and friends from the oracle,
 //! DB QPS from the database server's counters, Redis ops from `INFO stats`.
 
+pub mod charts;
+pub mod csv;
+pub mod hlog;
+pub mod html;
 pub mod markdown;
 pub mod summary;
 pub mod table;
@@ -15,7 +21,7 @@ use crate::traffic::attack::{GeneratorStats, GooseCrossCheck};
 use crate::traffic::recorder::{Answer, Kind, Measurements};
 use crate::traffic::Scenario;
 use anyhow::Context;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 pub use summary::{LatencySummary, MetricSummary};
@@ -24,8 +30,8 @@ pub use summary::{LatencySummary, MetricSummary};
 pub const SCHEMA: &str = "oversell.report/v1";
 
 /// Where each kind of figure comes from (copied into every report).
-pub fn sources() -> BTreeMap<&'static str, &'static str> {
-    BTreeMap::from([
+pub fn sources() -> BTreeMap<String, String> {
+    [
         ("latency", "oversell's HdrHistograms (µs, 3 significant digits): full response time measured from each request's intended send time (coordinated-omission safe)"),
         ("outcomes", "the simulated clients' own records of every answer"),
         ("oracle", "the final database rows (and Redis stock for redis-lua) after the queue drained, compared with the clients' records"),
@@ -33,23 +39,26 @@ pub fn sources() -> BTreeMap<&'static str, &'static str> {
         ("redis_ops", "Redis INFO stats total_commands_processed, sampled every second (server-wide)"),
         ("goose_crosscheck", "goose's own metrics: time to first byte from the actual send; kept only as a cross-check"),
         ("generator", "getrusage(RUSAGE_SELF) of the load generator process (the shop runs in a child process)"),
-    ])
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect()
 }
 
 /// A whole report: one scenario, one or more runs (strategy × backend).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Report {
-    pub schema: &'static str,
+    pub schema: String,
     pub generated_at: String,
-    pub tool_version: &'static str,
+    pub tool_version: String,
     pub scenario: ScenarioSummary,
     pub machine: Machine,
-    pub sources: BTreeMap<&'static str, &'static str>,
+    pub sources: BTreeMap<String, String>,
     pub runs: Vec<RunReport>,
 }
 
 /// The scenario that produced a report.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ScenarioSummary {
     pub name: String,
     pub file: String,
@@ -61,10 +70,10 @@ pub struct ScenarioSummary {
 }
 
 /// The machine the run happened on.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Machine {
     pub cores: usize,
-    pub os: &'static str,
+    pub os: String,
 }
 
 impl Machine {
@@ -72,13 +81,13 @@ impl Machine {
     pub fn this() -> Self {
         Machine {
             cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
-            os: std::env::consts::OS,
+            os: std::env::consts::OS.to_string(),
         }
     }
 }
 
 /// Requests of one kind.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct KindReport {
     pub total: u64,
     pub outcomes: BTreeMap<Answer, u64>,
@@ -88,7 +97,7 @@ pub struct KindReport {
 }
 
 /// How draining went.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Drain {
     pub drained: bool,
     pub waited_ms: u64,
@@ -96,7 +105,7 @@ pub struct Drain {
 }
 
 /// Per-second counts of order answers.
-#[derive(Debug, Clone, Serialize, Default)]
+#[derive(Debug, Clone, Serialize, Deserialize, Default)]
 pub struct Timeline {
     /// Seconds after the sale opened (start of each bucket).
     pub seconds: Vec<u64>,
@@ -107,7 +116,7 @@ pub struct Timeline {
 }
 
 /// One strategy (on one backend) under one scenario.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RunReport {
     pub strategy: String,
     pub backend: String,
@@ -160,6 +169,18 @@ impl RunReport {
         self.requests.get(&Kind::Order).map(|k| &k.latency)
     }
 
+    /// The order latency histogram (µs): the in-process measurements when present, else decoded
+    /// from `histograms` (a report read back from `report.json`).
+    pub fn order_histogram(&self) -> Option<hdrhistogram::Histogram<u64>> {
+        if let Some(m) = &self.measurements {
+            let h = m.by_kind(Kind::Order);
+            return (!h.is_empty()).then_some(h);
+        }
+        self.histograms
+            .get(&Kind::Order)
+            .and_then(|b| summary::decode_histogram(b).ok())
+    }
+
     /// A short label: `strategy` or `strategy/backend`.
     pub fn label(&self, with_backend: bool) -> String {
         if with_backend {
@@ -176,11 +197,41 @@ pub fn new_dir(out: &Path, scenario: &str) -> PathBuf {
     out.join(format!("{stamp}-{scenario}"))
 }
 
-/// Writes `report.json` and `report.md` into `dir` (created if missing).
+/// Writes everything into `dir` (created if missing): `report.json`, `report.md`, the charts
+/// (`*.svg`, `*.png`), per run `latency-<strategy>-<backend>.hlog` and
+/// `timeline-<strategy>-<backend>.csv`, and `report.html`.
 pub fn write(dir: &Path, report: &Report) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let json = serde_json::to_string_pretty(report)?;
     std::fs::write(dir.join("report.json"), json).context("writing report.json")?;
     std::fs::write(dir.join("report.md"), markdown::render(report)).context("writing report.md")?;
+    for run in &report.runs {
+        hlog::write(dir, run)?;
+        csv::write(dir, run)?;
+    }
+    let charts = charts::write_all(dir, report).context("drawing the charts")?;
+    std::fs::write(dir.join("report.html"), html::render(report, &charts))
+        .context("writing report.html")?;
     Ok(())
+}
+
+/// Reads a `report.json` (or the `report.json` inside a report folder).
+pub fn read(path: &Path) -> anyhow::Result<Report> {
+    let file = if path.is_dir() {
+        path.join("report.json")
+    } else {
+        path.to_path_buf()
+    };
+    let text =
+        std::fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
+    let report: Report = serde_json::from_str(&text)
+        .with_context(|| format!("{} is not an oversell report", file.display()))?;
+    if report.schema != SCHEMA {
+        anyhow::bail!(
+            "{} has schema {:?}; this oversell reads {SCHEMA:?}",
+            file.display(),
+            report.schema
+        );
+    }
+    Ok(report)
 }

@@ -8,12 +8,12 @@ use crate::traffic::attack::{GeneratorStats, GooseCrossCheck};
 use crate::traffic::recorder::{Answer, Kind, Measurements};
 use hdrhistogram::serialization::{Serializer, V2DeflateSerializer};
 use hdrhistogram::Histogram;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// Latency figures in milliseconds with microsecond precision.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct LatencySummary {
     pub count: u64,
     pub mean_ms: f64,
@@ -55,7 +55,7 @@ impl LatencySummary {
 }
 
 /// Peak and mean of a sampled series, with its source.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct MetricSummary {
     pub peak: f64,
     pub mean: f64,
@@ -82,6 +82,16 @@ pub fn encode_histogram(h: &Histogram<u64>) -> String {
         return String::new();
     }
     base64::engine::general_purpose::STANDARD.encode(buf)
+}
+
+/// Decodes a histogram written by [`encode_histogram`].
+pub fn decode_histogram(b64: &str) -> anyhow::Result<Histogram<u64>> {
+    use base64::Engine as _;
+    use hdrhistogram::serialization::Deserializer;
+    let bytes = base64::engine::general_purpose::STANDARD.decode(b64.trim())?;
+    Deserializer::new()
+        .deserialize(&mut &bytes[..])
+        .map_err(|e| anyhow::anyhow!("not an HdrHistogram V2 histogram: {e:?}"))
 }
 
 /// Everything a run produced, before it becomes a [`RunReport`].
@@ -229,5 +239,10 @@ mod tests {
             .unwrap();
         let back: Histogram<u64> = Deserializer::new().deserialize(&mut &b[..]).unwrap();
         assert_eq!(back.max(), h.max());
+        assert_eq!(
+            decode_histogram(&encode_histogram(&h)).unwrap().max(),
+            h.max()
+        );
+        assert!(decode_histogram("not base64!").is_err());
     }
 }

@@ -130,9 +130,9 @@ pub async fn execute(plan: &RunPlan) -> anyhow::Result<(report::Report, PathBuf)
         }
     }
     let report = report::Report {
-        schema: report::SCHEMA,
+        schema: report::SCHEMA.into(),
         generated_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-        tool_version: env!("CARGO_PKG_VERSION"),
+        tool_version: env!("CARGO_PKG_VERSION").into(),
         scenario: report::ScenarioSummary {
             name: s.name.clone(),
             file: plan.scenario_file.display().to_string(),

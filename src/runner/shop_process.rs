@@ -189,7 +189,7 @@ pub(super) async fn final_reconcile(http: &reqwest::Client, base: &str, item: i6
         residual: w.residual,
         corrected: w.corrected,
         alerted: w.alerted,
-        source: "primary",
+        source: "primary".into(),
     })
 }
 

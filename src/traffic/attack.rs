@@ -12,13 +12,13 @@ use super::target::{Action, Target};
 use goose::client::GooseClientBuilder;
 use goose::config::GooseConfiguration;
 use goose::prelude::*;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
 
 /// Goose's own view of one request name (time to first byte, from the actual send).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct GooseCrossCheck {
     pub name: String,
     pub count: usize,
@@ -29,7 +29,7 @@ pub struct GooseCrossCheck {
 }
 
 /// How the generator itself fared.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct GeneratorStats {
     /// CPU seconds (user + system) the generator process used during the attack.
     pub cpu_seconds: f64,

@@ -8,13 +8,13 @@
 //! stalled shop shows up in the high percentiles instead of being hidden (coordinated omission).
 
 use hdrhistogram::Histogram;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 use tokio::time::Instant;
 
 /// Kinds of request a buyer sends.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Kind {
     View,
@@ -39,7 +39,7 @@ impl Kind {
 }
 
 /// How a request was answered, as the client understood it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Answer {
     /// 201: an order was created.
@@ -139,6 +139,7 @@ pub struct BuyerResult {
 #[derive(Default)]
 struct Inner {
     hist: BTreeMap<(Kind, Answer), Histogram<u64>>,
+    order_intervals: Vec<Histogram<u64>>,
     timeline: Vec<BTreeMap<(Kind, Answer), u64>>,
     acks: Vec<Ack>,
     told: HashMap<String, Told>,
@@ -170,6 +171,14 @@ pub const MAX_TRACKED_US: u64 = 3_600_000_000;
 /// A latency histogram: 1 µs to one hour, 3 significant digits.
 pub fn new_histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, MAX_TRACKED_US, 3).expect("valid bounds")
+}
+
+/// A one-second interval's histogram: same precision and limit, but it starts small and grows
+/// to the largest value recorded (a run keeps one per second).
+fn interval_histogram() -> Histogram<u64> {
+    let mut h = Histogram::new_with_max(1_000, 3).expect("valid bounds");
+    h.auto(true);
+    h
 }
 
 impl Recorder {
@@ -205,6 +214,14 @@ impl Recorder {
             .saturating_record(micros.max(1));
         if st.timeline.len() <= second {
             st.timeline.resize_with(second + 1, BTreeMap::new);
+        }
+        if kind == Kind::Order {
+            if st.order_intervals.len() <= second {
+                st.order_intervals
+                    .resize_with(second + 1, interval_histogram);
+            }
+            // Auto-resizing: `record` grows it; the clamp keeps the main histograms' limit.
+            let _ = st.order_intervals[second].record(micros.clamp(1, MAX_TRACKED_US));
         }
         *st.timeline[second].entry((kind, answer)).or_default() += 1;
         if kind == Kind::Order && answer == Answer::SoldOut && st.first_sold_out_ms.is_none() {
@@ -262,6 +279,7 @@ impl Recorder {
         let st = self.lock();
         Measurements {
             histograms: st.hist.clone(),
+            order_intervals: st.order_intervals.clone(),
             timeline: st.timeline.clone(),
             acks: st.acks.clone(),
             told: st.told.clone(),
@@ -275,6 +293,9 @@ impl Recorder {
 #[derive(Debug, Clone)]
 pub struct Measurements {
     pub histograms: BTreeMap<(Kind, Answer), Histogram<u64>>,
+    /// Order latency of the orders answered in each second after the sale opened (for the
+    /// HdrHistogram interval log); all answers together.
+    pub order_intervals: Vec<Histogram<u64>>,
     /// Index = whole seconds after the sale opened.
     pub timeline: Vec<BTreeMap<(Kind, Answer), u64>>,
     pub acks: Vec<Ack>,

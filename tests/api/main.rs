@@ -7,5 +7,6 @@ mod helpers;
 mod orders;
 mod redis_lua;
 mod rehearsal;
+mod reports;
 mod runs;
 mod store;

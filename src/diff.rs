@@ -1,0 +1,578 @@
+//! `oversell diff BASELINE CANDIDATE`: compares two reports run by run (matched on strategy and
+//! backend), metric by metric, and says for each whether the candidate is better, worse or the
+//! same within a noise band.
+//!
+//! Counts the oracle produces (oversold units, lost acknowledged orders, duplicate buyers,
+//! undersold units) are compared exactly: any increase is worse. Every other metric is the same
+//! when the change is within the band, relative to the baseline (`--band`, 5 % by default).
+//! A metric the baseline measured and the candidate did not (e.g. oversell could not be
+//! verified) counts as worse.
+
+use crate::report::{self, Report, RunReport};
+use anyhow::Context;
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+/// Which way is good.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Better {
+    Lower,
+    Higher,
+}
+
+/// One compared figure.
+#[derive(Debug)]
+pub struct Metric {
+    /// The name `--fail-on` takes.
+    pub name: &'static str,
+    /// How the Markdown names it.
+    pub label: &'static str,
+    pub better: Better,
+    /// Counts are compared exactly (any increase is worse); others within the band.
+    pub count: bool,
+    get: fn(&RunReport) -> Option<f64>,
+    fmt: fn(f64) -> String,
+}
+
+impl Metric {
+    /// This metric's value in a run.
+    pub fn of(&self, run: &RunReport) -> Option<f64> {
+        (self.get)(run)
+    }
+
+    /// Looks a metric up by its `--fail-on` name.
+    pub fn named(name: &str) -> Option<&'static Metric> {
+        METRICS.iter().find(|m| m.name == name.trim())
+    }
+}
+
+fn count(v: f64) -> String {
+    format!("{v:.0}")
+}
+fn millis(v: f64) -> String {
+    format!("{v:.3} ms")
+}
+fn percent(v: f64) -> String {
+    format!("{:.2} %", v * 100.0)
+}
+fn per_second(v: f64) -> String {
+    format!("{v:.1}/s")
+}
+
+fn latency(run: &RunReport, pick: fn(&report::LatencySummary) -> f64) -> Option<f64> {
+    run.order_latency().filter(|l| l.count > 0).map(pick)
+}
+
+/// Every metric `diff` compares, in report order.
+pub static METRICS: [Metric; 11] = [
+    Metric {
+        name: "oversell",
+        label: "oversold units",
+        better: Better::Lower,
+        count: true,
+        get: |r| r.oversell.map(|v| v as f64),
+        fmt: count,
+    },
+    Metric {
+        name: "lost_acks",
+        label: "lost acknowledged orders",
+        better: Better::Lower,
+        count: true,
+        get: |r| r.lost_acks.map(|v| v as f64),
+        fmt: count,
+    },
+    Metric {
+        name: "duplicate_buyers",
+        label: "duplicate buyers",
+        better: Better::Lower,
+        count: true,
+        get: |r| r.duplicate_buyers.map(|v| v as f64),
+        fmt: count,
+    },
+    Metric {
+        name: "undersell",
+        label: "undersold units",
+        better: Better::Lower,
+        count: true,
+        get: |r| r.undersell.map(|v| v as f64),
+        fmt: count,
+    },
+    Metric {
+        name: "error_rate",
+        label: "order error rate",
+        better: Better::Lower,
+        count: false,
+        get: |r| (r.order_attempts > 0).then_some(r.error_rate),
+        fmt: percent,
+    },
+    Metric {
+        name: "latency_mean",
+        label: "order latency mean",
+        better: Better::Lower,
+        count: false,
+        get: |r| latency(r, |l| l.mean_ms),
+        fmt: millis,
+    },
+    Metric {
+        name: "latency_p50",
+        label: "order latency p50",
+        better: Better::Lower,
+        count: false,
+        get: |r| latency(r, |l| l.p50_ms),
+        fmt: millis,
+    },
+    Metric {
+        name: "latency_p99",
+        label: "order latency p99",
+        better: Better::Lower,
+        count: false,
+        get: |r| latency(r, |l| l.p99_ms),
+        fmt: millis,
+    },
+    Metric {
+        name: "latency_p999",
+        label: "order latency p99.9",
+        better: Better::Lower,
+        count: false,
+        get: |r| latency(r, |l| l.p999_ms),
+        fmt: millis,
+    },
+    Metric {
+        name: "db_qps_peak",
+        label: "DB peak QPS",
+        better: Better::Lower,
+        count: false,
+        get: |r| r.db_qps.as_ref().map(|q| q.peak),
+        fmt: count,
+    },
+    Metric {
+        name: "throughput",
+        label: "order throughput",
+        better: Better::Higher,
+        count: false,
+        get: |r| (r.order_attempts > 0).then_some(r.order_throughput_rps),
+        fmt: per_second,
+    },
+];
+
+/// The names `--fail-on` accepts.
+pub fn metric_names() -> Vec<&'static str> {
+    METRICS.iter().map(|m| m.name).collect()
+}
+
+/// A bad `diff` command line.
+#[derive(Debug, thiserror::Error)]
+pub enum DiffError {
+    #[error("--fail-on: unknown metric {0:?}; allowed: {names}", names = metric_names().join(", "))]
+    UnknownMetric(String),
+    #[error("--band must be a percentage from 0 to 1000, got {0}")]
+    BadBand(f64),
+}
+
+/// A `diff` decided before any file is read.
+#[derive(Debug)]
+pub struct DiffPlan {
+    pub baseline: PathBuf,
+    pub candidate: PathBuf,
+    /// The noise band as a fraction (0.05 = 5 %).
+    pub band: f64,
+    pub fail_on: Vec<&'static Metric>,
+    pub out: Option<PathBuf>,
+}
+
+impl DiffPlan {
+    /// Checks the band and the `--fail-on` names.
+    pub fn new(
+        baseline: PathBuf,
+        candidate: PathBuf,
+        band_percent: f64,
+        fail_on: &[String],
+        out: Option<PathBuf>,
+    ) -> Result<Self, DiffError> {
+        if !band_percent.is_finite() || !(0.0..=1000.0).contains(&band_percent) {
+            return Err(DiffError::BadBand(band_percent));
+        }
+        let fail_on = fail_on
+            .iter()
+            .filter(|n| !n.trim().is_empty())
+            .map(|n| Metric::named(n).ok_or_else(|| DiffError::UnknownMetric(n.clone())))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(DiffPlan {
+            baseline,
+            candidate,
+            band: band_percent / 100.0,
+            fail_on,
+            out,
+        })
+    }
+}
+
+/// The judgement on one metric.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    Better,
+    Worse,
+    Same,
+    /// Neither report measured it.
+    NotComparable,
+    /// Only the candidate measured it.
+    New,
+}
+
+impl Verdict {
+    /// Markdown spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Better => "better",
+            Verdict::Worse => "**worse**",
+            Verdict::Same => "same",
+            Verdict::NotComparable => "n/a",
+            Verdict::New => "new",
+        }
+    }
+}
+
+/// Judges one metric: counts exactly, the rest within `band` (a fraction of the baseline).
+pub fn judge(metric: &Metric, baseline: Option<f64>, candidate: Option<f64>, band: f64) -> Verdict {
+    let (b, c) = match (baseline, candidate) {
+        (Some(b), Some(c)) => (b, c),
+        (Some(_), None) => return Verdict::Worse,
+        (None, Some(_)) => return Verdict::New,
+        (None, None) => return Verdict::NotComparable,
+    };
+    let delta = c - b;
+    let within = if metric.count {
+        delta == 0.0
+    } else {
+        delta.abs() <= band * b.abs()
+    };
+    if within {
+        return Verdict::Same;
+    }
+    let up = delta > 0.0;
+    match (metric.better, up) {
+        (Better::Lower, true) | (Better::Higher, false) => Verdict::Worse,
+        _ => Verdict::Better,
+    }
+}
+
+/// One metric of one matched run.
+#[derive(Debug, Clone)]
+pub struct Row {
+    pub metric: &'static Metric,
+    pub baseline: Option<f64>,
+    pub candidate: Option<f64>,
+    pub verdict: Verdict,
+}
+
+/// One run present in both reports.
+#[derive(Debug, Clone)]
+pub struct RunDiff {
+    /// `strategy/backend`.
+    pub label: String,
+    pub rows: Vec<Row>,
+}
+
+/// The whole comparison.
+#[derive(Debug, Clone)]
+pub struct Diff {
+    pub band: f64,
+    pub runs: Vec<RunDiff>,
+    pub only_in_baseline: Vec<String>,
+    pub only_in_candidate: Vec<String>,
+}
+
+fn key(r: &RunReport) -> String {
+    format!("{}/{}", r.strategy, r.backend)
+}
+
+/// Compares two reports run by run.
+pub fn compare(baseline: &Report, candidate: &Report, band: f64) -> Diff {
+    let mut runs = Vec::new();
+    let mut only_in_baseline = Vec::new();
+    for b in &baseline.runs {
+        let Some(c) = candidate.runs.iter().find(|c| key(c) == key(b)) else {
+            only_in_baseline.push(key(b));
+            continue;
+        };
+        let rows = METRICS
+            .iter()
+            .map(|m| {
+                let (bv, cv) = (m.of(b), m.of(c));
+                Row {
+                    metric: m,
+                    baseline: bv,
+                    candidate: cv,
+                    verdict: judge(m, bv, cv, band),
+                }
+            })
+            .collect();
+        runs.push(RunDiff {
+            label: key(b),
+            rows,
+        });
+    }
+    let only_in_candidate = candidate
+        .runs
+        .iter()
+        .filter(|c| !baseline.runs.iter().any(|b| key(b) == key(c)))
+        .map(key)
+        .collect();
+    Diff {
+        band,
+        runs,
+        only_in_baseline,
+        only_in_candidate,
+    }
+}
+
+impl Diff {
+    /// `(run, row)` for every metric in `fail_on` on which the candidate is worse.
+    pub fn regressions<'a>(&'a self, fail_on: &[&'static Metric]) -> Vec<(&'a str, &'a Row)> {
+        self.runs
+            .iter()
+            .flat_map(|r| r.rows.iter().map(move |row| (r.label.as_str(), row)))
+            .filter(|(_, row)| row.verdict == Verdict::Worse)
+            .filter(|(_, row)| fail_on.iter().any(|m| m.name == row.metric.name))
+            .collect()
+    }
+}
+
+fn change(row: &Row) -> (String, String) {
+    match (row.baseline, row.candidate) {
+        (Some(b), Some(c)) => {
+            let d = c - b;
+            let abs = if d == 0.0 {
+                "0".to_string()
+            } else {
+                let s = (row.metric.fmt)(d.abs());
+                format!("{}{s}", if d > 0.0 { "+" } else { "−" })
+            };
+            let rel = if d == 0.0 {
+                "0.0 %".to_string()
+            } else if b != 0.0 {
+                format!("{:+.1} %", d / b.abs() * 100.0)
+            } else {
+                "—".to_string()
+            };
+            (abs, rel)
+        }
+        _ => ("—".into(), "—".into()),
+    }
+}
+
+fn describe(r: &Report, path: &std::path::Path) -> String {
+    format!(
+        "`{}` (scenario `{}`, {} run(s), generated {})",
+        path.display(),
+        r.scenario.name,
+        r.runs.len(),
+        r.generated_at
+    )
+}
+
+/// The Markdown of a comparison.
+pub fn render(plan: &DiffPlan, baseline: &Report, candidate: &Report, d: &Diff) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "# oversell diff\n");
+    let _ = writeln!(s, "- baseline: {}", describe(baseline, &plan.baseline));
+    let _ = writeln!(s, "- candidate: {}", describe(candidate, &plan.candidate));
+    let _ = writeln!(
+        s,
+        "- noise band: ±{:.1} % of the baseline; oracle counts (oversell, lost acks, duplicate buyers, undersell) compare exactly: any increase is worse",
+        d.band * 100.0
+    );
+    if baseline.scenario.name != candidate.scenario.name {
+        let _ = writeln!(
+            s,
+            "- **warning**: the scenarios differ (`{}` vs `{}`): the figures may not be comparable",
+            baseline.scenario.name, candidate.scenario.name
+        );
+    }
+    for r in &d.runs {
+        let _ = writeln!(s, "\n## {}\n", r.label);
+        let _ = writeln!(
+            s,
+            "| metric | baseline | candidate | change | relative | verdict |"
+        );
+        let _ = writeln!(s, "|---|---:|---:|---:|---:|---|");
+        for row in &r.rows {
+            let f = |v: Option<f64>| v.map_or("n/a".to_string(), row.metric.fmt);
+            let (abs, rel) = change(row);
+            let _ = writeln!(
+                s,
+                "| {} (`{}`) | {} | {} | {abs} | {rel} | {} |",
+                row.metric.label,
+                row.metric.name,
+                f(row.baseline),
+                f(row.candidate),
+                row.verdict.as_str()
+            );
+        }
+    }
+    for (which, list) in [
+        ("only in the baseline", &d.only_in_baseline),
+        ("only in the candidate", &d.only_in_candidate),
+    ] {
+        if !list.is_empty() {
+            let _ = writeln!(s, "\nRuns {which} (not compared): {}", list.join(", "));
+        }
+    }
+    let worse: Vec<String> = d
+        .runs
+        .iter()
+        .flat_map(|r| {
+            r.rows
+                .iter()
+                .filter(|x| x.verdict == Verdict::Worse)
+                .map(move |x| format!("{} `{}` ({})", r.label, x.metric.name, change(x).0))
+        })
+        .collect();
+    let _ = writeln!(s, "\n## Summary\n");
+    if worse.is_empty() {
+        let _ = writeln!(s, "No metric is worse beyond the band.");
+    } else {
+        let _ = writeln!(s, "Worse: {}.", worse.join("; "));
+    }
+    if !plan.fail_on.is_empty() {
+        let names: Vec<&str> = plan.fail_on.iter().map(|m| m.name).collect();
+        let hits = d.regressions(&plan.fail_on);
+        if hits.is_empty() {
+            let _ = writeln!(s, "\n**PASS** on --fail-on {}.", names.join(","));
+        } else {
+            let list: Vec<String> = hits
+                .iter()
+                .map(|(run, row)| format!("{run} `{}`", row.metric.name))
+                .collect();
+            let _ = writeln!(
+                s,
+                "\n**FAIL** on --fail-on {}: {}.",
+                names.join(","),
+                list.join("; ")
+            );
+        }
+    }
+    s
+}
+
+/// Runs a `diff`: prints the Markdown (and writes it to `--out`); exit code 1 when the candidate
+/// is worse on a `--fail-on` metric, 0 otherwise.
+pub fn run(plan: &DiffPlan) -> anyhow::Result<i32> {
+    let baseline = report::read(&plan.baseline).context("reading the baseline")?;
+    let candidate = report::read(&plan.candidate).context("reading the candidate")?;
+    let d = compare(&baseline, &candidate, plan.band);
+    if d.runs.is_empty() {
+        anyhow::bail!(
+            "no run is in both reports (baseline: {}; candidate: {}): runs are matched on strategy/backend",
+            baseline.runs.iter().map(key).collect::<Vec<_>>().join(", "),
+            candidate.runs.iter().map(key).collect::<Vec<_>>().join(", ")
+        );
+    }
+    let md = render(plan, &baseline, &candidate, &d);
+    print!("{md}");
+    if let Some(out) = &plan.out {
+        std::fs::write(out, &md).with_context(|| format!("writing {}", out.display()))?;
+    }
+    Ok(if d.regressions(&plan.fail_on).is_empty() {
+        0
+    } else {
+        1
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn m(name: &str) -> &'static Metric {
+        Metric::named(name).unwrap()
+    }
+
+    #[test]
+    fn any_increase_of_a_count_is_worse() {
+        assert_eq!(
+            judge(m("oversell"), Some(0.0), Some(1.0), 0.5),
+            Verdict::Worse
+        );
+        assert_eq!(
+            judge(m("oversell"), Some(100.0), Some(101.0), 0.5),
+            Verdict::Worse
+        );
+        assert_eq!(
+            judge(m("oversell"), Some(7.0), Some(0.0), 0.05),
+            Verdict::Better
+        );
+        assert_eq!(
+            judge(m("lost_acks"), Some(0.0), Some(0.0), 0.05),
+            Verdict::Same
+        );
+    }
+
+    #[test]
+    fn other_metrics_are_the_same_within_the_band() {
+        let p99 = m("latency_p99");
+        assert_eq!(judge(p99, Some(100.0), Some(104.9), 0.05), Verdict::Same);
+        assert_eq!(judge(p99, Some(100.0), Some(95.1), 0.05), Verdict::Same);
+        assert_eq!(judge(p99, Some(100.0), Some(106.0), 0.05), Verdict::Worse);
+        assert_eq!(judge(p99, Some(100.0), Some(90.0), 0.05), Verdict::Better);
+        assert_eq!(judge(p99, Some(100.0), Some(130.0), 0.5), Verdict::Same);
+    }
+
+    #[test]
+    fn lower_throughput_is_worse() {
+        let t = m("throughput");
+        assert_eq!(judge(t, Some(100.0), Some(80.0), 0.05), Verdict::Worse);
+        assert_eq!(judge(t, Some(100.0), Some(120.0), 0.05), Verdict::Better);
+    }
+
+    #[test]
+    fn errors_appearing_from_zero_are_worse_whatever_the_band() {
+        assert_eq!(
+            judge(m("error_rate"), Some(0.0), Some(0.001), 10.0),
+            Verdict::Worse
+        );
+        assert_eq!(
+            judge(m("error_rate"), Some(0.0), Some(0.0), 0.0),
+            Verdict::Same
+        );
+    }
+
+    #[test]
+    fn a_figure_the_candidate_no_longer_measures_is_worse() {
+        assert_eq!(judge(m("oversell"), Some(0.0), None, 0.05), Verdict::Worse);
+        assert_eq!(judge(m("oversell"), None, Some(0.0), 0.05), Verdict::New);
+        assert_eq!(
+            judge(m("oversell"), None, None, 0.05),
+            Verdict::NotComparable
+        );
+    }
+
+    #[test]
+    fn unknown_fail_on_names_are_refused_with_the_allowed_list() {
+        let e = DiffPlan::new("a".into(), "b".into(), 5.0, &["oversel".into()], None).unwrap_err();
+        let msg = e.to_string();
+        assert!(msg.contains("\"oversel\""), "{msg}");
+        for name in metric_names() {
+            assert!(msg.contains(name), "{msg} lists {name}");
+        }
+        assert!(DiffPlan::new("a".into(), "b".into(), -1.0, &[], None).is_err());
+        let ok = DiffPlan::new(
+            "a".into(),
+            "b".into(),
+            5.0,
+            &["oversell".into(), "latency_p99".into()],
+            None,
+        )
+        .unwrap();
+        assert_eq!(ok.fail_on.len(), 2);
+        assert!((ok.band - 0.05).abs() < 1e-12);
+    }
+
+    #[test]
+    fn metric_names_are_unique() {
+        let mut names = metric_names();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), METRICS.len());
+    }
+}

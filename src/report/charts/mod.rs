@@ -1,0 +1,352 @@
+//! Charts drawn with plotters, each written as SVG (also inlined in `report.html`) and as a
+//! 1200 px wide PNG next to `report.json`:
+//!
+//! - `latency-histogram`, `latency-percentiles`: order latency per run ([`latency`]);
+//! - `timeline-<strategy>-<backend>`: one stacked figure per run on a shared time axis
+//!   ([`timeline`]);
+//! - `integrity`, `headline`: oversell / undersell / lost-ack bars and the post-mortem's four
+//!   headline metrics as small multiples ([`bars`]).
+//!
+//! Everything is drawn from the serialisable parts of a [`Report`] (histograms decoded from
+//! their base64 V2 form, `timeline`, `series`), so a report read back from `report.json` draws
+//! the same charts. Text is measured and rasterised with the DejaVu Sans file compiled into the
+//! binary: no system font lookup at run time.
+
+pub mod bars;
+pub mod latency;
+pub mod timeline;
+
+use super::{Report, RunReport};
+use anyhow::Context;
+use hdrhistogram::Histogram;
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use std::path::Path;
+use std::sync::Once;
+
+/// Width of every chart, in pixels (PNG) or user units (SVG).
+pub const WIDTH: u32 = 1200;
+
+/// The font every chart uses (registered with plotters under this family name).
+pub const FONT: &str = "sans-serif";
+
+static DEJAVU_SANS: &[u8] = include_bytes!("../../../assets/fonts/DejaVuSans.ttf");
+
+fn register_font() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        // The file is compiled in and known good; a failure here is a build defect.
+        if plotters::style::register_font(FONT, FontStyle::Normal, DEJAVU_SANS).is_err() {
+            panic!("the bundled DejaVu Sans font does not parse");
+        }
+    });
+}
+
+/// The fixed colour of a strategy, the same in every chart.
+pub fn strategy_colour(strategy: &str) -> RGBColor {
+    match strategy {
+        "naive" => RGBColor(0xd6, 0x27, 0x28),
+        "for-update" => RGBColor(0x1f, 0x77, 0xb4),
+        "optimistic" => RGBColor(0xff, 0x7f, 0x0e),
+        "redis-lua" => RGBColor(0x2c, 0xa0, 0x2c),
+        _ => RGBColor(0x7f, 0x7f, 0x7f),
+    }
+}
+
+/// `strategy-backend`, the file-name form of a run's label.
+pub fn run_slug(run: &RunReport) -> String {
+    format!("{}-{}", run.strategy, run.backend)
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// One run as the charts see it.
+pub struct RunData<'a> {
+    pub run: &'a RunReport,
+    pub label: String,
+    pub colour: RGBColor,
+    /// Runs on a second backend are drawn dashed (same strategy colour).
+    pub dashed: bool,
+    /// Order latency in microseconds, when the report carries it.
+    pub order_latency: Option<Histogram<u64>>,
+}
+
+/// Prepares the runs of a report for drawing.
+pub fn runs(report: &Report) -> Vec<RunData<'_>> {
+    let first_backend = report.runs.first().map(|r| r.backend.as_str());
+    let mb = report
+        .runs
+        .iter()
+        .any(|r| Some(r.backend.as_str()) != first_backend);
+    report
+        .runs
+        .iter()
+        .map(|run| RunData {
+            run,
+            label: run.label(mb),
+            colour: strategy_colour(&run.strategy),
+            dashed: Some(run.backend.as_str()) != first_backend,
+            order_latency: run.order_histogram(),
+        })
+        .collect()
+}
+
+/// A chart written to disk.
+#[derive(Debug, Clone)]
+pub struct Rendered {
+    /// File stem: `<name>.svg` and `<name>.png`.
+    pub name: String,
+    pub title: String,
+    /// What the chart shows and where its numbers come from.
+    pub caption: String,
+    /// The SVG document (also inlined in `report.html`).
+    pub svg: String,
+}
+
+/// What to draw.
+pub enum Figure {
+    LatencyHistogram,
+    LatencyPercentiles,
+    /// The timeline of the run at this index.
+    Timeline(usize),
+    Integrity,
+    Headline,
+}
+
+type DrawResult<DB> = Result<(), DrawingAreaErrorKind<<DB as DrawingBackend>::ErrorType>>;
+
+impl Figure {
+    fn height(&self, runs: &[RunData<'_>]) -> u32 {
+        match self {
+            Figure::LatencyHistogram | Figure::LatencyPercentiles => 640,
+            Figure::Timeline(i) => timeline::height(runs[*i].run),
+            Figure::Integrity => 520,
+            Figure::Headline => 860,
+        }
+    }
+
+    fn draw<DB: DrawingBackend>(
+        &self,
+        root: &DrawingArea<DB, Shift>,
+        runs: &[RunData<'_>],
+    ) -> DrawResult<DB> {
+        root.fill(&WHITE)?;
+        match self {
+            Figure::LatencyHistogram => latency::histogram(root, runs),
+            Figure::LatencyPercentiles => latency::percentiles(root, runs),
+            Figure::Timeline(i) => timeline::draw(root, runs, *i),
+            Figure::Integrity => bars::integrity(root, runs),
+            Figure::Headline => bars::headline(root, runs),
+        }?;
+        root.present()
+    }
+}
+
+/// Draws `figure` as `<dir>/<name>.svg` and `<dir>/<name>.png`; returns the SVG text.
+pub fn render(
+    dir: &Path,
+    name: &str,
+    figure: &Figure,
+    runs: &[RunData<'_>],
+) -> anyhow::Result<String> {
+    register_font();
+    let size = (WIDTH, figure.height(runs));
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, size).into_drawing_area();
+        figure
+            .draw(&root, runs)
+            .map_err(|e| anyhow::anyhow!("drawing {name}.svg: {e}"))?;
+    }
+    std::fs::write(dir.join(format!("{name}.svg")), &svg)
+        .with_context(|| format!("writing {name}.svg"))?;
+    let png = dir.join(format!("{name}.png"));
+    {
+        let root = BitMapBackend::new(&png, size).into_drawing_area();
+        figure
+            .draw(&root, runs)
+            .map_err(|e| anyhow::anyhow!("drawing {}: {e}", png.display()))?;
+    }
+    Ok(svg)
+}
+
+/// Draws every chart of a report into `dir`.
+pub fn write_all(dir: &Path, report: &Report) -> anyhow::Result<Vec<Rendered>> {
+    let runs = runs(report);
+    let mut out = Vec::new();
+    let mut add = |name: String, title: String, caption: String, figure: Figure| {
+        let svg = render(dir, &name, &figure, &runs)?;
+        out.push(Rendered {
+            name,
+            title,
+            caption,
+            svg,
+        });
+        anyhow::Ok(())
+    };
+    let latency_source = "Source: oversell's HdrHistograms of every order attempt (all answers), full response time from the intended send time.";
+    if runs
+        .iter()
+        .any(|r| r.order_latency.as_ref().is_some_and(|h| !h.is_empty()))
+    {
+        add(
+            "latency-histogram".into(),
+            "Order latency histogram".into(),
+            format!("Share of order attempts per latency bin (log-spaced bins). {latency_source}"),
+            Figure::LatencyHistogram,
+        )?;
+        add(
+            "latency-percentiles".into(),
+            "Order latency by percentile".into(),
+            format!("Latency at each percentile, x = 1/(1 − percentile) on a log axis. {latency_source}"),
+            Figure::LatencyPercentiles,
+        )?;
+    }
+    for (i, r) in runs.iter().enumerate() {
+        add(
+            format!("timeline-{}", run_slug(r.run)),
+            format!("Timeline: {}", r.label),
+            timeline::caption(r.run),
+            Figure::Timeline(i),
+        )?;
+    }
+    add(
+        "integrity".into(),
+        "Oversold, undersold and lost acknowledged orders".into(),
+        "Source: the oracle (final database rows, and Redis for redis-lua, after the queue drained, against the clients' records). n/a = not verifiable.".into(),
+        Figure::Integrity,
+    )?;
+    add(
+        "headline".into(),
+        "The post-mortem's four headline metrics".into(),
+        "Oversold units (oracle), average order latency (HdrHistogram), DB peak QPS (the database server's counters), order error rate (clients' records: 5xx, timeouts, connection errors over all order attempts).".into(),
+        Figure::Headline,
+    )?;
+    Ok(out)
+}
+
+/// A style for a run's line: its strategy colour, dashed on a second backend.
+pub(crate) fn line_style(r: &RunData<'_>, width: u32) -> ShapeStyle {
+    r.colour.stroke_width(width)
+}
+
+/// Draws a polyline for `r` (solid, or dashed for a second backend) and its legend entry.
+pub(crate) fn run_line<DB, X, Y>(
+    chart: &mut ChartContext<'_, DB, Cartesian2d<X, Y>>,
+    r: &RunData<'_>,
+    points: Vec<(X::ValueType, Y::ValueType)>,
+    label: &str,
+) -> DrawResult<DB>
+where
+    DB: DrawingBackend,
+    X: plotters::coord::ranged1d::Ranged,
+    Y: plotters::coord::ranged1d::Ranged,
+    X::ValueType: Clone + 'static,
+    Y::ValueType: Clone + 'static,
+{
+    series_line(chart, points, line_style(r, 3), r.dashed, label)
+}
+
+/// Draws one labelled line (dashed if asked) with a matching legend entry.
+pub(crate) fn series_line<DB, X, Y>(
+    chart: &mut ChartContext<'_, DB, Cartesian2d<X, Y>>,
+    points: Vec<(X::ValueType, Y::ValueType)>,
+    style: ShapeStyle,
+    dashed: bool,
+    label: &str,
+) -> DrawResult<DB>
+where
+    DB: DrawingBackend,
+    X: plotters::coord::ranged1d::Ranged,
+    Y: plotters::coord::ranged1d::Ranged,
+    X::ValueType: Clone + 'static,
+    Y::ValueType: Clone + 'static,
+{
+    let anno = if dashed {
+        chart.draw_series(DashedLineSeries::new(points, 10, 6, style))?
+    } else {
+        chart.draw_series(LineSeries::new(points, style))?
+    };
+    anno.label(label)
+        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 24, y)], style.stroke_width(4)));
+    Ok(())
+}
+
+/// Draws the legend box of a chart.
+pub(crate) fn legend<'a, DB, X, Y>(
+    chart: &mut ChartContext<'a, DB, Cartesian2d<X, Y>>,
+    position: SeriesLabelPosition,
+) -> DrawResult<DB>
+where
+    DB: DrawingBackend + 'a,
+    X: plotters::coord::ranged1d::Ranged,
+    Y: plotters::coord::ranged1d::Ranged,
+{
+    chart
+        .configure_series_labels()
+        .position(position)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK.mix(0.4))
+        .label_font((FONT, 15))
+        .draw()
+}
+
+/// An axis number without noise: `3`, `2.5`, `0.25`, `-1`.
+pub fn fmt_num(v: f64) -> String {
+    let s = format!("{v:.2}");
+    let s = s.trim_end_matches('0').trim_end_matches('.');
+    if s == "-0" {
+        "0".into()
+    } else {
+        s.to_string()
+    }
+}
+
+/// Milliseconds in a readable form: `0.25`, `3`, `1500`.
+pub fn fmt_ms(v: f64) -> String {
+    if v >= 100.0 {
+        format!("{v:.0}")
+    } else if v >= 1.0 {
+        format!("{:.1}", v).trim_end_matches(".0").to_string()
+    } else {
+        let s = format!("{v:.3}");
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_strategy_has_its_own_colour() {
+        let colours: Vec<RGBColor> = crate::inventory::Strategy::ALL
+            .iter()
+            .map(|s| strategy_colour(s.as_str()))
+            .collect();
+        for (i, a) in colours.iter().enumerate() {
+            assert_ne!(*a, strategy_colour("unknown"), "{i} falls back to grey");
+            for b in &colours[i + 1..] {
+                assert_ne!(a, b);
+            }
+        }
+    }
+
+    #[test]
+    fn milliseconds_are_printed_without_noise() {
+        assert_eq!(fmt_ms(0.25), "0.25");
+        assert_eq!(fmt_ms(3.0), "3");
+        assert_eq!(fmt_ms(12.5), "12.5");
+        assert_eq!(fmt_ms(1500.0), "1500");
+        assert_eq!(fmt_num(2.5), "2.5");
+        assert_eq!(fmt_num(-0.0), "0");
+        assert_eq!(fmt_num(200.0), "200");
+    }
+}

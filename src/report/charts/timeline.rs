@@ -1,0 +1,254 @@
+//! One figure per run: stacked panels on a time axis shared by every run of the report
+//! (orders/s by outcome, DB QPS, Redis ops/s, remaining stock, and redis-lua's pre-deduct
+//! success rate, restocks and reconciliation residual when the shop reported them).
+
+use super::{fmt_num, legend, series_line, DrawResult, RunData, FONT};
+use crate::report::RunReport;
+use crate::traffic::recorder::Answer;
+use plotters::coord::Shift;
+use plotters::prelude::*;
+
+const PANEL_HEIGHT: u32 = 230;
+const TITLE_HEIGHT: u32 = 50;
+
+/// The order answers drawn, each with its own colour (errors summed).
+const OUTCOMES: [(&str, RGBColor); 5] = [
+    ("created", RGBColor(0x1b, 0x9e, 0x77)),
+    ("sold_out", RGBColor(0x75, 0x70, 0xb3)),
+    ("duplicate", RGBColor(0xe7, 0x29, 0x8a)),
+    ("rate_limited", RGBColor(0xa6, 0x76, 0x1d)),
+    ("busy/errors", RGBColor(0x00, 0x00, 0x00)),
+];
+
+/// A panel: its title, y-axis description and the series it needs.
+struct Panel {
+    title: &'static str,
+    y_desc: &'static str,
+    /// Series names (from the probes) drawn in it; empty for the orders panel.
+    series: &'static [&'static str],
+}
+
+const PANELS: [Panel; 7] = [
+    Panel {
+        title: "Order answers per second, by outcome",
+        y_desc: "orders/s",
+        series: &[],
+    },
+    Panel {
+        title: "Database queries per second",
+        y_desc: "DB QPS",
+        series: &["db_qps"],
+    },
+    Panel {
+        title: "Redis commands per second",
+        y_desc: "Redis ops/s",
+        series: &["redis_ops"],
+    },
+    Panel {
+        title: "Remaining stock",
+        y_desc: "units",
+        series: &["db_stock", "redis_stock"],
+    },
+    Panel {
+        title: "Redis pre-deduct success rate",
+        y_desc: "success (%)",
+        series: &["prededuct_success_rate"],
+    },
+    Panel {
+        title: "Restocks per second",
+        y_desc: "restocks/s",
+        series: &["restocks"],
+    },
+    Panel {
+        title: "Reconciliation residual (Redis − expected)",
+        y_desc: "units",
+        series: &["reconcile_residual"],
+    },
+];
+
+/// Series every run draws when sampled; the others only when they moved (or on redis-lua,
+/// where a flat zero is itself the news: no restocks, no residual).
+const ALWAYS: [&str; 4] = ["db_qps", "redis_ops", "db_stock", "redis_stock"];
+
+fn has(run: &RunReport, name: &str) -> bool {
+    run.series.iter().any(|s| {
+        s.name == name
+            && !s.points.is_empty()
+            && (ALWAYS.contains(&name)
+                || run.strategy == "redis-lua"
+                || s.points.iter().any(|p| p.1 != 0.0))
+    })
+}
+
+fn panels(run: &RunReport) -> Vec<&'static Panel> {
+    PANELS
+        .iter()
+        .filter(|p| p.series.is_empty() || p.series.iter().any(|s| has(run, s)))
+        .collect()
+}
+
+/// Pixel height of a run's timeline figure.
+pub fn height(run: &RunReport) -> u32 {
+    TITLE_HEIGHT + PANEL_HEIGHT * panels(run).len() as u32
+}
+
+/// The figure caption: which series it draws and where each came from.
+pub fn caption(run: &RunReport) -> String {
+    let mut parts =
+        vec!["Orders/s: the simulated clients' records, per second of answer".to_string()];
+    for p in panels(run) {
+        for name in p.series {
+            if let Some(s) = run.series.iter().find(|s| s.name == *name) {
+                parts.push(format!("{} ({}): {}", s.name, s.unit, s.source));
+            }
+        }
+    }
+    format!(
+        "Time axis shared by every run of the report. Sources — {}.",
+        parts.join("; ")
+    )
+}
+
+/// `(first, last)` second of the time axis shared by every run.
+pub fn time_range(runs: &[RunData<'_>]) -> (f64, f64) {
+    let mut lo = 0.0f64;
+    let mut hi = 1.0f64;
+    for r in runs {
+        hi = hi.max(r.run.timeline.seconds.len() as f64);
+        for s in &r.run.series {
+            for (t, _) in &s.points {
+                lo = lo.min(t.floor());
+                hi = hi.max(t.ceil());
+            }
+        }
+    }
+    (lo, hi)
+}
+
+/// One line of a panel.
+pub struct Line {
+    pub name: String,
+    pub colour: RGBColor,
+    pub dashed: bool,
+    /// `(seconds after the sale opened, value)`.
+    pub points: Vec<(f64, f64)>,
+}
+
+/// The orders panel's lines: orders per second by outcome, at the middle of each second.
+pub fn outcome_lines(run: &RunReport) -> Vec<Line> {
+    let n = run.timeline.seconds.len();
+    let per_second = |pick: &dyn Fn(Answer) -> bool| -> Vec<(f64, f64)> {
+        (0..n)
+            .map(|i| {
+                let v: u64 = run
+                    .timeline
+                    .orders
+                    .iter()
+                    .filter(|(a, _)| pick(**a))
+                    .map(|(_, v)| v.get(i).copied().unwrap_or(0))
+                    .sum();
+                (i as f64 + 0.5, v as f64)
+            })
+            .collect()
+    };
+    OUTCOMES
+        .iter()
+        .map(|(name, colour)| {
+            let pts = if *name == "busy/errors" {
+                per_second(&|a: Answer| a.is_error())
+            } else {
+                per_second(&|a: Answer| a.as_str() == *name)
+            };
+            Line {
+                name: name.to_string(),
+                colour: *colour,
+                dashed: false,
+                points: pts,
+            }
+        })
+        .collect()
+}
+
+fn series_colour(run: &RunData<'_>, name: &str) -> (RGBColor, bool) {
+    match name {
+        "db_stock" => (RGBColor(0x33, 0x33, 0x33), false),
+        "redis_stock" => (RGBColor(0x94, 0x67, 0xbd), true),
+        _ => (run.colour, run.dashed),
+    }
+}
+
+/// Draws the timeline of `runs[index]`.
+pub fn draw<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    runs: &[RunData<'_>],
+    index: usize,
+) -> DrawResult<DB> {
+    let r = &runs[index];
+    let (x0, x1) = time_range(runs);
+    let root = root.titled(
+        &format!("Timeline: {} — {}", r.label, r.run.findings.verdict),
+        (FONT, 22),
+    )?;
+    let ps = panels(r.run);
+    let areas = root.split_evenly((ps.len(), 1));
+    for (k, (p, area)) in ps.iter().zip(areas.iter()).enumerate() {
+        let mut lines = if p.series.is_empty() {
+            outcome_lines(r.run)
+        } else {
+            Vec::new()
+        };
+        for name in p.series {
+            if let Some(s) = r.run.series.iter().find(|s| s.name == *name) {
+                let scale = if *name == "prededuct_success_rate" {
+                    100.0
+                } else {
+                    1.0
+                };
+                let (colour, dashed) = series_colour(r, name);
+                lines.push(Line {
+                    name: name.to_string(),
+                    colour,
+                    dashed,
+                    points: s.points.iter().map(|(t, v)| (*t, v * scale)).collect(),
+                });
+            }
+        }
+        let ys = lines.iter().flat_map(|l| l.points.iter().map(|p| p.1));
+        let (ymin, ymax) = ys.fold((0.0f64, 0.0f64), |(a, b), y| (a.min(y), b.max(y)));
+        let ymax = if ymax <= 0.0 { 1.0 } else { ymax * 1.15 };
+        let ymin = if ymin < 0.0 { ymin * 1.15 } else { 0.0 };
+        let last = k + 1 == ps.len();
+        let mut chart = ChartBuilder::on(area)
+            .caption(p.title, (FONT, 18))
+            .margin_left(16)
+            .margin_right(24)
+            .margin_top(6)
+            .margin_bottom(4)
+            .x_label_area_size(if last { 50 } else { 28 })
+            .y_label_area_size(80)
+            .build_cartesian_2d(x0..x1, ymin..ymax)?;
+        let mut mesh = chart.configure_mesh();
+        mesh.y_desc(p.y_desc)
+            .x_labels(16)
+            .y_labels(5)
+            .x_label_formatter(&|v| fmt_num(*v))
+            .y_label_formatter(&|v| fmt_num(*v))
+            .label_style((FONT, 14))
+            .axis_desc_style((FONT, 15));
+        if last {
+            mesh.x_desc("seconds after the sale opened");
+        }
+        mesh.draw()?;
+        for l in lines {
+            series_line(
+                &mut chart,
+                l.points,
+                l.colour.stroke_width(2),
+                l.dashed,
+                &l.name,
+            )?;
+        }
+        legend(&mut chart, SeriesLabelPosition::UpperRight)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,269 @@
+//! `report.html`: one self-contained page (charts inline as SVG, CSS and script inline, no
+//! network fetch): the headline table, the oracle's verdict per run in plain words, the charts,
+//! the scenario that produced them, and where every figure came from.
+//!
+//! A small inline script measures every chart once the page has loaded and writes
+//! `data-charts-ok="<drawn>/<total>"` on `<body>` (and counts script errors in
+//! `data-js-errors`), so a headless browser can check the page.
+
+use super::charts::{run_slug, strategy_colour, Rendered};
+use super::{Report, RunReport};
+use std::fmt::Write;
+
+/// Escapes text for HTML element content and attribute values.
+pub fn esc(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+fn opt<T: std::fmt::Display>(v: Option<T>) -> String {
+    v.map_or_else(|| "n/a".into(), |v| v.to_string())
+}
+
+const STYLE: &str = r#"
+body { font-family: "DejaVu Sans", Verdana, Arial, sans-serif; margin: 24px auto; max-width: 1260px; color: #222; padding: 0 16px; }
+h1 { font-size: 1.6em; } h2 { margin-top: 1.8em; border-bottom: 1px solid #ccc; }
+table { border-collapse: collapse; margin: 12px 0; font-size: 0.92em; }
+th, td { border: 1px solid #ccc; padding: 4px 8px; text-align: right; vertical-align: top; }
+th { background: #f3f3f3; } td:first-child, th:first-child { text-align: left; }
+td.text { text-align: left; }
+.swatch { display: inline-block; width: 0.9em; height: 0.9em; margin-right: 6px; vertical-align: -0.1em; }
+.verdict { font-size: 1.05em; margin: 6px 0 2px; } .facts { color: #444; margin: 0 0 12px 22px; }
+figure.chart { margin: 18px 0 30px; } figure.chart svg { display: block; width: 100%; max-width: 1200px; height: auto; border: 1px solid #e3e3e3; }
+figcaption { color: #444; font-size: 0.9em; margin-top: 6px; } figcaption b { color: #222; }
+pre { background: #f7f7f7; padding: 10px; overflow-x: auto; font-size: 0.85em; }
+.bad { color: #b00; font-weight: bold; } .good { color: #070; }
+"#;
+
+const SCRIPT: &str = r#"
+window.addEventListener('error', function () {
+  var b = document.body || document.documentElement;
+  b.setAttribute('data-js-errors', String(Number(b.getAttribute('data-js-errors') || 0) + 1));
+});
+window.addEventListener('load', function () {
+  var figures = document.querySelectorAll('figure.chart');
+  var ok = 0;
+  figures.forEach(function (f) {
+    var svg = f.querySelector('svg');
+    if (!svg) { return; }
+    var r = svg.getBoundingClientRect();
+    f.setAttribute('data-size', Math.round(r.width) + 'x' + Math.round(r.height));
+    if (r.width > 0 && r.height > 0) { ok += 1; }
+  });
+  document.body.setAttribute('data-charts-ok', ok + '/' + figures.length);
+});
+"#;
+
+fn swatch(run: &RunReport) -> String {
+    let c = strategy_colour(&run.strategy);
+    format!(
+        r#"<span class="swatch" style="background:#{:02x}{:02x}{:02x}"></span>"#,
+        c.0, c.1, c.2
+    )
+}
+
+fn headline(s: &mut String, r: &Report, mb: bool) {
+    s.push_str("<table>\n<tr><th>strategy</th><th>oversold units</th><th>avg order latency</th><th>DB peak QPS</th><th>error rate</th><th>sold / stock</th><th>lost acks</th><th>duplicate buyers</th><th>undersell</th><th>order p50 / p99 / p99.9</th><th>orders/s</th><th>sell-out</th><th>Redis peak ops/s</th></tr>\n");
+    for run in &r.runs {
+        let lat = run.order_latency();
+        let over = match run.oversell {
+            Some(0) => r#"<span class="good">0</span>"#.to_string(),
+            Some(n) => format!(r#"<span class="bad">{n}</span>"#),
+            None => "n/a".into(),
+        };
+        let _ = writeln!(
+            s,
+            "<tr><td>{}{}</td><td>{over}</td><td>{}</td><td>{}</td><td>{:.2} %</td><td>{} / {}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.0}</td><td>{}</td><td>{}</td></tr>",
+            swatch(run),
+            esc(&run.label(mb)),
+            lat.map_or("n/a".into(), |l| format!("{:.1} ms", l.mean_ms)),
+            run.db_qps.as_ref().map_or("n/a".into(), |q| format!("{:.0}", q.peak)),
+            run.error_rate * 100.0,
+            opt(run.sold),
+            run.initial_stock,
+            opt(run.lost_acks),
+            opt(run.duplicate_buyers),
+            opt(run.undersell),
+            lat.map_or("n/a".into(), |l| format!("{:.1} / {:.1} / {:.1} ms", l.p50_ms, l.p99_ms, l.p999_ms)),
+            run.order_throughput_rps,
+            run.time_to_sell_out_s.map_or("never".into(), |t| format!("{t:.1} s")),
+            run.redis_ops.as_ref().map_or("—".into(), |q| format!("{:.0}", q.peak)),
+        );
+    }
+    s.push_str("</table>\n<p>Oversold, sold, lost acks, duplicate buyers, undersell: the oracle. Latency: oversell's HdrHistograms of every order attempt. DB QPS: the database server's counters. Error rate, orders/s, sell-out: the clients' records. Redis ops/s: Redis <code>INFO stats</code>. Details under <a href=\"#sources\">Where the figures come from</a>.</p>\n");
+}
+
+fn verdicts(s: &mut String, r: &Report, mb: bool) {
+    for run in &r.runs {
+        let f = &run.findings;
+        let _ = writeln!(
+            s,
+            "<p class=\"verdict\">{}<b>{}</b>: {}</p>",
+            swatch(run),
+            esc(&run.label(mb)),
+            esc(&f.verdict)
+        );
+        let mut facts = format!(
+            "sold {} of {}; database stock {}; conservation drift {}; acknowledged {}, lost {}; phantom orders {}; duplicate buyers {}",
+            opt(f.sold),
+            f.initial_stock,
+            opt(f.db_stock),
+            opt(f.conservation_drift),
+            f.acknowledged,
+            opt(f.lost_acks),
+            opt(f.phantom_orders),
+            opt(f.duplicate_buyers),
+        );
+        if f.redis_stock.is_some() {
+            let _ = write!(
+                facts,
+                "; Redis stock {}, Redis drift {}",
+                opt(f.redis_stock),
+                opt(f.redis_drift)
+            );
+        }
+        let _ = writeln!(
+            s,
+            "<p class=\"facts\">{} — checked against {}.</p>",
+            esc(&facts),
+            esc(&f.truth_source)
+        );
+    }
+}
+
+fn sources(s: &mut String, r: &Report, mb: bool) {
+    s.push_str("<h2 id=\"sources\">Where the figures come from</h2>\n<table>\n<tr><th>figure</th><th>source</th></tr>\n");
+    for (k, v) in &r.sources {
+        let _ = writeln!(
+            s,
+            "<tr><td>{}</td><td class=\"text\">{}</td></tr>",
+            esc(k),
+            esc(v)
+        );
+    }
+    s.push_str("</table>\n");
+    for run in &r.runs {
+        let _ = writeln!(
+            s,
+            "<h3>{}{}: sampled series</h3>\n<table>\n<tr><th>series</th><th>unit</th><th>samples</th><th>peak</th><th>source</th></tr>",
+            swatch(run),
+            esc(&run.label(mb))
+        );
+        for series in &run.series {
+            let _ = writeln!(
+                s,
+                "<tr><td>{}</td><td class=\"text\">{}</td><td>{}</td><td>{:.1}</td><td class=\"text\">{}</td></tr>",
+                esc(&series.name),
+                esc(&series.unit),
+                series.points.len(),
+                series.peak(),
+                esc(&series.source)
+            );
+        }
+        s.push_str("</table>\n");
+    }
+}
+
+fn files(s: &mut String, r: &Report, charts: &[Rendered]) {
+    s.push_str("<h2>Files next to this page</h2>\n<ul>\n<li><a href=\"report.json\">report.json</a> (schema <code>");
+    s.push_str(&esc(&r.schema));
+    s.push_str("</code>) and <a href=\"report.md\">report.md</a></li>\n");
+    for run in &r.runs {
+        let slug = run_slug(run);
+        let _ = writeln!(
+            s,
+            "<li>{slug}: <a href=\"timeline-{slug}.csv\">timeline-{slug}.csv</a> (per-second timelines), <a href=\"latency-{slug}.hlog\">latency-{slug}.hlog</a> (HdrHistogram interval log of order latency, µs)</li>"
+        );
+    }
+    let pngs: Vec<String> = charts
+        .iter()
+        .map(|c| format!("<a href=\"{0}.png\">{0}.png</a>", esc(&c.name)))
+        .collect();
+    let _ = writeln!(
+        s,
+        "<li>charts as PNG (1200 px wide): {}</li>\n</ul>",
+        pngs.join(", ")
+    );
+}
+
+/// The whole page.
+pub fn render(r: &Report, charts: &[Rendered]) -> String {
+    let mb = r.runs.iter().any(|x| x.backend != r.runs[0].backend);
+    let mut s = String::new();
+    let _ = write!(
+        s,
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>oversell report: {}</title>\n<style>{STYLE}</style>\n<script>{SCRIPT}</script>\n</head>\n<body>\n",
+        esc(&r.scenario.name)
+    );
+    let _ = writeln!(s, "<h1>oversell report: {}</h1>", esc(&r.scenario.name));
+    let _ = writeln!(
+        s,
+        "<p>{} buyers, {} units, purchase limit {} — scenario <code>{}</code>, generated {} by oversell {} on {} cores ({}).</p>",
+        r.scenario.buyers,
+        r.scenario.initial_stock,
+        r.scenario.purchase_limit,
+        esc(&r.scenario.file),
+        esc(&r.generated_at),
+        esc(&r.tool_version),
+        r.machine.cores,
+        esc(&r.machine.os)
+    );
+    if !r.scenario.description.trim().is_empty() {
+        let _ = writeln!(
+            s,
+            "<blockquote>{}</blockquote>",
+            esc(r.scenario.description.trim())
+        );
+    }
+    s.push_str("<h2>Headline</h2>\n");
+    headline(&mut s, r, mb);
+    s.push_str("<h2>Verdicts</h2>\n");
+    verdicts(&mut s, r, mb);
+    s.push_str("<h2>Charts</h2>\n");
+    for c in charts {
+        let _ = writeln!(
+            s,
+            "<figure class=\"chart\" id=\"{0}\" data-chart=\"{0}\">\n{1}\n<figcaption><b>{2}</b> — {3}</figcaption>\n</figure>",
+            esc(&c.name),
+            c.svg.trim(),
+            esc(&c.title),
+            esc(&c.caption)
+        );
+    }
+    s.push_str("<h2>Scenario</h2>\n");
+    let _ = writeln!(
+        s,
+        "<p>The traffic model that produced these figures (<code>{}</code>, as the run read it):</p>",
+        esc(&r.scenario.file)
+    );
+    let spec = toml::to_string_pretty(&r.scenario.spec)
+        .unwrap_or_else(|e| format!("(the scenario could not be shown: {e})"));
+    let _ = writeln!(s, "<pre>{}</pre>", esc(&spec));
+    sources(&mut s, r, mb);
+    files(&mut s, r, charts);
+    s.push_str("</body>\n</html>\n");
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_is_escaped_for_html() {
+        assert_eq!(
+            esc(r#"<a href="x">&'"#),
+            "&lt;a href=&quot;x&quot;&gt;&amp;&#39;"
+        );
+    }
+}
