@@ -127,11 +127,14 @@ pub struct Order {
     pub qty: i64,
     pub status: OrderStatus,
     pub created_at_ms: i64,
+    /// When the order last changed state (for a released order: when its units went back).
+    pub updated_at_ms: i64,
 }
 
 impl Order {
     /// A new `pending_payment` order for a purchase, with a fresh id.
     pub fn pending(p: &Purchase) -> Order {
+        let now = now_ms();
         Order {
             id: new_order_id(p.item_id),
             item_id: p.item_id,
@@ -139,7 +142,8 @@ impl Order {
             device_id: p.device_id.clone(),
             qty: p.qty,
             status: OrderStatus::PendingPayment,
-            created_at_ms: now_ms(),
+            created_at_ms: now,
+            updated_at_ms: now,
         }
     }
 }

@@ -78,6 +78,10 @@ pub struct Findings {
     /// Units held by bots, and their share of everything sold (fairness).
     pub bot_units: Option<i64>,
     pub bot_share_of_units: Option<f64>,
+    /// The most units held beyond the stock at any moment, replayed from the orders' own
+    /// timestamps (created, and released for cancelled/expired ones). Oversell that later
+    /// cancels covered up still shows here.
+    pub peak_oversell: Option<i64>,
     /// Lowest database stock sampled during the run (negative = oversold at that moment).
     pub min_stock_seen: Option<i64>,
     /// Highest database stock sampled; above the initial stock means units were restocked
@@ -183,6 +187,7 @@ fn orders_findings(f: &mut Findings, orders: &[Order], acked: &HashSet<&str>, e:
         let released = orders.iter().filter(|o| !o.status.holds_stock()).count() as i64;
         f.restock_mismatch = Some(released - restocked);
     }
+    f.peak_oversell = Some((peak_held(orders) - e.initial_stock).max(0));
     f.duplicate_buyers = Some(by_user.values().filter(|q| **q > e.purchase_limit).count() as u64);
     f.duplicate_devices = Some(
         by_device
@@ -224,12 +229,41 @@ fn orders_findings(f: &mut Findings, orders: &[Order], acked: &HashSet<&str>, e:
     });
 }
 
+/// The most units held at once: each order holds its units from creation until it is released.
+pub fn peak_held(orders: &[Order]) -> i64 {
+    let mut events: Vec<(i64, i64)> = Vec::with_capacity(orders.len() * 2);
+    for o in orders {
+        events.push((o.created_at_ms, o.qty));
+        if !o.status.holds_stock() {
+            events.push((o.updated_at_ms.max(o.created_at_ms), -o.qty));
+        }
+    }
+    // At equal timestamps, releases first: a unit given back and re-bought in the same
+    // millisecond was never held twice.
+    events.sort_by_key(|(t, d)| (*t, *d));
+    let (mut held, mut peak) = (0i64, 0i64);
+    for (_, d) in events {
+        held += d;
+        peak = peak.max(held);
+    }
+    peak
+}
+
 fn verdict(f: &Findings) -> String {
     let sold = f.sold.unwrap_or(0);
-    let mut parts = vec![match f.oversell {
-        Some(o) if o > 0 => format!("sold {sold} of {}: oversold {o}", f.initial_stock),
+    let mut parts = vec![match (f.oversell, f.peak_oversell) {
+        (Some(o), _) if o > 0 => format!("sold {sold} of {}: oversold {o}", f.initial_stock),
+        (_, Some(p)) if p > 0 => format!(
+            "sold {sold} of {}: no oversell at the end, but {p} units were oversold at the peak (later releases covered them)",
+            f.initial_stock
+        ),
         _ => format!("sold {sold} of {}: no oversell", f.initial_stock),
     }];
+    if let (Some(o), Some(p)) = (f.oversell, f.peak_oversell) {
+        if o > 0 && p > o {
+            parts.push(format!("{p} oversold at the peak"));
+        }
+    }
     if f.negative_stock == Some(true) {
         parts.push(format!("stock went negative ({})", f.db_stock.unwrap_or(0)));
     } else if let Some(min) = f.min_stock_seen.filter(|m| *m < 0) {
@@ -292,6 +326,7 @@ mod tests {
             qty: 1,
             status,
             created_at_ms: 0,
+            updated_at_ms: 0,
         }
     }
 
@@ -367,6 +402,29 @@ mod tests {
         assert_eq!(f.duplicate_buyers, Some(1));
         assert_eq!(f.bot_units, Some(2));
         assert!(f.verdict.contains("oversold 1"), "{}", f.verdict);
+    }
+
+    #[test]
+    fn peak_oversell_replays_the_orders_history() {
+        let at = |id: &str, status, c: i64, u: i64| Order {
+            created_at_ms: c,
+            updated_at_ms: u,
+            ..order(id, id, status)
+        };
+        // Stock 2: three orders at t=1,2,3 (peak 3 held), one cancelled at t=4, one bought at t=4.
+        let orders = vec![
+            at("a", OrderStatus::Paid, 1, 1),
+            at("b", OrderStatus::Cancelled, 2, 4),
+            at("c", OrderStatus::Paid, 3, 3),
+            at("d", OrderStatus::Paid, 4, 4),
+        ];
+        assert_eq!(peak_held(&orders), 3);
+        // Released and re-bought in the same millisecond: never held twice.
+        let orders = vec![
+            at("a", OrderStatus::Expired, 1, 5),
+            at("b", OrderStatus::Paid, 5, 5),
+        ];
+        assert_eq!(peak_held(&orders), 1);
     }
 
     #[test]

@@ -50,6 +50,19 @@ impl DbProbe {
                 let (stats_url, datname) = with_database(url, "postgres")?;
                 let stats = PgPool::connect(&stats_url).await.ok()?;
                 let shop = PgPool::connect(url).await.ok()?;
+                // Statement counts need pg_stat_statements: create the view when the server
+                // preloads the library (docker-compose's PostgreSQL does); otherwise fall back
+                // to transactions from pg_stat_database.
+                let preload: Option<String> = sqlx::query_scalar("SHOW shared_preload_libraries")
+                    .fetch_optional(&stats)
+                    .await
+                    .ok()
+                    .flatten();
+                if preload.is_some_and(|p| p.contains("pg_stat_statements")) {
+                    let _ = sqlx::query("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+                        .execute(&stats)
+                        .await;
+                }
                 let statements = sqlx::query("SELECT 1 FROM pg_stat_statements LIMIT 1")
                     .fetch_optional(&stats)
                     .await

@@ -35,7 +35,7 @@ pub fn headline(r: &Report) -> String {
             s,
             "| {} | **{}** | {} | {} | {} | {} / {} | {} | {} | {} | {} | {:.0} | {} | {} |",
             run.label(mb),
-            opt(run.oversell),
+            run.oversell_cell(),
             lat.map_or("n/a".into(), |l| format!("{:.1} ms", l.mean_ms)),
             run.db_qps
                 .as_ref()

@@ -126,6 +126,9 @@ pub struct RunReport {
     pub initial_stock: i64,
     pub sold: Option<i64>,
     pub oversell: Option<i64>,
+    /// The most units oversold at any moment (replayed from order timestamps).
+    #[serde(default)]
+    pub peak_oversell: Option<i64>,
     pub undersell: Option<i64>,
     pub negative_stock: Option<bool>,
     pub conservation_drift: Option<i64>,
@@ -179,6 +182,15 @@ impl RunReport {
         self.histograms
             .get(&Kind::Order)
             .and_then(|b| summary::decode_histogram(b).ok())
+    }
+
+    /// Oversold units for tables: the final figure, with the peak when cancels covered some.
+    pub fn oversell_cell(&self) -> String {
+        match (self.oversell, self.peak_oversell) {
+            (None, _) => "n/a".into(),
+            (Some(o), Some(p)) if p > o => format!("{o} (peak {p})"),
+            (Some(o), _) => o.to_string(),
+        }
     }
 
     /// A short label: `strategy` or `strategy/backend`.

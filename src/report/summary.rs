@@ -175,6 +175,7 @@ pub fn build(input: RunInputs) -> RunReport {
         initial_stock: input.initial_stock,
         sold: f.sold,
         oversell: f.oversell,
+        peak_oversell: f.peak_oversell,
         undersell: f.undersell,
         negative_stock: f.negative_stock,
         conservation_drift: f.conservation_drift,

@@ -25,7 +25,7 @@ pub fn render(r: &Report) -> String {
             let lat = run.order_latency();
             vec![
                 run.label(mb),
-                run.oversell.map_or("n/a".into(), |v| v.to_string()),
+                run.oversell_cell(),
                 lat.map_or("n/a".into(), |l| format!("{:.1}", l.mean_ms)),
                 run.db_qps
                     .as_ref()

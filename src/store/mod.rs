@@ -588,7 +588,7 @@ fn bind_order<'q>(q: AnyQuery<'q>, o: &'q Order) -> AnyQuery<'q> {
         .bind(o.qty)
         .bind(o.status.as_str())
         .bind(o.created_at_ms)
-        .bind(o.created_at_ms)
+        .bind(o.updated_at_ms)
 }
 
 fn item_from_row(r: &AnyRow) -> Result<Item, StoreError> {
@@ -615,6 +615,7 @@ fn order_from_row(r: &AnyRow) -> Result<Order, StoreError> {
             sqlx::Error::Decode(format!("unknown order status {status:?}").into())
         })?,
         created_at_ms: r.try_get(6)?,
+        updated_at_ms: r.try_get(7)?,
     })
 }
 

@@ -11,7 +11,7 @@
 //!   the late `order` event then inserts nothing.
 
 use super::{dialect::Statements, StoreError};
-use crate::model::{now_ms, OrderStatus};
+use crate::model::OrderStatus;
 use sqlx::AnyPool;
 
 /// What a stream event asks the database to do.
@@ -79,9 +79,11 @@ pub(super) async fn apply(
             PersistKind::Expire => OrderStatus::Expired,
         };
         if ev.kind != PersistKind::Order {
+            // Timestamps are the event's own (when Redis took or gave back the units), so the
+            // oracle can replay the sale's history in the order it really happened.
             let moved = sqlx::query(sql.set_status_if)
                 .bind(target.as_str())
-                .bind(now_ms())
+                .bind(ev.at_ms)
                 .bind(&ev.order_id)
                 .bind(OrderStatus::PendingPayment.as_str())
                 .execute(&mut *tx)
@@ -109,7 +111,7 @@ pub(super) async fn apply(
             .bind(ev.qty)
             .bind(target.as_str())
             .bind(ev.at_ms)
-            .bind(now_ms())
+            .bind(ev.at_ms)
             .execute(&mut *tx)
             .await?
             .rows_affected()
