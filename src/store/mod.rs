@@ -5,8 +5,10 @@
 
 pub mod dialect;
 mod persist;
+mod tx;
 
 pub use persist::{ApplyStats, PersistEvent, PersistKind};
+pub use tx::StoreTx;
 
 use crate::model::{now_ms, Item, Order, OrderStatus, SaleSetup};
 use crate::services::{redact_url, Service};
@@ -495,92 +497,9 @@ impl std::fmt::Debug for Store {
     }
 }
 
-/// A transaction on the store, with the primitives the locking strategies need.
-pub struct StoreTx {
-    tx: Transaction<'static, Any>,
-    sql: &'static Statements,
-}
+pub(super) type AnyQuery<'q> = sqlx::query::Query<'q, Any, sqlx::any::AnyArguments>;
 
-impl StoreTx {
-    /// `SELECT ... FOR UPDATE`: reads the item and holds its row lock until commit.
-    pub async fn lock_item(&mut self, id: i64) -> Result<Option<Item>, StoreError> {
-        let row = sqlx::query(self.sql.lock_item)
-            .bind(id)
-            .fetch_optional(&mut *self.tx)
-            .await?;
-        row.map(|r| item_from_row(&r)).transpose()
-    }
-
-    /// A plain read of the item inside this transaction. On MySQL the store's sessions run at
-    /// READ COMMITTED, so even a second read in the same transaction sees rows committed since
-    /// (REPEATABLE READ would keep returning its first snapshot: the stale-version retry trap).
-    pub async fn read_item(&mut self, id: i64) -> Result<Option<Item>, StoreError> {
-        let row = sqlx::query(self.sql.read_item)
-            .bind(id)
-            .fetch_optional(&mut *self.tx)
-            .await?;
-        row.map(|r| item_from_row(&r)).transpose()
-    }
-
-    /// Units a user holds, read inside this transaction.
-    pub async fn held_by_user(&mut self, item: i64, user: &str) -> Result<i64, StoreError> {
-        Ok(sqlx::query_scalar(self.sql.held_by_user)
-            .bind(item)
-            .bind(user)
-            .fetch_one(&mut *self.tx)
-            .await?)
-    }
-
-    /// `stock = stock - qty` (the caller holds the row lock).
-    pub async fn deduct(&mut self, item: i64, qty: i64) -> Result<(), StoreError> {
-        sqlx::query(self.sql.deduct)
-            .bind(qty)
-            .bind(item)
-            .execute(&mut *self.tx)
-            .await?;
-        Ok(())
-    }
-
-    /// The optimistic write: deducts only if the version is still `version` and stock suffices.
-    /// Returns false when another buyer got there first.
-    pub async fn cas_deduct(
-        &mut self,
-        item: i64,
-        qty: i64,
-        version: i64,
-    ) -> Result<bool, StoreError> {
-        let done = sqlx::query(self.sql.cas_deduct)
-            .bind(qty)
-            .bind(item)
-            .bind(qty)
-            .bind(version)
-            .execute(&mut *self.tx)
-            .await?;
-        Ok(done.rows_affected() == 1)
-    }
-
-    /// Inserts an order in this transaction.
-    pub async fn insert_order(&mut self, order: &Order) -> Result<(), StoreError> {
-        bind_order(sqlx::query(self.sql.insert_order), order)
-            .execute(&mut *self.tx)
-            .await?;
-        Ok(())
-    }
-
-    /// Commits.
-    pub async fn commit(self) -> Result<(), StoreError> {
-        Ok(self.tx.commit().await?)
-    }
-
-    /// Rolls back.
-    pub async fn rollback(self) -> Result<(), StoreError> {
-        Ok(self.tx.rollback().await?)
-    }
-}
-
-type AnyQuery<'q> = sqlx::query::Query<'q, Any, sqlx::any::AnyArguments>;
-
-fn bind_order<'q>(q: AnyQuery<'q>, o: &'q Order) -> AnyQuery<'q> {
+pub(super) fn bind_order<'q>(q: AnyQuery<'q>, o: &'q Order) -> AnyQuery<'q> {
     q.bind(&o.id)
         .bind(o.item_id)
         .bind(&o.user_id)
@@ -591,7 +510,7 @@ fn bind_order<'q>(q: AnyQuery<'q>, o: &'q Order) -> AnyQuery<'q> {
         .bind(o.updated_at_ms)
 }
 
-fn item_from_row(r: &AnyRow) -> Result<Item, StoreError> {
+pub(super) fn item_from_row(r: &AnyRow) -> Result<Item, StoreError> {
     Ok(Item {
         id: r.try_get(0)?,
         name: r.try_get(1)?,
