@@ -361,6 +361,26 @@ impl Inventory {
     }
 }
 
+/// The unlocked read-and-check `naive` and `optimistic` share: a fresh read of the item (no
+/// transaction, so no stale snapshot), the buyer's holdings against the limit, then the stock.
+/// `Ok(Err(outcome))` is a business answer to return as is. Nothing here is atomic with the
+/// write that follows: that is `naive`'s bug and what `optimistic`'s compare-and-swap guards.
+async fn read_and_check(
+    store: &Store,
+    p: &Purchase,
+) -> Result<Result<Item, Outcome>, InventoryError> {
+    let Some(item) = store.item(p.item_id).await? else {
+        return Ok(Err(Outcome::UnknownItem));
+    };
+    if store.held_by_user(p.item_id, &p.user_id).await? + p.qty > item.purchase_limit {
+        return Ok(Err(Outcome::Duplicate));
+    }
+    if item.stock < p.qty {
+        return Ok(Err(Outcome::SoldOut));
+    }
+    Ok(Ok(item))
+}
+
 fn busy_reason(e: &StoreError) -> &'static str {
     match e {
         StoreError::Sql(sqlx::Error::PoolTimedOut) => "pool_exhausted",

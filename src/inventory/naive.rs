@@ -2,7 +2,7 @@
 //! on its own with no lock. Two buyers who both read `stock = 1` both pass the check and both
 //! deduct: stock goes to -1 and the shop has oversold. This is deliberately wrong.
 
-use super::{InventoryError, Outcome, Settings};
+use super::{read_and_check, InventoryError, Outcome, Settings};
 use crate::model::{Order, Purchase};
 use crate::store::Store;
 
@@ -11,16 +11,9 @@ pub(super) async fn purchase(
     settings: &Settings,
     p: &Purchase,
 ) -> Result<Outcome, InventoryError> {
-    // Read...
-    let Some(item) = store.item(p.item_id).await? else {
-        return Ok(Outcome::UnknownItem);
-    };
-    // ...check (the purchase limit too, just as racily)...
-    if store.held_by_user(p.item_id, &p.user_id).await? + p.qty > item.purchase_limit {
-        return Ok(Outcome::Duplicate);
-    }
-    if item.stock < p.qty {
-        return Ok(Outcome::SoldOut);
+    // Read, check (the purchase limit too, just as racily)...
+    if let Err(answer) = read_and_check(store, p).await? {
+        return Ok(answer);
     }
     // ...the business logic between check and write: the race window...
     if !settings.naive_gap.is_zero() {

@@ -8,7 +8,7 @@
 //! hot row most attempts lose, which is the retry storm of the post-mortem. Retries exhausted
 //! answers `busy: retries_exhausted`.
 
-use super::{InventoryError, Outcome, Settings};
+use super::{read_and_check, InventoryError, Outcome, Settings};
 use crate::model::{Order, Purchase};
 use crate::store::Store;
 use rand::Rng;
@@ -29,15 +29,10 @@ pub(super) async fn purchase(
                 backoff *= 2;
             }
         }
-        let Some(item) = store.item(p.item_id).await? else {
-            return Ok(Outcome::UnknownItem);
+        let item = match read_and_check(store, p).await? {
+            Ok(item) => item,
+            Err(answer) => return Ok(answer),
         };
-        if store.held_by_user(p.item_id, &p.user_id).await? + p.qty > item.purchase_limit {
-            return Ok(Outcome::Duplicate);
-        }
-        if item.stock < p.qty {
-            return Ok(Outcome::SoldOut);
-        }
         if !settings.work.is_zero() {
             tokio::time::sleep(settings.work).await;
         }

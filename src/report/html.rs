@@ -10,20 +10,10 @@ use super::charts::{run_slug, strategy_colour, Rendered};
 use super::{Report, RunReport};
 use std::fmt::Write;
 
-/// Escapes text for HTML element content and attribute values.
+/// Escapes text for HTML element content and attribute values (the XML escaper: its output
+/// is valid in both).
 pub fn esc(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
+    crate::gate::junit::escape(s)
 }
 
 fn opt<T: std::fmt::Display>(v: Option<T>) -> String {
@@ -263,7 +253,7 @@ mod tests {
     fn text_is_escaped_for_html() {
         assert_eq!(
             esc(r#"<a href="x">&'"#),
-            "&lt;a href=&quot;x&quot;&gt;&amp;&#39;"
+            "&lt;a href=&quot;x&quot;&gt;&amp;&apos;"
         );
     }
 }

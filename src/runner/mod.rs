@@ -11,6 +11,7 @@
 
 mod foreign;
 mod shop_process;
+pub use shop_process::delete_redis_prefix;
 
 pub use shop_process::shop_args;
 

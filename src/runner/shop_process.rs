@@ -216,7 +216,8 @@ pub(super) async fn redis_state(
     Ok((stock, Some(restocked)))
 }
 
-pub(super) async fn delete_redis_prefix(url: &str, prefix: &str) {
+/// Deletes every key under a Redis key prefix (best effort).
+pub async fn delete_redis_prefix(url: &str, prefix: &str) {
     let Ok(client) = redis::Client::open(url) else {
         return;
     };

@@ -201,20 +201,7 @@ pub async fn drop_database(url: &str) {
 
 /// Deletes every Redis key of a test prefix.
 pub async fn delete_prefix(prefix: &str) {
-    let Ok(client) = redis::Client::open(redis_url()) else {
-        return;
-    };
-    let Ok(mut conn) = client.get_multiplexed_async_connection().await else {
-        return;
-    };
-    let keys: Vec<String> = redis::cmd("KEYS")
-        .arg(format!("{{{prefix}:*"))
-        .query_async(&mut conn)
-        .await
-        .unwrap_or_default();
-    if !keys.is_empty() {
-        let _: Result<(), _> = redis::cmd("DEL").arg(keys).query_async(&mut conn).await;
-    }
+    oversell::runner::delete_redis_prefix(&redis_url(), prefix).await;
 }
 
 /// The output of one `oversell` command run by a test.
