@@ -5,8 +5,10 @@
 -- KEYS[1] stock   KEYS[2] meta (hash: limit, initial)   KEYS[3] holders (user -> units)
 -- KEYS[4] devices (device -> units)   KEYS[5] ips (ip -> units)   KEYS[6] orders (id -> json)
 -- KEYS[7] expiry (zset id -> due ms)  KEYS[8] events (stream)
--- ARGV[1] qty  ARGV[2] user  ARGV[3] device ('' = none)  ARGV[4] order id  ARGV[5] now ms
--- ARGV[6] payment timeout ms  ARGV[7] client ip ('' = none)  ARGV[8] per-ip unit cap (0 = off)
+-- ARGV[1] qty  ARGV[2] user  ARGV[3] device ('' = none)  ARGV[4] order id
+-- ARGV[5] payment timeout ms  ARGV[6] client ip ('' = none)  ARGV[7] per-ip unit cap (0 = off)
+-- The clock is Redis's own (TIME, read inside the script), so event times follow the order in
+-- which scripts really ran, whatever order the callers read their clocks in.
 --
 -- Returns {code, n}: code >= 0 reserved (n = stock left); -1 sold out (n = stock);
 -- -2 duplicate user/device (n = units held); -3 not warmed; -4 ip cap reached (n = units held).
@@ -26,9 +28,9 @@ if ARGV[3] ~= '' then
     return {-2, dheld}
   end
 end
-local ipcap = tonumber(ARGV[8])
-if ipcap > 0 and ARGV[7] ~= '' then
-  local iheld = tonumber(redis.call('HGET', KEYS[5], ARGV[7]) or '0')
+local ipcap = tonumber(ARGV[7])
+if ipcap > 0 and ARGV[6] ~= '' then
+  local iheld = tonumber(redis.call('HGET', KEYS[5], ARGV[6]) or '0')
   if iheld + qty > ipcap then
     return {-4, iheld}
   end
@@ -36,13 +38,15 @@ end
 if stock < qty then
   return {-1, stock}
 end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 redis.call('DECRBY', KEYS[1], qty)
 redis.call('HINCRBY', KEYS[3], ARGV[2], qty)
 if ARGV[3] ~= '' then redis.call('HINCRBY', KEYS[4], ARGV[3], qty) end
-if ARGV[7] ~= '' then redis.call('HINCRBY', KEYS[5], ARGV[7], qty) end
+if ARGV[6] ~= '' then redis.call('HINCRBY', KEYS[5], ARGV[6], qty) end
 redis.call('HSET', KEYS[6], ARGV[4], cjson.encode({s = 'pending_payment', q = qty,
-  u = ARGV[2], d = ARGV[3], i = ARGV[7]}))
-redis.call('ZADD', KEYS[7], tonumber(ARGV[5]) + tonumber(ARGV[6]), ARGV[4])
+  u = ARGV[2], d = ARGV[3], i = ARGV[6]}))
+redis.call('ZADD', KEYS[7], now + tonumber(ARGV[5]), ARGV[4])
 redis.call('XADD', KEYS[8], '*', 'type', 'order', 'order', ARGV[4], 'user', ARGV[2],
-  'device', ARGV[3], 'qty', qty, 'at', ARGV[5])
+  'device', ARGV[3], 'qty', qty, 'at', now)
 return {stock - qty, 0}

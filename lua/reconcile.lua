@@ -6,11 +6,16 @@
 -- computed atomically here against the live stream, so no concurrent purchase can slip between
 -- the read and the correction. A replica's lag only lengthens the in-flight tail.
 --
+-- If an entry at or below the applied mark is still pending (delivered to a consumer that died
+-- before persisting it), the database is missing it although the mark says otherwise: the
+-- residual is reported but not corrected until that entry has been claimed and persisted.
+--
 -- KEYS[1] stock  KEYS[2] events   ARGV[1] db stock  ARGV[2] last applied id  ARGV[3] '1' = correct
--- Returns {redis stock, expected, residual} or {-1, 0, 0} when the item is not warmed.
+-- ARGV[4] consumer group
+-- Returns {redis stock, expected, residual, deferred} or {-1, 0, 0, 0} when not warmed.
 local current = tonumber(redis.call('GET', KEYS[1]))
 if not current then
-  return {-1, 0, 0}
+  return {-1, 0, 0, 0}
 end
 local expected = tonumber(ARGV[1])
 local entries = redis.call('XRANGE', KEYS[2], '(' .. ARGV[2], '+')
@@ -27,7 +32,12 @@ for _, e in ipairs(entries) do
   end
 end
 local residual = current - expected
-if ARGV[3] == '1' and residual ~= 0 then
+local deferred = 0
+local pending = redis.pcall('XPENDING', KEYS[2], ARGV[4], '-', ARGV[2], 1)
+if type(pending) == 'table' and #pending > 0 then
+  deferred = 1
+end
+if ARGV[3] == '1' and residual ~= 0 and deferred == 0 then
   redis.call('INCRBY', KEYS[1], -residual)
 end
-return {current, expected, residual}
+return {current, expected, residual, deferred}

@@ -43,6 +43,25 @@ pub enum Command {
     Attack(Box<AttackArgs>),
     /// Compare two reports run by run (exit 1 when a --fail-on metric got worse).
     Diff(DiffArgs),
+    /// Measure our Redis pre-deduct path against redis-benchmark EVALSHA, in the same run.
+    Bench(BenchArgs),
+}
+
+/// `oversell bench`.
+#[derive(Debug, Args, Clone)]
+pub struct BenchArgs {
+    /// What to measure: `redis` (our pre-deduct path vs redis-benchmark EVALSHA of the script).
+    #[arg(value_parser = ["redis"])]
+    pub what: String,
+    /// Seconds to run our path (the baseline makes the same number of calls).
+    #[arg(long, default_value_t = 5)]
+    pub seconds: u64,
+    /// Concurrent callers (tasks for ours, connections for redis-benchmark).
+    #[arg(long, default_value_t = 50)]
+    pub concurrency: usize,
+    /// Redis URL (loopback).
+    #[arg(long, env = "REDIS_URL", default_value = "redis://127.0.0.1:6379")]
+    pub redis_url: String,
 }
 
 /// `oversell diff`.
@@ -242,6 +261,35 @@ impl ShopArgs {
         Only::parse_from(["oversell"]).shop
     }
 
+    /// Checks every knob's range; the error names the flag.
+    pub fn validate(&self) -> Result<(), String> {
+        let values = [
+            ("pool_size", self.pool_size as f64),
+            ("acquire_timeout_ms", self.acquire_timeout_ms as f64),
+            ("lock_timeout_ms", self.lock_timeout_ms as f64),
+            ("naive_gap_ms", self.naive_gap_ms as f64),
+            ("work_ms", self.work_ms as f64),
+            ("optimistic_retries", self.optimistic_retries as f64),
+            ("optimistic_backoff_ms", self.optimistic_backoff_ms as f64),
+            ("payment_timeout_s", self.payment_timeout_s as f64),
+            ("reconcile_interval_s", self.reconcile_interval_s as f64),
+            (
+                "reconcile_alert_threshold",
+                self.reconcile_alert_threshold as f64,
+            ),
+            ("rate_limit", self.rate_limit),
+            ("ip_rate_limit", self.ip_rate_limit),
+            ("ip_burst", self.ip_burst),
+            ("ip_unit_cap", self.ip_unit_cap as f64),
+            ("page_cache_ms", self.page_cache_ms as f64),
+        ];
+        for (name, v) in values {
+            crate::shop::check_knob(name, v)
+                .map_err(|e| format!("--{} {e}", name.replace('_', "-")))?;
+        }
+        Ok(())
+    }
+
     /// The flags that reproduce these settings on a `serve` command line.
     pub fn to_args(&self) -> Vec<String> {
         let mut v: Vec<String> = Vec::new();
@@ -340,6 +388,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
     match cli.command {
         Command::Serve(args) => {
             let (_, db) = args.conn.database_for(args.backend)?;
+            args.shop.validate().map_err(UsageError)?;
             let config = args
                 .shop
                 .config(args.strategy, args.listen, &db, &args.conn.redis_url);
@@ -381,6 +430,26 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
         }
         Command::Gate(args) => gate::gate(*args).await,
         Command::Attack(args) => gate::attack(*args).await,
+        Command::Bench(args) => {
+            let r = crate::bench::redis(&crate::bench::RedisBench {
+                redis_url: args.redis_url,
+                seconds: args.seconds,
+                concurrency: args.concurrency,
+            })
+            .await?;
+            println!("our redis-lua pre-deduct path: {:>9.0} calls/s ({} calls in {:.1} s, {} tasks, one multiplexed connection)", r.ours_ops_per_s, r.ours_ops, r.ours_seconds, r.concurrency);
+            println!(
+                "redis-benchmark EVALSHA:       {:>9.0} calls/s ({} calls, {} connections)",
+                r.baseline_ops_per_s, r.baseline_ops, r.concurrency
+            );
+            println!("ratio ours / baseline:         {:>9.3}", r.ratio);
+            println!(
+                "stock deducted by both phases: {} (every call took one unit)",
+                r.deducted
+            );
+            println!("baseline: {}", r.baseline_command);
+            Ok(0)
+        }
         Command::Diff(args) => {
             let plan = DiffPlan::new(
                 args.baseline,
@@ -423,6 +492,11 @@ async fn run_and_print(
     println!("report: {}", dir.join("report.md").display());
     Ok(0)
 }
+
+/// A command line that cannot be used (exit 2).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UsageError(pub String);
 
 /// The exit code for an error that ended a command: 3 when a service could not be reached
 /// (a typed [`crate::services::Unreachable`] or store/inventory equivalent anywhere in the

@@ -473,7 +473,15 @@ pub fn run(plan: &DiffPlan) -> anyhow::Result<i32> {
     if let Some(out) = &plan.out {
         std::fs::write(out, &md).with_context(|| format!("writing {}", out.display()))?;
     }
-    Ok(if d.regressions(&plan.fail_on).is_empty() {
+    // A run the baseline had and the candidate lost cannot prove it did not get worse.
+    let lost_runs = !plan.fail_on.is_empty() && !d.only_in_baseline.is_empty();
+    if lost_runs {
+        eprintln!(
+            "the candidate lacks runs the baseline has ({}): failing, since --fail-on was given",
+            d.only_in_baseline.join(", ")
+        );
+    }
+    Ok(if d.regressions(&plan.fail_on).is_empty() && !lost_runs {
         0
     } else {
         1

@@ -24,6 +24,7 @@
 //!   table; `report::charts` (plotters, SVG + PNG), `report::hlog` (HdrHistogram interval
 //!   logs), `report::csv` (per-second timelines).
 //! - [`diff`]: `oversell diff`: two reports compared run by run, metric by metric.
+//! - [`bench`]: `oversell bench redis`: our pre-deduct path vs redis-benchmark, same run.
 //! - [`model`]: items, orders and the order state machine.
 //! - [`services`]: the outside services and how to start one that is down.
 //! - [`telemetry`]: logging set-up.
@@ -31,6 +32,7 @@
 //! Data flows one way: scenario → plan → traffic (goose) → shop → databases; probes and
 //! clients' records → oracle → report.
 
+pub mod bench;
 pub mod cli;
 pub mod diff;
 pub mod gate;

@@ -273,6 +273,16 @@ pub fn check_target(url: &str, allow_remote: bool) -> Result<String, TargetError
     if !allow_remote && !is_loopback_host(&parsed) {
         return Err(TargetError::Remote { host: host_port });
     }
+    // A name like `localhost` is only as loopback as what it resolves to here.
+    if !allow_remote && host.parse::<IpAddr>().is_err() && !host.starts_with('[') {
+        use std::net::ToSocketAddrs;
+        let port = parsed.port_or_known_default().unwrap_or(80);
+        if let Ok(addrs) = (host, port).to_socket_addrs() {
+            if addrs.into_iter().any(|a| !a.ip().is_loopback()) {
+                return Err(TargetError::Remote { host: host_port });
+            }
+        }
+    }
     Ok(host_port)
 }
 

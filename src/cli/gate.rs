@@ -242,6 +242,9 @@ pub async fn gate(args: GateArgs) -> anyhow::Result<i32> {
                 let doc = gate::junit::render_error(&scenario_name, &format!("{e:#}"));
                 write_file(path, &doc)?;
             }
+            append_step_summary(&format!(
+                "## oversell gate: {scenario_name}\n\n**The run could not complete:** {e:#}\n"
+            ))?;
             return Err(e);
         }
     };
@@ -253,17 +256,23 @@ pub async fn gate(args: GateArgs) -> anyhow::Result<i32> {
     if let Some(path) = &args.junit {
         write_file(path, &gate::junit::render(&verdict))?;
     }
-    if let Some(summary) = std::env::var_os("GITHUB_STEP_SUMMARY").filter(|v| !v.is_empty()) {
-        let path = PathBuf::from(summary);
-        let mut f = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path)
-            .with_context(|| format!("opening $GITHUB_STEP_SUMMARY ({})", path.display()))?;
-        f.write_all(md.as_bytes())
-            .with_context(|| format!("appending to $GITHUB_STEP_SUMMARY ({})", path.display()))?;
-    }
+    append_step_summary(&md)?;
     Ok(verdict.exit_code())
+}
+
+/// Appends Markdown to `$GITHUB_STEP_SUMMARY` when that variable names a file.
+fn append_step_summary(md: &str) -> anyhow::Result<()> {
+    let Some(summary) = std::env::var_os("GITHUB_STEP_SUMMARY").filter(|v| !v.is_empty()) else {
+        return Ok(());
+    };
+    let path = PathBuf::from(summary);
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .with_context(|| format!("opening $GITHUB_STEP_SUMMARY ({})", path.display()))?;
+    f.write_all(md.as_bytes())
+        .with_context(|| format!("appending to $GITHUB_STEP_SUMMARY ({})", path.display()))
 }
 
 fn write_file(path: &Path, text: &str) -> anyhow::Result<()> {

@@ -279,6 +279,10 @@ impl Verdict {
                 let (measured, source, status) = match l.metric.measure(run) {
                     Ok((v, src)) if v <= l.value + 1e-12 => (Some(v), src, Status::Passed),
                     Ok((v, src)) => (Some(v), src, Status::Breached),
+                    // A default limit (nobody asked for it) on a figure this oracle cannot
+                    // give — e.g. lost acks from a totals-only SQL oracle — is not checked.
+                    // Without any oracle it still fails: nothing was verified at all.
+                    Err(_) if l.origin == Origin::Default && run.findings.verified => continue,
                     Err(why) => (None, "", Status::NotVerified(why)),
                 };
                 checks.push(Check {

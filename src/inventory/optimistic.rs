@@ -26,7 +26,8 @@ pub(super) async fn purchase(
                 let jitter = rand::rng().random_range(0..=backoff.as_micros() as u64);
                 tokio::time::sleep(backoff / 2 + std::time::Duration::from_micros(jitter / 2))
                     .await;
-                backoff *= 2;
+                // Doubling, capped: a long retry chain must not outlive the client.
+                backoff = (backoff * 2).min(std::time::Duration::from_millis(250));
             }
         }
         let item = match read_and_check(store, p).await? {

@@ -167,6 +167,11 @@ impl RedisLua {
             .await?)
     }
 
+    /// SHA1 of `lua/deduct.lua` (what EVALSHA calls).
+    pub fn deduct_sha(&self) -> &str {
+        self.scripts.deduct.get_hash()
+    }
+
     /// How many pre-deduct scripts this instance has run.
     pub fn prededuct_calls(&self) -> u64 {
         self.prededucts.load(std::sync::atomic::Ordering::Relaxed)
@@ -273,7 +278,6 @@ impl RedisLua {
             .arg(&p.user_id)
             .arg(device.unwrap_or(""))
             .arg(&order_id)
-            .arg(now_ms())
             .arg(self.payment_timeout.as_millis() as i64)
             .arg(&p.client_ip)
             .arg(self.gateway.settings().ip_unit_cap)
@@ -311,7 +315,6 @@ impl RedisLua {
             .key(&keys.expiry)
             .key(&keys.events)
             .arg(order_id)
-            .arg(now_ms())
             .invoke_async(&mut self.conn.clone())
             .await?;
         Ok(match code {
@@ -351,7 +354,6 @@ impl RedisLua {
             .key(&keys.events)
             .arg(order_id)
             .arg(to.as_str())
-            .arg(now_ms())
             .invoke_async(&mut self.conn.clone())
             .await?;
         Ok(match code {
@@ -444,17 +446,18 @@ impl RedisLua {
         Ok((lag, g.pending as u64))
     }
 
-    /// Runs `lua/reconcile.lua`: returns `(redis stock, expected, residual)`, correcting Redis
-    /// when `correct` is set. `db_stock` and `applied` come from one database snapshot.
+    /// Runs `lua/reconcile.lua`: returns `(redis stock, expected, residual, deferred)`,
+    /// correcting Redis when `correct` is set and nothing at or below `applied` is still
+    /// pending (`deferred` otherwise). `db_stock` and `applied` come from one database snapshot.
     pub async fn reconcile(
         &self,
         item: i64,
         db_stock: i64,
         applied: &str,
         correct: bool,
-    ) -> Result<Option<(i64, i64, i64)>, InventoryError> {
+    ) -> Result<Option<(i64, i64, i64, bool)>, InventoryError> {
         let keys = self.keys(item);
-        let (current, expected, residual): (i64, i64, i64) = self
+        let (current, expected, residual, deferred): (i64, i64, i64, i64) = self
             .scripts
             .reconcile
             .key(&keys.stock)
@@ -462,10 +465,11 @@ impl RedisLua {
             .arg(db_stock)
             .arg(applied)
             .arg(if correct { "1" } else { "0" })
+            .arg(GROUP)
             .invoke_async(&mut self.conn.clone())
             .await?;
         let not_warmed = current < 0 && expected == 0 && residual == 0;
-        Ok((!not_warmed).then_some((current, expected, residual)))
+        Ok((!not_warmed).then_some((current, expected, residual, deferred == 1)))
     }
 }
 

@@ -5,17 +5,11 @@
 
 use super::PipelineSettings;
 use crate::inventory::redis_lua::{RedisLua, GROUP};
-use crate::store::{PersistEvent, PersistKind, Store};
+use crate::store::{stream_id, PersistEvent, PersistKind, Store};
 use redis::streams::{StreamAutoClaimOptions, StreamId, StreamReadOptions, StreamReadReply};
 use redis::AsyncCommands;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
-
-/// A stream entry id as `(milliseconds, sequence)`, for ordering.
-pub fn parse_id(id: &str) -> (u64, u64) {
-    let (ms, seq) = id.split_once('-').unwrap_or((id, "0"));
-    (ms.parse().unwrap_or(0), seq.parse().unwrap_or(0))
-}
 
 /// Decodes one entry; `None` for an entry that is not ours (logged and acknowledged).
 pub fn decode(entry: &StreamId) -> Option<PersistEvent> {
@@ -131,10 +125,10 @@ pub async fn run(
         }
         let newest = ids
             .iter()
-            .max_by_key(|id| parse_id(id))
+            .max_by_key(|id| stream_id(id))
             .cloned()
             .unwrap_or_default();
-        if parse_id(&newest) > parse_id(&applied) {
+        if stream_id(&newest) > stream_id(&applied) {
             applied = newest;
         }
         match store.apply_events(item, &events, &applied).await {
@@ -171,8 +165,8 @@ mod tests {
 
     #[test]
     fn stream_ids_order_numerically() {
-        assert!(parse_id("10-0") > parse_id("9-5"));
-        assert!(parse_id("10-11") > parse_id("10-2"));
-        assert_eq!(parse_id("0-0"), (0, 0));
+        assert!(stream_id("10-0") > stream_id("9-5"));
+        assert!(stream_id("10-11") > stream_id("10-2"));
+        assert_eq!(stream_id("0-0"), (0, 0));
     }
 }

@@ -48,6 +48,10 @@ pub struct Pass {
     /// the database), negative = leaked units (would undersell).
     pub residual: i64,
     pub corrected: bool,
+    /// The correction was held back: an entry the database counts as applied is still pending
+    /// on a consumer (it will be claimed and persisted; the next pass corrects).
+    #[serde(default)]
+    pub deferred: bool,
     pub alerted: bool,
     /// Which database the snapshot came from.
     pub source: std::borrow::Cow<'static, str>,
@@ -69,7 +73,7 @@ pub async fn pass(
     let Some((db_stock, applied)) = source_store.reconcile_snapshot(item).await? else {
         return Ok(None);
     };
-    let Some((redis_stock, expected, residual)) =
+    let Some((redis_stock, expected, residual, deferred)) =
         redis.reconcile(item, db_stock, &applied, true).await?
     else {
         return Ok(None);
@@ -81,13 +85,20 @@ pub async fn pass(
         redis_stock,
         expected_redis_stock: expected,
         residual,
-        corrected: residual != 0,
+        corrected: residual != 0 && !deferred,
+        deferred,
         alerted,
         source: source.into(),
     };
     metrics::gauge!("oversell_reconcile_residual", "item" => item.to_string()).set(residual as f64);
     metrics::counter!("oversell_reconcile_passes_total").increment(1);
-    if residual != 0 {
+    if deferred && residual != 0 {
+        tracing::warn!(
+            item,
+            residual,
+            "reconciliation deferred: an applied-looking entry is still pending"
+        );
+    } else if residual != 0 {
         metrics::counter!("oversell_reconcile_corrections_total").increment(1);
         tracing::warn!(item, residual, "reconciliation corrected Redis stock");
     }
@@ -108,7 +119,7 @@ pub async fn pass(
     // History goes to the primary; failing to record it does not undo the correction.
     if let Err(e) = inventory
         .store()
-        .record_reconciliation(item, redis_stock, expected, residual != 0)
+        .record_reconciliation(item, redis_stock, expected, result.corrected)
         .await
     {
         tracing::warn!(item, error = %e, "could not record the reconciliation pass");

@@ -120,7 +120,7 @@ impl DbProbe {
                     // Minus the probe's own stock read (one transaction per sample).
                     let tps = ((x - px - 1).max(0)) as f64 / secs;
                     push(series, "db_tps", "transactions/s",
-                        "PostgreSQL pg_stat_database xact_commit + xact_rollback for the shop's database (backends flush these at most once a second)", t, tps);
+                        "PostgreSQL pg_stat_database xact_commit + xact_rollback for the shop's database (busy backends flush these at most once a second, idle ones up to 10 s late)", t, tps);
                     match (calls, pc) {
                         (Some(c), Some(pc)) => push(series, "db_qps", "statements/s",
                             "PostgreSQL pg_stat_statements sum(calls) for the shop's database", t, ((c - pc - 1).max(0)) as f64 / secs),

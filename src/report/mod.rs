@@ -204,9 +204,17 @@ impl RunReport {
 }
 
 /// The folder for a new report: `<out>/<UTC timestamp>-<scenario>`.
+/// Two runs in the same second get `-2`, `-3`, ... rather than sharing a folder.
 pub fn new_dir(out: &Path, scenario: &str) -> PathBuf {
     let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%SZ");
-    out.join(format!("{stamp}-{scenario}"))
+    let first = out.join(format!("{stamp}-{scenario}"));
+    (2..)
+        .map(|n| out.join(format!("{stamp}-{scenario}-{n}")))
+        .take(1000)
+        .fold(
+            first,
+            |chosen, next| if chosen.exists() { next } else { chosen },
+        )
 }
 
 /// Writes everything into `dir` (created if missing): `report.json`, `report.md`, the charts

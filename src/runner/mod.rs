@@ -291,19 +291,39 @@ async fn drive_reference(
     let store = Store::connect(&cell.database_url, &PoolSettings::default())
         .await
         .context("connecting the oracle to the shop's database")?;
-    let truth = match store.snapshot(s.item.id).await? {
-        Some((item, orders)) => Truth::Orders {
-            db_stock: item.stock,
-            orders,
-        },
-        None => Truth::Unverified,
+    // The shop keeps expiring unpaid orders after the drain. For redis-lua an expiry touches
+    // Redis first and the database later, so read the database between two identical Redis
+    // states, with the queue drained: then both sides describe the same moment.
+    let mut attempt = 0;
+    let (truth, redis_stock, restocked) = loop {
+        attempt += 1;
+        let before = if is_redis {
+            shop_process::redis_state(redis_url, prefix, s.item.id).await?
+        } else {
+            Default::default()
+        };
+        let drained = !is_redis
+            || shop_process::wait_drained(&http, base_url, s.item.id, Duration::ZERO)
+                .await
+                .drained;
+        let truth = match store.snapshot(s.item.id).await? {
+            Some((item, orders)) => Truth::Orders {
+                db_stock: item.stock,
+                orders,
+            },
+            None => Truth::Unverified,
+        };
+        let after = if is_redis {
+            shop_process::redis_state(redis_url, prefix, s.item.id).await?
+        } else {
+            Default::default()
+        };
+        if (drained && before == after) || attempt >= 20 {
+            break (truth, after.stock, after.restocked);
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
     };
     store.close().await;
-    let (redis_stock, restocked) = if is_redis {
-        shop_process::redis_state(redis_url, prefix, s.item.id).await?
-    } else {
-        (None, None)
-    };
     let stock_seen = crate::probe::extremes(&series, "db_stock");
     let findings = oracle::audit(&Evidence {
         initial_stock: s.item.stock,

@@ -163,42 +163,26 @@ pub(super) async fn wait_drained(
 }
 
 pub(super) async fn final_reconcile(http: &reqwest::Client, base: &str, item: i64) -> Option<Pass> {
-    #[derive(serde::Deserialize)]
-    struct Wire {
-        item_id: i64,
-        db_stock: i64,
-        redis_stock: i64,
-        expected_redis_stock: i64,
-        residual: i64,
-        corrected: bool,
-        alerted: bool,
-    }
-    let w: Wire = http
-        .post(format!("{base}/api/items/{item}/reconcile"))
+    http.post(format!("{base}/api/items/{item}/reconcile"))
         .send()
         .await
         .ok()?
-        .json()
+        .json::<Pass>()
         .await
-        .ok()?;
-    Some(Pass {
-        item_id: w.item_id,
-        db_stock: w.db_stock,
-        redis_stock: w.redis_stock,
-        expected_redis_stock: w.expected_redis_stock,
-        residual: w.residual,
-        corrected: w.corrected,
-        alerted: w.alerted,
-        source: "primary".into(),
-    })
+        .ok()
 }
 
-/// Redis stock and the size of the restock idempotency set.
-pub(super) async fn redis_state(
-    url: &str,
-    prefix: &str,
-    item: i64,
-) -> anyhow::Result<(Option<i64>, Option<i64>)> {
+/// What the oracle reads from Redis: stock, the restock idempotency set's size, and the
+/// stream's last entry id (it changes whenever anything happens to the item).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub(super) struct RedisState {
+    pub stock: Option<i64>,
+    pub restocked: Option<i64>,
+    pub last_event: Option<String>,
+}
+
+/// Reads [`RedisState`] for one item.
+pub(super) async fn redis_state(url: &str, prefix: &str, item: i64) -> anyhow::Result<RedisState> {
     let client = redis::Client::open(url)?;
     let mut conn = client
         .get_multiplexed_async_connection()
@@ -213,7 +197,19 @@ pub(super) async fn redis_state(
         .arg(format!("{tag}:restocked"))
         .query_async(&mut conn)
         .await?;
-    Ok((stock, Some(restocked)))
+    let last: redis::streams::StreamRangeReply = redis::cmd("XREVRANGE")
+        .arg(format!("{tag}:events"))
+        .arg("+")
+        .arg("-")
+        .arg("COUNT")
+        .arg(1)
+        .query_async(&mut conn)
+        .await?;
+    Ok(RedisState {
+        stock,
+        restocked: Some(restocked),
+        last_event: last.ids.first().map(|e| e.id.clone()),
+    })
 }
 
 /// Deletes every key under a Redis key prefix (best effort).

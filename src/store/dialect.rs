@@ -28,6 +28,7 @@ pub struct Statements {
     pub overdue_orders: &'static str,
     pub set_applied: &'static str,
     pub reconcile_snapshot: &'static str,
+    pub lock_applied: &'static str,
     pub list_items: &'static str,
     pub insert_reconciliation: &'static str,
 }
@@ -112,6 +113,7 @@ impl Statements {
             ),
             set_applied: leak("UPDATE items SET stream_applied = ? WHERE id = ?".into()),
             reconcile_snapshot: leak("SELECT stock, stream_applied FROM items WHERE id = ?".into()),
+            lock_applied: leak("SELECT stream_applied FROM items WHERE id = ? FOR UPDATE".into()),
             list_items: leak("SELECT id FROM items ORDER BY id".into()),
             insert_reconciliation: leak(
                 "INSERT INTO reconciliations \
@@ -147,6 +149,7 @@ impl Statements {
             overdue_orders: f(self.overdue_orders),
             set_applied: f(self.set_applied),
             reconcile_snapshot: f(self.reconcile_snapshot),
+            lock_applied: f(self.lock_applied),
             list_items: f(self.list_items),
             insert_reconciliation: f(self.insert_reconciliation),
         }

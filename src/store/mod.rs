@@ -7,7 +7,7 @@ pub mod dialect;
 mod persist;
 mod tx;
 
-pub use persist::{ApplyStats, PersistEvent, PersistKind};
+pub use persist::{stream_id, ApplyStats, PersistEvent, PersistKind};
 pub use tx::StoreTx;
 
 use crate::model::{now_ms, Item, Order, OrderStatus, SaleSetup};
@@ -69,11 +69,12 @@ impl Backend {
 pub enum StoreError {
     #[error("{0}")]
     BadUrl(String),
-    #[error("{}", .service.unreachable(.url, .source))]
+    #[error("{}", describe_connect_failure(*.service, .url, .error))]
     Unreachable {
         service: Service,
         url: String,
-        source: sqlx::Error,
+        /// Not a `source`: the message above already says it, once.
+        error: sqlx::Error,
     },
     #[error("migrating {url}: {source}")]
     Migrate {
@@ -82,6 +83,25 @@ pub enum StoreError {
     },
     #[error(transparent)]
     Sql(#[from] sqlx::Error),
+}
+
+/// A refused login is not a server that is down: say so instead of "start it".
+fn describe_connect_failure(service: Service, url: &str, e: &sqlx::Error) -> String {
+    let login_refused = e.as_database_error().is_some_and(|db| {
+        db.code().as_deref().is_some_and(|c| c.starts_with("28"))
+            || db
+                .try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>()
+                .is_some_and(|m| matches!(m.number(), 1044 | 1045))
+    });
+    if login_refused {
+        format!(
+            "{} at {} refused the login: {e}; check the user and password in the URL",
+            service.name(),
+            redact_url(url)
+        )
+    } else {
+        service.unreachable(url, e)
+    }
 }
 
 impl StoreError {
@@ -157,10 +177,10 @@ impl Store {
     pub async fn connect(url: &str, settings: &PoolSettings) -> Result<Store, StoreError> {
         sqlx::any::install_default_drivers();
         let backend = Backend::from_url(url)?;
-        let unreachable = |source| StoreError::Unreachable {
+        let unreachable = |error| StoreError::Unreachable {
             service: backend.service(),
             url: url.to_string(),
-            source,
+            error,
         };
         let exists = Any::database_exists(url).await.map_err(unreachable)?;
         if !exists {

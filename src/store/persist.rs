@@ -14,6 +14,12 @@ use super::{dialect::Statements, StoreError};
 use crate::model::OrderStatus;
 use sqlx::AnyPool;
 
+/// A stream entry id (`ms-seq`) as a pair that orders like the stream does.
+pub fn stream_id(id: &str) -> (u64, u64) {
+    let (ms, seq) = id.split_once('-').unwrap_or((id, "0"));
+    (ms.parse().unwrap_or(0), seq.parse().unwrap_or(0))
+}
+
 /// What a stream event asks the database to do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PersistKind {
@@ -71,6 +77,15 @@ pub(super) async fn apply(
 ) -> Result<ApplyStats, StoreError> {
     let mut stats = ApplyStats::default();
     let mut tx = pool.begin().await?;
+    // The applied mark only moves forward, whichever consumer (or process) commits last.
+    let current: Option<String> = sqlx::query_scalar(sql.lock_applied)
+        .bind(item)
+        .fetch_optional(&mut *tx)
+        .await?;
+    let mark = match current {
+        Some(c) if stream_id(&c) > stream_id(last_id) => c,
+        _ => last_id.to_string(),
+    };
     for ev in events {
         let target = match ev.kind {
             PersistKind::Order => OrderStatus::PendingPayment,
@@ -140,7 +155,7 @@ pub(super) async fn apply(
         }
     }
     sqlx::query(sql.set_applied)
-        .bind(last_id)
+        .bind(&mark)
         .bind(item)
         .execute(&mut *tx)
         .await?;

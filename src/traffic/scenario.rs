@@ -158,6 +158,34 @@ pub struct ShopSpec {
     pub page_cache_ms: Option<u64>,
 }
 
+impl ShopSpec {
+    /// The fields that are set, as numbers, for range checks.
+    pub fn values(&self) -> Vec<(&'static str, f64)> {
+        let mut v = Vec::new();
+        macro_rules! push {
+            ($($f:ident),*) => { $( if let Some(x) = self.$f { v.push((stringify!($f), x as f64)); } )* };
+        }
+        push!(
+            pool_size,
+            acquire_timeout_ms,
+            lock_timeout_ms,
+            naive_gap_ms,
+            work_ms,
+            optimistic_retries,
+            optimistic_backoff_ms,
+            payment_timeout_s,
+            reconcile_interval_s,
+            reconcile_alert_threshold,
+            rate_limit,
+            ip_rate_limit,
+            ip_burst,
+            ip_unit_cap,
+            page_cache_ms
+        );
+        v
+    }
+}
+
 /// `[thresholds]`: limits the gate checks. Unknown names are an error.
 #[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -413,14 +441,9 @@ impl Scenario {
         if self.client.ip_pool == 0 {
             return bad("client.ip_pool", "at least 1", &0);
         }
-        if let Some(p) = self.shop.pool_size {
-            if !(1..=1000).contains(&p) {
-                return bad("shop.pool_size", "between 1 and 1000", &p);
-            }
-        }
-        if let Some(r) = self.shop.optimistic_retries {
-            if r > 1000 {
-                return bad("shop.optimistic_retries", "at most 1000", &r);
+        for (name, value) in self.shop.values() {
+            if let Err(e) = crate::shop::check_knob(name, value) {
+                return Err(format!("field `shop.{name}` {e}"));
             }
         }
         let t = &self.thresholds;

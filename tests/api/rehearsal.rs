@@ -290,6 +290,8 @@ async fn the_http_oracle_and_csv_buyers_drive_a_rehearsal_and_the_gate_fails_on_
             csv.to_str().unwrap(),
             "--threshold",
             "error_rate=1",
+            "--threshold",
+            "lost_acks=0",
             "--out",
             tmp.path().join("reports").to_str().unwrap(),
             "--junit",
@@ -320,7 +322,11 @@ async fn the_http_oracle_and_csv_buyers_drive_a_rehearsal_and_the_gate_fails_on_
     );
     assert!(
         xml.contains(r#"<failure type="not_verified" message="lost_acks not verified (limit 0): the oracle reports totals only"#),
-        "totals cannot show lost acks, and that is not a pass: {xml}"
+        "totals cannot show lost acks, and an explicit limit on them is not a pass: {xml}"
+    );
+    assert!(
+        !xml.contains("duplicate_buyers"),
+        "a default limit this oracle cannot measure is not checked: {xml}"
     );
 }
 
