@@ -53,7 +53,18 @@ pub fn panel<DB: DrawingBackend>(
         .x_label_area_size(40)
         .y_label_area_size(78)
         .build_cartesian_2d(x, 0.0..ymax)?;
-    let labels: Vec<String> = bars.iter().map(|b| b.label.clone()).collect();
+    // Eight bars (four strategies on two backends) do not fit their full names: abbreviate.
+    let crowded = n > 4;
+    let labels: Vec<String> = bars
+        .iter()
+        .map(|b| {
+            if crowded {
+                short_label(&b.label)
+            } else {
+                b.label.clone()
+            }
+        })
+        .collect();
     chart
         .configure_mesh()
         .disable_x_mesh()
@@ -69,7 +80,7 @@ pub fn panel<DB: DrawingBackend>(
             }
         })
         .y_label_formatter(&|v| fmt_num(*v))
-        .label_style((FONT, 15))
+        .label_style((FONT, if crowded { 12 } else { 15 }))
         .axis_desc_style((FONT, 15))
         .draw()?;
     chart.draw_series(bars.iter().enumerate().filter_map(|(i, b)| {
@@ -165,4 +176,14 @@ pub fn headline<DB: DrawingBackend>(
         &bars(runs, |r| Some(r.run.error_rate * 100.0)),
         &|v| format!("{v:.2}"),
     )
+}
+
+/// `for-update/postgres` → `f-upd/pg`: short enough for eight bars side by side.
+fn short_label(label: &str) -> String {
+    label
+        .replace("for-update", "f-upd")
+        .replace("optimistic", "optim")
+        .replace("redis-lua", "redis")
+        .replace("postgres", "pg")
+        .replace("mysql", "my")
 }
