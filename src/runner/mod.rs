@@ -82,6 +82,56 @@ impl RunPlan {
     }
 }
 
+/// Holds each database's run lock (see [`Store::try_run_lock`]) until dropped.
+pub struct RunLock {
+    store: Store,
+    conn: Option<sqlx::pool::PoolConnection<sqlx::Any>>,
+}
+
+impl Drop for RunLock {
+    fn drop(&mut self) {
+        // Closing the lock's connection (not returning it to a pool) releases the lock.
+        if let Some(conn) = self.conn.take() {
+            drop(conn.detach());
+        }
+        let store = self.store.clone();
+        tokio::spawn(async move { store.close().await });
+    }
+}
+
+/// Locks every database the cells use; refuses to start if another run holds one.
+async fn lock_databases(cells: &[Cell]) -> anyhow::Result<Vec<RunLock>> {
+    let mut urls: Vec<&str> = cells.iter().map(|c| c.database_url.as_str()).collect();
+    urls.sort_unstable();
+    urls.dedup();
+    let mut locks = Vec::new();
+    for url in urls {
+        let store = Store::connect(
+            url,
+            &PoolSettings {
+                max_connections: 1,
+                ..PoolSettings::default()
+            },
+        )
+        .await?;
+        match store.try_run_lock().await? {
+            Some(conn) => locks.push(RunLock {
+                store,
+                conn: Some(conn),
+            }),
+            None => {
+                store.close().await;
+                return Err(crate::cli::UsageError(format!(
+                    "another oversell run is using {} right now (each run resets the sale, so one at a time per database): wait for it, or give this run its own --database-url",
+                    redact_url(url)
+                ))
+                .into());
+            }
+        }
+    }
+    Ok(locks)
+}
+
 /// Everything a run needs, decided before any work starts.
 #[derive(Debug, Clone)]
 pub struct RunPlan {
@@ -102,6 +152,10 @@ pub struct RunPlan {
 /// its folder.
 pub async fn execute(plan: &RunPlan) -> anyhow::Result<(report::Report, PathBuf)> {
     let s = &plan.scenario;
+    let _locks = match &plan.subject {
+        Subject::Reference { cells, .. } => lock_databases(cells).await?,
+        Subject::Foreign(_) => Vec::new(),
+    };
     let dir = report::new_dir(&plan.out, &s.name);
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let mut runs = Vec::new();

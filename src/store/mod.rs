@@ -252,6 +252,22 @@ impl Store {
         &self.pool
     }
 
+    /// Takes this database's run lock and holds it for as long as the returned connection
+    /// lives: one `run`/`compare` at a time per database, since each resets the sale. `None`
+    /// when another run holds it. PostgreSQL advisory locks are per database; MySQL's GET_LOCK
+    /// is server-wide, so its name carries the database's.
+    pub async fn try_run_lock(
+        &self,
+    ) -> Result<Option<sqlx::pool::PoolConnection<Any>>, StoreError> {
+        let mut conn = self.pool.acquire().await?;
+        let sql = match self.backend {
+            Backend::Postgres => "SELECT CASE WHEN pg_try_advisory_lock(4242001) THEN 1 ELSE 0 END",
+            Backend::Mysql => "SELECT GET_LOCK(CONCAT('oversell-run:', DATABASE()), 0)",
+        };
+        let got: Option<i64> = sqlx::query_scalar(sql).fetch_one(&mut *conn).await?;
+        Ok((got == Some(1)).then_some(conn))
+    }
+
     /// Closes every connection.
     pub async fn close(&self) {
         self.pool.close().await;

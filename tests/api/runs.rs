@@ -187,3 +187,57 @@ fn the_shipped_scenarios_are_valid() {
     assert_eq!(flash.total_buyers(), 3000);
     assert_eq!(flash.item.purchase_limit, 1);
 }
+
+async fn a_second_run_is_refused_while_one_holds_the_database(backend: Backend) {
+    use oversell::store::{PoolSettings, Store};
+    let db = fresh_db_url(backend);
+    let store = Store::connect(&db, &PoolSettings::default()).await.unwrap();
+    let held = store
+        .try_run_lock()
+        .await
+        .unwrap()
+        .expect("the first run gets the lock");
+    let out = tempfile::tempdir().unwrap();
+    let cells = vec![Cell {
+        strategy: Strategy::Naive,
+        backend,
+        database_url: db.clone(),
+    }];
+    let plan = RunPlan::reference(
+        Scenario::load(std::path::Path::new("scenarios/smoke.toml")).unwrap(),
+        "scenarios/smoke.toml".into(),
+        cells,
+        redis_url(),
+        env!("CARGO_BIN_EXE_oversell").into(),
+        out.path().to_path_buf(),
+    );
+    let err = runner::execute(&plan)
+        .await
+        .expect_err("a second run must not start");
+    assert!(
+        err.to_string().contains("another oversell run is using"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read_dir(out.path()).unwrap().count(),
+        0,
+        "nothing was written"
+    );
+    // Released when the first run's connection goes away.
+    drop(held.detach());
+    let again = Store::connect(&db, &PoolSettings::default()).await.unwrap();
+    assert!(again.try_run_lock().await.unwrap().is_some());
+    again.close().await;
+    store.close().await;
+    drop_database(&db).await;
+}
+
+#[tokio::test]
+async fn a_second_run_on_the_same_postgres_database_is_refused() {
+    a_second_run_is_refused_while_one_holds_the_database(Backend::Postgres).await;
+}
+
+#[tokio::test]
+async fn a_second_run_on_the_same_mysql_database_is_refused() {
+    a_second_run_is_refused_while_one_holds_the_database(Backend::Mysql).await;
+}
