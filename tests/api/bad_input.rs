@@ -158,6 +158,7 @@ async fn an_unreachable_database_is_named_with_how_to_start_it() {
 
 #[tokio::test]
 async fn an_unreachable_redis_is_named_with_how_to_start_it() {
+    let db = fresh_db_url(Backend::Postgres);
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_oversell"))
         .args([
             "serve",
@@ -166,10 +167,12 @@ async fn an_unreachable_redis_is_named_with_how_to_start_it() {
             "--listen",
             "127.0.0.1:0",
         ])
-        .args(["--database-url", &fresh_db_url(Backend::Postgres)])
+        .args(["--database-url", &db])
         .args(["--redis-url", "redis://127.0.0.1:1"])
         .output()
         .unwrap();
+    // The shop created and migrated its database before it found Redis missing.
+    drop_database(&db).await;
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(3), "{err}");
     assert!(
