@@ -106,6 +106,7 @@ pub async fn run(
                 }
                 entries = c.claimed;
             }
+            prune_consumers(&mut conn, &key, &name, settings.claim_idle).await;
         }
         if last_gauge.elapsed() >= Duration::from_secs(1) {
             last_gauge = Instant::now();
@@ -146,6 +147,28 @@ pub async fn run(
                 if sleep_or_stop(&mut shutdown, Duration::from_millis(250)).await {
                     return;
                 }
+            }
+        }
+    }
+}
+
+/// Removes consumers of the group that hold nothing and have been idle longer than
+/// `claim_idle` (earlier shop processes): otherwise every restart leaves one behind.
+async fn prune_consumers(
+    conn: &mut redis::aio::MultiplexedConnection,
+    key: &str,
+    me: &str,
+    claim_idle: Duration,
+) {
+    let info: redis::RedisResult<redis::streams::StreamInfoConsumersReply> =
+        conn.xinfo_consumers(key, GROUP).await;
+    let Ok(info) = info else { return };
+    for c in info.consumers {
+        if c.name != me && c.pending == 0 && c.idle as u128 > claim_idle.as_millis() {
+            let removed: redis::RedisResult<i64> =
+                conn.xgroup_delconsumer(key, GROUP, &c.name).await;
+            if removed.is_ok() {
+                tracing::info!(consumer = %c.name, "removed an idle consumer with nothing pending");
             }
         }
     }

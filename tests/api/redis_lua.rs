@@ -491,3 +491,42 @@ async fn the_redis_benchmark_runs_both_phases_and_every_call_deducts_one_unit() 
     assert_eq!(r.deducted, (r.ours_ops + r.baseline_ops) as i64, "{r:?}");
     assert!(r.ratio > 0.0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn consumers_left_by_earlier_processes_are_pruned_once_idle_and_empty() {
+    let mut config = test_config(Strategy::RedisLua, Backend::Postgres);
+    config.pipeline.claim_idle = Duration::from_millis(300);
+    let app = spawn_with(config).await;
+    app.setup_sale(1, 5, 1).await;
+    let mut conn = redis_conn().await;
+    let events = key(&app, 1, "events");
+    let _: i64 = redis::cmd("XGROUP")
+        .arg("CREATECONSUMER")
+        .arg(&events)
+        .arg("persist")
+        .arg("shop-of-yesterday")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let mut names: Vec<String> = Vec::new();
+    for _ in 0..50 {
+        let info: redis::streams::StreamInfoConsumersReply =
+            conn.xinfo_consumers(&events, "persist").await.unwrap();
+        names = info.consumers.into_iter().map(|c| c.name).collect();
+        if !names.iter().any(|n| n == "shop-of-yesterday") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(!names.iter().any(|n| n == "shop-of-yesterday"), "{names:?}");
+    assert_eq!(names.len(), 1, "only the live consumer remains: {names:?}");
+    // And it still persists orders.
+    assert_eq!(
+        app.order(json!({"item_id": 1, "user_id": "u", "qty": 1}))
+            .await
+            .0,
+        201
+    );
+    assert_eq!(app.drained_audit(1).await["sold"], 1);
+    app.teardown().await;
+}
