@@ -126,21 +126,28 @@ impl ConnArgs {
     }
 }
 
+/// Where reports go and how a run ends: shared by `run`, `compare`, `gate` and `attack`.
+#[derive(Debug, Args, Clone)]
+pub struct OutputArgs {
+    /// Folder for reports (a `<UTC timestamp>-<scenario>/` folder is made inside).
+    #[arg(long, default_value = "reports")]
+    pub out: PathBuf,
+    /// Longest wait for the shop to drain / the oracle to settle after the last buyer (s).
+    #[arg(long, default_value_t = 60)]
+    pub drain_timeout_s: u64,
+    /// No progress lines.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
 /// Scenario and output flags shared by `run` and `compare`.
 #[derive(Debug, Args, Clone)]
 pub struct ScenarioArgs {
     /// Scenario file (TOML).
     #[arg(long, default_value = "scenarios/flash-100.toml")]
     pub scenario: PathBuf,
-    /// Folder for reports (a `<UTC timestamp>-<scenario>/` folder is made inside).
-    #[arg(long, default_value = "reports")]
-    pub out: PathBuf,
-    /// Longest wait for the shop's queue to drain after the last buyer (seconds).
-    #[arg(long, default_value_t = 60)]
-    pub drain_timeout_s: u64,
-    /// No progress lines.
-    #[arg(long)]
-    pub quiet: bool,
+    #[command(flatten)]
+    pub output: OutputArgs,
 }
 
 /// `oversell run`.
@@ -483,9 +490,9 @@ async fn run_and_print(
             redis_url: conn.redis_url.clone(),
             shop_exe: std::env::current_exe().context("locating the oversell binary")?,
         },
-        out: sa.out.clone(),
-        drain_limit: Duration::from_secs(sa.drain_timeout_s),
-        progress: !sa.quiet,
+        out: sa.output.out.clone(),
+        drain_limit: Duration::from_secs(sa.output.drain_timeout_s),
+        progress: !sa.output.quiet,
     };
     let (report, dir) = runner::execute(&plan).await?;
     println!("{}", crate::report::table::render(&report));

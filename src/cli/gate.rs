@@ -62,15 +62,8 @@ pub struct PlanArgs {
     /// Print the plan (arrivals per second, request estimate, peak) and send nothing.
     #[arg(long)]
     pub dry_run: bool,
-    /// Folder for reports (a `<UTC timestamp>-<scenario>/` folder is made inside).
-    #[arg(long, default_value = "reports")]
-    pub out: PathBuf,
-    /// Longest wait for the shop to drain / the oracle to settle after the last buyer (s).
-    #[arg(long, default_value_t = 60)]
-    pub drain_timeout_s: u64,
-    /// No progress lines.
-    #[arg(long)]
-    pub quiet: bool,
+    #[command(flatten)]
+    pub output: super::OutputArgs,
 }
 
 /// `oversell gate`.
@@ -181,9 +174,9 @@ fn plan(
         scenario_file: scenario_file.to_path_buf(),
         subject,
         buyers,
-        out: pa.out.clone(),
-        drain_limit: Duration::from_secs(pa.drain_timeout_s),
-        progress: !pa.quiet,
+        out: pa.output.out.clone(),
+        drain_limit: Duration::from_secs(pa.output.drain_timeout_s),
+        progress: !pa.output.quiet,
     }))
 }
 

@@ -85,7 +85,7 @@ impl DbProbe {
     }
 
     pub(super) async fn sample(&mut self, t: f64, series: &mut BTreeMap<&'static str, Series>) {
-        match self {
+        let stock: Option<i64> = match self {
             DbProbe::Postgres {
                 stats,
                 shop,
@@ -131,23 +131,13 @@ impl DbProbe {
                 if let Some(x) = xacts {
                     *last = Some((now, x, calls));
                 }
-                let stock: Option<i64> = sqlx::query("SELECT stock FROM items WHERE id = $1")
+                sqlx::query("SELECT stock FROM items WHERE id = $1")
                     .bind(*item)
                     .fetch_optional(&*shop)
                     .await
                     .ok()
                     .flatten()
-                    .and_then(|r| r.try_get(0).ok());
-                if let Some(s) = stock {
-                    push(
-                        series,
-                        "db_stock",
-                        "units",
-                        "SELECT stock FROM items",
-                        t,
-                        s as f64,
-                    );
-                }
+                    .and_then(|r| r.try_get(0).ok())
             }
             DbProbe::Mysql { pool, last, item } => {
                 let rows = sqlx::query("SHOW GLOBAL STATUS")
@@ -204,24 +194,24 @@ impl DbProbe {
                     );
                 }
                 *last = Some((now, status));
-                let stock: Option<i64> = sqlx::query("SELECT stock FROM items WHERE id = ?")
+                sqlx::query("SELECT stock FROM items WHERE id = ?")
                     .bind(*item)
                     .fetch_optional(&*pool)
                     .await
                     .ok()
                     .flatten()
-                    .and_then(|r| r.try_get(0).ok());
-                if let Some(s) = stock {
-                    push(
-                        series,
-                        "db_stock",
-                        "units",
-                        "SELECT stock FROM items",
-                        t,
-                        s as f64,
-                    );
-                }
+                    .and_then(|r| r.try_get(0).ok())
             }
+        };
+        if let Some(s) = stock {
+            push(
+                series,
+                "db_stock",
+                "units",
+                "SELECT stock FROM items",
+                t,
+                s as f64,
+            );
         }
     }
 }
