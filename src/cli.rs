@@ -15,8 +15,12 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+mod attack;
 mod gate;
-pub use gate::{AttackArgs, GateArgs, OracleArgs, PlanArgs};
+mod plan;
+pub use attack::AttackArgs;
+pub use gate::GateArgs;
+pub use plan::{OracleArgs, PlanArgs};
 
 /// Reproduce, measure and gate oversell in flash sales.
 #[derive(Debug, Parser)]
@@ -436,7 +440,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
             run_and_print(&args.scenario, cells, &args.conn).await
         }
         Command::Gate(args) => gate::gate(*args).await,
-        Command::Attack(args) => gate::attack(*args).await,
+        Command::Attack(args) => attack::attack(*args).await,
         Command::Bench(args) => {
             let r = crate::bench::redis(&crate::bench::RedisBench {
                 redis_url: args.redis_url,

@@ -6,7 +6,8 @@
 //!
 //! # Layout
 //!
-//! - [`cli`]: clap commands and flags, turned into typed plans.
+//! - [`cli`]: clap commands and flags, turned into typed plans; `gate` and `attack` each in
+//!   their own file, the flags they share (oracle, plan, output) in `cli/plan.rs`.
 //! - [`shop`]: the reference shop: `app(state) -> Router`, handlers, errors, `/metrics`.
 //! - [`inventory`]: the [`inventory::Strategy`] enum and one file per strategy
 //!   (`naive`, `for_update`, `optimistic`, `redis_lua`).
@@ -14,6 +15,9 @@
 //! - [`store`]: PostgreSQL / MySQL access; the SQL that differs lives in `store::dialect`.
 //! - [`pipeline`]: redis-lua's stream consumer, reconciliation, and the payment-timeout sweeper.
 //! - [`traffic`]: scenario files → seeded plan → goose users; our HdrHistogram recorder.
+//!   [`traffic::mapping`] is the `[target]` table (a shop's API, parsed into methods, status
+//!   patterns and outcomes when the file is read); [`traffic::target`] turns it into requests
+//!   and answers at run time; [`traffic::buyers_csv`] reads `--buyers-csv` with the `csv` crate.
 //! - [`runner`]: a run against the reference shop (child process per strategy) or a foreign
 //!   shop: sale set-up, traffic, drain, oracle, report folder.
 //! - [`rehearsal`]: foreign targets: the loopback guard, the dry-run plan, the user's oracle.

@@ -7,8 +7,8 @@
 
 use crate::services::{redact_url, Service};
 use crate::store::Backend;
+use crate::traffic::mapping::Mapping;
 use crate::traffic::schedule::{self, AfterOrder, BuyerPlan};
-use crate::traffic::target::Mapping;
 use crate::traffic::Scenario;
 use reqwest::Url;
 use sqlx::any::AnyPoolOptions;

@@ -8,7 +8,7 @@
 
 use super::recorder::{Ack, Answer, BuyerResult, Kind, Recorder, Told};
 use super::schedule::{AfterOrder, BuyerPlan};
-use super::target::{Action, Target};
+use super::target::{transport_answer, Action, Target};
 use goose::client::GooseClientBuilder;
 use goose::config::GooseConfiguration;
 use goose::prelude::*;
@@ -240,9 +240,10 @@ async fn send(
 ) -> (Answer, Option<String>, Instant) {
     let prepared = ctx.target.prepare(action, b);
     let result = async {
-        let rb = prepared.apply(user.get_request_builder(&prepared.method, &prepared.path)?);
+        let rb =
+            prepared.apply(user.get_request_builder(&prepared.goose_method(), &prepared.path)?);
         let req = GooseRequest::builder()
-            .method(prepared.method)
+            .method(prepared.goose_method())
             .path(prepared.path.as_str())
             .name(kind.as_str())
             .set_request_builder(rb)
@@ -283,17 +284,6 @@ async fn send_direct(
     let done = Instant::now();
     ctx.recorder.record(Kind::Order, answer, intended, done);
     (answer, order_id, done)
-}
-
-/// A request that got no HTTP answer.
-pub fn transport_answer(e: &reqwest::Error) -> Answer {
-    if e.is_timeout() {
-        Answer::Timeout
-    } else if e.is_connect() || e.is_request() {
-        Answer::ConnectError
-    } else {
-        Answer::ServerError
-    }
 }
 
 /// User + system CPU seconds of this process (getrusage).

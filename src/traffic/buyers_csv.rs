@@ -1,6 +1,7 @@
 //! Real-looking accounts for a rehearsal: a CSV file with columns `user_id,device_id,ip` (a
-//! header line naming them, in any order), one buyer per row. Rows are given to the plan's
-//! buyers in arrival order; arrivals, think times and the bot share stay the scenario's.
+//! header line naming them, in any order), one buyer per row, read with the `csv` crate (quoted
+//! fields, a byte-order mark). Rows are given to the plan's buyers in arrival order; arrivals,
+//! think times and the bot share stay the scenario's.
 
 use super::schedule::BuyerPlan;
 use std::collections::HashMap;
@@ -27,38 +28,46 @@ pub struct CsvError {
 
 const COLUMNS: [&str; 3] = ["user_id", "device_id", "ip"];
 
-/// Parses the file's text (`file` is only used in errors).
+/// The 1-based line a record starts on.
+fn line_of(r: &csv::StringRecord) -> Option<usize> {
+    r.position().map(|p| p.line() as usize)
+}
+
+/// Parses the file's text (`file` is only used in errors). Fields may be quoted (`"a, b"`,
+/// `""` for a quote), cells are trimmed, blank lines and a UTF-8 byte-order mark are skipped.
 pub fn parse(file: &Path, text: &str) -> Result<Vec<Account>, CsvError> {
     let err = |line: Option<usize>, message: String| CsvError {
         file: file.to_path_buf(),
         line,
         message,
     };
-    let mut lines = text
-        .lines()
-        .enumerate()
-        .map(|(i, l)| (i + 1, l.trim_end_matches('\r')))
-        .filter(|(_, l)| !l.trim().is_empty());
-    let (hline, header) = lines.next().ok_or_else(|| {
+    let mut records = csv::ReaderBuilder::new()
+        .has_headers(false)
+        .flexible(true)
+        .trim(csv::Trim::All)
+        .from_reader(text.as_bytes())
+        .into_records()
+        .map(|r| r.map_err(|e| err(e.position().map(|p| p.line() as usize), e.to_string())))
+        // A line of blanks is one empty cell; csv itself skips empty lines.
+        .filter(|r| !matches!(r, Ok(rec) if rec.len() == 1 && rec[0].is_empty()));
+    let header = records.next().transpose()?.ok_or_else(|| {
         err(
             None,
             "the file is empty; expected a header `user_id,device_id,ip`".into(),
         )
     })?;
-    let names: Vec<String> = header
-        .split(',')
-        .map(|c| c.trim().to_ascii_lowercase())
-        .collect();
+    let hline = line_of(&header);
+    let names: Vec<String> = header.iter().map(str::to_ascii_lowercase).collect();
     let mut index: HashMap<&str, usize> = HashMap::new();
     for (i, n) in names.iter().enumerate() {
         match COLUMNS.iter().find(|c| **c == n.as_str()) {
             Some(c) if index.insert(c, i).is_some() => {
-                return Err(err(Some(hline), format!("column `{c}` appears twice")));
+                return Err(err(hline, format!("column `{c}` appears twice")));
             }
             Some(_) => {}
             None => {
                 return Err(err(
-                    Some(hline),
+                    hline,
                     format!("unknown column `{n}`; the header must name user_id, device_id and ip"),
                 ))
             }
@@ -66,48 +75,42 @@ pub fn parse(file: &Path, text: &str) -> Result<Vec<Account>, CsvError> {
     }
     if let Some(missing) = COLUMNS.iter().find(|c| !index.contains_key(*c)) {
         return Err(err(
-            Some(hline),
+            hline,
             format!("the header has no `{missing}` column; expected `user_id,device_id,ip`"),
         ));
     }
     let mut seen: HashMap<String, usize> = HashMap::new();
     let mut out = Vec::new();
-    for (n, line) in lines {
-        if line.contains('"') {
+    for row in records {
+        let row = row?;
+        let line = line_of(&row);
+        let n = line.unwrap_or_default();
+        if row.len() != names.len() {
             return Err(err(
-                Some(n),
-                "quoted fields are not supported; ids and IPs must not contain commas or quotes"
-                    .into(),
+                line,
+                format!("{} fields, the header has {}", row.len(), names.len()),
             ));
         }
-        let cells: Vec<&str> = line.split(',').map(str::trim).collect();
-        if cells.len() != names.len() {
-            return Err(err(
-                Some(n),
-                format!("{} fields, the header has {}", cells.len(), names.len()),
-            ));
-        }
-        let get = |c: &str| cells[index[c]].to_string();
+        let get = |c: &str| row[index[c]].to_string();
         let acc = Account {
             user_id: get("user_id"),
             device_id: get("device_id"),
             ip: get("ip"),
         };
-        if acc.user_id.is_empty() || acc.user_id.len() > 128 {
-            return Err(err(Some(n), "user_id must be 1 to 128 characters".into()));
-        }
-        if acc.device_id.is_empty() || acc.device_id.len() > 128 {
-            return Err(err(Some(n), "device_id must be 1 to 128 characters".into()));
+        for (column, value) in [("user_id", &acc.user_id), ("device_id", &acc.device_id)] {
+            if value.is_empty() || value.len() > 128 {
+                return Err(err(line, format!("{column} must be 1 to 128 characters")));
+            }
         }
         if acc.ip.parse::<IpAddr>().is_err() {
             return Err(err(
-                Some(n),
+                line,
                 format!("ip {:?} is not an IPv4 or IPv6 address", acc.ip),
             ));
         }
         if let Some(first) = seen.insert(acc.user_id.clone(), n) {
             return Err(err(
-                Some(n),
+                line,
                 format!(
                     "user_id {:?} already appears on line {first}; one row per person",
                     acc.user_id
@@ -198,6 +201,28 @@ mod tests {
         assert!(e.to_string().contains("unknown column `device`"), "{e}");
         let e = parse(p(), "user_id,device_id,ip\nu1,d1,::1\nu1,d2,::1\n").unwrap_err();
         assert!(e.to_string().contains("line 2"), "{e}");
+    }
+
+    #[test]
+    fn a_quoted_field_may_hold_a_comma_and_a_quote() {
+        let a = parse(
+            p(),
+            "user_id,device_id,ip\n\"doe, jane\",\"phone \"\"x\"\"\",10.0.0.1\n",
+        )
+        .unwrap();
+        assert_eq!(a[0].user_id, "doe, jane");
+        assert_eq!(a[0].device_id, "phone \"x\"");
+        assert_eq!(a[0].ip, "10.0.0.1");
+    }
+
+    #[test]
+    fn a_byte_order_mark_before_the_header_is_accepted() {
+        let a = parse(p(), "\u{feff}user_id,device_id,ip\nu1,d1,::1\n").unwrap();
+        assert_eq!(a.len(), 1);
+        assert_eq!(a[0].user_id, "u1");
+        let e = parse(p(), "\u{feff}user_id,device_id,ip\nu1,d1,::1\nu2,,::1\n").unwrap_err();
+        assert_eq!(e.line, Some(3), "lines still count from the top: {e}");
+        assert!(e.to_string().contains("device_id"), "{e}");
     }
 
     #[test]

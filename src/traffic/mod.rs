@@ -2,6 +2,7 @@
 
 pub mod attack;
 pub mod buyers_csv;
+pub mod mapping;
 pub mod recorder;
 pub mod scenario;
 pub mod schedule;

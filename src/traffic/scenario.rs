@@ -30,7 +30,7 @@ pub struct Scenario {
     pub thresholds: Thresholds,
     /// `[target]`: a foreign shop's API (absent: the reference shop's).
     #[serde(default)]
-    pub target: Option<super::target::Mapping>,
+    pub target: Option<super::mapping::Mapping>,
 }
 
 /// `[item]`: the sale.
@@ -474,14 +474,11 @@ impl Scenario {
                 }
             }
         }
-        if let Some(m) = &self.target {
-            m.validate()?;
-        }
         Ok(())
     }
 
     /// The API mapping of the shop under test: the `[target]` table or the reference shop's.
-    pub fn mapping(&self) -> super::target::Mapping {
+    pub fn mapping(&self) -> super::mapping::Mapping {
         self.target.clone().unwrap_or_default()
     }
 

@@ -1,207 +1,10 @@
-//! The shop under test as the traffic model sees it: how each action becomes an HTTP request,
-//! and how each answer maps to an outcome. The reference shop is the default mapping; a
-//! scenario's `[target]` table describes any other shop's API.
-//!
-//! Templates substitute `{item_id}`, `{user_id}`, `{device_id}`, `{qty}`, `{order_id}`,
-//! `{stock}`, `{purchase_limit}`, `{name}` and `{price_cents}`; values are JSON-escaped, so a
-//! body template writes the quotes itself: `{"user": "{user_id}"}`.
+//! The shop under test at run time: each action becomes an HTTP request built from the
+//! [`Mapping`]'s templates, and each answer (or transport failure) becomes an [`Answer`].
 
+use super::mapping::{Mapping, Method, OutcomeRule, RequestTemplate};
 use super::recorder::{Answer, Kind};
 use super::schedule::BuyerPlan;
 use goose::prelude::GooseMethod;
-use serde::{Deserialize, Serialize};
-
-/// One action's request.
-#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct RequestTemplate {
-    /// GET, POST, PUT, PATCH or DELETE.
-    pub method: String,
-    pub path: String,
-    /// JSON body template (sent with `content-type: application/json`).
-    #[serde(default)]
-    pub body: Option<String>,
-}
-
-/// A rule mapping an answer to an outcome; the first rule that matches wins.
-#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct OutcomeRule {
-    /// Status codes this rule applies to; a code like 400 also accepts `"4xx"` ranges.
-    pub status: Vec<String>,
-    /// Optional JSON field (dot path) that must equal `equals`.
-    #[serde(default)]
-    pub field: Option<String>,
-    #[serde(default)]
-    pub equals: Option<String>,
-    /// created, ok, sold_out, duplicate, rate_limited, rejected, not_found, invalid, busy,
-    /// server_error.
-    pub outcome: String,
-}
-
-/// The `[target]` table: a shop's API.
-#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct Mapping {
-    /// Sets up the sale before the run; absent when the target does not allow it.
-    #[serde(default)]
-    pub setup: Option<RequestTemplate>,
-    pub view: RequestTemplate,
-    pub order: RequestTemplate,
-    pub pay: RequestTemplate,
-    pub cancel: RequestTemplate,
-    /// Dot path of the order id in a created order's JSON answer.
-    pub order_id_field: String,
-    /// Header that carries the simulated client IP (empty: none).
-    #[serde(default = "forwarded_for")]
-    pub ip_header: String,
-    pub outcomes: Vec<OutcomeRule>,
-}
-
-fn forwarded_for() -> String {
-    "X-Forwarded-For".into()
-}
-
-fn tpl(method: &str, path: &str, body: Option<&str>) -> RequestTemplate {
-    RequestTemplate {
-        method: method.into(),
-        path: path.into(),
-        body: body.map(str::to_string),
-    }
-}
-
-fn rule(status: &str, field: Option<(&str, &str)>, outcome: &str) -> OutcomeRule {
-    OutcomeRule {
-        status: vec![status.into()],
-        field: field.map(|(f, _)| f.to_string()),
-        equals: field.map(|(_, v)| v.to_string()),
-        outcome: outcome.into(),
-    }
-}
-
-impl Default for Mapping {
-    /// The reference shop's API.
-    fn default() -> Self {
-        Mapping {
-            setup: Some(tpl(
-                "PUT",
-                "/api/items/{item_id}",
-                Some(
-                    r#"{"stock": {stock}, "name": "{name}", "price_cents": {price_cents}, "purchase_limit": {purchase_limit}}"#,
-                ),
-            )),
-            view: tpl("GET", "/api/items/{item_id}", None),
-            order: tpl(
-                "POST",
-                "/api/orders",
-                Some(
-                    r#"{"item_id": {item_id}, "user_id": "{user_id}", "qty": {qty}, "device_id": "{device_id}"}"#,
-                ),
-            ),
-            pay: tpl("POST", "/api/orders/{order_id}/pay", None),
-            cancel: tpl("POST", "/api/orders/{order_id}/cancel", None),
-            order_id_field: "order_id".into(),
-            ip_header: forwarded_for(),
-            outcomes: vec![
-                rule("201", None, "created"),
-                rule("2xx", None, "ok"),
-                rule("409", Some(("error", "sold_out")), "sold_out"),
-                rule("409", Some(("error", "duplicate")), "duplicate"),
-                rule("409", Some(("error", "invalid_state")), "rejected"),
-                rule("429", None, "rate_limited"),
-                rule("503", Some(("error", "busy")), "busy"),
-                rule("404", None, "not_found"),
-                rule("4xx", None, "invalid"),
-                rule("5xx", None, "server_error"),
-            ],
-        }
-    }
-}
-
-/// Parses an outcome name of a mapping rule.
-pub fn parse_outcome(s: &str) -> Option<Answer> {
-    Answer::ALL
-        .into_iter()
-        .find(|a| a.as_str() == s && !matches!(a, Answer::Timeout | Answer::ConnectError))
-}
-
-impl Mapping {
-    /// Checks methods and outcome names; the error names the field.
-    pub fn validate(&self) -> Result<(), String> {
-        let actions = [
-            ("view", &self.view),
-            ("order", &self.order),
-            ("pay", &self.pay),
-            ("cancel", &self.cancel),
-        ];
-        for (name, t) in actions
-            .iter()
-            .copied()
-            .chain(self.setup.as_ref().map(|s| ("setup", s)))
-        {
-            if parse_method(&t.method).is_none() {
-                return Err(format!(
-                    "field `target.{name}.method` must be one of GET, POST, PUT, PATCH, DELETE (got {:?})",
-                    t.method
-                ));
-            }
-            if !t.path.starts_with('/') {
-                return Err(format!(
-                    "field `target.{name}.path` must start with '/' (got {:?})",
-                    t.path
-                ));
-            }
-        }
-        for (i, r) in self.outcomes.iter().enumerate() {
-            if parse_outcome(&r.outcome).is_none() {
-                let allowed: Vec<&str> = Answer::ALL
-                    .iter()
-                    .filter(|a| !matches!(a, Answer::Timeout | Answer::ConnectError))
-                    .map(|a| a.as_str())
-                    .collect();
-                return Err(format!(
-                    "field `target.outcomes[{i}].outcome` must be one of {} (got {:?})",
-                    allowed.join(", "),
-                    r.outcome
-                ));
-            }
-            for s in &r.status {
-                if status_matches(s, 0).is_none() {
-                    return Err(format!(
-                        "field `target.outcomes[{i}].status` holds {s:?}: use a code like \"409\" or a class like \"4xx\""
-                    ));
-                }
-            }
-            if r.field.is_some() != r.equals.is_some() {
-                return Err(format!(
-                    "field `target.outcomes[{i}]`: `field` and `equals` go together"
-                ));
-            }
-        }
-        Ok(())
-    }
-}
-
-/// Whether `pattern` ("409" or "4xx") matches `code`; `None` if the pattern is malformed.
-fn status_matches(pattern: &str, code: u16) -> Option<bool> {
-    if let Some(class) = pattern.strip_suffix("xx") {
-        let c: u16 = class.parse().ok().filter(|c| (1..=5).contains(c))?;
-        return Some(code / 100 == c);
-    }
-    let p: u16 = pattern.parse().ok().filter(|p| (100..=599).contains(p))?;
-    Some(p == code)
-}
-
-fn parse_method(m: &str) -> Option<GooseMethod> {
-    Some(match m.to_ascii_uppercase().as_str() {
-        "GET" => GooseMethod::Get,
-        "POST" => GooseMethod::Post,
-        "PUT" => GooseMethod::Put,
-        "PATCH" => GooseMethod::Patch,
-        "DELETE" => GooseMethod::Delete,
-        _ => return None,
-    })
-}
 
 /// What a buyer asks the shop to do.
 #[derive(Debug, Clone)]
@@ -233,7 +36,7 @@ pub struct Target {
 /// A request ready to send.
 #[derive(Debug, Clone)]
 pub struct Prepared {
-    pub method: GooseMethod,
+    pub method: Method,
     pub path: String,
     pub body: Option<String>,
     pub headers: Vec<(String, String)>,
@@ -256,11 +59,22 @@ impl Prepared {
     /// The method for a plain reqwest client.
     pub fn reqwest_method(&self) -> reqwest::Method {
         match self.method {
-            GooseMethod::Get => reqwest::Method::GET,
-            GooseMethod::Put => reqwest::Method::PUT,
-            GooseMethod::Patch => reqwest::Method::PATCH,
-            GooseMethod::Delete => reqwest::Method::DELETE,
-            _ => reqwest::Method::POST,
+            Method::Get => reqwest::Method::GET,
+            Method::Post => reqwest::Method::POST,
+            Method::Put => reqwest::Method::PUT,
+            Method::Patch => reqwest::Method::PATCH,
+            Method::Delete => reqwest::Method::DELETE,
+        }
+    }
+
+    /// The method for a goose request.
+    pub fn goose_method(&self) -> GooseMethod {
+        match self.method {
+            Method::Get => GooseMethod::Get,
+            Method::Post => GooseMethod::Post,
+            Method::Put => GooseMethod::Put,
+            Method::Patch => GooseMethod::Patch,
+            Method::Delete => GooseMethod::Delete,
         }
     }
 }
@@ -270,8 +84,22 @@ fn json_escape(s: &str) -> String {
     quoted[1..quoted.len() - 1].to_string()
 }
 
-fn field<'a>(v: &'a serde_json::Value, path: &str) -> Option<&'a serde_json::Value> {
-    path.split('.').try_fold(v, |v, k| v.get(k))
+/// The value at a dot path of a JSON answer, as text: a string as it is, anything else as JSON.
+fn field(v: &serde_json::Value, path: &str) -> Option<String> {
+    let v = path.split('.').try_fold(v, |v, k| v.get(k))?;
+    Some(
+        v.as_str()
+            .map(str::to_string)
+            .unwrap_or_else(|| v.to_string()),
+    )
+}
+
+/// Whether `rule` applies to an answer with this status and (parsed, if JSON) body.
+fn applies(rule: &OutcomeRule, status: u16, json: Option<&serde_json::Value>) -> bool {
+    rule.status.iter().any(|p| p.matches(status))
+        && rule.field.as_ref().is_none_or(|f| {
+            json.and_then(|j| field(j, &f.path)).as_deref() == Some(f.equals.as_str())
+        })
 }
 
 impl Target {
@@ -295,46 +123,42 @@ impl Target {
         out
     }
 
-    fn template(&self, action: &Action) -> &RequestTemplate {
-        match action {
-            Action::View => &self.mapping.view,
-            Action::Order => &self.mapping.order,
-            Action::Pay(_) => &self.mapping.pay,
-            Action::Cancel(_) => &self.mapping.cancel,
+    /// `t` filled in for buyer `b` (with its IP header) or, without a buyer, for the sale.
+    fn request(
+        &self,
+        t: &RequestTemplate,
+        b: Option<&BuyerPlan>,
+        order_id: Option<&str>,
+    ) -> Prepared {
+        let headers = b
+            .filter(|_| !self.mapping.ip_header.is_empty())
+            .map(|b| (self.mapping.ip_header.clone(), b.ip.clone()))
+            .into_iter()
+            .collect();
+        Prepared {
+            method: t.method,
+            path: self.fill(&t.path, b, order_id),
+            body: t.body.as_ref().map(|body| self.fill(body, b, order_id)),
+            headers,
         }
     }
 
     /// The request for `action` by buyer `b`.
     pub fn prepare(&self, action: &Action, b: &BuyerPlan) -> Prepared {
-        let order_id = match action {
-            Action::Pay(id) | Action::Cancel(id) => Some(id.as_str()),
-            _ => None,
+        let m = &self.mapping;
+        let (t, order_id) = match action {
+            Action::View => (&m.view, None),
+            Action::Order => (&m.order, None),
+            Action::Pay(id) => (&m.pay, Some(id.as_str())),
+            Action::Cancel(id) => (&m.cancel, Some(id.as_str())),
         };
-        let t = self.template(action);
-        let mut headers = Vec::new();
-        if !self.mapping.ip_header.is_empty() {
-            headers.push((self.mapping.ip_header.clone(), b.ip.clone()));
-        }
-        Prepared {
-            method: parse_method(&t.method).unwrap_or(GooseMethod::Get),
-            path: self.fill(&t.path, Some(b), order_id),
-            body: t
-                .body
-                .as_ref()
-                .map(|body| self.fill(body, Some(b), order_id)),
-            headers,
-        }
+        self.request(t, Some(b), order_id)
     }
 
     /// The set-up request, if the mapping has one.
     pub fn setup_request(&self) -> Option<Prepared> {
         let t = self.mapping.setup.as_ref()?;
-        Some(Prepared {
-            method: parse_method(&t.method).unwrap_or(GooseMethod::Put),
-            path: self.fill(&t.path, None, None),
-            body: t.body.as_ref().map(|body| self.fill(body, None, None)),
-            headers: Vec::new(),
-        })
+        Some(self.request(t, None, None))
     }
 
     /// Classifies a status and body; returns the outcome and, for a created order, its id.
@@ -344,47 +168,21 @@ impl Target {
             .mapping
             .outcomes
             .iter()
-            .find(|r| {
-                r.status
-                    .iter()
-                    .any(|s| status_matches(s, status) == Some(true))
-                    && match (&r.field, &r.equals) {
-                        (Some(f), Some(want)) => {
-                            json.as_ref()
-                                .and_then(|j| field(j, f))
-                                .map(|v| {
-                                    v.as_str()
-                                        .map(str::to_string)
-                                        .unwrap_or_else(|| v.to_string())
-                                })
-                                .as_deref()
-                                == Some(want.as_str())
-                        }
-                        _ => true,
-                    }
-            })
-            .and_then(|r| parse_outcome(&r.outcome))
+            .find(|r| applies(r, status, json.as_ref()))
+            .map(|r| r.outcome.answer())
             .unwrap_or(if status >= 500 {
                 Answer::ServerError
             } else {
                 Answer::Invalid
             });
-        let order_id = (kind == Kind::Order && answer == Answer::Created)
-            .then(|| {
-                json.as_ref()
-                    .and_then(|j| field(j, &self.mapping.order_id_field))
-            })
-            .flatten()
-            .map(|v| {
-                v.as_str()
-                    .map(str::to_string)
-                    .unwrap_or_else(|| v.to_string())
-            });
-        // A "created" answer without an order id is not an acknowledgement we can audit.
-        if kind == Kind::Order && answer == Answer::Created && order_id.is_none() {
-            return (Answer::Invalid, None);
+        if kind != Kind::Order || answer != Answer::Created {
+            return (answer, None);
         }
-        (answer, order_id)
+        // A "created" answer without an order id is not an acknowledgement we can audit.
+        match json.and_then(|j| field(&j, &self.mapping.order_id_field)) {
+            Some(id) => (answer, Some(id)),
+            None => (Answer::Invalid, None),
+        }
     }
 
     /// Reads a full response (the body too: latency is full response time) and classifies it.
@@ -392,8 +190,19 @@ impl Target {
         let status = resp.status().as_u16();
         match resp.text().await {
             Ok(body) => self.classify(kind, status, &body),
-            Err(e) => (super::attack::transport_answer(&e), None),
+            Err(e) => (transport_answer(&e), None),
         }
+    }
+}
+
+/// A request that got no HTTP answer.
+pub fn transport_answer(e: &reqwest::Error) -> Answer {
+    if e.is_timeout() {
+        Answer::Timeout
+    } else if e.is_connect() || e.is_request() {
+        Answer::ConnectError
+    } else {
+        Answer::ServerError
     }
 }
 
@@ -463,18 +272,5 @@ mod tests {
         let body: serde_json::Value = serde_json::from_str(setup.body.as_deref().unwrap()).unwrap();
         assert_eq!(body["name"], "tea \"green\"");
         assert_eq!(body["stock"], 10);
-    }
-
-    #[test]
-    fn a_bad_mapping_names_the_field() {
-        let mut m = Mapping::default();
-        m.outcomes[0].outcome = "won".into();
-        assert!(m
-            .validate()
-            .unwrap_err()
-            .contains("target.outcomes[0].outcome"));
-        let mut m = Mapping::default();
-        m.pay.method = "FETCH".into();
-        assert!(m.validate().unwrap_err().contains("target.pay.method"));
     }
 }

@@ -1,0 +1,130 @@
+//! Flags shared by `gate` and `attack` (the user's oracle, the plan and its output) and the
+//! [`RunPlan`] built from them, checked before the first request is sent.
+
+use crate::rehearsal::{self, Foreign, OracleSource, PlanSummary};
+use crate::report::Report;
+use crate::runner::{RunPlan, Subject};
+use crate::traffic::{buyers_csv, schedule, Scenario};
+use clap::Args;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The user's oracle for a foreign target, and the remote-target opt-in.
+#[derive(Debug, Args, Clone)]
+pub struct OracleArgs {
+    /// Oracle: the target's database (postgres://... or mysql://...), read-only queries.
+    #[arg(long, requires_all = ["target", "sold_query"], conflicts_with = "oracle_http")]
+    pub oracle_sql: Option<String>,
+    /// With --oracle-sql: one SELECT returning the units sold (orders not cancelled/expired).
+    #[arg(long, requires = "oracle_sql")]
+    pub sold_query: Option<String>,
+    /// With --oracle-sql: one SELECT returning the stock left (checks conservation).
+    #[arg(long, requires = "oracle_sql")]
+    pub stock_query: Option<String>,
+    /// Oracle: an HTTP endpoint answering JSON {"sold": N, "stock": M} ("stock" optional).
+    #[arg(long, requires = "target")]
+    pub oracle_http: Option<String>,
+    /// Allow a target that is not loopback; a banner names the host and peak rate first.
+    #[arg(long, requires = "target")]
+    pub allow_remote: bool,
+}
+
+impl OracleArgs {
+    pub(super) fn source(&self) -> OracleSource {
+        match (&self.oracle_sql, &self.sold_query, &self.oracle_http) {
+            (Some(url), Some(q), _) => OracleSource::Sql {
+                url: url.clone(),
+                sold_query: q.clone(),
+                stock_query: self.stock_query.clone(),
+            },
+            (_, _, Some(url)) => OracleSource::Http { url: url.clone() },
+            _ => OracleSource::None,
+        }
+    }
+}
+
+/// Plan and output flags of `gate` and `attack`.
+#[derive(Debug, Args, Clone)]
+pub struct PlanArgs {
+    /// Buyers' accounts from a CSV file (header user_id,device_id,ip), one row per buyer,
+    /// given to the plan's buyers in arrival order.
+    #[arg(long, value_name = "FILE")]
+    pub buyers_csv: Option<PathBuf>,
+    /// Print the plan (arrivals per second, request estimate, peak) and send nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    #[command(flatten)]
+    pub output: super::OutputArgs,
+}
+
+/// The buyers of `s`, renamed from a CSV when one is given.
+fn buyers(s: &Scenario, csv: Option<&Path>) -> anyhow::Result<Arc<Vec<schedule::BuyerPlan>>> {
+    let mut plan = schedule::build(s);
+    if let Some(file) = csv {
+        buyers_csv::apply(file, &mut plan)?;
+    }
+    Ok(Arc::new(plan))
+}
+
+/// A foreign target, checked before anything is sent; prints the banner for a remote one.
+pub(super) fn foreign(url: &str, oracle: &OracleArgs, s: &Scenario) -> anyhow::Result<Foreign> {
+    let host = rehearsal::check_target(url, oracle.allow_remote)?;
+    Ok(Foreign {
+        base_url: url.trim_end_matches('/').to_string(),
+        host,
+        mapping: s.mapping(),
+        oracle: oracle.source(),
+    })
+}
+
+/// Builds the plan; `None` after a dry run (printed, nothing sent).
+pub(super) fn plan(
+    scenario_file: &Path,
+    s: Scenario,
+    subject: Subject,
+    pa: &PlanArgs,
+) -> anyhow::Result<Option<RunPlan>> {
+    let buyers = buyers(&s, pa.buyers_csv.as_deref())?;
+    let summary = PlanSummary::of(&s, &buyers);
+    let (label, remote) = match &subject {
+        Subject::Foreign(f) => (
+            f.base_url.clone(),
+            Some(&f.host).filter(|_| {
+                reqwest::Url::parse(&f.base_url).is_ok_and(|u| !rehearsal::is_loopback_host(&u))
+            }),
+        ),
+        Subject::Reference { cells, .. } => (
+            format!(
+                "the reference shop ({})",
+                cells
+                    .iter()
+                    .map(|c| c.strategy.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            None,
+        ),
+    };
+    if pa.dry_run {
+        print!("{}", summary.render(&label));
+        return Ok(None);
+    }
+    if let Some(host) = remote {
+        eprintln!("{}", summary.banner(host));
+    }
+    Ok(Some(RunPlan {
+        scenario: s,
+        scenario_file: scenario_file.to_path_buf(),
+        subject,
+        buyers,
+        out: pa.output.out.clone(),
+        drain_limit: Duration::from_secs(pa.output.drain_timeout_s),
+        progress: !pa.output.quiet,
+    }))
+}
+
+pub(super) fn print_report(report: &Report, dir: &Path) {
+    println!("{}", crate::report::table::render(report));
+    println!("report: {}", dir.join("report.md").display());
+}
