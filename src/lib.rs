@@ -38,6 +38,7 @@ pub mod diff;
 pub mod gate;
 pub mod gateway;
 pub mod inventory;
+pub mod metric;
 pub mod model;
 pub mod oracle;
 pub mod pipeline;
