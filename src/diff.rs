@@ -6,7 +6,8 @@
 //! undersold units) are compared exactly: any increase is worse. Every other metric is the same
 //! when the change is within the band, relative to the baseline (`--band`, 5 % by default).
 //! A metric the baseline measured and the candidate did not (e.g. oversell could not be
-//! verified) counts as worse.
+//! verified) counts as worse. The metrics, their names, directions and rules are the catalog's
+//! ([`crate::metric`]), read from each run through `report::catalog`.
 
 use crate::metric::{Better, Metric, Rule};
 use crate::report::{self, Report, RunReport};

@@ -213,7 +213,7 @@ static SPECS: [Spec; 11] = [
         "throughput",
         &[],
         "order throughput",
-        "orders/s",
+        "throughput",
         Unit::OrdersPerSecond,
         Better::Higher,
         None,

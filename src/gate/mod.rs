@@ -16,6 +16,7 @@ pub mod junit;
 use crate::metric::Thresholds;
 pub use crate::metric::{Metric, Override};
 use crate::report::markup::md_cell;
+use crate::report::table::{text, Align};
 use crate::report::Report;
 use std::fmt::Write;
 
@@ -200,11 +201,11 @@ impl Verdict {
 
     /// The one-screen terminal verdict.
     pub fn render(&self) -> String {
-        let rows: Vec<[String; 5]> = self
+        let rows: Vec<Vec<String>> = self
             .checks
             .iter()
             .map(|c| {
-                [
+                vec![
                     c.run.clone(),
                     c.limit.metric.name().to_string(),
                     format!(
@@ -218,30 +219,9 @@ impl Verdict {
             })
             .collect();
         let header = ["run", "threshold", "limit", "measured", "result"].map(String::from);
-        let widths: Vec<usize> = (0..5)
-            .map(|i| {
-                rows.iter()
-                    .chain([&header])
-                    .map(|r| r[i].chars().count())
-                    .max()
-                    .unwrap_or(0)
-            })
-            .collect();
-        let line = |r: &[String; 5]| {
-            r.iter()
-                .zip(&widths)
-                .map(|(c, w)| format!("{c:<w$}"))
-                .collect::<Vec<_>>()
-                .join("  ")
-                .trim_end()
-                .to_string()
-        };
         let mut s = String::new();
         let _ = writeln!(s, "{}", self.headline());
-        let _ = writeln!(s, "{}", line(&header));
-        for r in &rows {
-            let _ = writeln!(s, "{}", line(r));
-        }
+        s.push_str(&text(&header, &rows, &[Align::Left; 5]));
         for c in &self.checks {
             if let Status::NotVerified(why) = &c.status {
                 let _ = writeln!(

@@ -38,18 +38,21 @@ pub const HEADLINE: [Column; 12] = [
     Column::RedisPeak,
 ];
 
-/// The terminal table's columns.
-pub const TERMINAL: [Column; 9] = [
-    Column::Metric(Metric::Oversell),
-    Column::Metric(Metric::MeanMs),
-    Column::Metric(Metric::DbQpsPeak),
-    Column::Metric(Metric::ErrorRate),
-    Column::SoldOfStock,
-    Column::Metric(Metric::LostAcks),
-    Column::Metric(Metric::DuplicateBuyers),
-    Column::Metric(Metric::P99Ms),
-    Column::Metric(Metric::Throughput),
-];
+/// The terminal table's columns: the headline's that fit a terminal, then order p99.
+pub fn terminal() -> impl Iterator<Item = Column> {
+    HEADLINE
+        .into_iter()
+        .filter(|c| {
+            !matches!(
+                c,
+                Column::Metric(Metric::Undersell)
+                    | Column::Latencies
+                    | Column::SellOut
+                    | Column::RedisPeak
+            )
+        })
+        .chain([Column::Metric(Metric::P99Ms)])
+}
 
 impl Column {
     /// The column's header.
@@ -140,7 +143,7 @@ pub fn text(header: &[String], rows: &[Vec<String>], align: &[Align]) -> String 
 pub fn render(r: &Report) -> String {
     let mb = r.multi_backend();
     let header: Vec<String> = std::iter::once("strategy")
-        .chain(TERMINAL.iter().map(|c| c.header()))
+        .chain(terminal().map(Column::header))
         .map(String::from)
         .collect();
     let rows: Vec<Vec<String>> = r
@@ -148,7 +151,7 @@ pub fn render(r: &Report) -> String {
         .iter()
         .map(|run| {
             std::iter::once(run.label(mb))
-                .chain(TERMINAL.iter().map(|c| c.cell(run)))
+                .chain(terminal().map(|c| c.cell(run)))
                 .collect()
         })
         .collect();
@@ -159,4 +162,24 @@ pub fn render(r: &Report) -> String {
         let _ = writeln!(s, "{}: {}", run.label(mb), run.findings.verdict);
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::v1;
+
+    #[test]
+    fn a_database_rate_carries_the_unit_of_its_own_counter() {
+        let mut r = v1::read(serde_json::from_str(v1::FIXTURE).unwrap());
+        let table = render(&r);
+        assert!(table.contains("DB peak QPS"), "{table}");
+        assert!(table.contains(" transactions/s"), "{table}");
+        let q = r.runs[0].db_qps.as_mut().unwrap();
+        q.unit = "statements/s".into();
+        q.source = "MySQL SHOW GLOBAL STATUS Questions (server-wide), delta per second".into();
+        let cell = Column::Metric(Metric::DbQpsPeak).cell(&r.runs[0]);
+        assert!(cell.ends_with(" Questions/s"), "{cell}");
+        assert!(!render(&r).contains("queries/s"));
+    }
 }

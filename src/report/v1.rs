@@ -87,18 +87,21 @@ fn upgrade_run(run: &mut Map<String, Value>) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A real v1 report (one naive run on PostgreSQL, written by oversell before v2).
+#[cfg(test)]
+pub(crate) const FIXTURE: &str = include_str!("../../tests/fixtures/report-v1.json");
+
+/// [`FIXTURE`] (or another v1 report), upgraded and read.
+#[cfg(test)]
+pub(crate) fn read(mut v: Value) -> super::Report {
+    upgrade(&mut v).unwrap();
+    serde_json::from_value(v).unwrap()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::{OracleKind, Report, Shop};
-
-    const FIXTURE: &str = include_str!("../../tests/fixtures/report-v1.json");
-
-    fn read(v: Value) -> Report {
-        let mut v = v;
-        upgrade(&mut v).unwrap();
-        serde_json::from_value(v).unwrap()
-    }
+    use crate::report::{OracleKind, Shop};
 
     #[test]
     fn a_v1_report_reads_with_every_finding_in_its_one_place() {
