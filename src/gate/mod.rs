@@ -4,7 +4,8 @@
 //! flags; `oversell`, `lost_acks` and `duplicate_buyers` default to 0 when neither sets them.
 //! Each limit is checked for every run (strategy, or the foreign target) and ends as passed,
 //! breached, or *not verified* when the run could not measure it (e.g. oversell with no oracle
-//! on a foreign target). Not verified fails the gate unless the user allows it.
+//! on a foreign target). Not verified fails the gate unless the user allows it. The names,
+//! limit rules, formats and readings are the metric catalog's ([`crate::metric`]).
 //!
 //! Exit codes (stable): 0 every threshold held; 1 a threshold was breached or not verified;
 //! 2 bad usage or a bad scenario; 3 the target or a service could not be reached.
