@@ -80,7 +80,7 @@ pub struct DiffArgs {
     #[arg(long, default_value_t = 5.0)]
     pub band: f64,
     /// Exit 1 when the candidate is worse on any of these metrics (comma-separated), e.g.
-    /// oversell,lost_acks,latency_p99.
+    /// oversell,lost_acks,p99_ms (older names such as latency_p99 are accepted).
     #[arg(long, value_delimiter = ',')]
     pub fail_on: Vec<String>,
     /// Also write the Markdown to this file.
@@ -399,7 +399,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
     match cli.command {
         Command::Serve(args) => {
             let (_, db) = args.conn.database_for(args.backend)?;
-            args.shop.validate().map_err(UsageError)?;
+            args.shop.validate().map_err(anyhow::Error::msg)?;
             let config = args
                 .shop
                 .config(args.strategy, args.listen, &db, &args.conn.redis_url);
@@ -503,11 +503,6 @@ async fn run_and_print(
     println!("report: {}", dir.join("report.md").display());
     Ok(0)
 }
-
-/// A command line that cannot be used (exit 2).
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct UsageError(pub String);
 
 /// The exit code for an error that ended a command: 3 when a service could not be reached
 /// (a typed [`crate::services::Unreachable`] or store/inventory equivalent anywhere in the

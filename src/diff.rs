@@ -6,167 +6,54 @@
 //! undersold units) are compared exactly: any increase is worse. Every other metric is the same
 //! when the change is within the band, relative to the baseline (`--band`, 5 % by default).
 //! A metric the baseline measured and the candidate did not (e.g. oversell could not be
-//! verified) counts as worse.
+//! verified) counts as worse. The metrics, their names, directions and rules are the catalog's
+//! ([`crate::metric`]), read from each run through `report::catalog`.
 
+use crate::metric::{Better, Metric, Rule};
 use crate::report::{self, Report, RunReport};
 use anyhow::Context;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
-/// Which way is good.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Better {
-    Lower,
-    Higher,
-}
+/// Every metric `diff` compares, in report order: the whole catalog.
+pub static METRICS: [Metric; 11] = Metric::ALL;
 
-/// One compared figure.
-#[derive(Debug)]
-pub struct Metric {
-    /// The name `--fail-on` takes.
-    pub name: &'static str,
-    /// How the Markdown names it.
-    pub label: &'static str,
-    pub better: Better,
-    /// Counts are compared exactly (any increase is worse); others within the band.
-    pub count: bool,
-    get: fn(&RunReport) -> Option<f64>,
-    fmt: fn(f64) -> String,
-}
-
-impl Metric {
-    /// This metric's value in a run.
-    pub fn of(&self, run: &RunReport) -> Option<f64> {
-        (self.get)(run)
-    }
-
-    /// Looks a metric up by its `--fail-on` name.
-    pub fn named(name: &str) -> Option<&'static Metric> {
-        METRICS.iter().find(|m| m.name == name.trim())
-    }
-}
-
-fn count(v: f64) -> String {
-    format!("{v:.0}")
-}
-fn millis(v: f64) -> String {
-    format!("{v:.3} ms")
-}
-fn percent(v: f64) -> String {
-    format!("{:.2} %", v * 100.0)
-}
-fn per_second(v: f64) -> String {
-    format!("{v:.1}/s")
-}
-
-fn latency(run: &RunReport, pick: fn(&report::LatencySummary) -> f64) -> Option<f64> {
-    run.order_latency().filter(|l| l.count > 0).map(pick)
-}
-
-/// Every metric `diff` compares, in report order.
-pub static METRICS: [Metric; 11] = [
-    Metric {
-        name: "oversell",
-        label: "oversold units",
-        better: Better::Lower,
-        count: true,
-        get: |r| r.oversell.map(|v| v as f64),
-        fmt: count,
-    },
-    Metric {
-        name: "lost_acks",
-        label: "lost acknowledged orders",
-        better: Better::Lower,
-        count: true,
-        get: |r| r.lost_acks.map(|v| v as f64),
-        fmt: count,
-    },
-    Metric {
-        name: "duplicate_buyers",
-        label: "duplicate buyers",
-        better: Better::Lower,
-        count: true,
-        get: |r| r.duplicate_buyers.map(|v| v as f64),
-        fmt: count,
-    },
-    Metric {
-        name: "undersell",
-        label: "undersold units",
-        better: Better::Lower,
-        count: true,
-        get: |r| r.undersell.map(|v| v as f64),
-        fmt: count,
-    },
-    Metric {
-        name: "error_rate",
-        label: "order error rate",
-        better: Better::Lower,
-        count: false,
-        get: |r| (r.order_attempts > 0).then_some(r.error_rate),
-        fmt: percent,
-    },
-    Metric {
-        name: "latency_mean",
-        label: "order latency mean",
-        better: Better::Lower,
-        count: false,
-        get: |r| latency(r, |l| l.mean_ms),
-        fmt: millis,
-    },
-    Metric {
-        name: "latency_p50",
-        label: "order latency p50",
-        better: Better::Lower,
-        count: false,
-        get: |r| latency(r, |l| l.p50_ms),
-        fmt: millis,
-    },
-    Metric {
-        name: "latency_p99",
-        label: "order latency p99",
-        better: Better::Lower,
-        count: false,
-        get: |r| latency(r, |l| l.p99_ms),
-        fmt: millis,
-    },
-    Metric {
-        name: "latency_p999",
-        label: "order latency p99.9",
-        better: Better::Lower,
-        count: false,
-        get: |r| latency(r, |l| l.p999_ms),
-        fmt: millis,
-    },
-    Metric {
-        name: "db_qps_peak",
-        label: "DB peak QPS",
-        better: Better::Lower,
-        count: false,
-        get: |r| r.db_qps.as_ref().map(|q| q.peak),
-        fmt: count,
-    },
-    Metric {
-        name: "throughput",
-        label: "order throughput",
-        better: Better::Higher,
-        count: false,
-        get: |r| (r.order_attempts > 0).then_some(r.order_throughput_rps),
-        fmt: per_second,
-    },
-];
-
-/// The names `--fail-on` accepts.
+/// The names `--fail-on` takes.
 pub fn metric_names() -> Vec<&'static str> {
-    METRICS.iter().map(|m| m.name).collect()
+    METRICS.iter().map(|m| m.name()).collect()
+}
+
+fn aliases() -> String {
+    METRICS
+        .iter()
+        .flat_map(|m| {
+            m.spec()
+                .aliases
+                .iter()
+                .map(move |a| format!("{a} = {}", m.name()))
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// A bad `diff` command line.
 #[derive(Debug, thiserror::Error)]
 pub enum DiffError {
-    #[error("--fail-on: unknown metric {0:?}; allowed: {names}", names = metric_names().join(", "))]
+    #[error(
+        "--fail-on: unknown metric {0:?}; allowed: {names} (older names: {aliases})",
+        names = metric_names().join(", "),
+        aliases = aliases()
+    )]
     UnknownMetric(String),
     #[error("--band must be a percentage from 0 to 1000, got {0}")]
     BadBand(f64),
+}
+
+/// A `--fail-on` metric, and the name it was given by (echoed in the verdict line).
+#[derive(Debug, Clone)]
+pub struct FailOn {
+    pub metric: Metric,
+    pub given: String,
 }
 
 /// A `diff` decided before any file is read.
@@ -176,7 +63,7 @@ pub struct DiffPlan {
     pub candidate: PathBuf,
     /// The noise band as a fraction (0.05 = 5 %).
     pub band: f64,
-    pub fail_on: Vec<&'static Metric>,
+    pub fail_on: Vec<FailOn>,
     pub out: Option<PathBuf>,
 }
 
@@ -195,7 +82,13 @@ impl DiffPlan {
         let fail_on = fail_on
             .iter()
             .filter(|n| !n.trim().is_empty())
-            .map(|n| Metric::named(n).ok_or_else(|| DiffError::UnknownMetric(n.clone())))
+            .map(|n| match Metric::named(n) {
+                Some(metric) => Ok(FailOn {
+                    metric,
+                    given: n.trim().to_string(),
+                }),
+                None => Err(DiffError::UnknownMetric(n.clone())),
+            })
             .collect::<Result<Vec<_>, _>>()?;
         Ok(DiffPlan {
             baseline,
@@ -232,8 +125,9 @@ impl Verdict {
     }
 }
 
-/// Judges one metric: counts exactly, the rest within `band` (a fraction of the baseline).
-pub fn judge(metric: &Metric, baseline: Option<f64>, candidate: Option<f64>, band: f64) -> Verdict {
+/// Judges one metric by its catalog rule: oracle counts exactly, the rest within `band` (a
+/// fraction of the baseline).
+pub fn judge(metric: Metric, baseline: Option<f64>, candidate: Option<f64>, band: f64) -> Verdict {
     let (b, c) = match (baseline, candidate) {
         (Some(b), Some(c)) => (b, c),
         (Some(_), None) => return Verdict::Worse,
@@ -241,16 +135,15 @@ pub fn judge(metric: &Metric, baseline: Option<f64>, candidate: Option<f64>, ban
         (None, None) => return Verdict::NotComparable,
     };
     let delta = c - b;
-    let within = if metric.count {
-        delta == 0.0
-    } else {
-        delta.abs() <= band * b.abs()
+    let within = match metric.spec().rule {
+        Rule::Exact => delta == 0.0,
+        Rule::Band => delta.abs() <= band * b.abs(),
     };
     if within {
         return Verdict::Same;
     }
     let up = delta > 0.0;
-    match (metric.better, up) {
+    match (metric.spec().better, up) {
         (Better::Lower, true) | (Better::Higher, false) => Verdict::Worse,
         _ => Verdict::Better,
     }
@@ -259,10 +152,22 @@ pub fn judge(metric: &Metric, baseline: Option<f64>, candidate: Option<f64>, ban
 /// One metric of one matched run.
 #[derive(Debug, Clone)]
 pub struct Row {
-    pub metric: &'static Metric,
+    pub metric: Metric,
     pub baseline: Option<f64>,
     pub candidate: Option<f64>,
+    /// The unit of a database rate (the counter the baseline's probe read).
+    pub unit: Option<String>,
     pub verdict: Verdict,
+}
+
+impl Row {
+    /// A value of this row for people.
+    fn show(&self, v: f64) -> String {
+        match &self.unit {
+            Some(u) => format!("{} {u}", self.metric.number(v)),
+            None => self.metric.format(v),
+        }
+    }
 }
 
 /// One run present in both reports.
@@ -283,7 +188,26 @@ pub struct Diff {
 }
 
 fn key(r: &RunReport) -> String {
-    format!("{}/{}", r.strategy, r.backend)
+    r.label(true)
+}
+
+/// One metric of two matched runs. Rates of different database counters (say transactions/s
+/// against statements/s) are not compared.
+fn row(m: Metric, b: &RunReport, c: &RunReport, band: f64) -> Row {
+    let (bv, cv) = (m.read(b).ok(), m.read(c).ok());
+    let (bu, cu) = (m.unit_in(b), m.unit_in(c));
+    let verdict = if bv.is_some() && cv.is_some() && bu != cu {
+        Verdict::NotComparable
+    } else {
+        judge(m, bv, cv, band)
+    };
+    Row {
+        metric: m,
+        baseline: bv,
+        candidate: cv,
+        unit: bu.or(cu).map(|u| u.counter),
+        verdict,
+    }
 }
 
 /// Compares two reports run by run.
@@ -295,18 +219,7 @@ pub fn compare(baseline: &Report, candidate: &Report, band: f64) -> Diff {
             only_in_baseline.push(key(b));
             continue;
         };
-        let rows = METRICS
-            .iter()
-            .map(|m| {
-                let (bv, cv) = (m.of(b), m.of(c));
-                Row {
-                    metric: m,
-                    baseline: bv,
-                    candidate: cv,
-                    verdict: judge(m, bv, cv, band),
-                }
-            })
-            .collect();
+        let rows = METRICS.iter().map(|m| row(*m, b, c, band)).collect();
         runs.push(RunDiff {
             label: key(b),
             rows,
@@ -327,13 +240,17 @@ pub fn compare(baseline: &Report, candidate: &Report, band: f64) -> Diff {
 }
 
 impl Diff {
-    /// `(run, row)` for every metric in `fail_on` on which the candidate is worse.
-    pub fn regressions<'a>(&'a self, fail_on: &[&'static Metric]) -> Vec<(&'a str, &'a Row)> {
+    /// `(run, row, name given)` for every metric in `fail_on` on which the candidate is
+    /// worse.
+    pub fn regressions<'a>(&'a self, fail_on: &'a [FailOn]) -> Vec<(&'a str, &'a Row, &'a str)> {
         self.runs
             .iter()
             .flat_map(|r| r.rows.iter().map(move |row| (r.label.as_str(), row)))
             .filter(|(_, row)| row.verdict == Verdict::Worse)
-            .filter(|(_, row)| fail_on.iter().any(|m| m.name == row.metric.name))
+            .filter_map(|(run, row)| {
+                let f = fail_on.iter().find(|f| f.metric == row.metric)?;
+                Some((run, row, f.given.as_str()))
+            })
             .collect()
     }
 }
@@ -345,7 +262,7 @@ fn change(row: &Row) -> (String, String) {
             let abs = if d == 0.0 {
                 "0".to_string()
             } else {
-                let s = (row.metric.fmt)(d.abs());
+                let s = row.show(d.abs());
                 format!("{}{s}", if d > 0.0 { "+" } else { "−" })
             };
             let rel = if d == 0.0 {
@@ -397,13 +314,13 @@ pub fn render(plan: &DiffPlan, baseline: &Report, candidate: &Report, d: &Diff) 
         );
         let _ = writeln!(s, "|---|---:|---:|---:|---:|---|");
         for row in &r.rows {
-            let f = |v: Option<f64>| v.map_or("n/a".to_string(), row.metric.fmt);
+            let f = |v: Option<f64>| v.map_or("n/a".to_string(), |v| row.show(v));
             let (abs, rel) = change(row);
             let _ = writeln!(
                 s,
                 "| {} (`{}`) | {} | {} | {abs} | {rel} | {} |",
-                row.metric.label,
-                row.metric.name,
+                row.metric.spec().label,
+                row.metric.name(),
                 f(row.baseline),
                 f(row.candidate),
                 row.verdict.as_str()
@@ -425,7 +342,7 @@ pub fn render(plan: &DiffPlan, baseline: &Report, candidate: &Report, d: &Diff) 
             r.rows
                 .iter()
                 .filter(|x| x.verdict == Verdict::Worse)
-                .map(move |x| format!("{} `{}` ({})", r.label, x.metric.name, change(x).0))
+                .map(move |x| format!("{} `{}` ({})", r.label, x.metric.name(), change(x).0))
         })
         .collect();
     let _ = writeln!(s, "\n## Summary\n");
@@ -435,14 +352,14 @@ pub fn render(plan: &DiffPlan, baseline: &Report, candidate: &Report, d: &Diff) 
         let _ = writeln!(s, "Worse: {}.", worse.join("; "));
     }
     if !plan.fail_on.is_empty() {
-        let names: Vec<&str> = plan.fail_on.iter().map(|m| m.name).collect();
+        let names: Vec<&str> = plan.fail_on.iter().map(|f| f.given.as_str()).collect();
         let hits = d.regressions(&plan.fail_on);
         if hits.is_empty() {
             let _ = writeln!(s, "\n**PASS** on --fail-on {}.", names.join(","));
         } else {
             let list: Vec<String> = hits
                 .iter()
-                .map(|(run, row)| format!("{run} `{}`", row.metric.name))
+                .map(|(run, _, given)| format!("{run} `{given}`"))
                 .collect();
             let _ = writeln!(
                 s,
@@ -492,7 +409,7 @@ pub fn run(plan: &DiffPlan) -> anyhow::Result<i32> {
 mod tests {
     use super::*;
 
-    fn m(name: &str) -> &'static Metric {
+    fn m(name: &str) -> Metric {
         Metric::named(name).unwrap()
     }
 

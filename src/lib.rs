@@ -19,14 +19,19 @@
 //!   patterns and outcomes when the file is read); [`traffic::target`] turns it into requests
 //!   and answers at run time; [`traffic::buyers_csv`] reads `--buyers-csv` with the `csv` crate.
 //! - [`runner`]: a run against the reference shop (child process per strategy) or a foreign
-//!   shop: sale set-up, traffic, drain, oracle, report folder.
+//!   shop: sale set-up, traffic, drain; both end through one `finish` (oracle, report
+//!   section); `runner::RunError` for runs that cannot start.
 //! - [`rehearsal`]: foreign targets: the loopback guard, the dry-run plan, the user's oracle.
+//! - [`metric`]: the metric catalog: each metric's one name (and older aliases), unit,
+//!   direction, comparison rule, threshold rule and format; `[thresholds]` parsed into it.
 //! - [`gate`]: thresholds checked against a report: verdict, JUnit XML, CI Markdown summary.
 //! - [`probe`]: DB QPS, Redis ops/s, stock and shop metrics sampled every second.
 //! - [`oracle`]: audits the final database/Redis state against the clients' records.
-//! - [`report`]: `report.json` (`oversell.report/v1`), `report.md`, `report.html`, terminal
-//!   table; `report::charts` (plotters, SVG + PNG), `report::hlog` (HdrHistogram interval
-//!   logs), `report::csv` (per-second timelines).
+//! - [`report`]: `report.json` (`oversell.report/v2`; `report::v1` reads v1 files),
+//!   `report.md`, `report.html`, the tables (`report::table`); `report::catalog` (how each
+//!   catalog metric is read from a run, in the run's unit), `report::charts` (plotters, SVG +
+//!   PNG), `report::hlog` (HdrHistogram interval logs), `report::csv` (per-second timelines),
+//!   `report::markup` (the XML/HTML and Markdown escapers).
 //! - [`diff`]: `oversell diff`: two reports compared run by run, metric by metric.
 //! - [`bench`]: `oversell bench redis`: our pre-deduct path vs redis-benchmark, same run.
 //! - [`model`]: items, orders and the order state machine.
@@ -42,6 +47,7 @@ pub mod diff;
 pub mod gate;
 pub mod gateway;
 pub mod inventory;
+pub mod metric;
 pub mod model;
 pub mod oracle;
 pub mod pipeline;

@@ -3,25 +3,8 @@
 //! threshold that could not be measured is a failure too, or `<skipped>` when allowed.
 
 use super::{Status, Verdict};
+use crate::report::markup::escape;
 use std::fmt::Write;
-
-/// Escapes text for XML attributes and content; drops characters XML 1.0 cannot hold.
-pub fn escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&apos;"),
-            '\t' | '\n' | '\r' => out.push(c),
-            c if (c as u32) < 0x20 || c == '\u{FFFE}' || c == '\u{FFFF}' => {}
-            c => out.push(c),
-        }
-    }
-    out
-}
 
 /// The whole JUnit document.
 pub fn render(v: &Verdict) -> String {

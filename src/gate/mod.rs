@@ -4,7 +4,8 @@
 //! flags; `oversell`, `lost_acks` and `duplicate_buyers` default to 0 when neither sets them.
 //! Each limit is checked for every run (strategy, or the foreign target) and ends as passed,
 //! breached, or *not verified* when the run could not measure it (e.g. oversell with no oracle
-//! on a foreign target). Not verified fails the gate unless the user allows it.
+//! on a foreign target). Not verified fails the gate unless the user allows it. The names,
+//! limit rules, formats and readings are the metric catalog's ([`crate::metric`]).
 //!
 //! Exit codes (stable): 0 every threshold held; 1 a threshold was breached or not verified;
 //! 2 bad usage or a bad scenario; 3 the target or a service could not be reached.
@@ -13,165 +14,12 @@
 
 pub mod junit;
 
-use crate::report::{Report, RunReport};
-use crate::traffic::scenario::Thresholds;
+use crate::metric::Thresholds;
+pub use crate::metric::{Metric, Override};
+use crate::report::markup::md_cell;
+use crate::report::table::{text, Align};
+use crate::report::Report;
 use std::fmt::Write;
-use std::str::FromStr;
-
-/// A quantity a threshold limits (the names of a `[thresholds]` table).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Metric {
-    Oversell,
-    LostAcks,
-    DuplicateBuyers,
-    Undersell,
-    ErrorRate,
-    P99Ms,
-    P999Ms,
-}
-
-impl Metric {
-    /// Every metric, in the order of [`Thresholds::NAMES`].
-    pub const ALL: [Metric; 7] = [
-        Metric::Oversell,
-        Metric::LostAcks,
-        Metric::DuplicateBuyers,
-        Metric::Undersell,
-        Metric::ErrorRate,
-        Metric::P99Ms,
-        Metric::P999Ms,
-    ];
-
-    /// The threshold's name in scenario files and `--threshold`.
-    pub fn name(self) -> &'static str {
-        Thresholds::NAMES[Metric::ALL.iter().position(|m| *m == self).unwrap_or(0)]
-    }
-
-    /// The metric a threshold name stands for.
-    pub fn parse(name: &str) -> Option<Metric> {
-        Metric::ALL.into_iter().find(|m| m.name() == name)
-    }
-
-    /// The limit a scenario's `[thresholds]` table sets.
-    fn in_scenario(self, t: &Thresholds) -> Option<f64> {
-        match self {
-            Metric::Oversell => t.oversell.map(|v| v as f64),
-            Metric::LostAcks => t.lost_acks.map(|v| v as f64),
-            Metric::DuplicateBuyers => t.duplicate_buyers.map(|v| v as f64),
-            Metric::Undersell => t.undersell.map(|v| v as f64),
-            Metric::ErrorRate => t.error_rate,
-            Metric::P99Ms => t.p99_ms,
-            Metric::P999Ms => t.p999_ms,
-        }
-    }
-
-    /// The limit when neither the scenario nor a flag sets one.
-    fn default_limit(self) -> Option<f64> {
-        matches!(
-            self,
-            Metric::Oversell | Metric::LostAcks | Metric::DuplicateBuyers
-        )
-        .then_some(0.0)
-    }
-
-    fn is_count(self) -> bool {
-        matches!(
-            self,
-            Metric::Oversell | Metric::LostAcks | Metric::DuplicateBuyers | Metric::Undersell
-        )
-    }
-
-    /// A value of this metric for people: counts as integers, rates in %, latency in ms.
-    pub fn format(self, v: f64) -> String {
-        match self {
-            Metric::ErrorRate => format!("{:.2} %", v * 100.0),
-            Metric::P99Ms | Metric::P999Ms => format!("{v:.1} ms"),
-            _ => format!("{v:.0}"),
-        }
-    }
-
-    /// What a run measured, and where the figure comes from; `Err` says why it could not.
-    fn measure(self, run: &RunReport) -> Result<(f64, &'static str), String> {
-        let oracle_gap = || {
-            if run.findings.verified {
-                "the oracle reports totals only, not order rows".to_string()
-            } else {
-                "no server-side oracle (pass --oracle-sql or --oracle-http)".to_string()
-            }
-        };
-        let count = |v: Option<u64>| v.map(|v| v as f64).ok_or_else(oracle_gap);
-        let latency = |q: fn(&crate::report::LatencySummary) -> f64| {
-            run.order_latency()
-                .filter(|l| l.count > 0)
-                .map(|l| (q(l), "order latency, oversell HdrHistogram"))
-                .ok_or_else(|| "no order requests were answered or timed out".to_string())
-        };
-        match self {
-            Metric::Oversell => run
-                .oversell
-                .map(|v| (v as f64, "oracle"))
-                .ok_or_else(oracle_gap),
-            Metric::LostAcks => count(run.lost_acks).map(|v| (v, "oracle vs clients' acks")),
-            Metric::DuplicateBuyers => {
-                count(run.duplicate_buyers).map(|v| (v, "oracle: order rows per user"))
-            }
-            Metric::Undersell => run
-                .undersell
-                .map(|v| (v as f64, "oracle vs buyers turned away"))
-                .ok_or_else(oracle_gap),
-            Metric::ErrorRate => {
-                if run.order_attempts == 0 {
-                    Err("no order attempts".into())
-                } else {
-                    Ok((run.error_rate, "clients' records of order answers"))
-                }
-            }
-            Metric::P99Ms => latency(|l| l.p99_ms),
-            Metric::P999Ms => latency(|l| l.p999_ms),
-        }
-    }
-}
-
-/// A `--threshold name=value` flag.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Override {
-    pub metric: Metric,
-    pub value: f64,
-}
-
-impl FromStr for Override {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, String> {
-        let allowed = Thresholds::NAMES.join(", ");
-        let (name, value) = s
-            .split_once('=')
-            .ok_or_else(|| format!("expected NAME=VALUE (NAME one of {allowed}), got {s:?}"))?;
-        let name = name.trim();
-        let metric = Metric::parse(name)
-            .ok_or_else(|| format!("unknown threshold `{name}`; allowed: {allowed}"))?;
-        let value: f64 = value
-            .trim()
-            .parse()
-            .map_err(|_| format!("threshold `{name}` needs a number, got {value:?}"))?;
-        let ok = match metric {
-            m if m.is_count() => value >= 0.0 && value.fract() == 0.0,
-            Metric::ErrorRate => (0.0..=1.0).contains(&value),
-            _ => value > 0.0 && value.is_finite(),
-        };
-        if !ok {
-            let allowed = match metric {
-                m if m.is_count() => "a count of 0 or more",
-                Metric::ErrorRate => "a share between 0 and 1",
-                _ => "a positive number of milliseconds",
-            };
-            return Err(format!(
-                "threshold `{name}` must be {allowed} (got {value})"
-            ));
-        }
-        Ok(Override { metric, value })
-    }
-}
 
 /// Where a limit was set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -201,11 +49,10 @@ pub struct Limit {
 
 /// The limits in force: flags over the scenario over the defaults.
 pub fn limits(scenario: &Thresholds, flags: &[Override]) -> Vec<Limit> {
-    Metric::ALL
-        .into_iter()
+    Metric::limitable()
         .filter_map(|m| {
             let flag = flags.iter().rev().find(|o| o.metric == m);
-            let (value, origin) = match (flag, m.in_scenario(scenario), m.default_limit()) {
+            let (value, origin) = match (flag, scenario.get(m), m.default_limit()) {
                 (Some(f), _, _) => (f.value, Origin::Flag),
                 (None, Some(v), _) => (v, Origin::Scenario),
                 (None, None, Some(v)) => (v, Origin::Default),
@@ -269,16 +116,13 @@ pub struct Verdict {
 impl Verdict {
     /// Checks every limit against every run of `report`.
     pub fn judge(report: &Report, limits: &[Limit], allow_unverified: bool) -> Verdict {
-        let mb = report
-            .runs
-            .iter()
-            .any(|r| r.backend != report.runs[0].backend);
+        let mb = report.multi_backend();
         let mut checks = Vec::new();
         for run in &report.runs {
             for l in limits {
-                let (measured, source, status) = match l.metric.measure(run) {
-                    Ok((v, src)) if v <= l.value + 1e-12 => (Some(v), src, Status::Passed),
-                    Ok((v, src)) => (Some(v), src, Status::Breached),
+                let (measured, source, status) = match l.metric.read(run) {
+                    Ok(v) if v <= l.value + 1e-12 => (Some(v), l.metric.source(), Status::Passed),
+                    Ok(v) => (Some(v), l.metric.source(), Status::Breached),
                     // A default limit (nobody asked for it) on a figure this oracle cannot
                     // give — e.g. lost acks from a totals-only SQL oracle — is not checked.
                     // Without any oracle it still fails: nothing was verified at all.
@@ -358,11 +202,11 @@ impl Verdict {
 
     /// The one-screen terminal verdict.
     pub fn render(&self) -> String {
-        let rows: Vec<[String; 5]> = self
+        let rows: Vec<Vec<String>> = self
             .checks
             .iter()
             .map(|c| {
-                [
+                vec![
                     c.run.clone(),
                     c.limit.metric.name().to_string(),
                     format!(
@@ -376,30 +220,9 @@ impl Verdict {
             })
             .collect();
         let header = ["run", "threshold", "limit", "measured", "result"].map(String::from);
-        let widths: Vec<usize> = (0..5)
-            .map(|i| {
-                rows.iter()
-                    .chain([&header])
-                    .map(|r| r[i].chars().count())
-                    .max()
-                    .unwrap_or(0)
-            })
-            .collect();
-        let line = |r: &[String; 5]| {
-            r.iter()
-                .zip(&widths)
-                .map(|(c, w)| format!("{c:<w$}"))
-                .collect::<Vec<_>>()
-                .join("  ")
-                .trim_end()
-                .to_string()
-        };
         let mut s = String::new();
         let _ = writeln!(s, "{}", self.headline());
-        let _ = writeln!(s, "{}", line(&header));
-        for r in &rows {
-            let _ = writeln!(s, "{}", line(r));
-        }
+        s.push_str(&text(&header, &rows, &[Align::Left; 5]));
         for c in &self.checks {
             if let Status::NotVerified(why) = &c.status {
                 let _ = writeln!(
@@ -440,21 +263,15 @@ impl Verdict {
     }
 }
 
-fn md_cell(s: &str) -> String {
-    s.replace('|', "\\|").replace('\n', " ")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn flags_override_the_scenario_which_overrides_the_defaults() {
-        let t = Thresholds {
-            oversell: Some(2),
-            p99_ms: Some(300.0),
-            ..Thresholds::default()
-        };
+        let mut t = Thresholds::default();
+        t.set("oversell", 2.0).unwrap();
+        t.set("p99_ms", 300.0).unwrap();
         let flags: Vec<Override> = ["p99_ms=500", "error_rate=0.1", "p99_ms=700"]
             .iter()
             .map(|f| f.parse().unwrap())
@@ -475,7 +292,7 @@ mod tests {
 
     #[test]
     fn a_bad_threshold_flag_names_the_allowed_ones() {
-        let e = "p95_ms=3".parse::<Override>().unwrap_err();
+        let e = "p95_ms=3".parse::<Override>().unwrap_err().to_string();
         assert!(
             e.contains("p95_ms") && e.contains("p999_ms") && e.contains("oversell"),
             "{e}"
@@ -486,12 +303,5 @@ mod tests {
         assert!("error_rate=2".parse::<Override>().is_err());
         assert!("p99_ms=0".parse::<Override>().is_err());
         assert_eq!("error_rate = 0.05".parse::<Override>().unwrap().value, 0.05);
-    }
-
-    #[test]
-    fn every_scenario_threshold_name_is_a_metric() {
-        for n in Thresholds::NAMES {
-            assert_eq!(Metric::parse(n).map(Metric::name), Some(n));
-        }
     }
 }

@@ -59,7 +59,9 @@ pub fn render(run: &RunReport) -> anyhow::Result<Vec<u8>> {
         let mut w = IntervalLogWriterBuilder::new()
             .add_comment(&format!(
                 "oversell order latency: strategy {}, backend {}, scenario {}",
-                run.strategy, run.backend, run.scenario
+                run.strategy_name(),
+                run.backend_name(),
+                run.scenario
             ))
             .add_comment("values in microseconds: full response time from each request's intended send time (all answers)")
             .add_comment("interval timestamps are seconds after the sale opened")

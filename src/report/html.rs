@@ -7,14 +7,12 @@
 //! `data-js-errors`), so a headless browser can check the page.
 
 use super::charts::{run_slug, strategy_colour, Rendered};
+use super::table::{Column, HEADLINE};
 use super::{Report, RunReport};
+use crate::metric::Metric;
 use std::fmt::Write;
 
-/// Escapes text for HTML element content and attribute values (the XML escaper: its output
-/// is valid in both).
-pub fn esc(s: &str) -> String {
-    crate::gate::junit::escape(s)
-}
+use super::markup::escape as esc;
 
 fn opt<T: std::fmt::Display>(v: Option<T>) -> String {
     v.map_or_else(|| "n/a".into(), |v| v.to_string())
@@ -55,7 +53,7 @@ window.addEventListener('load', function () {
 "#;
 
 fn swatch(run: &RunReport) -> String {
-    let c = strategy_colour(&run.strategy);
+    let c = strategy_colour(run.strategy_name());
     format!(
         r#"<span class="swatch" style="background:#{:02x}{:02x}{:02x}"></span>"#,
         c.0, c.1, c.2
@@ -63,34 +61,28 @@ fn swatch(run: &RunReport) -> String {
 }
 
 fn headline(s: &mut String, r: &Report, mb: bool) {
-    s.push_str("<table>\n<tr><th>strategy</th><th>oversold units</th><th>avg order latency</th><th>DB peak QPS</th><th>error rate</th><th>sold / stock</th><th>lost acks</th><th>duplicate buyers</th><th>undersell</th><th>order p50 / p99 / p99.9</th><th>orders/s</th><th>sell-out</th><th>Redis peak ops/s</th></tr>\n");
-    for run in &r.runs {
-        let lat = run.order_latency();
-        let over = match run.oversell {
-            Some(0) => r#"<span class="good">0</span>"#.to_string(),
-            Some(n) => format!(r#"<span class="bad">{n}</span>"#),
-            None => "n/a".into(),
-        };
-        let _ = writeln!(
-            s,
-            "<tr><td>{}{}</td><td>{over}</td><td>{}</td><td>{}</td><td>{:.2} %</td><td>{} / {}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.0}</td><td>{}</td><td>{}</td></tr>",
-            swatch(run),
-            esc(&run.label(mb)),
-            lat.map_or("n/a".into(), |l| format!("{:.1} ms", l.mean_ms)),
-            run.db_qps.as_ref().map_or("n/a".into(), |q| format!("{:.0}", q.peak)),
-            run.error_rate * 100.0,
-            opt(run.sold),
-            run.initial_stock,
-            opt(run.lost_acks),
-            opt(run.duplicate_buyers),
-            opt(run.undersell),
-            lat.map_or("n/a".into(), |l| format!("{:.1} / {:.1} / {:.1} ms", l.p50_ms, l.p99_ms, l.p999_ms)),
-            run.order_throughput_rps,
-            run.time_to_sell_out_s.map_or("never".into(), |t| format!("{t:.1} s")),
-            run.redis_ops.as_ref().map_or("—".into(), |q| format!("{:.0}", q.peak)),
-        );
+    s.push_str("<table>\n<tr><th>strategy</th>");
+    for c in HEADLINE {
+        let _ = write!(s, "<th>{}</th>", esc(c.header()));
     }
-    s.push_str("</table>\n<p>Oversold, sold, lost acks, duplicate buyers, undersell: the oracle. Latency: oversell's HdrHistograms of every order attempt. DB QPS: the database server's counters. Error rate, orders/s, sell-out: the clients' records. Redis ops/s: Redis <code>INFO stats</code>. Details under <a href=\"#sources\">Where the figures come from</a>.</p>\n");
+    s.push_str("</tr>\n");
+    for run in &r.runs {
+        let _ = write!(s, "<tr><td>{}{}</td>", swatch(run), esc(&run.label(mb)));
+        for c in HEADLINE {
+            let cell = esc(&c.cell(run));
+            let _ = match (c, run.findings.oversell) {
+                (Column::Metric(Metric::Oversell), Some(0)) => {
+                    write!(s, r#"<td><span class="good">{cell}</span></td>"#)
+                }
+                (Column::Metric(Metric::Oversell), Some(_)) => {
+                    write!(s, r#"<td><span class="bad">{cell}</span></td>"#)
+                }
+                _ => write!(s, "<td>{cell}</td>"),
+            };
+        }
+        s.push_str("</tr>\n");
+    }
+    s.push_str("</table>\n<p>Oversold, sold, lost acks, duplicate buyers, undersell: the oracle. Latency: oversell's HdrHistograms of every order attempt. DB QPS: the database server's counters, each in its own unit (PostgreSQL transactions/s or pg_stat_statements statements/s, MySQL Questions/s). Error rate, orders/s, sell-out: the clients' records. Redis ops/s: Redis <code>INFO stats</code>. Details under <a href=\"#sources\">Where the figures come from</a>.</p>\n");
 }
 
 fn verdicts(s: &mut String, r: &Report, mb: bool) {
@@ -188,7 +180,7 @@ fn files(s: &mut String, r: &Report, charts: &[Rendered]) {
 
 /// The whole page.
 pub fn render(r: &Report, charts: &[Rendered]) -> String {
-    let mb = r.runs.iter().any(|x| x.backend != r.runs[0].backend);
+    let mb = r.multi_backend();
     let mut s = String::new();
     let _ = write!(
         s,
@@ -200,8 +192,8 @@ pub fn render(r: &Report, charts: &[Rendered]) -> String {
         s,
         "<p>{} buyers, {} units, purchase limit {} — scenario <code>{}</code>, generated {} by oversell {} on {} cores ({}).</p>",
         r.scenario.buyers,
-        r.scenario.initial_stock,
-        r.scenario.purchase_limit,
+        r.scenario.spec.item.stock,
+        r.scenario.spec.item.purchase_limit,
         esc(&r.scenario.file),
         esc(&r.generated_at),
         esc(&r.tool_version),
@@ -243,17 +235,4 @@ pub fn render(r: &Report, charts: &[Rendered]) -> String {
     files(&mut s, r, charts);
     s.push_str("</body>\n</html>\n");
     s
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn text_is_escaped_for_html() {
-        assert_eq!(
-            esc(r#"<a href="x">&'"#),
-            "&lt;a href=&quot;x&quot;&gt;&amp;&apos;"
-        );
-    }
 }

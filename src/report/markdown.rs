@@ -1,7 +1,11 @@
 //! `report.md`: the headline table (the post-mortem's four metrics first), the oracle's
 //! verdicts, and the details per run.
 
+use super::catalog::DbRate;
+use super::markup::md_cell;
+use super::table::{Column, HEADLINE};
 use super::{Report, RunReport};
+use crate::metric::Metric;
 use crate::traffic::recorder::Kind;
 use std::fmt::Write;
 
@@ -13,50 +17,22 @@ fn pct(x: f64) -> String {
     format!("{:.2} %", x * 100.0)
 }
 
-fn multi_backend(r: &Report) -> bool {
-    r.runs.iter().any(|x| x.backend != r.runs[0].backend)
-}
-
 /// The headline table alone (also used for `$GITHUB_STEP_SUMMARY`).
 pub fn headline(r: &Report) -> String {
-    let mb = multi_backend(r);
+    let mb = r.multi_backend();
     let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "| strategy | oversold units | avg order latency | DB peak QPS | error rate | sold / stock | lost acks | duplicate buyers | undersell | order p50 / p99 / p99.9 | orders/s | sell-out | Redis peak ops/s |"
-    );
-    let _ = writeln!(
-        s,
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
-    );
+    let headers: Vec<&str> = HEADLINE.iter().map(|c| c.header()).collect();
+    let _ = writeln!(s, "| strategy | {} |", headers.join(" | "));
+    let _ = writeln!(s, "|---|{}", "---:|".repeat(HEADLINE.len()));
     for run in &r.runs {
-        let lat = run.order_latency();
-        let _ = writeln!(
-            s,
-            "| {} | **{}** | {} | {} | {} | {} / {} | {} | {} | {} | {} | {:.0} | {} | {} |",
-            run.label(mb),
-            run.oversell_cell(),
-            lat.map_or("n/a".into(), |l| format!("{:.1} ms", l.mean_ms)),
-            run.db_qps
-                .as_ref()
-                .map_or("n/a".into(), |q| format!("{:.0}", q.peak)),
-            pct(run.error_rate),
-            opt(run.sold),
-            run.initial_stock,
-            opt(run.lost_acks),
-            opt(run.duplicate_buyers),
-            opt(run.undersell),
-            lat.map_or("n/a".into(), |l| format!(
-                "{:.1} / {:.1} / {:.1} ms",
-                l.p50_ms, l.p99_ms, l.p999_ms
-            )),
-            run.order_throughput_rps,
-            run.time_to_sell_out_s
-                .map_or("never".into(), |t| format!("{t:.1} s")),
-            run.redis_ops
-                .as_ref()
-                .map_or("—".into(), |q| format!("{:.0}", q.peak)),
-        );
+        let cells: Vec<String> = HEADLINE
+            .iter()
+            .map(|c| match c {
+                Column::Metric(Metric::Oversell) => format!("**{}**", md_cell(&c.cell(run))),
+                _ => md_cell(&c.cell(run)),
+            })
+            .collect();
+        let _ = writeln!(s, "| {} | {} |", md_cell(&run.label(mb)), cells.join(" | "));
     }
     s
 }
@@ -65,7 +41,12 @@ fn details(s: &mut String, run: &RunReport, mb: bool) {
     let _ = writeln!(s, "\n### {}\n", run.label(mb));
     let _ = writeln!(s, "**Verdict:** {}\n", run.findings.verdict);
     let f = &run.findings;
-    let _ = writeln!(s, "- target: {} (backend {})", run.target, run.backend);
+    let _ = writeln!(
+        s,
+        "- target: {} (backend {})",
+        run.shop.target(),
+        run.backend_name()
+    );
     let _ = writeln!(
         s,
         "- sold {} of {}; database stock {}; Redis stock {}; conservation drift {}; Redis drift {}",
@@ -118,7 +99,10 @@ fn details(s: &mut String, run: &RunReport, mb: bool) {
         let _ = writeln!(
             s,
             "- DB QPS peak {:.0}, mean {:.0} {} — {}",
-            q.peak, q.mean, q.unit, q.source
+            q.peak,
+            q.mean,
+            DbRate::of(q).counter,
+            q.source
         );
     }
     if let (Some(w), Some(d)) = (run.db_row_lock_waits, run.db_deadlocks) {
@@ -180,13 +164,13 @@ fn details(s: &mut String, run: &RunReport, mb: bool) {
 
 /// The whole `report.md`.
 pub fn render(r: &Report) -> String {
-    let mb = multi_backend(r);
+    let mb = r.multi_backend();
     let mut s = String::new();
     let _ = writeln!(s, "# oversell report: {}\n", r.scenario.name);
     let _ = writeln!(
         s,
         "{} buyers, {} units, purchase limit {} — scenario `{}`, generated {} by oversell {} on {} cores.\n",
-        r.scenario.buyers, r.scenario.initial_stock, r.scenario.purchase_limit, r.scenario.file, r.generated_at, r.tool_version, r.machine.cores
+        r.scenario.buyers, r.scenario.spec.item.stock, r.scenario.spec.item.purchase_limit, r.scenario.file, r.generated_at, r.tool_version, r.machine.cores
     );
     if !r.scenario.description.is_empty() {
         let _ = writeln!(s, "> {}\n", r.scenario.description.trim());

@@ -1,22 +1,29 @@
-//! Reports: `report.json` (schema `oversell.report/v1`), `report.md`, `report.html`, charts
-//! (SVG and PNG), each run's order latency as an HdrHistogram interval log and its timelines as
-//! CSV, and the terminal table.
+//! Reports: `report.json` (schema `oversell.report/v2`; `v1` files are still read, see
+//! [`v1`]), `report.md`, `report.html`, charts (SVG and PNG), each run's order latency as an
+//! HdrHistogram interval log and its timelines as CSV, and the terminal table.
+//!
+//! Every metric a table, chart, `gate` or `diff` shows is read through [`catalog`].
 //!
 //! Every figure names its source: latency from our HdrHistograms (full response time from the
 //! intended send), outcomes from the clients' records, oversell and friends from the oracle,
 //! DB QPS from the database server's counters, Redis ops from `INFO stats`.
 
+pub mod catalog;
 pub mod charts;
 pub mod csv;
 pub mod hlog;
 pub mod html;
 pub mod markdown;
+pub mod markup;
 pub mod summary;
 pub mod table;
+pub mod v1;
 
+use crate::inventory::Strategy;
 use crate::oracle::Findings;
 use crate::pipeline::reconcile::Pass;
 use crate::probe::Series;
+use crate::store::Backend;
 use crate::traffic::attack::{GeneratorStats, GooseCrossCheck};
 use crate::traffic::recorder::{Answer, Kind, Measurements};
 use crate::traffic::Scenario;
@@ -27,7 +34,7 @@ use std::path::{Path, PathBuf};
 pub use summary::{LatencySummary, MetricSummary};
 
 /// The report schema id; bump on incompatible changes.
-pub const SCHEMA: &str = "oversell.report/v1";
+pub const SCHEMA: &str = "oversell.report/v2";
 
 /// Where each kind of figure comes from (copied into every report).
 pub fn sources() -> BTreeMap<String, String> {
@@ -57,15 +64,14 @@ pub struct Report {
     pub runs: Vec<RunReport>,
 }
 
-/// The scenario that produced a report.
+/// The scenario that produced a report (the item's stock and limit are in `spec.item`).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ScenarioSummary {
     pub name: String,
     pub file: String,
     pub description: String,
+    /// Buyers fired (both waves).
     pub buyers: u32,
-    pub initial_stock: i64,
-    pub purchase_limit: i64,
     pub spec: Scenario,
 }
 
@@ -74,6 +80,14 @@ pub struct ScenarioSummary {
 pub struct Machine {
     pub cores: usize,
     pub os: String,
+}
+
+impl Report {
+    /// Whether the runs span more than one backend (labels then name it).
+    pub fn multi_backend(&self) -> bool {
+        let first = self.runs.first().map(|r| r.backend_name());
+        self.runs.iter().any(|r| Some(r.backend_name()) != first)
+    }
 }
 
 impl Machine {
@@ -115,27 +129,84 @@ pub struct Timeline {
     pub requests: Vec<u64>,
 }
 
-/// One strategy (on one backend) under one scenario.
+/// Whose shop a run fired at.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "shop", rename_all = "snake_case")]
+pub enum Shop {
+    /// The reference shop: one strategy on one backend.
+    Reference {
+        strategy: Strategy,
+        #[serde(with = "backend_name")]
+        backend: Backend,
+    },
+    /// Someone else's shop at `url`, audited by the user's oracle.
+    Foreign {
+        /// `host[:port]`, the run's label.
+        host: String,
+        /// The target's base URL, credentials redacted.
+        url: String,
+        oracle: OracleKind,
+    },
+}
+
+impl Shop {
+    /// `reference shop`, or the foreign shop's URL.
+    pub fn target(&self) -> &str {
+        match self {
+            Shop::Reference { .. } => "reference shop",
+            Shop::Foreign { url, .. } => url,
+        }
+    }
+}
+
+/// The oracle a foreign shop's run was audited by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OracleKind {
+    None,
+    Sql,
+    Http,
+}
+
+impl OracleKind {
+    /// How labels and file names spell it: `sql oracle`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OracleKind::None => "no oracle",
+            OracleKind::Sql => "sql oracle",
+            OracleKind::Http => "http oracle",
+        }
+    }
+}
+
+mod backend_name {
+    use crate::store::Backend;
+    use clap::ValueEnum as _;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(b: &Backend, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(b.as_str())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Backend, D::Error> {
+        let name = String::deserialize(d)?;
+        Backend::value_variants()
+            .iter()
+            .copied()
+            .find(|b| b.as_str() == name)
+            .ok_or_else(|| serde::de::Error::custom(format!("unknown backend {name:?}")))
+    }
+}
+
+/// One run (a strategy on a backend, or a foreign shop) under one scenario. The oracle's
+/// findings are stored once, flattened into the run's JSON object.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RunReport {
-    pub strategy: String,
-    pub backend: String,
-    pub target: String,
+    #[serde(flatten)]
+    pub shop: Shop,
     pub scenario: String,
     pub buyers: u32,
-    pub initial_stock: i64,
-    pub sold: Option<i64>,
-    pub oversell: Option<i64>,
-    /// The most units oversold at any moment (replayed from order timestamps).
-    #[serde(default)]
-    pub peak_oversell: Option<i64>,
-    pub undersell: Option<i64>,
-    pub negative_stock: Option<bool>,
-    pub conservation_drift: Option<i64>,
-    pub redis_drift: Option<i64>,
-    pub lost_acks: Option<u64>,
-    pub phantom_orders: Option<u64>,
-    pub duplicate_buyers: Option<u64>,
+    #[serde(flatten)]
     pub findings: Findings,
     pub requests: BTreeMap<Kind, KindReport>,
     pub order_attempts: u64,
@@ -186,19 +257,35 @@ impl RunReport {
 
     /// Oversold units for tables: the final figure, with the peak when cancels covered some.
     pub fn oversell_cell(&self) -> String {
-        match (self.oversell, self.peak_oversell) {
+        match (self.findings.oversell, self.findings.peak_oversell) {
             (None, _) => "n/a".into(),
             (Some(o), Some(p)) if p > o => format!("{o} (peak {p})"),
             (Some(o), _) => o.to_string(),
         }
     }
 
+    /// The strategy's name, or a foreign shop's host.
+    pub fn strategy_name(&self) -> &str {
+        match &self.shop {
+            Shop::Reference { strategy, .. } => strategy.as_str(),
+            Shop::Foreign { host, .. } => host,
+        }
+    }
+
+    /// The backend's name, or which oracle audited a foreign shop.
+    pub fn backend_name(&self) -> &str {
+        match &self.shop {
+            Shop::Reference { backend, .. } => backend.as_str(),
+            Shop::Foreign { oracle, .. } => oracle.as_str(),
+        }
+    }
+
     /// A short label: `strategy` or `strategy/backend`.
     pub fn label(&self, with_backend: bool) -> String {
         if with_backend {
-            format!("{}/{}", self.strategy, self.backend)
+            format!("{}/{}", self.strategy_name(), self.backend_name())
         } else {
-            self.strategy.clone()
+            self.strategy_name().to_string()
         }
     }
 }
@@ -244,14 +331,17 @@ pub fn read(path: &Path) -> anyhow::Result<Report> {
     };
     let text =
         std::fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
-    let report: Report = serde_json::from_str(&text)
-        .with_context(|| format!("{} is not an oversell report", file.display()))?;
-    if report.schema != SCHEMA {
-        anyhow::bail!(
-            "{} has schema {:?}; this oversell reads {SCHEMA:?}",
+    let not_a_report = || format!("{} is not an oversell report", file.display());
+    let mut json: serde_json::Value = serde_json::from_str(&text).with_context(not_a_report)?;
+    match json.get("schema").and_then(|s| s.as_str()) {
+        Some(SCHEMA) => {}
+        Some(v1::SCHEMA) => v1::upgrade(&mut json).with_context(not_a_report)?,
+        Some(other) => anyhow::bail!(
+            "{} has schema {other:?}; this oversell reads {SCHEMA:?} and {:?}",
             file.display(),
-            report.schema
-        );
+            v1::SCHEMA
+        ),
+        None => return Err(anyhow::anyhow!("no schema field")).with_context(not_a_report),
     }
-    Ok(report)
+    serde_json::from_value(json).with_context(not_a_report)
 }

@@ -1,6 +1,6 @@
 //! Turning measurements into the report's figures.
 
-use super::{Drain, KindReport, RunReport, Timeline};
+use super::{Drain, KindReport, RunReport, Shop, Timeline};
 use crate::oracle::Findings;
 use crate::pipeline::reconcile::Pass;
 use crate::probe::Series;
@@ -96,12 +96,9 @@ pub fn decode_histogram(b64: &str) -> anyhow::Result<Histogram<u64>> {
 
 /// Everything a run produced, before it becomes a [`RunReport`].
 pub struct RunInputs {
-    pub strategy: String,
-    pub backend: String,
-    pub target: String,
+    pub shop: Shop,
     pub scenario: String,
     pub buyers: u32,
-    pub initial_stock: i64,
     pub findings: Findings,
     pub measurements: Measurements,
     pub series: Vec<Series>,
@@ -165,25 +162,11 @@ pub fn build(input: RunInputs) -> RunReport {
     let summary = |name: &str| find(name).map(|s| MetricSummary::of(s, duration));
     let total_of =
         |name: &str| find(name).map(|s| s.points.iter().map(|p| p.1).sum::<f64>().round());
-    let f = &input.findings;
     RunReport {
-        strategy: input.strategy,
-        backend: input.backend,
-        target: input.target,
+        shop: input.shop,
         scenario: input.scenario,
         buyers: input.buyers,
-        initial_stock: input.initial_stock,
-        sold: f.sold,
-        oversell: f.oversell,
-        peak_oversell: f.peak_oversell,
-        undersell: f.undersell,
-        negative_stock: f.negative_stock,
-        conservation_drift: f.conservation_drift,
-        redis_drift: f.redis_drift,
-        lost_acks: f.lost_acks,
-        phantom_orders: f.phantom_orders,
-        duplicate_buyers: f.duplicate_buyers,
-        findings: input.findings.clone(),
+        findings: input.findings,
         requests,
         order_attempts: attempts,
         order_errors: errors,

@@ -6,12 +6,12 @@
 //! the oracle's figures stop moving (the shop may write orders asynchronously), up to the drain
 //! limit, and audits those totals. Without an oracle the verdict says oversell was not verified.
 
-use super::{control_client, fire_traffic, setup_sale, target_for, RunPlan};
-use crate::oracle::{self, Evidence, Truth};
+use super::{control_client, finish, fire_traffic, setup_sale, target_for, RunPlan, ServerSide};
+use crate::oracle::Truth;
 use crate::probe::ProbeConfig;
-use crate::rehearsal::{Foreign, Oracle, Totals};
-use crate::report::{summary, Drain, RunReport};
-use crate::services::Service;
+use crate::rehearsal::{Foreign, Oracle, OracleSource, Totals};
+use crate::report::{Drain, OracleKind, RunReport, Shop};
+use crate::services::{redact_url, Service};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -46,7 +46,6 @@ pub(super) async fn run(plan: &RunPlan, f: &Foreign) -> anyhow::Result<RunReport
     let settled = settle(&oracle, plan.drain_limit).await;
     let series = fired.probes.stop().await;
     let (drain, totals) = settled?;
-    let measurements = fired.recorder.finish();
     let truth = match totals {
         Some(t) => Truth::Totals {
             sold: t.sold,
@@ -54,32 +53,24 @@ pub(super) async fn run(plan: &RunPlan, f: &Foreign) -> anyhow::Result<RunReport
         },
         None => Truth::Unverified,
     };
-    let findings = oracle::audit(&Evidence {
-        initial_stock: s.item.stock,
-        purchase_limit: s.item.purchase_limit,
+    let server = ServerSide {
         truth,
         truth_source: f.oracle.describe(),
         redis_stock: None,
-        reconcile_residual: None,
-        stock_seen: None,
         redis_restocked_orders: None,
-        clients: &measurements,
-    });
-    Ok(summary::build(summary::RunInputs {
-        strategy: f.label(),
-        backend: f.oracle.kind().to_string(),
-        target: crate::services::redact_url(&f.base_url),
-        scenario: s.name.clone(),
-        buyers: plan.buyers.len() as u32,
-        initial_stock: s.item.stock,
-        findings,
-        measurements,
-        series,
-        generator: fired.generator,
-        drain,
+        stock_seen: None,
         reconcile: None,
-        goose: fired.goose,
-    }))
+    };
+    let shop = Shop::Foreign {
+        host: f.label(),
+        url: redact_url(&f.base_url),
+        oracle: match f.oracle {
+            OracleSource::None => OracleKind::None,
+            OracleSource::Sql { .. } => OracleKind::Sql,
+            OracleSource::Http { .. } => OracleKind::Http,
+        },
+    };
+    Ok(finish(plan, shop, fired.traffic, series, drain, server))
 }
 
 /// Opens (and closes) one TCP connection to the target: an unreachable shop stops the run

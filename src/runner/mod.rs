@@ -17,9 +17,10 @@ pub use shop_process::shop_args;
 
 use crate::inventory::Strategy;
 use crate::oracle::{self, Evidence, Truth};
-use crate::probe::{self, ProbeConfig, Probes};
+use crate::pipeline::reconcile::Pass;
+use crate::probe::{self, ProbeConfig, Probes, Series};
 use crate::rehearsal::Foreign;
-use crate::report::{self, summary, RunReport};
+use crate::report::{self, summary, Drain, RunReport, Shop};
 use crate::services::{redact_url, Service};
 use crate::store::{Backend, PoolSettings, Store};
 use crate::traffic::attack::{self, launch_lead, GeneratorStats, GooseCrossCheck};
@@ -28,7 +29,7 @@ use crate::traffic::recorder::Recorder;
 use crate::traffic::schedule::BuyerPlan;
 use crate::traffic::target::{Sale, Target};
 use crate::traffic::Scenario;
-use anyhow::{bail, Context};
+use anyhow::Context;
 use shop_process::ChildShop;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -83,6 +84,22 @@ impl RunPlan {
     }
 }
 
+/// Why a run could not start or finish (exit 2: nothing was judged).
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error(
+        "another oversell run is using {url} right now (each run resets the sale, so one at a \
+         time per database): wait for it, or give this run its own --database-url"
+    )]
+    DatabaseBusy { url: String },
+    #[error("setting up the sale at {url} failed: {status} {body}")]
+    SaleSetup {
+        url: String,
+        status: reqwest::StatusCode,
+        body: String,
+    },
+}
+
 /// Holds each database's run lock (see [`Store::try_run_lock`]) until dropped.
 pub struct RunLock {
     store: Store,
@@ -122,10 +139,9 @@ async fn lock_databases(cells: &[Cell]) -> anyhow::Result<Vec<RunLock>> {
             }),
             None => {
                 store.close().await;
-                return Err(crate::cli::UsageError(format!(
-                    "another oversell run is using {} right now (each run resets the sale, so one at a time per database): wait for it, or give this run its own --database-url",
-                    redact_url(url)
-                ))
+                return Err(RunError::DatabaseBusy {
+                    url: redact_url(url),
+                }
                 .into());
             }
         }
@@ -170,19 +186,12 @@ pub async fn execute(plan: &RunPlan) -> anyhow::Result<(report::Report, PathBuf)
                 let label = format!("{}/{}", cell.strategy, cell.backend.as_str());
                 announce(plan, &label);
                 let run = run_cell(plan, cell, redis_url, shop_exe, &dir).await?;
-                if plan.progress {
-                    eprintln!("   {}", run.findings.verdict);
-                }
                 runs.push(run);
             }
         }
         Subject::Foreign(f) => {
             announce(plan, &f.label());
-            let run = foreign::run(plan, f).await?;
-            if plan.progress {
-                eprintln!("   {}", run.findings.verdict);
-            }
-            runs.push(run);
+            runs.push(foreign::run(plan, f).await?);
         }
     }
     let report = report::Report {
@@ -194,8 +203,6 @@ pub async fn execute(plan: &RunPlan) -> anyhow::Result<(report::Report, PathBuf)
             file: plan.scenario_file.display().to_string(),
             description: s.description.clone(),
             buyers: plan.buyers.len() as u32,
-            initial_stock: s.item.stock,
-            purchase_limit: s.item.purchase_limit,
             spec: s.clone(),
         },
         machine: report::Machine::this(),
@@ -240,10 +247,69 @@ fn control_client() -> anyhow::Result<reqwest::Client> {
 
 /// What the traffic phase produced; the probes are still sampling.
 struct Fired {
+    traffic: Traffic,
+    probes: Probes,
+}
+
+/// The clients' side of a run: their records, goose's cross-check, the generator's cost.
+struct Traffic {
     goose: Vec<GooseCrossCheck>,
     generator: GeneratorStats,
     recorder: Arc<Recorder>,
-    probes: Probes,
+}
+
+/// The server side of a run once it settled, for the oracle.
+struct ServerSide {
+    truth: Truth,
+    /// Where `truth` came from.
+    truth_source: String,
+    /// redis-lua: Redis stock and the orders Redis restocked.
+    redis_stock: Option<i64>,
+    redis_restocked_orders: Option<i64>,
+    /// Lowest and highest database stock the probe saw.
+    stock_seen: Option<(i64, i64)>,
+    /// redis-lua: the final reconciliation pass.
+    reconcile: Option<Pass>,
+}
+
+/// The one way a run ends, for the reference shop and a foreign one alike: the oracle audits
+/// the server side against the clients' records, and the run's report section is built.
+fn finish(
+    plan: &RunPlan,
+    shop: Shop,
+    traffic: Traffic,
+    series: Vec<Series>,
+    drain: Drain,
+    server: ServerSide,
+) -> RunReport {
+    let s = &plan.scenario;
+    let measurements = traffic.recorder.finish();
+    let findings = oracle::audit(&Evidence {
+        initial_stock: s.item.stock,
+        purchase_limit: s.item.purchase_limit,
+        truth: server.truth,
+        truth_source: server.truth_source,
+        redis_stock: server.redis_stock,
+        reconcile_residual: server.reconcile.as_ref().map(|p| p.residual),
+        stock_seen: server.stock_seen,
+        redis_restocked_orders: server.redis_restocked_orders,
+        clients: &measurements,
+    });
+    if plan.progress {
+        eprintln!("   {}", findings.verdict);
+    }
+    summary::build(summary::RunInputs {
+        shop,
+        scenario: s.name.clone(),
+        buyers: plan.buyers.len() as u32,
+        findings,
+        measurements,
+        series,
+        generator: traffic.generator,
+        drain,
+        reconcile: server.reconcile,
+        goose: traffic.goose,
+    })
 }
 
 /// Starts the probes (`probe.opened` is replaced by the sale's opening), fires the plan, and
@@ -276,9 +342,11 @@ async fn fire_traffic(
     }
     match fired {
         Ok((goose, generator)) => Ok(Fired {
-            goose,
-            generator,
-            recorder,
+            traffic: Traffic {
+                goose,
+                generator,
+                recorder,
+            },
             probes,
         }),
         Err(e) => {
@@ -342,7 +410,6 @@ async fn drive_reference(
         None
     };
     let series = fired.probes.stop().await;
-    let measurements = fired.recorder.finish();
     let store = Store::connect(&cell.database_url, &PoolSettings::default())
         .await
         .context("connecting the oracle to the shop's database")?;
@@ -379,36 +446,22 @@ async fn drive_reference(
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
     store.close().await;
-    let stock_seen = crate::probe::extremes(&series, "db_stock");
-    let findings = oracle::audit(&Evidence {
-        initial_stock: s.item.stock,
-        purchase_limit: s.item.purchase_limit,
+    let server = ServerSide {
         truth,
         truth_source: format!(
             "items and orders tables of {}",
             redact_url(&cell.database_url)
         ),
         redis_stock,
-        reconcile_residual: reconcile.as_ref().map(|p| p.residual),
-        stock_seen,
         redis_restocked_orders: restocked,
-        clients: &measurements,
-    });
-    Ok(summary::build(summary::RunInputs {
-        strategy: cell.strategy.to_string(),
-        backend: cell.backend.as_str().to_string(),
-        target: "reference shop".into(),
-        scenario: s.name.clone(),
-        buyers: plan.buyers.len() as u32,
-        initial_stock: s.item.stock,
-        findings,
-        measurements,
-        series,
-        generator: fired.generator,
-        drain,
+        stock_seen: crate::probe::extremes(&series, "db_stock"),
         reconcile,
-        goose: fired.goose,
-    }))
+    };
+    let shop = Shop::Reference {
+        strategy: cell.strategy,
+        backend: cell.backend,
+    };
+    Ok(finish(plan, shop, fired.traffic, series, drain, server))
 }
 
 /// Sends the mapping's set-up request, if it has one.
@@ -425,7 +478,7 @@ async fn setup_sale(http: &reqwest::Client, target: &Target) -> anyhow::Result<(
     let status = resp.status();
     if !status.is_success() {
         let body = resp.text().await.unwrap_or_default();
-        bail!("setting up the sale at {url} failed: {status} {body}");
+        return Err(RunError::SaleSetup { url, status, body }.into());
     }
     Ok(())
 }

@@ -237,12 +237,12 @@ async fn the_sql_oracle_finds_the_stub_shops_oversell_through_the_custom_mapping
     );
     let report = only_report(tmp.path());
     let r = &report["runs"][0];
-    assert_eq!(r["findings"]["verified"], true, "{r}");
+    assert_eq!(r["verified"], true, "{r}");
     assert_eq!(r["sold"], sold, "{r}");
     assert_eq!(r["oversell"], sold - 20, "{r}");
-    assert_eq!(r["findings"]["db_stock"], stock);
+    assert_eq!(r["db_stock"], stock);
     assert_eq!(r["negative_stock"], true);
-    assert_eq!(r["findings"]["conservation_drift"], 0);
+    assert_eq!(r["conservation_drift"], 0);
     assert!(
         r["requests"]["order"]["outcomes"]["created"]
             .as_u64()
@@ -397,5 +397,5 @@ async fn without_an_oracle_oversell_is_reported_as_not_verified_and_fails_the_ga
     );
     let report = only_report(tmp.path());
     assert_eq!(report["runs"][0]["oversell"], Value::Null);
-    assert_eq!(report["runs"][0]["findings"]["verified"], false);
+    assert_eq!(report["runs"][0]["verified"], false);
 }

@@ -63,7 +63,7 @@ fn chart_names(r: &Report) -> Vec<String> {
     v.extend(
         r.runs
             .iter()
-            .map(|run| format!("timeline-{}-{}", run.strategy, run.backend)),
+            .map(|run| format!("timeline-{}-{}", run.strategy_name(), run.backend_name())),
     );
     v
 }
@@ -102,13 +102,13 @@ async fn every_chart_is_written_as_svg_and_png() {
     for run in &report.runs {
         let svg = String::from_utf8(read(
             dir,
-            &format!("timeline-{}-postgres.svg", run.strategy),
+            &format!("timeline-{}-postgres.svg", run.strategy_name()),
         ))
         .unwrap();
         assert!(
             svg.contains("DB QPS"),
             "{} timeline has a DB QPS panel",
-            run.strategy
+            run.strategy_name()
         );
         assert!(svg.contains("Remaining stock"));
     }
@@ -152,7 +152,10 @@ async fn the_hlog_reads_back_to_the_reports_percentiles() {
     use hdrhistogram::Histogram;
     let (report, dir) = smoke_report().await;
     for run in &report.runs {
-        let bytes = read(dir, &format!("latency-{}-postgres.hlog", run.strategy));
+        let bytes = read(
+            dir,
+            &format!("latency-{}-postgres.hlog", run.strategy_name()),
+        );
         let mut merged = Histogram::<u64>::new(3).unwrap();
         let mut intervals = 0;
         for entry in IntervalLogIterator::new(&bytes) {
@@ -173,9 +176,9 @@ async fn the_hlog_reads_back_to_the_reports_percentiles() {
         );
         assert_eq!(merged.len(), want.count);
         let ms = |q: f64| (merged.value_at_quantile(q) as f64).round() / 1000.0;
-        assert_eq!(ms(0.5), want.p50_ms, "{} p50", run.strategy);
-        assert_eq!(ms(0.99), want.p99_ms, "{} p99", run.strategy);
-        assert_eq!(ms(0.999), want.p999_ms, "{} p99.9", run.strategy);
+        assert_eq!(ms(0.5), want.p50_ms, "{} p50", run.strategy_name());
+        assert_eq!(ms(0.99), want.p99_ms, "{} p99", run.strategy_name());
+        assert_eq!(ms(0.999), want.p999_ms, "{} p99.9", run.strategy_name());
         assert_eq!((merged.max() as f64).round() / 1000.0, want.max_ms);
     }
 }
@@ -186,7 +189,7 @@ async fn the_timeline_csv_has_a_fixed_header_and_the_runs_counts() {
     for run in &report.runs {
         let text = String::from_utf8(read(
             dir,
-            &format!("timeline-{}-postgres.csv", run.strategy),
+            &format!("timeline-{}-postgres.csv", run.strategy_name()),
         ))
         .unwrap();
         let mut lines = text.lines();
@@ -438,4 +441,28 @@ async fn diff_refuses_bad_input_with_exit_2() {
     assert_eq!(code, 2);
     assert!(err.contains("is not an oversell report"), "{err}");
     assert!(!err.contains("panicked"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn diff_reads_a_v1_report_against_a_v2_one() {
+    let (_, dir) = smoke_report().await;
+    let v1 = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/report-v1.json");
+
+    let (code, stdout, stderr) = diff(&[v1, dir.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(stdout.contains("## naive/postgres"), "{stdout}");
+    assert!(
+        stdout.contains("| oversold units (`oversell`) |"),
+        "{stdout}"
+    );
+
+    let (code, stdout, stderr) = diff(&[v1, v1, "--fail-on", "oversell,latency_p99"]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    let verdicts: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with("| ") && !l.starts_with("| metric"))
+        .map(|l| l.trim_end_matches(" |").rsplit("| ").next().unwrap())
+        .collect();
+    assert_eq!(verdicts.len(), oversell::diff::METRICS.len());
+    assert!(verdicts.iter().all(|v| *v == "same"), "{verdicts:?}");
 }

@@ -51,7 +51,7 @@ async fn smoke_every_strategy(backend: Backend) {
         .expect("the smoke run completes");
     drop_database(&db).await;
     let json = run_json(&dir);
-    assert_eq!(json["schema"], "oversell.report/v1");
+    assert_eq!(json["schema"], "oversell.report/v2");
     assert!(dir.join("report.md").exists());
     let runs = json["runs"].as_array().unwrap();
     assert_eq!(runs.len(), 4);
@@ -110,10 +110,10 @@ async fn smoke_every_strategy(backend: Backend) {
             assert!(
                 oversell > 0,
                 "naive must oversell under smoke: {}",
-                run["findings"]["verdict"]
+                run["verdict"]
             );
         } else {
-            assert_eq!(oversell, 0, "{strategy}: {}", run["findings"]["verdict"]);
+            assert_eq!(oversell, 0, "{strategy}: {}", run["verdict"]);
             assert_eq!(run["lost_acks"], 0, "{strategy}: lost acknowledged orders");
             assert_eq!(run["conservation_drift"], 0, "{strategy}: conservation");
             assert_eq!(run["duplicate_buyers"], 0, "{strategy}: duplicate buyers");

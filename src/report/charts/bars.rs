@@ -2,7 +2,9 @@
 //! (oversold, undersold, lost acknowledged orders) and the post-mortem's four headline metrics
 //! as small multiples.
 
-use super::{fmt_ms, fmt_num, DrawResult, RunData, FONT};
+use super::{fmt_num, DrawResult, RunData, FONT};
+use crate::metric::{Metric, Unit};
+use crate::report::catalog::DbRate;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
@@ -104,8 +106,57 @@ pub fn panel<DB: DrawingBackend>(
     Ok(())
 }
 
-fn count(v: f64) -> String {
-    format!("{v:.0}")
+/// One panel per metric: bars of each run's value, labelled at the metric's precision. A
+/// database rate gets one panel per counter (PostgreSQL transactions/s and MySQL Questions/s
+/// never share an axis); runs without it show `n/a`.
+fn metric_panel<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    runs: &[RunData<'_>],
+    metric: Metric,
+    title: &str,
+) -> DrawResult<DB> {
+    let (y_desc, scale) = match metric.spec().unit {
+        Unit::Units => ("units", 1.0),
+        Unit::Orders => ("orders", 1.0),
+        Unit::Buyers => ("buyers", 1.0),
+        Unit::Share => ("% of order attempts", 100.0),
+        Unit::Millis => ("ms", 1.0),
+        Unit::OrdersPerSecond => ("orders/s", 1.0),
+        Unit::DbRate => return db_rate_panels(area, runs, metric, title),
+    };
+    let value = |r: &RunData<'_>| metric.read(r.run).ok().map(|v| v * scale);
+    let label = move |v: f64| metric.number(v / scale);
+    panel(area, title, y_desc, &bars(runs, value), &label)
+}
+
+fn db_rate_panels<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    runs: &[RunData<'_>],
+    metric: Metric,
+    title: &str,
+) -> DrawResult<DB> {
+    let mut rates: Vec<DbRate> = runs.iter().filter_map(|r| metric.unit_in(r.run)).collect();
+    rates.sort();
+    rates.dedup();
+    if rates.is_empty() {
+        return panel(area, title, "per second", &bars(runs, |_| None), &fmt_num);
+    }
+    let areas = area.split_evenly((1, rates.len()));
+    for (rate, area) in rates.iter().zip(areas.iter()) {
+        let value = |r: &RunData<'_>| {
+            (metric.unit_in(r.run).as_ref() == Some(rate))
+                .then(|| metric.read(r.run).ok())
+                .flatten()
+        };
+        let title = if rates.len() > 1 {
+            format!("{title}: {}", rate.server)
+        } else {
+            title.to_string()
+        };
+        let label = |v: f64| metric.number(v);
+        panel(area, &title, &rate.label(), &bars(runs, value), &label)?;
+    }
+    Ok(())
 }
 
 /// Oversold units, undersold units and lost acknowledged orders per run.
@@ -118,26 +169,13 @@ pub fn integrity<DB: DrawingBackend>(
         (FONT, 22),
     )?;
     let areas = root.split_evenly((1, 3));
-    panel(
-        &areas[0],
-        "Oversold units",
-        "units",
-        &bars(runs, |r| r.run.oversell.map(|v| v as f64)),
-        &count,
-    )?;
-    panel(
-        &areas[1],
-        "Undersold units",
-        "units",
-        &bars(runs, |r| r.run.undersell.map(|v| v as f64)),
-        &count,
-    )?;
-    panel(
+    metric_panel(&areas[0], runs, Metric::Oversell, "Oversold units")?;
+    metric_panel(&areas[1], runs, Metric::Undersell, "Undersold units")?;
+    metric_panel(
         &areas[2],
+        runs,
+        Metric::LostAcks,
         "Lost acknowledged orders",
-        "orders",
-        &bars(runs, |r| r.run.lost_acks.map(|v| v as f64)),
-        &count,
     )
 }
 
@@ -148,34 +186,10 @@ pub fn headline<DB: DrawingBackend>(
 ) -> DrawResult<DB> {
     let root = root.titled("The post-mortem's headline metrics", (FONT, 22))?;
     let areas = root.split_evenly((2, 2));
-    panel(
-        &areas[0],
-        "Oversold units (oracle)",
-        "units",
-        &bars(runs, |r| r.run.oversell.map(|v| v as f64)),
-        &count,
-    )?;
-    panel(
-        &areas[1],
-        "Average order latency",
-        "ms",
-        &bars(runs, |r| r.run.order_latency().map(|l| l.mean_ms)),
-        &fmt_ms,
-    )?;
-    panel(
-        &areas[2],
-        "Database peak QPS",
-        "queries/s",
-        &bars(runs, |r| r.run.db_qps.as_ref().map(|q| q.peak)),
-        &count,
-    )?;
-    panel(
-        &areas[3],
-        "Order error rate",
-        "% of order attempts",
-        &bars(runs, |r| Some(r.run.error_rate * 100.0)),
-        &|v| format!("{v:.2}"),
-    )
+    metric_panel(&areas[0], runs, Metric::Oversell, "Oversold units (oracle)")?;
+    metric_panel(&areas[1], runs, Metric::MeanMs, "Average order latency")?;
+    metric_panel(&areas[2], runs, Metric::DbQpsPeak, "Database peak QPS")?;
+    metric_panel(&areas[3], runs, Metric::ErrorRate, "Order error rate")
 }
 
 /// `for-update/postgres` → `f-upd/pg`: short enough for eight bars side by side.

@@ -55,7 +55,7 @@ pub fn strategy_colour(strategy: &str) -> RGBColor {
 
 /// `strategy-backend`, the file-name form of a run's label.
 pub fn run_slug(run: &RunReport) -> String {
-    format!("{}-{}", run.strategy, run.backend)
+    format!("{}-{}", run.strategy_name(), run.backend_name())
         .chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() || c == '-' {
@@ -80,19 +80,16 @@ pub struct RunData<'a> {
 
 /// Prepares the runs of a report for drawing.
 pub fn runs(report: &Report) -> Vec<RunData<'_>> {
-    let first_backend = report.runs.first().map(|r| r.backend.as_str());
-    let mb = report
-        .runs
-        .iter()
-        .any(|r| Some(r.backend.as_str()) != first_backend);
+    let first_backend = report.runs.first().map(|r| r.backend_name());
+    let mb = report.multi_backend();
     report
         .runs
         .iter()
         .map(|run| RunData {
             run,
             label: run.label(mb),
-            colour: strategy_colour(&run.strategy),
-            dashed: Some(run.backend.as_str()) != first_backend,
+            colour: strategy_colour(run.strategy_name()),
+            dashed: Some(run.backend_name()) != first_backend,
             order_latency: run.order_histogram(),
         })
         .collect()

@@ -3,6 +3,7 @@
 //! success rate, restocks and reconciliation residual when the shop reported them).
 
 use super::{fmt_num, legend, series_line, DrawResult, RunData, FONT};
+use crate::report::catalog::DbRate;
 use crate::report::RunReport;
 use crate::traffic::recorder::Answer;
 use plotters::coord::Shift;
@@ -35,7 +36,7 @@ const PANELS: [Panel; 7] = [
         series: &[],
     },
     Panel {
-        title: "Database queries per second",
+        title: "DB QPS",
         y_desc: "DB QPS",
         series: &["db_qps"],
     },
@@ -75,7 +76,7 @@ fn has(run: &RunReport, name: &str) -> bool {
         s.name == name
             && !s.points.is_empty()
             && (ALWAYS.contains(&name)
-                || run.strategy == "redis-lua"
+                || run.strategy_name() == "redis-lua"
                 || s.points.iter().any(|p| p.1 != 0.0))
     })
 }
@@ -218,8 +219,22 @@ pub fn draw<DB: DrawingBackend>(
         let ymax = if ymax <= 0.0 { 1.0 } else { ymax * 1.15 };
         let ymin = if ymin < 0.0 { ymin * 1.15 } else { 0.0 };
         let last = k + 1 == ps.len();
+        // A database rate is labelled with the counter it is (transactions/s, Questions/s).
+        let rate = p
+            .series
+            .first()
+            .filter(|n| **n == "db_qps")
+            .and_then(|n| r.run.series.iter().find(|s| s.name == *n))
+            .map(|s| DbRate::new(&s.unit, &s.source));
+        let (title, y_desc) = match &rate {
+            Some(rate) => (
+                format!("{} ({})", p.title, rate.label()),
+                rate.counter.as_str(),
+            ),
+            None => (p.title.to_string(), p.y_desc),
+        };
         let mut chart = ChartBuilder::on(area)
-            .caption(p.title, (FONT, 18))
+            .caption(&title, (FONT, 18))
             .margin_left(16)
             .margin_right(24)
             .margin_top(6)
@@ -228,7 +243,7 @@ pub fn draw<DB: DrawingBackend>(
             .y_label_area_size(80)
             .build_cartesian_2d(x0..x1, ymin..ymax)?;
         let mut mesh = chart.configure_mesh();
-        mesh.y_desc(p.y_desc)
+        mesh.y_desc(y_desc)
             .x_labels(16)
             .y_labels(5)
             .x_label_formatter(&|v| fmt_num(*v))

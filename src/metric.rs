@@ -1,0 +1,529 @@
+//! The metric catalog: every figure oversell limits (`gate`), compares (`diff`), tabulates and
+//! charts, with its one name, its unit, which way is better, how two runs are compared, whether
+//! a threshold may limit it, and how a value is written for people.
+//!
+//! This file is the vocabulary and depends on nothing else in the crate, so the scenario file
+//! can parse `[thresholds]` into it. How each metric is read from a run's report (and where
+//! the figure comes from) is `report::catalog`, next to the report it reads.
+
+use serde::de::{self, Deserializer, MapAccess, Visitor};
+use serde::ser::{SerializeMap, Serializer};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt;
+use std::str::FromStr;
+
+/// One figure of a run. The order is the catalog's order (reports, `diff`, `gate`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Metric {
+    Oversell,
+    LostAcks,
+    DuplicateBuyers,
+    Undersell,
+    ErrorRate,
+    MeanMs,
+    P50Ms,
+    P99Ms,
+    P999Ms,
+    DbQpsPeak,
+    Throughput,
+}
+
+/// What a value counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unit {
+    /// Units of stock.
+    Units,
+    Orders,
+    Buyers,
+    /// A share of order attempts, 0..1 (shown in %).
+    Share,
+    Millis,
+    /// Orders per second.
+    OrdersPerSecond,
+    /// A rate of the database server's own counter; which counter depends on the run
+    /// (PostgreSQL transactions/s or statements/s, MySQL Questions/s): never one unit.
+    DbRate,
+}
+
+impl Unit {
+    /// Whether values are whole counts.
+    pub const fn is_count(self) -> bool {
+        matches!(self, Unit::Units | Unit::Orders | Unit::Buyers)
+    }
+}
+
+/// Which way is good.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Better {
+    Lower,
+    Higher,
+}
+
+/// How a baseline and a candidate are compared.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rule {
+    /// The oracle's counts: any change counts.
+    Exact,
+    /// Timings and rates: a change within the noise band is "the same".
+    Band,
+}
+
+/// Everything the catalog says about one metric.
+#[derive(Debug)]
+pub struct Spec {
+    /// The one name: `[thresholds]`, `--threshold`, `diff --fail-on`, tables.
+    pub name: &'static str,
+    /// Older spellings still accepted wherever a name is read.
+    pub aliases: &'static [&'static str],
+    /// What people read (diff rows, chart titles).
+    pub label: &'static str,
+    /// A short table header.
+    pub column: &'static str,
+    pub unit: Unit,
+    pub better: Better,
+    pub rule: Rule,
+    /// `Some` when a threshold may limit it (always "at most"): the limit that applies when
+    /// neither the scenario nor a flag sets one.
+    pub threshold: Option<Option<f64>>,
+}
+
+const fn spec(
+    name: &'static str,
+    aliases: &'static [&'static str],
+    label: &'static str,
+    column: &'static str,
+    unit: Unit,
+    better: Better,
+    threshold: Option<Option<f64>>,
+) -> Spec {
+    Spec {
+        name,
+        aliases,
+        label,
+        column,
+        unit,
+        better,
+        rule: if unit.is_count() {
+            Rule::Exact
+        } else {
+            Rule::Band
+        },
+        threshold,
+    }
+}
+
+/// A threshold with a limit of 0 unless set.
+const ZERO: Option<Option<f64>> = Some(Some(0.0));
+/// A threshold with no limit unless set.
+const OPTIONAL: Option<Option<f64>> = Some(None);
+
+static SPECS: [Spec; 11] = [
+    spec(
+        "oversell",
+        &[],
+        "oversold units",
+        "oversold units",
+        Unit::Units,
+        Better::Lower,
+        ZERO,
+    ),
+    spec(
+        "lost_acks",
+        &[],
+        "lost acknowledged orders",
+        "lost acks",
+        Unit::Orders,
+        Better::Lower,
+        ZERO,
+    ),
+    spec(
+        "duplicate_buyers",
+        &[],
+        "duplicate buyers",
+        "duplicate buyers",
+        Unit::Buyers,
+        Better::Lower,
+        ZERO,
+    ),
+    spec(
+        "undersell",
+        &[],
+        "undersold units",
+        "undersell",
+        Unit::Units,
+        Better::Lower,
+        OPTIONAL,
+    ),
+    spec(
+        "error_rate",
+        &[],
+        "order error rate",
+        "error rate",
+        Unit::Share,
+        Better::Lower,
+        OPTIONAL,
+    ),
+    spec(
+        "mean_ms",
+        &["latency_mean"],
+        "order latency mean",
+        "avg order latency",
+        Unit::Millis,
+        Better::Lower,
+        None,
+    ),
+    spec(
+        "p50_ms",
+        &["latency_p50"],
+        "order latency p50",
+        "order p50",
+        Unit::Millis,
+        Better::Lower,
+        None,
+    ),
+    spec(
+        "p99_ms",
+        &["latency_p99"],
+        "order latency p99",
+        "order p99",
+        Unit::Millis,
+        Better::Lower,
+        OPTIONAL,
+    ),
+    spec(
+        "p999_ms",
+        &["latency_p999"],
+        "order latency p99.9",
+        "order p99.9",
+        Unit::Millis,
+        Better::Lower,
+        OPTIONAL,
+    ),
+    spec(
+        "db_qps_peak",
+        &[],
+        "DB peak QPS",
+        "DB peak QPS",
+        Unit::DbRate,
+        Better::Lower,
+        None,
+    ),
+    spec(
+        "throughput",
+        &[],
+        "order throughput",
+        "throughput",
+        Unit::OrdersPerSecond,
+        Better::Higher,
+        None,
+    ),
+];
+
+impl Metric {
+    /// Every metric, in catalog order.
+    pub const ALL: [Metric; 11] = [
+        Metric::Oversell,
+        Metric::LostAcks,
+        Metric::DuplicateBuyers,
+        Metric::Undersell,
+        Metric::ErrorRate,
+        Metric::MeanMs,
+        Metric::P50Ms,
+        Metric::P99Ms,
+        Metric::P999Ms,
+        Metric::DbQpsPeak,
+        Metric::Throughput,
+    ];
+
+    /// What the catalog says about this metric.
+    pub fn spec(self) -> &'static Spec {
+        &SPECS[self as usize]
+    }
+
+    /// The metric's one name.
+    pub fn name(self) -> &'static str {
+        self.spec().name
+    }
+
+    /// The metric a name (or an older alias) stands for.
+    pub fn named(name: &str) -> Option<Metric> {
+        let name = name.trim();
+        Metric::ALL
+            .into_iter()
+            .find(|m| m.name() == name || m.spec().aliases.contains(&name))
+    }
+
+    /// The metrics a threshold may limit, in catalog order.
+    pub fn limitable() -> impl Iterator<Item = Metric> {
+        Metric::ALL
+            .into_iter()
+            .filter(|m| m.spec().threshold.is_some())
+    }
+
+    /// The limit that applies when neither the scenario nor a flag sets one.
+    pub fn default_limit(self) -> Option<f64> {
+        self.spec().threshold.flatten()
+    }
+
+    /// The value alone, at the metric's precision: `3`, `0.50` (%), `12.5`, `0.845`.
+    pub fn number(self, v: f64) -> String {
+        match self.spec().unit {
+            Unit::Share => format!("{:.2}", v * 100.0),
+            Unit::Millis if v.abs() >= 1.0 => format!("{v:.1}"),
+            Unit::Millis => format!("{v:.3}"),
+            Unit::OrdersPerSecond => format!("{v:.1}"),
+            _ => format!("{v:.0}"),
+        }
+    }
+
+    /// The value with its unit: `3`, `0.50 %`, `12.5 ms`, `103.4 orders/s`. A database rate
+    /// has no fixed unit; the report layer appends the run's (see `report::catalog`).
+    pub fn format(self, v: f64) -> String {
+        let n = self.number(v);
+        match self.spec().unit {
+            Unit::Share => format!("{n} %"),
+            Unit::Millis => format!("{n} ms"),
+            Unit::OrdersPerSecond => format!("{n} orders/s"),
+            _ => n,
+        }
+    }
+
+    /// Checks a limit for this metric: counts are whole and not negative, shares lie in
+    /// 0..1, milliseconds are positive.
+    fn check_limit(self, value: f64) -> Result<f64, LimitError> {
+        let unit = self.spec().unit;
+        let (ok, allowed) = match unit {
+            u if u.is_count() => (value >= 0.0 && value.fract() == 0.0, "a count of 0 or more"),
+            Unit::Share => ((0.0..=1.0).contains(&value), "a share between 0 and 1"),
+            _ => (
+                value > 0.0 && value.is_finite(),
+                "a positive number of milliseconds",
+            ),
+        };
+        if ok {
+            Ok(value)
+        } else {
+            Err(LimitError::Invalid {
+                name: self.name(),
+                allowed,
+                value,
+            })
+        }
+    }
+
+    /// The metric a threshold name stands for.
+    pub fn limitable_named(name: &str) -> Result<Metric, LimitError> {
+        Metric::named(name)
+            .filter(|m| m.spec().threshold.is_some())
+            .ok_or_else(|| LimitError::Unknown(name.trim().to_string()))
+    }
+
+    /// A threshold as written (`name`, `value`): the metric and its checked limit.
+    pub fn limit(name: &str, value: f64) -> Result<(Metric, f64), LimitError> {
+        let metric = Metric::limitable_named(name)?;
+        Ok((metric, metric.check_limit(value)?))
+    }
+}
+
+impl fmt::Display for Metric {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The names thresholds accept, comma-separated.
+pub fn limitable_names() -> String {
+    Metric::limitable()
+        .map(Metric::name)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// A threshold that cannot be used.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum LimitError {
+    #[error("unknown threshold `{0}`; allowed: {names}", names = limitable_names())]
+    Unknown(String),
+    #[error("threshold `{name}` must be {allowed} (got {value})")]
+    Invalid {
+        name: &'static str,
+        allowed: &'static str,
+        value: f64,
+    },
+    #[error("expected NAME=VALUE (NAME one of {names}), got {0:?}", names = limitable_names())]
+    NotAPair(String),
+    #[error("threshold `{name}` needs a number, got {value:?}")]
+    NotANumber { name: String, value: String },
+}
+
+/// The limits a scenario's `[thresholds]` table sets, parsed when the file is read: unknown
+/// names and values out of range are refused there, naming the threshold and what is allowed.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Thresholds(BTreeMap<Metric, f64>);
+
+impl Thresholds {
+    /// The limit set for `metric`, if any.
+    pub fn get(&self, metric: Metric) -> Option<f64> {
+        self.0.get(&metric).copied()
+    }
+
+    /// Sets a limit (checked).
+    pub fn set(&mut self, name: &str, value: f64) -> Result<Metric, LimitError> {
+        let (metric, value) = Metric::limit(name, value)?;
+        self.0.insert(metric, value);
+        Ok(metric)
+    }
+
+    /// Whether no limit is set.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl Serialize for Thresholds {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(Some(self.0.len()))?;
+        for (m, v) in &self.0 {
+            if m.spec().unit.is_count() {
+                map.serialize_entry(m.name(), &(*v as i64))?;
+            } else {
+                map.serialize_entry(m.name(), v)?;
+            }
+        }
+        map.end()
+    }
+}
+
+/// A number in a TOML or JSON table; `null` (v1 reports wrote unset limits as null) is none.
+struct Number(Option<f64>);
+
+impl<'de> Deserialize<'de> for Number {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Number;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a number")
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Number, E> {
+                Ok(Number(Some(v as f64)))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Number, E> {
+                Ok(Number(Some(v as f64)))
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<Number, E> {
+                Ok(Number(Some(v)))
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<Number, E> {
+                Ok(Number(None))
+            }
+            fn visit_none<E: de::Error>(self) -> Result<Number, E> {
+                Ok(Number(None))
+            }
+            fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Number, D::Error> {
+                Number::deserialize(d)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl<'de> Deserialize<'de> for Thresholds {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Thresholds;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(f, "a table of limits ({})", limitable_names())
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Thresholds, A::Error> {
+                let mut t = Thresholds::default();
+                while let Some(name) = map.next_key::<String>()? {
+                    let metric = Metric::limitable_named(&name).map_err(de::Error::custom)?;
+                    if let Number(Some(v)) = map.next_value()? {
+                        let v = metric.check_limit(v).map_err(de::Error::custom)?;
+                        t.0.insert(metric, v);
+                    }
+                }
+                Ok(t)
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+/// A `--threshold NAME=VALUE` flag, parsed like a `[thresholds]` entry.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Override {
+    pub metric: Metric,
+    pub value: f64,
+}
+
+impl FromStr for Override {
+    type Err = LimitError;
+
+    fn from_str(s: &str) -> Result<Self, LimitError> {
+        let (name, value) = s
+            .split_once('=')
+            .ok_or_else(|| LimitError::NotAPair(s.to_string()))?;
+        let metric = Metric::limitable_named(name)?;
+        let number: f64 = value.trim().parse().map_err(|_| LimitError::NotANumber {
+            name: name.trim().to_string(),
+            value: value.to_string(),
+        })?;
+        let value = metric.check_limit(number)?;
+        Ok(Override { metric, value })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_and_aliases_are_unique_and_the_table_is_in_enum_order() {
+        let mut names: Vec<&str> = SPECS
+            .iter()
+            .flat_map(|s| std::iter::once(s.name).chain(s.aliases.iter().copied()))
+            .collect();
+        let n = names.len();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), n);
+        for m in Metric::ALL {
+            assert_eq!(Metric::named(m.name()), Some(m));
+        }
+        assert_eq!(Metric::named("latency_p99"), Some(Metric::P99Ms));
+    }
+
+    #[test]
+    fn the_thresholds_are_the_ones_users_script_against() {
+        assert_eq!(
+            limitable_names(),
+            "oversell, lost_acks, duplicate_buyers, undersell, error_rate, p99_ms, p999_ms"
+        );
+        assert!(Metric::limit("mean_ms", 3.0).is_err());
+    }
+
+    #[test]
+    fn values_are_written_at_their_precision() {
+        assert_eq!(Metric::P99Ms.format(60000.0), "60000.0 ms");
+        assert_eq!(Metric::P99Ms.format(0.8454), "0.845 ms");
+        assert_eq!(Metric::ErrorRate.format(0.0123), "1.23 %");
+        assert_eq!(Metric::Oversell.format(3.0), "3");
+    }
+
+    #[test]
+    fn a_thresholds_table_round_trips_and_skips_nulls() {
+        let t: Thresholds =
+            serde_json::from_str(r#"{"oversell": 0, "p99_ms": 3000.0, "undersell": null}"#)
+                .unwrap();
+        assert_eq!(t.get(Metric::Oversell), Some(0.0));
+        assert_eq!(t.get(Metric::Undersell), None);
+        let back: Thresholds = serde_json::from_str(&serde_json::to_string(&t).unwrap()).unwrap();
+        assert_eq!(back, t);
+        let e = serde_json::from_str::<Thresholds>(r#"{"error_rate": 2}"#).unwrap_err();
+        assert!(e.to_string().contains("a share between 0 and 1"), "{e}");
+    }
+}

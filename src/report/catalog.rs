@@ -1,0 +1,123 @@
+//! How each metric of the catalog ([`crate::metric`]) is read from a run's report, where the
+//! figure comes from, and its unit in that run (a database rate's unit depends on the counter
+//! the probe read). `gate`, `diff`, the tables and the charts all read metrics through here.
+
+use super::summary::{LatencySummary, MetricSummary};
+use super::RunReport;
+use crate::metric::{Metric, Unit};
+
+/// Why a run has no value for a metric.
+pub type Unmeasured = String;
+
+impl Metric {
+    /// This metric's value in `run`, or why the run could not measure it.
+    pub fn read(self, run: &RunReport) -> Result<f64, Unmeasured> {
+        let f = &run.findings;
+        let oracle_gap = || {
+            if f.verified {
+                "the oracle reports totals only, not order rows".to_string()
+            } else {
+                "no server-side oracle (pass --oracle-sql or --oracle-http)".to_string()
+            }
+        };
+        let count = |v: Option<u64>| v.map(|v| v as f64).ok_or_else(oracle_gap);
+        let units = |v: Option<i64>| v.map(|v| v as f64).ok_or_else(oracle_gap);
+        let latency = |q: fn(&LatencySummary) -> f64| {
+            run.order_latency()
+                .filter(|l| l.count > 0)
+                .map(q)
+                .ok_or_else(|| "no order requests were answered or timed out".to_string())
+        };
+        let orders = |v: f64| {
+            if run.order_attempts == 0 {
+                Err("no order attempts".to_string())
+            } else {
+                Ok(v)
+            }
+        };
+        match self {
+            Metric::Oversell => units(f.oversell),
+            Metric::LostAcks => count(f.lost_acks),
+            Metric::DuplicateBuyers => count(f.duplicate_buyers),
+            Metric::Undersell => units(f.undersell),
+            Metric::ErrorRate => orders(run.error_rate),
+            Metric::MeanMs => latency(|l| l.mean_ms),
+            Metric::P50Ms => latency(|l| l.p50_ms),
+            Metric::P99Ms => latency(|l| l.p99_ms),
+            Metric::P999Ms => latency(|l| l.p999_ms),
+            Metric::DbQpsPeak => run
+                .db_qps
+                .as_ref()
+                .map(|q| q.peak)
+                .ok_or_else(|| "the database's counters were not sampled".to_string()),
+            Metric::Throughput => orders(run.order_throughput_rps),
+        }
+    }
+
+    /// Where the figure comes from.
+    pub fn source(self) -> &'static str {
+        match self {
+            Metric::Oversell => "oracle",
+            Metric::LostAcks => "oracle vs clients' acks",
+            Metric::DuplicateBuyers => "oracle: order rows per user",
+            Metric::Undersell => "oracle vs buyers turned away",
+            Metric::ErrorRate | Metric::Throughput => "clients' records of order answers",
+            Metric::MeanMs | Metric::P50Ms | Metric::P99Ms | Metric::P999Ms => {
+                "order latency, oversell HdrHistogram"
+            }
+            Metric::DbQpsPeak => "the database server's own counters",
+        }
+    }
+
+    /// The unit of this metric in `run`, when it has one of its own (a database rate).
+    pub fn unit_in(self, run: &RunReport) -> Option<DbRate> {
+        match self.spec().unit {
+            Unit::DbRate => run.db_qps.as_ref().map(DbRate::of),
+            _ => None,
+        }
+    }
+
+    /// A value of this metric in `run` for people, with its unit (`n/a` when not measured).
+    pub fn show(self, run: &RunReport) -> String {
+        match (self.read(run), self.unit_in(run)) {
+            (Ok(v), Some(u)) => format!("{} {}", self.number(v), u.counter),
+            (Ok(v), None) => self.format(v),
+            (Err(_), _) => "n/a".into(),
+        }
+    }
+}
+
+/// Which database counter a rate counts: the server and the counter per second.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct DbRate {
+    /// `PostgreSQL` or `MySQL` (as the probe's source names it).
+    pub server: String,
+    /// `transactions/s`, `statements/s` (pg_stat_statements) or `Questions/s`.
+    pub counter: String,
+}
+
+impl DbRate {
+    /// The counter behind a sampled database rate.
+    pub fn of(q: &MetricSummary) -> Self {
+        DbRate::new(&q.unit, &q.source)
+    }
+
+    /// The counter behind a rate with this unit and source (as the probe wrote them).
+    pub fn new(unit: &str, source: &str) -> Self {
+        let server = source.split_whitespace().next().unwrap_or("database");
+        let counter = if source.contains("Questions") {
+            "Questions/s"
+        } else {
+            unit
+        };
+        DbRate {
+            server: server.to_string(),
+            counter: counter.to_string(),
+        }
+    }
+
+    /// `PostgreSQL transactions/s`.
+    pub fn label(&self) -> String {
+        format!("{} {}", self.server, self.counter)
+    }
+}
