@@ -1,4 +1,4 @@
-//! The reference shop as a child process: its flags from the scenario, start (reading the bound
+//! The reference shop as a child process: its knobs from the scenario, start (reading the bound
 //! address from its first stdout line), graceful stop, and the reference-only steps of a run:
 //! waiting for its queue to drain, the final reconciliation, and Redis clean-up.
 //!
@@ -8,11 +8,10 @@
 //! shop that crashes cannot take the measurements with it.
 
 use super::Cell;
-use crate::cli::ShopArgs;
 use crate::pipeline::reconcile::Pass;
 use crate::report::Drain;
 use crate::services::{Service, Unreachable};
-use crate::traffic::Scenario;
+use crate::shop::ShopKnobs;
 use anyhow::{bail, Context};
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -20,34 +19,6 @@ use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 use tokio::time::Instant;
-
-/// The shop flags a scenario asks for.
-pub fn shop_args(s: &Scenario, prefix: &str) -> ShopArgs {
-    let mut a = ShopArgs::defaults();
-    a.redis_prefix = prefix.to_string();
-    let o = &s.shop;
-    macro_rules! set {
-        ($($f:ident),*) => { $( if let Some(v) = o.$f { a.$f = v; } )* };
-    }
-    set!(
-        pool_size,
-        acquire_timeout_ms,
-        lock_timeout_ms,
-        naive_gap_ms,
-        work_ms,
-        optimistic_retries,
-        optimistic_backoff_ms,
-        payment_timeout_s,
-        reconcile_interval_s,
-        reconcile_alert_threshold,
-        rate_limit,
-        ip_rate_limit,
-        ip_burst,
-        ip_unit_cap,
-        page_cache_ms
-    );
-    a
-}
 
 /// A reference shop running as a child process.
 pub(super) struct ChildShop {
@@ -62,7 +33,8 @@ impl ChildShop {
         exe: &PathBuf,
         cell: &Cell,
         redis_url: &str,
-        args: &ShopArgs,
+        redis_prefix: &str,
+        knobs: &ShopKnobs,
         log: PathBuf,
     ) -> anyhow::Result<ChildShop> {
         let strategy = cell.strategy;
@@ -76,8 +48,10 @@ impl ChildShop {
                 &cell.database_url,
                 "--redis-url",
                 redis_url,
+                "--redis-prefix",
+                redis_prefix,
             ])
-            .args(args.to_args())
+            .args(knobs.command_line())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::from(log_file))
