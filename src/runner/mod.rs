@@ -11,7 +11,6 @@
 
 mod foreign;
 mod shop_process;
-pub use shop_process::delete_redis_prefix;
 
 use crate::inventory::Strategy;
 use crate::oracle::{self, Evidence, Truth};
@@ -302,7 +301,7 @@ async fn run_cell(
     let shop = ChildShop::start(shop_exe, cell, redis_url, &prefix, knobs, log).await?;
     let result = drive_reference(plan, cell, redis_url, &shop.base_url, &prefix).await;
     shop.stop().await;
-    shop_process::delete_redis_prefix(redis_url, &prefix).await;
+    crate::inventory::redis_lua::keys::delete_prefix(redis_url, &prefix).await;
     result
 }
 

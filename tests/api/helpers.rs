@@ -200,7 +200,7 @@ pub async fn drop_database(url: &str) {
 
 /// Deletes every Redis key of a test prefix.
 pub async fn delete_prefix(prefix: &str) {
-    oversell::runner::delete_redis_prefix(&redis_url(), prefix).await;
+    oversell::inventory::redis_lua::keys::delete_prefix(&redis_url(), prefix).await;
 }
 
 /// The output of one `oversell` command run by a test.
