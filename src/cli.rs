@@ -1,10 +1,11 @@
 //! The command line: clap definitions, turned into typed plans before any work starts.
 
 use crate::diff::DiffPlan;
-use crate::inventory::Strategy;
+use crate::inventory::{InventoryError, Strategy};
 use crate::runner::{self, Cell, RunPlan, Subject};
+use crate::services::Unreachable;
 use crate::shop::{Application, ShopKnobs};
-use crate::store::Backend;
+use crate::store::{Backend, StoreError};
 use crate::traffic::scenario::{Scenario, ScenarioError};
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
@@ -326,13 +327,28 @@ async fn run_and_print(
 pub struct UsageError(pub String);
 
 /// The exit code for an error that ended a command: 3 when a service could not be reached
-/// (a typed [`crate::services::Unreachable`] or store/inventory equivalent anywhere in the
-/// chain), 2 for anything else that stopped the command before it could judge anything (bad
-/// usage, bad scenario, bad CSV, a refused remote target).
+/// (a typed [`Unreachable`] or store/inventory equivalent anywhere in the chain), 2 for
+/// anything else that stopped the command before it could judge anything (bad usage, bad
+/// scenario, bad CSV, a refused remote target).
 pub fn exit_code_for(e: &anyhow::Error) -> i32 {
-    if e.chain().any(crate::services::is_unreachable) {
+    if e.chain().any(is_unreachable) {
         3
     } else {
         2
     }
+}
+
+/// Whether one error of a chain says a service could not be reached: [`Unreachable`], a
+/// [`StoreError::Unreachable`], or an [`InventoryError`] carrying either (those wrap their cause
+/// transparently, so the chain alone would skip it).
+fn is_unreachable(e: &(dyn std::error::Error + 'static)) -> bool {
+    let store_unreachable = |s: &StoreError| matches!(s, StoreError::Unreachable { .. });
+    e.is::<Unreachable>()
+        || e.downcast_ref::<StoreError>()
+            .is_some_and(store_unreachable)
+        || match e.downcast_ref::<InventoryError>() {
+            Some(InventoryError::Unreachable(_)) => true,
+            Some(InventoryError::Store(s)) => store_unreachable(s),
+            _ => false,
+        }
 }
