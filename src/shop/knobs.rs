@@ -1,7 +1,7 @@
 //! The reference shop's knobs: one list, read by `serve`'s flags, a scenario's `[shop]` table
 //! and the command line a run hands to the child shop.
 //!
-//! Each knob is written once in the [`knobs!`] list below: its type, default, allowed range and
+//! Each knob is written once in the `knobs!` list below: its type, default, allowed range and
 //! help text. From that list come the clap flags (`--pool-size ...`), the serde form (the
 //! `[shop]` table is an overlay: absent fields keep the defaults, unknown fields are refused),
 //! [`Default`], the range checks, and [`ShopKnobs::command_line`].

@@ -2,7 +2,8 @@
 //!
 //! [`Application::build`] binds (port 0 works) and starts the background pipeline;
 //! [`Application::run_until_stopped`] serves until the shutdown future resolves. [`app`] builds
-//! the router from state so tests can drive it without a socket.
+//! the router from state so tests can drive it without a socket. [`ShopKnobs`] (in `knobs`)
+//! are its settings, turned into a [`ShopConfig`] by [`ShopKnobs::config`].
 
 pub mod error;
 mod handlers;

@@ -45,18 +45,19 @@ impl ItemKeys {
         }
     }
 
-    /// Every key of the item.
+    /// Every key of the item: the pre-deduct's eight and the restock set.
     pub fn all(&self) -> [&str; 9] {
+        let [stock, meta, holders, devices, ips, orders, expiry, events] = self.deduct();
         [
-            &self.stock,
-            &self.meta,
-            &self.holders,
-            &self.devices,
-            &self.ips,
-            &self.orders,
-            &self.expiry,
+            stock,
+            meta,
+            holders,
+            devices,
+            ips,
+            orders,
+            expiry,
+            events,
             &self.restocked,
-            &self.events,
         ]
     }
 
@@ -132,6 +133,7 @@ mod tests {
         assert_eq!(k.stock, "{run-1:42}:stock");
         assert!(k.all().iter().all(|key| key.starts_with("{run-1:42}:")));
         assert_eq!(k.deduct().len(), 8);
+        assert!(k.all().contains(&k.restocked.as_str()));
     }
 
     #[test]
