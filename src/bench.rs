@@ -6,6 +6,7 @@
 //! alone, from redis-benchmark's C client. The ratio says how much of Redis's capacity our
 //! path delivers; it is a measurement, never asserted in a test.
 
+use crate::inventory::redis_lua::keys::delete_prefix;
 use crate::inventory::{Outcome, RedisLua, RedisSettings};
 use crate::model::{Item, Purchase};
 use anyhow::{bail, Context};
@@ -83,7 +84,7 @@ pub async fn redis(b: &RedisBench) -> anyhow::Result<RedisBenchResult> {
     };
     let redis = RedisLua::connect(&settings).await?;
     let result = phases(b, &redis, &host, port).await;
-    crate::runner::delete_redis_prefix(&b.redis_url, &prefix).await;
+    delete_prefix(&b.redis_url, &prefix).await;
     result
 }
 
@@ -145,20 +146,9 @@ async fn phases(
         "-q".into(),
         "EVALSHA".into(),
         redis.deduct_sha().into(),
-        "8".into(),
+        keys.deduct().len().to_string(),
     ];
-    for k in [
-        &keys.stock,
-        &keys.meta,
-        &keys.holders,
-        &keys.devices,
-        &keys.ips,
-        &keys.orders,
-        &keys.expiry,
-        &keys.events,
-    ] {
-        args.push(k.clone());
-    }
+    args.extend(keys.deduct().map(String::from));
     // ARGV of lua/deduct.lua: qty, user, device, order id, payment timeout ms, ip, ip cap.
     for a in [
         "1",

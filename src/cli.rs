@@ -1,13 +1,11 @@
 //! The command line: clap definitions, turned into typed plans before any work starts.
 
 use crate::diff::DiffPlan;
-use crate::gateway::GatewaySettings;
-use crate::inventory::{RedisSettings, Settings, Strategy};
-use crate::pipeline::{reconcile::ReconcileSettings, PipelineSettings};
+use crate::inventory::{InventoryError, Strategy};
 use crate::runner::{self, Cell, RunPlan, Subject};
-use crate::shop::{Application, ShopConfig};
-use crate::store::Backend;
-use crate::store::PoolSettings;
+use crate::services::Unreachable;
+use crate::shop::{Application, ShopKnobs};
+use crate::store::{Backend, StoreError};
 use crate::traffic::scenario::{Scenario, ScenarioError};
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
@@ -198,200 +196,17 @@ pub struct ServeArgs {
     pub backend: Option<Backend>,
     #[command(flatten)]
     pub conn: ConnArgs,
-    #[command(flatten)]
-    pub shop: ShopArgs,
-}
-
-/// The reference shop's knobs (`serve` flags; `run`/`compare` take them from the scenario).
-#[derive(Debug, Args, Clone)]
-pub struct ShopArgs {
     /// Prefix of every Redis key (isolates parallel runs).
     #[arg(long, default_value = "oversell")]
     pub redis_prefix: String,
-    /// Database connection pool size.
-    #[arg(long, default_value_t = 10)]
-    pub pool_size: u32,
-    /// How long a request waits for a pooled connection before answering 503 busy (ms).
-    #[arg(long, default_value_t = 500)]
-    pub acquire_timeout_ms: u64,
-    /// How long a statement waits for a row lock before giving up (ms).
-    #[arg(long, default_value_t = 1000)]
-    pub lock_timeout_ms: u64,
-    /// naive: business logic between the stock check and the write (ms): the race window.
-    #[arg(long, default_value_t = 3)]
-    pub naive_gap_ms: u64,
-    /// for-update/optimistic: business logic between the read and the write (ms).
-    #[arg(long, default_value_t = 1)]
-    pub work_ms: u64,
-    /// optimistic: retries after a lost compare-and-swap.
-    #[arg(long, default_value_t = 3)]
-    pub optimistic_retries: u32,
-    /// optimistic: base backoff between retries (ms, jittered, doubling; 0 = none).
-    #[arg(long, default_value_t = 2)]
-    pub optimistic_backoff_ms: u64,
-    /// Payment window: an unpaid order is expired and restocked after this many seconds.
-    #[arg(long, default_value_t = 900)]
-    pub payment_timeout_s: u64,
-    /// redis-lua: seconds between reconciliation passes.
-    #[arg(long, default_value_t = 300)]
-    pub reconcile_interval_s: u64,
-    /// redis-lua: |residual| above this raises an alert.
-    #[arg(long, default_value_t = 0)]
-    pub reconcile_alert_threshold: i64,
     /// redis-lua: URL that receives reconciliation alerts as JSON POSTs.
     #[arg(long)]
     pub alert_webhook: Option<String>,
     /// redis-lua: read reconciliation snapshots from this replica instead of the primary.
     #[arg(long, env = "REPLICA_DATABASE_URL")]
     pub replica_database_url: Option<String>,
-    /// redis-lua gateway: global order admissions per second (0 = unlimited).
-    #[arg(long, default_value_t = 0.0)]
-    pub rate_limit: f64,
-    /// redis-lua gateway: per-IP order admissions per second (0 = unlimited).
-    #[arg(long, default_value_t = 20.0)]
-    pub ip_rate_limit: f64,
-    /// redis-lua gateway: per-IP burst size.
-    #[arg(long, default_value_t = 20.0)]
-    pub ip_burst: f64,
-    /// redis-lua gateway: most units the buyers behind one IP may hold (0 = no cap).
-    #[arg(long, default_value_t = 0)]
-    pub ip_unit_cap: i64,
-    /// redis-lua: how long the product page cache serves a stock figure (ms).
-    #[arg(long, default_value_t = 1000)]
-    pub page_cache_ms: u64,
-}
-
-impl ShopArgs {
-    /// The flags' defaults (environment variables still apply), for embedding and tests.
-    pub fn defaults() -> Self {
-        #[derive(Parser)]
-        struct Only {
-            #[command(flatten)]
-            shop: ShopArgs,
-        }
-        Only::parse_from(["oversell"]).shop
-    }
-
-    /// Checks every knob's range; the error names the flag.
-    pub fn validate(&self) -> Result<(), String> {
-        let values = [
-            ("pool_size", self.pool_size as f64),
-            ("acquire_timeout_ms", self.acquire_timeout_ms as f64),
-            ("lock_timeout_ms", self.lock_timeout_ms as f64),
-            ("naive_gap_ms", self.naive_gap_ms as f64),
-            ("work_ms", self.work_ms as f64),
-            ("optimistic_retries", self.optimistic_retries as f64),
-            ("optimistic_backoff_ms", self.optimistic_backoff_ms as f64),
-            ("payment_timeout_s", self.payment_timeout_s as f64),
-            ("reconcile_interval_s", self.reconcile_interval_s as f64),
-            (
-                "reconcile_alert_threshold",
-                self.reconcile_alert_threshold as f64,
-            ),
-            ("rate_limit", self.rate_limit),
-            ("ip_rate_limit", self.ip_rate_limit),
-            ("ip_burst", self.ip_burst),
-            ("ip_unit_cap", self.ip_unit_cap as f64),
-            ("page_cache_ms", self.page_cache_ms as f64),
-        ];
-        for (name, v) in values {
-            crate::shop::check_knob(name, v)
-                .map_err(|e| format!("--{} {e}", name.replace('_', "-")))?;
-        }
-        Ok(())
-    }
-
-    /// The flags that reproduce these settings on a `serve` command line.
-    pub fn to_args(&self) -> Vec<String> {
-        let mut v: Vec<String> = Vec::new();
-        let mut flag = |name: &str, value: String| {
-            v.push(format!("--{name}"));
-            v.push(value);
-        };
-        flag("redis-prefix", self.redis_prefix.clone());
-        flag("pool-size", self.pool_size.to_string());
-        flag("acquire-timeout-ms", self.acquire_timeout_ms.to_string());
-        flag("lock-timeout-ms", self.lock_timeout_ms.to_string());
-        flag("naive-gap-ms", self.naive_gap_ms.to_string());
-        flag("work-ms", self.work_ms.to_string());
-        flag("optimistic-retries", self.optimistic_retries.to_string());
-        flag(
-            "optimistic-backoff-ms",
-            self.optimistic_backoff_ms.to_string(),
-        );
-        flag("payment-timeout-s", self.payment_timeout_s.to_string());
-        flag(
-            "reconcile-interval-s",
-            self.reconcile_interval_s.to_string(),
-        );
-        flag(
-            "reconcile-alert-threshold",
-            self.reconcile_alert_threshold.to_string(),
-        );
-        flag("rate-limit", self.rate_limit.to_string());
-        flag("ip-rate-limit", self.ip_rate_limit.to_string());
-        flag("ip-burst", self.ip_burst.to_string());
-        flag("ip-unit-cap", self.ip_unit_cap.to_string());
-        flag("page-cache-ms", self.page_cache_ms.to_string());
-        if let Some(w) = &self.alert_webhook {
-            flag("alert-webhook", w.clone());
-        }
-        if let Some(r) = &self.replica_database_url {
-            flag("replica-database-url", r.clone());
-        }
-        v
-    }
-
-    /// The shop configuration these flags describe.
-    pub fn config(
-        &self,
-        strategy: Strategy,
-        listen: SocketAddr,
-        database_url: &str,
-        redis_url: &str,
-    ) -> ShopConfig {
-        ShopConfig {
-            listen,
-            strategy,
-            database_url: database_url.to_string(),
-            pool: PoolSettings {
-                max_connections: self.pool_size,
-                acquire_timeout: Duration::from_millis(self.acquire_timeout_ms),
-                lock_timeout: Duration::from_millis(self.lock_timeout_ms),
-            },
-            inventory: Settings {
-                naive_gap: Duration::from_millis(self.naive_gap_ms),
-                work: Duration::from_millis(self.work_ms),
-                optimistic_retries: self.optimistic_retries,
-                optimistic_backoff: Duration::from_millis(self.optimistic_backoff_ms),
-                payment_timeout: Duration::from_secs(self.payment_timeout_s),
-            },
-            redis: RedisSettings {
-                url: redis_url.to_string(),
-                prefix: self.redis_prefix.clone(),
-                payment_timeout: Duration::from_secs(self.payment_timeout_s),
-                gateway: GatewaySettings {
-                    rate_per_s: self.rate_limit,
-                    burst: self.rate_limit,
-                    ip_rate_per_s: self.ip_rate_limit,
-                    ip_burst: self.ip_burst,
-                    ip_unit_cap: self.ip_unit_cap,
-                },
-            },
-            pipeline: PipelineSettings {
-                reconcile: ReconcileSettings {
-                    interval: Duration::from_secs(self.reconcile_interval_s.max(1)),
-                    alert_threshold: self.reconcile_alert_threshold,
-                    webhook: self.alert_webhook.clone(),
-                    replica: None,
-                },
-                ..PipelineSettings::default()
-            },
-            replica_database_url: self.replica_database_url.clone(),
-            page_cache_ttl: Duration::from_millis(self.page_cache_ms),
-            trust_forwarded_for: true,
-        }
-    }
+    #[command(flatten)]
+    pub knobs: ShopKnobs,
 }
 
 /// Runs the parsed command; the returned code is the process exit code.
@@ -399,10 +214,16 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
     match cli.command {
         Command::Serve(args) => {
             let (_, db) = args.conn.database_for(args.backend)?;
-            args.shop.validate().map_err(anyhow::Error::msg)?;
-            let config = args
-                .shop
-                .config(args.strategy, args.listen, &db, &args.conn.redis_url);
+            args.knobs.validate()?;
+            let mut config = args.knobs.config(
+                args.strategy,
+                args.listen,
+                &db,
+                &args.conn.redis_url,
+                &args.redis_prefix,
+            );
+            config.pipeline.reconcile.webhook = args.alert_webhook;
+            config.replica_database_url = args.replica_database_url;
             let app = Application::build(config).await?;
             // The first stdout line is the contract with `oversell run`, which reads it.
             println!("oversell shop listening on http://{}", app.local_addr());
@@ -505,13 +326,28 @@ async fn run_and_print(
 }
 
 /// The exit code for an error that ended a command: 3 when a service could not be reached
-/// (a typed [`crate::services::Unreachable`] or store/inventory equivalent anywhere in the
-/// chain), 2 for anything else that stopped the command before it could judge anything (bad
-/// usage, bad scenario, bad CSV, a refused remote target).
+/// (a typed [`Unreachable`] or store/inventory equivalent anywhere in the chain), 2 for
+/// anything else that stopped the command before it could judge anything (bad usage, bad
+/// scenario, bad CSV, a refused remote target).
 pub fn exit_code_for(e: &anyhow::Error) -> i32 {
-    if e.chain().any(crate::services::is_unreachable) {
+    if e.chain().any(is_unreachable) {
         3
     } else {
         2
     }
+}
+
+/// Whether one error of a chain says a service could not be reached: [`Unreachable`], a
+/// [`StoreError::Unreachable`], or an [`InventoryError`] carrying either (those wrap their cause
+/// transparently, so the chain alone would skip it).
+fn is_unreachable(e: &(dyn std::error::Error + 'static)) -> bool {
+    let store_unreachable = |s: &StoreError| matches!(s, StoreError::Unreachable { .. });
+    e.is::<Unreachable>()
+        || e.downcast_ref::<StoreError>()
+            .is_some_and(store_unreachable)
+        || match e.downcast_ref::<InventoryError>() {
+            Some(InventoryError::Unreachable(_)) => true,
+            Some(InventoryError::Store(s)) => store_unreachable(s),
+            _ => false,
+        }
 }

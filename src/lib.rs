@@ -8,16 +8,20 @@
 //!
 //! - [`cli`]: clap commands and flags, turned into typed plans; `gate` and `attack` each in
 //!   their own file, the flags they share (oracle, plan, output) in `cli/plan.rs`.
-//! - [`shop`]: the reference shop: `app(state) -> Router`, handlers, errors, `/metrics`.
+//! - [`shop`]: the reference shop: `app(state) -> Router`, handlers, errors, `/metrics`;
+//!   [`shop::ShopKnobs`], its knobs (the `serve` flags and a scenario's `[shop]` table).
 //! - [`inventory`]: the [`inventory::Strategy`] enum and one file per strategy
-//!   (`naive`, `for_update`, `optimistic`, `redis_lua`).
+//!   (`naive`, `for_update`, `optimistic`, `redis_lua`); `redis_lua::keys` is the Redis key
+//!   layout of a sale and the clean-up of a key prefix.
 //! - [`gateway`]: rate limits and dedup in front of redis-lua's pre-deduct.
-//! - [`store`]: PostgreSQL / MySQL access; the SQL that differs lives in `store::dialect`.
+//! - [`store`]: PostgreSQL / MySQL access (`backend`, `error`, `orders`, `rows`, `tx`,
+//!   `persist`); every statement and all that differs per backend lives in `store::dialect`.
 //! - [`pipeline`]: redis-lua's stream consumer, reconciliation, and the payment-timeout sweeper.
-//! - [`traffic`]: scenario files → seeded plan → goose users; our HdrHistogram recorder.
-//!   [`traffic::mapping`] is the `[target]` table (a shop's API, parsed into methods, status
-//!   patterns and outcomes when the file is read); [`traffic::target`] turns it into requests
-//!   and answers at run time; [`traffic::buyers_csv`] reads `--buyers-csv` with the `csv` crate.
+//! - [`traffic`]: scenario files (each section validates itself) → seeded plan → goose users;
+//!   our HdrHistogram recorder. [`traffic::mapping`] is the `[target]` table (a shop's API,
+//!   parsed into methods, status patterns and outcomes when the file is read);
+//!   [`traffic::target`] turns it into requests and answers at run time;
+//!   [`traffic::buyers_csv`] reads `--buyers-csv` with the `csv` crate.
 //! - [`runner`]: a run against the reference shop (child process per strategy) or a foreign
 //!   shop: sale set-up, traffic, drain; both end through one `finish` (oracle, report
 //!   section); `runner::RunError` for runs that cannot start.
@@ -35,7 +39,8 @@
 //! - [`diff`]: `oversell diff`: two reports compared run by run, metric by metric.
 //! - [`bench`]: `oversell bench redis`: our pre-deduct path vs redis-benchmark, same run.
 //! - [`model`]: items, orders and the order state machine.
-//! - [`services`]: the outside services and how to start one that is down.
+//! - [`services`]: the outside services and how to start one that is down (`cli` decides
+//!   which errors mean "unreachable": exit 3).
 //! - [`telemetry`]: logging set-up.
 //!
 //! Data flows one way: scenario → plan → traffic (goose) → shop → databases; probes and

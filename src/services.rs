@@ -66,8 +66,8 @@ impl Service {
 
 /// A service (database, Redis, the target shop, an oracle) could not be reached.
 ///
-/// Commands end with exit code 3 when this is anywhere in an error's chain; see
-/// [`is_unreachable`].
+/// Commands end with exit code 3 when this (or a store or inventory error saying the same) is
+/// anywhere in an error's chain; see `cli::exit_code_for`.
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("{message}")]
 pub struct Unreachable {
@@ -85,25 +85,6 @@ impl Unreachable {
             message: message.into(),
         }
     }
-}
-
-/// Whether an error is (or wraps) an unreachable service: [`Unreachable`],
-/// [`crate::store::StoreError::Unreachable`], or an inventory error carrying either.
-pub fn is_unreachable(e: &(dyn std::error::Error + 'static)) -> bool {
-    use crate::inventory::InventoryError;
-    use crate::store::StoreError;
-    if e.downcast_ref::<Unreachable>().is_some() {
-        return true;
-    }
-    if let Some(StoreError::Unreachable { .. }) = e.downcast_ref::<StoreError>() {
-        return true;
-    }
-    matches!(
-        e.downcast_ref::<InventoryError>(),
-        Some(
-            InventoryError::Unreachable(_) | InventoryError::Store(StoreError::Unreachable { .. })
-        )
-    )
 }
 
 /// The URL with any password replaced by `***`.

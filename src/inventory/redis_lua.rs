@@ -7,8 +7,10 @@
 //! expiry are scripts too (`lua/pay.lua`, `lua/release.lua`), so Redis holds the order state
 //! machine and the stream carries every change, in order, to the database.
 //!
-//! Every key of one item shares the hash tag `{prefix:item}` so the scripts stay valid on Redis
-//! Cluster; the prefix isolates tests and parallel runs from each other.
+//! The key layout of a sale lives in [`keys`]: every key of one item shares the hash tag
+//! `{prefix:item}` so the scripts stay valid on Redis Cluster.
+
+pub mod keys;
 
 use super::{InventoryError, Outcome};
 pub use crate::gateway::GatewaySettings;
@@ -22,6 +24,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use keys::ItemKeys;
+
 /// Name of the persistence consumer group on every item stream.
 pub const GROUP: &str = "persist";
 
@@ -34,52 +38,6 @@ pub struct RedisSettings {
     /// How long an unpaid order holds its units before the delayed queue expires it.
     pub payment_timeout: Duration,
     pub gateway: GatewaySettings,
-}
-
-/// The keys of one item.
-#[derive(Debug, Clone)]
-pub struct ItemKeys {
-    pub stock: String,
-    pub meta: String,
-    pub holders: String,
-    pub devices: String,
-    pub ips: String,
-    pub orders: String,
-    pub expiry: String,
-    pub restocked: String,
-    pub events: String,
-}
-
-impl ItemKeys {
-    fn new(prefix: &str, item: i64) -> Self {
-        let tag = format!("{{{prefix}:{item}}}");
-        let k = |name: &str| format!("{tag}:{name}");
-        ItemKeys {
-            stock: k("stock"),
-            meta: k("meta"),
-            holders: k("holders"),
-            devices: k("devices"),
-            ips: k("ips"),
-            orders: k("orders"),
-            expiry: k("expiry"),
-            restocked: k("restocked"),
-            events: k("events"),
-        }
-    }
-
-    fn all(&self) -> [&str; 9] {
-        [
-            &self.stock,
-            &self.meta,
-            &self.holders,
-            &self.devices,
-            &self.ips,
-            &self.orders,
-            &self.expiry,
-            &self.restocked,
-            &self.events,
-        ]
-    }
 }
 
 struct Scripts {
@@ -263,17 +221,11 @@ impl RedisLua {
         let order_id = crate::model::new_order_id(p.item_id);
         self.prededucts
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let (code, _n): (i64, i64) = self
-            .scripts
-            .deduct
-            .key(&keys.stock)
-            .key(&keys.meta)
-            .key(&keys.holders)
-            .key(&keys.devices)
-            .key(&keys.ips)
-            .key(&keys.orders)
-            .key(&keys.expiry)
-            .key(&keys.events)
+        let mut call = self.scripts.deduct.prepare_invoke();
+        for key in keys.deduct() {
+            call.key(key);
+        }
+        let (code, _n): (i64, i64) = call
             .arg(p.qty)
             .arg(&p.user_id)
             .arg(device.unwrap_or(""))

@@ -2,6 +2,7 @@
 //! MySQL/MariaDB `SHOW GLOBAL STATUS`.
 
 use super::{push, Series};
+use crate::store::dialect::Statements;
 use crate::store::Backend;
 use sqlx::{MySqlPool, PgPool, Row};
 use std::collections::BTreeMap;
@@ -131,7 +132,7 @@ impl DbProbe {
                 if let Some(x) = xacts {
                     *last = Some((now, x, calls));
                 }
-                sqlx::query("SELECT stock FROM items WHERE id = $1")
+                sqlx::query(Statements::for_backend(Backend::Postgres).read_stock)
                     .bind(*item)
                     .fetch_optional(&*shop)
                     .await
@@ -194,7 +195,7 @@ impl DbProbe {
                     );
                 }
                 *last = Some((now, status));
-                sqlx::query("SELECT stock FROM items WHERE id = ?")
+                sqlx::query(Statements::for_backend(Backend::Mysql).read_stock)
                     .bind(*item)
                     .fetch_optional(&*pool)
                     .await

@@ -4,6 +4,7 @@
 
 mod db;
 
+use crate::inventory::redis_lua::ItemKeys;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -163,7 +164,7 @@ impl RedisProbe {
         let conn = client.get_multiplexed_async_connection().await.ok()?;
         Some(RedisProbe {
             conn,
-            stock_key: format!("{{{prefix}:{item}}}:stock"),
+            stock_key: ItemKeys::new(prefix, item).stock,
             last: None,
         })
     }

@@ -11,9 +11,6 @@
 
 mod foreign;
 mod shop_process;
-pub use shop_process::delete_redis_prefix;
-
-pub use shop_process::shop_args;
 
 use crate::inventory::Strategy;
 use crate::oracle::{self, Evidence, Truth};
@@ -364,16 +361,16 @@ async fn run_cell(
     dir: &Path,
 ) -> anyhow::Result<RunReport> {
     let prefix = format!("oversell-run-{}", uuid::Uuid::now_v7().simple());
-    let args = shop_args(&plan.scenario, &prefix);
     let log = dir.join(format!(
         "shop-{}-{}.log",
         cell.strategy,
         cell.backend.as_str()
     ));
-    let shop = ChildShop::start(shop_exe, cell, redis_url, &args, log).await?;
+    let knobs = &plan.scenario.shop;
+    let shop = ChildShop::start(shop_exe, cell, redis_url, &prefix, knobs, log).await?;
     let result = drive_reference(plan, cell, redis_url, &shop.base_url, &prefix).await;
     shop.stop().await;
-    shop_process::delete_redis_prefix(redis_url, &prefix).await;
+    crate::inventory::redis_lua::keys::delete_prefix(redis_url, &prefix).await;
     result
 }
 

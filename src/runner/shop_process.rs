@@ -1,6 +1,6 @@
-//! The reference shop as a child process: its flags from the scenario, start (reading the bound
+//! The reference shop as a child process: its knobs from the scenario, start (reading the bound
 //! address from its first stdout line), graceful stop, and the reference-only steps of a run:
-//! waiting for its queue to drain, the final reconciliation, and Redis clean-up.
+//! waiting for its queue to drain, the final reconciliation, and what the oracle reads from Redis.
 //!
 //! The shop is a child process, not a task in this process: the load generator's CPU and
 //! memory figures (getrusage of this process) then measure the generator alone, the shop gets
@@ -8,46 +8,20 @@
 //! shop that crashes cannot take the measurements with it.
 
 use super::Cell;
-use crate::cli::ShopArgs;
+use crate::inventory::redis_lua::ItemKeys;
 use crate::pipeline::reconcile::Pass;
 use crate::report::Drain;
 use crate::services::{Service, Unreachable};
-use crate::traffic::Scenario;
+use crate::shop::ShopKnobs;
 use anyhow::{bail, Context};
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 use tokio::time::Instant;
-
-/// The shop flags a scenario asks for.
-pub fn shop_args(s: &Scenario, prefix: &str) -> ShopArgs {
-    let mut a = ShopArgs::defaults();
-    a.redis_prefix = prefix.to_string();
-    let o = &s.shop;
-    macro_rules! set {
-        ($($f:ident),*) => { $( if let Some(v) = o.$f { a.$f = v; } )* };
-    }
-    set!(
-        pool_size,
-        acquire_timeout_ms,
-        lock_timeout_ms,
-        naive_gap_ms,
-        work_ms,
-        optimistic_retries,
-        optimistic_backoff_ms,
-        payment_timeout_s,
-        reconcile_interval_s,
-        reconcile_alert_threshold,
-        rate_limit,
-        ip_rate_limit,
-        ip_burst,
-        ip_unit_cap,
-        page_cache_ms
-    );
-    a
-}
 
 /// A reference shop running as a child process.
 pub(super) struct ChildShop {
@@ -62,7 +36,8 @@ impl ChildShop {
         exe: &PathBuf,
         cell: &Cell,
         redis_url: &str,
-        args: &ShopArgs,
+        redis_prefix: &str,
+        knobs: &ShopKnobs,
         log: PathBuf,
     ) -> anyhow::Result<ChildShop> {
         let strategy = cell.strategy;
@@ -76,8 +51,10 @@ impl ChildShop {
                 &cell.database_url,
                 "--redis-url",
                 redis_url,
+                "--redis-prefix",
+                redis_prefix,
             ])
-            .args(args.to_args())
+            .args(knobs.command_line())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::from(log_file))
@@ -116,11 +93,8 @@ impl ChildShop {
 
     /// SIGTERM, then up to 10 s for a graceful stop, then SIGKILL.
     pub(super) async fn stop(mut self) {
-        if let Some(pid) = self.child.id() {
-            // SAFETY: sending a signal to our own child's pid.
-            unsafe {
-                libc::kill(pid as libc::pid_t, libc::SIGTERM);
-            }
+        if let Some(pid) = self.child.id().and_then(|p| i32::try_from(p).ok()) {
+            let _ = kill(Pid::from_raw(pid), Signal::SIGTERM);
         }
         if tokio::time::timeout(Duration::from_secs(10), self.child.wait())
             .await
@@ -188,17 +162,17 @@ pub(super) async fn redis_state(url: &str, prefix: &str, item: i64) -> anyhow::R
         .get_multiplexed_async_connection()
         .await
         .map_err(|e| Service::Redis.unreachable_error(url, &e))?;
-    let tag = format!("{{{prefix}:{item}}}");
+    let keys = ItemKeys::new(prefix, item);
     let stock: Option<i64> = redis::cmd("GET")
-        .arg(format!("{tag}:stock"))
+        .arg(&keys.stock)
         .query_async(&mut conn)
         .await?;
     let restocked: i64 = redis::cmd("SCARD")
-        .arg(format!("{tag}:restocked"))
+        .arg(&keys.restocked)
         .query_async(&mut conn)
         .await?;
     let last: redis::streams::StreamRangeReply = redis::cmd("XREVRANGE")
-        .arg(format!("{tag}:events"))
+        .arg(&keys.events)
         .arg("+")
         .arg("-")
         .arg("COUNT")
@@ -210,22 +184,4 @@ pub(super) async fn redis_state(url: &str, prefix: &str, item: i64) -> anyhow::R
         restocked: Some(restocked),
         last_event: last.ids.first().map(|e| e.id.clone()),
     })
-}
-
-/// Deletes every key under a Redis key prefix (best effort).
-pub async fn delete_redis_prefix(url: &str, prefix: &str) {
-    let Ok(client) = redis::Client::open(url) else {
-        return;
-    };
-    let Ok(mut conn) = client.get_multiplexed_async_connection().await else {
-        return;
-    };
-    let keys: Vec<String> = redis::cmd("KEYS")
-        .arg(format!("{{{prefix}:*"))
-        .query_async(&mut conn)
-        .await
-        .unwrap_or_default();
-    if !keys.is_empty() {
-        let _: redis::RedisResult<()> = redis::cmd("DEL").arg(keys).query_async(&mut conn).await;
-    }
 }

@@ -2,10 +2,12 @@
 //!
 //! [`Application::build`] binds (port 0 works) and starts the background pipeline;
 //! [`Application::run_until_stopped`] serves until the shutdown future resolves. [`app`] builds
-//! the router from state so tests can drive it without a socket.
+//! the router from state so tests can drive it without a socket. [`ShopKnobs`] (in `knobs`)
+//! are its settings, turned into a [`ShopConfig`] by [`ShopKnobs::config`].
 
 pub mod error;
 mod handlers;
+pub mod knobs;
 pub mod telemetry;
 
 use crate::inventory::{Inventory, RedisLua, RedisSettings, Settings, Strategy};
@@ -21,37 +23,7 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-/// Allowed range of every shop knob: `(name, minimum, maximum)`, shared by the `serve` flags
-/// and a scenario's `[shop]` table.
-pub const KNOB_LIMITS: &[(&str, f64, f64)] = &[
-    ("pool_size", 1.0, 1000.0),
-    ("acquire_timeout_ms", 1.0, 600_000.0),
-    ("lock_timeout_ms", 1.0, 600_000.0),
-    ("naive_gap_ms", 0.0, 60_000.0),
-    ("work_ms", 0.0, 60_000.0),
-    ("optimistic_retries", 0.0, 100.0),
-    ("optimistic_backoff_ms", 0.0, 10_000.0),
-    ("payment_timeout_s", 1.0, 604_800.0),
-    ("reconcile_interval_s", 1.0, 86_400.0),
-    ("reconcile_alert_threshold", 0.0, 1e9),
-    ("rate_limit", 0.0, 1e7),
-    ("ip_rate_limit", 0.0, 1e7),
-    ("ip_burst", 0.0, 1e7),
-    ("ip_unit_cap", 0.0, 1e9),
-    ("page_cache_ms", 0.0, 3_600_000.0),
-];
-
-/// Checks one knob's value; the error says the allowed range (the caller names the field).
-pub fn check_knob(name: &str, value: f64) -> Result<(), String> {
-    let Some((_, lo, hi)) = KNOB_LIMITS.iter().find(|(n, _, _)| *n == name) else {
-        return Err(format!("unknown shop setting {name}"));
-    };
-    if value.is_finite() && value >= *lo && value <= *hi {
-        Ok(())
-    } else {
-        Err(format!("must be between {lo} and {hi} (got {value})"))
-    }
-}
+pub use knobs::{KnobError, ShopKnobs};
 
 /// Everything `oversell serve` needs.
 #[derive(Debug, Clone)]

@@ -1,15 +1,46 @@
-//! The SQL the shop speaks, once per backend.
+//! The SQL the shop speaks, once per backend: every statement the store runs, the session
+//! set-up of each pooled connection, the run lock, the snapshot transaction and the migrations.
 //!
 //! Statements are written once with `?` placeholders and rewritten to `$n` for PostgreSQL; only
 //! the few that genuinely differ between PostgreSQL and MySQL/MariaDB are spelled twice.
 
 use super::Backend;
+use sqlx::migrate::Migrator;
 use std::sync::OnceLock;
+use std::time::Duration;
+
+/// The statements every new pooled connection runs first: how long a statement waits for a
+/// row lock, and (MySQL) the isolation level.
+pub fn session_setup(backend: Backend, lock_timeout: Duration) -> Vec<String> {
+    let lock_ms = lock_timeout.as_millis().max(1);
+    match backend {
+        Backend::Postgres => vec![format!("SET lock_timeout = '{lock_ms}ms'")],
+        // READ COMMITTED: every statement sees the latest committed row, so an optimistic
+        // retry can never re-read a stale REPEATABLE READ snapshot.
+        Backend::Mysql => vec![
+            "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED".into(),
+            format!(
+                "SET SESSION innodb_lock_wait_timeout = {}",
+                lock_ms.div_ceil(1000)
+            ),
+        ],
+    }
+}
+
+/// The schema migrations of `backend` (`migrations/<backend>/`), compiled in.
+pub fn migrator(backend: Backend) -> Migrator {
+    match backend {
+        Backend::Postgres => sqlx::migrate!("./migrations/postgres"),
+        Backend::Mysql => sqlx::migrate!("./migrations/mysql"),
+    }
+}
 
 /// Every statement the store runs, already in the backend's placeholder style.
 #[derive(Debug, Clone)]
 pub struct Statements {
     pub read_item: &'static str,
+    /// The item's stock alone (the probe samples it every second).
+    pub read_stock: &'static str,
     pub lock_item: &'static str,
     pub held_by_user: &'static str,
     pub held_by_device: &'static str,
@@ -31,6 +62,13 @@ pub struct Statements {
     pub lock_applied: &'static str,
     pub list_items: &'static str,
     pub insert_reconciliation: &'static str,
+    /// Takes the run lock without waiting: one row, `1` when taken. PostgreSQL advisory locks
+    /// are per database; MySQL's GET_LOCK is server-wide, so its name carries the database's.
+    pub run_lock: &'static str,
+    /// Opens a REPEATABLE READ transaction on one consistent snapshot.
+    pub snapshot_begin: &'static [&'static str],
+    /// Ends the snapshot transaction.
+    pub snapshot_end: &'static str,
 }
 
 impl Statements {
@@ -51,6 +89,19 @@ impl Statements {
             Backend::Postgres => ("BIGINT", "INSERT INTO", " ON CONFLICT (id) DO NOTHING"),
             Backend::Mysql => ("SIGNED", "INSERT IGNORE INTO", ""),
         };
+        let (run_lock, snapshot_begin): (&'static str, &'static [&'static str]) = match backend {
+            Backend::Postgres => (
+                "SELECT CASE WHEN pg_try_advisory_lock(4242001) THEN 1 ELSE 0 END",
+                &["BEGIN ISOLATION LEVEL REPEATABLE READ"],
+            ),
+            Backend::Mysql => (
+                "SELECT GET_LOCK(CONCAT('oversell-run:', DATABASE()), 0)",
+                &[
+                    "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ",
+                    "START TRANSACTION WITH CONSISTENT SNAPSHOT",
+                ],
+            ),
+        };
         const ITEM_COLS: &str =
             "id, name, price_cents, initial_stock, stock, version, purchase_limit";
         const ORDER_COLS: &str =
@@ -63,6 +114,7 @@ impl Statements {
         };
         let raw = Statements {
             read_item: leak(format!("SELECT {ITEM_COLS} FROM items WHERE id = ?")),
+            read_stock: leak("SELECT stock FROM items WHERE id = ?".into()),
             lock_item: leak(format!(
                 "SELECT {ITEM_COLS} FROM items WHERE id = ? FOR UPDATE"
             )),
@@ -121,6 +173,9 @@ impl Statements {
                                     VALUES (?, ?, ?, ?, ?, ?)"
                     .into(),
             ),
+            run_lock,
+            snapshot_begin,
+            snapshot_end: "COMMIT",
         };
         match backend {
             Backend::Mysql => raw,
@@ -131,6 +186,7 @@ impl Statements {
     fn map(self, f: impl Fn(&'static str) -> &'static str) -> Self {
         Statements {
             read_item: f(self.read_item),
+            read_stock: f(self.read_stock),
             lock_item: f(self.lock_item),
             held_by_user: f(self.held_by_user),
             held_by_device: f(self.held_by_device),
@@ -152,6 +208,10 @@ impl Statements {
             lock_applied: f(self.lock_applied),
             list_items: f(self.list_items),
             insert_reconciliation: f(self.insert_reconciliation),
+            run_lock: f(self.run_lock),
+            // No placeholders: run as they are.
+            snapshot_begin: self.snapshot_begin,
+            snapshot_end: self.snapshot_end,
         }
     }
 }

@@ -1,6 +1,7 @@
 //! A transaction on the store, with the primitives the locking strategies need.
 
-use super::{bind_order, dialect::Statements, item_from_row, StoreError};
+use super::rows::{bind_order, item_from_row};
+use super::{dialect::Statements, StoreError};
 use crate::model::{Item, Order};
 use sqlx::{Any, Transaction};
 

@@ -288,21 +288,18 @@ async fn send_direct(
 
 /// User + system CPU seconds of this process (getrusage).
 pub fn cpu_seconds() -> f64 {
-    let usage = rusage();
-    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    tv(usage.ru_utime) + tv(usage.ru_stime)
+    let Some(usage) = rusage() else { return 0.0 };
+    let tv = |t: nix::sys::time::TimeVal| t.tv_sec() as f64 + t.tv_usec() as f64 / 1e6;
+    tv(usage.user_time()) + tv(usage.system_time())
 }
 
 /// Peak resident set size of this process, MiB.
 pub fn peak_rss_mib() -> f64 {
-    rusage().ru_maxrss as f64 / 1024.0
+    rusage().map_or(0.0, |u| u.max_rss() as f64 / 1024.0)
 }
 
-fn rusage() -> libc::rusage {
-    // SAFETY: getrusage writes a plain C struct we own; RUSAGE_SELF is always valid.
-    unsafe {
-        let mut usage: libc::rusage = std::mem::zeroed();
-        libc::getrusage(libc::RUSAGE_SELF, &mut usage);
-        usage
-    }
+fn rusage() -> Option<nix::sys::resource::Usage> {
+    use nix::sys::resource::{getrusage, UsageWho};
+    // RUSAGE_SELF on our own process cannot fail; 0 figures if it ever did.
+    getrusage(UsageWho::RUSAGE_SELF).ok()
 }

@@ -2,7 +2,7 @@
 //! running in-process on a free loopback port.
 
 use oversell::inventory::Strategy;
-use oversell::shop::{Application, ShopConfig};
+use oversell::shop::{Application, ShopConfig, ShopKnobs};
 use oversell::store::{Backend, PoolSettings};
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -46,14 +46,13 @@ pub struct TestApp {
 
 /// The configuration tests start from: isolated database and key prefix, small timeouts.
 pub fn test_config(strategy: Strategy, backend: Backend) -> ShopConfig {
-    let args = oversell::cli::ShopArgs::defaults();
-    let mut config = args.config(
+    let mut config = ShopKnobs::default().config(
         strategy,
         "127.0.0.1:0".parse().unwrap(),
         &fresh_db_url(backend),
         &redis_url(),
+        &format!("t-{}", uuid::Uuid::now_v7().simple()),
     );
-    config.redis.prefix = format!("t-{}", uuid::Uuid::now_v7().simple());
     // Every test buyer comes from 127.0.0.1: the per-IP bucket is for the gateway tests.
     config.redis.gateway.ip_rate_per_s = 0.0;
     config.pool = PoolSettings {
@@ -201,7 +200,7 @@ pub async fn drop_database(url: &str) {
 
 /// Deletes every Redis key of a test prefix.
 pub async fn delete_prefix(prefix: &str) {
-    oversell::runner::delete_redis_prefix(&redis_url(), prefix).await;
+    oversell::inventory::redis_lua::keys::delete_prefix(&redis_url(), prefix).await;
 }
 
 /// The output of one `oversell` command run by a test.

@@ -5,6 +5,7 @@
 use crate::helpers::*;
 use axum::routing::post;
 use futures_util::future::join_all;
+use oversell::inventory::redis_lua::{keys, ItemKeys};
 use oversell::inventory::Strategy;
 use oversell::model::{OrderStatus, SaleSetup};
 use oversell::store::{Backend, PersistEvent, PersistKind};
@@ -529,4 +530,31 @@ async fn consumers_left_by_earlier_processes_are_pruned_once_idle_and_empty() {
     );
     assert_eq!(app.drained_audit(1).await["sold"], 1);
     app.teardown().await;
+}
+
+#[tokio::test]
+async fn cleaning_a_prefix_deletes_all_its_keys_and_no_others() {
+    let prefix = format!("t-{}", uuid::Uuid::now_v7().simple());
+    let neighbour = format!("{prefix}-x");
+    let mut conn = redis_conn().await;
+    // More keys than one SCAN page, and a neighbour whose prefix starts the same way.
+    let mut pipe = redis::pipe();
+    for item in 0..2500 {
+        pipe.set(ItemKeys::new(&prefix, item).stock, 1).ignore();
+    }
+    pipe.set(ItemKeys::new(&neighbour, 1).stock, 1).ignore();
+    let _: () = pipe.query_async(&mut conn).await.unwrap();
+
+    keys::delete_prefix(&redis_url(), &prefix).await;
+
+    let left: i64 = redis::cmd("EXISTS")
+        .arg(ItemKeys::new(&prefix, 0).stock)
+        .arg(ItemKeys::new(&prefix, 2499).stock)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let kept: Option<i64> = conn.get(ItemKeys::new(&neighbour, 1).stock).await.unwrap();
+    keys::delete_prefix(&redis_url(), &neighbour).await;
+    assert_eq!(left, 0, "every key under the prefix is gone");
+    assert_eq!(kept, Some(1), "a neighbouring prefix is left alone");
 }

@@ -1,0 +1,144 @@
+//! The Redis key layout of a sale, and how to clean a prefix.
+//!
+//! Every key of one item shares the hash tag `{prefix:item}`, so the scripts stay valid on
+//! Redis Cluster; the prefix isolates tests and parallel runs from each other. The strategy, the
+//! runner's oracle reads, the probe and `bench` all name keys through [`ItemKeys`].
+
+/// The keys of one item.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ItemKeys {
+    /// Units left (a string holding an integer).
+    pub stock: String,
+    /// The sale's description: limit, initial stock, name, price (a hash).
+    pub meta: String,
+    /// Units held per user (a hash).
+    pub holders: String,
+    /// Units held per device (a hash).
+    pub devices: String,
+    /// Units held per client IP (a hash).
+    pub ips: String,
+    /// Every order as JSON, by order id (a hash).
+    pub orders: String,
+    /// The delayed queue of unpaid orders, scored by due time (a sorted set).
+    pub expiry: String,
+    /// Orders already restocked: the restock idempotency set.
+    pub restocked: String,
+    /// The item's event stream, read by the persistence consumer.
+    pub events: String,
+}
+
+impl ItemKeys {
+    /// The keys of `item` under `prefix`.
+    pub fn new(prefix: &str, item: i64) -> Self {
+        let tag = format!("{{{prefix}:{item}}}");
+        let k = |name: &str| format!("{tag}:{name}");
+        ItemKeys {
+            stock: k("stock"),
+            meta: k("meta"),
+            holders: k("holders"),
+            devices: k("devices"),
+            ips: k("ips"),
+            orders: k("orders"),
+            expiry: k("expiry"),
+            restocked: k("restocked"),
+            events: k("events"),
+        }
+    }
+
+    /// Every key of the item: the pre-deduct's eight and the restock set.
+    pub fn all(&self) -> [&str; 9] {
+        let [stock, meta, holders, devices, ips, orders, expiry, events] = self.deduct();
+        [
+            stock,
+            meta,
+            holders,
+            devices,
+            ips,
+            orders,
+            expiry,
+            events,
+            &self.restocked,
+        ]
+    }
+
+    /// The KEYS of `lua/deduct.lua`, in its order.
+    pub fn deduct(&self) -> [&str; 8] {
+        [
+            &self.stock,
+            &self.meta,
+            &self.holders,
+            &self.devices,
+            &self.ips,
+            &self.orders,
+            &self.expiry,
+            &self.events,
+        ]
+    }
+}
+
+/// The `SCAN MATCH` pattern of every key under `prefix` (glob characters in it escaped).
+pub fn prefix_pattern(prefix: &str) -> String {
+    let mut p = String::from("{");
+    for c in prefix.chars() {
+        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
+            p.push('\\');
+        }
+        p.push(c);
+    }
+    p.push_str(":*");
+    p
+}
+
+/// Deletes every key under `prefix` (best effort), walking the keyspace with `SCAN` so a large
+/// Redis is never blocked the way `KEYS` would block it.
+pub async fn delete_prefix(url: &str, prefix: &str) {
+    let Ok(client) = redis::Client::open(url) else {
+        return;
+    };
+    let Ok(mut conn) = client.get_multiplexed_async_connection().await else {
+        return;
+    };
+    let pattern = prefix_pattern(prefix);
+    let mut cursor: u64 = 0;
+    loop {
+        let Ok((next, keys)): redis::RedisResult<(u64, Vec<String>)> = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("MATCH")
+            .arg(&pattern)
+            .arg("COUNT")
+            .arg(1000)
+            .query_async(&mut conn)
+            .await
+        else {
+            return;
+        };
+        if !keys.is_empty() {
+            let _: redis::RedisResult<()> =
+                redis::cmd("DEL").arg(keys).query_async(&mut conn).await;
+        }
+        if next == 0 {
+            return;
+        }
+        cursor = next;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_key_of_an_item_shares_its_hash_tag() {
+        let k = ItemKeys::new("run-1", 42);
+        assert_eq!(k.stock, "{run-1:42}:stock");
+        assert!(k.all().iter().all(|key| key.starts_with("{run-1:42}:")));
+        assert_eq!(k.deduct().len(), 8);
+        assert!(k.all().contains(&k.restocked.as_str()));
+    }
+
+    #[test]
+    fn a_prefix_pattern_matches_only_that_prefix() {
+        assert_eq!(prefix_pattern("t-1"), "{t-1:*");
+        assert_eq!(prefix_pattern("a*b?[c]"), "{a\\*b\\?\\[c\\]:*");
+    }
+}

@@ -1,0 +1,279 @@
+//! The reference shop's knobs: one list, read by `serve`'s flags, a scenario's `[shop]` table
+//! and the command line a run hands to the child shop.
+//!
+//! Each knob is written once in the `knobs!` list below: its type, default, allowed range and
+//! help text. From that list come the clap flags (`--pool-size ...`), the serde form (the
+//! `[shop]` table is an overlay: absent fields keep the defaults, unknown fields are refused),
+//! [`Default`], the range checks, and [`ShopKnobs::command_line`].
+
+use super::ShopConfig;
+use crate::gateway::GatewaySettings;
+use crate::inventory::{RedisSettings, Settings, Strategy};
+use crate::pipeline::{reconcile::ReconcileSettings, PipelineSettings};
+use crate::store::PoolSettings;
+use serde::{Deserialize, Serialize};
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// Declares [`ShopKnobs`] from one list of `name: type = default, min..=max;` entries.
+macro_rules! knobs {
+    ($( $(#[doc = $doc:literal])* $name:ident: $ty:ty = $default:literal, $min:literal..=$max:literal; )*) => {
+        /// The reference shop's knobs (`serve` flags; `run`/`compare` take them from the
+        /// scenario's `[shop]` table and hand them to the child shop).
+        #[derive(Debug, Clone, PartialEq, clap::Args, Serialize, Deserialize)]
+        #[serde(from = "Overlay")]
+        pub struct ShopKnobs {
+            $( $(#[doc = $doc])* #[arg(long, default_value_t = $default)] pub $name: $ty, )*
+        }
+
+        impl Default for ShopKnobs {
+            fn default() -> Self {
+                ShopKnobs { $( $name: $default, )* }
+            }
+        }
+
+        /// The `[shop]` table as written: every knob optional (`null`, as an older
+        /// `report.json` spells an absent one, also keeps the default).
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Overlay {
+            $( $name: Option<$ty>, )*
+        }
+
+        impl From<Overlay> for ShopKnobs {
+            fn from(o: Overlay) -> Self {
+                ShopKnobs { $( $name: o.$name.unwrap_or($default), )* }
+            }
+        }
+
+        impl ShopKnobs {
+            /// Checks every knob's range, in the order they are listed.
+            pub fn validate(&self) -> Result<(), KnobError> {
+                $( KnobError::check(stringify!($name), self.$name as f64, $min as f64, $max as f64)?; )*
+                Ok(())
+            }
+        }
+    };
+}
+
+knobs! {
+    /// Database connection pool size.
+    pool_size: u32 = 10, 1..=1000;
+    /// How long a request waits for a pooled connection before answering 503 busy (ms).
+    acquire_timeout_ms: u64 = 500, 1..=600_000;
+    /// How long a statement waits for a row lock before giving up (ms).
+    lock_timeout_ms: u64 = 1000, 1..=600_000;
+    /// naive: business logic between the stock check and the write (ms): the race window.
+    naive_gap_ms: u64 = 3, 0..=60_000;
+    /// for-update/optimistic: business logic between the read and the write (ms).
+    work_ms: u64 = 1, 0..=60_000;
+    /// optimistic: retries after a lost compare-and-swap.
+    optimistic_retries: u32 = 3, 0..=100;
+    /// optimistic: base backoff between retries (ms, jittered, doubling; 0 = none).
+    optimistic_backoff_ms: u64 = 2, 0..=10_000;
+    /// Payment window: an unpaid order is expired and restocked after this many seconds.
+    payment_timeout_s: u64 = 900, 1..=604_800;
+    /// redis-lua: seconds between reconciliation passes.
+    reconcile_interval_s: u64 = 300, 1..=86_400;
+    /// redis-lua: |residual| above this raises an alert.
+    reconcile_alert_threshold: i64 = 0, 0..=1_000_000_000;
+    /// redis-lua gateway: global order admissions per second (0 = unlimited).
+    rate_limit: f64 = 0.0, 0..=10_000_000;
+    /// redis-lua gateway: per-IP order admissions per second (0 = unlimited).
+    ip_rate_limit: f64 = 20.0, 0..=10_000_000;
+    /// redis-lua gateway: per-IP burst size.
+    ip_burst: f64 = 20.0, 0..=10_000_000;
+    /// redis-lua gateway: most units the buyers behind one IP may hold (0 = no cap).
+    ip_unit_cap: i64 = 0, 0..=1_000_000_000;
+    /// redis-lua: how long the product page cache serves a stock figure (ms).
+    page_cache_ms: u64 = 1000, 0..=3_600_000;
+}
+
+/// A knob outside its allowed range. Displays as the `serve` flag; [`KnobError::knob`] is the
+/// field name a `[shop]` table uses.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("--{} {}", .knob.replace('_', "-"), self.range())]
+pub struct KnobError {
+    /// The knob's field name, e.g. `pool_size`.
+    pub knob: &'static str,
+    pub min: f64,
+    pub max: f64,
+    pub got: f64,
+}
+
+impl KnobError {
+    fn check(knob: &'static str, got: f64, min: f64, max: f64) -> Result<(), KnobError> {
+        if got.is_finite() && got >= min && got <= max {
+            Ok(())
+        } else {
+            Err(KnobError {
+                knob,
+                min,
+                max,
+                got,
+            })
+        }
+    }
+
+    /// What is allowed and what was given, e.g. `must be between 1 and 1000 (got 0)`.
+    pub fn range(&self) -> String {
+        format!(
+            "must be between {} and {} (got {})",
+            self.min, self.max, self.got
+        )
+    }
+}
+
+impl ShopKnobs {
+    /// The `serve` flags that reproduce these knobs, derived from their serialized form (a
+    /// field `pool_size` is the flag `--pool-size`).
+    pub fn command_line(&self) -> Vec<String> {
+        let fields = match serde_json::to_value(self) {
+            Ok(serde_json::Value::Object(fields)) => fields,
+            _ => unreachable!("ShopKnobs serializes to a map of plain values"),
+        };
+        let mut args = Vec::with_capacity(fields.len() * 2);
+        for (name, value) in fields {
+            let value = match value {
+                serde_json::Value::Null => continue,
+                serde_json::Value::String(s) => s,
+                other => other.to_string(),
+            };
+            args.push(format!("--{}", name.replace('_', "-")));
+            args.push(value);
+        }
+        args
+    }
+
+    /// The configuration of a shop with these knobs selling through `strategy`, its Redis keys
+    /// under `redis_prefix`. No alert webhook and no replica: set those on the result.
+    pub fn config(
+        &self,
+        strategy: Strategy,
+        listen: SocketAddr,
+        database_url: &str,
+        redis_url: &str,
+        redis_prefix: &str,
+    ) -> ShopConfig {
+        ShopConfig {
+            listen,
+            strategy,
+            database_url: database_url.to_string(),
+            pool: PoolSettings {
+                max_connections: self.pool_size,
+                acquire_timeout: Duration::from_millis(self.acquire_timeout_ms),
+                lock_timeout: Duration::from_millis(self.lock_timeout_ms),
+            },
+            inventory: Settings {
+                naive_gap: Duration::from_millis(self.naive_gap_ms),
+                work: Duration::from_millis(self.work_ms),
+                optimistic_retries: self.optimistic_retries,
+                optimistic_backoff: Duration::from_millis(self.optimistic_backoff_ms),
+                payment_timeout: Duration::from_secs(self.payment_timeout_s),
+            },
+            redis: RedisSettings {
+                url: redis_url.to_string(),
+                prefix: redis_prefix.to_string(),
+                payment_timeout: Duration::from_secs(self.payment_timeout_s),
+                gateway: GatewaySettings {
+                    rate_per_s: self.rate_limit,
+                    burst: self.rate_limit,
+                    ip_rate_per_s: self.ip_rate_limit,
+                    ip_burst: self.ip_burst,
+                    ip_unit_cap: self.ip_unit_cap,
+                },
+            },
+            pipeline: PipelineSettings {
+                reconcile: ReconcileSettings {
+                    interval: Duration::from_secs(self.reconcile_interval_s.max(1)),
+                    alert_threshold: self.reconcile_alert_threshold,
+                    webhook: None,
+                    replica: None,
+                },
+                ..PipelineSettings::default()
+            },
+            replica_database_url: None,
+            page_cache_ttl: Duration::from_millis(self.page_cache_ms),
+            trust_forwarded_for: true,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Flags {
+        #[command(flatten)]
+        knobs: ShopKnobs,
+    }
+
+    fn parse(args: &[String]) -> ShopKnobs {
+        Flags::parse_from(std::iter::once("serve".to_string()).chain(args.iter().cloned())).knobs
+    }
+
+    #[test]
+    fn the_flags_defaults_are_the_types_defaults() {
+        assert_eq!(parse(&[]), ShopKnobs::default());
+    }
+
+    #[test]
+    fn the_command_line_reproduces_every_knob() {
+        let knobs = ShopKnobs {
+            pool_size: 7,
+            naive_gap_ms: 15,
+            reconcile_alert_threshold: 4,
+            ip_burst: 2.5,
+            rate_limit: 100.0,
+            page_cache_ms: 0,
+            ..ShopKnobs::default()
+        };
+        let args = knobs.command_line();
+        assert!(
+            args.windows(2).any(|w| w == ["--ip-burst", "2.5"]),
+            "{args:?}"
+        );
+        assert_eq!(parse(&args), knobs);
+    }
+
+    #[test]
+    fn a_shop_table_is_an_overlay_on_the_defaults() {
+        let k: ShopKnobs = toml::from_str("work_ms = 9\nip_burst = 3.0").unwrap();
+        assert_eq!(
+            k,
+            ShopKnobs {
+                work_ms: 9,
+                ip_burst: 3.0,
+                ..ShopKnobs::default()
+            }
+        );
+        let e = toml::from_str::<ShopKnobs>("wrok_ms = 9")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("wrok_ms") && e.contains("work_ms"), "{e}");
+        let k: ShopKnobs = serde_json::from_str(r#"{"pool_size": 4, "work_ms": null}"#).unwrap();
+        assert_eq!((k.pool_size, k.work_ms), (4, 1));
+    }
+
+    #[test]
+    fn a_knob_out_of_range_names_its_flag_and_the_range() {
+        let k = ShopKnobs {
+            pool_size: 0,
+            ..ShopKnobs::default()
+        };
+        let e = k.validate().unwrap_err();
+        assert_eq!(e.knob, "pool_size");
+        assert_eq!(
+            e.to_string(),
+            "--pool-size must be between 1 and 1000 (got 0)"
+        );
+        let k = ShopKnobs {
+            ip_rate_limit: f64::NAN,
+            ..ShopKnobs::default()
+        };
+        assert_eq!(k.validate().unwrap_err().knob, "ip_rate_limit");
+        assert_eq!(ShopKnobs::default().validate(), Ok(()));
+    }
+}

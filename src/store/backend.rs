@@ -1,0 +1,51 @@
+//! Which database server a store talks to, read from its URL's scheme.
+
+use super::StoreError;
+use crate::services::{redact_url, Service};
+
+/// Which database server the shop runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Backend {
+    Postgres,
+    Mysql,
+}
+
+impl Backend {
+    /// The backend a URL's scheme names.
+    pub fn from_url(url: &str) -> Result<Self, StoreError> {
+        let scheme = url.split("://").next().unwrap_or_default();
+        match scheme {
+            "postgres" | "postgresql" => Ok(Backend::Postgres),
+            "mysql" | "mariadb" => Ok(Backend::Mysql),
+            _ => Err(StoreError::BadUrl(format!(
+                "database URL {} must start with postgres:// or mysql://",
+                redact_url(url)
+            ))),
+        }
+    }
+
+    /// Lower-case name used in reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Backend::Postgres => "postgres",
+            Backend::Mysql => "mysql",
+        }
+    }
+
+    /// The default URL for this backend.
+    pub fn default_url(self) -> &'static str {
+        match self {
+            Backend::Postgres => "postgres://postgres:postgres@127.0.0.1:5432/oversell",
+            Backend::Mysql => "mysql://root@127.0.0.1:3306/oversell",
+        }
+    }
+
+    /// The service to name when this backend cannot be reached.
+    pub(super) fn service(self) -> Service {
+        match self {
+            Backend::Postgres => Service::Postgres,
+            Backend::Mysql => Service::Mysql,
+        }
+    }
+}

@@ -1,0 +1,144 @@
+//! Orders: insert, read, and moves through the order state machine (pay, cancel, expire),
+//! each move a conditional status update so it happens at most once.
+
+use super::dialect::Statements;
+use super::rows::{bind_order, order_from_row};
+use super::{Store, StoreError};
+use crate::model::{now_ms, Order, OrderStatus};
+use sqlx::{Any, Transaction};
+
+/// Outcome of moving an order through its state machine.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Transition {
+    /// The move happened; `restocked` units went back to stock.
+    Applied { restocked: i64 },
+    /// The order was already in this state; nothing changed.
+    AlreadyIn(OrderStatus),
+    /// No such order.
+    NotFound,
+}
+
+impl Store {
+    /// Inserts an order on its own (autocommit).
+    pub async fn insert_order(&self, order: &Order) -> Result<(), StoreError> {
+        bind_order(sqlx::query(self.sql.insert_order), order)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// One order by id.
+    pub async fn order(&self, id: &str) -> Result<Option<Order>, StoreError> {
+        let row = sqlx::query(self.sql.get_order)
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.map(|r| order_from_row(&r)).transpose()
+    }
+
+    /// Every order of an item.
+    pub async fn orders_for_item(&self, item: i64) -> Result<Vec<Order>, StoreError> {
+        let rows = sqlx::query(self.sql.orders_for_item)
+            .bind(item)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(order_from_row).collect()
+    }
+
+    /// Pending orders of an item created before `before_ms` (payment timed out).
+    pub async fn overdue_orders(
+        &self,
+        item: i64,
+        before_ms: i64,
+    ) -> Result<Vec<String>, StoreError> {
+        Ok(sqlx::query_scalar(self.sql.overdue_orders)
+            .bind(item)
+            .bind(before_ms)
+            .fetch_all(&self.pool)
+            .await?)
+    }
+
+    /// `pending_payment → paid`.
+    pub async fn pay(&self, id: &str) -> Result<Transition, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let moved = set_status_if(
+            &mut tx,
+            self.sql,
+            id,
+            OrderStatus::PendingPayment,
+            OrderStatus::Paid,
+        )
+        .await?;
+        let out = if moved {
+            Transition::Applied { restocked: 0 }
+        } else {
+            current_state(&mut tx, self.sql, id).await?
+        };
+        tx.commit().await?;
+        Ok(out)
+    }
+
+    /// `pending_payment → cancelled | expired`, putting the units back exactly once: the
+    /// conditional status update is the guard, and the restock commits with it or not at all.
+    pub async fn release(&self, id: &str, to: OrderStatus) -> Result<Transition, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let Some(order) = fetch_order(&mut tx, self.sql, id).await? else {
+            return Ok(Transition::NotFound);
+        };
+        let moved = set_status_if(&mut tx, self.sql, id, OrderStatus::PendingPayment, to).await?;
+        let out = if moved {
+            sqlx::query(self.sql.restock)
+                .bind(order.qty)
+                .bind(order.item_id)
+                .execute(&mut *tx)
+                .await?;
+            Transition::Applied {
+                restocked: order.qty,
+            }
+        } else {
+            current_state(&mut tx, self.sql, id).await?
+        };
+        tx.commit().await?;
+        Ok(out)
+    }
+}
+
+async fn fetch_order(
+    tx: &mut Transaction<'static, Any>,
+    sql: &Statements,
+    id: &str,
+) -> Result<Option<Order>, StoreError> {
+    let row = sqlx::query(sql.get_order)
+        .bind(id)
+        .fetch_optional(&mut **tx)
+        .await?;
+    row.map(|r| order_from_row(&r)).transpose()
+}
+
+async fn set_status_if(
+    tx: &mut Transaction<'static, Any>,
+    sql: &Statements,
+    id: &str,
+    from: OrderStatus,
+    to: OrderStatus,
+) -> Result<bool, StoreError> {
+    let done = sqlx::query(sql.set_status_if)
+        .bind(to.as_str())
+        .bind(now_ms())
+        .bind(id)
+        .bind(from.as_str())
+        .execute(&mut **tx)
+        .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+async fn current_state(
+    tx: &mut Transaction<'static, Any>,
+    sql: &Statements,
+    id: &str,
+) -> Result<Transition, StoreError> {
+    Ok(match fetch_order(tx, sql, id).await? {
+        Some(o) => Transition::AlreadyIn(o.status),
+        None => Transition::NotFound,
+    })
+}

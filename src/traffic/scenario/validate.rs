@@ -1,0 +1,230 @@
+//! The rules of a scenario file: each section checks its own fields, and every error names the
+//! field (as a dotted path) and what is allowed; [`ScenarioError`] adds the file.
+
+use super::{
+    AfterOrderSpec, Arrival, BotsSpec, BrowseSpec, BuyersSpec, ClientSpec, ItemSpec, WaveSpec,
+};
+use crate::shop::KnobError;
+use std::fmt::Display;
+use std::path::PathBuf;
+
+/// A scenario that could not be used; the message names file, field and what is allowed.
+#[derive(Debug, thiserror::Error)]
+#[error("{file}: {problem}")]
+pub struct ScenarioError {
+    pub file: PathBuf,
+    pub problem: ScenarioProblem,
+}
+
+/// What is wrong with a scenario's text.
+#[derive(Debug, thiserror::Error)]
+pub enum ScenarioProblem {
+    /// The file could not be read.
+    #[error("cannot read the file: {0}")]
+    Read(std::io::Error),
+    /// Not TOML, a value of the wrong type, or an unknown field (toml's message names it and
+    /// lists the allowed ones).
+    #[error("{}", .0.to_string().trim_end())]
+    Syntax(#[from] toml::de::Error),
+    /// A field outside its allowed values.
+    #[error(transparent)]
+    Field(#[from] FieldError),
+    /// A `[shop]` knob outside its range.
+    #[error("field `shop.{}` {}", .0.knob, .0.range())]
+    Shop(#[from] KnobError),
+}
+
+/// A field outside its allowed values.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("field `{field}` must be {allowed} (got {got})")]
+pub struct FieldError {
+    /// The field as a dotted path, e.g. `buyers.count`.
+    pub field: &'static str,
+    /// What is allowed, e.g. `between 1 and 200000`.
+    pub allowed: &'static str,
+    /// What the file says.
+    pub got: String,
+}
+
+/// `Err` for `field`, which must be `allowed` but is `got`.
+pub(super) fn bad(
+    field: &'static str,
+    allowed: &'static str,
+    got: impl Display,
+) -> Result<(), FieldError> {
+    Err(FieldError {
+        field,
+        allowed,
+        got: got.to_string(),
+    })
+}
+
+/// A share: between 0 and 1.
+pub(super) fn share(v: f64) -> bool {
+    (0.0..=1.0).contains(&v)
+}
+
+/// An inclusive `[min, max]` range of at most `max`.
+fn range_ok(r: [u64; 2], max: u64) -> bool {
+    r[0] <= r[1] && r[1] <= max
+}
+
+impl ItemSpec {
+    /// Checks `[item]`.
+    pub fn validate(&self) -> Result<(), FieldError> {
+        if self.id <= 0 {
+            bad("item.id", "a positive integer", self.id)?;
+        }
+        if !(0..=1_000_000).contains(&self.stock) {
+            bad("item.stock", "between 0 and 1000000", self.stock)?;
+        }
+        if !(1..=1000).contains(&self.purchase_limit) {
+            bad(
+                "item.purchase_limit",
+                "between 1 and 1000",
+                self.purchase_limit,
+            )?;
+        }
+        Ok(())
+    }
+}
+
+impl BuyersSpec {
+    /// Checks `[buyers]`.
+    pub fn validate(&self) -> Result<(), FieldError> {
+        if !(1..=200_000).contains(&self.count) {
+            bad("buyers.count", "between 1 and 200000", self.count)?;
+        }
+        if !(self.window_s > 0.0 && self.window_s <= 3600.0) {
+            bad(
+                "buyers.window_s",
+                "more than 0 and at most 3600 seconds",
+                self.window_s,
+            )?;
+        }
+        if self.arrival == Arrival::Burst {
+            if !(self.burst_s > 0.0 && self.burst_s <= self.window_s) {
+                bad(
+                    "buyers.burst_s",
+                    "more than 0 and at most buyers.window_s",
+                    self.burst_s,
+                )?;
+            }
+            if !share(self.burst_share) {
+                bad("buyers.burst_share", "between 0 and 1", self.burst_share)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl BrowseSpec {
+    /// Checks `[browse]`.
+    pub fn validate(&self) -> Result<(), FieldError> {
+        if !share(self.view_share) {
+            bad("browse.view_share", "between 0 and 1", self.view_share)?;
+        }
+        if !(self.views[0] <= self.views[1] && self.views[1] <= 20) {
+            bad(
+                "browse.views",
+                "[min, max] with min <= max <= 20",
+                format!("{:?}", self.views),
+            )?;
+        }
+        if !range_ok(self.think_ms, 600_000) {
+            bad(
+                "browse.think_ms",
+                "[min, max] with min <= max <= 600000",
+                format!("{:?}", self.think_ms),
+            )?;
+        }
+        Ok(())
+    }
+}
+
+impl BotsSpec {
+    /// Checks `[bots]`.
+    pub fn validate(&self) -> Result<(), FieldError> {
+        if !share(self.share) {
+            bad("bots.share", "between 0 and 1", self.share)?;
+        }
+        if self.resubmits > 100 {
+            bad("bots.resubmits", "at most 100", self.resubmits)?;
+        }
+        if !range_ok(self.interval_ms, 60_000) {
+            bad(
+                "bots.interval_ms",
+                "[min, max] with min <= max <= 60000",
+                format!("{:?}", self.interval_ms),
+            )?;
+        }
+        if self.ip_pool == 0 {
+            bad("bots.ip_pool", "at least 1", 0)?;
+        }
+        Ok(())
+    }
+}
+
+impl AfterOrderSpec {
+    /// Checks `[after_order]`: three shares that add up to 1, and the think time.
+    pub fn validate(&self) -> Result<(), FieldError> {
+        for (field, v) in [
+            ("after_order.pay", self.pay),
+            ("after_order.cancel", self.cancel),
+            ("after_order.abandon", self.abandon),
+        ] {
+            if !share(v) {
+                bad(field, "between 0 and 1", v)?;
+            }
+        }
+        let sum = self.pay + self.cancel + self.abandon;
+        if (sum - 1.0).abs() > 1e-6 {
+            bad(
+                "after_order",
+                "a mix whose pay + cancel + abandon add up to 1",
+                sum,
+            )?;
+        }
+        if !range_ok(self.think_ms, 3_600_000) {
+            bad(
+                "after_order.think_ms",
+                "[min, max] with min <= max <= 3600000",
+                format!("{:?}", self.think_ms),
+            )?;
+        }
+        Ok(())
+    }
+}
+
+impl WaveSpec {
+    /// Checks `[second_wave]`.
+    pub fn validate(&self) -> Result<(), FieldError> {
+        if self.count > 200_000 {
+            bad("second_wave.count", "at most 200000", self.count)?;
+        }
+        if !(self.at_s >= 0.0 && self.at_s <= 3600.0) {
+            bad("second_wave.at_s", "between 0 and 3600 seconds", self.at_s)?;
+        }
+        if !(self.window_s > 0.0 && self.window_s <= 3600.0) {
+            bad(
+                "second_wave.window_s",
+                "more than 0 and at most 3600 seconds",
+                self.window_s,
+            )?;
+        }
+        Ok(())
+    }
+}
+
+impl ClientSpec {
+    /// Checks `[client]`.
+    pub fn validate(&self) -> Result<(), FieldError> {
+        if !(1..=600_000).contains(&self.timeout_ms) {
+            bad("client.timeout_ms", "between 1 and 600000", self.timeout_ms)?;
+        }
+        if self.ip_pool == 0 {
+            bad("client.ip_pool", "at least 1", 0)?;
+        }
+        Ok(())
+    }
+}
