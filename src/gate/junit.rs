@@ -1,10 +1,10 @@
-//! JUnit XML for CI systems: one `<testsuite>` per run (strategy or target), one `<testcase>`
-//! per threshold. A breached threshold is a `<failure>` carrying limit and measured value; a
-//! threshold that could not be measured is a failure too, or `<skipped>` when allowed.
+//! JUnit XML for CI systems, written with `quick-junit`: one `<testsuite>` per run (strategy
+//! or target), one `<testcase>` per threshold. A breached threshold is a `<failure>` carrying
+//! limit and measured value; a threshold that could not be measured is a failure too, or
+//! `<skipped>` when allowed.
 
 use super::{Status, Verdict};
-use crate::report::markup::escape;
-use std::fmt::Write;
+use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
 
 /// The whole JUnit document.
 pub fn render(v: &Verdict) -> String {
@@ -14,101 +14,86 @@ pub fn render(v: &Verdict) -> String {
             runs.push(&c.run);
         }
     }
-    let failed = |s: &Status| {
-        matches!(s, Status::Breached)
-            || (matches!(s, Status::NotVerified(_)) && !v.allow_unverified)
-    };
-    let total_failures = v.checks.iter().filter(|c| failed(&c.status)).count();
-    let mut x = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
-    let _ = writeln!(
-        x,
-        "<testsuites name=\"oversell gate\" tests=\"{}\" failures=\"{total_failures}\" errors=\"0\">",
-        v.checks.len()
-    );
+    let mut report = Report::new("oversell gate");
     for run in runs {
-        let checks: Vec<_> = v.checks.iter().filter(|c| c.run == run).collect();
-        let failures = checks.iter().filter(|c| failed(&c.status)).count();
-        let skipped = checks
-            .iter()
-            .filter(|c| matches!(c.status, Status::NotVerified(_)) && v.allow_unverified)
-            .count();
-        let _ = writeln!(
-            x,
-            "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{failures}\" errors=\"0\" skipped=\"{skipped}\">",
-            escape(&format!("oversell gate {}: {run}", v.scenario)),
-            checks.len()
-        );
-        for c in checks {
-            let _ = write!(
-                x,
-                "    <testcase classname=\"{}\" name=\"{}\"",
-                escape(&format!("oversell.gate.{}.{run}", v.scenario)),
-                escape(&c.title())
-            );
+        let mut suite = TestSuite::new(format!("oversell gate {}: {run}", v.scenario));
+        for c in v.checks.iter().filter(|c| c.run == run) {
             let limit = c.limit.metric.format(c.limit.value);
-            match &c.status {
-                Status::Passed => {
-                    let _ = writeln!(x, "/>");
-                }
+            let name = c.limit.metric.name();
+            let status = match &c.status {
+                Status::Passed => TestCaseStatus::success(),
                 Status::Breached => {
                     let measured = c.measured_text();
-                    let msg = format!(
-                        "{} breached: measured {measured}, limit {limit}",
-                        c.limit.metric.name()
+                    let msg = format!("{name} breached: measured {measured}, limit {limit}");
+                    let text = format!(
+                        "{msg}\nthreshold: {name}\nlimit: {limit} (from {})\nmeasured: {measured} (source: {})\nrun: {run}",
+                        c.limit.origin.as_str(),
+                        c.source
                     );
-                    let _ = writeln!(
-                        x,
-                        ">\n      <failure type=\"threshold_breached\" message=\"{}\">{}</failure>\n    </testcase>",
-                        escape(&msg),
-                        escape(&format!(
-                            "{msg}\nthreshold: {}\nlimit: {limit} (from {})\nmeasured: {measured} (source: {})\nrun: {run}",
-                            c.limit.metric.name(),
-                            c.limit.origin.as_str(),
-                            c.source
-                        ))
-                    );
+                    non_success(
+                        NonSuccessKind::Failure,
+                        "threshold_breached",
+                        msg,
+                        Some(text),
+                    )
                 }
                 Status::NotVerified(why) => {
-                    let msg = format!(
-                        "{} not verified (limit {limit}): {why}",
-                        c.limit.metric.name()
-                    );
+                    let msg = format!("{name} not verified (limit {limit}): {why}");
                     if v.allow_unverified {
-                        let _ = writeln!(
-                            x,
-                            ">\n      <skipped message=\"{}\"/>\n    </testcase>",
-                            escape(&msg)
-                        );
+                        let mut s = TestCaseStatus::skipped();
+                        s.set_message(msg);
+                        s
                     } else {
-                        let _ = writeln!(
-                            x,
-                            ">\n      <failure type=\"not_verified\" message=\"{}\">{}</failure>\n    </testcase>",
-                            escape(&msg),
-                            escape(&format!("{msg}\npass --allow-unverified to accept unmeasured thresholds"))
+                        let text = format!(
+                            "{msg}\npass --allow-unverified to accept unmeasured thresholds"
                         );
+                        non_success(NonSuccessKind::Failure, "not_verified", msg, Some(text))
                     }
                 }
-            }
+            };
+            let mut case = TestCase::new(c.title(), status);
+            case.set_classname(format!("oversell.gate.{}.{run}", v.scenario));
+            suite.add_test_case(case);
         }
-        let _ = writeln!(x, "  </testsuite>");
+        report.add_test_suite(suite);
     }
-    x.push_str("</testsuites>\n");
-    x
+    to_xml(&report)
 }
 
 /// A document for a gate that could not run (unreachable target, bad query): one test case
 /// in error, so CI shows why instead of a missing file.
 pub fn render_error(scenario: &str, message: &str) -> String {
-    format!(
-        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n\
-         <testsuites name=\"oversell gate\" tests=\"1\" failures=\"0\" errors=\"1\">\n  \
-         <testsuite name=\"{suite}\" tests=\"1\" failures=\"0\" errors=\"1\" skipped=\"0\">\n    \
-         <testcase classname=\"{class}\" name=\"run\">\n      \
-         <error type=\"gate_error\" message=\"{msg}\">{msg}</error>\n    </testcase>\n  </testsuite>\n</testsuites>\n",
-        suite = escape(&format!("oversell gate {scenario}")),
-        class = escape(&format!("oversell.gate.{scenario}")),
-        msg = escape(message),
-    )
+    let mut case = TestCase::new(
+        "run",
+        non_success(NonSuccessKind::Error, "gate_error", message, Some(message)),
+    );
+    case.set_classname(format!("oversell.gate.{scenario}"));
+    let mut suite = TestSuite::new(format!("oversell gate {scenario}"));
+    suite.add_test_case(case);
+    let mut report = Report::new("oversell gate");
+    report.add_test_suite(suite);
+    to_xml(&report)
+}
+
+fn non_success(
+    kind: NonSuccessKind,
+    ty: &str,
+    message: impl Into<String>,
+    text: Option<impl Into<String>>,
+) -> TestCaseStatus {
+    let mut s = TestCaseStatus::non_success(kind);
+    s.set_type(ty).set_message(message.into());
+    if let Some(t) = text {
+        s.set_description(t.into());
+    }
+    s
+}
+
+fn to_xml(report: &Report) -> String {
+    // Serializing owned strings into memory cannot fail; keep a readable document if it did.
+    report.to_string().unwrap_or_else(|e| {
+        format!("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<!-- JUnit serialization failed: {e} -->\n")
+    })
 }
 
 #[cfg(test)]
@@ -150,9 +135,17 @@ mod tests {
     #[test]
     fn failures_carry_the_numbers_and_text_is_escaped() {
         let x = render(&verdict(false));
-        assert!(x.contains(r#"tests="3" failures="2""#), "{x}");
+        let doc = roxmltree::Document::parse(&x).expect("well-formed XML");
+        let root = doc.root_element();
+        assert_eq!(
+            (root.attribute("tests"), root.attribute("failures")),
+            (Some("3"), Some("2")),
+            "{x}"
+        );
         assert!(
-            x.contains(r#"<failure type="threshold_breached" message="oversell breached: measured 3, limit 0">"#),
+            doc.descendants().any(|n| n.has_tag_name("failure")
+                && n.attribute("type") == Some("threshold_breached")
+                && n.attribute("message") == Some("oversell breached: measured 3, limit 0")),
             "{x}"
         );
         assert!(x.contains("naive &lt;&amp;&gt;"), "{x}");
@@ -175,7 +168,13 @@ mod tests {
     #[test]
     fn allowed_unverified_thresholds_are_skipped_not_failed() {
         let x = render(&verdict(true));
-        assert!(x.contains(r#"tests="3" failures="1""#), "{x}");
+        let doc = roxmltree::Document::parse(&x).expect("well-formed XML");
+        let root = doc.root_element();
+        assert_eq!(
+            (root.attribute("tests"), root.attribute("failures")),
+            (Some("3"), Some("1")),
+            "{x}"
+        );
         assert!(
             x.contains("<skipped message=\"lost_acks not verified"),
             "{x}"
