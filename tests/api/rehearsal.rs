@@ -331,7 +331,7 @@ async fn the_http_oracle_and_csv_buyers_drive_a_rehearsal_and_the_gate_fails_on_
 }
 
 #[tokio::test]
-async fn without_an_oracle_oversell_is_reported_as_not_verified_and_fails_the_gate() {
+async fn without_an_oracle_the_clients_evidence_still_fails_the_gate_on_the_stubs_oversell() {
     let (base, db_url, db) = spawn_stub().await;
     let tmp = tempfile::tempdir().unwrap();
 
@@ -373,19 +373,22 @@ async fn without_an_oracle_oversell_is_reported_as_not_verified_and_fails_the_ga
 
     assert_eq!(
         allowed.code,
-        0,
-        "--allow-unverified accepts what could not be measured: {}",
+        1,
+        "--allow-unverified never passes a run whose clients were told of more units than it had: {}",
         allowed.both()
     );
     assert!(
-        allowed.stdout.contains("not verified (allowed)"),
-        "{}",
+        allowed
+            .stdout
+            .lines()
+            .any(|l| l.contains(" oversell ") && l.trim_end().ends_with("FAIL")),
+        "oversell is breached, measured by the clients' evidence: {}",
         allowed.both()
     );
     assert_eq!(run.code, 1, "{}", run.both());
     assert!(
         run.stdout
-            .contains("oversell not verified (no server-side oracle)"),
+            .contains("oversell not verified by a server-side oracle"),
         "the report says so plainly: {}",
         run.both()
     );
@@ -396,6 +399,8 @@ async fn without_an_oracle_oversell_is_reported_as_not_verified_and_fails_the_ga
         run.both()
     );
     let report = only_report(tmp.path());
-    assert_eq!(report["runs"][0]["oversell"], Value::Null);
-    assert_eq!(report["runs"][0]["verified"], false);
+    let r = &report["runs"][0];
+    assert_eq!(r["oversell"], Value::Null);
+    assert_eq!(r["verified"], false);
+    assert!(r["client_oversell"].as_i64().unwrap() > 0, "{r}");
 }
