@@ -151,6 +151,7 @@ fn line(out: &mut String, what: &str, text: &str) {
 
 fn answer_text(read: &Read) -> String {
     match read.status {
+        Some(s) if read.body.trim().is_empty() => format!("{s} (empty body)"),
         Some(s) => format!("{s} {}", cut(read.body.trim(), 120)),
         None => format!("no answer ({})", read.classified.answer.as_str()),
     }

@@ -46,7 +46,7 @@ impl Foreign {
 /// Checks every endpoint a run will use before anything is sent to the shop: the target's name
 /// (resolved again: DNS may have changed since the command line was read) against the loopback
 /// guard, one TCP connection to it (opened and closed, no request), the oracle endpoint's name,
-/// and one reading of the oracle. Returns the connected oracle.
+/// and the oracle itself ([`Oracle::check`]). Returns the connected oracle.
 ///
 /// An unreachable shop or oracle is a typed [`crate::services::Unreachable`] (exit 3); the
 /// shop has then received no request at all.
@@ -65,6 +65,6 @@ pub async fn preflight(f: &Foreign) -> anyhow::Result<Oracle> {
         resolve_again(Use::Oracle, url, f.allow_remote).await?;
     }
     let oracle = f.oracle.connect().await?;
-    oracle.read().await?;
+    oracle.check().await?;
     Ok(oracle)
 }

@@ -263,6 +263,25 @@ fn tally(fields: &OracleFields, json: &serde_json::Value) -> Result<Tally, Strin
 }
 
 impl Oracle {
+    /// Checks that the oracle answers before the shop is touched: SQL queries are run (they
+    /// must work before the sale too); an endpoint must give any HTTP answer (the item it
+    /// describes may only exist once the sale is set up; its answer is checked by the reading
+    /// taken right after the set-up, before the first buyer).
+    pub async fn check(&self) -> anyhow::Result<()> {
+        match self {
+            Oracle::None => Ok(()),
+            Oracle::Sql { .. } => self.read().await.map(drop),
+            Oracle::Http { client, url, .. } => {
+                client
+                    .get(url)
+                    .send()
+                    .await
+                    .map_err(|e| Service::Oracle.unreachable_error(url, &e))?;
+                Ok(())
+            }
+        }
+    }
+
     /// The current reading (`None` without an oracle). A failing query names the flag, the
     /// query and the database; a bad answer names the URL, the field and the body.
     pub async fn read(&self) -> anyhow::Result<Option<Tally>> {

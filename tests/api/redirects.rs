@@ -36,18 +36,7 @@ async fn redirecting_stub(port: u16) -> String {
 }
 
 async fn attack(base: &str, scenario: &str, out: &std::path::Path, extra: &[&str]) -> CliRun {
-    let mut args = vec![
-        "attack",
-        "--target",
-        base,
-        "--scenario",
-        scenario,
-        "--out",
-        out.to_str().unwrap(),
-        "--quiet",
-    ];
-    args.extend_from_slice(extra);
-    oversell_cli(&args, &[]).await
+    against("attack", base, scenario, out, extra).await
 }
 
 #[tokio::test]

@@ -100,18 +100,7 @@ fn no_oracle(text: String) -> String {
 }
 
 async fn gate(base: &str, scenario: &str, out: &std::path::Path, extra: &[&str]) -> CliRun {
-    let mut args = vec![
-        "gate",
-        "--target",
-        base,
-        "--scenario",
-        scenario,
-        "--out",
-        out.to_str().unwrap(),
-        "--quiet",
-    ];
-    args.extend_from_slice(extra);
-    oversell_cli(&args, &[]).await
+    against("gate", base, scenario, out, extra).await
 }
 
 #[tokio::test]
@@ -254,20 +243,7 @@ async fn an_unclassified_2xx_is_counted_and_reported_never_invalid() {
     });
 
     // Act
-    let run = oversell_cli(
-        &[
-            "attack",
-            "--target",
-            &base,
-            "--scenario",
-            &scenario,
-            "--out",
-            tmp.path().join("out").to_str().unwrap(),
-            "--quiet",
-        ],
-        &[],
-    )
-    .await;
+    let run = against("attack", &base, &scenario, &tmp.path().join("out"), &[]).await;
 
     // Assert
     assert_eq!(run.code, 1, "the run fails: {}", run.both());
@@ -336,20 +312,7 @@ async fn attack_probe_sends_one_request_of_each_kind_and_says_how_each_was_read(
     let (base, shop) = spawn_stand_in(false).await;
     let tmp = tempfile::tempdir().unwrap();
 
-    let run = oversell_cli(
-        &[
-            "attack",
-            "--target",
-            &base,
-            "--scenario",
-            SCENARIO,
-            "--out",
-            tmp.path().to_str().unwrap(),
-            "--probe",
-        ],
-        &[],
-    )
-    .await;
+    let run = against("attack", &base, SCENARIO, tmp.path(), &["--probe"]).await;
 
     assert_eq!(run.code, 0, "{}", run.both());
     for line in [
