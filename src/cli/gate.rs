@@ -26,7 +26,7 @@ pub struct GateArgs {
     /// Database backend of the reference shop (default: from --database-url, else postgres).
     #[arg(long, value_enum, conflicts_with = "target")]
     pub backend: Option<Backend>,
-    /// Gate a foreign shop at this URL (mapped by the scenario's [target] table) instead.
+    /// Gate a foreign shop at this URL (mapped by the scenario's `[target]` table) instead.
     #[arg(long)]
     pub target: Option<String>,
     /// A limit, overriding the scenario: NAME=VALUE, repeatable. NAME is one of oversell,
