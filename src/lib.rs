@@ -19,18 +19,26 @@
 //! - [`pipeline`]: redis-lua's stream consumer, reconciliation, and the payment-timeout sweeper.
 //! - [`traffic`]: scenario files (each section validates itself) → seeded plan → goose users;
 //!   our HdrHistogram recorder. [`traffic::mapping`] is the `[target]` table (a shop's API,
-//!   parsed into methods, status patterns and outcomes when the file is read);
-//!   [`traffic::target`] turns it into requests and answers at run time;
-//!   [`traffic::buyers_csv`] reads `--buyers-csv` with the `csv` crate.
+//!   parsed into methods, paths that stay on the target, placeholders, status patterns and
+//!   outcomes when the file is read; `mapping::template` expands placeholders once, encoded);
+//!   [`traffic::target`] turns it into requests and classified answers at run time, on the
+//!   harness's client that follows no redirect; [`traffic::buyers_csv`] reads `--buyers-csv`
+//!   with the `csv` crate.
 //! - [`runner`]: a run against the reference shop (child process per strategy) or a foreign
 //!   shop: sale set-up, traffic, drain; both end through one `finish` (oracle, report
 //!   section); `runner::RunError` for runs that cannot start.
-//! - [`rehearsal`]: foreign targets: the loopback guard, the dry-run plan, the user's oracle.
+//! - [`rehearsal`]: foreign targets: the loopback guard (`guard`, checked again before the
+//!   first request), the dry-run plan (`plan`), the user's oracle (`oracle`: read-only SQL, or
+//!   HTTP at field paths; read before and after the sale), the preflight that checks every
+//!   endpoint before the set-up request, and `attack --probe` (`mapping_check`).
 //! - [`metric`]: the metric catalog: each metric's one name (and older aliases), unit,
 //!   direction, comparison rule, threshold rule and format; `[thresholds]` parsed into it.
 //! - [`gate`]: thresholds checked against a report: verdict, JUnit XML, CI Markdown summary.
 //! - [`probe`]: DB QPS, Redis ops/s, stock and shop metrics sampled every second.
-//! - [`oracle`]: audits the final database/Redis state against the clients' records.
+//! - [`oracle`]: audits the final database/Redis state against the clients' records;
+//!   `oracle::clients` judges the clients' own evidence on every run (client-observed
+//!   oversell, the oracle disagreeing with the clients, unclassified answers);
+//!   `oracle::verdict` writes the one-line verdict.
 //! - [`report`]: `report.json` (`oversell.report/v2`; `report::v1` reads v1 files),
 //!   `report.md`, `report.html`, the tables (`report::table`); `report::catalog` (how each
 //!   catalog metric is read from a run, in the run's unit), `report::charts` (plotters, SVG +

@@ -17,10 +17,13 @@ use std::str::FromStr;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Metric {
     Oversell,
+    ClientOversell,
+    OracleDisagreement,
     LostAcks,
     DuplicateBuyers,
     Undersell,
     ErrorRate,
+    Unclassified,
     MeanMs,
     P50Ms,
     P99Ms,
@@ -118,12 +121,30 @@ const ZERO: Option<Option<f64>> = Some(Some(0.0));
 /// A threshold with no limit unless set.
 const OPTIONAL: Option<Option<f64>> = Some(None);
 
-static SPECS: [Spec; 11] = [
+static SPECS: [Spec; 14] = [
     spec(
         "oversell",
         &[],
         "oversold units",
         "oversold units",
+        Unit::Units,
+        Better::Lower,
+        ZERO,
+    ),
+    spec(
+        "client_oversell",
+        &[],
+        "client-observed oversold units",
+        "client oversell",
+        Unit::Units,
+        Better::Lower,
+        ZERO,
+    ),
+    spec(
+        "oracle_disagreement",
+        &[],
+        "acknowledged units the oracle does not count",
+        "oracle disagreement",
         Unit::Units,
         Better::Lower,
         ZERO,
@@ -163,6 +184,15 @@ static SPECS: [Spec; 11] = [
         Unit::Share,
         Better::Lower,
         OPTIONAL,
+    ),
+    spec(
+        "unclassified",
+        &[],
+        "answers no mapping rule classified",
+        "unclassified",
+        Unit::Share,
+        Better::Lower,
+        Some(Some(0.01)),
     ),
     spec(
         "mean_ms",
@@ -222,12 +252,15 @@ static SPECS: [Spec; 11] = [
 
 impl Metric {
     /// Every metric, in catalog order.
-    pub const ALL: [Metric; 11] = [
+    pub const ALL: [Metric; 14] = [
         Metric::Oversell,
+        Metric::ClientOversell,
+        Metric::OracleDisagreement,
         Metric::LostAcks,
         Metric::DuplicateBuyers,
         Metric::Undersell,
         Metric::ErrorRate,
+        Metric::Unclassified,
         Metric::MeanMs,
         Metric::P50Ms,
         Metric::P99Ms,
@@ -501,7 +534,8 @@ mod tests {
     fn the_thresholds_are_the_ones_users_script_against() {
         assert_eq!(
             limitable_names(),
-            "oversell, lost_acks, duplicate_buyers, undersell, error_rate, p99_ms, p999_ms"
+            "oversell, client_oversell, oracle_disagreement, lost_acks, duplicate_buyers, \
+             undersell, error_rate, unclassified, p99_ms, p999_ms"
         );
         assert!(Metric::limit("mean_ms", 3.0).is_err());
     }

@@ -1,10 +1,15 @@
-//! `oversell attack`: a rehearsal against the user's own shop, audited by the user's oracle.
+//! `oversell attack`: a rehearsal against the user's own shop, audited by the user's oracle;
+//! `--probe` checks the mapping with one request of each kind instead.
 
 use super::load_scenario;
 use super::plan::{foreign, plan, print_report, OracleArgs, PlanArgs};
+use crate::rehearsal::mapping_check;
 use crate::runner::{self, Subject};
+use crate::traffic::schedule;
+use crate::traffic::target::Sale;
 use clap::Args;
 use std::path::PathBuf;
+use std::time::Duration;
 
 /// `oversell attack`.
 #[derive(Debug, Args, Clone)]
@@ -15,20 +20,37 @@ pub struct AttackArgs {
     /// Scenario file (TOML); its `[target]` table maps actions to the shop's API.
     #[arg(long, default_value = "scenarios/flash-100.toml")]
     pub scenario: PathBuf,
+    /// Check the mapping instead of running: send one request of each kind (set-up, view,
+    /// order, pay, cancel) and read the oracle once, printing how each answer was classified
+    /// and why. Nothing else is sent; exit 1 when an answer matched no rule.
+    #[arg(long, conflicts_with = "dry_run")]
+    pub probe: bool,
     #[command(flatten)]
     pub oracle: OracleArgs,
     #[command(flatten)]
     pub plan: PlanArgs,
 }
 
-/// `oversell attack`: exit 0 once the report is written (the verdict is in it).
+/// `oversell attack`: exit 0 once the report is written (the verdict is in it), or 1 when more
+/// answers than `[target].max_unclassified` allows matched no rule (the figures cannot be
+/// trusted until the mapping reads them).
 pub async fn attack(args: AttackArgs) -> anyhow::Result<i32> {
     let s = load_scenario(&args.scenario)?;
-    let subject = Subject::Foreign(Box::new(foreign(&args.target, &args.oracle, &s)?));
+    let f = foreign(&args.target, &args.oracle, &s)?;
+    if args.probe {
+        let buyers = schedule::build(&s);
+        let first = buyers.first().expect("a scenario has at least one buyer");
+        let timeout = Duration::from_millis(s.client.timeout_ms);
+        let checked = mapping_check::run(&f, Sale::of(&s), first, timeout).await?;
+        print!("{}", checked.text);
+        return Ok(if checked.all_classified { 0 } else { 1 });
+    }
+    let subject = Subject::Foreign(Box::new(f));
     let Some(plan) = plan(&args.scenario, s, subject, &args.plan)? else {
         return Ok(0);
     };
     let (report, dir) = runner::execute(&plan).await?;
     print_report(&report, &dir);
-    Ok(0)
+    let incomplete = report.runs.iter().any(|r| r.findings.mapping_incomplete());
+    Ok(if incomplete { 1 } else { 0 })
 }

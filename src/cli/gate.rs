@@ -26,17 +26,19 @@ pub struct GateArgs {
     /// Database backend of the reference shop (default: from --database-url, else postgres).
     #[arg(long, value_enum, conflicts_with = "target")]
     pub backend: Option<Backend>,
-    /// Gate a foreign shop at this URL (mapped by the scenario's [target] table) instead.
+    /// Gate a foreign shop at this URL (mapped by the scenario's `[target]` table) instead.
     #[arg(long)]
     pub target: Option<String>,
     /// A limit, overriding the scenario: NAME=VALUE, repeatable. NAME is one of oversell,
-    /// lost_acks, duplicate_buyers, undersell, error_rate, p99_ms, p999_ms.
+    /// client_oversell, oracle_disagreement, lost_acks, duplicate_buyers, undersell,
+    /// error_rate, unclassified, p99_ms, p999_ms.
     #[arg(long = "threshold", value_name = "NAME=VALUE")]
     pub thresholds: Vec<Override>,
     /// Write JUnit XML here: one test case per threshold per strategy.
     #[arg(long, value_name = "FILE")]
     pub junit: Option<PathBuf>,
-    /// Let thresholds that could not be measured (e.g. no oracle) pass as "not verified".
+    /// Let thresholds that could not be measured (e.g. no oracle) pass as "not verified" (never
+    /// when the clients' own evidence shows oversell).
     #[arg(long)]
     pub allow_unverified: bool,
     #[command(flatten)]
@@ -50,7 +52,8 @@ pub struct GateArgs {
 /// `oversell gate`: 0 every threshold held, 1 breached or not verified (see [`crate::gate`]).
 pub async fn gate(args: GateArgs) -> anyhow::Result<i32> {
     let s = load_scenario(&args.scenario)?;
-    let limits = gate::limits(&s.thresholds, &args.thresholds);
+    let bound = s.target.as_ref().and_then(|t| t.max_unclassified);
+    let limits = gate::limits(&s.thresholds, bound, &args.thresholds);
     let subject = match &args.target {
         Some(url) => Subject::Foreign(Box::new(foreign(url, &args.oracle, &s)?)),
         None => {

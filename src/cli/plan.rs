@@ -1,9 +1,10 @@
 //! Flags shared by `gate` and `attack` (the user's oracle, the plan and its output) and the
 //! [`RunPlan`] built from them, checked before the first request is sent.
 
-use crate::rehearsal::{self, Foreign, OracleSource, PlanSummary};
+use crate::rehearsal::{self, Foreign, OracleSource, PlanSummary, Use};
 use crate::report::Report;
 use crate::runner::{RunPlan, Subject};
+use crate::traffic::mapping::OracleFields;
 use crate::traffic::{buyers_csv, schedule, Scenario};
 use clap::Args;
 use std::path::{Path, PathBuf};
@@ -22,25 +23,67 @@ pub struct OracleArgs {
     /// With --oracle-sql: one SELECT returning the stock left (checks conservation).
     #[arg(long, requires = "oracle_sql")]
     pub stock_query: Option<String>,
-    /// Oracle: an HTTP endpoint answering JSON {"sold": N, "stock": M} ("stock" optional).
+    /// Oracle: an HTTP endpoint (a URL, or a path on the target like /stock) answering JSON:
+    /// {"sold": N, "stock": M} ("stock" optional), or the fields --sold-field/--stock-field
+    /// name. Overrides the scenario's [target.oracle].
     #[arg(long, requires = "target")]
     pub oracle_http: Option<String>,
+    /// With --oracle-http: dot path of units sold in its answer (e.g. data.sold).
+    #[arg(long, requires = "oracle_http", value_name = "PATH")]
+    pub sold_field: Option<String>,
+    /// With --oracle-http: dot path of the stock left (e.g. current_stock). Alone, sold is
+    /// derived: the stock before the sale minus the stock after (this under-counts when lost
+    /// updates oversell; the clients' evidence catches that).
+    #[arg(long, requires = "oracle_http", value_name = "PATH")]
+    pub stock_field: Option<String>,
     /// Allow a target that is not loopback; a banner names the host and peak rate first.
     #[arg(long, requires = "target")]
     pub allow_remote: bool,
 }
 
 impl OracleArgs {
-    pub(super) fn source(&self) -> OracleSource {
-        match (&self.oracle_sql, &self.sold_query, &self.oracle_http) {
-            (Some(url), Some(q), _) => OracleSource::Sql {
-                url: url.clone(),
-                sold_query: q.clone(),
-                stock_query: self.stock_query.clone(),
+    /// The oracle: the flags, else the scenario's `[target.oracle]`, else none. An endpoint
+    /// given as a path is on the target; its host is checked by the loopback guard.
+    pub(super) fn source(&self, target: &str, s: &Scenario) -> anyhow::Result<OracleSource> {
+        let http = |url: &str, fields: OracleFields| -> anyhow::Result<OracleSource> {
+            let url = if url.starts_with('/') {
+                format!("{}{url}", target.trim_end_matches('/'))
+            } else {
+                url.to_string()
+            };
+            rehearsal::check_url(Use::Oracle, &url, self.allow_remote)?;
+            Ok(OracleSource::Http { url, fields })
+        };
+        let dot_path = |flag: &str, v: &Option<String>| -> anyhow::Result<()> {
+            match v {
+                Some(p) if p.trim().is_empty() || p.split('.').any(str::is_empty) => {
+                    anyhow::bail!("{flag} must be a dot path like data.sold (got {p:?})")
+                }
+                _ => Ok(()),
+            }
+        };
+        Ok(
+            match (&self.oracle_sql, &self.sold_query, &self.oracle_http) {
+                (Some(url), Some(q), _) => OracleSource::Sql {
+                    url: url.clone(),
+                    sold_query: q.clone(),
+                    stock_query: self.stock_query.clone(),
+                },
+                (_, _, Some(url)) => {
+                    dot_path("--sold-field", &self.sold_field)?;
+                    dot_path("--stock-field", &self.stock_field)?;
+                    let fields = OracleFields {
+                        sold: self.sold_field.clone(),
+                        stock: self.stock_field.clone(),
+                    };
+                    http(url, fields)?
+                }
+                _ => match s.target.as_ref().and_then(|t| t.oracle.as_ref()) {
+                    Some(o) => http(&o.url, o.fields.clone())?,
+                    None => OracleSource::None,
+                },
             },
-            (_, _, Some(url)) => OracleSource::Http { url: url.clone() },
-            _ => OracleSource::None,
-        }
+        )
     }
 }
 
@@ -70,11 +113,13 @@ fn buyers(s: &Scenario, csv: Option<&Path>) -> anyhow::Result<Arc<Vec<schedule::
 /// A foreign target, checked before anything is sent; prints the banner for a remote one.
 pub(super) fn foreign(url: &str, oracle: &OracleArgs, s: &Scenario) -> anyhow::Result<Foreign> {
     let host = rehearsal::check_target(url, oracle.allow_remote)?;
+    let base_url = url.trim_end_matches('/').to_string();
     Ok(Foreign {
-        base_url: url.trim_end_matches('/').to_string(),
+        oracle: oracle.source(&base_url, s)?,
+        base_url,
         host,
+        allow_remote: oracle.allow_remote,
         mapping: s.mapping(),
-        oracle: oracle.source(),
     })
 }
 
@@ -124,7 +169,22 @@ pub(super) fn plan(
     }))
 }
 
+/// The terminal table and verdicts, then for each run the rules its mapping lacks and what
+/// its clients' evidence cannot show.
 pub(super) fn print_report(report: &Report, dir: &Path) {
     println!("{}", crate::report::table::render(report));
+    let mb = report.multi_backend();
+    for run in &report.runs {
+        let f = &run.findings;
+        if !f.mapping_advice.is_empty() {
+            println!("{}: answers no rule of [target] classified:", run.label(mb));
+            for a in &f.mapping_advice {
+                println!("  - {a}");
+            }
+        }
+        for n in &f.client_notes {
+            println!("{}: note: {n}", run.label(mb));
+        }
+    }
     println!("report: {}", dir.join("report.md").display());
 }

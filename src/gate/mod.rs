@@ -1,11 +1,14 @@
 //! `oversell gate`: thresholds checked against a run's report, for CI.
 //!
-//! Limits come from the scenario's `[thresholds]` table, overridden by `--threshold name=value`
-//! flags; `oversell`, `lost_acks` and `duplicate_buyers` default to 0 when neither sets them.
-//! Each limit is checked for every run (strategy, or the foreign target) and ends as passed,
-//! breached, or *not verified* when the run could not measure it (e.g. oversell with no oracle
-//! on a foreign target). Not verified fails the gate unless the user allows it. The names,
-//! limit rules, formats and readings are the metric catalog's ([`crate::metric`]).
+//! Limits come from the scenario's `[thresholds]` table (and `[target].max_unclassified` for
+//! `unclassified`), overridden by `--threshold name=value` flags; `oversell`,
+//! `client_oversell`, `oracle_disagreement`, `lost_acks` and `duplicate_buyers` default to 0 and
+//! `unclassified` to 1 % when neither sets them. Each limit is checked for every run (strategy,
+//! or the foreign target) and ends as passed, breached, or *not verified* when the run could
+//! not measure it (e.g. oversell with no oracle on a foreign target). Not verified fails the
+//! gate unless the user allows it, and never passes a run whose own clients' evidence shows
+//! oversell: `oversell` is then breached, measured by that evidence. The names, limit rules,
+//! formats and readings are the metric catalog's ([`crate::metric`]).
 //!
 //! Exit codes (stable): 0 every threshold held; 1 a threshold was breached or not verified;
 //! 2 bad usage or a bad scenario; 3 the target or a service could not be reached.
@@ -47,12 +50,20 @@ pub struct Limit {
     pub origin: Origin,
 }
 
-/// The limits in force: flags over the scenario over the defaults.
-pub fn limits(scenario: &Thresholds, flags: &[Override]) -> Vec<Limit> {
+/// The limits in force: flags over the scenario over the defaults. `max_unclassified`: the
+/// bound the scenario's `[target]` table sets, if any (the `unclassified` limit).
+pub fn limits(
+    scenario: &Thresholds,
+    max_unclassified: Option<f64>,
+    flags: &[Override],
+) -> Vec<Limit> {
     Metric::limitable()
         .filter_map(|m| {
             let flag = flags.iter().rev().find(|o| o.metric == m);
-            let (value, origin) = match (flag, scenario.get(m), m.default_limit()) {
+            let set = scenario
+                .get(m)
+                .or(max_unclassified.filter(|_| m == Metric::Unclassified));
+            let (value, origin) = match (flag, set, m.default_limit()) {
                 (Some(f), _, _) => (f.value, Origin::Flag),
                 (None, Some(v), _) => (v, Origin::Scenario),
                 (None, None, Some(v)) => (v, Origin::Default),
@@ -120,9 +131,17 @@ impl Verdict {
         let mut checks = Vec::new();
         for run in &report.runs {
             for l in limits {
+                let client_oversell = run.findings.client_oversell.filter(|c| *c > 0);
                 let (measured, source, status) = match l.metric.read(run) {
                     Ok(v) if v <= l.value + 1e-12 => (Some(v), l.metric.source(), Status::Passed),
                     Ok(v) => (Some(v), l.metric.source(), Status::Breached),
+                    // Not verified never passes a run whose own clients were told of more
+                    // units than it had: that evidence measures oversell from below.
+                    Err(_) if l.metric == Metric::Oversell && client_oversell.is_some() => (
+                        client_oversell.map(|c| c as f64),
+                        "clients' acknowledgements, no server-side oracle (a lower bound)",
+                        Status::Breached,
+                    ),
                     // A default limit (nobody asked for it) on a figure this oracle cannot
                     // give — e.g. lost acks from a totals-only SQL oracle — is not checked.
                     // Without any oracle it still fails: nothing was verified at all.
@@ -276,7 +295,7 @@ mod tests {
             .iter()
             .map(|f| f.parse().unwrap())
             .collect();
-        let l = limits(&t, &flags);
+        let l = limits(&t, None, &flags);
         let get = |m| l.iter().find(|x| x.metric == m).copied();
         assert_eq!(get(Metric::Oversell).unwrap().value, 2.0);
         assert_eq!(get(Metric::Oversell).unwrap().origin, Origin::Scenario);
@@ -288,6 +307,11 @@ mod tests {
         );
         assert_eq!(get(Metric::ErrorRate).unwrap().origin, Origin::Flag);
         assert!(get(Metric::Undersell).is_none(), "no default for undersell");
+        assert_eq!(get(Metric::ClientOversell).unwrap().value, 0.0);
+        assert_eq!(get(Metric::Unclassified).unwrap().value, 0.01);
+        let l = limits(&t, Some(0.2), &[]);
+        let u = l.iter().find(|x| x.metric == Metric::Unclassified).unwrap();
+        assert_eq!((u.value, u.origin), (0.2, Origin::Scenario));
     }
 
     #[test]

@@ -18,12 +18,13 @@ pub(super) enum DbProbe {
         datname: String,
         statements: bool,
         last: Option<(Instant, i64, Option<i64>)>,
-        item: i64,
+        /// The item whose stock to read (`None`: a foreign database, no stock read).
+        item: Option<i64>,
     },
     Mysql {
         pool: MySqlPool,
         last: Option<(Instant, BTreeMap<String, i64>)>,
-        item: i64,
+        item: Option<i64>,
     },
 }
 
@@ -45,21 +46,25 @@ fn with_database(url: &str, db: &str) -> Option<(String, String)> {
 }
 
 impl DbProbe {
-    pub(super) async fn connect(url: &str, item: i64) -> Option<Self> {
+    /// Connects to the server's counters. On a `foreign` database nothing is created (no
+    /// extension) and the reference shop's `items` table is not read.
+    pub(super) async fn connect(url: &str, item: i64, foreign: bool) -> Option<Self> {
+        let item = (!foreign).then_some(item);
         match Backend::from_url(url).ok()? {
             Backend::Postgres => {
                 let (stats_url, datname) = with_database(url, "postgres")?;
                 let stats = PgPool::connect(&stats_url).await.ok()?;
                 let shop = PgPool::connect(url).await.ok()?;
                 // Statement counts need pg_stat_statements: create the view when the server
-                // preloads the library (docker-compose's PostgreSQL does); otherwise fall back
-                // to transactions from pg_stat_database.
+                // preloads the library (docker-compose's PostgreSQL does) and the database is
+                // ours; otherwise use it if it is there, else fall back to transactions from
+                // pg_stat_database.
                 let preload: Option<String> = sqlx::query_scalar("SHOW shared_preload_libraries")
                     .fetch_optional(&stats)
                     .await
                     .ok()
                     .flatten();
-                if preload.is_some_and(|p| p.contains("pg_stat_statements")) {
+                if !foreign && preload.is_some_and(|p| p.contains("pg_stat_statements")) {
                     let _ = sqlx::query("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
                         .execute(&stats)
                         .await;
@@ -132,13 +137,18 @@ impl DbProbe {
                 if let Some(x) = xacts {
                     *last = Some((now, x, calls));
                 }
-                sqlx::query(Statements::for_backend(Backend::Postgres).read_stock)
-                    .bind(*item)
-                    .fetch_optional(&*shop)
-                    .await
-                    .ok()
-                    .flatten()
-                    .and_then(|r| r.try_get(0).ok())
+                match item {
+                    Some(item) => {
+                        sqlx::query(Statements::for_backend(Backend::Postgres).read_stock)
+                            .bind(*item)
+                            .fetch_optional(&*shop)
+                            .await
+                            .ok()
+                            .flatten()
+                            .and_then(|r| r.try_get(0).ok())
+                    }
+                    None => None,
+                }
             }
             DbProbe::Mysql { pool, last, item } => {
                 let rows = sqlx::query("SHOW GLOBAL STATUS")
@@ -195,13 +205,16 @@ impl DbProbe {
                     );
                 }
                 *last = Some((now, status));
-                sqlx::query(Statements::for_backend(Backend::Mysql).read_stock)
-                    .bind(*item)
-                    .fetch_optional(&*pool)
-                    .await
-                    .ok()
-                    .flatten()
-                    .and_then(|r| r.try_get(0).ok())
+                match item {
+                    Some(item) => sqlx::query(Statements::for_backend(Backend::Mysql).read_stock)
+                        .bind(*item)
+                        .fetch_optional(&*pool)
+                        .await
+                        .ok()
+                        .flatten()
+                        .and_then(|r| r.try_get(0).ok()),
+                    None => None,
+                }
             }
         };
         if let Some(s) = stock {

@@ -67,6 +67,10 @@ pub fn extremes(series: &[Series], name: &str) -> Option<(i64, i64)> {
 pub struct ProbeConfig {
     /// The shop's database (its name selects the counters).
     pub database_url: Option<String>,
+    /// The database is someone else's (a foreign shop's, through `--oracle-sql`): only its
+    /// server counters are read; nothing is created on it, and the reference shop's tables are
+    /// not looked for.
+    pub foreign_database: bool,
     pub item_id: i64,
     /// Redis URL and the shop's key prefix (redis-lua).
     pub redis: Option<(String, String)>,
@@ -86,17 +90,14 @@ pub async fn start(config: ProbeConfig) -> Probes {
     let (stop, mut rx) = watch::channel(false);
     let task = tokio::spawn(async move {
         let mut db = match &config.database_url {
-            Some(url) => db::DbProbe::connect(url, config.item_id).await,
+            Some(url) => db::DbProbe::connect(url, config.item_id, config.foreign_database).await,
             None => None,
         };
         let mut redis = match &config.redis {
             Some((url, prefix)) => RedisProbe::connect(url, prefix, config.item_id).await,
             None => None,
         };
-        let http = reqwest::Client::builder()
-            .timeout(Duration::from_millis(800))
-            .build()
-            .ok();
+        let http = crate::traffic::target::client(Duration::from_millis(800)).ok();
         let mut series: BTreeMap<&'static str, Series> = BTreeMap::new();
         let mut last_metrics: Option<BTreeMap<String, f64>> = None;
         let mut tick = tokio::time::interval(Duration::from_secs(1));

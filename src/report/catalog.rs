@@ -17,7 +17,8 @@ impl Metric {
             if f.verified {
                 "the oracle reports totals only, not order rows".to_string()
             } else {
-                "no server-side oracle (pass --oracle-sql or --oracle-http)".to_string()
+                "no server-side oracle (pass --oracle-sql or --oracle-http, or set [target.oracle])"
+                    .to_string()
             }
         };
         let count = |v: Option<u64>| v.map(|v| v as f64).ok_or_else(oracle_gap);
@@ -35,8 +36,18 @@ impl Metric {
                 Ok(v)
             }
         };
+        let older = || "this report predates the figure".to_string();
         match self {
             Metric::Oversell => units(f.oversell),
+            Metric::ClientOversell => f.client_oversell.map(|v| v as f64).ok_or_else(older),
+            Metric::OracleDisagreement => units(f.oracle_disagreement),
+            Metric::Unclassified => f.unclassified_share.ok_or_else(|| {
+                if f.answers == 0 && f.max_unclassified.is_some() {
+                    "no answers were recorded".to_string()
+                } else {
+                    older()
+                }
+            }),
             Metric::LostAcks => count(f.lost_acks),
             Metric::DuplicateBuyers => count(f.duplicate_buyers),
             Metric::Undersell => units(f.undersell),
@@ -58,6 +69,11 @@ impl Metric {
     pub fn source(self) -> &'static str {
         match self {
             Metric::Oversell => "oracle",
+            Metric::ClientOversell => {
+                "clients' acknowledgements minus the restocks the run saw, against the stock"
+            }
+            Metric::OracleDisagreement => "clients' acknowledgements (net) minus the oracle's sold",
+            Metric::Unclassified => "clients' answers no [target] rule classified, of all answers",
             Metric::LostAcks => "oracle vs clients' acks",
             Metric::DuplicateBuyers => "oracle: order rows per user",
             Metric::Undersell => "oracle vs buyers turned away",

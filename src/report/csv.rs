@@ -30,6 +30,8 @@ pub const ORDER_COLUMNS: [(&str, &[Answer]); 9] = [
             Answer::Rejected,
             Answer::NotFound,
             Answer::Invalid,
+            Answer::Unclassified,
+            Answer::Redirect,
         ],
     ),
 ];

@@ -57,6 +57,7 @@ fn details(s: &mut String, run: &RunReport, mb: bool) {
         opt(f.conservation_drift),
         opt(f.redis_drift)
     );
+    oracle_and_clients(s, f);
     let _ = writeln!(
         s,
         "- acknowledged {}; lost acknowledged {}; phantom orders {}; duplicate buyers {} (devices {}); status mismatches {}",
@@ -159,6 +160,61 @@ fn details(s: &mut String, run: &RunReport, mb: bool) {
                 g.name, g.count, g.mean_ms, g.max_ms
             );
         }
+    }
+}
+
+/// Which oracle judged and what it can and cannot see, the clients' evidence beside it, and
+/// the answers the mapping could not read.
+fn oracle_and_clients(s: &mut String, f: &crate::oracle::Findings) {
+    let _ = writeln!(s, "- oracle: {}", f.truth_source);
+    if !f.oracle_sees.is_empty() {
+        let _ = writeln!(s, "  - sees: {}", f.oracle_sees);
+        let _ = writeln!(s, "  - cannot see: {}", f.oracle_blind_to);
+    }
+    if let Some(w) = &f.oracle_warning {
+        let _ = writeln!(s, "  - **warning:** {w}");
+    }
+    if let Some(c) = f.client_oversell {
+        let _ = writeln!(
+            s,
+            "- client evidence: {} acknowledged, {} restocked as the run saw it, {} units held for {}: client-observed oversell **{c}**",
+            f.acknowledged,
+            opt(f.restocks_seen),
+            f.client_net_acks,
+            f.initial_stock
+        );
+    }
+    match (f.oracle_disagreement, f.sold) {
+        (Some(d), Some(sold)) if d > 0 => {
+            let _ = writeln!(
+                s,
+                "- **the oracle disagrees with the clients**: it counts {sold} sold, clients were told {}: at least {d} acknowledged orders are missing from its count (a lower bound on lost acknowledged orders)",
+                f.client_net_acks
+            );
+        }
+        (Some(_), Some(_)) => {
+            let _ = writeln!(
+                s,
+                "- the oracle agrees with the clients (it counts at least what they were told)"
+            );
+        }
+        _ => {}
+    }
+    if f.unclassified > 0 {
+        let _ = writeln!(
+            s,
+            "- **{} of {} answers matched no rule of [target]** ({}, bound {}):",
+            f.unclassified,
+            f.answers,
+            f.unclassified_share.map_or("n/a".into(), pct),
+            f.max_unclassified.map_or("n/a".into(), pct)
+        );
+        for a in &f.mapping_advice {
+            let _ = writeln!(s, "  - {}", md_cell(a));
+        }
+    }
+    for n in &f.client_notes {
+        let _ = writeln!(s, "- note: {n}");
     }
 }
 

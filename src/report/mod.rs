@@ -36,12 +36,19 @@ pub use summary::{LatencySummary, MetricSummary};
 /// The report schema id; bump on incompatible changes.
 pub const SCHEMA: &str = "oversell.report/v2";
 
-/// Where each kind of figure comes from (copied into every report).
-pub fn sources() -> BTreeMap<String, String> {
+/// Where each kind of figure comes from (copied into every report); `foreign`: the runs fired
+/// at someone else's shop, judged by the user's oracle.
+pub fn sources(foreign: bool) -> BTreeMap<String, String> {
+    let oracle = if foreign {
+        "the user's oracle named in each run (`truth_source`: its SQL or URL, with what it can and cannot see), read before and after the sale, compared with the clients' records"
+    } else {
+        "the final database rows (and Redis stock for redis-lua) after the queue drained, compared with the clients' records"
+    };
     [
         ("latency", "oversell's HdrHistograms (µs, 3 significant digits): full response time measured from each request's intended send time (coordinated-omission safe)"),
         ("outcomes", "the simulated clients' own records of every answer"),
-        ("oracle", "the final database rows (and Redis stock for redis-lua) after the queue drained, compared with the clients' records"),
+        ("oracle", oracle),
+        ("client_evidence", "the clients' own records: acknowledged orders minus the restocks the run saw (cancels answered ok; released orders the database shows), judged against the initial stock on every run, with or without an oracle"),
         ("db_qps", "the database server's counters, sampled every second (see each run's db_qps.source)"),
         ("redis_ops", "Redis INFO stats total_commands_processed, sampled every second (server-wide)"),
         ("goose_crosscheck", "goose's own metrics: time to first byte from the actual send; kept only as a cross-check"),

@@ -23,8 +23,9 @@ pub enum Column {
 }
 
 /// The headline table of `report.md` and `report.html`: the post-mortem's four metrics first.
-pub const HEADLINE: [Column; 12] = [
+pub const HEADLINE: [Column; 13] = [
     Column::Metric(Metric::Oversell),
+    Column::Metric(Metric::ClientOversell),
     Column::Metric(Metric::MeanMs),
     Column::Metric(Metric::DbQpsPeak),
     Column::Metric(Metric::ErrorRate),

@@ -1,17 +1,18 @@
 //! A run against a foreign shop: no child process, no `/metrics` of ours, no audit endpoint.
 //!
-//! The target is checked with one TCP connection and the oracle is connected before the sale
-//! is set up, and read once before the first buyer, so an unreachable shop, a bad query or an
-//! unreachable database stops the run before any load is sent. After the last buyer, the run waits until
-//! the oracle's figures stop moving (the shop may write orders asynchronously), up to the drain
-//! limit, and audits those totals. Without an oracle the verdict says oversell was not verified.
+//! Nothing touches the shop until everything answers ([`crate::rehearsal::preflight`]: the
+//! loopback guard again, the target, the oracle). Then the sale is set up, the oracle is read
+//! once more (the baseline: this run's sold is counted from it), and the buyers are fired.
+//! After the last buyer, the run waits until the oracle's figures stop moving (the shop may
+//! write orders asynchronously), up to the drain limit, and audits the difference. Without an
+//! oracle the verdict rests on the clients' evidence alone.
 
 use super::{control_client, finish, fire_traffic, setup_sale, target_for, RunPlan, ServerSide};
 use crate::oracle::Truth;
 use crate::probe::ProbeConfig;
-use crate::rehearsal::{Foreign, Oracle, OracleSource, Totals};
+use crate::rehearsal::{self, Foreign, Oracle, OracleSource, Tally};
 use crate::report::{Drain, OracleKind, RunReport, Shop};
-use crate::services::{redact_url, Service};
+use crate::services::redact_url;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -23,18 +24,18 @@ const SETTLE_READS: usize = 3;
 
 pub(super) async fn run(plan: &RunPlan, f: &Foreign) -> anyhow::Result<RunReport> {
     let s = &plan.scenario;
-    preflight(&f.base_url).await?;
-    let oracle = f.oracle.connect().await?;
+    let oracle = rehearsal::preflight(f).await?;
     let target = Arc::new(target_for(s, &f.base_url, f.mapping.clone()));
     let http = control_client()?;
     setup_sale(&http, &target).await?;
-    // A bad query or endpoint stops the run here, before the first buyer.
-    oracle.read().await?;
+    // The baseline, after the set-up and before the first buyer.
+    let before = oracle.read().await?;
     let fired = fire_traffic(
         plan,
         target,
         ProbeConfig {
             database_url: f.oracle.database_url(),
+            foreign_database: true,
             item_id: s.item.id,
             redis: None,
             shop_metrics_url: None,
@@ -45,7 +46,19 @@ pub(super) async fn run(plan: &RunPlan, f: &Foreign) -> anyhow::Result<RunReport
     .await?;
     let settled = settle(&oracle, plan.drain_limit).await;
     let series = fired.probes.stop().await;
-    let (drain, totals) = settled?;
+    let (drain, after) = settled?;
+    let mut view = f.oracle.view();
+    let totals = match (before, after) {
+        (Some(b), Some(a)) => {
+            let notes = rehearsal::baseline_notes(b, s.item.stock);
+            if !notes.is_empty() {
+                let all = view.warning.take().into_iter().chain(notes);
+                view.warning = Some(all.collect::<Vec<_>>().join("; "));
+            }
+            rehearsal::run_totals(b, a)
+        }
+        _ => None,
+    };
     let truth = match totals {
         Some(t) => Truth::Totals {
             sold: t.sold,
@@ -55,7 +68,7 @@ pub(super) async fn run(plan: &RunPlan, f: &Foreign) -> anyhow::Result<RunReport
     };
     let server = ServerSide {
         truth,
-        truth_source: f.oracle.describe(),
+        oracle: view,
         redis_stock: None,
         redis_restocked_orders: None,
         stock_seen: None,
@@ -73,23 +86,9 @@ pub(super) async fn run(plan: &RunPlan, f: &Foreign) -> anyhow::Result<RunReport
     Ok(finish(plan, shop, fired.traffic, series, drain, server))
 }
 
-/// Opens (and closes) one TCP connection to the target: an unreachable shop stops the run
-/// before any request, as a typed [`crate::services::Unreachable`].
-async fn preflight(base_url: &str) -> anyhow::Result<()> {
-    let unreachable = |e: &dyn std::fmt::Display| Service::Shop.unreachable_error(base_url, e);
-    let url = reqwest::Url::parse(base_url).map_err(|e| unreachable(&e))?;
-    let addrs = url.socket_addrs(|| None).map_err(|e| unreachable(&e))?;
-    let connect = tokio::net::TcpStream::connect(&*addrs);
-    match tokio::time::timeout(Duration::from_secs(5), connect).await {
-        Ok(Ok(_)) => Ok(()),
-        Ok(Err(e)) => Err(unreachable(&e).into()),
-        Err(_) => Err(unreachable(&"no answer within 5 s").into()),
-    }
-}
-
 /// Reads the oracle until [`SETTLE_READS`] readings agree, up to `limit`; returns the last
 /// reading. Without an oracle there is nothing to wait for.
-async fn settle(oracle: &Oracle, limit: Duration) -> anyhow::Result<(Drain, Option<Totals>)> {
+async fn settle(oracle: &Oracle, limit: Duration) -> anyhow::Result<(Drain, Option<Tally>)> {
     let start = Instant::now();
     let mut last = oracle.read().await?;
     let mut agreeing = 1;

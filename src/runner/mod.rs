@@ -13,7 +13,7 @@ mod foreign;
 mod shop_process;
 
 use crate::inventory::Strategy;
-use crate::oracle::{self, Evidence, Truth};
+use crate::oracle::{self, Evidence, OracleView, Reading, Truth};
 use crate::pipeline::reconcile::Pass;
 use crate::probe::{self, ProbeConfig, Probes, Series};
 use crate::rehearsal::Foreign;
@@ -172,6 +172,9 @@ pub async fn execute(plan: &RunPlan) -> anyhow::Result<(report::Report, PathBuf)
     };
     let dir = report::new_dir(&plan.out, &s.name);
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    // A run that fails before writing anything leaves no empty folder behind (a reference
+    // shop's log, when there is one, stays for the post-mortem).
+    let _unless_written = RemoveIfEmpty(dir.clone());
     let mut runs = Vec::new();
     match &plan.subject {
         Subject::Reference {
@@ -203,11 +206,21 @@ pub async fn execute(plan: &RunPlan) -> anyhow::Result<(report::Report, PathBuf)
             spec: s.clone(),
         },
         machine: report::Machine::this(),
-        sources: report::sources(),
+        sources: report::sources(matches!(plan.subject, Subject::Foreign(_))),
         runs,
     };
     report::write(&dir, &report)?;
     Ok((report, dir))
+}
+
+/// Removes a folder when dropped if it is still empty.
+struct RemoveIfEmpty(PathBuf);
+
+impl Drop for RemoveIfEmpty {
+    fn drop(&mut self) {
+        // `remove_dir` refuses a folder that has anything in it.
+        let _ = std::fs::remove_dir(&self.0);
+    }
 }
 
 fn announce(plan: &RunPlan, label: &str) {
@@ -225,21 +238,13 @@ fn target_for(s: &Scenario, base_url: &str, mapping: Mapping) -> Target {
     Target {
         base_url: base_url.to_string(),
         mapping,
-        sale: Sale {
-            item_id: s.item.id,
-            stock: s.item.stock,
-            purchase_limit: s.item.purchase_limit,
-            name: s.item.name.clone(),
-            price_cents: s.item.price_cents,
-        },
+        sale: Sale::of(s),
     }
 }
 
-/// A client for set-up and drain requests (not the load itself).
+/// A client for set-up and drain requests (not the load itself); it follows no redirect.
 fn control_client() -> anyhow::Result<reqwest::Client> {
-    Ok(reqwest::Client::builder()
-        .timeout(Duration::from_secs(30))
-        .build()?)
+    Ok(crate::traffic::target::client(Duration::from_secs(30))?)
 }
 
 /// What the traffic phase produced; the probes are still sampling.
@@ -248,18 +253,20 @@ struct Fired {
     probes: Probes,
 }
 
-/// The clients' side of a run: their records, goose's cross-check, the generator's cost.
+/// The clients' side of a run: their records (and how the mapping read the answers), goose's
+/// cross-check, the generator's cost.
 struct Traffic {
     goose: Vec<GooseCrossCheck>,
     generator: GeneratorStats,
     recorder: Arc<Recorder>,
+    reading: Reading,
 }
 
 /// The server side of a run once it settled, for the oracle.
 struct ServerSide {
     truth: Truth,
-    /// Where `truth` came from.
-    truth_source: String,
+    /// Which oracle gave `truth`, and what it can see.
+    oracle: OracleView,
     /// redis-lua: Redis stock and the orders Redis restocked.
     redis_stock: Option<i64>,
     redis_restocked_orders: Option<i64>,
@@ -285,7 +292,8 @@ fn finish(
         initial_stock: s.item.stock,
         purchase_limit: s.item.purchase_limit,
         truth: server.truth,
-        truth_source: server.truth_source,
+        oracle: server.oracle,
+        reading: traffic.reading,
         redis_stock: server.redis_stock,
         reconcile_residual: server.reconcile.as_ref().map(|p| p.residual),
         stock_seen: server.stock_seen,
@@ -318,6 +326,10 @@ async fn fire_traffic(
     label: &str,
 ) -> anyhow::Result<Fired> {
     let buyers = plan.buyers.clone();
+    let reading = Reading {
+        order_id_field: target.mapping.order_id_field.clone(),
+        max_unclassified: target.mapping.unclassified_bound(),
+    };
     let recorder = Arc::new(Recorder::new(Instant::now() + launch_lead(buyers.len())));
     let probes = probe::start(ProbeConfig {
         opened: recorder.opened(),
@@ -343,6 +355,7 @@ async fn fire_traffic(
                 goose,
                 generator,
                 recorder,
+                reading,
             },
             probes,
         }),
@@ -392,6 +405,7 @@ async fn drive_reference(
         target,
         ProbeConfig {
             database_url: Some(cell.database_url.clone()),
+            foreign_database: false,
             item_id: s.item.id,
             redis: Some((redis_url.to_string(), prefix.to_string())).filter(|_| is_redis),
             shop_metrics_url: Some(format!("{base_url}/metrics")),
@@ -445,10 +459,18 @@ async fn drive_reference(
     store.close().await;
     let server = ServerSide {
         truth,
-        truth_source: format!(
-            "items and orders tables of {}",
-            redact_url(&cell.database_url)
-        ),
+        oracle: OracleView {
+            source: format!(
+                "items and orders tables of {}",
+                redact_url(&cell.database_url)
+            ),
+            sees: "every order row (status, user, device, times) and the item's stock; for \
+                   redis-lua also Redis stock and the restock set, after a final reconciliation"
+                .into(),
+            blind_to: "nothing the definitions need: every acknowledged order is looked up by id"
+                .into(),
+            warning: None,
+        },
         redis_stock,
         redis_restocked_orders: restocked,
         stock_seen: crate::probe::extremes(&series, "db_stock"),
@@ -466,15 +488,25 @@ async fn setup_sale(http: &reqwest::Client, target: &Target) -> anyhow::Result<(
     let Some(req) = target.setup_request() else {
         return Ok(());
     };
-    let url = format!("{}{}", target.base_url.trim_end_matches('/'), req.path);
+    let url = target
+        .url(&req)
+        .map_err(|e| anyhow::anyhow!("target.setup: {e}"))?;
     let resp = req
-        .apply(http.request(req.reqwest_method(), &url))
+        .apply(http.request(req.reqwest_method(), url.clone()))
         .send()
         .await
-        .map_err(|e| Service::Shop.unreachable_error(&url, &e))?;
+        .map_err(|e| Service::Shop.unreachable_error(url.as_str(), &e))?;
     let status = resp.status();
     if !status.is_success() {
+        let location = resp.headers().get(reqwest::header::LOCATION).map(|l| {
+            format!(
+                "(redirects are not followed: Location {})",
+                String::from_utf8_lossy(l.as_bytes())
+            )
+        });
         let body = resp.text().await.unwrap_or_default();
+        let body = location.unwrap_or(body);
+        let url = url.to_string();
         return Err(RunError::SaleSetup { url, status, body }.into());
     }
     Ok(())

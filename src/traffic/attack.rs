@@ -6,9 +6,10 @@
 //! arrival. Goose is configured from our typed plan and never parses the process arguments; its
 //! own metrics (time to first byte from the actual send) are kept as a cross-check only.
 
+use super::mapping::Method;
 use super::recorder::{Ack, Answer, BuyerResult, Kind, Recorder, Told};
 use super::schedule::{AfterOrder, BuyerPlan};
-use super::target::{transport_answer, Action, Target};
+use super::target::{self, Action, Classified, Prepared, Read, Target};
 use goose::client::GooseClientBuilder;
 use goose::config::GooseConfiguration;
 use goose::prelude::*;
@@ -49,7 +50,8 @@ struct Ctx {
     plan: Arc<Vec<BuyerPlan>>,
     target: Arc<Target>,
     recorder: Arc<Recorder>,
-    /// For bots' extra submissions, which go out concurrently with their first.
+    /// The harness's client (no redirects): every goose user sends on it, and bots' extra
+    /// submissions, which go out concurrently with their first, too.
     client: reqwest::Client,
 }
 
@@ -79,10 +81,7 @@ pub async fn fire(
         plan,
         target: target.clone(),
         recorder: recorder.clone(),
-        client: reqwest::Client::builder()
-            .timeout(timeout)
-            .pool_max_idle_per_host(256)
-            .build()?,
+        client: target::client(timeout)?,
     });
     let journey_ctx = ctx.clone();
     let journey: TransactionFunction = Arc::new(move |user| {
@@ -149,12 +148,15 @@ async fn journey(user: &mut GooseUser, ctx: Arc<Ctx>) -> TransactionResult {
     let Some(b) = ctx.plan.get(user.weighted_users_index) else {
         return Ok(());
     };
+    // Goose's client builder cannot turn redirects off: every user sends on the harness's
+    // own shared client instead (one connection pool, no redirects followed).
+    user.client = ctx.client.clone();
     let rec = &ctx.recorder;
     let mut intended = rec.opened() + b.arrival;
     tokio::time::sleep_until(intended).await;
     rec.arrived();
     for think in &b.views {
-        let (_, _, done) = send(user, &ctx, Kind::View, &Action::View, b, intended).await;
+        let (_, done) = send(user, &ctx, Kind::View, &Action::View, b, intended).await;
         intended = done + *think;
         tokio::time::sleep_until(intended).await;
     }
@@ -170,14 +172,16 @@ async fn journey(user: &mut GooseUser, ctx: Arc<Ctx>) -> TransactionResult {
             send_direct(&ctx, &b, at).await
         }));
     }
-    let (answer, order_id, done) = send(user, &ctx, Kind::Order, &Action::Order, b, intended).await;
-    let mut created: Vec<(String, Instant)> = Vec::new();
-    if let (Answer::Created, Some(id)) = (answer, order_id) {
-        created.push((id, done));
+    let (first, done) = send(user, &ctx, Kind::Order, &Action::Order, b, intended).await;
+    let mut created: Vec<(Option<String>, Instant)> = Vec::new();
+    if let Some(c) = first.filter(|c| c.answer == Answer::Created) {
+        created.push((c.order_id, done));
     }
     for task in extra {
-        if let Ok((Answer::Created, Some(id), at)) = task.await {
-            created.push((id, at));
+        if let Ok((Some(c), at)) = task.await {
+            if c.answer == Answer::Created {
+                created.push((c.order_id, at));
+            }
         }
     }
     for (id, at) in &created {
@@ -191,30 +195,32 @@ async fn journey(user: &mut GooseUser, ctx: Arc<Ctx>) -> TransactionResult {
         };
         rec.ack(ack, *at);
     }
-    let (action, think) = match b.after {
+    let (kind, think) = match b.after {
         AfterOrder::Pay { think } => (Some(Kind::Pay), think),
         AfterOrder::Cancel { think } => (Some(Kind::Cancel), think),
         AfterOrder::Abandon => (None, Duration::ZERO),
     };
-    if let Some(kind) = action {
+    if let Some(kind) = kind {
         for (id, at) in &created {
-            let intended = (*at).max(done) + think;
-            tokio::time::sleep_until(intended).await;
             let act = if kind == Kind::Pay {
                 Action::Pay(id.clone())
             } else {
                 Action::Cancel(id.clone())
             };
-            let (answer, _, _) = send(user, &ctx, kind, &act, b, intended).await;
-            if answer == Answer::Ok {
-                rec.told(
-                    id,
-                    if kind == Kind::Pay {
-                        Told::Paid
-                    } else {
-                        Told::Cancelled
-                    },
-                );
+            // An order whose answer lacked the id a pay/cancel path needs is left to expire.
+            if ctx.target.prepare(&act, b).is_none() {
+                continue;
+            }
+            let intended = (*at).max(done) + think;
+            tokio::time::sleep_until(intended).await;
+            let (answer, _) = send(user, &ctx, kind, &act, b, intended).await;
+            if answer.is_some_and(|c| c.answer == Answer::Ok) {
+                let told = if kind == Kind::Pay {
+                    Told::Paid
+                } else {
+                    Told::Cancelled
+                };
+                rec.told(id.as_deref(), told);
             }
         }
     }
@@ -229,7 +235,17 @@ async fn journey(user: &mut GooseUser, ctx: Arc<Ctx>) -> TransactionResult {
     Ok(())
 }
 
-/// Sends one request through goose (so goose's metrics see it) and records it in ours.
+/// Records a read answer: its latency, and a sample when no rule classified it.
+fn record(ctx: &Ctx, kind: Kind, read: &Read, intended: Instant, done: Instant) {
+    let answer = read.classified.answer;
+    ctx.recorder.record(kind, answer, intended, done);
+    if let (true, Some(status)) = (answer.is_unclassified(), read.status) {
+        ctx.recorder.unclassified(kind, status, &read.body);
+    }
+}
+
+/// Sends one request through goose (so goose's metrics see it) and records it in ours;
+/// `None` when the mapping has no such request.
 async fn send(
     user: &mut GooseUser,
     ctx: &Ctx,
@@ -237,53 +253,57 @@ async fn send(
     action: &Action,
     b: &BuyerPlan,
     intended: Instant,
-) -> (Answer, Option<String>, Instant) {
-    let prepared = ctx.target.prepare(action, b);
-    let result = async {
-        let rb =
-            prepared.apply(user.get_request_builder(&prepared.goose_method(), &prepared.path)?);
-        let req = GooseRequest::builder()
-            .method(prepared.goose_method())
-            .path(prepared.path.as_str())
-            .name(kind.as_str())
-            .set_request_builder(rb)
-            .build();
-        Ok::<_, Box<TransactionError>>(user.request(req).await?.response)
-    }
-    .await;
-    let (answer, order_id) = match result {
-        Ok(Ok(resp)) => ctx.target.read(kind, resp).await,
-        Ok(Err(e)) => (transport_answer(&e), None),
-        Err(e) => match *e {
-            TransactionError::Reqwest(e) => (transport_answer(&e), None),
-            _ => (Answer::ConnectError, None),
-        },
+) -> (Option<Classified>, Instant) {
+    let Some(prepared) = ctx.target.prepare(action, b) else {
+        return (None, intended);
+    };
+    let read = match ctx.target.url(&prepared) {
+        Err(_) => Read::transport_failed(),
+        Ok(url) => {
+            let rb = prepared.apply(user.client.request(prepared.reqwest_method(), url));
+            let req = GooseRequest::builder()
+                .method(goose_method(&prepared))
+                .path(prepared.path.as_str())
+                .name(kind.as_str())
+                .set_request_builder(rb)
+                .build();
+            match user.request(req).await {
+                Ok(g) => match g.response {
+                    Ok(resp) => ctx.target.read(kind, resp).await,
+                    Err(e) => Read::transport(&e),
+                },
+                Err(e) => match *e {
+                    TransactionError::Reqwest(e) => Read::transport(&e),
+                    _ => Read::transport_failed(),
+                },
+            }
+        }
     };
     let done = Instant::now();
-    ctx.recorder.record(kind, answer, intended, done);
-    (answer, order_id, done)
+    record(ctx, kind, &read, intended, done);
+    (Some(read.classified), done)
+}
+
+/// The method for a goose request.
+fn goose_method(p: &Prepared) -> GooseMethod {
+    match p.method {
+        Method::Get => GooseMethod::Get,
+        Method::Post => GooseMethod::Post,
+        Method::Put => GooseMethod::Put,
+        Method::Patch => GooseMethod::Patch,
+        Method::Delete => GooseMethod::Delete,
+    }
 }
 
 /// A bot's extra submission, sent on our own client (concurrent with its goose request).
-async fn send_direct(
-    ctx: &Ctx,
-    b: &BuyerPlan,
-    intended: Instant,
-) -> (Answer, Option<String>, Instant) {
-    let prepared = ctx.target.prepare(&Action::Order, b);
-    let url = format!(
-        "{}{}",
-        ctx.target.base_url.trim_end_matches('/'),
-        prepared.path
-    );
-    let rb = prepared.apply(ctx.client.request(prepared.reqwest_method(), url));
-    let (answer, order_id) = match rb.send().await {
-        Ok(resp) => ctx.target.read(Kind::Order, resp).await,
-        Err(e) => (transport_answer(&e), None),
+async fn send_direct(ctx: &Ctx, b: &BuyerPlan, intended: Instant) -> (Option<Classified>, Instant) {
+    let Some(prepared) = ctx.target.prepare(&Action::Order, b) else {
+        return (None, intended);
     };
+    let read = ctx.target.send(&ctx.client, Kind::Order, &prepared).await;
     let done = Instant::now();
-    ctx.recorder.record(Kind::Order, answer, intended, done);
-    (answer, order_id, done)
+    record(ctx, Kind::Order, &read, intended, done);
+    (Some(read.classified), done)
 }
 
 /// User + system CPU seconds of this process (getrusage).

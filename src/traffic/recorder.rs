@@ -54,6 +54,10 @@ pub enum Answer {
     NotFound,
     /// Another 4xx: the client sent something the shop refused.
     Invalid,
+    /// A 2xx that no rule of the mapping classifies: the mapping needs a rule for it.
+    Unclassified,
+    /// A 3xx that no rule classifies. The harness follows no redirect: it records the answer.
+    Redirect,
     /// 503 busy: pool exhausted, lock timeout, retries exhausted.
     Busy,
     /// Any other 5xx.
@@ -66,7 +70,7 @@ pub enum Answer {
 
 impl Answer {
     /// Every answer, in report order.
-    pub const ALL: [Answer; 12] = [
+    pub const ALL: [Answer; 14] = [
         Answer::Created,
         Answer::Ok,
         Answer::SoldOut,
@@ -75,6 +79,8 @@ impl Answer {
         Answer::Rejected,
         Answer::NotFound,
         Answer::Invalid,
+        Answer::Unclassified,
+        Answer::Redirect,
         Answer::Busy,
         Answer::ServerError,
         Answer::Timeout,
@@ -92,6 +98,8 @@ impl Answer {
             Answer::Rejected => "rejected",
             Answer::NotFound => "not_found",
             Answer::Invalid => "invalid",
+            Answer::Unclassified => "unclassified",
+            Answer::Redirect => "redirect",
             Answer::Busy => "busy",
             Answer::ServerError => "server_error",
             Answer::Timeout => "timeout",
@@ -106,12 +114,20 @@ impl Answer {
             Answer::Busy | Answer::ServerError | Answer::Timeout | Answer::ConnectError
         )
     }
+
+    /// An answer no rule of the mapping classified (a 2xx or a 3xx): not an error, but the
+    /// run cannot say what the shop meant by it.
+    pub fn is_unclassified(self) -> bool {
+        matches!(self, Answer::Unclassified | Answer::Redirect)
+    }
 }
 
-/// An order a client was told exists (201 with an order id).
+/// An order a client was told exists (an answer classified `created`).
 #[derive(Debug, Clone, Serialize)]
 pub struct Ack {
-    pub order_id: String,
+    /// The order id the answer carried; `None` when the mapping has no `order_id_field` or
+    /// the answer lacked it (the acknowledgement still counts, by answer).
+    pub order_id: Option<String>,
     pub buyer: usize,
     pub user_id: String,
     pub device_id: String,
@@ -136,6 +152,19 @@ pub struct BuyerResult {
     pub got_order: bool,
 }
 
+/// Answers no rule classified, grouped by request kind and status, with the first body seen.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UnclassifiedAnswer {
+    pub kind: Kind,
+    pub status: u16,
+    pub count: u64,
+    /// The first such body, cut to [`SAMPLE_BYTES`] (a redirect: its `Location`).
+    pub sample: String,
+}
+
+/// How much of an unclassified answer's body is kept as a sample.
+pub const SAMPLE_BYTES: usize = 200;
+
 #[derive(Default)]
 struct Inner {
     hist: BTreeMap<(Kind, Answer), Histogram<u64>>,
@@ -143,6 +172,8 @@ struct Inner {
     timeline: Vec<BTreeMap<(Kind, Answer), u64>>,
     acks: Vec<Ack>,
     told: HashMap<String, Told>,
+    cancels_ok: u64,
+    unclassified: BTreeMap<(Kind, u16), UnclassifiedAnswer>,
     first_sold_out_ms: Option<u64>,
     buyers: BTreeMap<usize, BuyerResult>,
     arrived: u64,
@@ -247,9 +278,30 @@ impl Recorder {
         self.lock().acks.push(ack);
     }
 
-    /// A client was told its order is paid or cancelled.
-    pub fn told(&self, order_id: &str, told: Told) {
-        self.lock().told.insert(order_id.to_string(), told);
+    /// A client was told its order (by id, when it has one) is paid or cancelled.
+    pub fn told(&self, order_id: Option<&str>, told: Told) {
+        let mut st = self.lock();
+        if told == Told::Cancelled {
+            st.cancels_ok += 1;
+        }
+        if let Some(id) = order_id {
+            st.told.insert(id.to_string(), told);
+        }
+    }
+
+    /// An answer no rule classified: counted per kind and status, the first body kept.
+    pub fn unclassified(&self, kind: Kind, status: u16, body: &str) {
+        let mut st = self.lock();
+        let e = st
+            .unclassified
+            .entry((kind, status))
+            .or_insert_with(|| UnclassifiedAnswer {
+                kind,
+                status,
+                count: 0,
+                sample: cut(body, SAMPLE_BYTES),
+            });
+        e.count += 1;
     }
 
     /// Counts for a progress line.
@@ -283,6 +335,8 @@ impl Recorder {
             timeline: st.timeline.clone(),
             acks: st.acks.clone(),
             told: st.told.clone(),
+            cancels_ok: st.cancels_ok,
+            unclassified: st.unclassified.values().cloned().collect(),
             first_sold_out_ms: st.first_sold_out_ms,
             buyers: st.buyers.clone(),
         }
@@ -299,9 +353,26 @@ pub struct Measurements {
     /// Index = whole seconds after the sale opened.
     pub timeline: Vec<BTreeMap<(Kind, Answer), u64>>,
     pub acks: Vec<Ack>,
+    /// What clients were last told about orders they paid or cancelled, by order id.
     pub told: HashMap<String, Told>,
+    /// Cancels answered `ok`, with or without an order id: units the run saw restocked.
+    pub cancels_ok: u64,
+    /// Answers no rule classified, by kind and status.
+    pub unclassified: Vec<UnclassifiedAnswer>,
     pub first_sold_out_ms: Option<u64>,
     pub buyers: BTreeMap<usize, BuyerResult>,
+}
+
+/// `s` cut to at most `max` bytes on a character boundary, with `…` when cut.
+pub fn cut(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &s[..end])
 }
 
 impl Measurements {
@@ -314,6 +385,16 @@ impl Measurements {
             }
         }
         h
+    }
+
+    /// Every request recorded, of every kind (answered or not).
+    pub fn total_requests(&self) -> u64 {
+        self.histograms.values().map(|h| h.len()).sum()
+    }
+
+    /// Requests (of every kind) whose answer no rule classified.
+    pub fn unclassified_requests(&self) -> u64 {
+        self.unclassified.iter().map(|u| u.count).sum()
     }
 
     /// Requests of one kind by answer.

@@ -246,6 +246,9 @@ impl Scenario {
         }
         self.client.validate()?;
         self.shop.validate()?;
+        if let Some(t) = &self.target {
+            validate::target_fits(t, &self.browse, &self.after_order)?;
+        }
         Ok(())
     }
 
@@ -310,7 +313,7 @@ order_id_field = "data.id"
 outcomes = [{ status = ["200"], outcome = "created" }]
 "#;
         let s = Scenario::parse(&format!("{MINIMAL}{target}")).unwrap();
-        assert_eq!(s.mapping().order_id_field, "data.id");
+        assert_eq!(s.mapping().order_id_field.as_deref(), Some("data.id"));
         assert!(s.mapping().setup.is_none());
         let e = Scenario::parse(&format!(
             "{MINIMAL}{}",
@@ -326,6 +329,36 @@ outcomes = [{ status = ["200"], outcome = "created" }]
         assert_eq!(
             Scenario::parse(MINIMAL).unwrap().mapping(),
             Default::default()
+        );
+    }
+
+    #[test]
+    fn a_mapping_needs_only_the_requests_the_scenario_sends() {
+        let minimal = r#"
+[after_order]
+pay = 0
+abandon = 1
+[target]
+setup = { method = "POST", path = "/stock/reset?amount={stock}" }
+order = { method = "POST", path = "/purchase" }
+outcomes = [{ status = ["200"], outcome = "created" }]
+[target.oracle]
+url = "/stock"
+stock_field = "current_stock"
+"#;
+        let s = Scenario::parse(&format!("{MINIMAL}{minimal}")).unwrap();
+        let m = s.mapping();
+        assert!(m.pay.is_none() && m.cancel.is_none() && m.order_id_field.is_none());
+        assert!(m.oracle.unwrap().fields.derives_sold());
+        let e = Scenario::parse(&format!(
+            "{MINIMAL}{}",
+            minimal.replace("pay = 0\nabandon = 1", "pay = 0.5\nabandon = 0.5")
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("target.pay") && e.contains("after_order.pay is above 0"),
+            "{e}"
         );
     }
 

@@ -1,18 +1,26 @@
 //! The shop under test at run time: each action becomes an HTTP request built from the
-//! [`Mapping`]'s templates, and each answer (or transport failure) becomes an [`Answer`].
+//! [`Mapping`]'s templates, and each answer (or transport failure) becomes an [`Answer`], with
+//! the reason (which rule matched, or none).
+//!
+//! Every URL is the target's base URL plus a template's path (checked when the scenario was
+//! read, its values percent-encoded), and is checked again to name the target's own host and
+//! port before it is used. No client of the harness follows a redirect: a 3xx is an answer.
 
+use super::mapping::template::{self, Encoding, Placeholder};
 use super::mapping::{Mapping, Method, OutcomeRule, RequestTemplate};
 use super::recorder::{Answer, Kind};
 use super::schedule::BuyerPlan;
-use goose::prelude::GooseMethod;
+use reqwest::Url;
+use std::borrow::Cow;
+use std::time::Duration;
 
-/// What a buyer asks the shop to do.
+/// What a buyer asks the shop to do. Pay and cancel carry the order's id when it has one.
 #[derive(Debug, Clone)]
 pub enum Action {
     View,
     Order,
-    Pay(String),
-    Cancel(String),
+    Pay(Option<String>),
+    Cancel(Option<String>),
 }
 
 /// The sale being set up, for template values.
@@ -23,6 +31,19 @@ pub struct Sale {
     pub purchase_limit: i64,
     pub name: String,
     pub price_cents: i64,
+}
+
+impl Sale {
+    /// The scenario's item.
+    pub fn of(s: &super::Scenario) -> Self {
+        Sale {
+            item_id: s.item.id,
+            stock: s.item.stock,
+            purchase_limit: s.item.purchase_limit,
+            name: s.item.name.clone(),
+            price_cents: s.item.price_cents,
+        }
+    }
 }
 
 /// A shop at a base URL with its mapping.
@@ -67,25 +88,24 @@ impl Prepared {
         }
     }
 
-    /// The method for a goose request.
-    pub fn goose_method(&self) -> GooseMethod {
-        match self.method {
-            Method::Get => GooseMethod::Get,
-            Method::Post => GooseMethod::Post,
-            Method::Put => GooseMethod::Put,
-            Method::Patch => GooseMethod::Patch,
-            Method::Delete => GooseMethod::Delete,
-        }
+    /// `POST /api/orders`.
+    pub fn line(&self) -> String {
+        format!("{} {}", self.method.as_str(), self.path)
     }
 }
 
-fn json_escape(s: &str) -> String {
-    let quoted = serde_json::to_string(s).unwrap_or_default();
-    quoted[1..quoted.len() - 1].to_string()
+/// A client for the harness's own requests: it follows no redirect (a 3xx is an answer, so
+/// a redirect can never take a request to a host the loopback guard did not approve).
+pub fn client(timeout: Duration) -> reqwest::Result<reqwest::Client> {
+    reqwest::Client::builder()
+        .timeout(timeout)
+        .redirect(reqwest::redirect::Policy::none())
+        .pool_max_idle_per_host(256)
+        .build()
 }
 
 /// The value at a dot path of a JSON answer, as text: a string as it is, anything else as JSON.
-fn field(v: &serde_json::Value, path: &str) -> Option<String> {
+pub fn field(v: &serde_json::Value, path: &str) -> Option<String> {
     let v = path.split('.').try_fold(v, |v, k| v.get(k))?;
     Some(
         v.as_str()
@@ -102,25 +122,77 @@ fn applies(rule: &OutcomeRule, status: u16, json: Option<&serde_json::Value>) ->
         })
 }
 
+/// Why an answer got its outcome.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Why {
+    /// `target.outcomes[i]` matched.
+    Rule(usize),
+    /// No rule matched; the harness's default for this status.
+    NoRule,
+}
+
+/// A classified answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Classified {
+    pub answer: Answer,
+    /// A created order's id, when the mapping names a field and the answer has it.
+    pub order_id: Option<String>,
+    pub why: Why,
+}
+
+/// A full answer read and classified; `status` and `body` are kept for samples and `--probe`.
+#[derive(Debug, Clone)]
+pub struct Read {
+    pub classified: Classified,
+    /// `None`: no HTTP answer (timeout, connection error).
+    pub status: Option<u16>,
+    /// The body (a redirect: `Location: ...`).
+    pub body: String,
+}
+
+impl Read {
+    fn failed(answer: Answer) -> Self {
+        Read {
+            classified: Classified {
+                answer,
+                order_id: None,
+                why: Why::NoRule,
+            },
+            status: None,
+            body: String::new(),
+        }
+    }
+
+    /// A request that got no HTTP answer.
+    pub fn transport(e: &reqwest::Error) -> Self {
+        Read::failed(transport_answer(e))
+    }
+
+    /// A request that could not be sent at all (recorded as a connection error).
+    pub fn transport_failed() -> Self {
+        Read::failed(Answer::ConnectError)
+    }
+}
+
 impl Target {
-    fn fill(&self, template: &str, b: Option<&BuyerPlan>, order_id: Option<&str>) -> String {
+    fn value(
+        &self,
+        p: Placeholder,
+        b: Option<&BuyerPlan>,
+        order_id: Option<&str>,
+    ) -> Option<Cow<'_, str>> {
         let s = &self.sale;
-        let mut out = template
-            .replace("{item_id}", &s.item_id.to_string())
-            .replace("{stock}", &s.stock.to_string())
-            .replace("{purchase_limit}", &s.purchase_limit.to_string())
-            .replace("{price_cents}", &s.price_cents.to_string())
-            .replace("{name}", &json_escape(&s.name))
-            .replace("{qty}", "1");
-        if let Some(b) = b {
-            out = out
-                .replace("{user_id}", &json_escape(&b.user_id))
-                .replace("{device_id}", &json_escape(&b.device_id));
-        }
-        if let Some(id) = order_id {
-            out = out.replace("{order_id}", &json_escape(id));
-        }
-        out
+        Some(match p {
+            Placeholder::ItemId => s.item_id.to_string().into(),
+            Placeholder::Stock => s.stock.to_string().into(),
+            Placeholder::PurchaseLimit => s.purchase_limit.to_string().into(),
+            Placeholder::PriceCents => s.price_cents.to_string().into(),
+            Placeholder::Name => Cow::Owned(s.name.clone()),
+            Placeholder::Qty => "1".into(),
+            Placeholder::UserId => Cow::Owned(b?.user_id.clone()),
+            Placeholder::DeviceId => Cow::Owned(b?.device_id.clone()),
+            Placeholder::OrderId => Cow::Owned(order_id?.to_string()),
+        })
     }
 
     /// `t` filled in for buyer `b` (with its IP header) or, without a buyer, for the sale.
@@ -135,24 +207,29 @@ impl Target {
             .map(|b| (self.mapping.ip_header.clone(), b.ip.clone()))
             .into_iter()
             .collect();
+        let fill = |text: &str, enc| template::expand(text, enc, |p| self.value(p, b, order_id));
         Prepared {
             method: t.method,
-            path: self.fill(&t.path, b, order_id),
-            body: t.body.as_ref().map(|body| self.fill(body, b, order_id)),
+            path: fill(&t.path, Encoding::Path),
+            body: t.body.as_deref().map(|body| fill(body, Encoding::Json)),
             headers,
         }
     }
 
-    /// The request for `action` by buyer `b`.
-    pub fn prepare(&self, action: &Action, b: &BuyerPlan) -> Prepared {
+    /// The request for `action` by buyer `b`; `None` when the mapping has no such request
+    /// (the scenario never asks for one then), or it needs an order id the order lacked.
+    pub fn prepare(&self, action: &Action, b: &BuyerPlan) -> Option<Prepared> {
         let m = &self.mapping;
         let (t, order_id) = match action {
-            Action::View => (&m.view, None),
+            Action::View => (m.view.as_ref()?, None),
             Action::Order => (&m.order, None),
-            Action::Pay(id) => (&m.pay, Some(id.as_str())),
-            Action::Cancel(id) => (&m.cancel, Some(id.as_str())),
+            Action::Pay(id) => (m.pay.as_ref()?, id.as_deref()),
+            Action::Cancel(id) => (m.cancel.as_ref()?, id.as_deref()),
         };
-        self.request(t, Some(b), order_id)
+        if order_id.is_none() && t.needs_order_id() {
+            return None;
+        }
+        Some(self.request(t, Some(b), order_id))
     }
 
     /// The set-up request, if the mapping has one.
@@ -161,36 +238,87 @@ impl Target {
         Some(self.request(t, None, None))
     }
 
-    /// Classifies a status and body; returns the outcome and, for a created order, its id.
-    pub fn classify(&self, kind: Kind, status: u16, body: &str) -> (Answer, Option<String>) {
+    /// The full URL of a prepared request: the base URL plus its path, refused unless it names
+    /// the base URL's own scheme, host and port.
+    pub fn url(&self, p: &Prepared) -> Result<Url, String> {
+        let text = format!("{}{}", self.base_url.trim_end_matches('/'), p.path);
+        let url = Url::parse(&text).map_err(|e| format!("{text:?} is not a URL: {e}"))?;
+        let base = Url::parse(&self.base_url).map_err(|e| e.to_string())?;
+        let same = url.scheme() == base.scheme()
+            && url.host_str() == base.host_str()
+            && url.port_or_known_default() == base.port_or_known_default();
+        if same {
+            Ok(url)
+        } else {
+            Err(format!("{text:?} leaves the target {}", self.base_url))
+        }
+    }
+
+    /// Classifies a status and body: the first rule that matches, else `unclassified` (2xx),
+    /// `redirect` (3xx), `invalid` (4xx) or `server_error` (5xx). A `created` order carries its
+    /// id when the mapping names the field and the answer has it.
+    pub fn classify(&self, kind: Kind, status: u16, body: &str) -> Classified {
         let json: Option<serde_json::Value> = serde_json::from_str(body).ok();
-        let answer = self
+        let matched = self
             .mapping
             .outcomes
             .iter()
-            .find(|r| applies(r, status, json.as_ref()))
-            .map(|r| r.outcome.answer())
-            .unwrap_or(if status >= 500 {
-                Answer::ServerError
-            } else {
-                Answer::Invalid
-            });
-        if kind != Kind::Order || answer != Answer::Created {
-            return (answer, None);
-        }
-        // A "created" answer without an order id is not an acknowledgement we can audit.
-        match json.and_then(|j| field(&j, &self.mapping.order_id_field)) {
-            Some(id) => (answer, Some(id)),
-            None => (Answer::Invalid, None),
+            .position(|r| applies(r, status, json.as_ref()));
+        let (answer, why) = match matched {
+            Some(i) => (self.mapping.outcomes[i].outcome.answer(), Why::Rule(i)),
+            None => (
+                match status {
+                    200..=299 => Answer::Unclassified,
+                    300..=399 => Answer::Redirect,
+                    400..=499 => Answer::Invalid,
+                    _ => Answer::ServerError,
+                },
+                Why::NoRule,
+            ),
+        };
+        let order_id = (kind == Kind::Order && answer == Answer::Created)
+            .then(|| {
+                let path = self.mapping.order_id_field.as_ref()?;
+                field(json.as_ref()?, path)
+            })
+            .flatten();
+        Classified {
+            answer,
+            order_id,
+            why,
         }
     }
 
     /// Reads a full response (the body too: latency is full response time) and classifies it.
-    pub async fn read(&self, kind: Kind, resp: reqwest::Response) -> (Answer, Option<String>) {
+    pub async fn read(&self, kind: Kind, resp: reqwest::Response) -> Read {
         let status = resp.status().as_u16();
+        let location = resp
+            .headers()
+            .get(reqwest::header::LOCATION)
+            .map(|l| format!("Location: {}", String::from_utf8_lossy(l.as_bytes())));
         match resp.text().await {
-            Ok(body) => self.classify(kind, status, &body),
-            Err(e) => (transport_answer(&e), None),
+            Ok(body) => Read {
+                classified: self.classify(kind, status, &body),
+                status: Some(status),
+                body: location.unwrap_or(body),
+            },
+            Err(e) => Read::transport(&e),
+        }
+    }
+
+    /// Sends `p` on `client` (a harness client: no redirects) and reads the answer.
+    pub async fn send(&self, client: &reqwest::Client, kind: Kind, p: &Prepared) -> Read {
+        let url = match self.url(p) {
+            Ok(u) => u,
+            Err(_) => return Read::transport_failed(),
+        };
+        match p
+            .apply(client.request(p.reqwest_method(), url))
+            .send()
+            .await
+        {
+            Ok(resp) => self.read(kind, resp).await,
+            Err(e) => Read::transport(&e),
         }
     }
 }
@@ -227,50 +355,91 @@ mod tests {
     #[test]
     fn the_reference_mapping_classifies_the_shop_contract() {
         let t = target();
-        assert_eq!(
-            t.classify(
-                Kind::Order,
-                201,
-                r#"{"order_id":"7-abc","status":"pending_payment"}"#
-            ),
-            (Answer::Created, Some("7-abc".into()))
+        let c = t.classify(
+            Kind::Order,
+            201,
+            r#"{"order_id":"7-abc","status":"pending_payment"}"#,
         );
         assert_eq!(
-            t.classify(Kind::Order, 409, r#"{"error":"sold_out"}"#).0,
+            (c.answer, c.order_id, c.why),
+            (Answer::Created, Some("7-abc".into()), Why::Rule(0))
+        );
+        let answer = |kind, status, body| t.classify(kind, status, body).answer;
+        assert_eq!(
+            answer(Kind::Order, 409, r#"{"error":"sold_out"}"#),
             Answer::SoldOut
         );
         assert_eq!(
-            t.classify(Kind::Order, 409, r#"{"error":"duplicate"}"#).0,
+            answer(Kind::Order, 409, r#"{"error":"duplicate"}"#),
             Answer::Duplicate
         );
         assert_eq!(
-            t.classify(Kind::Order, 503, r#"{"error":"busy"}"#).0,
+            answer(Kind::Order, 503, r#"{"error":"busy"}"#),
             Answer::Busy
         );
         assert_eq!(
-            t.classify(Kind::Order, 503, r#"{"error":"not_warmed"}"#).0,
+            answer(Kind::Order, 503, r#"{"error":"not_warmed"}"#),
             Answer::ServerError
         );
-        assert_eq!(t.classify(Kind::Order, 429, "").0, Answer::RateLimited);
+        assert_eq!(answer(Kind::Order, 429, ""), Answer::RateLimited);
         assert_eq!(
-            t.classify(Kind::Pay, 409, r#"{"error":"invalid_state"}"#).0,
+            answer(Kind::Pay, 409, r#"{"error":"invalid_state"}"#),
             Answer::Rejected
         );
-        assert_eq!(t.classify(Kind::Pay, 200, "{}").0, Answer::Ok);
+        assert_eq!(answer(Kind::Pay, 200, "{}"), Answer::Ok);
+        let c = t.classify(Kind::Order, 201, "not json");
         assert_eq!(
-            t.classify(Kind::Order, 201, "not json").0,
-            Answer::Invalid,
-            "no id, no ack"
+            (c.answer, c.order_id),
+            (Answer::Created, None),
+            "an acknowledgement without its id is still an acknowledgement"
         );
     }
 
     #[test]
-    fn templates_fill_in_escaped_values() {
+    fn answers_no_rule_classifies_are_never_invalid() {
+        let mut t = target();
+        t.mapping
+            .outcomes
+            .retain(|r| r.outcome.answer() == Answer::SoldOut);
+        let answer = |status| t.classify(Kind::Order, status, "{}");
+        assert_eq!(answer(200).answer, Answer::Unclassified);
+        assert_eq!(answer(200).why, Why::NoRule);
+        assert_eq!(answer(307).answer, Answer::Redirect);
+        assert_eq!(answer(418).answer, Answer::Invalid);
+        assert_eq!(answer(502).answer, Answer::ServerError);
+    }
+
+    #[test]
+    fn templates_fill_in_escaped_values_and_urls_stay_on_the_target() {
         let t = target();
         let setup = t.setup_request().unwrap();
         assert_eq!(setup.path, "/api/items/7");
         let body: serde_json::Value = serde_json::from_str(setup.body.as_deref().unwrap()).unwrap();
         assert_eq!(body["name"], "tea \"green\"");
         assert_eq!(body["stock"], 10);
+        let b = BuyerPlan {
+            index: 0,
+            user_id: "u/{order_id}".into(),
+            device_id: "d".into(),
+            ip: "10.0.0.1".into(),
+            arrival: Duration::ZERO,
+            views: vec![],
+            bot: false,
+            resubmits: vec![],
+            after: crate::traffic::schedule::AfterOrder::Abandon,
+            wave: 1,
+        };
+        let pay = t
+            .prepare(&Action::Pay(Some("//evil.example/x".into())), &b)
+            .unwrap();
+        assert_eq!(pay.path, "/api/orders/%2F%2Fevil.example%2Fx/pay");
+        assert_eq!(
+            t.url(&pay).unwrap().as_str(),
+            "http://127.0.0.1:1/api/orders/%2F%2Fevil.example%2Fx/pay"
+        );
+        assert!(t.prepare(&Action::Pay(None), &b).is_none(), "no id, no pay");
+        let order = t.prepare(&Action::Order, &b).unwrap();
+        let body: serde_json::Value = serde_json::from_str(order.body.as_deref().unwrap()).unwrap();
+        assert_eq!(body["user_id"], "u/{order_id}", "never expanded again");
     }
 }

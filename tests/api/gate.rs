@@ -62,7 +62,11 @@ async fn the_gate_passes_on_redis_lua_and_writes_junit_and_the_ci_summary() {
     assert_eq!(run.code, 0, "{}", run.both());
     assert!(run.stdout.contains("oversell gate: PASS"), "{}", run.both());
     let xml = std::fs::read_to_string(&junit).unwrap();
-    assert_eq!(xml.matches("<testcase ").count(), 3, "{xml}");
+    assert_eq!(
+        xml.matches("<testcase ").count(),
+        6,
+        "the default limits: oversell, client_oversell, oracle_disagreement, lost_acks, duplicate_buyers, unclassified: {xml}"
+    );
     assert!(
         xml.contains(r#"failures="0""#) && !xml.contains("<failure"),
         "{xml}"
@@ -146,7 +150,8 @@ async fn an_unknown_threshold_name_exits_2_and_names_the_allowed_ones() {
     assert!(
         run.stderr.contains("unknown threshold `p95_ms`")
             && run.stderr.contains(
-                "oversell, lost_acks, duplicate_buyers, undersell, error_rate, p99_ms, p999_ms"
+                "oversell, client_oversell, oracle_disagreement, lost_acks, duplicate_buyers, \
+                 undersell, error_rate, unclassified, p99_ms, p999_ms"
             ),
         "{}",
         run.both()

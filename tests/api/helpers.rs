@@ -250,3 +250,27 @@ pub fn only_report(out: &std::path::Path) -> Value {
     assert_eq!(dirs.len(), 1, "one report under {}", out.display());
     serde_json::from_str(&std::fs::read_to_string(dirs[0].join("report.json")).unwrap()).unwrap()
 }
+
+/// Runs `oversell <command> --target <base> --scenario <scenario> --out <out> --quiet` plus
+/// `extra` flags: a rehearsal (`attack`) or a gate against a foreign shop.
+pub async fn against(
+    command: &str,
+    base: &str,
+    scenario: &str,
+    out: &std::path::Path,
+    extra: &[&str],
+) -> CliRun {
+    let out = out.to_str().expect("a UTF-8 path");
+    let mut args = vec![
+        command,
+        "--target",
+        base,
+        "--scenario",
+        scenario,
+        "--out",
+        out,
+        "--quiet",
+    ];
+    args.extend_from_slice(extra);
+    oversell_cli(&args, &[]).await
+}

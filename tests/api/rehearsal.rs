@@ -194,8 +194,22 @@ async fn spawn_stub() -> (String, String, PgPool) {
     (base, url, db)
 }
 
+const EXAMPLE: &str = "scenarios/rehearsal-example.toml";
 const SOLD: &str = "SELECT count(*) FROM stub_purchases WHERE sku = 1 AND status <> 'cancelled'";
 const STOCK: &str = "SELECT quantity FROM stub_stock WHERE sku = 1";
+
+/// `attack` on the stub with its SQL oracle ([`SOLD`], [`STOCK`]).
+async fn sql_rehearsal(base: &str, db_url: &str, out: &std::path::Path) -> CliRun {
+    let oracle = [
+        "--oracle-sql",
+        db_url,
+        "--sold-query",
+        SOLD,
+        "--stock-query",
+        STOCK,
+    ];
+    against("attack", base, EXAMPLE, out, &oracle).await
+}
 
 #[tokio::test]
 async fn the_sql_oracle_finds_the_stub_shops_oversell_through_the_custom_mapping() {
@@ -204,26 +218,7 @@ async fn the_sql_oracle_finds_the_stub_shops_oversell_through_the_custom_mapping
     let tmp = tempfile::tempdir().unwrap();
 
     // Act
-    let run = oversell_cli(
-        &[
-            "attack",
-            "--target",
-            &base,
-            "--scenario",
-            "scenarios/rehearsal-example.toml",
-            "--oracle-sql",
-            &db_url,
-            "--sold-query",
-            SOLD,
-            "--stock-query",
-            STOCK,
-            "--out",
-            tmp.path().to_str().unwrap(),
-            "--quiet",
-        ],
-        &[],
-    )
-    .await;
+    let run = sql_rehearsal(&base, &db_url, tmp.path()).await;
 
     // Assert: the report's oversell is exactly what the stub's own tables say.
     assert_eq!(run.code, 0, "{}", run.both());
@@ -331,7 +326,7 @@ async fn the_http_oracle_and_csv_buyers_drive_a_rehearsal_and_the_gate_fails_on_
 }
 
 #[tokio::test]
-async fn without_an_oracle_oversell_is_reported_as_not_verified_and_fails_the_gate() {
+async fn without_an_oracle_the_clients_evidence_still_fails_the_gate_on_the_stubs_oversell() {
     let (base, db_url, db) = spawn_stub().await;
     let tmp = tempfile::tempdir().unwrap();
 
@@ -373,19 +368,22 @@ async fn without_an_oracle_oversell_is_reported_as_not_verified_and_fails_the_ga
 
     assert_eq!(
         allowed.code,
-        0,
-        "--allow-unverified accepts what could not be measured: {}",
+        1,
+        "--allow-unverified never passes a run whose clients were told of more units than it had: {}",
         allowed.both()
     );
     assert!(
-        allowed.stdout.contains("not verified (allowed)"),
-        "{}",
+        allowed
+            .stdout
+            .lines()
+            .any(|l| l.contains(" oversell ") && l.trim_end().ends_with("FAIL")),
+        "oversell is breached, measured by the clients' evidence: {}",
         allowed.both()
     );
     assert_eq!(run.code, 1, "{}", run.both());
     assert!(
         run.stdout
-            .contains("oversell not verified (no server-side oracle)"),
+            .contains("oversell not verified by a server-side oracle"),
         "the report says so plainly: {}",
         run.both()
     );
@@ -396,6 +394,160 @@ async fn without_an_oracle_oversell_is_reported_as_not_verified_and_fails_the_ga
         run.both()
     );
     let report = only_report(tmp.path());
-    assert_eq!(report["runs"][0]["oversell"], Value::Null);
-    assert_eq!(report["runs"][0]["verified"], false);
+    let r = &report["runs"][0];
+    assert_eq!(r["oversell"], Value::Null);
+    assert_eq!(r["verified"], false);
+    assert!(r["client_oversell"].as_i64().unwrap() > 0, "{r}");
+}
+
+/// Relations, functions and extensions in the database (anything a probe could create).
+async fn objects(db: &PgPool) -> i64 {
+    sqlx::query_scalar(
+        "SELECT (SELECT count(*) FROM pg_class) + (SELECT count(*) FROM pg_proc) \
+         + (SELECT count(*) FROM pg_extension)",
+    )
+    .fetch_one(db)
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn the_sql_oracle_counts_from_before_the_sale_and_the_probes_leave_the_database_alone() {
+    // Arrange: an earlier sale left 7 purchases of the same sku, and the shop's database happens
+    // to have an `items` table like the reference shop's.
+    let (base, db_url, db) = spawn_stub().await;
+    for sql in [
+        "INSERT INTO stub_purchases (sku, account, device, status) \
+         SELECT 1, 'earlier-' || g, 'd', 'paid' FROM generate_series(1, 7) g",
+        "CREATE TABLE items (id BIGINT PRIMARY KEY, stock BIGINT NOT NULL)",
+        "INSERT INTO items VALUES (1, 999)",
+    ] {
+        sqlx::query(sql).execute(&db).await.unwrap();
+    }
+    let objects_before = objects(&db).await;
+    let tmp = tempfile::tempdir().unwrap();
+
+    // Act
+    let run = sql_rehearsal(&base, &db_url, tmp.path()).await;
+
+    // Assert
+    let all: i64 = sqlx::query_scalar(SOLD).fetch_one(&db).await.unwrap();
+    let objects_after = objects(&db).await;
+    db.close().await;
+    drop_database(&db_url).await;
+    assert_eq!(run.code, 0, "{}", run.both());
+    let r = &only_report(tmp.path())["runs"][0];
+    assert_eq!(r["sold"], all - 7, "this run's sales only: {r}");
+    assert_eq!(r["conservation_drift"], 0, "{r}");
+    assert!(
+        r["oracle_warning"]
+            .as_str()
+            .unwrap()
+            .contains("counted 7 sold before the sale began"),
+        "{r}"
+    );
+    let series: Vec<&str> = r["series"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        !series.contains(&"db_stock"),
+        "the reference shop's items table is not read on a foreign database: {series:?}"
+    );
+    assert_eq!(objects_after, objects_before, "nothing was created");
+}
+
+#[tokio::test]
+async fn a_sql_oracle_query_that_would_write_is_refused_before_the_shop_is_touched() {
+    let (base, db_url, db) = spawn_stub().await;
+    sqlx::query("CREATE SEQUENCE oracle_side_effect")
+        .execute(&db)
+        .await
+        .unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+
+    let side_effect = "SELECT nextval('oracle_side_effect')";
+    let run = against(
+        "attack",
+        &base,
+        EXAMPLE,
+        tmp.path(),
+        &["--oracle-sql", &db_url, "--sold-query", side_effect],
+    )
+    .await;
+
+    let advanced: bool = sqlx::query_scalar("SELECT is_called FROM oracle_side_effect")
+        .fetch_one(&db)
+        .await
+        .unwrap();
+    let set_up: i64 = sqlx::query_scalar("SELECT count(*) FROM stub_stock")
+        .fetch_one(&db)
+        .await
+        .unwrap();
+    db.close().await;
+    drop_database(&db_url).await;
+    assert_eq!(run.code, 2, "{}", run.both());
+    assert!(
+        run.stderr.contains("--sold-query") && run.stderr.contains("read-only transaction"),
+        "{}",
+        run.both()
+    );
+    assert!(!advanced, "the query ran read-only: nothing was written");
+    assert_eq!(
+        set_up, 0,
+        "the sale was never set up: the shop got no request"
+    );
+    assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 0);
+}
+
+#[tokio::test]
+async fn the_sql_oracle_reads_mysql_in_a_read_only_transaction() {
+    use oversell::rehearsal::{OracleSource, Tally};
+    use sqlx::migrate::MigrateDatabase;
+    // Arrange: a table of 3 sales, and a function that would write one more.
+    let url = fresh_db_url(Backend::Mysql);
+    sqlx::MySql::create_database(&url).await.unwrap();
+    let db = sqlx::MySqlPool::connect(&url).await.unwrap();
+    for sql in [
+        "CREATE TABLE sales (qty INT NOT NULL)",
+        "INSERT INTO sales VALUES (1), (1), (1)",
+        "CREATE FUNCTION sneak() RETURNS INT MODIFIES SQL DATA \
+         BEGIN INSERT INTO sales VALUES (1); RETURN 1; END",
+    ] {
+        sqlx::raw_sql(sql).execute(&db).await.unwrap();
+    }
+    let oracle = |sold: &str| OracleSource::Sql {
+        url: url.clone(),
+        sold_query: sold.into(),
+        stock_query: Some("SELECT 17".into()),
+    };
+
+    // Act
+    let read = oracle("SELECT sum(qty) FROM sales")
+        .connect()
+        .await
+        .unwrap();
+    let reading = read.read().await.unwrap();
+    let write = oracle("SELECT sneak()").connect().await.unwrap();
+    let refused = write.read().await;
+
+    // Assert
+    let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM sales")
+        .fetch_one(&db)
+        .await
+        .unwrap();
+    db.close().await;
+    drop_database(&url).await;
+    assert_eq!(
+        reading,
+        Some(Tally {
+            sold: Some(3),
+            stock: Some(17)
+        })
+    );
+    let e = refused.unwrap_err().to_string();
+    assert!(e.contains("READ ONLY") && e.contains("--sold-query"), "{e}");
+    assert_eq!(rows, 3, "nothing was written");
 }

@@ -458,11 +458,18 @@ async fn diff_reads_a_v1_report_against_a_v2_one() {
 
     let (code, stdout, stderr) = diff(&[v1, v1, "--fail-on", "oversell,latency_p99"]);
     assert_eq!(code, 0, "{stdout}{stderr}");
-    let verdicts: Vec<&str> = stdout
+    let rows: Vec<&str> = stdout
         .lines()
         .filter(|l| l.starts_with("| ") && !l.starts_with("| metric"))
-        .map(|l| l.trim_end_matches(" |").rsplit("| ").next().unwrap())
         .collect();
-    assert_eq!(verdicts.len(), oversell::diff::METRICS.len());
-    assert!(verdicts.iter().all(|v| *v == "same"), "{verdicts:?}");
+    assert_eq!(rows.len(), oversell::diff::METRICS.len());
+    for row in rows {
+        let verdict = row.trim_end_matches(" |").rsplit("| ").next().unwrap();
+        // v1 reports predate the clients' evidence and the mapping's unclassified answers.
+        let newer = ["client_oversell", "oracle_disagreement", "unclassified"]
+            .iter()
+            .any(|m| row.contains(&format!("(`{m}`)")));
+        let expected = if newer { "n/a" } else { "same" };
+        assert_eq!(verdict, expected, "{row}");
+    }
 }

@@ -5,6 +5,7 @@ use super::{
     AfterOrderSpec, Arrival, BotsSpec, BrowseSpec, BuyersSpec, ClientSpec, ItemSpec, WaveSpec,
 };
 use crate::shop::KnobError;
+use crate::traffic::mapping::Mapping;
 use std::fmt::Display;
 use std::path::PathBuf;
 
@@ -214,6 +215,37 @@ impl WaveSpec {
         }
         Ok(())
     }
+}
+
+/// Checks that the `[target]` mapping has every request the scenario will send: `view` when
+/// buyers browse, `pay` and `cancel` when their shares are above 0.
+pub(super) fn target_fits(
+    m: &Mapping,
+    browse: &BrowseSpec,
+    after: &AfterOrderSpec,
+) -> Result<(), FieldError> {
+    if m.view.is_none() && browse.view_share > 0.0 {
+        bad(
+            "target.view",
+            "a request (method, path) because browse.view_share is above 0",
+            "nothing",
+        )?;
+    }
+    if m.pay.is_none() && after.pay > 0.0 {
+        bad(
+            "target.pay",
+            "a request (method, path) because after_order.pay is above 0",
+            "nothing",
+        )?;
+    }
+    if m.cancel.is_none() && after.cancel > 0.0 {
+        bad(
+            "target.cancel",
+            "a request (method, path) because after_order.cancel is above 0",
+            "nothing",
+        )?;
+    }
+    Ok(())
 }
 
 impl ClientSpec {

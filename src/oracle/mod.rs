@@ -10,11 +10,24 @@
 //!   order the database has that no client was told about (e.g. its client timed out);
 //! - duplicate buyers: users (and devices) holding more than the purchase limit;
 //! - undersell: units left unsold while buyers were turned away.
+//!
+//! The clients' own evidence is judged on every run, with or without a server oracle
+//! (`clients`): acknowledged units minus the restocks the run saw, above the initial stock, is
+//! client-observed oversell; a server oracle whose `sold` is below what clients were told
+//! disagrees with the clients (the gap is a lower bound on lost acknowledged orders); answers
+//! no rule of the mapping classified are counted, with the rule to add. `verdict` writes the
+//! one-line verdict.
 
-use crate::model::{Order, OrderStatus};
-use crate::traffic::recorder::{Measurements, Told};
+mod clients;
+mod orders;
+mod verdict;
+
+pub use orders::peak_held;
+
+use crate::model::Order;
+use crate::traffic::recorder::{Measurements, UnclassifiedAnswer};
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::BTreeMap;
 
 /// What the oracle knows of the server side.
 #[derive(Debug, Clone)]
@@ -27,14 +40,37 @@ pub enum Truth {
     Unverified,
 }
 
+/// Which server-side oracle judged a run and what it can see, for the report.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct OracleView {
+    /// Where the truth comes from: the tables, the SQL or the URL (credentials redacted).
+    pub source: String,
+    /// What it can see.
+    pub sees: String,
+    /// What it cannot see.
+    pub blind_to: String,
+    /// A caveat about its figures that the verdict repeats (e.g. sold derived from stock).
+    pub warning: Option<String>,
+}
+
+/// How the clients' answers were read: the mapping facts the oracle needs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reading {
+    /// Where a created order's answer carries its id (`None`: the shop gives no ids).
+    pub order_id_field: Option<String>,
+    /// The largest share of answers no rule may classify.
+    pub max_unclassified: f64,
+}
+
 /// Everything the oracle needs.
 #[derive(Debug, Clone)]
 pub struct Evidence<'a> {
     pub initial_stock: i64,
     pub purchase_limit: i64,
     pub truth: Truth,
-    /// Where `truth` came from, for the report.
-    pub truth_source: String,
+    /// Which oracle gave `truth`, for the report.
+    pub oracle: OracleView,
+    pub reading: Reading,
     /// redis-lua: Redis stock after the final reconciliation.
     pub redis_stock: Option<i64>,
     /// redis-lua: the residual the final reconciliation found (before correcting it).
@@ -46,12 +82,22 @@ pub struct Evidence<'a> {
     pub clients: &'a Measurements,
 }
 
-/// The oracle's findings for one run.
+/// The oracle's findings for one run. Fields added after the first v2 reports read as absent
+/// (`serde(default)`) from older files.
 #[derive(Debug, Clone, Serialize, Deserialize, Default, PartialEq)]
 pub struct Findings {
     /// False when no server-side truth was available: oversell could not be verified.
     pub verified: bool,
     pub truth_source: String,
+    /// What the server-side oracle can see.
+    #[serde(default)]
+    pub oracle_sees: String,
+    /// What it cannot see.
+    #[serde(default)]
+    pub oracle_blind_to: String,
+    /// A caveat about the oracle's figures (e.g. sold derived from stock under-counts).
+    #[serde(default)]
+    pub oracle_warning: Option<String>,
     pub initial_stock: i64,
     pub sold: Option<i64>,
     pub oversell: Option<i64>,
@@ -92,53 +138,99 @@ pub struct Findings {
     pub restock_mismatch: Option<i64>,
     /// People (not bots) who tried to order and never got one.
     pub turned_away_buyers: u64,
-    /// Client-side only: acknowledged orders minus those the client itself cancelled.
+    /// Client-side: acknowledged units minus the restocks the run saw.
     pub client_net_acks: i64,
+    /// Units the run saw restocked: cancels answered ok, plus (with order rows) acknowledged
+    /// orders the database shows released.
+    #[serde(default)]
+    pub restocks_seen: Option<i64>,
+    /// Client-observed oversell: acknowledged − restocks seen − initial stock, floored at 0.
+    /// Measured on every run, with or without a server oracle.
+    #[serde(default)]
+    pub client_oversell: Option<i64>,
+    /// With a server oracle: what clients were told (net) minus what it counts as sold, when
+    /// positive ("the oracle disagrees with the clients"); a lower bound on lost acknowledged
+    /// orders.
+    #[serde(default)]
+    pub oracle_disagreement: Option<i64>,
+    /// Acknowledgements whose answer carried no order id.
+    #[serde(default)]
+    pub acks_without_id: u64,
+    /// Every request the clients sent, answered or not.
+    #[serde(default)]
+    pub answers: u64,
+    /// Answers no rule of the mapping classified (a 2xx or 3xx), of every kind.
+    #[serde(default)]
+    pub unclassified: u64,
+    /// `unclassified / answers`.
+    #[serde(default)]
+    pub unclassified_share: Option<f64>,
+    /// The bound on that share (`target.max_unclassified`).
+    #[serde(default)]
+    pub max_unclassified: Option<f64>,
+    /// The unclassified answers by kind and status, each with a sample body.
+    #[serde(default)]
+    pub unclassified_answers: Vec<UnclassifiedAnswer>,
+    /// Which rule to add for each kind of unclassified answer.
+    #[serde(default)]
+    pub mapping_advice: Vec<String>,
+    /// What the clients' evidence cannot show in this run (no order ids, restocks unseen).
+    #[serde(default)]
+    pub client_notes: Vec<String>,
     pub verdict: String,
+}
+
+impl Findings {
+    /// Whether more answers than the bound matched no rule: the run's figures cannot be
+    /// trusted until the mapping classifies them.
+    pub fn mapping_incomplete(&self) -> bool {
+        match (self.unclassified_share, self.max_unclassified) {
+            (Some(s), Some(max)) => s > max + 1e-12,
+            _ => false,
+        }
+    }
 }
 
 /// Audits one run.
 pub fn audit(e: &Evidence<'_>) -> Findings {
-    let c = e.clients;
-    let acked: HashSet<&str> = c.acks.iter().map(|a| a.order_id.as_str()).collect();
-    let cancelled_by_clients = c.told.values().filter(|t| **t == Told::Cancelled).count() as i64;
-    let turned_away = c
-        .buyers
-        .values()
-        .filter(|b| !b.bot && b.attempted && !b.got_order)
-        .count() as u64;
     let mut f = Findings {
-        truth_source: e.truth_source.clone(),
+        truth_source: e.oracle.source.clone(),
+        oracle_sees: e.oracle.sees.clone(),
+        oracle_blind_to: e.oracle.blind_to.clone(),
+        oracle_warning: e.oracle.warning.clone(),
         initial_stock: e.initial_stock,
-        acknowledged: c.acks.len() as u64,
-        turned_away_buyers: turned_away,
-        client_net_acks: c.acks.len() as i64 - cancelled_by_clients,
         redis_stock: e.redis_stock,
         reconcile_residual: e.reconcile_residual,
         min_stock_seen: e.stock_seen.map(|s| s.0),
         max_stock_seen: e.stock_seen.map(|s| s.1),
         ..Findings::default()
     };
-    let (sold, stock) = match &e.truth {
+    clients::observe(&mut f, e);
+    let (sold, stock, orders) = match &e.truth {
         Truth::Unverified => {
-            f.verdict = unverified_verdict(&f);
+            clients::judge(&mut f, e, None);
+            f.verdict = verdict::render(&f);
             return f;
         }
-        Truth::Totals { sold, stock } => (*sold, *stock),
+        Truth::Totals { sold, stock } => (*sold, *stock, None),
         Truth::Orders { db_stock, orders } => {
             let sold: i64 = orders
                 .iter()
                 .filter(|o| o.status.holds_stock())
                 .map(|o| o.qty)
                 .sum();
-            orders_findings(&mut f, orders, &acked, e);
-            (sold, Some(*db_stock))
+            orders::findings(&mut f, orders, e);
+            (sold, Some(*db_stock), Some(orders.as_slice()))
         }
     };
     f.verified = true;
     f.sold = Some(sold);
     f.oversell = Some((sold - e.initial_stock).max(0));
-    f.undersell = Some((e.initial_stock - sold).max(0).min(turned_away as i64));
+    f.undersell = Some(
+        (e.initial_stock - sold)
+            .max(0)
+            .min(f.turned_away_buyers as i64),
+    );
     f.db_stock = stock;
     f.negative_stock = stock.map(|s| s < 0);
     f.conservation_drift = stock.map(|s| e.initial_stock - (s + sold));
@@ -146,176 +238,16 @@ pub fn audit(e: &Evidence<'_>) -> Findings {
         (Some(r), Some(d)) => Some(r - d),
         _ => None,
     };
-    f.verdict = verdict(&f);
+    clients::judge(&mut f, e, orders);
+    f.verdict = verdict::render(&f);
     f
-}
-
-fn orders_findings(f: &mut Findings, orders: &[Order], acked: &HashSet<&str>, e: &Evidence<'_>) {
-    let in_db: HashMap<&str, &Order> = orders.iter().map(|o| (o.id.as_str(), o)).collect();
-    let lost: Vec<&str> = e
-        .clients
-        .acks
-        .iter()
-        .map(|a| a.order_id.as_str())
-        .filter(|id| !in_db.contains_key(id))
-        .collect();
-    f.lost_acks = Some(lost.len() as u64);
-    f.lost_ack_examples = lost.iter().take(20).map(|s| s.to_string()).collect();
-    f.phantom_orders = Some(
-        orders
-            .iter()
-            .filter(|o| !acked.contains(o.id.as_str()))
-            .count() as u64,
-    );
-    for st in OrderStatus::ALL {
-        f.orders_by_status.insert(st.as_str().to_string(), 0);
-    }
-    let mut by_user: HashMap<&str, i64> = HashMap::new();
-    let mut by_device: HashMap<&str, i64> = HashMap::new();
-    for o in orders {
-        *f.orders_by_status
-            .entry(o.status.as_str().to_string())
-            .or_default() += 1;
-        if o.status.holds_stock() {
-            *by_user.entry(&o.user_id).or_default() += o.qty;
-            if let Some(d) = &o.device_id {
-                *by_device.entry(d).or_default() += o.qty;
-            }
-        }
-    }
-    if let Some(restocked) = e.redis_restocked_orders {
-        let released = orders.iter().filter(|o| !o.status.holds_stock()).count() as i64;
-        f.restock_mismatch = Some(released - restocked);
-    }
-    f.peak_oversell = Some((peak_held(orders) - e.initial_stock).max(0));
-    f.duplicate_buyers = Some(by_user.values().filter(|q| **q > e.purchase_limit).count() as u64);
-    f.duplicate_devices = Some(
-        by_device
-            .values()
-            .filter(|q| **q > e.purchase_limit)
-            .count() as u64,
-    );
-    let mismatches = e
-        .clients
-        .told
-        .iter()
-        .filter(|(id, told)| match in_db.get(id.as_str()) {
-            Some(o) => match told {
-                Told::Paid => o.status != OrderStatus::Paid,
-                Told::Cancelled => o.status.holds_stock(),
-            },
-            None => false,
-        })
-        .count();
-    f.status_mismatches = Some(mismatches as u64);
-    let bots: HashSet<&str> = e
-        .clients
-        .acks
-        .iter()
-        .filter(|a| a.bot)
-        .map(|a| a.user_id.as_str())
-        .collect();
-    let sold: i64 = by_user.values().sum();
-    let bot_units: i64 = by_user
-        .iter()
-        .filter(|(u, _)| bots.contains(*u))
-        .map(|(_, q)| q)
-        .sum();
-    f.bot_units = Some(bot_units);
-    f.bot_share_of_units = Some(if sold > 0 {
-        bot_units as f64 / sold as f64
-    } else {
-        0.0
-    });
-}
-
-/// The most units held at once: each order holds its units from creation until it is released.
-pub fn peak_held(orders: &[Order]) -> i64 {
-    let mut events: Vec<(i64, i64)> = Vec::with_capacity(orders.len() * 2);
-    for o in orders {
-        events.push((o.created_at_ms, o.qty));
-        if !o.status.holds_stock() {
-            events.push((o.updated_at_ms.max(o.created_at_ms), -o.qty));
-        }
-    }
-    // At equal timestamps, releases first: a unit given back and re-bought in the same
-    // millisecond was never held twice.
-    events.sort_by_key(|(t, d)| (*t, *d));
-    let (mut held, mut peak) = (0i64, 0i64);
-    for (_, d) in events {
-        held += d;
-        peak = peak.max(held);
-    }
-    peak
-}
-
-fn verdict(f: &Findings) -> String {
-    let sold = f.sold.unwrap_or(0);
-    let mut parts = vec![match (f.oversell, f.peak_oversell) {
-        (Some(o), _) if o > 0 => format!("sold {sold} of {}: oversold {o}", f.initial_stock),
-        (_, Some(p)) if p > 0 => format!(
-            "sold {sold} of {}: no oversell at the end, but {p} units were oversold at the peak (later releases covered them)",
-            f.initial_stock
-        ),
-        _ => format!("sold {sold} of {}: no oversell", f.initial_stock),
-    }];
-    if let (Some(o), Some(p)) = (f.oversell, f.peak_oversell) {
-        if o > 0 && p > o {
-            parts.push(format!("{p} oversold at the peak"));
-        }
-    }
-    if f.negative_stock == Some(true) {
-        parts.push(format!("stock went negative ({})", f.db_stock.unwrap_or(0)));
-    } else if let Some(min) = f.min_stock_seen.filter(|m| *m < 0) {
-        parts.push(format!("stock was negative during the run ({min})"));
-    }
-    if let Some(max) = f.max_stock_seen.filter(|m| *m > f.initial_stock) {
-        parts.push(format!(
-            "stock rose above the initial {} (to {max})",
-            f.initial_stock
-        ));
-    }
-    if let Some(m) = f.restock_mismatch.filter(|m| *m != 0) {
-        parts.push(format!("restocks do not match releases ({m})"));
-    }
-    if let Some(l) = f.lost_acks.filter(|l| *l > 0) {
-        parts.push(format!("lost {l} acknowledged orders"));
-    }
-    if let Some(d) = f.duplicate_buyers.filter(|d| *d > 0) {
-        parts.push(format!("{d} buyers hold more than the limit"));
-    }
-    if let Some(d) = f.conservation_drift.filter(|d| *d != 0) {
-        parts.push(format!("conservation drift {d}"));
-    }
-    if let Some(d) = f.redis_drift.filter(|d| *d != 0) {
-        parts.push(format!("Redis differs from the database by {d}"));
-    }
-    if let Some(u) = f.undersell.filter(|u| *u > 0) {
-        parts.push(format!(
-            "{u} units left unsold while buyers were turned away"
-        ));
-    }
-    parts.join("; ")
-}
-
-fn unverified_verdict(f: &Findings) -> String {
-    let mut v = format!(
-        "oversell not verified (no server-side oracle); clients hold {} acknowledged orders net of their own cancels for {} units",
-        f.client_net_acks, f.initial_stock
-    );
-    if f.client_net_acks > f.initial_stock {
-        v.push_str(&format!(
-            ": acknowledgements exceed stock by {}, which is oversell unless units were restocked by expiry",
-            f.client_net_acks - f.initial_stock
-        ));
-    }
-    v
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::traffic::recorder::{Ack, BuyerResult};
+    use crate::model::OrderStatus;
+    use crate::traffic::recorder::{Ack, BuyerResult, Told};
 
     fn order(id: &str, user: &str, status: OrderStatus) -> Order {
         Order {
@@ -339,7 +271,7 @@ mod tests {
                 .iter()
                 .enumerate()
                 .map(|(i, (id, user))| Ack {
-                    order_id: id.to_string(),
+                    order_id: Some(id.to_string()),
                     buyer: i,
                     user_id: user.to_string(),
                     device_id: format!("d-{user}"),
@@ -348,6 +280,8 @@ mod tests {
                 })
                 .collect(),
             told: Default::default(),
+            cancels_ok: 0,
+            unclassified: vec![],
             first_sold_out_ms: None,
             buyers: (0..5)
                 .map(|i| {
@@ -364,6 +298,28 @@ mod tests {
         }
     }
 
+    /// Evidence of `initial` units, `truth` and `clients`, nothing else.
+    fn evidence(initial: i64, truth: Truth, c: &Measurements) -> Evidence<'_> {
+        Evidence {
+            initial_stock: initial,
+            purchase_limit: 1,
+            truth,
+            oracle: OracleView {
+                source: "test".into(),
+                ..OracleView::default()
+            },
+            reading: Reading {
+                order_id_field: Some("order_id".into()),
+                max_unclassified: 0.01,
+            },
+            redis_stock: None,
+            reconcile_residual: None,
+            stock_seen: None,
+            redis_restocked_orders: None,
+            clients: c,
+        }
+    }
+
     #[test]
     fn oversell_lost_acks_phantoms_and_duplicates_come_from_the_database() {
         let c = clients(&[("a", "u1"), ("b", "u2"), ("c", "bot1"), ("lost", "u3")]);
@@ -374,20 +330,14 @@ mod tests {
             order("c2", "bot1", OrderStatus::Paid),
             order("x", "u9", OrderStatus::Cancelled),
         ];
-        let f = audit(&Evidence {
-            initial_stock: 3,
-            purchase_limit: 1,
-            truth: Truth::Orders {
+        let f = audit(&evidence(
+            3,
+            Truth::Orders {
                 db_stock: -1,
                 orders,
             },
-            truth_source: "test".into(),
-            redis_stock: None,
-            reconcile_residual: None,
-            stock_seen: None,
-            redis_restocked_orders: None,
-            clients: &c,
-        });
+            &c,
+        ));
         assert_eq!(f.sold, Some(4));
         assert_eq!(f.oversell, Some(1));
         assert_eq!(f.negative_stock, Some(true));
@@ -435,18 +385,17 @@ mod tests {
             order("b", "u2", OrderStatus::Paid),
         ];
         let f = audit(&Evidence {
-            initial_stock: 10,
-            purchase_limit: 1,
-            truth: Truth::Orders {
-                db_stock: 8,
-                orders,
-            },
-            truth_source: "test".into(),
             redis_stock: Some(8),
             reconcile_residual: Some(0),
             stock_seen: Some((8, 10)),
-            redis_restocked_orders: None,
-            clients: &c,
+            ..evidence(
+                10,
+                Truth::Orders {
+                    db_stock: 8,
+                    orders,
+                },
+                &c,
+            )
         });
         assert_eq!(f.oversell, Some(0));
         assert_eq!(
@@ -460,21 +409,104 @@ mod tests {
     #[test]
     fn without_an_oracle_the_verdict_says_so() {
         let c = clients(&[("a", "u1"), ("b", "u2"), ("c", "u3")]);
-        let f = audit(&Evidence {
-            initial_stock: 2,
-            purchase_limit: 1,
-            truth: Truth::Unverified,
-            truth_source: "none".into(),
-            redis_stock: None,
-            reconcile_residual: None,
-            stock_seen: None,
-            redis_restocked_orders: None,
-            clients: &c,
-        });
+        let f = audit(&evidence(2, Truth::Unverified, &c));
         assert!(!f.verified);
         assert_eq!(f.oversell, None);
+        assert_eq!(f.client_oversell, Some(1), "measured without any oracle");
         assert!(
-            f.verdict.contains("not verified") && f.verdict.contains("exceed stock by 1"),
+            f.verdict.contains("not verified") && f.verdict.contains("client-observed oversell 1"),
+            "{}",
+            f.verdict
+        );
+    }
+
+    #[test]
+    fn a_stock_derived_oracle_that_undercounts_disagrees_with_the_clients() {
+        // 6 acknowledged, one cancel answered ok, 3 units: the shop's own counter says 2 sold.
+        let mut c = clients(&[
+            ("a", "u1"),
+            ("b", "u2"),
+            ("c", "u3"),
+            ("d", "u4"),
+            ("e", "u5"),
+            ("f", "u6"),
+        ]);
+        c.cancels_ok = 1;
+        let f = audit(&evidence(
+            3,
+            Truth::Totals {
+                sold: 2,
+                stock: Some(1),
+            },
+            &c,
+        ));
+        assert_eq!(f.oversell, Some(0), "the oracle alone sees none");
+        assert_eq!(f.restocks_seen, Some(1));
+        assert_eq!(f.client_net_acks, 5);
+        assert_eq!(f.client_oversell, Some(2));
+        assert_eq!(f.oracle_disagreement, Some(3));
+        assert!(
+            f.verdict.contains("the oracle sees no oversell")
+                && f.verdict.contains("client-observed oversell 2")
+                && f.verdict.contains(
+                    "the oracle disagrees with the clients: it counts 2 sold, clients were told 5"
+                ),
+            "{}",
+            f.verdict
+        );
+    }
+
+    #[test]
+    fn restocks_the_database_shows_for_acknowledged_orders_count_once() {
+        // Stock 1: "a" expired (the client never heard), "b" cancelled by its client, "c" paid.
+        let mut c = clients(&[("a", "u1"), ("b", "u2"), ("c", "u3")]);
+        c.cancels_ok = 1;
+        c.told.insert("b".into(), Told::Cancelled);
+        let orders = vec![
+            order("a", "u1", OrderStatus::Expired),
+            order("b", "u2", OrderStatus::Cancelled),
+            order("c", "u3", OrderStatus::Paid),
+        ];
+        let f = audit(&evidence(
+            1,
+            Truth::Orders {
+                db_stock: 0,
+                orders,
+            },
+            &c,
+        ));
+        assert_eq!(f.restocks_seen, Some(2));
+        assert_eq!(f.client_oversell, Some(0));
+        assert_eq!(f.oracle_disagreement, Some(0));
+        assert_eq!(f.verdict, "sold 1 of 1: no oversell");
+    }
+
+    #[test]
+    fn too_many_unclassified_answers_lead_the_verdict_with_the_rule_to_add() {
+        use crate::traffic::recorder::{Kind, UnclassifiedAnswer};
+        let mut c = clients(&[]);
+        let mut h = crate::traffic::recorder::new_histogram();
+        for _ in 0..10 {
+            h.record(1000).unwrap();
+        }
+        c.histograms.insert(
+            (Kind::Order, crate::traffic::recorder::Answer::Unclassified),
+            h,
+        );
+        c.unclassified = vec![UnclassifiedAnswer {
+            kind: Kind::Order,
+            status: 200,
+            count: 10,
+            sample: r#"{"message":"purchased"}"#.into(),
+        }];
+        let f = audit(&evidence(5, Truth::Unverified, &c));
+        assert!(f.mapping_incomplete());
+        assert_eq!(f.unclassified_share, Some(1.0));
+        assert!(
+            f.verdict
+                .starts_with("MAPPING INCOMPLETE: 10 of 10 answers")
+                && f.verdict
+                    .contains(r#"{ status = ["200"], outcome = "created" }"#),
             "{}",
             f.verdict
         );

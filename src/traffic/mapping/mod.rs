@@ -2,15 +2,26 @@
 //! and answer rules when the file is read. The reference shop's API is the default mapping.
 //!
 //! Templates substitute `{item_id}`, `{user_id}`, `{device_id}`, `{qty}`, `{order_id}`,
-//! `{stock}`, `{purchase_limit}`, `{name}` and `{price_cents}`; values are JSON-escaped, so a
-//! body template writes the quotes itself: `{"user": "{user_id}"}`.
+//! `{stock}`, `{purchase_limit}`, `{name}` and `{price_cents}` ([`template`]): in a path a value
+//! is percent-encoded, in a body JSON-escaped (a body template writes the quotes itself:
+//! `{"user": "{user_id}"}`), and nothing inserted is expanded again.
 //!
-//! [`RawMapping`] is the table as written (strings, unknown fields rejected); [`Mapping`] is
-//! what it means (a method, a status pattern, an outcome). Serde goes through the raw form both
-//! ways, so a bad method, status or outcome is an error naming its field while the file is read,
-//! and a mapping echoed into a report reads back the same.
+//! - `raw`: the table as written (strings, unknown fields rejected), the checks that turn it
+//!   into a [`Mapping`], and [`MappingError`], which names the field at fault. Serde goes
+//!   through the raw form both ways, so a mapping echoed into a report reads back the same.
+//! - [`template`]: placeholders, found when the file is read and expanded when a request is
+//!   built.
+//!
+//! Only the order request is required: `view`, `pay` and `cancel` may be left out when the
+//! scenario never sends them (the scenario checks that against its shares), and
+//! `order_id_field` may be left out when the shop gives no order ids (acknowledgements are then
+//! counted by answer).
+
+mod raw;
+pub mod template;
 
 use super::recorder::Answer;
+pub use raw::{MappingError, RawMapping, RawOracle, RawRequest, RawRule};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -91,15 +102,16 @@ impl fmt::Display for StatusPattern {
     }
 }
 
-/// What a rule says an answer means: any [`Answer`] an HTTP response can be (never a timeout
-/// or a connection error, which have no response to match).
+/// What a rule says an answer means: any [`Answer`] an HTTP response can be, except the ones
+/// the harness gives when nothing matched (`unclassified`, `redirect`) or no response came
+/// (`timeout`, `connect_error`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Outcome(Answer);
 
 impl Outcome {
     /// Whether a rule may name `a`.
     fn allowed(a: Answer) -> bool {
-        !matches!(a, Answer::Timeout | Answer::ConnectError)
+        !matches!(a, Answer::Timeout | Answer::ConnectError) && !a.is_unclassified()
     }
 
     /// Every outcome a rule may name, in report order.
@@ -125,10 +137,19 @@ impl Outcome {
 #[derive(Debug, Clone, PartialEq)]
 pub struct RequestTemplate {
     pub method: Method,
-    /// Starts with `/`.
+    /// A path on the target: starts with one `/`, no scheme, no host.
     pub path: String,
     /// JSON body template (sent with `content-type: application/json`).
     pub body: Option<String>,
+}
+
+impl RequestTemplate {
+    /// Whether the path or body names `{order_id}`.
+    pub fn needs_order_id(&self) -> bool {
+        let uses =
+            |t: &str| template::used(t).is_ok_and(|u| u.contains(&template::Placeholder::OrderId));
+        uses(&self.path) || self.body.as_deref().is_some_and(uses)
+    }
 }
 
 /// A JSON field (dot path) whose value must equal `equals` (a string, or a value's JSON text).
@@ -148,216 +169,76 @@ pub struct OutcomeRule {
     pub outcome: Outcome,
 }
 
+impl fmt::Display for OutcomeRule {
+    /// `status 409 and error = "sold_out" → sold_out`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let status: Vec<String> = self.status.iter().map(ToString::to_string).collect();
+        write!(f, "status {}", status.join(" or "))?;
+        if let Some(m) = &self.field {
+            write!(f, " and {} = {:?}", m.path, m.equals)?;
+        }
+        write!(f, " → {}", self.outcome.answer().as_str())
+    }
+}
+
+/// `[target.oracle]`: the shop's own endpoint that says how many units are sold and/or left.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OracleSpec {
+    /// A path on the target (`/stock`) or a full http(s) URL.
+    pub url: String,
+    pub fields: OracleFields,
+}
+
+/// Where sold and stock are in an oracle endpoint's JSON answer (dot paths).
+///
+/// With neither field named, the answer is `{"sold": N, "stock": M}` (`stock` optional). With
+/// only `stock`, sold is derived: the stock read before the sale minus the stock after it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OracleFields {
+    pub sold: Option<String>,
+    pub stock: Option<String>,
+}
+
+impl OracleFields {
+    /// Whether sold is derived from stock (only a stock field is named).
+    pub fn derives_sold(&self) -> bool {
+        self.sold.is_none() && self.stock.is_some()
+    }
+}
+
 /// The `[target]` table: a shop's API, parsed.
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(try_from = "RawMapping", into = "RawMapping")]
 pub struct Mapping {
     /// Sets up the sale before the run; absent when the target does not allow it.
     pub setup: Option<RequestTemplate>,
-    pub view: RequestTemplate,
+    /// A product page view (absent: the scenario's buyers never browse).
+    pub view: Option<RequestTemplate>,
     pub order: RequestTemplate,
-    pub pay: RequestTemplate,
-    pub cancel: RequestTemplate,
-    /// Dot path of the order id in a created order's JSON answer.
-    pub order_id_field: String,
+    /// Absent: the scenario's buyers never pay.
+    pub pay: Option<RequestTemplate>,
+    /// Absent: the scenario's buyers never cancel.
+    pub cancel: Option<RequestTemplate>,
+    /// Dot path of the order id in a created order's JSON answer (absent: the shop gives no
+    /// ids; acknowledgements are counted by answer).
+    pub order_id_field: Option<String>,
     /// Header that carries the simulated client IP (empty: none).
     pub ip_header: String,
     pub outcomes: Vec<OutcomeRule>,
+    /// The largest share of answers no rule may classify (0..=1) before the run fails, when
+    /// the table sets one (see [`Mapping::unclassified_bound`]).
+    pub max_unclassified: Option<f64>,
+    /// The shop's own oracle endpoint (`--oracle-http` overrides it).
+    pub oracle: Option<OracleSpec>,
 }
 
-/// One action's request as written.
-#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct RawRequest {
-    /// GET, POST, PUT, PATCH or DELETE.
-    pub method: String,
-    pub path: String,
-    /// JSON body template (sent with `content-type: application/json`).
-    #[serde(default)]
-    pub body: Option<String>,
-}
+/// The default bound on unclassified answers: 1 % of all answers.
+pub const MAX_UNCLASSIFIED: f64 = 0.01;
 
-/// A rule as written.
-#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct RawRule {
-    /// Status codes this rule applies to: a code like `"409"` or a class like `"4xx"`.
-    pub status: Vec<String>,
-    /// Optional JSON field (dot path) that must equal `equals`.
-    #[serde(default)]
-    pub field: Option<String>,
-    #[serde(default)]
-    pub equals: Option<String>,
-    /// created, ok, sold_out, duplicate, rate_limited, rejected, not_found, invalid, busy,
-    /// server_error.
-    pub outcome: String,
-}
-
-/// The `[target]` table as written.
-#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct RawMapping {
-    #[serde(default)]
-    pub setup: Option<RawRequest>,
-    pub view: RawRequest,
-    pub order: RawRequest,
-    pub pay: RawRequest,
-    pub cancel: RawRequest,
-    pub order_id_field: String,
-    #[serde(default = "forwarded_for")]
-    pub ip_header: String,
-    pub outcomes: Vec<RawRule>,
-}
-
-fn forwarded_for() -> String {
-    "X-Forwarded-For".into()
-}
-
-/// A `[target]` table that cannot be used; the message names the field and what is allowed.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum MappingError {
-    #[error(
-        "field `target.{action}.method` must be one of {} (got {got:?})",
-        methods()
-    )]
-    Method { action: &'static str, got: String },
-    #[error("field `target.{action}.path` must start with '/' (got {got:?})")]
-    Path { action: &'static str, got: String },
-    #[error(
-        "field `target.outcomes[{rule}].outcome` must be one of {} (got {got:?})",
-        outcomes()
-    )]
-    Outcome { rule: usize, got: String },
-    #[error("field `target.outcomes[{rule}].status` holds {got:?}: use a code like \"409\" or a class like \"4xx\"")]
-    Status { rule: usize, got: String },
-    #[error("field `target.outcomes[{rule}]`: `field` and `equals` go together")]
-    FieldWithoutEquals { rule: usize },
-}
-
-fn methods() -> String {
-    let names: Vec<&str> = Method::ALL.iter().map(|m| m.as_str()).collect();
-    names.join(", ")
-}
-
-fn outcomes() -> String {
-    let names: Vec<&str> = Outcome::all().map(|o| o.answer().as_str()).collect();
-    names.join(", ")
-}
-
-impl RawRequest {
-    /// The typed request of action `action` (named in errors).
-    fn parse(self, action: &'static str) -> Result<RequestTemplate, MappingError> {
-        let method = Method::parse(&self.method).ok_or_else(|| MappingError::Method {
-            action,
-            got: self.method.clone(),
-        })?;
-        if !self.path.starts_with('/') {
-            return Err(MappingError::Path {
-                action,
-                got: self.path,
-            });
-        }
-        Ok(RequestTemplate {
-            method,
-            path: self.path,
-            body: self.body,
-        })
-    }
-}
-
-impl RawRule {
-    /// The typed rule at index `rule` (named in errors).
-    fn parse(self, rule: usize) -> Result<OutcomeRule, MappingError> {
-        let outcome = Outcome::parse(&self.outcome).ok_or_else(|| MappingError::Outcome {
-            rule,
-            got: self.outcome.clone(),
-        })?;
-        let status = self
-            .status
-            .iter()
-            .map(|s| {
-                StatusPattern::parse(s).ok_or_else(|| MappingError::Status {
-                    rule,
-                    got: s.clone(),
-                })
-            })
-            .collect::<Result<_, _>>()?;
-        let field = match (self.field, self.equals) {
-            (Some(path), Some(equals)) => Some(FieldMatch { path, equals }),
-            (None, None) => None,
-            _ => return Err(MappingError::FieldWithoutEquals { rule }),
-        };
-        Ok(OutcomeRule {
-            status,
-            field,
-            outcome,
-        })
-    }
-}
-
-impl TryFrom<RawMapping> for Mapping {
-    type Error = MappingError;
-
-    /// Checks in file order: each action's method and path (set-up last), then each rule.
-    fn try_from(raw: RawMapping) -> Result<Mapping, MappingError> {
-        let view = raw.view.parse("view")?;
-        let order = raw.order.parse("order")?;
-        let pay = raw.pay.parse("pay")?;
-        let cancel = raw.cancel.parse("cancel")?;
-        let setup = raw.setup.map(|s| s.parse("setup")).transpose()?;
-        let outcomes = raw
-            .outcomes
-            .into_iter()
-            .enumerate()
-            .map(|(i, r)| r.parse(i))
-            .collect::<Result<_, _>>()?;
-        Ok(Mapping {
-            setup,
-            view,
-            order,
-            pay,
-            cancel,
-            order_id_field: raw.order_id_field,
-            ip_header: raw.ip_header,
-            outcomes,
-        })
-    }
-}
-
-impl From<RequestTemplate> for RawRequest {
-    fn from(t: RequestTemplate) -> Self {
-        RawRequest {
-            method: t.method.as_str().into(),
-            path: t.path,
-            body: t.body,
-        }
-    }
-}
-
-impl From<OutcomeRule> for RawRule {
-    fn from(r: OutcomeRule) -> Self {
-        let (field, equals) = r.field.map(|f| (f.path, f.equals)).unzip();
-        RawRule {
-            status: r.status.iter().map(ToString::to_string).collect(),
-            field,
-            equals,
-            outcome: r.outcome.answer().as_str().into(),
-        }
-    }
-}
-
-impl From<Mapping> for RawMapping {
-    fn from(m: Mapping) -> Self {
-        RawMapping {
-            setup: m.setup.map(Into::into),
-            view: m.view.into(),
-            order: m.order.into(),
-            pay: m.pay.into(),
-            cancel: m.cancel.into(),
-            order_id_field: m.order_id_field,
-            ip_header: m.ip_header,
-            outcomes: m.outcomes.into_iter().map(Into::into).collect(),
-        }
+impl Mapping {
+    /// The largest share of answers no rule may classify: `max_unclassified`, or 1 %.
+    pub fn unclassified_bound(&self) -> f64 {
+        self.max_unclassified.unwrap_or(MAX_UNCLASSIFIED)
     }
 }
 
@@ -393,7 +274,7 @@ impl Default for Mapping {
                     r#"{"stock": {stock}, "name": "{name}", "price_cents": {price_cents}, "purchase_limit": {purchase_limit}}"#,
                 ),
             )),
-            view: tpl(Method::Get, "/api/items/{item_id}", None),
+            view: Some(tpl(Method::Get, "/api/items/{item_id}", None)),
             order: tpl(
                 Method::Post,
                 "/api/orders",
@@ -401,10 +282,10 @@ impl Default for Mapping {
                     r#"{"item_id": {item_id}, "user_id": "{user_id}", "qty": {qty}, "device_id": "{device_id}"}"#,
                 ),
             ),
-            pay: tpl(Method::Post, "/api/orders/{order_id}/pay", None),
-            cancel: tpl(Method::Post, "/api/orders/{order_id}/cancel", None),
-            order_id_field: "order_id".into(),
-            ip_header: forwarded_for(),
+            pay: Some(tpl(Method::Post, "/api/orders/{order_id}/pay", None)),
+            cancel: Some(tpl(Method::Post, "/api/orders/{order_id}/cancel", None)),
+            order_id_field: Some("order_id".into()),
+            ip_header: raw::forwarded_for(),
             outcomes: vec![
                 rule(Code(201), None, Answer::Created),
                 rule(Class(2), None, Answer::Ok),
@@ -417,6 +298,8 @@ impl Default for Mapping {
                 rule(Class(4), None, Answer::Invalid),
                 rule(Class(5), None, Answer::ServerError),
             ],
+            max_unclassified: None,
+            oracle: None,
         }
     }
 }
@@ -434,11 +317,14 @@ mod tests {
             .to_string()
             .contains("target.outcomes[0].outcome"));
         let mut m = RawMapping::from(Mapping::default());
-        m.pay.method = "FETCH".into();
+        m.pay.as_mut().unwrap().method = "FETCH".into();
         assert!(Mapping::try_from(m)
             .unwrap_err()
             .to_string()
             .contains("target.pay.method"));
+        let mut m = RawMapping::from(Mapping::default());
+        m.outcomes[0].outcome = "unclassified".into();
+        assert!(Mapping::try_from(m).is_err(), "the harness's own answer");
     }
 
     #[test]
@@ -465,6 +351,43 @@ mod tests {
         assert_eq!(
             Mapping::try_from(m),
             Err(MappingError::FieldWithoutEquals { rule: 2 })
+        );
+    }
+
+    #[test]
+    fn paths_that_leave_the_target_are_refused_when_read() {
+        for bad in [
+            "//evil.example/x",
+            "http://evil.example/x",
+            "evil",
+            "/\\evil.example",
+        ] {
+            let mut m = RawMapping::from(Mapping::default());
+            m.order.path = bad.into();
+            let e = Mapping::try_from(m).unwrap_err().to_string();
+            assert!(e.contains("target.order.path"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn placeholders_are_checked_against_where_they_are_used() {
+        let mut m = RawMapping::from(Mapping::default());
+        m.order.body = Some(r#"{"u": "{usr_id}"}"#.into());
+        let e = Mapping::try_from(m).unwrap_err().to_string();
+        assert!(
+            e.contains("target.order.body") && e.contains("{usr_id}") && e.contains("{user_id}"),
+            "{e}"
+        );
+        let mut m = RawMapping::from(Mapping::default());
+        m.setup.as_mut().unwrap().path = "/reset/{user_id}".into();
+        let e = Mapping::try_from(m).unwrap_err().to_string();
+        assert!(e.contains("target.setup.path"), "{e}");
+        let mut m = RawMapping::from(Mapping::default());
+        m.order_id_field = None;
+        let e = Mapping::try_from(m).unwrap_err().to_string();
+        assert!(
+            e.contains("target.pay.path") && e.contains("target.order_id_field"),
+            "{e}"
         );
     }
 }

@@ -1,0 +1,115 @@
+//! What the oracle finds in the database's order rows (the reference shop, or any shop whose
+//! rows it can read): each acknowledged order looked up by id, each user's and device's
+//! holdings, and the most units held at any moment, replayed from the rows' own timestamps.
+
+use super::{Evidence, Findings};
+use crate::model::{Order, OrderStatus};
+use crate::traffic::recorder::Told;
+use std::collections::{HashMap, HashSet};
+
+/// The findings order rows allow: lost acknowledged orders, phantoms, orders by status,
+/// duplicate buyers and devices, status mismatches, bots' share, peak oversell, restocks.
+pub(super) fn findings(f: &mut Findings, orders: &[Order], e: &Evidence<'_>) {
+    let acked: HashSet<&str> = e
+        .clients
+        .acks
+        .iter()
+        .filter_map(|a| a.order_id.as_deref())
+        .collect();
+    let in_db: HashMap<&str, &Order> = orders.iter().map(|o| (o.id.as_str(), o)).collect();
+    let lost: Vec<&str> = e
+        .clients
+        .acks
+        .iter()
+        .filter_map(|a| a.order_id.as_deref())
+        .filter(|id| !in_db.contains_key(id))
+        .collect();
+    f.lost_acks = Some(lost.len() as u64);
+    f.lost_ack_examples = lost.iter().take(20).map(|s| s.to_string()).collect();
+    f.phantom_orders = Some(
+        orders
+            .iter()
+            .filter(|o| !acked.contains(o.id.as_str()))
+            .count() as u64,
+    );
+    for st in OrderStatus::ALL {
+        f.orders_by_status.insert(st.as_str().to_string(), 0);
+    }
+    let mut by_user: HashMap<&str, i64> = HashMap::new();
+    let mut by_device: HashMap<&str, i64> = HashMap::new();
+    for o in orders {
+        *f.orders_by_status
+            .entry(o.status.as_str().to_string())
+            .or_default() += 1;
+        if o.status.holds_stock() {
+            *by_user.entry(&o.user_id).or_default() += o.qty;
+            if let Some(d) = &o.device_id {
+                *by_device.entry(d).or_default() += o.qty;
+            }
+        }
+    }
+    if let Some(restocked) = e.redis_restocked_orders {
+        let released = orders.iter().filter(|o| !o.status.holds_stock()).count() as i64;
+        f.restock_mismatch = Some(released - restocked);
+    }
+    f.peak_oversell = Some((peak_held(orders) - e.initial_stock).max(0));
+    f.duplicate_buyers = Some(by_user.values().filter(|q| **q > e.purchase_limit).count() as u64);
+    f.duplicate_devices = Some(
+        by_device
+            .values()
+            .filter(|q| **q > e.purchase_limit)
+            .count() as u64,
+    );
+    let mismatches = e
+        .clients
+        .told
+        .iter()
+        .filter(|(id, told)| match in_db.get(id.as_str()) {
+            Some(o) => match told {
+                Told::Paid => o.status != OrderStatus::Paid,
+                Told::Cancelled => o.status.holds_stock(),
+            },
+            None => false,
+        })
+        .count();
+    f.status_mismatches = Some(mismatches as u64);
+    let bots: HashSet<&str> = e
+        .clients
+        .acks
+        .iter()
+        .filter(|a| a.bot)
+        .map(|a| a.user_id.as_str())
+        .collect();
+    let sold: i64 = by_user.values().sum();
+    let bot_units: i64 = by_user
+        .iter()
+        .filter(|(u, _)| bots.contains(*u))
+        .map(|(_, q)| q)
+        .sum();
+    f.bot_units = Some(bot_units);
+    f.bot_share_of_units = Some(if sold > 0 {
+        bot_units as f64 / sold as f64
+    } else {
+        0.0
+    });
+}
+
+/// The most units held at once: each order holds its units from creation until it is released.
+pub fn peak_held(orders: &[Order]) -> i64 {
+    let mut events: Vec<(i64, i64)> = Vec::with_capacity(orders.len() * 2);
+    for o in orders {
+        events.push((o.created_at_ms, o.qty));
+        if !o.status.holds_stock() {
+            events.push((o.updated_at_ms.max(o.created_at_ms), -o.qty));
+        }
+    }
+    // At equal timestamps, releases first: a unit given back and re-bought in the same
+    // millisecond was never held twice.
+    events.sort_by_key(|(t, d)| (*t, *d));
+    let (mut held, mut peak) = (0i64, 0i64);
+    for (_, d) in events {
+        held += d;
+        peak = peak.max(held);
+    }
+    peak
+}

@@ -1,0 +1,111 @@
+//! The one-line verdict of a run: the mapping first when it left too many answers unread, then
+//! what the server-side oracle found (or that there was none), then what the clients' own
+//! evidence shows beside it.
+
+use super::Findings;
+
+/// The verdict for `f`.
+pub(super) fn render(f: &Findings) -> String {
+    let mut parts = Vec::new();
+    if f.mapping_incomplete() {
+        parts.push(format!(
+            "MAPPING INCOMPLETE: {} of {} answers ({:.2} %) matched no rule of [target] (bound {:.2} %), so these figures cannot be trusted; {}",
+            f.unclassified,
+            f.answers,
+            f.unclassified_share.unwrap_or(0.0) * 100.0,
+            f.max_unclassified.unwrap_or(0.0) * 100.0,
+            f.mapping_advice.first().map_or("", String::as_str)
+        ));
+    }
+    let client_oversell = f.client_oversell.unwrap_or(0);
+    if f.verified {
+        server(f, client_oversell > 0, &mut parts);
+    } else {
+        parts.push("oversell not verified by a server-side oracle (none given)".into());
+    }
+    if client_oversell > 0 || !f.verified {
+        parts.push(format!(
+            "clients were told {} orders and saw {} restocked: {} units acknowledged for {}{}",
+            f.acknowledged,
+            f.restocks_seen.unwrap_or(0),
+            f.client_net_acks,
+            f.initial_stock,
+            if client_oversell > 0 {
+                format!(": client-observed oversell {client_oversell}")
+            } else {
+                String::new()
+            }
+        ));
+    }
+    if let (Some(d), Some(sold)) = (f.oracle_disagreement.filter(|d| *d > 0), f.sold) {
+        parts.push(format!(
+            "the oracle disagrees with the clients: it counts {sold} sold, clients were told {}; at least {d} acknowledged orders are missing from its count",
+            f.client_net_acks
+        ));
+    }
+    if let Some(w) = &f.oracle_warning {
+        parts.push(w.clone());
+    }
+    if f.unclassified > 0 && !f.mapping_incomplete() {
+        parts.push(format!(
+            "{} answers matched no rule of [target]",
+            f.unclassified
+        ));
+    }
+    parts.join("; ")
+}
+
+/// What the server-side oracle found. `clients_oversold`: the clients' evidence shows
+/// oversell, so "no oversell" is only the oracle's view.
+fn server(f: &Findings, clients_oversold: bool, parts: &mut Vec<String>) {
+    let sold = f.sold.unwrap_or(0);
+    let none = if clients_oversold {
+        "the oracle sees no oversell"
+    } else {
+        "no oversell"
+    };
+    parts.push(match (f.oversell, f.peak_oversell) {
+        (Some(o), _) if o > 0 => format!("sold {sold} of {}: oversold {o}", f.initial_stock),
+        (_, Some(p)) if p > 0 => format!(
+            "sold {sold} of {}: no oversell at the end, but {p} units were oversold at the peak (later releases covered them)",
+            f.initial_stock
+        ),
+        _ => format!("sold {sold} of {}: {none}", f.initial_stock),
+    });
+    if let (Some(o), Some(p)) = (f.oversell, f.peak_oversell) {
+        if o > 0 && p > o {
+            parts.push(format!("{p} oversold at the peak"));
+        }
+    }
+    if f.negative_stock == Some(true) {
+        parts.push(format!("stock went negative ({})", f.db_stock.unwrap_or(0)));
+    } else if let Some(min) = f.min_stock_seen.filter(|m| *m < 0) {
+        parts.push(format!("stock was negative during the run ({min})"));
+    }
+    if let Some(max) = f.max_stock_seen.filter(|m| *m > f.initial_stock) {
+        parts.push(format!(
+            "stock rose above the initial {} (to {max})",
+            f.initial_stock
+        ));
+    }
+    if let Some(m) = f.restock_mismatch.filter(|m| *m != 0) {
+        parts.push(format!("restocks do not match releases ({m})"));
+    }
+    if let Some(l) = f.lost_acks.filter(|l| *l > 0) {
+        parts.push(format!("lost {l} acknowledged orders"));
+    }
+    if let Some(d) = f.duplicate_buyers.filter(|d| *d > 0) {
+        parts.push(format!("{d} buyers hold more than the limit"));
+    }
+    if let Some(d) = f.conservation_drift.filter(|d| *d != 0) {
+        parts.push(format!("conservation drift {d}"));
+    }
+    if let Some(d) = f.redis_drift.filter(|d| *d != 0) {
+        parts.push(format!("Redis differs from the database by {d}"));
+    }
+    if let Some(u) = f.undersell.filter(|u| *u > 0) {
+        parts.push(format!(
+            "{u} units left unsold while buyers were turned away"
+        ));
+    }
+}

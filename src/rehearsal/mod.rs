@@ -1,0 +1,70 @@
+//! Rehearsal against someone else's shop: which URLs load may go to, the plan printed before
+//! (or instead of) sending, the user's own oracle, and the one-request-per-kind mapping check.
+//!
+//! Safety first: a target whose host is not loopback (127.0.0.0/8, ::1, `localhost`) is refused
+//! before any request unless the user passes `--allow-remote`, and then a banner names the host
+//! and the planned peak rate before the first request goes out.
+//!
+//! - `guard`: the loopback guard, checked when the command line is read and again right
+//!   before the first request.
+//! - `oracle`: the user's oracle (read-only SQL, or an HTTP endpoint read at field paths),
+//!   read before and after the sale.
+//! - `plan`: the plan as numbers, for `--dry-run` and the remote banner.
+//! - `mapping_check`: `attack --probe`: one request of each kind, each answer's classification
+//!   and why.
+
+mod guard;
+pub mod mapping_check;
+mod oracle;
+mod plan;
+
+pub use guard::{check_target, check_url, is_loopback_host, resolve_again, TargetError, Use};
+pub use oracle::{baseline_notes, run_totals, Oracle, OracleSource, Tally, Totals};
+pub use plan::PlanSummary;
+
+use crate::traffic::mapping::Mapping;
+
+/// A foreign shop: where it is, how its API looks, and how to audit it.
+#[derive(Debug, Clone)]
+pub struct Foreign {
+    pub base_url: String,
+    /// `host[:port]` of the target, for labels and banners.
+    pub host: String,
+    /// The user allowed a target (and oracle endpoint) that is not loopback.
+    pub allow_remote: bool,
+    pub mapping: Mapping,
+    pub oracle: OracleSource,
+}
+
+impl Foreign {
+    /// The run's label in reports: the target's `host:port`.
+    pub fn label(&self) -> String {
+        self.host.clone()
+    }
+}
+
+/// Checks every endpoint a run will use before anything is sent to the shop: the target's name
+/// (resolved again: DNS may have changed since the command line was read) against the loopback
+/// guard, one TCP connection to it (opened and closed, no request), the oracle endpoint's name,
+/// and the oracle itself ([`Oracle::check`]). Returns the connected oracle.
+///
+/// An unreachable shop or oracle is a typed [`crate::services::Unreachable`] (exit 3); the
+/// shop has then received no request at all.
+pub async fn preflight(f: &Foreign) -> anyhow::Result<Oracle> {
+    use crate::services::Service;
+    use std::time::Duration;
+    let addrs = resolve_again(Use::Target, &f.base_url, f.allow_remote).await?;
+    let unreachable = |e: &dyn std::fmt::Display| Service::Shop.unreachable_error(&f.base_url, e);
+    let connect = tokio::net::TcpStream::connect(&*addrs);
+    match tokio::time::timeout(Duration::from_secs(5), connect).await {
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => return Err(unreachable(&e).into()),
+        Err(_) => return Err(unreachable(&"no answer within 5 s").into()),
+    }
+    if let OracleSource::Http { url, .. } = &f.oracle {
+        resolve_again(Use::Oracle, url, f.allow_remote).await?;
+    }
+    let oracle = f.oracle.connect().await?;
+    oracle.check().await?;
+    Ok(oracle)
+}

@@ -1,0 +1,449 @@
+//! The user's own oracle for a foreign shop: SQL queries on its database, or an HTTP endpoint
+//! whose JSON answer carries sold and/or stock at the field paths the user names.
+//!
+//! The oracle is read before the sale (after the set-up request) and after it settles, and the
+//! run's sold is the difference, so sales already in the database are not this run's. With only
+//! a stock field, sold is the stock before minus the stock after: the shop's own counter, which
+//! under-counts exactly when lost updates oversell (the clients' evidence catches that).
+//!
+//! SQL runs in a read-only transaction (`START TRANSACTION READ ONLY`, which PostgreSQL and
+//! MySQL both accept): a query that would write is refused by the database, and nothing is
+//! ever created on it.
+
+use crate::oracle::OracleView;
+use crate::services::{redact_url, Service};
+use crate::store::Backend;
+use crate::traffic::mapping::OracleFields;
+use crate::traffic::target;
+use sqlx::any::AnyPoolOptions;
+use sqlx::AnyPool;
+use std::fmt::Write;
+use std::time::Duration;
+
+/// Where the server-side truth of a foreign shop comes from.
+#[derive(Debug, Clone, PartialEq)]
+pub enum OracleSource {
+    /// No oracle: oversell is judged from the clients' evidence alone.
+    None,
+    /// The user's SQL: `sold_query` returns units sold, `stock_query` the stock left.
+    Sql {
+        url: String,
+        sold_query: String,
+        stock_query: Option<String>,
+    },
+    /// An endpoint (absolute URL) answering JSON with sold and/or stock at `fields`.
+    Http { url: String, fields: OracleFields },
+}
+
+/// One reading of an oracle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Tally {
+    pub sold: Option<i64>,
+    pub stock: Option<i64>,
+}
+
+/// This run's figures: sold during the run, and the stock after it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Totals {
+    pub sold: i64,
+    pub stock: Option<i64>,
+}
+
+/// A connected oracle.
+pub enum Oracle {
+    None,
+    Sql {
+        pool: AnyPool,
+        backend: Backend,
+        url: String,
+        sold_query: String,
+        stock_query: Option<String>,
+    },
+    Http {
+        client: reqwest::Client,
+        url: String,
+        fields: OracleFields,
+    },
+}
+
+const BLIND_TO_ROWS: &str = "individual orders: lost acknowledged orders, duplicate buyers and \
+    phantom orders cannot be checked one by one (the clients' acknowledgements are held \
+    against its sold instead)";
+
+impl OracleSource {
+    /// Where the truth comes from, for the report.
+    pub fn describe(&self) -> String {
+        match self {
+            OracleSource::None => {
+                "none (no --oracle-sql, --oracle-http or [target.oracle] given)".into()
+            }
+            OracleSource::Sql {
+                url,
+                sold_query,
+                stock_query,
+            } => {
+                let mut s = format!("SQL on {}: sold = `{sold_query}`", redact_url(url));
+                if let Some(q) = stock_query {
+                    let _ = write!(s, ", stock = `{q}`");
+                }
+                s
+            }
+            OracleSource::Http { url, fields } => {
+                let mut s = format!("HTTP GET {}", redact_url(url));
+                match (&fields.sold, &fields.stock) {
+                    (None, None) => s.push_str(": `sold` (and `stock` when present)"),
+                    (Some(sold), stock) => {
+                        let _ = write!(s, ": sold = `{sold}`");
+                        if let Some(st) = stock {
+                            let _ = write!(s, ", stock = `{st}`");
+                        }
+                    }
+                    (None, Some(st)) => {
+                        let _ = write!(s, ": stock = `{st}` (sold derived: stock before − after)");
+                    }
+                }
+                s
+            }
+        }
+    }
+
+    /// Which oracle judges, what it can and cannot see, and its caveat.
+    pub fn view(&self) -> OracleView {
+        let (sees, blind_to, warning) = match self {
+            OracleSource::None => (
+                "nothing on the server side".to_string(),
+                "the shop's own records: oversell is judged from the clients' evidence alone"
+                    .to_string(),
+                None,
+            ),
+            OracleSource::Sql { .. } => (
+                "the totals its queries return (units sold; stock left when a stock query is \
+                 given), read in a read-only transaction before and after the sale: this run's \
+                 sold is the difference"
+                    .to_string(),
+                BLIND_TO_ROWS.to_string(),
+                None,
+            ),
+            OracleSource::Http { fields, .. } if fields.derives_sold() => (
+                "the shop's own stock counter, before and after the sale: sold is the difference"
+                    .to_string(),
+                format!("{BLIND_TO_ROWS}; and a counter corrupted by lost updates"),
+                Some(
+                    "the oracle derives sold from the shop's own stock counter, which \
+                     under-counts exactly when lost updates oversell: the clients' evidence is \
+                     what catches that"
+                        .to_string(),
+                ),
+            ),
+            OracleSource::Http { .. } => (
+                "the totals its endpoint reports, before and after the sale: this run's sold \
+                 is the difference"
+                    .to_string(),
+                BLIND_TO_ROWS.to_string(),
+                None,
+            ),
+        };
+        OracleView {
+            source: self.describe(),
+            sees,
+            blind_to,
+            warning,
+        }
+    }
+
+    /// The database to sample for DB QPS (only with a SQL oracle).
+    pub fn database_url(&self) -> Option<String> {
+        match self {
+            OracleSource::Sql { url, .. } => Some(url.clone()),
+            _ => None,
+        }
+    }
+
+    /// Short name of the oracle kind, used as the report's backend column.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            OracleSource::None => "no oracle",
+            OracleSource::Sql { .. } => "sql oracle",
+            OracleSource::Http { .. } => "http oracle",
+        }
+    }
+
+    /// Connects (SQL) or builds a client (HTTP, no redirects). An unreachable database is a
+    /// typed [`crate::services::Unreachable`].
+    pub async fn connect(&self) -> anyhow::Result<Oracle> {
+        Ok(match self {
+            OracleSource::None => Oracle::None,
+            OracleSource::Sql {
+                url,
+                sold_query,
+                stock_query,
+            } => {
+                sqlx::any::install_default_drivers();
+                let backend = Backend::from_url(url)?;
+                let service = match backend {
+                    Backend::Postgres => Service::Postgres,
+                    Backend::Mysql => Service::Mysql,
+                };
+                let pool = AnyPoolOptions::new()
+                    .max_connections(2)
+                    .acquire_timeout(Duration::from_secs(5))
+                    .connect(url)
+                    .await
+                    .map_err(|e| service.unreachable_error(url, &e))?;
+                Oracle::Sql {
+                    pool,
+                    backend,
+                    url: url.clone(),
+                    sold_query: sold_query.clone(),
+                    stock_query: stock_query.clone(),
+                }
+            }
+            OracleSource::Http { url, fields } => Oracle::Http {
+                client: target::client(Duration::from_secs(10))?,
+                url: url.clone(),
+                fields: fields.clone(),
+            },
+        })
+    }
+}
+
+/// Wraps a user's scalar query so both backends return one BIGINT (or NULL).
+fn scalar_sql(backend: Backend, query: &str, default_zero: bool) -> String {
+    let q = query.trim().trim_end_matches(';').trim();
+    let inner = if default_zero {
+        format!("COALESCE(({q}), 0)")
+    } else {
+        format!("({q})")
+    };
+    match backend {
+        Backend::Postgres => format!("SELECT CAST({inner} AS BIGINT)"),
+        Backend::Mysql => format!("SELECT CAST({inner} AS SIGNED)"),
+    }
+}
+
+/// Runs one wrapped query in a read-only transaction, rolled back after.
+async fn read_only(pool: &AnyPool, sql: String) -> Result<Option<i64>, sqlx::Error> {
+    let mut conn = pool.acquire().await?;
+    sqlx::raw_sql("START TRANSACTION READ ONLY")
+        .execute(&mut *conn)
+        .await?;
+    let value = sqlx::query_scalar::<_, Option<i64>>(sqlx::AssertSqlSafe(sql))
+        .fetch_one(&mut *conn)
+        .await;
+    if sqlx::raw_sql("ROLLBACK").execute(&mut *conn).await.is_err() {
+        // Never hand a connection with an open transaction back to the pool.
+        conn.close_on_drop();
+    }
+    value
+}
+
+/// A number at a dot path of a JSON answer (an integer, or a string holding one).
+fn number_at(v: &serde_json::Value, path: &str) -> Option<i64> {
+    let v = path.split('.').try_fold(v, |v, k| v.get(k))?;
+    v.as_i64()
+        .or_else(|| v.as_f64().filter(|f| f.fract() == 0.0).map(|f| f as i64))
+        .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
+}
+
+/// Reads `fields` from an oracle endpoint's JSON answer; a named field that is missing is an
+/// error naming it.
+fn tally(fields: &OracleFields, json: &serde_json::Value) -> Result<Tally, String> {
+    let need =
+        |path: &str| number_at(json, path).ok_or_else(|| format!("it has no number at `{path}`"));
+    Ok(match (&fields.sold, &fields.stock) {
+        (None, None) => Tally {
+            sold: Some(need("sold")?),
+            stock: number_at(json, "stock"),
+        },
+        (sold, stock) => Tally {
+            sold: sold.as_deref().map(need).transpose()?,
+            stock: stock.as_deref().map(need).transpose()?,
+        },
+    })
+}
+
+impl Oracle {
+    /// Checks that the oracle answers before the shop is touched: SQL queries are run (they
+    /// must work before the sale too); an endpoint must give any HTTP answer (the item it
+    /// describes may only exist once the sale is set up; its answer is checked by the reading
+    /// taken right after the set-up, before the first buyer).
+    pub async fn check(&self) -> anyhow::Result<()> {
+        match self {
+            Oracle::None => Ok(()),
+            Oracle::Sql { .. } => self.read().await.map(drop),
+            Oracle::Http { client, url, .. } => {
+                client
+                    .get(url)
+                    .send()
+                    .await
+                    .map_err(|e| Service::Oracle.unreachable_error(url, &e))?;
+                Ok(())
+            }
+        }
+    }
+
+    /// The current reading (`None` without an oracle). A failing query names the flag, the
+    /// query and the database; a bad answer names the URL, the field and the body.
+    pub async fn read(&self) -> anyhow::Result<Option<Tally>> {
+        match self {
+            Oracle::None => Ok(None),
+            Oracle::Sql {
+                pool,
+                backend,
+                url,
+                sold_query,
+                stock_query,
+            } => {
+                let run = |flag: &'static str, q: &str, zero: bool| {
+                    let sql = scalar_sql(*backend, q, zero);
+                    let q = q.to_string();
+                    async move {
+                        read_only(pool, sql).await.map_err(|e| {
+                            anyhow::anyhow!(
+                                "{flag} `{q}` failed on {}: {e} (it must be one SELECT returning one number; it runs in a read-only transaction)",
+                                redact_url(url)
+                            )
+                        })
+                    }
+                };
+                let sold = run("--sold-query", sold_query, true).await?;
+                let stock = match stock_query {
+                    Some(q) => run("--stock-query", q, false).await?,
+                    None => None,
+                };
+                Ok(Some(Tally { sold, stock }))
+            }
+            Oracle::Http {
+                client,
+                url,
+                fields,
+            } => {
+                let resp = client
+                    .get(url)
+                    .send()
+                    .await
+                    .map_err(|e| Service::Oracle.unreachable_error(url, &e))?;
+                let status = resp.status();
+                let body = resp.text().await.unwrap_or_default();
+                anyhow::ensure!(
+                    status.is_success(),
+                    "the oracle endpoint {} answered {status}: {body} (redirects are not followed)",
+                    redact_url(url)
+                );
+                let shape = || match (&fields.sold, &fields.stock) {
+                    (None, None) => "{\"sold\": N, \"stock\": M}".to_string(),
+                    _ => "the --sold-field/--stock-field paths".to_string(),
+                };
+                let json: serde_json::Value = serde_json::from_str(&body).map_err(|e| {
+                    anyhow::anyhow!(
+                        "the oracle endpoint {} must answer JSON with {}: {e} (got {body:?})",
+                        redact_url(url),
+                        shape()
+                    )
+                })?;
+                let t = tally(fields, &json).map_err(|why| {
+                    anyhow::anyhow!(
+                        "the oracle endpoint {} answered {body:?}: {why}",
+                        redact_url(url)
+                    )
+                })?;
+                Ok(Some(t))
+            }
+        }
+    }
+}
+
+/// This run's totals from the readings before and after the sale: sold is the difference of
+/// the sold readings or, with stock alone, stock before minus stock after.
+pub fn run_totals(before: Tally, after: Tally) -> Option<Totals> {
+    let sold = match (after.sold, before.stock, after.stock) {
+        (Some(s), _, _) => s - before.sold.unwrap_or(0),
+        (None, Some(b), Some(a)) => b - a,
+        _ => return None,
+    };
+    Some(Totals {
+        sold,
+        stock: after.stock,
+    })
+}
+
+/// What the reading before the sale says about this run's figures, for the report.
+pub fn baseline_notes(before: Tally, initial_stock: i64) -> Vec<String> {
+    let mut notes = Vec::new();
+    if let Some(s) = before.sold.filter(|s| *s != 0) {
+        notes.push(format!(
+            "the oracle counted {s} sold before the sale began: this run's sold is counted from that reading"
+        ));
+    }
+    if let Some(s) = before.stock.filter(|s| *s != initial_stock) {
+        notes.push(format!(
+            "the oracle read stock {s} before the sale, not the scenario's {initial_stock}: check the set-up request"
+        ));
+    }
+    notes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn user_queries_are_wrapped_into_one_bigint() {
+        assert_eq!(
+            scalar_sql(Backend::Postgres, "SELECT count(*) FROM o;  ", true),
+            "SELECT CAST(COALESCE((SELECT count(*) FROM o), 0) AS BIGINT)"
+        );
+        assert_eq!(
+            scalar_sql(Backend::Mysql, "SELECT stock FROM s", false),
+            "SELECT CAST((SELECT stock FROM s) AS SIGNED)"
+        );
+    }
+
+    #[test]
+    fn field_paths_read_what_the_shop_exposes() {
+        let json: serde_json::Value =
+            serde_json::from_str(r#"{"data": {"sold": "7"}, "current_stock": 43}"#).unwrap();
+        let fields = |sold: Option<&str>, stock: Option<&str>| OracleFields {
+            sold: sold.map(Into::into),
+            stock: stock.map(Into::into),
+        };
+        assert_eq!(
+            tally(&fields(Some("data.sold"), Some("current_stock")), &json),
+            Ok(Tally {
+                sold: Some(7),
+                stock: Some(43)
+            })
+        );
+        assert_eq!(
+            tally(&fields(None, Some("current_stock")), &json),
+            Ok(Tally {
+                sold: None,
+                stock: Some(43)
+            })
+        );
+        assert!(tally(&fields(None, None), &json)
+            .unwrap_err()
+            .contains("`sold`"));
+    }
+
+    #[test]
+    fn the_run_counts_from_the_reading_before_the_sale() {
+        let t = |sold, stock| Tally { sold, stock };
+        assert_eq!(
+            run_totals(t(Some(7), Some(50)), t(Some(57), Some(0))),
+            Some(Totals {
+                sold: 50,
+                stock: Some(0)
+            })
+        );
+        assert_eq!(
+            run_totals(t(None, Some(50)), t(None, Some(26))),
+            Some(Totals {
+                sold: 24,
+                stock: Some(26)
+            }),
+            "derived from stock"
+        );
+        assert_eq!(baseline_notes(t(Some(7), Some(50)), 50).len(), 1);
+    }
+}

@@ -1,0 +1,229 @@
+//! Placeholders in request templates: `{item_id}`, `{user_id}`, ... found when the scenario is
+//! read (an unknown name is an error there) and expanded in one pass when a request is built.
+//!
+//! Expansion never rescans what it inserted, so a user id that reads `{order_id}` stays those
+//! literal characters. Values going into a path are percent-encoded (everything but RFC 3986's
+//! unreserved characters), so an order id like `../admin` or `//evil.example` stays one path
+//! segment of the target; values going into a JSON body are JSON-escaped.
+
+use std::borrow::Cow;
+
+/// A value a template may name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Placeholder {
+    ItemId,
+    Stock,
+    PurchaseLimit,
+    Name,
+    PriceCents,
+    Qty,
+    UserId,
+    DeviceId,
+    OrderId,
+}
+
+impl Placeholder {
+    /// Every placeholder, in the order error messages list them.
+    pub const ALL: [Placeholder; 9] = [
+        Placeholder::ItemId,
+        Placeholder::Stock,
+        Placeholder::PurchaseLimit,
+        Placeholder::Name,
+        Placeholder::PriceCents,
+        Placeholder::Qty,
+        Placeholder::UserId,
+        Placeholder::DeviceId,
+        Placeholder::OrderId,
+    ];
+
+    /// The name between the braces.
+    pub fn name(self) -> &'static str {
+        match self {
+            Placeholder::ItemId => "item_id",
+            Placeholder::Stock => "stock",
+            Placeholder::PurchaseLimit => "purchase_limit",
+            Placeholder::Name => "name",
+            Placeholder::PriceCents => "price_cents",
+            Placeholder::Qty => "qty",
+            Placeholder::UserId => "user_id",
+            Placeholder::DeviceId => "device_id",
+            Placeholder::OrderId => "order_id",
+        }
+    }
+
+    /// Whether only a buyer's request has this value (not the sale's set-up).
+    pub fn is_buyer(self) -> bool {
+        matches!(
+            self,
+            Placeholder::UserId | Placeholder::DeviceId | Placeholder::OrderId
+        )
+    }
+
+    fn named(name: &str) -> Option<Placeholder> {
+        Placeholder::ALL.into_iter().find(|p| p.name() == name)
+    }
+}
+
+/// `{item_id}, {stock}, ...`, for error messages.
+pub fn names() -> String {
+    Placeholder::ALL
+        .iter()
+        .map(|p| format!("{{{}}}", p.name()))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// One piece of a template: literal text, or a `{name}` token (known or not).
+enum Piece<'a> {
+    Text(&'a str),
+    Token(Result<Placeholder, &'a str>),
+}
+
+/// Splits a template into literal text and `{name}` tokens, where a name is one or more of
+/// `a-z`, `0-9`, `_`. Any other brace (a JSON object's) is text.
+fn pieces(t: &str) -> Vec<Piece<'_>> {
+    let mut out = Vec::new();
+    let mut text_from = 0;
+    let mut i = 0;
+    let bytes = t.as_bytes();
+    while i < bytes.len() {
+        if bytes[i] == b'{' {
+            let name_len = bytes[i + 1..]
+                .iter()
+                .take_while(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || **b == b'_')
+                .count();
+            let close = i + 1 + name_len;
+            if name_len > 0 && bytes.get(close) == Some(&b'}') {
+                if text_from < i {
+                    out.push(Piece::Text(&t[text_from..i]));
+                }
+                let name = &t[i + 1..close];
+                out.push(Piece::Token(Placeholder::named(name).ok_or(name)));
+                i = close + 1;
+                text_from = i;
+                continue;
+            }
+        }
+        i += 1;
+    }
+    if text_from < t.len() {
+        out.push(Piece::Text(&t[text_from..]));
+    }
+    out
+}
+
+/// The placeholders a template uses, or the first unknown name.
+pub fn used(t: &str) -> Result<Vec<Placeholder>, String> {
+    pieces(t)
+        .into_iter()
+        .filter_map(|p| match p {
+            Piece::Token(Ok(p)) => Some(Ok(p)),
+            Piece::Token(Err(name)) => Some(Err(name.to_string())),
+            Piece::Text(_) => None,
+        })
+        .collect()
+}
+
+/// Where an expanded value goes, which decides how it is encoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Encoding {
+    /// A URL path or query: percent-encoded.
+    Path,
+    /// A JSON body (inside the quotes the template writes): JSON-escaped.
+    Json,
+}
+
+/// Expands every known placeholder `value` has a value for, in one pass; tokens without a
+/// value are left as written.
+pub fn expand<'v>(
+    t: &str,
+    into: Encoding,
+    value: impl Fn(Placeholder) -> Option<Cow<'v, str>>,
+) -> String {
+    let mut out = String::with_capacity(t.len() + 16);
+    for piece in pieces(t) {
+        match piece {
+            Piece::Text(s) => out.push_str(s),
+            Piece::Token(Ok(p)) => match value(p) {
+                Some(v) => match into {
+                    Encoding::Path => percent_encode(&v, &mut out),
+                    Encoding::Json => out.push_str(&json_escape(&v)),
+                },
+                None => {
+                    out.push('{');
+                    out.push_str(p.name());
+                    out.push('}');
+                }
+            },
+            Piece::Token(Err(name)) => {
+                out.push('{');
+                out.push_str(name);
+                out.push('}');
+            }
+        }
+    }
+    out
+}
+
+/// Percent-encodes every byte but RFC 3986's unreserved characters.
+fn percent_encode(v: &str, out: &mut String) {
+    for b in v.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+}
+
+/// `s` escaped for the inside of a JSON string.
+fn json_escape(s: &str) -> String {
+    let quoted = serde_json::to_string(s).unwrap_or_default();
+    quoted[1..quoted.len() - 1].to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn values(p: Placeholder) -> Option<Cow<'static, str>> {
+        match p {
+            Placeholder::UserId => Some("{order_id}/../x y".into()),
+            Placeholder::OrderId => Some("o-1".into()),
+            Placeholder::ItemId => Some("7".into()),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn values_are_expanded_once_and_encoded_for_where_they_go() {
+        assert_eq!(
+            expand(
+                "/u/{user_id}/o/{order_id}?i={item_id}",
+                Encoding::Path,
+                values
+            ),
+            "/u/%7Border_id%7D%2F..%2Fx%20y/o/o-1?i=7",
+            "a user id naming a placeholder stays literal, and stays one segment"
+        );
+        assert_eq!(
+            expand(
+                r#"{"u": "{user_id}", "i": {item_id}}"#,
+                Encoding::Json,
+                values
+            ),
+            r#"{"u": "{order_id}/../x y", "i": 7}"#
+        );
+        assert_eq!(expand("/s/{stock}", Encoding::Path, values), "/s/{stock}");
+    }
+
+    #[test]
+    fn json_braces_are_text_and_unknown_names_are_found() {
+        assert_eq!(
+            used(r#"{"q": {stock}, "l": {purchase_limit}}"#),
+            Ok(vec![Placeholder::Stock, Placeholder::PurchaseLimit])
+        );
+        assert_eq!(used("/p/{usr_id}"), Err("usr_id".to_string()));
+        assert_eq!(used("{}{ x }"), Ok(vec![]));
+    }
+}
