@@ -349,6 +349,8 @@ mod tests {
                 .collect(),
             told: Default::default(),
             first_sold_out_ms: None,
+            send_lag: Default::default(),
+            order_answer_span: None,
             buyers: (0..5)
                 .map(|i| {
                     (

@@ -1,7 +1,7 @@
 //! `oversell attack`: a rehearsal against the user's own shop, audited by the user's oracle.
 
 use super::load_scenario;
-use super::plan::{foreign, plan, print_report, OracleArgs, PlanArgs};
+use super::plan::{foreign, plan, OracleArgs, PlanArgs};
 use crate::runner::{self, Subject};
 use clap::Args;
 use std::path::PathBuf;
@@ -12,8 +12,9 @@ pub struct AttackArgs {
     /// The shop to rehearse against (loopback only unless --allow-remote).
     #[arg(long)]
     pub target: String,
-    /// Scenario file (TOML); its `[target]` table maps actions to the shop's API.
-    #[arg(long, default_value = "scenarios/flash-100.toml")]
+    /// Scenario: a TOML file or a bundled name; its `[target]` table maps actions to the
+    /// shop's API.
+    #[arg(long, default_value = "flash-100")]
     pub scenario: PathBuf,
     #[command(flatten)]
     pub oracle: OracleArgs,
@@ -23,12 +24,12 @@ pub struct AttackArgs {
 
 /// `oversell attack`: exit 0 once the report is written (the verdict is in it).
 pub async fn attack(args: AttackArgs) -> anyhow::Result<i32> {
-    let s = load_scenario(&args.scenario)?;
+    let (s, scenario_file) = load_scenario(&args.scenario)?;
     let subject = Subject::Foreign(Box::new(foreign(&args.target, &args.oracle, &s)?));
-    let Some(plan) = plan(&args.scenario, s, subject, &args.plan)? else {
+    let Some(plan) = plan(&scenario_file, s, subject, &args.plan).await? else {
         return Ok(0);
     };
     let (report, dir) = runner::execute(&plan).await?;
-    print_report(&report, &dir);
+    args.plan.output.finish(&report, &dir, None);
     Ok(0)
 }

@@ -2,7 +2,6 @@
 //! [`RunPlan`] built from them, checked before the first request is sent.
 
 use crate::rehearsal::{self, Foreign, OracleSource, PlanSummary};
-use crate::report::Report;
 use crate::runner::{RunPlan, Subject};
 use crate::traffic::{buyers_csv, schedule, Scenario};
 use clap::Args;
@@ -78,8 +77,9 @@ pub(super) fn foreign(url: &str, oracle: &OracleArgs, s: &Scenario) -> anyhow::R
     })
 }
 
-/// Builds the plan; `None` after a dry run (printed, nothing sent).
-pub(super) fn plan(
+/// Builds the plan (and starts the live endpoint it asks for); `None` after a dry run
+/// (printed, nothing sent).
+pub(super) async fn plan(
     scenario_file: &Path,
     s: Scenario,
     subject: Subject,
@@ -113,6 +113,7 @@ pub(super) fn plan(
     if let Some(host) = remote {
         eprintln!("{}", summary.banner(host));
     }
+    let live = pa.output.live().await?;
     Ok(Some(RunPlan {
         scenario: s,
         scenario_file: scenario_file.to_path_buf(),
@@ -121,10 +122,6 @@ pub(super) fn plan(
         out: pa.output.out.clone(),
         drain_limit: Duration::from_secs(pa.output.drain_timeout_s),
         progress: !pa.output.quiet,
+        live,
     }))
-}
-
-pub(super) fn print_report(report: &Report, dir: &Path) {
-    println!("{}", crate::report::table::render(report));
-    println!("report: {}", dir.join("report.md").display());
 }

@@ -6,7 +6,9 @@
 //! the oracle's figures stop moving (the shop may write orders asynchronously), up to the drain
 //! limit, and audits those totals. Without an oracle the verdict says oversell was not verified.
 
-use super::{control_client, finish, fire_traffic, setup_sale, target_for, RunPlan, ServerSide};
+use super::{
+    control_client, finish, fire_traffic, setup_sale, target_for, RunPlan, ServerSide, Slot,
+};
 use crate::oracle::Truth;
 use crate::probe::ProbeConfig;
 use crate::rehearsal::{Foreign, Oracle, OracleSource, Totals};
@@ -21,7 +23,7 @@ const SETTLE_STEP: Duration = Duration::from_millis(500);
 /// Consecutive agreeing readings needed.
 const SETTLE_READS: usize = 3;
 
-pub(super) async fn run(plan: &RunPlan, f: &Foreign) -> anyhow::Result<RunReport> {
+pub(super) async fn run(plan: &RunPlan, f: &Foreign, slot: &Slot) -> anyhow::Result<RunReport> {
     let s = &plan.scenario;
     preflight(&f.base_url).await?;
     let oracle = f.oracle.connect().await?;
@@ -40,7 +42,7 @@ pub(super) async fn run(plan: &RunPlan, f: &Foreign) -> anyhow::Result<RunReport
             shop_metrics_url: None,
             opened: Instant::now(),
         },
-        &f.label(),
+        slot,
     )
     .await?;
     let settled = settle(&oracle, plan.drain_limit).await;

@@ -238,6 +238,7 @@ async fn send(
     b: &BuyerPlan,
     intended: Instant,
 ) -> (Answer, Option<String>, Instant) {
+    ctx.recorder.sending(kind, intended);
     let prepared = ctx.target.prepare(action, b);
     let result = async {
         let rb =
@@ -270,6 +271,7 @@ async fn send_direct(
     b: &BuyerPlan,
     intended: Instant,
 ) -> (Answer, Option<String>, Instant) {
+    ctx.recorder.sending(Kind::Order, intended);
     let prepared = ctx.target.prepare(&Action::Order, b);
     let url = format!(
         "{}{}",
