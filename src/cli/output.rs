@@ -126,7 +126,7 @@ fn json_line(v: &Value) {
     };
 }
 
-/// The `--json` summary: where the report is, each run's headline metrics (null when the run
+/// The `--json` summary: where the report is (absolute paths), each run's headline metrics (null when the run
 /// could not measure one) and verdict, a run that failed, and the gate's checks.
 pub fn summary(report: &Report, dir: &Path, verdict: Option<&Verdict>) -> Value {
     let mb = report.multi_backend();
@@ -152,6 +152,8 @@ pub fn summary(report: &Report, dir: &Path, verdict: Option<&Verdict>) -> Value 
             v
         })
         .collect();
+    // Absolute, so a machine reading the summary need not know our working directory.
+    let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
     let mut v = json!({
         "schema": SUMMARY_SCHEMA,
         "scenario": report.scenario.name,

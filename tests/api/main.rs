@@ -2,11 +2,14 @@
 
 mod bad_input;
 mod concurrency;
+mod deploy;
 mod gate;
 mod helpers;
+mod live;
 mod orders;
 mod redis_lua;
 mod rehearsal;
+mod report_contents;
 mod reports;
 mod runs;
 mod store;
