@@ -29,8 +29,8 @@
 //!   [`traffic::buyers_csv`] reads `--buyers-csv` with the `csv` crate.
 //! - [`runner`]: a run against the reference shop (child process per strategy) or a foreign
 //!   shop: sale set-up, traffic, drain; both end through one `finish` (oracle, report
-//!   section); the report is written as each run finishes; `runner::RunError` for runs that
-//!   cannot start; `progress` (a bar on a terminal, a line a second elsewhere) and `metadata`
+//!   section); the report is written as each run finishes; one run per database at a time
+//!   (`lock`); `runner::RunError` for runs that cannot start; `progress` (a bar on a terminal, a line a second elsewhere) and `metadata`
 //!   (build, command line, server versions).
 //! - [`live`]: the harness's own Prometheus endpoint during a run (`--metrics-listen`): the
 //!   clients' figures as the recorder sees them, the probes' samples, and `/targets` naming the

@@ -17,6 +17,7 @@ use anyhow::Context;
 use axum::extract::State;
 use axum::routing::get;
 use axum::{Json, Router};
+use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, Once};
 
@@ -90,6 +91,29 @@ pub fn probe_gauge(series: &str) -> Option<&'static str> {
         .iter()
         .find(|(s, _)| *s == series)
         .map(|(_, m)| *m)
+}
+
+/// Every probe gauge set so far, with its `unit` label, so a new run can blank them.
+static PROBE_SET: Mutex<BTreeSet<(&'static str, String)>> = Mutex::new(BTreeSet::new());
+
+/// Publishes a probe sample of `series` (in `unit`) as its gauge, if it has one.
+pub fn probe_sample(series: &str, unit: &str, value: f64) {
+    let Some(gauge) = probe_gauge(series) else {
+        return;
+    };
+    metrics::gauge!(gauge, "unit" => unit.to_string()).set(value);
+    PROBE_SET
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert((gauge, unit.to_string()));
+}
+
+/// Blanks every probe gauge (NaN: no value), so a new run never shows the last run's stock or
+/// a series its probe does not sample (Redis stock in a database-only run).
+fn blank_probe_gauges() {
+    for (gauge, unit) in PROBE_SET.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+        metrics::gauge!(*gauge, "unit" => unit.clone()).set(f64::NAN);
+    }
 }
 
 /// The shop a run is firing at, for `/targets`.
@@ -170,8 +194,9 @@ impl Live {
         format!("http://{}/metrics", self.addr)
     }
 
-    /// Announces run `index` (1-based) of `runs`, labelled `run`.
+    /// Announces run `index` (1-based) of `runs`, labelled `run`; the probe gauges start blank.
     pub fn run_started(&self, index: usize, runs: usize, run: &str, stock: i64, buyers: usize) {
+        blank_probe_gauges();
         let mut current = self.shared.run.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(previous) = current.replace(run.to_string()) {
             metrics::gauge!(RUN_INFO, "run" => previous).set(0.0);

@@ -117,9 +117,7 @@ impl Latest {
                 continue;
             };
             latest.insert(name, v);
-            if let Some(gauge) = live::probe_gauge(name) {
-                metrics::gauge!(gauge, "unit" => s.unit.clone()).set(v);
-            }
+            live::probe_sample(name, &s.unit, v);
         }
     }
 }

@@ -61,33 +61,25 @@ fn redact_arg(arg: &str) -> String {
 }
 
 async fn database_version(url: &str) -> ServerVersion {
-    let (service, version) = match Backend::from_url(url) {
-        Ok(Backend::Postgres) => (
-            "PostgreSQL",
-            ask(async {
-                let mut c = sqlx::PgConnection::connect(url).await?;
-                let v: String = sqlx::query_scalar("SHOW server_version")
-                    .fetch_one(&mut c)
-                    .await?;
-                let _ = c.close().await;
-                Ok::<_, sqlx::Error>(v)
-            })
-            .await,
-        ),
-        Ok(Backend::Mysql) => (
-            "MySQL",
-            ask(async {
-                let mut c = sqlx::MySqlConnection::connect(url).await?;
-                let v: String = sqlx::query_scalar("SELECT VERSION()")
-                    .fetch_one(&mut c)
-                    .await?;
-                let _ = c.close().await;
-                Ok::<_, sqlx::Error>(v)
-            })
-            .await,
-        ),
-        Err(e) => ("database", format!("unknown ({e})")),
+    let (service, question) = match Backend::from_url(url) {
+        Ok(Backend::Postgres) => ("PostgreSQL", "SHOW server_version"),
+        Ok(Backend::Mysql) => ("MySQL", "SELECT VERSION()"),
+        Err(e) => {
+            return ServerVersion {
+                service: "database".into(),
+                url: redact_url(url),
+                version: format!("unknown ({e})"),
+            }
+        }
     };
+    let version = ask(async {
+        sqlx::any::install_default_drivers();
+        let mut conn = sqlx::AnyConnection::connect(url).await?;
+        let v: String = sqlx::query_scalar(question).fetch_one(&mut conn).await?;
+        let _ = conn.close().await;
+        Ok::<_, sqlx::Error>(v)
+    })
+    .await;
     ServerVersion {
         service: service.into(),
         url: redact_url(url),

@@ -12,10 +12,12 @@
 //!
 //! - `shop_process`: the reference shop's child process, drain wait, final reconciliation.
 //! - `foreign`: someone else's shop: oracle read before any load, settle wait, totals oracle.
+//! - `lock`: one run at a time per database.
 //! - `progress`: the progress bar (a terminal) or line (a log) while a run runs.
 //! - `metadata`: the build, command line, server versions and start time of a report.
 
 mod foreign;
+mod lock;
 mod metadata;
 mod progress;
 mod shop_process;
@@ -39,6 +41,8 @@ use crate::traffic::schedule::BuyerPlan;
 use crate::traffic::target::{Sale, Target};
 use crate::traffic::Scenario;
 use anyhow::Context;
+use lock::lock_databases;
+pub use lock::RunLock;
 use shop_process::ChildShop;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -138,55 +142,6 @@ pub enum RunError {
         status: reqwest::StatusCode,
         body: String,
     },
-}
-
-/// Holds each database's run lock (see [`Store::try_run_lock`]) until dropped.
-pub struct RunLock {
-    store: Store,
-    conn: Option<sqlx::pool::PoolConnection<sqlx::Any>>,
-}
-
-impl Drop for RunLock {
-    fn drop(&mut self) {
-        // Closing the lock's connection (not returning it to a pool) releases the lock.
-        if let Some(conn) = self.conn.take() {
-            drop(conn.detach());
-        }
-        let store = self.store.clone();
-        tokio::spawn(async move { store.close().await });
-    }
-}
-
-/// Locks every database the cells use; refuses to start if another run holds one.
-async fn lock_databases(cells: &[Cell]) -> anyhow::Result<Vec<RunLock>> {
-    let mut urls: Vec<&str> = cells.iter().map(|c| c.database_url.as_str()).collect();
-    urls.sort_unstable();
-    urls.dedup();
-    let mut locks = Vec::new();
-    for url in urls {
-        let store = Store::connect(
-            url,
-            &PoolSettings {
-                max_connections: 1,
-                ..PoolSettings::default()
-            },
-        )
-        .await?;
-        match store.try_run_lock().await? {
-            Some(conn) => locks.push(RunLock {
-                store,
-                conn: Some(conn),
-            }),
-            None => {
-                store.close().await;
-                return Err(RunError::DatabaseBusy {
-                    url: redact_url(url),
-                }
-                .into());
-            }
-        }
-    }
-    Ok(locks)
 }
 
 /// Everything a run needs, decided before any work starts.

@@ -2,11 +2,11 @@
 //! per-request tables and findings in the HTML as in the Markdown, and a run that failed after
 //! others finished.
 
-use crate::helpers::{drop_database, fresh_db_url};
+use crate::helpers::{cells, drop_database, fresh_db_url};
 use crate::reports::{read, smoke_report};
 use oversell::inventory::Strategy;
 use oversell::report::{self, details};
-use oversell::runner::{self, Cell, RunPlan};
+use oversell::runner::{self, RunPlan};
 use oversell::store::Backend;
 use oversell::traffic::Scenario;
 use std::path::Path;
@@ -103,18 +103,14 @@ async fn a_run_that_fails_keeps_the_report_of_the_run_before_it() {
     let db = fresh_db_url(Backend::Postgres);
     let out = tempfile::tempdir().unwrap();
     let dead_redis = "redis://127.0.0.1:1".to_string();
-    let cells = [Strategy::Naive, Strategy::RedisLua]
-        .into_iter()
-        .map(|strategy| Cell {
-            strategy,
-            backend: Backend::Postgres,
-            database_url: db.clone(),
-        })
-        .collect();
     let mut plan = RunPlan::reference(
         scenario,
         "scenarios/smoke.toml".into(),
-        cells,
+        cells(
+            &[Strategy::Naive, Strategy::RedisLua],
+            Backend::Postgres,
+            &db,
+        ),
         dead_redis,
         env!("CARGO_BIN_EXE_oversell").into(),
         out.path().to_path_buf(),

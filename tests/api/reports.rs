@@ -1,10 +1,10 @@
 //! Report files from a real smoke run (naive and redis-lua on PostgreSQL): charts, HTML in a
 //! real browser, HdrHistogram interval logs, CSV, and `oversell diff`.
 
-use crate::helpers::{drop_database, fresh_db_url, redis_url};
+use crate::helpers::{cells, drop_database, fresh_db_url, redis_url};
 use oversell::inventory::Strategy;
 use oversell::report::{self, Report};
-use oversell::runner::{self, Cell, RunPlan};
+use oversell::runner::{self, RunPlan};
 use oversell::store::Backend;
 use oversell::traffic::recorder::{Answer, Kind};
 use std::path::{Path, PathBuf};
@@ -22,14 +22,11 @@ pub(crate) async fn smoke_report() -> &'static (Report, PathBuf) {
         let db = fresh_db_url(Backend::Postgres);
         let out = Path::new(env!("CARGO_TARGET_TMPDIR"))
             .join(format!("reports-{}", uuid::Uuid::now_v7().simple()));
-        let cells = [Strategy::Naive, Strategy::RedisLua]
-            .into_iter()
-            .map(|strategy| Cell {
-                strategy,
-                backend: Backend::Postgres,
-                database_url: db.clone(),
-            })
-            .collect();
+        let cells = cells(
+            &[Strategy::Naive, Strategy::RedisLua],
+            Backend::Postgres,
+            &db,
+        );
         let mut plan = RunPlan::reference(
             oversell::traffic::Scenario::load(&root.join("scenarios/smoke.toml"))
                 .expect("smoke scenario loads"),
@@ -261,7 +258,10 @@ fn chromium() -> Option<PathBuf> {
          install it (`apt-get install -y chromium`; .ci/run does) or set OVERSELL_CHROMIUM",
         path.display()
     );
-    eprintln!(
+    // Straight to stderr: libtest captures eprintln!, and this line must be seen.
+    use std::io::Write as _;
+    let _ = writeln!(
+        std::io::stderr(),
         "\n********************************************************************************\n\
          SKIPPED report_html_loads_in_chromium_with_every_chart_drawn: no browser at {}.\n\
          Install Chromium (`apt-get install -y chromium`) or set OVERSELL_CHROMIUM; in CI\n\
