@@ -422,6 +422,28 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn a_request_sent_late_shows_its_send_lag_apart_and_counts_in_flight() {
+        let opened = Instant::now();
+        let rec = Recorder::new(opened);
+        let intended = opened;
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        rec.sending(Kind::Order, intended);
+        assert_eq!(rec.progress().in_flight, 1);
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        rec.record(Kind::Order, Answer::Created, intended, Instant::now());
+        assert_eq!(rec.progress().in_flight, 0);
+        let m = rec.finish();
+        let lag = m.send_lag_all();
+        assert_eq!(lag.len(), 1);
+        assert!((29_000..=31_000).contains(&lag.max()), "{}", lag.max());
+        assert!(
+            m.by_kind(Kind::Order).max() >= 35_000,
+            "latency includes the lag"
+        );
+        assert_eq!(m.order_answer_span, Some(Duration::ZERO));
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn the_timeline_counts_answers_per_second_and_the_first_sold_out() {
         let opened = Instant::now();
         let rec = Recorder::new(opened);
