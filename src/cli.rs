@@ -15,9 +15,11 @@ use std::time::Duration;
 
 mod attack;
 mod gate;
+mod output;
 mod plan;
 pub use attack::AttackArgs;
 pub use gate::GateArgs;
+pub use output::{summary, OutputArgs, SUMMARY_SCHEMA};
 pub use plan::{OracleArgs, PlanArgs};
 
 /// Reproduce, measure and gate oversell in flash sales.
@@ -47,6 +49,31 @@ pub enum Command {
     Diff(DiffArgs),
     /// Measure our Redis pre-deduct path against redis-benchmark EVALSHA, in the same run.
     Bench(BenchArgs),
+    /// List the scenarios bundled with oversell (usable by name with --scenario).
+    Scenarios,
+    /// Print a shell completion script: `oversell completions bash > /etc/bash_completion.d/oversell`.
+    Completions(CompletionsArgs),
+}
+
+/// `oversell completions`.
+#[derive(Debug, Args, Clone)]
+pub struct CompletionsArgs {
+    /// The shell: bash, zsh, fish, elvish or powershell.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+}
+
+impl Command {
+    /// The output flags of a command that runs a scenario.
+    fn output(&self) -> Option<&OutputArgs> {
+        match self {
+            Command::Run(a) => Some(&a.scenario.output),
+            Command::Compare(a) => Some(&a.scenario.output),
+            Command::Gate(a) => Some(&a.plan.output),
+            Command::Attack(a) => Some(&a.plan.output),
+            _ => None,
+        }
+    }
 }
 
 /// `oversell bench`.
@@ -128,25 +155,12 @@ impl ConnArgs {
     }
 }
 
-/// Where reports go and how a run ends: shared by `run`, `compare`, `gate` and `attack`.
-#[derive(Debug, Args, Clone)]
-pub struct OutputArgs {
-    /// Folder for reports (a `<UTC timestamp>-<scenario>/` folder is made inside).
-    #[arg(long, default_value = "reports")]
-    pub out: PathBuf,
-    /// Longest wait for the shop to drain / the oracle to settle after the last buyer (s).
-    #[arg(long, default_value_t = 60)]
-    pub drain_timeout_s: u64,
-    /// No progress lines.
-    #[arg(long)]
-    pub quiet: bool,
-}
-
 /// Scenario and output flags shared by `run` and `compare`.
 #[derive(Debug, Args, Clone)]
 pub struct ScenarioArgs {
-    /// Scenario file (TOML).
-    #[arg(long, default_value = "scenarios/flash-100.toml")]
+    /// Scenario: a TOML file, or the name of a bundled one (`oversell scenarios` lists them;
+    /// an existing file wins).
+    #[arg(long, default_value = "flash-100")]
     pub scenario: PathBuf,
     #[command(flatten)]
     pub output: OutputArgs,
@@ -209,9 +223,22 @@ pub struct ServeArgs {
     pub knobs: ShopKnobs,
 }
 
-/// Runs the parsed command; the returned code is the process exit code.
+/// Runs the parsed command; the returned code is the process exit code. A command that stops
+/// with an error and was asked for `--json` also says so on stdout.
 pub async fn run(cli: Cli) -> anyhow::Result<i32> {
-    match cli.command {
+    let output = cli.command.output().cloned();
+    if let Some(o) = &output {
+        o.claim_stdout()?;
+    }
+    let result = dispatch(cli.command).await;
+    if let (Err(e), Some(o)) = (&result, output) {
+        o.failed(e, exit_code_for(e));
+    }
+    result
+}
+
+async fn dispatch(command: Command) -> anyhow::Result<i32> {
+    match command {
         Command::Serve(args) => {
             let (_, db) = args.conn.database_for(args.backend)?;
             args.knobs.validate()?;
@@ -282,6 +309,20 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
             println!("baseline: {}", r.baseline_command);
             Ok(0)
         }
+        Command::Scenarios => {
+            print!("{}", scenario_list());
+            Ok(0)
+        }
+        Command::Completions(args) => {
+            use clap::CommandFactory;
+            clap_complete::generate(
+                args.shell,
+                &mut Cli::command(),
+                "oversell",
+                &mut std::io::stdout(),
+            );
+            Ok(0)
+        }
         Command::Diff(args) => {
             let plan = DiffPlan::new(
                 args.baseline,
@@ -295,9 +336,41 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
     }
 }
 
-/// Loads the scenario (bad scenario: exit 2 with the file and field named).
-pub fn load_scenario(path: &std::path::Path) -> Result<Scenario, ScenarioError> {
-    Scenario::load(path)
+/// Loads `--scenario`: a file, or a bundled scenario by name (a bad scenario: exit 2 with the
+/// file and field named). Says which on stderr; returns it and how reports name its origin.
+pub fn load_scenario(arg: &std::path::Path) -> Result<(Scenario, PathBuf), ScenarioError> {
+    let (scenario, source) = crate::scenarios::resolve(arg)?;
+    eprintln!("{}", source.describe());
+    Ok((scenario, source.origin()))
+}
+
+/// `oversell scenarios`: name, size and description of every bundled scenario.
+fn scenario_list() -> String {
+    use crate::report::table::{text, Align};
+    let rows: Vec<Vec<String>> = crate::scenarios::BUNDLED
+        .iter()
+        .map(|b| match b.load() {
+            Ok(s) => vec![
+                b.name.to_string(),
+                s.total_buyers().to_string(),
+                s.item.stock.to_string(),
+                s.description.trim().to_string(),
+            ],
+            Err(e) => vec![b.name.to_string(), "-".into(), "-".into(), e.to_string()],
+        })
+        .collect();
+    let header = ["scenario", "buyers", "stock", "description"].map(String::from);
+    let mut s = text(
+        &header,
+        &rows,
+        &[Align::Left, Align::Right, Align::Right, Align::Left],
+    );
+    s.push_str(
+        "
+Use one with --scenario NAME (a file of that path, if one exists, is used instead).
+",
+    );
+    s
 }
 
 async fn run_and_print(
@@ -305,11 +378,12 @@ async fn run_and_print(
     cells: Vec<Cell>,
     conn: &ConnArgs,
 ) -> anyhow::Result<i32> {
-    let scenario = load_scenario(&sa.scenario)?;
+    let (scenario, scenario_file) = load_scenario(&sa.scenario)?;
+    let live = sa.output.live().await?;
     let plan = RunPlan {
         buyers: std::sync::Arc::new(crate::traffic::schedule::build(&scenario)),
         scenario,
-        scenario_file: sa.scenario.clone(),
+        scenario_file,
         subject: Subject::Reference {
             cells,
             redis_url: conn.redis_url.clone(),
@@ -318,10 +392,10 @@ async fn run_and_print(
         out: sa.output.out.clone(),
         drain_limit: Duration::from_secs(sa.output.drain_timeout_s),
         progress: !sa.output.quiet,
+        live,
     };
     let (report, dir) = runner::execute(&plan).await?;
-    println!("{}", crate::report::table::render(&report));
-    println!("report: {}", dir.join("report.md").display());
+    sa.output.finish(&report, &dir, None);
     Ok(0)
 }
 

@@ -7,8 +7,13 @@
 //! # Layout
 //!
 //! - [`cli`]: clap commands and flags, turned into typed plans; `gate` and `attack` each in
-//!   their own file, the flags they share (oracle, plan, output) in `cli/plan.rs`.
-//! - [`shop`]: the reference shop: `app(state) -> Router`, handlers, errors, `/metrics`;
+//!   their own file, the flags they share (oracle, plan) in `cli/plan.rs`, the output flags
+//!   (`--json`, `--metrics-listen`, `--quiet`, `--out`) and how a command ends in
+//!   `cli/output.rs`; `scenarios` and `completions`.
+//! - [`scenarios`]: the files of `scenarios/`, compiled in; `--scenario` takes a path or a
+//!   bundled name.
+//! - [`shop`]: the reference shop: `app(state) -> Router`, handlers, errors, `/metrics`
+//!   (`shop::telemetry`: every metric's `# HELP`);
 //!   [`shop::ShopKnobs`], its knobs (the `serve` flags and a scenario's `[shop]` table).
 //! - [`inventory`]: the [`inventory::Strategy`] enum and one file per strategy
 //!   (`naive`, `for_update`, `optimistic`, `redis_lua`); `redis_lua::keys` is the Redis key
@@ -18,15 +23,21 @@
 //!   `persist`); every statement and all that differs per backend lives in `store::dialect`.
 //! - [`pipeline`]: redis-lua's stream consumer, reconciliation, and the payment-timeout sweeper.
 //! - [`traffic`]: scenario files (each section validates itself) → seeded plan → goose users;
-//!   our HdrHistogram recorder. [`traffic::mapping`] is the `[target]` table (a shop's API,
-//!   parsed into methods, paths that stay on the target, placeholders, status patterns and
-//!   outcomes when the file is read; `mapping::template` expands placeholders once, encoded);
-//!   [`traffic::target`] turns it into requests and classified answers at run time, on the
-//!   harness's client that follows no redirect; [`traffic::buyers_csv`] reads `--buyers-csv`
-//!   with the `csv` crate.
+//!   our HdrHistogram recorder (latency from the intended send, and send lag).
+//!   [`traffic::mapping`] is the `[target]` table (a shop's API, parsed into methods, paths
+//!   that stay on the target, placeholders, status patterns and outcomes when the file is
+//!   read; `mapping::template` expands placeholders once, encoded); [`traffic::target`] turns
+//!   it into requests and classified answers at run time, on the harness's client that follows
+//!   no redirect; [`traffic::buyers_csv`] reads `--buyers-csv` with the `csv` crate.
 //! - [`runner`]: a run against the reference shop (child process per strategy) or a foreign
 //!   shop: sale set-up, traffic, drain; both end through one `finish` (oracle, report
-//!   section); `runner::RunError` for runs that cannot start.
+//!   section); the report is written as each run finishes; one run per database at a time
+//!   (`lock`); `runner::RunError` for runs that cannot start; `progress` (a bar on a
+//!   terminal, a line a second elsewhere) and `metadata` (build, command line, server
+//!   versions).
+//! - [`live`]: the harness's own Prometheus endpoint during a run (`--metrics-listen`): the
+//!   clients' figures as the recorder sees them, the probes' samples, and `/targets` naming the
+//!   child shop for Prometheus service discovery.
 //! - [`rehearsal`]: foreign targets: the loopback guard (`guard`, checked again before the
 //!   first request), the dry-run plan (`plan`), the user's oracle (`oracle`: read-only SQL, or
 //!   HTTP at field paths; read before and after the sale), the preflight that checks every
@@ -34,13 +45,14 @@
 //! - [`metric`]: the metric catalog: each metric's one name (and older aliases), unit,
 //!   direction, comparison rule, threshold rule and format; `[thresholds]` parsed into it.
 //! - [`gate`]: thresholds checked against a report: verdict, JUnit XML, CI Markdown summary.
-//! - [`probe`]: DB QPS, Redis ops/s, stock and shop metrics sampled every second.
+//! - [`probe`]: DB QPS, Redis ops/s, stock, units sold and shop metrics sampled every second.
 //! - [`oracle`]: audits the final database/Redis state against the clients' records;
 //!   `oracle::clients` judges the clients' own evidence on every run (client-observed
 //!   oversell, the oracle disagreeing with the clients, unclassified answers);
 //!   `oracle::verdict` writes the one-line verdict.
 //! - [`report`]: `report.json` (`oversell.report/v2`; `report::v1` reads v1 files),
-//!   `report.md`, `report.html`, the tables (`report::table`); `report::catalog` (how each
+//!   `report.md`, `report.html` (both tell a run's details through `report::details`), the
+//!   tables (`report::table`); `report::catalog` (how each
 //!   catalog metric is read from a run, in the run's unit), `report::charts` (plotters, SVG +
 //!   PNG), `report::hlog` (HdrHistogram interval logs), `report::csv` (per-second timelines),
 //!   `report::markup` (the XML/HTML and Markdown escapers).
@@ -49,7 +61,8 @@
 //! - [`model`]: items, orders and the order state machine.
 //! - [`services`]: the outside services and how to start one that is down (`cli` decides
 //!   which errors mean "unreachable": exit 3).
-//! - [`telemetry`]: logging set-up.
+//! - [`telemetry`]: logging set-up (colour only on a terminal, never with `NO_COLOR`; clear of
+//!   the progress bar) and the process's one Prometheus recorder.
 //!
 //! Data flows one way: scenario → plan → traffic (goose) → shop → databases; probes and
 //! clients' records → oracle → report.
@@ -60,6 +73,7 @@ pub mod diff;
 pub mod gate;
 pub mod gateway;
 pub mod inventory;
+pub mod live;
 pub mod metric;
 pub mod model;
 pub mod oracle;
@@ -68,6 +82,7 @@ pub mod probe;
 pub mod rehearsal;
 pub mod report;
 pub mod runner;
+pub mod scenarios;
 pub mod services;
 pub mod shop;
 pub mod store;

@@ -29,15 +29,15 @@ impl Service {
     pub fn how_to_start(self) -> &'static str {
         match self {
             Service::Postgres => {
-                "start it with `docker-compose up -d postgres`, or on Debian \
+                "start it with `docker compose up -d --wait postgres`, or on Debian \
                  `pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start`"
             }
             Service::Mysql => {
-                "start it with `docker-compose up -d mysql`, or on Debian \
+                "start it with `docker compose up -d --wait mariadb`, or on Debian \
                  `start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd`"
             }
             Service::Redis => {
-                "start it with `docker-compose up -d redis`, or \
+                "start it with `docker compose up -d --wait redis`, or \
                  `redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save \"\" --appendonly no`"
             }
             Service::Shop => "check the URL and that the shop is running",

@@ -1,4 +1,55 @@
-//! Process-wide logging set-up.
+//! Process-wide set-up: logging to stderr (coloured only on a terminal, never with `NO_COLOR`,
+//! and kept clear of a progress bar) and the process's one Prometheus recorder, which the shop's
+//! `/metrics` and the harness's `--metrics-listen` both render.
+
+use indicatif::ProgressBar;
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use std::io::{IsTerminal, Write};
+use std::sync::{Mutex, OnceLock};
+
+/// The content type of the Prometheus text exposition format.
+pub const PROMETHEUS_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// Histogram buckets in seconds, for every histogram of the process: 100 µs to 10 s.
+const BUCKETS: [f64; 16] = [
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+    5.0, 10.0,
+];
+
+static PROMETHEUS: OnceLock<PrometheusHandle> = OnceLock::new();
+static BAR: Mutex<Option<ProgressBar>> = Mutex::new(None);
+
+/// What kind of Prometheus metric a name is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MetricKind {
+    Counter,
+    Gauge,
+    Histogram,
+}
+
+/// A metric a process exports: its name, kind and `# HELP` text.
+#[derive(Debug, Clone, Copy)]
+pub struct Described {
+    pub name: &'static str,
+    pub kind: MetricKind,
+    pub help: &'static str,
+}
+
+/// A [`Described`] metric, for the const lists.
+pub const fn described(name: &'static str, kind: MetricKind, help: &'static str) -> Described {
+    Described { name, kind, help }
+}
+
+/// Registers `list`'s `# HELP` texts with the process's recorder.
+pub fn describe(list: &[Described]) {
+    for d in list {
+        match d.kind {
+            MetricKind::Counter => metrics::describe_counter!(d.name, d.help),
+            MetricKind::Gauge => metrics::describe_gauge!(d.name, d.help),
+            MetricKind::Histogram => metrics::describe_histogram!(d.name, d.help),
+        }
+    }
+}
 
 /// Logs to stderr, filtered by `RUST_LOG` (default: warnings, and info for oversell).
 pub fn init_tracing() {
@@ -6,6 +57,63 @@ pub fn init_tracing() {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,oversell=info"));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        .with_ansi(colour_on_stderr())
+        .with_writer(|| StderrAroundBar)
         .try_init();
+}
+
+/// Whether stderr gets colour: it is a terminal and `NO_COLOR` is unset or empty.
+pub fn colour_on_stderr() -> bool {
+    std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
+
+/// The process's Prometheus recorder, installed on first use. A recorder installed by someone
+/// else (oversell embedded in another program) leaves us a private one to render.
+pub fn prometheus() -> &'static PrometheusHandle {
+    PROMETHEUS.get_or_init(|| {
+        let builder = PrometheusBuilder::new()
+            .set_buckets(&BUCKETS)
+            .expect("non-empty buckets");
+        match builder.install_recorder() {
+            Ok(h) => h,
+            Err(_) => PrometheusBuilder::new().build_recorder().handle(),
+        }
+    })
+}
+
+/// The exposition of `handle` as an HTTP answer with the Prometheus content type.
+pub fn exposition(handle: &PrometheusHandle) -> impl axum::response::IntoResponse {
+    handle.run_upkeep();
+    (
+        [(axum::http::header::CONTENT_TYPE, PROMETHEUS_CONTENT_TYPE)],
+        handle.render(),
+    )
+}
+
+/// Registers the progress bar that stderr lines must not tear (`None` once it is finished).
+pub fn set_progress_bar(bar: Option<ProgressBar>) {
+    *BAR.lock().unwrap_or_else(|e| e.into_inner()) = bar;
+}
+
+/// Writes one line to stderr, above the progress bar when one is drawn.
+pub fn stderr_line(line: &str) {
+    let _ = StderrAroundBar.write_all(format!("{line}\n").as_bytes());
+}
+
+/// stderr, hiding the progress bar (if any) while a log line is written.
+struct StderrAroundBar;
+
+impl Write for StderrAroundBar {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let bar = BAR.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        match bar {
+            Some(bar) => bar.suspend(|| std::io::stderr().write_all(buf))?,
+            None => std::io::stderr().write_all(buf)?,
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        std::io::stderr().flush()
+    }
 }

@@ -2,7 +2,7 @@
 //! `--probe` checks the mapping with one request of each kind instead.
 
 use super::load_scenario;
-use super::plan::{foreign, plan, print_report, OracleArgs, PlanArgs};
+use super::plan::{foreign, plan, OracleArgs, PlanArgs};
 use crate::rehearsal::mapping_check;
 use crate::runner::{self, Subject};
 use crate::traffic::schedule;
@@ -17,8 +17,9 @@ pub struct AttackArgs {
     /// The shop to rehearse against (loopback only unless --allow-remote).
     #[arg(long)]
     pub target: String,
-    /// Scenario file (TOML); its `[target]` table maps actions to the shop's API.
-    #[arg(long, default_value = "scenarios/flash-100.toml")]
+    /// Scenario: a TOML file or a bundled name; its `[target]` table maps actions to the
+    /// shop's API.
+    #[arg(long, default_value = "flash-100")]
     pub scenario: PathBuf,
     /// Check the mapping instead of running: send one request of each kind (set-up, view,
     /// order, pay, cancel) and read the oracle once, printing how each answer was classified
@@ -35,7 +36,7 @@ pub struct AttackArgs {
 /// answers than `[target].max_unclassified` allows matched no rule (the figures cannot be
 /// trusted until the mapping reads them).
 pub async fn attack(args: AttackArgs) -> anyhow::Result<i32> {
-    let s = load_scenario(&args.scenario)?;
+    let (s, scenario_file) = load_scenario(&args.scenario)?;
     let f = foreign(&args.target, &args.oracle, &s)?;
     if args.probe {
         let buyers = schedule::build(&s);
@@ -46,11 +47,11 @@ pub async fn attack(args: AttackArgs) -> anyhow::Result<i32> {
         return Ok(if checked.all_classified { 0 } else { 1 });
     }
     let subject = Subject::Foreign(Box::new(f));
-    let Some(plan) = plan(&args.scenario, s, subject, &args.plan)? else {
+    let Some(plan) = plan(&scenario_file, s, subject, &args.plan).await? else {
         return Ok(0);
     };
     let (report, dir) = runner::execute(&plan).await?;
-    print_report(&report, &dir);
+    args.plan.output.finish(&report, &dir, None);
     let incomplete = report.runs.iter().any(|r| r.findings.mapping_incomplete());
     Ok(if incomplete { 1 } else { 0 })
 }

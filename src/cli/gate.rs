@@ -3,7 +3,7 @@
 //! Everything that can be wrong with the command line (scenario, CSV, a non-loopback target
 //! without `--allow-remote`) is found before the first request is sent.
 
-use super::plan::{foreign, plan, print_report, OracleArgs, PlanArgs};
+use super::plan::{foreign, plan, OracleArgs, PlanArgs};
 use super::{load_scenario, ConnArgs};
 use crate::gate::{self, Override, Verdict};
 use crate::inventory::Strategy;
@@ -17,8 +17,8 @@ use std::path::{Path, PathBuf};
 /// `oversell gate`.
 #[derive(Debug, Args, Clone)]
 pub struct GateArgs {
-    /// Scenario file (TOML); its `[thresholds]` table sets the limits.
-    #[arg(long, default_value = "scenarios/ci.toml")]
+    /// Scenario: a TOML file or a bundled name; its `[thresholds]` table sets the limits.
+    #[arg(long, default_value = "ci")]
     pub scenario: PathBuf,
     /// Reference-shop strategies to gate, comma-separated (default: redis-lua).
     #[arg(long, value_enum, value_delimiter = ',', conflicts_with = "target")]
@@ -51,7 +51,7 @@ pub struct GateArgs {
 
 /// `oversell gate`: 0 every threshold held, 1 breached or not verified (see [`crate::gate`]).
 pub async fn gate(args: GateArgs) -> anyhow::Result<i32> {
-    let s = load_scenario(&args.scenario)?;
+    let (s, scenario_file) = load_scenario(&args.scenario)?;
     let bound = s.target.as_ref().and_then(|t| t.max_unclassified);
     let limits = gate::limits(&s.thresholds, bound, &args.thresholds);
     let subject = match &args.target {
@@ -78,7 +78,7 @@ pub async fn gate(args: GateArgs) -> anyhow::Result<i32> {
         }
     };
     let scenario_name = s.name.clone();
-    let Some(plan) = plan(&args.scenario, s, subject, &args.plan)? else {
+    let Some(plan) = plan(&scenario_file, s, subject, &args.plan).await? else {
         return Ok(0);
     };
     let (report, dir) = match runner::execute(&plan).await {
@@ -95,8 +95,7 @@ pub async fn gate(args: GateArgs) -> anyhow::Result<i32> {
         }
     };
     let verdict = Verdict::judge(&report, &limits, args.allow_unverified);
-    print_report(&report, &dir);
-    print!("{}", verdict.render());
+    args.plan.output.finish(&report, &dir, Some(&verdict));
     let md = verdict.markdown(&report, &dir);
     write_file(&dir.join("gate.md"), &md)?;
     if let Some(path) = &args.junit {

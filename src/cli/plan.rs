@@ -2,7 +2,6 @@
 //! [`RunPlan`] built from them, checked before the first request is sent.
 
 use crate::rehearsal::{self, Foreign, OracleSource, PlanSummary, Use};
-use crate::report::Report;
 use crate::runner::{RunPlan, Subject};
 use crate::traffic::mapping::OracleFields;
 use crate::traffic::{buyers_csv, schedule, Scenario};
@@ -123,8 +122,9 @@ pub(super) fn foreign(url: &str, oracle: &OracleArgs, s: &Scenario) -> anyhow::R
     })
 }
 
-/// Builds the plan; `None` after a dry run (printed, nothing sent).
-pub(super) fn plan(
+/// Builds the plan (and starts the live endpoint it asks for); `None` after a dry run
+/// (printed, nothing sent).
+pub(super) async fn plan(
     scenario_file: &Path,
     s: Scenario,
     subject: Subject,
@@ -158,6 +158,7 @@ pub(super) fn plan(
     if let Some(host) = remote {
         eprintln!("{}", summary.banner(host));
     }
+    let live = pa.output.live().await?;
     Ok(Some(RunPlan {
         scenario: s,
         scenario_file: scenario_file.to_path_buf(),
@@ -166,25 +167,6 @@ pub(super) fn plan(
         out: pa.output.out.clone(),
         drain_limit: Duration::from_secs(pa.output.drain_timeout_s),
         progress: !pa.output.quiet,
+        live,
     }))
-}
-
-/// The terminal table and verdicts, then for each run the rules its mapping lacks and what
-/// its clients' evidence cannot show.
-pub(super) fn print_report(report: &Report, dir: &Path) {
-    println!("{}", crate::report::table::render(report));
-    let mb = report.multi_backend();
-    for run in &report.runs {
-        let f = &run.findings;
-        if !f.mapping_advice.is_empty() {
-            println!("{}: answers no rule of [target] classified:", run.label(mb));
-            for a in &f.mapping_advice {
-                println!("  - {a}");
-            }
-        }
-        for n in &f.client_notes {
-            println!("{}: note: {n}", run.label(mb));
-        }
-    }
-    println!("report: {}", dir.join("report.md").display());
 }

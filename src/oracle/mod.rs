@@ -283,6 +283,8 @@ mod tests {
             cancels_ok: 0,
             unclassified: vec![],
             first_sold_out_ms: None,
+            send_lag: Default::default(),
+            order_answer_span: None,
             buyers: (0..5)
                 .map(|i| {
                     (

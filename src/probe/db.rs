@@ -91,7 +91,7 @@ impl DbProbe {
     }
 
     pub(super) async fn sample(&mut self, t: f64, series: &mut BTreeMap<&'static str, Series>) {
-        let stock: Option<i64> = match self {
+        let stock: Option<(i64, i64)> = match self {
             DbProbe::Postgres {
                 stats,
                 shop,
@@ -145,7 +145,7 @@ impl DbProbe {
                             .await
                             .ok()
                             .flatten()
-                            .and_then(|r| r.try_get(0).ok())
+                            .and_then(|r| Some((r.try_get(0).ok()?, r.try_get(1).ok()?)))
                     }
                     None => None,
                 }
@@ -212,19 +212,27 @@ impl DbProbe {
                         .await
                         .ok()
                         .flatten()
-                        .and_then(|r| r.try_get(0).ok()),
+                        .and_then(|r| Some((r.try_get(0).ok()?, r.try_get(1).ok()?))),
                     None => None,
                 }
             }
         };
-        if let Some(s) = stock {
+        if let Some((stock, sold)) = stock {
             push(
                 series,
                 "db_stock",
                 "units",
                 "SELECT stock FROM items",
                 t,
-                s as f64,
+                stock as f64,
+            );
+            push(
+                series,
+                "db_sold",
+                "units",
+                "SELECT SUM(qty) FROM orders WHERE status IN ('pending_payment', 'paid')",
+                t,
+                sold as f64,
             );
         }
     }

@@ -1,12 +1,17 @@
 //! Server-side truth sampled every second while a run is in progress: database QPS from the
 //! server's own counters, Redis ops/s from `INFO stats`, remaining stock, and the shop's
 //! `/metrics`. Each series says where its numbers came from.
+//!
+//! Every sample is also published as it is taken: as a gauge of the live metrics
+//! ([`crate::live::PROBE_GAUGES`]) and in [`Latest`], which progress lines read.
 
 mod db;
 
 use crate::inventory::redis_lua::ItemKeys;
+use crate::live;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::watch;
 use tokio::time::Instant;
@@ -83,11 +88,49 @@ pub struct ProbeConfig {
 pub struct Probes {
     stop: watch::Sender<bool>,
     task: tokio::task::JoinHandle<Vec<Series>>,
+    latest: Latest,
+}
+
+/// The latest sample of every series, shared with whoever watches the run.
+#[derive(Debug, Clone, Default)]
+pub struct Latest(Arc<Mutex<BTreeMap<&'static str, f64>>>);
+
+impl Latest {
+    /// The latest value of the series `name`, if it was sampled.
+    pub fn get(&self, name: &str) -> Option<f64> {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(name)
+            .copied()
+    }
+
+    /// Sets the latest value of the series `name`.
+    pub fn set(&self, name: &'static str, value: f64) {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(name, value);
+    }
+
+    /// Publishes the samples taken at `t`.
+    fn publish(&self, t: f64, series: &BTreeMap<&'static str, Series>) {
+        let mut latest = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        for (name, s) in series {
+            let Some(&(_, v)) = s.points.last().filter(|p| p.0 == t) else {
+                continue;
+            };
+            latest.insert(name, v);
+            live::probe_sample(name, &s.unit, v);
+        }
+    }
 }
 
 /// Starts sampling every second.
 pub async fn start(config: ProbeConfig) -> Probes {
     let (stop, mut rx) = watch::channel(false);
+    let latest = Latest::default();
+    let published = latest.clone();
     let task = tokio::spawn(async move {
         let mut db = match &config.database_url {
             Some(url) => db::DbProbe::connect(url, config.item_id, config.foreign_database).await,
@@ -124,13 +167,19 @@ pub async fn start(config: ProbeConfig) -> Probes {
                     last_metrics = Some(now);
                 }
             }
+            published.publish(t, &series);
         }
         series.into_values().collect()
     });
-    Probes { stop, task }
+    Probes { stop, task, latest }
 }
 
 impl Probes {
+    /// The latest samples, updated every second until [`Probes::stop`].
+    pub fn latest(&self) -> Latest {
+        self.latest.clone()
+    }
+
     /// Stops sampling and returns the series.
     pub async fn stop(self) -> Vec<Series> {
         let _ = self.stop.send(true);

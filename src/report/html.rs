@@ -1,12 +1,15 @@
 //! `report.html`: one self-contained page (charts inline as SVG, CSS and script inline, no
-//! network fetch): the headline table, the oracle's verdict per run in plain words, the charts,
-//! the scenario that produced them, and where every figure came from.
+//! network fetch): the headline table, the oracle's verdict per run in plain words, any run
+//! that did not finish, the charts, each run's details and per-request table (the same as
+//! `report.md`'s, from [`super::details`]), the scenario that produced them, the metadata, and
+//! where every figure came from.
 //!
 //! A small inline script measures every chart once the page has loaded and writes
 //! `data-charts-ok="<drawn>/<total>"` on `<body>` (and counts script errors in
 //! `data-js-errors`), so a headless browser can check the page.
 
 use super::charts::{run_slug, strategy_colour, Rendered};
+use super::details;
 use super::table::{Column, HEADLINE};
 use super::{Report, RunReport};
 use crate::metric::Metric;
@@ -123,6 +126,59 @@ fn verdicts(s: &mut String, r: &Report, mb: bool) {
     }
 }
 
+fn run_details(s: &mut String, r: &Report, mb: bool) {
+    for run in &r.runs {
+        let _ = writeln!(
+            s,
+            "<h3 id=\"details-{}\">{}{}</h3>\n<p class=\"verdict\"><b>Verdict:</b> {}</p>\n<ul>",
+            esc(&run_slug(run)),
+            swatch(run),
+            esc(&run.label(mb)),
+            esc(&run.findings.verdict)
+        );
+        for fact in details::facts(run) {
+            let _ = writeln!(s, "<li>{}</li>", fact.html());
+        }
+        s.push_str("</ul>\n<table class=\"requests\">\n<tr>");
+        for h in details::REQUEST_HEADER {
+            let _ = write!(s, "<th>{}</th>", esc(h));
+        }
+        s.push_str("</tr>\n");
+        for row in details::requests(run) {
+            s.push_str("<tr>");
+            for (i, cell) in row.iter().enumerate() {
+                let class = if i == 2 { " class=\"text\"" } else { "" };
+                let _ = write!(s, "<td{class}>{}</td>", esc(cell));
+            }
+            s.push_str("</tr>\n");
+        }
+        s.push_str(
+            "</table>\n<p>Latency in ms, measured from each request's intended send time.</p>\n",
+        );
+        let goose = details::goose(run);
+        if !goose.is_empty() {
+            let _ = writeln!(s, "<p>{}</p>\n<ul>", esc(details::GOOSE_INTRO));
+            for g in goose {
+                let _ = writeln!(s, "<li>{}</li>", esc(&g));
+            }
+            s.push_str("</ul>\n");
+        }
+    }
+}
+
+fn metadata(s: &mut String, r: &Report) {
+    s.push_str("<h2 id=\"metadata\">Metadata</h2>\n<table>\n");
+    for (k, v) in details::metadata(r) {
+        let _ = writeln!(
+            s,
+            "<tr><td>{}</td><td class=\"text\"><code>{}</code></td></tr>",
+            esc(k),
+            esc(&v)
+        );
+    }
+    s.push_str("</table>\n");
+}
+
 fn sources(s: &mut String, r: &Report, mb: bool) {
     s.push_str("<h2 id=\"sources\">Where the figures come from</h2>\n<table>\n<tr><th>figure</th><th>source</th></tr>\n");
     for (k, v) in &r.sources {
@@ -211,6 +267,14 @@ pub fn render(r: &Report, charts: &[Rendered]) -> String {
     headline(&mut s, r, mb);
     s.push_str("<h2>Verdicts</h2>\n");
     verdicts(&mut s, r, mb);
+    let failures = details::failures(r);
+    if !failures.is_empty() {
+        s.push_str("<h2 id=\"failed\">Runs that did not finish</h2>\n<ul>\n");
+        for f in failures {
+            let _ = writeln!(s, "<li class=\"bad\">{}</li>", esc(&f));
+        }
+        s.push_str("</ul>\n");
+    }
     s.push_str("<h2>Charts</h2>\n");
     for c in charts {
         let _ = writeln!(
@@ -222,6 +286,8 @@ pub fn render(r: &Report, charts: &[Rendered]) -> String {
             esc(&c.caption)
         );
     }
+    s.push_str("<h2>Details</h2>\n");
+    run_details(&mut s, r, mb);
     s.push_str("<h2>Scenario</h2>\n");
     let _ = writeln!(
         s,
@@ -231,6 +297,7 @@ pub fn render(r: &Report, charts: &[Rendered]) -> String {
     let spec = toml::to_string_pretty(&r.scenario.spec)
         .unwrap_or_else(|e| format!("(the scenario could not be shown: {e})"));
     let _ = writeln!(s, "<pre>{}</pre>", esc(&spec));
+    metadata(&mut s, r);
     sources(&mut s, r, mb);
     files(&mut s, r, charts);
     s.push_str("</body>\n</html>\n");

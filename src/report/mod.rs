@@ -11,6 +11,7 @@
 pub mod catalog;
 pub mod charts;
 pub mod csv;
+pub mod details;
 pub mod hlog;
 pub mod html;
 pub mod markdown;
@@ -64,11 +65,51 @@ pub fn sources(foreign: bool) -> BTreeMap<String, String> {
 pub struct Report {
     pub schema: String,
     pub generated_at: String,
+    /// The oversell version that wrote it.
     pub tool_version: String,
     pub scenario: ScenarioSummary,
     pub machine: Machine,
+    /// The build, the command, the servers and the start time (empty in older reports).
+    #[serde(default)]
+    pub metadata: Metadata,
     pub sources: BTreeMap<String, String>,
+    /// The runs that finished, in the order they ran.
     pub runs: Vec<RunReport>,
+    /// The run that stopped the command, if one did (the runs before it are in `runs`).
+    #[serde(default)]
+    pub failed: Vec<FailedRun>,
+}
+
+/// How a report came to be.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Metadata {
+    /// The git commit oversell was built from, or `unknown` (not built from a git checkout).
+    pub git_commit: String,
+    /// The command line, passwords in URLs redacted.
+    pub command_line: Vec<String>,
+    /// When the command started (UTC, RFC 3339).
+    pub started_at: String,
+    /// The servers the runs used, with the version each reported.
+    pub servers: Vec<ServerVersion>,
+}
+
+/// A server a run used and the version it reported.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ServerVersion {
+    /// `PostgreSQL`, `MySQL` or `Redis`.
+    pub service: String,
+    /// Where it was reached, password redacted.
+    pub url: String,
+    /// What it said (`SHOW server_version`, `SELECT VERSION()`, `INFO server`), or why not.
+    pub version: String,
+}
+
+/// A run that could not finish, and why.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct FailedRun {
+    /// The run's label (strategy/backend, or the target's host).
+    pub run: String,
+    pub error: String,
 }
 
 /// The scenario that produced a report (the item's stock and limit are in `spec.item`).
@@ -222,11 +263,17 @@ pub struct RunReport {
     pub error_rate: f64,
     /// All requests per second over the active period.
     pub throughput_rps: f64,
+    /// The rate the shop answered orders: order answers over the real span from the first
+    /// order answer to the last (not the offered rate).
     pub order_throughput_rps: f64,
     /// From the sale opening to the first `sold_out` answer.
     pub time_to_sell_out_s: Option<f64>,
     /// Seconds from the sale opening to the last answer.
     pub duration_s: f64,
+    /// Send lag of every request: intended send to actual send, the generator's own lateness
+    /// (absent in older reports).
+    #[serde(default)]
+    pub send_lag: Option<LatencySummary>,
     pub db_qps: Option<MetricSummary>,
     pub db_tps: Option<MetricSummary>,
     pub redis_ops: Option<MetricSummary>,
@@ -311,10 +358,10 @@ pub fn new_dir(out: &Path, scenario: &str) -> PathBuf {
         )
 }
 
-/// Writes everything into `dir` (created if missing): `report.json`, `report.md`, the charts
-/// (`*.svg`, `*.png`), per run `latency-<strategy>-<backend>.hlog` and
-/// `timeline-<strategy>-<backend>.csv`, and `report.html`.
-pub fn write(dir: &Path, report: &Report) -> anyhow::Result<()> {
+/// Writes the data files into `dir` (created if missing): `report.json`, `report.md`, and per
+/// run `latency-<strategy>-<backend>.hlog` and `timeline-<strategy>-<backend>.csv`. Cheap: the
+/// runner calls it as each run finishes.
+pub fn write_data(dir: &Path, report: &Report) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let json = serde_json::to_string_pretty(report)?;
     std::fs::write(dir.join("report.json"), json).context("writing report.json")?;
@@ -323,6 +370,13 @@ pub fn write(dir: &Path, report: &Report) -> anyhow::Result<()> {
         hlog::write(dir, run)?;
         csv::write(dir, run)?;
     }
+    Ok(())
+}
+
+/// Writes everything into `dir`: the data files ([`write_data`]), the charts (`*.svg`,
+/// `*.png`) and `report.html`.
+pub fn write(dir: &Path, report: &Report) -> anyhow::Result<()> {
+    write_data(dir, report)?;
     let charts = charts::write_all(dir, report).context("drawing the charts")?;
     std::fs::write(dir.join("report.html"), html::render(report, &charts))
         .context("writing report.html")?;

@@ -108,6 +108,16 @@ pub struct RunInputs {
     pub goose: Vec<GooseCrossCheck>,
 }
 
+/// Order answers per second over the real span of the answers (first to last). A span too
+/// short to measure (one answer, or all in the same millisecond) falls back to the whole
+/// seconds the run was active.
+fn served_rate(answers: u64, span: Option<std::time::Duration>, active_s: f64) -> f64 {
+    match span {
+        Some(s) if answers > 1 && s.as_secs_f64() >= 0.001 => answers as f64 / s.as_secs_f64(),
+        _ => answers as f64 / active_s.max(1.0),
+    }
+}
+
 /// Builds a run's report section.
 pub fn build(input: RunInputs) -> RunReport {
     let m = &input.measurements;
@@ -176,9 +186,12 @@ pub fn build(input: RunInputs) -> RunReport {
             0.0
         },
         throughput_rps: total as f64 / duration,
-        order_throughput_rps: attempts as f64 / duration,
+        order_throughput_rps: served_rate(attempts, m.order_answer_span, duration),
         time_to_sell_out_s: m.first_sold_out_ms.map(|ms| ms as f64 / 1000.0),
         duration_s: duration,
+        send_lag: Some(m.send_lag_all())
+            .filter(|h| !h.is_empty())
+            .map(|h| LatencySummary::of(&h)),
         db_qps: summary("db_qps"),
         db_tps: summary("db_tps"),
         redis_ops: summary("redis_ops"),
@@ -210,6 +223,15 @@ mod tests {
         assert_eq!(s.p50_ms, 2.0);
         assert!((s.max_ms - 3.0).abs() < 0.01);
         assert!(s.mean_ms > 2.0 && s.mean_ms < 2.1);
+    }
+
+    #[test]
+    fn the_served_rate_counts_the_real_span_of_answers() {
+        use std::time::Duration;
+        // 300 answers over 2 s are 150/s, whichever whole second the last one fell in.
+        assert_eq!(served_rate(300, Some(Duration::from_secs(2)), 3.0), 150.0);
+        assert_eq!(served_rate(1, Some(Duration::ZERO), 1.0), 1.0);
+        assert_eq!(served_rate(0, None, 1.0), 0.0);
     }
 
     #[test]

@@ -7,7 +7,9 @@
 //! write orders asynchronously), up to the drain limit, and audits the difference. Without an
 //! oracle the verdict rests on the clients' evidence alone.
 
-use super::{control_client, finish, fire_traffic, setup_sale, target_for, RunPlan, ServerSide};
+use super::{
+    control_client, finish, fire_traffic, setup_sale, target_for, RunPlan, ServerSide, Slot,
+};
 use crate::oracle::Truth;
 use crate::probe::ProbeConfig;
 use crate::rehearsal::{self, Foreign, Oracle, OracleSource, Tally};
@@ -22,7 +24,7 @@ const SETTLE_STEP: Duration = Duration::from_millis(500);
 /// Consecutive agreeing readings needed.
 const SETTLE_READS: usize = 3;
 
-pub(super) async fn run(plan: &RunPlan, f: &Foreign) -> anyhow::Result<RunReport> {
+pub(super) async fn run(plan: &RunPlan, f: &Foreign, slot: &Slot) -> anyhow::Result<RunReport> {
     let s = &plan.scenario;
     let oracle = rehearsal::preflight(f).await?;
     let target = Arc::new(target_for(s, &f.base_url, f.mapping.clone()));
@@ -41,7 +43,7 @@ pub(super) async fn run(plan: &RunPlan, f: &Foreign) -> anyhow::Result<RunReport
             shop_metrics_url: None,
             opened: Instant::now(),
         },
-        &f.label(),
+        slot,
     )
     .await?;
     let settled = settle(&oracle, plan.drain_limit).await;

@@ -6,18 +6,32 @@
 //! ([`foreign`]). Both share the traffic phase here: set up the sale, start the probes, fire the
 //! seeded plan, then hand back the clients' records for the oracle.
 //!
+//! The report is written as each run finishes (JSON, Markdown, interval logs, CSV; the charts
+//! and HTML once all are done), so a run that fails keeps the runs before it: the report then
+//! lists the failed run and why.
+//!
 //! - `shop_process`: the reference shop's child process, drain wait, final reconciliation.
 //! - `foreign`: someone else's shop: oracle read before any load, settle wait, totals oracle.
+//! - `lock`: one run at a time per database.
+//! - `progress`: the progress bar (a terminal) or line (a log) while a run runs.
+//! - `metadata`: the build, command line, server versions and start time of a report.
 
 mod foreign;
+mod lock;
+mod metadata;
+mod progress;
 mod shop_process;
 
+pub use metadata::GIT_COMMIT;
+pub use progress::Slot;
+
 use crate::inventory::Strategy;
+use crate::live::Live;
 use crate::oracle::{self, Evidence, OracleView, Reading, Truth};
 use crate::pipeline::reconcile::Pass;
 use crate::probe::{self, ProbeConfig, Probes, Series};
 use crate::rehearsal::Foreign;
-use crate::report::{self, summary, Drain, RunReport, Shop};
+use crate::report::{self, summary, Drain, FailedRun, RunReport, Shop};
 use crate::services::{redact_url, Service};
 use crate::store::{Backend, PoolSettings, Store};
 use crate::traffic::attack::{self, launch_lead, GeneratorStats, GooseCrossCheck};
@@ -27,6 +41,8 @@ use crate::traffic::schedule::BuyerPlan;
 use crate::traffic::target::{Sale, Target};
 use crate::traffic::Scenario;
 use anyhow::Context;
+use lock::lock_databases;
+pub use lock::RunLock;
 use shop_process::ChildShop;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -77,6 +93,37 @@ impl RunPlan {
             out,
             drain_limit: Duration::from_secs(60),
             progress: false,
+            live: None,
+        }
+    }
+
+    /// How many runs the plan makes.
+    pub fn runs(&self) -> usize {
+        match &self.subject {
+            Subject::Reference { cells, .. } => cells.len(),
+            Subject::Foreign(_) => 1,
+        }
+    }
+
+    /// Run `i`'s (0-based) slot: its 1-based index, the count and its label.
+    fn slot(&self, i: usize) -> Slot {
+        let label = match &self.subject {
+            Subject::Reference { cells, .. } => {
+                format!("{}/{}", cells[i].strategy, cells[i].backend.as_str())
+            }
+            Subject::Foreign(f) => f.label(),
+        };
+        Slot {
+            index: i + 1,
+            of: self.runs(),
+            label,
+        }
+    }
+
+    /// Prints a line to stderr unless the plan is quiet.
+    fn say(&self, line: &str) {
+        if self.progress {
+            crate::telemetry::stderr_line(line);
         }
     }
 }
@@ -97,55 +144,6 @@ pub enum RunError {
     },
 }
 
-/// Holds each database's run lock (see [`Store::try_run_lock`]) until dropped.
-pub struct RunLock {
-    store: Store,
-    conn: Option<sqlx::pool::PoolConnection<sqlx::Any>>,
-}
-
-impl Drop for RunLock {
-    fn drop(&mut self) {
-        // Closing the lock's connection (not returning it to a pool) releases the lock.
-        if let Some(conn) = self.conn.take() {
-            drop(conn.detach());
-        }
-        let store = self.store.clone();
-        tokio::spawn(async move { store.close().await });
-    }
-}
-
-/// Locks every database the cells use; refuses to start if another run holds one.
-async fn lock_databases(cells: &[Cell]) -> anyhow::Result<Vec<RunLock>> {
-    let mut urls: Vec<&str> = cells.iter().map(|c| c.database_url.as_str()).collect();
-    urls.sort_unstable();
-    urls.dedup();
-    let mut locks = Vec::new();
-    for url in urls {
-        let store = Store::connect(
-            url,
-            &PoolSettings {
-                max_connections: 1,
-                ..PoolSettings::default()
-            },
-        )
-        .await?;
-        match store.try_run_lock().await? {
-            Some(conn) => locks.push(RunLock {
-                store,
-                conn: Some(conn),
-            }),
-            None => {
-                store.close().await;
-                return Err(RunError::DatabaseBusy {
-                    url: redact_url(url),
-                }
-                .into());
-            }
-        }
-    }
-    Ok(locks)
-}
-
 /// Everything a run needs, decided before any work starts.
 #[derive(Debug, Clone)]
 pub struct RunPlan {
@@ -158,45 +156,28 @@ pub struct RunPlan {
     pub out: PathBuf,
     /// Longest wait for the shop to drain (reference) or the oracle to settle (foreign).
     pub drain_limit: Duration,
-    /// Print a progress line every second (stderr).
+    /// Show progress on stderr: a bar on a terminal, else a line every second.
     pub progress: bool,
+    /// The live metrics endpoint (`--metrics-listen`), told which run and shop are current.
+    pub live: Option<Live>,
 }
 
-/// Runs every cell (or the foreign target) of the plan and writes the report; returns it and
-/// its folder.
+/// Runs every cell (or the foreign target) of the plan, writing the report as each run
+/// finishes; returns it and its folder. A failed run ends the command: the report keeps the
+/// runs before it and names the failure (a folder with nothing in it is removed).
 pub async fn execute(plan: &RunPlan) -> anyhow::Result<(report::Report, PathBuf)> {
+    let started_at = now_rfc3339();
     let s = &plan.scenario;
     let _locks = match &plan.subject {
         Subject::Reference { cells, .. } => lock_databases(cells).await?,
         Subject::Foreign(_) => Vec::new(),
     };
+    let metadata = metadata::gather(plan, started_at).await;
     let dir = report::new_dir(&plan.out, &s.name);
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    // A run that fails before writing anything leaves no empty folder behind (a reference
-    // shop's log, when there is one, stays for the post-mortem).
-    let _unless_written = RemoveIfEmpty(dir.clone());
-    let mut runs = Vec::new();
-    match &plan.subject {
-        Subject::Reference {
-            cells,
-            redis_url,
-            shop_exe,
-        } => {
-            for cell in cells {
-                let label = format!("{}/{}", cell.strategy, cell.backend.as_str());
-                announce(plan, &label);
-                let run = run_cell(plan, cell, redis_url, shop_exe, &dir).await?;
-                runs.push(run);
-            }
-        }
-        Subject::Foreign(f) => {
-            announce(plan, &f.label());
-            runs.push(foreign::run(plan, f).await?);
-        }
-    }
-    let report = report::Report {
+    let mut report = report::Report {
         schema: report::SCHEMA.into(),
-        generated_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        generated_at: now_rfc3339(),
         tool_version: env!("CARGO_PKG_VERSION").into(),
         scenario: report::ScenarioSummary {
             name: s.name.clone(),
@@ -206,31 +187,91 @@ pub async fn execute(plan: &RunPlan) -> anyhow::Result<(report::Report, PathBuf)
             spec: s.clone(),
         },
         machine: report::Machine::this(),
+        metadata,
         sources: report::sources(matches!(plan.subject, Subject::Foreign(_))),
-        runs,
+        runs: Vec::new(),
+        failed: Vec::new(),
     };
+    for i in 0..plan.runs() {
+        let slot = plan.slot(i);
+        announce(plan, &slot);
+        let run = match &plan.subject {
+            Subject::Reference {
+                cells,
+                redis_url,
+                shop_exe,
+            } => run_cell(plan, &cells[i], redis_url, shop_exe, &dir, &slot).await,
+            Subject::Foreign(f) => foreign::run(plan, f, &slot).await,
+        };
+        if let Some(live) = &plan.live {
+            live.shop(None);
+        }
+        match run {
+            Ok(run) => {
+                report.runs.push(run);
+                report.generated_at = now_rfc3339();
+                report::write_data(&dir, &report)?;
+            }
+            Err(e) => return Err(keep_what_finished(&dir, report, &slot, e)),
+        }
+    }
     report::write(&dir, &report)?;
     Ok((report, dir))
 }
 
-/// Removes a folder when dropped if it is still empty.
-struct RemoveIfEmpty(PathBuf);
+fn now_rfc3339() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
 
-impl Drop for RemoveIfEmpty {
-    fn drop(&mut self) {
-        // `remove_dir` refuses a folder that has anything in it.
-        let _ = std::fs::remove_dir(&self.0);
+/// After run `slot` failed: the report lists it next to the runs that finished (and the shop's
+/// log); a folder with nothing in it is removed. Returns the error, saying where the report is.
+fn keep_what_finished(
+    dir: &Path,
+    mut report: report::Report,
+    slot: &Slot,
+    e: anyhow::Error,
+) -> anyhow::Error {
+    report.failed.push(FailedRun {
+        run: slot.label.clone(),
+        error: format!("{e:#}"),
+    });
+    let empty = std::fs::read_dir(dir).is_ok_and(|mut d| d.next().is_none());
+    if empty {
+        let _ = std::fs::remove_dir(dir);
+        return e;
+    }
+    let written = if report.runs.is_empty() {
+        report::write_data(dir, &report)
+    } else {
+        report::write(dir, &report)
+    };
+    match written {
+        Ok(()) => e.context(format!(
+            "{slot} failed; the report of the {} run(s) before it, and the failure, is in {}",
+            report.runs.len(),
+            dir.display()
+        )),
+        Err(w) => e.context(format!(
+            "{slot} failed, and its report could not be written: {w:#}"
+        )),
     }
 }
 
-fn announce(plan: &RunPlan, label: &str) {
-    if plan.progress {
-        eprintln!(
-            "== {label} ({} buyers, {} units)",
+fn announce(plan: &RunPlan, slot: &Slot) {
+    if let Some(live) = &plan.live {
+        live.run_started(
+            slot.index,
+            slot.of,
+            &slot.label,
+            plan.scenario.item.stock,
             plan.buyers.len(),
-            plan.scenario.item.stock
         );
     }
+    plan.say(&format!(
+        "== {slot} ({} buyers, {} units)",
+        plan.buyers.len(),
+        plan.scenario.item.stock
+    ));
 }
 
 /// The shop at `base_url` as the traffic model sees it, selling the scenario's item.
@@ -300,9 +341,7 @@ fn finish(
         redis_restocked_orders: server.redis_restocked_orders,
         clients: &measurements,
     });
-    if plan.progress {
-        eprintln!("   {}", findings.verdict);
-    }
+    plan.say(&format!("   {}", findings.verdict));
     summary::build(summary::RunInputs {
         shop,
         scenario: s.name.clone(),
@@ -323,7 +362,7 @@ async fn fire_traffic(
     plan: &RunPlan,
     target: Arc<Target>,
     probe: ProbeConfig,
-    label: &str,
+    slot: &Slot,
 ) -> anyhow::Result<Fired> {
     let buyers = plan.buyers.clone();
     let reading = Reading {
@@ -336,9 +375,18 @@ async fn fire_traffic(
         ..probe
     })
     .await;
-    let ticker = plan
-        .progress
-        .then(|| spawn_progress(label.to_string(), recorder.clone(), buyers.len()));
+    let watch = plan.progress.then(|| {
+        progress::start(
+            slot,
+            progress::Sources {
+                recorder: recorder.clone(),
+                latest: probes.latest(),
+                buyers: buyers.len(),
+                stock: plan.scenario.item.stock,
+                last_arrival: buyers.iter().map(|b| b.arrival).max().unwrap_or_default(),
+            },
+        )
+    });
     let fired = attack::fire(
         buyers,
         target,
@@ -346,8 +394,8 @@ async fn fire_traffic(
         Duration::from_millis(plan.scenario.client.timeout_ms),
     )
     .await;
-    if let Some(t) = ticker {
-        t.abort();
+    if let Some(w) = watch {
+        w.stop();
     }
     match fired {
         Ok((goose, generator)) => Ok(Fired {
@@ -372,6 +420,7 @@ async fn run_cell(
     redis_url: &str,
     shop_exe: &PathBuf,
     dir: &Path,
+    slot: &Slot,
 ) -> anyhow::Result<RunReport> {
     let prefix = format!("oversell-run-{}", uuid::Uuid::now_v7().simple());
     let log = dir.join(format!(
@@ -380,8 +429,17 @@ async fn run_cell(
         cell.backend.as_str()
     ));
     let knobs = &plan.scenario.shop;
-    let shop = ChildShop::start(shop_exe, cell, redis_url, &prefix, knobs, log).await?;
-    let result = drive_reference(plan, cell, redis_url, &shop.base_url, &prefix).await;
+    let shop = ChildShop::start(shop_exe, cell, redis_url, &prefix, knobs, log.clone()).await?;
+    plan.say(&format!(
+        "   shop {} (metrics {}/metrics, log {})",
+        shop.base_url,
+        shop.base_url,
+        log.display()
+    ));
+    if let Some(live) = &plan.live {
+        live.shop(Some(&shop.base_url));
+    }
+    let result = drive_reference(plan, cell, redis_url, &shop.base_url, &prefix, slot).await;
     shop.stop().await;
     crate::inventory::redis_lua::keys::delete_prefix(redis_url, &prefix).await;
     result
@@ -393,13 +451,13 @@ async fn drive_reference(
     redis_url: &str,
     base_url: &str,
     prefix: &str,
+    slot: &Slot,
 ) -> anyhow::Result<RunReport> {
     let s = &plan.scenario;
     let target = Arc::new(target_for(s, base_url, Mapping::default()));
     let http = control_client()?;
     setup_sale(&http, &target).await?;
     let is_redis = cell.strategy == Strategy::RedisLua;
-    let label = format!("{}/{}", cell.strategy, cell.backend.as_str());
     let fired = fire_traffic(
         plan,
         target,
@@ -411,7 +469,7 @@ async fn drive_reference(
             shop_metrics_url: Some(format!("{base_url}/metrics")),
             opened: Instant::now(),
         },
-        &label,
+        slot,
     )
     .await?;
     let drain = shop_process::wait_drained(&http, base_url, s.item.id, plan.drain_limit).await;
@@ -510,21 +568,4 @@ async fn setup_sale(http: &reqwest::Client, target: &Target) -> anyhow::Result<(
         return Err(RunError::SaleSetup { url, status, body }.into());
     }
     Ok(())
-}
-
-fn spawn_progress(label: String, rec: Arc<Recorder>, total: usize) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        let mut tick = tokio::time::interval(Duration::from_secs(1));
-        loop {
-            tick.tick().await;
-            let p = rec.progress();
-            let t = Instant::now()
-                .saturating_duration_since(rec.opened())
-                .as_secs_f64();
-            eprintln!(
-                "   [{label}] {t:5.1}s arrived {}/{total} done {} | orders {} created {} errors {}",
-                p.arrived, p.finished, p.orders, p.created, p.errors
-            );
-        }
-    })
 }

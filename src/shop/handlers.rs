@@ -99,16 +99,6 @@ pub(super) async fn healthz(State(st): State<AppState>) -> Json<serde_json::Valu
     }))
 }
 
-pub(super) async fn metrics(State(st): State<AppState>) -> String {
-    let pool = st.inventory.store().pool();
-    let in_use = pool.size().saturating_sub(pool.num_idle() as u32);
-    metrics::gauge!("oversell_db_pool_in_use").set(in_use as f64);
-    metrics::gauge!("oversell_db_pool_size").set(pool.size() as f64);
-    let handle = super::telemetry::handle();
-    handle.run_upkeep();
-    handle.render()
-}
-
 pub(super) async fn not_found() -> ApiError {
     ApiError::new(StatusCode::NOT_FOUND, "not_found")
 }

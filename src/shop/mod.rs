@@ -57,7 +57,7 @@ pub struct AppState {
 pub fn app(state: AppState) -> Router {
     Router::new()
         .route("/healthz", get(handlers::healthz))
-        .route("/metrics", get(handlers::metrics))
+        .route("/metrics", get(telemetry::metrics))
         .route(
             "/api/items/{id}",
             get(handlers::get_item).put(handlers::put_item),

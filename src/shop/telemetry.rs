@@ -1,23 +1,52 @@
-//! Prometheus metrics for `GET /metrics`: one process-wide recorder, labelled by strategy.
+//! The shop's Prometheus metrics: what each one means (the `# HELP` lines), and `GET /metrics`
+//! in the text exposition format with its standard content type. The recorder is the
+//! process's one ([`crate::telemetry::prometheus`]).
 
-use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
-use std::sync::OnceLock;
+use super::AppState;
+use axum::extract::State;
+use axum::response::IntoResponse;
+use metrics_exporter_prometheus::PrometheusHandle;
+use std::sync::Once;
 
-static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+use crate::telemetry::{describe, described as m, Described, MetricKind::*};
 
-/// Installs the recorder once per process and returns its handle.
+/// Every metric the shop exports (a name emitted anywhere in the shop must be listed here; a
+/// test reads the sources to hold that).
+pub const METRICS: &[Described] = &[
+    m("oversell_orders_total", Counter, "Order requests the shop answered, by strategy and outcome (created, sold_out, duplicate, rate_limited, busy, ...)."),
+    m("oversell_http_requests_total", Counter, "HTTP requests the shop answered, by route, method and status code."),
+    m("oversell_http_request_duration_seconds", Histogram, "Time the shop took to answer an HTTP request (from reading it to the response), by route and method, in seconds."),
+    m("oversell_prededuct_total", Counter, "redis-lua: calls of the atomic pre-deduct script, by result (success, sold_out, duplicate, not_warmed)."),
+    m("oversell_restocks_total", Counter, "redis-lua: orders whose units went back to Redis (exactly once each), by reason (cancelled, expired)."),
+    m("oversell_restocked_units_total", Counter, "redis-lua: units given back to Redis stock by restocks."),
+    m("oversell_persisted_events_total", Counter, "redis-lua: stream events the consumer applied to the database."),
+    m("oversell_persist_anomalies_total", Counter, "redis-lua: stream events the database did not take as written (already applied, or not enough stock); see the shop log."),
+    m("oversell_stream_lag", Gauge, "redis-lua: stream entries of an item not yet delivered to the persistence consumers."),
+    m("oversell_stream_pending", Gauge, "redis-lua: stream entries delivered to a consumer but not yet acknowledged (applied) by it."),
+    m("oversell_reconcile_residual", Gauge, "redis-lua: Redis stock minus the stock reconciliation expected, at its last pass (0 when consistent)."),
+    m("oversell_reconcile_passes_total", Counter, "redis-lua: reconciliation passes."),
+    m("oversell_reconcile_corrections_total", Counter, "redis-lua: reconciliation passes that corrected Redis stock."),
+    m("oversell_reconcile_alerts_total", Counter, "redis-lua: reconciliation residuals past the alert threshold."),
+    m("oversell_optimistic_conflicts_total", Counter, "optimistic: compare-and-swap updates that lost to a concurrent one and were retried."),
+    m("oversell_optimistic_exhausted_total", Counter, "optimistic: orders that ran out of retries (answered 503 busy)."),
+    m("oversell_db_pool_acquire_seconds", Histogram, "Time waited for a database connection from the shop's pool, in seconds."),
+    m("oversell_db_pool_in_use", Gauge, "Database connections of the shop's pool in use (read when /metrics is scraped)."),
+    m("oversell_db_pool_size", Gauge, "Database connections the shop's pool holds open (read when /metrics is scraped)."),
+];
+
+/// The process's recorder, with the shop's metrics described (once).
 pub fn handle() -> &'static PrometheusHandle {
-    HANDLE.get_or_init(|| {
-        let buckets = [
-            0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
-        ];
-        let builder = PrometheusBuilder::new()
-            .set_buckets(&buckets)
-            .expect("non-empty buckets");
-        match builder.install_recorder() {
-            Ok(h) => h,
-            // Another recorder is already installed (embedding); render our own private one.
-            Err(_) => PrometheusBuilder::new().build_recorder().handle(),
-        }
-    })
+    static DESCRIBED: Once = Once::new();
+    let handle = crate::telemetry::prometheus();
+    DESCRIBED.call_once(|| describe(METRICS));
+    handle
+}
+
+/// `GET /metrics`: the pool gauges read now, then everything the process recorded.
+pub(super) async fn metrics(State(st): State<AppState>) -> impl IntoResponse {
+    let pool = st.inventory.store().pool();
+    let in_use = pool.size().saturating_sub(pool.num_idle() as u32);
+    metrics::gauge!("oversell_db_pool_in_use").set(in_use as f64);
+    metrics::gauge!("oversell_db_pool_size").set(pool.size() as f64);
+    crate::telemetry::exposition(handle())
 }

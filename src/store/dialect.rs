@@ -39,7 +39,8 @@ pub fn migrator(backend: Backend) -> Migrator {
 #[derive(Debug, Clone)]
 pub struct Statements {
     pub read_item: &'static str,
-    /// The item's stock alone (the probe samples it every second).
+    /// The item's stock and the units its live orders hold (pending payment or paid), in one
+    /// statement (the probe samples it every second).
     pub read_stock: &'static str,
     pub lock_item: &'static str,
     pub held_by_user: &'static str,
@@ -114,7 +115,11 @@ impl Statements {
         };
         let raw = Statements {
             read_item: leak(format!("SELECT {ITEM_COLS} FROM items WHERE id = ?")),
-            read_stock: leak("SELECT stock FROM items WHERE id = ?".into()),
+            read_stock: leak(format!(
+                "SELECT stock, (SELECT CAST(COALESCE(SUM(qty), 0) AS {sum_cast}) FROM orders \
+                 WHERE item_id = items.id AND status IN ('pending_payment', 'paid')) \
+                 FROM items WHERE id = ?"
+            )),
             lock_item: leak(format!(
                 "SELECT {ITEM_COLS} FROM items WHERE id = ? FOR UPDATE"
             )),

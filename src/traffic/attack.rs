@@ -257,6 +257,7 @@ async fn send(
     let Some(prepared) = ctx.target.prepare(action, b) else {
         return (None, intended);
     };
+    ctx.recorder.sending(kind, intended);
     let read = match ctx.target.url(&prepared) {
         Err(_) => Read::transport_failed(),
         Ok(url) => {
@@ -300,6 +301,7 @@ async fn send_direct(ctx: &Ctx, b: &BuyerPlan, intended: Instant) -> (Option<Cla
     let Some(prepared) = ctx.target.prepare(&Action::Order, b) else {
         return (None, intended);
     };
+    ctx.recorder.sending(Kind::Order, intended);
     let read = ctx.target.send(&ctx.client, Kind::Order, &prepared).await;
     let done = Instant::now();
     record(ctx, Kind::Order, &read, intended, done);

@@ -6,7 +6,13 @@
 //! plus think time for the next. A request that could not go out on time (the generator fell
 //! behind, or the shop was slow to answer an earlier one) carries that delay in its latency, so a
 //! stalled shop shows up in the high percentiles instead of being hidden (coordinated omission).
+//! Each request's *send lag* (intended send to actual send: the generator's own lateness) is
+//! kept apart, per kind.
+//!
+//! Everything recorded is also published as it happens to the process's live metrics
+//! ([`crate::live`]; free when no `--metrics-listen` recorder is installed).
 
+use crate::live;
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
@@ -178,6 +184,10 @@ struct Inner {
     buyers: BTreeMap<usize, BuyerResult>,
     arrived: u64,
     finished: u64,
+    send_lag: BTreeMap<Kind, Histogram<u64>>,
+    in_flight: u64,
+    /// First and last order answer, after the sale opened.
+    order_answers: Option<(std::time::Duration, std::time::Duration)>,
 }
 
 /// Shared by every simulated buyer of one run.
@@ -194,6 +204,8 @@ pub struct Progress {
     pub orders: u64,
     pub created: u64,
     pub errors: u64,
+    /// Requests sent and not answered yet.
+    pub in_flight: u64,
 }
 
 /// Highest latency tracked: one hour, in microseconds (longer values are clamped to it).
@@ -230,15 +242,41 @@ impl Recorder {
         self.inner.lock().expect("recorder poisoned")
     }
 
+    /// A request intended for `intended` is being sent now: records its send lag.
+    pub fn sending(&self, kind: Kind, intended: Instant) {
+        let lag = Instant::now().saturating_duration_since(intended);
+        let micros = lag.as_micros().min(u64::MAX as u128) as u64;
+        metrics::histogram!(live::SEND_LAG, "kind" => kind.as_str()).record(lag.as_secs_f64());
+        metrics::gauge!(live::IN_FLIGHT).increment(1.0);
+        let mut st = self.lock();
+        st.in_flight += 1;
+        st.send_lag
+            .entry(kind)
+            .or_insert_with(new_histogram)
+            .saturating_record(micros.max(1));
+    }
+
     /// Records one answered (or failed) request: latency from `intended` to `done`.
     pub fn record(&self, kind: Kind, answer: Answer, intended: Instant, done: Instant) {
-        let micros = done
-            .saturating_duration_since(intended)
-            .as_micros()
-            .min(u64::MAX as u128) as u64;
-        let second = done.saturating_duration_since(self.opened).as_secs() as usize;
-        let at_ms = done.saturating_duration_since(self.opened).as_millis() as u64;
+        let latency = done.saturating_duration_since(intended);
+        let micros = latency.as_micros().min(u64::MAX as u128) as u64;
+        let since_open = done.saturating_duration_since(self.opened);
+        let second = since_open.as_secs() as usize;
+        let at_ms = since_open.as_millis() as u64;
+        metrics::counter!(live::ANSWERS, "kind" => kind.as_str(), "outcome" => answer.as_str())
+            .increment(1);
+        metrics::histogram!(live::LATENCY, "kind" => kind.as_str()).record(latency.as_secs_f64());
         let mut st = self.lock();
+        if st.in_flight > 0 {
+            st.in_flight -= 1;
+            metrics::gauge!(live::IN_FLIGHT).decrement(1.0);
+        }
+        if kind == Kind::Order {
+            st.order_answers = Some(match st.order_answers {
+                Some((first, last)) => (first.min(since_open), last.max(since_open)),
+                None => (since_open, since_open),
+            });
+        }
         st.hist
             .entry((kind, answer))
             .or_insert_with(new_histogram)
@@ -262,11 +300,13 @@ impl Recorder {
 
     /// A buyer's first request is due.
     pub fn arrived(&self) {
+        metrics::counter!(live::ARRIVALS).increment(1);
         self.lock().arrived += 1;
     }
 
     /// A buyer is done; `result` says whether it tried to order and got one.
     pub fn finished(&self, buyer: usize, result: BuyerResult) {
+        metrics::counter!(live::BUYERS_DONE).increment(1);
         let mut st = self.lock();
         st.finished += 1;
         st.buyers.insert(buyer, result);
@@ -310,6 +350,7 @@ impl Recorder {
         let mut p = Progress {
             arrived: st.arrived,
             finished: st.finished,
+            in_flight: st.in_flight,
             ..Progress::default()
         };
         for ((kind, answer), h) in &st.hist {
@@ -339,6 +380,8 @@ impl Recorder {
             unclassified: st.unclassified.values().cloned().collect(),
             first_sold_out_ms: st.first_sold_out_ms,
             buyers: st.buyers.clone(),
+            send_lag: st.send_lag.clone(),
+            order_answer_span: st.order_answers.map(|(first, last)| last - first),
         }
     }
 }
@@ -361,6 +404,10 @@ pub struct Measurements {
     pub unclassified: Vec<UnclassifiedAnswer>,
     pub first_sold_out_ms: Option<u64>,
     pub buyers: BTreeMap<usize, BuyerResult>,
+    /// Send lag (intended send to actual send, µs) by kind.
+    pub send_lag: BTreeMap<Kind, Histogram<u64>>,
+    /// From the first order answer to the last.
+    pub order_answer_span: Option<std::time::Duration>,
 }
 
 /// `s` cut to at most `max` bytes on a character boundary, with `…` when cut.
@@ -376,6 +423,15 @@ pub fn cut(s: &str, max: usize) -> String {
 }
 
 impl Measurements {
+    /// Send lag of every request merged into one histogram (µs).
+    pub fn send_lag_all(&self) -> Histogram<u64> {
+        let mut h = new_histogram();
+        for lag in self.send_lag.values() {
+            h.add(lag).expect("same-precision histograms merge");
+        }
+        h
+    }
+
     /// All answers of one kind merged into one histogram.
     pub fn by_kind(&self, kind: Kind) -> Histogram<u64> {
         let mut h = new_histogram();
@@ -444,6 +500,28 @@ mod tests {
             "p99.9 shows the 2 s stall"
         );
         assert!(h.max() >= 2_000_000);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_request_sent_late_shows_its_send_lag_apart_and_counts_in_flight() {
+        let opened = Instant::now();
+        let rec = Recorder::new(opened);
+        let intended = opened;
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        rec.sending(Kind::Order, intended);
+        assert_eq!(rec.progress().in_flight, 1);
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        rec.record(Kind::Order, Answer::Created, intended, Instant::now());
+        assert_eq!(rec.progress().in_flight, 0);
+        let m = rec.finish();
+        let lag = m.send_lag_all();
+        assert_eq!(lag.len(), 1);
+        assert!((29_000..=31_000).contains(&lag.max()), "{}", lag.max());
+        assert!(
+            m.by_kind(Kind::Order).max() >= 35_000,
+            "latency includes the lag"
+        );
+        assert_eq!(m.order_answer_span, Some(Duration::ZERO));
     }
 
     #[tokio::test(start_paused = true)]

@@ -33,6 +33,22 @@ pub fn fresh_db_url(backend: Backend) -> String {
     }
 }
 
+/// One run cell per strategy, all on `backend` at `database_url`.
+pub fn cells(
+    strategies: &[Strategy],
+    backend: Backend,
+    database_url: &str,
+) -> Vec<oversell::runner::Cell> {
+    strategies
+        .iter()
+        .map(|strategy| oversell::runner::Cell {
+            strategy: *strategy,
+            backend,
+            database_url: database_url.to_string(),
+        })
+        .collect()
+}
+
 /// A running shop and a client for it.
 pub struct TestApp {
     pub address: String,

@@ -2,12 +2,15 @@
 
 mod bad_input;
 mod concurrency;
+mod deploy;
 mod gate;
 mod helpers;
+mod live;
 mod orders;
 mod redirects;
 mod redis_lua;
 mod rehearsal;
+mod report_contents;
 mod reports;
 mod runs;
 mod stand_in;

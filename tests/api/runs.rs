@@ -223,10 +223,22 @@ async fn a_second_run_is_refused_while_one_holds_the_database(backend: Backend) 
         0,
         "nothing was written"
     );
-    // Released when the first run's connection goes away.
+    // Released when the first run's connection goes away (the server notices the closed
+    // socket on its own time: on a loaded machine, not at once).
     drop(held.detach());
     let again = Store::connect(&db, &PoolSettings::default()).await.unwrap();
-    assert!(again.try_run_lock().await.unwrap().is_some());
+    let mut released = false;
+    for _ in 0..50 {
+        if again.try_run_lock().await.unwrap().is_some() {
+            released = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        released,
+        "the lock is released within 5 s of its connection closing"
+    );
     again.close().await;
     store.close().await;
     drop_database(&db).await;

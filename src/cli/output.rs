@@ -1,0 +1,221 @@
+//! How `run`, `compare`, `gate` and `attack` talk back: the flags they share ([`OutputArgs`]),
+//! the live metrics endpoint, and the end of a command. People get the table (and the gate's
+//! verdict) on stdout; with `--json`, stdout carries one JSON summary for machines and nothing
+//! else: the process's stdout is pointed at stderr for the whole command (goose prints to it),
+//! and the summary goes to a duplicate of the original taken first.
+
+use crate::gate::{Origin, Status, Verdict};
+use crate::live::{self, Live};
+use crate::metric::Metric;
+use crate::report::Report;
+use clap::Args;
+use serde_json::{json, Value};
+use std::io::Write;
+use std::net::SocketAddr;
+use std::os::fd::AsFd;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+/// The original stdout once `--json` moved the process's stdout to stderr.
+static JSON_OUT: Mutex<Option<std::fs::File>> = Mutex::new(None);
+
+/// The schema id of the `--json` summary.
+pub const SUMMARY_SCHEMA: &str = "oversell.summary/v1";
+
+/// Where reports go, how a run ends and how it talks back: shared by `run`, `compare`, `gate`
+/// and `attack`.
+#[derive(Debug, Args, Clone)]
+pub struct OutputArgs {
+    /// Folder for reports (a `<UTC timestamp>-<scenario>/` folder is made inside).
+    #[arg(long, default_value = "reports")]
+    pub out: PathBuf,
+    /// Longest wait for the shop to drain / the oracle to settle after the last buyer (s).
+    #[arg(long, default_value_t = 60)]
+    pub drain_timeout_s: u64,
+    /// No progress bar or lines.
+    #[arg(long)]
+    pub quiet: bool,
+    /// Print the run summary (and the gate's verdict) as JSON on stdout; the tables go to
+    /// stderr.
+    #[arg(long)]
+    pub json: bool,
+    /// Serve live Prometheus metrics of the run at this address while it runs (default
+    /// 127.0.0.1:9898; port 0 picks one). `/targets` there names the current child shop, for
+    /// Prometheus service discovery (see deploy/prometheus/prometheus.yml).
+    #[arg(
+        long,
+        value_name = "ADDR",
+        num_args = 0..=1,
+        default_missing_value = "127.0.0.1:9898"
+    )]
+    pub metrics_listen: Option<SocketAddr>,
+}
+
+impl OutputArgs {
+    /// With `--json`: keeps the original stdout for the summary and points the process's
+    /// stdout at stderr, so nothing else can land in the JSON.
+    pub fn claim_stdout(&self) -> anyhow::Result<()> {
+        if !self.json {
+            return Ok(());
+        }
+        std::io::stdout().flush()?;
+        let original = nix::unistd::dup(std::io::stdout().as_fd())?;
+        nix::unistd::dup2_stdout(std::io::stderr().as_fd())?;
+        *JSON_OUT.lock().unwrap_or_else(|e| e.into_inner()) = Some(original.into());
+        Ok(())
+    }
+
+    /// Starts the live endpoint when `--metrics-listen` asks for one, and says where it is.
+    pub async fn live(&self) -> anyhow::Result<Option<Live>> {
+        let Some(addr) = self.metrics_listen else {
+            return Ok(None);
+        };
+        let l = live::serve(addr).await?;
+        eprintln!(
+            "live metrics: {} (Prometheus; the current shop for service discovery: http://{}/targets)",
+            l.url(),
+            l.addr()
+        );
+        Ok(Some(l))
+    }
+
+    /// Prints a line meant for people: stdout, or stderr when stdout carries JSON.
+    pub fn human(&self, text: &str) {
+        if self.json {
+            eprint!("{text}");
+        } else {
+            print!("{text}");
+        }
+    }
+
+    /// Ends a command that wrote `report` into `dir`: the table (and `verdict`) for people,
+    /// and with `--json` the summary on stdout.
+    pub fn finish(&self, report: &Report, dir: &Path, verdict: Option<&Verdict>) {
+        let mut text = crate::report::table::render(report);
+        let mb = report.multi_backend();
+        for run in &report.runs {
+            let f = &run.findings;
+            if !f.mapping_advice.is_empty() {
+                text.push_str(&format!(
+                    "\n{}: answers no rule of [target] classified:",
+                    run.label(mb)
+                ));
+                for a in &f.mapping_advice {
+                    text.push_str(&format!("\n  - {a}"));
+                }
+            }
+            for n in &f.client_notes {
+                text.push_str(&format!("\n{}: note: {n}", run.label(mb)));
+            }
+        }
+        self.human(&format!(
+            "{text}\nreport: {}\n",
+            dir.join("report.md").display()
+        ));
+        if let Some(v) = verdict {
+            self.human(&v.render());
+        }
+        if self.json {
+            json_line(&summary(report, dir, verdict));
+        }
+    }
+
+    /// With `--json`, the summary of a command that stopped with `e` (exit `code`).
+    pub fn failed(&self, e: &anyhow::Error, code: i32) {
+        if self.json {
+            json_line(&json!({
+                "schema": SUMMARY_SCHEMA,
+                "error": format!("{e:#}"),
+                "exit_code": code,
+            }));
+        }
+    }
+}
+
+/// Writes one JSON line to the stdout `--json` claimed (or stdout).
+fn json_line(v: &Value) {
+    let mut out = JSON_OUT.lock().unwrap_or_else(|e| e.into_inner());
+    let line = format!("{v}\n");
+    let _ = match out.as_mut() {
+        Some(f) => f.write_all(line.as_bytes()).and_then(|_| f.flush()),
+        None => std::io::stdout().write_all(line.as_bytes()),
+    };
+}
+
+/// The `--json` summary: where the report is (absolute paths), each run's headline metrics (null when the run
+/// could not measure one) and verdict, a run that failed, and the gate's checks.
+pub fn summary(report: &Report, dir: &Path, verdict: Option<&Verdict>) -> Value {
+    let mb = report.multi_backend();
+    let runs: Vec<Value> = report
+        .runs
+        .iter()
+        .map(|run| {
+            let metrics: serde_json::Map<String, Value> = Metric::ALL
+                .into_iter()
+                .map(|m| (m.name().to_string(), m.read(run).ok().into()))
+                .collect();
+            let mut v = json!({
+                "run": run.label(mb),
+                "verdict": run.findings.verdict,
+                "metrics": metrics,
+            });
+            // The shop's own fields: `shop` (reference or foreign), strategy and backend, ...
+            if let (Some(v), Ok(Value::Object(shop))) =
+                (v.as_object_mut(), serde_json::to_value(&run.shop))
+            {
+                v.extend(shop);
+            }
+            v
+        })
+        .collect();
+    // Absolute, so a machine reading the summary need not know our working directory.
+    let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+    let mut v = json!({
+        "schema": SUMMARY_SCHEMA,
+        "scenario": report.scenario.name,
+        "report_dir": dir.display().to_string(),
+        "report": dir.join("report.json").display().to_string(),
+        "runs": runs,
+        "failed": report.failed,
+    });
+    if let Some(verdict) = verdict {
+        v["gate"] = gate_json(verdict);
+        v["exit_code"] = verdict.exit_code().into();
+    }
+    v
+}
+
+fn gate_json(v: &Verdict) -> Value {
+    let checks: Vec<Value> = v
+        .checks
+        .iter()
+        .map(|c| {
+            let (status, reason) = match &c.status {
+                Status::Passed => ("passed", None),
+                Status::Breached => ("breached", None),
+                Status::NotVerified(why) => ("not_verified", Some(why.clone())),
+            };
+            json!({
+                "run": c.run,
+                "threshold": c.limit.metric.name(),
+                "limit": c.limit.value,
+                "limit_from": match c.limit.origin {
+                    Origin::Default => "default",
+                    Origin::Scenario => "scenario",
+                    Origin::Flag => "flag",
+                },
+                "measured": c.measured,
+                "source": c.source,
+                "status": status,
+                "reason": reason,
+            })
+        })
+        .collect();
+    json!({
+        "passed": v.passed(),
+        "breached": v.breached(),
+        "not_verified": v.unverified(),
+        "allow_unverified": v.allow_unverified,
+        "checks": checks,
+    })
+}

@@ -1,0 +1,307 @@
+//! What `report.md` and `report.html` both say about a run beyond the headline, written once:
+//! the findings and measurements as sentences, the per-request latency table, goose's
+//! cross-check; and about the report as a whole: its metadata and any run that failed.
+
+use super::catalog::DbRate;
+use super::summary::LatencySummary;
+use super::{Report, RunReport};
+use crate::traffic::recorder::Kind;
+
+fn opt<T: std::fmt::Display>(v: Option<T>) -> String {
+    v.map_or_else(|| "n/a".into(), |v| v.to_string())
+}
+
+fn pct(x: f64) -> String {
+    format!("{:.2} %", x * 100.0)
+}
+
+/// One sentence about a run; `lead`, when present, opens it and must not be missed (bold in
+/// Markdown and HTML).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Fact {
+    pub lead: Option<&'static str>,
+    pub text: String,
+}
+
+impl From<String> for Fact {
+    fn from(text: String) -> Self {
+        Fact { lead: None, text }
+    }
+}
+
+impl std::fmt::Display for Fact {
+    /// The Markdown form.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.lead {
+            Some(l) => write!(f, "**{l}**{}", self.text),
+            None => f.write_str(&self.text),
+        }
+    }
+}
+
+impl Fact {
+    /// The HTML form (escaped).
+    pub fn html(&self) -> String {
+        let text = super::markup::escape(&self.text);
+        match self.lead {
+            Some(l) => format!("<strong>{}</strong>{text}", super::markup::escape(l)),
+            None => text,
+        }
+    }
+}
+
+/// The run's findings and measurements, one sentence each.
+pub fn facts(run: &RunReport) -> Vec<Fact> {
+    let f = &run.findings;
+    let mut v: Vec<String> = vec![
+        format!(
+            "target: {} (backend {})",
+            run.shop.target(),
+            run.backend_name()
+        ),
+        format!(
+            "sold {} of {}; database stock {}; Redis stock {}; conservation drift {}; Redis drift {}",
+            opt(f.sold),
+            f.initial_stock,
+            opt(f.db_stock),
+            opt(f.redis_stock),
+            opt(f.conservation_drift),
+            opt(f.redis_drift)
+        ),
+    ];
+    v.extend([
+        format!(
+            "acknowledged {}; lost acknowledged {}; phantom orders {}; duplicate buyers {} (devices {}); status mismatches {}",
+            f.acknowledged,
+            opt(f.lost_acks),
+            opt(f.phantom_orders),
+            opt(f.duplicate_buyers),
+            opt(f.duplicate_devices),
+            opt(f.status_mismatches)
+        ),
+        format!(
+            "orders by status: {}; bots hold {} units ({}); people turned away {}",
+            f.orders_by_status
+                .iter()
+                .map(|(k, v)| format!("{k} {v}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            opt(f.bot_units),
+            f.bot_share_of_units.map_or("n/a".into(), pct),
+            f.turned_away_buyers
+        ),
+    ]);
+    if let Some(p) = &run.reconcile {
+        v.push(format!(
+            "final reconciliation ({}): Redis {} vs expected {}, residual {}{}",
+            p.source,
+            p.redis_stock,
+            p.expected_redis_stock,
+            p.residual,
+            if p.corrected { " (corrected)" } else { "" }
+        ));
+    }
+    v.push(format!(
+        "drained: {} after {} ms (limit {} ms)",
+        run.drain.drained, run.drain.waited_ms, run.drain.limit_ms
+    ));
+    v.push(format!(
+        "orders/s served: {:.1} (order answers over the span from the first to the last)",
+        run.order_throughput_rps
+    ));
+    if let Some(q) = &run.db_qps {
+        v.push(format!(
+            "DB QPS peak {:.0}, mean {:.0} {} — {}",
+            q.peak,
+            q.mean,
+            DbRate::of(q).counter,
+            q.source
+        ));
+    }
+    if let (Some(w), Some(d)) = (run.db_row_lock_waits, run.db_deadlocks) {
+        v.push(format!("InnoDB row lock waits {w:.0}, deadlocks {d:.0}"));
+    }
+    if let Some(q) = &run.redis_ops {
+        v.push(format!(
+            "Redis ops/s peak {:.0}, mean {:.0} — {}",
+            q.peak, q.mean, q.source
+        ));
+    }
+    let g = &run.generator;
+    v.push(format!(
+        "load generator: {} goose users, {:.2} cores used ({:.1} CPU s over {:.1} s), peak RSS {:.0} MiB",
+        g.users, g.cores_used, g.cpu_seconds, g.wall_seconds, g.peak_rss_mib
+    ));
+    if let Some(l) = &run.send_lag {
+        v.push(format!(
+            "send lag (intended send to actual send: the generator's own lateness) p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms over {} requests",
+            l.p50_ms, l.p99_ms, l.max_ms, l.count
+        ));
+    }
+    let mut facts: Vec<Fact> = v.into_iter().map(Fact::from).collect();
+    facts.splice(2..2, oracle_and_clients(f));
+    facts
+}
+
+/// The per-request table's header.
+pub const REQUEST_HEADER: [&str; 9] = [
+    "request", "count", "outcomes", "mean", "p50", "p90", "p99", "p99.9", "max",
+];
+
+/// The per-request table: one row per kind of request (latency in ms from the intended send).
+pub fn requests(run: &RunReport) -> Vec<[String; 9]> {
+    Kind::ALL
+        .into_iter()
+        .filter_map(|kind| {
+            let k = run.requests.get(&kind)?;
+            let outcomes = k
+                .outcomes
+                .iter()
+                .map(|(a, n)| format!("{} {n}", a.as_str()))
+                .collect::<Vec<_>>()
+                .join(", ");
+            let LatencySummary {
+                mean_ms,
+                p50_ms,
+                p90_ms,
+                p99_ms,
+                p999_ms,
+                max_ms,
+                ..
+            } = k.latency;
+            let ms = |v: f64| format!("{v:.3}");
+            Some([
+                kind.as_str().to_string(),
+                k.total.to_string(),
+                outcomes,
+                ms(mean_ms),
+                ms(p50_ms),
+                ms(p90_ms),
+                ms(p99_ms),
+                ms(p999_ms),
+                ms(max_ms),
+            ])
+        })
+        .collect()
+}
+
+/// What the goose cross-check says, if anything.
+pub const GOOSE_INTRO: &str = "Goose cross-check (time to first byte from the actual send; bots' extra submissions are not in it):";
+
+/// Goose's own view of each request name, one sentence each.
+pub fn goose(run: &RunReport) -> Vec<String> {
+    run.goose_crosscheck
+        .iter()
+        .map(|g| {
+            format!(
+                "{}: {} requests, mean {:.3} ms, max {:.3} ms",
+                g.name, g.count, g.mean_ms, g.max_ms
+            )
+        })
+        .collect()
+}
+
+/// The report's metadata as (label, value) pairs.
+pub fn metadata(r: &Report) -> Vec<(&'static str, String)> {
+    let m = &r.metadata;
+    let or_unknown = |s: &str| {
+        if s.is_empty() {
+            "unknown".to_string()
+        } else {
+            s.to_string()
+        }
+    };
+    let mut v = vec![
+        (
+            "oversell",
+            format!(
+                "{} (git commit {})",
+                r.tool_version,
+                or_unknown(&m.git_commit)
+            ),
+        ),
+        ("command line", or_unknown(&m.command_line.join(" "))),
+        ("started", or_unknown(&m.started_at)),
+        ("finished", r.generated_at.clone()),
+        (
+            "host",
+            format!("{} cores, {}", r.machine.cores, r.machine.os),
+        ),
+    ];
+    for s in &m.servers {
+        v.push((
+            "server",
+            format!("{} {} at {}", s.service, s.version, s.url),
+        ));
+    }
+    v
+}
+
+/// The runs that failed, one sentence each.
+pub fn failures(r: &Report) -> Vec<String> {
+    r.failed
+        .iter()
+        .map(|f| {
+            format!(
+                "{} did not finish: {} (the runs above finished before it; the command stopped here)",
+                f.run, f.error
+            )
+        })
+        .collect()
+}
+
+/// Which oracle judged, what it can and cannot see, and the clients' own evidence beside it.
+/// `**…**` marks what a reader must not miss (bold in Markdown and HTML).
+fn oracle_and_clients(f: &crate::oracle::Findings) -> Vec<Fact> {
+    let mut v: Vec<Fact> = vec![format!("oracle: {}", f.truth_source).into()];
+    if !f.oracle_sees.is_empty() {
+        v.push(format!("the oracle sees: {}", f.oracle_sees).into());
+        v.push(format!("the oracle cannot see: {}", f.oracle_blind_to).into());
+    }
+    if let Some(w) = &f.oracle_warning {
+        v.push(Fact {
+            lead: Some("warning: "),
+            text: w.clone(),
+        });
+    }
+    if let Some(c) = f.client_oversell {
+        v.push(format!(
+            "client evidence: {} acknowledged, {} restocked as the run saw it, {} units held for {}: client-observed oversell {c}",
+            f.acknowledged,
+            opt(f.restocks_seen),
+            f.client_net_acks,
+            f.initial_stock
+        ).into());
+    }
+    match (f.oracle_disagreement, f.sold) {
+        (Some(d), Some(sold)) if d > 0 => v.push(Fact {
+            lead: Some("the oracle disagrees with the clients"),
+            text: format!(
+                ": it counts {sold} sold, clients were told {}: at least {d} acknowledged orders are missing from its count (a lower bound on lost acknowledged orders)",
+                f.client_net_acks
+            ),
+        }),
+        (Some(_), Some(_)) => v.push(
+            String::from("the oracle agrees with the clients (it counts at least what they were told)")
+                .into(),
+        ),
+        _ => {}
+    }
+    if f.unclassified > 0 {
+        v.push(Fact {
+            lead: Some("answers no rule of [target] classified: "),
+            text: format!(
+                "{} of {} ({}, bound {}): {}",
+                f.unclassified,
+                f.answers,
+                f.unclassified_share.map_or("n/a".into(), pct),
+                f.max_unclassified.map_or("n/a".into(), pct),
+                f.mapping_advice.join("; ")
+            ),
+        });
+    }
+    for n in &f.client_notes {
+        v.push(format!("note: {n}").into());
+    }
+    v
+}

@@ -1,0 +1,138 @@
+//! A report's metadata: the build (version and git commit), the command line (passwords
+//! redacted), when the command started, and the version every server of the run reported
+//! (PostgreSQL `SHOW server_version`, MySQL/MariaDB `SELECT VERSION()`, Redis `INFO server`).
+//! A server that does not say is recorded as such; it never stops the run.
+
+use super::{RunPlan, Subject};
+use crate::inventory::Strategy;
+use crate::report::{Metadata, ServerVersion};
+use crate::services::redact_url;
+use crate::store::Backend;
+use sqlx::Connection;
+use std::time::Duration;
+
+/// The commit this binary was built from (set by `build.rs`), or `unknown`.
+pub const GIT_COMMIT: &str = match option_env!("OVERSELL_GIT_COMMIT") {
+    Some(c) => c,
+    None => "unknown",
+};
+
+/// How long a server gets to tell its version.
+const ASK_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The metadata of a run of `plan` that started at `started_at`.
+pub(super) async fn gather(plan: &RunPlan, started_at: String) -> Metadata {
+    let mut servers = Vec::new();
+    let mut databases: Vec<String> = Vec::new();
+    let mut redis = None;
+    match &plan.subject {
+        Subject::Reference {
+            cells, redis_url, ..
+        } => {
+            databases.extend(cells.iter().map(|c| c.database_url.clone()));
+            if cells.iter().any(|c| c.strategy == Strategy::RedisLua) {
+                redis = Some(redis_url.clone());
+            }
+        }
+        Subject::Foreign(f) => databases.extend(f.oracle.database_url()),
+    }
+    databases.sort();
+    databases.dedup();
+    for url in databases {
+        servers.push(database_version(&url).await);
+    }
+    if let Some(url) = redis {
+        servers.push(redis_version(&url).await);
+    }
+    Metadata {
+        git_commit: GIT_COMMIT.to_string(),
+        command_line: std::env::args().map(|a| redact_arg(&a)).collect(),
+        started_at,
+        servers,
+    }
+}
+
+/// An argument with any URL's password redacted (`--flag=URL` too).
+fn redact_arg(arg: &str) -> String {
+    match arg.split_once('=') {
+        Some((flag, value)) if flag.starts_with("--") => format!("{flag}={}", redact_url(value)),
+        _ => redact_url(arg),
+    }
+}
+
+async fn database_version(url: &str) -> ServerVersion {
+    let (service, question) = match Backend::from_url(url) {
+        Ok(Backend::Postgres) => ("PostgreSQL", "SHOW server_version"),
+        Ok(Backend::Mysql) => ("MySQL", "SELECT VERSION()"),
+        Err(e) => {
+            return ServerVersion {
+                service: "database".into(),
+                url: redact_url(url),
+                version: format!("unknown ({e})"),
+            }
+        }
+    };
+    let version = ask(async {
+        sqlx::any::install_default_drivers();
+        let mut conn = sqlx::AnyConnection::connect(url).await?;
+        let v: String = sqlx::query_scalar(question).fetch_one(&mut conn).await?;
+        let _ = conn.close().await;
+        Ok::<_, sqlx::Error>(v)
+    })
+    .await;
+    ServerVersion {
+        service: service.into(),
+        url: redact_url(url),
+        version,
+    }
+}
+
+async fn redis_version(url: &str) -> ServerVersion {
+    let version = ask(async {
+        let client = redis::Client::open(url)?;
+        let mut conn = client.get_multiplexed_async_connection().await?;
+        let info: String = redis::cmd("INFO")
+            .arg("server")
+            .query_async(&mut conn)
+            .await?;
+        info.lines()
+            .find_map(|l| l.strip_prefix("redis_version:"))
+            .map(|v| v.trim().to_string())
+            .ok_or_else(|| anyhow::anyhow!("INFO server has no redis_version"))
+    })
+    .await;
+    ServerVersion {
+        service: "Redis".into(),
+        url: redact_url(url),
+        version,
+    }
+}
+
+/// The answer, or `unknown (why)`.
+async fn ask<E: std::fmt::Display>(
+    question: impl std::future::Future<Output = Result<String, E>>,
+) -> String {
+    match tokio::time::timeout(ASK_TIMEOUT, question).await {
+        Ok(Ok(v)) => v,
+        Ok(Err(e)) => format!("unknown ({e})"),
+        Err(_) => format!("unknown (no answer within {} s)", ASK_TIMEOUT.as_secs()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_in_arguments_are_redacted() {
+        assert_eq!(
+            redact_arg("postgres://u:secret@h/db"),
+            "postgres://u:***@h/db"
+        );
+        assert_eq!(
+            redact_arg("--database-url=mysql://root:pw@h/db"),
+            "--database-url=mysql://root:***@h/db"
+        );
+        assert_eq!(redact_arg("--strategy"), "--strategy");
+    }
+}
