@@ -18,6 +18,7 @@ use std::str::FromStr;
 pub enum Metric {
     Oversell,
     LostAcks,
+    DeadLetters,
     DuplicateBuyers,
     Undersell,
     ErrorRate,
@@ -118,7 +119,7 @@ const ZERO: Option<Option<f64>> = Some(Some(0.0));
 /// A threshold with no limit unless set.
 const OPTIONAL: Option<Option<f64>> = Some(None);
 
-static SPECS: [Spec; 11] = [
+static SPECS: [Spec; 12] = [
     spec(
         "oversell",
         &[],
@@ -136,6 +137,15 @@ static SPECS: [Spec; 11] = [
         Unit::Orders,
         Better::Lower,
         ZERO,
+    ),
+    spec(
+        "dead_letters",
+        &[],
+        "dead-lettered stream entries",
+        "dead letters",
+        Unit::Orders,
+        Better::Lower,
+        OPTIONAL,
     ),
     spec(
         "duplicate_buyers",
@@ -222,9 +232,10 @@ static SPECS: [Spec; 11] = [
 
 impl Metric {
     /// Every metric, in catalog order.
-    pub const ALL: [Metric; 11] = [
+    pub const ALL: [Metric; 12] = [
         Metric::Oversell,
         Metric::LostAcks,
+        Metric::DeadLetters,
         Metric::DuplicateBuyers,
         Metric::Undersell,
         Metric::ErrorRate,
@@ -501,7 +512,7 @@ mod tests {
     fn the_thresholds_are_the_ones_users_script_against() {
         assert_eq!(
             limitable_names(),
-            "oversell, lost_acks, duplicate_buyers, undersell, error_rate, p99_ms, p999_ms"
+            "oversell, lost_acks, dead_letters, duplicate_buyers, undersell, error_rate, p99_ms, p999_ms"
         );
         assert!(Metric::limit("mean_ms", 3.0).is_err());
     }

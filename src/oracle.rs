@@ -9,7 +9,10 @@
 //! - lost acknowledged orders: a 201 order id the database does not have; phantom orders: an
 //!   order the database has that no client was told about (e.g. its client timed out);
 //! - duplicate buyers: users (and devices) holding more than the purchase limit;
-//! - undersell: units left unsold while buyers were turned away.
+//! - undersell: units left unsold while buyers were turned away;
+//! - dead letters (redis-lua): stream entries the database refused N times and the shop moved
+//!   aside. A dead-lettered acknowledged order has no row, so it IS a lost acknowledged order
+//!   from its client's point of view: it is counted there, and also said to be dead-lettered.
 
 use crate::model::{Order, OrderStatus};
 use crate::traffic::recorder::{Measurements, Told};
@@ -43,7 +46,19 @@ pub struct Evidence<'a> {
     pub stock_seen: Option<(i64, i64)>,
     /// redis-lua: orders the restock script's idempotency set says were restocked.
     pub redis_restocked_orders: Option<i64>,
+    /// redis-lua: the item's dead-letter stream.
+    pub dead_letters: Option<Vec<DeadLetterSeen>>,
     pub clients: &'a Measurements,
+}
+
+/// One dead-lettered stream entry, as the oracle reads it from Redis.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeadLetterSeen {
+    pub order_id: String,
+    /// The entry's type: `order`, `pay`, `cancel`, `expire`.
+    pub kind: String,
+    /// The order's state in Redis when the entry was dead-lettered.
+    pub was: String,
 }
 
 /// The oracle's findings for one run.
@@ -69,6 +84,12 @@ pub struct Findings {
     pub lost_acks: Option<u64>,
     /// Up to 20 of the lost order ids.
     pub lost_ack_examples: Vec<String>,
+    /// redis-lua: stream entries the database refused and the shop dead-lettered.
+    #[serde(default)]
+    pub dead_letters: Option<u64>,
+    /// redis-lua: lost acknowledged orders that were dead-lettered (counted in `lost_acks` too).
+    #[serde(default)]
+    pub lost_acks_dead_lettered: Option<u64>,
     pub phantom_orders: Option<u64>,
     pub duplicate_buyers: Option<u64>,
     pub duplicate_devices: Option<u64>,
@@ -87,8 +108,9 @@ pub struct Findings {
     /// Highest database stock sampled; above the initial stock means units were restocked
     /// more than once.
     pub max_stock_seen: Option<i64>,
-    /// redis-lua: released orders (cancelled + expired) in the database minus orders Redis
-    /// restocked; non-zero means a release was restocked twice or never.
+    /// redis-lua: released orders (cancelled + expired) in the database, plus dead-lettered
+    /// orders Redis had released before they were dead-lettered, minus orders Redis restocked;
+    /// non-zero means a release was restocked twice or never.
     pub restock_mismatch: Option<i64>,
     /// People (not bots) who tried to order and never got one.
     pub turned_away_buyers: u64,
@@ -117,6 +139,7 @@ pub fn audit(e: &Evidence<'_>) -> Findings {
         reconcile_residual: e.reconcile_residual,
         min_stock_seen: e.stock_seen.map(|s| s.0),
         max_stock_seen: e.stock_seen.map(|s| s.1),
+        dead_letters: e.dead_letters.as_ref().map(|d| d.len() as u64),
         ..Findings::default()
     };
     let (sold, stock) = match &e.truth {
@@ -161,6 +184,16 @@ fn orders_findings(f: &mut Findings, orders: &[Order], acked: &HashSet<&str>, e:
         .collect();
     f.lost_acks = Some(lost.len() as u64);
     f.lost_ack_examples = lost.iter().take(20).map(|s| s.to_string()).collect();
+    let dead_orders: HashSet<&str> = e
+        .dead_letters
+        .iter()
+        .flatten()
+        .map(|d| d.order_id.as_str())
+        .collect();
+    if e.dead_letters.is_some() {
+        f.lost_acks_dead_lettered =
+            Some(lost.iter().filter(|id| dead_orders.contains(*id)).count() as u64);
+    }
     f.phantom_orders = Some(
         orders
             .iter()
@@ -185,7 +218,17 @@ fn orders_findings(f: &mut Findings, orders: &[Order], acked: &HashSet<&str>, e:
     }
     if let Some(restocked) = e.redis_restocked_orders {
         let released = orders.iter().filter(|o| !o.status.holds_stock()).count() as i64;
-        f.restock_mismatch = Some(released - restocked);
+        // A cancel or expiry restocked in Redis whose order the database then refused: no row
+        // to count it by, but a real restock.
+        let released_then_dead: HashSet<&str> = e
+            .dead_letters
+            .iter()
+            .flatten()
+            .filter(|d| matches!(d.was.as_str(), "cancelled" | "expired"))
+            .map(|d| d.order_id.as_str())
+            .filter(|id| !in_db.contains_key(id))
+            .collect();
+        f.restock_mismatch = Some(released + released_then_dead.len() as i64 - restocked);
     }
     f.peak_oversell = Some((peak_held(orders) - e.initial_stock).max(0));
     f.duplicate_buyers = Some(by_user.values().filter(|q| **q > e.purchase_limit).count() as u64);
@@ -279,7 +322,15 @@ fn verdict(f: &Findings) -> String {
         parts.push(format!("restocks do not match releases ({m})"));
     }
     if let Some(l) = f.lost_acks.filter(|l| *l > 0) {
-        parts.push(format!("lost {l} acknowledged orders"));
+        match f.lost_acks_dead_lettered.filter(|d| *d > 0) {
+            Some(d) => parts.push(format!(
+                "lost {l} acknowledged orders ({d} dead-lettered: the database refused them)"
+            )),
+            None => parts.push(format!("lost {l} acknowledged orders")),
+        }
+    }
+    if let Some(d) = f.dead_letters.filter(|d| *d > 0) {
+        parts.push(format!("{d} stream entries dead-lettered"));
     }
     if let Some(d) = f.duplicate_buyers.filter(|d| *d > 0) {
         parts.push(format!("{d} buyers hold more than the limit"));
@@ -386,6 +437,7 @@ mod tests {
             reconcile_residual: None,
             stock_seen: None,
             redis_restocked_orders: None,
+            dead_letters: None,
             clients: &c,
         });
         assert_eq!(f.sold, Some(4));
@@ -446,6 +498,7 @@ mod tests {
             reconcile_residual: Some(0),
             stock_seen: Some((8, 10)),
             redis_restocked_orders: None,
+            dead_letters: None,
             clients: &c,
         });
         assert_eq!(f.oversell, Some(0));
@@ -469,6 +522,7 @@ mod tests {
             reconcile_residual: None,
             stock_seen: None,
             redis_restocked_orders: None,
+            dead_letters: None,
             clients: &c,
         });
         assert!(!f.verified);

@@ -30,7 +30,7 @@ pub struct GateArgs {
     #[arg(long)]
     pub target: Option<String>,
     /// A limit, overriding the scenario: NAME=VALUE, repeatable. NAME is one of oversell,
-    /// lost_acks, duplicate_buyers, undersell, error_rate, p99_ms, p999_ms.
+    /// lost_acks, dead_letters, duplicate_buyers, undersell, error_rate, p99_ms, p999_ms.
     #[arg(long = "threshold", value_name = "NAME=VALUE")]
     pub thresholds: Vec<Override>,
     /// Write JUnit XML here: one test case per threshold per strategy.

@@ -59,9 +59,11 @@ fn details(s: &mut String, run: &RunReport, mb: bool) {
     );
     let _ = writeln!(
         s,
-        "- acknowledged {}; lost acknowledged {}; phantom orders {}; duplicate buyers {} (devices {}); status mismatches {}",
+        "- acknowledged {}; lost acknowledged {} (dead-lettered {}); dead letters {}; phantom orders {}; duplicate buyers {} (devices {}); status mismatches {}",
         f.acknowledged,
         opt(f.lost_acks),
+        opt(f.lost_acks_dead_lettered),
+        opt(f.dead_letters),
         opt(f.phantom_orders),
         opt(f.duplicate_buyers),
         opt(f.duplicate_devices),

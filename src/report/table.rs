@@ -23,13 +23,14 @@ pub enum Column {
 }
 
 /// The headline table of `report.md` and `report.html`: the post-mortem's four metrics first.
-pub const HEADLINE: [Column; 12] = [
+pub const HEADLINE: [Column; 13] = [
     Column::Metric(Metric::Oversell),
     Column::Metric(Metric::MeanMs),
     Column::Metric(Metric::DbQpsPeak),
     Column::Metric(Metric::ErrorRate),
     Column::SoldOfStock,
     Column::Metric(Metric::LostAcks),
+    Column::Metric(Metric::DeadLetters),
     Column::Metric(Metric::DuplicateBuyers),
     Column::Metric(Metric::Undersell),
     Column::Latencies,
@@ -46,6 +47,7 @@ pub fn terminal() -> impl Iterator<Item = Column> {
             !matches!(
                 c,
                 Column::Metric(Metric::Undersell)
+                    | Column::Metric(Metric::DeadLetters)
                     | Column::Latencies
                     | Column::SellOut
                     | Column::RedisPeak

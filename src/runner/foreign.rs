@@ -58,6 +58,7 @@ pub(super) async fn run(plan: &RunPlan, f: &Foreign) -> anyhow::Result<RunReport
         truth_source: f.oracle.describe(),
         redis_stock: None,
         redis_restocked_orders: None,
+        dead_letters: None,
         stock_seen: None,
         reconcile: None,
     };

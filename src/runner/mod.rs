@@ -13,7 +13,7 @@ mod foreign;
 mod shop_process;
 
 use crate::inventory::Strategy;
-use crate::oracle::{self, Evidence, Truth};
+use crate::oracle::{self, DeadLetterSeen, Evidence, Truth};
 use crate::pipeline::reconcile::Pass;
 use crate::probe::{self, ProbeConfig, Probes, Series};
 use crate::rehearsal::Foreign;
@@ -263,6 +263,8 @@ struct ServerSide {
     /// redis-lua: Redis stock and the orders Redis restocked.
     redis_stock: Option<i64>,
     redis_restocked_orders: Option<i64>,
+    /// redis-lua: the dead-letter stream.
+    dead_letters: Option<Vec<DeadLetterSeen>>,
     /// Lowest and highest database stock the probe saw.
     stock_seen: Option<(i64, i64)>,
     /// redis-lua: the final reconciliation pass.
@@ -290,6 +292,7 @@ fn finish(
         reconcile_residual: server.reconcile.as_ref().map(|p| p.residual),
         stock_seen: server.stock_seen,
         redis_restocked_orders: server.redis_restocked_orders,
+        dead_letters: server.dead_letters,
         clients: &measurements,
     });
     if plan.progress {
@@ -414,7 +417,7 @@ async fn drive_reference(
     // Redis first and the database later, so read the database between two identical Redis
     // states, with the queue drained: then both sides describe the same moment.
     let mut attempt = 0;
-    let (truth, redis_stock, restocked) = loop {
+    let (truth, redis_stock, restocked, dead_letters) = loop {
         attempt += 1;
         let before = if is_redis {
             shop_process::redis_state(redis_url, prefix, s.item.id).await?
@@ -438,7 +441,16 @@ async fn drive_reference(
             Default::default()
         };
         if (drained && before == after) || attempt >= 20 {
-            break (truth, after.stock, after.restocked);
+            let dead = after.dead_letters.map(|d| {
+                d.into_iter()
+                    .map(|l| DeadLetterSeen {
+                        order_id: l.order_id,
+                        kind: l.kind,
+                        was: l.was,
+                    })
+                    .collect()
+            });
+            break (truth, after.stock, after.restocked, dead);
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
@@ -451,6 +463,7 @@ async fn drive_reference(
         ),
         redis_stock,
         redis_restocked_orders: restocked,
+        dead_letters,
         stock_seen: crate::probe::extremes(&series, "db_stock"),
         reconcile,
     };

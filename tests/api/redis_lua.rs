@@ -96,14 +96,14 @@ async fn duplicate_and_out_of_order_stream_delivery_leave_the_same_state() {
         ev("1-a", "1-0", PersistKind::Cancel),
         ev("1-a", "2-0", PersistKind::Order),
     ];
-    store.apply_events(1, &batch, "2-0").await.unwrap();
+    store.apply_events(1, &batch, None).await.unwrap();
     // Normal order then pay, delivered twice (consumer died between commit and XACK).
     let batch2 = vec![
         ev("1-b", "3-0", PersistKind::Order),
         ev("1-b", "4-0", PersistKind::Pay),
     ];
-    let first = store.apply_events(1, &batch2, "4-0").await.unwrap();
-    let replay = store.apply_events(1, &batch2, "4-0").await.unwrap();
+    let first = store.apply_events(1, &batch2, None).await.unwrap();
+    let replay = store.apply_events(1, &batch2, None).await.unwrap();
     assert_eq!(first.inserted, 1);
     assert_eq!(replay.inserted, 0, "{replay:?}");
     let item = store.item(1).await.unwrap().unwrap();
@@ -112,7 +112,14 @@ async fn duplicate_and_out_of_order_stream_delivery_leave_the_same_state() {
     assert_eq!(a.status, OrderStatus::Cancelled);
     let b = store.order("1-b").await.unwrap().unwrap();
     assert_eq!(b.status, OrderStatus::Paid);
-    assert_eq!(store.reconcile_snapshot(1).await.unwrap().unwrap().1, "4-0");
+    // No mark was proven: every applied id is recorded above the mark, none twice.
+    let snap = store.reconcile_snapshot(1).await.unwrap().unwrap();
+    assert_eq!(snap.mark, "0-0");
+    assert_eq!(snap.applied_above, ["1-0", "2-0", "3-0", "4-0"]);
+    // Once everything up to 4-0 is proven acknowledged, the mark covers it and the list empties.
+    assert_eq!(store.advance_mark(1, "4-0").await.unwrap(), "4-0");
+    let snap = store.reconcile_snapshot(1).await.unwrap().unwrap();
+    assert_eq!((snap.mark.as_str(), snap.applied_above.len()), ("4-0", 0));
     app.teardown().await;
 }
 
