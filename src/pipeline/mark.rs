@@ -26,6 +26,9 @@ pub struct MarkKeeper {
     /// Something was applied since the mark was last raised on its own.
     dirty: bool,
     last_raise: Instant,
+    /// The mark to trim below, while trimming still removes entries (one call removes at most
+    /// 10 000; the next upkeep goes on).
+    trim_to: Option<String>,
 }
 
 impl MarkKeeper {
@@ -37,6 +40,7 @@ impl MarkKeeper {
             committed: VecDeque::new(),
             dirty: false,
             last_raise: Instant::now(),
+            trim_to: None,
         }
     }
 
@@ -60,22 +64,21 @@ impl MarkKeeper {
             self.last_raise = Instant::now();
             if let Some(candidate) = redis.low_water_candidate(self.item).await? {
                 let mark = store.advance_mark(self.item, &candidate).await?;
-                self.dirty = false;
                 self.committed(Some(&mark));
                 self.dirty = false;
             }
         }
-        let mut trim_to = None;
         while let Some((at, _)) = self.committed.front() {
             if at.elapsed() < self.trim_delay {
                 break;
             }
-            trim_to = self.committed.pop_front().map(|(_, m)| m);
+            self.trim_to = self.committed.pop_front().map(|(_, m)| m);
         }
-        if let Some(mark) = trim_to {
-            let removed = redis.trim(self.item, &mark).await?;
-            if removed > 0 {
-                tracing::debug!(item = self.item, removed, mark = %mark, "trimmed applied entries");
+        if let Some(mark) = &self.trim_to {
+            let removed = redis.trim(self.item, mark).await?;
+            tracing::debug!(item = self.item, removed, mark = %mark, "trimmed applied entries");
+            if removed == 0 {
+                self.trim_to = None;
             }
         }
         Ok(())

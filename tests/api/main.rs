@@ -5,6 +5,7 @@ mod concurrency;
 mod gate;
 mod helpers;
 mod orders;
+mod pipeline_faults;
 mod redis_lua;
 mod rehearsal;
 mod reports;

@@ -1,0 +1,664 @@
+//! redis-lua's persistence under faults, on real Redis and PostgreSQL: connections killed
+//! mid-sale, an order the database refuses, a dead consumer under steady traffic, batches of
+//! two consumers committed out of order around a reconciliation snapshot, and a 100 000-entry
+//! backlog. Redis's own counters (SLOWLOG, INFO commandstats) measure cost, never wall clock.
+
+use crate::helpers::*;
+use oversell::inventory::redis_lua::stream::{read_dead_letters, DeadLetter};
+use oversell::inventory::redis_lua::{client_name, RedisLua, GROUP};
+use oversell::inventory::{Inventory, Outcome, Strategy};
+use oversell::model::{Purchase, SaleSetup};
+use oversell::oracle::{self, DeadLetterSeen, Evidence, Truth};
+use oversell::pipeline::consumer::Consumer;
+use oversell::pipeline;
+use oversell::shop::ShopConfig;
+use oversell::store::{Backend, Store};
+use oversell::traffic::recorder::{Ack, Measurements};
+use redis::AsyncCommands;
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// A connection of the test's own, without a response timeout (one reply below is 100 000
+/// entries long).
+async fn redis_conn() -> redis::aio::MultiplexedConnection {
+    let cfg = redis::AsyncConnectionConfig::new().set_response_timeout(None);
+    redis::Client::open(redis_url())
+        .unwrap()
+        .get_multiplexed_async_connection_with_config(&cfg)
+        .await
+        .unwrap()
+}
+
+/// The shop's store, Redis side and inventory without its background pipeline: the test
+/// drives consumers itself.
+struct Parts {
+    config: ShopConfig,
+    store: Store,
+    redis: RedisLua,
+    inventory: Inventory,
+}
+
+impl Parts {
+    async fn new() -> Parts {
+        let config = test_config(Strategy::RedisLua, Backend::Postgres);
+        let store = Store::connect(&config.database_url, &config.pool)
+            .await
+            .unwrap();
+        let redis = RedisLua::connect(&config.redis).await.unwrap();
+        let inventory = Inventory::new(
+            Strategy::RedisLua,
+            store.clone(),
+            Some(redis.clone()),
+            config.inventory.clone(),
+        );
+        Parts {
+            config,
+            store,
+            redis,
+            inventory,
+        }
+    }
+
+    async fn sale(&self, stock: i64) {
+        let setup = SaleSetup {
+            stock,
+            name: "test item".into(),
+            price_cents: 100,
+            purchase_limit: 1,
+        };
+        self.inventory.setup_sale(1, &setup).await.unwrap();
+    }
+
+    async fn buy(&self, user: &str) -> String {
+        let p = Purchase {
+            item_id: 1,
+            user_id: user.into(),
+            device_id: None,
+            qty: 1,
+            client_ip: "127.0.0.1".into(),
+        };
+        match self.inventory.purchase(&p).await.unwrap() {
+            Outcome::Reserved { order_id } => order_id,
+            other => panic!("{user} was not sold a unit: {other:?}"),
+        }
+    }
+
+    fn consumer(&self, name: &str) -> Consumer {
+        Consumer::new(
+            self.redis.clone(),
+            self.store.clone(),
+            1,
+            self.config.pipeline.clone(),
+            name.into(),
+        )
+    }
+
+    async fn teardown(self) {
+        self.store.close().await;
+        drop_database(&self.config.database_url).await;
+        delete_prefix(&self.config.redis.prefix).await;
+    }
+}
+
+async fn metrics_text(app: &TestApp) -> String {
+    app.client
+        .get(format!("{}/metrics", app.address))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
+}
+
+/// Sum of a Prometheus series over the label sets containing `filter`.
+fn metric(text: &str, name: &str, filter: &str) -> f64 {
+    text.lines()
+        .filter(|l| l.split(['{', ' ']).next() == Some(name) && l.contains(filter))
+        .filter_map(|l| l.rsplit_once(' ').and_then(|(_, v)| v.parse::<f64>().ok()))
+        .sum()
+}
+
+/// CLIENT KILLs every connection named for this shop's prefix (and only those); returns how
+/// many it killed.
+async fn kill_shop_connections(prefix: &str) -> usize {
+    let mut conn = redis_conn().await;
+    let list: String = redis::cmd("CLIENT")
+        .arg("LIST")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let ours = client_name(prefix, "");
+    let ids: Vec<String> = list
+        .lines()
+        .filter_map(|line| {
+            let field = |k: &str| {
+                line.split(' ')
+                    .find_map(|f| f.strip_prefix(k).map(str::to_string))
+            };
+            let name = field("name=")?;
+            name.starts_with(&ours).then(|| field("id=")).flatten()
+        })
+        .collect();
+    for id in &ids {
+        let _: redis::RedisResult<i64> = redis::cmd("CLIENT")
+            .arg("KILL")
+            .arg("ID")
+            .arg(id)
+            .query_async(&mut conn)
+            .await;
+    }
+    ids.len()
+}
+
+/// Orders every user in `users`; returns the ids answered 201 (others are tolerated: a
+/// request racing a killed connection may fail, and then it was not acknowledged).
+async fn order_all(app: &TestApp, users: impl Iterator<Item = String>) -> Vec<String> {
+    let mut acked = Vec::new();
+    for u in users {
+        let (s, body) = app
+            .order(json!({"item_id": 1, "user_id": u, "qty": 1}))
+            .await;
+        if s == 201 {
+            acked.push(body["order_id"].as_str().unwrap().to_string());
+        }
+    }
+    acked
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_acknowledged_order_is_persisted_after_the_shops_redis_connections_are_killed() {
+    let app = spawn_app(Strategy::RedisLua, Backend::Postgres).await;
+    app.setup_sale(1, 1000, 1).await;
+    let mut acked = order_all(&app, (0..20).map(|i| format!("before-{i}"))).await;
+    assert_eq!(acked.len(), 20);
+    app.drained_audit(1).await;
+
+    // What a Redis restart, a failover or a proxy timeout does to the shop's connections.
+    let killed = kill_shop_connections(&app.redis_prefix).await;
+    assert!(
+        killed >= 2,
+        "the shop's and the consumer's connections: {killed}"
+    );
+    acked.extend(order_all(&app, (0..40).map(|i| format!("after-{i}"))).await);
+    assert!(acked.len() >= 50, "purchases reconnect: {}", acked.len());
+
+    let store = app.app_inventory.store();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let missing = loop {
+        let in_db: std::collections::HashSet<String> = store
+            .orders_for_item(1)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|o| o.id)
+            .collect();
+        let missing: Vec<&String> = acked.iter().filter(|id| !in_db.contains(*id)).collect();
+        if missing.is_empty() || Instant::now() > deadline {
+            break missing.len();
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(missing, 0, "every 201 is in the database within 10 s");
+    // (The recorder is process-wide and every test sells item 1: only the counter's
+    // existence is this shop's to check, not the gauge's value.)
+    let m = metrics_text(&app).await;
+    assert!(
+        metric(&m, "oversell_consumer_errors_total", "") >= 1.0,
+        "the lost connection was counted: {m}"
+    );
+    app.teardown().await;
+}
+
+/// A webhook receiver on a free loopback port; returns its URL and what it received.
+async fn webhook() -> (String, Arc<Mutex<Vec<Value>>>) {
+    let got: Arc<Mutex<Vec<Value>>> = Arc::default();
+    let sink = got.clone();
+    let router = axum::Router::new().route(
+        "/alert",
+        axum::routing::post(move |body: axum::Json<Value>| {
+            let sink = sink.clone();
+            async move {
+                sink.lock().unwrap().push(body.0);
+                "ok"
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/alert", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+    (url, got)
+}
+
+fn clients(acks: &[(&str, &str)]) -> Measurements {
+    Measurements {
+        histograms: Default::default(),
+        order_intervals: vec![],
+        timeline: vec![],
+        acks: acks
+            .iter()
+            .enumerate()
+            .map(|(i, (id, user))| Ack {
+                order_id: id.to_string(),
+                buyer: i,
+                user_id: user.to_string(),
+                device_id: String::new(),
+                bot: false,
+                at_ms: 0,
+            })
+            .collect(),
+        told: HashMap::new(),
+        first_sold_out_ms: None,
+        buyers: BTreeMap::new(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_order_the_database_refuses_is_dead_lettered_and_the_queue_moves_on() {
+    let (hook, alerts) = webhook().await;
+    let mut config = test_config(Strategy::RedisLua, Backend::Postgres);
+    config.pipeline.dead_letter_after = 2;
+    config.pipeline.reconcile.webhook = Some(hook);
+    let app = spawn_with(config).await;
+    // The database refuses one buyer (Redis, which answers the client, does not know).
+    let pool = sqlx::PgPool::connect(&app.database_url).await.unwrap();
+    sqlx::query("ALTER TABLE orders ADD CONSTRAINT no_mallory CHECK (user_id <> 'mallory')")
+        .execute(&pool)
+        .await
+        .unwrap();
+    app.setup_sale(1, 10, 1).await;
+
+    // Hold the item's row lock while the orders come in, so the consumer's first batch holds
+    // them all (and Mallory's pay) whatever the machine's speed.
+    let mut held = pool.begin().await.unwrap();
+    sqlx::query("SELECT stock FROM items WHERE id = 1 FOR UPDATE")
+        .execute(&mut *held)
+        .await
+        .unwrap();
+    let mut ids = Vec::new();
+    for u in ["u1", "mallory", "u2"] {
+        let (s, o) = app.order(json!({"item_id": 1, "user_id": u, "qty": 1})).await;
+        assert_eq!(s, 201, "Redis said yes to {u}");
+        ids.push((o["order_id"].as_str().unwrap().to_string(), u));
+    }
+    let bad = ids[1].0.clone();
+    // Mallory pays before the consumer gives up: the pay event follows a doomed order.
+    let (s, _) = app.order_action(&bad, "pay").await;
+    assert_eq!(s, 200);
+    held.commit().await.unwrap();
+    pool.close().await;
+    let later = order_all(&app, ["u3", "u4"].map(String::from).into_iter()).await;
+    assert_eq!(later.len(), 2);
+
+    let audit = app.drained_audit(1).await;
+    let store = app.app_inventory.store();
+    for (id, u) in ids.iter().filter(|(_, u)| *u != "mallory") {
+        assert!(store.order(id).await.unwrap().is_some(), "{u} persisted");
+    }
+    for id in &later {
+        assert!(store.order(id).await.unwrap().is_some(), "later orders persisted");
+    }
+    assert!(store.order(&bad).await.unwrap().is_none());
+    // Mallory's unit went back: 10 - 4 sold in the database, and Redis agrees.
+    assert_eq!(audit["db_stock"], 6, "{audit}");
+    assert_eq!(audit["redis_stock"], 6, "{audit}");
+    assert_eq!(audit["dead_letters"], 2, "the order and its pay: {audit}");
+
+    let mut conn = redis_conn().await;
+    let keys = app.app_inventory.redis().unwrap().keys(1);
+    let letters: Vec<DeadLetter> = read_dead_letters(&mut conn, &keys.dead_letters, 100)
+        .await
+        .unwrap();
+    assert_eq!(letters.len(), 2, "{letters:?}");
+    let order = &letters[0];
+    assert_eq!((order.kind.as_str(), order.order_id.as_str()), ("order", bad.as_str()));
+    assert!(order.reason.contains("no_mallory"), "{order:?}");
+    assert_eq!(order.attempts, 2);
+    assert_eq!((order.was.as_str(), order.released), ("paid", 1));
+    // Its pay either reached the database first (refused for the same reason) or found its
+    // order dead-lettered already; either way it is set aside, not retried forever.
+    assert_eq!((letters[1].kind.as_str(), letters[1].order_id.as_str()), ("pay", bad.as_str()));
+    assert!(
+        letters[1].reason.contains("no_mallory") || letters[1].reason.contains("dead-lettered order"),
+        "{:?}",
+        letters[1]
+    );
+
+    // Pay and cancel of it answer sensibly; nothing is restocked twice.
+    assert_eq!(app.order_action(&bad, "pay").await.0, 409);
+    let (s, c) = app.order_action(&bad, "cancel").await;
+    assert_eq!((s, c["restocked"].clone()), (200, json!(0)), "{c}");
+    assert_eq!(app.drained_audit(1).await["redis_stock"], 6);
+
+    // Alerted through the existing paths.
+    let m = metrics_text(&app).await;
+    assert!(metric(&m, "oversell_dead_letters_total", "") >= 2.0, "{m}");
+    for _ in 0..50 {
+        if alerts.lock().unwrap().len() >= 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let got = alerts.lock().unwrap().clone();
+    assert!(got.iter().any(|a| a["alert"] == "dead_letter" && a["order_id"] == json!(bad)), "{got:?}");
+
+    // Reconciliation does not count the dead letters as in flight.
+    let pass: Value = app
+        .client
+        .post(format!("{}/api/items/1/reconcile", app.address))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(pass["residual"], 0, "{pass}");
+
+    // The oracle reports the dead letter, and the acknowledged order it lost.
+    let (item, orders) = store.snapshot(1).await.unwrap().unwrap();
+    let mut acks: Vec<(&str, &str)> = ids.iter().map(|(id, u)| (id.as_str(), *u)).collect();
+    acks.extend(later.iter().map(|id| (id.as_str(), "later")));
+    let c = clients(&acks);
+    let restocked: i64 = conn.scard(&keys.restocked).await.unwrap();
+    let f = oracle::audit(&Evidence {
+        initial_stock: 10,
+        purchase_limit: 1,
+        truth: Truth::Orders {
+            db_stock: item.stock,
+            orders,
+        },
+        truth_source: "test".into(),
+        redis_stock: app.app_inventory.redis().unwrap().stock(1).await.unwrap(),
+        reconcile_residual: Some(0),
+        stock_seen: None,
+        redis_restocked_orders: Some(restocked),
+        dead_letters: Some(
+            letters
+                .iter()
+                .map(|l| DeadLetterSeen {
+                    order_id: l.order_id.clone(),
+                    kind: l.kind.clone(),
+                    was: l.was.clone(),
+                })
+                .collect(),
+        ),
+        clients: &c,
+    });
+    assert_eq!(f.lost_acks, Some(1), "{f:?}");
+    assert_eq!(f.lost_acks_dead_lettered, Some(1));
+    assert_eq!(f.dead_letters, Some(2));
+    assert_eq!(f.restock_mismatch, Some(0));
+    assert_eq!((f.conservation_drift, f.redis_drift, f.oversell), (Some(0), Some(0), Some(0)));
+    assert!(f.verdict.contains("1 dead-lettered"), "{}", f.verdict);
+    app.teardown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_id_the_database_cannot_store_is_refused_at_the_edge() {
+    let app = spawn_app(Strategy::RedisLua, Backend::Postgres).await;
+    app.setup_sale(1, 5, 1).await;
+    for body in [
+        json!({"item_id": 1, "user_id": "nul\u{0}byte", "qty": 1}),
+        json!({"item_id": 1, "user_id": "u", "device_id": "tab\tbed", "qty": 1}),
+        json!({"item_id": 1, "user_id": "é".repeat(65), "qty": 1}),
+    ] {
+        let (s, e) = app.order(body.clone()).await;
+        assert_eq!((s, e["error"].clone()), (400, json!("invalid_request")), "{body}");
+    }
+    let audit = app.drained_audit(1).await;
+    assert_eq!((audit["redis_stock"].clone(), audit["sold"].clone()), (json!(5), json!(0)));
+    app.teardown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_consumers_entries_are_claimed_while_orders_keep_arriving() {
+    let mut parts = Parts::new().await;
+    parts.config.pipeline.claim_idle = Duration::from_millis(600);
+    parts.sale(100_000).await;
+    // A consumer takes five orders and dies before persisting them.
+    let dead_orders: Vec<String> = {
+        let mut v = Vec::new();
+        for i in 0..5 {
+            v.push(parts.buy(&format!("early-{i}")).await);
+        }
+        v
+    };
+    let mut dead = parts.consumer("crashed-shop");
+    assert_eq!(dead.read(">").await.unwrap().len(), 5);
+    drop(dead);
+
+    let (stop, rx) = tokio::sync::watch::channel(false);
+    let background = pipeline::spawn(parts.inventory.clone(), parts.config.pipeline.clone(), rx).await;
+    // Steady traffic: a new order every 20 ms, so the live consumer never reads an empty batch.
+    let traffic_until = Instant::now() + Duration::from_secs(6);
+    let mut n = 0;
+    let mut claimed_at = None;
+    while Instant::now() < traffic_until {
+        parts.buy(&format!("steady-{n}")).await;
+        n += 1;
+        if n % 10 == 0 && claimed_at.is_none() {
+            let mut all = true;
+            for id in &dead_orders {
+                all &= parts.store.order(id).await.unwrap().is_some();
+            }
+            if all {
+                claimed_at = Some(Instant::now());
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let _ = stop.send(true);
+    let mut background = background;
+    while background.join_next().await.is_some() {}
+    assert!(
+        claimed_at.is_some(),
+        "the dead consumer's five orders were persisted while {n} orders kept arriving"
+    );
+    parts.teardown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reconciliation_is_exact_when_two_consumers_commit_out_of_order_around_the_snapshot() {
+    let mut parts = Parts::new().await;
+    parts.config.pipeline.batch = 2;
+    parts.sale(10).await;
+    for u in ["a1", "a2", "b1", "b2"] {
+        parts.buy(u).await;
+    }
+    // Consumer A takes the two oldest entries, consumer B the two newest.
+    let mut a = parts.consumer("A");
+    let mut b = parts.consumer("B");
+    let batch_a = a.read(">").await.unwrap();
+    let batch_b = b.read(">").await.unwrap();
+    assert_eq!((batch_a.len(), batch_b.len()), (2, 2));
+    assert_eq!(batch_a.len() + batch_b.len(), 4);
+
+    // B commits first; reconciliation takes its database snapshot; then A commits, below
+    // every id B applied, before reconciliation runs its Redis half.
+    b.persist(&batch_b).await.unwrap();
+    b.ack().await.unwrap();
+    let snapshot = parts.store.reconcile_snapshot(1).await.unwrap().unwrap();
+    a.persist(&batch_a).await.unwrap();
+    a.ack().await.unwrap();
+    let r = parts
+        .redis
+        .reconcile(1, &snapshot, true)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(r.redis_stock, 6);
+    assert_eq!(r.residual, 0, "A's two orders are in flight for that snapshot: {r:?}");
+    assert!(!r.deferred);
+    assert_eq!(parts.redis.stock(1).await.unwrap(), Some(6), "nothing was 'corrected'");
+
+    // Once both are acknowledged the mark covers all four, and the database agrees.
+    let mark = parts
+        .store
+        .advance_mark(1, &parts.redis.low_water_candidate(1).await.unwrap().unwrap())
+        .await
+        .unwrap();
+    let last = batch_b.last().unwrap().id.clone();
+    assert_eq!(mark, last);
+    let after = parts.store.reconcile_snapshot(1).await.unwrap().unwrap();
+    assert_eq!((after.db_stock, after.applied_above.len()), (6, 0));
+    let r = parts.redis.reconcile(1, &after, true).await.unwrap().unwrap();
+    assert_eq!((r.residual, r.in_flight), (0, 0));
+    parts.teardown().await;
+}
+
+/// `(calls, usec)` of one command in `INFO commandstats` (server-wide, cumulative).
+async fn commandstats(conn: &mut redis::aio::MultiplexedConnection, cmd: &str) -> (u64, u64) {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(conn)
+        .await
+        .unwrap();
+    let line = info
+        .lines()
+        .find(|l| l.starts_with(&format!("cmdstat_{cmd}:")))
+        .unwrap_or("");
+    let field = |k: &str| {
+        line.split([':', ','])
+            .find_map(|f| f.strip_prefix(k))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    };
+    (field("calls="), field("usec="))
+}
+
+/// Durations (µs) of the SLOWLOG entries whose arguments name `key`, by command.
+async fn slow_on(conn: &mut redis::aio::MultiplexedConnection, key: &str) -> Vec<(String, i64)> {
+    let log: Vec<redis::Value> = redis::cmd("SLOWLOG")
+        .arg("GET")
+        .arg(1000)
+        .query_async(conn)
+        .await
+        .unwrap();
+    let text = |v: &redis::Value| match v {
+        redis::Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+        redis::Value::SimpleString(s) => s.clone(),
+        _ => String::new(),
+    };
+    log.iter()
+        .filter_map(|e| {
+            let redis::Value::Array(fields) = e else { return None };
+            let usec = match fields.get(2)? {
+                redis::Value::Int(n) => *n,
+                _ => return None,
+            };
+            let redis::Value::Array(args) = fields.get(3)? else { return None };
+            let args: Vec<String> = args.iter().map(text).collect();
+            args.iter()
+                .any(|a| a == key)
+                .then(|| (args[0].to_ascii_uppercase(), usec))
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_100k_backlog_keeps_probes_o1_reconciliation_bounded_and_the_stream_trimmed() {
+    let parts = Parts::new().await;
+    parts.sale(1_000_000).await;
+    let keys = parts.redis.keys(1);
+    let mut conn = redis_conn().await;
+    // 100 000 order entries no consumer has read yet (a stalled or slow consumer).
+    for chunk in 0..20 {
+        let mut pipe = redis::pipe();
+        for i in 0..5000 {
+            pipe.cmd("XADD")
+                .arg(&keys.events)
+                .arg("*")
+                .arg(&["type", "order", "order", &format!("1-{chunk}-{i}"), "user"])
+                .arg(format!("u{chunk}-{i}"))
+                .arg(&["device", "", "qty", "1", "at", "1"])
+                .ignore();
+        }
+        let _: () = pipe.query_async(&mut conn).await.unwrap();
+    }
+    // What reading that tail costs, once (SLOWLOG keeps commands over 10 ms).
+    let _: redis::streams::StreamRangeReply =
+        conn.xrange_all(&keys.events).await.unwrap();
+    let xrange_usec = slow_on(&mut conn, &keys.events)
+        .await
+        .into_iter()
+        .filter(|(c, _)| c == "XRANGE")
+        .map(|(_, us)| us)
+        .max()
+        .expect("an XRANGE of 100 000 entries takes over 10 ms");
+
+    // The probes: lag and pending as the consumer's gauge, `drained()` and the audit read them.
+    let before = commandstats(&mut conn, "xinfo|groups").await;
+    for _ in 0..50 {
+        let b = parts.redis.backlog(1).await.unwrap();
+        assert_eq!((b.lag, b.pending, b.lag_exact), (100_000, 0, true));
+        assert!(!parts.redis.drained(1).await.unwrap());
+    }
+    let after = commandstats(&mut conn, "xinfo|groups").await;
+    let per_call = (after.1 - before.1) as f64 / (after.0 - before.0).max(1) as f64;
+    eprintln!("100k backlog: XRANGE of the tail {xrange_usec} µs; XINFO GROUPS {per_call:.1} µs a call");
+    assert!(
+        per_call * 20.0 < xrange_usec as f64,
+        "XINFO GROUPS costs {per_call:.0} µs a call; reading the tail costs {xrange_usec} µs"
+    );
+    let slow: Vec<_> = slow_on(&mut conn, &keys.events)
+        .await
+        .into_iter()
+        .filter(|(c, _)| c != "XRANGE" && c != "XADD")
+        .collect();
+    assert!(slow.is_empty(), "no probe command is slow: {slow:?}");
+
+    // The backlog is delivered and acknowledged (as consumers would), the database's mark
+    // follows, and the stream is trimmed below it, at most 10 000 entries a call.
+    let last: String = {
+        let r: redis::streams::StreamRangeReply = conn
+            .xrevrange_count(&keys.events, "+", "-", 1)
+            .await
+            .unwrap();
+        r.ids[0].id.clone()
+    };
+    let _: () = redis::cmd("XGROUP")
+        .arg("SETID")
+        .arg(&keys.events)
+        .arg(GROUP)
+        .arg(&last)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let candidate = parts.redis.low_water_candidate(1).await.unwrap().unwrap();
+    assert_eq!(candidate, last);
+    let mark = parts.store.advance_mark(1, &candidate).await.unwrap();
+    let mut calls = 0;
+    while parts.redis.trim(1, &mark).await.unwrap() > 0 {
+        calls += 1;
+        assert!(calls <= 20);
+    }
+    let len: u64 = conn.xlen(&keys.events).await.unwrap();
+    assert!(len <= 100, "only the last node is left: {len}");
+
+    // Ten orders arrive unapplied: reconciliation walks those, not the history.
+    let before = commandstats(&mut conn, "evalsha").await;
+    for i in 0..10 {
+        parts.buy(&format!("late-{i}")).await;
+    }
+    let pass = pipeline::reconcile::pass(&parts.inventory, 1, &parts.config.pipeline.reconcile)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((pass.residual, pass.in_flight), (0, 10), "{pass:?}");
+    let after = commandstats(&mut conn, "evalsha").await;
+    let per_call = (after.1 - before.1) as f64 / (after.0 - before.0).max(1) as f64;
+    eprintln!("100k backlog: EVALSHA (purchases, reconcile) {per_call:.1} µs a call");
+    assert!(
+        per_call * 20.0 < xrange_usec as f64,
+        "scripts cost {per_call:.0} µs a call; reading the tail costs {xrange_usec} µs"
+    );
+    let slow: Vec<_> = slow_on(&mut conn, &keys.events)
+        .await
+        .into_iter()
+        .filter(|(c, _)| c != "XRANGE" && c != "XADD")
+        .collect();
+    assert!(slow.is_empty(), "no reconciliation or trim call is slow: {slow:?}");
+    parts.teardown().await;
+}
