@@ -457,6 +457,61 @@ mod tests {
     }
 
     #[test]
+    fn a_dead_lettered_acknowledged_order_is_lost_and_said_to_be_dead_lettered() {
+        let c = clients(&[("a", "u1"), ("dl", "u2"), ("dl2", "u3")]);
+        let letter = |id: &str, kind: &str, was: &str| DeadLetterSeen {
+            order_id: id.into(),
+            kind: kind.into(),
+            was: was.into(),
+        };
+        // dl: refused while pending (dead-lettering released its unit); dl2: cancelled in
+        // Redis (restocked there), then refused, then its cancel followed it aside.
+        let letters = vec![
+            letter("dl", "order", "pending_payment"),
+            letter("dl2", "order", "cancelled"),
+            letter("dl2", "cancel", "dead_lettered"),
+        ];
+        let evidence = |dead_letters| Evidence {
+            initial_stock: 5,
+            purchase_limit: 1,
+            truth: Truth::Orders {
+                db_stock: 4,
+                orders: vec![order("a", "u1", OrderStatus::Paid)],
+            },
+            truth_source: "test".into(),
+            redis_stock: Some(4),
+            reconcile_residual: Some(0),
+            stock_seen: None,
+            redis_restocked_orders: Some(1),
+            dead_letters,
+            clients: &c,
+        };
+        let f = audit(&evidence(Some(letters)));
+        assert_eq!(f.lost_acks, Some(2));
+        assert_eq!(f.lost_acks_dead_lettered, Some(2));
+        assert_eq!(f.dead_letters, Some(3));
+        assert_eq!(
+            f.restock_mismatch,
+            Some(0),
+            "dl2's restock is accounted for"
+        );
+        assert_eq!((f.conservation_drift, f.redis_drift), (Some(0), Some(0)));
+        assert!(
+            f.verdict
+                .contains("lost 2 acknowledged orders (2 dead-lettered")
+                && f.verdict.contains("3 stream entries dead-lettered"),
+            "{}",
+            f.verdict
+        );
+        // Without the dead-letter stream the same database shows an unexplained restock.
+        let f = audit(&evidence(None));
+        assert_eq!(
+            (f.restock_mismatch, f.lost_acks_dead_lettered),
+            (Some(-1), None)
+        );
+    }
+
+    #[test]
     fn peak_oversell_replays_the_orders_history() {
         let at = |id: &str, status, c: i64, u: i64| Order {
             created_at_ms: c,

@@ -16,6 +16,7 @@
 //! given back. They are dead-lettered at once, as are entries that are not oversell events.
 
 use super::consumer::{decode, Consumer, ErrorKind};
+use crate::inventory::redis_lua::stream::ToDeadLetter;
 use crate::inventory::InventoryError;
 use crate::store::{PersistEvent, PersistKind, StoreError};
 use redis::streams::StreamId;
@@ -102,7 +103,10 @@ impl Consumer {
         }
         for (id, order, reason) in direct {
             // Not an `order` entry of a live order: nothing to release (db_has_order = true).
-            if self.dead_letter(&id, order.as_deref(), "", &reason, 1, true).await? {
+            if self
+                .dead_letter(&id, order.as_deref(), "", &reason, 1, true)
+                .await?
+            {
                 done.dead_lettered += 1;
             }
         }
@@ -158,7 +162,11 @@ impl Consumer {
     }
 
     /// Counts one refusal of `ev`; dead-letters it once it reaches N. True if dead-lettered.
-    async fn refused(&mut self, ev: &PersistEvent, error: &StoreError) -> Result<bool, PersistError> {
+    async fn refused(
+        &mut self,
+        ev: &PersistEvent,
+        error: &StoreError,
+    ) -> Result<bool, PersistError> {
         metrics::counter!("oversell_consumer_errors_total", "kind" => ErrorKind::DbRefused.as_str())
             .increment(1);
         let attempts = {
@@ -189,7 +197,14 @@ impl Consumer {
                 .is_some();
         let kind = kind_str(ev.kind);
         let moved = self
-            .dead_letter(&ev.stream_id, Some(&ev.order_id), kind, &reason, attempts, db_has_order)
+            .dead_letter(
+                &ev.stream_id,
+                Some(&ev.order_id),
+                kind,
+                &reason,
+                attempts,
+                db_has_order,
+            )
             .await?;
         self.refusals.remove(&ev.stream_id);
         Ok(moved)
@@ -206,9 +221,17 @@ impl Consumer {
         attempts: u32,
         db_has_order: bool,
     ) -> Result<bool, PersistError> {
+        let request = ToDeadLetter {
+            entry_id: entry,
+            consumer: &self.name,
+            reason,
+            attempts,
+            order_id: order,
+            db_has_order,
+        };
         let Some(moved) = self
             .redis
-            .dead_letter(self.item, entry, &self.name, reason, attempts, order, db_has_order)
+            .dead_letter(self.item, request)
             .await
             .map_err(PersistError::Redis)?
         else {

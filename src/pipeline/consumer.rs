@@ -140,7 +140,10 @@ impl Consumer {
             if *shutdown.borrow() {
                 break;
             }
-            let wait = match self.step(&mut retry_own, &mut last_claim, claim_every).await {
+            let wait = match self
+                .step(&mut retry_own, &mut last_claim, claim_every)
+                .await
+            {
                 Ok(wait) => {
                     self.backoff.reset();
                     wait
@@ -236,7 +239,9 @@ impl Consumer {
         wait
     }
 
-    async fn ensure_conn(&mut self) -> Result<&mut MultiplexedConnection, crate::inventory::InventoryError> {
+    async fn ensure_conn(
+        &mut self,
+    ) -> Result<&mut MultiplexedConnection, crate::inventory::InventoryError> {
         if self.conn.is_none() {
             let timeout = self.settings.block + READ_MARGIN;
             let conn = self
@@ -268,7 +273,11 @@ impl Consumer {
     /// Claims entries pending on any consumer for longer than `claim_idle` (XAUTOCLAIM, a
     /// cursor kept across calls), then removes idle consumers that hold nothing.
     pub async fn claim(&mut self) -> Result<Vec<StreamId>, redis::RedisError> {
-        let (key, name, cursor) = (self.key.clone(), self.name.clone(), self.claim_cursor.clone());
+        let (key, name, cursor) = (
+            self.key.clone(),
+            self.name.clone(),
+            self.claim_cursor.clone(),
+        );
         let claim_idle = self.settings.claim_idle;
         let min_idle = claim_idle.as_millis() as u64;
         let count = self.settings.batch;
@@ -291,7 +300,8 @@ impl Consumer {
                 n = claimed.claimed.len(),
                 "claimed entries left pending by another consumer"
             );
-            metrics::counter!("oversell_claimed_entries_total").increment(claimed.claimed.len() as u64);
+            metrics::counter!("oversell_claimed_entries_total")
+                .increment(claimed.claimed.len() as u64);
         }
         Ok(claimed.claimed)
     }

@@ -113,7 +113,10 @@ async fn supervise(
                 shutdown,
             )),
             Task::Consumer => {
-                let redis = inventory.redis().expect("consumers run for redis-lua").clone();
+                let redis = inventory
+                    .redis()
+                    .expect("consumers run for redis-lua")
+                    .clone();
                 let name = format!(
                     "shop-{}-{}",
                     std::process::id(),

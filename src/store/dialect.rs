@@ -302,10 +302,14 @@ mod tests {
         let s = Statements::for_backend(Backend::Mysql);
         assert!(s.cas_deduct.contains("version = ?"));
         assert!(!s.insert_order_if_absent.contains("IGNORE"));
-        assert!(s.insert_order_if_absent.contains("FROM DUAL WHERE NOT EXISTS"));
+        assert!(s
+            .insert_order_if_absent
+            .contains("FROM DUAL WHERE NOT EXISTS"));
         let p = Statements::for_backend(Backend::Postgres);
         assert!(p.cas_deduct.ends_with("version = $4"));
-        assert!(p.insert_order_if_absent.ends_with("id = $9) ON CONFLICT (id) DO NOTHING"));
+        assert!(p
+            .insert_order_if_absent
+            .ends_with("id = $9) ON CONFLICT (id) DO NOTHING"));
         assert!(insert_applied(Backend::Postgres, 2).contains("($4, $5, $6) ON CONFLICT"));
         assert!(insert_applied(Backend::Mysql, 1).contains("VALUES (?, ?, ?) ON DUPLICATE"));
     }

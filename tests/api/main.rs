@@ -11,3 +11,4 @@ mod rehearsal;
 mod reports;
 mod runs;
 mod store;
+mod stream_bounds;

@@ -26,7 +26,7 @@ fn key(app: &TestApp, item: i64, name: &str) -> String {
     format!("{{{}:{item}}}:{name}", app.redis_prefix)
 }
 
-async fn metrics(app: &TestApp) -> String {
+pub(crate) async fn metrics(app: &TestApp) -> String {
     app.client
         .get(format!("{}/metrics", app.address))
         .send()
@@ -38,7 +38,7 @@ async fn metrics(app: &TestApp) -> String {
 }
 
 /// Sum of a Prometheus series (all label sets matching `filter`).
-fn metric(text: &str, name: &str, filter: &str) -> f64 {
+pub(crate) fn metric(text: &str, name: &str, filter: &str) -> f64 {
     text.lines()
         .filter(|l| l.split(['{', ' ']).next() == Some(name) && l.contains(filter))
         .filter_map(|l| l.rsplit_once(' ').and_then(|(_, v)| v.parse::<f64>().ok()))
@@ -203,7 +203,7 @@ async fn cancels_racing_the_stream_consumer_end_consistent() {
 }
 
 /// A webhook receiver on a free loopback port; returns its URL and what it received.
-async fn webhook() -> (String, Arc<Mutex<Vec<Value>>>) {
+pub(crate) async fn webhook() -> (String, Arc<Mutex<Vec<Value>>>) {
     let got: Arc<Mutex<Vec<Value>>> = Arc::default();
     let sink = got.clone();
     let router = axum::Router::new().route(

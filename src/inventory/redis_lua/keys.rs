@@ -91,6 +91,23 @@ impl ItemKeys {
     }
 }
 
+impl ItemKeys {
+    /// The KEYS of `lua/deadletter.lua`, in its order.
+    pub fn dead_letter(&self) -> [&str; 9] {
+        [
+            &self.stock,
+            &self.holders,
+            &self.devices,
+            &self.ips,
+            &self.orders,
+            &self.expiry,
+            &self.events,
+            &self.dead_letters,
+            &self.dead_ids,
+        ]
+    }
+}
+
 /// The `SCAN MATCH` pattern of every key under `prefix` (glob characters in it escaped).
 pub fn prefix_pattern(prefix: &str) -> String {
     let mut p = String::from("{");

@@ -10,7 +10,7 @@ use crate::store::{format_stream_id, stream_id, stream_id_before, ReconcileSnaps
 use redis::streams::{StreamInfoGroupsReply, StreamInfoStreamReply, StreamPendingReply};
 use redis::AsyncCommands;
 use serde::Serialize;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 
 /// Order state `lua/deadletter.lua` writes into the orders hash.
 pub const DEAD_LETTERED: &str = "dead_lettered";
@@ -64,6 +64,22 @@ pub struct DeadLetter {
     pub was: String,
     /// Units given back to Redis stock by the dead-lettering.
     pub released: i64,
+}
+
+/// One entry to move to the dead-letter stream.
+#[derive(Debug, Clone, Copy)]
+pub struct ToDeadLetter<'a> {
+    /// The entry's id in the item's event stream.
+    pub entry_id: &'a str,
+    /// The consumer it is pending on.
+    pub consumer: &'a str,
+    /// The database's reason (or ours).
+    pub reason: &'a str,
+    pub attempts: u32,
+    /// Its order, when known.
+    pub order_id: Option<&'a str>,
+    /// The database has a row for the order: nothing is released.
+    pub db_has_order: bool,
 }
 
 /// A dead-lettering that happened.
@@ -202,43 +218,32 @@ impl RedisLua {
         }))
     }
 
-    /// Moves one entry pending on `consumer` to the dead-letter stream (`lua/deadletter.lua`),
-    /// releasing its order's units when `db_has_order` is false. `None` when the entry is no
-    /// longer pending on `consumer` (claimed by another): nothing was done.
+    /// Moves one entry pending on its consumer to the dead-letter stream
+    /// (`lua/deadletter.lua`), releasing its order's units unless the database has the order.
+    /// `None` when the entry is no longer pending on that consumer (claimed by another):
+    /// nothing was done.
     pub async fn dead_letter(
         &self,
         item: i64,
-        entry_id: &str,
-        consumer: &str,
-        reason: &str,
-        attempts: u32,
-        order_id: Option<&str>,
-        db_has_order: bool,
+        e: ToDeadLetter<'_>,
     ) -> Result<Option<DeadLettered>, InventoryError> {
         let keys = self.keys(item);
         let mut conn = self.conn.clone();
-        let stored: Option<String> = match order_id {
+        let stored: Option<String> = match e.order_id {
             Some(o) => conn.hget(&keys.orders, o).await?,
             None => None,
         };
-        let (code, released): (i64, i64) = self
-            .scripts
-            .dead_letter
-            .key(&keys.stock)
-            .key(&keys.holders)
-            .key(&keys.devices)
-            .key(&keys.ips)
-            .key(&keys.orders)
-            .key(&keys.expiry)
-            .key(&keys.events)
-            .key(&keys.dead_letters)
-            .key(&keys.dead_ids)
-            .arg(entry_id)
+        let mut call = self.scripts.dead_letter.prepare_invoke();
+        for key in keys.dead_letter() {
+            call.key(key);
+        }
+        let (code, released): (i64, i64) = call
+            .arg(e.entry_id)
             .arg(GROUP)
-            .arg(consumer)
-            .arg(reason)
-            .arg(attempts)
-            .arg(if db_has_order { "0" } else { "1" })
+            .arg(e.consumer)
+            .arg(e.reason)
+            .arg(e.attempts)
+            .arg(if e.db_has_order { "0" } else { "1" })
             .invoke_async(&mut conn)
             .await?;
         if code != 1 {
@@ -247,7 +252,8 @@ impl RedisLua {
         if released > 0 {
             if let Some(o) = stored.and_then(|r| serde_json::from_str::<StoredOrder>(&r).ok()) {
                 let dev = (!o.d.is_empty()).then_some(o.d.as_str());
-                self.gateway.record_holding(item, &o.u, dev, &o.i, -released);
+                self.gateway
+                    .record_holding(item, &o.u, dev, &o.i, -released);
             }
         }
         Ok(Some(DeadLettered { released }))
@@ -316,15 +322,6 @@ pub async fn read_dead_letters<C: redis::aio::ConnectionLike + Send>(
             }
         })
         .collect())
-}
-
-/// Dead letters per order id (an order may have several: its `order` and its `pay`).
-pub fn by_order(letters: &[DeadLetter]) -> HashMap<&str, Vec<&DeadLetter>> {
-    let mut m: HashMap<&str, Vec<&DeadLetter>> = HashMap::new();
-    for l in letters {
-        m.entry(l.order_id.as_str()).or_default().push(l);
-    }
-    m
 }
 
 fn no_such_key(e: &redis::RedisError) -> bool {
