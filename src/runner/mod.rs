@@ -441,16 +441,17 @@ async fn drive_reference(
             Default::default()
         };
         if (drained && before == after) || attempt >= 20 {
-            let dead = after.dead_letters.map(|d| {
-                d.into_iter()
-                    .map(|l| DeadLetterSeen {
-                        order_id: l.order_id,
-                        kind: l.kind,
-                        was: l.was,
-                    })
-                    .collect()
-            });
-            break (truth, after.stock, after.restocked, dead);
+            // The database strategies have no queue: nothing of theirs is ever dead-lettered.
+            let dead = after.dead_letters.unwrap_or_default();
+            let dead: Vec<DeadLetterSeen> = dead
+                .into_iter()
+                .map(|l| DeadLetterSeen {
+                    order_id: l.order_id,
+                    kind: l.kind,
+                    was: l.was,
+                })
+                .collect();
+            break (truth, after.stock, after.restocked, Some(dead));
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     };

@@ -218,13 +218,23 @@ fn clients(acks: &[(&str, &str)]) -> Measurements {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_order_the_database_refuses_is_dead_lettered_and_the_queue_moves_on() {
+    refused_order_is_dead_lettered(Backend::Postgres).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_order_mysql_refuses_is_dead_lettered_and_the_queue_moves_on() {
+    refused_order_is_dead_lettered(Backend::Mysql).await;
+}
+
+async fn refused_order_is_dead_lettered(backend: Backend) {
     let (hook, alerts) = webhook().await;
-    let mut config = test_config(Strategy::RedisLua, Backend::Postgres);
+    let mut config = test_config(Strategy::RedisLua, backend);
     config.pipeline.dead_letter_after = 2;
     config.pipeline.reconcile.webhook = Some(hook);
     let app = spawn_with(config).await;
     // The database refuses one buyer (Redis, which answers the client, does not know).
-    let pool = sqlx::PgPool::connect(&app.database_url).await.unwrap();
+    sqlx::any::install_default_drivers();
+    let pool = sqlx::AnyPool::connect(&app.database_url).await.unwrap();
     sqlx::query("ALTER TABLE orders ADD CONSTRAINT no_mallory CHECK (user_id <> 'mallory')")
         .execute(&pool)
         .await
