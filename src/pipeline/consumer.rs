@@ -135,7 +135,9 @@ impl Consumer {
         // After a failure, re-read our own pending entries ("0") before new ones (">").
         let mut retry_own = true;
         let mut last_claim = Instant::now();
-        let mut last_gauge = Instant::now() - Duration::from_secs(1);
+        let mut last_gauge = Instant::now()
+            .checked_sub(Duration::from_secs(1))
+            .unwrap_or_else(Instant::now);
         loop {
             if *shutdown.borrow() {
                 break;
