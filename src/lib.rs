@@ -17,11 +17,16 @@
 //!   [`shop::ShopKnobs`], its knobs (the `serve` flags and a scenario's `[shop]` table).
 //! - [`inventory`]: the [`inventory::Strategy`] enum and one file per strategy
 //!   (`naive`, `for_update`, `optimistic`, `redis_lua`); `redis_lua::keys` is the Redis key
-//!   layout of a sale and the clean-up of a key prefix.
+//!   layout of a sale and the clean-up of a key prefix; `redis_lua::stream` is the stream's
+//!   bookkeeping (O(1) backlog, low-water candidate, trimming, reconciliation, dead letters).
 //! - [`gateway`]: rate limits and dedup in front of redis-lua's pre-deduct.
 //! - [`store`]: PostgreSQL / MySQL access (`backend`, `error`, `orders`, `rows`, `tx`,
-//!   `persist`); every statement and all that differs per backend lives in `store::dialect`.
-//! - [`pipeline`]: redis-lua's stream consumer, reconciliation, and the payment-timeout sweeper.
+//!   `persist`: stream batches and the low-water mark); every statement and all that differs
+//!   per backend lives in `store::dialect`.
+//! - [`pipeline`]: redis-lua's stream consumer (`consumer`: reconnects, claims, acks;
+//!   `batch`: refused entries isolated and dead-lettered; `mark`: the low-water mark's upkeep
+//!   and trimming; `backoff`, `alert`), reconciliation, and the payment-timeout sweeper; a
+//!   supervisor restarts any of them that dies.
 //! - [`traffic`]: scenario files (each section validates itself) → seeded plan → goose users;
 //!   our HdrHistogram recorder (latency from the intended send, and send lag).
 //!   [`traffic::mapping`] is the `[target]` table (a shop's API, parsed into methods, paths

@@ -20,6 +20,7 @@ pub enum Metric {
     ClientOversell,
     OracleDisagreement,
     LostAcks,
+    DeadLetters,
     DuplicateBuyers,
     Undersell,
     ErrorRate,
@@ -121,7 +122,7 @@ const ZERO: Option<Option<f64>> = Some(Some(0.0));
 /// A threshold with no limit unless set.
 const OPTIONAL: Option<Option<f64>> = Some(None);
 
-static SPECS: [Spec; 14] = [
+static SPECS: &[Spec] = &[
     spec(
         "oversell",
         &[],
@@ -157,6 +158,15 @@ static SPECS: [Spec; 14] = [
         Unit::Orders,
         Better::Lower,
         ZERO,
+    ),
+    spec(
+        "dead_letters",
+        &[],
+        "dead-lettered stream entries",
+        "dead letters",
+        Unit::Orders,
+        Better::Lower,
+        OPTIONAL,
     ),
     spec(
         "duplicate_buyers",
@@ -252,11 +262,12 @@ static SPECS: [Spec; 14] = [
 
 impl Metric {
     /// Every metric, in catalog order.
-    pub const ALL: [Metric; 14] = [
+    pub const ALL: &[Metric] = &[
         Metric::Oversell,
         Metric::ClientOversell,
         Metric::OracleDisagreement,
         Metric::LostAcks,
+        Metric::DeadLetters,
         Metric::DuplicateBuyers,
         Metric::Undersell,
         Metric::ErrorRate,
@@ -283,14 +294,16 @@ impl Metric {
     pub fn named(name: &str) -> Option<Metric> {
         let name = name.trim();
         Metric::ALL
-            .into_iter()
+            .iter()
+            .copied()
             .find(|m| m.name() == name || m.spec().aliases.contains(&name))
     }
 
     /// The metrics a threshold may limit, in catalog order.
     pub fn limitable() -> impl Iterator<Item = Metric> {
         Metric::ALL
-            .into_iter()
+            .iter()
+            .copied()
             .filter(|m| m.spec().threshold.is_some())
     }
 
@@ -525,7 +538,7 @@ mod tests {
         names.dedup();
         assert_eq!(names.len(), n);
         for m in Metric::ALL {
-            assert_eq!(Metric::named(m.name()), Some(m));
+            assert_eq!(Metric::named(m.name()), Some(*m));
         }
         assert_eq!(Metric::named("latency_p99"), Some(Metric::P99Ms));
     }
@@ -534,8 +547,8 @@ mod tests {
     fn the_thresholds_are_the_ones_users_script_against() {
         assert_eq!(
             limitable_names(),
-            "oversell, client_oversell, oracle_disagreement, lost_acks, duplicate_buyers, \
-             undersell, error_rate, unclassified, p99_ms, p999_ms"
+            "oversell, client_oversell, oracle_disagreement, lost_acks, dead_letters, \
+             duplicate_buyers, undersell, error_rate, unclassified, p99_ms, p999_ms"
         );
         assert!(Metric::limit("mean_ms", 3.0).is_err());
     }

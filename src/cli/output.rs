@@ -151,7 +151,7 @@ pub fn summary(report: &Report, dir: &Path, verdict: Option<&Verdict>) -> Value 
         .iter()
         .map(|run| {
             let metrics: serde_json::Map<String, Value> = Metric::ALL
-                .into_iter()
+                .iter()
                 .map(|m| (m.name().to_string(), m.read(run).ok().into()))
                 .collect();
             let mut v = json!({

@@ -154,6 +154,9 @@ pub struct Audit {
     pub oversell: i64,
     pub negative_stock: bool,
     pub queue_drained: bool,
+    /// redis-lua: stream entries the database refused N times, moved to the dead-letter
+    /// stream (each is an acknowledged order, or a change to one, that the database lacks).
+    pub dead_letters: u64,
 }
 
 /// One strategy bound to its store (and Redis for `redis-lua`).
@@ -339,12 +342,13 @@ impl Inventory {
                 sold += o.qty;
             }
         }
-        let (redis_stock, queue_drained) = match &self.redis {
+        let (redis_stock, queue_drained, dead_letters) = match &self.redis {
             Some(redis) => (
                 redis.stock(id).await?,
                 drained_before && redis.drained(id).await?,
+                redis.dead_letter_count(id).await?,
             ),
-            None => (None, true),
+            None => (None, true, 0),
         };
         Ok(Some(Audit {
             item_id: id,
@@ -357,6 +361,7 @@ impl Inventory {
             oversell: (sold - item.initial_stock).max(0),
             negative_stock: item.stock < 0,
             queue_drained,
+            dead_letters,
         }))
     }
 }

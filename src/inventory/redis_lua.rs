@@ -8,9 +8,11 @@
 //! machine and the stream carries every change, in order, to the database.
 //!
 //! The key layout of a sale lives in [`keys`]: every key of one item shares the hash tag
-//! `{prefix:item}` so the scripts stay valid on Redis Cluster.
+//! `{prefix:item}` so the scripts stay valid on Redis Cluster. The stream's bookkeeping
+//! (backlog, low-water candidate, trimming, reconciliation, dead letters) is in [`stream`].
 
 pub mod keys;
+pub mod stream;
 
 use super::{InventoryError, Outcome};
 pub use crate::gateway::GatewaySettings;
@@ -45,6 +47,8 @@ struct Scripts {
     release: Script,
     pay: Script,
     reconcile: Script,
+    dead_letter: Script,
+    trim: Script,
 }
 
 /// The Redis side of the `redis-lua` strategy.
@@ -79,6 +83,8 @@ impl RedisLua {
             release: Script::new(include_str!("../../lua/release.lua")),
             pay: Script::new(include_str!("../../lua/pay.lua")),
             reconcile: Script::new(include_str!("../../lua/reconcile.lua")),
+            dead_letter: Script::new(include_str!("../../lua/deadletter.lua")),
+            trim: Script::new(include_str!("../../lua/trim.lua")),
         };
         // Load once up front; calls go by SHA and fall back to loading on NOSCRIPT.
         for s in [
@@ -86,12 +92,21 @@ impl RedisLua {
             &scripts.release,
             &scripts.pay,
             &scripts.reconcile,
+            &scripts.dead_letter,
+            &scripts.trim,
         ] {
             s.prepare_invoke()
                 .load_async(&mut conn)
                 .await
                 .map_err(|e| unreachable(&e))?;
         }
+        // Named so an operator (or a test) can tell the shop's connections apart in CLIENT
+        // LIST. The name is not restored when the manager reconnects.
+        let _: redis::RedisResult<()> = redis::cmd("CLIENT")
+            .arg("SETNAME")
+            .arg(client_name(&settings.prefix, "shop"))
+            .query_async(&mut conn)
+            .await;
         Ok(RedisLua {
             client,
             conn,
@@ -114,15 +129,26 @@ impl RedisLua {
     }
 
     /// A connection of its own, for blocking reads (a blocking command on the shared
-    /// multiplexed connection would stall every other caller).
+    /// multiplexed connection would stall every other caller), named `oversell:<prefix>:<role>`
+    /// in CLIENT LIST. `response_timeout` must exceed the longest BLOCK it will carry.
     pub async fn dedicated_conn(
         &self,
+        role: &str,
+        response_timeout: Duration,
     ) -> Result<redis::aio::MultiplexedConnection, InventoryError> {
-        let cfg = redis::AsyncConnectionConfig::new().set_response_timeout(None);
-        Ok(self
+        let cfg = redis::AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(Duration::from_secs(2)))
+            .set_response_timeout(Some(response_timeout));
+        let mut conn = self
             .client
             .get_multiplexed_async_connection_with_config(&cfg)
-            .await?)
+            .await?;
+        redis::cmd("CLIENT")
+            .arg("SETNAME")
+            .arg(client_name(&self.prefix, role))
+            .exec_async(&mut conn)
+            .await?;
+        Ok(conn)
     }
 
     /// SHA1 of `lua/deduct.lua` (what EVALSHA calls).
@@ -364,65 +390,6 @@ impl RedisLua {
     pub async fn stock(&self, item: i64) -> Result<Option<i64>, InventoryError> {
         Ok(self.conn.clone().get(self.keys(item).stock).await?)
     }
-
-    /// True when every event on the item's stream has been persisted and acknowledged.
-    pub async fn drained(&self, item: i64) -> Result<bool, InventoryError> {
-        let (lag, pending) = self.backlog(item).await?;
-        Ok(lag == 0 && pending == 0)
-    }
-
-    /// `(undelivered entries, delivered but unacknowledged entries)` of the item's stream.
-    pub async fn backlog(&self, item: i64) -> Result<(u64, u64), InventoryError> {
-        let keys = self.keys(item);
-        let mut conn = self.conn.clone();
-        let exists: bool = conn.exists(&keys.events).await?;
-        if !exists {
-            return Ok((0, 0));
-        }
-        let info: redis::streams::StreamInfoStreamReply = conn.xinfo_stream(&keys.events).await?;
-        let groups: redis::streams::StreamInfoGroupsReply = conn.xinfo_groups(&keys.events).await?;
-        let Some(g) = groups.groups.iter().find(|g| g.name == GROUP) else {
-            return Ok((info.length as u64, 0));
-        };
-        let lag = if g.last_delivered_id == info.last_generated_id {
-            0
-        } else {
-            let undelivered: Vec<redis::streams::StreamId> = {
-                let r: redis::streams::StreamRangeReply = conn
-                    .xrange(&keys.events, format!("({}", g.last_delivered_id), "+")
-                    .await?;
-                r.ids
-            };
-            undelivered.len() as u64
-        };
-        Ok((lag, g.pending as u64))
-    }
-
-    /// Runs `lua/reconcile.lua`: returns `(redis stock, expected, residual, deferred)`,
-    /// correcting Redis when `correct` is set and nothing at or below `applied` is still
-    /// pending (`deferred` otherwise). `db_stock` and `applied` come from one database snapshot.
-    pub async fn reconcile(
-        &self,
-        item: i64,
-        db_stock: i64,
-        applied: &str,
-        correct: bool,
-    ) -> Result<Option<(i64, i64, i64, bool)>, InventoryError> {
-        let keys = self.keys(item);
-        let (current, expected, residual, deferred): (i64, i64, i64, i64) = self
-            .scripts
-            .reconcile
-            .key(&keys.stock)
-            .key(&keys.events)
-            .arg(db_stock)
-            .arg(applied)
-            .arg(if correct { "1" } else { "0" })
-            .arg(GROUP)
-            .invoke_async(&mut self.conn.clone())
-            .await?;
-        let not_warmed = current < 0 && expected == 0 && residual == 0;
-        Ok((!not_warmed).then_some((current, expected, residual, deferred == 1)))
-    }
 }
 
 /// An order as `lua/deduct.lua` stores it (JSON in the item's `orders` hash).
@@ -434,4 +401,13 @@ struct StoredOrder {
     u: String,
     d: String,
     i: String,
+}
+
+/// A CLIENT SETNAME name for one of the shop's connections: `oversell:<prefix>:<role>`, with
+/// anything Redis does not accept in a name (spaces, control characters) replaced by `_`.
+pub fn client_name(prefix: &str, role: &str) -> String {
+    format!("oversell:{prefix}:{role}")
+        .chars()
+        .map(|c| if c.is_ascii_graphic() { c } else { '_' })
+        .collect()
 }

@@ -9,7 +9,10 @@
 //! - lost acknowledged orders: a 201 order id the database does not have; phantom orders: an
 //!   order the database has that no client was told about (e.g. its client timed out);
 //! - duplicate buyers: users (and devices) holding more than the purchase limit;
-//! - undersell: units left unsold while buyers were turned away.
+//! - undersell: units left unsold while buyers were turned away;
+//! - dead letters (redis-lua): stream entries the database refused N times and the shop moved
+//!   aside. A dead-lettered acknowledged order has no row, so it IS a lost acknowledged order
+//!   from its client's point of view: it is counted there, and also said to be dead-lettered.
 //!
 //! The clients' own evidence is judged on every run, with or without a server oracle
 //! (`clients`): acknowledged units minus the restocks the run saw, above the initial stock, is
@@ -79,7 +82,19 @@ pub struct Evidence<'a> {
     pub stock_seen: Option<(i64, i64)>,
     /// redis-lua: orders the restock script's idempotency set says were restocked.
     pub redis_restocked_orders: Option<i64>,
+    /// redis-lua: the item's dead-letter stream.
+    pub dead_letters: Option<Vec<DeadLetterSeen>>,
     pub clients: &'a Measurements,
+}
+
+/// One dead-lettered stream entry, as the oracle reads it from Redis.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeadLetterSeen {
+    pub order_id: String,
+    /// The entry's type: `order`, `pay`, `cancel`, `expire`.
+    pub kind: String,
+    /// The order's state in Redis when the entry was dead-lettered.
+    pub was: String,
 }
 
 /// The oracle's findings for one run. Fields added after the first v2 reports read as absent
@@ -115,6 +130,12 @@ pub struct Findings {
     pub lost_acks: Option<u64>,
     /// Up to 20 of the lost order ids.
     pub lost_ack_examples: Vec<String>,
+    /// redis-lua: stream entries the database refused and the shop dead-lettered.
+    #[serde(default)]
+    pub dead_letters: Option<u64>,
+    /// redis-lua: lost acknowledged orders that were dead-lettered (counted in `lost_acks` too).
+    #[serde(default)]
+    pub lost_acks_dead_lettered: Option<u64>,
     pub phantom_orders: Option<u64>,
     pub duplicate_buyers: Option<u64>,
     pub duplicate_devices: Option<u64>,
@@ -133,8 +154,9 @@ pub struct Findings {
     /// Highest database stock sampled; above the initial stock means units were restocked
     /// more than once.
     pub max_stock_seen: Option<i64>,
-    /// redis-lua: released orders (cancelled + expired) in the database minus orders Redis
-    /// restocked; non-zero means a release was restocked twice or never.
+    /// redis-lua: released orders (cancelled + expired) in the database, plus dead-lettered
+    /// orders Redis had released before they were dead-lettered, minus orders Redis restocked;
+    /// non-zero means a release was restocked twice or never.
     pub restock_mismatch: Option<i64>,
     /// People (not bots) who tried to order and never got one.
     pub turned_away_buyers: u64,
@@ -203,6 +225,7 @@ pub fn audit(e: &Evidence<'_>) -> Findings {
         reconcile_residual: e.reconcile_residual,
         min_stock_seen: e.stock_seen.map(|s| s.0),
         max_stock_seen: e.stock_seen.map(|s| s.1),
+        dead_letters: e.dead_letters.as_ref().map(|d| d.len() as u64),
         ..Findings::default()
     };
     clients::observe(&mut f, e);
@@ -318,6 +341,7 @@ mod tests {
             reconcile_residual: None,
             stock_seen: None,
             redis_restocked_orders: None,
+            dead_letters: None,
             clients: c,
         }
     }
@@ -354,6 +378,60 @@ mod tests {
         assert_eq!(f.duplicate_buyers, Some(1));
         assert_eq!(f.bot_units, Some(2));
         assert!(f.verdict.contains("oversold 1"), "{}", f.verdict);
+    }
+
+    #[test]
+    fn a_dead_lettered_acknowledged_order_is_lost_and_said_to_be_dead_lettered() {
+        let c = clients(&[("a", "u1"), ("dl", "u2"), ("dl2", "u3")]);
+        let letter = |id: &str, kind: &str, was: &str| DeadLetterSeen {
+            order_id: id.into(),
+            kind: kind.into(),
+            was: was.into(),
+        };
+        // dl: refused while pending (dead-lettering released its unit); dl2: cancelled in
+        // Redis (restocked there), then refused, then its cancel followed it aside.
+        let letters = vec![
+            letter("dl", "order", "pending_payment"),
+            letter("dl2", "order", "cancelled"),
+            letter("dl2", "cancel", "dead_lettered"),
+        ];
+        let evidence = |dead_letters| Evidence {
+            redis_stock: Some(4),
+            reconcile_residual: Some(0),
+            redis_restocked_orders: Some(1),
+            dead_letters,
+            ..evidence(
+                5,
+                Truth::Orders {
+                    db_stock: 4,
+                    orders: vec![order("a", "u1", OrderStatus::Paid)],
+                },
+                &c,
+            )
+        };
+        let f = audit(&evidence(Some(letters)));
+        assert_eq!(f.lost_acks, Some(2));
+        assert_eq!(f.lost_acks_dead_lettered, Some(2));
+        assert_eq!(f.dead_letters, Some(3));
+        assert_eq!(
+            f.restock_mismatch,
+            Some(0),
+            "dl2's restock is accounted for"
+        );
+        assert_eq!((f.conservation_drift, f.redis_drift), (Some(0), Some(0)));
+        assert!(
+            f.verdict
+                .contains("lost 2 acknowledged orders (2 dead-lettered")
+                && f.verdict.contains("3 stream entries dead-lettered"),
+            "{}",
+            f.verdict
+        );
+        // Without the dead-letter stream the same database shows an unexplained restock.
+        let f = audit(&evidence(None));
+        assert_eq!(
+            (f.restock_mismatch, f.lost_acks_dead_lettered),
+            (Some(-1), None)
+        );
     }
 
     #[test]

@@ -26,6 +26,16 @@ pub(super) fn findings(f: &mut Findings, orders: &[Order], e: &Evidence<'_>) {
         .collect();
     f.lost_acks = Some(lost.len() as u64);
     f.lost_ack_examples = lost.iter().take(20).map(|s| s.to_string()).collect();
+    let dead_orders: HashSet<&str> = e
+        .dead_letters
+        .iter()
+        .flatten()
+        .map(|d| d.order_id.as_str())
+        .collect();
+    if e.dead_letters.is_some() {
+        f.lost_acks_dead_lettered =
+            Some(lost.iter().filter(|id| dead_orders.contains(*id)).count() as u64);
+    }
     f.phantom_orders = Some(
         orders
             .iter()
@@ -50,7 +60,17 @@ pub(super) fn findings(f: &mut Findings, orders: &[Order], e: &Evidence<'_>) {
     }
     if let Some(restocked) = e.redis_restocked_orders {
         let released = orders.iter().filter(|o| !o.status.holds_stock()).count() as i64;
-        f.restock_mismatch = Some(released - restocked);
+        // A cancel or expiry restocked in Redis whose order the database then refused: no row
+        // to count it by, but a real restock.
+        let released_then_dead: HashSet<&str> = e
+            .dead_letters
+            .iter()
+            .flatten()
+            .filter(|d| matches!(d.was.as_str(), "cancelled" | "expired"))
+            .map(|d| d.order_id.as_str())
+            .filter(|id| !in_db.contains_key(id))
+            .collect();
+        f.restock_mismatch = Some(released + released_then_dead.len() as i64 - restocked);
     }
     f.peak_oversell = Some((peak_held(orders) - e.initial_stock).max(0));
     f.duplicate_buyers = Some(by_user.values().filter(|q| **q > e.purchase_limit).count() as u64);

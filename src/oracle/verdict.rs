@@ -92,7 +92,15 @@ fn server(f: &Findings, clients_oversold: bool, parts: &mut Vec<String>) {
         parts.push(format!("restocks do not match releases ({m})"));
     }
     if let Some(l) = f.lost_acks.filter(|l| *l > 0) {
-        parts.push(format!("lost {l} acknowledged orders"));
+        match f.lost_acks_dead_lettered.filter(|d| *d > 0) {
+            Some(d) => parts.push(format!(
+                "lost {l} acknowledged orders ({d} dead-lettered: the database refused them)"
+            )),
+            None => parts.push(format!("lost {l} acknowledged orders")),
+        }
+    }
+    if let Some(d) = f.dead_letters.filter(|d| *d > 0) {
+        parts.push(format!("{d} stream entries dead-lettered"));
     }
     if let Some(d) = f.duplicate_buyers.filter(|d| *d > 0) {
         parts.push(format!("{d} buyers hold more than the limit"));

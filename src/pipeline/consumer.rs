@@ -1,17 +1,36 @@
 //! The persistence consumer: reads an item's stream through the consumer group, writes each
 //! batch in one database transaction, and acknowledges only after the commit. A crash between
 //! commit and XACK replays the batch, which the idempotent writes in [`crate::store`] absorb.
-//! Entries left pending by a dead consumer are claimed after `claim_idle`.
+//!
+//! It must never die nor go silent:
+//! - Any Redis error drops its connection; it reconnects with capped, jittered exponential
+//!   backoff, and every blocking read carries a response timeout (block time plus a margin), so
+//!   a connection killed or half-open is noticed. `oversell_consumer_up` (per item) and
+//!   `oversell_consumer_errors_total{kind}` show it; each failure is logged at warn.
+//! - Entries pending on any consumer longer than `claim_idle` (a dead one's) are claimed on a
+//!   timer, whether the stream is busy or idle.
+//! - Acknowledgements that failed are kept and retried before the next read.
+//! - A database that is unavailable is retried forever; a database that refuses one entry is
+//!   handled in [`super::batch`] (isolated, then dead-lettered).
 
+use super::backoff::Backoff;
+use super::mark::MarkKeeper;
 use super::PipelineSettings;
 use crate::inventory::redis_lua::{RedisLua, GROUP};
-use crate::store::{stream_id, PersistEvent, PersistKind, Store};
+use crate::store::{PersistEvent, PersistKind, Store};
+use redis::aio::MultiplexedConnection;
 use redis::streams::{StreamAutoClaimOptions, StreamId, StreamReadOptions, StreamReadReply};
 use redis::AsyncCommands;
+use std::collections::HashMap;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
-/// Decodes one entry; `None` for an entry that is not ours (logged and acknowledged).
+/// Added to the BLOCK time of a read to give its response timeout.
+const READ_MARGIN: Duration = Duration::from_secs(2);
+/// Pause before retrying entries the database refused (fewer than N times so far).
+const REFUSED_RETRY: Duration = Duration::from_millis(100);
+
+/// Decodes one entry; `None` for an entry that is not an oversell event (dead-lettered).
 pub fn decode(entry: &StreamId) -> Option<PersistEvent> {
     let text = |k: &str| entry.get::<String>(k);
     Some(PersistEvent {
@@ -25,128 +44,315 @@ pub fn decode(entry: &StreamId) -> Option<PersistEvent> {
     })
 }
 
-/// Runs until `shutdown`.
-pub async fn run(
-    redis: RedisLua,
-    store: Store,
-    item: i64,
-    settings: PipelineSettings,
-    mut shutdown: watch::Receiver<bool>,
-) {
-    let name = format!(
-        "shop-{}-{}",
-        std::process::id(),
-        uuid::Uuid::now_v7().simple()
-    );
-    let key = redis.keys(item).events;
-    let mut conn = loop {
-        match redis.dedicated_conn().await {
-            Ok(c) => break c,
-            Err(e) => {
-                tracing::warn!(item, error = %e, "consumer cannot connect to Redis; retrying");
-                if sleep_or_stop(&mut shutdown, Duration::from_secs(1)).await {
-                    return;
+/// The bounded `kind` label of `oversell_consumer_errors_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// Connecting (or naming the connection) failed.
+    Connect,
+    /// The blocking read failed or timed out.
+    Read,
+    /// XAUTOCLAIM (or pruning idle consumers) failed.
+    Claim,
+    /// XACK failed (the ids are kept and retried).
+    Ack,
+    /// Another Redis call of the consumer failed (dead-lettering, the low-water mark, trimming).
+    Redis,
+    /// The database was unavailable (the batch is retried).
+    DbUnavailable,
+    /// The database refused an entry.
+    DbRefused,
+}
+
+impl ErrorKind {
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorKind::Connect => "connect",
+            ErrorKind::Read => "read",
+            ErrorKind::Claim => "claim",
+            ErrorKind::Ack => "ack",
+            ErrorKind::Redis => "redis",
+            ErrorKind::DbUnavailable => "db_unavailable",
+            ErrorKind::DbRefused => "db_refused",
+        }
+    }
+}
+
+/// One item's persistence consumer.
+pub struct Consumer {
+    pub(super) redis: RedisLua,
+    pub(super) store: Store,
+    pub(super) item: i64,
+    pub(super) settings: PipelineSettings,
+    /// Its name in the consumer group.
+    pub(super) name: String,
+    key: String,
+    conn: Option<MultiplexedConnection>,
+    backoff: Backoff,
+    /// Ids committed (or otherwise handled) but not yet acknowledged.
+    pub(super) to_ack: Vec<String>,
+    /// How many times the database refused each entry (isolated) so far.
+    pub(super) refusals: HashMap<String, u32>,
+    pub(super) marks: MarkKeeper,
+    claim_cursor: String,
+}
+
+impl Consumer {
+    /// A consumer of `item`'s stream named `name` in the group (not connected yet).
+    pub fn new(
+        redis: RedisLua,
+        store: Store,
+        item: i64,
+        settings: PipelineSettings,
+        name: String,
+    ) -> Self {
+        let cap = settings.backoff_cap.min(settings.claim_idle / 2);
+        Consumer {
+            key: redis.keys(item).events,
+            backoff: Backoff::new(Duration::from_millis(100), cap),
+            marks: MarkKeeper::new(item, settings.trim_delay),
+            redis,
+            store,
+            item,
+            settings,
+            name,
+            conn: None,
+            to_ack: Vec::new(),
+            refusals: HashMap::new(),
+            claim_cursor: "0-0".into(),
+        }
+    }
+
+    /// Its name in the consumer group.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Runs until `shutdown`.
+    pub async fn run(mut self, mut shutdown: watch::Receiver<bool>) {
+        let item = self.item;
+        let claim_every = (self.settings.claim_idle / 2).max(Duration::from_millis(100));
+        // After a failure, re-read our own pending entries ("0") before new ones (">").
+        let mut retry_own = true;
+        let mut last_claim = Instant::now();
+        let mut last_gauge = Instant::now()
+            .checked_sub(Duration::from_secs(1))
+            .unwrap_or_else(Instant::now);
+        loop {
+            if *shutdown.borrow() {
+                break;
+            }
+            let wait = match self
+                .step(&mut retry_own, &mut last_claim, claim_every)
+                .await
+            {
+                Ok(wait) => {
+                    self.backoff.reset();
+                    wait
+                }
+                Err((kind, error)) => Some(self.failed(kind, &error)),
+            };
+            if last_gauge.elapsed() >= Duration::from_secs(1) {
+                last_gauge = Instant::now();
+                self.gauges().await;
+            }
+            if let Err(e) = self.marks.upkeep(&self.redis, &self.store).await {
+                metrics::counter!("oversell_consumer_errors_total", "kind" => ErrorKind::Redis.as_str())
+                    .increment(1);
+                tracing::warn!(item, error = %e, "low-water mark upkeep failed; will retry");
+            }
+            if let Some(wait) = wait {
+                if sleep_or_stop(&mut shutdown, wait).await {
+                    break;
                 }
             }
         }
-    };
-    let mut applied = match store.reconcile_snapshot(item).await {
-        Ok(Some((_, id))) => id,
-        _ => "0-0".to_string(),
-    };
-    // After a failed batch, re-read our own pending entries ("0") before new ones (">").
-    let mut retry_own = true;
-    let mut last_claim = Instant::now();
-    let mut last_gauge = Instant::now();
-    loop {
-        if *shutdown.borrow() {
-            return;
+        metrics::gauge!("oversell_consumer_up", "item" => item.to_string()).set(0.0);
+    }
+
+    /// One round: connect, retry acknowledgements, claim on the timer, read, persist. Returns
+    /// how long to pause before the next round, if at all.
+    async fn step(
+        &mut self,
+        retry_own: &mut bool,
+        last_claim: &mut Instant,
+        claim_every: Duration,
+    ) -> Result<Option<Duration>, (ErrorKind, String)> {
+        self.ensure_conn()
+            .await
+            .map_err(|e| (ErrorKind::Connect, e.to_string()))?;
+        self.ack()
+            .await
+            .map_err(|e| (ErrorKind::Ack, e.to_string()))?;
+        let mut entries = Vec::new();
+        if last_claim.elapsed() >= claim_every {
+            *last_claim = Instant::now();
+            entries = self
+                .claim()
+                .await
+                .map_err(|e| (ErrorKind::Claim, e.to_string()))?;
         }
-        let start = if retry_own { "0" } else { ">" };
-        let opts = StreamReadOptions::default()
-            .group(GROUP, &name)
-            .count(settings.batch)
-            .block(200);
-        let read: redis::RedisResult<StreamReadReply> =
-            conn.xread_options(&[&key], &[start], &opts).await;
-        let mut entries: Vec<StreamId> = match read {
-            Ok(reply) => reply.keys.into_iter().flat_map(|k| k.ids).collect(),
-            Err(e) => {
-                // NOGROUP while a sale is being (re)warmed, or Redis restarting.
-                tracing::debug!(item, error = %e, "stream read failed");
-                if sleep_or_stop(&mut shutdown, Duration::from_millis(200)).await {
-                    return;
-                }
-                continue;
-            }
-        };
-        if retry_own && entries.is_empty() {
-            retry_own = false;
-        }
-        if entries.is_empty() && last_claim.elapsed() >= settings.claim_idle {
-            last_claim = Instant::now();
-            let opts = StreamAutoClaimOptions::default().count(settings.batch);
-            let claimed: redis::RedisResult<redis::streams::StreamAutoClaimReply> = conn
-                .xautoclaim_options(
-                    &key,
-                    GROUP,
-                    &name,
-                    settings.claim_idle.as_millis() as u64,
-                    "0-0",
-                    opts,
-                )
-                .await;
-            if let Ok(c) = claimed {
-                if !c.claimed.is_empty() {
-                    tracing::warn!(
-                        item,
-                        n = c.claimed.len(),
-                        "claimed entries from a dead consumer"
-                    );
-                }
-                entries = c.claimed;
-            }
-            prune_consumers(&mut conn, &key, &name, settings.claim_idle).await;
-        }
-        if last_gauge.elapsed() >= Duration::from_secs(1) {
-            last_gauge = Instant::now();
-            if let Ok((lag, pending)) = redis.backlog(item).await {
-                let label = item.to_string();
-                metrics::gauge!("oversell_stream_lag", "item" => label.clone()).set(lag as f64);
-                metrics::gauge!("oversell_stream_pending", "item" => label).set(pending as f64);
+        if entries.is_empty() {
+            let start = if *retry_own { "0" } else { ">" };
+            entries = self
+                .read(start)
+                .await
+                .map_err(|e| (ErrorKind::Read, e.to_string()))?;
+            if *retry_own && entries.is_empty() {
+                *retry_own = false;
             }
         }
         if entries.is_empty() {
-            continue;
+            return Ok(None);
         }
-        let ids: Vec<String> = entries.iter().map(|e| e.id.clone()).collect();
-        let events: Vec<PersistEvent> = entries.iter().filter_map(decode).collect();
-        if events.len() != entries.len() {
-            tracing::error!(item, "skipping undecodable stream entries");
-        }
-        let newest = ids
-            .iter()
-            .max_by_key(|id| stream_id(id))
-            .cloned()
-            .unwrap_or_default();
-        if stream_id(&newest) > stream_id(&applied) {
-            applied = newest;
-        }
-        match store.apply_events(item, &events, &applied).await {
-            Ok(stats) => {
-                metrics::counter!("oversell_persisted_events_total").increment(events.len() as u64);
-                metrics::counter!("oversell_persist_anomalies_total").increment(stats.anomalies);
-                let acked: redis::RedisResult<i64> = conn.xack(&key, GROUP, &ids).await;
-                if let Err(e) = acked {
-                    tracing::warn!(item, error = %e, "XACK failed; the batch will be replayed");
-                }
+        match self.persist(&entries).await {
+            Ok(p) => {
+                self.ack()
+                    .await
+                    .map_err(|e| (ErrorKind::Ack, e.to_string()))?;
+                *retry_own |= p.left_pending;
+                Ok(p.left_pending.then_some(REFUSED_RETRY))
             }
             Err(e) => {
-                tracing::warn!(item, error = %e, "persisting a batch failed; will retry");
-                retry_own = true;
-                if sleep_or_stop(&mut shutdown, Duration::from_millis(250)).await {
-                    return;
-                }
+                *retry_own = true;
+                Err(e.kind_and_message())
+            }
+        }
+    }
+
+    /// Counts, logs and (for Redis) drops the connection; returns the backoff wait.
+    fn failed(&mut self, kind: ErrorKind, error: &str) -> Duration {
+        metrics::counter!("oversell_consumer_errors_total", "kind" => kind.as_str()).increment(1);
+        if kind != ErrorKind::DbUnavailable {
+            // Any Redis error: the connection may be dead or half-open. Start afresh.
+            self.conn = None;
+            metrics::gauge!("oversell_consumer_up", "item" => self.item.to_string()).set(0.0);
+        }
+        let wait = self.backoff.next_wait();
+        tracing::warn!(
+            item = self.item,
+            consumer = %self.name,
+            kind = kind.as_str(),
+            error = %error,
+            failures = self.backoff.failures(),
+            retry_in_ms = wait.as_millis() as u64,
+            "persistence consumer failed; retrying"
+        );
+        wait
+    }
+
+    async fn ensure_conn(
+        &mut self,
+    ) -> Result<&mut MultiplexedConnection, crate::inventory::InventoryError> {
+        if self.conn.is_none() {
+            let timeout = self.settings.block + READ_MARGIN;
+            let conn = self
+                .redis
+                .dedicated_conn(&format!("consumer:{}", self.item), timeout)
+                .await?;
+            if self.backoff.failures() > 0 {
+                tracing::warn!(item = self.item, consumer = %self.name, "persistence consumer reconnected");
+            }
+            metrics::gauge!("oversell_consumer_up", "item" => self.item.to_string()).set(1.0);
+            self.conn = Some(conn);
+        }
+        Ok(self.conn.as_mut().expect("just connected"))
+    }
+
+    /// Reads up to `batch` entries: new ones (`">"`) or this consumer's own pending ones
+    /// (`"0"`), blocking at most `block` for new ones.
+    pub async fn read(&mut self, start: &str) -> Result<Vec<StreamId>, redis::RedisError> {
+        let opts = StreamReadOptions::default()
+            .group(GROUP, &self.name)
+            .count(self.settings.batch)
+            .block(self.settings.block.as_millis() as usize);
+        let key = self.key.clone();
+        let conn = self.conn_or_connect().await?;
+        let reply: StreamReadReply = conn.xread_options(&[&key], &[start], &opts).await?;
+        Ok(reply.keys.into_iter().flat_map(|k| k.ids).collect())
+    }
+
+    /// Claims entries pending on any consumer for longer than `claim_idle` (XAUTOCLAIM, a
+    /// cursor kept across calls), then removes idle consumers that hold nothing.
+    pub async fn claim(&mut self) -> Result<Vec<StreamId>, redis::RedisError> {
+        let (key, name, cursor) = (
+            self.key.clone(),
+            self.name.clone(),
+            self.claim_cursor.clone(),
+        );
+        let claim_idle = self.settings.claim_idle;
+        let min_idle = claim_idle.as_millis() as u64;
+        let count = self.settings.batch;
+        let conn = self.conn_or_connect().await?;
+        let claimed: redis::streams::StreamAutoClaimReply = conn
+            .xautoclaim_options(
+                &key,
+                GROUP,
+                &name,
+                min_idle,
+                &cursor,
+                StreamAutoClaimOptions::default().count(count),
+            )
+            .await?;
+        prune_consumers(conn, &key, &name, claim_idle).await?;
+        self.claim_cursor = claimed.next_stream_id;
+        if !claimed.claimed.is_empty() {
+            tracing::warn!(
+                item = self.item,
+                n = claimed.claimed.len(),
+                "claimed entries left pending by another consumer"
+            );
+            metrics::counter!("oversell_claimed_entries_total")
+                .increment(claimed.claimed.len() as u64);
+        }
+        Ok(claimed.claimed)
+    }
+
+    /// Acknowledges every id handled so far; on failure they are kept for the next try.
+    pub async fn ack(&mut self) -> Result<(), redis::RedisError> {
+        if self.to_ack.is_empty() {
+            return Ok(());
+        }
+        let key = self.key.clone();
+        let ids = std::mem::take(&mut self.to_ack);
+        let conn = match self.conn_or_connect().await {
+            Ok(c) => c,
+            Err(e) => {
+                self.to_ack = ids;
+                return Err(e);
+            }
+        };
+        let acked: redis::RedisResult<i64> = conn.xack(&key, GROUP, &ids).await;
+        if let Err(e) = acked {
+            self.to_ack = ids;
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    async fn conn_or_connect(&mut self) -> Result<&mut MultiplexedConnection, redis::RedisError> {
+        match self.ensure_conn().await {
+            Ok(c) => Ok(c),
+            Err(crate::inventory::InventoryError::Redis(e)) => Err(e),
+            Err(other) => Err(redis::RedisError::from((
+                redis::ErrorKind::Io,
+                "connecting the consumer",
+                other.to_string(),
+            ))),
+        }
+    }
+
+    async fn gauges(&self) {
+        match self.redis.backlog(self.item).await {
+            Ok(b) => {
+                let label = self.item.to_string();
+                metrics::gauge!("oversell_stream_lag", "item" => label.clone()).set(b.lag as f64);
+                metrics::gauge!("oversell_stream_pending", "item" => label).set(b.pending as f64);
+            }
+            Err(e) => {
+                metrics::counter!("oversell_consumer_errors_total", "kind" => ErrorKind::Redis.as_str())
+                    .increment(1);
+                tracing::warn!(item = self.item, error = %e, "reading the stream backlog failed");
             }
         }
     }
@@ -155,41 +361,25 @@ pub async fn run(
 /// Removes consumers of the group that hold nothing and have been idle longer than
 /// `claim_idle` (earlier shop processes): otherwise every restart leaves one behind.
 async fn prune_consumers(
-    conn: &mut redis::aio::MultiplexedConnection,
+    conn: &mut MultiplexedConnection,
     key: &str,
     me: &str,
     claim_idle: Duration,
-) {
-    let info: redis::RedisResult<redis::streams::StreamInfoConsumersReply> =
-        conn.xinfo_consumers(key, GROUP).await;
-    let Ok(info) = info else { return };
+) -> Result<(), redis::RedisError> {
+    let info: redis::streams::StreamInfoConsumersReply = conn.xinfo_consumers(key, GROUP).await?;
     for c in info.consumers {
         if c.name != me && c.pending == 0 && c.idle as u128 > claim_idle.as_millis() {
-            let removed: redis::RedisResult<i64> =
-                conn.xgroup_delconsumer(key, GROUP, &c.name).await;
-            if removed.is_ok() {
-                tracing::info!(consumer = %c.name, "removed an idle consumer with nothing pending");
-            }
+            let _: i64 = conn.xgroup_delconsumer(key, GROUP, &c.name).await?;
+            tracing::info!(consumer = %c.name, "removed an idle consumer with nothing pending");
         }
     }
+    Ok(())
 }
 
 /// Sleeps; returns true if shutdown was requested meanwhile.
-async fn sleep_or_stop(shutdown: &mut watch::Receiver<bool>, d: Duration) -> bool {
+pub(super) async fn sleep_or_stop(shutdown: &mut watch::Receiver<bool>, d: Duration) -> bool {
     tokio::select! {
         _ = shutdown.changed() => true,
         _ = tokio::time::sleep(d) => *shutdown.borrow(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn stream_ids_order_numerically() {
-        assert!(stream_id("10-0") > stream_id("9-5"));
-        assert!(stream_id("10-11") > stream_id("10-2"));
-        assert_eq!(stream_id("0-0"), (0, 0));
     }
 }

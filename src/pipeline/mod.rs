@@ -1,16 +1,25 @@
 //! redis-lua's background machinery, plus the payment-timeout sweeper every strategy uses.
 //!
-//! - [`consumer`]: persists each item's stream into the database (batched, idempotent).
+//! - [`consumer`]: persists each item's stream into the database (batched, idempotent),
+//!   surviving lost connections; [`batch`]: one batch, with refused entries isolated and
+//!   dead-lettered; [`mark`]: the low-water mark's upkeep and trimming; [`backoff`]: retry
+//!   waits; [`alert`]: the webhook.
 //! - [`reconcile`]: recomputes Redis stock from the database and corrects the residual.
 //! - the expiry sweeper: expires unpaid orders past their payment deadline.
 //!
-//! [`spawn`] starts them for every item the shop knows, and for items set up later.
+//! [`spawn`] starts them for every item the shop knows, and for items set up later. A task
+//! that ends before shutdown (a panic) is logged at error level and started again: no
+//! background loop may die or go silent.
 
+pub mod alert;
+pub mod backoff;
+pub mod batch;
 pub mod consumer;
+pub mod mark;
 pub mod reconcile;
 
 use crate::inventory::Inventory;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
@@ -20,8 +29,16 @@ use tokio::task::JoinSet;
 pub struct PipelineSettings {
     /// Events per database transaction.
     pub batch: usize,
-    /// Entries pending longer than this on a dead consumer are claimed.
+    /// Longest a consumer's read blocks waiting for new entries.
+    pub block: Duration,
+    /// Entries pending longer than this on a dead consumer are claimed (checked every half).
     pub claim_idle: Duration,
+    /// Longest wait between a consumer's retries (capped exponential backoff).
+    pub backoff_cap: Duration,
+    /// An entry the database refuses this many times is dead-lettered.
+    pub dead_letter_after: u32,
+    /// The stream is trimmed only below low-water marks at least this old.
+    pub trim_delay: Duration,
     /// How often due payments are expired.
     pub expiry_every: Duration,
     pub reconcile: reconcile::ReconcileSettings,
@@ -31,7 +48,11 @@ impl Default for PipelineSettings {
     fn default() -> Self {
         PipelineSettings {
             batch: 500,
+            block: Duration::from_millis(200),
             claim_idle: Duration::from_secs(10),
+            backoff_cap: Duration::from_secs(2),
+            dead_letter_after: 3,
+            trim_delay: Duration::from_secs(10),
             expiry_every: Duration::from_millis(500),
             reconcile: reconcile::ReconcileSettings::default(),
         }
@@ -55,6 +76,24 @@ pub async fn spawn(
     set
 }
 
+/// The background tasks of one item.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Task {
+    Expiry,
+    Consumer,
+    Reconcile,
+}
+
+impl Task {
+    fn as_str(self) -> &'static str {
+        match self {
+            Task::Expiry => "expiry",
+            Task::Consumer => "consumer",
+            Task::Reconcile => "reconcile",
+        }
+    }
+}
+
 async fn supervise(
     inventory: Inventory,
     settings: PipelineSettings,
@@ -62,36 +101,85 @@ async fn supervise(
 ) {
     let mut started: HashSet<i64> = HashSet::new();
     let mut tasks = JoinSet::new();
+    let mut running: HashMap<tokio::task::Id, (Task, i64)> = HashMap::new();
+    let stop = shutdown.clone();
+    let start = |tasks: &mut JoinSet<()>, task: Task, item: i64| {
+        let shutdown = stop.clone();
+        let handle = match task {
+            Task::Expiry => tasks.spawn(expiry_loop(
+                inventory.clone(),
+                item,
+                settings.expiry_every,
+                shutdown,
+            )),
+            Task::Consumer => {
+                let redis = inventory
+                    .redis()
+                    .expect("consumers run for redis-lua")
+                    .clone();
+                let name = format!(
+                    "shop-{}-{}",
+                    std::process::id(),
+                    uuid::Uuid::now_v7().simple()
+                );
+                let consumer = consumer::Consumer::new(
+                    redis,
+                    inventory.store().clone(),
+                    item,
+                    settings.clone(),
+                    name,
+                );
+                tasks.spawn(consumer.run(shutdown))
+            }
+            Task::Reconcile => tasks.spawn(reconcile::run(
+                inventory.clone(),
+                item,
+                settings.reconcile.clone(),
+                shutdown,
+            )),
+        };
+        (handle.id(), (task, item))
+    };
     let mut tick = tokio::time::interval(Duration::from_millis(200));
     loop {
         tokio::select! {
             _ = shutdown.changed() => break,
             _ = tick.tick() => {}
+            Some(ended) = tasks.join_next_with_id(), if !tasks.is_empty() => {
+                let (id, error) = match ended {
+                    Ok((id, ())) => (id, None),
+                    Err(e) => (e.id(), Some(e.to_string())),
+                };
+                if *shutdown.borrow() {
+                    break;
+                }
+                if let Some((task, item)) = running.remove(&id) {
+                    metrics::counter!("oversell_background_restarts_total", "task" => task.as_str())
+                        .increment(1);
+                    tracing::error!(
+                        item,
+                        task = task.as_str(),
+                        error = error.as_deref().unwrap_or("returned"),
+                        "a background task ended before shutdown; starting it again"
+                    );
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    let (id, what) = start(&mut tasks, task, item);
+                    running.insert(id, what);
+                }
+                continue;
+            }
         }
         for id in inventory.known_items() {
             if !started.insert(id) {
                 continue;
             }
-            tasks.spawn(expiry_loop(
-                inventory.clone(),
-                id,
-                settings.expiry_every,
-                shutdown.clone(),
-            ));
-            if let Some(redis) = inventory.redis() {
-                tasks.spawn(consumer::run(
-                    redis.clone(),
-                    inventory.store().clone(),
-                    id,
-                    settings.clone(),
-                    shutdown.clone(),
-                ));
-                tasks.spawn(reconcile::run(
-                    inventory.clone(),
-                    id,
-                    settings.reconcile.clone(),
-                    shutdown.clone(),
-                ));
+            let mut kinds = vec![Task::Expiry];
+            if inventory.redis().is_some() {
+                kinds.extend([Task::Consumer, Task::Reconcile]);
+            }
+            for task in kinds {
+                let (tid, what) = start(&mut tasks, task, id);
+                running.insert(tid, what);
             }
         }
     }
@@ -105,6 +193,7 @@ async fn expiry_loop(
     mut shutdown: watch::Receiver<bool>,
 ) {
     let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
             _ = shutdown.changed() => return,
@@ -113,7 +202,11 @@ async fn expiry_loop(
         match inventory.expire_overdue(item).await {
             Ok(0) => {}
             Ok(n) => tracing::info!(item, expired = n, "expired unpaid orders"),
-            Err(e) => tracing::warn!(item, error = %e, "expiry sweep failed"),
+            Err(e) => {
+                metrics::counter!("oversell_background_errors_total", "task" => "expiry")
+                    .increment(1);
+                tracing::warn!(item, error = %e, "expiry sweep failed; will retry");
+            }
         }
     }
 }

@@ -1,9 +1,11 @@
 //! Reconciliation: the database is the source of truth for stock; Redis is corrected to match.
 //!
-//! One pass reads `(stock, last applied stream id)` from the database in one statement (from a
-//! replica when one is configured: a lagging replica only means a longer in-flight tail), then
-//! `lua/reconcile.lua` computes, atomically in Redis, what the stock should be given the events
-//! still in flight, and corrects the residual. A residual beyond the threshold raises an alert:
+//! One pass reads the stock, the low-water mark and the stream ids applied above it from one
+//! database snapshot (from a replica when one is configured: a lagging replica only means a
+//! longer in-flight tail), then `lua/reconcile.lua` computes, atomically in Redis, what the
+//! stock should be given the events still in flight, and corrects the residual. The mark is
+//! contiguous (every entry at or below it is applied), so the pass is exact with any number of
+//! consumers committing batches in any order. A residual beyond the threshold raises an alert:
 //! an error-level log line, the `oversell_reconcile_alerts_total` metric and, when configured,
 //! a JSON POST to a webhook.
 
@@ -49,12 +51,19 @@ pub struct Pass {
     pub residual: i64,
     pub corrected: bool,
     /// The correction was held back: an entry the database counts as applied is still pending
-    /// on a consumer (it will be claimed and persisted; the next pass corrects).
+    /// on a consumer (it will be claimed and persisted; the next pass corrects), or the stream
+    /// was trimmed past the snapshot's mark (a lagging replica; the next pass corrects).
     #[serde(default)]
     pub deferred: bool,
     pub alerted: bool,
     /// Which database the snapshot came from.
     pub source: std::borrow::Cow<'static, str>,
+    /// The snapshot's low-water mark: every stream entry at or below it was applied.
+    #[serde(default)]
+    pub low_water_mark: String,
+    /// Stream entries after the mark counted as in flight.
+    #[serde(default)]
+    pub in_flight: i64,
 }
 
 /// Runs one pass for `item`. `Ok(None)` when the item is not warmed or not in the database.
@@ -70,18 +79,18 @@ pub async fn pass(
         Some(replica) => (replica, "replica"),
         None => (inventory.store(), "primary"),
     };
-    let Some((db_stock, applied)) = source_store.reconcile_snapshot(item).await? else {
+    let Some(snapshot) = source_store.reconcile_snapshot(item).await? else {
         return Ok(None);
     };
-    let Some((redis_stock, expected, residual, deferred)) =
-        redis.reconcile(item, db_stock, &applied, true).await?
-    else {
+    let Some(r) = redis.reconcile(item, &snapshot, true).await? else {
         return Ok(None);
     };
+    let (redis_stock, expected, residual, deferred) =
+        (r.redis_stock, r.expected, r.residual, r.deferred);
     let alerted = residual.abs() > settings.alert_threshold;
     let result = Pass {
         item_id: item,
-        db_stock,
+        db_stock: snapshot.db_stock,
         redis_stock,
         expected_redis_stock: expected,
         residual,
@@ -89,6 +98,8 @@ pub async fn pass(
         deferred,
         alerted,
         source: source.into(),
+        low_water_mark: snapshot.mark,
+        in_flight: r.in_flight,
     };
     metrics::gauge!("oversell_reconcile_residual", "item" => item.to_string()).set(residual as f64);
     metrics::counter!("oversell_reconcile_passes_total").increment(1);
@@ -96,7 +107,7 @@ pub async fn pass(
         tracing::warn!(
             item,
             residual,
-            "reconciliation deferred: an applied-looking entry is still pending"
+            "reconciliation deferred: an entry at or below the mark is still pending, or the stream was trimmed past the snapshot"
         );
     } else if residual != 0 {
         metrics::counter!("oversell_reconcile_corrections_total").increment(1);
@@ -111,9 +122,8 @@ pub async fn pass(
             "ALERT: reconciliation residual beyond threshold; a person should look"
         );
         if let Some(url) = &settings.webhook {
-            if let Err(e) = post_alert(url, &result).await {
-                tracing::error!(url = %url, error = %e, "alert webhook failed");
-            }
+            let body = serde_json::json!({ "alert": "reconciliation_residual", "pass": &result });
+            super::alert::post(url.clone(), body).await;
         }
     }
     // History goes to the primary; failing to record it does not undo the correction.
@@ -127,18 +137,6 @@ pub async fn pass(
     Ok(Some(result))
 }
 
-async fn post_alert(url: &str, pass: &Pass) -> Result<(), reqwest::Error> {
-    reqwest::Client::builder()
-        .timeout(Duration::from_secs(5))
-        .build()?
-        .post(url)
-        .json(&serde_json::json!({ "alert": "reconciliation_residual", "pass": pass }))
-        .send()
-        .await?
-        .error_for_status()?;
-    Ok(())
-}
-
 /// Runs a pass every `interval` until shutdown.
 pub async fn run(
     inventory: Inventory,
@@ -147,6 +145,7 @@ pub async fn run(
     mut shutdown: watch::Receiver<bool>,
 ) {
     let mut tick = tokio::time::interval(settings.interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     tick.tick().await; // the first tick is immediate; warm-up has just verified Redis
     loop {
         tokio::select! {
@@ -154,7 +153,9 @@ pub async fn run(
             _ = tick.tick() => {}
         }
         if let Err(e) = pass(&inventory, item, &settings).await {
-            tracing::warn!(item, error = %e, "reconciliation pass failed");
+            metrics::counter!("oversell_background_errors_total", "task" => "reconcile")
+                .increment(1);
+            tracing::warn!(item, error = %e, "reconciliation pass failed; will retry");
         }
     }
 }

@@ -49,6 +49,10 @@ impl Metric {
                 }
             }),
             Metric::LostAcks => count(f.lost_acks),
+            Metric::DeadLetters => f
+                .dead_letters
+                .map(|v| v as f64)
+                .ok_or_else(|| "dead letters exist only for redis-lua (its stream)".to_string()),
             Metric::DuplicateBuyers => count(f.duplicate_buyers),
             Metric::Undersell => units(f.undersell),
             Metric::ErrorRate => orders(run.error_rate),
@@ -75,6 +79,7 @@ impl Metric {
             Metric::OracleDisagreement => "clients' acknowledgements (net) minus the oracle's sold",
             Metric::Unclassified => "clients' answers no [target] rule classified, of all answers",
             Metric::LostAcks => "oracle vs clients' acks",
+            Metric::DeadLetters => "Redis: the item's dead-letter stream",
             Metric::DuplicateBuyers => "oracle: order rows per user",
             Metric::Undersell => "oracle vs buyers turned away",
             Metric::ErrorRate | Metric::Throughput => "clients' records of order answers",

@@ -71,9 +71,11 @@ pub fn facts(run: &RunReport) -> Vec<Fact> {
     ];
     v.extend([
         format!(
-            "acknowledged {}; lost acknowledged {}; phantom orders {}; duplicate buyers {} (devices {}); status mismatches {}",
+            "acknowledged {}; lost acknowledged {} (dead-lettered {}); dead letters {}; phantom orders {}; duplicate buyers {} (devices {}); status mismatches {}",
             f.acknowledged,
             opt(f.lost_acks),
+            opt(f.lost_acks_dead_lettered),
+            opt(f.dead_letters),
             opt(f.phantom_orders),
             opt(f.duplicate_buyers),
             opt(f.duplicate_devices),

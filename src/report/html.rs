@@ -112,9 +112,10 @@ fn verdicts(s: &mut String, r: &Report, mb: bool) {
         if f.redis_stock.is_some() {
             let _ = write!(
                 facts,
-                "; Redis stock {}, Redis drift {}",
+                "; Redis stock {}, Redis drift {}; dead letters {}",
                 opt(f.redis_stock),
-                opt(f.redis_drift)
+                opt(f.redis_drift),
+                opt(f.dead_letters)
             );
         }
         let _ = writeln!(

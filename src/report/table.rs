@@ -23,7 +23,7 @@ pub enum Column {
 }
 
 /// The headline table of `report.md` and `report.html`: the post-mortem's four metrics first.
-pub const HEADLINE: [Column; 13] = [
+pub const HEADLINE: &[Column] = &[
     Column::Metric(Metric::Oversell),
     Column::Metric(Metric::ClientOversell),
     Column::Metric(Metric::MeanMs),
@@ -31,6 +31,7 @@ pub const HEADLINE: [Column; 13] = [
     Column::Metric(Metric::ErrorRate),
     Column::SoldOfStock,
     Column::Metric(Metric::LostAcks),
+    Column::Metric(Metric::DeadLetters),
     Column::Metric(Metric::DuplicateBuyers),
     Column::Metric(Metric::Undersell),
     Column::Latencies,
@@ -42,11 +43,13 @@ pub const HEADLINE: [Column; 13] = [
 /// The terminal table's columns: the headline's that fit a terminal, then order p99.
 pub fn terminal() -> impl Iterator<Item = Column> {
     HEADLINE
-        .into_iter()
+        .iter()
+        .copied()
         .filter(|c| {
             !matches!(
                 c,
                 Column::Metric(Metric::Undersell)
+                    | Column::Metric(Metric::DeadLetters)
                     | Column::Latencies
                     | Column::SellOut
                     | Column::RedisPeak

@@ -73,6 +73,7 @@ pub(super) async fn run(plan: &RunPlan, f: &Foreign, slot: &Slot) -> anyhow::Res
         oracle: view,
         redis_stock: None,
         redis_restocked_orders: None,
+        dead_letters: None,
         stock_seen: None,
         reconcile: None,
     };

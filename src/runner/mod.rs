@@ -27,7 +27,7 @@ pub use progress::Slot;
 
 use crate::inventory::Strategy;
 use crate::live::Live;
-use crate::oracle::{self, Evidence, OracleView, Reading, Truth};
+use crate::oracle::{self, DeadLetterSeen, Evidence, OracleView, Reading, Truth};
 use crate::pipeline::reconcile::Pass;
 use crate::probe::{self, ProbeConfig, Probes, Series};
 use crate::rehearsal::Foreign;
@@ -311,6 +311,8 @@ struct ServerSide {
     /// redis-lua: Redis stock and the orders Redis restocked.
     redis_stock: Option<i64>,
     redis_restocked_orders: Option<i64>,
+    /// redis-lua: the dead-letter stream.
+    dead_letters: Option<Vec<DeadLetterSeen>>,
     /// Lowest and highest database stock the probe saw.
     stock_seen: Option<(i64, i64)>,
     /// redis-lua: the final reconciliation pass.
@@ -339,6 +341,7 @@ fn finish(
         reconcile_residual: server.reconcile.as_ref().map(|p| p.residual),
         stock_seen: server.stock_seen,
         redis_restocked_orders: server.redis_restocked_orders,
+        dead_letters: server.dead_letters,
         clients: &measurements,
     });
     plan.say(&format!("   {}", findings.verdict));
@@ -486,7 +489,7 @@ async fn drive_reference(
     // Redis first and the database later, so read the database between two identical Redis
     // states, with the queue drained: then both sides describe the same moment.
     let mut attempt = 0;
-    let (truth, redis_stock, restocked) = loop {
+    let (truth, redis_stock, restocked, dead_letters) = loop {
         attempt += 1;
         let before = if is_redis {
             shop_process::redis_state(redis_url, prefix, s.item.id).await?
@@ -510,7 +513,17 @@ async fn drive_reference(
             Default::default()
         };
         if (drained && before == after) || attempt >= 20 {
-            break (truth, after.stock, after.restocked);
+            // The database strategies have no queue: nothing of theirs is ever dead-lettered.
+            let dead = after.dead_letters.unwrap_or_default();
+            let dead: Vec<DeadLetterSeen> = dead
+                .into_iter()
+                .map(|l| DeadLetterSeen {
+                    order_id: l.order_id,
+                    kind: l.kind,
+                    was: l.was,
+                })
+                .collect();
+            break (truth, after.stock, after.restocked, Some(dead));
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
@@ -531,6 +544,7 @@ async fn drive_reference(
         },
         redis_stock,
         redis_restocked_orders: restocked,
+        dead_letters,
         stock_seen: crate::probe::extremes(&series, "db_stock"),
         reconcile,
     };

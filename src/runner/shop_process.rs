@@ -8,6 +8,7 @@
 //! shop that crashes cannot take the measurements with it.
 
 use super::Cell;
+use crate::inventory::redis_lua::stream::{read_dead_letters, DeadLetter};
 use crate::inventory::redis_lua::ItemKeys;
 use crate::pipeline::reconcile::Pass;
 use crate::report::Drain;
@@ -153,6 +154,8 @@ pub(super) struct RedisState {
     pub stock: Option<i64>,
     pub restocked: Option<i64>,
     pub last_event: Option<String>,
+    /// The item's dead-letter stream (up to 100 000 entries).
+    pub dead_letters: Option<Vec<DeadLetter>>,
 }
 
 /// Reads [`RedisState`] for one item.
@@ -179,9 +182,11 @@ pub(super) async fn redis_state(url: &str, prefix: &str, item: i64) -> anyhow::R
         .arg(1)
         .query_async(&mut conn)
         .await?;
+    let dead_letters = read_dead_letters(&mut conn, &keys.dead_letters, 100_000).await?;
     Ok(RedisState {
         stock,
         restocked: Some(restocked),
         last_event: last.ids.first().map(|e| e.id.clone()),
+        dead_letters: Some(dead_letters),
     })
 }

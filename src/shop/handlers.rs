@@ -204,17 +204,21 @@ fn validate_order(body: OrderBody, ip: String) -> ApiResult<Purchase> {
     if body.qty <= 0 {
         return Err(ApiError::invalid("qty must be at least 1"));
     }
+    // Ids go to VARCHAR(128) columns (MAX_ID_LEN bytes is at most that many characters), and
+    // PostgreSQL cannot store a NUL at all: an id the database would refuse must be refused
+    // here, before a 201, not dead-lettered after it. Control characters are refused with NUL.
+    let storable = |id: &str| !id.chars().any(char::is_control);
     let user = body.user_id.trim();
-    if user.is_empty() || user.len() > MAX_ID_LEN {
+    if user.is_empty() || user.len() > MAX_ID_LEN || !storable(user) {
         return Err(ApiError::invalid(format!(
-            "user_id must be 1 to {MAX_ID_LEN} characters"
+            "user_id must be 1 to {MAX_ID_LEN} bytes of text without control characters"
         )));
     }
     let device = match body.device_id.as_deref().map(str::trim) {
         Some("") | None => None,
-        Some(d) if d.len() > MAX_ID_LEN => {
+        Some(d) if d.len() > MAX_ID_LEN || !storable(d) => {
             return Err(ApiError::invalid(format!(
-                "device_id must be at most {MAX_ID_LEN} characters"
+                "device_id must be at most {MAX_ID_LEN} bytes of text without control characters"
             )))
         }
         Some(d) => Some(d.to_string()),

@@ -87,6 +87,8 @@ knobs! {
     ip_unit_cap: i64 = 0, 0..=1_000_000_000;
     /// redis-lua: how long the product page cache serves a stock figure (ms).
     page_cache_ms: u64 = 1000, 0..=3_600_000;
+    /// redis-lua: a stream entry the database refuses this many times is dead-lettered.
+    dead_letter_after: u32 = 3, 1..=100;
 }
 
 /// A knob outside its allowed range. Displays as the `serve` flag; [`KnobError::knob`] is the
@@ -190,6 +192,7 @@ impl ShopKnobs {
                     webhook: None,
                     replica: None,
                 },
+                dead_letter_after: self.dead_letter_after,
                 ..PipelineSettings::default()
             },
             replica_database_url: None,

@@ -58,9 +58,18 @@ pub struct Statements {
     pub deduct_if_stock: &'static str,
     pub orders_for_item: &'static str,
     pub overdue_orders: &'static str,
+    /// Sets the low-water mark (`items.stream_applied`).
     pub set_applied: &'static str,
+    /// The item's stock and low-water mark, read together.
     pub reconcile_snapshot: &'static str,
+    /// Locks the item row and reads its low-water mark: batches of one item commit one at a time.
     pub lock_applied: &'static str,
+    /// Stream ids applied above a mark, in stream order.
+    pub applied_above: &'static str,
+    /// Forgets the applied ids at or below a mark (the mark now covers them).
+    pub delete_applied_upto: &'static str,
+    /// Forgets every applied id of an item (a fresh sale).
+    pub delete_applied: &'static str,
     pub list_items: &'static str,
     pub insert_reconciliation: &'static str,
     /// Takes the run lock without waiting: one row, `1` when taken. PostgreSQL advisory locks
@@ -86,9 +95,13 @@ impl Statements {
     fn build(backend: Backend) -> Self {
         // Leaked once per backend per process: sqlx accepts `&'static str` as audited SQL.
         let leak = |s: String| -> &'static str { Box::leak(s.into_boxed_str()) };
-        let (sum_cast, insert_ignore_head, insert_ignore_tail) = match backend {
-            Backend::Postgres => ("BIGINT", "INSERT INTO", " ON CONFLICT (id) DO NOTHING"),
-            Backend::Mysql => ("SIGNED", "INSERT IGNORE INTO", ""),
+        // Insert-if-absent without INSERT IGNORE: MySQL's IGNORE also turns a refused row
+        // (too long, a CHECK constraint) into a warning, and the order would vanish silently.
+        // `WHERE NOT EXISTS` is exact because a batch holds its item's row lock (`lock_applied`)
+        // and order ids carry their item's id; PostgreSQL keeps ON CONFLICT as a second guard.
+        let (sum_cast, from_dual, insert_ignore_tail) = match backend {
+            Backend::Postgres => ("BIGINT", "", " ON CONFLICT (id) DO NOTHING"),
+            Backend::Mysql => ("SIGNED", " FROM DUAL", ""),
         };
         let (run_lock, snapshot_begin): (&'static str, &'static [&'static str]) = match backend {
             Backend::Postgres => (
@@ -137,8 +150,8 @@ impl Statements {
                 "INSERT INTO orders ({ORDER_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
             )),
             insert_order_if_absent: leak(format!(
-                "{insert_ignore_head} orders ({ORDER_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)\
-                 {insert_ignore_tail}"
+                "INSERT INTO orders ({ORDER_COLS}) SELECT ?, ?, ?, ?, ?, ?, ?, ?{from_dual} \
+                 WHERE NOT EXISTS (SELECT 1 FROM orders WHERE id = ?){insert_ignore_tail}"
             )),
             delete_orders: leak("DELETE FROM orders WHERE item_id = ?".into()),
             delete_item: leak("DELETE FROM items WHERE id = ?".into()),
@@ -171,6 +184,17 @@ impl Statements {
             set_applied: leak("UPDATE items SET stream_applied = ? WHERE id = ?".into()),
             reconcile_snapshot: leak("SELECT stock, stream_applied FROM items WHERE id = ?".into()),
             lock_applied: leak("SELECT stream_applied FROM items WHERE id = ? FOR UPDATE".into()),
+            applied_above: leak(
+                "SELECT ms, seq FROM applied_events WHERE item_id = ? \
+                 AND (ms > ? OR (ms = ? AND seq > ?)) ORDER BY ms, seq"
+                    .into(),
+            ),
+            delete_applied_upto: leak(
+                "DELETE FROM applied_events WHERE item_id = ? \
+                 AND (ms < ? OR (ms = ? AND seq <= ?))"
+                    .into(),
+            ),
+            delete_applied: leak("DELETE FROM applied_events WHERE item_id = ?".into()),
             list_items: leak("SELECT id FROM items ORDER BY id".into()),
             insert_reconciliation: leak(
                 "INSERT INTO reconciliations \
@@ -211,6 +235,9 @@ impl Statements {
             set_applied: f(self.set_applied),
             reconcile_snapshot: f(self.reconcile_snapshot),
             lock_applied: f(self.lock_applied),
+            applied_above: f(self.applied_above),
+            delete_applied_upto: f(self.delete_applied_upto),
+            delete_applied: f(self.delete_applied),
             list_items: f(self.list_items),
             insert_reconciliation: f(self.insert_reconciliation),
             run_lock: f(self.run_lock),
@@ -218,6 +245,25 @@ impl Statements {
             snapshot_begin: self.snapshot_begin,
             snapshot_end: self.snapshot_end,
         }
+    }
+}
+
+/// Records `rows` applied stream ids of one item (`(item_id, ms, seq)` bound per row); an id
+/// recorded before (a replayed batch) is left as it is.
+pub fn insert_applied(backend: Backend, rows: usize) -> String {
+    let values = vec!["(?, ?, ?)"; rows.max(1)].join(", ");
+    let sql = match backend {
+        Backend::Postgres => format!(
+            "INSERT INTO applied_events (item_id, ms, seq) VALUES {values} ON CONFLICT DO NOTHING"
+        ),
+        Backend::Mysql => format!(
+            "INSERT INTO applied_events (item_id, ms, seq) VALUES {values} \
+             ON DUPLICATE KEY UPDATE seq = seq"
+        ),
+    };
+    match backend {
+        Backend::Mysql => sql,
+        Backend::Postgres => numbered_placeholders(sql),
     }
 }
 
@@ -260,9 +306,16 @@ mod tests {
     fn mysql_statements_keep_question_marks() {
         let s = Statements::for_backend(Backend::Mysql);
         assert!(s.cas_deduct.contains("version = ?"));
-        assert!(s.insert_order_if_absent.starts_with("INSERT IGNORE"));
+        assert!(!s.insert_order_if_absent.contains("IGNORE"));
+        assert!(s
+            .insert_order_if_absent
+            .contains("FROM DUAL WHERE NOT EXISTS"));
         let p = Statements::for_backend(Backend::Postgres);
         assert!(p.cas_deduct.ends_with("version = $4"));
-        assert!(p.insert_order_if_absent.ends_with("DO NOTHING"));
+        assert!(p
+            .insert_order_if_absent
+            .ends_with("id = $9) ON CONFLICT (id) DO NOTHING"));
+        assert!(insert_applied(Backend::Postgres, 2).contains("($4, $5, $6) ON CONFLICT"));
+        assert!(insert_applied(Backend::Mysql, 1).contains("VALUES (?, ?, ?) ON DUPLICATE"));
     }
 }

@@ -1,4 +1,5 @@
-//! Failures of the storage layer, and which of them are contention rather than faults.
+//! Failures of the storage layer, which of them are contention rather than faults, and which
+//! are the database refusing one particular row rather than being unavailable.
 
 use crate::services::{redact_url, Service};
 
@@ -66,6 +67,49 @@ pub fn is_busy(e: &sqlx::Error) -> bool {
             }
             db.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>()
                 .is_some_and(|m| matches!(m.number(), 1205 | 1213))
+        }
+        _ => false,
+    }
+}
+
+impl StoreError {
+    /// True when the database refused the data itself ([`refuses_entry`]); false when it is
+    /// unavailable, busy, or failing for a reason no entry is to blame for.
+    pub fn refuses_entry(&self) -> bool {
+        matches!(self, StoreError::Sql(e) if refuses_entry(e))
+    }
+}
+
+/// True when the database refused the data of this statement: a data exception or an
+/// integrity violation (SQLSTATE classes 22 and 23; MySQL's numbered equivalents), or a value
+/// that could not even be encoded. Retrying the same row cannot succeed. Everything else
+/// (connection refused or reset, pool timeout, server shutting down, lock waits, deadlocks, a
+/// missing table) is the database being unavailable: retried, never blamed on an entry.
+pub fn refuses_entry(e: &sqlx::Error) -> bool {
+    match e {
+        sqlx::Error::Encode(_) => true,
+        sqlx::Error::Database(db) => {
+            if is_busy(e) {
+                return false;
+            }
+            if db
+                .code()
+                .as_deref()
+                .is_some_and(|c| c.starts_with("22") || c.starts_with("23"))
+            {
+                return true;
+            }
+            // ER_BAD_NULL_ERROR 1048, ER_DUP_ENTRY 1062, ER_WARN_DATA_OUT_OF_RANGE 1264,
+            // ER_TRUNCATED_WRONG_VALUE 1292, ER_TRUNCATED_WRONG_VALUE_FOR_FIELD 1366,
+            // ER_DATA_TOO_LONG 1406, ER_NO_REFERENCED_ROW_2 1452, ER_CHECK_CONSTRAINT_VIOLATED
+            // 3819 (MySQL), ER_CONSTRAINT_FAILED 4025 (MariaDB).
+            db.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>()
+                .is_some_and(|m| {
+                    matches!(
+                        m.number(),
+                        1048 | 1062 | 1264 | 1292 | 1366 | 1406 | 1452 | 3819 | 4025
+                    )
+                })
         }
         _ => false,
     }

@@ -9,7 +9,7 @@
 //! - `orders`: orders and their state machine ([`Transition`]).
 //! - `rows`: rows to items and orders, orders to bind parameters.
 //! - `tx`: [`StoreTx`], the locking strategies' transaction.
-//! - `persist`: redis-lua's stream events applied in batches.
+//! - `persist`: redis-lua's stream events applied in batches, and the low-water mark.
 
 mod backend;
 pub mod dialect;
@@ -20,9 +20,11 @@ mod rows;
 mod tx;
 
 pub use backend::Backend;
-pub use error::{is_busy, StoreError};
+pub use error::{is_busy, refuses_entry, StoreError};
 pub use orders::Transition;
-pub use persist::{stream_id, ApplyStats, PersistEvent, PersistKind};
+pub use persist::{
+    format_stream_id, stream_id, stream_id_before, ApplyStats, PersistEvent, PersistKind,
+};
 pub use tx::StoreTx;
 
 use crate::model::{now_ms, Item, Order, SaleSetup};
@@ -151,6 +153,10 @@ impl Store {
             .bind(id)
             .execute(&mut *tx)
             .await?;
+        sqlx::query(self.sql.delete_applied)
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
         sqlx::query(self.sql.delete_item)
             .bind(id)
             .execute(&mut *tx)
@@ -259,26 +265,51 @@ impl Store {
         read
     }
 
-    /// Applies a batch of redis-lua stream events in one transaction; see [`persist`].
+    /// Applies a batch of redis-lua stream events in one transaction, first raising the
+    /// low-water mark to `low_water` (a candidate proven from Redis); see [`persist`].
     pub async fn apply_events(
         &self,
         item: i64,
         events: &[PersistEvent],
-        last_id: &str,
+        low_water: Option<&str>,
     ) -> Result<ApplyStats, StoreError> {
-        persist::apply(&self.pool, self.sql, item, events, last_id).await
+        persist::apply(&self.pool, self.sql, self.backend, item, events, low_water).await
     }
 
-    /// `(stock, last applied stream id)` read in one statement, for reconciliation.
-    pub async fn reconcile_snapshot(&self, item: i64) -> Result<Option<(i64, String)>, StoreError> {
-        let row = sqlx::query(self.sql.reconcile_snapshot)
-            .bind(item)
-            .fetch_optional(&self.pool)
-            .await?;
-        Ok(match row {
-            Some(r) => Some((r.try_get(0)?, r.try_get(1)?)),
-            None => None,
-        })
+    /// Raises the low-water mark to `candidate` (if higher); returns the mark in force.
+    pub async fn advance_mark(&self, item: i64, candidate: &str) -> Result<String, StoreError> {
+        persist::advance(&self.pool, self.sql, item, candidate).await
+    }
+
+    /// Stock, low-water mark and the ids applied above it, from one consistent snapshot (a
+    /// REPEATABLE READ transaction), for reconciliation. `None` when the item does not exist.
+    pub async fn reconcile_snapshot(
+        &self,
+        item: i64,
+    ) -> Result<Option<ReconcileSnapshot>, StoreError> {
+        let mut conn = self.pool.acquire().await?;
+        for stmt in self.sql.snapshot_begin {
+            conn.execute(*stmt).await?;
+        }
+        let read = async {
+            let Some(row) = sqlx::query(self.sql.reconcile_snapshot)
+                .bind(item)
+                .fetch_optional(&mut *conn)
+                .await?
+            else {
+                return Ok::<_, StoreError>(None);
+            };
+            let (db_stock, mark): (i64, String) = (row.try_get(0)?, row.try_get(1)?);
+            let applied_above = persist::applied_above(&mut conn, self.sql, item, &mark).await?;
+            Ok(Some(ReconcileSnapshot {
+                db_stock,
+                mark,
+                applied_above,
+            }))
+        }
+        .await;
+        conn.execute(self.sql.snapshot_end).await?;
+        read
     }
 
     /// Records one reconciliation pass.
@@ -300,6 +331,16 @@ impl Store {
             .await?;
         Ok(())
     }
+}
+
+/// What reconciliation reads from the database, all from one snapshot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReconcileSnapshot {
+    pub db_stock: i64,
+    /// The low-water mark: every stream entry at or below it is applied.
+    pub mark: String,
+    /// Stream ids applied above the mark (batches that committed out of stream order).
+    pub applied_above: Vec<String>,
 }
 
 impl std::fmt::Debug for Store {

@@ -1,4 +1,5 @@
-//! Persisting redis-lua's stream events: one transaction per batch, idempotent per order.
+//! Persisting redis-lua's stream events: one transaction per batch, idempotent per order, and
+//! the bookkeeping of the low-water mark (BRIEF §4).
 //!
 //! Events of one item arrive in stream order, so normally an order's `order` event comes before
 //! its `pay`/`cancel`/`expire`. A batch may still be replayed (the consumer died after commit but
@@ -9,15 +10,45 @@
 //!   the database only when that move happened. If the order row does not exist yet, it is
 //!   inserted directly in its final state (a cancelled one never took stock; a paid one did), and
 //!   the late `order` event then inserts nothing.
+//!
+//! The low-water mark (`items.stream_applied`) is the highest stream id below which every entry
+//! is applied. Batches of several consumers commit in any order, so a batch cannot just move the
+//! mark to its own highest id. The caller passes a candidate proven from Redis (everything at or
+//! below it has been acknowledged, and acknowledgement follows the commit); the transaction
+//! raises the mark to it, forgets the applied ids the mark now covers, and records its own ids
+//! above the mark in `applied_events`, all under the item's row lock.
 
-use super::{dialect::Statements, StoreError};
+use super::{dialect::Statements, Backend, StoreError};
 use crate::model::OrderStatus;
-use sqlx::AnyPool;
+use sqlx::{Any, AnyPool, Row, Transaction};
 
 /// A stream entry id (`ms-seq`) as a pair that orders like the stream does.
 pub fn stream_id(id: &str) -> (u64, u64) {
     let (ms, seq) = id.split_once('-').unwrap_or((id, "0"));
     (ms.parse().unwrap_or(0), seq.parse().unwrap_or(0))
+}
+
+/// The `ms-seq` spelling of a stream id.
+pub fn format_stream_id((ms, seq): (u64, u64)) -> String {
+    format!("{ms}-{seq}")
+}
+
+/// The greatest stream id below `id` (`0-0` has none and stays `0-0`).
+pub fn stream_id_before((ms, seq): (u64, u64)) -> (u64, u64) {
+    match (ms, seq) {
+        (0, 0) => (0, 0),
+        (ms, 0) => (ms - 1, u64::MAX),
+        (ms, seq) => (ms, seq - 1),
+    }
+}
+
+/// A stream id as the database's two BIGINT columns. Sequence numbers past `i64::MAX` (only
+/// the "just below" of an id whose sequence is 0) are clamped: no real entry has one.
+fn as_columns((ms, seq): (u64, u64)) -> (i64, i64) {
+    (
+        i64::try_from(ms).unwrap_or(i64::MAX),
+        i64::try_from(seq).unwrap_or(i64::MAX),
+    )
 }
 
 /// What a stream event asks the database to do.
@@ -71,94 +102,194 @@ pub struct ApplyStats {
 pub(super) async fn apply(
     pool: &AnyPool,
     sql: &Statements,
+    backend: Backend,
     item: i64,
     events: &[PersistEvent],
-    last_id: &str,
+    low_water: Option<&str>,
 ) -> Result<ApplyStats, StoreError> {
     let mut stats = ApplyStats::default();
     let mut tx = pool.begin().await?;
-    // The applied mark only moves forward, whichever consumer (or process) commits last.
+    let mark = raise_mark(&mut tx, sql, item, low_water).await?;
+    for ev in events {
+        apply_one(&mut tx, sql, item, ev, &mut stats).await?;
+    }
+    let above: Vec<(i64, i64)> = events
+        .iter()
+        .map(|e| stream_id(&e.stream_id))
+        .filter(|id| *id > mark)
+        .map(as_columns)
+        .collect();
+    for chunk in above.chunks(200) {
+        let stmt = super::dialect::insert_applied(backend, chunk.len());
+        let mut q = sqlx::query(sqlx::AssertSqlSafe(stmt));
+        for (ms, seq) in chunk {
+            q = q.bind(item).bind(*ms).bind(*seq);
+        }
+        q.execute(&mut *tx).await?;
+    }
+    tx.commit().await?;
+    Ok(stats)
+}
+
+/// Raises the low-water mark to `candidate` on its own (nothing to apply). Returns the mark.
+pub(super) async fn advance(
+    pool: &AnyPool,
+    sql: &Statements,
+    item: i64,
+    candidate: &str,
+) -> Result<String, StoreError> {
+    let mut tx = pool.begin().await?;
+    let mark = raise_mark(&mut tx, sql, item, Some(candidate)).await?;
+    tx.commit().await?;
+    Ok(format_stream_id(mark))
+}
+
+/// Locks the item row, raises its mark to `candidate` when that is higher, and forgets the
+/// applied ids the mark now covers. Returns the mark in force.
+async fn raise_mark(
+    tx: &mut Transaction<'static, Any>,
+    sql: &Statements,
+    item: i64,
+    candidate: Option<&str>,
+) -> Result<(u64, u64), StoreError> {
     let current: Option<String> = sqlx::query_scalar(sql.lock_applied)
         .bind(item)
-        .fetch_optional(&mut *tx)
+        .fetch_optional(&mut **tx)
         .await?;
-    let mark = match current {
-        Some(c) if stream_id(&c) > stream_id(last_id) => c,
-        _ => last_id.to_string(),
+    let current = stream_id(current.as_deref().unwrap_or("0-0"));
+    let Some(candidate) = candidate.map(stream_id).filter(|c| *c > current) else {
+        return Ok(current);
     };
-    for ev in events {
-        let target = match ev.kind {
-            PersistKind::Order => OrderStatus::PendingPayment,
-            PersistKind::Pay => OrderStatus::Paid,
-            PersistKind::Cancel => OrderStatus::Cancelled,
-            PersistKind::Expire => OrderStatus::Expired,
-        };
-        if ev.kind != PersistKind::Order {
-            // Timestamps are the event's own (when Redis took or gave back the units), so the
-            // oracle can replay the sale's history in the order it really happened.
-            let moved = sqlx::query(sql.set_status_if)
-                .bind(target.as_str())
-                .bind(ev.at_ms)
-                .bind(&ev.order_id)
-                .bind(OrderStatus::PendingPayment.as_str())
-                .execute(&mut *tx)
-                .await?
-                .rows_affected()
-                == 1;
-            if moved {
-                if target != OrderStatus::Paid {
-                    sqlx::query(sql.restock)
-                        .bind(ev.qty)
-                        .bind(item)
-                        .execute(&mut *tx)
-                        .await?;
-                    stats.restocked += ev.qty;
-                }
-                continue;
-            }
-        }
-        // An `order` event, or a state change for an order not persisted yet.
-        let inserted = sqlx::query(sql.insert_order_if_absent)
-            .bind(&ev.order_id)
-            .bind(item)
-            .bind(&ev.user_id)
-            .bind(ev.device_id.as_deref())
-            .bind(ev.qty)
+    sqlx::query(sql.set_applied)
+        .bind(format_stream_id(candidate))
+        .bind(item)
+        .execute(&mut **tx)
+        .await?;
+    let (ms, seq) = as_columns(candidate);
+    sqlx::query(sql.delete_applied_upto)
+        .bind(item)
+        .bind(ms)
+        .bind(ms)
+        .bind(seq)
+        .execute(&mut **tx)
+        .await?;
+    Ok(candidate)
+}
+
+/// The applied ids above `mark`, in stream order (read inside the caller's snapshot).
+pub(super) async fn applied_above(
+    conn: &mut sqlx::AnyConnection,
+    sql: &Statements,
+    item: i64,
+    mark: &str,
+) -> Result<Vec<String>, StoreError> {
+    let (ms, seq) = as_columns(stream_id(mark));
+    let rows = sqlx::query(sql.applied_above)
+        .bind(item)
+        .bind(ms)
+        .bind(ms)
+        .bind(seq)
+        .fetch_all(&mut *conn)
+        .await?;
+    rows.iter()
+        .map(|r| {
+            let ms: i64 = r.try_get(0)?;
+            let seq: i64 = r.try_get(1)?;
+            Ok(format!("{ms}-{seq}"))
+        })
+        .collect()
+}
+
+async fn apply_one(
+    tx: &mut Transaction<'static, Any>,
+    sql: &Statements,
+    item: i64,
+    ev: &PersistEvent,
+    stats: &mut ApplyStats,
+) -> Result<(), StoreError> {
+    let target = match ev.kind {
+        PersistKind::Order => OrderStatus::PendingPayment,
+        PersistKind::Pay => OrderStatus::Paid,
+        PersistKind::Cancel => OrderStatus::Cancelled,
+        PersistKind::Expire => OrderStatus::Expired,
+    };
+    if ev.kind != PersistKind::Order {
+        // Timestamps are the event's own (when Redis took or gave back the units), so the
+        // oracle can replay the sale's history in the order it really happened.
+        let moved = sqlx::query(sql.set_status_if)
             .bind(target.as_str())
             .bind(ev.at_ms)
-            .bind(ev.at_ms)
-            .execute(&mut *tx)
+            .bind(&ev.order_id)
+            .bind(OrderStatus::PendingPayment.as_str())
+            .execute(&mut **tx)
             .await?
             .rows_affected()
             == 1;
-        if !inserted {
-            stats.replayed += 1;
-            continue;
-        }
-        stats.inserted += 1;
-        if target.holds_stock() {
-            let deducted = sqlx::query(sql.deduct_if_stock)
-                .bind(ev.qty)
-                .bind(item)
-                .bind(ev.qty)
-                .execute(&mut *tx)
-                .await?
-                .rows_affected()
-                == 1;
-            if !deducted {
-                stats.anomalies += 1;
-                tracing::error!(
-                    order = %ev.order_id, item,
-                    "persisted an order the database has no stock for: Redis and the database disagree"
-                );
+        if moved {
+            if target != OrderStatus::Paid {
+                sqlx::query(sql.restock)
+                    .bind(ev.qty)
+                    .bind(item)
+                    .execute(&mut **tx)
+                    .await?;
+                stats.restocked += ev.qty;
             }
+            return Ok(());
         }
     }
-    sqlx::query(sql.set_applied)
-        .bind(&mark)
+    // An `order` event, or a state change for an order not persisted yet.
+    let inserted = sqlx::query(sql.insert_order_if_absent)
+        .bind(&ev.order_id)
         .bind(item)
-        .execute(&mut *tx)
-        .await?;
-    tx.commit().await?;
-    Ok(stats)
+        .bind(&ev.user_id)
+        .bind(ev.device_id.as_deref())
+        .bind(ev.qty)
+        .bind(target.as_str())
+        .bind(ev.at_ms)
+        .bind(ev.at_ms)
+        .bind(&ev.order_id)
+        .execute(&mut **tx)
+        .await?
+        .rows_affected()
+        == 1;
+    if !inserted {
+        stats.replayed += 1;
+        return Ok(());
+    }
+    stats.inserted += 1;
+    if target.holds_stock() {
+        let deducted = sqlx::query(sql.deduct_if_stock)
+            .bind(ev.qty)
+            .bind(item)
+            .bind(ev.qty)
+            .execute(&mut **tx)
+            .await?
+            .rows_affected()
+            == 1;
+        if !deducted {
+            stats.anomalies += 1;
+            tracing::error!(
+                order = %ev.order_id, item,
+                "persisted an order the database has no stock for: Redis and the database disagree"
+            );
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stream_ids_order_numerically_and_step_down() {
+        assert!(stream_id("10-0") > stream_id("9-5"));
+        assert!(stream_id("10-11") > stream_id("10-2"));
+        assert_eq!(stream_id("0-0"), (0, 0));
+        assert_eq!(stream_id_before((10, 3)), (10, 2));
+        assert_eq!(stream_id_before((10, 0)), (9, u64::MAX));
+        assert_eq!(stream_id_before((0, 0)), (0, 0));
+        assert_eq!(format_stream_id((5, 1)), "5-1");
+        assert_eq!(as_columns((9, u64::MAX)), (9, i64::MAX));
+    }
 }

@@ -387,7 +387,7 @@ impl Recorder {
 }
 
 /// The recorder's final content.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct Measurements {
     pub histograms: BTreeMap<(Kind, Answer), Histogram<u64>>,
     /// Order latency of the orders answered in each second after the sale opened (for the

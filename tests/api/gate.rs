@@ -150,8 +150,8 @@ async fn an_unknown_threshold_name_exits_2_and_names_the_allowed_ones() {
     assert!(
         run.stderr.contains("unknown threshold `p95_ms`")
             && run.stderr.contains(
-                "oversell, client_oversell, oracle_disagreement, lost_acks, duplicate_buyers, \
-                 undersell, error_rate, unclassified, p99_ms, p999_ms"
+                "oversell, client_oversell, oracle_disagreement, lost_acks, dead_letters, \
+                 duplicate_buyers, undersell, error_rate, unclassified, p99_ms, p999_ms"
             ),
         "{}",
         run.both()

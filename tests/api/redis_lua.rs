@@ -26,7 +26,7 @@ fn key(app: &TestApp, item: i64, name: &str) -> String {
     format!("{{{}:{item}}}:{name}", app.redis_prefix)
 }
 
-async fn metrics(app: &TestApp) -> String {
+pub(crate) async fn metrics(app: &TestApp) -> String {
     app.client
         .get(format!("{}/metrics", app.address))
         .send()
@@ -38,7 +38,7 @@ async fn metrics(app: &TestApp) -> String {
 }
 
 /// Sum of a Prometheus series (all label sets matching `filter`).
-fn metric(text: &str, name: &str, filter: &str) -> f64 {
+pub(crate) fn metric(text: &str, name: &str, filter: &str) -> f64 {
     text.lines()
         .filter(|l| l.split(['{', ' ']).next() == Some(name) && l.contains(filter))
         .filter_map(|l| l.rsplit_once(' ').and_then(|(_, v)| v.parse::<f64>().ok()))
@@ -96,14 +96,14 @@ async fn duplicate_and_out_of_order_stream_delivery_leave_the_same_state() {
         ev("1-a", "1-0", PersistKind::Cancel),
         ev("1-a", "2-0", PersistKind::Order),
     ];
-    store.apply_events(1, &batch, "2-0").await.unwrap();
+    store.apply_events(1, &batch, None).await.unwrap();
     // Normal order then pay, delivered twice (consumer died between commit and XACK).
     let batch2 = vec![
         ev("1-b", "3-0", PersistKind::Order),
         ev("1-b", "4-0", PersistKind::Pay),
     ];
-    let first = store.apply_events(1, &batch2, "4-0").await.unwrap();
-    let replay = store.apply_events(1, &batch2, "4-0").await.unwrap();
+    let first = store.apply_events(1, &batch2, None).await.unwrap();
+    let replay = store.apply_events(1, &batch2, None).await.unwrap();
     assert_eq!(first.inserted, 1);
     assert_eq!(replay.inserted, 0, "{replay:?}");
     let item = store.item(1).await.unwrap().unwrap();
@@ -112,7 +112,14 @@ async fn duplicate_and_out_of_order_stream_delivery_leave_the_same_state() {
     assert_eq!(a.status, OrderStatus::Cancelled);
     let b = store.order("1-b").await.unwrap().unwrap();
     assert_eq!(b.status, OrderStatus::Paid);
-    assert_eq!(store.reconcile_snapshot(1).await.unwrap().unwrap().1, "4-0");
+    // No mark was proven: every applied id is recorded above the mark, none twice.
+    let snap = store.reconcile_snapshot(1).await.unwrap().unwrap();
+    assert_eq!(snap.mark, "0-0");
+    assert_eq!(snap.applied_above, ["1-0", "2-0", "3-0", "4-0"]);
+    // Once everything up to 4-0 is proven acknowledged, the mark covers it and the list empties.
+    assert_eq!(store.advance_mark(1, "4-0").await.unwrap(), "4-0");
+    let snap = store.reconcile_snapshot(1).await.unwrap().unwrap();
+    assert_eq!((snap.mark.as_str(), snap.applied_above.len()), ("4-0", 0));
     app.teardown().await;
 }
 
@@ -196,7 +203,7 @@ async fn cancels_racing_the_stream_consumer_end_consistent() {
 }
 
 /// A webhook receiver on a free loopback port; returns its URL and what it received.
-async fn webhook() -> (String, Arc<Mutex<Vec<Value>>>) {
+pub(crate) async fn webhook() -> (String, Arc<Mutex<Vec<Value>>>) {
     let got: Arc<Mutex<Vec<Value>>> = Arc::default();
     let sink = got.clone();
     let router = axum::Router::new().route(

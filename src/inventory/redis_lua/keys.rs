@@ -25,6 +25,14 @@ pub struct ItemKeys {
     pub restocked: String,
     /// The item's event stream, read by the persistence consumer.
     pub events: String,
+    /// Entries the database refused N times, moved aside with its reason (a stream).
+    pub dead_letters: String,
+    /// Stream ids of dead-lettered entries not yet trimmed, scored by their millisecond part (a
+    /// sorted set): reconciliation must not count them as in flight.
+    pub dead_ids: String,
+    /// The highest id the stream was trimmed to (`XTRIM MINID`): a reconciliation snapshot whose
+    /// mark is older may be missing trimmed entries and is deferred.
+    pub trimmed: String,
 }
 
 impl ItemKeys {
@@ -42,11 +50,15 @@ impl ItemKeys {
             expiry: k("expiry"),
             restocked: k("restocked"),
             events: k("events"),
+            dead_letters: k("dead-letters"),
+            dead_ids: k("dead-ids"),
+            trimmed: k("trimmed"),
         }
     }
 
-    /// Every key of the item: the pre-deduct's eight and the restock set.
-    pub fn all(&self) -> [&str; 9] {
+    /// Every key of the item: the pre-deduct's eight, the restock set and the stream's
+    /// bookkeeping (dead letters, trim point).
+    pub fn all(&self) -> [&str; 12] {
         let [stock, meta, holders, devices, ips, orders, expiry, events] = self.deduct();
         [
             stock,
@@ -58,6 +70,9 @@ impl ItemKeys {
             expiry,
             events,
             &self.restocked,
+            &self.dead_letters,
+            &self.dead_ids,
+            &self.trimmed,
         ]
     }
 
@@ -72,6 +87,23 @@ impl ItemKeys {
             &self.orders,
             &self.expiry,
             &self.events,
+        ]
+    }
+}
+
+impl ItemKeys {
+    /// The KEYS of `lua/deadletter.lua`, in its order.
+    pub fn dead_letter(&self) -> [&str; 9] {
+        [
+            &self.stock,
+            &self.holders,
+            &self.devices,
+            &self.ips,
+            &self.orders,
+            &self.expiry,
+            &self.events,
+            &self.dead_letters,
+            &self.dead_ids,
         ]
     }
 }
@@ -134,6 +166,7 @@ mod tests {
         assert!(k.all().iter().all(|key| key.starts_with("{run-1:42}:")));
         assert_eq!(k.deduct().len(), 8);
         assert!(k.all().contains(&k.restocked.as_str()));
+        assert!(k.all().contains(&k.dead_letters.as_str()));
     }
 
     #[test]

@@ -1,0 +1,235 @@
+//! redis-lua's stream stays exact and bounded: two consumers committing out of order around a
+//! reconciliation snapshot, and a 100 000-entry backlog whose probes must stay O(1). Redis's
+//! own counters (SLOWLOG, INFO commandstats) measure cost, never wall clock.
+
+use crate::pipeline_faults::{redis_conn, Parts};
+use oversell::inventory::redis_lua::GROUP;
+use oversell::pipeline;
+use redis::AsyncCommands;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reconciliation_is_exact_when_two_consumers_commit_out_of_order_around_the_snapshot() {
+    let mut parts = Parts::new().await;
+    parts.config.pipeline.batch = 2;
+    parts.sale(10).await;
+    for u in ["a1", "a2", "b1", "b2"] {
+        parts.buy(u).await;
+    }
+    // Consumer A takes the two oldest entries, consumer B the two newest.
+    let mut a = parts.consumer("A");
+    let mut b = parts.consumer("B");
+    let batch_a = a.read(">").await.unwrap();
+    let batch_b = b.read(">").await.unwrap();
+    assert_eq!((batch_a.len(), batch_b.len()), (2, 2));
+    assert_eq!(batch_a.len() + batch_b.len(), 4);
+
+    // B commits first; reconciliation takes its database snapshot; then A commits, below
+    // every id B applied, before reconciliation runs its Redis half.
+    b.persist(&batch_b).await.unwrap();
+    b.ack().await.unwrap();
+    let snapshot = parts.store.reconcile_snapshot(1).await.unwrap().unwrap();
+    a.persist(&batch_a).await.unwrap();
+    a.ack().await.unwrap();
+    let r = parts
+        .redis
+        .reconcile(1, &snapshot, true)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(r.redis_stock, 6);
+    assert_eq!(
+        r.residual, 0,
+        "A's two orders are in flight for that snapshot: {r:?}"
+    );
+    assert!(!r.deferred);
+    assert_eq!(
+        parts.redis.stock(1).await.unwrap(),
+        Some(6),
+        "nothing was 'corrected'"
+    );
+
+    // Once both are acknowledged the mark covers all four, and the database agrees.
+    let mark = parts
+        .store
+        .advance_mark(
+            1,
+            &parts.redis.low_water_candidate(1).await.unwrap().unwrap(),
+        )
+        .await
+        .unwrap();
+    let last = batch_b.last().unwrap().id.clone();
+    assert_eq!(mark, last);
+    let after = parts.store.reconcile_snapshot(1).await.unwrap().unwrap();
+    assert_eq!((after.db_stock, after.applied_above.len()), (6, 0));
+    let r = parts
+        .redis
+        .reconcile(1, &after, true)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((r.residual, r.in_flight), (0, 0));
+    parts.teardown().await;
+}
+
+/// `(calls, usec)` of one command in `INFO commandstats` (server-wide, cumulative).
+async fn commandstats(conn: &mut redis::aio::MultiplexedConnection, cmd: &str) -> (u64, u64) {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(conn)
+        .await
+        .unwrap();
+    let line = info
+        .lines()
+        .find(|l| l.starts_with(&format!("cmdstat_{cmd}:")))
+        .unwrap_or("");
+    let field = |k: &str| {
+        line.split([':', ','])
+            .find_map(|f| f.strip_prefix(k))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    };
+    (field("calls="), field("usec="))
+}
+
+/// Durations (µs) of the SLOWLOG entries whose arguments name `key`, by command.
+async fn slow_on(conn: &mut redis::aio::MultiplexedConnection, key: &str) -> Vec<(String, i64)> {
+    let log: Vec<redis::Value> = redis::cmd("SLOWLOG")
+        .arg("GET")
+        .arg(1000)
+        .query_async(conn)
+        .await
+        .unwrap();
+    let text = |v: &redis::Value| match v {
+        redis::Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+        redis::Value::SimpleString(s) => s.clone(),
+        _ => String::new(),
+    };
+    log.iter()
+        .filter_map(|e| {
+            let redis::Value::Array(fields) = e else {
+                return None;
+            };
+            let usec = match fields.get(2)? {
+                redis::Value::Int(n) => *n,
+                _ => return None,
+            };
+            let redis::Value::Array(args) = fields.get(3)? else {
+                return None;
+            };
+            let args: Vec<String> = args.iter().map(text).collect();
+            args.iter()
+                .any(|a| a == key)
+                .then(|| (args[0].to_ascii_uppercase(), usec))
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_100k_backlog_keeps_probes_o1_reconciliation_bounded_and_the_stream_trimmed() {
+    let parts = Parts::new().await;
+    parts.sale(1_000_000).await;
+    let keys = parts.redis.keys(1);
+    let mut conn = redis_conn().await;
+    // 100 000 order entries no consumer has read yet (a stalled or slow consumer).
+    for chunk in 0..20 {
+        let mut pipe = redis::pipe();
+        for i in 0..5000 {
+            pipe.cmd("XADD")
+                .arg(&keys.events)
+                .arg("*")
+                .arg(&["type", "order", "order", &format!("1-{chunk}-{i}"), "user"])
+                .arg(format!("u{chunk}-{i}"))
+                .arg(&["device", "", "qty", "1", "at", "1"])
+                .ignore();
+        }
+        let _: () = pipe.query_async(&mut conn).await.unwrap();
+    }
+    // What reading that tail costs, once (SLOWLOG keeps commands over 10 ms).
+    let _: redis::streams::StreamRangeReply = conn.xrange_all(&keys.events).await.unwrap();
+    let xrange_usec = slow_on(&mut conn, &keys.events)
+        .await
+        .into_iter()
+        .filter(|(c, _)| c == "XRANGE")
+        .map(|(_, us)| us)
+        .max()
+        .expect("an XRANGE of 100 000 entries takes over 10 ms");
+
+    // The probes: lag and pending as the consumer's gauge, `drained()` and the audit read them.
+    let before = commandstats(&mut conn, "xinfo|groups").await;
+    for _ in 0..50 {
+        let b = parts.redis.backlog(1).await.unwrap();
+        assert_eq!((b.lag, b.pending, b.lag_exact), (100_000, 0, true));
+        assert!(!parts.redis.drained(1).await.unwrap());
+    }
+    let after = commandstats(&mut conn, "xinfo|groups").await;
+    let per_call = (after.1 - before.1) as f64 / (after.0 - before.0).max(1) as f64;
+    eprintln!(
+        "100k backlog: XRANGE of the tail {xrange_usec} µs; XINFO GROUPS {per_call:.1} µs a call"
+    );
+    assert!(
+        per_call * 20.0 < xrange_usec as f64,
+        "XINFO GROUPS costs {per_call:.0} µs a call; reading the tail costs {xrange_usec} µs"
+    );
+    let slow: Vec<_> = slow_on(&mut conn, &keys.events)
+        .await
+        .into_iter()
+        .filter(|(c, _)| c != "XRANGE" && c != "XADD")
+        .collect();
+    assert!(slow.is_empty(), "no probe command is slow: {slow:?}");
+
+    // The backlog is delivered and acknowledged (as consumers would), the database's mark
+    // follows, and the stream is trimmed below it, at most 10 000 entries a call.
+    let last: String = {
+        let r: redis::streams::StreamRangeReply = conn
+            .xrevrange_count(&keys.events, "+", "-", 1)
+            .await
+            .unwrap();
+        r.ids[0].id.clone()
+    };
+    let _: () = redis::cmd("XGROUP")
+        .arg("SETID")
+        .arg(&keys.events)
+        .arg(GROUP)
+        .arg(&last)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let candidate = parts.redis.low_water_candidate(1).await.unwrap().unwrap();
+    assert_eq!(candidate, last);
+    let mark = parts.store.advance_mark(1, &candidate).await.unwrap();
+    let mut calls = 0;
+    while parts.redis.trim(1, &mark).await.unwrap() > 0 {
+        calls += 1;
+        assert!(calls <= 20);
+    }
+    let len: u64 = conn.xlen(&keys.events).await.unwrap();
+    assert!(len <= 100, "only the last node is left: {len}");
+
+    // Ten orders arrive unapplied: reconciliation walks those, not the history.
+    let before = commandstats(&mut conn, "evalsha").await;
+    for i in 0..10 {
+        parts.buy(&format!("late-{i}")).await;
+    }
+    let pass = pipeline::reconcile::pass(&parts.inventory, 1, &parts.config.pipeline.reconcile)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((pass.residual, pass.in_flight), (0, 10), "{pass:?}");
+    let after = commandstats(&mut conn, "evalsha").await;
+    let per_call = (after.1 - before.1) as f64 / (after.0 - before.0).max(1) as f64;
+    eprintln!("100k backlog: EVALSHA (purchases, reconcile) {per_call:.1} µs a call");
+    assert!(
+        per_call * 20.0 < xrange_usec as f64,
+        "scripts cost {per_call:.0} µs a call; reading the tail costs {xrange_usec} µs"
+    );
+    let slow: Vec<_> = slow_on(&mut conn, &keys.events)
+        .await
+        .into_iter()
+        .filter(|(c, _)| c != "XRANGE" && c != "XADD")
+        .collect();
+    assert!(
+        slow.is_empty(),
+        "no reconciliation or trim call is slow: {slow:?}"
+    );
+    parts.teardown().await;
+}
