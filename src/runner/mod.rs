@@ -24,7 +24,7 @@ use crate::traffic::attack::{self, launch_lead, GeneratorStats, GooseCrossCheck}
 use crate::traffic::mapping::Mapping;
 use crate::traffic::recorder::Recorder;
 use crate::traffic::schedule::BuyerPlan;
-use crate::traffic::target::{Sale, Target};
+use crate::traffic::target::{Prepared, Sale, Target};
 use crate::traffic::Scenario;
 use anyhow::Context;
 use shop_process::ChildShop;
@@ -368,7 +368,7 @@ async fn run_cell(
     ));
     let knobs = &plan.scenario.shop;
     let shop = ChildShop::start(shop_exe, cell, redis_url, &prefix, knobs, log).await?;
-    let result = drive_reference(plan, cell, redis_url, &shop.base_url, &prefix).await;
+    let result = drive_reference(plan, cell, redis_url, &shop, &prefix).await;
     shop.stop().await;
     crate::inventory::redis_lua::keys::delete_prefix(redis_url, &prefix).await;
     result
@@ -378,13 +378,16 @@ async fn drive_reference(
     plan: &RunPlan,
     cell: &Cell,
     redis_url: &str,
-    base_url: &str,
+    shop: &ChildShop,
     prefix: &str,
 ) -> anyhow::Result<RunReport> {
     let s = &plan.scenario;
+    let base_url = shop.base_url.as_str();
     let target = Arc::new(target_for(s, base_url, Mapping::default()));
     let http = control_client()?;
-    setup_sale(&http, &target).await?;
+    if let Some(req) = shop.setup_request(&target) {
+        send_setup(&http, &target, &req).await?;
+    }
     let is_redis = cell.strategy == Strategy::RedisLua;
     let label = format!("{}/{}", cell.strategy, cell.backend.as_str());
     let fired = fire_traffic(
@@ -402,7 +405,7 @@ async fn drive_reference(
     .await?;
     let drain = shop_process::wait_drained(&http, base_url, s.item.id, plan.drain_limit).await;
     let reconcile = if is_redis {
-        shop_process::final_reconcile(&http, base_url, s.item.id).await
+        shop.final_reconcile(&http, s.item.id).await
     } else {
         None
     };
@@ -466,6 +469,11 @@ async fn setup_sale(http: &reqwest::Client, target: &Target) -> anyhow::Result<(
     let Some(req) = target.setup_request() else {
         return Ok(());
     };
+    send_setup(http, target, &req).await
+}
+
+/// Sends one set-up request; an answer other than 2xx is [`RunError::SaleSetup`].
+async fn send_setup(http: &reqwest::Client, target: &Target, req: &Prepared) -> anyhow::Result<()> {
     let url = format!("{}{}", target.base_url.trim_end_matches('/'), req.path);
     let resp = req
         .apply(http.request(req.reqwest_method(), &url))

@@ -285,6 +285,9 @@ async fn the_gateway_turns_away_duplicates_and_bursts_before_any_stock_moves() {
     let mut config = test_config(Strategy::RedisLua, Backend::Postgres);
     config.redis.gateway.ip_rate_per_s = 0.01;
     config.redis.gateway.ip_burst = 5.0;
+    // The test client is the proxy in front: its X-Forwarded-For names the buyers.
+    config.trusted_proxies =
+        oversell::shop::TrustedProxies::new(vec!["127.0.0.1/32".parse().unwrap()]);
     let app = Arc::new(spawn_with(config).await);
     app.setup_sale(1, 100, 1).await;
     // One user fires the same order 10 times at once: one gets it.
