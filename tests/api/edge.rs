@@ -150,15 +150,7 @@ async fn invented_http_methods_share_one_metric_label() {
     }
     let _ = send(&app, reqwest::Method::GET, "/healthz", None, None).await;
 
-    let metrics = app
-        .client
-        .get(format!("{}/metrics", app.address))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = app.metrics_text().await;
 
     let requests: Vec<&str> = metrics
         .lines()

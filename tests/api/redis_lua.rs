@@ -14,27 +14,12 @@ use serde_json::{json, Value};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-async fn redis_conn() -> redis::aio::MultiplexedConnection {
-    redis::Client::open(redis_url())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap()
-}
-
 fn key(app: &TestApp, item: i64, name: &str) -> String {
     format!("{{{}:{item}}}:{name}", app.redis_prefix)
 }
 
 async fn metrics(app: &TestApp) -> String {
-    app.client
-        .get(format!("{}/metrics", app.address))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap()
+    app.metrics_text().await
 }
 
 /// Sum of a Prometheus series (all label sets matching `filter`).

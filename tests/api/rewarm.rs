@@ -11,14 +11,6 @@ use redis::AsyncCommands;
 use serde_json::{json, Value};
 use std::time::Duration;
 
-async fn redis_conn() -> redis::aio::MultiplexedConnection {
-    redis::Client::open(redis_url())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap()
-}
-
 async fn post(app: &TestApp, path: &str) -> (u16, Value) {
     let r = app
         .client
@@ -52,15 +44,7 @@ async fn orders_in_db(app: &TestApp) -> Vec<Order> {
 }
 
 async fn metric_sum(app: &TestApp, name: &str, filter: &str) -> f64 {
-    let text = app
-        .client
-        .get(format!("{}/metrics", app.address))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = app.metrics_text().await;
     text.lines()
         .filter(|l| l.split(['{', ' ']).next() == Some(name) && l.contains(filter))
         .filter_map(|l| l.rsplit_once(' ').and_then(|(_, v)| v.parse::<f64>().ok()))
