@@ -81,6 +81,8 @@ pub async fn redis(b: &RedisBench) -> anyhow::Result<RedisBenchResult> {
             ip_rate_per_s: 0.0,
             ..Default::default()
         },
+        durability: crate::inventory::Durability::None,
+        replica_wait: Duration::from_millis(100),
     };
     let redis = RedisLua::connect(&settings).await?;
     let result = phases(b, &redis, &host, port).await;

@@ -4,7 +4,7 @@ use crate::diff::DiffPlan;
 use crate::inventory::{InventoryError, Strategy};
 use crate::runner::{self, Cell, RunPlan, Subject};
 use crate::services::Unreachable;
-use crate::shop::{Application, ShopKnobs};
+use crate::shop::{Application, ShopKnobs, TrustedProxies};
 use crate::store::{Backend, StoreError};
 use crate::traffic::scenario::{Scenario, ScenarioError};
 use anyhow::Context;
@@ -219,6 +219,14 @@ pub struct ServeArgs {
     /// redis-lua: read reconciliation snapshots from this replica instead of the primary.
     #[arg(long, env = "REPLICA_DATABASE_URL")]
     pub replica_database_url: Option<String>,
+    /// A proxy (address or network) whose X-Forwarded-For names the client; repeatable. From
+    /// any other peer the header is ignored.
+    #[arg(long = "trusted-proxy", value_name = "IP|CIDR", value_parser = TrustedProxies::parse)]
+    pub trusted_proxies: Vec<ipnet::IpNet>,
+    /// The admin routes (set-up/reset, rewarm, reconcile) then need `Authorization: Bearer
+    /// <token>`.
+    #[arg(long, env = "OVERSELL_ADMIN_TOKEN", hide_env_values = true)]
+    pub admin_token: Option<String>,
     #[command(flatten)]
     pub knobs: ShopKnobs,
 }
@@ -251,6 +259,8 @@ async fn dispatch(command: Command) -> anyhow::Result<i32> {
             );
             config.pipeline.reconcile.webhook = args.alert_webhook;
             config.replica_database_url = args.replica_database_url;
+            config.trusted_proxies = TrustedProxies::new(args.trusted_proxies);
+            config.admin_token = args.admin_token.filter(|t| !t.is_empty());
             let app = Application::build(config).await?;
             // The first stdout line is the contract with `oversell run`, which reads it.
             println!("oversell shop listening on http://{}", app.local_addr());

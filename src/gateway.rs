@@ -8,10 +8,20 @@
 //! - already holding: a user, device or IP this shop instance has already reserved for is
 //!   refused without a Redis round trip. The Lua script still checks holdings atomically (the
 //!   authority across instances); this cache only saves it work. Releases clear it.
+//!
+//! The per-IP buckets are a bounded map: a bucket idle long enough to have refilled is the same
+//! as a new one, so it is dropped (every [`PRUNE_EVERY`], or when the map has doubled since the
+//! last pass); past [`MAX_IP_BUCKETS`] live buckets a new address is refused as rate limited
+//! rather than given a fresh bucket by evicting a live one.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+/// Most per-IP buckets held at once (about 100 bytes each).
+pub const MAX_IP_BUCKETS: usize = 100_000;
+/// Longest time between two passes that drop refilled per-IP buckets.
+pub const PRUNE_EVERY: Duration = Duration::from_secs(10);
 
 /// Gateway limits (shop flags, overridable per scenario).
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -62,6 +72,11 @@ impl Bucket {
         }
     }
 
+    /// Whether the bucket has refilled to `burst` by `now` (then it is as good as new).
+    fn refilled(&self, rate: f64, burst: f64, now: Instant) -> bool {
+        self.tokens + now.saturating_duration_since(self.last).as_secs_f64() * rate >= burst
+    }
+
     fn take(&mut self, rate: f64, burst: f64, now: Instant) -> bool {
         let elapsed = now.saturating_duration_since(self.last).as_secs_f64();
         self.tokens = (self.tokens + elapsed * rate).min(burst);
@@ -75,12 +90,51 @@ impl Bucket {
     }
 }
 
-#[derive(Default, Debug)]
+#[derive(Debug)]
 struct State {
     global: Option<Bucket>,
     per_ip: HashMap<String, Bucket>,
+    /// When the per-IP map was last pruned, and the size that triggers the next pass.
+    pruned_at: Instant,
+    prune_at_len: usize,
     in_flight: HashMap<String, u32>,
     holding: HashMap<String, i64>,
+}
+
+impl Default for State {
+    fn default() -> Self {
+        State {
+            global: None,
+            per_ip: HashMap::new(),
+            pruned_at: Instant::now(),
+            prune_at_len: 1024,
+            in_flight: HashMap::new(),
+            holding: HashMap::new(),
+        }
+    }
+}
+
+impl State {
+    /// The bucket of `ip`, created full; `None` when the map is full of live buckets.
+    fn ip_bucket(&mut self, ip: &str, rate: f64, burst: f64, now: Instant) -> Option<&mut Bucket> {
+        if !self.per_ip.contains_key(ip) {
+            // A pass costs O(map): at most every PRUNE_EVERY, when the map doubled, or once a
+            // second while it is full.
+            let since = now.saturating_duration_since(self.pruned_at);
+            let len = self.per_ip.len();
+            let full = len >= MAX_IP_BUCKETS && since >= Duration::from_secs(1);
+            if since >= PRUNE_EVERY || len >= self.prune_at_len || full {
+                self.per_ip.retain(|_, b| !b.refilled(rate, burst, now));
+                self.pruned_at = now;
+                self.prune_at_len = (self.per_ip.len() * 2).max(1024);
+            }
+            if self.per_ip.len() >= MAX_IP_BUCKETS {
+                return None;
+            }
+            self.per_ip.insert(ip.to_string(), Bucket::full(burst));
+        }
+        self.per_ip.get_mut(ip)
+    }
 }
 
 /// The gateway of one shop instance.
@@ -142,8 +196,21 @@ impl Gateway {
         qty: i64,
         limit: i64,
     ) -> Result<Admission<'_>, Refusal> {
+        self.admit_at(item, user, device, ip, qty, limit, Instant::now())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn admit_at(
+        &self,
+        item: i64,
+        user: &str,
+        device: Option<&str>,
+        ip: &str,
+        qty: i64,
+        limit: i64,
+        now: Instant,
+    ) -> Result<Admission<'_>, Refusal> {
         let s = &self.settings;
-        let now = Instant::now();
         let mut st = self.state.lock().expect("gateway poisoned");
         let keys = dedup_keys(item, user, device);
         // Dedup first: a duplicate should not spend anyone's rate budget.
@@ -167,11 +234,10 @@ impl Gateway {
         }
         if s.ip_rate_per_s > 0.0 {
             let burst = s.ip_burst.max(1.0);
-            let bucket = st
-                .per_ip
-                .entry(ip.to_string())
-                .or_insert_with(|| Bucket::full(burst));
-            if !bucket.take(s.ip_rate_per_s, burst, now) {
+            let admitted = st
+                .ip_bucket(ip, s.ip_rate_per_s, burst, now)
+                .is_some_and(|bucket| bucket.take(s.ip_rate_per_s, burst, now));
+            if !admitted {
                 return Err(Refusal::RateLimited);
             }
         }
@@ -196,6 +262,11 @@ impl Gateway {
                 st.holding.remove(&k);
             }
         }
+    }
+
+    /// How many per-IP buckets are held.
+    pub fn ip_buckets(&self) -> usize {
+        self.state.lock().expect("gateway poisoned").per_ip.len()
     }
 
     /// Forgets everything about an item (a new sale was set up).
@@ -264,5 +335,58 @@ mod tests {
             g.admit(1, "x", None, "5.6.7.8", 1, 1).is_ok(),
             "other IPs have their own bucket"
         );
+    }
+
+    fn per_ip(rate: f64, burst: f64) -> Gateway {
+        Gateway::new(GatewaySettings {
+            ip_rate_per_s: rate,
+            ip_burst: burst,
+            ..GatewaySettings::default()
+        })
+    }
+
+    #[test]
+    fn idle_per_ip_buckets_are_dropped_once_they_have_refilled() {
+        // 1 token/s, burst 2: a bucket idle for 2 s is full again.
+        let g = per_ip(1.0, 2.0);
+        let t0 = Instant::now();
+        for i in 0..5000 {
+            let ip = format!("10.0.{}.{}", i / 256, i % 256);
+            assert!(g.admit_at(1, &format!("u{i}"), None, &ip, 1, 1, t0).is_ok());
+        }
+        assert_eq!(g.ip_buckets(), 5000, "all still draining: none may go");
+        let _ = g.admit_at(1, "late", None, "10.9.9.9", 1, 1, t0 + PRUNE_EVERY);
+        assert_eq!(
+            g.ip_buckets(),
+            1,
+            "every bucket had refilled after PRUNE_EVERY"
+        );
+        // One IP that is still busy keeps its (drained) bucket across a pass.
+        let g = per_ip(0.001, 1.0);
+        assert!(g.admit_at(1, "a", None, "busy", 1, 1, t0).is_ok());
+        let later = t0 + PRUNE_EVERY;
+        let _ = g.admit_at(1, "b", None, "other", 1, 1, later);
+        assert_eq!(g.ip_buckets(), 2);
+        assert_eq!(
+            g.admit_at(1, "c", None, "busy", 1, 1, later).err(),
+            Some(Refusal::RateLimited),
+            "pruning never hands a busy address a fresh bucket"
+        );
+    }
+
+    #[test]
+    fn the_per_ip_map_is_bounded_and_a_full_map_refuses_new_addresses() {
+        // Buckets that refill only after ~11 days: none is ever idle enough to drop.
+        let g = per_ip(0.000_001, 1.0);
+        let t0 = Instant::now();
+        for i in 0..MAX_IP_BUCKETS {
+            let _ = g.admit_at(1, &format!("u{i}"), None, &format!("ip{i}"), 1, 1, t0);
+        }
+        assert_eq!(g.ip_buckets(), MAX_IP_BUCKETS);
+        assert_eq!(
+            g.admit_at(1, "new", None, "one-too-many", 1, 1, t0).err(),
+            Some(Refusal::RateLimited)
+        );
+        assert_eq!(g.ip_buckets(), MAX_IP_BUCKETS);
     }
 }

@@ -13,13 +13,18 @@
 //! - [`scenarios`]: the files of `scenarios/`, compiled in; `--scenario` takes a path or a
 //!   bundled name.
 //! - [`shop`]: the reference shop: `app(state) -> Router`, handlers, errors, `/metrics`
-//!   (`shop::telemetry`: every metric's `# HELP`);
-//!   [`shop::ShopKnobs`], its knobs (the `serve` flags and a scenario's `[shop]` table).
+//!   (`shop::telemetry`: every metric's `# HELP`); [`shop::ShopKnobs`], its knobs (the `serve`
+//!   flags and a scenario's `[shop]` table); the admin routes behind `--admin-token`
+//!   (`shop/admin.rs`), the client address behind `--trusted-proxy` ([`shop::client_ip`]), and
+//!   the watch that rebuilds a redis-lua sale Redis lost ([`shop::rewarm`]).
 //! - [`inventory`]: the [`inventory::Strategy`] enum and one file per strategy
 //!   (`naive`, `for_update`, `optimistic`, `redis_lua`); `redis_lua::keys` is the Redis key
 //!   layout of a sale and the clean-up of a key prefix; `redis_lua::stream` is the stream's
-//!   bookkeeping (O(1) backlog, low-water candidate, trimming, reconciliation, dead letters).
-//! - [`gateway`]: rate limits and dedup in front of redis-lua's pre-deduct.
+//!   bookkeeping (O(1) backlog, low-water candidate, trimming, reconciliation, dead letters);
+//!   `redis_lua::durability` what a 201 survives (`--redis-durability`);
+//!   `redis_lua/rewarm.rs` the rebuild from the database.
+//! - [`gateway`]: rate limits (bounded per-IP buckets) and dedup in front of redis-lua's
+//!   pre-deduct.
 //! - [`store`]: PostgreSQL / MySQL access (`backend`, `error`, `orders`, `rows`, `tx`,
 //!   `persist`: stream batches and the low-water mark); every statement and all that differs
 //!   per backend lives in `store::dialect`.

@@ -10,13 +10,13 @@ mod optimistic;
 pub mod redis_lua;
 
 use crate::model::{Item, OrderStatus, Purchase, SaleSetup};
-use crate::store::{Store, StoreError, Transition};
+use crate::store::{HasOrders, Store, StoreError, Transition};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-pub use redis_lua::{GatewaySettings, RedisLua, RedisSettings};
+pub use redis_lua::{Durability, GatewaySettings, RedisLua, RedisSettings, Rewarm, RewarmOutcome};
 
 /// The inventory strategy, chosen by `--strategy`.
 #[derive(
@@ -91,6 +91,12 @@ pub enum Outcome {
     OverLimit {
         limit: i64,
     },
+    /// redis-lua `wait-replica`: no replica confirmed the reservation within `waited_ms`;
+    /// nothing was acknowledged, and the unit was `released` back at once.
+    NotReplicated {
+        waited_ms: u64,
+        released: bool,
+    },
 }
 
 /// Infrastructure failures (not business answers).
@@ -105,6 +111,9 @@ pub enum InventoryError {
     Unreachable(#[from] crate::services::Unreachable),
     #[error("{0}")]
     Inconsistent(String),
+    /// Redis is not configured the way `--redis-durability` claims (the shop refuses to start).
+    #[error(transparent)]
+    Durability(#[from] redis_lua::durability::DurabilityMismatch),
 }
 
 impl From<sqlx::Error> for InventoryError {
@@ -159,6 +168,15 @@ pub struct Audit {
     pub dead_letters: u64,
 }
 
+/// What `PUT /api/items/{id}` did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SaleSetupResult {
+    /// A fresh sale is set up (and, for `redis-lua`, warmed and verified).
+    Ready(Item),
+    /// The item already has this many orders and no reset was asked for: nothing changed.
+    HasOrders { orders: i64 },
+}
+
 /// One strategy bound to its store (and Redis for `redis-lua`).
 #[derive(Clone)]
 pub struct Inventory {
@@ -167,6 +185,7 @@ pub struct Inventory {
     redis: Option<RedisLua>,
     settings: Arc<Settings>,
     items: Arc<RwLock<HashMap<i64, Item>>>,
+    rewarming: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl Inventory {
@@ -187,6 +206,7 @@ impl Inventory {
             redis,
             settings: Arc::new(settings),
             items: Arc::default(),
+            rewarming: Arc::default(),
         }
     }
 
@@ -211,8 +231,29 @@ impl Inventory {
     }
 
     /// Sets up a fresh sale in the database and, for `redis-lua`, warms Redis and verifies it.
-    pub async fn setup_sale(&self, id: i64, setup: &SaleSetup) -> Result<Item, InventoryError> {
-        let item = self.store.setup_sale(id, setup).await?;
+    /// Without `reset`, an item that already has orders (in the database, or for `redis-lua`
+    /// in Redis) is left alone: [`SaleSetupResult::HasOrders`]. With it, its orders are deleted.
+    pub async fn setup_sale(
+        &self,
+        id: i64,
+        setup: &SaleSetup,
+        reset: bool,
+    ) -> Result<SaleSetupResult, InventoryError> {
+        let in_redis = match (&self.redis, reset) {
+            (Some(redis), false) => redis.order_count(id).await?,
+            _ => 0,
+        };
+        if in_redis > 0 {
+            return Ok(SaleSetupResult::HasOrders { orders: in_redis });
+        }
+        let item = if reset {
+            self.store.setup_sale(id, setup).await?
+        } else {
+            match self.store.setup_new_sale(id, setup).await? {
+                Ok(item) => item,
+                Err(HasOrders(orders)) => return Ok(SaleSetupResult::HasOrders { orders }),
+            }
+        };
         if let Some(redis) = &self.redis {
             redis.warm(&item).await?;
         }
@@ -220,7 +261,60 @@ impl Inventory {
             .write()
             .expect("item cache poisoned")
             .insert(id, item.clone());
-        Ok(item)
+        Ok(SaleSetupResult::Ready(item))
+    }
+
+    /// redis-lua: rebuilds a sale Redis lost from the database (see `lua/rewarm.lua`), never
+    /// writing the database. `None` when the item is not in the database (or the strategy has
+    /// no Redis). `trigger` says who asked: `manual` (the admin route), `check` (the shop's
+    /// background check) or `purchase` (an order found the sale missing).
+    pub async fn rewarm(
+        &self,
+        id: i64,
+        trigger: &'static str,
+    ) -> Result<Option<Rewarm>, InventoryError> {
+        let Some(redis) = &self.redis else {
+            return Ok(None);
+        };
+        // One rebuild at a time in this process; across processes the script's own check
+        // makes a second one find the sale warm.
+        let _one = self.rewarming.lock().await;
+        // The mark first, then the orders: everything up to the mark is in what is read next.
+        let Some(snap) = self.store.reconcile_snapshot(id).await? else {
+            return Ok(None);
+        };
+        // The new stream must start past every id the database has applied: the low-water
+        // mark and any batch applied above it.
+        let mark = snap
+            .applied_above
+            .iter()
+            .chain(std::iter::once(&snap.mark))
+            .max_by_key(|id| crate::store::stream_id(id))
+            .cloned()
+            .unwrap_or(snap.mark);
+        let Some((item, orders)) = self.store.snapshot(id).await? else {
+            return Ok(None);
+        };
+        let done = redis.rewarm(&item, &orders, &mark).await?;
+        if done.outcome.changed() {
+            metrics::counter!("oversell_rewarms_total", "trigger" => trigger).increment(1);
+            tracing::warn!(
+                item = id, trigger, outcome = ?done.outcome, stock = done.stock,
+                orders = done.orders, pending = done.pending, mark = %done.mark,
+                "Redis had lost this sale: rebuilt it from the database"
+            );
+            self.items
+                .write()
+                .expect("item cache poisoned")
+                .insert(id, item);
+        } else if done.outcome == RewarmOutcome::InFlight {
+            tracing::warn!(
+                item = id,
+                trigger,
+                "Redis lost this sale but its stream still holds entries the database has not applied; rebuilding once they are persisted"
+            );
+        }
+        Ok(Some(done))
     }
 
     /// The item's static description (name, price, limit), cached after the first read.

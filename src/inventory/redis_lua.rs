@@ -10,8 +10,12 @@
 //! The key layout of a sale lives in [`keys`]: every key of one item shares the hash tag
 //! `{prefix:item}` so the scripts stay valid on Redis Cluster. The stream's bookkeeping
 //! (backlog, low-water candidate, trimming, reconciliation, dead letters) is in [`stream`].
+//! [`durability`] is what a 201 survives on the Redis side (`--redis-durability`); `rewarm`
+//! rebuilds a sale Redis lost.
 
+pub mod durability;
 pub mod keys;
+mod rewarm;
 pub mod stream;
 
 use super::{InventoryError, Outcome};
@@ -26,7 +30,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use durability::Durability;
 pub use keys::ItemKeys;
+pub use rewarm::{Rewarm, RewarmOutcome};
 
 /// Name of the persistence consumer group on every item stream.
 pub const GROUP: &str = "persist";
@@ -40,6 +46,10 @@ pub struct RedisSettings {
     /// How long an unpaid order holds its units before the delayed queue expires it.
     pub payment_timeout: Duration,
     pub gateway: GatewaySettings,
+    /// What a 201 survives on the Redis side; checked against Redis at connect.
+    pub durability: Durability,
+    /// `wait-replica`: longest wait for a replica's confirmation.
+    pub replica_wait: Duration,
 }
 
 struct Scripts {
@@ -62,10 +72,14 @@ pub struct RedisLua {
     payment_timeout: Duration,
     /// Pre-deduct script calls made by this instance (the gateway's refusals never get here).
     prededucts: Arc<std::sync::atomic::AtomicU64>,
+    durability: Durability,
+    replica_wait: Duration,
 }
 
 impl RedisLua {
-    /// Connects (a multiplexed connection that reconnects by itself) and loads the scripts.
+    /// Connects (a multiplexed connection that reconnects by itself), checks that Redis is
+    /// configured as `settings.durability` claims (refusing when it is not, warning when Redis
+    /// will not say), and loads the scripts.
     pub async fn connect(settings: &RedisSettings) -> Result<Self, InventoryError> {
         let unreachable = |e: &dyn std::fmt::Display| {
             InventoryError::Unreachable(Service::Redis.unreachable_error(&settings.url, e))
@@ -78,6 +92,14 @@ impl RedisLua {
         let mut conn = ConnectionManager::new_with_config(client.clone(), config)
             .await
             .map_err(|e| unreachable(&e))?;
+        let mode = settings.durability;
+        match durability::check(&mut conn, &settings.url, mode).await? {
+            durability::Checked::Unverifiable(why) => tracing::warn!(
+                %mode, %why, "cannot verify that Redis is configured for this durability mode; trusting it"
+            ),
+            durability::Checked::Verified => tracing::info!(%mode, "Redis durability verified"),
+            durability::Checked::NothingToCheck => {}
+        }
         let scripts = Scripts {
             deduct: Script::new(include_str!("../../lua/deduct.lua")),
             release: Script::new(include_str!("../../lua/release.lua")),
@@ -115,6 +137,8 @@ impl RedisLua {
             gateway: Arc::new(Gateway::new(settings.gateway.clone())),
             payment_timeout: settings.payment_timeout,
             prededucts: Arc::default(),
+            durability: mode,
+            replica_wait: settings.replica_wait,
         })
     }
 
@@ -251,16 +275,22 @@ impl RedisLua {
         for key in keys.deduct() {
             call.key(key);
         }
-        let (code, _n): (i64, i64) = call
-            .arg(p.qty)
+        call.arg(p.qty)
             .arg(&p.user_id)
             .arg(device.unwrap_or(""))
             .arg(&order_id)
             .arg(self.payment_timeout.as_millis() as i64)
             .arg(&p.client_ip)
-            .arg(self.gateway.settings().ip_unit_cap)
-            .invoke_async(&mut self.conn.clone())
-            .await?;
+            .arg(self.gateway.settings().ip_unit_cap);
+        let (code, _n): (i64, i64) = if self.durability == Durability::WaitReplica {
+            let ((code, n), replicas) = self.deduct_and_wait(&call).await?;
+            if code >= 0 && replicas < 1 {
+                return self.unreplicated(p, &order_id).await;
+            }
+            (code, n)
+        } else {
+            call.invoke_async(&mut self.conn.clone()).await?
+        };
         let result = match code {
             c if c >= 0 => "success",
             -1 => "sold_out",
@@ -277,6 +307,24 @@ impl RedisLua {
             -1 => Outcome::SoldOut,
             -2 | -4 => Outcome::Duplicate,
             _ => Outcome::NotWarmed,
+        })
+    }
+
+    /// `wait-replica`: no replica confirmed the reservation in time. Nothing is acknowledged,
+    /// so the unit goes back at once (a cancel: restocked exactly once, and persisted as a
+    /// cancelled order); if even that fails, the order expires with the payment window.
+    async fn unreplicated(&self, p: &Purchase, order_id: &str) -> Result<Outcome, InventoryError> {
+        metrics::counter!("oversell_prededuct_total", "result" => "not_replicated").increment(1);
+        let device = p.device_id.as_deref();
+        self.gateway
+            .record_holding(p.item_id, &p.user_id, device, &p.client_ip, p.qty);
+        let released = self.release(order_id, OrderStatus::Cancelled).await;
+        if let Err(e) = &released {
+            tracing::error!(order = order_id, error = %e, "could not release an unreplicated reservation; it expires unpaid");
+        }
+        Ok(Outcome::NotReplicated {
+            waited_ms: self.replica_wait.as_millis() as u64,
+            released: matches!(released, Ok(Transition::Applied { .. })),
         })
     }
 

@@ -38,7 +38,7 @@ use crate::traffic::attack::{self, launch_lead, GeneratorStats, GooseCrossCheck}
 use crate::traffic::mapping::Mapping;
 use crate::traffic::recorder::Recorder;
 use crate::traffic::schedule::BuyerPlan;
-use crate::traffic::target::{Sale, Target};
+use crate::traffic::target::{Prepared, Sale, Target};
 use crate::traffic::Scenario;
 use anyhow::Context;
 use lock::lock_databases;
@@ -442,7 +442,7 @@ async fn run_cell(
     if let Some(live) = &plan.live {
         live.shop(Some(&shop.base_url));
     }
-    let result = drive_reference(plan, cell, redis_url, &shop.base_url, &prefix, slot).await;
+    let result = drive_reference(plan, cell, redis_url, &shop, &prefix, slot).await;
     shop.stop().await;
     crate::inventory::redis_lua::keys::delete_prefix(redis_url, &prefix).await;
     result
@@ -452,14 +452,17 @@ async fn drive_reference(
     plan: &RunPlan,
     cell: &Cell,
     redis_url: &str,
-    base_url: &str,
+    shop: &ChildShop,
     prefix: &str,
     slot: &Slot,
 ) -> anyhow::Result<RunReport> {
     let s = &plan.scenario;
+    let base_url = shop.base_url.as_str();
     let target = Arc::new(target_for(s, base_url, Mapping::default()));
     let http = control_client()?;
-    setup_sale(&http, &target).await?;
+    if let Some(req) = shop.setup_request(&target) {
+        send_setup(&http, &target, &req).await?;
+    }
     let is_redis = cell.strategy == Strategy::RedisLua;
     let fired = fire_traffic(
         plan,
@@ -477,7 +480,7 @@ async fn drive_reference(
     .await?;
     let drain = shop_process::wait_drained(&http, base_url, s.item.id, plan.drain_limit).await;
     let reconcile = if is_redis {
-        shop_process::final_reconcile(&http, base_url, s.item.id).await
+        shop.final_reconcile(&http, s.item.id).await
     } else {
         None
     };
@@ -560,8 +563,13 @@ async fn setup_sale(http: &reqwest::Client, target: &Target) -> anyhow::Result<(
     let Some(req) = target.setup_request() else {
         return Ok(());
     };
+    send_setup(http, target, &req).await
+}
+
+/// Sends one set-up request; an answer other than 2xx is [`RunError::SaleSetup`].
+async fn send_setup(http: &reqwest::Client, target: &Target, req: &Prepared) -> anyhow::Result<()> {
     let url = target
-        .url(&req)
+        .url(req)
         .map_err(|e| anyhow::anyhow!("target.setup: {e}"))?;
     let resp = req
         .apply(http.request(req.reqwest_method(), url.clone()))

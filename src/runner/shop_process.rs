@@ -1,6 +1,11 @@
 //! The reference shop as a child process: its knobs from the scenario, start (reading the bound
 //! address from its first stdout line), graceful stop, and the reference-only steps of a run:
-//! waiting for its queue to drain, the final reconciliation, and what the oracle reads from Redis.
+//! the sale's set-up, waiting for its queue to drain, the final reconciliation, and what the
+//! oracle reads from Redis.
+//!
+//! Each child gets a random admin token of its own (through its environment, not its command
+//! line) for the set-up and reconciliation calls, and trusts `X-Forwarded-For` from the
+//! harness's loopback address only, so the traffic model's buyers keep their own addresses.
 //!
 //! The shop is a child process, not a task in this process: the load generator's CPU and
 //! memory figures (getrusage of this process) then measure the generator alone, the shop gets
@@ -14,6 +19,7 @@ use crate::pipeline::reconcile::Pass;
 use crate::report::Drain;
 use crate::services::{Service, Unreachable};
 use crate::shop::ShopKnobs;
+use crate::traffic::target::{Prepared, Target};
 use anyhow::{bail, Context};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
@@ -28,6 +34,8 @@ use tokio::time::Instant;
 pub(super) struct ChildShop {
     child: Child,
     pub(super) base_url: String,
+    /// `Authorization: Bearer` value of its admin routes.
+    admin_token: String,
     // Held open: the shop's stdout must not hit a closed pipe.
     _stdout: BufReader<tokio::process::ChildStdout>,
 }
@@ -44,9 +52,16 @@ impl ChildShop {
         let strategy = cell.strategy;
         let log_file =
             std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
+        let admin_token: String = rand::random::<[u8; 16]>()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
         let mut child = Command::new(exe)
             .arg("serve")
             .args(["--strategy", strategy.as_str(), "--listen", "127.0.0.1:0"])
+            // The traffic model connects from here and names each buyer in X-Forwarded-For.
+            .args(["--trusted-proxy", "127.0.0.1"])
+            .env("OVERSELL_ADMIN_TOKEN", &admin_token)
             .args([
                 "--database-url",
                 &cell.database_url,
@@ -88,8 +103,34 @@ impl ChildShop {
         Ok(ChildShop {
             child,
             base_url,
+            admin_token,
             _stdout: stdout,
         })
+    }
+
+    /// The set-up of a fresh sale: the mapping's request as an explicit reset (`?reset=true`:
+    /// the shop refuses to wipe an item's orders otherwise), with this shop's admin token.
+    pub(super) fn setup_request(&self, target: &Target) -> Option<Prepared> {
+        let mut req = target.setup_request()?;
+        let sep = if req.path.contains('?') { '&' } else { '?' };
+        req.path = format!("{}{sep}reset=true", req.path);
+        req.headers.push((
+            "authorization".into(),
+            format!("Bearer {}", self.admin_token),
+        ));
+        Some(req)
+    }
+
+    /// One reconciliation pass after the drain (redis-lua).
+    pub(super) async fn final_reconcile(&self, http: &reqwest::Client, item: i64) -> Option<Pass> {
+        http.post(format!("{}/api/items/{item}/reconcile", self.base_url))
+            .bearer_auth(&self.admin_token)
+            .send()
+            .await
+            .ok()?
+            .json::<Pass>()
+            .await
+            .ok()
     }
 
     /// SIGTERM, then up to 10 s for a graceful stop, then SIGKILL.
@@ -135,16 +176,6 @@ pub(super) async fn wait_drained(
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-}
-
-pub(super) async fn final_reconcile(http: &reqwest::Client, base: &str, item: i64) -> Option<Pass> {
-    http.post(format!("{base}/api/items/{item}/reconcile"))
-        .send()
-        .await
-        .ok()?
-        .json::<Pass>()
-        .await
-        .ok()
 }
 
 /// What the oracle reads from Redis: stock, the restock idempotency set's size, and the

@@ -2,8 +2,8 @@
 
 use super::error::ApiError;
 use super::AppState;
-use crate::inventory::{Outcome, Strategy};
-use crate::model::{OrderStatus, Purchase, SaleSetup, MAX_ID_LEN};
+use crate::inventory::Outcome;
+use crate::model::{OrderStatus, Purchase, MAX_ID_LEN};
 use crate::store::Transition;
 use axum::body::Bytes;
 use axum::extract::{ConnectInfo, MatchedPath, Path, Request, State};
@@ -75,16 +75,16 @@ impl PageCache {
         pages.insert(view.id, (Instant::now(), view));
     }
 
-    fn forget(&self, id: i64) {
+    pub(super) fn forget(&self, id: i64) {
         self.pages.lock().expect("page cache poisoned").remove(&id);
     }
 }
 
-fn parse_json<T: serde::de::DeserializeOwned>(body: &Bytes) -> ApiResult<T> {
+pub(super) fn parse_json<T: serde::de::DeserializeOwned>(body: &Bytes) -> ApiResult<T> {
     serde_json::from_slice(body).map_err(|e| ApiError::invalid(format!("malformed JSON body: {e}")))
 }
 
-fn item_id(raw: &str) -> ApiResult<i64> {
+pub(super) fn item_id(raw: &str) -> ApiResult<i64> {
     raw.parse::<i64>()
         .ok()
         .filter(|id| *id > 0)
@@ -103,6 +103,22 @@ pub(super) async fn not_found() -> ApiError {
     ApiError::new(StatusCode::NOT_FOUND, "not_found")
 }
 
+/// The method as a metric label: the known ones, else `other` (a label per invented method
+/// would let any client grow the metrics without bound).
+fn method_label(m: &axum::http::Method) -> &'static str {
+    use axum::http::Method;
+    match *m {
+        Method::GET => "GET",
+        Method::POST => "POST",
+        Method::PUT => "PUT",
+        Method::DELETE => "DELETE",
+        Method::PATCH => "PATCH",
+        Method::HEAD => "HEAD",
+        Method::OPTIONS => "OPTIONS",
+        _ => "other",
+    }
+}
+
 /// Records every request's latency and status (Prometheus).
 pub(super) async fn observe(req: Request, next: Next) -> Response {
     let route = req
@@ -110,28 +126,15 @@ pub(super) async fn observe(req: Request, next: Next) -> Response {
         .get::<MatchedPath>()
         .map(|p| p.as_str().to_string())
         .unwrap_or_else(|| "unmatched".into());
-    let method = req.method().to_string();
+    let method = method_label(req.method());
     let start = Instant::now();
     let resp = next.run(req).await;
     let status = resp.status().as_u16().to_string();
-    metrics::histogram!("oversell_http_request_duration_seconds", "route" => route.clone(), "method" => method.clone())
+    metrics::histogram!("oversell_http_request_duration_seconds", "route" => route.clone(), "method" => method)
         .record(start.elapsed().as_secs_f64());
     metrics::counter!("oversell_http_requests_total", "route" => route, "method" => method, "status" => status)
         .increment(1);
     resp
-}
-
-pub(super) async fn put_item(
-    State(st): State<AppState>,
-    Path(id): Path<String>,
-    body: Bytes,
-) -> ApiResult<impl IntoResponse> {
-    let id = item_id(&id)?;
-    let setup: SaleSetup = parse_json(&body)?;
-    setup.validate().map_err(ApiError::invalid)?;
-    let item = st.inventory.setup_sale(id, &setup).await?;
-    st.page_cache.forget(id);
-    Ok(Json(item))
 }
 
 pub(super) async fn get_item(
@@ -182,21 +185,6 @@ pub(super) async fn get_item(
     Ok(Json(view))
 }
 
-fn client_ip(st: &AppState, headers: &HeaderMap, peer: Option<SocketAddr>) -> String {
-    if st.trust_forwarded_for {
-        if let Some(first) = headers
-            .get("x-forwarded-for")
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.split(',').next())
-            .map(str::trim)
-            .filter(|v| !v.is_empty() && v.len() <= 64)
-        {
-            return first.to_string();
-        }
-    }
-    peer.map(|p| p.ip().to_string()).unwrap_or_default()
-}
-
 fn validate_order(body: OrderBody, ip: String) -> ApiResult<Purchase> {
     if body.item_id <= 0 {
         return Err(ApiError::invalid("item_id must be a positive integer"));
@@ -238,7 +226,9 @@ pub(super) async fn create_order(
     headers: HeaderMap,
     body: Bytes,
 ) -> ApiResult<Response> {
-    let ip = client_ip(&st, &headers, peer.map(|Extension(ConnectInfo(a))| a));
+    let ip = st
+        .trusted_proxies
+        .client_ip(&headers, peer.map(|Extension(ConnectInfo(a))| a));
     let purchase = validate_order(parse_json(&body)?, ip)?;
     let outcome = st.inventory.purchase(&purchase).await?;
     let strategy = st.inventory.strategy().as_str();
@@ -266,10 +256,23 @@ pub(super) async fn create_order(
             "unknown_item",
             ApiError::new(StatusCode::NOT_FOUND, "unknown_item").into_response(),
         ),
-        Outcome::NotWarmed => (
-            "not_warmed",
-            ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "not_warmed")
-                .detail("the sale was not warmed into Redis; set it up with PUT /api/items/{id}")
+        Outcome::NotWarmed => {
+            // Redis may have lost a sale this shop knew: have the watch look now.
+            st.rewarm.nudge();
+            (
+                "not_warmed",
+                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "not_warmed")
+                    .detail("Redis does not hold this sale: if it lost it, the shop is rebuilding it from the database (retry shortly); a sale never set up needs PUT /api/items/{id}")
+                    .into_response(),
+            )
+        }
+        Outcome::NotReplicated { waited_ms, released } => (
+            "not_replicated",
+            ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "not_replicated")
+                .detail(format!(
+                    "no Redis replica confirmed the order within {waited_ms} ms (--redis-durability wait-replica); nothing was acknowledged{}",
+                    if released { " and the unit was released: retry" } else { "; the reservation expires unpaid" }
+                ))
                 .into_response(),
         ),
         Outcome::Busy(why) => (
@@ -342,21 +345,6 @@ pub(super) async fn audit(
     let id = item_id(&id)?;
     match st.inventory.audit(id).await? {
         Some(a) => Ok(Json(a)),
-        None => Err(ApiError::new(StatusCode::NOT_FOUND, "unknown_item")),
-    }
-}
-
-pub(super) async fn reconcile(
-    State(st): State<AppState>,
-    Path(id): Path<String>,
-) -> ApiResult<impl IntoResponse> {
-    let id = item_id(&id)?;
-    if st.inventory.strategy() != Strategy::RedisLua {
-        return Err(ApiError::new(StatusCode::BAD_REQUEST, "not_applicable")
-            .detail("reconciliation exists only for redis-lua"));
-    }
-    match crate::pipeline::reconcile::pass(&st.inventory, id, &st.pipeline.reconcile).await? {
-        Some(p) => Ok(Json(p)),
         None => Err(ApiError::new(StatusCode::NOT_FOUND, "unknown_item")),
     }
 }

@@ -8,27 +8,32 @@
 
 use super::ShopConfig;
 use crate::gateway::GatewaySettings;
-use crate::inventory::{RedisSettings, Settings, Strategy};
+use crate::inventory::{Durability, RedisSettings, Settings, Strategy};
 use crate::pipeline::{reconcile::ReconcileSettings, PipelineSettings};
 use crate::store::PoolSettings;
 use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
 use std::time::Duration;
 
-/// Declares [`ShopKnobs`] from one list of `name: type = default, min..=max;` entries.
+/// Declares [`ShopKnobs`] from two lists: choices first (`name: EnumType = Default::Variant;`,
+/// a `clap::ValueEnum` spelled in kebab-case), then numbers (`name: type = default, min..=max;`).
 macro_rules! knobs {
-    ($( $(#[doc = $doc:literal])* $name:ident: $ty:ty = $default:literal, $min:literal..=$max:literal; )*) => {
+    (
+        choices { $( $(#[doc = $cdoc:literal])* $cname:ident: $cty:ty = $cdefault:expr; )* }
+        $( $(#[doc = $doc:literal])* $name:ident: $ty:ty = $default:literal, $min:literal..=$max:literal; )*
+    ) => {
         /// The reference shop's knobs (`serve` flags; `run`/`compare` take them from the
         /// scenario's `[shop]` table and hand them to the child shop).
         #[derive(Debug, Clone, PartialEq, clap::Args, Serialize, Deserialize)]
         #[serde(from = "Overlay")]
         pub struct ShopKnobs {
             $( $(#[doc = $doc])* #[arg(long, default_value_t = $default)] pub $name: $ty, )*
+            $( $(#[doc = $cdoc])* #[arg(long, value_enum, default_value_t = $cdefault)] pub $cname: $cty, )*
         }
 
         impl Default for ShopKnobs {
             fn default() -> Self {
-                ShopKnobs { $( $name: $default, )* }
+                ShopKnobs { $( $name: $default, )* $( $cname: $cdefault, )* }
             }
         }
 
@@ -38,16 +43,21 @@ macro_rules! knobs {
         #[serde(deny_unknown_fields)]
         struct Overlay {
             $( $name: Option<$ty>, )*
+            $( $cname: Option<$cty>, )*
         }
 
         impl From<Overlay> for ShopKnobs {
             fn from(o: Overlay) -> Self {
-                ShopKnobs { $( $name: o.$name.unwrap_or($default), )* }
+                ShopKnobs {
+                    $( $name: o.$name.unwrap_or($default), )*
+                    $( $cname: o.$cname.unwrap_or($cdefault), )*
+                }
             }
         }
 
         impl ShopKnobs {
-            /// Checks every knob's range, in the order they are listed.
+            /// Checks every number's range, in the order they are listed (a choice is valid by
+            /// its type).
             pub fn validate(&self) -> Result<(), KnobError> {
                 $( KnobError::check(stringify!($name), self.$name as f64, $min as f64, $max as f64)?; )*
                 Ok(())
@@ -57,6 +67,11 @@ macro_rules! knobs {
 }
 
 knobs! {
+    choices {
+        /// redis-lua: what an acknowledged order survives on the Redis side (checked against
+        /// the Redis configuration at start; see the README).
+        redis_durability: Durability = Durability::None;
+    }
     /// Database connection pool size.
     pool_size: u32 = 10, 1..=1000;
     /// How long a request waits for a pooled connection before answering 503 busy (ms).
@@ -77,6 +92,12 @@ knobs! {
     reconcile_interval_s: u64 = 300, 1..=86_400;
     /// redis-lua: |residual| above this raises an alert.
     reconcile_alert_threshold: i64 = 0, 0..=1_000_000_000;
+    /// redis-lua: how often the shop checks that Redis still holds its sales, and rebuilds one
+    /// from the database when its keys vanished (ms; 0 = only when a purchase finds it gone).
+    rewarm_check_ms: u64 = 1000, 0..=3_600_000;
+    /// redis-lua `--redis-durability wait-replica`: longest wait for a replica to confirm an
+    /// order before answering 503 (ms).
+    replica_wait_ms: u64 = 100, 1..=60_000;
     /// redis-lua gateway: global order admissions per second (0 = unlimited).
     rate_limit: f64 = 0.0, 0..=10_000_000;
     /// redis-lua gateway: per-IP order admissions per second (0 = unlimited).
@@ -148,7 +169,8 @@ impl ShopKnobs {
     }
 
     /// The configuration of a shop with these knobs selling through `strategy`, its Redis keys
-    /// under `redis_prefix`. No alert webhook and no replica: set those on the result.
+    /// under `redis_prefix`. No alert webhook, no replica, no trusted proxy and no admin token:
+    /// set those on the result.
     pub fn config(
         &self,
         strategy: Strategy,
@@ -184,6 +206,8 @@ impl ShopKnobs {
                     ip_burst: self.ip_burst,
                     ip_unit_cap: self.ip_unit_cap,
                 },
+                durability: self.redis_durability,
+                replica_wait: Duration::from_millis(self.replica_wait_ms),
             },
             pipeline: PipelineSettings {
                 reconcile: ReconcileSettings {
@@ -197,7 +221,10 @@ impl ShopKnobs {
             },
             replica_database_url: None,
             page_cache_ttl: Duration::from_millis(self.page_cache_ms),
-            trust_forwarded_for: true,
+            trusted_proxies: super::TrustedProxies::default(),
+            admin_token: None,
+            rewarm_check: (self.rewarm_check_ms > 0)
+                .then(|| Duration::from_millis(self.rewarm_check_ms)),
         }
     }
 }
@@ -231,11 +258,17 @@ mod tests {
             ip_burst: 2.5,
             rate_limit: 100.0,
             page_cache_ms: 0,
+            redis_durability: Durability::AofEverysec,
             ..ShopKnobs::default()
         };
         let args = knobs.command_line();
         assert!(
             args.windows(2).any(|w| w == ["--ip-burst", "2.5"]),
+            "{args:?}"
+        );
+        assert!(
+            args.windows(2)
+                .any(|w| w == ["--redis-durability", "aof-everysec"]),
             "{args:?}"
         );
         assert_eq!(parse(&args), knobs);
@@ -258,6 +291,12 @@ mod tests {
         assert!(e.contains("wrok_ms") && e.contains("work_ms"), "{e}");
         let k: ShopKnobs = serde_json::from_str(r#"{"pool_size": 4, "work_ms": null}"#).unwrap();
         assert_eq!((k.pool_size, k.work_ms), (4, 1));
+        let k: ShopKnobs = toml::from_str("redis_durability = \"wait-replica\"").unwrap();
+        assert_eq!(k.redis_durability, Durability::WaitReplica);
+        let e = toml::from_str::<ShopKnobs>("redis_durability = \"fsync\"")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("aof-always"), "{e}");
     }
 
     #[test]

@@ -4,10 +4,18 @@
 //! [`Application::run_until_stopped`] serves until the shutdown future resolves. [`app`] builds
 //! the router from state so tests can drive it without a socket. [`ShopKnobs`] (in `knobs`)
 //! are its settings, turned into a [`ShopConfig`] by [`ShopKnobs::config`].
+//!
+//! - `handlers`: the public routes (product page, orders, audit, metrics).
+//! - `admin`: set-up and reset, rewarm, reconcile, behind `--admin-token`.
+//! - `client_ip`: the order's address, from `X-Forwarded-For` only behind `--trusted-proxy`.
+//! - `rewarm`: the watch that rebuilds a redis-lua sale Redis lost.
 
+mod admin;
+pub mod client_ip;
 pub mod error;
 mod handlers;
 pub mod knobs;
+pub mod rewarm;
 pub mod telemetry;
 
 use crate::inventory::{Inventory, RedisLua, RedisSettings, Settings, Strategy};
@@ -23,7 +31,9 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+pub use client_ip::TrustedProxies;
 pub use knobs::{KnobError, ShopKnobs};
+use rewarm::RewarmWatch;
 
 /// Everything `oversell serve` needs.
 #[derive(Debug, Clone)]
@@ -40,8 +50,14 @@ pub struct ShopConfig {
     pub replica_database_url: Option<String>,
     /// How long the product page cache may serve a stock figure (redis-lua).
     pub page_cache_ttl: Duration,
-    /// Take the client IP from `X-Forwarded-For` (a rig behind a proxy, or our traffic model).
-    pub trust_forwarded_for: bool,
+    /// Peers whose `X-Forwarded-For` names the client (a proxy in front, or our traffic
+    /// model); from anyone else the header is ignored.
+    pub trusted_proxies: TrustedProxies,
+    /// The admin routes need `Authorization: Bearer <this>` when set.
+    pub admin_token: Option<String>,
+    /// redis-lua: how often to check that Redis still holds the sales (`None`: only when a
+    /// purchase finds one missing).
+    pub rewarm_check: Option<Duration>,
 }
 
 /// Shared state of the handlers.
@@ -50,7 +66,9 @@ pub struct AppState {
     pub inventory: Inventory,
     pub pipeline: PipelineSettings,
     pub page_cache: Arc<handlers::PageCache>,
-    pub trust_forwarded_for: bool,
+    pub trusted_proxies: Arc<TrustedProxies>,
+    pub admin_token: Option<Arc<str>>,
+    pub rewarm: RewarmWatch,
 }
 
 /// The router.
@@ -60,10 +78,11 @@ pub fn app(state: AppState) -> Router {
         .route("/metrics", get(telemetry::metrics))
         .route(
             "/api/items/{id}",
-            get(handlers::get_item).put(handlers::put_item),
+            get(handlers::get_item).put(admin::put_item),
         )
         .route("/api/items/{id}/audit", get(handlers::audit))
-        .route("/api/items/{id}/reconcile", post(handlers::reconcile))
+        .route("/api/items/{id}/reconcile", post(admin::reconcile))
+        .route("/api/items/{id}/rewarm", post(admin::rewarm))
         .route("/api/orders", post(handlers::create_order))
         .route("/api/orders/{id}/pay", post(handlers::pay))
         .route("/api/orders/{id}/cancel", post(handlers::cancel))
@@ -101,7 +120,16 @@ impl Application {
             .await
             .with_context(|| format!("binding {}", config.listen))?;
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
-        let background = pipeline::spawn(inventory.clone(), pipeline.clone(), shutdown_rx).await;
+        let mut background =
+            pipeline::spawn(inventory.clone(), pipeline.clone(), shutdown_rx.clone()).await;
+        let rewarm = RewarmWatch::default();
+        if inventory.redis().is_some() {
+            background.spawn(rewarm.clone().run(
+                inventory.clone(),
+                config.rewarm_check,
+                shutdown_rx,
+            ));
+        }
         telemetry::handle();
         Ok(Application {
             listener,
@@ -109,7 +137,9 @@ impl Application {
                 inventory,
                 pipeline,
                 page_cache: Arc::new(handlers::PageCache::new(config.page_cache_ttl)),
-                trust_forwarded_for: config.trust_forwarded_for,
+                trusted_proxies: Arc::new(config.trusted_proxies),
+                admin_token: config.admin_token.map(Arc::from),
+                rewarm,
             },
             shutdown_tx,
             background,

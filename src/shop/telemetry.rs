@@ -35,6 +35,8 @@ pub const METRICS: &[Described] = &[
     m("oversell_dead_letters_total", Counter, "redis-lua: stream entries the database refused repeatedly, moved to the item's dead-letter stream (units released), by entry kind."),
     m("oversell_background_errors_total", Counter, "Failures of the shop's background loops (expiry sweep, reconciliation, ...), by task; each is logged at warn and retried."),
     m("oversell_background_restarts_total", Counter, "Background tasks that ended unexpectedly and were started again, by task."),
+    m("oversell_rewarms_total", Counter, "redis-lua: sales rebuilt in Redis from the database after Redis lost them, by trigger (manual, check, purchase)."),
+    m("oversell_admin_refused_total", Counter, "Admin requests (sale set-up, rewarm, reconcile) refused for a missing or wrong --admin-token."),
     m("oversell_db_pool_acquire_seconds", Histogram, "Time waited for a database connection from the shop's pool, in seconds."),
     m("oversell_db_pool_in_use", Gauge, "Database connections of the shop's pool in use (read when /metrics is scraped)."),
     m("oversell_db_pool_size", Gauge, "Database connections the shop's pool holds open (read when /metrics is scraped)."),

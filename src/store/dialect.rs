@@ -50,6 +50,8 @@ pub struct Statements {
     pub insert_order: &'static str,
     pub insert_order_if_absent: &'static str,
     pub delete_orders: &'static str,
+    /// How many orders an item has (a set-up without reset refuses an item that has some).
+    pub count_orders: &'static str,
     pub delete_item: &'static str,
     pub insert_item: &'static str,
     pub get_order: &'static str,
@@ -154,6 +156,7 @@ impl Statements {
                  WHERE NOT EXISTS (SELECT 1 FROM orders WHERE id = ?){insert_ignore_tail}"
             )),
             delete_orders: leak("DELETE FROM orders WHERE item_id = ?".into()),
+            count_orders: leak("SELECT COUNT(*) FROM orders WHERE item_id = ?".into()),
             delete_item: leak("DELETE FROM items WHERE id = ?".into()),
             insert_item: leak(
                 "INSERT INTO items (id, name, price_cents, initial_stock, stock, version, \
@@ -224,6 +227,7 @@ impl Statements {
             insert_order: f(self.insert_order),
             insert_order_if_absent: f(self.insert_order_if_absent),
             delete_orders: f(self.delete_orders),
+            count_orders: f(self.count_orders),
             delete_item: f(self.delete_item),
             insert_item: f(self.insert_item),
             get_order: f(self.get_order),

@@ -36,6 +36,10 @@ use sqlx::migrate::MigrateDatabase;
 use sqlx::{Any, AnyPool, Executor, Row};
 use std::time::Duration;
 
+/// A set-up without reset found this many orders of the item, and changed nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HasOrders(pub i64);
+
 /// Pool sizing and lock waits.
 #[derive(Debug, Clone)]
 pub struct PoolSettings {
@@ -148,7 +152,42 @@ impl Store {
 
     /// Sets up a fresh sale: the item with its stock, and none of its old orders.
     pub async fn setup_sale(&self, id: i64, setup: &SaleSetup) -> Result<Item, StoreError> {
+        let done = self.setup(id, setup, true).await?;
+        Ok(done.expect("a reset set-up is never refused"))
+    }
+
+    /// Sets up a fresh sale unless the item already has orders: then nothing changes and the
+    /// answer is how many ([`HasOrders`]). The check and the set-up hold the item's row lock,
+    /// so no order is persisted between them.
+    pub async fn setup_new_sale(
+        &self,
+        id: i64,
+        setup: &SaleSetup,
+    ) -> Result<Result<Item, HasOrders>, StoreError> {
+        self.setup(id, setup, false).await
+    }
+
+    async fn setup(
+        &self,
+        id: i64,
+        setup: &SaleSetup,
+        reset: bool,
+    ) -> Result<Result<Item, HasOrders>, StoreError> {
         let mut tx = self.pool.begin().await?;
+        if !reset {
+            sqlx::query(self.sql.lock_item)
+                .bind(id)
+                .fetch_optional(&mut *tx)
+                .await?;
+            let orders: i64 = sqlx::query_scalar(self.sql.count_orders)
+                .bind(id)
+                .fetch_one(&mut *tx)
+                .await?;
+            if orders > 0 {
+                tx.rollback().await?;
+                return Ok(Err(HasOrders(orders)));
+            }
+        }
         sqlx::query(self.sql.delete_orders)
             .bind(id)
             .execute(&mut *tx)
@@ -172,7 +211,7 @@ impl Store {
             .execute(&mut *tx)
             .await?;
         tx.commit().await?;
-        Ok(Item {
+        Ok(Ok(Item {
             id,
             name: setup.name.clone(),
             price_cents: setup.price_cents,
@@ -180,7 +219,7 @@ impl Store {
             stock: setup.stock,
             version: 0,
             purchase_limit: setup.purchase_limit,
-        })
+        }))
     }
 
     /// Reads an item with a fresh statement (no transaction, so no stale snapshot).

@@ -24,6 +24,15 @@ pub fn redis_url() -> String {
     std::env::var("TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into())
 }
 
+/// A connection to the tests' Redis.
+pub async fn redis_conn() -> redis::aio::MultiplexedConnection {
+    redis::Client::open(redis_url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap()
+}
+
 /// A fresh database URL for one test.
 pub fn fresh_db_url(backend: Backend) -> String {
     let name = format!("oversell_t_{}", uuid::Uuid::now_v7().simple());
@@ -183,6 +192,18 @@ impl TestApp {
             .await
             .unwrap()
             .json()
+            .await
+            .unwrap()
+    }
+
+    /// `GET /metrics` (Prometheus text).
+    pub async fn metrics_text(&self) -> String {
+        self.client
+            .get(format!("{}/metrics", self.address))
+            .send()
+            .await
+            .unwrap()
+            .text()
             .await
             .unwrap()
     }

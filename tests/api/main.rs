@@ -3,6 +3,8 @@
 mod bad_input;
 mod concurrency;
 mod deploy;
+mod durability;
+mod edge;
 mod gate;
 mod helpers;
 mod live;
@@ -13,6 +15,7 @@ mod redis_lua;
 mod rehearsal;
 mod report_contents;
 mod reports;
+mod rewarm;
 mod runs;
 mod stand_in;
 mod store;

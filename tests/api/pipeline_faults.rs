@@ -67,7 +67,7 @@ impl Parts {
             price_cents: 100,
             purchase_limit: 1,
         };
-        self.inventory.setup_sale(1, &setup).await.unwrap();
+        self.inventory.setup_sale(1, &setup, true).await.unwrap();
     }
 
     pub async fn buy(&self, user: &str) -> String {

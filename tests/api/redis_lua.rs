@@ -14,27 +14,12 @@ use serde_json::{json, Value};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-async fn redis_conn() -> redis::aio::MultiplexedConnection {
-    redis::Client::open(redis_url())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap()
-}
-
 fn key(app: &TestApp, item: i64, name: &str) -> String {
     format!("{{{}:{item}}}:{name}", app.redis_prefix)
 }
 
 pub(crate) async fn metrics(app: &TestApp) -> String {
-    app.client
-        .get(format!("{}/metrics", app.address))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap()
+    app.metrics_text().await
 }
 
 /// Sum of a Prometheus series (all label sets matching `filter`).
@@ -292,6 +277,9 @@ async fn the_gateway_turns_away_duplicates_and_bursts_before_any_stock_moves() {
     let mut config = test_config(Strategy::RedisLua, Backend::Postgres);
     config.redis.gateway.ip_rate_per_s = 0.01;
     config.redis.gateway.ip_burst = 5.0;
+    // The test client is the proxy in front: its X-Forwarded-For names the buyers.
+    config.trusted_proxies =
+        oversell::shop::TrustedProxies::new(vec!["127.0.0.1/32".parse().unwrap()]);
     let app = Arc::new(spawn_with(config).await);
     app.setup_sale(1, 100, 1).await;
     // One user fires the same order 10 times at once: one gets it.

@@ -1,0 +1,225 @@
+//! What an acknowledged redis-lua order survives on the Redis side: `--redis-durability`, the
+//! start-up check that Redis is configured the way the mode claims, and `wait-replica`'s WAIT.
+//!
+//! A redis-lua order is acknowledged (201) once the pre-deduct script has run in Redis; it
+//! reaches the database a little later through the stream. Until then Redis alone holds it, so
+//! what Redis promises about its own writes is what the client's 201 is worth:
+//! - `none`: memory only. A Redis crash or restart loses the orders not yet persisted.
+//! - `aof-everysec`: `appendonly yes`, `appendfsync everysec` (or `always`). A Redis process
+//!   crash loses nothing; a machine crash loses up to about a second of them.
+//! - `aof-always`: `appendonly yes`, `appendfsync always`: Redis fsyncs the AOF before it
+//!   replies, so a 201 is on the Redis machine's disk.
+//! - `wait-replica`: a 201 only after `WAIT 1 <replica-wait-ms>` says a replica holds the write
+//!   (in its memory), so a failover to that replica keeps it. When no replica confirms in time
+//!   the reservation is released at once (a cancel, restocked exactly once like any other) and
+//!   the client gets `503 not_replicated`: nothing was acknowledged, and the unit is free again.
+
+use super::RedisLua;
+use crate::inventory::InventoryError;
+use crate::services::redact_url;
+use redis::aio::ConnectionLike;
+use redis::ScriptInvocation;
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+
+/// `--redis-durability`: what an acknowledged order survives on the Redis side.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Durability {
+    /// Redis memory only: a Redis restart loses the orders not yet in the database.
+    #[default]
+    None,
+    /// AOF fsynced every second: a machine crash loses up to about a second of orders.
+    AofEverysec,
+    /// AOF fsynced before every reply: an acknowledged order is on disk.
+    AofAlways,
+    /// 201 only after a replica confirmed the write (`WAIT`); else 503 and the unit released.
+    WaitReplica,
+}
+
+impl Durability {
+    /// The flag's spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Durability::None => "none",
+            Durability::AofEverysec => "aof-everysec",
+            Durability::AofAlways => "aof-always",
+            Durability::WaitReplica => "wait-replica",
+        }
+    }
+}
+
+impl std::fmt::Display for Durability {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Redis is not configured the way `--redis-durability` claims: the shop refuses to start.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error(
+    "--redis-durability {mode} needs {needs}, but Redis at {url} has {found}; {fix}, or start \
+     the shop with a --redis-durability that matches"
+)]
+pub struct DurabilityMismatch {
+    pub mode: Durability,
+    /// The setting the mode needs, e.g. `appendfsync always`.
+    pub needs: String,
+    /// What Redis reported, e.g. `appendfsync everysec`.
+    pub found: String,
+    /// How to configure Redis for the mode.
+    pub fix: String,
+    /// The Redis URL (password redacted).
+    pub url: String,
+}
+
+/// What the start-up check established.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Checked {
+    /// `none`: nothing to check.
+    NothingToCheck,
+    /// Redis reported the settings the mode needs.
+    Verified,
+    /// Redis refused to say (managed Redis often disables `CONFIG`): the mode is trusted as
+    /// given, with this reason (the shop logs it as a warning).
+    Unverifiable(String),
+}
+
+/// Checks that the Redis behind `conn` is configured as `mode` claims: `CONFIG GET appendonly`
+/// and `appendfsync` for the AOF modes, `INFO replication`'s `connected_slaves` for
+/// `wait-replica`.
+pub async fn check(
+    conn: &mut impl ConnectionLike,
+    url: &str,
+    mode: Durability,
+) -> Result<Checked, DurabilityMismatch> {
+    let mismatch = |needs: &str, found: String, fix: &str| DurabilityMismatch {
+        mode,
+        needs: needs.into(),
+        found,
+        fix: fix.into(),
+        url: redact_url(url),
+    };
+    let aof_fix = |fsync: &str| {
+        format!(
+            "start redis-server with `--appendonly yes --appendfsync {fsync}` (or run `CONFIG \
+             SET appendonly yes`, `CONFIG SET appendfsync {fsync}` and `CONFIG REWRITE`)"
+        )
+    };
+    let fsync_ok: &[&str] = match mode {
+        Durability::None => return Ok(Checked::NothingToCheck),
+        Durability::AofEverysec => &["everysec", "always"],
+        Durability::AofAlways => &["always"],
+        Durability::WaitReplica => {
+            let info: String = match redis::cmd("INFO")
+                .arg("replication")
+                .query_async(conn)
+                .await
+            {
+                Ok(info) => info,
+                Err(e) => return Ok(Checked::Unverifiable(format!("INFO replication: {e}"))),
+            };
+            let replicas = info_field(&info, "connected_slaves").unwrap_or("0");
+            if replicas.parse::<u64>().unwrap_or(0) == 0 {
+                return Err(mismatch(
+                    "at least one connected replica",
+                    format!("connected_slaves:{replicas}"),
+                    "start a replica with `redis-server --replicaof <primary host> <port>` \
+                     and wait until it is connected",
+                ));
+            }
+            return Ok(Checked::Verified);
+        }
+    };
+    let mut config = HashMap::new();
+    for name in ["appendonly", "appendfsync"] {
+        let got: redis::RedisResult<HashMap<String, String>> = redis::cmd("CONFIG")
+            .arg("GET")
+            .arg(name)
+            .query_async(conn)
+            .await;
+        match got {
+            Ok(v) => config.extend(v),
+            Err(e) => return Ok(Checked::Unverifiable(format!("CONFIG GET {name}: {e}"))),
+        }
+    }
+    let get = |k: &str| config.get(k).cloned().unwrap_or_else(|| "(unset)".into());
+    let wanted = fsync_ok[0];
+    if get("appendonly") != "yes" {
+        return Err(mismatch(
+            "appendonly yes",
+            format!("appendonly {}", get("appendonly")),
+            &aof_fix(wanted),
+        ));
+    }
+    if !fsync_ok.contains(&get("appendfsync").as_str()) {
+        return Err(mismatch(
+            &format!("appendfsync {}", fsync_ok.join(" or ")),
+            format!("appendfsync {}", get("appendfsync")),
+            &aof_fix(wanted),
+        ));
+    }
+    Ok(Checked::Verified)
+}
+
+/// One `field:value` line of an `INFO` reply.
+fn info_field<'a>(info: &'a str, field: &str) -> Option<&'a str> {
+    info.lines()
+        .filter_map(|l| l.trim().split_once(':'))
+        .find(|(k, _)| *k == field)
+        .map(|(_, v)| v)
+}
+
+impl RedisLua {
+    /// `wait-replica`'s pre-deduct: the script and `WAIT 1 <replica wait>` in one pipeline on
+    /// one connection, so the WAIT covers this very write (a separate call could land on a
+    /// reconnected connection with nothing to wait for, and confirm nothing). Returns the
+    /// script's answer and how many replicas confirmed.
+    pub(super) async fn deduct_and_wait(
+        &self,
+        call: &ScriptInvocation<'_>,
+    ) -> Result<((i64, i64), i64), InventoryError> {
+        let mut conn = self.conn.clone();
+        let mut pipe = redis::pipe();
+        pipe.invoke_script(call)
+            .cmd("WAIT")
+            .arg(1)
+            .arg(self.replica_wait.as_millis() as u64);
+        let noscript = redis::ErrorKind::Server(redis::ServerErrorKind::NoScript);
+        Ok(match pipe.query_async(&mut conn).await {
+            Err(e) if e.kind() == noscript => {
+                call.load_async(&mut conn).await?;
+                pipe.query_async(&mut conn).await?
+            }
+            other => other?,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn info_fields_are_read_by_name() {
+        let info = "# Replication\r\nrole:master\r\nconnected_slaves:2\r\nslave0:ip=x\r\n";
+        assert_eq!(info_field(info, "connected_slaves"), Some("2"));
+        assert_eq!(info_field(info, "role"), Some("master"));
+        assert_eq!(info_field(info, "missing"), None);
+    }
+
+    #[test]
+    fn modes_are_spelled_as_the_flag_takes_them() {
+        for m in [
+            Durability::None,
+            Durability::AofEverysec,
+            Durability::AofAlways,
+            Durability::WaitReplica,
+        ] {
+            let json = serde_json::to_string(&m).unwrap();
+            assert_eq!(json, format!("\"{m}\""));
+            let parsed = <Durability as clap::ValueEnum>::from_str(m.as_str(), false).unwrap();
+            assert_eq!(parsed, m);
+        }
+    }
+}

@@ -1,0 +1,172 @@
+//! The admin routes: sale set-up and reset (`PUT /api/items/{id}`), rewarm and reconcile, and
+//! the [`Admin`] guard they share.
+//!
+//! With `--admin-token` set, an admin route needs `Authorization: Bearer <token>`; without it
+//! the answer is `401 unauthorized` and nothing is read or changed. Without the flag they are
+//! open (a shop on loopback for local experiments). `PUT` on an item that already has orders
+//! is refused (`409 has_orders`) unless the caller asks for `?reset=true`.
+
+use super::error::ApiError;
+use super::handlers::{item_id, parse_json};
+use super::AppState;
+use crate::inventory::{RewarmOutcome, SaleSetupResult, Strategy};
+use crate::model::SaleSetup;
+use axum::body::Bytes;
+use axum::extract::{FromRequestParts, Path, RawQuery, State};
+use axum::http::request::Parts;
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+
+type ApiResult<T> = Result<T, ApiError>;
+
+/// Proof that the caller presented the admin token (or that the shop has none).
+pub(super) struct Admin;
+
+impl FromRequestParts<AppState> for Admin {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, st: &AppState) -> Result<Self, Response> {
+        let Some(token) = st.admin_token.as_deref() else {
+            return Ok(Admin);
+        };
+        let given = parts
+            .headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .map(str::trim);
+        match given {
+            Some(g) if same_secret(g.as_bytes(), token.as_bytes()) => Ok(Admin),
+            _ => {
+                metrics::counter!("oversell_admin_refused_total").increment(1);
+                let err = ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized").detail(
+                    "this admin route needs `Authorization: Bearer <token>` with the shop's \
+                     --admin-token",
+                );
+                Err(([(header::WWW_AUTHENTICATE, "Bearer")], err).into_response())
+            }
+        }
+    }
+}
+
+/// Compares two secrets in time that depends on their length only.
+fn same_secret(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// `?reset=true|false` (the only query `PUT /api/items/{id}` takes).
+fn reset_flag(query: Option<&str>) -> ApiResult<bool> {
+    let mut reset = false;
+    for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
+        reset = match pair {
+            "reset=true" | "reset=1" => true,
+            "reset=false" | "reset=0" => false,
+            other => {
+                return Err(ApiError::invalid(format!(
+                    "unknown query {other:?}: the only one is reset=true (delete the item's \
+                     orders and start a fresh sale)"
+                )))
+            }
+        };
+    }
+    Ok(reset)
+}
+
+/// `PUT /api/items/{id}[?reset=true]`: sets up a fresh sale.
+pub(super) async fn put_item(
+    _: Admin,
+    State(st): State<AppState>,
+    Path(id): Path<String>,
+    RawQuery(query): RawQuery,
+    body: Bytes,
+) -> ApiResult<Response> {
+    let id = item_id(&id)?;
+    let reset = reset_flag(query.as_deref())?;
+    let setup: SaleSetup = parse_json(&body)?;
+    setup.validate().map_err(ApiError::invalid)?;
+    match st.inventory.setup_sale(id, &setup, reset).await? {
+        SaleSetupResult::Ready(item) => {
+            st.page_cache.forget(id);
+            Ok(Json(item).into_response())
+        }
+        SaleSetupResult::HasOrders { orders } => {
+            Err(
+                ApiError::new(StatusCode::CONFLICT, "has_orders").detail(format!(
+                    "item {id} already has {orders} order(s); nothing changed. \
+                 `PUT /api/items/{id}?reset=true` deletes them and starts a fresh sale; \
+                 `POST /api/items/{id}/rewarm` (redis-lua) rebuilds Redis from them"
+                )),
+            )
+        }
+    }
+}
+
+fn redis_only(st: &AppState, what: &str) -> ApiResult<()> {
+    if st.inventory.strategy() == Strategy::RedisLua {
+        Ok(())
+    } else {
+        Err(ApiError::new(StatusCode::BAD_REQUEST, "not_applicable")
+            .detail(format!("{what} exists only for redis-lua")))
+    }
+}
+
+/// `POST /api/items/{id}/rewarm`: rebuilds a sale Redis lost from the database.
+pub(super) async fn rewarm(
+    _: Admin,
+    State(st): State<AppState>,
+    Path(id): Path<String>,
+) -> ApiResult<impl IntoResponse> {
+    let id = item_id(&id)?;
+    redis_only(&st, "rewarm")?;
+    match st.inventory.rewarm(id, "manual").await? {
+        None => Err(ApiError::new(StatusCode::NOT_FOUND, "unknown_item")),
+        Some(r) if r.outcome == RewarmOutcome::InFlight => {
+            Err(
+                ApiError::new(StatusCode::CONFLICT, "in_flight").detail(format!(
+                    "the item's stream still holds entries after the database's mark {}: nothing \
+                 was rebuilt; retry once the consumer has persisted them",
+                    r.mark
+                )),
+            )
+        }
+        Some(r) => {
+            st.page_cache.forget(id);
+            Ok(Json(r))
+        }
+    }
+}
+
+/// `POST /api/items/{id}/reconcile`: one reconciliation pass now.
+pub(super) async fn reconcile(
+    _: Admin,
+    State(st): State<AppState>,
+    Path(id): Path<String>,
+) -> ApiResult<impl IntoResponse> {
+    let id = item_id(&id)?;
+    redis_only(&st, "reconciliation")?;
+    match crate::pipeline::reconcile::pass(&st.inventory, id, &st.pipeline.reconcile).await? {
+        Some(p) => Ok(Json(p)),
+        None => Err(ApiError::new(StatusCode::NOT_FOUND, "unknown_item")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_reset_query_is_taken() {
+        assert!(!reset_flag(None).unwrap());
+        assert!(reset_flag(Some("reset=true")).unwrap());
+        assert!(!reset_flag(Some("reset=false")).unwrap());
+        assert!(reset_flag(Some("force=1")).is_err());
+    }
+
+    #[test]
+    fn secrets_compare_by_content_and_length() {
+        assert!(same_secret(b"abc", b"abc"));
+        assert!(!same_secret(b"abc", b"abd"));
+        assert!(!same_secret(b"abc", b"abcd"));
+    }
+}
