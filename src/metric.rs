@@ -17,11 +17,23 @@ use std::str::FromStr;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Metric {
     Oversell,
+    PeakOversell,
     ClientOversell,
     OracleDisagreement,
     LostAcks,
+    DuplicateAcks,
+    PhantomOrders,
+    IndeterminateCommitted,
+    RefusedCommitted,
     DeadLetters,
     DuplicateBuyers,
+    DuplicateDevices,
+    StatusMismatches,
+    ConservationDrift,
+    RedisDrift,
+    RestockMismatch,
+    ReconcileResidual,
+    QueueNotDrained,
     Undersell,
     ErrorRate,
     Unclassified,
@@ -40,6 +52,8 @@ pub enum Unit {
     Units,
     Orders,
     Buyers,
+    /// Yes (1) or no (0).
+    Flag,
     /// A share of order attempts, 0..1 (shown in %).
     Share,
     Millis,
@@ -53,7 +67,7 @@ pub enum Unit {
 impl Unit {
     /// Whether values are whole counts.
     pub const fn is_count(self) -> bool {
-        matches!(self, Unit::Units | Unit::Orders | Unit::Buyers)
+        matches!(self, Unit::Units | Unit::Orders | Unit::Buyers | Unit::Flag)
     }
 }
 
@@ -133,6 +147,15 @@ static SPECS: &[Spec] = &[
         ZERO,
     ),
     spec(
+        "peak_oversell",
+        &[],
+        "units oversold at the peak (later releases may have covered them)",
+        "peak oversell",
+        Unit::Units,
+        Better::Lower,
+        ZERO,
+    ),
+    spec(
         "client_oversell",
         &[],
         "client-observed oversold units",
@@ -160,13 +183,49 @@ static SPECS: &[Spec] = &[
         ZERO,
     ),
     spec(
+        "duplicate_acks",
+        &[],
+        "order ids acknowledged to more than one attempt",
+        "duplicate acks",
+        Unit::Orders,
+        Better::Lower,
+        ZERO,
+    ),
+    spec(
+        "phantom_orders",
+        &[],
+        "phantom orders (no request of the run asked for them)",
+        "phantom orders",
+        Unit::Orders,
+        Better::Lower,
+        ZERO,
+    ),
+    spec(
+        "indeterminate_committed",
+        &[],
+        "indeterminate order attempts that committed",
+        "indeterminate committed",
+        Unit::Orders,
+        Better::Lower,
+        OPTIONAL,
+    ),
+    spec(
+        "refused_committed",
+        &[],
+        "orders committed for refused requests",
+        "refused committed",
+        Unit::Orders,
+        Better::Lower,
+        ZERO,
+    ),
+    spec(
         "dead_letters",
         &[],
         "dead-lettered stream entries",
         "dead letters",
         Unit::Orders,
         Better::Lower,
-        OPTIONAL,
+        ZERO,
     ),
     spec(
         "duplicate_buyers",
@@ -174,6 +233,69 @@ static SPECS: &[Spec] = &[
         "duplicate buyers",
         "duplicate buyers",
         Unit::Buyers,
+        Better::Lower,
+        ZERO,
+    ),
+    spec(
+        "duplicate_devices",
+        &[],
+        "devices holding more than the limit",
+        "duplicate devices",
+        Unit::Buyers,
+        Better::Lower,
+        ZERO,
+    ),
+    spec(
+        "status_mismatches",
+        &[],
+        "orders not in the state their clients were told",
+        "status mismatches",
+        Unit::Orders,
+        Better::Lower,
+        ZERO,
+    ),
+    spec(
+        "conservation_drift",
+        &[],
+        "conservation drift, |initial − (stock + sold)|",
+        "conservation drift",
+        Unit::Units,
+        Better::Lower,
+        ZERO,
+    ),
+    spec(
+        "redis_drift",
+        &[],
+        "Redis stock against the database's after reconciliation, absolute",
+        "Redis drift",
+        Unit::Units,
+        Better::Lower,
+        ZERO,
+    ),
+    spec(
+        "restock_mismatch",
+        &[],
+        "released orders against restocks, absolute",
+        "restock mismatch",
+        Unit::Orders,
+        Better::Lower,
+        ZERO,
+    ),
+    spec(
+        "reconcile_residual",
+        &[],
+        "final reconciliation residual before its correction, absolute",
+        "reconcile residual",
+        Unit::Units,
+        Better::Lower,
+        ZERO,
+    ),
+    spec(
+        "queue_not_drained",
+        &[],
+        "queue not drained within the limit (1 = yes)",
+        "not drained",
+        Unit::Flag,
         Better::Lower,
         ZERO,
     ),
@@ -264,11 +386,23 @@ impl Metric {
     /// Every metric, in catalog order.
     pub const ALL: &[Metric] = &[
         Metric::Oversell,
+        Metric::PeakOversell,
         Metric::ClientOversell,
         Metric::OracleDisagreement,
         Metric::LostAcks,
+        Metric::DuplicateAcks,
+        Metric::PhantomOrders,
+        Metric::IndeterminateCommitted,
+        Metric::RefusedCommitted,
         Metric::DeadLetters,
         Metric::DuplicateBuyers,
+        Metric::DuplicateDevices,
+        Metric::StatusMismatches,
+        Metric::ConservationDrift,
+        Metric::RedisDrift,
+        Metric::RestockMismatch,
+        Metric::ReconcileResidual,
+        Metric::QueueNotDrained,
         Metric::Undersell,
         Metric::ErrorRate,
         Metric::Unclassified,
@@ -547,10 +681,38 @@ mod tests {
     fn the_thresholds_are_the_ones_users_script_against() {
         assert_eq!(
             limitable_names(),
-            "oversell, client_oversell, oracle_disagreement, lost_acks, dead_letters, \
-             duplicate_buyers, undersell, error_rate, unclassified, p99_ms, p999_ms"
+            "oversell, peak_oversell, client_oversell, oracle_disagreement, lost_acks, \
+             duplicate_acks, phantom_orders, indeterminate_committed, refused_committed, \
+             dead_letters, duplicate_buyers, duplicate_devices, status_mismatches, \
+             conservation_drift, redis_drift, restock_mismatch, reconcile_residual, \
+             queue_not_drained, undersell, error_rate, unclassified, p99_ms, p999_ms"
         );
         assert!(Metric::limit("mean_ms", 3.0).is_err());
+    }
+
+    #[test]
+    fn every_correctness_finding_defaults_to_zero_and_indeterminate_is_informational() {
+        for m in [
+            Metric::Oversell,
+            Metric::PeakOversell,
+            Metric::LostAcks,
+            Metric::DuplicateAcks,
+            Metric::PhantomOrders,
+            Metric::RefusedCommitted,
+            Metric::DeadLetters,
+            Metric::DuplicateBuyers,
+            Metric::DuplicateDevices,
+            Metric::StatusMismatches,
+            Metric::ConservationDrift,
+            Metric::RedisDrift,
+            Metric::RestockMismatch,
+            Metric::ReconcileResidual,
+            Metric::QueueNotDrained,
+        ] {
+            assert_eq!(m.default_limit(), Some(0.0), "{m}");
+        }
+        assert_eq!(Metric::IndeterminateCommitted.spec().threshold, Some(None));
+        assert_eq!(Metric::Undersell.spec().threshold, Some(None));
     }
 
     #[test]
@@ -559,6 +721,7 @@ mod tests {
         assert_eq!(Metric::P99Ms.format(0.8454), "0.845 ms");
         assert_eq!(Metric::ErrorRate.format(0.0123), "1.23 %");
         assert_eq!(Metric::Oversell.format(3.0), "3");
+        assert_eq!(Metric::QueueNotDrained.format(1.0), "1");
     }
 
     #[test]

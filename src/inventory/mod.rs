@@ -5,6 +5,7 @@
 //! busy are normal answers on a hot path); [`InventoryError`] is for infrastructure failures.
 
 mod for_update;
+pub mod idempotency;
 mod naive;
 mod optimistic;
 pub mod redis_lua;
@@ -77,6 +78,13 @@ pub enum Outcome {
     Reserved {
         order_id: String,
     },
+    /// The request's `Idempotency-Key` already bought this order: the same answer again, and
+    /// nothing moved (see [`idempotency`]).
+    Replayed {
+        order_id: String,
+    },
+    /// The request's `Idempotency-Key` bought an order for another buyer or quantity.
+    KeyReused,
     SoldOut,
     /// The user (or device, or IP) already holds the purchase limit, or has a request in flight.
     Duplicate,
@@ -373,9 +381,14 @@ impl Inventory {
                 redis.purchase(p, item.purchase_limit).await
             }
         };
-        match result {
+        let result = match result {
             Err(InventoryError::Store(e)) if e.is_busy() => Ok(Outcome::Busy(busy_reason(&e))),
             other => other,
+        };
+        match self.redis {
+            // redis-lua keeps its keys in Redis, atomically with the deduct.
+            Some(_) => result,
+            None => idempotency::settle(&self.store, p, result).await,
         }
     }
 
