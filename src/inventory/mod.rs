@@ -170,6 +170,8 @@ pub struct Audit {
     pub sold: i64,
     pub oversell: i64,
     pub negative_stock: bool,
+    /// No purchase is still running in the shop, and (redis-lua) every stream entry is in the
+    /// database.
     pub queue_drained: bool,
     /// redis-lua: stream entries the database refused N times, moved to the dead-letter
     /// stream (each is an acknowledged order, or a change to one, that the database lacks).
@@ -194,6 +196,24 @@ pub struct Inventory {
     settings: Arc<Settings>,
     items: Arc<RwLock<HashMap<i64, Item>>>,
     rewarming: Arc<tokio::sync::Mutex<()>>,
+    /// Purchases started and not finished: the shop is drained only when none is.
+    in_flight: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+/// Counts one purchase in flight for as long as it lives.
+struct InFlight(Arc<std::sync::atomic::AtomicUsize>);
+
+impl InFlight {
+    fn new(count: &Arc<std::sync::atomic::AtomicUsize>) -> Self {
+        count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        InFlight(count.clone())
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
 }
 
 impl Inventory {
@@ -215,6 +235,7 @@ impl Inventory {
             settings: Arc::new(settings),
             items: Arc::default(),
             rewarming: Arc::default(),
+            in_flight: Arc::default(),
         }
     }
 
@@ -357,8 +378,14 @@ impl Inventory {
         ids
     }
 
+    /// Purchases started and not finished yet.
+    pub fn purchases_in_flight(&self) -> usize {
+        self.in_flight.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
     /// Tries to buy. Business answers are `Ok(Outcome)`; contention maps to `Outcome::Busy`.
     pub async fn purchase(&self, p: &Purchase) -> Result<Outcome, InventoryError> {
+        let _counted = InFlight::new(&self.in_flight);
         let Some(item) = self.item_meta(p.item_id).await? else {
             let known = self.redis.is_some() && self.store.item(p.item_id).await?.is_some();
             return Ok(if known {
@@ -457,6 +484,8 @@ impl Inventory {
             ),
             None => (None, true, 0),
         };
+        // A purchase still running (its client may have given up on it) may yet commit.
+        let queue_drained = queue_drained && self.purchases_in_flight() == 0;
         Ok(Some(Audit {
             item_id: id,
             strategy: self.strategy,

@@ -440,3 +440,22 @@ fn one_order_id_told_to_two_attempts_is_a_duplicate_ack_and_a_replay_is_not() {
     });
     assert_eq!(f.duplicate_acks, None);
 }
+
+#[test]
+fn order_answers_sort_into_acknowledged_refused_and_indeterminate() {
+    use crate::traffic::recorder::{Answer, AnswerClass};
+    for a in Answer::ALL {
+        let expected = match a {
+            Answer::Created => AnswerClass::Acknowledged,
+            Answer::SoldOut
+            | Answer::Duplicate
+            | Answer::RateLimited
+            | Answer::Rejected
+            | Answer::NotFound
+            | Answer::Invalid => AnswerClass::Refused,
+            // A 5xx, a timeout, a broken connection, or an answer the mapping cannot read.
+            _ => AnswerClass::Indeterminate,
+        };
+        assert_eq!(AnswerClass::of(a), expected, "{}", a.as_str());
+    }
+}

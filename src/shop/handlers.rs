@@ -263,7 +263,15 @@ pub(super) async fn create_order(
         .client_ip(&headers, peer.map(|Extension(ConnectInfo(a))| a));
     let key = idempotency_key(&headers)?;
     let purchase = validate_order(parse_json(&body)?, ip, key)?;
-    let outcome = st.inventory.purchase(&purchase).await?;
+    // A purchase runs to its end even when its client leaves (a timeout, a broken
+    // connection): the request's future is dropped then, and half a purchase could leak units
+    // or leave the buyer not knowing what it has. The answer the client missed is what the
+    // oracle calls indeterminate; its Idempotency-Key finds the order it committed.
+    let inventory = st.inventory.clone();
+    let p = purchase.clone();
+    let outcome = tokio::spawn(async move { inventory.purchase(&p).await })
+        .await
+        .map_err(|e| ApiError::internal(&e))??;
     let strategy = st.inventory.strategy().as_str();
     let (label, resp) = match outcome {
         Outcome::Reserved { order_id } => ("created", created(&order_id, false)),

@@ -142,32 +142,15 @@ pub enum AnswerClass {
 }
 
 impl AnswerClass {
-    /// The class of an order answer.
+    /// The class of an order answer: created is acknowledged; a 5xx, a timeout, a broken
+    /// connection or an answer the mapping cannot read is indeterminate; the rest refused.
     pub fn of(answer: Answer) -> Self {
         match answer {
             Answer::Created => AnswerClass::Acknowledged,
-            Answer::SoldOut
-            | Answer::Duplicate
-            | Answer::RateLimited
-            | Answer::Rejected
-            | Answer::NotFound
-            | Answer::Invalid => AnswerClass::Refused,
-            Answer::Ok
-            | Answer::Unclassified
-            | Answer::Redirect
-            | Answer::Busy
-            | Answer::ServerError
-            | Answer::Timeout
-            | Answer::ConnectError => AnswerClass::Indeterminate,
-        }
-    }
-
-    /// Report spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            AnswerClass::Acknowledged => "acknowledged",
-            AnswerClass::Refused => "refused",
-            AnswerClass::Indeterminate => "indeterminate",
+            a if a.is_error() || a.is_unclassified() || a == Answer::Ok => {
+                AnswerClass::Indeterminate
+            }
+            _ => AnswerClass::Refused,
         }
     }
 }
