@@ -11,9 +11,13 @@
 //! item: [`crate::store::IDEMPOTENCY_INDEX`]); [`settle`] is the one rule they all share,
 //! applied by [`super::Inventory::purchase`] after the strategy ran, so the successful path
 //! costs nothing extra:
-//! - a keyed request the strategy refused as sold out or duplicate (what a retry of a
-//!   purchase that went through meets first: the buyer now holds the limit) looks its key up
-//!   and, when it bought an order, answers with that order;
+//! - a keyed request the strategy refused as a duplicate (what a retry of a purchase that went
+//!   through meets first: its buyer now holds the limit) looks its key up and, when it bought
+//!   an order, answers with that order. So does one refused as sold out when a buyer may hold
+//!   more than one unit (the retry then passes the limit check and meets the stock check);
+//!   with a limit of one, sold-out answers — most of a flash sale's — cost no extra read. A
+//!   retry whose order was since cancelled or expired is then answered as a new attempt
+//!   would be: sold out, or (while stock lasts) the old order, never a second one;
 //! - a keyed request that raced another with the same key past every check loses at the
 //!   unique index: its insert fails, its transaction rolls back (a strategy that deducted
 //!   outside the insert's transaction gives the units back first, as `naive` does), and the
@@ -46,16 +50,19 @@ fn replay(order: &Order, p: &Purchase) -> Outcome {
 
 /// The database strategies' rule: turns a strategy's answer to a keyed request into the
 /// replay of the order its key bought, when it bought one (see the module's notes).
+/// `limit`: the item's purchase limit.
 pub async fn settle(
     store: &Store,
     p: &Purchase,
+    limit: i64,
     answer: Result<Outcome, InventoryError>,
 ) -> Result<Outcome, InventoryError> {
     let Some(key) = p.idempotency_key.as_deref() else {
         return answer;
     };
     match answer {
-        Ok(Outcome::SoldOut | Outcome::Duplicate) | Err(_) => {}
+        Ok(Outcome::Duplicate) | Err(_) => {}
+        Ok(Outcome::SoldOut) if limit > 1 => {}
         other => return other,
     }
     let conflict = matches!(&answer, Err(InventoryError::Store(e)) if e.is_idempotency_conflict());

@@ -415,7 +415,7 @@ impl Inventory {
         match self.redis {
             // redis-lua keeps its keys in Redis, atomically with the deduct.
             Some(_) => result,
-            None => idempotency::settle(&self.store, p, result).await,
+            None => idempotency::settle(&self.store, p, item.purchase_limit, result).await,
         }
     }
 

@@ -147,3 +147,26 @@ async fn after_redis_lost_a_sale_a_retry_still_gets_its_order_from_the_rebuilt_k
     );
     app.teardown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_after_the_stock_ran_out_still_gets_its_order_when_a_buyer_may_hold_more() {
+    for strategy in Strategy::ALL {
+        // Arrange: two units, up to two per buyer; u1 buys one, u2 the last.
+        let app = spawn_app(strategy, Backend::Postgres).await;
+        app.setup_sale(1, 2, 2).await;
+        let (_, _, first) = order_with_key(&app, &buyer("u1"), Some("attempt-1")).await;
+        let (s, _, _) = order_with_key(&app, &buyer("u2"), Some("attempt-2")).await;
+        assert_eq!(s, 201, "{strategy}");
+
+        // Act: u1's retry passes the limit check and meets an empty stock.
+        let (status, replayed, again) =
+            order_with_key(&app, &buyer("u1"), Some("attempt-1")).await;
+
+        // Assert
+        assert_eq!((status, replayed), (201, true), "{strategy}: {again}");
+        assert_eq!(again["order_id"], first["order_id"], "{strategy}");
+        let audit = app.drained_audit(1).await;
+        assert_eq!(audit["sold"], 2, "{strategy}: {audit}");
+        app.teardown().await;
+    }
+}
