@@ -6,10 +6,11 @@
 //! cancels covered up still fails), `client_oversell`, `oracle_disagreement`, `lost_acks`,
 //! `duplicate_acks`, `phantom_orders`, `refused_committed`, `dead_letters`, `duplicate_buyers`,
 //! `duplicate_devices`, `status_mismatches`, `conservation_drift`, `redis_drift`,
-//! `restock_mismatch`, `reconcile_residual` and `queue_not_drained`; `unclassified` defaults to
-//! 1 %. `indeterminate_committed`, `undersell`, `error_rate` and the latencies are limited only
-//! when asked. Every strategy, `naive` included, is judged by the same limits: the gate is about
-//! the shop, not about what a design claims. Each limit is checked for every run (strategy,
+//! `restock_mismatch`, `reconcile_residual`, `stock_below_zero`, `stock_above_initial` and
+//! `queue_not_drained`; `unclassified` defaults to 1 %. `indeterminate_committed`,
+//! `undersell`, `error_rate` and the latencies are limited only when asked. Every strategy,
+//! `naive` included, is judged by the same limits: the gate is about the shop, not about what a
+//! design claims. Each limit is checked for every run (strategy,
 //! or the foreign target) and ends as passed, breached, or *not verified* when the run could
 //! not measure it (e.g. oversell with no oracle on a foreign target). Not verified fails the
 //! gate unless the user allows it, and never passes a run whose own clients' evidence shows

@@ -204,7 +204,8 @@ mod tests {
              duplicate_acks, phantom_orders, indeterminate_committed, refused_committed, \
              dead_letters, duplicate_buyers, duplicate_devices, status_mismatches, \
              conservation_drift, redis_drift, restock_mismatch, reconcile_residual, \
-             queue_not_drained, undersell, error_rate, unclassified, p99_ms, p999_ms"
+             stock_below_zero, stock_above_initial, queue_not_drained, undersell, error_rate, \
+             unclassified, p99_ms, p999_ms"
         );
         assert!(Metric::limit("mean_ms", 3.0).is_err());
     }

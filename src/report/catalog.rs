@@ -65,6 +65,16 @@ impl Metric {
                 size(f.restock_mismatch, redis_only("the restock idempotency set"))
             }
             Metric::ReconcileResidual => size(f.reconcile_residual, redis_only("reconciliation")),
+            Metric::StockBelowZero => {
+                let lowest = [f.db_stock, f.min_stock_seen].into_iter().flatten().min();
+                lowest
+                    .map(|s| (-s).max(0) as f64)
+                    .ok_or_else(|| "the database stock was neither read nor sampled".to_string())
+            }
+            Metric::StockAboveInitial => f
+                .max_stock_seen
+                .map(|s| (s - f.initial_stock).max(0) as f64)
+                .ok_or_else(|| "the database stock was not sampled during the run".to_string()),
             Metric::QueueNotDrained => Ok(if run.drain.drained { 0.0 } else { 1.0 }),
             Metric::ClientOversell => f.client_oversell.map(|v| v as f64).ok_or_else(older),
             Metric::OracleDisagreement => units(f.oracle_disagreement),
@@ -125,6 +135,10 @@ impl Metric {
             Metric::RedisDrift => "Redis stock against the database's, after reconciliation",
             Metric::RestockMismatch => "oracle: released orders against Redis's restock set",
             Metric::ReconcileResidual => "the final reconciliation pass, before it corrected",
+            Metric::StockBelowZero => {
+                "the database stock: the oracle's final read and the probe's 1 s samples"
+            }
+            Metric::StockAboveInitial => "the probe's 1 s samples of the database stock",
             Metric::QueueNotDrained => {
                 "the shop's audit (queue drained) or, for a foreign shop, its oracle settling"
             }

@@ -159,8 +159,7 @@ async fn a_retry_after_the_stock_ran_out_still_gets_its_order_when_a_buyer_may_h
         assert_eq!(s, 201, "{strategy}");
 
         // Act: u1's retry passes the limit check and meets an empty stock.
-        let (status, replayed, again) =
-            order_with_key(&app, &buyer("u1"), Some("attempt-1")).await;
+        let (status, replayed, again) = order_with_key(&app, &buyer("u1"), Some("attempt-1")).await;
 
         // Assert
         assert_eq!((status, replayed), (201, true), "{strategy}: {again}");
