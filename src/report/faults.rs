@@ -189,4 +189,21 @@ mod tests {
             serde_json::from_str(&serde_json::to_string(&r.runs[0].faults).unwrap()).unwrap();
         assert_eq!(back, r.runs[0].faults);
     }
+
+    #[test]
+    fn the_terminal_the_markdown_and_the_html_show_the_table_only_for_runs_with_faults() {
+        let mut r = v1::read(serde_json::from_str(v1::FIXTURE).unwrap());
+        let heading = "What each design lost under faults";
+        assert!(!crate::report::table::render(&r).contains(heading));
+        assert!(!crate::report::markdown::render(&r).contains(heading));
+        r.runs[0].faults = serde_json::from_str(FAULTS).unwrap();
+        let terminal = crate::report::table::render(&r);
+        let md = crate::report::markdown::render(&r);
+        let html = crate::report::html::render(&r, &[]);
+        for text in [&terminal, &md, &html] {
+            assert!(text.contains(heading), "{text}");
+            assert!(text.contains("redis-restart @1.0 s: recovery"), "{text}");
+        }
+        assert!(md.contains("| naive | 133 (peak 142) | 0 |"), "{md}");
+    }
 }
