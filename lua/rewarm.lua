@@ -5,8 +5,8 @@
 --
 -- What is rebuilt: stock (= the database's), the meta hash, units held per user and per device,
 -- every order (state machine JSON, as deduct.lua writes it), the delayed queue of pending orders
--- (due = created + payment timeout), and the restock idempotency set (cancelled and expired
--- orders). The database does not record a buyer's IP, so units held per IP start again at 0.
+-- (due = created + payment timeout), the restock idempotency set (cancelled and expired
+-- orders), and the Idempotency-Keys that bought orders (a retry still gets its order). The database does not record a buyer's IP, so units held per IP start again at 0.
 --
 -- The stream: if it is gone, it is recreated with the persistence group, and its last id is set
 -- (XSETID) to the later of the database's applied mark and Redis's clock, so every new entry
@@ -15,11 +15,13 @@
 -- database yet: nothing is rebuilt (code -1) until the consumer has persisted them.
 --
 -- KEYS[1] stock  KEYS[2] meta  KEYS[3] holders  KEYS[4] devices  KEYS[5] ips  KEYS[6] orders
--- KEYS[7] expiry  KEYS[8] events (stream)  KEYS[9] restocked
+-- KEYS[7] expiry  KEYS[8] events (stream)  KEYS[9] restocked  KEYS[10..12] (unused here: dead
+-- letters, dead ids, trim point)  KEYS[13] idempotency (key -> order id)
 -- ARGV[1] db stock  ARGV[2] purchase limit  ARGV[3] initial stock  ARGV[4] name
 -- ARGV[5] price cents  ARGV[6] the database's applied mark  ARGV[7] payment timeout ms
 -- ARGV[8] consumer group
--- ARGV[9..] the orders, six values each: id, status, qty, user, device ('' = none), created ms
+-- ARGV[9..] the orders, seven values each: id, status, qty, user, device ('' = none),
+-- created ms, Idempotency-Key ('' = none)
 --
 -- Returns {code, n}: 1 rebuilt (n = orders loaded); 0 nothing was missing; 2 only the stream
 -- was missing (recreated, the rest kept); -1 the stream holds entries the database has not
@@ -56,14 +58,16 @@ if warm then
   return {2, 0}
 end
 
-redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[9])
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[9],
+  KEYS[13])
 redis.call('HSET', KEYS[2], 'limit', ARGV[2], 'initial', ARGV[3], 'name', ARGV[4],
   'price_cents', ARGV[5])
 local timeout = tonumber(ARGV[7])
 local n = 0
-for i = 9, #ARGV, 6 do
+for i = 9, #ARGV, 7 do
   local id, s, q, u, d = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2]), ARGV[i + 3], ARGV[i + 4]
   redis.call('HSET', KEYS[6], id, cjson.encode({s = s, q = q, u = u, d = d, i = ''}))
+  if ARGV[i + 6] ~= '' then redis.call('HSET', KEYS[13], ARGV[i + 6], id) end
   if s == 'pending_payment' or s == 'paid' then
     redis.call('HINCRBY', KEYS[3], u, q)
     if d ~= '' then redis.call('HINCRBY', KEYS[4], d, q) end

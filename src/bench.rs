@@ -114,6 +114,7 @@ async fn phases(
                     device_id: None,
                     qty: 1,
                     client_ip: String::new(),
+                    idempotency_key: None,
                 };
                 match redis.purchase(&p, 1_000_000_000).await? {
                     Outcome::Reserved { .. } => {}
@@ -151,7 +152,8 @@ async fn phases(
         keys.deduct().len().to_string(),
     ];
     args.extend(keys.deduct().map(String::from));
-    // ARGV of lua/deduct.lua: qty, user, device, order id, payment timeout ms, ip, ip cap.
+    // ARGV of lua/deduct.lua: qty, user, device, order id, payment timeout ms, ip, ip cap,
+    // idempotency key.
     for a in [
         "1",
         "base-__rand_int__",
@@ -160,6 +162,7 @@ async fn phases(
         "900000",
         "",
         "0",
+        "",
     ] {
         args.push(a.to_string());
     }

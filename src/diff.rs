@@ -2,8 +2,8 @@
 //! backend), metric by metric, and says for each whether the candidate is better, worse or the
 //! same within a noise band.
 //!
-//! Counts the oracle produces (oversold units, lost acknowledged orders, duplicate buyers,
-//! undersold units) are compared exactly: any increase is worse. Every other metric is the same
+//! Counts the oracle produces (oversold units, lost acknowledged orders, phantom orders,
+//! duplicate buyers, drifts, undersold units, ...) are compared exactly: any increase is worse. Every other metric is the same
 //! when the change is within the band, relative to the baseline (`--band`, 5 % by default).
 //! A metric the baseline measured and the candidate did not (e.g. oversell could not be
 //! verified) counts as worse. The metrics, their names, directions and rules are the catalog's
@@ -296,7 +296,7 @@ pub fn render(plan: &DiffPlan, baseline: &Report, candidate: &Report, d: &Diff) 
     let _ = writeln!(s, "- candidate: {}", describe(candidate, &plan.candidate));
     let _ = writeln!(
         s,
-        "- noise band: ±{:.1} % of the baseline; oracle counts (oversell, lost acks, duplicate buyers, undersell) compare exactly: any increase is worse",
+        "- noise band: ±{:.1} % of the baseline; the oracle's counts (oversell, lost acks, phantom orders, drifts, undersell, ...) compare exactly: any increase is worse",
         d.band * 100.0
     );
     if baseline.scenario.name != candidate.scenario.name {

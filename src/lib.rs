@@ -18,7 +18,9 @@
 //!   (`shop/admin.rs`), the client address behind `--trusted-proxy` ([`shop::client_ip`]), and
 //!   the watch that rebuilds a redis-lua sale Redis lost ([`shop::rewarm`]).
 //! - [`inventory`]: the [`inventory::Strategy`] enum and one file per strategy
-//!   (`naive`, `for_update`, `optimistic`, `redis_lua`); `redis_lua::keys` is the Redis key
+//!   (`naive`, `for_update`, `optimistic`, `redis_lua`); [`inventory::idempotency`] is the
+//!   `Idempotency-Key` rule they all share (a retry gets the order its key bought, never a
+//!   second one); `redis_lua::keys` is the Redis key
 //!   layout of a sale and the clean-up of a key prefix; `redis_lua::stream` is the stream's
 //!   bookkeeping (O(1) backlog, low-water candidate, trimming, reconciliation, dead letters);
 //!   `redis_lua::durability` what a 201 survives (`--redis-durability`);
@@ -33,7 +35,8 @@
 //!   and trimming; `backoff`, `alert`), reconciliation, and the payment-timeout sweeper; a
 //!   supervisor restarts any of them that dies.
 //! - [`traffic`]: scenario files (each section validates itself) → seeded plan → goose users;
-//!   our HdrHistogram recorder (latency from the intended send, and send lag).
+//!   our HdrHistogram recorder (latency from the intended send, and send lag; every order
+//!   attempt's idempotency key and answer class: acknowledged, refused, indeterminate).
 //!   [`traffic::mapping`] is the `[target]` table (a shop's API, parsed into methods, paths
 //!   that stay on the target, placeholders, status patterns and outcomes when the file is
 //!   read; `mapping::template` expands placeholders once, encoded); [`traffic::target`] turns
@@ -56,7 +59,9 @@
 //!   direction, comparison rule, threshold rule and format; `[thresholds]` parsed into it.
 //! - [`gate`]: thresholds checked against a report: verdict, JUnit XML, CI Markdown summary.
 //! - [`probe`]: DB QPS, Redis ops/s, stock, units sold and shop metrics sampled every second.
-//! - [`oracle`]: audits the final database/Redis state against the clients' records;
+//! - [`oracle`]: audits the final database/Redis state against the clients' records, sorting
+//!   every order by the attempt that asked for it (acknowledged, indeterminate and committed,
+//!   refused and committed, phantom: `oracle::orders`);
 //!   `oracle::clients` judges the clients' own evidence on every run (client-observed
 //!   oversell, the oracle disagreeing with the clients, unclassified answers);
 //!   `oracle::verdict` writes the one-line verdict.
@@ -65,7 +70,8 @@
 //!   tables (`report::table`); `report::catalog` (how each
 //!   catalog metric is read from a run, in the run's unit), `report::charts` (plotters, SVG +
 //!   PNG), `report::hlog` (HdrHistogram interval logs), `report::csv` (per-second timelines),
-//!   `report::markup` (the XML/HTML and Markdown escapers).
+//!   `report::markup` (the XML/HTML and Markdown escapers), `report::faults` (each run's
+//!   fault windows and the strategy × fault table).
 //! - [`diff`]: `oversell diff`: two reports compared run by run, metric by metric.
 //! - [`bench`]: `oversell bench redis`: our pre-deduct path vs redis-benchmark, same run.
 //! - [`model`]: items, orders and the order state machine.

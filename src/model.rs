@@ -40,6 +40,8 @@ fn default_limit() -> i64 {
 pub const MAX_STOCK: i64 = 1_000_000_000;
 /// Longest user or device id accepted.
 pub const MAX_ID_LEN: usize = 128;
+/// Longest `Idempotency-Key` accepted (the `orders.idempotency_key` column's length).
+pub const MAX_KEY_LEN: usize = 128;
 
 impl SaleSetup {
     /// Checks the setup; the error names the field and what is allowed.
@@ -69,6 +71,9 @@ pub struct Purchase {
     pub qty: i64,
     /// The client's address (peer or `X-Forwarded-For`), used by the gateway.
     pub client_ip: String,
+    /// The request's `Idempotency-Key`: a retry with the same key gets the order this key
+    /// already bought, never a second one (see `inventory::idempotency`).
+    pub idempotency_key: Option<String>,
 }
 
 /// The order state machine: `pending_payment → paid | cancelled | expired`.
@@ -129,6 +134,9 @@ pub struct Order {
     pub created_at_ms: i64,
     /// When the order last changed state (for a released order: when its units went back).
     pub updated_at_ms: i64,
+    /// The `Idempotency-Key` of the request that bought it (`None`: sent without one).
+    #[serde(default)]
+    pub idempotency_key: Option<String>,
 }
 
 impl Order {
@@ -144,6 +152,7 @@ impl Order {
             status: OrderStatus::PendingPayment,
             created_at_ms: now,
             updated_at_ms: now,
+            idempotency_key: p.idempotency_key.clone(),
         }
     }
 }

@@ -1,9 +1,16 @@
 //! `oversell gate`: thresholds checked against a run's report, for CI.
 //!
 //! Limits come from the scenario's `[thresholds]` table (and `[target].max_unclassified` for
-//! `unclassified`), overridden by `--threshold name=value` flags; `oversell`,
-//! `client_oversell`, `oracle_disagreement`, `lost_acks` and `duplicate_buyers` default to 0 and
-//! `unclassified` to 1 % when neither sets them. Each limit is checked for every run (strategy,
+//! `unclassified`), overridden by `--threshold name=value` flags. Every correctness finding of
+//! the oracle defaults to 0 when neither sets it: `oversell`, `peak_oversell` (oversell later
+//! cancels covered up still fails), `client_oversell`, `oracle_disagreement`, `lost_acks`,
+//! `duplicate_acks`, `phantom_orders`, `refused_committed`, `dead_letters`, `duplicate_buyers`,
+//! `duplicate_devices`, `status_mismatches`, `conservation_drift`, `redis_drift`,
+//! `restock_mismatch`, `reconcile_residual`, `stock_below_zero`, `stock_above_initial` and
+//! `queue_not_drained`; `unclassified` defaults to 1 %. `indeterminate_committed`,
+//! `undersell`, `error_rate` and the latencies are limited only when asked. Every strategy,
+//! `naive` included, is judged by the same limits: the gate is about the shop, not about what a
+//! design claims. Each limit is checked for every run (strategy,
 //! or the foreign target) and ends as passed, breached, or *not verified* when the run could
 //! not measure it (e.g. oversell with no oracle on a foreign target). Not verified fails the
 //! gate unless the user allows it, and never passes a run whose own clients' evidence shows

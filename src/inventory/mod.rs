@@ -5,6 +5,7 @@
 //! busy are normal answers on a hot path); [`InventoryError`] is for infrastructure failures.
 
 mod for_update;
+pub mod idempotency;
 mod naive;
 mod optimistic;
 pub mod redis_lua;
@@ -77,6 +78,13 @@ pub enum Outcome {
     Reserved {
         order_id: String,
     },
+    /// The request's `Idempotency-Key` already bought this order: the same answer again, and
+    /// nothing moved (see [`idempotency`]).
+    Replayed {
+        order_id: String,
+    },
+    /// The request's `Idempotency-Key` bought an order for another buyer or quantity.
+    KeyReused,
     SoldOut,
     /// The user (or device, or IP) already holds the purchase limit, or has a request in flight.
     Duplicate,
@@ -162,6 +170,8 @@ pub struct Audit {
     pub sold: i64,
     pub oversell: i64,
     pub negative_stock: bool,
+    /// No purchase is still running in the shop, and (redis-lua) every stream entry is in the
+    /// database.
     pub queue_drained: bool,
     /// redis-lua: stream entries the database refused N times, moved to the dead-letter
     /// stream (each is an acknowledged order, or a change to one, that the database lacks).
@@ -186,6 +196,24 @@ pub struct Inventory {
     settings: Arc<Settings>,
     items: Arc<RwLock<HashMap<i64, Item>>>,
     rewarming: Arc<tokio::sync::Mutex<()>>,
+    /// Purchases started and not finished: the shop is drained only when none is.
+    in_flight: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+/// Counts one purchase in flight for as long as it lives.
+struct InFlight(Arc<std::sync::atomic::AtomicUsize>);
+
+impl InFlight {
+    fn new(count: &Arc<std::sync::atomic::AtomicUsize>) -> Self {
+        count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        InFlight(count.clone())
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
 }
 
 impl Inventory {
@@ -207,6 +235,7 @@ impl Inventory {
             settings: Arc::new(settings),
             items: Arc::default(),
             rewarming: Arc::default(),
+            in_flight: Arc::default(),
         }
     }
 
@@ -349,8 +378,14 @@ impl Inventory {
         ids
     }
 
+    /// Purchases started and not finished yet.
+    pub fn purchases_in_flight(&self) -> usize {
+        self.in_flight.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
     /// Tries to buy. Business answers are `Ok(Outcome)`; contention maps to `Outcome::Busy`.
     pub async fn purchase(&self, p: &Purchase) -> Result<Outcome, InventoryError> {
+        let _counted = InFlight::new(&self.in_flight);
         let Some(item) = self.item_meta(p.item_id).await? else {
             let known = self.redis.is_some() && self.store.item(p.item_id).await?.is_some();
             return Ok(if known {
@@ -373,9 +408,14 @@ impl Inventory {
                 redis.purchase(p, item.purchase_limit).await
             }
         };
-        match result {
+        let result = match result {
             Err(InventoryError::Store(e)) if e.is_busy() => Ok(Outcome::Busy(busy_reason(&e))),
             other => other,
+        };
+        match self.redis {
+            // redis-lua keeps its keys in Redis, atomically with the deduct.
+            Some(_) => result,
+            None => idempotency::settle(&self.store, p, item.purchase_limit, result).await,
         }
     }
 
@@ -444,6 +484,8 @@ impl Inventory {
             ),
             None => (None, true, 0),
         };
+        // A purchase still running (its client may have given up on it) may yet commit.
+        let queue_drained = queue_drained && self.purchases_in_flight() == 0;
         Ok(Some(Audit {
             item_id: id,
             strategy: self.strategy,

@@ -22,6 +22,13 @@ pub(super) async fn purchase(
     // ...write, trusting a stock figure that may be stale by now.
     store.deduct_unchecked(p.item_id, p.qty).await?;
     let order = Order::pending(p);
-    store.insert_order(&order).await?;
+    if let Err(e) = store.insert_order(&order).await {
+        // Its Idempotency-Key bought an order meanwhile: give back what this one took (the
+        // answer is that order). Any other failure leaks the units, as the incident's did.
+        if e.is_idempotency_conflict() {
+            store.deduct_unchecked(p.item_id, -p.qty).await?;
+        }
+        return Err(e.into());
+    }
     Ok(Outcome::Reserved { order_id: order.id })
 }

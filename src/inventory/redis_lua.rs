@@ -264,8 +264,17 @@ impl RedisLua {
                 .admit(p.item_id, &p.user_id, device, &p.client_ip, p.qty, limit)
             {
                 Ok(a) => a,
-                Err(Refusal::RateLimited) => return Ok(Outcome::RateLimited),
-                Err(Refusal::Duplicate) => return Ok(Outcome::Duplicate),
+                // A retry of a purchase that went through meets the gateway first (its buyer
+                // now holds the limit): its key's order is the answer.
+                Err(refusal) => {
+                    if let Some(replay) = self.replay(p).await? {
+                        return Ok(replay);
+                    }
+                    return Ok(match refusal {
+                        Refusal::RateLimited => Outcome::RateLimited,
+                        Refusal::Duplicate => Outcome::Duplicate,
+                    });
+                }
             };
         let keys = self.keys(p.item_id);
         let order_id = crate::model::new_order_id(p.item_id);
@@ -281,7 +290,8 @@ impl RedisLua {
             .arg(&order_id)
             .arg(self.payment_timeout.as_millis() as i64)
             .arg(&p.client_ip)
-            .arg(self.gateway.settings().ip_unit_cap);
+            .arg(self.gateway.settings().ip_unit_cap)
+            .arg(p.idempotency_key.as_deref().unwrap_or(""));
         let (code, _n): (i64, i64) = if self.durability == Durability::WaitReplica {
             let ((code, n), replicas) = self.deduct_and_wait(&call).await?;
             if code >= 0 && replicas < 1 {
@@ -291,6 +301,12 @@ impl RedisLua {
         } else {
             call.invoke_async(&mut self.conn.clone()).await?
         };
+        if code == -5 {
+            return Ok(self
+                .replay(p)
+                .await?
+                .unwrap_or(Outcome::Busy("idempotency_race")));
+        }
         let result = match code {
             c if c >= 0 => "success",
             -1 => "sold_out",
@@ -308,6 +324,26 @@ impl RedisLua {
             -2 | -4 => Outcome::Duplicate,
             _ => Outcome::NotWarmed,
         })
+    }
+
+    /// The order `p`'s `Idempotency-Key` bought, as the answer to `p` (`None`: no key, or
+    /// it bought nothing). Read outside the script: an entry, once written, only goes with
+    /// the sale.
+    async fn replay(&self, p: &Purchase) -> Result<Option<Outcome>, InventoryError> {
+        let Some(key) = p.idempotency_key.as_deref() else {
+            return Ok(None);
+        };
+        let keys = self.keys(p.item_id);
+        let mut conn = self.conn.clone();
+        let Some(order_id): Option<String> = conn.hget(&keys.idempotency, key).await? else {
+            return Ok(None);
+        };
+        let raw: Option<String> = conn.hget(&keys.orders, &order_id).await?;
+        let Some(o) = raw.and_then(|r| serde_json::from_str::<StoredOrder>(&r).ok()) else {
+            return Ok(None);
+        };
+        metrics::counter!("oversell_idempotent_replays_total").increment(1);
+        Ok(Some(super::idempotency::replay_of(&order_id, &o.u, o.q, p)))
     }
 
     /// `wait-replica`: no replica confirmed the reservation in time. Nothing is acknowledged,
@@ -444,7 +480,6 @@ impl RedisLua {
 #[derive(Debug, serde::Deserialize)]
 struct StoredOrder {
     s: String,
-    #[allow(dead_code)]
     q: i64,
     u: String,
     d: String,

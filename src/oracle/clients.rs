@@ -12,8 +12,8 @@
 
 use super::{Evidence, Findings};
 use crate::model::Order;
-use crate::traffic::recorder::{Kind, Told, UnclassifiedAnswer};
-use std::collections::HashSet;
+use crate::traffic::recorder::{AnswerClass, Kind, Told, UnclassifiedAnswer};
+use std::collections::{HashMap, HashSet};
 
 /// What the clients saw, before any server-side truth: acknowledgements, people turned away,
 /// unclassified answers and what the run's mapping rules out.
@@ -26,6 +26,12 @@ pub(super) fn observe(f: &mut Findings, e: &Evidence<'_>) {
         .values()
         .filter(|b| !b.bot && b.attempted && !b.got_order)
         .count() as u64;
+    f.indeterminate = c
+        .attempts
+        .iter()
+        .filter(|a| a.class == AnswerClass::Indeterminate)
+        .count() as u64;
+    f.duplicate_acks = e.reading.order_id_field.as_ref().map(|_| duplicate_acks(c));
     f.answers = c.total_requests();
     f.unclassified = c.unclassified_requests();
     f.unclassified_share = (f.answers > 0).then(|| f.unclassified as f64 / f.answers as f64);
@@ -47,6 +53,29 @@ pub(super) fn observe(f: &mut Findings, e: &Evidence<'_>) {
         )),
         Some(_) => {}
     }
+}
+
+/// Order ids acknowledged to more than one attempt. Two acknowledgements of one id under the
+/// same key are one attempt told twice (a retry's replay); an acknowledgement without a key is
+/// an attempt of its own.
+fn duplicate_acks(c: &crate::traffic::recorder::Measurements) -> u64 {
+    // Per order id: the keys it was told under, and how many keyless attempts were told it.
+    let mut told: HashMap<&str, (HashSet<&str>, usize)> = HashMap::new();
+    for a in &c.acks {
+        let Some(id) = a.order_id.as_deref() else {
+            continue;
+        };
+        let entry = told.entry(id).or_default();
+        match a.key.as_deref() {
+            Some(k) => {
+                entry.0.insert(k);
+            }
+            None => entry.1 += 1,
+        }
+    }
+    told.values()
+        .filter(|(keys, keyless)| keys.len() + keyless > 1)
+        .count() as u64
 }
 
 /// The rule to add for one kind of unclassified answer.

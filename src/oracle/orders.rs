@@ -1,21 +1,17 @@
 //! What the oracle finds in the database's order rows (the reference shop, or any shop whose
-//! rows it can read): each acknowledged order looked up by id, each user's and device's
-//! holdings, and the most units held at any moment, replayed from the rows' own timestamps.
+//! rows it can read): each acknowledged order looked up by id, every order sorted by the
+//! attempt that asked for it (its id, its idempotency key), each user's and device's holdings,
+//! and the most units held at any moment, replayed from the rows' own timestamps.
 
 use super::{Evidence, Findings};
 use crate::model::{Order, OrderStatus};
-use crate::traffic::recorder::Told;
+use crate::traffic::recorder::{AnswerClass, Told};
 use std::collections::{HashMap, HashSet};
 
-/// The findings order rows allow: lost acknowledged orders, phantoms, orders by status,
+/// The findings order rows allow: lost acknowledged orders, every order sorted
+/// (acknowledged, indeterminate and committed, refused and committed, phantom), orders by status,
 /// duplicate buyers and devices, status mismatches, bots' share, peak oversell, restocks.
 pub(super) fn findings(f: &mut Findings, orders: &[Order], e: &Evidence<'_>) {
-    let acked: HashSet<&str> = e
-        .clients
-        .acks
-        .iter()
-        .filter_map(|a| a.order_id.as_deref())
-        .collect();
     let in_db: HashMap<&str, &Order> = orders.iter().map(|o| (o.id.as_str(), o)).collect();
     let lost: Vec<&str> = e
         .clients
@@ -36,12 +32,21 @@ pub(super) fn findings(f: &mut Findings, orders: &[Order], e: &Evidence<'_>) {
         f.lost_acks_dead_lettered =
             Some(lost.iter().filter(|id| dead_orders.contains(*id)).count() as u64);
     }
-    f.phantom_orders = Some(
-        orders
-            .iter()
-            .filter(|o| !acked.contains(o.id.as_str()))
-            .count() as u64,
-    );
+    let sorted = sort(orders, e);
+    f.orders_acknowledged = Some(sorted.acknowledged);
+    f.indeterminate_committed = Some(sorted.indeterminate_committed);
+    f.refused_committed = Some(sorted.refused_committed);
+    f.phantom_orders = Some(sorted.phantom);
+    if e.reading.keys_sent
+        && !orders.is_empty()
+        && orders.iter().all(|o| o.idempotency_key.is_none())
+    {
+        f.client_notes.push(
+            "no order row carries an idempotency key: orders are traced by acknowledged id \
+             alone, so an order an indeterminate attempt committed counts as a phantom"
+                .into(),
+        );
+    }
     for st in OrderStatus::ALL {
         f.orders_by_status.insert(st.as_str().to_string(), 0);
     }
@@ -112,6 +117,52 @@ pub(super) fn findings(f: &mut Findings, orders: &[Order], e: &Evidence<'_>) {
     } else {
         0.0
     });
+}
+
+/// How many orders fell in each of the oracle's sorts.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Sorted {
+    pub acknowledged: u64,
+    pub indeterminate_committed: u64,
+    pub refused_committed: u64,
+    pub phantom: u64,
+}
+
+/// Sorts every order by what was asked for it: an acknowledged id (or, for an answer that
+/// carried none, its attempt's key), else the class of the attempts its key names
+/// (indeterminate before refused: one of them may have bought), else nothing: a phantom.
+/// Keys count only when the attempts sent them.
+pub(super) fn sort(orders: &[Order], e: &Evidence<'_>) -> Sorted {
+    let c = e.clients;
+    let acked_ids: HashSet<&str> = c
+        .acks
+        .iter()
+        .filter_map(|a| a.order_id.as_deref())
+        .collect();
+    let mut by_key: HashMap<&str, (bool, bool, bool)> = HashMap::new();
+    if e.reading.keys_sent {
+        for a in &c.attempts {
+            let k = by_key.entry(a.key.as_str()).or_default();
+            match a.class {
+                AnswerClass::Acknowledged if a.order_id.is_none() => k.0 = true,
+                AnswerClass::Acknowledged => {}
+                AnswerClass::Indeterminate => k.1 = true,
+                AnswerClass::Refused => k.2 = true,
+            }
+        }
+    }
+    let mut s = Sorted::default();
+    for o in orders {
+        let key = o.idempotency_key.as_deref().and_then(|k| by_key.get(k));
+        match key {
+            _ if acked_ids.contains(o.id.as_str()) => s.acknowledged += 1,
+            Some((true, _, _)) => s.acknowledged += 1,
+            Some((_, true, _)) => s.indeterminate_committed += 1,
+            Some((_, _, true)) => s.refused_committed += 1,
+            _ => s.phantom += 1,
+        }
+    }
+    s
 }
 
 /// The most units held at once: each order holds its units from creation until it is released.

@@ -43,6 +43,11 @@ pub(super) fn render(f: &Findings) -> String {
             f.client_net_acks
         ));
     }
+    if let Some(d) = f.duplicate_acks.filter(|d| *d > 0) {
+        parts.push(format!(
+            "{d} order ids were acknowledged to more than one attempt"
+        ));
+    }
     if let Some(w) = &f.oracle_warning {
         parts.push(w.clone());
     }
@@ -102,8 +107,32 @@ fn server(f: &Findings, clients_oversold: bool, parts: &mut Vec<String>) {
     if let Some(d) = f.dead_letters.filter(|d| *d > 0) {
         parts.push(format!("{d} stream entries dead-lettered"));
     }
+    if let Some(p) = f.phantom_orders.filter(|p| *p > 0) {
+        parts.push(format!(
+            "{p} phantom orders (no request of this run asked for them)"
+        ));
+    }
+    if let Some(r) = f.refused_committed.filter(|r| *r > 0) {
+        parts.push(format!(
+            "{r} orders committed for requests the shop refused"
+        ));
+    }
+    if let Some(i) = f.indeterminate_committed.filter(|i| *i > 0) {
+        parts.push(format!(
+            "{i} of {} indeterminate order attempts committed (their clients were never told)",
+            f.indeterminate
+        ));
+    }
+    if let Some(m) = f.status_mismatches.filter(|m| *m > 0) {
+        parts.push(format!(
+            "{m} orders are not in the state their clients were told (paid or cancelled)"
+        ));
+    }
     if let Some(d) = f.duplicate_buyers.filter(|d| *d > 0) {
         parts.push(format!("{d} buyers hold more than the limit"));
+    }
+    if let Some(d) = f.duplicate_devices.filter(|d| *d > 0) {
+        parts.push(format!("{d} devices hold more than the limit"));
     }
     if let Some(d) = f.conservation_drift.filter(|d| *d != 0) {
         parts.push(format!("conservation drift {d}"));

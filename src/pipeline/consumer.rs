@@ -41,6 +41,7 @@ pub fn decode(entry: &StreamId) -> Option<PersistEvent> {
         device_id: text("device").filter(|d| !d.is_empty()),
         qty: text("qty")?.parse().ok()?,
         at_ms: text("at")?.parse().ok()?,
+        idempotency_key: text("key").filter(|k| !k.is_empty()),
     })
 }
 

@@ -67,7 +67,8 @@ pub async fn run(
     } else {
         line(&mut out, "view", "not sent: target.view is not set");
     }
-    let order_id = match t.prepare(&Action::Order, buyer) {
+    let key = format!("oversell-probe-{}", uuid::Uuid::now_v7().simple());
+    let order_id = match t.prepare(&Action::Order(Some(key)), buyer) {
         Some(p) => {
             let read = t.send(&client, Kind::Order, &p).await;
             ok &= print(&t.mapping, &mut out, "order", &p.line(), &read);

@@ -37,8 +37,45 @@ impl Metric {
             }
         };
         let older = || "this report predates the figure".to_string();
+        let redis_only = |what: &str| format!("{what} exists only for redis-lua");
+        // Drifts and residuals are signed (leaked or phantom units): limited by their size.
+        let size = |v: Option<i64>, why: String| v.map(|v| v.abs() as f64).ok_or(why);
         match self {
             Metric::Oversell => units(f.oversell),
+            Metric::PeakOversell => units(f.peak_oversell),
+            Metric::DuplicateAcks => f.duplicate_acks.map(|v| v as f64).ok_or_else(|| {
+                "the shop gives no order ids (target.order_id_field), or this report predates the figure"
+                    .to_string()
+            }),
+            Metric::PhantomOrders => count(f.phantom_orders),
+            Metric::IndeterminateCommitted => count(f.indeterminate_committed),
+            Metric::RefusedCommitted => count(f.refused_committed),
+            Metric::DuplicateDevices => count(f.duplicate_devices),
+            Metric::StatusMismatches => count(f.status_mismatches),
+            Metric::ConservationDrift => size(
+                f.conservation_drift,
+                if f.verified {
+                    "the oracle gives no stock".to_string()
+                } else {
+                    oracle_gap()
+                },
+            ),
+            Metric::RedisDrift => size(f.redis_drift, redis_only("Redis stock")),
+            Metric::RestockMismatch => {
+                size(f.restock_mismatch, redis_only("the restock idempotency set"))
+            }
+            Metric::ReconcileResidual => size(f.reconcile_residual, redis_only("reconciliation")),
+            Metric::StockBelowZero => {
+                let lowest = [f.db_stock, f.min_stock_seen].into_iter().flatten().min();
+                lowest
+                    .map(|s| (-s).max(0) as f64)
+                    .ok_or_else(|| "the database stock was neither read nor sampled".to_string())
+            }
+            Metric::StockAboveInitial => f
+                .max_stock_seen
+                .map(|s| (s - f.initial_stock).max(0) as f64)
+                .ok_or_else(|| "the database stock was not sampled during the run".to_string()),
+            Metric::QueueNotDrained => Ok(if run.drain.drained { 0.0 } else { 1.0 }),
             Metric::ClientOversell => f.client_oversell.map(|v| v as f64).ok_or_else(older),
             Metric::OracleDisagreement => units(f.oracle_disagreement),
             Metric::Unclassified => f.unclassified_share.ok_or_else(|| {
@@ -79,6 +116,32 @@ impl Metric {
             Metric::OracleDisagreement => "clients' acknowledgements (net) minus the oracle's sold",
             Metric::Unclassified => "clients' answers no [target] rule classified, of all answers",
             Metric::LostAcks => "oracle vs clients' acks",
+            Metric::PeakOversell => {
+                "oracle: the most units held at once, replayed from the order rows' times"
+            }
+            Metric::DuplicateAcks => "clients' acknowledgements: one order id, several attempts",
+            Metric::PhantomOrders => {
+                "oracle: order rows no acknowledged id nor attempt's Idempotency-Key names"
+            }
+            Metric::IndeterminateCommitted => {
+                "oracle: order rows whose Idempotency-Key is a timed-out, failed or 5xx attempt's"
+            }
+            Metric::RefusedCommitted => {
+                "oracle: order rows whose Idempotency-Key only got a refusal"
+            }
+            Metric::DuplicateDevices => "oracle: order rows per device",
+            Metric::StatusMismatches => "oracle vs what clients were told of pay and cancel",
+            Metric::ConservationDrift => "oracle: initial stock against database stock + sold",
+            Metric::RedisDrift => "Redis stock against the database's, after reconciliation",
+            Metric::RestockMismatch => "oracle: released orders against Redis's restock set",
+            Metric::ReconcileResidual => "the final reconciliation pass, before it corrected",
+            Metric::StockBelowZero => {
+                "the database stock: the oracle's final read and the probe's 1 s samples"
+            }
+            Metric::StockAboveInitial => "the probe's 1 s samples of the database stock",
+            Metric::QueueNotDrained => {
+                "the shop's audit (queue drained) or, for a foreign shop, its oracle settling"
+            }
             Metric::DeadLetters => "Redis: the item's dead-letter stream",
             Metric::DuplicateBuyers => "oracle: order rows per user",
             Metric::Undersell => "oracle vs buyers turned away",

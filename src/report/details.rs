@@ -71,15 +71,23 @@ pub fn facts(run: &RunReport) -> Vec<Fact> {
     ];
     v.extend([
         format!(
-            "acknowledged {}; lost acknowledged {} (dead-lettered {}); dead letters {}; phantom orders {}; duplicate buyers {} (devices {}); status mismatches {}",
+            "acknowledged {}; lost acknowledged {} (dead-lettered {}); dead letters {}; duplicate buyers {} (devices {}); status mismatches {}; order ids acknowledged to more than one attempt {}",
             f.acknowledged,
             opt(f.lost_acks),
             opt(f.lost_acks_dead_lettered),
             opt(f.dead_letters),
-            opt(f.phantom_orders),
             opt(f.duplicate_buyers),
             opt(f.duplicate_devices),
-            opt(f.status_mismatches)
+            opt(f.status_mismatches),
+            opt(f.duplicate_acks)
+        ),
+        format!(
+            "orders by the attempt that asked for them (id, then Idempotency-Key): acknowledged {}; indeterminate and committed {} (of {} indeterminate attempts: timeouts, broken connections, 5xx); refused and committed {}; phantom {}",
+            opt(f.orders_acknowledged),
+            opt(f.indeterminate_committed),
+            f.indeterminate,
+            opt(f.refused_committed),
+            opt(f.phantom_orders)
         ),
         format!(
             "orders by status: {}; bots hold {} units ({}); people turned away {}",

@@ -88,6 +88,26 @@ fn headline(s: &mut String, r: &Report, mb: bool) {
     s.push_str("</table>\n<p>Oversold, sold, lost acks, duplicate buyers, undersell: the oracle. Latency: oversell's HdrHistograms of every order attempt. DB QPS: the database server's counters, each in its own unit (PostgreSQL transactions/s or pg_stat_statements statements/s, MySQL Questions/s). Error rate, orders/s, sell-out: the clients' records. Redis ops/s: Redis <code>INFO stats</code>. Details under <a href=\"#sources\">Where the figures come from</a>.</p>\n");
 }
 
+/// The strategy × fault table, when the runs went through faults.
+fn faults(s: &mut String, r: &Report) {
+    let Some((header, rows)) = super::faults::table(r) else {
+        return;
+    };
+    s.push_str("<h2 id=\"faults\">What each design lost under faults</h2>\n<table>\n<tr>");
+    for h in &header {
+        let _ = write!(s, "<th>{}</th>", esc(h));
+    }
+    s.push_str("</tr>\n");
+    for row in &rows {
+        s.push_str("<tr>");
+        for c in row {
+            let _ = write!(s, "<td>{}</td>", esc(c));
+        }
+        s.push_str("</tr>\n");
+    }
+    let _ = writeln!(s, "</table>\n<p>{}</p>", esc(super::faults::NOTE));
+}
+
 fn verdicts(s: &mut String, r: &Report, mb: bool) {
     for run in &r.runs {
         let f = &run.findings;
@@ -266,6 +286,7 @@ pub fn render(r: &Report, charts: &[Rendered]) -> String {
     }
     s.push_str("<h2>Headline</h2>\n");
     headline(&mut s, r, mb);
+    faults(&mut s, r);
     s.push_str("<h2>Verdicts</h2>\n");
     verdicts(&mut s, r, mb);
     let failures = details::failures(r);

@@ -63,6 +63,16 @@ pub fn render(r: &Report) -> String {
         let _ = writeln!(s, "> {}\n", r.scenario.description.trim());
     }
     s.push_str(&headline(r));
+    if let Some((header, rows)) = super::faults::table(r) {
+        let _ = writeln!(s, "\n## What each design lost under faults\n");
+        let cells = |row: &[String]| row.iter().map(|c| md_cell(c)).collect::<Vec<_>>();
+        let _ = writeln!(s, "| {} |", cells(&header).join(" | "));
+        let _ = writeln!(s, "|---|{}", "---:|".repeat(header.len() - 1));
+        for row in &rows {
+            let _ = writeln!(s, "| {} |", cells(row).join(" | "));
+        }
+        let _ = writeln!(s, "\n{}", super::faults::NOTE);
+    }
     let _ = writeln!(s, "\n## Verdicts\n");
     for run in &r.runs {
         let _ = writeln!(s, "- **{}**: {}", run.label(mb), run.findings.verdict);

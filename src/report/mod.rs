@@ -12,6 +12,7 @@ pub mod catalog;
 pub mod charts;
 pub mod csv;
 pub mod details;
+pub mod faults;
 pub mod hlog;
 pub mod html;
 pub mod markdown;
@@ -282,6 +283,9 @@ pub struct RunReport {
     pub generator: GeneratorStats,
     pub drain: Drain,
     pub reconcile: Option<Pass>,
+    /// The faults the run went through, with their windows and recovery (absent: none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub faults: Vec<faults::FaultWindow>,
     pub goose_crosscheck: Vec<GooseCrossCheck>,
     pub timeline: Timeline,
     pub series: Vec<Series>,

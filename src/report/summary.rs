@@ -200,6 +200,7 @@ pub fn build(input: RunInputs) -> RunReport {
         generator: input.generator,
         drain: input.drain,
         reconcile: input.reconcile,
+        faults: Vec::new(),
         goose_crosscheck: input.goose,
         timeline,
         series: input.series,

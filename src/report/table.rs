@@ -165,6 +165,13 @@ pub fn render(r: &Report) -> String {
     for run in &r.runs {
         let _ = writeln!(s, "{}: {}", run.label(mb), run.findings.verdict);
     }
+    if let Some((header, rows)) = super::faults::table(r) {
+        let _ = writeln!(s, "\nWhat each design lost under faults:");
+        let mut align = vec![Align::Right; header.len()];
+        align[0] = Align::Left;
+        s.push_str(&text(&header, &rows, &align));
+        let _ = writeln!(s, "{}", super::faults::NOTE);
+    }
     s
 }
 

@@ -371,6 +371,7 @@ async fn fire_traffic(
     let reading = Reading {
         order_id_field: target.mapping.order_id_field.clone(),
         max_unclassified: target.mapping.unclassified_bound(),
+        keys_sent: !target.mapping.idempotency_header.is_empty(),
     };
     let recorder = Arc::new(Recorder::new(Instant::now() + launch_lead(buyers.len())));
     let probes = probe::start(ProbeConfig {

@@ -185,7 +185,38 @@ pub(super) async fn get_item(
     Ok(Json(view))
 }
 
-fn validate_order(body: OrderBody, ip: String) -> ApiResult<Purchase> {
+/// The header a client names its purchase attempt with (see `inventory::idempotency`).
+pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
+/// Set on an answer that replays the order an `Idempotency-Key` bought before.
+pub const IDEMPOTENT_REPLAYED: &str = "idempotent-replayed";
+
+/// The request's `Idempotency-Key`, checked (absent: `None`).
+fn idempotency_key(headers: &HeaderMap) -> ApiResult<Option<String>> {
+    let Some(raw) = headers.get(IDEMPOTENCY_KEY) else {
+        return Ok(None);
+    };
+    let text = raw
+        .to_str()
+        .map_err(|_| ApiError::invalid("Idempotency-Key must be printable ASCII"))?;
+    let key = crate::inventory::idempotency::valid_key(text).map_err(ApiError::invalid)?;
+    Ok(Some(key.to_string()))
+}
+
+/// A created order's answer: `201 {"order_id", "status": "pending_payment"}`; a replay is the
+/// same answer again, marked `Idempotent-Replayed: true`.
+fn created(order_id: &str, replayed: bool) -> Response {
+    let body = serde_json::json!({ "order_id": order_id, "status": OrderStatus::PendingPayment });
+    let mut resp = (StatusCode::CREATED, Json(body)).into_response();
+    if replayed {
+        resp.headers_mut().insert(
+            IDEMPOTENT_REPLAYED,
+            axum::http::HeaderValue::from_static("true"),
+        );
+    }
+    resp
+}
+
+fn validate_order(body: OrderBody, ip: String, key: Option<String>) -> ApiResult<Purchase> {
     if body.item_id <= 0 {
         return Err(ApiError::invalid("item_id must be a positive integer"));
     }
@@ -217,6 +248,7 @@ fn validate_order(body: OrderBody, ip: String) -> ApiResult<Purchase> {
         device_id: device,
         qty: body.qty,
         client_ip: ip,
+        idempotency_key: key,
     })
 }
 
@@ -229,16 +261,25 @@ pub(super) async fn create_order(
     let ip = st
         .trusted_proxies
         .client_ip(&headers, peer.map(|Extension(ConnectInfo(a))| a));
-    let purchase = validate_order(parse_json(&body)?, ip)?;
-    let outcome = st.inventory.purchase(&purchase).await?;
+    let key = idempotency_key(&headers)?;
+    let purchase = validate_order(parse_json(&body)?, ip, key)?;
+    // A purchase runs to its end even when its client leaves (a timeout, a broken
+    // connection): the request's future is dropped then, and half a purchase could leak units
+    // or leave the buyer not knowing what it has. The answer the client missed is what the
+    // oracle calls indeterminate; its Idempotency-Key finds the order it committed.
+    let inventory = st.inventory.clone();
+    let p = purchase.clone();
+    let outcome = tokio::spawn(async move { inventory.purchase(&p).await })
+        .await
+        .map_err(|e| ApiError::internal(&e))??;
     let strategy = st.inventory.strategy().as_str();
     let (label, resp) = match outcome {
-        Outcome::Reserved { order_id } => (
-            "created",
-            (
-                StatusCode::CREATED,
-                Json(serde_json::json!({ "order_id": order_id, "status": OrderStatus::PendingPayment })),
-            )
+        Outcome::Reserved { order_id } => ("created", created(&order_id, false)),
+        Outcome::Replayed { order_id } => ("replayed", created(&order_id, true)),
+        Outcome::KeyReused => (
+            "key_reused",
+            ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "idempotency_key_reused")
+                .detail("this Idempotency-Key bought an order for another buyer or quantity")
                 .into_response(),
         ),
         Outcome::SoldOut => ("sold_out", ApiError::new(StatusCode::CONFLICT, "sold_out").into_response()),

@@ -13,7 +13,7 @@ use crate::telemetry::{describe, described as m, Described, MetricKind::*};
 /// Every metric the shop exports (a name emitted anywhere in the shop must be listed here; a
 /// test reads the sources to hold that).
 pub const METRICS: &[Described] = &[
-    m("oversell_orders_total", Counter, "Order requests the shop answered, by strategy and outcome (created, sold_out, duplicate, rate_limited, busy, ...)."),
+    m("oversell_orders_total", Counter, "Order requests the shop answered, by strategy and outcome (created, replayed, key_reused, sold_out, duplicate, rate_limited, busy, ...)."),
     m("oversell_http_requests_total", Counter, "HTTP requests the shop answered, by route, method and status code."),
     m("oversell_http_request_duration_seconds", Histogram, "Time the shop took to answer an HTTP request (from reading it to the response), by route and method, in seconds."),
     m("oversell_prededuct_total", Counter, "redis-lua: calls of the atomic pre-deduct script, by result (success, sold_out, duplicate, not_warmed)."),
@@ -27,6 +27,7 @@ pub const METRICS: &[Described] = &[
     m("oversell_reconcile_passes_total", Counter, "redis-lua: reconciliation passes."),
     m("oversell_reconcile_corrections_total", Counter, "redis-lua: reconciliation passes that corrected Redis stock."),
     m("oversell_reconcile_alerts_total", Counter, "redis-lua: reconciliation residuals past the alert threshold."),
+    m("oversell_idempotent_replays_total", Counter, "Order requests answered with the order their Idempotency-Key bought before (a retry: nothing moved)."),
     m("oversell_optimistic_conflicts_total", Counter, "optimistic: compare-and-swap updates that lost to a concurrent one and were retried."),
     m("oversell_optimistic_exhausted_total", Counter, "optimistic: orders that ran out of retries (answered 503 busy)."),
     m("oversell_consumer_up", Gauge, "redis-lua: 1 while an item's persistence consumer is connected and reading, 0 while it reconnects."),

@@ -55,6 +55,10 @@ pub struct Statements {
     pub delete_item: &'static str,
     pub insert_item: &'static str,
     pub get_order: &'static str,
+    /// The order an `Idempotency-Key` bought, by item and key (unique per item).
+    pub order_by_key: &'static str,
+    /// Stores an order's key on a row persisted before its `order` event (which carries it).
+    pub set_key_if_missing: &'static str,
     pub set_status_if: &'static str,
     pub restock: &'static str,
     pub deduct_if_stock: &'static str,
@@ -120,8 +124,8 @@ impl Statements {
         };
         const ITEM_COLS: &str =
             "id, name, price_cents, initial_stock, stock, version, purchase_limit";
-        const ORDER_COLS: &str =
-            "id, item_id, user_id, device_id, qty, status, created_at_ms, updated_at_ms";
+        const ORDER_COLS: &str = "id, item_id, user_id, device_id, qty, status, created_at_ms, \
+             updated_at_ms, idempotency_key";
         let held = |col: &str| {
             format!(
                 "SELECT CAST(COALESCE(SUM(qty), 0) AS {sum_cast}) FROM orders \
@@ -149,10 +153,10 @@ impl Statements {
                     .into(),
             ),
             insert_order: leak(format!(
-                "INSERT INTO orders ({ORDER_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+                "INSERT INTO orders ({ORDER_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
             )),
             insert_order_if_absent: leak(format!(
-                "INSERT INTO orders ({ORDER_COLS}) SELECT ?, ?, ?, ?, ?, ?, ?, ?{from_dual} \
+                "INSERT INTO orders ({ORDER_COLS}) SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?{from_dual} \
                  WHERE NOT EXISTS (SELECT 1 FROM orders WHERE id = ?){insert_ignore_tail}"
             )),
             delete_orders: leak("DELETE FROM orders WHERE item_id = ?".into()),
@@ -165,6 +169,13 @@ impl Statements {
                     .into(),
             ),
             get_order: leak(format!("SELECT {ORDER_COLS} FROM orders WHERE id = ?")),
+            order_by_key: leak(format!(
+                "SELECT {ORDER_COLS} FROM orders WHERE item_id = ? AND idempotency_key = ?"
+            )),
+            set_key_if_missing: leak(
+                "UPDATE orders SET idempotency_key = ? WHERE id = ? AND idempotency_key IS NULL"
+                    .into(),
+            ),
             set_status_if: leak(
                 "UPDATE orders SET status = ?, updated_at_ms = ? \
                             WHERE id = ? AND status = ?"
@@ -231,6 +242,8 @@ impl Statements {
             delete_item: f(self.delete_item),
             insert_item: f(self.insert_item),
             get_order: f(self.get_order),
+            order_by_key: f(self.order_by_key),
+            set_key_if_missing: f(self.set_key_if_missing),
             set_status_if: f(self.set_status_if),
             restock: f(self.restock),
             deduct_if_stock: f(self.deduct_if_stock),
@@ -318,7 +331,10 @@ mod tests {
         assert!(p.cas_deduct.ends_with("version = $4"));
         assert!(p
             .insert_order_if_absent
-            .ends_with("id = $9) ON CONFLICT (id) DO NOTHING"));
+            .ends_with("id = $10) ON CONFLICT (id) DO NOTHING"));
+        assert!(p
+            .order_by_key
+            .ends_with("item_id = $1 AND idempotency_key = $2"));
         assert!(insert_applied(Backend::Postgres, 2).contains("($4, $5, $6) ON CONFLICT"));
         assert!(insert_applied(Backend::Mysql, 1).contains("VALUES (?, ?, ?) ON DUPLICATE"));
     }

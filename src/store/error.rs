@@ -72,6 +72,28 @@ pub fn is_busy(e: &sqlx::Error) -> bool {
     }
 }
 
+/// The unique index that holds one order per `Idempotency-Key` and item (migration 0003).
+pub const IDEMPOTENCY_INDEX: &str = "orders_item_idempotency";
+
+impl StoreError {
+    /// True when an order insert lost to another order with the same `Idempotency-Key`: the
+    /// unique index [`IDEMPOTENCY_INDEX`] refused it (PostgreSQL names the constraint, MySQL
+    /// and MariaDB name the key in ER_DUP_ENTRY's message). The insert's transaction rolls
+    /// back; the answer is the other order.
+    pub fn is_idempotency_conflict(&self) -> bool {
+        let StoreError::Sql(sqlx::Error::Database(db)) = self else {
+            return false;
+        };
+        let unique = db.code().as_deref() == Some("23505")
+            || db
+                .try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>()
+                .is_some_and(|m| m.number() == 1062);
+        unique
+            && (db.constraint() == Some(IDEMPOTENCY_INDEX)
+                || db.message().contains(IDEMPOTENCY_INDEX))
+    }
+}
+
 impl StoreError {
     /// True when the database refused the data itself ([`refuses_entry`]); false when it is
     /// unavailable, busy, or failing for a reason no entry is to blame for.

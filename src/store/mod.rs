@@ -20,7 +20,7 @@ mod rows;
 mod tx;
 
 pub use backend::Backend;
-pub use error::{is_busy, refuses_entry, StoreError};
+pub use error::{is_busy, refuses_entry, StoreError, IDEMPOTENCY_INDEX};
 pub use orders::Transition;
 pub use persist::{
     format_stream_id, stream_id, stream_id_before, ApplyStats, PersistEvent, PersistKind,

@@ -36,6 +36,16 @@ impl Store {
         row.map(|r| order_from_row(&r)).transpose()
     }
 
+    /// The order `key` (an `Idempotency-Key`) bought of `item`, if any.
+    pub async fn order_by_key(&self, item: i64, key: &str) -> Result<Option<Order>, StoreError> {
+        let row = sqlx::query(self.sql.order_by_key)
+            .bind(item)
+            .bind(key)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.map(|r| order_from_row(&r)).transpose()
+    }
+
     /// Every order of an item.
     pub async fn orders_for_item(&self, item: i64) -> Result<Vec<Order>, StoreError> {
         let rows = sqlx::query(self.sql.orders_for_item)

@@ -83,6 +83,8 @@ pub struct PersistEvent {
     pub device_id: Option<String>,
     pub qty: i64,
     pub at_ms: i64,
+    /// The order's `Idempotency-Key` (on `order` entries that carried one), stored with its row.
+    pub idempotency_key: Option<String>,
 }
 
 /// What one batch did.
@@ -247,12 +249,22 @@ async fn apply_one(
         .bind(target.as_str())
         .bind(ev.at_ms)
         .bind(ev.at_ms)
+        .bind(ev.idempotency_key.as_deref())
         .bind(&ev.order_id)
         .execute(&mut **tx)
         .await?
         .rows_affected()
         == 1;
     if !inserted {
+        if let (PersistKind::Order, Some(key)) = (ev.kind, ev.idempotency_key.as_deref()) {
+            // The row came first from a pay/cancel/expire event (after a claim, out of order),
+            // which carries no key: the order's own event brings it.
+            sqlx::query(sql.set_key_if_missing)
+                .bind(key)
+                .bind(&ev.order_id)
+                .execute(&mut **tx)
+                .await?;
+        }
         stats.replayed += 1;
         return Ok(());
     }

@@ -19,6 +19,7 @@ pub(super) fn bind_order<'q>(q: AnyQuery<'q>, o: &'q Order) -> AnyQuery<'q> {
         .bind(o.status.as_str())
         .bind(o.created_at_ms)
         .bind(o.updated_at_ms)
+        .bind(o.idempotency_key.as_deref())
 }
 
 /// An item from a row of `ITEM_COLS`.
@@ -48,5 +49,6 @@ pub(super) fn order_from_row(r: &AnyRow) -> Result<Order, StoreError> {
         })?,
         created_at_ms: r.try_get(6)?,
         updated_at_ms: r.try_get(7)?,
+        idempotency_key: r.try_get(8)?,
     })
 }

@@ -163,29 +163,38 @@ async fn journey(user: &mut GooseUser, ctx: Arc<Ctx>) -> TransactionResult {
     // A bot fires its extra submissions on its own schedule, whatever the first one's fate.
     let mut extra = Vec::new();
     let mut at = intended;
-    for gap in &b.resubmits {
+    // Every submission is an attempt of its own, named by its own idempotency key.
+    for (n, gap) in b.resubmits.iter().enumerate() {
         at += *gap;
         let ctx = ctx.clone();
         let b = b.clone();
+        let key = rec.attempt_key(b.index, n + 1);
         extra.push(tokio::spawn(async move {
             tokio::time::sleep_until(at).await;
-            send_direct(&ctx, &b, at).await
+            let (c, done) = send_direct(&ctx, &b, at, key.clone()).await;
+            (c, done, key)
         }));
     }
-    let (first, done) = send(user, &ctx, Kind::Order, &Action::Order, b, intended).await;
-    let mut created: Vec<(Option<String>, Instant)> = Vec::new();
-    if let Some(c) = first.filter(|c| c.answer == Answer::Created) {
-        created.push((c.order_id, done));
-    }
+    let key = rec.attempt_key(b.index, 0);
+    let order = Action::Order(Some(key.clone()));
+    let (first, done) = send(user, &ctx, Kind::Order, &order, b, intended).await;
+    let mut answered = vec![(first, done, key)];
     for task in extra {
-        if let Ok((Some(c), at)) = task.await {
-            if c.answer == Answer::Created {
-                created.push((c.order_id, at));
-            }
+        if let Ok(answer) = task.await {
+            answered.push(answer);
         }
     }
-    for (id, at) in &created {
+    let mut created: Vec<(Option<String>, Instant, String)> = Vec::new();
+    for (c, at, key) in answered {
+        let Some(c) = c else { continue };
+        rec.attempt(&key, b.index, c.answer, c.order_id.as_deref(), at);
+        if c.answer == Answer::Created {
+            created.push((c.order_id, at, key));
+        }
+    }
+    for (id, at, key) in &created {
         let ack = Ack {
+            key: Some(key.clone()),
             order_id: id.clone(),
             buyer: b.index,
             user_id: b.user_id.clone(),
@@ -201,7 +210,7 @@ async fn journey(user: &mut GooseUser, ctx: Arc<Ctx>) -> TransactionResult {
         AfterOrder::Abandon => (None, Duration::ZERO),
     };
     if let Some(kind) = kind {
-        for (id, at) in &created {
+        for (id, at, _) in &created {
             let act = if kind == Kind::Pay {
                 Action::Pay(id.clone())
             } else {
@@ -297,8 +306,13 @@ fn goose_method(p: &Prepared) -> GooseMethod {
 }
 
 /// A bot's extra submission, sent on our own client (concurrent with its goose request).
-async fn send_direct(ctx: &Ctx, b: &BuyerPlan, intended: Instant) -> (Option<Classified>, Instant) {
-    let Some(prepared) = ctx.target.prepare(&Action::Order, b) else {
+async fn send_direct(
+    ctx: &Ctx,
+    b: &BuyerPlan,
+    intended: Instant,
+    key: String,
+) -> (Option<Classified>, Instant) {
+    let Some(prepared) = ctx.target.prepare(&Action::Order(Some(key)), b) else {
         return (None, intended);
     };
     ctx.recorder.sending(Kind::Order, intended);

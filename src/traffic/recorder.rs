@@ -128,9 +128,51 @@ impl Answer {
     }
 }
 
+/// What an order answer says about whether its attempt bought (BRIEF §4), Jepsen style.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AnswerClass {
+    /// Created: the client was told it has an order.
+    Acknowledged,
+    /// A clean no (sold out, duplicate, rate limited, another 4xx): it did not buy.
+    Refused,
+    /// A timeout, a broken connection, a 5xx, or an answer no rule reads: it may or may not
+    /// have bought. The oracle looks its key up among the orders.
+    Indeterminate,
+}
+
+impl AnswerClass {
+    /// The class of an order answer: created is acknowledged; a 5xx, a timeout, a broken
+    /// connection or an answer the mapping cannot read is indeterminate; the rest refused.
+    pub fn of(answer: Answer) -> Self {
+        match answer {
+            Answer::Created => AnswerClass::Acknowledged,
+            a if a.is_error() || a.is_unclassified() || a == Answer::Ok => {
+                AnswerClass::Indeterminate
+            }
+            _ => AnswerClass::Refused,
+        }
+    }
+}
+
+/// One order attempt: the idempotency key it was sent with, and how it was answered.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Attempt {
+    pub key: String,
+    pub buyer: usize,
+    pub answer: Answer,
+    pub class: AnswerClass,
+    /// The order id a created answer carried.
+    pub order_id: Option<String>,
+    /// Milliseconds after the sale opened, when the answer (or the failure) came.
+    pub at_ms: u64,
+}
+
 /// An order a client was told exists (an answer classified `created`).
 #[derive(Debug, Clone, Serialize)]
 pub struct Ack {
+    /// The idempotency key of the attempt that was told (`None`: sent without one).
+    pub key: Option<String>,
     /// The order id the answer carried; `None` when the mapping has no `order_id_field` or
     /// the answer lacked it (the acknowledgement still counts, by answer).
     pub order_id: Option<String>,
@@ -177,6 +219,7 @@ struct Inner {
     order_intervals: Vec<Histogram<u64>>,
     timeline: Vec<BTreeMap<(Kind, Answer), u64>>,
     acks: Vec<Ack>,
+    attempts: Vec<Attempt>,
     told: HashMap<String, Told>,
     cancels_ok: u64,
     unclassified: BTreeMap<(Kind, u16), UnclassifiedAnswer>,
@@ -193,6 +236,8 @@ struct Inner {
 /// Shared by every simulated buyer of one run.
 pub struct Recorder {
     opened: Instant,
+    /// Starts every idempotency key of this run: keys never repeat across runs.
+    run_key: String,
     inner: Mutex<Inner>,
 }
 
@@ -227,8 +272,10 @@ fn interval_histogram() -> Histogram<u64> {
 impl Recorder {
     /// A recorder for a sale that opens at `opened`.
     pub fn new(opened: Instant) -> Self {
+        let nonce: [u8; 6] = rand::random();
         Recorder {
             opened,
+            run_key: nonce.iter().map(|b| format!("{b:02x}")).collect(),
             inner: Mutex::default(),
         }
     }
@@ -318,6 +365,33 @@ impl Recorder {
         self.lock().acks.push(ack);
     }
 
+    /// The idempotency key of buyer `buyer`'s order attempt `n` (0: the first submission;
+    /// a bot's extra submissions are attempts 1, 2, ...): `ovs-<run>-<buyer>-<n>`.
+    pub fn attempt_key(&self, buyer: usize, n: usize) -> String {
+        format!("ovs-{}-{buyer}-{n}", self.run_key)
+    }
+
+    /// An order attempt was answered (or failed) at `done`: its key, its answer and the
+    /// order id a created answer carried are kept.
+    pub fn attempt(
+        &self,
+        key: &str,
+        buyer: usize,
+        answer: Answer,
+        order_id: Option<&str>,
+        done: Instant,
+    ) {
+        let at_ms = done.saturating_duration_since(self.opened).as_millis() as u64;
+        self.lock().attempts.push(Attempt {
+            key: key.to_string(),
+            buyer,
+            answer,
+            class: AnswerClass::of(answer),
+            order_id: order_id.map(str::to_string),
+            at_ms,
+        });
+    }
+
     /// A client was told its order (by id, when it has one) is paid or cancelled.
     pub fn told(&self, order_id: Option<&str>, told: Told) {
         let mut st = self.lock();
@@ -375,6 +449,7 @@ impl Recorder {
             order_intervals: st.order_intervals.clone(),
             timeline: st.timeline.clone(),
             acks: st.acks.clone(),
+            attempts: st.attempts.clone(),
             told: st.told.clone(),
             cancels_ok: st.cancels_ok,
             unclassified: st.unclassified.values().cloned().collect(),
@@ -396,6 +471,8 @@ pub struct Measurements {
     /// Index = whole seconds after the sale opened.
     pub timeline: Vec<BTreeMap<(Kind, Answer), u64>>,
     pub acks: Vec<Ack>,
+    /// Every order attempt with its idempotency key and answer class.
+    pub attempts: Vec<Attempt>,
     /// What clients were last told about orders they paid or cancelled, by order id.
     pub told: HashMap<String, Told>,
     /// Cancels answered `ok`, with or without an order id: units the run saw restocked.

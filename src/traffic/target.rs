@@ -14,11 +14,12 @@ use reqwest::Url;
 use std::borrow::Cow;
 use std::time::Duration;
 
-/// What a buyer asks the shop to do. Pay and cancel carry the order's id when it has one.
+/// What a buyer asks the shop to do. An order carries its attempt's idempotency key (sent
+/// in the mapping's `idempotency_header`); pay and cancel carry the order's id when it has one.
 #[derive(Debug, Clone)]
 pub enum Action {
     View,
-    Order,
+    Order(Option<String>),
     Pay(Option<String>),
     Cancel(Option<String>),
 }
@@ -201,12 +202,15 @@ impl Target {
         t: &RequestTemplate,
         b: Option<&BuyerPlan>,
         order_id: Option<&str>,
+        key: Option<&str>,
     ) -> Prepared {
-        let headers = b
+        let ip = b
             .filter(|_| !self.mapping.ip_header.is_empty())
-            .map(|b| (self.mapping.ip_header.clone(), b.ip.clone()))
-            .into_iter()
-            .collect();
+            .map(|b| (self.mapping.ip_header.clone(), b.ip.clone()));
+        let key = key
+            .filter(|_| !self.mapping.idempotency_header.is_empty())
+            .map(|k| (self.mapping.idempotency_header.clone(), k.to_string()));
+        let headers = ip.into_iter().chain(key).collect();
         let fill = |text: &str, enc| template::expand(text, enc, |p| self.value(p, b, order_id));
         Prepared {
             method: t.method,
@@ -220,22 +224,22 @@ impl Target {
     /// (the scenario never asks for one then), or it needs an order id the order lacked.
     pub fn prepare(&self, action: &Action, b: &BuyerPlan) -> Option<Prepared> {
         let m = &self.mapping;
-        let (t, order_id) = match action {
-            Action::View => (m.view.as_ref()?, None),
-            Action::Order => (&m.order, None),
-            Action::Pay(id) => (m.pay.as_ref()?, id.as_deref()),
-            Action::Cancel(id) => (m.cancel.as_ref()?, id.as_deref()),
+        let (t, order_id, key) = match action {
+            Action::View => (m.view.as_ref()?, None, None),
+            Action::Order(key) => (&m.order, None, key.as_deref()),
+            Action::Pay(id) => (m.pay.as_ref()?, id.as_deref(), None),
+            Action::Cancel(id) => (m.cancel.as_ref()?, id.as_deref(), None),
         };
         if order_id.is_none() && t.needs_order_id() {
             return None;
         }
-        Some(self.request(t, Some(b), order_id))
+        Some(self.request(t, Some(b), order_id, key))
     }
 
     /// The set-up request, if the mapping has one.
     pub fn setup_request(&self) -> Option<Prepared> {
         let t = self.mapping.setup.as_ref()?;
-        Some(self.request(t, None, None))
+        Some(self.request(t, None, None, None))
     }
 
     /// The full URL of a prepared request: the base URL plus its path, refused unless it names
@@ -438,8 +442,20 @@ mod tests {
             "http://127.0.0.1:1/api/orders/%2F%2Fevil.example%2Fx/pay"
         );
         assert!(t.prepare(&Action::Pay(None), &b).is_none(), "no id, no pay");
-        let order = t.prepare(&Action::Order, &b).unwrap();
+        let order = t.prepare(&Action::Order(Some("k-1".into())), &b).unwrap();
         let body: serde_json::Value = serde_json::from_str(order.body.as_deref().unwrap()).unwrap();
         assert_eq!(body["user_id"], "u/{order_id}", "never expanded again");
+        assert!(order
+            .headers
+            .contains(&("Idempotency-Key".into(), "k-1".into())));
+        let mut quiet = target();
+        quiet.mapping.idempotency_header.clear();
+        let order = quiet
+            .prepare(&Action::Order(Some("k-1".into())), &b)
+            .unwrap();
+        assert!(
+            order.headers.iter().all(|(h, _)| h != "Idempotency-Key"),
+            "an empty header name sends none"
+        );
     }
 }

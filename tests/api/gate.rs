@@ -62,10 +62,19 @@ async fn the_gate_passes_on_redis_lua_and_writes_junit_and_the_ci_summary() {
     assert_eq!(run.code, 0, "{}", run.both());
     assert!(run.stdout.contains("oversell gate: PASS"), "{}", run.both());
     let xml = std::fs::read_to_string(&junit).unwrap();
+    let defaults = oversell::gate::Metric::limitable()
+        .filter(|m| m.default_limit().is_some())
+        .count();
     assert_eq!(
         xml.matches("<testcase ").count(),
-        6,
-        "the default limits: oversell, client_oversell, oracle_disagreement, lost_acks, duplicate_buyers, unclassified: {xml}"
+        defaults,
+        "every finding with a default limit, redis-lua's own included: {xml}"
+    );
+    assert!(
+        xml.contains(r#"name="peak_oversell &lt;= 0""#)
+            && xml.contains(r#"name="reconcile_residual &lt;= 0""#)
+            && xml.contains(r#"name="phantom_orders &lt;= 0""#),
+        "{xml}"
     );
     assert!(
         xml.contains(r#"failures="0""#) && !xml.contains("<failure"),
@@ -150,8 +159,12 @@ async fn an_unknown_threshold_name_exits_2_and_names_the_allowed_ones() {
     assert!(
         run.stderr.contains("unknown threshold `p95_ms`")
             && run.stderr.contains(
-                "oversell, client_oversell, oracle_disagreement, lost_acks, dead_letters, \
-                 duplicate_buyers, undersell, error_rate, unclassified, p99_ms, p999_ms"
+                "oversell, peak_oversell, client_oversell, oracle_disagreement, lost_acks, \
+                 duplicate_acks, phantom_orders, indeterminate_committed, refused_committed, \
+                 dead_letters, duplicate_buyers, duplicate_devices, status_mismatches, \
+                 conservation_drift, redis_drift, restock_mismatch, reconcile_residual, \
+                 stock_below_zero, stock_above_initial, queue_not_drained, undersell, \
+                 error_rate, unclassified, p99_ms, p999_ms"
             ),
         "{}",
         run.both()

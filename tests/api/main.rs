@@ -7,6 +7,8 @@ mod durability;
 mod edge;
 mod gate;
 mod helpers;
+mod idempotency;
+mod judge;
 mod live;
 mod orders;
 mod pipeline_faults;

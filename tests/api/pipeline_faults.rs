@@ -77,6 +77,7 @@ impl Parts {
             device_id: None,
             qty: 1,
             client_ip: "127.0.0.1".into(),
+            idempotency_key: None,
         };
         match self.inventory.purchase(&p).await.unwrap() {
             Outcome::Reserved { order_id } => order_id,
@@ -198,6 +199,7 @@ fn clients(acks: &[(&str, &str)]) -> Measurements {
             .iter()
             .enumerate()
             .map(|(i, (id, user))| Ack {
+                key: None,
                 order_id: Some(id.to_string()),
                 buyer: i,
                 user_id: user.to_string(),
@@ -357,6 +359,7 @@ async fn refused_order_is_dead_lettered(backend: Backend) {
         reading: Reading {
             order_id_field: Some("order_id".into()),
             max_unclassified: 0.01,
+            keys_sent: true,
         },
         redis_stock: app.app_inventory.redis().unwrap().stock(1).await.unwrap(),
         reconcile_residual: Some(0),

@@ -75,6 +75,7 @@ async fn duplicate_and_out_of_order_stream_delivery_leave_the_same_state() {
         device_id: None,
         qty: 1,
         at_ms: 1,
+        idempotency_key: Some(format!("key-{id}")),
     };
     // A cancel that overtook its order (a claimed batch), then the order itself.
     let batch = vec![
@@ -95,8 +96,14 @@ async fn duplicate_and_out_of_order_stream_delivery_leave_the_same_state() {
     assert_eq!(item.stock, 9, "only the paid order holds a unit");
     let a = store.order("1-a").await.unwrap().unwrap();
     assert_eq!(a.status, OrderStatus::Cancelled);
+    assert_eq!(
+        a.idempotency_key.as_deref(),
+        Some("key-1-a"),
+        "the late order event brings the key its cancel lacked"
+    );
     let b = store.order("1-b").await.unwrap().unwrap();
     assert_eq!(b.status, OrderStatus::Paid);
+    assert_eq!(b.idempotency_key.as_deref(), Some("key-1-b"));
     // No mark was proven: every applied id is recorded above the mark, none twice.
     let snap = store.reconcile_snapshot(1).await.unwrap().unwrap();
     assert_eq!(snap.mark, "0-0");

@@ -105,6 +105,25 @@ async fn smoke_every_strategy(backend: Backend) {
                 Backend::Mysql => "SHOW GLOBAL STATUS",
             }));
         assert!(run["generator"]["peak_rss_mib"].as_f64().unwrap() > 0.0);
+        // Every order is traced to the attempt that asked for it, naive's included.
+        assert_eq!(run["phantom_orders"], 0, "{strategy}: {}", run["verdict"]);
+        assert_eq!(
+            run["refused_committed"], 0,
+            "{strategy}: {}",
+            run["verdict"]
+        );
+        assert_eq!(run["duplicate_acks"], 0, "{strategy}: {}", run["verdict"]);
+        assert_eq!(
+            run["orders_acknowledged"].as_i64().unwrap()
+                + run["indeterminate_committed"].as_i64().unwrap(),
+            run["orders_by_status"]
+                .as_object()
+                .unwrap()
+                .values()
+                .map(|n| n.as_i64().unwrap())
+                .sum::<i64>(),
+            "{strategy}: every order is acknowledged or indeterminate-and-committed"
+        );
         let oversell = run["oversell"].as_i64().unwrap();
         if strategy == "naive" {
             assert!(
@@ -114,6 +133,7 @@ async fn smoke_every_strategy(backend: Backend) {
             );
         } else {
             assert_eq!(oversell, 0, "{strategy}: {}", run["verdict"]);
+            assert_eq!(run["peak_oversell"], 0, "{strategy}: {}", run["verdict"]);
             assert_eq!(run["lost_acks"], 0, "{strategy}: lost acknowledged orders");
             assert_eq!(run["conservation_drift"], 0, "{strategy}: conservation");
             assert_eq!(run["duplicate_buyers"], 0, "{strategy}: duplicate buyers");

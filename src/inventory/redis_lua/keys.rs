@@ -25,6 +25,8 @@ pub struct ItemKeys {
     pub restocked: String,
     /// The item's event stream, read by the persistence consumer.
     pub events: String,
+    /// Every `Idempotency-Key` that bought an order, with that order's id (a hash).
+    pub idempotency: String,
     /// Entries the database refused N times, moved aside with its reason (a stream).
     pub dead_letters: String,
     /// Stream ids of dead-lettered entries not yet trimmed, scored by their millisecond part (a
@@ -50,34 +52,17 @@ impl ItemKeys {
             expiry: k("expiry"),
             restocked: k("restocked"),
             events: k("events"),
+            idempotency: k("idempotency"),
             dead_letters: k("dead-letters"),
             dead_ids: k("dead-ids"),
             trimmed: k("trimmed"),
         }
     }
 
-    /// Every key of the item: the pre-deduct's eight, the restock set and the stream's
-    /// bookkeeping (dead letters, trim point).
-    pub fn all(&self) -> [&str; 12] {
-        let [stock, meta, holders, devices, ips, orders, expiry, events] = self.deduct();
-        [
-            stock,
-            meta,
-            holders,
-            devices,
-            ips,
-            orders,
-            expiry,
-            events,
-            &self.restocked,
-            &self.dead_letters,
-            &self.dead_ids,
-            &self.trimmed,
-        ]
-    }
-
-    /// The KEYS of `lua/deduct.lua`, in its order.
-    pub fn deduct(&self) -> [&str; 8] {
+    /// Every key of the item: the pre-deduct's first eight, the restock set, the stream's
+    /// bookkeeping (dead letters, trim point), and the idempotency keys last (the order
+    /// `lua/rewarm.lua` takes them in).
+    pub fn all(&self) -> [&str; 13] {
         [
             &self.stock,
             &self.meta,
@@ -87,6 +72,26 @@ impl ItemKeys {
             &self.orders,
             &self.expiry,
             &self.events,
+            &self.restocked,
+            &self.dead_letters,
+            &self.dead_ids,
+            &self.trimmed,
+            &self.idempotency,
+        ]
+    }
+
+    /// The KEYS of `lua/deduct.lua`, in its order.
+    pub fn deduct(&self) -> [&str; 9] {
+        [
+            &self.stock,
+            &self.meta,
+            &self.holders,
+            &self.devices,
+            &self.ips,
+            &self.orders,
+            &self.expiry,
+            &self.events,
+            &self.idempotency,
         ]
     }
 }
@@ -164,7 +169,8 @@ mod tests {
         let k = ItemKeys::new("run-1", 42);
         assert_eq!(k.stock, "{run-1:42}:stock");
         assert!(k.all().iter().all(|key| key.starts_with("{run-1:42}:")));
-        assert_eq!(k.deduct().len(), 8);
+        assert_eq!(k.deduct().len(), 9);
+        assert!(k.all().contains(&k.idempotency.as_str()));
         assert!(k.all().contains(&k.restocked.as_str()));
         assert!(k.all().contains(&k.dead_letters.as_str()));
     }

@@ -106,7 +106,8 @@ impl RedisLua {
                 .arg(o.qty)
                 .arg(&o.user_id)
                 .arg(o.device_id.as_deref().unwrap_or(""))
-                .arg(o.created_at_ms);
+                .arg(o.created_at_ms)
+                .arg(o.idempotency_key.as_deref().unwrap_or(""));
         }
         let (code, _n): (i64, i64) = call.invoke_async(&mut self.conn()).await?;
         let outcome = match code {

@@ -119,6 +119,7 @@ fn metric_panel<DB: DrawingBackend>(
         Unit::Units => ("units", 1.0),
         Unit::Orders => ("orders", 1.0),
         Unit::Buyers => ("buyers", 1.0),
+        Unit::Flag => ("1 = yes", 1.0),
         Unit::Share => ("% of order attempts", 100.0),
         Unit::Millis => ("ms", 1.0),
         Unit::OrdersPerSecond => ("orders/s", 1.0),

@@ -224,6 +224,9 @@ pub struct Mapping {
     pub order_id_field: Option<String>,
     /// Header that carries the simulated client IP (empty: none).
     pub ip_header: String,
+    /// Header that carries each order attempt's idempotency key (empty: none is sent; the
+    /// oracle then sorts orders by id alone).
+    pub idempotency_header: String,
     pub outcomes: Vec<OutcomeRule>,
     /// The largest share of answers no rule may classify (0..=1) before the run fails, when
     /// the table sets one (see [`Mapping::unclassified_bound`]).
@@ -286,6 +289,7 @@ impl Default for Mapping {
             cancel: Some(tpl(Method::Post, "/api/orders/{order_id}/cancel", None)),
             order_id_field: Some("order_id".into()),
             ip_header: raw::forwarded_for(),
+            idempotency_header: raw::idempotency_key(),
             outcomes: vec![
                 rule(Code(201), None, Answer::Created),
                 rule(Class(2), None, Answer::Ok),
@@ -352,6 +356,18 @@ mod tests {
             Mapping::try_from(m),
             Err(MappingError::FieldWithoutEquals { rule: 2 })
         );
+    }
+
+    #[test]
+    fn the_idempotency_header_is_a_header_name_or_empty() {
+        let mut m = RawMapping::from(Mapping::default());
+        assert_eq!(m.idempotency_header, "Idempotency-Key");
+        m.idempotency_header = String::new();
+        assert_eq!(Mapping::try_from(m).unwrap().idempotency_header, "");
+        let mut m = RawMapping::from(Mapping::default());
+        m.idempotency_header = "Idem Key:".into();
+        let e = Mapping::try_from(m).unwrap_err().to_string();
+        assert!(e.contains("target.idempotency_header"), "{e}");
     }
 
     #[test]

@@ -67,6 +67,9 @@ pub struct RawMapping {
     pub order_id_field: Option<String>,
     #[serde(default = "forwarded_for")]
     pub ip_header: String,
+    /// Header that names each order attempt (default `Idempotency-Key`; empty: not sent).
+    #[serde(default = "idempotency_key")]
+    pub idempotency_header: String,
     pub outcomes: Vec<RawRule>,
     /// The largest share of answers no rule may classify (default 0.01).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -77,6 +80,10 @@ pub struct RawMapping {
 
 pub(super) fn forwarded_for() -> String {
     "X-Forwarded-For".into()
+}
+
+pub(super) fn idempotency_key() -> String {
+    "Idempotency-Key".into()
 }
 
 /// A `[target]` table that cannot be used; the message names the field and what is allowed.
@@ -129,6 +136,11 @@ pub enum MappingError {
     FieldWithoutEquals { rule: usize },
     #[error("field `target.order_id_field` must be a dot path like \"data.id\" (got {got:?})")]
     OrderIdField { got: String },
+    #[error(
+        "field `target.idempotency_header` must be an HTTP header name like \"Idempotency-Key\", \
+         or \"\" to send none (got {got:?})"
+    )]
+    IdempotencyHeader { got: String },
     #[error("field `target.max_unclassified` must be a share between 0 and 1 (got {got})")]
     MaxUnclassified { got: f64 },
     #[error(
@@ -267,7 +279,7 @@ impl TryFrom<RawMapping> for Mapping {
     type Error = MappingError;
 
     /// Checks in file order: each action's method, path and placeholders (set-up last), then
-    /// the order id field, each rule, the bound and the oracle.
+    /// the order id field, each rule, the idempotency header, the bound and the oracle.
     fn try_from(raw: RawMapping) -> Result<Mapping, MappingError> {
         if let Some(f) = raw.order_id_field.as_ref().filter(|f| !dot_path(f)) {
             return Err(MappingError::OrderIdField { got: f.clone() });
@@ -284,6 +296,13 @@ impl TryFrom<RawMapping> for Mapping {
             .enumerate()
             .map(|(i, r)| r.parse(i))
             .collect::<Result<_, _>>()?;
+        let header = &raw.idempotency_header;
+        if !header.is_empty() && reqwest::header::HeaderName::from_bytes(header.as_bytes()).is_err()
+        {
+            return Err(MappingError::IdempotencyHeader {
+                got: header.clone(),
+            });
+        }
         if let Some(got) = raw.max_unclassified.filter(|m| !(0.0..=1.0).contains(m)) {
             return Err(MappingError::MaxUnclassified { got });
         }
@@ -295,6 +314,7 @@ impl TryFrom<RawMapping> for Mapping {
             cancel,
             order_id_field: raw.order_id_field,
             ip_header: raw.ip_header,
+            idempotency_header: raw.idempotency_header,
             outcomes,
             max_unclassified: raw.max_unclassified,
             oracle: raw.oracle.map(RawOracle::parse).transpose()?,
@@ -334,6 +354,7 @@ impl From<Mapping> for RawMapping {
             cancel: m.cancel.map(Into::into),
             order_id_field: m.order_id_field,
             ip_header: m.ip_header,
+            idempotency_header: m.idempotency_header,
             outcomes: m.outcomes.into_iter().map(Into::into).collect(),
             max_unclassified: m.max_unclassified,
             oracle: m.oracle.map(|o| RawOracle {

@@ -1,0 +1,225 @@
+//! Limits on catalog metrics: a threshold's name and value checked against the metric's unit,
+//! the scenario's `[thresholds]` table and the `--threshold NAME=VALUE` flag, parsed into them.
+
+use super::{Metric, Unit};
+use serde::de::{self, Deserializer, MapAccess, Visitor};
+use serde::ser::{SerializeMap, Serializer};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt;
+use std::str::FromStr;
+
+impl Metric {
+    /// Checks a limit for this metric: counts are whole and not negative, shares lie in
+    /// 0..1, milliseconds are positive.
+    fn check_limit(self, value: f64) -> Result<f64, LimitError> {
+        let unit = self.spec().unit;
+        let (ok, allowed) = match unit {
+            u if u.is_count() => (value >= 0.0 && value.fract() == 0.0, "a count of 0 or more"),
+            Unit::Share => ((0.0..=1.0).contains(&value), "a share between 0 and 1"),
+            _ => (
+                value > 0.0 && value.is_finite(),
+                "a positive number of milliseconds",
+            ),
+        };
+        if ok {
+            Ok(value)
+        } else {
+            Err(LimitError::Invalid {
+                name: self.name(),
+                allowed,
+                value,
+            })
+        }
+    }
+
+    /// The metric a threshold name stands for.
+    pub fn limitable_named(name: &str) -> Result<Metric, LimitError> {
+        Metric::named(name)
+            .filter(|m| m.spec().threshold.is_some())
+            .ok_or_else(|| LimitError::Unknown(name.trim().to_string()))
+    }
+
+    /// A threshold as written (`name`, `value`): the metric and its checked limit.
+    pub fn limit(name: &str, value: f64) -> Result<(Metric, f64), LimitError> {
+        let metric = Metric::limitable_named(name)?;
+        Ok((metric, metric.check_limit(value)?))
+    }
+}
+
+/// The names thresholds accept, comma-separated.
+pub fn limitable_names() -> String {
+    Metric::limitable()
+        .map(Metric::name)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// A threshold that cannot be used.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum LimitError {
+    #[error("unknown threshold `{0}`; allowed: {names}", names = limitable_names())]
+    Unknown(String),
+    #[error("threshold `{name}` must be {allowed} (got {value})")]
+    Invalid {
+        name: &'static str,
+        allowed: &'static str,
+        value: f64,
+    },
+    #[error("expected NAME=VALUE (NAME one of {names}), got {0:?}", names = limitable_names())]
+    NotAPair(String),
+    #[error("threshold `{name}` needs a number, got {value:?}")]
+    NotANumber { name: String, value: String },
+}
+
+/// The limits a scenario's `[thresholds]` table sets, parsed when the file is read: unknown
+/// names and values out of range are refused there, naming the threshold and what is allowed.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Thresholds(BTreeMap<Metric, f64>);
+
+impl Thresholds {
+    /// The limit set for `metric`, if any.
+    pub fn get(&self, metric: Metric) -> Option<f64> {
+        self.0.get(&metric).copied()
+    }
+
+    /// Sets a limit (checked).
+    pub fn set(&mut self, name: &str, value: f64) -> Result<Metric, LimitError> {
+        let (metric, value) = Metric::limit(name, value)?;
+        self.0.insert(metric, value);
+        Ok(metric)
+    }
+
+    /// Whether no limit is set.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl Serialize for Thresholds {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(Some(self.0.len()))?;
+        for (m, v) in &self.0 {
+            if m.spec().unit.is_count() {
+                map.serialize_entry(m.name(), &(*v as i64))?;
+            } else {
+                map.serialize_entry(m.name(), v)?;
+            }
+        }
+        map.end()
+    }
+}
+
+/// A number in a TOML or JSON table; `null` (v1 reports wrote unset limits as null) is none.
+struct Number(Option<f64>);
+
+impl<'de> Deserialize<'de> for Number {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Number;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a number")
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Number, E> {
+                Ok(Number(Some(v as f64)))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Number, E> {
+                Ok(Number(Some(v as f64)))
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<Number, E> {
+                Ok(Number(Some(v)))
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<Number, E> {
+                Ok(Number(None))
+            }
+            fn visit_none<E: de::Error>(self) -> Result<Number, E> {
+                Ok(Number(None))
+            }
+            fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Number, D::Error> {
+                Number::deserialize(d)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl<'de> Deserialize<'de> for Thresholds {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Thresholds;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(f, "a table of limits ({})", limitable_names())
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Thresholds, A::Error> {
+                let mut t = Thresholds::default();
+                while let Some(name) = map.next_key::<String>()? {
+                    let metric = Metric::limitable_named(&name).map_err(de::Error::custom)?;
+                    if let Number(Some(v)) = map.next_value()? {
+                        let v = metric.check_limit(v).map_err(de::Error::custom)?;
+                        t.0.insert(metric, v);
+                    }
+                }
+                Ok(t)
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+/// A `--threshold NAME=VALUE` flag, parsed like a `[thresholds]` entry.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Override {
+    pub metric: Metric,
+    pub value: f64,
+}
+
+impl FromStr for Override {
+    type Err = LimitError;
+
+    fn from_str(s: &str) -> Result<Self, LimitError> {
+        let (name, value) = s
+            .split_once('=')
+            .ok_or_else(|| LimitError::NotAPair(s.to_string()))?;
+        let metric = Metric::limitable_named(name)?;
+        let number: f64 = value.trim().parse().map_err(|_| LimitError::NotANumber {
+            name: name.trim().to_string(),
+            value: value.to_string(),
+        })?;
+        let value = metric.check_limit(number)?;
+        Ok(Override { metric, value })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_thresholds_are_the_ones_users_script_against() {
+        assert_eq!(
+            limitable_names(),
+            "oversell, peak_oversell, client_oversell, oracle_disagreement, lost_acks, \
+             duplicate_acks, phantom_orders, indeterminate_committed, refused_committed, \
+             dead_letters, duplicate_buyers, duplicate_devices, status_mismatches, \
+             conservation_drift, redis_drift, restock_mismatch, reconcile_residual, \
+             stock_below_zero, stock_above_initial, queue_not_drained, undersell, error_rate, \
+             unclassified, p99_ms, p999_ms"
+        );
+        assert!(Metric::limit("mean_ms", 3.0).is_err());
+    }
+
+    #[test]
+    fn a_thresholds_table_round_trips_and_skips_nulls() {
+        let t: Thresholds =
+            serde_json::from_str(r#"{"oversell": 0, "p99_ms": 3000.0, "undersell": null}"#)
+                .unwrap();
+        assert_eq!(t.get(Metric::Oversell), Some(0.0));
+        assert_eq!(t.get(Metric::Undersell), None);
+        let back: Thresholds = serde_json::from_str(&serde_json::to_string(&t).unwrap()).unwrap();
+        assert_eq!(back, t);
+        let e = serde_json::from_str::<Thresholds>(r#"{"error_rate": 2}"#).unwrap_err();
+        assert!(e.to_string().contains("a share between 0 and 1"), "{e}");
+    }
+}

@@ -1,0 +1,461 @@
+//! The oracle's findings from hand-made evidence: each definition of BRIEF §4 on its own.
+
+use super::*;
+use crate::model::OrderStatus;
+use crate::traffic::recorder::{Ack, BuyerResult, Told};
+
+fn order(id: &str, user: &str, status: OrderStatus) -> Order {
+    Order {
+        id: id.into(),
+        item_id: 1,
+        user_id: user.into(),
+        device_id: Some(format!("d-{user}")),
+        qty: 1,
+        status,
+        created_at_ms: 0,
+        updated_at_ms: 0,
+        idempotency_key: None,
+    }
+}
+
+fn clients(acks: &[(&str, &str)]) -> Measurements {
+    Measurements {
+        histograms: Default::default(),
+        order_intervals: vec![],
+        timeline: vec![],
+        acks: acks
+            .iter()
+            .enumerate()
+            .map(|(i, (id, user))| Ack {
+                key: Some(format!("k-{i}")),
+                order_id: Some(id.to_string()),
+                buyer: i,
+                user_id: user.to_string(),
+                device_id: format!("d-{user}"),
+                bot: user.starts_with("bot"),
+                at_ms: 0,
+            })
+            .collect(),
+        attempts: vec![],
+        told: Default::default(),
+        cancels_ok: 0,
+        unclassified: vec![],
+        first_sold_out_ms: None,
+        send_lag: Default::default(),
+        order_answer_span: None,
+        buyers: (0..5)
+            .map(|i| {
+                (
+                    i,
+                    BuyerResult {
+                        bot: false,
+                        attempted: true,
+                        got_order: i < 2,
+                    },
+                )
+            })
+            .collect(),
+    }
+}
+
+/// Evidence of `initial` units, `truth` and `clients`, nothing else.
+fn evidence(initial: i64, truth: Truth, c: &Measurements) -> Evidence<'_> {
+    Evidence {
+        initial_stock: initial,
+        purchase_limit: 1,
+        truth,
+        oracle: OracleView {
+            source: "test".into(),
+            ..OracleView::default()
+        },
+        reading: Reading {
+            order_id_field: Some("order_id".into()),
+            max_unclassified: 0.01,
+            keys_sent: true,
+        },
+        redis_stock: None,
+        reconcile_residual: None,
+        stock_seen: None,
+        redis_restocked_orders: None,
+        dead_letters: None,
+        clients: c,
+    }
+}
+
+#[test]
+fn oversell_lost_acks_phantoms_and_duplicates_come_from_the_database() {
+    let c = clients(&[("a", "u1"), ("b", "u2"), ("c", "bot1"), ("lost", "u3")]);
+    let orders = vec![
+        order("a", "u1", OrderStatus::Paid),
+        order("b", "u2", OrderStatus::PendingPayment),
+        order("c", "bot1", OrderStatus::Paid),
+        order("c2", "bot1", OrderStatus::Paid),
+        order("x", "u9", OrderStatus::Cancelled),
+    ];
+    let f = audit(&evidence(
+        3,
+        Truth::Orders {
+            db_stock: -1,
+            orders,
+        },
+        &c,
+    ));
+    assert_eq!(f.sold, Some(4));
+    assert_eq!(f.oversell, Some(1));
+    assert_eq!(f.negative_stock, Some(true));
+    assert_eq!(f.conservation_drift, Some(0));
+    assert_eq!(f.lost_acks, Some(1));
+    assert_eq!(f.lost_ack_examples, vec!["lost".to_string()]);
+    assert_eq!(
+        f.phantom_orders,
+        Some(2),
+        "c2 and x were never acknowledged"
+    );
+    assert_eq!(f.duplicate_buyers, Some(1));
+    assert_eq!(f.bot_units, Some(2));
+    assert!(f.verdict.contains("oversold 1"), "{}", f.verdict);
+}
+
+#[test]
+fn a_dead_lettered_acknowledged_order_is_lost_and_said_to_be_dead_lettered() {
+    let c = clients(&[("a", "u1"), ("dl", "u2"), ("dl2", "u3")]);
+    let letter = |id: &str, kind: &str, was: &str| DeadLetterSeen {
+        order_id: id.into(),
+        kind: kind.into(),
+        was: was.into(),
+    };
+    // dl: refused while pending (dead-lettering released its unit); dl2: cancelled in
+    // Redis (restocked there), then refused, then its cancel followed it aside.
+    let letters = vec![
+        letter("dl", "order", "pending_payment"),
+        letter("dl2", "order", "cancelled"),
+        letter("dl2", "cancel", "dead_lettered"),
+    ];
+    let evidence = |dead_letters| Evidence {
+        redis_stock: Some(4),
+        reconcile_residual: Some(0),
+        redis_restocked_orders: Some(1),
+        dead_letters,
+        ..evidence(
+            5,
+            Truth::Orders {
+                db_stock: 4,
+                orders: vec![order("a", "u1", OrderStatus::Paid)],
+            },
+            &c,
+        )
+    };
+    let f = audit(&evidence(Some(letters)));
+    assert_eq!(f.lost_acks, Some(2));
+    assert_eq!(f.lost_acks_dead_lettered, Some(2));
+    assert_eq!(f.dead_letters, Some(3));
+    assert_eq!(
+        f.restock_mismatch,
+        Some(0),
+        "dl2's restock is accounted for"
+    );
+    assert_eq!((f.conservation_drift, f.redis_drift), (Some(0), Some(0)));
+    assert!(
+        f.verdict
+            .contains("lost 2 acknowledged orders (2 dead-lettered")
+            && f.verdict.contains("3 stream entries dead-lettered"),
+        "{}",
+        f.verdict
+    );
+    // Without the dead-letter stream the same database shows an unexplained restock.
+    let f = audit(&evidence(None));
+    assert_eq!(
+        (f.restock_mismatch, f.lost_acks_dead_lettered),
+        (Some(-1), None)
+    );
+}
+
+#[test]
+fn peak_oversell_replays_the_orders_history() {
+    let at = |id: &str, status, c: i64, u: i64| Order {
+        created_at_ms: c,
+        updated_at_ms: u,
+        ..order(id, id, status)
+    };
+    // Stock 2: three orders at t=1,2,3 (peak 3 held), one cancelled at t=4, one bought at t=4.
+    let orders = vec![
+        at("a", OrderStatus::Paid, 1, 1),
+        at("b", OrderStatus::Cancelled, 2, 4),
+        at("c", OrderStatus::Paid, 3, 3),
+        at("d", OrderStatus::Paid, 4, 4),
+    ];
+    assert_eq!(peak_held(&orders), 3);
+    // Released and re-bought in the same millisecond: never held twice.
+    let orders = vec![
+        at("a", OrderStatus::Expired, 1, 5),
+        at("b", OrderStatus::Paid, 5, 5),
+    ];
+    assert_eq!(peak_held(&orders), 1);
+}
+
+#[test]
+fn undersell_counts_units_left_while_buyers_were_turned_away() {
+    let c = clients(&[("a", "u1"), ("b", "u2")]);
+    let orders = vec![
+        order("a", "u1", OrderStatus::Paid),
+        order("b", "u2", OrderStatus::Paid),
+    ];
+    let f = audit(&Evidence {
+        redis_stock: Some(8),
+        reconcile_residual: Some(0),
+        stock_seen: Some((8, 10)),
+        ..evidence(
+            10,
+            Truth::Orders {
+                db_stock: 8,
+                orders,
+            },
+            &c,
+        )
+    });
+    assert_eq!(f.oversell, Some(0));
+    assert_eq!(
+        f.undersell,
+        Some(3),
+        "8 left, but only 3 people were turned away"
+    );
+    assert_eq!(f.redis_drift, Some(0));
+}
+
+#[test]
+fn without_an_oracle_the_verdict_says_so() {
+    let c = clients(&[("a", "u1"), ("b", "u2"), ("c", "u3")]);
+    let f = audit(&evidence(2, Truth::Unverified, &c));
+    assert!(!f.verified);
+    assert_eq!(f.oversell, None);
+    assert_eq!(f.client_oversell, Some(1), "measured without any oracle");
+    assert!(
+        f.verdict.contains("not verified") && f.verdict.contains("client-observed oversell 1"),
+        "{}",
+        f.verdict
+    );
+}
+
+#[test]
+fn a_stock_derived_oracle_that_undercounts_disagrees_with_the_clients() {
+    // 6 acknowledged, one cancel answered ok, 3 units: the shop's own counter says 2 sold.
+    let mut c = clients(&[
+        ("a", "u1"),
+        ("b", "u2"),
+        ("c", "u3"),
+        ("d", "u4"),
+        ("e", "u5"),
+        ("f", "u6"),
+    ]);
+    c.cancels_ok = 1;
+    let f = audit(&evidence(
+        3,
+        Truth::Totals {
+            sold: 2,
+            stock: Some(1),
+        },
+        &c,
+    ));
+    assert_eq!(f.oversell, Some(0), "the oracle alone sees none");
+    assert_eq!(f.restocks_seen, Some(1));
+    assert_eq!(f.client_net_acks, 5);
+    assert_eq!(f.client_oversell, Some(2));
+    assert_eq!(f.oracle_disagreement, Some(3));
+    assert!(
+        f.verdict.contains("the oracle sees no oversell")
+            && f.verdict.contains("client-observed oversell 2")
+            && f.verdict.contains(
+                "the oracle disagrees with the clients: it counts 2 sold, clients were told 5"
+            ),
+        "{}",
+        f.verdict
+    );
+}
+
+#[test]
+fn restocks_the_database_shows_for_acknowledged_orders_count_once() {
+    // Stock 1: "a" expired (the client never heard), "b" cancelled by its client, "c" paid.
+    let mut c = clients(&[("a", "u1"), ("b", "u2"), ("c", "u3")]);
+    c.cancels_ok = 1;
+    c.told.insert("b".into(), Told::Cancelled);
+    let orders = vec![
+        order("a", "u1", OrderStatus::Expired),
+        order("b", "u2", OrderStatus::Cancelled),
+        order("c", "u3", OrderStatus::Paid),
+    ];
+    let f = audit(&evidence(
+        1,
+        Truth::Orders {
+            db_stock: 0,
+            orders,
+        },
+        &c,
+    ));
+    assert_eq!(f.restocks_seen, Some(2));
+    assert_eq!(f.client_oversell, Some(0));
+    assert_eq!(f.oracle_disagreement, Some(0));
+    assert_eq!(f.verdict, "sold 1 of 1: no oversell");
+}
+
+#[test]
+fn too_many_unclassified_answers_lead_the_verdict_with_the_rule_to_add() {
+    use crate::traffic::recorder::{Kind, UnclassifiedAnswer};
+    let mut c = clients(&[]);
+    let mut h = crate::traffic::recorder::new_histogram();
+    for _ in 0..10 {
+        h.record(1000).unwrap();
+    }
+    c.histograms.insert(
+        (Kind::Order, crate::traffic::recorder::Answer::Unclassified),
+        h,
+    );
+    c.unclassified = vec![UnclassifiedAnswer {
+        kind: Kind::Order,
+        status: 200,
+        count: 10,
+        sample: r#"{"message":"purchased"}"#.into(),
+    }];
+    let f = audit(&evidence(5, Truth::Unverified, &c));
+    assert!(f.mapping_incomplete());
+    assert_eq!(f.unclassified_share, Some(1.0));
+    assert!(
+        f.verdict
+            .starts_with("MAPPING INCOMPLETE: 10 of 10 answers")
+            && f.verdict
+                .contains(r#"{ status = ["200"], outcome = "created" }"#),
+        "{}",
+        f.verdict
+    );
+}
+
+#[test]
+fn every_order_is_sorted_by_the_attempt_that_asked_for_it() {
+    use crate::traffic::recorder::{Answer, AnswerClass, Attempt};
+    let attempt = |key: &str, answer: Answer, id: Option<&str>| Attempt {
+        key: key.into(),
+        buyer: 0,
+        answer,
+        class: AnswerClass::of(answer),
+        order_id: id.map(str::to_string),
+        at_ms: 0,
+    };
+    let keyed = |id: &str, key: Option<&str>| Order {
+        idempotency_key: key.map(str::to_string),
+        ..order(id, id, OrderStatus::PendingPayment)
+    };
+    let mut c = clients(&[("a", "u1")]);
+    c.attempts = vec![
+        attempt("k-0", Answer::Created, Some("a")),
+        attempt("k-late", Answer::Timeout, None),
+        attempt("k-503", Answer::ServerError, None),
+        attempt("k-no", Answer::SoldOut, None),
+        attempt("k-noid", Answer::Created, None),
+    ];
+    c.acks.push(Ack {
+        key: Some("k-noid".into()),
+        order_id: None,
+        ..c.acks[0].clone()
+    });
+    let orders = vec![
+        keyed("a", Some("k-0")),
+        // The client gave up before the shop committed: indeterminate, and it bought.
+        keyed("late", Some("k-late")),
+        // The shop said sold out and bought anyway.
+        keyed("no", Some("k-no")),
+        // An answer that carried no id, traced by its key.
+        keyed("noid", Some("k-noid")),
+        // Nobody asked: inserted behind the clients' backs.
+        keyed("x", Some("someone-else")),
+        keyed("y", None),
+    ];
+    let truth = || Truth::Orders {
+        db_stock: 4,
+        orders: orders.clone(),
+    };
+    let f = audit(&evidence(10, truth(), &c));
+    assert_eq!(f.orders_acknowledged, Some(2));
+    assert_eq!(f.indeterminate, 2, "the timeout and the 5xx");
+    assert_eq!(f.indeterminate_committed, Some(1));
+    assert_eq!(f.refused_committed, Some(1));
+    assert_eq!(f.phantom_orders, Some(2));
+    assert!(
+        f.verdict.contains("2 phantom orders")
+            && f.verdict
+                .contains("1 of 2 indeterminate order attempts committed")
+            && f.verdict
+                .contains("1 orders committed for requests the shop refused"),
+        "{}",
+        f.verdict
+    );
+    // Keys that were never sent trace nothing: only acknowledged ids count.
+    let f = audit(&Evidence {
+        reading: Reading {
+            keys_sent: false,
+            ..evidence(10, truth(), &c).reading
+        },
+        ..evidence(10, truth(), &c)
+    });
+    assert_eq!(
+        (
+            f.orders_acknowledged,
+            f.indeterminate_committed,
+            f.phantom_orders
+        ),
+        (Some(1), Some(0), Some(5))
+    );
+}
+
+#[test]
+fn one_order_id_told_to_two_attempts_is_a_duplicate_ack_and_a_replay_is_not() {
+    let mut c = clients(&[("a", "u1"), ("b", "u2"), ("b", "u3")]);
+    // A retry of attempt k-0 told the same order again: one attempt, not a finding.
+    c.acks.push(c.acks[0].clone());
+    let orders = vec![
+        order("a", "u1", OrderStatus::Paid),
+        order("b", "u2", OrderStatus::Paid),
+    ];
+    let f = audit(&evidence(
+        5,
+        Truth::Orders {
+            db_stock: 3,
+            orders,
+        },
+        &c,
+    ));
+    assert_eq!(f.duplicate_acks, Some(1), "b was told to two attempts");
+    assert!(
+        f.verdict
+            .contains("1 order ids were acknowledged to more than one attempt"),
+        "{}",
+        f.verdict
+    );
+    // Without order ids there is nothing to compare.
+    let f = audit(&Evidence {
+        reading: Reading {
+            order_id_field: None,
+            max_unclassified: 0.01,
+            keys_sent: true,
+        },
+        ..evidence(5, Truth::Unverified, &c)
+    });
+    assert_eq!(f.duplicate_acks, None);
+}
+
+#[test]
+fn order_answers_sort_into_acknowledged_refused_and_indeterminate() {
+    use crate::traffic::recorder::{Answer, AnswerClass};
+    for a in Answer::ALL {
+        let expected = match a {
+            Answer::Created => AnswerClass::Acknowledged,
+            Answer::SoldOut
+            | Answer::Duplicate
+            | Answer::RateLimited
+            | Answer::Rejected
+            | Answer::NotFound
+            | Answer::Invalid => AnswerClass::Refused,
+            // A 5xx, a timeout, a broken connection, or an answer the mapping cannot read.
+            _ => AnswerClass::Indeterminate,
+        };
+        assert_eq!(AnswerClass::of(a), expected, "{}", a.as_str());
+    }
+}
