@@ -184,7 +184,7 @@ pub struct RunArgs {
 /// `oversell compare`.
 #[derive(Debug, Args, Clone)]
 pub struct CompareArgs {
-    /// Strategies to compare, comma-separated (default: all four).
+    /// Strategies to compare, comma-separated (default: all of them).
     #[arg(long, value_enum, value_delimiter = ',', default_values_t = Strategy::ALL.to_vec())]
     pub strategies: Vec<Strategy>,
     /// Backends, comma-separated: postgres, mysql (default: inferred from --database-url).

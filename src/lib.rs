@@ -18,7 +18,9 @@
 //!   (`shop/admin.rs`), the client address behind `--trusted-proxy` ([`shop::client_ip`]), and
 //!   the watch that rebuilds a redis-lua sale Redis lost ([`shop::rewarm`]).
 //! - [`inventory`]: the [`inventory::Strategy`] enum and one file per strategy
-//!   (`naive`, `for_update`, `optimistic`, `redis_lua`); [`inventory::idempotency`] is the
+//!   (`naive`, `for_update`, `optimistic`, `redis_lua`, `conditional`: one conditional
+//!   `UPDATE`; `batched`: per-item queues and one transaction per batch, its decisions unit-tested
+//!   in `batched/tests.rs`); [`inventory::idempotency`] is the
 //!   `Idempotency-Key` rule they all share (a retry gets the order its key bought, never a
 //!   second one); `redis_lua::keys` is the Redis key
 //!   layout of a sale and the clean-up of a key prefix; `redis_lua::stream` is the stream's

@@ -4,6 +4,8 @@
 //! dispatches with one `match`. A purchase returns an [`Outcome`] value (sold out, duplicate,
 //! busy are normal answers on a hot path); [`InventoryError`] is for infrastructure failures.
 
+mod batched;
+mod conditional;
 mod for_update;
 pub mod idempotency;
 mod naive;
@@ -33,15 +35,21 @@ pub enum Strategy {
     Optimistic,
     /// Atomic pre-deduct in Redis with asynchronous persistence.
     RedisLua,
+    /// One `UPDATE ... WHERE stock >= q`: no version, no lock across statements.
+    Conditional,
+    /// App-level group commit: a per-item queue, one transaction per batch of buyers.
+    Batched,
 }
 
 impl Strategy {
     /// Every strategy, in the order reports show them.
-    pub const ALL: [Strategy; 4] = [
+    pub const ALL: [Strategy; 6] = [
         Strategy::Naive,
         Strategy::ForUpdate,
         Strategy::Optimistic,
         Strategy::RedisLua,
+        Strategy::Conditional,
+        Strategy::Batched,
     ];
 
     /// The CLI spelling.
@@ -51,6 +59,8 @@ impl Strategy {
             Strategy::ForUpdate => "for-update",
             Strategy::Optimistic => "optimistic",
             Strategy::RedisLua => "redis-lua",
+            Strategy::Conditional => "conditional",
+            Strategy::Batched => "batched",
         }
     }
 
@@ -144,6 +154,10 @@ pub struct Settings {
     pub optimistic_backoff: Duration,
     /// How long an unpaid order holds its units.
     pub payment_timeout: Duration,
+    /// batched: the longest a batch waits for more buyers after its first.
+    pub batch_window: Duration,
+    /// batched: the most buyers in one batch.
+    pub batch_max: usize,
 }
 
 impl Default for Settings {
@@ -154,6 +168,8 @@ impl Default for Settings {
             optimistic_retries: 3,
             optimistic_backoff: Duration::from_millis(2),
             payment_timeout: Duration::from_secs(15 * 60),
+            batch_window: Duration::from_millis(2),
+            batch_max: 128,
         }
     }
 }
@@ -193,6 +209,8 @@ pub struct Inventory {
     strategy: Strategy,
     store: Store,
     redis: Option<RedisLua>,
+    /// `batched`: the per-item queues.
+    batcher: Option<batched::Batcher>,
     settings: Arc<Settings>,
     items: Arc<RwLock<HashMap<i64, Item>>>,
     rewarming: Arc<tokio::sync::Mutex<()>>,
@@ -228,10 +246,13 @@ impl Inventory {
             (strategy == Strategy::RedisLua) == redis.is_some(),
             "redis-lua needs Redis; the database strategies must not use it"
         );
+        let batcher = (strategy == Strategy::Batched)
+            .then(|| batched::Batcher::new(store.clone(), &settings));
         Inventory {
             strategy,
             store,
             redis,
+            batcher,
             settings: Arc::new(settings),
             items: Arc::default(),
             rewarming: Arc::default(),
@@ -383,6 +404,19 @@ impl Inventory {
         self.in_flight.load(std::sync::atomic::Ordering::SeqCst)
     }
 
+    /// Waits (at most `limit`) until no purchase is in flight: `batched`'s queues are empty
+    /// then, and every purchase a client left behind has committed or not. True when drained.
+    pub async fn drain(&self, limit: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + limit;
+        while self.purchases_in_flight() > 0 {
+            if tokio::time::Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        true
+    }
+
     /// Tries to buy. Business answers are `Ok(Outcome)`; contention maps to `Outcome::Busy`.
     pub async fn purchase(&self, p: &Purchase) -> Result<Outcome, InventoryError> {
         let _counted = InFlight::new(&self.in_flight);
@@ -403,6 +437,13 @@ impl Inventory {
             Strategy::Naive => naive::purchase(&self.store, &self.settings, p).await,
             Strategy::ForUpdate => for_update::purchase(&self.store, &self.settings, p).await,
             Strategy::Optimistic => optimistic::purchase(&self.store, &self.settings, p).await,
+            Strategy::Conditional => {
+                conditional::purchase(&self.store, p, item.purchase_limit).await
+            }
+            Strategy::Batched => {
+                let batcher = self.batcher.as_ref().expect("set in new");
+                Ok(batcher.purchase(p).await)
+            }
             Strategy::RedisLua => {
                 let redis = self.redis.as_ref().expect("checked in new");
                 redis.purchase(p, item.purchase_limit).await

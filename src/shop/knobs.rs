@@ -86,6 +86,11 @@ knobs! {
     optimistic_retries: u32 = 3, 0..=100;
     /// optimistic: base backoff between retries (ms, jittered, doubling; 0 = none).
     optimistic_backoff_ms: u64 = 2, 0..=10_000;
+    /// batched: the longest a batch waits for more buyers after its first (ms; 0 = only those
+    /// already queued).
+    batch_window_ms: u64 = 2, 0..=10_000;
+    /// batched: the most buyers applied in one transaction.
+    batch_max: u32 = 128, 1..=4096;
     /// Payment window: an unpaid order is expired and restocked after this many seconds.
     payment_timeout_s: u64 = 900, 1..=604_800;
     /// redis-lua: seconds between reconciliation passes.
@@ -194,6 +199,8 @@ impl ShopKnobs {
                 optimistic_retries: self.optimistic_retries,
                 optimistic_backoff: Duration::from_millis(self.optimistic_backoff_ms),
                 payment_timeout: Duration::from_secs(self.payment_timeout_s),
+                batch_window: Duration::from_millis(self.batch_window_ms),
+                batch_max: self.batch_max as usize,
             },
             redis: RedisSettings {
                 url: redis_url.to_string(),

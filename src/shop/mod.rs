@@ -171,6 +171,14 @@ impl Application {
         .with_graceful_shutdown(shutdown)
         .await
         .context("serving")?;
+        // Purchases whose clients left still run (and `batched` ones wait in their queues):
+        // let them finish before the pipeline and the pool stop.
+        if !self.state.inventory.drain(Duration::from_secs(30)).await {
+            tracing::warn!(
+                in_flight = self.state.inventory.purchases_in_flight(),
+                "purchases still running after 30 s at shutdown"
+            );
+        }
         let _ = self.shutdown_tx.send(true);
         while self.background.join_next().await.is_some() {}
         self.state.inventory.store().close().await;

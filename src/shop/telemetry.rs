@@ -30,6 +30,8 @@ pub const METRICS: &[Described] = &[
     m("oversell_idempotent_replays_total", Counter, "Order requests answered with the order their Idempotency-Key bought before (a retry: nothing moved)."),
     m("oversell_optimistic_conflicts_total", Counter, "optimistic: compare-and-swap updates that lost to a concurrent one and were retried."),
     m("oversell_optimistic_exhausted_total", Counter, "optimistic: orders that ran out of retries (answered 503 busy)."),
+    m("oversell_batch_size", Histogram, "batched: purchases applied in one transaction (one batch of an item's queue)."),
+    m("oversell_batch_failures_total", Counter, "batched: batches whose transaction failed (nothing moved; every buyer in it answered 503 busy: batch_failed)."),
     m("oversell_consumer_up", Gauge, "redis-lua: 1 while an item's persistence consumer is connected and reading, 0 while it reconnects."),
     m("oversell_consumer_errors_total", Counter, "redis-lua: persistence consumer failures, by kind (connect, read, claim, ack, redis, db_unavailable, db_refused)."),
     m("oversell_claimed_entries_total", Counter, "redis-lua: stream entries claimed from consumers idle past the claim time (a dead shop's pending work)."),

@@ -35,6 +35,10 @@ pub fn migrator(backend: Backend) -> Migrator {
     }
 }
 
+/// An order's columns, in the order `rows::bind_order` binds and `rows::order_from_row` reads.
+const ORDER_COLS: &str = "id, item_id, user_id, device_id, qty, status, created_at_ms, \
+     updated_at_ms, idempotency_key";
+
 /// Every statement the store runs, already in the backend's placeholder style.
 #[derive(Debug, Clone)]
 pub struct Statements {
@@ -47,7 +51,14 @@ pub struct Statements {
     pub held_by_device: &'static str,
     pub deduct: &'static str,
     pub cas_deduct: &'static str,
+    /// `conditional` (and `batched`, for a whole batch): `stock = stock - q WHERE stock >= q`,
+    /// no version compare; one row updated is the decision.
+    pub conditional_deduct: &'static str,
     pub insert_order: &'static str,
+    /// `conditional`: the order insert that is also the purchase-limit check (the buyer's live
+    /// units plus this order's must fit the limit); exact because the transaction's
+    /// `conditional_deduct` holds the item row until commit.
+    pub insert_order_within_limit: &'static str,
     pub insert_order_if_absent: &'static str,
     pub delete_orders: &'static str,
     /// How many orders an item has (a set-up without reset refuses an item that has some).
@@ -124,8 +135,6 @@ impl Statements {
         };
         const ITEM_COLS: &str =
             "id, name, price_cents, initial_stock, stock, version, purchase_limit";
-        const ORDER_COLS: &str = "id, item_id, user_id, device_id, qty, status, created_at_ms, \
-             updated_at_ms, idempotency_key";
         let held = |col: &str| {
             format!(
                 "SELECT CAST(COALESCE(SUM(qty), 0) AS {sum_cast}) FROM orders \
@@ -152,8 +161,17 @@ impl Statements {
                          WHERE id = ? AND stock >= ? AND version = ?"
                     .into(),
             ),
+            conditional_deduct: leak(
+                "UPDATE items SET stock = stock - ? WHERE id = ? AND stock >= ?".into(),
+            ),
             insert_order: leak(format!(
                 "INSERT INTO orders ({ORDER_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            )),
+            insert_order_within_limit: leak(format!(
+                "INSERT INTO orders ({ORDER_COLS}) SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?{from_dual} \
+                 WHERE (SELECT CAST(COALESCE(SUM(qty), 0) AS {sum_cast}) FROM orders \
+                 WHERE item_id = ? AND user_id = ? AND status IN ('pending_payment', 'paid')) \
+                 + ? <= ?"
             )),
             insert_order_if_absent: leak(format!(
                 "INSERT INTO orders ({ORDER_COLS}) SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?{from_dual} \
@@ -235,7 +253,9 @@ impl Statements {
             held_by_device: f(self.held_by_device),
             deduct: f(self.deduct),
             cas_deduct: f(self.cas_deduct),
+            conditional_deduct: f(self.conditional_deduct),
             insert_order: f(self.insert_order),
+            insert_order_within_limit: f(self.insert_order_within_limit),
             insert_order_if_absent: f(self.insert_order_if_absent),
             delete_orders: f(self.delete_orders),
             count_orders: f(self.count_orders),
@@ -278,6 +298,41 @@ pub fn insert_applied(backend: Backend, rows: usize) -> String {
              ON DUPLICATE KEY UPDATE seq = seq"
         ),
     };
+    match backend {
+        Backend::Mysql => sql,
+        Backend::Postgres => numbered_placeholders(sql),
+    }
+}
+
+/// `batched`: inserts `rows` orders in one statement (`ORDER_COLS` bound per row).
+pub fn insert_orders(backend: Backend, rows: usize) -> String {
+    let values = vec!["(?, ?, ?, ?, ?, ?, ?, ?, ?)"; rows.max(1)].join(", ");
+    placeholders(
+        backend,
+        format!("INSERT INTO orders ({ORDER_COLS}) VALUES {values}"),
+    )
+}
+
+/// `batched`: the orders of one item that bear on a batch, read under the item's row lock:
+/// those of its `users` buyers (their holdings, for the limit) and those bought with its `keys`
+/// (replays). Binds the item id, then the users, then the keys; with no keys only the users.
+pub fn batch_orders(backend: Backend, users: usize, keys: usize) -> String {
+    let list = |n: usize| vec!["?"; n.max(1)].join(", ");
+    let by_key = if keys == 0 {
+        String::new()
+    } else {
+        format!(" OR idempotency_key IN ({})", list(keys))
+    };
+    placeholders(
+        backend,
+        format!(
+            "SELECT {ORDER_COLS} FROM orders WHERE item_id = ? AND (user_id IN ({}){by_key})",
+            list(users)
+        ),
+    )
+}
+
+fn placeholders(backend: Backend, sql: String) -> String {
     match backend {
         Backend::Mysql => sql,
         Backend::Postgres => numbered_placeholders(sql),
@@ -337,5 +392,19 @@ mod tests {
             .ends_with("item_id = $1 AND idempotency_key = $2"));
         assert!(insert_applied(Backend::Postgres, 2).contains("($4, $5, $6) ON CONFLICT"));
         assert!(insert_applied(Backend::Mysql, 1).contains("VALUES (?, ?, ?) ON DUPLICATE"));
+        assert!(p.conditional_deduct.ends_with("id = $2 AND stock >= $3"));
+        assert!(p.insert_order_within_limit.ends_with("+ $12 <= $13"));
+        assert!(s
+            .insert_order_within_limit
+            .contains("FROM DUAL WHERE (SELECT"));
+        assert!(insert_orders(Backend::Postgres, 2).ends_with("$17, $18)"));
+        assert_eq!(
+            batch_orders(Backend::Postgres, 2, 1),
+            format!(
+                "SELECT {ORDER_COLS} FROM orders WHERE item_id = $1 AND (user_id IN ($2, $3) \
+                 OR idempotency_key IN ($4))"
+            )
+        );
+        assert!(batch_orders(Backend::Mysql, 1, 0).ends_with("(user_id IN (?))"));
     }
 }

@@ -271,6 +271,7 @@ impl Store {
         Ok(StoreTx {
             tx: tx?,
             sql: self.sql,
+            backend: self.backend,
         })
     }
 

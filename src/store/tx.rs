@@ -1,7 +1,7 @@
 //! A transaction on the store, with the primitives the locking strategies need.
 
-use super::rows::{bind_order, item_from_row};
-use super::{dialect::Statements, StoreError};
+use super::rows::{bind_order, item_from_row, order_from_row};
+use super::{dialect, dialect::Statements, Backend, StoreError};
 use crate::model::{Item, Order};
 use sqlx::{Any, Transaction};
 
@@ -9,6 +9,7 @@ use sqlx::{Any, Transaction};
 pub struct StoreTx {
     pub(super) tx: Transaction<'static, Any>,
     pub(super) sql: &'static Statements,
+    pub(super) backend: Backend,
 }
 
 impl StoreTx {
@@ -67,6 +68,71 @@ impl StoreTx {
             .execute(&mut *self.tx)
             .await?;
         Ok(done.rows_affected() == 1)
+    }
+
+    /// `conditional`'s one decision: `stock = stock - qty WHERE id = ? AND stock >= qty`, no
+    /// version compare. True when the row was updated (the units are taken, and the row stays
+    /// locked until commit); false when the stock did not cover `qty` (or no such item).
+    pub async fn conditional_deduct(&mut self, item: i64, qty: i64) -> Result<bool, StoreError> {
+        let done = sqlx::query(self.sql.conditional_deduct)
+            .bind(qty)
+            .bind(item)
+            .bind(qty)
+            .execute(&mut *self.tx)
+            .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// Inserts an order only if its buyer's live units of the item plus the order's stay
+    /// within `limit`; false when they would not (nothing inserted). Exact only after this
+    /// transaction took the item's row lock (see [`Statements::insert_order_within_limit`]).
+    pub async fn insert_order_within_limit(
+        &mut self,
+        order: &Order,
+        limit: i64,
+    ) -> Result<bool, StoreError> {
+        let done = bind_order(sqlx::query(self.sql.insert_order_within_limit), order)
+            .bind(order.item_id)
+            .bind(&order.user_id)
+            .bind(order.qty)
+            .bind(limit)
+            .execute(&mut *self.tx)
+            .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// `batched`: every order of `item` bought by one of `users` or with one of `keys`, in
+    /// this transaction (see [`dialect::batch_orders`]).
+    pub async fn batch_orders(
+        &mut self,
+        item: i64,
+        users: &[&str],
+        keys: &[&str],
+    ) -> Result<Vec<Order>, StoreError> {
+        let stmt = dialect::batch_orders(self.backend, users.len(), keys.len());
+        let mut q = sqlx::query(sqlx::AssertSqlSafe(stmt)).bind(item);
+        for u in users {
+            q = q.bind(*u);
+        }
+        for k in keys {
+            q = q.bind(*k);
+        }
+        let rows = q.fetch_all(&mut *self.tx).await?;
+        rows.iter().map(order_from_row).collect()
+    }
+
+    /// `batched`: inserts every order in one multi-row statement.
+    pub async fn insert_orders(&mut self, orders: &[&Order]) -> Result<(), StoreError> {
+        if orders.is_empty() {
+            return Ok(());
+        }
+        let stmt = dialect::insert_orders(self.backend, orders.len());
+        let mut q = sqlx::query(sqlx::AssertSqlSafe(stmt));
+        for o in orders {
+            q = bind_order(q, o);
+        }
+        q.execute(&mut *self.tx).await?;
+        Ok(())
     }
 
     /// Inserts an order in this transaction.

@@ -167,3 +167,27 @@ async fn redis_lua_sells_exactly_the_stock_and_persists_every_ack_on_mysql() {
     let r = rush(Strategy::RedisLua, Backend::Mysql).await;
     assert_correct(&r, Strategy::RedisLua, true);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conditional_sells_exactly_the_stock_on_postgres() {
+    let r = rush(Strategy::Conditional, Backend::Postgres).await;
+    assert_correct(&r, Strategy::Conditional, true);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conditional_sells_exactly_the_stock_on_mysql() {
+    let r = rush(Strategy::Conditional, Backend::Mysql).await;
+    assert_correct(&r, Strategy::Conditional, true);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batched_sells_exactly_the_stock_on_postgres() {
+    let r = rush(Strategy::Batched, Backend::Postgres).await;
+    assert_correct(&r, Strategy::Batched, true);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batched_sells_exactly_the_stock_on_mysql() {
+    let r = rush(Strategy::Batched, Backend::Mysql).await;
+    assert_correct(&r, Strategy::Batched, true);
+}

@@ -208,14 +208,20 @@ impl TestApp {
             .unwrap()
     }
 
-    /// Stops the shop, drops the test database and deletes the test's Redis keys.
-    pub async fn teardown(mut self) {
+    /// Stops the shop (a graceful shutdown, as on SIGTERM) and waits for it, keeping the
+    /// database and keys for the test to read.
+    pub async fn stop(&mut self) {
         if let Some(tx) = self.stop.take() {
             let _ = tx.send(());
         }
         if let Some(h) = self.handle.take() {
             let _ = tokio::time::timeout(Duration::from_secs(10), h).await;
         }
+    }
+
+    /// Stops the shop, drops the test database and deletes the test's Redis keys.
+    pub async fn teardown(mut self) {
+        self.stop().await;
         drop_database(&self.database_url).await;
         delete_prefix(&self.redis_prefix).await;
     }

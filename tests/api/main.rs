@@ -7,6 +7,7 @@ mod durability;
 mod edge;
 mod gate;
 mod helpers;
+mod hot_row;
 mod idempotency;
 mod judge;
 mod live;

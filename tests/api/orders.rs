@@ -87,3 +87,15 @@ async fn redis_lua_orders_follow_the_state_machine() {
 async fn redis_lua_orders_follow_the_state_machine_on_mysql() {
     state_machine(Strategy::RedisLua, Backend::Mysql).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conditional_orders_follow_the_state_machine() {
+    state_machine(Strategy::Conditional, Backend::Postgres).await;
+    state_machine(Strategy::Conditional, Backend::Mysql).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batched_orders_follow_the_state_machine() {
+    state_machine(Strategy::Batched, Backend::Postgres).await;
+    state_machine(Strategy::Batched, Backend::Mysql).await;
+}

@@ -54,7 +54,7 @@ async fn smoke_every_strategy(backend: Backend) {
     assert_eq!(json["schema"], "oversell.report/v2");
     assert!(dir.join("report.md").exists());
     let runs = json["runs"].as_array().unwrap();
-    assert_eq!(runs.len(), 4);
+    assert_eq!(runs.len(), Strategy::ALL.len());
     for run in runs {
         let strategy = run["strategy"].as_str().unwrap();
         for field in [

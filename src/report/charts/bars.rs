@@ -55,7 +55,7 @@ pub fn panel<DB: DrawingBackend>(
         .x_label_area_size(40)
         .y_label_area_size(78)
         .build_cartesian_2d(x, 0.0..ymax)?;
-    // Eight bars (four strategies on two backends) do not fit their full names: abbreviate.
+    // Eight bars or more (strategies on two backends) do not fit their full names: abbreviate.
     let crowded = n > 4;
     let labels: Vec<String> = bars
         .iter()
@@ -193,12 +193,14 @@ pub fn headline<DB: DrawingBackend>(
     metric_panel(&areas[3], runs, Metric::ErrorRate, "Order error rate")
 }
 
-/// `for-update/postgres` → `f-upd/pg`: short enough for eight bars side by side.
+/// `for-update/postgres` → `f-upd/pg`: short enough for a dozen bars side by side.
 fn short_label(label: &str) -> String {
     label
         .replace("for-update", "f-upd")
         .replace("optimistic", "optim")
         .replace("redis-lua", "redis")
+        .replace("conditional", "cond")
+        .replace("batched", "batch")
         .replace("postgres", "pg")
         .replace("mysql", "my")
 }

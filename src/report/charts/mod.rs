@@ -49,6 +49,8 @@ pub fn strategy_colour(strategy: &str) -> RGBColor {
         "for-update" => RGBColor(0x1f, 0x77, 0xb4),
         "optimistic" => RGBColor(0xff, 0x7f, 0x0e),
         "redis-lua" => RGBColor(0x2c, 0xa0, 0x2c),
+        "conditional" => RGBColor(0x94, 0x67, 0xbd),
+        "batched" => RGBColor(0x8c, 0x56, 0x4b),
         _ => RGBColor(0x7f, 0x7f, 0x7f),
     }
 }
