@@ -114,6 +114,9 @@ impl StoreTx {
         for u in users {
             q = q.bind(*u);
         }
+        if !keys.is_empty() {
+            q = q.bind(item);
+        }
         for k in keys {
             q = q.bind(*k);
         }

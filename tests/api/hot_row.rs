@@ -231,3 +231,41 @@ async fn shutdown_drains_the_queued_buyers() {
     store.close().await;
     app.teardown().await;
 }
+
+async fn one_buyer_at_once_gets_the_limit(strategy: Strategy, backend: Backend) {
+    // Arrange: plenty of stock, two units per buyer.
+    let app = spawn_app(strategy, backend).await;
+    app.setup_sale(1, 100, 2).await;
+    let label = format!("{strategy}/{}", backend.as_str());
+
+    // Act: one buyer fires 20 orders at once (no keys: 20 separate attempts).
+    let body = json!({ "item_id": 1, "user_id": "greedy", "qty": 1 });
+    let answers = join_all((0..20).map(|_| app.order(body.clone()))).await;
+
+    // Assert: exactly the limit granted, the rest refused as duplicates.
+    let granted = answers.iter().filter(|(s, _)| *s == 201).count();
+    assert_eq!(granted, 2, "{label}: {answers:?}");
+    for (s, body) in answers.iter().filter(|(s, _)| *s != 201) {
+        assert_eq!(
+            (*s, body["error"].as_str()),
+            (409, Some("duplicate")),
+            "{label}"
+        );
+    }
+    let audit = app.drained_audit(1).await;
+    assert_eq!(audit["sold"], 2, "{label}: {audit}");
+    assert_eq!(audit["db_stock"], 98, "{label}: {audit}");
+    app.teardown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_buyer_racing_itself_gets_exactly_the_limit_on_postgres() {
+    one_buyer_at_once_gets_the_limit(Strategy::Conditional, Backend::Postgres).await;
+    one_buyer_at_once_gets_the_limit(Strategy::Batched, Backend::Postgres).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_buyer_racing_itself_gets_exactly_the_limit_on_mysql() {
+    one_buyer_at_once_gets_the_limit(Strategy::Conditional, Backend::Mysql).await;
+    one_buyer_at_once_gets_the_limit(Strategy::Batched, Backend::Mysql).await;
+}
