@@ -92,6 +92,7 @@ pub mod inventory;
 pub mod live;
 pub mod metric;
 pub mod model;
+pub mod nemesis;
 pub mod oracle;
 pub mod pipeline;
 pub mod probe;

@@ -12,10 +12,13 @@
 //!
 //! - `shop_process`: the reference shop's child process, drain wait, final reconciliation.
 //! - `foreign`: someone else's shop: oracle read before any load, settle wait, totals oracle.
+//! - `faults`: the run's fault windows and when it recovered from each (the engine is
+//!   [`crate::nemesis`]).
 //! - `lock`: one run at a time per database.
 //! - `progress`: the progress bar (a terminal) or line (a log) while a run runs.
 //! - `metadata`: the build, command line, server versions and start time of a report.
 
+mod faults;
 mod foreign;
 mod lock;
 mod metadata;
@@ -27,6 +30,7 @@ pub use progress::Slot;
 
 use crate::inventory::Strategy;
 use crate::live::Live;
+use crate::nemesis::{Engine, Owned, PrivateRedis, ShopControl};
 use crate::oracle::{self, DeadLetterSeen, Evidence, OracleView, Reading, Truth};
 use crate::pipeline::reconcile::Pass;
 use crate::probe::{self, ProbeConfig, Probes, Series};
@@ -292,6 +296,8 @@ fn control_client() -> anyhow::Result<reqwest::Client> {
 struct Fired {
     traffic: Traffic,
     probes: Probes,
+    /// The run's faults, scheduled from the sale's opening (dropped: undone).
+    engine: Option<Engine>,
 }
 
 /// The clients' side of a run: their records (and how the mapping read the answers), goose's
@@ -366,6 +372,7 @@ async fn fire_traffic(
     target: Arc<Target>,
     probe: ProbeConfig,
     slot: &Slot,
+    faults: Option<Owned>,
 ) -> anyhow::Result<Fired> {
     let buyers = plan.buyers.clone();
     let reading = Reading {
@@ -379,6 +386,7 @@ async fn fire_traffic(
         ..probe
     })
     .await;
+    let engine = faults.map(|owned| Engine::start(&plan.scenario.faults, owned, recorder.opened()));
     let watch = plan.progress.then(|| {
         progress::start(
             slot,
@@ -410,6 +418,7 @@ async fn fire_traffic(
                 reading,
             },
             probes,
+            engine,
         }),
         Err(e) => {
             probes.stop().await;
@@ -421,19 +430,43 @@ async fn fire_traffic(
 async fn run_cell(
     plan: &RunPlan,
     cell: &Cell,
-    redis_url: &str,
-    shop_exe: &PathBuf,
+    shared_redis: &str,
+    shop_exe: &Path,
     dir: &Path,
     slot: &Slot,
 ) -> anyhow::Result<RunReport> {
     let prefix = format!("oversell-run-{}", uuid::Uuid::now_v7().simple());
-    let log = dir.join(format!(
-        "shop-{}-{}.log",
-        cell.strategy,
-        cell.backend.as_str()
-    ));
+    let name = format!("{}-{}", cell.strategy, cell.backend.as_str());
+    let log = dir.join(format!("shop-{name}.log"));
+    // A Redis fault gets a private Redis; the shared one is never touched.
+    let private = if cell.strategy == Strategy::RedisLua
+        && plan
+            .scenario
+            .faults
+            .iter()
+            .any(|f| f.kind.needs_private_redis())
+    {
+        let r = PrivateRedis::start(
+            &dir.join(format!("redis-{name}")),
+            plan.scenario.nemesis.redis_persistence,
+        )
+        .await
+        .context("starting the private Redis for the run's Redis faults")?;
+        plan.say(&format!(
+            "   private Redis {} (persistence {})",
+            r.url(),
+            r.persistence().as_str()
+        ));
+        Some(Arc::new(r))
+    } else {
+        None
+    };
+    let redis_url = private
+        .as_ref()
+        .map_or(shared_redis.to_string(), |r| r.url());
     let knobs = &plan.scenario.shop;
-    let shop = ChildShop::start(shop_exe, cell, redis_url, &prefix, knobs, log.clone()).await?;
+    let shop =
+        Arc::new(ChildShop::start(shop_exe, cell, &redis_url, &prefix, knobs, log.clone()).await?);
     plan.say(&format!(
         "   shop {} (metrics {}/metrics, log {})",
         shop.base_url,
@@ -443,9 +476,23 @@ async fn run_cell(
     if let Some(live) = &plan.live {
         live.shop(Some(&shop.base_url));
     }
-    let result = drive_reference(plan, cell, redis_url, &shop, &prefix, slot).await;
+    let owned = (!plan.scenario.faults.is_empty()).then(|| Owned {
+        shop: Some(shop.clone() as Arc<dyn ShopControl>),
+        database_url: cell.database_url.clone(),
+        private_redis: private.clone(),
+        redis_url: redis_url.clone(),
+        prefix: prefix.clone(),
+        item: plan.scenario.item.id,
+        uses_redis: cell.strategy == Strategy::RedisLua,
+        strategy: cell.strategy.to_string(),
+    });
+    let result = drive_reference(plan, cell, &redis_url, &shop, &prefix, slot, owned).await;
     shop.stop().await;
-    crate::inventory::redis_lua::keys::delete_prefix(redis_url, &prefix).await;
+    crate::inventory::redis_lua::keys::delete_prefix(&redis_url, &prefix).await;
+    if let Some(r) = private {
+        r.resume();
+        r.stop();
+    }
     result
 }
 
@@ -456,6 +503,7 @@ async fn drive_reference(
     shop: &ChildShop,
     prefix: &str,
     slot: &Slot,
+    faults: Option<Owned>,
 ) -> anyhow::Result<RunReport> {
     let s = &plan.scenario;
     let base_url = shop.base_url.as_str();
@@ -477,8 +525,15 @@ async fn drive_reference(
             opened: Instant::now(),
         },
         slot,
+        faults,
     )
     .await?;
+    // Every fault ends (each is bounded) before the drain is waited for.
+    let mut fired = fired;
+    let applied = match fired.engine.take() {
+        Some(e) => e.finish().await,
+        None => Vec::new(),
+    };
     let drain = shop_process::wait_drained(&http, base_url, s.item.id, plan.drain_limit).await;
     let reconcile = if is_redis {
         shop.final_reconcile(&http, s.item.id).await
@@ -556,7 +611,9 @@ async fn drive_reference(
         strategy: cell.strategy,
         backend: cell.backend,
     };
-    Ok(finish(plan, shop, fired.traffic, series, drain, server))
+    let mut run = finish(plan, shop, fired.traffic, series, drain, server);
+    run.faults = faults::windows(&applied, &run);
+    Ok(run)
 }
 
 /// Sends the mapping's set-up request, if it has one.
