@@ -121,7 +121,16 @@ fn error_rate_back(run: &RunReport, began: u64, ended: u64) -> Option<u64> {
             return Some(sec * 1000);
         }
     }
-    // No answer after the fault: the clients saw nothing of it.
-    let last = t.seconds.last().map_or(0, |s| (s + 1) * 1000);
-    (last <= ended).then_some(ended)
+    // No second starts after the fault: no answer came after it, the clients saw no more of it.
+    let last = t.seconds.last().map_or(0, |s| s * 1000);
+    (last < ended).then_some(ended)
+}
+
+/// How long the probes keep sampling after the last fault ended, so recovery can be seen:
+/// two samples.
+pub(super) const WATCH_AFTER: std::time::Duration = std::time::Duration::from_millis(2200);
+
+/// When the last applied fault ended, ms after the opening.
+pub(super) fn last_end(applied: &[Applied]) -> Option<u64> {
+    applied.iter().filter_map(|a| a.ended_ms).max()
 }

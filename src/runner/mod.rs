@@ -534,6 +534,11 @@ async fn drive_reference(
         Some(e) => e.finish().await,
         None => Vec::new(),
     };
+    if let Some(end) = faults::last_end(&applied) {
+        let opened = fired.traffic.recorder.opened();
+        let watch = opened + Duration::from_millis(end) + faults::WATCH_AFTER;
+        tokio::time::sleep_until(watch).await;
+    }
     let drain = shop_process::wait_drained(&http, base_url, s.item.id, plan.drain_limit).await;
     let reconcile = if is_redis {
         shop.final_reconcile(&http, s.item.id).await
