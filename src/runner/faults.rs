@@ -134,3 +134,74 @@ pub(super) const WATCH_AFTER: std::time::Duration = std::time::Duration::from_mi
 pub(super) fn last_end(applied: &[Applied]) -> Option<u64> {
     applied.iter().filter_map(|a| a.ended_ms).max()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::nemesis::FaultKind;
+    use crate::probe::Series;
+    use crate::report::v1;
+    use crate::traffic::recorder::Answer;
+
+    fn run() -> RunReport {
+        let r = v1::read(serde_json::from_str(v1::FIXTURE).unwrap());
+        let mut run = r.runs[0].clone();
+        run.series = vec![Series {
+            name: "stream_lag".into(),
+            unit: "entries".into(),
+            source: "test".into(),
+            points: vec![(0.2, 0.0), (1.2, 9.0), (2.2, 9.0), (3.2, 4.0), (4.2, 0.0)],
+        }];
+        run.timeline.seconds = vec![0, 1, 2, 3, 4];
+        run.timeline.orders.clear();
+        run.timeline
+            .orders
+            .insert(Answer::Created, vec![10, 0, 0, 5, 5]);
+        run.timeline
+            .orders
+            .insert(Answer::ServerError, vec![0, 10, 10, 5, 0]);
+        run
+    }
+
+    fn applied(kind: FaultKind, began: Option<u64>, ended: Option<u64>) -> Applied {
+        Applied {
+            kind,
+            at_ms: 1000,
+            began_ms: began,
+            ended_ms: ended,
+            note: Some("skipped: for-update does not use Redis".into()).filter(|_| began.is_none()),
+        }
+    }
+
+    #[test]
+    fn recovery_is_the_first_sample_after_the_end_with_every_figure_back() {
+        let run = run();
+        let w = windows(
+            &[applied(FaultKind::DbOutage, Some(1000), Some(2500))],
+            &run,
+        );
+        // Lag is back to 0 at 4.2 s; the error rate (0 before) at 4 s.
+        assert_eq!(w[0].recovered_ms, Some(4200));
+        assert_eq!(w[0].recovery_ms(), Some(1700));
+        let basis = w[0].basis_text();
+        assert!(basis.contains("stream_lag back at 4.2 s"), "{basis}");
+        assert!(basis.contains("error_rate back at 4.0 s"), "{basis}");
+    }
+
+    #[test]
+    fn a_figure_never_back_means_not_recovered_and_a_skipped_fault_says_why() {
+        let mut run = run();
+        run.series[0].points.pop();
+        let w = windows(
+            &[
+                applied(FaultKind::DbOutage, Some(1000), Some(2500)),
+                applied(FaultKind::RedisRestart, None, None),
+            ],
+            &run,
+        );
+        assert_eq!(w[0].recovered_ms, None);
+        assert!(w[0].basis_text().contains("stream_lag not back"));
+        assert_eq!(w[1].recovery_text(), "skipped");
+        assert_eq!((w[1].began_ms, w[1].ended_ms), (1000, 1000));
+    }
+}
