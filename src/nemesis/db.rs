@@ -9,7 +9,11 @@
 //!   50 ms. The admin session names no database, so it never kills itself.
 //! - Lock: a session of the run's database holds `LOCK TABLE items IN ACCESS EXCLUSIVE MODE`
 //!   in an open transaction (PostgreSQL) or `LOCK TABLES items WRITE` (MariaDB) for the
-//!   window; the lock dies with the session if the run is cut short.
+//!   window (its window starts once the lock is held); the lock dies with the session if the
+//!   run is cut short.
+//!
+//! The admin session of an outage is opened before the fault's time, so the outage starts
+//! on time; its window starts once connections are refused and sessions terminated.
 
 use super::engine::Hold;
 use crate::store::Backend;
@@ -33,13 +37,17 @@ fn ident(name: &str) -> String {
 
 /// The run's database refuses connections, its sessions are terminated; undone after the
 /// window.
-pub(super) async fn outage(url: &str, mut hold: Hold) -> anyhow::Result<Option<String>> {
+pub(super) async fn outage(url: &str, hold: &mut Hold) -> anyhow::Result<Option<String>> {
     match Backend::from_url(url)? {
         Backend::Postgres => {
             let (db, admin) = split(url, Some("postgres"))?;
             let mut conn = PgConnection::connect(&admin)
                 .await
                 .context("the admin session (database postgres)")?;
+            if !hold.start().await {
+                let _ = conn.close().await;
+                return Ok(None);
+            }
             let result = async {
                 sqlx::query(sqlx::AssertSqlSafe(format!(
                     "ALTER DATABASE {} ALLOW_CONNECTIONS false",
@@ -48,6 +56,7 @@ pub(super) async fn outage(url: &str, mut hold: Hold) -> anyhow::Result<Option<S
                 .execute(&mut conn)
                 .await?;
                 let n = terminate(&mut conn, &db).await?;
+                hold.mark();
                 hold.wait().await;
                 anyhow::Ok(n)
             }
@@ -70,6 +79,10 @@ pub(super) async fn outage(url: &str, mut hold: Hold) -> anyhow::Result<Option<S
             let mut conn = MySqlConnection::connect(&admin)
                 .await
                 .context("the admin session (no database)")?;
+            if !hold.start().await {
+                let _ = conn.close().await;
+                return Ok(None);
+            }
             let mut killed = 0u64;
             loop {
                 let ids: Vec<u64> = sqlx::query(
@@ -139,9 +152,14 @@ pub(super) async fn allow_connections(url: &str) -> anyhow::Result<()> {
 }
 
 /// The items table locked for the window.
-pub(super) async fn lock(url: &str, mut hold: Hold) -> anyhow::Result<Option<String>> {
+pub(super) async fn lock(url: &str, hold: &mut Hold) -> anyhow::Result<Option<String>> {
     match Backend::from_url(url)? {
         Backend::Postgres => {
+            // Connected at its time, not before: another fault (an outage) may cut sessions
+            // of this database until then.
+            if !hold.start().await {
+                return Ok(None);
+            }
             let mut conn = PgConnection::connect(url).await?;
             let mut tx = conn.begin().await?;
             sqlx::query("SET LOCAL lock_timeout = '10s'")
@@ -151,12 +169,16 @@ pub(super) async fn lock(url: &str, mut hold: Hold) -> anyhow::Result<Option<Str
                 .execute(&mut *tx)
                 .await
                 .context("taking the lock")?;
+            hold.mark();
             hold.wait().await;
             tx.rollback().await?;
             let _ = conn.close().await;
             Ok(Some("LOCK TABLE items IN ACCESS EXCLUSIVE MODE".into()))
         }
         Backend::Mysql => {
+            if !hold.start().await {
+                return Ok(None);
+            }
             let mut conn = MySqlConnection::connect(url).await?;
             sqlx::query("SET SESSION lock_wait_timeout = 10")
                 .execute(&mut conn)
@@ -165,6 +187,7 @@ pub(super) async fn lock(url: &str, mut hold: Hold) -> anyhow::Result<Option<Str
                 .execute(&mut conn)
                 .await
                 .context("taking the lock")?;
+            hold.mark();
             hold.wait().await;
             sqlx::query("UNLOCK TABLES").execute(&mut conn).await?;
             let _ = conn.close().await;

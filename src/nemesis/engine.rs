@@ -195,12 +195,12 @@ fn ms_since(opened: Instant) -> u64 {
         .as_millis() as u64
 }
 
-/// One fault's life: wait, apply, hold, undo.
+/// One fault's life: prepare (connect), wait for its time, apply, hold, undo.
 async fn one(
     f: FaultSpec,
     owned: Owned,
     opened: Instant,
-    mut stopped: watch::Receiver<bool>,
+    stopped: watch::Receiver<bool>,
 ) -> Applied {
     let mut applied = Applied {
         kind: f.kind,
@@ -213,27 +213,31 @@ async fn one(
         applied.note = Some(why);
         return applied;
     }
-    let due = opened + Duration::from_millis(f.at_ms());
-    tokio::select! {
-        _ = tokio::time::sleep_until(due) => {}
-        _ = stopped.wait_for(|s| *s) => {
-            applied.note = Some("not applied: the run ended before it was due".into());
-            return applied;
+    let mut hold = Hold {
+        due: opened + Duration::from_millis(f.at_ms()),
+        duration: Duration::from_millis(f.duration_ms),
+        until: None,
+        began: None,
+        stopped,
+    };
+    let result = act(&f, &owned, &mut hold).await;
+    let ms = |t: Instant| {
+        t.checked_duration_since(opened)
+            .unwrap_or_default()
+            .as_millis() as u64
+    };
+    applied.began_ms = hold.began.map(ms);
+    applied.ended_ms = hold.began.map(|_| ms_since(opened));
+    applied.note = match result {
+        Ok(_) if hold.began.is_none() => {
+            Some("not applied: the run ended before it was due".into())
         }
-    }
-    let began = ms_since(opened);
-    let window_end = Instant::now() + Duration::from_millis(f.duration_ms);
-    let result = act(&f, &owned, window_end, stopped.clone()).await;
-    let ended = ms_since(opened);
-    applied.began_ms = Some(began);
-    applied.ended_ms = Some(ended);
-    match result {
-        Ok(note) => applied.note = note,
+        Ok(note) => note,
         Err(e) => {
             tracing::warn!(fault = %f.label(), error = %format!("{e:#}"), "nemesis: a fault failed");
-            applied.note = Some(format!("failed: {e:#}"));
+            Some(format!("failed: {e:#}"))
         }
-    }
+    };
     applied
 }
 
@@ -251,17 +255,8 @@ fn skip_reason(f: &FaultSpec, owned: &Owned) -> Option<String> {
     None
 }
 
-/// Applies `f` and holds it until `window_end` (or the stop), then undoes it.
-async fn act(
-    f: &FaultSpec,
-    owned: &Owned,
-    window_end: Instant,
-    stopped: watch::Receiver<bool>,
-) -> anyhow::Result<Option<String>> {
-    let hold = Hold {
-        until: window_end,
-        stopped,
-    };
+/// Prepares `f`, applies it at its time, holds it for its window, then undoes it.
+async fn act(f: &FaultSpec, owned: &Owned, hold: &mut Hold) -> anyhow::Result<Option<String>> {
     match f.kind {
         FaultKind::ShopKill => {
             let shop = owned.shop.as_ref().expect("checked by skip_reason");
@@ -280,6 +275,7 @@ async fn act(
                 &owned.prefix,
                 owned.item,
                 f.rewind_to.as_deref(),
+                hold,
             )
             .await
         }
@@ -288,16 +284,43 @@ async fn act(
     }
 }
 
-/// A fault's window: until its end, or until the run stops it.
+/// A fault's time and window. A fault prepares what it can (connections) first, then
+/// [`Hold::start`] waits for its time and marks when it took effect; the window runs from
+/// there, until its end or until the run stops it.
 pub(super) struct Hold {
-    until: Instant,
+    due: Instant,
+    duration: Duration,
+    until: Option<Instant>,
+    began: Option<Instant>,
     stopped: watch::Receiver<bool>,
 }
 
 impl Hold {
+    /// Waits for the fault's time; false if the run stopped first (then it is not applied).
+    pub(super) async fn start(&mut self) -> bool {
+        let due = self.due;
+        tokio::select! {
+            _ = tokio::time::sleep_until(due) => {}
+            _ = self.stopped.wait_for(|s| *s) => return false,
+        }
+        self.mark();
+        true
+    }
+
+    /// The fault took effect now: its window starts.
+    pub(super) fn mark(&mut self) {
+        let now = Instant::now();
+        self.began = Some(now);
+        self.until = Some(now + self.duration);
+    }
+
+    fn end(&self) -> Instant {
+        self.until.unwrap_or_else(Instant::now)
+    }
+
     /// Waits out the window.
     pub(super) async fn wait(&mut self) {
-        let until = self.until;
+        let until = self.end();
         tokio::select! {
             _ = tokio::time::sleep_until(until) => {}
             _ = self.stopped.wait_for(|s| *s) => {}
@@ -306,11 +329,12 @@ impl Hold {
 
     /// Waits `step` or to the window's end, whichever is first; false once the window is over.
     pub(super) async fn tick(&mut self, step: Duration) -> bool {
-        let next = (Instant::now() + step).min(self.until);
+        let until = self.end();
+        let next = (Instant::now() + step).min(until);
         tokio::select! {
             _ = tokio::time::sleep_until(next) => {}
             _ = self.stopped.wait_for(|s| *s) => return false,
         }
-        Instant::now() < self.until && !*self.stopped.borrow()
+        Instant::now() < until && !*self.stopped.borrow()
     }
 }

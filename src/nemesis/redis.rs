@@ -136,10 +136,13 @@ impl Drop for PrivateRedis {
 pub(super) async fn act(
     kind: FaultKind,
     r: &PrivateRedis,
-    mut hold: Hold,
+    hold: &mut Hold,
 ) -> anyhow::Result<Option<String>> {
     match kind {
         FaultKind::RedisRestart => {
+            if !hold.start().await {
+                return Ok(None);
+            }
             r.stop();
             hold.wait().await;
             r.spawn().await?;
@@ -149,6 +152,9 @@ pub(super) async fn act(
             )))
         }
         FaultKind::RedisPause => {
+            if !hold.start().await {
+                return Ok(None);
+            }
             r.signal(Signal::SIGSTOP);
             hold.wait().await;
             r.resume();
@@ -157,6 +163,9 @@ pub(super) async fn act(
         FaultKind::RedisConnKill => {
             let client = redis::Client::open(r.url())?;
             let mut conn = client.get_multiplexed_async_connection().await?;
+            if !hold.start().await {
+                return Ok(None);
+            }
             let mut killed = 0u64;
             loop {
                 let n: redis::RedisResult<u64> = redis::cmd("CLIENT")
@@ -180,11 +189,15 @@ pub(super) async fn redeliver(
     prefix: &str,
     item: i64,
     to: Option<&str>,
+    hold: &mut Hold,
 ) -> anyhow::Result<Option<String>> {
     let to = to.unwrap_or("0");
     let keys = ItemKeys::new(prefix, item);
     let client = redis::Client::open(url)?;
     let mut conn = client.get_multiplexed_async_connection().await?;
+    if !hold.start().await {
+        return Ok(None);
+    }
     let len: u64 = redis::cmd("XLEN")
         .arg(&keys.events)
         .query_async(&mut conn)

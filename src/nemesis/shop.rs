@@ -4,7 +4,13 @@
 use super::engine::{Hold, ShopControl};
 
 /// Kills the shop, waits out the window, restarts it.
-pub(super) async fn kill(shop: &dyn ShopControl, mut hold: Hold) -> anyhow::Result<Option<String>> {
+pub(super) async fn kill(
+    shop: &dyn ShopControl,
+    hold: &mut Hold,
+) -> anyhow::Result<Option<String>> {
+    if !hold.start().await {
+        return Ok(None);
+    }
     shop.kill().await?;
     hold.wait().await;
     shop.restart().await?;
