@@ -27,6 +27,8 @@ pub trait ShopControl: Send + Sync {
     fn kill(&self) -> BoxFuture<'_, anyhow::Result<()>>;
     /// Start it again on the same port; returns once it listens.
     fn restart(&self) -> BoxFuture<'_, anyhow::Result<()>>;
+    /// Send SIGKILL now, from any thread (ctrl-c, before the process exits).
+    fn kill_now(&self);
 }
 
 /// What the run owns, and so what its faults may act on.
@@ -65,13 +67,14 @@ pub struct Engine {
     tasks: Vec<JoinHandle<Applied>>,
     stop: watch::Sender<bool>,
     undo: Arc<Undo>,
-    ctrl_c: JoinHandle<()>,
 }
 
 /// Everything the faults may have left behind, undone in one idempotent pass.
 pub(super) struct Undo {
     database_url: Option<String>,
     private_redis: Option<Arc<PrivateRedis>>,
+    /// Killed on ctrl-c only (the process then exits without dropping it).
+    shop: Option<Arc<dyn ShopControl>>,
     done: Mutex<bool>,
 }
 
@@ -122,6 +125,7 @@ impl Engine {
                 .any(|f| f.kind == FaultKind::DbOutage)
                 .then(|| owned.database_url.clone()),
             private_redis: owned.private_redis.clone(),
+            shop: owned.shop.clone(),
             done: Mutex::new(false),
         });
         let tasks = faults
@@ -133,23 +137,8 @@ impl Engine {
                 tokio::spawn(async move { one(f, owned, opened, stopped).await })
             })
             .collect();
-        let on_ctrl_c = undo.clone();
-        let ctrl_c = tokio::spawn(async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
-                eprintln!("interrupted: undoing the faults");
-                on_ctrl_c.run().await;
-                if let Some(r) = &on_ctrl_c.private_redis {
-                    r.stop();
-                }
-                std::process::exit(130);
-            }
-        });
-        Engine {
-            tasks,
-            stop,
-            undo,
-            ctrl_c,
-        }
+        interrupt::watch(&undo, opened.into_std());
+        Engine { tasks, stop, undo }
     }
 
     /// Waits for every fault to end (each is bounded by its time and window), undoes what
@@ -176,7 +165,6 @@ impl Engine {
 
 impl Drop for Engine {
     fn drop(&mut self) {
-        self.ctrl_c.abort();
         let _ = self.stop.send(true);
         for t in &self.tasks {
             t.abort();
@@ -185,6 +173,66 @@ impl Drop for Engine {
             // Dropped before `finish`: an error or a cancelled run.
             self.undo.run_blocking();
         }
+    }
+}
+
+/// Ctrl-c while faults may be live: every live engine's undo runs, then the process exits
+/// with 130. The listener is installed with the first engine (a process without faults keeps
+/// its ctrl-c as it was) on a thread with its own runtime, so it outlives any one run. It
+/// registers once the first sale has opened: goose installs its own ctrl-c handler (the
+/// `ctrlc` crate, which replaces whatever was there) while it sets up, and tokio's handler,
+/// installed after it, calls it too — so goose still stops its users.
+mod interrupt {
+    use super::Undo;
+    use std::sync::{Arc, Mutex, OnceLock, Weak};
+
+    static LIVE: Mutex<Vec<Weak<Undo>>> = Mutex::new(Vec::new());
+    static LISTENER: OnceLock<()> = OnceLock::new();
+
+    pub(super) fn watch(undo: &Arc<Undo>, opened: std::time::Instant) {
+        {
+            let mut live = LIVE.lock().unwrap_or_else(|e| e.into_inner());
+            live.retain(|w| w.strong_count() > 0);
+            live.push(Arc::downgrade(undo));
+        }
+        LISTENER.get_or_init(|| {
+            std::thread::spawn(move || {
+                let after = opened + std::time::Duration::from_millis(200);
+                if let Some(wait) = after.checked_duration_since(std::time::Instant::now()) {
+                    std::thread::sleep(wait);
+                }
+                let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                else {
+                    return;
+                };
+                rt.block_on(async {
+                    if tokio::signal::ctrl_c().await.is_err() {
+                        return;
+                    }
+                    eprintln!("interrupted: undoing the faults");
+                    let live: Vec<Arc<Undo>> = LIVE
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .iter()
+                        .filter_map(Weak::upgrade)
+                        .collect();
+                    for undo in live {
+                        let _ =
+                            tokio::time::timeout(std::time::Duration::from_secs(10), undo.run())
+                                .await;
+                        if let Some(r) = &undo.private_redis {
+                            r.stop();
+                        }
+                        if let Some(shop) = &undo.shop {
+                            shop.kill_now();
+                        }
+                    }
+                    std::process::exit(130);
+                });
+            });
+        });
     }
 }
 

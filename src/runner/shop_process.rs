@@ -199,6 +199,12 @@ impl crate::nemesis::ShopControl for ChildShop {
         })
     }
 
+    fn kill_now(&self) {
+        if let Ok(mut p) = self.process.try_lock() {
+            let _ = p.0.start_kill();
+        }
+    }
+
     fn restart(&self) -> BoxFuture<'_, anyhow::Result<()>> {
         Box::pin(async move {
             let listen = self.base_url.trim_start_matches("http://").to_string();
