@@ -201,7 +201,7 @@ async fn a_killed_shop_comes_back_on_its_port_and_loses_no_acknowledged_order() 
     );
     assert!(
         run.findings.sold.unwrap_or(0) > 0,
-        "the shop sold after it came back: {}",
+        "the shop sold: {}",
         run.findings.verdict
     );
 }
