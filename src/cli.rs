@@ -20,7 +20,7 @@ mod plan;
 pub use attack::AttackArgs;
 pub use gate::GateArgs;
 pub use output::{summary, OutputArgs, SUMMARY_SCHEMA};
-pub use plan::{OracleArgs, PlanArgs};
+pub use plan::{FaultArgs, OracleArgs, PlanArgs};
 
 /// Reproduce, measure and gate oversell in flash sales.
 #[derive(Debug, Parser)]
@@ -162,6 +162,8 @@ pub struct ScenarioArgs {
     /// an existing file wins).
     #[arg(long, default_value = "flash-100")]
     pub scenario: PathBuf,
+    #[command(flatten)]
+    pub faults: FaultArgs,
     #[command(flatten)]
     pub output: OutputArgs,
 }
@@ -388,7 +390,8 @@ async fn run_and_print(
     cells: Vec<Cell>,
     conn: &ConnArgs,
 ) -> anyhow::Result<i32> {
-    let (scenario, scenario_file) = load_scenario(&sa.scenario)?;
+    let (mut scenario, scenario_file) = load_scenario(&sa.scenario)?;
+    sa.faults.apply(&mut scenario);
     let live = sa.output.live().await?;
     let plan = RunPlan {
         buyers: std::sync::Arc::new(crate::traffic::schedule::build(&scenario)),

@@ -44,12 +44,20 @@
 //!   read; `mapping::template` expands placeholders once, encoded); [`traffic::target`] turns
 //!   it into requests and classified answers at run time, on the harness's client that follows
 //!   no redirect; [`traffic::buyers_csv`] reads `--buyers-csv` with the `csv` crate.
+//! - [`nemesis`]: the fault engine: [`nemesis::FaultSpec`] (a scenario's `[[faults]]`,
+//!   `--fault KIND@AT[:DURATION]`) and `[nemesis]` (the private Redis's persistence); one file
+//!   per group of kinds (`shop`: shop-kill through the runner's [`nemesis::ShopControl`];
+//!   `redis`: the private `redis-server` child, restart/pause/conn-kill, redeliver; `db`:
+//!   outage and lock on the run's own database); `engine`: the schedule from the sale's
+//!   opening and the undo (at the end, when dropped on an error, on ctrl-c).
 //! - [`runner`]: a run against the reference shop (child process per strategy) or a foreign
 //!   shop: sale set-up, traffic, drain; both end through one `finish` (oracle, report
 //!   section); the report is written as each run finishes; one run per database at a time
-//!   (`lock`); `runner::RunError` for runs that cannot start; `progress` (a bar on a
-//!   terminal, a line a second elsewhere) and `metadata` (build, command line, server
-//!   versions).
+//!   (`lock`); a run with faults starts the engine as the sale opens, gets a private Redis
+//!   for Redis faults, and `runner::faults` turns what was applied into the report's fault
+//!   windows and recovery times; `runner::RunError` for runs that cannot start; `progress`
+//!   (a bar on a terminal, a line a second elsewhere) and `metadata` (build, command line,
+//!   server versions).
 //! - [`live`]: the harness's own Prometheus endpoint during a run (`--metrics-listen`): the
 //!   clients' figures as the recorder sees them, the probes' samples, and `/targets` naming the
 //!   child shop for Prometheus service discovery.
@@ -94,6 +102,7 @@ pub mod inventory;
 pub mod live;
 pub mod metric;
 pub mod model;
+pub mod nemesis;
 pub mod oracle;
 pub mod pipeline;
 pub mod probe;

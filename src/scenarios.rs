@@ -31,7 +31,8 @@ pub const BUNDLED: &[Bundled] = bundled![
     "ci",
     "second-wave",
     "rehearsal-example",
-    "rehearsal-stock-only"
+    "rehearsal-stock-only",
+    "faults"
 ];
 
 impl Bundled {

@@ -37,6 +37,13 @@ pub struct AttackArgs {
 /// trusted until the mapping reads them).
 pub async fn attack(args: AttackArgs) -> anyhow::Result<i32> {
     let (s, scenario_file) = load_scenario(&args.scenario)?;
+    if !s.faults.is_empty() {
+        anyhow::bail!(
+            "{}: [[faults]] act only on the reference shop's own services, not on a foreign \
+             target (run it with `oversell run` or `compare`)",
+            scenario_file.display()
+        );
+    }
     let f = foreign(&args.target, &args.oracle, &s)?;
     if args.probe {
         let buyers = schedule::build(&s);

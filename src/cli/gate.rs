@@ -3,7 +3,7 @@
 //! Everything that can be wrong with the command line (scenario, CSV, a non-loopback target
 //! without `--allow-remote`) is found before the first request is sent.
 
-use super::plan::{foreign, plan, OracleArgs, PlanArgs};
+use super::plan::{foreign, plan, FaultArgs, OracleArgs, PlanArgs};
 use super::{load_scenario, ConnArgs};
 use crate::gate::{self, Override, Verdict};
 use crate::inventory::Strategy;
@@ -42,6 +42,8 @@ pub struct GateArgs {
     #[arg(long)]
     pub allow_unverified: bool,
     #[command(flatten)]
+    pub faults: FaultArgs,
+    #[command(flatten)]
     pub oracle: OracleArgs,
     #[command(flatten)]
     pub plan: PlanArgs,
@@ -51,7 +53,14 @@ pub struct GateArgs {
 
 /// `oversell gate`: 0 every threshold held, 1 breached or not verified (see [`crate::gate`]).
 pub async fn gate(args: GateArgs) -> anyhow::Result<i32> {
-    let (s, scenario_file) = load_scenario(&args.scenario)?;
+    let (mut s, scenario_file) = load_scenario(&args.scenario)?;
+    args.faults.apply(&mut s);
+    if args.target.is_some() && !s.faults.is_empty() {
+        anyhow::bail!(
+            "faults act only on the reference shop's own services: drop --fault and [[faults]] \
+             with --target"
+        );
+    }
     let bound = s.target.as_ref().and_then(|t| t.max_unclassified);
     let limits = gate::limits(&s.thresholds, bound, &args.thresholds);
     let subject = match &args.target {

@@ -1,6 +1,7 @@
 //! Flags shared by `gate` and `attack` (the user's oracle, the plan and its output) and the
 //! [`RunPlan`] built from them, checked before the first request is sent.
 
+use crate::nemesis::FaultSpec;
 use crate::rehearsal::{self, Foreign, OracleSource, PlanSummary, Use};
 use crate::runner::{RunPlan, Subject};
 use crate::traffic::mapping::OracleFields;
@@ -83,6 +84,29 @@ impl OracleArgs {
                 },
             },
         )
+    }
+}
+
+/// `--fault`, shared by `run`, `compare` and `gate`.
+#[derive(Debug, Args, Clone, Default)]
+pub struct FaultArgs {
+    /// A fault during the sale: KIND@AT[:DURATION], repeatable. KIND is one of shop-kill,
+    /// redis-restart, redis-pause, redis-conn-kill, db-outage, db-lock, redeliver; AT is
+    /// seconds after the sale opens (1.5 or 1.5s); DURATION is ms (500, 500ms or 2s; default
+    /// 1000). Adds to the scenario's [[faults]], replacing one of the same kind and time.
+    #[arg(long = "fault", value_name = "KIND@AT[:DURATION]")]
+    pub faults: Vec<FaultSpec>,
+}
+
+impl FaultArgs {
+    /// The scenario's faults with the flags' added (a flag replaces a fault of the same kind
+    /// and time).
+    pub fn apply(&self, s: &mut Scenario) {
+        for f in &self.faults {
+            s.faults
+                .retain(|g| !(g.kind == f.kind && g.at_ms() == f.at_ms()));
+            s.faults.push(f.clone());
+        }
     }
 }
 

@@ -42,8 +42,13 @@ impl FaultWindow {
         self.recovered_ms.map(|r| r.saturating_sub(self.ended_ms))
     }
 
-    /// The recovery cell: `1.2 s`, or `not recovered`.
+    /// The recovery cell: `1.2 s`, `not recovered`, or `skipped` (the fault does not apply
+    /// to the run's strategy: its basis says why).
     pub fn recovery_text(&self) -> String {
+        if matches!(&self.recovery_basis, serde_json::Value::String(s) if s.starts_with("skipped"))
+        {
+            return "skipped".into();
+        }
         match self.recovery_ms() {
             Some(ms) => format!("{:.1} s", ms as f64 / 1000.0),
             None => "not recovered".into(),

@@ -44,6 +44,7 @@ pub(super) async fn run(plan: &RunPlan, f: &Foreign, slot: &Slot) -> anyhow::Res
             opened: Instant::now(),
         },
         slot,
+        None,
     )
     .await?;
     let settled = settle(&oracle, plan.drain_limit).await;

@@ -10,16 +10,21 @@
 //! and HTML once all are done), so a run that fails keeps the runs before it: the report then
 //! lists the failed run and why.
 //!
+//! - `reference`: a run of the reference shop, from its start to the oracle's read.
 //! - `shop_process`: the reference shop's child process, drain wait, final reconciliation.
 //! - `foreign`: someone else's shop: oracle read before any load, settle wait, totals oracle.
+//! - `faults`: the run's fault windows and when it recovered from each (the engine is
+//!   [`crate::nemesis`]).
 //! - `lock`: one run at a time per database.
 //! - `progress`: the progress bar (a terminal) or line (a log) while a run runs.
 //! - `metadata`: the build, command line, server versions and start time of a report.
 
+mod faults;
 mod foreign;
 mod lock;
 mod metadata;
 mod progress;
+mod reference;
 mod shop_process;
 
 pub use metadata::GIT_COMMIT;
@@ -27,13 +32,14 @@ pub use progress::Slot;
 
 use crate::inventory::Strategy;
 use crate::live::Live;
+use crate::nemesis::{Engine, Owned};
 use crate::oracle::{self, DeadLetterSeen, Evidence, OracleView, Reading, Truth};
 use crate::pipeline::reconcile::Pass;
 use crate::probe::{self, ProbeConfig, Probes, Series};
 use crate::rehearsal::Foreign;
 use crate::report::{self, summary, Drain, FailedRun, RunReport, Shop};
-use crate::services::{redact_url, Service};
-use crate::store::{Backend, PoolSettings, Store};
+use crate::services::Service;
+use crate::store::Backend;
 use crate::traffic::attack::{self, launch_lead, GeneratorStats, GooseCrossCheck};
 use crate::traffic::mapping::Mapping;
 use crate::traffic::recorder::Recorder;
@@ -43,7 +49,6 @@ use crate::traffic::Scenario;
 use anyhow::Context;
 use lock::lock_databases;
 pub use lock::RunLock;
-use shop_process::ChildShop;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -200,7 +205,7 @@ pub async fn execute(plan: &RunPlan) -> anyhow::Result<(report::Report, PathBuf)
                 cells,
                 redis_url,
                 shop_exe,
-            } => run_cell(plan, &cells[i], redis_url, shop_exe, &dir, &slot).await,
+            } => reference::run_cell(plan, &cells[i], redis_url, shop_exe, &dir, &slot).await,
             Subject::Foreign(f) => foreign::run(plan, f, &slot).await,
         };
         if let Some(live) = &plan.live {
@@ -292,6 +297,8 @@ fn control_client() -> anyhow::Result<reqwest::Client> {
 struct Fired {
     traffic: Traffic,
     probes: Probes,
+    /// The run's faults, scheduled from the sale's opening (dropped: undone).
+    engine: Option<Engine>,
 }
 
 /// The clients' side of a run: their records (and how the mapping read the answers), goose's
@@ -366,6 +373,7 @@ async fn fire_traffic(
     target: Arc<Target>,
     probe: ProbeConfig,
     slot: &Slot,
+    faults: Option<Owned>,
 ) -> anyhow::Result<Fired> {
     let buyers = plan.buyers.clone();
     let reading = Reading {
@@ -379,6 +387,7 @@ async fn fire_traffic(
         ..probe
     })
     .await;
+    let engine = faults.map(|owned| Engine::start(&plan.scenario.faults, owned, recorder.opened()));
     let watch = plan.progress.then(|| {
         progress::start(
             slot,
@@ -410,153 +419,13 @@ async fn fire_traffic(
                 reading,
             },
             probes,
+            engine,
         }),
         Err(e) => {
             probes.stop().await;
             Err(e.context("firing the traffic"))
         }
     }
-}
-
-async fn run_cell(
-    plan: &RunPlan,
-    cell: &Cell,
-    redis_url: &str,
-    shop_exe: &PathBuf,
-    dir: &Path,
-    slot: &Slot,
-) -> anyhow::Result<RunReport> {
-    let prefix = format!("oversell-run-{}", uuid::Uuid::now_v7().simple());
-    let log = dir.join(format!(
-        "shop-{}-{}.log",
-        cell.strategy,
-        cell.backend.as_str()
-    ));
-    let knobs = &plan.scenario.shop;
-    let shop = ChildShop::start(shop_exe, cell, redis_url, &prefix, knobs, log.clone()).await?;
-    plan.say(&format!(
-        "   shop {} (metrics {}/metrics, log {})",
-        shop.base_url,
-        shop.base_url,
-        log.display()
-    ));
-    if let Some(live) = &plan.live {
-        live.shop(Some(&shop.base_url));
-    }
-    let result = drive_reference(plan, cell, redis_url, &shop, &prefix, slot).await;
-    shop.stop().await;
-    crate::inventory::redis_lua::keys::delete_prefix(redis_url, &prefix).await;
-    result
-}
-
-async fn drive_reference(
-    plan: &RunPlan,
-    cell: &Cell,
-    redis_url: &str,
-    shop: &ChildShop,
-    prefix: &str,
-    slot: &Slot,
-) -> anyhow::Result<RunReport> {
-    let s = &plan.scenario;
-    let base_url = shop.base_url.as_str();
-    let target = Arc::new(target_for(s, base_url, Mapping::default()));
-    let http = control_client()?;
-    if let Some(req) = shop.setup_request(&target) {
-        send_setup(&http, &target, &req).await?;
-    }
-    let is_redis = cell.strategy == Strategy::RedisLua;
-    let fired = fire_traffic(
-        plan,
-        target,
-        ProbeConfig {
-            database_url: Some(cell.database_url.clone()),
-            foreign_database: false,
-            item_id: s.item.id,
-            redis: Some((redis_url.to_string(), prefix.to_string())).filter(|_| is_redis),
-            shop_metrics_url: Some(format!("{base_url}/metrics")),
-            opened: Instant::now(),
-        },
-        slot,
-    )
-    .await?;
-    let drain = shop_process::wait_drained(&http, base_url, s.item.id, plan.drain_limit).await;
-    let reconcile = if is_redis {
-        shop.final_reconcile(&http, s.item.id).await
-    } else {
-        None
-    };
-    let series = fired.probes.stop().await;
-    let store = Store::connect(&cell.database_url, &PoolSettings::default())
-        .await
-        .context("connecting the oracle to the shop's database")?;
-    // The shop keeps expiring unpaid orders after the drain. For redis-lua an expiry touches
-    // Redis first and the database later, so read the database between two identical Redis
-    // states, with the queue drained: then both sides describe the same moment.
-    let mut attempt = 0;
-    let (truth, redis_stock, restocked, dead_letters) = loop {
-        attempt += 1;
-        let before = if is_redis {
-            shop_process::redis_state(redis_url, prefix, s.item.id).await?
-        } else {
-            Default::default()
-        };
-        let drained = !is_redis
-            || shop_process::wait_drained(&http, base_url, s.item.id, Duration::ZERO)
-                .await
-                .drained;
-        let truth = match store.snapshot(s.item.id).await? {
-            Some((item, orders)) => Truth::Orders {
-                db_stock: item.stock,
-                orders,
-            },
-            None => Truth::Unverified,
-        };
-        let after = if is_redis {
-            shop_process::redis_state(redis_url, prefix, s.item.id).await?
-        } else {
-            Default::default()
-        };
-        if (drained && before == after) || attempt >= 20 {
-            // The database strategies have no queue: nothing of theirs is ever dead-lettered.
-            let dead = after.dead_letters.unwrap_or_default();
-            let dead: Vec<DeadLetterSeen> = dead
-                .into_iter()
-                .map(|l| DeadLetterSeen {
-                    order_id: l.order_id,
-                    kind: l.kind,
-                    was: l.was,
-                })
-                .collect();
-            break (truth, after.stock, after.restocked, Some(dead));
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
-    store.close().await;
-    let server = ServerSide {
-        truth,
-        oracle: OracleView {
-            source: format!(
-                "items and orders tables of {}",
-                redact_url(&cell.database_url)
-            ),
-            sees: "every order row (status, user, device, times) and the item's stock; for \
-                   redis-lua also Redis stock and the restock set, after a final reconciliation"
-                .into(),
-            blind_to: "nothing the definitions need: every acknowledged order is looked up by id"
-                .into(),
-            warning: None,
-        },
-        redis_stock,
-        redis_restocked_orders: restocked,
-        dead_letters,
-        stock_seen: crate::probe::extremes(&series, "db_stock"),
-        reconcile,
-    };
-    let shop = Shop::Reference {
-        strategy: cell.strategy,
-        backend: cell.backend,
-    };
-    Ok(finish(plan, shop, fired.traffic, series, drain, server))
 }
 
 /// Sends the mapping's set-up request, if it has one.

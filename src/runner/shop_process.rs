@@ -15,6 +15,7 @@
 use super::Cell;
 use crate::inventory::redis_lua::stream::{read_dead_letters, DeadLetter};
 use crate::inventory::redis_lua::ItemKeys;
+use crate::nemesis::BoxFuture;
 use crate::pipeline::reconcile::Pass;
 use crate::report::Drain;
 use crate::services::{Service, Unreachable};
@@ -23,7 +24,7 @@ use crate::traffic::target::{Prepared, Target};
 use anyhow::{bail, Context};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -32,51 +33,62 @@ use tokio::time::Instant;
 
 /// A reference shop running as a child process.
 pub(super) struct ChildShop {
-    child: Child,
+    /// The process and its stdout (held open: the shop's stdout must not hit a closed pipe);
+    /// replaced when `shop-kill` restarts it.
+    process: tokio::sync::Mutex<(Child, BufReader<tokio::process::ChildStdout>)>,
     pub(super) base_url: String,
     /// `Authorization: Bearer` value of its admin routes.
     admin_token: String,
-    // Held open: the shop's stdout must not hit a closed pipe.
-    _stdout: BufReader<tokio::process::ChildStdout>,
+    /// How to start it again (`shop-kill`).
+    launch: Launch,
 }
 
-impl ChildShop {
-    pub(super) async fn start(
-        exe: &PathBuf,
-        cell: &Cell,
-        redis_url: &str,
-        redis_prefix: &str,
-        knobs: &ShopKnobs,
-        log: PathBuf,
-    ) -> anyhow::Result<ChildShop> {
-        let strategy = cell.strategy;
-        let log_file =
-            std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
-        let admin_token: String = rand::random::<[u8; 16]>()
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
-        let mut child = Command::new(exe)
+/// Everything a start needs, kept for a restart on the same port.
+struct Launch {
+    exe: PathBuf,
+    strategy: crate::inventory::Strategy,
+    database_url: String,
+    redis_url: String,
+    redis_prefix: String,
+    knob_args: Vec<String>,
+    log: PathBuf,
+}
+
+impl Launch {
+    /// Starts the process listening on `listen`; returns it, its stdout and its base URL.
+    async fn spawn(
+        &self,
+        listen: &str,
+        admin_token: &str,
+    ) -> anyhow::Result<(Child, BufReader<tokio::process::ChildStdout>, String)> {
+        let strategy = self.strategy;
+        let log = &self.log;
+        let log_file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)
+            .with_context(|| format!("creating {}", log.display()))?;
+        let mut child = Command::new(&self.exe)
             .arg("serve")
-            .args(["--strategy", strategy.as_str(), "--listen", "127.0.0.1:0"])
+            .args(["--strategy", strategy.as_str(), "--listen", listen])
             // The traffic model connects from here and names each buyer in X-Forwarded-For.
             .args(["--trusted-proxy", "127.0.0.1"])
-            .env("OVERSELL_ADMIN_TOKEN", &admin_token)
+            .env("OVERSELL_ADMIN_TOKEN", admin_token)
             .args([
                 "--database-url",
-                &cell.database_url,
+                &self.database_url,
                 "--redis-url",
-                redis_url,
+                &self.redis_url,
                 "--redis-prefix",
-                redis_prefix,
+                &self.redis_prefix,
             ])
-            .args(knobs.command_line())
+            .args(&self.knob_args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::from(log_file))
             .kill_on_drop(true)
             .spawn()
-            .with_context(|| format!("starting the shop ({})", exe.display()))?;
+            .with_context(|| format!("starting the shop ({})", self.exe.display()))?;
         let mut stdout = BufReader::new(child.stdout.take().context("shop stdout")?);
         let mut line = String::new();
         let read = tokio::time::timeout(Duration::from_secs(60), stdout.read_line(&mut line)).await;
@@ -89,7 +101,7 @@ impl ChildShop {
         if !matches!(read, Ok(Ok(n)) if n > 0) || !base_url.starts_with("http://") {
             let _ = child.kill().await;
             let status = child.wait().await.ok().and_then(|s| s.code());
-            let why = std::fs::read_to_string(&log).unwrap_or_default();
+            let why = std::fs::read_to_string(log).unwrap_or_default();
             let last = why
                 .lines()
                 .rev()
@@ -100,11 +112,39 @@ impl ChildShop {
             }
             bail!("the {strategy} shop did not start (exit {status:?}): {last}");
         }
+        Ok((child, stdout, base_url))
+    }
+}
+
+impl ChildShop {
+    pub(super) async fn start(
+        exe: &Path,
+        cell: &Cell,
+        redis_url: &str,
+        redis_prefix: &str,
+        knobs: &ShopKnobs,
+        log: PathBuf,
+    ) -> anyhow::Result<ChildShop> {
+        let _ = std::fs::remove_file(&log);
+        let admin_token: String = rand::random::<[u8; 16]>()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        let launch = Launch {
+            exe: exe.to_path_buf(),
+            strategy: cell.strategy,
+            database_url: cell.database_url.clone(),
+            redis_url: redis_url.to_string(),
+            redis_prefix: redis_prefix.to_string(),
+            knob_args: knobs.command_line(),
+            log,
+        };
+        let (child, stdout, base_url) = launch.spawn("127.0.0.1:0", &admin_token).await?;
         Ok(ChildShop {
-            child,
+            process: tokio::sync::Mutex::new((child, stdout)),
             base_url,
             admin_token,
-            _stdout: stdout,
+            launch,
         })
     }
 
@@ -134,16 +174,54 @@ impl ChildShop {
     }
 
     /// SIGTERM, then up to 10 s for a graceful stop, then SIGKILL.
-    pub(super) async fn stop(mut self) {
-        if let Some(pid) = self.child.id().and_then(|p| i32::try_from(p).ok()) {
+    pub(super) async fn stop(&self) {
+        let mut p = self.process.lock().await;
+        let child = &mut p.0;
+        if let Some(pid) = child.id().and_then(|p| i32::try_from(p).ok()) {
             let _ = kill(Pid::from_raw(pid), Signal::SIGTERM);
         }
-        if tokio::time::timeout(Duration::from_secs(10), self.child.wait())
+        if tokio::time::timeout(Duration::from_secs(10), child.wait())
             .await
             .is_err()
         {
-            let _ = self.child.kill().await;
+            let _ = child.kill().await;
         }
+    }
+}
+
+/// `shop-kill` drives the child shop: SIGKILL, then a start on the same port.
+impl crate::nemesis::ShopControl for ChildShop {
+    fn kill(&self) -> BoxFuture<'_, anyhow::Result<()>> {
+        Box::pin(async move {
+            let mut p = self.process.lock().await;
+            p.0.kill().await.context("killing the shop")?;
+            Ok(())
+        })
+    }
+
+    fn kill_now(&self) {
+        if let Ok(mut p) = self.process.try_lock() {
+            let _ = p.0.start_kill();
+        }
+    }
+
+    fn restart(&self) -> BoxFuture<'_, anyhow::Result<()>> {
+        Box::pin(async move {
+            let listen = self.base_url.trim_start_matches("http://").to_string();
+            let mut p = self.process.lock().await;
+            // The port can linger for a moment after the kill: try for up to 5 s.
+            let mut tries = 0;
+            let (child, stdout, _) = loop {
+                tries += 1;
+                match self.launch.spawn(&listen, &self.admin_token).await {
+                    Ok(v) => break v,
+                    Err(e) if tries >= 25 => return Err(e.context("restarting the shop")),
+                    Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+                }
+            };
+            *p = (child, stdout);
+            Ok(())
+        })
     }
 }
 

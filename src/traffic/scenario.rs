@@ -4,6 +4,7 @@
 //! Every error names the file, the field (as a dotted path) and what is allowed. The `[shop]`
 //! table is the shop's own [`ShopKnobs`], read as an overlay on its defaults.
 
+use crate::nemesis::{FaultSpec, NemesisSpec};
 use crate::shop::ShopKnobs;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -42,6 +43,13 @@ pub struct Scenario {
     /// `[target]`: a foreign shop's API (absent: the reference shop's).
     #[serde(default)]
     pub target: Option<super::mapping::Mapping>,
+    /// `[nemesis]`: how the faults' private services are set up (the private Redis's
+    /// persistence).
+    #[serde(default)]
+    pub nemesis: NemesisSpec,
+    /// `[[faults]]`: what goes wrong during the sale (`--fault` adds to these).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub faults: Vec<FaultSpec>,
 }
 
 /// `[item]`: the sale.
@@ -249,6 +257,7 @@ impl Scenario {
         if let Some(t) = &self.target {
             validate::target_fits(t, &self.browse, &self.after_order)?;
         }
+        crate::nemesis::validate_all(&self.faults)?;
         Ok(())
     }
 

@@ -5,6 +5,7 @@ mod concurrency;
 mod deploy;
 mod durability;
 mod edge;
+mod faults;
 mod gate;
 mod helpers;
 mod hot_row;

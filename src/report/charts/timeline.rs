@@ -104,8 +104,26 @@ pub fn caption(run: &RunReport) -> String {
             }
         }
     }
+    let faults: Vec<String> = run
+        .faults
+        .iter()
+        .filter(|f| f.ended_ms > f.began_ms)
+        .map(|f| {
+            format!(
+                "{} {:.1}–{:.1} s",
+                f.kind,
+                f.began_ms as f64 / 1000.0,
+                f.ended_ms as f64 / 1000.0
+            )
+        })
+        .collect();
+    let shaded = if faults.is_empty() {
+        String::new()
+    } else {
+        format!(" Shaded: fault windows ({}).", faults.join(", "))
+    };
     format!(
-        "Time axis shared by every run of the report. Sources — {}.",
+        "Time axis shared by every run of the report. Sources — {}.{shaded}",
         parts.join("; ")
     )
 }
@@ -254,6 +272,14 @@ pub fn draw<DB: DrawingBackend>(
             mesh.x_desc("seconds after the sale opened");
         }
         mesh.draw()?;
+        // Each fault's window, shaded (applied faults only: a skipped one has no window).
+        for f in r.run.faults.iter().filter(|f| f.ended_ms > f.began_ms) {
+            let (a, b) = (f.began_ms as f64 / 1000.0, f.ended_ms as f64 / 1000.0);
+            chart.draw_series(std::iter::once(Rectangle::new(
+                [(a, ymin), (b.max(a + 0.05), ymax)],
+                RGBColor(220, 50, 47).mix(0.12).filled(),
+            )))?;
+        }
         for l in lines {
             series_line(
                 &mut chart,

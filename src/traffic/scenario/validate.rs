@@ -33,6 +33,9 @@ pub enum ScenarioProblem {
     /// A `[shop]` knob outside its range.
     #[error("field `shop.{}` {}", .0.knob, .0.range())]
     Shop(#[from] KnobError),
+    /// A `[[faults]]` entry outside its allowed values.
+    #[error(transparent)]
+    Fault(#[from] crate::nemesis::SpecError),
 }
 
 /// A field outside its allowed values.

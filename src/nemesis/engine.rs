@@ -1,0 +1,388 @@
+//! The schedule: one task per fault sleeps until its time after the sale opens, applies it,
+//! holds it for its window and undoes it; [`Engine::finish`] waits for every fault to end and
+//! returns what was applied.
+//!
+//! Undo is not left to the happy path. [`Engine::finish`] undoes; dropping the engine (an
+//! error, a cancelled run) aborts the tasks and undoes everything the faults could have left
+//! behind, synchronously, on a thread of its own; ctrl-c while faults are live does the same
+//! and then exits with 130. Everything undone is idempotent: re-allowing connections to the
+//! run's database, SIGCONT and then SIGKILL of the private Redis. A lock dies with the
+//! session that held it (the task's connection, dropped with the task).
+
+use super::{db, redis, shop, FaultKind, FaultSpec, PrivateRedis};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+/// A future the shop control returns.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// The runner's child shop, as `shop-kill` drives it.
+pub trait ShopControl: Send + Sync {
+    /// kill -9.
+    fn kill(&self) -> BoxFuture<'_, anyhow::Result<()>>;
+    /// Start it again on the same port; returns once it listens.
+    fn restart(&self) -> BoxFuture<'_, anyhow::Result<()>>;
+    /// Send SIGKILL now, from any thread (ctrl-c, before the process exits).
+    fn kill_now(&self);
+}
+
+/// What the run owns, and so what its faults may act on.
+#[derive(Clone)]
+pub struct Owned {
+    /// The child shop (`None`: a foreign shop, which no fault touches).
+    pub shop: Option<Arc<dyn ShopControl>>,
+    /// The run's own database.
+    pub database_url: String,
+    /// The private Redis, when a fault needs one and the strategy uses Redis.
+    pub private_redis: Option<Arc<PrivateRedis>>,
+    /// The Redis the shop uses (the private one, or the shared one under `prefix`).
+    pub redis_url: String,
+    pub prefix: String,
+    pub item: i64,
+    /// The strategy uses Redis (redis-lua): otherwise the Redis kinds are skipped.
+    pub uses_redis: bool,
+    /// The strategy's name, for notes.
+    pub strategy: String,
+}
+
+/// One fault as it happened, ms after the sale opened.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Applied {
+    pub kind: FaultKind,
+    pub at_ms: u64,
+    /// `None`: not applied (skipped, or it failed: see `note`).
+    pub began_ms: Option<u64>,
+    pub ended_ms: Option<u64>,
+    /// Why it was skipped, what failed, or what it did.
+    pub note: Option<String>,
+}
+
+/// The faults of one run, scheduled.
+pub struct Engine {
+    tasks: Vec<JoinHandle<Applied>>,
+    stop: watch::Sender<bool>,
+    undo: Arc<Undo>,
+}
+
+/// Everything the faults may have left behind, undone in one idempotent pass.
+pub(super) struct Undo {
+    database_url: Option<String>,
+    private_redis: Option<Arc<PrivateRedis>>,
+    /// Killed on ctrl-c only (the process then exits without dropping it).
+    shop: Option<Arc<dyn ShopControl>>,
+    done: Mutex<bool>,
+}
+
+impl Undo {
+    async fn run(&self) {
+        if let Some(url) = &self.database_url {
+            if let Err(e) = db::allow_connections(url).await {
+                tracing::warn!(error = %format!("{e:#}"), "nemesis: re-allowing connections to the run's database failed");
+            }
+        }
+        if let Some(r) = &self.private_redis {
+            r.resume();
+        }
+    }
+
+    /// The undo, from synchronous code (Drop): on a thread with its own runtime, waited for
+    /// up to 10 s.
+    fn run_blocking(self: &Arc<Self>) {
+        {
+            let mut done = self.done.lock().unwrap_or_else(|e| e.into_inner());
+            if *done {
+                return;
+            }
+            *done = true;
+        }
+        let me = self.clone();
+        let t = std::thread::spawn(move || {
+            if let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                rt.block_on(async {
+                    let _ = tokio::time::timeout(Duration::from_secs(10), me.run()).await;
+                });
+            }
+        });
+        let _ = t.join();
+    }
+}
+
+impl Engine {
+    /// Schedules `faults` against what the run owns; `opened` is the sale's opening.
+    pub fn start(faults: &[FaultSpec], owned: Owned, opened: Instant) -> Engine {
+        let (stop, stopped) = watch::channel(false);
+        let undo = Arc::new(Undo {
+            database_url: faults
+                .iter()
+                .any(|f| f.kind == FaultKind::DbOutage)
+                .then(|| owned.database_url.clone()),
+            private_redis: owned.private_redis.clone(),
+            shop: owned.shop.clone(),
+            done: Mutex::new(false),
+        });
+        let tasks = faults
+            .iter()
+            .cloned()
+            .map(|f| {
+                let owned = owned.clone();
+                let stopped = stopped.clone();
+                tokio::spawn(async move { one(f, owned, opened, stopped).await })
+            })
+            .collect();
+        interrupt::watch(&undo, opened.into_std());
+        Engine { tasks, stop, undo }
+    }
+
+    /// Waits for every fault to end (each is bounded by its time and window), undoes what
+    /// could be left, and returns what happened, in the order given.
+    pub async fn finish(mut self) -> Vec<Applied> {
+        let mut out = Vec::new();
+        for t in std::mem::take(&mut self.tasks) {
+            match t.await {
+                Ok(a) => out.push(a),
+                Err(e) => tracing::warn!(error = %e, "nemesis: a fault's task failed"),
+            }
+        }
+        self.undo.run().await;
+        out
+    }
+
+    /// Ends every fault now (those not begun are not applied), undoes, and returns what
+    /// happened.
+    pub async fn cut_short(self) -> Vec<Applied> {
+        let _ = self.stop.send(true);
+        self.finish().await
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        let _ = self.stop.send(true);
+        for t in &self.tasks {
+            t.abort();
+        }
+        if !self.tasks.is_empty() {
+            // Dropped before `finish`: an error or a cancelled run.
+            self.undo.run_blocking();
+        }
+    }
+}
+
+/// Ctrl-c while faults may be live: every live engine's undo runs, then the process exits
+/// with 130. The listener is installed with the first engine (a process without faults keeps
+/// its ctrl-c as it was) on a thread with its own runtime, so it outlives any one run. It
+/// registers once the first sale has opened: goose installs its own ctrl-c handler (the
+/// `ctrlc` crate, which replaces whatever was there) while it sets up, and tokio's handler,
+/// installed after it, calls it too — so goose still stops its users.
+mod interrupt {
+    use super::Undo;
+    use std::sync::{Arc, Mutex, OnceLock, Weak};
+
+    static LIVE: Mutex<Vec<Weak<Undo>>> = Mutex::new(Vec::new());
+    static LISTENER: OnceLock<()> = OnceLock::new();
+
+    pub(super) fn watch(undo: &Arc<Undo>, opened: std::time::Instant) {
+        {
+            let mut live = LIVE.lock().unwrap_or_else(|e| e.into_inner());
+            live.retain(|w| w.strong_count() > 0);
+            live.push(Arc::downgrade(undo));
+        }
+        LISTENER.get_or_init(|| {
+            std::thread::spawn(move || {
+                let after = opened + std::time::Duration::from_millis(200);
+                if let Some(wait) = after.checked_duration_since(std::time::Instant::now()) {
+                    std::thread::sleep(wait);
+                }
+                let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                else {
+                    return;
+                };
+                rt.block_on(async {
+                    if tokio::signal::ctrl_c().await.is_err() {
+                        return;
+                    }
+                    eprintln!("interrupted: undoing the faults");
+                    let live: Vec<Arc<Undo>> = LIVE
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .iter()
+                        .filter_map(Weak::upgrade)
+                        .collect();
+                    for undo in live {
+                        let _ =
+                            tokio::time::timeout(std::time::Duration::from_secs(10), undo.run())
+                                .await;
+                        if let Some(r) = &undo.private_redis {
+                            r.stop();
+                        }
+                        if let Some(shop) = &undo.shop {
+                            shop.kill_now();
+                        }
+                    }
+                    std::process::exit(130);
+                });
+            });
+        });
+    }
+}
+
+fn ms_since(opened: Instant) -> u64 {
+    Instant::now()
+        .checked_duration_since(opened)
+        .unwrap_or_default()
+        .as_millis() as u64
+}
+
+/// One fault's life: prepare (connect), wait for its time, apply, hold, undo.
+async fn one(
+    f: FaultSpec,
+    owned: Owned,
+    opened: Instant,
+    stopped: watch::Receiver<bool>,
+) -> Applied {
+    let mut applied = Applied {
+        kind: f.kind,
+        at_ms: f.at_ms(),
+        began_ms: None,
+        ended_ms: None,
+        note: None,
+    };
+    if let Some(why) = skip_reason(&f, &owned) {
+        applied.note = Some(why);
+        return applied;
+    }
+    let mut hold = Hold {
+        due: opened + Duration::from_millis(f.at_ms()),
+        duration: Duration::from_millis(f.duration_ms),
+        until: None,
+        began: None,
+        stopped,
+    };
+    let result = act(&f, &owned, &mut hold).await;
+    let ms = |t: Instant| {
+        t.checked_duration_since(opened)
+            .unwrap_or_default()
+            .as_millis() as u64
+    };
+    applied.began_ms = hold.began.map(ms);
+    applied.ended_ms = hold.began.map(|_| ms_since(opened));
+    applied.note = match result {
+        Ok(_) if hold.began.is_none() => {
+            Some("not applied: the run ended before it was due".into())
+        }
+        Ok(note) => note,
+        Err(e) => {
+            tracing::warn!(fault = %f.label(), error = %format!("{e:#}"), "nemesis: a fault failed");
+            Some(format!("failed: {e:#}"))
+        }
+    };
+    applied
+}
+
+/// Why a fault does not apply to this run, if it does not.
+fn skip_reason(f: &FaultSpec, owned: &Owned) -> Option<String> {
+    if f.kind.redis_only() && !owned.uses_redis {
+        return Some(format!("skipped: {} does not use Redis", owned.strategy));
+    }
+    if f.kind.needs_private_redis() && owned.private_redis.is_none() {
+        return Some("skipped: no private Redis for this run".into());
+    }
+    if f.kind == FaultKind::ShopKill && owned.shop.is_none() {
+        return Some("skipped: the shop is not this run's child".into());
+    }
+    None
+}
+
+/// Prepares `f`, applies it at its time, holds it for its window, then undoes it.
+async fn act(f: &FaultSpec, owned: &Owned, hold: &mut Hold) -> anyhow::Result<Option<String>> {
+    match f.kind {
+        FaultKind::ShopKill => {
+            let shop = owned.shop.as_ref().expect("checked by skip_reason");
+            shop::kill(shop.as_ref(), hold).await
+        }
+        FaultKind::RedisRestart | FaultKind::RedisPause | FaultKind::RedisConnKill => {
+            let r = owned
+                .private_redis
+                .as_ref()
+                .expect("checked by skip_reason");
+            redis::act(f.kind, r, hold).await
+        }
+        FaultKind::Redeliver => {
+            redis::redeliver(
+                &owned.redis_url,
+                &owned.prefix,
+                owned.item,
+                f.rewind_to.as_deref(),
+                hold,
+            )
+            .await
+        }
+        FaultKind::DbOutage => db::outage(&owned.database_url, hold).await,
+        FaultKind::DbLock => db::lock(&owned.database_url, hold).await,
+    }
+}
+
+/// A fault's time and window. A fault prepares what it can (connections) first, then
+/// [`Hold::start`] waits for its time and marks when it took effect; the window runs from
+/// there, until its end or until the run stops it.
+pub(super) struct Hold {
+    due: Instant,
+    duration: Duration,
+    until: Option<Instant>,
+    began: Option<Instant>,
+    stopped: watch::Receiver<bool>,
+}
+
+impl Hold {
+    /// Waits for the fault's time; false if the run stopped first (then it is not applied).
+    pub(super) async fn start(&mut self) -> bool {
+        let due = self.due;
+        tokio::select! {
+            _ = tokio::time::sleep_until(due) => {}
+            _ = self.stopped.wait_for(|s| *s) => return false,
+        }
+        self.mark();
+        true
+    }
+
+    /// The fault took effect now: its window starts.
+    pub(super) fn mark(&mut self) {
+        let now = Instant::now();
+        self.began = Some(now);
+        self.until = Some(now + self.duration);
+    }
+
+    fn end(&self) -> Instant {
+        self.until.unwrap_or_else(Instant::now)
+    }
+
+    /// Waits out the window.
+    pub(super) async fn wait(&mut self) {
+        let until = self.end();
+        tokio::select! {
+            _ = tokio::time::sleep_until(until) => {}
+            _ = self.stopped.wait_for(|s| *s) => {}
+        }
+    }
+
+    /// Waits `step` or to the window's end, whichever is first; false once the window is over.
+    pub(super) async fn tick(&mut self, step: Duration) -> bool {
+        let until = self.end();
+        let next = (Instant::now() + step).min(until);
+        tokio::select! {
+            _ = tokio::time::sleep_until(next) => {}
+            _ = self.stopped.wait_for(|s| *s) => return false,
+        }
+        Instant::now() < until && !*self.stopped.borrow()
+    }
+}

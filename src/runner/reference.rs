@@ -1,0 +1,216 @@
+//! A run against the reference shop: its child process (and a private Redis when a fault needs
+//! one), the sale's set-up, the traffic with the run's faults, the drain, and the oracle's
+//! read of the database and Redis.
+
+use super::shop_process::{self, ChildShop};
+use super::{
+    control_client, faults, finish, fire_traffic, send_setup, target_for, Cell, RunPlan,
+    ServerSide, Slot,
+};
+use crate::inventory::Strategy;
+use crate::nemesis::{Owned, PrivateRedis, ShopControl};
+use crate::oracle::{DeadLetterSeen, OracleView, Truth};
+use crate::probe::ProbeConfig;
+use crate::report::{RunReport, Shop};
+use crate::services::redact_url;
+use crate::store::{PoolSettings, Store};
+use crate::traffic::mapping::Mapping;
+use anyhow::Context;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::time::Instant;
+
+pub(super) async fn run_cell(
+    plan: &RunPlan,
+    cell: &Cell,
+    shared_redis: &str,
+    shop_exe: &Path,
+    dir: &Path,
+    slot: &Slot,
+) -> anyhow::Result<RunReport> {
+    let prefix = format!("oversell-run-{}", uuid::Uuid::now_v7().simple());
+    let name = format!("{}-{}", cell.strategy, cell.backend.as_str());
+    let log = dir.join(format!("shop-{name}.log"));
+    // A Redis fault gets a private Redis; the shared one is never touched.
+    let private = if cell.strategy == Strategy::RedisLua
+        && plan
+            .scenario
+            .faults
+            .iter()
+            .any(|f| f.kind.needs_private_redis())
+    {
+        let r = PrivateRedis::start(
+            &dir.join(format!("redis-{name}")),
+            plan.scenario.nemesis.redis_persistence,
+        )
+        .await
+        .context("starting the private Redis for the run's Redis faults")?;
+        plan.say(&format!(
+            "   private Redis {} (persistence {})",
+            r.url(),
+            r.persistence().as_str()
+        ));
+        Some(Arc::new(r))
+    } else {
+        None
+    };
+    let redis_url = private
+        .as_ref()
+        .map_or(shared_redis.to_string(), |r| r.url());
+    let knobs = &plan.scenario.shop;
+    let shop =
+        Arc::new(ChildShop::start(shop_exe, cell, &redis_url, &prefix, knobs, log.clone()).await?);
+    plan.say(&format!(
+        "   shop {} (metrics {}/metrics, log {})",
+        shop.base_url,
+        shop.base_url,
+        log.display()
+    ));
+    if let Some(live) = &plan.live {
+        live.shop(Some(&shop.base_url));
+    }
+    let owned = (!plan.scenario.faults.is_empty()).then(|| Owned {
+        shop: Some(shop.clone() as Arc<dyn ShopControl>),
+        database_url: cell.database_url.clone(),
+        private_redis: private.clone(),
+        redis_url: redis_url.clone(),
+        prefix: prefix.clone(),
+        item: plan.scenario.item.id,
+        uses_redis: cell.strategy == Strategy::RedisLua,
+        strategy: cell.strategy.to_string(),
+    });
+    let result = drive_reference(plan, cell, &redis_url, &shop, &prefix, slot, owned).await;
+    shop.stop().await;
+    crate::inventory::redis_lua::keys::delete_prefix(&redis_url, &prefix).await;
+    if let Some(r) = private {
+        r.resume();
+        r.stop();
+    }
+    result
+}
+
+async fn drive_reference(
+    plan: &RunPlan,
+    cell: &Cell,
+    redis_url: &str,
+    shop: &ChildShop,
+    prefix: &str,
+    slot: &Slot,
+    faults: Option<Owned>,
+) -> anyhow::Result<RunReport> {
+    let s = &plan.scenario;
+    let base_url = shop.base_url.as_str();
+    let target = Arc::new(target_for(s, base_url, Mapping::default()));
+    let http = control_client()?;
+    if let Some(req) = shop.setup_request(&target) {
+        send_setup(&http, &target, &req).await?;
+    }
+    let is_redis = cell.strategy == Strategy::RedisLua;
+    let fired = fire_traffic(
+        plan,
+        target,
+        ProbeConfig {
+            database_url: Some(cell.database_url.clone()),
+            foreign_database: false,
+            item_id: s.item.id,
+            redis: Some((redis_url.to_string(), prefix.to_string())).filter(|_| is_redis),
+            shop_metrics_url: Some(format!("{base_url}/metrics")),
+            opened: Instant::now(),
+        },
+        slot,
+        faults,
+    )
+    .await?;
+    // Every fault ends (each is bounded) before the drain is waited for.
+    let mut fired = fired;
+    let applied = match fired.engine.take() {
+        Some(e) => e.finish().await,
+        None => Vec::new(),
+    };
+    if let Some(end) = faults::last_end(&applied) {
+        let opened = fired.traffic.recorder.opened();
+        let watch = opened + Duration::from_millis(end) + faults::WATCH_AFTER;
+        tokio::time::sleep_until(watch).await;
+    }
+    let drain = shop_process::wait_drained(&http, base_url, s.item.id, plan.drain_limit).await;
+    let reconcile = if is_redis {
+        shop.final_reconcile(&http, s.item.id).await
+    } else {
+        None
+    };
+    let series = fired.probes.stop().await;
+    let store = Store::connect(&cell.database_url, &PoolSettings::default())
+        .await
+        .context("connecting the oracle to the shop's database")?;
+    // The shop keeps expiring unpaid orders after the drain. For redis-lua an expiry touches
+    // Redis first and the database later, so read the database between two identical Redis
+    // states, with the queue drained: then both sides describe the same moment.
+    let mut attempt = 0;
+    let (truth, redis_stock, restocked, dead_letters) = loop {
+        attempt += 1;
+        let before = if is_redis {
+            shop_process::redis_state(redis_url, prefix, s.item.id).await?
+        } else {
+            Default::default()
+        };
+        let drained = !is_redis
+            || shop_process::wait_drained(&http, base_url, s.item.id, Duration::ZERO)
+                .await
+                .drained;
+        let truth = match store.snapshot(s.item.id).await? {
+            Some((item, orders)) => Truth::Orders {
+                db_stock: item.stock,
+                orders,
+            },
+            None => Truth::Unverified,
+        };
+        let after = if is_redis {
+            shop_process::redis_state(redis_url, prefix, s.item.id).await?
+        } else {
+            Default::default()
+        };
+        if (drained && before == after) || attempt >= 20 {
+            // The database strategies have no queue: nothing of theirs is ever dead-lettered.
+            let dead = after.dead_letters.unwrap_or_default();
+            let dead: Vec<DeadLetterSeen> = dead
+                .into_iter()
+                .map(|l| DeadLetterSeen {
+                    order_id: l.order_id,
+                    kind: l.kind,
+                    was: l.was,
+                })
+                .collect();
+            break (truth, after.stock, after.restocked, Some(dead));
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    store.close().await;
+    let server = ServerSide {
+        truth,
+        oracle: OracleView {
+            source: format!(
+                "items and orders tables of {}",
+                redact_url(&cell.database_url)
+            ),
+            sees: "every order row (status, user, device, times) and the item's stock; for \
+                   redis-lua also Redis stock and the restock set, after a final reconciliation"
+                .into(),
+            blind_to: "nothing the definitions need: every acknowledged order is looked up by id"
+                .into(),
+            warning: None,
+        },
+        redis_stock,
+        redis_restocked_orders: restocked,
+        dead_letters,
+        stock_seen: crate::probe::extremes(&series, "db_stock"),
+        reconcile,
+    };
+    let shop = Shop::Reference {
+        strategy: cell.strategy,
+        backend: cell.backend,
+    };
+    let mut run = finish(plan, shop, fired.traffic, series, drain, server);
+    run.faults = faults::windows(&applied, &run);
+    Ok(run)
+}
