@@ -100,6 +100,7 @@ pub mod report;
 pub mod runner;
 pub mod scenarios;
 pub mod services;
+pub mod shard;
 pub mod shop;
 pub mod store;
 pub mod telemetry;
