@@ -18,12 +18,17 @@
 
 mod foreign;
 mod lock;
+mod merge;
 mod metadata;
 mod progress;
+mod settle;
 mod shop_process;
+mod sharded;
 
 pub use metadata::GIT_COMMIT;
+pub use merge::{merge, MergePlan};
 pub use progress::Slot;
+pub use sharded::{fire_shard, ShardRun};
 
 use crate::inventory::Strategy;
 use crate::live::Live;
@@ -32,8 +37,8 @@ use crate::pipeline::reconcile::Pass;
 use crate::probe::{self, ProbeConfig, Probes, Series};
 use crate::rehearsal::Foreign;
 use crate::report::{self, summary, Drain, FailedRun, RunReport, Shop};
-use crate::services::{redact_url, Service};
-use crate::store::{Backend, PoolSettings, Store};
+use crate::services::Service;
+use crate::store::Backend;
 use crate::traffic::attack::{self, launch_lead, GeneratorStats, GooseCrossCheck};
 use crate::traffic::mapping::Mapping;
 use crate::traffic::recorder::Recorder;
@@ -175,23 +180,7 @@ pub async fn execute(plan: &RunPlan) -> anyhow::Result<(report::Report, PathBuf)
     let metadata = metadata::gather(plan, started_at).await;
     let dir = report::new_dir(&plan.out, &s.name);
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    let mut report = report::Report {
-        schema: report::SCHEMA.into(),
-        generated_at: now_rfc3339(),
-        tool_version: env!("CARGO_PKG_VERSION").into(),
-        scenario: report::ScenarioSummary {
-            name: s.name.clone(),
-            file: plan.scenario_file.display().to_string(),
-            description: s.description.clone(),
-            buyers: plan.buyers.len() as u32,
-            spec: s.clone(),
-        },
-        machine: report::Machine::this(),
-        metadata,
-        sources: report::sources(matches!(plan.subject, Subject::Foreign(_))),
-        runs: Vec::new(),
-        failed: Vec::new(),
-    };
+    let mut report = empty_report(plan, metadata);
     for i in 0..plan.runs() {
         let slot = plan.slot(i);
         announce(plan, &slot);
@@ -217,6 +206,28 @@ pub async fn execute(plan: &RunPlan) -> anyhow::Result<(report::Report, PathBuf)
     }
     report::write(&dir, &report)?;
     Ok((report, dir))
+}
+
+/// A report of `plan` with no run yet.
+fn empty_report(plan: &RunPlan, metadata: report::Metadata) -> report::Report {
+    let s = &plan.scenario;
+    report::Report {
+        schema: report::SCHEMA.into(),
+        generated_at: now_rfc3339(),
+        tool_version: env!("CARGO_PKG_VERSION").into(),
+        scenario: report::ScenarioSummary {
+            name: s.name.clone(),
+            file: plan.scenario_file.display().to_string(),
+            description: s.description.clone(),
+            buyers: plan.buyers.len() as u32,
+            spec: s.clone(),
+        },
+        machine: report::Machine::this(),
+        metadata,
+        sources: report::sources(matches!(plan.subject, Subject::Foreign(_))),
+        runs: Vec::new(),
+        failed: Vec::new(),
+    }
 }
 
 fn now_rfc3339() -> String {
@@ -329,14 +340,41 @@ fn finish(
     drain: Drain,
     server: ServerSide,
 ) -> RunReport {
-    let s = &plan.scenario;
     let measurements = traffic.recorder.finish();
+    let clients = Clients {
+        goose: traffic.goose,
+        generator: traffic.generator,
+        measurements,
+        reading: traffic.reading,
+    };
+    finish_with(plan, shop, clients, series, drain, server)
+}
+
+/// The clients' side of a run once it is over (one recorder's, or N shards' combined).
+struct Clients {
+    goose: Vec<GooseCrossCheck>,
+    generator: GeneratorStats,
+    measurements: crate::traffic::recorder::Measurements,
+    reading: Reading,
+}
+
+/// [`finish`] from the clients' finished records.
+fn finish_with(
+    plan: &RunPlan,
+    shop: Shop,
+    clients: Clients,
+    series: Vec<Series>,
+    drain: Drain,
+    server: ServerSide,
+) -> RunReport {
+    let s = &plan.scenario;
+    let measurements = clients.measurements;
     let findings = oracle::audit(&Evidence {
         initial_stock: s.item.stock,
         purchase_limit: s.item.purchase_limit,
         truth: server.truth,
         oracle: server.oracle,
-        reading: traffic.reading,
+        reading: clients.reading,
         redis_stock: server.redis_stock,
         reconcile_residual: server.reconcile.as_ref().map(|p| p.residual),
         stock_seen: server.stock_seen,
@@ -352,10 +390,10 @@ fn finish(
         findings,
         measurements,
         series,
-        generator: traffic.generator,
+        generator: clients.generator,
         drain,
         reconcile: server.reconcile,
-        goose: traffic.goose,
+        goose: clients.goose,
     })
 }
 
@@ -486,72 +524,16 @@ async fn drive_reference(
         None
     };
     let series = fired.probes.stop().await;
-    let store = Store::connect(&cell.database_url, &PoolSettings::default())
-        .await
-        .context("connecting the oracle to the shop's database")?;
-    // The shop keeps expiring unpaid orders after the drain. For redis-lua an expiry touches
-    // Redis first and the database later, so read the database between two identical Redis
-    // states, with the queue drained: then both sides describe the same moment.
-    let mut attempt = 0;
-    let (truth, redis_stock, restocked, dead_letters) = loop {
-        attempt += 1;
-        let before = if is_redis {
-            shop_process::redis_state(redis_url, prefix, s.item.id).await?
-        } else {
-            Default::default()
-        };
-        let drained = !is_redis
-            || shop_process::wait_drained(&http, base_url, s.item.id, Duration::ZERO)
-                .await
-                .drained;
-        let truth = match store.snapshot(s.item.id).await? {
-            Some((item, orders)) => Truth::Orders {
-                db_stock: item.stock,
-                orders,
-            },
-            None => Truth::Unverified,
-        };
-        let after = if is_redis {
-            shop_process::redis_state(redis_url, prefix, s.item.id).await?
-        } else {
-            Default::default()
-        };
-        if (drained && before == after) || attempt >= 20 {
-            // The database strategies have no queue: nothing of theirs is ever dead-lettered.
-            let dead = after.dead_letters.unwrap_or_default();
-            let dead: Vec<DeadLetterSeen> = dead
-                .into_iter()
-                .map(|l| DeadLetterSeen {
-                    order_id: l.order_id,
-                    kind: l.kind,
-                    was: l.was,
-                })
-                .collect();
-            break (truth, after.stock, after.restocked, Some(dead));
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
-    store.close().await;
-    let server = ServerSide {
-        truth,
-        oracle: OracleView {
-            source: format!(
-                "items and orders tables of {}",
-                redact_url(&cell.database_url)
-            ),
-            sees: "every order row (status, user, device, times) and the item's stock; for \
-                   redis-lua also Redis stock and the restock set, after a final reconciliation"
-                .into(),
-            blind_to: "nothing the definitions need: every acknowledged order is looked up by id"
-                .into(),
-            warning: None,
-        },
-        redis_stock,
-        redis_restocked_orders: restocked,
-        dead_letters,
-        stock_seen: crate::probe::extremes(&series, "db_stock"),
+    let server = settle::reference(
+        &http,
+        base_url,
+        s.item.id,
+        cell,
+        (redis_url, prefix),
         reconcile,
-    };
+        &series,
+    )
+    .await?;
     let shop = Shop::Reference {
         strategy: cell.strategy,
         backend: cell.backend,
