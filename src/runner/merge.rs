@@ -5,8 +5,8 @@
 //! ([`super::settle`]).
 
 use super::{
-    control_client, empty_report, finish_with, metadata, now_rfc3339, settle, shop_process,
-    Cell, Clients, RunPlan, Subject,
+    control_client, empty_report, finish_with, metadata, now_rfc3339, settle, shop_process, Cell,
+    Clients, RunPlan, Subject,
 };
 use crate::oracle::Reading;
 use crate::report::{self, Shop};

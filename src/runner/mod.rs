@@ -22,11 +22,11 @@ mod merge;
 mod metadata;
 mod progress;
 mod settle;
-mod shop_process;
 mod sharded;
+mod shop_process;
 
-pub use metadata::GIT_COMMIT;
 pub use merge::{merge, MergePlan};
+pub use metadata::GIT_COMMIT;
 pub use progress::Slot;
 pub use sharded::{fire_shard, ShardRun};
 

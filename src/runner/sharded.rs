@@ -84,7 +84,9 @@ pub async fn fire_shard(run: &ShardRun) -> anyhow::Result<ShardFile> {
             send_setup(&http, &target, &req).await?;
         }
         if until(run.open_at) == Duration::ZERO {
-            bail!("the sale's set-up finished after the opening ({opening}): give a later --open-at");
+            bail!(
+                "the sale's set-up finished after the opening ({opening}): give a later --open-at"
+            );
         }
         run.say(&format!(
             "   shard {}: sale of item {} set up at {base_url} ({} units), opening {opening}",

@@ -19,6 +19,7 @@ mod report_contents;
 mod reports;
 mod rewarm;
 mod runs;
+mod shard;
 mod stand_in;
 mod store;
 mod stream_bounds;
