@@ -9,6 +9,7 @@ mod gate;
 mod helpers;
 mod idempotency;
 mod judge;
+mod k8s;
 mod live;
 mod orders;
 mod pipeline_faults;
