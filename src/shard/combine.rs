@@ -178,7 +178,9 @@ pub fn merge_measurements(parts: Vec<Measurements>) -> anyhow::Result<Measuremen
     Ok(m)
 }
 
-/// The generators together: CPU and memory add up (N processes), wall time is the longest.
+/// The generators together: CPU and memory add up (N processes); the lead is the longest, and
+/// the wall time runs from that lead to the last buyer done in any shard (the shards open at
+/// one instant, so `wall_seconds - lead_ms` is the time from the opening to the last buyer).
 fn merge_generators<'a>(gs: impl Iterator<Item = &'a GeneratorStats>) -> GeneratorStats {
     let mut out = GeneratorStats {
         cpu_seconds: 0.0,
@@ -186,18 +188,17 @@ fn merge_generators<'a>(gs: impl Iterator<Item = &'a GeneratorStats>) -> Generat
         peak_rss_mib: 0.0,
         wall_seconds: 0.0,
         users: 0,
-        lead_ms: u64::MAX,
+        lead_ms: 0,
     };
+    let mut after_opening: f64 = 0.0;
     for g in gs {
         out.cpu_seconds += g.cpu_seconds;
         out.peak_rss_mib += g.peak_rss_mib;
-        out.wall_seconds = out.wall_seconds.max(g.wall_seconds);
         out.users += g.users;
-        out.lead_ms = out.lead_ms.min(g.lead_ms);
+        out.lead_ms = out.lead_ms.max(g.lead_ms);
+        after_opening = after_opening.max(g.wall_seconds - g.lead_ms as f64 / 1000.0);
     }
-    if out.lead_ms == u64::MAX {
-        out.lead_ms = 0;
-    }
+    out.wall_seconds = after_opening.max(0.0) + out.lead_ms as f64 / 1000.0;
     out.cores_used = if out.wall_seconds > 0.0 {
         out.cpu_seconds / out.wall_seconds
     } else {
