@@ -113,6 +113,19 @@ pub struct MergeArgs {
     /// The shop's --redis-prefix (redis-lua: where the oracle reads Redis stock).
     #[arg(long, default_value = "oversell")]
     pub redis_prefix: String,
+    /// Judge the merged report like `gate`: the scenario's [thresholds] (and --threshold
+    /// overrides); exit 0 all held, 1 breached or not verified.
+    #[arg(long)]
+    pub gate: bool,
+    /// With --gate: a limit, overriding the scenario: NAME=VALUE, repeatable (as `gate`).
+    #[arg(long = "threshold", value_name = "NAME=VALUE", requires = "gate")]
+    pub thresholds: Vec<crate::gate::Override>,
+    /// With --gate: let thresholds that could not be measured pass as "not verified".
+    #[arg(long, requires = "gate")]
+    pub allow_unverified: bool,
+    /// With --gate: write JUnit XML here.
+    #[arg(long, value_name = "FILE", requires = "gate")]
+    pub junit: Option<PathBuf>,
     #[command(flatten)]
     pub conn: ConnArgs,
     #[command(flatten)]
@@ -353,6 +366,16 @@ async fn dispatch(command: Command) -> anyhow::Result<i32> {
                 progress: !args.output.quiet,
             };
             let (report, dir) = runner::merge(&plan).await?;
+            if args.gate {
+                return gate::judge_merged(
+                    &report,
+                    &dir,
+                    &args.thresholds,
+                    args.allow_unverified,
+                    args.junit.as_deref(),
+                    &args.output,
+                );
+            }
             args.output.finish(&report, &dir, None);
             Ok(0)
         }

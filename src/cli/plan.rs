@@ -222,6 +222,14 @@ pub(super) async fn shard(
         ),
     }
     let (s, scenario_file) = super::load_scenario(scenario)?;
+    let knobs = s.shop.command_line();
+    if !knobs.is_empty() && spec.sets_up() {
+        eprintln!(
+            "note: the scenario's [shop] table is not applied by a shard: the shop at {shop_url} \
+             runs with its own flags (start it with `oversell serve ... {}` for the same sale)",
+            knobs.join(" ")
+        );
+    }
     let whole = schedule::build(&s);
     let buyers_total = whole.len();
     let buyers = Arc::new(spec.take(whole));

@@ -106,7 +106,8 @@ const ORACLE_FIGURES: &[&str] = &[
     "peak_oversell",
 ];
 
-async fn shards_merge_to_one_process(strategy: &str) {
+/// `command` sends the shards: `run`, or `gate` (then `merge --gate` judges the thresholds).
+async fn shards_merge_to_one_process(command: &'static str, strategy: &'static str) {
     let tmp = tempfile::tempdir().unwrap();
     let scenario = tmp.path().join("shard-check.toml");
     std::fs::write(&scenario, SCENARIO).unwrap();
@@ -150,7 +151,7 @@ async fn shards_merge_to_one_process(strategy: &str) {
             let spec = format!("{i}/4");
             oversell_cli(
                 &[
-                    "run",
+                    command,
                     "--strategy",
                     strategy,
                     "--scenario",
@@ -198,6 +199,17 @@ async fn shards_merge_to_one_process(strategy: &str) {
     };
     let merged = merge(dirs.clone(), out("merged")).await;
     assert_eq!(merged.code, 0, "{}", merged.both());
+    if command == "gate" {
+        // The shards of a gate are judged once merged: held, then breached.
+        let mut with_gate = dirs.clone();
+        with_gate.extend(["--gate", "--threshold", "oversell=0"].map(String::from));
+        let held = merge(with_gate.clone(), out("gated")).await;
+        assert_eq!(held.code, 0, "{}", held.both());
+        with_gate.extend(["--threshold", "p99_ms=0.001"].map(String::from));
+        let breached = merge(with_gate, out("gated-tight")).await;
+        assert_eq!(breached.code, 1, "{}", breached.both());
+        assert!(breached.stdout.contains("p99_ms"), "{}", breached.both());
+    }
 
     // Not one sale: a shard missing, or one given twice.
     let missing = merge(dirs[..3].to_vec(), out("bad")).await;
@@ -286,12 +298,12 @@ async fn shards_merge_to_one_process(strategy: &str) {
 
 #[tokio::test]
 async fn four_shards_of_for_update_merge_to_the_single_process_figures() {
-    shards_merge_to_one_process("for-update").await;
+    shards_merge_to_one_process("run", "for-update").await;
 }
 
 #[tokio::test]
-async fn four_shards_of_redis_lua_merge_to_the_single_process_figures() {
-    shards_merge_to_one_process("redis-lua").await;
+async fn four_gate_shards_of_redis_lua_merge_to_the_single_process_figures_and_gate() {
+    shards_merge_to_one_process("gate", "redis-lua").await;
 }
 
 #[test]
