@@ -40,7 +40,7 @@ pub(super) async fn reference(
             Default::default()
         };
         let drained = !is_redis
-            || shop_process::wait_drained(&http, base_url, item, Duration::ZERO)
+            || shop_process::wait_drained(http, base_url, item, Duration::ZERO)
                 .await
                 .drained;
         let truth = match store.snapshot(item).await? {
