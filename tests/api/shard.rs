@@ -12,8 +12,10 @@ use std::path::Path;
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, BufReader};
 
-/// 200 buyers rush 20 units (bots re-submit); nobody cancels, so a correct strategy sells
-/// exactly the stock whatever the timing.
+/// 200 buyers over 3 s for 20 units (bots re-submit); nobody cancels, so a correct strategy
+/// sells exactly the stock whatever the timing. Gentle enough that neither side sees a timeout
+/// or a busy shop while the whole suite runs beside it (those are indeterminate answers, whose
+/// count follows the machine's load, not the split).
 const SCENARIO: &str = r#"
 name = "shard-check"
 [item]
@@ -23,10 +25,8 @@ purchase_limit = 1
 [buyers]
 count = 200
 seed = 9
-arrival = "burst"
-window_s = 2.0
-burst_s = 0.3
-burst_share = 0.8
+arrival = "uniform"
+window_s = 3.0
 [browse]
 view_share = 0.3
 views = [1, 1]
@@ -280,6 +280,11 @@ async fn shards_merge_to_one_process(command: &'static str, strategy: &'static s
     assert_eq!(hist(many).len(), hist(one).len());
     assert_eq!(hist(many).len(), order_requests);
     // Identical oracle figures on a correct strategy.
+    assert_eq!(
+        (one["order_errors"].as_u64(), many["order_errors"].as_u64()),
+        (Some(0), Some(0)),
+        "no order error on either side (else indeterminate answers follow the load)"
+    );
     for f in ORACLE_FIGURES {
         assert_eq!(
             many[f], one[f],
