@@ -20,7 +20,7 @@ mod plan;
 pub use attack::AttackArgs;
 pub use gate::GateArgs;
 pub use output::{summary, OutputArgs, SUMMARY_SCHEMA};
-pub use plan::{FaultArgs, OracleArgs, PlanArgs};
+pub use plan::{FaultArgs, OracleArgs, PlanArgs, ShardArgs};
 
 /// Reproduce, measure and gate oversell in flash sales.
 #[derive(Debug, Parser)]
@@ -47,6 +47,9 @@ pub enum Command {
     Attack(Box<AttackArgs>),
     /// Compare two reports run by run (exit 1 when a --fail-on metric got worse).
     Diff(DiffArgs),
+    /// Combine the shard folders of one sale (`run --shard i/N`) into one report: check they
+    /// are the same sale, add the histograms, run the oracle once against the shop's final state.
+    Merge(Box<MergeArgs>),
     /// Measure our Redis pre-deduct path against redis-benchmark EVALSHA, in the same run.
     Bench(BenchArgs),
     /// List the scenarios bundled with oversell (usable by name with --scenario).
@@ -71,6 +74,7 @@ impl Command {
             Command::Compare(a) => Some(&a.scenario.output),
             Command::Gate(a) => Some(&a.plan.output),
             Command::Attack(a) => Some(&a.plan.output),
+            Command::Merge(a) => Some(&a.output),
             _ => None,
         }
     }
@@ -91,6 +95,41 @@ pub struct BenchArgs {
     /// Redis URL (loopback).
     #[arg(long, env = "REDIS_URL", default_value = "redis://127.0.0.1:6379")]
     pub redis_url: String,
+}
+
+/// `oversell merge`.
+#[derive(Debug, Args, Clone)]
+pub struct MergeArgs {
+    /// The shard folders (each holds the shard.json `run --shard` wrote): all N of them.
+    #[arg(required = true, value_name = "DIR")]
+    pub dirs: Vec<PathBuf>,
+    /// The reference shop the shards fired at (default: the URL they recorded), drained and
+    /// (redis-lua) reconciled before the oracle reads.
+    #[arg(long, value_name = "URL")]
+    pub shop_url: Option<String>,
+    /// The shop's --admin-token, for the final reconciliation (redis-lua).
+    #[arg(long, env = "OVERSELL_ADMIN_TOKEN", hide_env_values = true)]
+    pub admin_token: Option<String>,
+    /// The shop's --redis-prefix (redis-lua: where the oracle reads Redis stock).
+    #[arg(long, default_value = "oversell")]
+    pub redis_prefix: String,
+    /// Judge the merged report like `gate`: the scenario's [thresholds] (and --threshold
+    /// overrides); exit 0 all held, 1 breached or not verified.
+    #[arg(long)]
+    pub gate: bool,
+    /// With --gate: a limit, overriding the scenario: NAME=VALUE, repeatable (as `gate`).
+    #[arg(long = "threshold", value_name = "NAME=VALUE", requires = "gate")]
+    pub thresholds: Vec<crate::gate::Override>,
+    /// With --gate: let thresholds that could not be measured pass as "not verified".
+    #[arg(long, requires = "gate")]
+    pub allow_unverified: bool,
+    /// With --gate: write JUnit XML here.
+    #[arg(long, value_name = "FILE", requires = "gate")]
+    pub junit: Option<PathBuf>,
+    #[command(flatten)]
+    pub conn: ConnArgs,
+    #[command(flatten)]
+    pub output: OutputArgs,
 }
 
 /// `oversell diff`.
@@ -181,6 +220,8 @@ pub struct RunArgs {
     pub scenario: ScenarioArgs,
     #[command(flatten)]
     pub conn: ConnArgs,
+    #[command(flatten)]
+    pub shard: ShardArgs,
 }
 
 /// `oversell compare`.
@@ -273,6 +314,16 @@ async fn dispatch(command: Command) -> anyhow::Result<i32> {
         }
         Command::Run(args) => {
             let (backend, url) = args.conn.database_for(args.backend)?;
+            if args.shard.shard.is_some() {
+                return plan::shard(
+                    &args.scenario.scenario,
+                    &args.shard,
+                    args.strategy,
+                    backend,
+                    &args.scenario.output,
+                )
+                .await;
+            }
             let cells = vec![Cell {
                 strategy: args.strategy,
                 backend,
@@ -300,6 +351,36 @@ async fn dispatch(command: Command) -> anyhow::Result<i32> {
             run_and_print(&args.scenario, cells, &args.conn).await
         }
         Command::Gate(args) => gate::gate(*args).await,
+        Command::Merge(args) => {
+            let databases = [Backend::Postgres, Backend::Mysql]
+                .into_iter()
+                .map(|b| args.conn.database_for(Some(b)))
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            let plan = runner::MergePlan {
+                dirs: args.dirs.clone(),
+                shop_url: args.shop_url.clone(),
+                admin_token: args.admin_token.clone().filter(|t| !t.is_empty()),
+                databases,
+                redis_url: args.conn.redis_url.clone(),
+                redis_prefix: args.redis_prefix.clone(),
+                out: args.output.out.clone(),
+                drain_limit: Duration::from_secs(args.output.drain_timeout_s),
+                progress: !args.output.quiet,
+            };
+            let (report, dir) = runner::merge(&plan).await?;
+            if args.gate {
+                return gate::judge_merged(
+                    &report,
+                    &dir,
+                    &args.thresholds,
+                    args.allow_unverified,
+                    args.junit.as_deref(),
+                    &args.output,
+                );
+            }
+            args.output.finish(&report, &dir, None);
+            Ok(0)
+        }
         Command::Attack(args) => attack::attack(*args).await,
         Command::Bench(args) => {
             let r = crate::bench::redis(&crate::bench::RedisBench {

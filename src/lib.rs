@@ -58,6 +58,12 @@
 //!   windows and recovery times; `runner::RunError` for runs that cannot start; `progress`
 //!   (a bar on a terminal, a line a second elsewhere) and `metadata` (build, command line,
 //!   server versions).
+//!   `runner::sharded` fires one shard (`run --shard i/N`) at a serving shop from the shared
+//!   `--open-at` instant; `runner::merge` is `oversell merge`; `runner::settle` reads a
+//!   reference shop's settled state for the oracle (a run's and a merge's).
+//! - [`shard`]: the `--shard i/N` partition and `--open-at` rule, the `oversell.shard/v1` file
+//!   (`shard::file`: V2 histograms, the clients' records, the interval log) and the checks and
+//!   lossless sum of N shards (`shard::combine`).
 //! - [`live`]: the harness's own Prometheus endpoint during a run (`--metrics-listen`): the
 //!   clients' figures as the recorder sees them, the probes' samples, and `/targets` naming the
 //!   child shop for Prometheus service discovery.
@@ -111,6 +117,7 @@ pub mod report;
 pub mod runner;
 pub mod scenarios;
 pub mod services;
+pub mod shard;
 pub mod shop;
 pub mod store;
 pub mod telemetry;

@@ -3,7 +3,7 @@
 //! Everything that can be wrong with the command line (scenario, CSV, a non-loopback target
 //! without `--allow-remote`) is found before the first request is sent.
 
-use super::plan::{foreign, plan, FaultArgs, OracleArgs, PlanArgs};
+use super::plan::{foreign, plan, FaultArgs, OracleArgs, PlanArgs, ShardArgs};
 use super::{load_scenario, ConnArgs};
 use crate::gate::{self, Override, Verdict};
 use crate::inventory::Strategy;
@@ -49,10 +49,43 @@ pub struct GateArgs {
     pub plan: PlanArgs,
     #[command(flatten)]
     pub conn: ConnArgs,
+    /// `--shard i/N --open-at T --shop-url URL`: send one shard of the gate's scenario at a
+    /// serving reference shop; `oversell merge --gate` judges the thresholds once all are in.
+    #[command(flatten)]
+    pub shard: ShardArgs,
 }
 
 /// `oversell gate`: 0 every threshold held, 1 breached or not verified (see [`crate::gate`]).
 pub async fn gate(args: GateArgs) -> anyhow::Result<i32> {
+    if args.shard.shard.is_some() {
+        anyhow::ensure!(
+            args.target.is_none(),
+            "--shard fires at the reference shop at --shop-url; a foreign --target cannot be \
+             sharded yet"
+        );
+        anyhow::ensure!(
+            args.faults.faults.is_empty(),
+            "faults act on a run's own services; a shard fires at a shop it does not own: drop \
+             --fault with --shard"
+        );
+        let strategy = match args.strategy.as_slice() {
+            [] => Strategy::RedisLua,
+            [one] => *one,
+            more => anyhow::bail!(
+                "--shard sends one shard at one shop: give one --strategy (got {})",
+                more.len()
+            ),
+        };
+        let (backend, _) = args.conn.database_for(args.backend)?;
+        return super::plan::shard(
+            &args.scenario,
+            &args.shard,
+            strategy,
+            backend,
+            &args.plan.output,
+        )
+        .await;
+    }
     let (mut s, scenario_file) = load_scenario(&args.scenario)?;
     args.faults.apply(&mut s);
     if args.target.is_some() && !s.faults.is_empty() {
@@ -134,4 +167,27 @@ fn write_file(path: &Path, text: &str) -> anyhow::Result<()> {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
     std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
+}
+
+/// `merge --gate`: the merged report judged against its scenario's `[thresholds]` (and
+/// `--threshold` overrides), as `gate` judges a run: `gate.md`, JUnit, the step summary, the
+/// exit code.
+pub(super) fn judge_merged(
+    report: &crate::report::Report,
+    dir: &Path,
+    overrides: &[Override],
+    allow_unverified: bool,
+    junit: Option<&Path>,
+    output: &super::OutputArgs,
+) -> anyhow::Result<i32> {
+    let limits = gate::limits(&report.scenario.spec.thresholds, None, overrides);
+    let verdict = Verdict::judge(report, &limits, allow_unverified);
+    output.finish(report, dir, Some(&verdict));
+    let md = verdict.markdown(report, dir);
+    write_file(&dir.join("gate.md"), &md)?;
+    if let Some(path) = junit {
+        write_file(path, &gate::junit::render(&verdict))?;
+    }
+    append_step_summary(&md)?;
+    Ok(verdict.exit_code())
 }

@@ -1,11 +1,16 @@
 //! Flags shared by `gate` and `attack` (the user's oracle, the plan and its output) and the
 //! [`RunPlan`] built from them, checked before the first request is sent.
 
+use crate::inventory::Strategy;
 use crate::nemesis::FaultSpec;
 use crate::rehearsal::{self, Foreign, OracleSource, PlanSummary, Use};
-use crate::runner::{RunPlan, Subject};
+use crate::runner::{self, RunPlan, ShardRun, Subject};
+use crate::shard::ShardSpec;
+use crate::store::Backend;
 use crate::traffic::mapping::OracleFields;
 use crate::traffic::{buyers_csv, schedule, Scenario};
+use anyhow::Context;
+use chrono::{DateTime, Utc};
 use clap::Args;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -193,4 +198,97 @@ pub(super) async fn plan(
         progress: !pa.output.quiet,
         live,
     }))
+}
+
+/// `--shard`, `--open-at` and the running shop the shards fire at: shared by `run`, `gate`
+/// and `attack`.
+#[derive(Debug, Args, Clone, Default)]
+pub struct ShardArgs {
+    /// Send only shard i of N of the seeded schedule (the buyers whose index is i modulo N;
+    /// the N shards together send exactly the whole schedule) at the reference shop serving at
+    /// --shop-url, and write the raw results (shard.json, latency-order.hlog) into --out for
+    /// `oversell merge`. Shard 0 sets the sale up. Needs --open-at and --shop-url.
+    #[arg(long, value_name = "i/N", requires_all = ["open_at", "shop_url"])]
+    pub shard: Option<ShardSpec>,
+    /// With --shard: the UTC instant every shard opens the sale at (RFC 3339, e.g.
+    /// 2026-11-30T17:00:00Z); ahead of now and at most 24 h ahead.
+    #[arg(long, value_name = "RFC3339", value_parser = crate::shard::open_at_arg, requires = "shard")]
+    pub open_at: Option<DateTime<Utc>>,
+    /// With --shard: the reference shop every shard fires at (`oversell serve`).
+    #[arg(long, value_name = "URL", requires = "shard")]
+    pub shop_url: Option<String>,
+    /// With --shard: allow a --shop-url that is not loopback (a shop inside your cluster,
+    /// e.g. http://oversell-shop:8080); without it a shard fires at loopback only.
+    #[arg(long, requires = "shard")]
+    pub allow_remote_shop: bool,
+    /// The shop's --admin-token (shard 0's set-up, merge's reconciliation need it when set).
+    #[arg(long, env = "OVERSELL_ADMIN_TOKEN", hide_env_values = true)]
+    pub admin_token: Option<String>,
+}
+
+/// A sharded command (`run`, or `gate` without --target) against the reference shop: fires
+/// this process's shard and writes its folder; prints one line.
+pub(super) async fn shard(
+    scenario: &Path,
+    shard: &ShardArgs,
+    strategy: Strategy,
+    backend: Backend,
+    output: &super::OutputArgs,
+) -> anyhow::Result<i32> {
+    let spec = shard.shard.context("--shard is required here")?;
+    let open_at = shard
+        .open_at
+        .context("--shard needs --open-at: the instant every shard opens the sale at")?;
+    let shop_url = shard
+        .shop_url
+        .clone()
+        .context("--shard needs --shop-url: the reference shop every shard fires at")?;
+    crate::rehearsal::check_url(
+        crate::rehearsal::Use::Shop,
+        &shop_url,
+        shard.allow_remote_shop,
+    )?;
+    let (s, scenario_file) = super::load_scenario(scenario)?;
+    anyhow::ensure!(
+        s.faults.is_empty(),
+        "{}: [[faults]] act on a run's own services; a shard fires at a shop it does not own: \
+         use a scenario without faults for a sharded run",
+        scenario_file.display()
+    );
+    let knobs = s.shop.command_line();
+    if !knobs.is_empty() && spec.sets_up() {
+        eprintln!(
+            "note: the scenario's [shop] table is not applied by a shard: the shop at {shop_url} \
+             runs with its own flags (start it with `oversell serve ... {}` for the same sale)",
+            knobs.join(" ")
+        );
+    }
+    let whole = schedule::build(&s);
+    let buyers_total = whole.len();
+    let buyers = Arc::new(spec.take(whole));
+    let run = ShardRun {
+        scenario: s,
+        scenario_file,
+        shard: spec,
+        open_at,
+        shop_url,
+        admin_token: shard.admin_token.clone().filter(|t| !t.is_empty()),
+        strategy,
+        backend,
+        buyers,
+        buyers_total,
+        out: output.out.clone(),
+        progress: !output.quiet,
+    };
+    let file = runner::fire_shard(&run).await?;
+    let requests: u64 = file.counts.values().flat_map(|c| c.values()).sum();
+    println!(
+        "shard {}: {} of {} buyers, {} requests; raw results in {}",
+        file.shard,
+        file.buyers,
+        file.buyers_total,
+        requests,
+        run.out.display()
+    );
+    Ok(0)
 }

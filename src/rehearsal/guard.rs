@@ -17,12 +17,14 @@ pub enum TargetError {
     },
     #[error(
         "refusing to send {sending} to {host}: it is not a loopback address (127.0.0.0/8, ::1, localhost). \
-         Load goes to other machines only when you say so: pass --allow-remote if {host} is your own \
+         Load goes to other machines only when you say so: pass {allow} if {host} is your own \
          staging system"
     )]
     Remote {
         /// What would be sent: `load`, `oracle requests`.
         sending: &'static str,
+        /// The flag that allows it.
+        allow: &'static str,
         host: String,
     },
 }
@@ -34,6 +36,8 @@ pub enum Use {
     Target,
     /// The oracle endpoint (`--oracle-http`, `[target.oracle]`).
     Oracle,
+    /// The reference shop a shard fires at (`--shop-url`).
+    Shop,
 }
 
 impl Use {
@@ -41,6 +45,7 @@ impl Use {
         match self {
             Use::Target => "--target",
             Use::Oracle => "the oracle endpoint",
+            Use::Shop => "--shop-url",
         }
     }
 
@@ -48,6 +53,14 @@ impl Use {
         match self {
             Use::Target => "load",
             Use::Oracle => "oracle requests",
+            Use::Shop => "a shard's load",
+        }
+    }
+
+    fn allow(self) -> &'static str {
+        match self {
+            Use::Shop => "--allow-remote-shop",
+            Use::Target | Use::Oracle => "--allow-remote",
         }
     }
 }
@@ -84,6 +97,7 @@ pub fn check_url(what: Use, url: &str, allow_remote: bool) -> Result<String, Tar
     };
     let remote = |host: String| TargetError::Remote {
         sending: what.sending(),
+        allow: what.allow(),
         host,
     };
     let parsed = Url::parse(url).map_err(|e| bad(&e.to_string()))?;
@@ -138,6 +152,7 @@ pub async fn resolve_again(
     if !allow_remote && addrs.iter().any(|a| !a.ip().is_loopback()) {
         return Err(TargetError::Remote {
             sending: what.sending(),
+            allow: what.allow(),
             host,
         });
     }

@@ -22,13 +22,18 @@
 mod faults;
 mod foreign;
 mod lock;
+mod merge;
 mod metadata;
 mod progress;
 mod reference;
+mod settle;
+mod sharded;
 mod shop_process;
 
+pub use merge::{merge, MergePlan};
 pub use metadata::GIT_COMMIT;
 pub use progress::Slot;
+pub use sharded::{fire_shard, ShardRun};
 
 use crate::inventory::Strategy;
 use crate::live::Live;
@@ -180,23 +185,7 @@ pub async fn execute(plan: &RunPlan) -> anyhow::Result<(report::Report, PathBuf)
     let metadata = metadata::gather(plan, started_at).await;
     let dir = report::new_dir(&plan.out, &s.name);
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    let mut report = report::Report {
-        schema: report::SCHEMA.into(),
-        generated_at: now_rfc3339(),
-        tool_version: env!("CARGO_PKG_VERSION").into(),
-        scenario: report::ScenarioSummary {
-            name: s.name.clone(),
-            file: plan.scenario_file.display().to_string(),
-            description: s.description.clone(),
-            buyers: plan.buyers.len() as u32,
-            spec: s.clone(),
-        },
-        machine: report::Machine::this(),
-        metadata,
-        sources: report::sources(matches!(plan.subject, Subject::Foreign(_))),
-        runs: Vec::new(),
-        failed: Vec::new(),
-    };
+    let mut report = empty_report(plan, metadata);
     for i in 0..plan.runs() {
         let slot = plan.slot(i);
         announce(plan, &slot);
@@ -222,6 +211,28 @@ pub async fn execute(plan: &RunPlan) -> anyhow::Result<(report::Report, PathBuf)
     }
     report::write(&dir, &report)?;
     Ok((report, dir))
+}
+
+/// A report of `plan` with no run yet.
+fn empty_report(plan: &RunPlan, metadata: report::Metadata) -> report::Report {
+    let s = &plan.scenario;
+    report::Report {
+        schema: report::SCHEMA.into(),
+        generated_at: now_rfc3339(),
+        tool_version: env!("CARGO_PKG_VERSION").into(),
+        scenario: report::ScenarioSummary {
+            name: s.name.clone(),
+            file: plan.scenario_file.display().to_string(),
+            description: s.description.clone(),
+            buyers: plan.buyers.len() as u32,
+            spec: s.clone(),
+        },
+        machine: report::Machine::this(),
+        metadata,
+        sources: report::sources(matches!(plan.subject, Subject::Foreign(_))),
+        runs: Vec::new(),
+        failed: Vec::new(),
+    }
 }
 
 fn now_rfc3339() -> String {
@@ -336,14 +347,41 @@ fn finish(
     drain: Drain,
     server: ServerSide,
 ) -> RunReport {
-    let s = &plan.scenario;
     let measurements = traffic.recorder.finish();
+    let clients = Clients {
+        goose: traffic.goose,
+        generator: traffic.generator,
+        measurements,
+        reading: traffic.reading,
+    };
+    finish_with(plan, shop, clients, series, drain, server)
+}
+
+/// The clients' side of a run once it is over (one recorder's, or N shards' combined).
+struct Clients {
+    goose: Vec<GooseCrossCheck>,
+    generator: GeneratorStats,
+    measurements: crate::traffic::recorder::Measurements,
+    reading: Reading,
+}
+
+/// [`finish`] from the clients' finished records.
+fn finish_with(
+    plan: &RunPlan,
+    shop: Shop,
+    clients: Clients,
+    series: Vec<Series>,
+    drain: Drain,
+    server: ServerSide,
+) -> RunReport {
+    let s = &plan.scenario;
+    let measurements = clients.measurements;
     let findings = oracle::audit(&Evidence {
         initial_stock: s.item.stock,
         purchase_limit: s.item.purchase_limit,
         truth: server.truth,
         oracle: server.oracle,
-        reading: traffic.reading,
+        reading: clients.reading,
         redis_stock: server.redis_stock,
         reconcile_residual: server.reconcile.as_ref().map(|p| p.residual),
         stock_seen: server.stock_seen,
@@ -359,10 +397,10 @@ fn finish(
         findings,
         measurements,
         series,
-        generator: traffic.generator,
+        generator: clients.generator,
         drain,
         reconcile: server.reconcile,
-        goose: traffic.goose,
+        goose: clients.goose,
     })
 }
 

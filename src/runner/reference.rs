@@ -4,16 +4,12 @@
 
 use super::shop_process::{self, ChildShop};
 use super::{
-    control_client, faults, finish, fire_traffic, send_setup, target_for, Cell, RunPlan,
-    ServerSide, Slot,
+    control_client, faults, finish, fire_traffic, send_setup, target_for, Cell, RunPlan, Slot,
 };
 use crate::inventory::Strategy;
 use crate::nemesis::{Owned, PrivateRedis, ShopControl};
-use crate::oracle::{DeadLetterSeen, OracleView, Truth};
 use crate::probe::ProbeConfig;
 use crate::report::{RunReport, Shop};
-use crate::services::redact_url;
-use crate::store::{PoolSettings, Store};
 use crate::traffic::mapping::Mapping;
 use anyhow::Context;
 use std::path::Path;
@@ -140,72 +136,16 @@ async fn drive_reference(
         None
     };
     let series = fired.probes.stop().await;
-    let store = Store::connect(&cell.database_url, &PoolSettings::default())
-        .await
-        .context("connecting the oracle to the shop's database")?;
-    // The shop keeps expiring unpaid orders after the drain. For redis-lua an expiry touches
-    // Redis first and the database later, so read the database between two identical Redis
-    // states, with the queue drained: then both sides describe the same moment.
-    let mut attempt = 0;
-    let (truth, redis_stock, restocked, dead_letters) = loop {
-        attempt += 1;
-        let before = if is_redis {
-            shop_process::redis_state(redis_url, prefix, s.item.id).await?
-        } else {
-            Default::default()
-        };
-        let drained = !is_redis
-            || shop_process::wait_drained(&http, base_url, s.item.id, Duration::ZERO)
-                .await
-                .drained;
-        let truth = match store.snapshot(s.item.id).await? {
-            Some((item, orders)) => Truth::Orders {
-                db_stock: item.stock,
-                orders,
-            },
-            None => Truth::Unverified,
-        };
-        let after = if is_redis {
-            shop_process::redis_state(redis_url, prefix, s.item.id).await?
-        } else {
-            Default::default()
-        };
-        if (drained && before == after) || attempt >= 20 {
-            // The database strategies have no queue: nothing of theirs is ever dead-lettered.
-            let dead = after.dead_letters.unwrap_or_default();
-            let dead: Vec<DeadLetterSeen> = dead
-                .into_iter()
-                .map(|l| DeadLetterSeen {
-                    order_id: l.order_id,
-                    kind: l.kind,
-                    was: l.was,
-                })
-                .collect();
-            break (truth, after.stock, after.restocked, Some(dead));
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
-    store.close().await;
-    let server = ServerSide {
-        truth,
-        oracle: OracleView {
-            source: format!(
-                "items and orders tables of {}",
-                redact_url(&cell.database_url)
-            ),
-            sees: "every order row (status, user, device, times) and the item's stock; for \
-                   redis-lua also Redis stock and the restock set, after a final reconciliation"
-                .into(),
-            blind_to: "nothing the definitions need: every acknowledged order is looked up by id"
-                .into(),
-            warning: None,
-        },
-        redis_stock,
-        redis_restocked_orders: restocked,
-        dead_letters,
-        stock_seen: crate::probe::extremes(&series, "db_stock"),
+    let server = super::settle::reference(
+        &http,
+        base_url,
+        s.item.id,
+        cell,
+        (redis_url, prefix),
         reconcile,
-    };
+        &series,
+    )
+    .await?;
     let shop = Shop::Reference {
         strategy: cell.strategy,
         backend: cell.backend,

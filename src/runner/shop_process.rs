@@ -151,26 +151,12 @@ impl ChildShop {
     /// The set-up of a fresh sale: the mapping's request as an explicit reset (`?reset=true`:
     /// the shop refuses to wipe an item's orders otherwise), with this shop's admin token.
     pub(super) fn setup_request(&self, target: &Target) -> Option<Prepared> {
-        let mut req = target.setup_request()?;
-        let sep = if req.path.contains('?') { '&' } else { '?' };
-        req.path = format!("{}{sep}reset=true", req.path);
-        req.headers.push((
-            "authorization".into(),
-            format!("Bearer {}", self.admin_token),
-        ));
-        Some(req)
+        reset_request(target, Some(&self.admin_token))
     }
 
     /// One reconciliation pass after the drain (redis-lua).
     pub(super) async fn final_reconcile(&self, http: &reqwest::Client, item: i64) -> Option<Pass> {
-        http.post(format!("{}/api/items/{item}/reconcile", self.base_url))
-            .bearer_auth(&self.admin_token)
-            .send()
-            .await
-            .ok()?
-            .json::<Pass>()
-            .await
-            .ok()
+        reconcile(http, &self.base_url, Some(&self.admin_token), item).await
     }
 
     /// SIGTERM, then up to 10 s for a graceful stop, then SIGKILL.
@@ -223,6 +209,34 @@ impl crate::nemesis::ShopControl for ChildShop {
             Ok(())
         })
     }
+}
+
+/// The set-up of a fresh sale on a reference shop: the mapping's request as an explicit reset
+/// (`?reset=true`: the shop refuses to wipe an item's orders otherwise), with the shop's admin
+/// token when it has one.
+pub(super) fn reset_request(target: &Target, admin_token: Option<&str>) -> Option<Prepared> {
+    let mut req = target.setup_request()?;
+    let sep = if req.path.contains('?') { '&' } else { '?' };
+    req.path = format!("{}{sep}reset=true", req.path);
+    if let Some(token) = admin_token {
+        req.headers
+            .push(("authorization".into(), format!("Bearer {token}")));
+    }
+    Some(req)
+}
+
+/// One reconciliation pass of a reference shop (redis-lua), with its admin token if any.
+pub(super) async fn reconcile(
+    http: &reqwest::Client,
+    base_url: &str,
+    admin_token: Option<&str>,
+    item: i64,
+) -> Option<Pass> {
+    let mut req = http.post(format!("{base_url}/api/items/{item}/reconcile"));
+    if let Some(token) = admin_token {
+        req = req.bearer_auth(token);
+    }
+    req.send().await.ok()?.json::<Pass>().await.ok()
 }
 
 /// Polls the shop's audit until its queue is drained, up to `limit`.

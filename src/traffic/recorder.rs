@@ -156,7 +156,7 @@ impl AnswerClass {
 }
 
 /// One order attempt: the idempotency key it was sent with, and how it was answered.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Attempt {
     pub key: String,
     pub buyer: usize,
@@ -169,7 +169,7 @@ pub struct Attempt {
 }
 
 /// An order a client was told exists (an answer classified `created`).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Ack {
     /// The idempotency key of the attempt that was told (`None`: sent without one).
     pub key: Option<String>,
@@ -185,7 +185,7 @@ pub struct Ack {
 }
 
 /// What a client was last told about an order it paid or cancelled.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Told {
     Paid,
@@ -193,7 +193,7 @@ pub enum Told {
 }
 
 /// One buyer's end result.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BuyerResult {
     pub bot: bool,
     pub attempted: bool,

@@ -1,0 +1,145 @@
+//! `oversell merge DIR...`: the shard folders of one sale combined into one report, as if one
+//! process had sent everything. The shards are checked and added up ([`crate::shard::combine`]),
+//! then the oracle runs once against the shop they fired at: the drain wait, the final
+//! reconciliation (redis-lua) and the database and Redis reads are a run's own
+//! ([`super::settle`]).
+
+use super::{
+    control_client, empty_report, finish_with, metadata, now_rfc3339, settle, shop_process, Cell,
+    Clients, RunPlan, Subject,
+};
+use crate::oracle::Reading;
+use crate::report::{self, Shop};
+use crate::shard::combine::combine;
+use crate::shard::file::ShardFile;
+use crate::store::Backend;
+use crate::traffic::mapping::Mapping;
+use anyhow::Context;
+use clap::ValueEnum;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// What `merge` needs besides the shard folders: where the shop's database and Redis are.
+#[derive(Debug, Clone)]
+pub struct MergePlan {
+    pub dirs: Vec<PathBuf>,
+    /// The shop to drain and reconcile (default: the URL the shards recorded).
+    pub shop_url: Option<String>,
+    pub admin_token: Option<String>,
+    /// The shop's database URL for each backend; the shards name the backend.
+    pub databases: Vec<(Backend, String)>,
+    pub redis_url: String,
+    pub redis_prefix: String,
+    pub out: PathBuf,
+    pub drain_limit: Duration,
+    pub progress: bool,
+}
+
+/// Reads, checks and combines the shards, runs the oracle once and writes the report; returns
+/// it and its folder.
+pub async fn merge(plan: &MergePlan) -> anyhow::Result<(report::Report, PathBuf)> {
+    let started_at = now_rfc3339();
+    let mut files = Vec::new();
+    for d in &plan.dirs {
+        files.push((d.clone(), ShardFile::read(d)?));
+    }
+    let n = files.len();
+    let combined = combine(files)?;
+    let lead = &combined.lead;
+    let backend = Backend::from_str(&lead.shop.backend, true).map_err(|_| {
+        anyhow::anyhow!(
+            "shard.json: shop.backend is {:?}; allowed: postgres, mysql",
+            lead.shop.backend
+        )
+    })?;
+    let cell = Cell {
+        strategy: lead.shop.strategy,
+        backend,
+        database_url: plan
+            .databases
+            .iter()
+            .find(|(b, _)| *b == backend)
+            .map(|(_, u)| u.clone())
+            .with_context(|| format!("no database URL for {}", backend.as_str()))?,
+    };
+    let base_url = plan
+        .shop_url
+        .clone()
+        .unwrap_or_else(|| lead.shop.url.clone())
+        .trim_end_matches('/')
+        .to_string();
+    let s = lead.scenario.clone();
+    let run_plan = RunPlan {
+        buyers: Arc::new(crate::traffic::schedule::build(&s)),
+        scenario: s,
+        scenario_file: PathBuf::from(&lead.scenario_file),
+        subject: Subject::Reference {
+            cells: vec![cell.clone()],
+            redis_url: plan.redis_url.clone(),
+            shop_exe: std::env::current_exe().context("locating the oversell binary")?,
+        },
+        out: plan.out.clone(),
+        drain_limit: plan.drain_limit,
+        progress: plan.progress,
+        live: None,
+    };
+    let item = run_plan.scenario.item.id;
+    run_plan.say(&format!(
+        "== merge: {n} shards of {} ({} buyers, opened {}), {} on {} at {base_url}",
+        run_plan.scenario.name,
+        combined.buyers,
+        lead.open_at,
+        cell.strategy,
+        backend.as_str()
+    ));
+    let http = control_client()?;
+    let drain = shop_process::wait_drained(&http, &base_url, item, plan.drain_limit).await;
+    let is_redis = cell.strategy == crate::inventory::Strategy::RedisLua;
+    let reconcile = if is_redis {
+        shop_process::reconcile(&http, &base_url, plan.admin_token.as_deref(), item).await
+    } else {
+        None
+    };
+    let server = settle::reference(
+        &http,
+        &base_url,
+        item,
+        &cell,
+        (&plan.redis_url, &plan.redis_prefix),
+        reconcile,
+        &[],
+    )
+    .await?;
+    let mapping = Mapping::default();
+    let clients = Clients {
+        goose: combined.goose,
+        generator: combined.generator,
+        measurements: combined.measurements,
+        reading: Reading {
+            order_id_field: mapping.order_id_field.clone(),
+            max_unclassified: mapping.unclassified_bound(),
+            keys_sent: !mapping.idempotency_header.is_empty(),
+        },
+    };
+    let shop = Shop::Reference {
+        strategy: cell.strategy,
+        backend,
+    };
+    let run = finish_with(&run_plan, shop, clients, Vec::new(), drain, server);
+    let metadata = metadata::gather(&run_plan, started_at).await;
+    let mut report = empty_report(&run_plan, metadata);
+    report.sources.insert(
+        "shards".into(),
+        format!(
+            "{n} shard folders (oversell.shard/v1) combined by `oversell merge`: HdrHistograms \
+             added, per-second counts added, the clients' records concatenated; the shards \
+             opened together at {}",
+            lead.open_at
+        ),
+    );
+    report.runs.push(run);
+    let dir = report::new_dir(&plan.out, &run_plan.scenario.name);
+    report::write(&dir, &report)?;
+    Ok((report, dir))
+}

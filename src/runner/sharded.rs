@@ -1,0 +1,192 @@
+//! One shard of a sale (`run --shard i/N`) against a reference shop that is already serving
+//! (`oversell serve`, reached at `--shop-url`): shard 0 sets the sale up before the opening,
+//! the others wait until the shop answers for the item; every shard opens at the shared
+//! `--open-at` instant, fires its part of the schedule, and writes its raw results
+//! ([`ShardFile`]) for `oversell merge`. No oracle runs here: it runs once, in `merge`.
+
+use super::{control_client, send_setup, shop_process, target_for};
+use crate::inventory::Strategy;
+use crate::shard::file::{Clients, ShardFile, ShardShop, SCHEMA};
+use crate::shard::{scenario_hash, ShardSpec};
+use crate::store::Backend;
+use crate::traffic::attack::{self, launch_lead, GeneratorStats};
+use crate::traffic::mapping::Mapping;
+use crate::traffic::recorder::{Kind, Recorder};
+use crate::traffic::schedule::BuyerPlan;
+use crate::traffic::Scenario;
+use anyhow::{bail, Context};
+use chrono::{DateTime, Utc};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// Shard 0 must finish the set-up this long before the opening, or it refuses to reset a sale
+/// the other shards may already be buying from.
+pub const SETUP_MARGIN: Duration = Duration::from_secs(1);
+
+/// How long after the opening the other shards keep waiting for the shop to answer.
+pub const SHOP_WAIT_AFTER_OPENING: Duration = Duration::from_secs(30);
+
+/// Everything one shard needs, decided before any request.
+#[derive(Debug, Clone)]
+pub struct ShardRun {
+    pub scenario: Scenario,
+    pub scenario_file: PathBuf,
+    pub shard: ShardSpec,
+    pub open_at: DateTime<Utc>,
+    pub shop_url: String,
+    /// The shop's `--admin-token` (shard 0's set-up needs it when the shop has one).
+    pub admin_token: Option<String>,
+    pub strategy: Strategy,
+    pub backend: Backend,
+    /// This shard's buyers (each keeps its schedule index).
+    pub buyers: Arc<Vec<BuyerPlan>>,
+    /// Buyers in the whole schedule.
+    pub buyers_total: usize,
+    /// The shard's folder: `shard.json` and `latency-order.hlog` go there.
+    pub out: PathBuf,
+    pub progress: bool,
+}
+
+impl ShardRun {
+    fn say(&self, line: &str) {
+        if self.progress {
+            crate::telemetry::stderr_line(line);
+        }
+    }
+}
+
+/// The time from now until `at` (zero once it passed).
+fn until(at: DateTime<Utc>) -> Duration {
+    (at - Utc::now()).to_std().unwrap_or(Duration::ZERO)
+}
+
+/// Fires one shard and writes its folder; returns what it wrote.
+pub async fn fire_shard(run: &ShardRun) -> anyhow::Result<ShardFile> {
+    let s = &run.scenario;
+    let base_url = run.shop_url.trim_end_matches('/').to_string();
+    let target = Arc::new(target_for(s, &base_url, Mapping::default()));
+    let http = control_client()?;
+    let opening = run
+        .open_at
+        .to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+    if run.shard.sets_up() {
+        if until(run.open_at) < SETUP_MARGIN {
+            bail!(
+                "shard {} sets the sale up, and the opening ({opening}) is less than {} s away: \
+                 too late to reset the sale safely; give a later --open-at",
+                run.shard,
+                SETUP_MARGIN.as_secs()
+            );
+        }
+        if let Some(req) = shop_process::reset_request(&target, run.admin_token.as_deref()) {
+            send_setup(&http, &target, &req).await?;
+        }
+        if until(run.open_at) == Duration::ZERO {
+            bail!(
+                "the sale's set-up finished after the opening ({opening}): give a later --open-at"
+            );
+        }
+        run.say(&format!(
+            "   shard {}: sale of item {} set up at {base_url} ({} units), opening {opening}",
+            run.shard, s.item.id, s.item.stock
+        ));
+    } else {
+        wait_for_item(&http, &base_url, s.item.id, run.open_at).await?;
+    }
+    let lead = launch_lead(run.buyers.len());
+    tokio::time::sleep(until(run.open_at).saturating_sub(lead)).await;
+    let recorder = Arc::new(Recorder::new(Instant::now() + until(run.open_at)));
+    run.say(&format!(
+        "   shard {}: {} of {} buyers, opening {opening}",
+        run.shard,
+        run.buyers.len(),
+        run.buyers_total
+    ));
+    let (goose, generator) = if run.buyers.is_empty() {
+        (Vec::new(), idle_generator())
+    } else {
+        attack::fire(
+            run.buyers.clone(),
+            target,
+            recorder.clone(),
+            Duration::from_millis(s.client.timeout_ms),
+        )
+        .await
+        .context("firing the traffic")?
+    };
+    let m = recorder.finish();
+    let file = ShardFile {
+        schema: SCHEMA.into(),
+        shard: run.shard,
+        scenario_hash: scenario_hash(s),
+        seed: s.buyers.seed,
+        scenario: s.clone(),
+        scenario_file: run.scenario_file.display().to_string(),
+        open_at: opening,
+        shop: ShardShop {
+            url: base_url,
+            strategy: run.strategy,
+            backend: run.backend.as_str().into(),
+        },
+        buyers_total: run.buyers_total,
+        buyers: run.buyers.len(),
+        generator,
+        goose,
+        counts: Kind::ALL
+            .into_iter()
+            .map(|k| (k, m.counts(k)))
+            .filter(|(_, c)| !c.is_empty())
+            .collect(),
+        clients: Clients::of(&m),
+    };
+    file.write(&run.out, &m)?;
+    run.say(&format!(
+        "   shard {}: {} requests, raw results in {}",
+        run.shard,
+        m.total_requests(),
+        run.out.display()
+    ));
+    Ok(file)
+}
+
+/// A shard with no buyers (N above the schedule's size) sends nothing.
+fn idle_generator() -> GeneratorStats {
+    GeneratorStats {
+        cpu_seconds: 0.0,
+        cores_used: 0.0,
+        peak_rss_mib: 0.0,
+        wall_seconds: 0.0,
+        users: 0,
+        lead_ms: 0,
+    }
+}
+
+/// Polls `GET /api/items/{item}` until the shop answers 200 for it, up to
+/// [`SHOP_WAIT_AFTER_OPENING`] after the opening.
+async fn wait_for_item(
+    http: &reqwest::Client,
+    base_url: &str,
+    item: i64,
+    open_at: DateTime<Utc>,
+) -> anyhow::Result<()> {
+    let url = format!("{base_url}/api/items/{item}");
+    let deadline = open_at + chrono::Duration::from_std(SHOP_WAIT_AFTER_OPENING)?;
+    loop {
+        let last = match http.get(&url).send().await {
+            Ok(r) if r.status().is_success() => return Ok(()),
+            Ok(r) => format!("answered {}", r.status()),
+            Err(e) => format!("{e}"),
+        };
+        if Utc::now() >= deadline {
+            return Err(crate::services::Unreachable::relayed(format!(
+                "the shop at {base_url} did not answer for item {item} ({url}) within {} s after \
+                 the opening: {last} (is `oversell serve` up, and did shard 0 set the sale up?)",
+                SHOP_WAIT_AFTER_OPENING.as_secs()
+            ))
+            .into());
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}

@@ -1,0 +1,294 @@
+//! The raw results of one shard, `<out>/shard.json` (`oversell.shard/v1`), and the order
+//! latency of each second as an HdrHistogram interval log (`latency-order.hlog`) for the usual
+//! HdrHistogram tools.
+//!
+//! Every histogram is in HdrHistogram's own V2 deflate encoding (base64), so `merge` adds
+//! them without loss; the clients' records (acknowledged orders, every order attempt's
+//! idempotency key and answer class, what clients were told about paid and cancelled orders)
+//! are kept whole.
+
+use super::ShardSpec;
+use crate::inventory::Strategy;
+use crate::report::summary::{decode_histogram, encode_histogram};
+use crate::traffic::attack::{GeneratorStats, GooseCrossCheck};
+use crate::traffic::recorder::{
+    Ack, Answer, Attempt, BuyerResult, Kind, Measurements, Told, UnclassifiedAnswer,
+};
+use crate::traffic::Scenario;
+use anyhow::Context;
+use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
+use hdrhistogram::serialization::V2DeflateSerializer;
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+/// The schema id of a shard file.
+pub const SCHEMA: &str = "oversell.shard/v1";
+/// The shard file's name in its folder.
+pub const FILE: &str = "shard.json";
+/// The interval log's name in its folder.
+pub const HLOG: &str = "latency-order.hlog";
+
+/// One shard's raw results.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ShardFile {
+    pub schema: String,
+    pub shard: ShardSpec,
+    /// [`super::scenario_hash`] of the scenario: every shard of a sale has the same.
+    pub scenario_hash: String,
+    pub seed: u64,
+    pub scenario: Scenario,
+    /// Where the scenario came from (a file path or `bundled:NAME`).
+    pub scenario_file: String,
+    /// The shared opening instant (RFC 3339, UTC).
+    pub open_at: String,
+    pub shop: ShardShop,
+    /// Buyers in the whole schedule.
+    pub buyers_total: usize,
+    /// Buyers this shard sent.
+    pub buyers: usize,
+    pub generator: GeneratorStats,
+    pub goose: Vec<GooseCrossCheck>,
+    /// Requests by kind and answer (the histograms' counts, for people reading the file).
+    pub counts: BTreeMap<Kind, BTreeMap<Answer, u64>>,
+    pub clients: Clients,
+}
+
+/// The reference shop the shards fired at.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShardShop {
+    pub url: String,
+    pub strategy: Strategy,
+    /// `postgres` or `mysql`.
+    pub backend: String,
+}
+
+/// One histogram of one request kind and answer.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Encoded {
+    pub kind: Kind,
+    /// `None` for histograms of every answer (send lag).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer: Option<Answer>,
+    /// V2 deflate, base64.
+    pub histogram: String,
+}
+
+/// How many answers of one kind came in one second.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Count {
+    pub kind: Kind,
+    pub answer: Answer,
+    pub n: u64,
+}
+
+/// One buyer's end result.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BuyerEnd {
+    pub buyer: usize,
+    #[serde(flatten)]
+    pub result: BuyerResult,
+}
+
+/// The recorder's content ([`Measurements`]) in a file.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Clients {
+    pub histograms: Vec<Encoded>,
+    pub send_lag: Vec<Encoded>,
+    /// Order latency of the answers of each second after the opening (empty seconds: "").
+    pub order_intervals: Vec<String>,
+    /// Answers per second after the opening.
+    pub timeline: Vec<Vec<Count>>,
+    pub acks: Vec<Ack>,
+    pub attempts: Vec<Attempt>,
+    pub told: BTreeMap<String, Told>,
+    pub cancels_ok: u64,
+    pub unclassified: Vec<UnclassifiedAnswer>,
+    pub first_sold_out_ms: Option<u64>,
+    pub buyers: Vec<BuyerEnd>,
+    /// First order answer after the opening (ms) and the span to the last one (µs).
+    pub first_order_answer_ms: Option<u64>,
+    pub order_answer_span_us: Option<u64>,
+}
+
+impl Clients {
+    /// The file form of a recorder's content.
+    pub fn of(m: &Measurements) -> Clients {
+        Clients {
+            histograms: m
+                .histograms
+                .iter()
+                .map(|((kind, answer), h)| Encoded {
+                    kind: *kind,
+                    answer: Some(*answer),
+                    histogram: encode_histogram(h),
+                })
+                .collect(),
+            send_lag: m
+                .send_lag
+                .iter()
+                .map(|(kind, h)| Encoded {
+                    kind: *kind,
+                    answer: None,
+                    histogram: encode_histogram(h),
+                })
+                .collect(),
+            order_intervals: m
+                .order_intervals
+                .iter()
+                .map(|h| {
+                    if h.is_empty() {
+                        String::new()
+                    } else {
+                        encode_histogram(h)
+                    }
+                })
+                .collect(),
+            timeline: m
+                .timeline
+                .iter()
+                .map(|sec| {
+                    sec.iter()
+                        .map(|((kind, answer), n)| Count {
+                            kind: *kind,
+                            answer: *answer,
+                            n: *n,
+                        })
+                        .collect()
+                })
+                .collect(),
+            acks: m.acks.clone(),
+            attempts: m.attempts.clone(),
+            told: m.told.iter().map(|(k, v)| (k.clone(), *v)).collect(),
+            cancels_ok: m.cancels_ok,
+            unclassified: m.unclassified.clone(),
+            first_sold_out_ms: m.first_sold_out_ms,
+            buyers: m
+                .buyers
+                .iter()
+                .map(|(b, r)| BuyerEnd {
+                    buyer: *b,
+                    result: *r,
+                })
+                .collect(),
+            first_order_answer_ms: m.attempts.iter().map(|a| a.at_ms).min(),
+            order_answer_span_us: m.order_answer_span.map(|d| d.as_micros() as u64),
+        }
+    }
+
+    /// Back to the recorder's form (`what` names the file in errors).
+    pub fn measurements(&self, what: &str) -> anyhow::Result<Measurements> {
+        let decode = |h: &str, field: &str| {
+            decode_histogram(h).with_context(|| format!("{what}: clients.{field}"))
+        };
+        let mut m = Measurements::default();
+        for e in &self.histograms {
+            let answer = e
+                .answer
+                .with_context(|| format!("{what}: clients.histograms: an entry has no answer"))?;
+            m.histograms
+                .insert((e.kind, answer), decode(&e.histogram, "histograms")?);
+        }
+        for e in &self.send_lag {
+            m.send_lag.insert(e.kind, decode(&e.histogram, "send_lag")?);
+        }
+        for h in &self.order_intervals {
+            m.order_intervals.push(if h.is_empty() {
+                interval_histogram()
+            } else {
+                decode(h, "order_intervals")?
+            });
+        }
+        m.timeline = self
+            .timeline
+            .iter()
+            .map(|sec| sec.iter().map(|c| ((c.kind, c.answer), c.n)).collect())
+            .collect();
+        m.acks = self.acks.clone();
+        m.attempts = self.attempts.clone();
+        m.told = self.told.iter().map(|(k, v)| (k.clone(), *v)).collect();
+        m.cancels_ok = self.cancels_ok;
+        m.unclassified = self.unclassified.clone();
+        m.first_sold_out_ms = self.first_sold_out_ms;
+        m.buyers = self.buyers.iter().map(|b| (b.buyer, b.result)).collect();
+        m.order_answer_span = self.order_answer_span_us.map(Duration::from_micros);
+        Ok(m)
+    }
+}
+
+/// An interval's histogram as the recorder makes them: 3 digits, growing as values come.
+pub fn interval_histogram() -> Histogram<u64> {
+    let mut h = Histogram::new_with_max(1_000, 3).expect("valid bounds");
+    h.auto(true);
+    h
+}
+
+impl ShardFile {
+    /// Writes `shard.json` and `latency-order.hlog` into `dir` (created if missing).
+    pub fn write(&self, dir: &Path, m: &Measurements) -> anyhow::Result<()> {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        let json = serde_json::to_string_pretty(self)?;
+        std::fs::write(dir.join(FILE), json)
+            .with_context(|| format!("writing {}", dir.join(FILE).display()))?;
+        std::fs::write(dir.join(HLOG), self.interval_log(m)?)
+            .with_context(|| format!("writing {}", dir.join(HLOG).display()))?;
+        Ok(())
+    }
+
+    /// Reads `<dir>/shard.json` (or the file itself), checking its schema.
+    pub fn read(path: &Path) -> anyhow::Result<ShardFile> {
+        let file = if path.is_dir() {
+            path.join(FILE)
+        } else {
+            path.to_path_buf()
+        };
+        let text = std::fs::read_to_string(&file).with_context(|| {
+            format!(
+                "reading {} (a shard folder holds the {FILE} that `run --shard` writes)",
+                file.display()
+            )
+        })?;
+        let head: serde_json::Value = serde_json::from_str(&text)
+            .with_context(|| format!("{} is not JSON", file.display()))?;
+        let schema = head["schema"].as_str().unwrap_or("(none)");
+        anyhow::ensure!(
+            schema == SCHEMA,
+            "{}: schema is {schema:?}, this oversell reads {SCHEMA:?}",
+            file.display()
+        );
+        serde_json::from_value(head).with_context(|| format!("reading {}", file.display()))
+    }
+
+    /// The order latency of each second as an interval log (µs; max column in ms).
+    fn interval_log(&self, m: &Measurements) -> anyhow::Result<Vec<u8>> {
+        let mut buf = Vec::new();
+        let mut serializer = V2DeflateSerializer::new();
+        {
+            let mut w = IntervalLogWriterBuilder::new()
+                .add_comment(&format!(
+                    "oversell order latency: shard {} of scenario {}, strategy {}, opening {}",
+                    self.shard, self.scenario.name, self.shop.strategy, self.open_at
+                ))
+                .add_comment("values in microseconds from each request's intended send time")
+                .add_comment("interval timestamps are seconds after the sale opened")
+                .with_max_value_divisor(1000.0)
+                .begin_log_with(&mut buf, &mut serializer)?;
+            let tag = Tag::new(crate::report::hlog::TAG);
+            for (s, h) in m.order_intervals.iter().enumerate() {
+                if h.is_empty() {
+                    continue;
+                }
+                w.write_histogram(
+                    h,
+                    Duration::from_secs(s as u64),
+                    Duration::from_secs(1),
+                    tag,
+                )
+                .map_err(|e| anyhow::anyhow!("writing an interval: {e:?}"))?;
+            }
+        }
+        Ok(buf)
+    }
+}
