@@ -43,7 +43,7 @@ use crate::traffic::Scenario;
 use anyhow::Context;
 use lock::lock_databases;
 pub use lock::RunLock;
-use shop_process::ChildShop;
+pub(crate) use shop_process::ChildShop;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;

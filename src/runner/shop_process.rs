@@ -31,9 +31,9 @@ use tokio::process::{Child, Command};
 use tokio::time::Instant;
 
 /// A reference shop running as a child process.
-pub(super) struct ChildShop {
+pub(crate) struct ChildShop {
     child: Child,
-    pub(super) base_url: String,
+    pub(crate) base_url: String,
     /// `Authorization: Bearer` value of its admin routes.
     admin_token: String,
     // Held open: the shop's stdout must not hit a closed pipe.
@@ -41,7 +41,7 @@ pub(super) struct ChildShop {
 }
 
 impl ChildShop {
-    pub(super) async fn start(
+    pub(crate) async fn start(
         exe: &PathBuf,
         cell: &Cell,
         redis_url: &str,
@@ -121,6 +121,29 @@ impl ChildShop {
         Some(req)
     }
 
+    /// `PUT /api/items/{item}?reset=true` with `setup` and this shop's admin token (the
+    /// benchmarks' set-up, which has no scenario target).
+    pub(crate) async fn put_sale(
+        &self,
+        http: &reqwest::Client,
+        item: i64,
+        setup: &crate::model::SaleSetup,
+    ) -> anyhow::Result<()> {
+        let resp = http
+            .put(format!("{}/api/items/{item}?reset=true", self.base_url))
+            .bearer_auth(&self.admin_token)
+            .json(setup)
+            .send()
+            .await
+            .context("setting up the sale")?;
+        let status = resp.status();
+        if !status.is_success() {
+            let body = resp.text().await.unwrap_or_default();
+            bail!("setting up the sale: {status} {body}");
+        }
+        Ok(())
+    }
+
     /// One reconciliation pass after the drain (redis-lua).
     pub(super) async fn final_reconcile(&self, http: &reqwest::Client, item: i64) -> Option<Pass> {
         http.post(format!("{}/api/items/{item}/reconcile", self.base_url))
@@ -134,7 +157,7 @@ impl ChildShop {
     }
 
     /// SIGTERM, then up to 10 s for a graceful stop, then SIGKILL.
-    pub(super) async fn stop(mut self) {
+    pub(crate) async fn stop(mut self) {
         if let Some(pid) = self.child.id().and_then(|p| i32::try_from(p).ok()) {
             let _ = kill(Pid::from_raw(pid), Signal::SIGTERM);
         }

@@ -46,6 +46,9 @@ pub struct Statements {
     pub held_by_user: &'static str,
     pub held_by_device: &'static str,
     pub deduct: &'static str,
+    /// `for-update`'s write: deducts unless the buyer's live orders (this transaction's own
+    /// new order included) then exceed the item's limit; one statement under the row lock.
+    pub deduct_within_limit: &'static str,
     pub cas_deduct: &'static str,
     pub insert_order: &'static str,
     pub insert_order_if_absent: &'static str,
@@ -124,8 +127,7 @@ impl Statements {
         };
         const ITEM_COLS: &str =
             "id, name, price_cents, initial_stock, stock, version, purchase_limit";
-        const ORDER_COLS: &str = "id, item_id, user_id, device_id, qty, status, created_at_ms, \
-             updated_at_ms, idempotency_key";
+        const ORDER_COLS: &str = ORDER_COLUMNS;
         let held = |col: &str| {
             format!(
                 "SELECT CAST(COALESCE(SUM(qty), 0) AS {sum_cast}) FROM orders \
@@ -147,6 +149,15 @@ impl Statements {
             deduct: leak(
                 "UPDATE items SET stock = stock - ?, version = version + 1 WHERE id = ?".into(),
             ),
+            // The subquery is a plain (MySQL: READ COMMITTED consistent) read taken after the
+            // row lock was granted, so it sees every order committed by the lock's previous
+            // holders; orders not yet committed by buyers still queued for the lock are not
+            // counted, and those buyers count this one when their turn comes.
+            deduct_within_limit: leak(format!(
+                "UPDATE items SET stock = stock - ?, version = version + 1 WHERE id = ? AND \
+                 (SELECT CAST(COALESCE(SUM(qty), 0) AS {sum_cast}) FROM orders \
+                 WHERE item_id = ? AND user_id = ? AND status IN ('pending_payment', 'paid')) <= ?"
+            )),
             cas_deduct: leak(
                 "UPDATE items SET stock = stock - ?, version = version + 1 \
                          WHERE id = ? AND stock >= ? AND version = ?"
@@ -234,6 +245,7 @@ impl Statements {
             held_by_user: f(self.held_by_user),
             held_by_device: f(self.held_by_device),
             deduct: f(self.deduct),
+            deduct_within_limit: f(self.deduct_within_limit),
             cas_deduct: f(self.cas_deduct),
             insert_order: f(self.insert_order),
             insert_order_if_absent: f(self.insert_order_if_absent),
@@ -278,6 +290,31 @@ pub fn insert_applied(backend: Backend, rows: usize) -> String {
              ON DUPLICATE KEY UPDATE seq = seq"
         ),
     };
+    match backend {
+        Backend::Mysql => sql,
+        Backend::Postgres => numbered_placeholders(sql),
+    }
+}
+
+/// The columns of an order row, in the order every statement binds them.
+pub const ORDER_COLUMNS: &str = "id, item_id, user_id, device_id, qty, status, created_at_ms, \
+     updated_at_ms, idempotency_key";
+
+/// A plain multi-row `INSERT` of `rows` orders (the persistence consumer's batch: it holds the
+/// item's row lock and has checked which ids exist, see [`existing_orders`]).
+pub fn insert_orders(backend: Backend, rows: usize) -> String {
+    let values = vec!["(?, ?, ?, ?, ?, ?, ?, ?, ?)"; rows.max(1)].join(", ");
+    let sql = format!("INSERT INTO orders ({ORDER_COLUMNS}) VALUES {values}");
+    match backend {
+        Backend::Mysql => sql,
+        Backend::Postgres => numbered_placeholders(sql),
+    }
+}
+
+/// The ids among `rows` given order ids that already have a row.
+pub fn existing_orders(backend: Backend, rows: usize) -> String {
+    let list = vec!["?"; rows.max(1)].join(", ");
+    let sql = format!("SELECT id FROM orders WHERE id IN ({list})");
     match backend {
         Backend::Mysql => sql,
         Backend::Postgres => numbered_placeholders(sql),
@@ -337,5 +374,7 @@ mod tests {
             .ends_with("item_id = $1 AND idempotency_key = $2"));
         assert!(insert_applied(Backend::Postgres, 2).contains("($4, $5, $6) ON CONFLICT"));
         assert!(insert_applied(Backend::Mysql, 1).contains("VALUES (?, ?, ?) ON DUPLICATE"));
+        assert!(insert_orders(Backend::Postgres, 2).ends_with("$17, $18)"));
+        assert!(existing_orders(Backend::Mysql, 3).ends_with("IN (?, ?, ?)"));
     }
 }
