@@ -218,6 +218,28 @@ pub(super) async fn applied_above(
         .collect()
 }
 
+/// Binds `events` as new pending order rows, in [`super::dialect::ORDER_COLUMNS`] order, on a
+/// query or a scalar query (both have `bind`, no shared trait).
+macro_rules! bind_orders {
+    ($q:expr, $item:expr, $events:expr) => {{
+        let mut q = $q;
+        let pending = OrderStatus::PendingPayment.as_str();
+        for ev in $events.iter() {
+            q = q
+                .bind(&ev.order_id)
+                .bind($item)
+                .bind(&ev.user_id)
+                .bind(ev.device_id.as_deref())
+                .bind(ev.qty)
+                .bind(pending)
+                .bind(ev.at_ms)
+                .bind(ev.at_ms)
+                .bind(ev.idempotency_key.as_deref());
+        }
+        q
+    }};
+}
+
 /// Orders per multi-row statement (9 placeholders each: well under every backend's limit).
 const ORDER_CHUNK: usize = 200;
 
@@ -235,48 +257,56 @@ async fn apply_orders(
     run: &[PersistEvent],
     stats: &mut ApplyStats,
 ) -> Result<(), StoreError> {
-    let stmt = super::dialect::existing_orders(backend, run.len());
-    let mut q = sqlx::query_scalar::<_, String>(sqlx::AssertSqlSafe(stmt));
-    for ev in run {
-        q = q.bind(&ev.order_id);
-    }
-    let existing: HashSet<String> = q.fetch_all(&mut **tx).await?.into_iter().collect();
+    // Each order id once: a repeat in the same run is a replay of the first.
     let mut seen = HashSet::new();
-    let mut fresh = Vec::with_capacity(run.len());
-    for ev in run {
-        if existing.contains(&ev.order_id) || !seen.insert(ev.order_id.as_str()) {
-            if let Some(key) = ev.idempotency_key.as_deref() {
-                // The row came first from a pay/cancel/expire event (see apply_one).
-                sqlx::query(sql.set_key_if_missing)
-                    .bind(key)
-                    .bind(&ev.order_id)
+    let (unique, repeats): (Vec<&PersistEvent>, Vec<&PersistEvent>) =
+        run.iter().partition(|ev| seen.insert(ev.order_id.as_str()));
+    let fresh: Vec<&PersistEvent> = match backend {
+        // `ON CONFLICT DO NOTHING RETURNING id`: the rows really inserted, no lookup first (an
+        // `id IN (...)` lookup of 200 parameters can get a plan cached while the table was
+        // empty, a sequential scan: seconds per batch once the table has grown).
+        Backend::Postgres => {
+            let stmt = super::dialect::insert_orders(backend, unique.len())
+                + " ON CONFLICT (id) DO NOTHING RETURNING id";
+            let inserted: HashSet<String> = bind_orders!(
+                sqlx::query_scalar::<_, String>(sqlx::AssertSqlSafe(stmt)),
+                item,
+                unique
+            )
+            .fetch_all(&mut **tx)
+            .await?
+            .into_iter()
+            .collect();
+            let (fresh, old): (Vec<_>, Vec<_>) = unique
+                .into_iter()
+                .partition(|ev| inserted.contains(&ev.order_id));
+            replayed(tx, sql, old.into_iter().chain(repeats), stats).await?;
+            fresh
+        }
+        // MySQL: which ids exist (a primary-key range read), then a plain multi-row INSERT.
+        Backend::Mysql => {
+            let stmt = super::dialect::existing_orders(backend, unique.len());
+            let mut q = sqlx::query_scalar::<_, String>(sqlx::AssertSqlSafe(stmt));
+            for ev in &unique {
+                q = q.bind(&ev.order_id);
+            }
+            let existing: HashSet<String> = q.fetch_all(&mut **tx).await?.into_iter().collect();
+            let (old, fresh): (Vec<_>, Vec<_>) = unique
+                .into_iter()
+                .partition(|ev| existing.contains(&ev.order_id));
+            replayed(tx, sql, old.into_iter().chain(repeats), stats).await?;
+            if !fresh.is_empty() {
+                let stmt = super::dialect::insert_orders(backend, fresh.len());
+                bind_orders!(sqlx::query(sqlx::AssertSqlSafe(stmt)), item, fresh)
                     .execute(&mut **tx)
                     .await?;
             }
-            stats.replayed += 1;
-        } else {
-            fresh.push(ev);
+            fresh
         }
-    }
+    };
     if fresh.is_empty() {
         return Ok(());
     }
-    let stmt = super::dialect::insert_orders(backend, fresh.len());
-    let mut q = sqlx::query(sqlx::AssertSqlSafe(stmt));
-    let pending = OrderStatus::PendingPayment.as_str();
-    for ev in &fresh {
-        q = q
-            .bind(&ev.order_id)
-            .bind(item)
-            .bind(&ev.user_id)
-            .bind(ev.device_id.as_deref())
-            .bind(ev.qty)
-            .bind(pending)
-            .bind(ev.at_ms)
-            .bind(ev.at_ms)
-            .bind(ev.idempotency_key.as_deref());
-    }
-    q.execute(&mut **tx).await?;
     stats.inserted += fresh.len() as u64;
     let total: i64 = fresh.iter().map(|e| e.qty).sum();
     if deduct_if_stock(tx, sql, item, total).await? {
@@ -290,6 +320,27 @@ async fn apply_orders(
                 "persisted an order the database has no stock for: Redis and the database disagree"
             );
         }
+    }
+    Ok(())
+}
+
+/// Orders of a run that already had a row: counted as replayed; an `order` event brings its
+/// key to a row first written by a pay/cancel/expire event (see [`apply_one`]).
+async fn replayed<'a>(
+    tx: &mut Transaction<'static, Any>,
+    sql: &Statements,
+    events: impl Iterator<Item = &'a PersistEvent>,
+    stats: &mut ApplyStats,
+) -> Result<(), StoreError> {
+    for ev in events {
+        if let Some(key) = ev.idempotency_key.as_deref() {
+            sqlx::query(sql.set_key_if_missing)
+                .bind(key)
+                .bind(&ev.order_id)
+                .execute(&mut **tx)
+                .await?;
+        }
+        stats.replayed += 1;
     }
     Ok(())
 }
