@@ -89,7 +89,11 @@
 //!   `report::markup` (the XML/HTML and Markdown escapers), `report::faults` (each run's
 //!   fault windows and the strategy × fault table).
 //! - [`diff`]: `oversell diff`: two reports compared run by run, metric by metric.
-//! - [`bench`]: `oversell bench redis`: our pre-deduct path vs redis-benchmark, same run.
+//! - [`bench`]: our paths next to their raw ceiling, same run: `bench::redis` (`bench redis`:
+//!   the pre-deduct path vs redis-benchmark EVALSHA), `bench::shop` (`bench shop`: the child
+//!   shop over HTTP vs `bench::ceiling`, i.e. redis-benchmark, pgbench or mysqlslap),
+//!   `bench::wrk` (wrk's script and output), `bench::rate` (fixed-rate client, HdrHistogram
+//!   from the intended send). Sits beside `runner` (it starts the runner's child shop).
 //! - [`model`]: items, orders and the order state machine.
 //! - [`services`]: the outside services and how to start one that is down (`cli` decides
 //!   which errors mean "unreachable": exit 3).

@@ -54,6 +54,7 @@ use crate::traffic::Scenario;
 use anyhow::Context;
 use lock::lock_databases;
 pub use lock::RunLock;
+pub(crate) use shop_process::ChildShop;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;

@@ -32,11 +32,11 @@ use tokio::process::{Child, Command};
 use tokio::time::Instant;
 
 /// A reference shop running as a child process.
-pub(super) struct ChildShop {
+pub(crate) struct ChildShop {
     /// The process and its stdout (held open: the shop's stdout must not hit a closed pipe);
     /// replaced when `shop-kill` restarts it.
     process: tokio::sync::Mutex<(Child, BufReader<tokio::process::ChildStdout>)>,
-    pub(super) base_url: String,
+    pub(crate) base_url: String,
     /// `Authorization: Bearer` value of its admin routes.
     admin_token: String,
     /// How to start it again (`shop-kill`).
@@ -117,7 +117,7 @@ impl Launch {
 }
 
 impl ChildShop {
-    pub(super) async fn start(
+    pub(crate) async fn start(
         exe: &Path,
         cell: &Cell,
         redis_url: &str,
@@ -159,8 +159,31 @@ impl ChildShop {
         reconcile(http, &self.base_url, Some(&self.admin_token), item).await
     }
 
+    /// `PUT /api/items/{item}?reset=true` with `setup` and this shop's admin token (the
+    /// benchmarks' set-up, which has no scenario target).
+    pub(crate) async fn put_sale(
+        &self,
+        http: &reqwest::Client,
+        item: i64,
+        setup: &crate::model::SaleSetup,
+    ) -> anyhow::Result<()> {
+        let resp = http
+            .put(format!("{}/api/items/{item}?reset=true", self.base_url))
+            .bearer_auth(&self.admin_token)
+            .json(setup)
+            .send()
+            .await
+            .context("setting up the sale")?;
+        let status = resp.status();
+        if !status.is_success() {
+            let body = resp.text().await.unwrap_or_default();
+            anyhow::bail!("setting up the sale: {status} {body}");
+        }
+        Ok(())
+    }
+
     /// SIGTERM, then up to 10 s for a graceful stop, then SIGKILL.
-    pub(super) async fn stop(&self) {
+    pub(crate) async fn stop(&self) {
         let mut p = self.process.lock().await;
         let child = &mut p.0;
         if let Some(pid) = child.id().and_then(|p| i32::try_from(p).ok()) {

@@ -50,6 +50,9 @@ pub struct Statements {
     pub held_by_user: &'static str,
     pub held_by_device: &'static str,
     pub deduct: &'static str,
+    /// `for-update`'s write: deducts unless the buyer's live orders (this transaction's own
+    /// new order included) then exceed the item's limit; one statement under the row lock.
+    pub deduct_within_limit: &'static str,
     pub cas_deduct: &'static str,
     /// `conditional` (and `batched`, for a whole batch): `stock = stock - q WHERE stock >= q`,
     /// no version compare; one row updated is the decision.
@@ -156,6 +159,15 @@ impl Statements {
             deduct: leak(
                 "UPDATE items SET stock = stock - ?, version = version + 1 WHERE id = ?".into(),
             ),
+            // The subquery is a plain (MySQL: READ COMMITTED consistent) read taken after the
+            // row lock was granted, so it sees every order committed by the lock's previous
+            // holders; orders not yet committed by buyers still queued for the lock are not
+            // counted, and those buyers count this one when their turn comes.
+            deduct_within_limit: leak(format!(
+                "UPDATE items SET stock = stock - ?, version = version + 1 WHERE id = ? AND \
+                 (SELECT CAST(COALESCE(SUM(qty), 0) AS {sum_cast}) FROM orders \
+                 WHERE item_id = ? AND user_id = ? AND status IN ('pending_payment', 'paid')) <= ?"
+            )),
             cas_deduct: leak(
                 "UPDATE items SET stock = stock - ?, version = version + 1 \
                          WHERE id = ? AND stock >= ? AND version = ?"
@@ -252,6 +264,7 @@ impl Statements {
             held_by_user: f(self.held_by_user),
             held_by_device: f(self.held_by_device),
             deduct: f(self.deduct),
+            deduct_within_limit: f(self.deduct_within_limit),
             cas_deduct: f(self.cas_deduct),
             conditional_deduct: f(self.conditional_deduct),
             insert_order: f(self.insert_order),
@@ -304,7 +317,8 @@ pub fn insert_applied(backend: Backend, rows: usize) -> String {
     }
 }
 
-/// `batched`: inserts `rows` orders in one statement (`ORDER_COLS` bound per row).
+/// Inserts `rows` orders in one statement (`ORDER_COLS` bound per row): `batched`'s batch and
+/// the persistence consumer's run of orders.
 pub fn insert_orders(backend: Backend, rows: usize) -> String {
     let values = vec!["(?, ?, ?, ?, ?, ?, ?, ?, ?)"; rows.max(1)].join(", ");
     placeholders(
@@ -331,6 +345,16 @@ pub fn batch_orders(backend: Backend, users: usize, keys: usize) -> String {
         ));
     }
     placeholders(backend, sql)
+}
+
+/// The ids among `rows` given order ids that already have a row (the persistence consumer's
+/// check before its multi-row insert).
+pub fn existing_orders(backend: Backend, rows: usize) -> String {
+    let list = vec!["?"; rows.max(1)].join(", ");
+    placeholders(
+        backend,
+        format!("SELECT id FROM orders WHERE id IN ({list})"),
+    )
 }
 
 fn placeholders(backend: Backend, sql: String) -> String {
@@ -408,5 +432,6 @@ mod tests {
             )
         );
         assert!(batch_orders(Backend::Mysql, 1, 0).ends_with("AND user_id IN (?)"));
+        assert!(existing_orders(Backend::Mysql, 3).ends_with("IN (?, ?, ?)"));
     }
 }

@@ -21,6 +21,7 @@
 use super::{dialect::Statements, Backend, StoreError};
 use crate::model::OrderStatus;
 use sqlx::{Any, AnyPool, Row, Transaction};
+use std::collections::HashSet;
 
 /// A stream entry id (`ms-seq`) as a pair that orders like the stream does.
 pub fn stream_id(id: &str) -> (u64, u64) {
@@ -112,8 +113,23 @@ pub(super) async fn apply(
     let mut stats = ApplyStats::default();
     let mut tx = pool.begin().await?;
     let mark = raise_mark(&mut tx, sql, item, low_water).await?;
-    for ev in events {
-        apply_one(&mut tx, sql, item, ev, &mut stats).await?;
+    // Runs of `order` events (nearly all of a sale's) go in bulk; the rest one by one, in
+    // stream order, so a `pay` after its `order` in the same batch still finds the row.
+    let mut i = 0;
+    while i < events.len() {
+        if events[i].kind == PersistKind::Order {
+            let end = events[i..]
+                .iter()
+                .position(|e| e.kind != PersistKind::Order)
+                .map_or(events.len(), |k| i + k);
+            for chunk in events[i..end].chunks(ORDER_CHUNK) {
+                apply_orders(&mut tx, sql, backend, item, chunk, &mut stats).await?;
+            }
+            i = end;
+        } else {
+            apply_one(&mut tx, sql, item, &events[i], &mut stats).await?;
+            i += 1;
+        }
     }
     let above: Vec<(i64, i64)> = events
         .iter()
@@ -200,6 +216,149 @@ pub(super) async fn applied_above(
             Ok(format!("{ms}-{seq}"))
         })
         .collect()
+}
+
+/// Binds `events` as new pending order rows, in the dialect's `ORDER_COLS` order, on a
+/// query or a scalar query (both have `bind`, no shared trait).
+macro_rules! bind_orders {
+    ($q:expr, $item:expr, $events:expr) => {{
+        let mut q = $q;
+        let pending = OrderStatus::PendingPayment.as_str();
+        for ev in $events.iter() {
+            q = q
+                .bind(&ev.order_id)
+                .bind($item)
+                .bind(&ev.user_id)
+                .bind(ev.device_id.as_deref())
+                .bind(ev.qty)
+                .bind(pending)
+                .bind(ev.at_ms)
+                .bind(ev.at_ms)
+                .bind(ev.idempotency_key.as_deref());
+        }
+        q
+    }};
+}
+
+/// Orders per multi-row statement (9 placeholders each: well under every backend's limit).
+const ORDER_CHUNK: usize = 200;
+
+/// A run of `order` events in three statements instead of two per order: which ids already
+/// have a row (a replayed batch), one multi-row `INSERT` of the others, and one deduct of their
+/// total. The existence check is exact because the batch holds the item's row lock
+/// ([`raise_mark`]) and order ids carry their item's id. When the database lacks stock for the
+/// total, the orders are deducted one by one as before, so each one without stock is counted
+/// as an anomaly exactly as [`apply_one`] would.
+async fn apply_orders(
+    tx: &mut Transaction<'static, Any>,
+    sql: &Statements,
+    backend: Backend,
+    item: i64,
+    run: &[PersistEvent],
+    stats: &mut ApplyStats,
+) -> Result<(), StoreError> {
+    // Each order id once: a repeat in the same run is a replay of the first.
+    let mut seen = HashSet::new();
+    let (unique, repeats): (Vec<&PersistEvent>, Vec<&PersistEvent>) =
+        run.iter().partition(|ev| seen.insert(ev.order_id.as_str()));
+    let fresh: Vec<&PersistEvent> = match backend {
+        // `ON CONFLICT DO NOTHING RETURNING id`: the rows really inserted, no lookup first (an
+        // `id IN (...)` lookup of 200 parameters can get a plan cached while the table was
+        // empty, a sequential scan: seconds per batch once the table has grown).
+        Backend::Postgres => {
+            let stmt = super::dialect::insert_orders(backend, unique.len())
+                + " ON CONFLICT (id) DO NOTHING RETURNING id";
+            let inserted: HashSet<String> = bind_orders!(
+                sqlx::query_scalar::<_, String>(sqlx::AssertSqlSafe(stmt)),
+                item,
+                unique
+            )
+            .fetch_all(&mut **tx)
+            .await?
+            .into_iter()
+            .collect();
+            let (fresh, old): (Vec<_>, Vec<_>) = unique
+                .into_iter()
+                .partition(|ev| inserted.contains(&ev.order_id));
+            replayed(tx, sql, old.into_iter().chain(repeats), stats).await?;
+            fresh
+        }
+        // MySQL: which ids exist (a primary-key range read), then a plain multi-row INSERT.
+        Backend::Mysql => {
+            let stmt = super::dialect::existing_orders(backend, unique.len());
+            let mut q = sqlx::query_scalar::<_, String>(sqlx::AssertSqlSafe(stmt));
+            for ev in &unique {
+                q = q.bind(&ev.order_id);
+            }
+            let existing: HashSet<String> = q.fetch_all(&mut **tx).await?.into_iter().collect();
+            let (old, fresh): (Vec<_>, Vec<_>) = unique
+                .into_iter()
+                .partition(|ev| existing.contains(&ev.order_id));
+            replayed(tx, sql, old.into_iter().chain(repeats), stats).await?;
+            if !fresh.is_empty() {
+                let stmt = super::dialect::insert_orders(backend, fresh.len());
+                bind_orders!(sqlx::query(sqlx::AssertSqlSafe(stmt)), item, fresh)
+                    .execute(&mut **tx)
+                    .await?;
+            }
+            fresh
+        }
+    };
+    if fresh.is_empty() {
+        return Ok(());
+    }
+    stats.inserted += fresh.len() as u64;
+    let total: i64 = fresh.iter().map(|e| e.qty).sum();
+    if deduct_if_stock(tx, sql, item, total).await? {
+        return Ok(());
+    }
+    for ev in fresh {
+        if !deduct_if_stock(tx, sql, item, ev.qty).await? {
+            stats.anomalies += 1;
+            tracing::error!(
+                order = %ev.order_id, item,
+                "persisted an order the database has no stock for: Redis and the database disagree"
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Orders of a run that already had a row: counted as replayed; an `order` event brings its
+/// key to a row first written by a pay/cancel/expire event (see [`apply_one`]).
+async fn replayed<'a>(
+    tx: &mut Transaction<'static, Any>,
+    sql: &Statements,
+    events: impl Iterator<Item = &'a PersistEvent>,
+    stats: &mut ApplyStats,
+) -> Result<(), StoreError> {
+    for ev in events {
+        if let Some(key) = ev.idempotency_key.as_deref() {
+            sqlx::query(sql.set_key_if_missing)
+                .bind(key)
+                .bind(&ev.order_id)
+                .execute(&mut **tx)
+                .await?;
+        }
+        stats.replayed += 1;
+    }
+    Ok(())
+}
+
+async fn deduct_if_stock(
+    tx: &mut Transaction<'static, Any>,
+    sql: &Statements,
+    item: i64,
+    qty: i64,
+) -> Result<bool, StoreError> {
+    Ok(sqlx::query(sql.deduct_if_stock)
+        .bind(qty)
+        .bind(item)
+        .bind(qty)
+        .execute(&mut **tx)
+        .await?
+        .rows_affected()
+        == 1)
 }
 
 async fn apply_one(

@@ -52,6 +52,26 @@ impl StoreTx {
         Ok(())
     }
 
+    /// `stock = stock - qty` unless `user`'s live orders for the item (this transaction's
+    /// included) then exceed `limit`; false when they would (the caller holds the row lock).
+    pub async fn deduct_within_limit(
+        &mut self,
+        item: i64,
+        qty: i64,
+        user: &str,
+        limit: i64,
+    ) -> Result<bool, StoreError> {
+        let done = sqlx::query(self.sql.deduct_within_limit)
+            .bind(qty)
+            .bind(item)
+            .bind(item)
+            .bind(user)
+            .bind(limit)
+            .execute(&mut *self.tx)
+            .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
     /// The optimistic write: deducts only if the version is still `version` and stock suffices.
     /// Returns false when another buyer got there first.
     pub async fn cas_deduct(

@@ -191,3 +191,59 @@ async fn batched_sells_exactly_the_stock_on_mysql() {
     let r = rush(Strategy::Batched, Backend::Mysql).await;
     assert_correct(&r, Strategy::Batched, true);
 }
+
+/// One buyer firing 40 orders at once (many tabs) against plenty of stock: exactly `limit`
+/// get through, the others are refused as duplicates (or busy), and the database holds
+/// exactly `limit` orders of that buyer. for-update checks the limit in its deduct, under the
+/// row lock, after inserting its own order: this is what proves the check still exact.
+async fn one_buyer_many_tabs(strategy: Strategy, backend: Backend, limit: i64) {
+    const TABS: usize = 40;
+    let app = Arc::new(spawn_app(strategy, backend).await);
+    app.setup_sale(1, 100, limit).await;
+    let barrier = Arc::new(Barrier::new(TABS));
+    let tasks = (0..TABS).map(|i| {
+        let app = app.clone();
+        let barrier = barrier.clone();
+        tokio::spawn(async move {
+            barrier.wait().await;
+            app.order(
+                json!({ "item_id": 1, "user_id": "tabs", "qty": 1, "device_id": format!("d-{i}") }),
+            )
+            .await
+        })
+    });
+    let statuses: Vec<u16> = join_all(tasks)
+        .await
+        .into_iter()
+        .map(|r| r.unwrap().0)
+        .collect();
+    let audit = app.drained_audit(1).await;
+    let orders = app.app_inventory.store().orders_for_item(1).await.unwrap();
+    Arc::into_inner(app)
+        .expect("all tasks done")
+        .teardown()
+        .await;
+    let created = statuses.iter().filter(|s| **s == 201).count() as i64;
+    assert_eq!(created, limit, "{strategy}: statuses {statuses:?}");
+    assert_eq!(orders.len() as i64, limit, "{strategy}: {orders:?}");
+    assert!(orders.iter().all(|o| o.user_id == "tabs"));
+    assert_eq!(audit["db_stock"], json!(100 - limit), "{audit}");
+    for s in &statuses {
+        assert!(
+            matches!(s, 201 | 409 | 503),
+            "{strategy}: unexpected status {s}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn for_update_keeps_one_buyers_limit_exact_on_postgres() {
+    one_buyer_many_tabs(Strategy::ForUpdate, Backend::Postgres, 1).await;
+    one_buyer_many_tabs(Strategy::ForUpdate, Backend::Postgres, 3).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn for_update_keeps_one_buyers_limit_exact_on_mysql() {
+    one_buyer_many_tabs(Strategy::ForUpdate, Backend::Mysql, 1).await;
+    one_buyer_many_tabs(Strategy::ForUpdate, Backend::Mysql, 3).await;
+}

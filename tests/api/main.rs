@@ -1,6 +1,7 @@
 //! One integration-test binary (links once): real PostgreSQL, MySQL/MariaDB and Redis.
 
 mod bad_input;
+mod bench;
 mod concurrency;
 mod deploy;
 mod durability;

@@ -483,7 +483,7 @@ async fn cancels_expiries_and_a_second_wave_end_with_conservation_and_no_oversel
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_redis_benchmark_runs_both_phases_and_every_call_deducts_one_unit() {
     // A measurement, not a timing assertion: both phases ran and their accounting holds.
-    let r = oversell::bench::redis(&oversell::bench::RedisBench {
+    let r = oversell::bench::redis::redis(&oversell::bench::RedisBench {
         redis_url: redis_url(),
         seconds: 1,
         concurrency: 8,

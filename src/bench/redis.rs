@@ -6,10 +6,11 @@
 //! alone, from redis-benchmark's C client. The ratio says how much of Redis's capacity our
 //! path delivers; it is a measurement, never asserted in a test.
 
+use super::{host_port, require_tool};
 use crate::inventory::redis_lua::keys::delete_prefix;
 use crate::inventory::{Outcome, RedisLua, RedisSettings};
 use crate::model::{Item, Purchase};
-use anyhow::{bail, Context};
+use anyhow::Context;
 use serde::Serialize;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -40,20 +41,9 @@ pub struct RedisBenchResult {
     pub deducted: i64,
 }
 
-/// Host and port of a `redis://[user:pass@]host:port[/db]` URL.
-pub fn host_port(url: &str) -> Option<(String, u16)> {
-    let rest = url.strip_prefix("redis://")?;
-    let rest = rest.rsplit_once('@').map_or(rest, |(_, r)| r);
-    let hostport = rest.split('/').next()?;
-    match hostport.rsplit_once(':') {
-        Some((h, p)) => Some((h.trim_matches(['[', ']']).to_string(), p.parse().ok()?)),
-        None => Some((hostport.to_string(), 6379)),
-    }
-}
+pub(crate) const STOCK: i64 = 1_000_000_000_000;
 
-const STOCK: i64 = 1_000_000_000_000;
-
-fn bench_item() -> Item {
+pub(crate) fn bench_item() -> Item {
     Item {
         id: 1,
         name: "bench".into(),
@@ -69,9 +59,7 @@ fn bench_item() -> Item {
 pub async fn redis(b: &RedisBench) -> anyhow::Result<RedisBenchResult> {
     let (host, port) = host_port(&b.redis_url)
         .with_context(|| format!("cannot read host and port from {}", b.redis_url))?;
-    if which("redis-benchmark").is_none() {
-        bail!("redis-benchmark is not installed (Debian package redis-tools): it is the baseline");
-    }
+    require_tool("redis-benchmark", "redis-tools")?;
     let prefix = format!("oversell-bench-{}", uuid::Uuid::now_v7().simple());
     let settings = RedisSettings {
         url: b.redis_url.clone(),
@@ -133,15 +121,54 @@ async fn phases(
     let ours_ops = done.load(Ordering::Relaxed);
     let after_ours = redis.stock(1).await?.unwrap_or(STOCK);
     // Baseline: the same script by SHA from redis-benchmark, the same number of calls.
-    let keys = redis.keys(1);
     let n = ours_ops.max(10_000);
+    let base = evalsha(redis, host, port, b.concurrency.max(1), n).await?;
+    let baseline = base.calls_per_s;
+    let after_base = redis.stock(1).await?.unwrap_or(after_ours);
+    let ours = ours_ops as f64 / ours_seconds.max(1e-9);
+    Ok(RedisBenchResult {
+        ours_ops_per_s: ours.round(),
+        ours_ops,
+        ours_seconds,
+        baseline_ops_per_s: baseline.round(),
+        baseline_ops: n,
+        ratio: if baseline > 0.0 {
+            (ours / baseline * 1000.0).round() / 1000.0
+        } else {
+            0.0
+        },
+        concurrency: b.concurrency,
+        baseline_command: base.command,
+        deducted: STOCK - after_base,
+    })
+}
+
+/// What `redis-benchmark` measured and how it was called.
+#[derive(Debug, Clone, Serialize)]
+pub struct Evalsha {
+    pub calls_per_s: f64,
+    pub calls: u64,
+    pub command: String,
+}
+
+/// `redis-benchmark` calling `lua/deduct.lua` by SHA on `redis`'s item 1 (warmed by the
+/// caller), `connections` connections, `n` calls, each with its own buyer and order id.
+pub(crate) async fn evalsha(
+    redis: &RedisLua,
+    host: &str,
+    port: u16,
+    connections: usize,
+    n: u64,
+) -> anyhow::Result<Evalsha> {
+    require_tool("redis-benchmark", "redis-tools")?;
+    let keys = redis.keys(1);
     let mut args: Vec<String> = vec![
         "-h".into(),
         host.into(),
         "-p".into(),
         port.to_string(),
         "-c".into(),
-        b.concurrency.max(1).to_string(),
+        connections.to_string(),
         "-n".into(),
         n.to_string(),
         "-r".into(),
@@ -172,30 +199,18 @@ async fn phases(
         .await
         .context("running redis-benchmark")?;
     let text = String::from_utf8_lossy(&out.stdout).to_string();
-    let baseline = parse_rps(&text).with_context(|| {
+    let calls_per_s = parse_rps(&text).with_context(|| {
         let err = String::from_utf8_lossy(&out.stderr);
         format!("unexpected redis-benchmark output: {text} {err}")
     })?;
-    let after_base = redis.stock(1).await?.unwrap_or(after_ours);
     let shown: Vec<String> = args
         .iter()
         .map(|a| if a.is_empty() { "''".into() } else { a.clone() })
         .collect();
-    let ours = ours_ops as f64 / ours_seconds.max(1e-9);
-    Ok(RedisBenchResult {
-        ours_ops_per_s: ours.round(),
-        ours_ops,
-        ours_seconds,
-        baseline_ops_per_s: baseline.round(),
-        baseline_ops: n,
-        ratio: if baseline > 0.0 {
-            (ours / baseline * 1000.0).round() / 1000.0
-        } else {
-            0.0
-        },
-        concurrency: b.concurrency,
-        baseline_command: format!("redis-benchmark {}", shown.join(" ")),
-        deducted: STOCK - after_base,
+    Ok(Evalsha {
+        calls_per_s: calls_per_s.round(),
+        calls: n,
+        command: format!("redis-benchmark {}", shown.join(" ")),
     })
 }
 
@@ -207,14 +222,6 @@ pub fn parse_rps(text: &str) -> Option<f64> {
         .next_back()
 }
 
-fn which(cmd: &str) -> Option<std::path::PathBuf> {
-    std::env::var_os("PATH")?
-        .to_str()?
-        .split(':')
-        .map(|d| std::path::Path::new(d).join(cmd))
-        .find(|p| p.is_file())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -223,18 +230,5 @@ mod tests {
     fn redis_benchmark_output_is_parsed() {
         let out = "EVALSHA abc 8 k: rps=1234.0 (overall: 1200.0) avg_msec=0.4\rEVALSHA abc 8 k: 81234.56 requests per second, p50=0.303 msec\n";
         assert_eq!(parse_rps(out), Some(81234.56));
-    }
-
-    #[test]
-    fn host_and_port_come_from_the_url() {
-        assert_eq!(
-            host_port("redis://127.0.0.1:6380/0"),
-            Some(("127.0.0.1".into(), 6380))
-        );
-        assert_eq!(
-            host_port("redis://:pw@localhost"),
-            Some(("localhost".into(), 6379))
-        );
-        assert_eq!(host_port("http://x"), None);
     }
 }

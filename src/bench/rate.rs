@@ -1,0 +1,210 @@
+//! A fixed-rate client for `POST /api/orders` (wrk has no rate mode and wrk2 is not packaged).
+//!
+//! Request `i` is due at `start + i / rate`. Its latency runs from that intended send time to
+//! its full answer, so a shop that stalls is charged for every request that queued behind the
+//! stall (no coordinated omission). At most `connections` requests are in flight, like wrk's
+//! connections; a request whose worker is still busy is sent late, and that wait counts. The
+//! send lag (due time to the moment the request actually left) is recorded apart: when its p99
+//! is high, the client or a shop too slow for the rate held it back.
+
+use anyhow::Context;
+use hdrhistogram::Histogram;
+use serde::Serialize;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+/// What a fixed-rate run measured. Latencies in ms, recorded in µs.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct RateResult {
+    /// Requests per second asked for.
+    pub target_per_s: f64,
+    pub sent: u64,
+    pub created: u64,
+    /// Answers other than 201.
+    pub refused: u64,
+    /// Requests that got no HTTP answer (connection error, 10 s timeout).
+    pub failed: u64,
+    pub seconds: f64,
+    /// `created / seconds`.
+    pub orders_per_s: f64,
+    pub p50_ms: f64,
+    pub p90_ms: f64,
+    pub p99_ms: f64,
+    pub p999_ms: f64,
+    pub max_ms: f64,
+    /// Intended send time to actual send (ms): the client's own lateness.
+    pub send_lag_p99_ms: f64,
+    pub connections: usize,
+}
+
+struct Done {
+    latency_us: u64,
+    lag_us: u64,
+    status: Option<u16>,
+}
+
+fn ms(h: &Histogram<u64>, q: f64) -> f64 {
+    (h.value_at_quantile(q) as f64 / 10.0).round() / 100.0
+}
+
+/// Sends `rate` orders per second for `seconds` to `base_url`, each from its own buyer.
+///
+/// `connections` workers, each with its own keep-alive connection, take the next due request
+/// from a shared counter, wait for its due time and send it (wrk2's model): a worker still busy
+/// when its next request comes due sends it late, and that lateness is in the latency.
+pub async fn run(
+    base_url: &str,
+    rate: f64,
+    seconds: u64,
+    connections: usize,
+    tag: &str,
+) -> anyhow::Result<RateResult> {
+    anyhow::ensure!(rate > 0.0, "--rate must be above 0 (got {rate})");
+    let url: Arc<str> = format!("{base_url}/api/orders").into();
+    let (tx, mut rx) = mpsc::unbounded_channel::<Done>();
+    let interval = Duration::from_secs_f64(1.0 / rate);
+    let total = (rate * seconds.max(1) as f64).round() as u64;
+    let start = Instant::now() + Duration::from_millis(20);
+    let next = Arc::new(AtomicU64::new(0));
+    let collector = tokio::spawn(async move {
+        let mut lat = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).expect("bounds");
+        let mut lag = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).expect("bounds");
+        let (mut created, mut refused, mut failed) = (0u64, 0u64, 0u64);
+        while let Some(d) = rx.recv().await {
+            lat.saturating_record(d.latency_us.max(1));
+            lag.saturating_record(d.lag_us.max(1));
+            match d.status {
+                Some(201) => created += 1,
+                Some(_) => refused += 1,
+                None => failed += 1,
+            }
+        }
+        (lat, lag, created, refused, failed)
+    });
+    let mut workers = Vec::with_capacity(connections.max(1));
+    for _ in 0..connections.max(1) {
+        // One client per worker: one connection each, like wrk's.
+        let http = reqwest::Client::builder()
+            .pool_max_idle_per_host(1)
+            .timeout(Duration::from_secs(10))
+            .build()
+            .context("building the HTTP client")?;
+        let (url, tx, next, tag) = (url.clone(), tx.clone(), next.clone(), tag.to_string());
+        workers.push(tokio::spawn(async move {
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= total {
+                    break;
+                }
+                let due = start + interval.mul_f64(i as f64);
+                tokio::time::sleep_until(due).await;
+                let sent = Instant::now();
+                let id = format!("{tag}-{i}");
+                let body =
+                    format!(r#"{{"item_id":1,"qty":1,"user_id":"u-{id}","device_id":"d-{id}"}}"#);
+                let answer = http
+                    .post(&*url)
+                    .header("content-type", "application/json")
+                    .header("idempotency-key", format!("k-{id}"))
+                    .body(body)
+                    .send()
+                    .await;
+                let status = match answer {
+                    Ok(r) => {
+                        let s = r.status().as_u16();
+                        // The full answer, not just its head.
+                        r.bytes().await.ok().map(|_| s)
+                    }
+                    Err(_) => None,
+                };
+                let _ = tx.send(Done {
+                    latency_us: due.elapsed().as_micros() as u64,
+                    lag_us: sent.saturating_duration_since(due).as_micros() as u64,
+                    status,
+                });
+            }
+        }));
+    }
+    drop(tx);
+    for w in workers {
+        w.await?;
+    }
+    let (lat, lag, created, refused, failed) = collector.await?;
+    let seconds = start.elapsed().as_secs_f64();
+    Ok(RateResult {
+        target_per_s: rate,
+        sent: total,
+        created,
+        refused,
+        failed,
+        seconds: (seconds * 100.0).round() / 100.0,
+        orders_per_s: (created as f64 / seconds.max(1e-9)).round(),
+        p50_ms: ms(&lat, 0.5),
+        p90_ms: ms(&lat, 0.9),
+        p99_ms: ms(&lat, 0.99),
+        p999_ms: ms(&lat, 0.999),
+        max_ms: (lat.max() as f64 / 10.0).round() / 100.0,
+        send_lag_p99_ms: ms(&lag, 0.99),
+        connections,
+    })
+}
+
+/// `--rate`: a number of requests per second, or a percentage of the saturation rate measured
+/// in the same run (`80%`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub enum RateSpec {
+    PerSecond(f64),
+    OfSaturation(f64),
+}
+
+impl std::str::FromStr for RateSpec {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let bad = || {
+            format!(
+                "--rate {s:?}: expected requests per second (e.g. 8000) or a percentage of the \
+                 saturation rate measured in the same run (e.g. 80%)"
+            )
+        };
+        if let Some(p) = s.trim().strip_suffix('%') {
+            let p: f64 = p.trim().parse().map_err(|_| bad())?;
+            if !(p > 0.0 && p <= 1000.0) {
+                return Err(bad());
+            }
+            return Ok(RateSpec::OfSaturation(p / 100.0));
+        }
+        let r: f64 = s.trim().parse().map_err(|_| bad())?;
+        if !(r > 0.0 && r.is_finite()) {
+            return Err(bad());
+        }
+        Ok(RateSpec::PerSecond(r))
+    }
+}
+
+impl RateSpec {
+    /// Requests per second, given the saturation rate of this run.
+    pub fn per_second(self, saturation: f64) -> f64 {
+        match self {
+            RateSpec::PerSecond(r) => r,
+            RateSpec::OfSaturation(f) => (saturation * f).max(1.0).round(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rate_is_a_number_or_a_share_of_saturation() {
+        assert_eq!("8000".parse(), Ok(RateSpec::PerSecond(8000.0)));
+        assert_eq!("80%".parse(), Ok(RateSpec::OfSaturation(0.8)));
+        assert_eq!(RateSpec::OfSaturation(0.8).per_second(10_000.0), 8000.0);
+        for bad in ["", "0", "-5", "abc", "0%", "x%"] {
+            assert!(bad.parse::<RateSpec>().is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,416 @@
+//! `oversell bench shop --strategy S`: the reference shop end to end over HTTP next to the
+//! strategy's ceiling, in the same run.
+//!
+//! The shop runs as a child process (the runner's [`ChildShop`]) on a database and a Redis
+//! prefix of its own, with 1,000,000 units (nothing sells out), a pool of 64, no simulated
+//! work and every gateway limit off. Phases, one after the other so they never share the CPU:
+//! 1. `wrk` at saturation ([`super::wrk`]);
+//! 2. with `--rate`, the fixed-rate client ([`super::rate`]) at that rate (or a share of the
+//!    saturation rate just measured);
+//! 3. the shop stops, and the ceiling runs on the same servers ([`super::ceiling`]).
+//!
+//! For redis-lua each HTTP phase also reports persistence: orders the consumers wrote to the
+//! database per second against orders acknowledged per second, the stream's backlog when the
+//! phase ended, and how long it then took to drain (the next phase starts drained).
+
+use super::ceiling::{self, Ceiling};
+use super::rate::{self, RateResult, RateSpec};
+use super::redis::{bench_item, evalsha};
+use super::wrk::{self, WrkResult};
+use super::{host_port, ratio, require_tool};
+use crate::inventory::redis_lua::keys::delete_prefix;
+use crate::inventory::{Durability, RedisLua, RedisSettings, Strategy};
+use crate::model::SaleSetup;
+use crate::runner::{Cell, ChildShop};
+use crate::shop::ShopKnobs;
+use crate::store::{Backend, PoolSettings, Store};
+use anyhow::Context;
+use serde::Serialize;
+use sqlx::migrate::MigrateDatabase;
+use std::path::PathBuf;
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// What to measure.
+#[derive(Debug, Clone)]
+pub struct ShopBench {
+    pub strategy: Strategy,
+    pub backend: Backend,
+    /// A URL of the database server; the bench uses a fresh database on it, then drops it.
+    pub database_url: String,
+    pub redis_url: String,
+    pub seconds: u64,
+    pub connections: usize,
+    pub rate: Option<RateSpec>,
+    pub stock: i64,
+    /// The oversell binary the shop runs from (the release build for real figures).
+    pub shop_exe: PathBuf,
+}
+
+/// Persistence of one phase (redis-lua).
+#[derive(Debug, Clone, Serialize)]
+pub struct Persistence {
+    /// Orders acknowledged per second during the phase.
+    pub purchases_per_s: f64,
+    /// Orders written to the database per second during the phase.
+    pub applied_per_s: f64,
+    /// Stream entries not yet delivered to a consumer when the phase ended.
+    pub backlog_lag: u64,
+    /// Entries delivered but not yet acknowledged when the phase ended.
+    pub backlog_pending: u64,
+    /// From the phase's end until every entry was persisted (ms), up to 120 s.
+    pub drain_ms: u64,
+    pub drained: bool,
+}
+
+/// Both rates and their ratio, plus what surrounds them.
+#[derive(Debug, Clone, Serialize)]
+pub struct ShopBenchResult {
+    pub strategy: String,
+    pub backend: Option<String>,
+    pub seconds: u64,
+    pub connections: usize,
+    pub stock: i64,
+    /// `release` or `debug`: the shop's build.
+    pub build: String,
+    pub cores: usize,
+    /// `/proc/loadavg` when the run started (the machine may be shared).
+    pub load_average: String,
+    pub saturation: WrkResult,
+    pub saturation_persistence: Option<Persistence>,
+    pub fixed_rate: Option<RateResult>,
+    pub fixed_rate_persistence: Option<Persistence>,
+    pub ceiling: Ceiling,
+    /// Saturation orders/s over the ceiling's rate.
+    pub ratio: f64,
+    pub shop_log: String,
+}
+
+/// The URL of database `db` on `url`'s server.
+fn with_database(url: &str, db: &str) -> anyhow::Result<String> {
+    let mut u = reqwest::Url::parse(url).with_context(|| format!("reading {url} as a URL"))?;
+    u.set_path(&format!("/{db}"));
+    Ok(u.to_string())
+}
+
+/// Checks every tool the run needs before anything starts.
+pub fn check_tools(strategy: Strategy, backend: Backend) -> anyhow::Result<()> {
+    require_tool("wrk", "wrk")?;
+    match (strategy, backend) {
+        (Strategy::RedisLua, _) => require_tool("redis-benchmark", "redis-tools"),
+        (_, Backend::Postgres) => require_tool("pgbench", "postgresql-client"),
+        (_, Backend::Mysql) => require_tool("mysqlslap", "mariadb-client"),
+    }
+    .map(|_| ())
+}
+
+fn knobs() -> ShopKnobs {
+    ShopKnobs {
+        pool_size: 64,
+        work_ms: 0,
+        rate_limit: 0.0,
+        ip_rate_limit: 0.0,
+        ip_unit_cap: 0,
+        ..ShopKnobs::default()
+    }
+}
+
+/// Runs the whole benchmark and cleans up its database and Redis keys.
+pub async fn shop(b: &ShopBench) -> anyhow::Result<ShopBenchResult> {
+    check_tools(b.strategy, b.backend)?;
+    let tag = uuid::Uuid::now_v7().simple().to_string()[20..].to_string();
+    let db_url = with_database(&b.database_url, &format!("oversell_bench_{tag}"))?;
+    let prefix = format!("oversell-bench-shop-{tag}");
+    let result = phases(b, &tag, &db_url, &prefix).await;
+    delete_prefix(&b.redis_url, &prefix).await;
+    if let Err(e) = sqlx::any::Any::drop_database(&db_url).await {
+        tracing::warn!("could not drop the bench database: {e}");
+    }
+    result
+}
+
+async fn phases(
+    b: &ShopBench,
+    tag: &str,
+    db_url: &str,
+    prefix: &str,
+) -> anyhow::Result<ShopBenchResult> {
+    sqlx::any::install_default_drivers();
+    let load_average = std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default();
+    let log = std::env::temp_dir().join(format!("oversell-bench-shop-{tag}.log"));
+    let cell = Cell {
+        strategy: b.strategy,
+        backend: b.backend,
+        database_url: db_url.to_string(),
+    };
+    let child = ChildShop::start(
+        &b.shop_exe,
+        &cell,
+        &b.redis_url,
+        prefix,
+        &knobs(),
+        log.clone(),
+    )
+    .await?;
+    let http = reqwest::Client::new();
+    let measured = http_phases(b, tag, db_url, prefix, &child, &http).await;
+    child.stop().await;
+    let (saturation, sat_persist, fixed, fixed_persist) = measured?;
+    let ceiling = ceiling_phase(b, tag, db_url, saturation.created).await?;
+    Ok(ShopBenchResult {
+        strategy: b.strategy.to_string(),
+        backend: (b.strategy != Strategy::RedisLua).then(|| b.backend.as_str().to_string()),
+        seconds: b.seconds,
+        connections: b.connections,
+        stock: b.stock,
+        // The shop is this very binary.
+        build: if cfg!(debug_assertions) {
+            "debug".into()
+        } else {
+            "release".into()
+        },
+        cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        load_average,
+        ratio: ratio(saturation.orders_per_s, ceiling.per_s),
+        saturation,
+        saturation_persistence: sat_persist,
+        fixed_rate: fixed,
+        fixed_rate_persistence: fixed_persist,
+        ceiling,
+        shop_log: log.display().to_string(),
+    })
+}
+
+type HttpPhases = (
+    WrkResult,
+    Option<Persistence>,
+    Option<RateResult>,
+    Option<Persistence>,
+);
+
+async fn http_phases(
+    b: &ShopBench,
+    tag: &str,
+    db_url: &str,
+    prefix: &str,
+    child: &ChildShop,
+    http: &reqwest::Client,
+) -> anyhow::Result<HttpPhases> {
+    let setup = SaleSetup {
+        stock: b.stock,
+        name: "bench".into(),
+        price_cents: 0,
+        purchase_limit: 1,
+    };
+    child.put_sale(http, 1, &setup).await?;
+    let watch = match b.strategy {
+        Strategy::RedisLua => Some(Watch::connect(b, db_url, prefix).await?),
+        _ => None,
+    };
+    let before = match &watch {
+        Some(w) => w.persisted().await?,
+        None => 0,
+    };
+    let sat = wrk::run(&child.base_url, b.connections, 2, b.seconds, tag).await?;
+    let sat_persist = match &watch {
+        Some(w) => Some(w.phase(before, sat.created, sat.seconds).await?),
+        None => None,
+    };
+    let Some(spec) = b.rate else {
+        return Ok((sat, sat_persist, None, None));
+    };
+    let per_s = spec.per_second(sat.orders_per_s);
+    let before = match &watch {
+        Some(w) => w.persisted().await?,
+        None => 0,
+    };
+    let fixed = rate::run(
+        &child.base_url,
+        per_s,
+        b.seconds,
+        b.connections,
+        &format!("{tag}-r"),
+    )
+    .await?;
+    let fixed_persist = match &watch {
+        Some(w) => Some(w.phase(before, fixed.created, fixed.seconds).await?),
+        None => None,
+    };
+    Ok((sat, sat_persist, Some(fixed), fixed_persist))
+}
+
+/// Reads the redis-lua shop's persistence from outside: the stream's backlog in Redis and the
+/// order rows in the database.
+struct Watch {
+    redis: RedisLua,
+    store: Store,
+}
+
+impl Watch {
+    async fn connect(b: &ShopBench, db_url: &str, prefix: &str) -> anyhow::Result<Watch> {
+        let redis = RedisLua::connect(&settings(&b.redis_url, prefix)).await?;
+        let store = Store::connect(
+            db_url,
+            &PoolSettings {
+                max_connections: 2,
+                ..PoolSettings::default()
+            },
+        )
+        .await?;
+        Ok(Watch { redis, store })
+    }
+
+    async fn persisted(&self) -> anyhow::Result<u64> {
+        let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM orders WHERE item_id = 1")
+            .fetch_one(self.store.pool())
+            .await?;
+        Ok(n.max(0) as u64)
+    }
+
+    /// The phase that just ended: `created` acknowledged orders in `seconds`, `before` rows
+    /// persisted when it began. Waits for the drain (up to 120 s) before answering.
+    async fn phase(&self, before: u64, created: u64, seconds: f64) -> anyhow::Result<Persistence> {
+        let applied = self.persisted().await?.saturating_sub(before);
+        let backlog = self.redis.backlog(1).await?;
+        let start = Instant::now();
+        let mut drained = backlog.drained();
+        while !drained && start.elapsed() < Duration::from_secs(120) {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            drained = self.redis.backlog(1).await?.drained();
+        }
+        let s = seconds.max(1e-9);
+        Ok(Persistence {
+            purchases_per_s: (created as f64 / s).round(),
+            applied_per_s: (applied as f64 / s).round(),
+            backlog_lag: backlog.lag,
+            backlog_pending: backlog.pending,
+            drain_ms: start.elapsed().as_millis() as u64,
+            drained,
+        })
+    }
+}
+
+fn settings(redis_url: &str, prefix: &str) -> RedisSettings {
+    RedisSettings {
+        url: redis_url.to_string(),
+        prefix: prefix.to_string(),
+        payment_timeout: Duration::from_secs(900),
+        gateway: crate::gateway::GatewaySettings {
+            ip_rate_per_s: 0.0,
+            ..Default::default()
+        },
+        durability: Durability::None,
+        replica_wait: Duration::from_millis(100),
+    }
+}
+
+const CLIENTS: usize = 64;
+
+async fn ceiling_phase(
+    b: &ShopBench,
+    tag: &str,
+    db_url: &str,
+    shop_calls: u64,
+) -> anyhow::Result<Ceiling> {
+    if b.strategy == Strategy::RedisLua {
+        let (host, port) = host_port(&b.redis_url)
+            .with_context(|| format!("cannot read host and port from {}", b.redis_url))?;
+        // Keys of its own: redis-benchmark's stream entries must not reach the shop's tables.
+        let prefix = format!("oversell-bench-ceiling-{tag}");
+        let redis = RedisLua::connect(&settings(&b.redis_url, &prefix)).await?;
+        let out = async {
+            redis.warm(&bench_item()).await?;
+            evalsha(&redis, &host, port, CLIENTS, shop_calls.max(20_000)).await
+        }
+        .await;
+        delete_prefix(&b.redis_url, &prefix).await;
+        let e = out?;
+        return Ok(Ceiling {
+            tool: "redis-benchmark".into(),
+            unit: "evalsha calls".into(),
+            per_s: e.calls_per_s,
+            clients: CLIENTS,
+            script: "EVALSHA lua/deduct.lua (the shop's own script)".into(),
+            command: e.command,
+        });
+    }
+    let statements = ceiling::statements(b.strategy, b.backend)?;
+    ceiling::prepare_hot_row(db_url).await?;
+    match b.backend {
+        Backend::Postgres => ceiling::pgbench(db_url, &statements, CLIENTS, b.seconds, tag).await,
+        Backend::Mysql => {
+            let per_client = (b.seconds as usize * 40).max(10);
+            ceiling::mysqlslap(db_url, &statements, CLIENTS, per_client).await
+        }
+    }
+}
+
+/// The terminal summary.
+pub fn render(r: &ShopBenchResult) -> String {
+    let mut out = String::new();
+    let on = r
+        .backend
+        .as_deref()
+        .map_or(String::new(), |b| format!(" on {b}"));
+    let s = &r.saturation;
+    out.push_str(&format!(
+        "bench shop: {}{on}, {} s per phase, {} connections, {} build, {} cores (load {})\n",
+        r.strategy, r.seconds, r.connections, r.build, r.cores, r.load_average
+    ));
+    out.push_str(&format!(
+        "shop, saturation (wrk):   {:>9.0} orders/s  p50 {:.2} ms  p90 {:.2} ms  p99 {:.2} ms  \
+         ({} created, {} other answers, {} socket errors)\n",
+        s.orders_per_s, s.p50_ms, s.p90_ms, s.p99_ms, s.created, s.non_2xx, s.socket_errors
+    ));
+    if let Some(p) = &r.saturation_persistence {
+        out.push_str(&persistence_line(p));
+    }
+    if let Some(f) = &r.fixed_rate {
+        out.push_str(&format!(
+            "shop, fixed rate {:.0}/s:  {:>9.0} orders/s  p50 {:.2} ms  p90 {:.2} ms  p99 {:.2} ms  \
+             p99.9 {:.2} ms  max {:.2} ms  (send lag p99 {:.2} ms; {} refused, {} failed)\n",
+            f.target_per_s,
+            f.orders_per_s,
+            f.p50_ms,
+            f.p90_ms,
+            f.p99_ms,
+            f.p999_ms,
+            f.max_ms,
+            f.send_lag_p99_ms,
+            f.refused,
+            f.failed
+        ));
+    }
+    if let Some(p) = &r.fixed_rate_persistence {
+        out.push_str(&persistence_line(p));
+    }
+    let c = &r.ceiling;
+    out.push_str(&format!(
+        "ceiling ({}):  {:>9.0} {}/s  ({} clients)\n",
+        c.tool, c.per_s, c.unit, c.clients
+    ));
+    out.push_str(&format!("ratio shop / ceiling:     {:>9.3}\n", r.ratio));
+    out.push_str(&format!("ceiling: {}\n", c.command));
+    out.push_str(&format!("shop log: {}\n", r.shop_log));
+    if r.build != "release" {
+        out.push_str(
+            "note: the shop ran from a debug build; use target/release/oversell for real figures\n",
+        );
+    }
+    out
+}
+
+fn persistence_line(p: &Persistence) -> String {
+    format!(
+        "  persistence: {:.0} applied/s vs {:.0} purchases/s; backlog at the end {} undelivered \
+         + {} pending, {} after {} ms\n",
+        p.applied_per_s,
+        p.purchases_per_s,
+        p.backlog_lag,
+        p.backlog_pending,
+        if p.drained { "drained" } else { "NOT drained" },
+        p.drain_ms
+    )
+}

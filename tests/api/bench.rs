@@ -1,0 +1,107 @@
+//! `oversell bench shop` end to end on a tiny duration: both rates and their ratio come out
+//! (never how fast: speed is for the benchmark itself, see docs/performance.md), and a missing
+//! tool is a clear error naming its Debian package.
+
+use crate::helpers::*;
+use serde_json::Value;
+
+async fn bench_shop(strategy: &str, database_url: &str, extra: &[&str]) -> Value {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("bench.json");
+    let json_arg = json.display().to_string();
+    let redis = redis_url();
+    let mut args = vec![
+        "bench",
+        "shop",
+        "--strategy",
+        strategy,
+        "--seconds",
+        "2",
+        "--connections",
+        "16",
+        "--database-url",
+        database_url,
+        "--redis-url",
+        &redis,
+        "--json",
+        &json_arg,
+    ];
+    args.extend_from_slice(extra);
+    let run = oversell_cli(&args, &[]).await;
+    assert_eq!(run.code, 0, "{}", run.both());
+    assert!(
+        run.stdout.contains("ratio shop / ceiling"),
+        "{}",
+        run.both()
+    );
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let sat = &v["saturation"];
+    assert!(sat["created"].as_u64().unwrap() > 0, "{v}");
+    assert!(sat["orders_per_s"].as_f64().unwrap() > 0.0, "{v}");
+    assert!(v["ceiling"]["per_s"].as_f64().unwrap() > 0.0, "{v}");
+    // The ratio is the two rates' quotient, whatever they are.
+    let expect = sat["orders_per_s"].as_f64().unwrap() / v["ceiling"]["per_s"].as_f64().unwrap();
+    assert!((v["ratio"].as_f64().unwrap() - expect).abs() < 0.001, "{v}");
+    v
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bench_shop_redis_lua_measures_both_rates_persistence_and_a_fixed_rate() {
+    let v = bench_shop(
+        "redis-lua",
+        &format!("{}/postgres", pg_base()),
+        &["--rate", "50%"],
+    )
+    .await;
+    assert_eq!(v["ceiling"]["tool"], "redis-benchmark", "{v}");
+    let p = &v["saturation_persistence"];
+    assert!(p["purchases_per_s"].as_f64().unwrap() > 0.0, "{v}");
+    assert_eq!(p["drained"], true, "{v}");
+    let f = &v["fixed_rate"];
+    let target = f["target_per_s"].as_f64().unwrap();
+    let sat = v["saturation"]["orders_per_s"].as_f64().unwrap();
+    assert!((target - (sat * 0.5).round()).abs() <= 1.0, "{v}");
+    assert!(f["sent"].as_u64().unwrap() > 0, "{v}");
+    assert!(f["p99_ms"].as_f64().unwrap() > 0.0, "{v}");
+    assert!(v["fixed_rate_persistence"].is_object(), "{v}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bench_shop_for_update_on_postgres_is_measured_against_pgbench() {
+    let v = bench_shop("for-update", &format!("{}/postgres", pg_base()), &[]).await;
+    assert_eq!(v["ceiling"]["tool"], "pgbench", "{v}");
+    assert_eq!(v["backend"], "postgres", "{v}");
+    assert!(v["fixed_rate"].is_null(), "{v}");
+    assert!(v["saturation_persistence"].is_null(), "{v}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bench_shop_for_update_on_mysql_is_measured_against_mysqlslap() {
+    let v = bench_shop("for-update", &format!("{}/mysql", mysql_base()), &[]).await;
+    assert_eq!(v["ceiling"]["tool"], "mysqlslap", "{v}");
+    assert_eq!(v["backend"], "mysql", "{v}");
+}
+
+#[tokio::test]
+async fn bench_shop_without_wrk_names_the_package() {
+    let empty = tempfile::tempdir().unwrap();
+    let path = empty.path().display().to_string();
+    let run = oversell_cli(
+        &[
+            "bench",
+            "shop",
+            "--strategy",
+            "for-update",
+            "--seconds",
+            "1",
+        ],
+        &[("PATH", &path)],
+    )
+    .await;
+    assert_ne!(run.code, 0, "{}", run.both());
+    assert!(
+        run.stderr.contains("wrk is not installed") && run.stderr.contains("apt-get install wrk"),
+        "{}",
+        run.both()
+    );
+}
