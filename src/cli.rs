@@ -162,6 +162,10 @@ pub struct ScenarioArgs {
     /// an existing file wins).
     #[arg(long, default_value = "flash-100")]
     pub scenario: PathBuf,
+    /// The send-lag p99 (ms) above which a run is flagged generator-bound (overrides the
+    /// scenario's `[thresholds] send_lag_p99_ms`; default 5).
+    #[arg(long, value_name = "MS")]
+    pub max_send_lag_ms: Option<f64>,
     #[command(flatten)]
     pub output: OutputArgs,
 }
@@ -388,7 +392,8 @@ async fn run_and_print(
     cells: Vec<Cell>,
     conn: &ConnArgs,
 ) -> anyhow::Result<i32> {
-    let (scenario, scenario_file) = load_scenario(&sa.scenario)?;
+    let (mut scenario, scenario_file) = load_scenario(&sa.scenario)?;
+    plan::max_send_lag(&mut scenario, sa.max_send_lag_ms)?;
     let live = sa.output.live().await?;
     let plan = RunPlan {
         buyers: std::sync::Arc::new(crate::traffic::schedule::build(&scenario)),

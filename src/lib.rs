@@ -35,8 +35,9 @@
 //!   and trimming; `backoff`, `alert`), reconciliation, and the payment-timeout sweeper; a
 //!   supervisor restarts any of them that dies.
 //! - [`traffic`]: scenario files (each section validates itself) → seeded plan → goose users;
-//!   our HdrHistogram recorder (latency from the intended send, and send lag; every order
-//!   attempt's idempotency key and answer class: acknowledged, refused, indeterminate).
+//!   our HdrHistogram recorder (latency from the intended send, split into send lag and
+//!   service time; every order attempt's idempotency key and answer class: acknowledged,
+//!   refused, indeterminate; the kinds and answers in `recorder/answer.rs`).
 //!   [`traffic::mapping`] is the `[target]` table (a shop's API, parsed into methods, paths
 //!   that stay on the target, placeholders, status patterns and outcomes when the file is
 //!   read; `mapping::template` expands placeholders once, encoded); [`traffic::target`] turns

@@ -176,6 +176,23 @@ fn run_details(s: &mut String, r: &Report, mb: bool) {
         s.push_str(
             "</table>\n<p>Latency in ms, measured from each request's intended send time.</p>\n",
         );
+        let _ = write!(
+            s,
+            "<p>{}</p>\n<table class=\"timing\">\n<tr>",
+            esc(details::TIMING_INTRO)
+        );
+        for h in details::TIMING_HEADER {
+            let _ = write!(s, "<th>{}</th>", esc(h));
+        }
+        s.push_str("</tr>\n");
+        for row in details::timing(run) {
+            s.push_str("<tr>");
+            for cell in &row {
+                let _ = write!(s, "<td>{}</td>", esc(cell));
+            }
+            s.push_str("</tr>\n");
+        }
+        s.push_str("</table>\n");
         let goose = details::goose(run);
         if !goose.is_empty() {
             let _ = writeln!(s, "<p>{}</p>\n<ul>", esc(details::GOOSE_INTRO));

@@ -40,6 +40,16 @@ fn details(s: &mut String, run: &RunReport, mb: bool) {
         let cells: Vec<String> = row.iter().map(|c| md_cell(c)).collect();
         let _ = writeln!(s, "| {} |", cells.join(" | "));
     }
+    let _ = writeln!(s, "\n{}\n", details::TIMING_INTRO);
+    let _ = writeln!(s, "| {} |", details::TIMING_HEADER.join(" | "));
+    let _ = writeln!(
+        s,
+        "|---|{}",
+        "---:|".repeat(details::TIMING_HEADER.len() - 1)
+    );
+    for row in details::timing(run) {
+        let _ = writeln!(s, "| {} |", row.join(" | "));
+    }
     let goose = details::goose(run);
     if !goose.is_empty() {
         let _ = writeln!(s, "\n{}", details::GOOSE_INTRO);

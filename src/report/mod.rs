@@ -155,6 +155,14 @@ pub struct KindReport {
     pub total: u64,
     pub outcomes: BTreeMap<Answer, u64>,
     pub latency: LatencySummary,
+    /// Send lag: intended send to actual send (the generator's lateness; absent in older
+    /// reports). Latency = send lag + service time.
+    #[serde(default)]
+    pub send_lag: Option<LatencySummary>,
+    /// Service time: actual send to the full answer (the shop's and the network's share;
+    /// absent in older reports).
+    #[serde(default)]
+    pub service_time: Option<LatencySummary>,
     /// Latency per answer (e.g. how long a sold-out answer took versus a created one).
     pub latency_by_outcome: BTreeMap<Answer, LatencySummary>,
 }
@@ -275,6 +283,17 @@ pub struct RunReport {
     /// (absent in older reports).
     #[serde(default)]
     pub send_lag: Option<LatencySummary>,
+    /// Service time of every request: actual send to the full answer (absent in older
+    /// reports).
+    #[serde(default)]
+    pub service_time: Option<LatencySummary>,
+    /// The send-lag p99 bound this run was held to (`send_lag_p99_ms`, `--max-send-lag-ms`).
+    #[serde(default)]
+    pub max_send_lag_ms: Option<f64>,
+    /// The send lag p99 exceeded `max_send_lag_ms`: the generator sent late, so the latency
+    /// figures measure the generator as much as the shop (never blame the shop for it).
+    #[serde(default)]
+    pub generator_bound: bool,
     pub db_qps: Option<MetricSummary>,
     pub db_tps: Option<MetricSummary>,
     pub redis_ops: Option<MetricSummary>,

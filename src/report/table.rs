@@ -55,7 +55,11 @@ pub fn terminal() -> impl Iterator<Item = Column> {
                     | Column::RedisPeak
             )
         })
-        .chain([Column::Metric(Metric::P99Ms)])
+        .chain([
+            Column::Metric(Metric::P99Ms),
+            Column::Metric(Metric::ServiceP99Ms),
+            Column::Metric(Metric::SendLagP99Ms),
+        ])
 }
 
 impl Column {
@@ -164,6 +168,9 @@ pub fn render(r: &Report) -> String {
     let mut s = text(&header, &rows, &align);
     for run in &r.runs {
         let _ = writeln!(s, "{}: {}", run.label(mb), run.findings.verdict);
+        if let Some(why) = super::details::generator_bound(run) {
+            let _ = writeln!(s, "{}: GENERATOR-BOUND: {why}", run.label(mb));
+        }
     }
     if let Some((header, rows)) = super::faults::table(r) {
         let _ = writeln!(s, "\nWhat each design lost under faults:");

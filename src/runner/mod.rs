@@ -356,6 +356,7 @@ fn finish(
         drain,
         reconcile: server.reconcile,
         goose: traffic.goose,
+        max_send_lag_ms: s.thresholds.max_send_lag_ms(),
     })
 }
 

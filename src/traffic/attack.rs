@@ -245,9 +245,9 @@ async fn journey(user: &mut GooseUser, ctx: Arc<Ctx>) -> TransactionResult {
 }
 
 /// Records a read answer: its latency, and a sample when no rule classified it.
-fn record(ctx: &Ctx, kind: Kind, read: &Read, intended: Instant, done: Instant) {
+fn record(ctx: &Ctx, kind: Kind, read: &Read, intended: Instant, sent: Instant, done: Instant) {
     let answer = read.classified.answer;
-    ctx.recorder.record(kind, answer, intended, done);
+    ctx.recorder.record(kind, answer, intended, sent, done);
     if let (true, Some(status)) = (answer.is_unclassified(), read.status) {
         ctx.recorder.unclassified(kind, status, &read.body);
     }
@@ -266,7 +266,7 @@ async fn send(
     let Some(prepared) = ctx.target.prepare(action, b) else {
         return (None, intended);
     };
-    ctx.recorder.sending(kind, intended);
+    let sent = ctx.recorder.sending(kind, intended);
     let read = match ctx.target.url(&prepared) {
         Err(_) => Read::transport_failed(),
         Ok(url) => {
@@ -290,7 +290,7 @@ async fn send(
         }
     };
     let done = Instant::now();
-    record(ctx, kind, &read, intended, done);
+    record(ctx, kind, &read, intended, sent, done);
     (Some(read.classified), done)
 }
 
@@ -315,10 +315,10 @@ async fn send_direct(
     let Some(prepared) = ctx.target.prepare(&Action::Order(Some(key)), b) else {
         return (None, intended);
     };
-    ctx.recorder.sending(Kind::Order, intended);
+    let sent = ctx.recorder.sending(Kind::Order, intended);
     let read = ctx.target.send(&ctx.client, Kind::Order, &prepared).await;
     let done = Instant::now();
-    record(ctx, Kind::Order, &read, intended, done);
+    record(ctx, Kind::Order, &read, intended, sent, done);
     (Some(read.classified), done)
 }
 

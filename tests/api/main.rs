@@ -6,6 +6,7 @@ mod deploy;
 mod durability;
 mod edge;
 mod gate;
+mod generator;
 mod helpers;
 mod idempotency;
 mod judge;
