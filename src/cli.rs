@@ -166,6 +166,11 @@ pub struct ScenarioArgs {
     /// scenario's `[thresholds] send_lag_p99_ms`; default 5).
     #[arg(long, value_name = "MS")]
     pub max_send_lag_ms: Option<f64>,
+    /// Run each strategy N times, each on a fresh sale (1 to 100): the report keeps every
+    /// repeat and shows each metric as median (min–max); `diff` judges by that spread.
+    #[arg(long, value_name = "N", default_value_t = 1,
+          value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub repeat: u32,
     #[command(flatten)]
     pub output: OutputArgs,
 }
@@ -408,6 +413,7 @@ async fn run_and_print(
         drain_limit: Duration::from_secs(sa.output.drain_timeout_s),
         progress: !sa.output.quiet,
         live,
+        repeat: sa.repeat,
     };
     let (report, dir) = runner::execute(&plan).await?;
     sa.output.finish(&report, &dir, None);

@@ -72,8 +72,11 @@
 //!   catalog metric is read from a run, in the run's unit), `report::charts` (plotters, SVG +
 //!   PNG), `report::hlog` (HdrHistogram interval logs), `report::csv` (per-second timelines),
 //!   `report::markup` (the XML/HTML and Markdown escapers), `report::faults` (each run's
-//!   fault windows and the strategy × fault table).
-//! - [`diff`]: `oversell diff`: two reports compared run by run, metric by metric.
+//!   fault windows and the strategy × fault table), `report::repeats` (`--repeat N`: runs
+//!   grouped per strategy, each metric's median and min–max, the tables' `median (min–max)`
+//!   cells).
+//! - [`diff`]: `oversell diff`: two reports compared run by run, metric by metric;
+//!   `diff/spread.rs` compares repeated runs by their spread.
 //! - [`bench`]: `oversell bench redis`: our pre-deduct path vs redis-benchmark, same run.
 //! - [`model`]: items, orders and the order state machine.
 //! - [`services`]: the outside services and how to start one that is down (`cli` decides

@@ -182,5 +182,6 @@ pub(super) async fn plan(
         drain_limit: Duration::from_secs(pa.output.drain_timeout_s),
         progress: !pa.output.quiet,
         live,
+        repeat: 1,
     }))
 }

@@ -17,6 +17,7 @@ pub mod hlog;
 pub mod html;
 pub mod markdown;
 pub mod markup;
+pub mod repeats;
 pub mod summary;
 pub mod table;
 pub mod v1;
@@ -79,6 +80,10 @@ pub struct Report {
     /// The run that stopped the command, if one did (the runs before it are in `runs`).
     #[serde(default)]
     pub failed: Vec<FailedRun>,
+    /// `--repeat N`: per strategy that ran more than once, every metric's median and min–max
+    /// over its repeats (each repeat is also in `runs`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub repeats: Vec<repeats::RepeatSummary>,
 }
 
 /// How a report came to be.
@@ -261,6 +266,9 @@ mod backend_name {
 pub struct RunReport {
     #[serde(flatten)]
     pub shop: Shop,
+    /// `--repeat N`: which repeat of its strategy this run was (1-based; absent: ran once).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repeat: Option<u32>,
     pub scenario: String,
     pub buyers: u32,
     #[serde(flatten)]
@@ -354,6 +362,14 @@ impl RunReport {
         match &self.shop {
             Shop::Reference { backend, .. } => backend.as_str(),
             Shop::Foreign { oracle, .. } => oracle.as_str(),
+        }
+    }
+
+    /// The label of this one run: [`RunReport::label`], then `#2` for a repeat.
+    pub fn run_label(&self, with_backend: bool) -> String {
+        match self.repeat {
+            Some(n) => format!("{} #{n}", self.label(with_backend)),
+            None => self.label(with_backend),
         }
     }
 

@@ -184,6 +184,7 @@ pub fn build(input: RunInputs) -> RunReport {
         .is_some_and(|l| l.p99_ms > input.max_send_lag_ms);
     RunReport {
         shop: input.shop,
+        repeat: None,
         scenario: input.scenario,
         buyers: input.buyers,
         findings: input.findings,

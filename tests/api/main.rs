@@ -16,6 +16,7 @@ mod pipeline_faults;
 mod redirects;
 mod redis_lua;
 mod rehearsal;
+mod repeat;
 mod report_contents;
 mod reports;
 mod rewarm;
