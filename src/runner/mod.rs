@@ -394,7 +394,7 @@ async fn fire_traffic(
         max_unclassified: target.mapping.unclassified_bound(),
         keys_sent: !target.mapping.idempotency_header.is_empty(),
     };
-    let recorder = Arc::new(Recorder::new(Instant::now() + launch_lead(buyers.len())));
+    let recorder = Arc::new(Recorder::new(Instant::now() + launch_lead(&buyers)));
     let probes = probe::start(ProbeConfig {
         opened: recorder.opened(),
         ..probe

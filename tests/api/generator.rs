@@ -75,13 +75,21 @@ abandon = 1.0
 /// Fires `s` at `base_url`; `stall`, when set, blocks the generator's own runtime thread
 /// for that long, 300 ms after the sale opens.
 async fn fire(s: &Scenario, base_url: String, stall: Option<Duration>) -> Measurements {
+    fire_with_goose(s, base_url, stall).await.0
+}
+
+async fn fire_with_goose(
+    s: &Scenario,
+    base_url: String,
+    stall: Option<Duration>,
+) -> (Measurements, Vec<attack::GooseCrossCheck>) {
     let plan = Arc::new(schedule::build(s));
     let target = Arc::new(Target {
         base_url,
         mapping: Mapping::default(),
         sale: Sale::of(s),
     });
-    let recorder = Arc::new(Recorder::new(Instant::now() + launch_lead(plan.len())));
+    let recorder = Arc::new(Recorder::new(Instant::now() + launch_lead(&plan)));
     if let Some(stall) = stall {
         let at = recorder.opened() + Duration::from_millis(300);
         tokio::spawn(async move {
@@ -90,10 +98,10 @@ async fn fire(s: &Scenario, base_url: String, stall: Option<Duration>) -> Measur
             std::thread::sleep(stall);
         });
     }
-    attack::fire(plan, target, recorder.clone(), Duration::from_secs(10))
+    let (goose, _) = attack::fire(plan, target, recorder.clone(), Duration::from_secs(10))
         .await
         .unwrap();
-    recorder.finish()
+    (recorder.finish(), goose)
 }
 
 fn p99_ms(h: &hdrhistogram::Histogram<u64>) -> f64 {
@@ -160,4 +168,25 @@ async fn a_slow_shop_shows_service_time_not_send_lag() {
         "the generator was on time: send lag p99 {} ms",
         p99_ms(lag)
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plan_larger_than_one_goose_chunk_fires_every_buyer_exactly_once() {
+    // Arrange: more buyers than one chunk, so several goose attacks launch in turn.
+    let buyers = attack::CHUNK as u32 + 1_500;
+    let base = spawn_shop(Duration::ZERO);
+    let s = scenario(buyers, 3);
+
+    // Act
+    let (m, goose) = fire_with_goose(&s, base, None).await;
+
+    // Assert: one order attempt per buyer, none twice, and goose saw them all.
+    let mut keys: Vec<&str> = m.attempts.iter().map(|a| a.key.as_str()).collect();
+    assert_eq!(keys.len(), buyers as usize);
+    keys.sort_unstable();
+    keys.dedup();
+    assert_eq!(keys.len(), buyers as usize, "no buyer fired twice");
+    assert_eq!(m.buyers.len(), buyers as usize, "every buyer finished");
+    let orders = goose.iter().find(|g| g.name.ends_with("order")).unwrap();
+    assert_eq!(orders.count, buyers as usize, "{goose:?}");
 }
