@@ -154,7 +154,7 @@ pub async fn fire(
             c.success += agg.success_count;
             c.fail += agg.fail_count;
             c.max_ms = c.max_ms.max(t.maximum_time_us as f64 / 1000.0);
-            *total_us += t.total_time_us as u64;
+            *total_us += t.total_time_us;
         }
     }
     let wall = started.elapsed().as_secs_f64();
