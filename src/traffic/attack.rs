@@ -3,7 +3,7 @@
 //! Goose is a closed model (a user's next request waits for the previous answer), so the open
 //! model is ours: every user launches shortly before its buyer's arrival time from the seeded
 //! plan and sleeps until it. A slow shop delays that buyer's later requests, never anyone's
-//! arrival. Goose creates every user of an attack up front (~10 KB each), so the plan is fired
+//! arrival. Goose creates every user of an attack up front (~11 KB each), so the plan is fired
 //! in chunks of [`CHUNK`] buyers, each its own goose attack launched just in time for its
 //! first arrival: only the buyers about to arrive (and those still shopping) hold a goose user,
 //! and the sale opens after the first chunk is up, not after every buyer is. Goose is
