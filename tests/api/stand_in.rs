@@ -205,11 +205,12 @@ async fn without_an_oracle_allow_unverified_still_fails_the_racy_endpoint() {
         &["--allow-unverified"],
     )
     .await;
+    // A debug build on a shared test machine: the generator is not what this judges.
     let passed = gate(
         &safe,
         &scenario,
         &tmp.path().join("safe"),
-        &["--allow-unverified"],
+        &["--allow-unverified", "--max-send-lag-ms", "10000"],
     )
     .await;
 
