@@ -448,8 +448,14 @@ async fn run_cell(
     slot: &Slot,
 ) -> anyhow::Result<RunReport> {
     let prefix = format!("oversell-run-{}", uuid::Uuid::now_v7().simple());
+    // A repeat (`--repeat`) keeps its own log: `shop-for-update-postgres-r2.log`.
+    let repeat = plan
+        .cell_of(slot.index - 1)
+        .1
+        .map(|r| format!("-r{r}"))
+        .unwrap_or_default();
     let log = dir.join(format!(
-        "shop-{}-{}.log",
+        "shop-{}-{}{repeat}.log",
         cell.strategy,
         cell.backend.as_str()
     ));

@@ -94,6 +94,7 @@ async fn compare_with_repeat_2_keeps_two_samples_per_strategy_and_diff_reads_the
         assert!(dir
             .join(format!("timeline-for-update-postgres-r{n}.csv"))
             .exists());
+        assert!(dir.join(format!("shop-naive-postgres-r{n}.log")).exists());
     }
     let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
     assert!(
