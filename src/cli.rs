@@ -245,6 +245,15 @@ pub struct ScenarioArgs {
     /// an existing file wins).
     #[arg(long, default_value = "flash-100")]
     pub scenario: PathBuf,
+    /// The send-lag p99 (ms) above which a run is flagged generator-bound (overrides the
+    /// scenario's `[thresholds] send_lag_p99_ms`; default 5).
+    #[arg(long, value_name = "MS")]
+    pub max_send_lag_ms: Option<f64>,
+    /// Run each strategy N times, each on a fresh sale (1 to 100): the report keeps every
+    /// repeat and shows each metric as median (min–max); `diff` judges by that spread.
+    #[arg(long, value_name = "N", default_value_t = 1,
+          value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub repeat: u32,
     #[command(flatten)]
     pub faults: FaultArgs,
     #[command(flatten)]
@@ -498,6 +507,7 @@ async fn run_and_print(
 ) -> anyhow::Result<i32> {
     let (mut scenario, scenario_file) = load_scenario(&sa.scenario)?;
     sa.faults.apply(&mut scenario);
+    plan::max_send_lag(&mut scenario, sa.max_send_lag_ms)?;
     let live = sa.output.live().await?;
     let plan = RunPlan {
         buyers: std::sync::Arc::new(crate::traffic::schedule::build(&scenario)),
@@ -512,6 +522,7 @@ async fn run_and_print(
         drain_limit: Duration::from_secs(sa.output.drain_timeout_s),
         progress: !sa.output.quiet,
         live,
+        repeat: sa.repeat,
     };
     let (report, dir) = runner::execute(&plan).await?;
     sa.output.finish(&report, &dir, None);

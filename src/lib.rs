@@ -37,8 +37,9 @@
 //!   and trimming; `backoff`, `alert`), reconciliation, and the payment-timeout sweeper; a
 //!   supervisor restarts any of them that dies.
 //! - [`traffic`]: scenario files (each section validates itself) → seeded plan → goose users;
-//!   our HdrHistogram recorder (latency from the intended send, and send lag; every order
-//!   attempt's idempotency key and answer class: acknowledged, refused, indeterminate).
+//!   our HdrHistogram recorder (latency from the intended send, split into send lag and
+//!   service time; every order attempt's idempotency key and answer class: acknowledged,
+//!   refused, indeterminate; the kinds and answers in `recorder/answer.rs`).
 //!   [`traffic::mapping`] is the `[target]` table (a shop's API, parsed into methods, paths
 //!   that stay on the target, placeholders, status patterns and outcomes when the file is
 //!   read; `mapping::template` expands placeholders once, encoded); [`traffic::target`] turns
@@ -87,8 +88,11 @@
 //!   catalog metric is read from a run, in the run's unit), `report::charts` (plotters, SVG +
 //!   PNG), `report::hlog` (HdrHistogram interval logs), `report::csv` (per-second timelines),
 //!   `report::markup` (the XML/HTML and Markdown escapers), `report::faults` (each run's
-//!   fault windows and the strategy × fault table).
-//! - [`diff`]: `oversell diff`: two reports compared run by run, metric by metric.
+//!   fault windows and the strategy × fault table), `report::repeats` (`--repeat N`: runs
+//!   grouped per strategy, each metric's median and min–max, the tables' `median (min–max)`
+//!   cells).
+//! - [`diff`]: `oversell diff`: two reports compared run by run, metric by metric;
+//!   `diff/spread.rs` compares repeated runs by their spread.
 //! - [`bench`]: our paths next to their raw ceiling, same run: `bench::redis` (`bench redis`:
 //!   the pre-deduct path vs redis-benchmark EVALSHA), `bench::shop` (`bench shop`: the child
 //!   shop over HTTP vs `bench::ceiling`, i.e. redis-benchmark, pgbench or mysqlslap),

@@ -36,7 +36,8 @@ pub struct AttackArgs {
 /// answers than `[target].max_unclassified` allows matched no rule (the figures cannot be
 /// trusted until the mapping reads them).
 pub async fn attack(args: AttackArgs) -> anyhow::Result<i32> {
-    let (s, scenario_file) = load_scenario(&args.scenario)?;
+    let (mut s, scenario_file) = load_scenario(&args.scenario)?;
+    super::plan::max_send_lag(&mut s, args.plan.max_send_lag_ms)?;
     if !s.faults.is_empty() {
         anyhow::bail!(
             "{}: [[faults]] act only on the reference shop's own services, not on a foreign \

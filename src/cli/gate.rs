@@ -31,7 +31,7 @@ pub struct GateArgs {
     pub target: Option<String>,
     /// A limit, overriding the scenario: NAME=VALUE, repeatable. NAME is one of oversell,
     /// client_oversell, oracle_disagreement, lost_acks, dead_letters, duplicate_buyers,
-    /// undersell, error_rate, unclassified, p99_ms, p999_ms.
+    /// undersell, error_rate, unclassified, p99_ms, p999_ms, service_p99_ms, send_lag_p99_ms.
     #[arg(long = "threshold", value_name = "NAME=VALUE")]
     pub thresholds: Vec<Override>,
     /// Write JUnit XML here: one test case per threshold per strategy.
@@ -94,8 +94,16 @@ pub async fn gate(args: GateArgs) -> anyhow::Result<i32> {
              with --target"
         );
     }
+    super::plan::max_send_lag(&mut s, args.plan.max_send_lag_ms)?;
     let bound = s.target.as_ref().and_then(|t| t.max_unclassified);
     let limits = gate::limits(&s.thresholds, bound, &args.thresholds);
+    // The report flags a generator-bound run by the same bound the gate checks.
+    if let Some(l) = limits
+        .iter()
+        .find(|l| l.metric == gate::Metric::SendLagP99Ms)
+    {
+        s.thresholds.set(l.metric.name(), l.value)?;
+    }
     let subject = match &args.target {
         Some(url) => Subject::Foreign(Box::new(foreign(url, &args.oracle, &s)?)),
         None => {

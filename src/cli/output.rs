@@ -192,7 +192,7 @@ fn gate_json(v: &Verdict) -> Value {
         .map(|c| {
             let (status, reason) = match &c.status {
                 Status::Passed => ("passed", None),
-                Status::Breached => ("breached", None),
+                Status::Breached => ("breached", c.breach_reason().map(str::to_string)),
                 Status::NotVerified(why) => ("not_verified", Some(why.clone())),
             };
             json!({

@@ -125,8 +125,22 @@ pub struct PlanArgs {
     /// Print the plan (arrivals per second, request estimate, peak) and send nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// The send-lag p99 (ms) above which a run is flagged generator-bound (overrides the
+    /// scenario's `[thresholds] send_lag_p99_ms`; default 5).
+    #[arg(long, value_name = "MS")]
+    pub max_send_lag_ms: Option<f64>,
     #[command(flatten)]
     pub output: super::OutputArgs,
+}
+
+/// `--max-send-lag-ms`: the scenario's `send_lag_p99_ms` bound, checked like a threshold.
+pub(super) fn max_send_lag(s: &mut Scenario, ms: Option<f64>) -> anyhow::Result<()> {
+    if let Some(ms) = ms {
+        s.thresholds
+            .set("send_lag_p99_ms", ms)
+            .map_err(|e| anyhow::anyhow!("--max-send-lag-ms: {e}"))?;
+    }
+    Ok(())
 }
 
 /// The buyers of `s`, renamed from a CSV when one is given.
@@ -197,6 +211,7 @@ pub(super) async fn plan(
         drain_limit: Duration::from_secs(pa.output.drain_timeout_s),
         progress: !pa.output.quiet,
         live,
+        repeat: 1,
     }))
 }
 

@@ -24,7 +24,10 @@ pub fn render(v: &Verdict) -> String {
                 Status::Passed => TestCaseStatus::success(),
                 Status::Breached => {
                     let measured = c.measured_text();
-                    let msg = format!("{name} breached: measured {measured}, limit {limit}");
+                    let mut msg = format!("{name} breached: measured {measured}, limit {limit}");
+                    if let Some(why) = c.breach_reason() {
+                        msg = format!("{msg}; {why}");
+                    }
                     let text = format!(
                         "{msg}\nthreshold: {name}\nlimit: {limit} (from {})\nmeasured: {measured} (source: {})\nrun: {run}",
                         c.limit.origin.as_str(),

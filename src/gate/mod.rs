@@ -7,7 +7,9 @@
 //! `duplicate_acks`, `phantom_orders`, `refused_committed`, `dead_letters`, `duplicate_buyers`,
 //! `duplicate_devices`, `status_mismatches`, `conservation_drift`, `redis_drift`,
 //! `restock_mismatch`, `reconcile_residual`, `stock_below_zero`, `stock_above_initial` and
-//! `queue_not_drained`; `unclassified` defaults to 1 %. `indeterminate_committed`,
+//! `queue_not_drained`; `unclassified` defaults to 1 %; `send_lag_p99_ms` to 5 ms (a run above
+//! it is *generator-bound*: the generator sent late, and the gate says so rather than blame the
+//! shop). `indeterminate_committed`,
 //! `undersell`, `error_rate` and the latencies are limited only when asked. Every strategy,
 //! `naive` included, is judged by the same limits: the gate is about the shop, not about what a
 //! design claims. Each limit is checked for every run (strategy,
@@ -30,6 +32,9 @@ use crate::report::markup::md_cell;
 use crate::report::table::{text, Align};
 use crate::report::Report;
 use std::fmt::Write;
+
+/// What a breached `send_lag_p99_ms` means.
+pub const GENERATOR_BOUND: &str = "generator-bound: the generator sent its requests late (send lag p99 above the bound), so this run's latency measures the generator, not the shop; rerun with fewer buyers, a release build or a quieter machine";
 
 /// Where a limit was set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -114,6 +119,13 @@ impl Check {
             self.limit.metric.name(),
             self.limit.metric.format(self.limit.value)
         )
+    }
+
+    /// Why a breach is not the shop's fault: `send_lag_p99_ms` breached means the run is
+    /// generator-bound.
+    pub fn breach_reason(&self) -> Option<&'static str> {
+        (self.status == Status::Breached && self.limit.metric == Metric::SendLagP99Ms)
+            .then_some(GENERATOR_BOUND)
     }
 
     /// The measured value for people, or `not verified`.
@@ -201,9 +213,10 @@ impl Verdict {
         }
     }
 
-    fn result_word(&self, s: &Status) -> &'static str {
-        match s {
+    fn result_word(&self, c: &Check) -> &'static str {
+        match &c.status {
             Status::Passed => "pass",
+            Status::Breached if c.breach_reason().is_some() => "FAIL (generator-bound)",
             Status::Breached => "FAIL",
             Status::NotVerified(_) if self.allow_unverified => "not verified (allowed)",
             Status::NotVerified(_) => "FAIL (not verified)",
@@ -241,7 +254,7 @@ impl Verdict {
                         c.limit.origin.as_str()
                     ),
                     c.measured_text(),
-                    self.result_word(&c.status).to_string(),
+                    self.result_word(c).to_string(),
                 ]
             })
             .collect();
@@ -250,6 +263,9 @@ impl Verdict {
         let _ = writeln!(s, "{}", self.headline());
         s.push_str(&text(&header, &rows, &[Align::Left; 5]));
         for c in &self.checks {
+            if let Some(why) = c.breach_reason() {
+                let _ = writeln!(s, "  {} {}: {why}", c.run, c.limit.metric.name());
+            }
             if let Status::NotVerified(why) = &c.status {
                 let _ = writeln!(
                     s,
@@ -270,8 +286,11 @@ impl Verdict {
         let _ = writeln!(s, "|---|---|---:|---:|---|");
         for c in &self.checks {
             let result = match &c.status {
-                Status::NotVerified(why) => format!("{} — {why}", self.result_word(&c.status)),
-                other => self.result_word(other).to_string(),
+                Status::NotVerified(why) => format!("{} — {why}", self.result_word(c)),
+                _ => match c.breach_reason() {
+                    Some(why) => format!("{} — {why}", self.result_word(c)),
+                    None => self.result_word(c).to_string(),
+                },
             };
             let _ = writeln!(
                 s,

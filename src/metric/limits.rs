@@ -90,6 +90,13 @@ impl Thresholds {
         Ok(metric)
     }
 
+    /// The send-lag p99 bound (ms) above which a run is generator-bound: the one set, else
+    /// [`super::DEFAULT_MAX_SEND_LAG_MS`].
+    pub fn max_send_lag_ms(&self) -> f64 {
+        self.get(Metric::SendLagP99Ms)
+            .unwrap_or(super::DEFAULT_MAX_SEND_LAG_MS)
+    }
+
     /// Whether no limit is set.
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
@@ -205,8 +212,14 @@ mod tests {
              dead_letters, duplicate_buyers, duplicate_devices, status_mismatches, \
              conservation_drift, redis_drift, restock_mismatch, reconcile_residual, \
              stock_below_zero, stock_above_initial, queue_not_drained, undersell, error_rate, \
-             unclassified, p99_ms, p999_ms"
+             unclassified, p99_ms, p999_ms, service_p99_ms, send_lag_p99_ms"
         );
+        assert_eq!(
+            Metric::limit("max_send_lag_ms", 20.0),
+            Ok((Metric::SendLagP99Ms, 20.0)),
+            "the flag's spelling works in [thresholds] too"
+        );
+        assert!(Metric::limit("send_lag_p99_ms", 0.0).is_err());
         assert!(Metric::limit("mean_ms", 3.0).is_err());
     }
 

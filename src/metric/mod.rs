@@ -42,6 +42,8 @@ pub enum Metric {
     P50Ms,
     P99Ms,
     P999Ms,
+    ServiceP99Ms,
+    SendLagP99Ms,
     DbQpsPeak,
     Throughput,
 }
@@ -131,6 +133,11 @@ const fn spec(
         threshold,
     }
 }
+
+/// The send-lag p99 above which a run is *generator-bound* (its latency measured the
+/// generator, not the shop), unless `[thresholds] send_lag_p99_ms` or `--max-send-lag-ms`
+/// sets another bound.
+pub const DEFAULT_MAX_SEND_LAG_MS: f64 = 5.0;
 
 /// A threshold with a limit of 0 unless set.
 const ZERO: Option<Option<f64>> = Some(Some(0.0));
@@ -382,6 +389,24 @@ static SPECS: &[Spec] = &[
         OPTIONAL,
     ),
     spec(
+        "service_p99_ms",
+        &[],
+        "order service time p99 (actual send to the full answer: the shop's share)",
+        "order service p99",
+        Unit::Millis,
+        Better::Lower,
+        OPTIONAL,
+    ),
+    spec(
+        "send_lag_p99_ms",
+        &["max_send_lag_ms"],
+        "send lag p99 (intended to actual send: the generator's lateness; above the limit the run is generator-bound)",
+        "send lag p99",
+        Unit::Millis,
+        Better::Lower,
+        Some(Some(DEFAULT_MAX_SEND_LAG_MS)),
+    ),
+    spec(
         "db_qps_peak",
         &[],
         "DB peak QPS",
@@ -431,6 +456,8 @@ impl Metric {
         Metric::P50Ms,
         Metric::P99Ms,
         Metric::P999Ms,
+        Metric::ServiceP99Ms,
+        Metric::SendLagP99Ms,
         Metric::DbQpsPeak,
         Metric::Throughput,
     ];

@@ -97,6 +97,21 @@ impl Metric {
             Metric::P50Ms => latency(|l| l.p50_ms),
             Metric::P99Ms => latency(|l| l.p99_ms),
             Metric::P999Ms => latency(|l| l.p999_ms),
+            Metric::ServiceP99Ms => run
+                .requests
+                .get(&crate::traffic::recorder::Kind::Order)
+                .and_then(|k| k.service_time.as_ref())
+                .filter(|l| l.count > 0)
+                .map(|l| l.p99_ms)
+                .ok_or_else(|| {
+                    "no order was sent, or this report predates service time".to_string()
+                }),
+            Metric::SendLagP99Ms => run
+                .send_lag
+                .as_ref()
+                .filter(|l| l.count > 0)
+                .map(|l| l.p99_ms)
+                .ok_or_else(|| "no request was sent, or this report predates send lag".to_string()),
             Metric::DbQpsPeak => run
                 .db_qps
                 .as_ref()
@@ -148,6 +163,12 @@ impl Metric {
             Metric::ErrorRate | Metric::Throughput => "clients' records of order answers",
             Metric::MeanMs | Metric::P50Ms | Metric::P99Ms | Metric::P999Ms => {
                 "order latency, oversell HdrHistogram"
+            }
+            Metric::ServiceP99Ms => {
+                "order service time (actual send to full answer), oversell HdrHistogram"
+            }
+            Metric::SendLagP99Ms => {
+                "send lag of every request (intended to actual send), oversell HdrHistogram"
             }
             Metric::DbQpsPeak => "the database server's own counters",
         }

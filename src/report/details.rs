@@ -148,10 +148,78 @@ pub fn facts(run: &RunReport) -> Vec<Fact> {
             l.p50_ms, l.p99_ms, l.max_ms, l.count
         ));
     }
+    if let Some(l) = &run.service_time {
+        v.push(format!(
+            "service time (actual send to the full answer: the shop's and the network's share) p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms over {} requests",
+            l.p50_ms, l.p99_ms, l.max_ms, l.count
+        ));
+    }
     let mut facts: Vec<Fact> = v.into_iter().map(Fact::from).collect();
     facts.splice(2..2, oracle_and_clients(f));
+    if let Some(bound) = generator_bound(run) {
+        facts.insert(
+            0,
+            Fact {
+                lead: Some("GENERATOR-BOUND: "),
+                text: bound,
+            },
+        );
+    }
     facts
 }
+
+/// Why the run is generator-bound (its send lag p99 above the bound), or `None`.
+pub fn generator_bound(run: &RunReport) -> Option<String> {
+    let lag = run.send_lag.as_ref().filter(|_| run.generator_bound)?;
+    Some(format!(
+        "send lag p99 {:.3} ms exceeds the {:.3} ms bound (send_lag_p99_ms / --max-send-lag-ms): the generator sent late, so this run's latency measures the generator as much as the shop; read the service time, and don't blame the shop for the rest",
+        lag.p99_ms,
+        run.max_send_lag_ms.unwrap_or(crate::metric::DEFAULT_MAX_SEND_LAG_MS)
+    ))
+}
+
+/// The timing table's header: per kind, the three figures of every request.
+pub const TIMING_HEADER: [&str; 10] = [
+    "request",
+    "count",
+    "send lag p50",
+    "send lag p99",
+    "send lag max",
+    "service p50",
+    "service p99",
+    "service max",
+    "latency p50",
+    "latency p99",
+];
+
+/// Where each kind's time went (ms): send lag (intended → actual send, the generator), service
+/// time (actual send → full answer, the shop) and latency (intended → full answer, both).
+pub fn timing(run: &RunReport) -> Vec<[String; 10]> {
+    let ms = |v: Option<f64>| v.map_or_else(|| "n/a".into(), |v| format!("{v:.3}"));
+    Kind::ALL
+        .into_iter()
+        .filter_map(|kind| {
+            let k = run.requests.get(&kind)?;
+            let lag = k.send_lag.as_ref();
+            let service = k.service_time.as_ref();
+            Some([
+                kind.as_str().to_string(),
+                k.total.to_string(),
+                ms(lag.map(|l| l.p50_ms)),
+                ms(lag.map(|l| l.p99_ms)),
+                ms(lag.map(|l| l.max_ms)),
+                ms(service.map(|l| l.p50_ms)),
+                ms(service.map(|l| l.p99_ms)),
+                ms(service.map(|l| l.max_ms)),
+                ms(Some(k.latency.p50_ms)),
+                ms(Some(k.latency.p99_ms)),
+            ])
+        })
+        .collect()
+}
+
+/// What the timing table says.
+pub const TIMING_INTRO: &str = "Where the time went (ms): send lag is the generator's lateness (intended to actual send), service time the shop's (actual send to the full answer), latency both (intended send to the full answer).";
 
 /// The per-request table's header.
 pub const REQUEST_HEADER: [&str; 9] = [

@@ -69,11 +69,18 @@ fn headline(s: &mut String, r: &Report, mb: bool) {
         let _ = write!(s, "<th>{}</th>", esc(c.header()));
     }
     s.push_str("</tr>\n");
-    for run in &r.runs {
-        let _ = write!(s, "<tr><td>{}{}</td>", swatch(run), esc(&run.label(mb)));
+    for (_, runs) in super::repeats::groups(r) {
+        let run = runs[0];
+        let _ = write!(
+            s,
+            "<tr><td>{}{}</td>",
+            swatch(run),
+            esc(&super::repeats::row_label(&runs, mb))
+        );
+        let worst = runs.iter().filter_map(|r| r.findings.oversell).max();
         for c in HEADLINE {
-            let cell = esc(&c.cell(run));
-            let _ = match (c, run.findings.oversell) {
+            let cell = esc(&super::repeats::cell(*c, &runs));
+            let _ = match (c, worst) {
                 (Column::Metric(Metric::Oversell), Some(0)) => {
                     write!(s, r#"<td><span class="good">{cell}</span></td>"#)
                 }
@@ -154,7 +161,7 @@ fn run_details(s: &mut String, r: &Report, mb: bool) {
             "<h3 id=\"details-{}\">{}{}</h3>\n<p class=\"verdict\"><b>Verdict:</b> {}</p>\n<ul>",
             esc(&run_slug(run)),
             swatch(run),
-            esc(&run.label(mb)),
+            esc(&run.run_label(mb)),
             esc(&run.findings.verdict)
         );
         for fact in details::facts(run) {
@@ -176,6 +183,23 @@ fn run_details(s: &mut String, r: &Report, mb: bool) {
         s.push_str(
             "</table>\n<p>Latency in ms, measured from each request's intended send time.</p>\n",
         );
+        let _ = write!(
+            s,
+            "<p>{}</p>\n<table class=\"timing\">\n<tr>",
+            esc(details::TIMING_INTRO)
+        );
+        for h in details::TIMING_HEADER {
+            let _ = write!(s, "<th>{}</th>", esc(h));
+        }
+        s.push_str("</tr>\n");
+        for row in details::timing(run) {
+            s.push_str("<tr>");
+            for cell in &row {
+                let _ = write!(s, "<td>{}</td>", esc(cell));
+            }
+            s.push_str("</tr>\n");
+        }
+        s.push_str("</table>\n");
         let goose = details::goose(run);
         if !goose.is_empty() {
             let _ = writeln!(s, "<p>{}</p>\n<ul>", esc(details::GOOSE_INTRO));

@@ -3,6 +3,7 @@
 
 use super::details;
 use super::markup::md_cell;
+use super::repeats;
 use super::table::{Column, HEADLINE};
 use super::{Report, RunReport};
 use crate::metric::Metric;
@@ -15,21 +16,31 @@ pub fn headline(r: &Report) -> String {
     let headers: Vec<&str> = HEADLINE.iter().map(|c| c.header()).collect();
     let _ = writeln!(s, "| strategy | {} |", headers.join(" | "));
     let _ = writeln!(s, "|---|{}", "---:|".repeat(HEADLINE.len()));
-    for run in &r.runs {
+    for (_, runs) in repeats::groups(r) {
         let cells: Vec<String> = HEADLINE
             .iter()
             .map(|c| match c {
-                Column::Metric(Metric::Oversell) => format!("**{}**", md_cell(&c.cell(run))),
-                _ => md_cell(&c.cell(run)),
+                Column::Metric(Metric::Oversell) => {
+                    format!("**{}**", md_cell(&repeats::cell(*c, &runs)))
+                }
+                _ => md_cell(&repeats::cell(*c, &runs)),
             })
             .collect();
-        let _ = writeln!(s, "| {} | {} |", md_cell(&run.label(mb)), cells.join(" | "));
+        let _ = writeln!(
+            s,
+            "| {} | {} |",
+            md_cell(&repeats::row_label(&runs, mb)),
+            cells.join(" | ")
+        );
+    }
+    if repeats::repeated(r) {
+        let _ = writeln!(s, "\n{}", repeats::NOTE);
     }
     s
 }
 
 fn details(s: &mut String, run: &RunReport, mb: bool) {
-    let _ = writeln!(s, "\n### {}\n", run.label(mb));
+    let _ = writeln!(s, "\n### {}\n", run.run_label(mb));
     let _ = writeln!(s, "**Verdict:** {}\n", run.findings.verdict);
     for fact in details::facts(run) {
         let _ = writeln!(s, "- {fact}");
@@ -39,6 +50,16 @@ fn details(s: &mut String, run: &RunReport, mb: bool) {
     for row in details::requests(run) {
         let cells: Vec<String> = row.iter().map(|c| md_cell(c)).collect();
         let _ = writeln!(s, "| {} |", cells.join(" | "));
+    }
+    let _ = writeln!(s, "\n{}\n", details::TIMING_INTRO);
+    let _ = writeln!(s, "| {} |", details::TIMING_HEADER.join(" | "));
+    let _ = writeln!(
+        s,
+        "|---|{}",
+        "---:|".repeat(details::TIMING_HEADER.len() - 1)
+    );
+    for row in details::timing(run) {
+        let _ = writeln!(s, "| {} |", row.join(" | "));
     }
     let goose = details::goose(run);
     if !goose.is_empty() {
@@ -75,7 +96,7 @@ pub fn render(r: &Report) -> String {
     }
     let _ = writeln!(s, "\n## Verdicts\n");
     for run in &r.runs {
-        let _ = writeln!(s, "- **{}**: {}", run.label(mb), run.findings.verdict);
+        let _ = writeln!(s, "- **{}**: {}", run.run_label(mb), run.findings.verdict);
     }
     let failures = details::failures(r);
     if !failures.is_empty() {

@@ -17,6 +17,7 @@ pub mod hlog;
 pub mod html;
 pub mod markdown;
 pub mod markup;
+pub mod repeats;
 pub mod summary;
 pub mod table;
 pub mod v1;
@@ -79,6 +80,10 @@ pub struct Report {
     /// The run that stopped the command, if one did (the runs before it are in `runs`).
     #[serde(default)]
     pub failed: Vec<FailedRun>,
+    /// `--repeat N`: per strategy that ran more than once, every metric's median and min–max
+    /// over its repeats (each repeat is also in `runs`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub repeats: Vec<repeats::RepeatSummary>,
 }
 
 /// How a report came to be.
@@ -155,6 +160,14 @@ pub struct KindReport {
     pub total: u64,
     pub outcomes: BTreeMap<Answer, u64>,
     pub latency: LatencySummary,
+    /// Send lag: intended send to actual send (the generator's lateness; absent in older
+    /// reports). Latency = send lag + service time.
+    #[serde(default)]
+    pub send_lag: Option<LatencySummary>,
+    /// Service time: actual send to the full answer (the shop's and the network's share;
+    /// absent in older reports).
+    #[serde(default)]
+    pub service_time: Option<LatencySummary>,
     /// Latency per answer (e.g. how long a sold-out answer took versus a created one).
     pub latency_by_outcome: BTreeMap<Answer, LatencySummary>,
 }
@@ -253,6 +266,9 @@ mod backend_name {
 pub struct RunReport {
     #[serde(flatten)]
     pub shop: Shop,
+    /// `--repeat N`: which repeat of its strategy this run was (1-based; absent: ran once).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repeat: Option<u32>,
     pub scenario: String,
     pub buyers: u32,
     #[serde(flatten)]
@@ -275,6 +291,17 @@ pub struct RunReport {
     /// (absent in older reports).
     #[serde(default)]
     pub send_lag: Option<LatencySummary>,
+    /// Service time of every request: actual send to the full answer (absent in older
+    /// reports).
+    #[serde(default)]
+    pub service_time: Option<LatencySummary>,
+    /// The send-lag p99 bound this run was held to (`send_lag_p99_ms`, `--max-send-lag-ms`).
+    #[serde(default)]
+    pub max_send_lag_ms: Option<f64>,
+    /// The send lag p99 exceeded `max_send_lag_ms`: the generator sent late, so the latency
+    /// figures measure the generator as much as the shop (never blame the shop for it).
+    #[serde(default)]
+    pub generator_bound: bool,
     pub db_qps: Option<MetricSummary>,
     pub db_tps: Option<MetricSummary>,
     pub redis_ops: Option<MetricSummary>,
@@ -335,6 +362,14 @@ impl RunReport {
         match &self.shop {
             Shop::Reference { backend, .. } => backend.as_str(),
             Shop::Foreign { oracle, .. } => oracle.as_str(),
+        }
+    }
+
+    /// The label of this one run: [`RunReport::label`], then `#2` for a repeat.
+    pub fn run_label(&self, with_backend: bool) -> String {
+        match self.repeat {
+            Some(n) => format!("{} #{n}", self.label(with_backend)),
+            None => self.label(with_backend),
         }
     }
 

@@ -106,6 +106,8 @@ pub struct RunInputs {
     pub drain: Drain,
     pub reconcile: Option<Pass>,
     pub goose: Vec<GooseCrossCheck>,
+    /// The send-lag p99 above which the run is generator-bound.
+    pub max_send_lag_ms: f64,
 }
 
 /// Order answers per second over the real span of the answers (first to last). A span too
@@ -141,6 +143,8 @@ pub fn build(input: RunInputs) -> RunReport {
                 total: all.len(),
                 outcomes: m.counts(kind),
                 latency: LatencySummary::of(&all),
+                send_lag: m.send_lag.get(&kind).map(LatencySummary::of),
+                service_time: m.service.get(&kind).map(LatencySummary::of),
                 latency_by_outcome: by_outcome,
             },
         );
@@ -172,8 +176,15 @@ pub fn build(input: RunInputs) -> RunReport {
     let summary = |name: &str| find(name).map(|s| MetricSummary::of(s, duration));
     let total_of =
         |name: &str| find(name).map(|s| s.points.iter().map(|p| p.1).sum::<f64>().round());
+    let send_lag = Some(m.send_lag_all())
+        .filter(|h| !h.is_empty())
+        .map(|h| LatencySummary::of(&h));
+    let generator_bound = send_lag
+        .as_ref()
+        .is_some_and(|l| l.p99_ms > input.max_send_lag_ms);
     RunReport {
         shop: input.shop,
+        repeat: None,
         scenario: input.scenario,
         buyers: input.buyers,
         findings: input.findings,
@@ -189,9 +200,12 @@ pub fn build(input: RunInputs) -> RunReport {
         order_throughput_rps: served_rate(attempts, m.order_answer_span, duration),
         time_to_sell_out_s: m.first_sold_out_ms.map(|ms| ms as f64 / 1000.0),
         duration_s: duration,
-        send_lag: Some(m.send_lag_all())
+        send_lag,
+        service_time: Some(m.service_all())
             .filter(|h| !h.is_empty())
             .map(|h| LatencySummary::of(&h)),
+        max_send_lag_ms: Some(input.max_send_lag_ms),
+        generator_bound,
         db_qps: summary("db_qps"),
         db_tps: summary("db_tps"),
         redis_ops: summary("redis_ops"),

@@ -55,7 +55,11 @@ pub fn terminal() -> impl Iterator<Item = Column> {
                     | Column::RedisPeak
             )
         })
-        .chain([Column::Metric(Metric::P99Ms)])
+        .chain([
+            Column::Metric(Metric::P99Ms),
+            Column::Metric(Metric::ServiceP99Ms),
+            Column::Metric(Metric::SendLagP99Ms),
+        ])
 }
 
 impl Column {
@@ -150,12 +154,11 @@ pub fn render(r: &Report) -> String {
         .chain(terminal().map(Column::header))
         .map(String::from)
         .collect();
-    let rows: Vec<Vec<String>> = r
-        .runs
-        .iter()
-        .map(|run| {
-            std::iter::once(run.label(mb))
-                .chain(terminal().map(|c| c.cell(run)))
+    let rows: Vec<Vec<String>> = super::repeats::groups(r)
+        .into_iter()
+        .map(|(_, runs)| {
+            std::iter::once(super::repeats::row_label(&runs, mb))
+                .chain(terminal().map(|c| super::repeats::cell(c, &runs)))
                 .collect()
         })
         .collect();
@@ -163,7 +166,13 @@ pub fn render(r: &Report) -> String {
     align[0] = Align::Left;
     let mut s = text(&header, &rows, &align);
     for run in &r.runs {
-        let _ = writeln!(s, "{}: {}", run.label(mb), run.findings.verdict);
+        let _ = writeln!(s, "{}: {}", run.run_label(mb), run.findings.verdict);
+        if let Some(why) = super::details::generator_bound(run) {
+            let _ = writeln!(s, "{}: GENERATOR-BOUND: {why}", run.run_label(mb));
+        }
+    }
+    if super::repeats::repeated(r) {
+        let _ = writeln!(s, "{}", super::repeats::NOTE);
     }
     if let Some((header, rows)) = super::faults::table(r) {
         let _ = writeln!(s, "\nWhat each design lost under faults:");

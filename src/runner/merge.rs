@@ -82,6 +82,7 @@ pub async fn merge(plan: &MergePlan) -> anyhow::Result<(report::Report, PathBuf)
         out: plan.out.clone(),
         drain_limit: plan.drain_limit,
         progress: plan.progress,
+        repeat: 1,
         live: None,
     };
     let item = run_plan.scenario.item.id;

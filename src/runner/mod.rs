@@ -105,24 +105,38 @@ impl RunPlan {
             drain_limit: Duration::from_secs(60),
             progress: false,
             live: None,
+            repeat: 1,
         }
     }
 
-    /// How many runs the plan makes.
+    /// How many runs the plan makes: every cell (or the foreign target) `repeat` times.
     pub fn runs(&self) -> usize {
-        match &self.subject {
+        let subjects = match &self.subject {
             Subject::Reference { cells, .. } => cells.len(),
             Subject::Foreign(_) => 1,
-        }
+        };
+        subjects * self.repeat.max(1) as usize
+    }
+
+    /// Run `i` (0-based): its cell's index and, when the plan repeats, its 1-based repeat.
+    /// A strategy's repeats run back to back.
+    pub(super) fn cell_of(&self, i: usize) -> (usize, Option<u32>) {
+        let n = self.repeat.max(1) as usize;
+        (i / n, (n > 1).then_some((i % n) as u32 + 1))
     }
 
     /// Run `i`'s (0-based) slot: its 1-based index, the count and its label.
     fn slot(&self, i: usize) -> Slot {
+        let (c, repeat) = self.cell_of(i);
         let label = match &self.subject {
             Subject::Reference { cells, .. } => {
-                format!("{}/{}", cells[i].strategy, cells[i].backend.as_str())
+                format!("{}/{}", cells[c].strategy, cells[c].backend.as_str())
             }
             Subject::Foreign(f) => f.label(),
+        };
+        let label = match repeat {
+            Some(r) => format!("{label} #{r}"),
+            None => label,
         };
         Slot {
             index: i + 1,
@@ -171,6 +185,8 @@ pub struct RunPlan {
     pub progress: bool,
     /// The live metrics endpoint (`--metrics-listen`), told which run and shop are current.
     pub live: Option<Live>,
+    /// `--repeat N`: each strategy runs this many times, each on a fresh sale (1: once).
+    pub repeat: u32,
 }
 
 /// Runs every cell (or the foreign target) of the plan, writing the report as each run
@@ -190,20 +206,23 @@ pub async fn execute(plan: &RunPlan) -> anyhow::Result<(report::Report, PathBuf)
     for i in 0..plan.runs() {
         let slot = plan.slot(i);
         announce(plan, &slot);
+        let (c, repeat) = plan.cell_of(i);
         let run = match &plan.subject {
             Subject::Reference {
                 cells,
                 redis_url,
                 shop_exe,
-            } => reference::run_cell(plan, &cells[i], redis_url, shop_exe, &dir, &slot).await,
+            } => reference::run_cell(plan, &cells[c], redis_url, shop_exe, &dir, &slot).await,
             Subject::Foreign(f) => foreign::run(plan, f, &slot).await,
-        };
+        }
+        .map(|run| RunReport { repeat, ..run });
         if let Some(live) = &plan.live {
             live.shop(None);
         }
         match run {
             Ok(run) => {
                 report.runs.push(run);
+                report.repeats = report::repeats::summarise(&report);
                 report.generated_at = now_rfc3339();
                 report::write_data(&dir, &report)?;
             }
@@ -233,6 +252,7 @@ fn empty_report(plan: &RunPlan, metadata: report::Metadata) -> report::Report {
         sources: report::sources(matches!(plan.subject, Subject::Foreign(_))),
         runs: Vec::new(),
         failed: Vec::new(),
+        repeats: Vec::new(),
     }
 }
 
@@ -402,6 +422,7 @@ fn finish_with(
         drain,
         reconcile: server.reconcile,
         goose: clients.goose,
+        max_send_lag_ms: s.thresholds.max_send_lag_ms(),
     })
 }
 
@@ -420,7 +441,7 @@ async fn fire_traffic(
         max_unclassified: target.mapping.unclassified_bound(),
         keys_sent: !target.mapping.idempotency_header.is_empty(),
     };
-    let recorder = Arc::new(Recorder::new(Instant::now() + launch_lead(buyers.len())));
+    let recorder = Arc::new(Recorder::new(Instant::now() + launch_lead(&buyers)));
     let probes = probe::start(ProbeConfig {
         opened: recorder.opened(),
         ..probe

@@ -26,7 +26,13 @@ pub(super) async fn run_cell(
     slot: &Slot,
 ) -> anyhow::Result<RunReport> {
     let prefix = format!("oversell-run-{}", uuid::Uuid::now_v7().simple());
-    let name = format!("{}-{}", cell.strategy, cell.backend.as_str());
+    // A repeat (`--repeat`) keeps its own log: `shop-for-update-postgres-r2.log`.
+    let repeat = plan
+        .cell_of(slot.index - 1)
+        .1
+        .map(|r| format!("-r{r}"))
+        .unwrap_or_default();
+    let name = format!("{}-{}{repeat}", cell.strategy, cell.backend.as_str());
     let log = dir.join(format!("shop-{name}.log"));
     // A Redis fault gets a private Redis; the shared one is never touched.
     let private = if cell.strategy == Strategy::RedisLua

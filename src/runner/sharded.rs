@@ -95,7 +95,7 @@ pub async fn fire_shard(run: &ShardRun) -> anyhow::Result<ShardFile> {
     } else {
         wait_for_item(&http, &base_url, s.item.id, run.open_at).await?;
     }
-    let lead = launch_lead(run.buyers.len());
+    let lead = launch_lead(&run.buyers);
     tokio::time::sleep(until(run.open_at).saturating_sub(lead)).await;
     let recorder = Arc::new(Recorder::new(Instant::now() + until(run.open_at)));
     run.say(&format!(

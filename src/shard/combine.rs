@@ -126,6 +126,9 @@ pub fn merge_measurements(parts: Vec<Measurements>) -> anyhow::Result<Measuremen
         for (k, h) in &p.send_lag {
             add(m.send_lag.entry(*k).or_insert_with(new_histogram), h)?;
         }
+        for (k, h) in &p.service {
+            add(m.service.entry(*k).or_insert_with(new_histogram), h)?;
+        }
         if m.order_intervals.len() < p.order_intervals.len() {
             m.order_intervals
                 .resize_with(p.order_intervals.len(), interval_histogram);
@@ -245,6 +248,7 @@ mod tests {
             rec.record(
                 Kind::Order,
                 Answer::Created,
+                at,
                 at,
                 at + Duration::from_millis(*ms),
             );

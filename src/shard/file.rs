@@ -97,6 +97,9 @@ pub struct BuyerEnd {
 pub struct Clients {
     pub histograms: Vec<Encoded>,
     pub send_lag: Vec<Encoded>,
+    /// Service time (actual send to the full answer) by kind.
+    #[serde(default)]
+    pub service: Vec<Encoded>,
     /// Order latency of the answers of each second after the opening (empty seconds: "").
     pub order_intervals: Vec<String>,
     /// Answers per second after the opening.
@@ -128,6 +131,15 @@ impl Clients {
                 .collect(),
             send_lag: m
                 .send_lag
+                .iter()
+                .map(|(kind, h)| Encoded {
+                    kind: *kind,
+                    answer: None,
+                    histogram: encode_histogram(h),
+                })
+                .collect(),
+            service: m
+                .service
                 .iter()
                 .map(|(kind, h)| Encoded {
                     kind: *kind,
@@ -193,6 +205,9 @@ impl Clients {
         }
         for e in &self.send_lag {
             m.send_lag.insert(e.kind, decode(&e.histogram, "send_lag")?);
+        }
+        for e in &self.service {
+            m.service.insert(e.kind, decode(&e.histogram, "service")?);
         }
         for h in &self.order_intervals {
             m.order_intervals.push(if h.is_empty() {

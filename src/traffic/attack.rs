@@ -1,17 +1,23 @@
 //! Firing the plan with goose: one goose user is one person.
 //!
 //! Goose is a closed model (a user's next request waits for the previous answer), so the open
-//! model is ours: every user launches before the sale opens, then sleeps until its own arrival
-//! time from the seeded plan. A slow shop delays that buyer's later requests, never anyone's
-//! arrival. Goose is configured from our typed plan and never parses the process arguments; its
-//! own metrics (time to first byte from the actual send) are kept as a cross-check only.
+//! model is ours: every user launches shortly before its buyer's arrival time from the seeded
+//! plan and sleeps until it. A slow shop delays that buyer's later requests, never anyone's
+//! arrival. Goose creates every user of an attack up front (~11 KB each), so the plan is fired
+//! in chunks of [`CHUNK`] buyers, each its own goose attack launched just in time for its
+//! first arrival: only the buyers about to arrive (and those still shopping) hold a goose user,
+//! and the sale opens after the first chunk is up, not after every buyer is. Goose is
+//! configured from our typed plan and never parses the process arguments; its own metrics
+//! (time to first byte from the actual send) are kept as a cross-check only.
 
 use super::mapping::Method;
 use super::recorder::{Ack, Answer, BuyerResult, Kind, Recorder, Told};
 use super::schedule::{AfterOrder, BuyerPlan};
 use super::target::{self, Action, Classified, Prepared, Read, Target};
+use anyhow::Context as _;
 use goose::client::GooseClientBuilder;
 use goose::config::GooseConfiguration;
+use goose::metrics::GooseMetrics;
 use goose::prelude::*;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -48,6 +54,8 @@ pub struct GeneratorStats {
 
 struct Ctx {
     plan: Arc<Vec<BuyerPlan>>,
+    /// The plan index of this chunk's first buyer (goose numbers each attack's users from 0).
+    offset: usize,
     target: Arc<Target>,
     recorder: Arc<Recorder>,
     /// The harness's client (no redirects): every goose user sends on it, and bots' extra
@@ -55,18 +63,40 @@ struct Ctx {
     client: reqwest::Client,
 }
 
-/// How long before the sale opens the users must be launched: goose starts them at up to
-/// 20 000 per second, and every one must be waiting before the first arrival is due.
-pub fn launch_lead(users: usize) -> Duration {
-    Duration::from_secs_f64(users as f64 / launch_rate(users) as f64) + Duration::from_millis(500)
+/// Buyers per goose attack (the plan is fired in chunks, each launched just in time).
+pub const CHUNK: usize = 5_000;
+
+/// Goose users launched per second within a chunk.
+const LAUNCH_RATE: f64 = 20_000.0;
+
+/// Slack between a user's launch and its buyer's arrival.
+const MARGIN: Duration = Duration::from_millis(500);
+
+/// When each chunk of `plan` must start launching, in seconds from the sale opening (negative:
+/// before it): early enough that its `i`-th user, launched `i / LAUNCH_RATE` after the start,
+/// is up [`MARGIN`] before its buyer arrives.
+fn chunk_starts(plan: &[BuyerPlan]) -> Vec<f64> {
+    plan.chunks(CHUNK)
+        .map(|chunk| {
+            chunk
+                .iter()
+                .enumerate()
+                .map(|(i, b)| b.arrival.as_secs_f64() - i as f64 / LAUNCH_RATE)
+                .fold(f64::INFINITY, f64::min)
+                - MARGIN.as_secs_f64()
+        })
+        .collect()
 }
 
-fn launch_rate(users: usize) -> usize {
-    users.clamp(1000, 20_000)
+/// How long before the sale opens the first users must be launched: the earliest chunk start
+/// (the first chunk's launch, at most [`CHUNK`] users, plus the margin).
+pub fn launch_lead(plan: &[BuyerPlan]) -> Duration {
+    let earliest = chunk_starts(plan).into_iter().fold(0.0, f64::min);
+    Duration::from_secs_f64(-earliest)
 }
 
 /// Runs every buyer of `plan` against `target`; returns when the last one is done.
-/// `recorder.opened()` is the schedule's zero: call [`launch_lead`] to place it.
+/// `recorder.opened()` is the schedule's zero: place it at least [`launch_lead`] from now.
 pub async fn fire(
     plan: Arc<Vec<BuyerPlan>>,
     target: Arc<Target>,
@@ -75,29 +105,96 @@ pub async fn fire(
 ) -> anyhow::Result<(Vec<GooseCrossCheck>, GeneratorStats)> {
     let users = plan.len();
     anyhow::ensure!(users > 0, "the plan has no buyers");
-    let rate = launch_rate(users);
     let started = Instant::now();
-    let ctx = Arc::new(Ctx {
-        plan,
-        target: target.clone(),
-        recorder: recorder.clone(),
-        client: target::client(timeout)?,
-    });
+    let client = target::client(timeout)?;
+    let cpu_before = cpu_seconds();
+    let opened = recorder.opened();
+    let mut attacks = Vec::new();
+    for (k, start) in chunk_starts(&plan).into_iter().enumerate() {
+        let offset = k * CHUNK;
+        let size = CHUNK.min(users - offset);
+        let ctx = Arc::new(Ctx {
+            plan: plan.clone(),
+            offset,
+            target: target.clone(),
+            recorder: recorder.clone(),
+            client: client.clone(),
+        });
+        let at = if start >= 0.0 {
+            opened + Duration::from_secs_f64(start)
+        } else {
+            opened
+                .checked_sub(Duration::from_secs_f64(-start))
+                .unwrap_or(started)
+        };
+        attacks.push(tokio::spawn(async move {
+            tokio::time::sleep_until(at).await;
+            attack(ctx, size, timeout).await
+        }));
+    }
+    let mut totals: std::collections::BTreeMap<String, (GooseCrossCheck, u64)> = Default::default();
+    for a in attacks {
+        let metrics = a.await.context("a goose attack panicked")??;
+        for (name, agg) in &metrics.requests {
+            let t = &agg.raw_data;
+            let (c, total_us) = totals.entry(name.clone()).or_insert_with(|| {
+                (
+                    GooseCrossCheck {
+                        name: name.clone(),
+                        count: 0,
+                        mean_ms: 0.0,
+                        max_ms: 0.0,
+                        success: 0,
+                        fail: 0,
+                    },
+                    0,
+                )
+            });
+            c.count += t.counter;
+            c.success += agg.success_count;
+            c.fail += agg.fail_count;
+            c.max_ms = c.max_ms.max(t.maximum_time_us as f64 / 1000.0);
+            *total_us += t.total_time_us;
+        }
+    }
+    let wall = started.elapsed().as_secs_f64();
+    let cpu = cpu_seconds() - cpu_before;
+    let cross: Vec<GooseCrossCheck> = totals
+        .into_values()
+        .map(|(mut c, total_us)| {
+            if c.count > 0 {
+                c.mean_ms = total_us as f64 / c.count as f64 / 1000.0;
+            }
+            c
+        })
+        .collect();
+    let stats = GeneratorStats {
+        cpu_seconds: cpu,
+        cores_used: if wall > 0.0 { cpu / wall } else { 0.0 },
+        peak_rss_mib: peak_rss_mib(),
+        wall_seconds: wall,
+        users,
+        lead_ms: opened.saturating_duration_since(started).as_millis() as u64,
+    };
+    Ok((cross, stats))
+}
+
+/// One goose attack: the `users` buyers of `ctx`'s chunk, launched at [`LAUNCH_RATE`].
+async fn attack(ctx: Arc<Ctx>, users: usize, timeout: Duration) -> anyhow::Result<GooseMetrics> {
     let journey_ctx = ctx.clone();
     let journey: TransactionFunction = Arc::new(move |user| {
         let ctx = journey_ctx.clone();
         Box::pin(async move { journey(user, ctx).await })
     });
     let mut config = GooseConfiguration::default();
-    config.host = Some(target.base_url.clone());
+    config.host = Some(ctx.target.base_url.clone());
     config.users = Some(users);
-    config.increase_rate = Some(rate.to_string());
+    config.increase_rate = Some(LAUNCH_RATE.to_string());
     config.iterations = Some(1);
     config.no_telnet = true;
     config.no_print_metrics = true;
     config.no_error_summary = true;
     config.quiet = 1;
-    let cpu_before = cpu_seconds();
     let metrics = GooseAttack::initialize_with_config(config)?
         .set_client_builder_without_cookies(
             GooseClientBuilder::new().without_cookies().timeout(timeout),
@@ -107,45 +204,12 @@ pub async fn fire(
         )
         .execute()
         .await?;
-    let wall = started.elapsed().as_secs_f64();
-    let cpu = cpu_seconds() - cpu_before;
-    let mut cross: Vec<GooseCrossCheck> = metrics
-        .requests
-        .iter()
-        .map(|(name, agg)| {
-            let t = &agg.raw_data;
-            GooseCrossCheck {
-                name: name.clone(),
-                count: t.counter,
-                mean_ms: if t.counter > 0 {
-                    t.total_time_us as f64 / t.counter as f64 / 1000.0
-                } else {
-                    0.0
-                },
-                max_ms: t.maximum_time_us as f64 / 1000.0,
-                success: agg.success_count,
-                fail: agg.fail_count,
-            }
-        })
-        .collect();
-    cross.sort_by(|a, b| a.name.cmp(&b.name));
-    let stats = GeneratorStats {
-        cpu_seconds: cpu,
-        cores_used: if wall > 0.0 { cpu / wall } else { 0.0 },
-        peak_rss_mib: peak_rss_mib(),
-        wall_seconds: wall,
-        users,
-        lead_ms: recorder
-            .opened()
-            .saturating_duration_since(started)
-            .as_millis() as u64,
-    };
-    Ok((cross, stats))
+    Ok(metrics)
 }
 
 /// One person's visit: arrive, browse, order (bots: again and again), then pay, cancel or leave.
 async fn journey(user: &mut GooseUser, ctx: Arc<Ctx>) -> TransactionResult {
-    let Some(b) = ctx.plan.get(user.weighted_users_index) else {
+    let Some(b) = ctx.plan.get(ctx.offset + user.weighted_users_index) else {
         return Ok(());
     };
     // Goose's client builder cannot turn redirects off: every user sends on the harness's
@@ -245,9 +309,9 @@ async fn journey(user: &mut GooseUser, ctx: Arc<Ctx>) -> TransactionResult {
 }
 
 /// Records a read answer: its latency, and a sample when no rule classified it.
-fn record(ctx: &Ctx, kind: Kind, read: &Read, intended: Instant, done: Instant) {
+fn record(ctx: &Ctx, kind: Kind, read: &Read, intended: Instant, sent: Instant, done: Instant) {
     let answer = read.classified.answer;
-    ctx.recorder.record(kind, answer, intended, done);
+    ctx.recorder.record(kind, answer, intended, sent, done);
     if let (true, Some(status)) = (answer.is_unclassified(), read.status) {
         ctx.recorder.unclassified(kind, status, &read.body);
     }
@@ -266,7 +330,7 @@ async fn send(
     let Some(prepared) = ctx.target.prepare(action, b) else {
         return (None, intended);
     };
-    ctx.recorder.sending(kind, intended);
+    let sent = ctx.recorder.sending(kind, intended);
     let read = match ctx.target.url(&prepared) {
         Err(_) => Read::transport_failed(),
         Ok(url) => {
@@ -290,7 +354,7 @@ async fn send(
         }
     };
     let done = Instant::now();
-    record(ctx, kind, &read, intended, done);
+    record(ctx, kind, &read, intended, sent, done);
     (Some(read.classified), done)
 }
 
@@ -315,10 +379,10 @@ async fn send_direct(
     let Some(prepared) = ctx.target.prepare(&Action::Order(Some(key)), b) else {
         return (None, intended);
     };
-    ctx.recorder.sending(Kind::Order, intended);
+    let sent = ctx.recorder.sending(Kind::Order, intended);
     let read = ctx.target.send(&ctx.client, Kind::Order, &prepared).await;
     let done = Instant::now();
-    record(ctx, Kind::Order, &read, intended, done);
+    record(ctx, Kind::Order, &read, intended, sent, done);
     (Some(read.classified), done)
 }
 
@@ -338,4 +402,57 @@ fn rusage() -> Option<nix::sys::resource::Usage> {
     use nix::sys::resource::{getrusage, UsageWho};
     // RUSAGE_SELF on our own process cannot fail; 0 figures if it ever did.
     getrusage(UsageWho::RUSAGE_SELF).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::traffic::{schedule, Scenario};
+
+    fn plan(count: u32, arrival: &str, window_s: u32) -> Vec<BuyerPlan> {
+        schedule::build(
+            &Scenario::parse(&format!(
+                "name = \"t\"\n[item]\nstock = 10\n[buyers]\ncount = {count}\narrival = \"{arrival}\"\nwindow_s = {window_s}\nburst_s = 1\nburst_share = 0.9\n"
+            ))
+            .unwrap(),
+        )
+    }
+
+    /// Every user is up `MARGIN` before its buyer arrives.
+    fn every_user_is_launched_in_time(p: &[BuyerPlan]) {
+        for (k, start) in chunk_starts(p).into_iter().enumerate() {
+            for (i, b) in p[k * CHUNK..].iter().take(CHUNK).enumerate() {
+                let launched = start + i as f64 / LAUNCH_RATE;
+                assert!(
+                    launched + MARGIN.as_secs_f64() <= b.arrival.as_secs_f64() + 1e-9,
+                    "buyer {} launched at {launched} s, arrives at {:?}",
+                    b.index,
+                    b.arrival
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_hundred_thousand_buyers_open_the_sale_within_a_second() {
+        // 10,000 arrivals/s: the sale waits only for the first chunk, not for every buyer.
+        let p = plan(100_000, "uniform", 10);
+        let lead = launch_lead(&p);
+        assert!(lead < Duration::from_secs(1), "{lead:?}");
+        every_user_is_launched_in_time(&p);
+        let starts = chunk_starts(&p);
+        assert_eq!(starts.len(), 20);
+        assert!(
+            starts[19] > 8.0,
+            "the last chunk launches near its arrivals, not before the sale: {starts:?}"
+        );
+    }
+
+    #[test]
+    fn a_burst_faster_than_the_launch_rate_starts_its_chunks_earlier() {
+        // 90 % of 60,000 buyers in the first second: 54,000/s, faster than goose launches.
+        let p = plan(60_000, "burst", 10);
+        every_user_is_launched_in_time(&p);
+        assert!(launch_lead(&p) > MARGIN);
+    }
 }

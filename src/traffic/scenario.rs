@@ -377,7 +377,7 @@ stock_field = "current_stock"
             .unwrap_err()
             .to_string();
         assert!(
-            e.contains("buyers.count") && e.contains("between 1 and 200000"),
+            e.contains("buyers.count") && e.contains("between 1 and 10000000"),
             "{e}"
         );
         let e = Scenario::parse(&MINIMAL.replace("\"uniform\"", "\"spike\""))

@@ -51,6 +51,9 @@ async fn the_gate_passes_on_redis_lua_and_writes_junit_and_the_ci_summary() {
             out.to_str().unwrap(),
             "--junit",
             junit.to_str().unwrap(),
+            // A debug build on a shared test machine: the generator is not what this judges.
+            "--max-send-lag-ms",
+            "10000",
             "--quiet",
         ],
         &[("GITHUB_STEP_SUMMARY", summary.to_str().unwrap())],
@@ -91,6 +94,80 @@ async fn the_gate_passes_on_redis_lua_and_writes_junit_and_the_ci_summary() {
     );
     let report = only_report(&out);
     assert_eq!(report["runs"][0]["oversell"], 0);
+}
+
+#[tokio::test]
+async fn a_run_sent_later_than_max_send_lag_ms_fails_the_gate_as_generator_bound() {
+    // Arrange: a bound no real generator meets (1 µs), so the run is generator-bound.
+    let db = fresh_db_url(Backend::Postgres);
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("reports");
+    let junit = tmp.path().join("gate.xml");
+
+    // Act
+    let run = oversell_cli(
+        &[
+            "gate",
+            "--scenario",
+            "scenarios/smoke.toml",
+            "--strategy",
+            "redis-lua",
+            "--database-url",
+            &db,
+            "--redis-url",
+            &redis_url(),
+            "--out",
+            out.to_str().unwrap(),
+            "--junit",
+            junit.to_str().unwrap(),
+            "--max-send-lag-ms",
+            "0.001",
+            "--quiet",
+        ],
+        &[],
+    )
+    .await;
+    drop_database(&db).await;
+
+    // Assert: the gate fails for the generator, and says so; the shop's own figures pass.
+    assert_eq!(run.code, 1, "{}", run.both());
+    assert!(
+        run.stdout.contains("FAIL (generator-bound)")
+            && run.stdout.contains("send_lag_p99_ms: generator-bound"),
+        "{}",
+        run.both()
+    );
+    assert!(run.stdout.contains("GENERATOR-BOUND"), "{}", run.both());
+    let report = only_report(&out);
+    let r = &report["runs"][0];
+    assert_eq!(r["generator_bound"], true, "{r}");
+    assert_eq!(r["max_send_lag_ms"], 0.001, "{r}");
+    assert_eq!(r["oversell"], 0);
+    let order = &r["requests"]["order"];
+    for figure in ["latency", "send_lag", "service_time"] {
+        assert!(
+            order[figure]["count"].as_u64().unwrap() > 0,
+            "{figure}: {order}"
+        );
+    }
+    assert!(r["service_time"]["p99_ms"].as_f64().unwrap() > 0.0, "{r}");
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert!(xml.contains("generator-bound"), "{xml}");
+    assert_eq!(
+        xml.matches("<failure").count(),
+        1,
+        "only the send lag: {xml}"
+    );
+    let md = std::fs::read_to_string(only_report_dir(&out).join("report.md")).unwrap();
+    assert!(
+        md.contains("**GENERATOR-BOUND: **") && md.contains("| send lag p50 |"),
+        "{md}"
+    );
+    let html = std::fs::read_to_string(only_report_dir(&out).join("report.html")).unwrap();
+    assert!(
+        html.contains("<table class=\"timing\">"),
+        "timing table in the HTML"
+    );
 }
 
 #[tokio::test]

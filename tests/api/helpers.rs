@@ -284,14 +284,20 @@ pub async fn oversell_cli(args: &[&str], env: &[(&str, &str)]) -> CliRun {
 
 /// The `report.json` of the only report folder under `out`.
 pub fn only_report(out: &std::path::Path) -> Value {
-    let dirs: Vec<_> = std::fs::read_dir(out)
+    let dir = only_report_dir(out);
+    serde_json::from_str(&std::fs::read_to_string(dir.join("report.json")).unwrap()).unwrap()
+}
+
+/// The only report folder under `out`.
+pub fn only_report_dir(out: &std::path::Path) -> std::path::PathBuf {
+    let mut dirs: Vec<_> = std::fs::read_dir(out)
         .expect("the report folder exists")
         .filter_map(|e| e.ok())
         .map(|e| e.path())
         .filter(|p| p.join("report.json").exists())
         .collect();
     assert_eq!(dirs.len(), 1, "one report under {}", out.display());
-    serde_json::from_str(&std::fs::read_to_string(dirs[0].join("report.json")).unwrap()).unwrap()
+    dirs.remove(0)
 }
 
 /// Runs `oversell <command> --target <base> --scenario <scenario> --out <out> --quiet` plus

@@ -499,9 +499,12 @@ async fn diff_reads_a_v1_report_against_a_v2_one() {
     for row in rows {
         let verdict = row.trim_end_matches(" |").rsplit("| ").next().unwrap();
         // v1 reports predate the clients' evidence, the mapping's unclassified answers, dead
-        // letters and the sort of orders by idempotency key; and a naive run has no Redis.
+        // letters, the sort of orders by idempotency key, send lag and service time; and a
+        // naive run has no Redis.
         let newer = [
             "client_oversell",
+            "send_lag_p99_ms",
+            "service_p99_ms",
             "oracle_disagreement",
             "unclassified",
             "dead_letters",

@@ -170,7 +170,8 @@ async fn the_safe_endpoint_passes_the_same_gate_without_pay_cancel_or_order_ids(
     let (base, shop) = spawn_stand_in(false).await;
     let tmp = tempfile::tempdir().unwrap();
 
-    let run = gate(&base, SCENARIO, tmp.path(), &[]).await;
+    // A debug build on a shared test machine: the generator is not what this judges.
+    let run = gate(&base, SCENARIO, tmp.path(), &["--max-send-lag-ms", "10000"]).await;
 
     assert_eq!(run.code, 0, "{}", run.both());
     assert_eq!(*shop.stock.lock().unwrap(), 0);
@@ -204,11 +205,12 @@ async fn without_an_oracle_allow_unverified_still_fails_the_racy_endpoint() {
         &["--allow-unverified"],
     )
     .await;
+    // A debug build on a shared test machine: the generator is not what this judges.
     let passed = gate(
         &safe,
         &scenario,
         &tmp.path().join("safe"),
-        &["--allow-unverified"],
+        &["--allow-unverified", "--max-send-lag-ms", "10000"],
     )
     .await;
 

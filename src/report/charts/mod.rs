@@ -57,7 +57,8 @@ pub fn strategy_colour(strategy: &str) -> RGBColor {
 
 /// `strategy-backend`, the file-name form of a run's label.
 pub fn run_slug(run: &RunReport) -> String {
-    format!("{}-{}", run.strategy_name(), run.backend_name())
+    let repeat = run.repeat.map(|n| format!("-r{n}")).unwrap_or_default();
+    format!("{}-{}{repeat}", run.strategy_name(), run.backend_name())
         .chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() || c == '-' {
@@ -89,7 +90,7 @@ pub fn runs(report: &Report) -> Vec<RunData<'_>> {
         .iter()
         .map(|run| RunData {
             run,
-            label: run.label(mb),
+            label: run.run_label(mb),
             colour: strategy_colour(run.strategy_name()),
             dashed: Some(run.backend_name()) != first_backend,
             order_latency: run.order_histogram(),

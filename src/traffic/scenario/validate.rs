@@ -44,7 +44,7 @@ pub enum ScenarioProblem {
 pub struct FieldError {
     /// The field as a dotted path, e.g. `buyers.count`.
     pub field: &'static str,
-    /// What is allowed, e.g. `between 1 and 200000`.
+    /// What is allowed, e.g. `between 1 and 10000000`.
     pub allowed: &'static str,
     /// What the file says.
     pub got: String,
@@ -93,11 +93,19 @@ impl ItemSpec {
     }
 }
 
+/// The most buyers a wave may hold: the plan keeps every buyer (about 300 bytes each), goose
+/// users are created only close to their arrival (`traffic::attack`).
+pub const MAX_BUYERS: u32 = 10_000_000;
+
 impl BuyersSpec {
     /// Checks `[buyers]`.
     pub fn validate(&self) -> Result<(), FieldError> {
-        if !(1..=200_000).contains(&self.count) {
-            bad("buyers.count", "between 1 and 200000", self.count)?;
+        if !(1..=MAX_BUYERS).contains(&self.count) {
+            bad(
+                "buyers.count",
+                "between 1 and 10000000 (each buyer not yet arrived costs the plan about 300 bytes; goose users exist only close to their arrival)",
+                self.count,
+            )?;
         }
         if !(self.window_s > 0.0 && self.window_s <= 3600.0) {
             bad(
@@ -203,8 +211,8 @@ impl AfterOrderSpec {
 impl WaveSpec {
     /// Checks `[second_wave]`.
     pub fn validate(&self) -> Result<(), FieldError> {
-        if self.count > 200_000 {
-            bad("second_wave.count", "at most 200000", self.count)?;
+        if self.count > MAX_BUYERS {
+            bad("second_wave.count", "at most 10000000", self.count)?;
         }
         if !(self.at_s >= 0.0 && self.at_s <= 3600.0) {
             bad("second_wave.at_s", "between 0 and 3600 seconds", self.at_s)?;

@@ -6,154 +6,23 @@
 //! plus think time for the next. A request that could not go out on time (the generator fell
 //! behind, or the shop was slow to answer an earlier one) carries that delay in its latency, so a
 //! stalled shop shows up in the high percentiles instead of being hidden (coordinated omission).
-//! Each request's *send lag* (intended send to actual send: the generator's own lateness) is
-//! kept apart, per kind.
+//! Each request is also split in two, per kind: its *send lag* (intended send to actual send:
+//! the generator's own lateness) and its *service time* (actual send to the full answer: the
+//! shop's and the network's share). Latency = send lag + service time, so a run whose latency
+//! is mostly send lag measured the generator, not the shop.
 //!
 //! Everything recorded is also published as it happens to the process's live metrics
 //! ([`crate::live`]; free when no `--metrics-listen` recorder is installed).
 
+mod answer;
+
 use crate::live;
+pub use answer::{Answer, AnswerClass, Kind};
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 use tokio::time::Instant;
-
-/// Kinds of request a buyer sends.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Kind {
-    View,
-    Order,
-    Pay,
-    Cancel,
-}
-
-impl Kind {
-    /// All kinds.
-    pub const ALL: [Kind; 4] = [Kind::View, Kind::Order, Kind::Pay, Kind::Cancel];
-
-    /// Report spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Kind::View => "view",
-            Kind::Order => "order",
-            Kind::Pay => "pay",
-            Kind::Cancel => "cancel",
-        }
-    }
-}
-
-/// How a request was answered, as the client understood it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Answer {
-    /// 201: an order was created.
-    Created,
-    /// 200.
-    Ok,
-    SoldOut,
-    Duplicate,
-    RateLimited,
-    /// 409 on pay/cancel: the order was not in a state that allows it.
-    Rejected,
-    NotFound,
-    /// Another 4xx: the client sent something the shop refused.
-    Invalid,
-    /// A 2xx that no rule of the mapping classifies: the mapping needs a rule for it.
-    Unclassified,
-    /// A 3xx that no rule classifies. The harness follows no redirect: it records the answer.
-    Redirect,
-    /// 503 busy: pool exhausted, lock timeout, retries exhausted.
-    Busy,
-    /// Any other 5xx.
-    ServerError,
-    /// No answer within the client timeout.
-    Timeout,
-    /// Could not connect, or the connection broke.
-    ConnectError,
-}
-
-impl Answer {
-    /// Every answer, in report order.
-    pub const ALL: [Answer; 14] = [
-        Answer::Created,
-        Answer::Ok,
-        Answer::SoldOut,
-        Answer::Duplicate,
-        Answer::RateLimited,
-        Answer::Rejected,
-        Answer::NotFound,
-        Answer::Invalid,
-        Answer::Unclassified,
-        Answer::Redirect,
-        Answer::Busy,
-        Answer::ServerError,
-        Answer::Timeout,
-        Answer::ConnectError,
-    ];
-
-    /// Report spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Answer::Created => "created",
-            Answer::Ok => "ok",
-            Answer::SoldOut => "sold_out",
-            Answer::Duplicate => "duplicate",
-            Answer::RateLimited => "rate_limited",
-            Answer::Rejected => "rejected",
-            Answer::NotFound => "not_found",
-            Answer::Invalid => "invalid",
-            Answer::Unclassified => "unclassified",
-            Answer::Redirect => "redirect",
-            Answer::Busy => "busy",
-            Answer::ServerError => "server_error",
-            Answer::Timeout => "timeout",
-            Answer::ConnectError => "connect_error",
-        }
-    }
-
-    /// An error in the brief's sense: neither success nor a clean business answer.
-    pub fn is_error(self) -> bool {
-        matches!(
-            self,
-            Answer::Busy | Answer::ServerError | Answer::Timeout | Answer::ConnectError
-        )
-    }
-
-    /// An answer no rule of the mapping classified (a 2xx or a 3xx): not an error, but the
-    /// run cannot say what the shop meant by it.
-    pub fn is_unclassified(self) -> bool {
-        matches!(self, Answer::Unclassified | Answer::Redirect)
-    }
-}
-
-/// What an order answer says about whether its attempt bought (BRIEF §4), Jepsen style.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum AnswerClass {
-    /// Created: the client was told it has an order.
-    Acknowledged,
-    /// A clean no (sold out, duplicate, rate limited, another 4xx): it did not buy.
-    Refused,
-    /// A timeout, a broken connection, a 5xx, or an answer no rule reads: it may or may not
-    /// have bought. The oracle looks its key up among the orders.
-    Indeterminate,
-}
-
-impl AnswerClass {
-    /// The class of an order answer: created is acknowledged; a 5xx, a timeout, a broken
-    /// connection or an answer the mapping cannot read is indeterminate; the rest refused.
-    pub fn of(answer: Answer) -> Self {
-        match answer {
-            Answer::Created => AnswerClass::Acknowledged,
-            a if a.is_error() || a.is_unclassified() || a == Answer::Ok => {
-                AnswerClass::Indeterminate
-            }
-            _ => AnswerClass::Refused,
-        }
-    }
-}
 
 /// One order attempt: the idempotency key it was sent with, and how it was answered.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -228,6 +97,7 @@ struct Inner {
     arrived: u64,
     finished: u64,
     send_lag: BTreeMap<Kind, Histogram<u64>>,
+    service: BTreeMap<Kind, Histogram<u64>>,
     in_flight: u64,
     /// First and last order answer, after the sale opened.
     order_answers: Option<(std::time::Duration, std::time::Duration)>,
@@ -289,9 +159,11 @@ impl Recorder {
         self.inner.lock().expect("recorder poisoned")
     }
 
-    /// A request intended for `intended` is being sent now: records its send lag.
-    pub fn sending(&self, kind: Kind, intended: Instant) {
-        let lag = Instant::now().saturating_duration_since(intended);
+    /// A request intended for `intended` is being sent now: records its send lag and returns
+    /// the actual send time (pass it to [`Recorder::record`]).
+    pub fn sending(&self, kind: Kind, intended: Instant) -> Instant {
+        let now = Instant::now();
+        let lag = now.saturating_duration_since(intended);
         let micros = lag.as_micros().min(u64::MAX as u128) as u64;
         metrics::histogram!(live::SEND_LAG, "kind" => kind.as_str()).record(lag.as_secs_f64());
         metrics::gauge!(live::IN_FLIGHT).increment(1.0);
@@ -301,12 +173,23 @@ impl Recorder {
             .entry(kind)
             .or_insert_with(new_histogram)
             .saturating_record(micros.max(1));
+        now
     }
 
-    /// Records one answered (or failed) request: latency from `intended` to `done`.
-    pub fn record(&self, kind: Kind, answer: Answer, intended: Instant, done: Instant) {
+    /// Records one answered (or failed) request: latency from `intended` to `done`, service
+    /// time from `sent` (the actual send, as [`Recorder::sending`] returned it) to `done`.
+    pub fn record(
+        &self,
+        kind: Kind,
+        answer: Answer,
+        intended: Instant,
+        sent: Instant,
+        done: Instant,
+    ) {
         let latency = done.saturating_duration_since(intended);
         let micros = latency.as_micros().min(u64::MAX as u128) as u64;
+        let service = done.saturating_duration_since(sent);
+        let service_us = service.as_micros().min(u64::MAX as u128) as u64;
         let since_open = done.saturating_duration_since(self.opened);
         let second = since_open.as_secs() as usize;
         let at_ms = since_open.as_millis() as u64;
@@ -328,6 +211,10 @@ impl Recorder {
             .entry((kind, answer))
             .or_insert_with(new_histogram)
             .saturating_record(micros.max(1));
+        st.service
+            .entry(kind)
+            .or_insert_with(new_histogram)
+            .saturating_record(service_us.max(1));
         if st.timeline.len() <= second {
             st.timeline.resize_with(second + 1, BTreeMap::new);
         }
@@ -456,6 +343,7 @@ impl Recorder {
             first_sold_out_ms: st.first_sold_out_ms,
             buyers: st.buyers.clone(),
             send_lag: st.send_lag.clone(),
+            service: st.service.clone(),
             order_answer_span: st.order_answers.map(|(first, last)| last - first),
         }
     }
@@ -483,6 +371,8 @@ pub struct Measurements {
     pub buyers: BTreeMap<usize, BuyerResult>,
     /// Send lag (intended send to actual send, µs) by kind.
     pub send_lag: BTreeMap<Kind, Histogram<u64>>,
+    /// Service time (actual send to the full answer, µs) by kind.
+    pub service: BTreeMap<Kind, Histogram<u64>>,
     /// From the first order answer to the last.
     pub order_answer_span: Option<std::time::Duration>,
 }
@@ -505,6 +395,15 @@ impl Measurements {
         let mut h = new_histogram();
         for lag in self.send_lag.values() {
             h.add(lag).expect("same-precision histograms merge");
+        }
+        h
+    }
+
+    /// Service time of every request merged into one histogram (µs).
+    pub fn service_all(&self) -> Histogram<u64> {
+        let mut h = new_histogram();
+        for s in self.service.values() {
+            h.add(s).expect("same-precision histograms merge");
         }
         h
     }
@@ -558,6 +457,7 @@ mod tests {
                 Kind::Order,
                 Answer::Created,
                 intended,
+                intended,
                 intended + Duration::from_millis(1),
             );
         }
@@ -567,6 +467,7 @@ mod tests {
             Kind::Order,
             Answer::Created,
             intended,
+            actually_sent,
             actually_sent + Duration::from_millis(1),
         );
         let h = rec.finish().by_kind(Kind::Order);
@@ -585,10 +486,10 @@ mod tests {
         let rec = Recorder::new(opened);
         let intended = opened;
         tokio::time::sleep(Duration::from_millis(30)).await;
-        rec.sending(Kind::Order, intended);
+        let sent = rec.sending(Kind::Order, intended);
         assert_eq!(rec.progress().in_flight, 1);
         tokio::time::sleep(Duration::from_millis(5)).await;
-        rec.record(Kind::Order, Answer::Created, intended, Instant::now());
+        rec.record(Kind::Order, Answer::Created, intended, sent, Instant::now());
         assert_eq!(rec.progress().in_flight, 0);
         let m = rec.finish();
         let lag = m.send_lag_all();
@@ -599,6 +500,13 @@ mod tests {
             "latency includes the lag"
         );
         assert_eq!(m.order_answer_span, Some(Duration::ZERO));
+        let service = m.service_all();
+        assert_eq!(service.len(), 1);
+        assert!(
+            (4_900..=5_100).contains(&service.max()),
+            "service time is the 5 ms after the actual send, not the lag: {}",
+            service.max()
+        );
     }
 
     #[tokio::test(start_paused = true)]
@@ -609,17 +517,20 @@ mod tests {
             Kind::Order,
             Answer::Created,
             opened,
+            opened,
             opened + Duration::from_millis(200),
         );
         rec.record(
             Kind::Order,
             Answer::SoldOut,
             opened,
+            opened,
             opened + Duration::from_millis(1500),
         );
         rec.record(
             Kind::Order,
             Answer::SoldOut,
+            opened,
             opened,
             opened + Duration::from_millis(1700),
         );

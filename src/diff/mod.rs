@@ -8,8 +8,15 @@
 //! A metric the baseline measured and the candidate did not (e.g. oversell could not be
 //! verified) counts as worse. The metrics, their names, directions and rules are the catalog's
 //! ([`crate::metric`]), read from each run through `report::catalog`.
+//!
+//! Reports made with `--repeat N` are compared by their spread ([`spread`]): a band metric
+//! changed only when the candidate's median leaves the baseline's min–max and the baseline's
+//! median leaves the candidate's; the oracle's counts compare their worst repeat exactly.
+
+mod spread;
 
 use crate::metric::{Better, Metric, Rule};
+use crate::report::repeats::{self, Spread};
 use crate::report::{self, Report, RunReport};
 use anyhow::Context;
 use std::fmt::Write as _;
@@ -158,6 +165,9 @@ pub struct Row {
     /// The unit of a database rate (the counter the baseline's probe read).
     pub unit: Option<String>,
     pub verdict: Verdict,
+    /// `--repeat`: each side's spread over its repeats (`baseline`/`candidate` then hold the
+    /// figure judged: the median, or the worst repeat for an exact metric).
+    pub spreads: Option<(Option<Spread>, Option<Spread>)>,
 }
 
 impl Row {
@@ -166,6 +176,18 @@ impl Row {
         match &self.unit {
             Some(u) => format!("{} {u}", self.metric.number(v)),
             None => self.metric.format(v),
+        }
+    }
+
+    /// One side's figure for people: its spread when it has one, else its value.
+    fn side(&self, v: Option<f64>, spread: Option<&Spread>) -> String {
+        match (spread, v) {
+            (Some(s), _) if s.samples.len() > 1 => match &self.unit {
+                Some(u) => format!("{} {u}", s.show(self.metric)),
+                None => s.show(self.metric),
+            },
+            (_, Some(v)) => self.show(v),
+            _ => "n/a".into(),
         }
     }
 }
@@ -207,6 +229,7 @@ fn row(m: Metric, b: &RunReport, c: &RunReport, band: f64) -> Row {
         candidate: cv,
         unit: bu.or(cu).map(|u| u.counter),
         verdict,
+        spreads: None,
     }
 }
 
@@ -214,22 +237,26 @@ fn row(m: Metric, b: &RunReport, c: &RunReport, band: f64) -> Row {
 pub fn compare(baseline: &Report, candidate: &Report, band: f64) -> Diff {
     let mut runs = Vec::new();
     let mut only_in_baseline = Vec::new();
-    for b in &baseline.runs {
-        let Some(c) = candidate.runs.iter().find(|c| key(c) == key(b)) else {
-            only_in_baseline.push(key(b));
+    let cand = repeats::groups(candidate);
+    for (label, b) in repeats::groups(baseline) {
+        let Some((_, c)) = cand.iter().find(|(k, _)| *k == label) else {
+            only_in_baseline.push(label);
             continue;
         };
-        let rows = METRICS.iter().map(|m| row(*m, b, c, band)).collect();
-        runs.push(RunDiff {
-            label: key(b),
-            rows,
-        });
+        let rows = METRICS
+            .iter()
+            .map(|m| match (b.as_slice(), c.as_slice()) {
+                ([b], [c]) => row(*m, b, c, band),
+                _ => spread::row(*m, &b, c),
+            })
+            .collect();
+        runs.push(RunDiff { label, rows });
     }
-    let only_in_candidate = candidate
-        .runs
-        .iter()
-        .filter(|c| !baseline.runs.iter().any(|b| key(b) == key(c)))
-        .map(key)
+    let base = repeats::groups(baseline);
+    let only_in_candidate = cand
+        .into_iter()
+        .filter(|(k, _)| !base.iter().any(|(b, _)| b == k))
+        .map(|(k, _)| k)
         .collect();
     Diff {
         band,
@@ -308,21 +335,27 @@ pub fn render(plan: &DiffPlan, baseline: &Report, candidate: &Report, d: &Diff) 
     }
     for r in &d.runs {
         let _ = writeln!(s, "\n## {}\n", r.label);
+        if r.rows.iter().any(|x| x.spreads.is_some()) {
+            let _ = writeln!(s, "{}\n", spread::NOTE);
+        }
         let _ = writeln!(
             s,
             "| metric | baseline | candidate | change | relative | verdict |"
         );
         let _ = writeln!(s, "|---|---:|---:|---:|---:|---|");
         for row in &r.rows {
-            let f = |v: Option<f64>| v.map_or("n/a".to_string(), |v| row.show(v));
+            let (bs, cs) = match &row.spreads {
+                Some((b, c)) => (b.as_ref(), c.as_ref()),
+                None => (None, None),
+            };
             let (abs, rel) = change(row);
             let _ = writeln!(
                 s,
                 "| {} (`{}`) | {} | {} | {abs} | {rel} | {} |",
                 row.metric.spec().label,
                 row.metric.name(),
-                f(row.baseline),
-                f(row.candidate),
+                row.side(row.baseline, bs),
+                row.side(row.candidate, cs),
                 row.verdict.as_str()
             );
         }

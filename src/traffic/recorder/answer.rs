@@ -1,0 +1,139 @@
+//! The request kinds a buyer sends and how their answers are classified.
+
+use serde::{Deserialize, Serialize};
+
+/// Kinds of request a buyer sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    View,
+    Order,
+    Pay,
+    Cancel,
+}
+
+impl Kind {
+    /// All kinds.
+    pub const ALL: [Kind; 4] = [Kind::View, Kind::Order, Kind::Pay, Kind::Cancel];
+
+    /// Report spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::View => "view",
+            Kind::Order => "order",
+            Kind::Pay => "pay",
+            Kind::Cancel => "cancel",
+        }
+    }
+}
+
+/// How a request was answered, as the client understood it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Answer {
+    /// 201: an order was created.
+    Created,
+    /// 200.
+    Ok,
+    SoldOut,
+    Duplicate,
+    RateLimited,
+    /// 409 on pay/cancel: the order was not in a state that allows it.
+    Rejected,
+    NotFound,
+    /// Another 4xx: the client sent something the shop refused.
+    Invalid,
+    /// A 2xx that no rule of the mapping classifies: the mapping needs a rule for it.
+    Unclassified,
+    /// A 3xx that no rule classifies. The harness follows no redirect: it records the answer.
+    Redirect,
+    /// 503 busy: pool exhausted, lock timeout, retries exhausted.
+    Busy,
+    /// Any other 5xx.
+    ServerError,
+    /// No answer within the client timeout.
+    Timeout,
+    /// Could not connect, or the connection broke.
+    ConnectError,
+}
+
+impl Answer {
+    /// Every answer, in report order.
+    pub const ALL: [Answer; 14] = [
+        Answer::Created,
+        Answer::Ok,
+        Answer::SoldOut,
+        Answer::Duplicate,
+        Answer::RateLimited,
+        Answer::Rejected,
+        Answer::NotFound,
+        Answer::Invalid,
+        Answer::Unclassified,
+        Answer::Redirect,
+        Answer::Busy,
+        Answer::ServerError,
+        Answer::Timeout,
+        Answer::ConnectError,
+    ];
+
+    /// Report spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Answer::Created => "created",
+            Answer::Ok => "ok",
+            Answer::SoldOut => "sold_out",
+            Answer::Duplicate => "duplicate",
+            Answer::RateLimited => "rate_limited",
+            Answer::Rejected => "rejected",
+            Answer::NotFound => "not_found",
+            Answer::Invalid => "invalid",
+            Answer::Unclassified => "unclassified",
+            Answer::Redirect => "redirect",
+            Answer::Busy => "busy",
+            Answer::ServerError => "server_error",
+            Answer::Timeout => "timeout",
+            Answer::ConnectError => "connect_error",
+        }
+    }
+
+    /// An error in the brief's sense: neither success nor a clean business answer.
+    pub fn is_error(self) -> bool {
+        matches!(
+            self,
+            Answer::Busy | Answer::ServerError | Answer::Timeout | Answer::ConnectError
+        )
+    }
+
+    /// An answer no rule of the mapping classified (a 2xx or a 3xx): not an error, but the
+    /// run cannot say what the shop meant by it.
+    pub fn is_unclassified(self) -> bool {
+        matches!(self, Answer::Unclassified | Answer::Redirect)
+    }
+}
+
+/// What an order answer says about whether its attempt bought (BRIEF §4), Jepsen style.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AnswerClass {
+    /// Created: the client was told it has an order.
+    Acknowledged,
+    /// A clean no (sold out, duplicate, rate limited, another 4xx): it did not buy.
+    Refused,
+    /// A timeout, a broken connection, a 5xx, or an answer no rule reads: it may or may not
+    /// have bought. The oracle looks its key up among the orders.
+    Indeterminate,
+}
+
+impl AnswerClass {
+    /// The class of an order answer: created is acknowledged; a 5xx, a timeout, a broken
+    /// connection or an answer the mapping cannot read is indeterminate; the rest refused.
+    pub fn of(answer: Answer) -> Self {
+        match answer {
+            Answer::Created => AnswerClass::Acknowledged,
+            a if a.is_error() || a.is_unclassified() || a == Answer::Ok => {
+                AnswerClass::Indeterminate
+            }
+            _ => AnswerClass::Refused,
+        }
+    }
+}
