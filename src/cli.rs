@@ -14,6 +14,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 mod attack;
+mod bench;
 mod gate;
 mod output;
 mod plan;
@@ -51,7 +52,7 @@ pub enum Command {
     /// are the same sale, add the histograms, run the oracle once against the shop's final state.
     Merge(Box<MergeArgs>),
     /// Measure our paths next to their raw ceiling in the same run: `bench redis`, `bench shop`.
-    Bench(BenchArgs),
+    Bench(bench::BenchArgs),
     /// List the scenarios bundled with oversell (usable by name with --scenario).
     Scenarios,
     /// Print a shell completion script: `oversell completions bash > /etc/bash_completion.d/oversell`.
@@ -78,37 +79,6 @@ impl Command {
             _ => None,
         }
     }
-}
-
-/// `oversell bench`.
-#[derive(Debug, Args, Clone)]
-pub struct BenchArgs {
-    #[command(subcommand)]
-    pub what: BenchCommand,
-}
-
-/// What `oversell bench` measures.
-#[derive(Debug, Subcommand, Clone)]
-pub enum BenchCommand {
-    /// Our pre-deduct path vs redis-benchmark EVALSHA of the same script, in the same run.
-    Redis(BenchRedisArgs),
-    /// The reference shop end to end over HTTP (wrk, and a fixed rate) vs the strategy's
-    /// ceiling (redis-benchmark, pgbench or mysqlslap), in the same run.
-    Shop(BenchShopArgs),
-}
-
-/// `oversell bench redis`.
-#[derive(Debug, Args, Clone)]
-pub struct BenchRedisArgs {
-    /// Seconds to run our path (the baseline makes the same number of calls).
-    #[arg(long, default_value_t = 5)]
-    pub seconds: u64,
-    /// Concurrent callers (tasks for ours, connections for redis-benchmark).
-    #[arg(long, default_value_t = 50)]
-    pub concurrency: usize,
-    /// Redis URL (loopback).
-    #[arg(long, env = "REDIS_URL", default_value = "redis://127.0.0.1:6379")]
-    pub redis_url: String,
 }
 
 /// `oversell merge`.
@@ -144,36 +114,6 @@ pub struct MergeArgs {
     pub conn: ConnArgs,
     #[command(flatten)]
     pub output: OutputArgs,
-}
-
-/// `oversell bench shop`.
-#[derive(Debug, Args, Clone)]
-pub struct BenchShopArgs {
-    /// Inventory strategy of the shop.
-    #[arg(long, value_enum)]
-    pub strategy: Strategy,
-    /// Database backend (default: inferred from --database-url, else postgres).
-    #[arg(long, value_enum)]
-    pub backend: Option<Backend>,
-    /// Seconds of each phase (saturation, fixed rate, and pgbench's run).
-    #[arg(long, default_value_t = 10)]
-    pub seconds: u64,
-    /// Connections: wrk's, the fixed-rate client's most in flight, and the ceiling's clients
-    /// are 64.
-    #[arg(long, default_value_t = 64)]
-    pub connections: usize,
-    /// Also measure at a fixed rate: requests per second (8000) or a share of the saturation
-    /// rate just measured (80%).
-    #[arg(long)]
-    pub rate: Option<crate::bench::rate::RateSpec>,
-    /// Units on sale (enough that nothing sells out).
-    #[arg(long, default_value_t = 1_000_000)]
-    pub stock: i64,
-    /// Also write the result as JSON to this file.
-    #[arg(long)]
-    pub json: Option<PathBuf>,
-    #[command(flatten)]
-    pub conn: ConnArgs,
 }
 
 /// `oversell diff`.
@@ -368,12 +308,15 @@ async fn dispatch(command: Command) -> anyhow::Result<i32> {
         Command::Run(args) => {
             let (backend, url) = args.conn.database_for(args.backend)?;
             if args.shard.shard.is_some() {
+                let sa = &args.scenario;
+                plan::refuse_with_shard(&sa.faults, sa.repeat, &sa.output, false, false)?;
                 return plan::shard(
-                    &args.scenario.scenario,
+                    &sa.scenario,
                     &args.shard,
                     args.strategy,
                     backend,
-                    &args.scenario.output,
+                    &sa.output,
+                    sa.max_send_lag_ms,
                 )
                 .await;
             }
@@ -435,7 +378,7 @@ async fn dispatch(command: Command) -> anyhow::Result<i32> {
             Ok(0)
         }
         Command::Attack(args) => attack::attack(*args).await,
-        Command::Bench(args) => bench(args.what).await,
+        Command::Bench(args) => bench::bench(args.what).await,
         Command::Scenarios => {
             print!("{}", scenario_list());
             Ok(0)
@@ -554,60 +497,4 @@ fn is_unreachable(e: &(dyn std::error::Error + 'static)) -> bool {
             Some(InventoryError::Store(s)) => store_unreachable(s),
             _ => false,
         }
-}
-
-async fn bench(what: BenchCommand) -> anyhow::Result<i32> {
-    match what {
-        BenchCommand::Redis(args) => {
-            let r = crate::bench::redis::redis(&crate::bench::RedisBench {
-                redis_url: args.redis_url,
-                seconds: args.seconds,
-                concurrency: args.concurrency,
-            })
-            .await?;
-            println!("our redis-lua pre-deduct path: {:>9.0} calls/s ({} calls in {:.1} s, {} tasks, one multiplexed connection)", r.ours_ops_per_s, r.ours_ops, r.ours_seconds, r.concurrency);
-            println!(
-                "redis-benchmark EVALSHA:       {:>9.0} calls/s ({} calls, {} connections)",
-                r.baseline_ops_per_s, r.baseline_ops, r.concurrency
-            );
-            println!("ratio ours / baseline:         {:>9.3}", r.ratio);
-            println!(
-                "stock deducted by both phases: {} (every call took one unit)",
-                r.deducted
-            );
-            println!("baseline: {}", r.baseline_command);
-            Ok(0)
-        }
-        BenchCommand::Shop(args) => {
-            let (backend, database_url) = args.conn.database_for(args.backend)?;
-            if args.seconds == 0 {
-                anyhow::bail!("--seconds must be at least 1 (got 0)");
-            }
-            if args.connections == 0 {
-                anyhow::bail!("--connections must be at least 1 (got 0)");
-            }
-            if args.stock < 1 {
-                anyhow::bail!("--stock must be at least 1 (got {})", args.stock);
-            }
-            let r = crate::bench::shop::shop(&crate::bench::ShopBench {
-                strategy: args.strategy,
-                backend,
-                database_url,
-                redis_url: args.conn.redis_url,
-                seconds: args.seconds,
-                connections: args.connections,
-                rate: args.rate,
-                stock: args.stock,
-                shop_exe: std::env::current_exe().context("locating the oversell binary")?,
-            })
-            .await?;
-            print!("{}", crate::bench::shop::render(&r));
-            if let Some(path) = args.json {
-                std::fs::write(&path, serde_json::to_string_pretty(&r)? + "\n")
-                    .with_context(|| format!("writing {}", path.display()))?;
-                println!("json: {}", path.display());
-            }
-            Ok(0)
-        }
-    }
 }

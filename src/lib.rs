@@ -6,7 +6,7 @@
 //!
 //! # Layout
 //!
-//! - [`cli`]: clap commands and flags, turned into typed plans; `gate` and `attack` each in
+//! - [`cli`]: clap commands and flags, turned into typed plans; `gate`, `attack` and `bench` each in
 //!   their own file, the flags they share (oracle, plan) in `cli/plan.rs`, the output flags
 //!   (`--json`, `--metrics-listen`, `--quiet`, `--out`) and how a command ends in
 //!   `cli/output.rs`; `scenarios` and `completions`.

@@ -63,11 +63,13 @@ pub async fn gate(args: GateArgs) -> anyhow::Result<i32> {
             "--shard fires at the reference shop at --shop-url; a foreign --target cannot be \
              sharded yet"
         );
-        anyhow::ensure!(
-            args.faults.faults.is_empty(),
-            "faults act on a run's own services; a shard fires at a shop it does not own: drop \
-             --fault with --shard"
-        );
+        super::plan::refuse_with_shard(
+            &args.faults,
+            1,
+            &args.plan.output,
+            args.plan.dry_run,
+            args.plan.buyers_csv.is_some(),
+        )?;
         let strategy = match args.strategy.as_slice() {
             [] => Strategy::RedisLua,
             [one] => *one,
@@ -83,6 +85,7 @@ pub async fn gate(args: GateArgs) -> anyhow::Result<i32> {
             strategy,
             backend,
             &args.plan.output,
+            args.plan.max_send_lag_ms,
         )
         .await;
     }

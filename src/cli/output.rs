@@ -98,14 +98,14 @@ impl OutputArgs {
             if !f.mapping_advice.is_empty() {
                 text.push_str(&format!(
                     "\n{}: answers no rule of [target] classified:",
-                    run.label(mb)
+                    run.run_label(mb)
                 ));
                 for a in &f.mapping_advice {
                     text.push_str(&format!("\n  - {a}"));
                 }
             }
             for n in &f.client_notes {
-                text.push_str(&format!("\n{}: note: {n}", run.label(mb)));
+                text.push_str(&format!("\n{}: note: {n}", run.run_label(mb)));
             }
         }
         self.human(&format!(
@@ -155,7 +155,8 @@ pub fn summary(report: &Report, dir: &Path, verdict: Option<&Verdict>) -> Value 
                 .map(|m| (m.name().to_string(), m.read(run).ok().into()))
                 .collect();
             let mut v = json!({
-                "run": run.label(mb),
+                "run": run.run_label(mb),
+                "repeat": run.repeat,
                 "verdict": run.findings.verdict,
                 "metrics": metrics,
             });

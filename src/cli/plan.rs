@@ -241,6 +241,43 @@ pub struct ShardArgs {
     pub admin_token: Option<String>,
 }
 
+/// What a sharded command cannot do, refused before anything is sent: a shard fires its part
+/// of the scenario's schedule at a shop it does not own and writes shard.json for `merge`.
+pub(super) fn refuse_with_shard(
+    faults: &FaultArgs,
+    repeat: u32,
+    output: &super::OutputArgs,
+    dry_run: bool,
+    buyers_csv: bool,
+) -> anyhow::Result<()> {
+    let mut bad = Vec::new();
+    if !faults.faults.is_empty() {
+        bad.push("--fault (faults act on a run's own services)");
+    }
+    if repeat > 1 {
+        bad.push("--repeat");
+    }
+    if output.json {
+        bad.push("--json (the merge's report is the result)");
+    }
+    if output.metrics_listen.is_some() {
+        bad.push("--metrics-listen");
+    }
+    if dry_run {
+        bad.push("--dry-run");
+    }
+    if buyers_csv {
+        bad.push("--buyers-csv (shards split the scenario's seeded schedule)");
+    }
+    anyhow::ensure!(
+        bad.is_empty(),
+        "--shard cannot be combined with {}: a shard fires its part of the scenario's schedule \
+         at --shop-url and writes shard.json for `oversell merge`",
+        bad.join(", ")
+    );
+    Ok(())
+}
+
 /// A sharded command (`run`, or `gate` without --target) against the reference shop: fires
 /// this process's shard and writes its folder; prints one line.
 pub(super) async fn shard(
@@ -249,6 +286,7 @@ pub(super) async fn shard(
     strategy: Strategy,
     backend: Backend,
     output: &super::OutputArgs,
+    max_send_lag_ms: Option<f64>,
 ) -> anyhow::Result<i32> {
     let spec = shard.shard.context("--shard is required here")?;
     let open_at = shard
@@ -263,7 +301,9 @@ pub(super) async fn shard(
         &shop_url,
         shard.allow_remote_shop,
     )?;
-    let (s, scenario_file) = super::load_scenario(scenario)?;
+    let (mut s, scenario_file) = super::load_scenario(scenario)?;
+    // Every shard must be given the same bound: it is part of the scenario the merge checks.
+    max_send_lag(&mut s, max_send_lag_ms)?;
     anyhow::ensure!(
         s.faults.is_empty(),
         "{}: [[faults]] act on a run's own services; a shard fires at a shop it does not own: \

@@ -68,11 +68,6 @@ impl Strategy {
     pub fn parse(s: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|st| st.as_str() == s)
     }
-
-    /// Whether the design claims to be correct (everything but `naive`).
-    pub fn claims_correctness(self) -> bool {
-        self != Strategy::Naive
-    }
 }
 
 impl std::fmt::Display for Strategy {

@@ -154,13 +154,6 @@ impl Engine {
         self.undo.run().await;
         out
     }
-
-    /// Ends every fault now (those not begun are not applied), undoes, and returns what
-    /// happened.
-    pub async fn cut_short(self) -> Vec<Applied> {
-        let _ = self.stop.send(true);
-        self.finish().await
-    }
 }
 
 impl Drop for Engine {

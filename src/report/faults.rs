@@ -103,7 +103,7 @@ pub fn table(r: &Report) -> Option<(Vec<String>, Vec<Vec<String>>)> {
         .iter()
         .map(|run| {
             let cells = [
-                run.label(mb),
+                run.run_label(mb),
                 run.oversell_cell(),
                 opt(run.findings.lost_acks),
                 indeterminate(run),

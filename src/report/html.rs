@@ -122,7 +122,7 @@ fn verdicts(s: &mut String, r: &Report, mb: bool) {
             s,
             "<p class=\"verdict\">{}<b>{}</b>: {}</p>",
             swatch(run),
-            esc(&run.label(mb)),
+            esc(&run.run_label(mb)),
             esc(&f.verdict)
         );
         let mut facts = format!(
@@ -240,7 +240,7 @@ fn sources(s: &mut String, r: &Report, mb: bool) {
             s,
             "<h3>{}{}: sampled series</h3>\n<table>\n<tr><th>series</th><th>unit</th><th>samples</th><th>peak</th><th>source</th></tr>",
             swatch(run),
-            esc(&run.label(mb))
+            esc(&run.run_label(mb))
         );
         for series in &run.series {
             let _ = writeln!(

@@ -354,3 +354,58 @@ fn shard_and_open_at_refuse_bad_values_clearly() {
         "{alone}"
     );
 }
+
+/// What a shard cannot do is refused before anything is sent (exit 2, naming the flag), and a
+/// shop that is not loopback needs --allow-remote-shop.
+#[test]
+fn a_shard_refuses_what_it_cannot_do_before_sending_anything() {
+    let soon = (chrono::Utc::now() + chrono::Duration::minutes(5))
+        .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let shard = |cmd: &str, shop: &str, extra: &[&str]| {
+        let mut args = vec![
+            cmd,
+            "--strategy",
+            "for-update",
+            "--scenario",
+            "smoke",
+            "--shard",
+            "0/2",
+            "--open-at",
+            &soon,
+            "--shop-url",
+            shop,
+            "--out",
+        ];
+        let out =
+            std::env::temp_dir().join(format!("oversell-shard-refusal-{}", std::process::id()));
+        let out = out.display().to_string();
+        args.push(&out);
+        args.extend_from_slice(extra);
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_oversell"))
+            .args(&args)
+            .output()
+            .expect("running oversell");
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stderr).to_string(),
+        )
+    };
+    let loopback = "http://127.0.0.1:1";
+    for (cmd, extra, named) in [
+        ("run", vec!["--fault", "db-outage@0"], "--fault"),
+        ("run", vec!["--repeat", "2"], "--repeat"),
+        ("run", vec!["--json"], "--json"),
+        ("gate", vec!["--dry-run"], "--dry-run"),
+        ("gate", vec!["--fault", "shop-kill@1"], "--fault"),
+    ] {
+        let (code, err) = shard(cmd, loopback, &extra);
+        assert_eq!(code, Some(2), "{cmd} {extra:?}: {err}");
+        assert!(
+            err.contains("--shard cannot be combined with") && err.contains(named),
+            "{cmd} {extra:?}: {err}"
+        );
+    }
+    let (code, err) = shard("run", "http://10.11.12.13:8080", &[]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("--allow-remote-shop"), "{err}");
+}
