@@ -362,6 +362,13 @@ async fn dispatch(command: Command) -> anyhow::Result<i32> {
                 out: args.output.out.clone(),
                 drain_limit: Duration::from_secs(args.output.drain_timeout_s),
                 progress: !args.output.quiet,
+                // The report flags a generator-bound run by the bound the gate checks.
+                send_lag_bound: args
+                    .thresholds
+                    .iter()
+                    .rev()
+                    .find(|o| o.metric == crate::gate::Metric::SendLagP99Ms)
+                    .map(|o| o.value),
             };
             let (report, dir) = runner::merge(&plan).await?;
             if args.gate {

@@ -34,6 +34,8 @@ pub struct MergePlan {
     pub out: PathBuf,
     pub drain_limit: Duration,
     pub progress: bool,
+    /// `--threshold send_lag_p99_ms=…` of `merge --gate`: the generator-bound flag's bound.
+    pub send_lag_bound: Option<f64>,
 }
 
 /// Reads, checks and combines the shards, runs the oracle once and writes the report; returns
@@ -69,7 +71,10 @@ pub async fn merge(plan: &MergePlan) -> anyhow::Result<(report::Report, PathBuf)
         .unwrap_or_else(|| lead.shop.url.clone())
         .trim_end_matches('/')
         .to_string();
-    let s = lead.scenario.clone();
+    let mut s = lead.scenario.clone();
+    if let Some(ms) = plan.send_lag_bound {
+        s.thresholds.set("send_lag_p99_ms", ms)?;
+    }
     let run_plan = RunPlan {
         buyers: Arc::new(crate::traffic::schedule::build(&s)),
         scenario: s,
