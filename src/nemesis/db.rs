@@ -15,7 +15,7 @@
 //! The admin session of an outage is opened before the fault's time, so the outage starts
 //! on time; its window starts once connections are refused and sessions terminated.
 
-use super::engine::Hold;
+use super::hold::Hold;
 use crate::store::Backend;
 use anyhow::Context;
 use sqlx::{Connection, MySqlConnection, PgConnection, Row};

@@ -9,27 +9,13 @@
 //! run's database, SIGCONT and then SIGKILL of the private Redis. A lock dies with the
 //! session that held it (the task's connection, dropped with the task).
 
+use super::hold::{Hold, ShopControl};
 use super::{db, redis, shop, FaultKind, FaultSpec, PrivateRedis};
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
-
-/// A future the shop control returns.
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
-
-/// The runner's child shop, as `shop-kill` drives it.
-pub trait ShopControl: Send + Sync {
-    /// kill -9.
-    fn kill(&self) -> BoxFuture<'_, anyhow::Result<()>>;
-    /// Start it again on the same port; returns once it listens.
-    fn restart(&self) -> BoxFuture<'_, anyhow::Result<()>>;
-    /// Send SIGKILL now, from any thread (ctrl-c, before the process exits).
-    fn kill_now(&self);
-}
 
 /// What the run owns, and so what its faults may act on.
 #[derive(Clone)]
@@ -254,13 +240,11 @@ async fn one(
         applied.note = Some(why);
         return applied;
     }
-    let mut hold = Hold {
-        due: opened + Duration::from_millis(f.at_ms()),
-        duration: Duration::from_millis(f.duration_ms),
-        until: None,
-        began: None,
+    let mut hold = Hold::new(
+        opened + Duration::from_millis(f.at_ms()),
+        Duration::from_millis(f.duration_ms),
         stopped,
-    };
+    );
     let result = act(&f, &owned, &mut hold).await;
     let ms = |t: Instant| {
         t.checked_duration_since(opened)
@@ -322,60 +306,5 @@ async fn act(f: &FaultSpec, owned: &Owned, hold: &mut Hold) -> anyhow::Result<Op
         }
         FaultKind::DbOutage => db::outage(&owned.database_url, hold).await,
         FaultKind::DbLock => db::lock(&owned.database_url, hold).await,
-    }
-}
-
-/// A fault's time and window. A fault prepares what it can (connections) first, then
-/// [`Hold::start`] waits for its time and marks when it took effect; the window runs from
-/// there, until its end or until the run stops it.
-pub(super) struct Hold {
-    due: Instant,
-    duration: Duration,
-    until: Option<Instant>,
-    began: Option<Instant>,
-    stopped: watch::Receiver<bool>,
-}
-
-impl Hold {
-    /// Waits for the fault's time; false if the run stopped first (then it is not applied).
-    pub(super) async fn start(&mut self) -> bool {
-        let due = self.due;
-        tokio::select! {
-            _ = tokio::time::sleep_until(due) => {}
-            _ = self.stopped.wait_for(|s| *s) => return false,
-        }
-        self.mark();
-        true
-    }
-
-    /// The fault took effect now: its window starts.
-    pub(super) fn mark(&mut self) {
-        let now = Instant::now();
-        self.began = Some(now);
-        self.until = Some(now + self.duration);
-    }
-
-    fn end(&self) -> Instant {
-        self.until.unwrap_or_else(Instant::now)
-    }
-
-    /// Waits out the window.
-    pub(super) async fn wait(&mut self) {
-        let until = self.end();
-        tokio::select! {
-            _ = tokio::time::sleep_until(until) => {}
-            _ = self.stopped.wait_for(|s| *s) => {}
-        }
-    }
-
-    /// Waits `step` or to the window's end, whichever is first; false once the window is over.
-    pub(super) async fn tick(&mut self, step: Duration) -> bool {
-        let until = self.end();
-        let next = (Instant::now() + step).min(until);
-        tokio::select! {
-            _ = tokio::time::sleep_until(next) => {}
-            _ = self.stopped.wait_for(|s| *s) => return false,
-        }
-        Instant::now() < until && !*self.stopped.borrow()
     }
 }

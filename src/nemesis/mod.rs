@@ -14,10 +14,12 @@
 
 mod db;
 mod engine;
+mod hold;
 mod redis;
 mod shop;
 
-pub use engine::{Applied, BoxFuture, Engine, Owned, ShopControl};
+pub use engine::{Applied, Engine, Owned};
+pub use hold::{BoxFuture, ShopControl};
 pub use redis::PrivateRedis;
 
 use serde::{Deserialize, Serialize};

@@ -5,7 +5,7 @@
 //! The shared Redis is never touched: `redis-restart`, `redis-pause` and `redis-conn-kill`
 //! act only on the private child; `redeliver` only on this run's stream key.
 
-use super::engine::Hold;
+use super::hold::Hold;
 use super::{FaultKind, Persistence};
 use crate::inventory::redis_lua::{ItemKeys, GROUP};
 use anyhow::{bail, Context};

@@ -1,7 +1,7 @@
 //! `shop-kill`: kill -9 the run's child shop, and start it again on the same port once the
 //! window is over (the runner's [`ShopControl`] knows how it was started).
 
-use super::engine::{Hold, ShopControl};
+use super::hold::{Hold, ShopControl};
 
 /// Kills the shop, waits out the window, restarts it.
 pub(super) async fn kill(

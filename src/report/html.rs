@@ -79,7 +79,7 @@ fn headline(s: &mut String, r: &Report, mb: bool) {
         );
         let worst = runs.iter().filter_map(|r| r.findings.oversell).max();
         for c in HEADLINE {
-            let cell = esc(&super::repeats::cell(*c, &runs));
+            let cell = esc(&super::table::repeats_cell(*c, &runs));
             let _ = match (c, worst) {
                 (Column::Metric(Metric::Oversell), Some(0)) => {
                     write!(s, r#"<td><span class="good">{cell}</span></td>"#)

@@ -21,9 +21,9 @@ pub fn headline(r: &Report) -> String {
             .iter()
             .map(|c| match c {
                 Column::Metric(Metric::Oversell) => {
-                    format!("**{}**", md_cell(&repeats::cell(*c, &runs)))
+                    format!("**{}**", md_cell(&super::table::repeats_cell(*c, &runs)))
                 }
-                _ => md_cell(&repeats::cell(*c, &runs)),
+                _ => md_cell(&super::table::repeats_cell(*c, &runs)),
             })
             .collect();
         let _ = writeln!(

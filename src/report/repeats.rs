@@ -4,7 +4,6 @@
 //! `median (min–max)`; `diff` calls a band metric's change significant only when it leaves
 //! that spread (see [`crate::diff`]).
 
-use super::table::Column;
 use super::{Report, RunReport};
 use crate::metric::Metric;
 use serde::{Deserialize, Serialize};
@@ -123,28 +122,6 @@ pub fn row_label(runs: &[&RunReport], mb: bool) -> String {
         format!("{label} ×{}", runs.len())
     } else {
         label
-    }
-}
-
-/// A column's cell over the repeats: a metric as `median (min–max)` (with the run's unit for
-/// a database rate), any other column each repeat's value when they differ.
-pub fn cell(c: Column, runs: &[&RunReport]) -> String {
-    if runs.len() == 1 {
-        return c.cell(runs[0]);
-    }
-    match c {
-        Column::Metric(m) => match spread(m, runs) {
-            Some(s) => match m.unit_in(runs[0]) {
-                Some(u) => format!("{} {}", s.show(m), u.counter),
-                None => s.show(m),
-            },
-            None => "n/a".into(),
-        },
-        _ => {
-            let mut cells: Vec<String> = runs.iter().map(|r| c.cell(r)).collect();
-            cells.dedup();
-            cells.join(" · ")
-        }
     }
 }
 

@@ -158,7 +158,7 @@ pub fn render(r: &Report) -> String {
         .into_iter()
         .map(|(_, runs)| {
             std::iter::once(super::repeats::row_label(&runs, mb))
-                .chain(terminal().map(|c| super::repeats::cell(c, &runs)))
+                .chain(terminal().map(|c| repeats_cell(c, &runs)))
                 .collect()
         })
         .collect();
@@ -182,6 +182,28 @@ pub fn render(r: &Report) -> String {
         let _ = writeln!(s, "{}", super::faults::NOTE);
     }
     s
+}
+
+/// A column's cell over the repeats: a metric as `median (min–max)` (with the run's unit for
+/// a database rate), any other column each repeat's value when they differ.
+pub fn repeats_cell(c: Column, runs: &[&RunReport]) -> String {
+    if runs.len() == 1 {
+        return c.cell(runs[0]);
+    }
+    match c {
+        Column::Metric(m) => match super::repeats::spread(m, runs) {
+            Some(s) => match m.unit_in(runs[0]) {
+                Some(u) => format!("{} {}", s.show(m), u.counter),
+                None => s.show(m),
+            },
+            None => "n/a".into(),
+        },
+        _ => {
+            let mut cells: Vec<String> = runs.iter().map(|r| c.cell(r)).collect();
+            cells.dedup();
+            cells.join(" · ")
+        }
+    }
 }
 
 #[cfg(test)]
