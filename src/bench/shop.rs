@@ -86,13 +86,6 @@ pub struct ShopBenchResult {
     pub shop_log: String,
 }
 
-/// The URL of database `db` on `url`'s server.
-fn with_database(url: &str, db: &str) -> anyhow::Result<String> {
-    let mut u = reqwest::Url::parse(url).with_context(|| format!("reading {url} as a URL"))?;
-    u.set_path(&format!("/{db}"));
-    Ok(u.to_string())
-}
-
 /// Checks every tool the run needs before anything starts.
 pub fn check_tools(strategy: Strategy, backend: Backend) -> anyhow::Result<()> {
     require_tool("wrk", "wrk")?;
@@ -119,7 +112,13 @@ fn knobs() -> ShopKnobs {
 pub async fn shop(b: &ShopBench) -> anyhow::Result<ShopBenchResult> {
     check_tools(b.strategy, b.backend)?;
     let tag = uuid::Uuid::now_v7().simple().to_string()[20..].to_string();
-    let db_url = with_database(&b.database_url, &format!("oversell_bench_{tag}"))?;
+    let (db_url, _) = crate::store::on_database(&b.database_url, &format!("oversell_bench_{tag}"))
+        .with_context(|| {
+            format!(
+                "{} names no database",
+                crate::services::redact_url(&b.database_url)
+            )
+        })?;
     let prefix = format!("oversell-bench-shop-{tag}");
     let result = phases(b, &tag, &db_url, &prefix).await;
     delete_prefix(&b.redis_url, &prefix).await;

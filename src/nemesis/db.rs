@@ -23,11 +23,10 @@ use std::time::Duration;
 
 /// The database a URL names, and the same URL on `admin_db` (`None`: no database).
 fn split(url: &str, admin_db: Option<&str>) -> anyhow::Result<(String, String)> {
-    let mut u = reqwest::Url::parse(url).context("the run's database URL")?;
-    let db = u.path().trim_start_matches('/').to_string();
-    anyhow::ensure!(!db.is_empty(), "the run's database URL names no database");
-    u.set_path(admin_db.map_or("", |d| d));
-    Ok((db, u.to_string()))
+    let (admin, db) = crate::store::on_database(url, admin_db.unwrap_or(""))
+        .filter(|(_, db)| !db.is_empty())
+        .context("the run's database URL names no database")?;
+    Ok((db, admin))
 }
 
 /// A quoted PostgreSQL identifier.

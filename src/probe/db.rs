@@ -28,23 +28,6 @@ pub(super) enum DbProbe {
     },
 }
 
-/// Splits `scheme://auth@host/db?query` into (URL with `db` replaced, db).
-fn with_database(url: &str, db: &str) -> Option<(String, String)> {
-    let (base, query) = match url.split_once('?') {
-        Some((b, q)) => (b, Some(q)),
-        None => (url, None),
-    };
-    let scheme_end = base.find("://")? + 3;
-    let slash = base[scheme_end..].find('/').map(|i| i + scheme_end)?;
-    let current = base[slash + 1..].to_string();
-    let mut out = format!("{}/{db}", &base[..slash]);
-    if let Some(q) = query {
-        out.push('?');
-        out.push_str(q);
-    }
-    Some((out, current))
-}
-
 impl DbProbe {
     /// Connects to the server's counters. On a `foreign` database nothing is created (no
     /// extension) and the reference shop's `items` table is not read.
@@ -52,7 +35,7 @@ impl DbProbe {
         let item = (!foreign).then_some(item);
         match Backend::from_url(url).ok()? {
             Backend::Postgres => {
-                let (stats_url, datname) = with_database(url, "postgres")?;
+                let (stats_url, datname) = crate::store::on_database(url, "postgres")?;
                 let stats = PgPool::connect(&stats_url).await.ok()?;
                 let shop = PgPool::connect(url).await.ok()?;
                 // Statement counts need pg_stat_statements: create the view when the server
@@ -235,22 +218,5 @@ impl DbProbe {
                 sold as f64,
             );
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_database_name_is_swapped() {
-        assert_eq!(
-            with_database("postgres://u:p@h:5432/shop?sslmode=disable", "postgres"),
-            Some((
-                "postgres://u:p@h:5432/postgres?sslmode=disable".into(),
-                "shop".into()
-            ))
-        );
-        assert_eq!(with_database("postgres://h", "x"), None);
     }
 }

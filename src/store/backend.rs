@@ -49,3 +49,43 @@ impl Backend {
         }
     }
 }
+
+/// Splits `scheme://auth@host/db?query` into (the same URL on database `db` of that server,
+/// the database it named); an empty `db` gives the server with no database. `None`: the URL
+/// names no database.
+pub fn on_database(url: &str, db: &str) -> Option<(String, String)> {
+    let (base, query) = match url.split_once('?') {
+        Some((b, q)) => (b, Some(q)),
+        None => (url, None),
+    };
+    let scheme_end = base.find("://")? + 3;
+    let slash = base[scheme_end..].find('/').map(|i| i + scheme_end)?;
+    let current = base[slash + 1..].to_string();
+    let mut out = if db.is_empty() {
+        base[..slash].to_string()
+    } else {
+        format!("{}/{db}", &base[..slash])
+    };
+    if let Some(q) = query {
+        out.push('?');
+        out.push_str(q);
+    }
+    Some((out, current))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_database_name_is_swapped() {
+        assert_eq!(
+            on_database("postgres://u:p@h:5432/shop?sslmode=disable", "postgres"),
+            Some((
+                "postgres://u:p@h:5432/postgres?sslmode=disable".into(),
+                "shop".into()
+            ))
+        );
+        assert_eq!(on_database("postgres://h", "x"), None);
+    }
+}

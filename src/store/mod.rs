@@ -19,7 +19,7 @@ mod persist;
 mod rows;
 mod tx;
 
-pub use backend::Backend;
+pub use backend::{on_database, Backend};
 pub use error::{is_busy, refuses_entry, StoreError, IDEMPOTENCY_INDEX};
 pub use orders::Transition;
 pub use persist::{
