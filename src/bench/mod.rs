@@ -8,12 +8,14 @@
 //!   strategy's ceiling ([`ceiling`]: redis-benchmark, pgbench or mysqlslap on the same work).
 //! - [`wrk`]: the `wrk` run (its Lua script gives every request its own buyer and key) and
 //!   the parsing of its output.
-//! - [`rate`]: a fixed-rate HTTP client, latency from each request's intended send time in an
-//!   HdrHistogram (no coordinated omission).
+//! - [`rate`]: a fixed-rate HTTP client over [`http1`] (a bare keep-alive HTTP/1.1
+//!   connection: wrk's per-request cost rather than reqwest's), latency from each request's
+//!   intended send time in an HdrHistogram (no coordinated omission).
 //!
 //! Ratios are measurements: tests check that they are produced, never how fast anything is.
 
 pub mod ceiling;
+pub mod http1;
 pub mod rate;
 pub mod redis;
 pub mod shop;

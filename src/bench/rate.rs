@@ -52,7 +52,7 @@ fn ms(h: &Histogram<u64>, q: f64) -> f64 {
 
 /// Sends `rate` orders per second for `seconds` to `base_url`, each from its own buyer.
 ///
-/// `connections` workers, each with its own keep-alive connection, take the next due request
+/// `connections` workers, each with its own keep-alive connection ([`super::http1`]), take the next due request
 /// from a shared counter, wait for its due time and send it (wrk2's model): a worker still busy
 /// when its next request comes due sends it late, and that lateness is in the latency.
 pub async fn run(
@@ -63,7 +63,6 @@ pub async fn run(
     tag: &str,
 ) -> anyhow::Result<RateResult> {
     anyhow::ensure!(rate > 0.0, "--rate must be above 0 (got {rate})");
-    let url: Arc<str> = format!("{base_url}/api/orders").into();
     let (tx, mut rx) = mpsc::unbounded_channel::<Done>();
     let interval = Duration::from_secs_f64(1.0 / rate);
     let total = (rate * seconds.max(1) as f64).round() as u64;
@@ -84,16 +83,17 @@ pub async fn run(
         }
         (lat, lag, created, refused, failed)
     });
+    let authority = super::http1::authority(base_url)
+        .with_context(|| format!("bench shop fires at a plain http:// shop, not {base_url:?}"))?
+        .to_string();
     let mut workers = Vec::with_capacity(connections.max(1));
     for _ in 0..connections.max(1) {
-        // One client per worker: one connection each, like wrk's.
-        let http = reqwest::Client::builder()
-            .pool_max_idle_per_host(1)
-            .timeout(Duration::from_secs(10))
-            .build()
-            .context("building the HTTP client")?;
-        let (url, tx, next, tag) = (url.clone(), tx.clone(), next.clone(), tag.to_string());
+        // One keep-alive connection per worker, like wrk's.
+        let mut conn = super::http1::Conn::new(&authority, Duration::from_secs(10));
+        let (tx, next, tag) = (tx.clone(), next.clone(), tag.to_string());
         workers.push(tokio::spawn(async move {
+            let mut body = String::with_capacity(128);
+            let mut key = String::with_capacity(64);
             loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 if i >= total {
@@ -102,24 +102,18 @@ pub async fn run(
                 let due = start + interval.mul_f64(i as f64);
                 tokio::time::sleep_until(due).await;
                 let sent = Instant::now();
-                let id = format!("{tag}-{i}");
-                let body =
-                    format!(r#"{{"item_id":1,"qty":1,"user_id":"u-{id}","device_id":"d-{id}"}}"#);
-                let answer = http
-                    .post(&*url)
-                    .header("content-type", "application/json")
-                    .header("idempotency-key", format!("k-{id}"))
-                    .body(body)
-                    .send()
-                    .await;
-                let status = match answer {
-                    Ok(r) => {
-                        let s = r.status().as_u16();
-                        // The full answer, not just its head.
-                        r.bytes().await.ok().map(|_| s)
-                    }
-                    Err(_) => None,
-                };
+                body.clear();
+                key.clear();
+                use std::fmt::Write;
+                let _ = write!(
+                    body,
+                    r#"{{"item_id":1,"qty":1,"user_id":"u-{tag}-{i}","device_id":"d-{tag}-{i}"}}"#
+                );
+                let _ = write!(key, "k-{tag}-{i}");
+                let status = conn
+                    .post_json("/api/orders", &[("idempotency-key", &key)], &body)
+                    .await
+                    .ok();
                 let _ = tx.send(Done {
                     latency_us: due.elapsed().as_micros() as u64,
                     lag_us: sent.saturating_duration_since(due).as_micros() as u64,
