@@ -42,6 +42,9 @@ pub struct PipelineSettings {
     /// How often due payments are expired.
     pub expiry_every: Duration,
     pub reconcile: reconcile::ReconcileSettings,
+    /// Consumers per item stream in this process (one consumer group; Redis hands each entry
+    /// to one of them).
+    pub consumers: usize,
 }
 
 impl Default for PipelineSettings {
@@ -55,6 +58,7 @@ impl Default for PipelineSettings {
             trim_delay: Duration::from_secs(10),
             expiry_every: Duration::from_millis(500),
             reconcile: reconcile::ReconcileSettings::default(),
+            consumers: 1,
         }
     }
 }
@@ -175,7 +179,11 @@ async fn supervise(
             }
             let mut kinds = vec![Task::Expiry];
             if inventory.redis().is_some() {
-                kinds.extend([Task::Consumer, Task::Reconcile]);
+                kinds.extend(std::iter::repeat_n(
+                    Task::Consumer,
+                    settings.consumers.max(1),
+                ));
+                kinds.push(Task::Reconcile);
             }
             for task in kinds {
                 let (tid, what) = start(&mut tasks, task, id);

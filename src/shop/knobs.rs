@@ -115,6 +115,10 @@ knobs! {
     page_cache_ms: u64 = 1000, 0..=3_600_000;
     /// redis-lua: a stream entry the database refuses this many times is dead-lettered.
     dead_letter_after: u32 = 3, 1..=100;
+    /// redis-lua: persistence consumers per item in this shop, all in the item's one consumer
+    /// group (each entry is delivered to one of them; more overlap Redis reads with database
+    /// writes).
+    consumers: u32 = 1, 1..=32;
 }
 
 /// A knob outside its allowed range. Displays as the `serve` flag; [`KnobError::knob`] is the
@@ -224,6 +228,7 @@ impl ShopKnobs {
                     replica: None,
                 },
                 dead_letter_after: self.dead_letter_after,
+                consumers: self.consumers as usize,
                 ..PipelineSettings::default()
             },
             replica_database_url: None,

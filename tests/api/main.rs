@@ -3,6 +3,7 @@
 mod bad_input;
 mod bench;
 mod concurrency;
+mod consumers;
 mod deploy;
 mod durability;
 mod edge;
