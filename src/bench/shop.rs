@@ -45,6 +45,8 @@ pub struct ShopBench {
     pub stock: i64,
     /// The oversell binary the shop runs from (the release build for real figures).
     pub shop_exe: PathBuf,
+    /// redis-lua: persistence consumers per item in the shop (`--consumers`).
+    pub consumers: u32,
 }
 
 /// Persistence of one phase (redis-lua).
@@ -97,9 +99,10 @@ pub fn check_tools(strategy: Strategy, backend: Backend) -> anyhow::Result<()> {
     .map(|_| ())
 }
 
-fn knobs() -> ShopKnobs {
+fn knobs(b: &ShopBench) -> ShopKnobs {
     ShopKnobs {
         pool_size: 64,
+        consumers: b.consumers,
         work_ms: 0,
         rate_limit: 0.0,
         ip_rate_limit: 0.0,
@@ -149,7 +152,7 @@ async fn phases(
         &cell,
         &b.redis_url,
         prefix,
-        &knobs(),
+        &knobs(b),
         log.clone(),
     )
     .await?;

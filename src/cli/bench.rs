@@ -62,6 +62,9 @@ pub struct BenchShopArgs {
     /// Units on sale (enough that nothing sells out).
     #[arg(long, default_value_t = 1_000_000)]
     pub stock: i64,
+    /// redis-lua: persistence consumers per item in the shop (its `--consumers`).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=32))]
+    pub consumers: u32,
     /// Also write the result as JSON to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -113,6 +116,7 @@ pub(super) async fn bench(what: BenchCommand) -> anyhow::Result<i32> {
                 rate: args.rate,
                 stock: args.stock,
                 shop_exe: std::env::current_exe().context("locating the oversell binary")?,
+                consumers: args.consumers,
             })
             .await?;
             print!("{}", crate::bench::shop::render(&r));
