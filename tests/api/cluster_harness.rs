@@ -84,6 +84,21 @@ impl TestCluster {
             cluster
                 .wait_for(port, "CLUSTER INFO", |r| r.contains("cluster_state:ok"))
                 .await;
+            // Every node sees the same shape: three masters serving slots, three replicas.
+            cluster
+                .wait_for(port, "CLUSTER NODES", |r| {
+                    let nodes = parse_nodes(r);
+                    let masters = nodes
+                        .iter()
+                        .filter(|n| n.master && !n.slots.is_empty() && !n.failing)
+                        .count();
+                    let replicas = nodes
+                        .iter()
+                        .filter(|n| !n.master && n.master_id.is_some() && !n.failing)
+                        .count();
+                    masters == NODES / 2 && replicas == NODES / 2
+                })
+                .await;
         }
         for replica in cluster.nodes().await.iter().filter(|n| !n.master) {
             let port: u16 = replica.addr.rsplit_once(':').unwrap().1.parse().unwrap();
