@@ -208,6 +208,12 @@ async fn failover_run(cluster: &TestCluster, durability: &str, kind: &str) -> Ru
     );
     let before = cluster.nodes().await;
     let run = run_on(cluster, s).await;
+    let f = &run.findings;
+    eprintln!(
+        "{kind} under {durability}: acknowledged {}, lost_acks {:?}, oversell {:?}, \
+         indeterminate {}, sold {:?}; {}",
+        f.acknowledged, f.lost_acks, f.oversell, f.indeterminate, f.sold, f.verdict
+    );
     let w: Vec<_> = run.faults.iter().filter(|f| f.kind == kind).collect();
     assert_eq!(w.len(), 1, "{:?}", run.faults);
     let basis = w[0].basis_text();

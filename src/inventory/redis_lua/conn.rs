@@ -11,14 +11,20 @@
 //! tag, see [`super::keys`]), follows MOVED/ASK and refreshes the slot map after a failover.
 //! Node-level commands (INFO, CONFIG GET, SCAN) go to every master through
 //! [`RedisConn::on_each_master`] and [`RedisConn::on_node`].
+//!
+//! A cluster connection heals itself: when a command times out or its connection breaks, a
+//! fresh cluster connection (a new slot map, new node connections) replaces it for every clone,
+//! once. The library's own recovery can stall after a failover (every command timing out
+//! while its slot refresh waits), and a fresh connection is what gets the shop through it.
 
 use redis::aio::{ConnectionLike, ConnectionManager, MultiplexedConnection};
-use redis::cluster::ClusterClientBuilder;
+use redis::cluster::{ClusterClient, ClusterClientBuilder};
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{
     MultipleNodeRoutingInfo, ResponsePolicy, RoutingInfo, SingleNodeRoutingInfo,
 };
 use redis::{Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, RedisResult, Value};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// Connection set-up time, per node.
@@ -111,7 +117,57 @@ pub enum RedisConn {
     /// One Redis, one multiplexed connection (dedicated or one-off).
     Plain(MultiplexedConnection),
     /// A cluster: a connection per node, routed by slot, following redirections.
-    Cluster(ClusterConnection),
+    Cluster(HealingCluster),
+}
+
+/// A cluster connection shared by its clones, replaced by a fresh one when a command on it
+/// times out or its connection breaks.
+#[derive(Clone)]
+pub struct HealingCluster {
+    client: ClusterClient,
+    /// The connection in use and its generation (bumped at each replacement).
+    current: Arc<Mutex<(u64, ClusterConnection)>>,
+    /// Held while a replacement connects, so one failure burst replaces it once.
+    replacing: Arc<tokio::sync::Mutex<()>>,
+}
+
+impl HealingCluster {
+    async fn connect(client: ClusterClient) -> RedisResult<HealingCluster> {
+        let conn = client.get_async_connection().await?;
+        Ok(HealingCluster {
+            client,
+            current: Arc::new(Mutex::new((0, conn))),
+            replacing: Arc::default(),
+        })
+    }
+
+    fn get(&self) -> (u64, ClusterConnection) {
+        let g = self.current.lock().unwrap_or_else(|e| e.into_inner());
+        (g.0, g.1.clone())
+    }
+
+    /// After `result` on the connection of generation `gen`: a timeout or a broken connection
+    /// replaces it (unless a newer one already did).
+    async fn heal<T>(&self, gen: u64, result: &RedisResult<T>) {
+        let Err(e) = result else { return };
+        if !(e.is_timeout() || e.is_io_error() || e.is_connection_dropped()) {
+            return;
+        }
+        let _one = self.replacing.lock().await;
+        if self.get().0 != gen {
+            return;
+        }
+        match self.client.get_async_connection().await {
+            Ok(fresh) => {
+                tracing::warn!(error = %e, "Redis Cluster: replaced the cluster connection");
+                metrics::counter!("oversell_redis_cluster_reconnects_total").increment(1);
+                *self.current.lock().unwrap_or_else(|e| e.into_inner()) = (gen + 1, fresh);
+            }
+            Err(err) => {
+                tracing::warn!(error = %err, "Redis Cluster: reconnecting failed; retrying on the next error")
+            }
+        }
+    }
 }
 
 /// How a connection behaves.
@@ -165,12 +221,12 @@ impl RedisConn {
                 let client = ClusterClientBuilder::new(nodes)
                     .connection_timeout(CONNECT_TIMEOUT)
                     .response_timeout(opts.response_timeout)
-                    .overall_response_timeout(Some(opts.response_timeout * 2))
+                    .overall_response_timeout(Some(opts.response_timeout))
                     .retries(8)
                     .min_retry_wait(10)
                     .max_retry_wait(1000)
                     .build()?;
-                Ok(RedisConn::Cluster(client.get_async_connection().await?))
+                Ok(RedisConn::Cluster(HealingCluster::connect(client).await?))
             }
         }
     }
@@ -193,7 +249,10 @@ impl RedisConn {
             MultipleNodeRoutingInfo::AllMasters,
             Some(ResponsePolicy::Special),
         ));
-        let reply = c.route_command(cmd.clone(), routing).await?;
+        let (gen, mut conn) = c.get();
+        let reply = conn.route_command(cmd.clone(), routing).await;
+        c.heal(gen, &reply).await;
+        let reply = reply?;
         let Value::Map(pairs) = reply else {
             return Err(RedisError::from((
                 ErrorKind::Client,
@@ -231,7 +290,10 @@ impl RedisConn {
                 ))
             })?;
         let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::ByAddress { host, port });
-        c.route_command(cmd.clone(), routing).await
+        let (gen, mut conn) = c.get();
+        let reply = conn.route_command(cmd.clone(), routing).await;
+        c.heal(gen, &reply).await;
+        reply
     }
 }
 
@@ -240,7 +302,12 @@ impl ConnectionLike for RedisConn {
         match self {
             RedisConn::Managed(c) => c.req_packed_command(cmd),
             RedisConn::Plain(c) => c.req_packed_command(cmd),
-            RedisConn::Cluster(c) => c.req_packed_command(cmd),
+            RedisConn::Cluster(c) => Box::pin(async move {
+                let (gen, mut conn) = c.get();
+                let reply = conn.req_packed_command(cmd).await;
+                c.heal(gen, &reply).await;
+                reply
+            }),
         }
     }
 
@@ -253,7 +320,12 @@ impl ConnectionLike for RedisConn {
         match self {
             RedisConn::Managed(c) => c.req_packed_commands(pipeline, offset, count),
             RedisConn::Plain(c) => c.req_packed_commands(pipeline, offset, count),
-            RedisConn::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
+            RedisConn::Cluster(c) => Box::pin(async move {
+                let (gen, mut conn) = c.get();
+                let reply = conn.req_packed_commands(pipeline, offset, count).await;
+                c.heal(gen, &reply).await;
+                reply
+            }),
         }
     }
 
@@ -261,7 +333,7 @@ impl ConnectionLike for RedisConn {
         match self {
             RedisConn::Managed(c) => c.get_db(),
             RedisConn::Plain(c) => c.get_db(),
-            RedisConn::Cluster(c) => c.get_db(),
+            RedisConn::Cluster(_) => 0,
         }
     }
 }
