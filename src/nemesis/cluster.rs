@@ -98,9 +98,12 @@ pub(super) async fn failover(
     hold: &mut Hold,
 ) -> anyhow::Result<Option<String>> {
     let stock = ItemKeys::new(prefix, item).stock;
-    let mut conn = RedisConn::open(url)
-        .await
-        .with_context(|| format!("connecting to the cluster {}", crate::services::redact_url(url)))?;
+    let mut conn = RedisConn::open(url).await.with_context(|| {
+        format!(
+            "connecting to the cluster {}",
+            crate::services::redact_url(url)
+        )
+    })?;
     if !conn.is_cluster() {
         bail!("the run's Redis is not a cluster (give --redis-cluster or a redis+cluster:// URL)");
     }
@@ -189,8 +192,14 @@ f6 127.0.0.1:7005@17005 slave c3 0 1 3 connected
     fn the_slots_master_and_a_healthy_replica_are_found() {
         let nodes = parse_nodes(NODES);
         let (m, r) = master_and_replica(&nodes, 12000).unwrap();
-        assert_eq!((m.addr.as_str(), r.addr.as_str()), ("127.0.0.1:7002", "127.0.0.1:7005"));
+        assert_eq!(
+            (m.addr.as_str(), r.addr.as_str()),
+            ("127.0.0.1:7002", "127.0.0.1:7005")
+        );
         let e = master_and_replica(&nodes, 6000).unwrap_err().to_string();
-        assert!(e.contains("127.0.0.1:7001") && e.contains("no healthy replica"), "{e}");
+        assert!(
+            e.contains("127.0.0.1:7001") && e.contains("no healthy replica"),
+            "{e}"
+        );
     }
 }

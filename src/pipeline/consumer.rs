@@ -16,9 +16,9 @@
 use super::backoff::Backoff;
 use super::mark::MarkKeeper;
 use super::PipelineSettings;
+use crate::inventory::redis_lua::RedisConn;
 use crate::inventory::redis_lua::{RedisLua, GROUP};
 use crate::store::{PersistEvent, PersistKind, Store};
-use crate::inventory::redis_lua::RedisConn;
 use redis::streams::{StreamAutoClaimOptions, StreamId, StreamReadOptions, StreamReadReply};
 use redis::AsyncCommands;
 use std::collections::HashMap;
@@ -242,9 +242,7 @@ impl Consumer {
         wait
     }
 
-    async fn ensure_conn(
-        &mut self,
-    ) -> Result<&mut RedisConn, crate::inventory::InventoryError> {
+    async fn ensure_conn(&mut self) -> Result<&mut RedisConn, crate::inventory::InventoryError> {
         if self.conn.is_none() {
             let timeout = self.settings.block + READ_MARGIN;
             let conn = self

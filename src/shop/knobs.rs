@@ -219,10 +219,7 @@ impl ShopKnobs {
                 batch_max: self.batch_max as usize,
             },
             redis: RedisSettings {
-                url: crate::inventory::redis_lua::conn::with_cluster(
-                    redis_url,
-                    self.redis_cluster,
-                ),
+                url: crate::inventory::redis_lua::conn::with_cluster(redis_url, self.redis_cluster),
                 prefix: redis_prefix.to_string(),
                 payment_timeout: Duration::from_secs(self.payment_timeout_s),
                 gateway: GatewaySettings {

@@ -80,20 +80,33 @@ async fn a_sales_keys_share_one_slot_and_items_spread_over_the_masters() {
         let (master, replica) = master_and_replica(&nodes, slot).unwrap();
         masters.insert(master.addr.clone());
         let on_master = cluster
-            .query(TestCluster::port_of(&master.addr), &format!("EXISTS {}", ItemKeys::new(&prefix, id).stock))
+            .query(
+                TestCluster::port_of(&master.addr),
+                &format!("EXISTS {}", ItemKeys::new(&prefix, id).stock),
+            )
             .await
             .unwrap();
-        assert_eq!(on_master, "1", "item {id} is on its slot's master {}", master.addr);
+        assert_eq!(
+            on_master, "1",
+            "item {id} is on its slot's master {}",
+            master.addr
+        );
         // Any other master answers MOVED for it.
         let other = nodes
             .iter()
             .find(|n| n.master && n.addr != master.addr)
             .unwrap();
         let moved = cluster
-            .query(TestCluster::port_of(&other.addr), &format!("GET {}", ItemKeys::new(&prefix, id).stock))
+            .query(
+                TestCluster::port_of(&other.addr),
+                &format!("GET {}", ItemKeys::new(&prefix, id).stock),
+            )
             .await
             .unwrap_err();
-        assert!(moved.to_string().to_lowercase().contains("moved"), "{moved}");
+        assert!(
+            moved.to_string().to_lowercase().contains("moved"),
+            "{moved}"
+        );
         assert_ne!(master.addr, replica.addr);
         assert_eq!(shop.stock(id).await.unwrap(), Some(5));
     }
@@ -105,7 +118,11 @@ async fn a_sales_keys_share_one_slot_and_items_spread_over_the_masters() {
 
     // The clean-up walks every master.
     delete_prefix(&url, &prefix).await;
-    assert_eq!(cluster.keys_on_masters().await, 0, "keys left after delete_prefix");
+    assert_eq!(
+        cluster.keys_on_masters().await,
+        0,
+        "keys left after delete_prefix"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -126,13 +143,19 @@ async fn the_durability_check_asks_every_master() {
         .expect("aof-always refused without an AOF");
     assert!(matches!(e, InventoryError::Durability(_)), "{e}");
     let text = e.to_string();
-    assert!(text.contains("appendonly yes") && text.contains("master 127.0.0.1:"), "{text}");
+    assert!(
+        text.contains("appendonly yes") && text.contains("master 127.0.0.1:"),
+        "{text}"
+    );
 
     // One master turned to AOF is not enough: another is named.
     let nodes = cluster.nodes().await;
     let first = nodes.iter().find(|n| n.master).unwrap();
     cluster
-        .query(TestCluster::port_of(&first.addr), "CONFIG SET appendonly yes")
+        .query(
+            TestCluster::port_of(&first.addr),
+            "CONFIG SET appendonly yes",
+        )
         .await
         .unwrap();
     let text = RedisLua::connect(&settings(&url, &prefix, Durability::AofEverysec))
@@ -195,9 +218,18 @@ async fn the_smoke_sale_is_exact_on_a_cluster() {
     let run = run_on(&cluster, smoke("", "")).await;
 
     exact(&run);
-    assert_eq!(run.findings.redis_drift, Some(0), "{}", run.findings.verdict);
+    assert_eq!(
+        run.findings.redis_drift,
+        Some(0),
+        "{}",
+        run.findings.verdict
+    );
     assert_eq!(run.findings.sold, Some(10), "{}", run.findings.verdict);
-    assert_eq!(cluster.keys_on_masters().await, 0, "the run's keys are cleaned up");
+    assert_eq!(
+        cluster.keys_on_masters().await,
+        0,
+        "the run's keys are cleaned up"
+    );
 }
 
 /// The slot's master before and after a failover fault, and its window's note.
@@ -247,7 +279,11 @@ async fn a_graceful_master_failover_mid_sale_loses_nothing_acknowledged() {
     // CLUSTER FAILOVER waits for the replica to catch up: with no durability at all, every
     // 201 survives it and nothing is sold twice.
     exact(&run);
-    assert!(run.findings.sold.unwrap_or(0) > 0, "{}", run.findings.verdict);
+    assert!(
+        run.findings.sold.unwrap_or(0) > 0,
+        "{}",
+        run.findings.verdict
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

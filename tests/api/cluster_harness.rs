@@ -171,7 +171,9 @@ impl TestCluster {
         let mut n = 0;
         for m in self.nodes().await.iter().filter(|n| n.master) {
             let size = self.query(Self::port_of(&m.addr), "DBSIZE").await.unwrap();
-            n += size.parse::<u64>().unwrap_or_else(|_| panic!("DBSIZE: {size}"));
+            n += size
+                .parse::<u64>()
+                .unwrap_or_else(|_| panic!("DBSIZE: {size}"));
         }
         n
     }

@@ -65,7 +65,10 @@ pub fn topology(url: &str) -> RedisResult<Topology> {
         return Err(RedisError::from((
             ErrorKind::InvalidClientConfig,
             "a redis+cluster:// URL names no node",
-            format!("expected redis+cluster://host:port[,host:port...], got {}", crate::services::redact_url(url)),
+            format!(
+                "expected redis+cluster://host:port[,host:port...], got {}",
+                crate::services::redact_url(url)
+            ),
         )));
     }
     Ok(Topology::Cluster(nodes))
@@ -210,7 +213,9 @@ impl RedisConn {
                     let cfg = redis::AsyncConnectionConfig::new()
                         .set_connection_timeout(Some(CONNECT_TIMEOUT))
                         .set_response_timeout(Some(opts.response_timeout));
-                    let conn = client.get_multiplexed_async_connection_with_config(&cfg).await?;
+                    let conn = client
+                        .get_multiplexed_async_connection_with_config(&cfg)
+                        .await?;
                     Ok(RedisConn::Plain(conn))
                 }
             }

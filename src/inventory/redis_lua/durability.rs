@@ -18,10 +18,10 @@
 //! changes with a failover), and `WAIT` rides in the same pipeline as the script, so it goes
 //! to the node that holds the sale's keys.
 
+use super::RedisConn;
 use super::RedisLua;
 use crate::inventory::InventoryError;
 use crate::services::redact_url;
-use super::RedisConn;
 use redis::ScriptInvocation;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
