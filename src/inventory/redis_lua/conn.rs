@@ -127,7 +127,7 @@ pub enum RedisConn {
 /// times out or its connection breaks.
 #[derive(Clone)]
 pub struct HealingCluster {
-    client: ClusterClient,
+    client: Arc<ClusterClient>,
     /// The connection in use and its generation (bumped at each replacement).
     current: Arc<Mutex<(u64, ClusterConnection)>>,
     /// Held while a replacement connects, so one failure burst replaces it once.
@@ -138,7 +138,7 @@ impl HealingCluster {
     async fn connect(client: ClusterClient) -> RedisResult<HealingCluster> {
         let conn = client.get_async_connection().await?;
         Ok(HealingCluster {
-            client,
+            client: Arc::new(client),
             current: Arc::new(Mutex::new((0, conn))),
             replacing: Arc::default(),
         })
