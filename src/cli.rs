@@ -194,6 +194,10 @@ pub struct ScenarioArgs {
     #[arg(long, value_name = "N", default_value_t = 1,
           value_parser = clap::value_parser!(u32).range(1..=100))]
     pub repeat: u32,
+    /// redis-lua: the shop's Redis is a Redis Cluster reached through --redis-url's node(s)
+    /// (sets the scenario's `[shop] redis_cluster`; a `redis+cluster://` URL needs no flag).
+    #[arg(long)]
+    pub redis_cluster: bool,
     #[command(flatten)]
     pub faults: FaultArgs,
     #[command(flatten)]
@@ -457,6 +461,11 @@ async fn run_and_print(
 ) -> anyhow::Result<i32> {
     let (mut scenario, scenario_file) = load_scenario(&sa.scenario)?;
     sa.faults.apply(&mut scenario);
+    scenario.shop.redis_cluster |= sa.redis_cluster;
+    let redis_url = crate::inventory::redis_lua::conn::with_cluster(
+        &conn.redis_url,
+        scenario.shop.redis_cluster,
+    );
     plan::max_send_lag(&mut scenario, sa.max_send_lag_ms)?;
     let live = sa.output.live().await?;
     let plan = RunPlan {
@@ -465,7 +474,7 @@ async fn run_and_print(
         scenario_file,
         subject: Subject::Reference {
             cells,
-            redis_url: conn.redis_url.clone(),
+            redis_url,
             shop_exe: std::env::current_exe().context("locating the oversell binary")?,
         },
         out: sa.output.out.clone(),

@@ -25,7 +25,10 @@
 //!   second one); `redis_lua::keys` is the Redis key
 //!   layout of a sale and the clean-up of a key prefix; `redis_lua::stream` is the stream's
 //!   bookkeeping (O(1) backlog, low-water candidate, trimming, reconciliation, dead letters);
-//!   `redis_lua::durability` what a 201 survives (`--redis-durability`);
+//!   `redis_lua::durability` what a 201 survives (`--redis-durability`; on a cluster checked
+//!   on every master); `redis_lua::conn` the one connection type for a single Redis and a
+//!   Redis Cluster (`redis+cluster://`, `--redis-cluster`; node-level commands on every master;
+//!   a stalled cluster connection replaced);
 //!   `redis_lua/rewarm.rs` the rebuild from the database.
 //! - [`gateway`]: rate limits (bounded per-IP buckets) and dedup in front of redis-lua's
 //!   pre-deduct.
@@ -48,7 +51,8 @@
 //! - [`nemesis`]: the fault engine: [`nemesis::FaultSpec`] (a scenario's `[[faults]]`,
 //!   `--fault KIND@AT[:DURATION]`) and `[nemesis]` (the private Redis's persistence); one file
 //!   per group of kinds (`shop`: shop-kill through the runner's [`nemesis::ShopControl`];
-//!   `redis`: the private `redis-server` child, restart/pause/conn-kill, redeliver; `db`:
+//!   `redis`: the private `redis-server` child, restart/pause/conn-kill, redeliver; `cluster`:
+//!   `redis-failover`/`redis-takeover` on a Redis Cluster (`CLUSTER NODES` read); `db`:
 //!   outage and lock on the run's own database); `engine`: the schedule from the sale's
 //!   opening and the undo (at the end, when dropped on an error, on ctrl-c).
 //! - [`runner`]: a run against the reference shop (child process per strategy) or a foreign

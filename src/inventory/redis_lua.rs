@@ -13,6 +13,7 @@
 //! [`durability`] is what a 201 survives on the Redis side (`--redis-durability`); `rewarm`
 //! rebuilds a sale Redis lost.
 
+pub mod conn;
 pub mod durability;
 pub mod keys;
 mod rewarm;
@@ -24,12 +25,12 @@ use crate::gateway::{Gateway, Refusal};
 use crate::model::{item_of_order, now_ms, Item, OrderStatus, Purchase};
 use crate::services::Service;
 use crate::store::Transition;
-use redis::aio::ConnectionManager;
 use redis::{AsyncCommands, Script};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use conn::RedisConn;
 pub use durability::Durability;
 pub use keys::ItemKeys;
 pub use rewarm::{Rewarm, RewarmOutcome};
@@ -64,8 +65,8 @@ struct Scripts {
 /// The Redis side of the `redis-lua` strategy.
 #[derive(Clone)]
 pub struct RedisLua {
-    client: redis::Client,
-    conn: ConnectionManager,
+    url: Arc<str>,
+    conn: RedisConn,
     prefix: Arc<str>,
     scripts: Arc<Scripts>,
     gateway: Arc<Gateway>,
@@ -84,12 +85,11 @@ impl RedisLua {
         let unreachable = |e: &dyn std::fmt::Display| {
             InventoryError::Unreachable(Service::Redis.unreachable_error(&settings.url, e))
         };
-        let client = redis::Client::open(settings.url.as_str()).map_err(|e| unreachable(&e))?;
-        let config = redis::aio::ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(Duration::from_secs(2)))
-            .set_response_timeout(Some(Duration::from_secs(5)))
-            .set_number_of_retries(2);
-        let mut conn = ConnectionManager::new_with_config(client.clone(), config)
+        let opts = conn::ConnOptions {
+            response_timeout: Duration::from_secs(5),
+            managed: true,
+        };
+        let mut conn = RedisConn::open_with(&settings.url, opts)
             .await
             .map_err(|e| unreachable(&e))?;
         let mode = settings.durability;
@@ -130,7 +130,7 @@ impl RedisLua {
             .query_async(&mut conn)
             .await;
         Ok(RedisLua {
-            client,
+            url: settings.url.as_str().into(),
             conn,
             prefix: settings.prefix.as_str().into(),
             scripts: Arc::new(scripts),
@@ -147,8 +147,8 @@ impl RedisLua {
         ItemKeys::new(&self.prefix, item)
     }
 
-    /// A connection handle (cheap clone of the multiplexed connection).
-    pub fn conn(&self) -> ConnectionManager {
+    /// A connection handle (cheap clone of the multiplexed or cluster connection).
+    pub fn conn(&self) -> RedisConn {
         self.conn.clone()
     }
 
@@ -159,19 +159,22 @@ impl RedisLua {
         &self,
         role: &str,
         response_timeout: Duration,
-    ) -> Result<redis::aio::MultiplexedConnection, InventoryError> {
-        let cfg = redis::AsyncConnectionConfig::new()
-            .set_connection_timeout(Some(Duration::from_secs(2)))
-            .set_response_timeout(Some(response_timeout));
-        let mut conn = self
-            .client
-            .get_multiplexed_async_connection_with_config(&cfg)
-            .await?;
-        redis::cmd("CLIENT")
+    ) -> Result<RedisConn, InventoryError> {
+        let opts = conn::ConnOptions {
+            response_timeout,
+            managed: false,
+        };
+        let mut conn = RedisConn::open_with(&self.url, opts).await?;
+        let named = redis::cmd("CLIENT")
             .arg("SETNAME")
             .arg(client_name(&self.prefix, role))
             .exec_async(&mut conn)
-            .await?;
+            .await;
+        // On a cluster the name goes to every node, and a node down (a failover under way)
+        // must not keep the consumer from reading from the others: the name is best effort.
+        if !conn.is_cluster() {
+            named?;
+        }
         Ok(conn)
     }
 

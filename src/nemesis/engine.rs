@@ -10,7 +10,8 @@
 //! session that held it (the task's connection, dropped with the task).
 
 use super::hold::{Hold, ShopControl};
-use super::{db, redis, shop, FaultKind, FaultSpec, PrivateRedis};
+use super::{cluster, db, redis, shop, FaultKind, FaultSpec, PrivateRedis};
+use crate::inventory::redis_lua::conn::is_cluster;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::watch;
@@ -271,6 +272,20 @@ fn skip_reason(f: &FaultSpec, owned: &Owned) -> Option<String> {
     if f.kind.redis_only() && !owned.uses_redis {
         return Some(format!("skipped: {} does not use Redis", owned.strategy));
     }
+    let cluster = is_cluster(&owned.redis_url);
+    if f.kind.needs_cluster() && !cluster {
+        return Some(
+            "skipped: the run's Redis is not a cluster (--redis-cluster or a redis+cluster:// URL)"
+                .into(),
+        );
+    }
+    if f.kind.needs_private_redis() && cluster {
+        return Some(
+            "skipped: the run's Redis is a cluster (its fault kinds are redis-failover and \
+             redis-takeover)"
+                .into(),
+        );
+    }
     if f.kind.needs_private_redis() && owned.private_redis.is_none() {
         return Some("skipped: no private Redis for this run".into());
     }
@@ -303,6 +318,10 @@ async fn act(f: &FaultSpec, owned: &Owned, hold: &mut Hold) -> anyhow::Result<Op
                 hold,
             )
             .await
+        }
+        FaultKind::RedisFailover | FaultKind::RedisTakeover => {
+            let takeover = f.kind == FaultKind::RedisTakeover;
+            cluster::failover(&owned.redis_url, &owned.prefix, owned.item, takeover, hold).await
         }
         FaultKind::DbOutage => db::outage(&owned.database_url, hold).await,
         FaultKind::DbLock => db::lock(&owned.database_url, hold).await,

@@ -6,12 +6,18 @@
 //! - `shop`: `shop-kill` (the runner's child shop, through [`ShopControl`]);
 //! - `redis`: the private Redis child and `redis-restart`, `redis-pause`, `redis-conn-kill`,
 //!   `redeliver`;
+//! - `cluster`: `redis-failover` and `redis-takeover`, the sale's master handing its slot to
+//!   its replica, on a run whose Redis is a cluster;
 //! - `db`: `db-outage` and `db-lock` on the run's own database;
 //! - `engine`: the schedule, the undo guard, and what was applied ([`Applied`]).
 //!
 //! Every fault acts only on what the run owns: its child shop, its private Redis (never the
-//! shared one), its own database (never the server), its own stream's consumer group.
+//! shared one), its own database (never the server), its own stream's consumer group. The
+//! cluster kinds are the exception: they move a master of the cluster the run was pointed at
+//! (`--redis-cluster`), which every user of that cluster sees; point them at a cluster of
+//! your own (the tests start one each).
 
+pub mod cluster;
 mod db;
 mod engine;
 mod hold;
@@ -43,10 +49,15 @@ pub enum FaultKind {
     DbLock,
     /// The item stream's consumer group is rewound: processed entries are delivered again.
     Redeliver,
+    /// A cluster: the sale's master hands its slot to its replica (`CLUSTER FAILOVER`).
+    RedisFailover,
+    /// A cluster: the replica takes the sale's slot without the master (`CLUSTER FAILOVER
+    /// TAKEOVER`).
+    RedisTakeover,
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 7] = [
+    pub const ALL: [FaultKind; 9] = [
         FaultKind::ShopKill,
         FaultKind::RedisRestart,
         FaultKind::RedisPause,
@@ -54,6 +65,8 @@ impl FaultKind {
         FaultKind::DbOutage,
         FaultKind::DbLock,
         FaultKind::Redeliver,
+        FaultKind::RedisFailover,
+        FaultKind::RedisTakeover,
     ];
 
     /// Its name in scenarios, flags and reports.
@@ -66,6 +79,8 @@ impl FaultKind {
             FaultKind::DbOutage => "db-outage",
             FaultKind::DbLock => "db-lock",
             FaultKind::Redeliver => "redeliver",
+            FaultKind::RedisFailover => "redis-failover",
+            FaultKind::RedisTakeover => "redis-takeover",
         }
     }
 
@@ -77,9 +92,14 @@ impl FaultKind {
         )
     }
 
+    /// Acts on a Redis Cluster (the run's Redis must be one).
+    pub fn needs_cluster(self) -> bool {
+        matches!(self, FaultKind::RedisFailover | FaultKind::RedisTakeover)
+    }
+
     /// Concerns only strategies that use Redis (redis-lua).
     pub fn redis_only(self) -> bool {
-        self.needs_private_redis() || self == FaultKind::Redeliver
+        self.needs_private_redis() || self.needs_cluster() || self == FaultKind::Redeliver
     }
 
     fn parse(s: &str) -> Result<Self, SpecError> {
@@ -96,8 +116,8 @@ impl fmt::Display for FaultKind {
     }
 }
 
-const ALLOWED_KINDS: &str =
-    "one of shop-kill, redis-restart, redis-pause, redis-conn-kill, db-outage, db-lock, redeliver";
+const ALLOWED_KINDS: &str = "one of shop-kill, redis-restart, redis-pause, redis-conn-kill, \
+     db-outage, db-lock, redeliver, redis-failover, redis-takeover";
 
 /// The longest a fault may start after the sale opens, seconds.
 pub const MAX_AT_S: f64 = 3600.0;
@@ -113,7 +133,8 @@ pub struct FaultSpec {
     pub kind: FaultKind,
     /// Seconds after the sale opens.
     pub at_s: f64,
-    /// How long it lasts before it is undone (`redeliver`: instantaneous, ignored).
+    /// How long it lasts before it is undone (`redeliver`, `redis-failover`,
+    /// `redis-takeover`: instantaneous, ignored).
     #[serde(default = "default_duration")]
     pub duration_ms: u64,
     /// `redeliver`: the id the group is rewound to (default `0`: every entry still in the

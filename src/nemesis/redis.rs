@@ -7,7 +7,7 @@
 
 use super::hold::Hold;
 use super::{FaultKind, Persistence};
-use crate::inventory::redis_lua::{ItemKeys, GROUP};
+use crate::inventory::redis_lua::{ItemKeys, RedisConn, GROUP};
 use anyhow::{bail, Context};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
@@ -193,8 +193,7 @@ pub(super) async fn redeliver(
 ) -> anyhow::Result<Option<String>> {
     let to = to.unwrap_or("0");
     let keys = ItemKeys::new(prefix, item);
-    let client = redis::Client::open(url)?;
-    let mut conn = client.get_multiplexed_async_connection().await?;
+    let mut conn = RedisConn::open(url).await?;
     if !hold.start().await {
         return Ok(None);
     }

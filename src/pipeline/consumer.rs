@@ -16,9 +16,9 @@
 use super::backoff::Backoff;
 use super::mark::MarkKeeper;
 use super::PipelineSettings;
+use crate::inventory::redis_lua::RedisConn;
 use crate::inventory::redis_lua::{RedisLua, GROUP};
 use crate::store::{PersistEvent, PersistKind, Store};
-use redis::aio::MultiplexedConnection;
 use redis::streams::{StreamAutoClaimOptions, StreamId, StreamReadOptions, StreamReadReply};
 use redis::AsyncCommands;
 use std::collections::HashMap;
@@ -88,7 +88,7 @@ pub struct Consumer {
     /// Its name in the consumer group.
     pub(super) name: String,
     key: String,
-    conn: Option<MultiplexedConnection>,
+    conn: Option<RedisConn>,
     backoff: Backoff,
     /// Ids committed (or otherwise handled) but not yet acknowledged.
     pub(super) to_ack: Vec<String>,
@@ -242,9 +242,7 @@ impl Consumer {
         wait
     }
 
-    async fn ensure_conn(
-        &mut self,
-    ) -> Result<&mut MultiplexedConnection, crate::inventory::InventoryError> {
+    async fn ensure_conn(&mut self) -> Result<&mut RedisConn, crate::inventory::InventoryError> {
         if self.conn.is_none() {
             let timeout = self.settings.block + READ_MARGIN;
             let conn = self
@@ -331,7 +329,7 @@ impl Consumer {
         Ok(())
     }
 
-    async fn conn_or_connect(&mut self) -> Result<&mut MultiplexedConnection, redis::RedisError> {
+    async fn conn_or_connect(&mut self) -> Result<&mut RedisConn, redis::RedisError> {
         match self.ensure_conn().await {
             Ok(c) => Ok(c),
             Err(crate::inventory::InventoryError::Redis(e)) => Err(e),
@@ -362,7 +360,7 @@ impl Consumer {
 /// Removes consumers of the group that hold nothing and have been idle longer than
 /// `claim_idle` (earlier shop processes): otherwise every restart leaves one behind.
 async fn prune_consumers(
-    conn: &mut MultiplexedConnection,
+    conn: &mut RedisConn,
     key: &str,
     me: &str,
     claim_idle: Duration,

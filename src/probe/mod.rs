@@ -7,7 +7,7 @@
 
 mod db;
 
-use crate::inventory::redis_lua::ItemKeys;
+use crate::inventory::redis_lua::{ItemKeys, RedisConn};
 use crate::live;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -203,15 +203,14 @@ fn push(
 }
 
 struct RedisProbe {
-    conn: redis::aio::MultiplexedConnection,
+    conn: RedisConn,
     stock_key: String,
     last: Option<(Instant, u64)>,
 }
 
 impl RedisProbe {
     async fn connect(url: &str, prefix: &str, item: i64) -> Option<Self> {
-        let client = redis::Client::open(url).ok()?;
-        let conn = client.get_multiplexed_async_connection().await.ok()?;
+        let conn = RedisConn::open(url).await.ok()?;
         Some(RedisProbe {
             conn,
             stock_key: ItemKeys::new(prefix, item).stock,
@@ -220,15 +219,19 @@ impl RedisProbe {
     }
 
     async fn sample(&mut self, t: f64, series: &mut BTreeMap<&'static str, Series>) {
-        let info: redis::RedisResult<String> = redis::cmd("INFO")
-            .arg("stats")
-            .query_async(&mut self.conn)
-            .await;
-        if let Ok(info) = info {
-            let total = info
-                .lines()
-                .find_map(|l| l.strip_prefix("total_commands_processed:"))
-                .and_then(|v| v.trim().parse::<u64>().ok());
+        let mut info = redis::cmd("INFO");
+        info.arg("stats");
+        // A cluster: the sum over its masters (each answers for itself).
+        if let Ok(nodes) = self.conn.on_each_master(&info).await {
+            let total = nodes
+                .into_iter()
+                .map(|(_, info)| {
+                    let info: String = redis::from_redis_value(info.ok()?).ok()?;
+                    info.lines()
+                        .find_map(|l| l.strip_prefix("total_commands_processed:"))
+                        .and_then(|v| v.trim().parse::<u64>().ok())
+                })
+                .sum::<Option<u64>>();
             if let Some(total) = total {
                 let now = Instant::now();
                 if let Some((at, prev)) = self.last {
@@ -239,7 +242,7 @@ impl RedisProbe {
                         series,
                         "redis_ops",
                         "ops/s",
-                        "Redis INFO stats total_commands_processed (server-wide), delta per second",
+                        "Redis INFO stats total_commands_processed (server-wide; a cluster: summed over its masters), delta per second",
                         t,
                         ops,
                     );

@@ -4,6 +4,7 @@
 //! A server that does not say is recorded as such; it never stops the run.
 
 use super::{RunPlan, Subject};
+use crate::inventory::redis_lua::RedisConn;
 use crate::inventory::Strategy;
 use crate::report::{Metadata, ServerVersion};
 use crate::services::redact_url;
@@ -89,16 +90,24 @@ async fn database_version(url: &str) -> ServerVersion {
 
 async fn redis_version(url: &str) -> ServerVersion {
     let version = ask(async {
-        let client = redis::Client::open(url)?;
-        let mut conn = client.get_multiplexed_async_connection().await?;
-        let info: String = redis::cmd("INFO")
-            .arg("server")
-            .query_async(&mut conn)
-            .await?;
-        info.lines()
-            .find_map(|l| l.strip_prefix("redis_version:"))
-            .map(|v| v.trim().to_string())
-            .ok_or_else(|| anyhow::anyhow!("INFO server has no redis_version"))
+        let mut conn = RedisConn::open(url).await?;
+        // A cluster: every master's version, the distinct ones joined (`7.0.15`, or
+        // `7.0.15, 7.2.4` in the middle of an upgrade).
+        let mut versions: Vec<String> = Vec::new();
+        let mut cmd = redis::cmd("INFO");
+        cmd.arg("server");
+        for (node, info) in conn.on_each_master(&cmd).await? {
+            let info: String = redis::from_redis_value(info?)?;
+            let v = info
+                .lines()
+                .find_map(|l| l.strip_prefix("redis_version:"))
+                .map(|v| v.trim().to_string())
+                .ok_or_else(|| anyhow::anyhow!("INFO server of {node:?} has no redis_version"))?;
+            if !versions.contains(&v) {
+                versions.push(v);
+            }
+        }
+        Ok::<_, anyhow::Error>(versions.join(", "))
     })
     .await;
     ServerVersion {

@@ -6,6 +6,7 @@ use super::shop_process::{self, ChildShop};
 use super::{
     control_client, faults, finish, fire_traffic, send_setup, target_for, Cell, RunPlan, Slot,
 };
+use crate::inventory::redis_lua::conn::{is_cluster, with_cluster};
 use crate::inventory::Strategy;
 use crate::nemesis::{Owned, PrivateRedis, ShopControl};
 use crate::probe::ProbeConfig;
@@ -34,8 +35,11 @@ pub(super) async fn run_cell(
         .unwrap_or_default();
     let name = format!("{}-{}{repeat}", cell.strategy, cell.backend.as_str());
     let log = dir.join(format!("shop-{name}.log"));
-    // A Redis fault gets a private Redis; the shared one is never touched.
+    let shared_redis = &with_cluster(shared_redis, plan.scenario.shop.redis_cluster);
+    // A Redis fault gets a private Redis; the shared one is never touched. A cluster gets
+    // none: its fault is `redis-failover` (the single-Redis kinds are skipped on it).
     let private = if cell.strategy == Strategy::RedisLua
+        && !is_cluster(shared_redis)
         && plan
             .scenario
             .faults

@@ -306,9 +306,7 @@ pub(super) struct RedisState {
 
 /// Reads [`RedisState`] for one item.
 pub(super) async fn redis_state(url: &str, prefix: &str, item: i64) -> anyhow::Result<RedisState> {
-    let client = redis::Client::open(url)?;
-    let mut conn = client
-        .get_multiplexed_async_connection()
+    let mut conn = crate::inventory::redis_lua::RedisConn::open(url)
         .await
         .map_err(|e| Service::Redis.unreachable_error(url, &e))?;
     let keys = ItemKeys::new(prefix, item);

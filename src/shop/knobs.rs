@@ -15,11 +15,13 @@ use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
 use std::time::Duration;
 
-/// Declares [`ShopKnobs`] from two lists: choices first (`name: EnumType = Default::Variant;`,
-/// a `clap::ValueEnum` spelled in kebab-case), then numbers (`name: type = default, min..=max;`).
+/// Declares [`ShopKnobs`] from three lists: choices first (`name: EnumType = Default::Variant;`,
+/// a `clap::ValueEnum` spelled in kebab-case), then switches (`name;`: a `bool`, off by default,
+/// the bare flag `--name` turns it on), then numbers (`name: type = default, min..=max;`).
 macro_rules! knobs {
     (
         choices { $( $(#[doc = $cdoc:literal])* $cname:ident: $cty:ty = $cdefault:expr; )* }
+        switches { $( $(#[doc = $sdoc:literal])* $sname:ident; )* }
         $( $(#[doc = $doc:literal])* $name:ident: $ty:ty = $default:literal, $min:literal..=$max:literal; )*
     ) => {
         /// The reference shop's knobs (`serve` flags; `run`/`compare` take them from the
@@ -29,11 +31,12 @@ macro_rules! knobs {
         pub struct ShopKnobs {
             $( $(#[doc = $doc])* #[arg(long, default_value_t = $default)] pub $name: $ty, )*
             $( $(#[doc = $cdoc])* #[arg(long, value_enum, default_value_t = $cdefault)] pub $cname: $cty, )*
+            $( $(#[doc = $sdoc])* #[arg(long)] pub $sname: bool, )*
         }
 
         impl Default for ShopKnobs {
             fn default() -> Self {
-                ShopKnobs { $( $name: $default, )* $( $cname: $cdefault, )* }
+                ShopKnobs { $( $name: $default, )* $( $cname: $cdefault, )* $( $sname: false, )* }
             }
         }
 
@@ -44,6 +47,7 @@ macro_rules! knobs {
         struct Overlay {
             $( $name: Option<$ty>, )*
             $( $cname: Option<$cty>, )*
+            $( $sname: Option<bool>, )*
         }
 
         impl From<Overlay> for ShopKnobs {
@@ -51,6 +55,7 @@ macro_rules! knobs {
                 ShopKnobs {
                     $( $name: o.$name.unwrap_or($default), )*
                     $( $cname: o.$cname.unwrap_or($cdefault), )*
+                    $( $sname: o.$sname.unwrap_or(false), )*
                 }
             }
         }
@@ -71,6 +76,12 @@ knobs! {
         /// redis-lua: what an acknowledged order survives on the Redis side (checked against
         /// the Redis configuration at start; see the README).
         redis_durability: Durability = Durability::None;
+    }
+    switches {
+        /// redis-lua: Redis is a Redis Cluster reached through the node(s) of --redis-url
+        /// (`redis://h:p` is read as `redis+cluster://h:p`; a `redis+cluster://` URL needs no
+        /// flag).
+        redis_cluster;
     }
     /// Database connection pool size.
     pool_size: u32 = 10, 1..=1000;
@@ -167,7 +178,12 @@ impl ShopKnobs {
         let mut args = Vec::with_capacity(fields.len() * 2);
         for (name, value) in fields {
             let value = match value {
-                serde_json::Value::Null => continue,
+                serde_json::Value::Null | serde_json::Value::Bool(false) => continue,
+                // A switch is a bare flag.
+                serde_json::Value::Bool(true) => {
+                    args.push(format!("--{}", name.replace('_', "-")));
+                    continue;
+                }
                 serde_json::Value::String(s) => s,
                 other => other.to_string(),
             };
@@ -207,7 +223,7 @@ impl ShopKnobs {
                 batch_max: self.batch_max as usize,
             },
             redis: RedisSettings {
-                url: redis_url.to_string(),
+                url: crate::inventory::redis_lua::conn::with_cluster(redis_url, self.redis_cluster),
                 prefix: redis_prefix.to_string(),
                 payment_timeout: Duration::from_secs(self.payment_timeout_s),
                 gateway: GatewaySettings {
@@ -271,9 +287,15 @@ mod tests {
             rate_limit: 100.0,
             page_cache_ms: 0,
             redis_durability: Durability::AofEverysec,
+            redis_cluster: true,
             ..ShopKnobs::default()
         };
         let args = knobs.command_line();
+        assert!(args.iter().any(|a| a == "--redis-cluster"), "{args:?}");
+        assert!(!ShopKnobs::default()
+            .command_line()
+            .iter()
+            .any(|a| a == "--redis-cluster"));
         assert!(
             args.windows(2).any(|w| w == ["--ip-burst", "2.5"]),
             "{args:?}"
@@ -303,6 +325,8 @@ mod tests {
         assert!(e.contains("wrok_ms") && e.contains("work_ms"), "{e}");
         let k: ShopKnobs = serde_json::from_str(r#"{"pool_size": 4, "work_ms": null}"#).unwrap();
         assert_eq!((k.pool_size, k.work_ms), (4, 1));
+        let k: ShopKnobs = toml::from_str("redis_cluster = true").unwrap();
+        assert!(k.redis_cluster);
         let k: ShopKnobs = toml::from_str("redis_durability = \"wait-replica\"").unwrap();
         assert_eq!(k.redis_durability, Durability::WaitReplica);
         let e = toml::from_str::<ShopKnobs>("redis_durability = \"fsync\"")

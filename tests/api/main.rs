@@ -2,6 +2,8 @@
 
 mod bad_input;
 mod bench;
+mod cluster;
+mod cluster_harness;
 mod concurrency;
 mod consumers;
 mod deploy;

@@ -13,11 +13,15 @@
 //!   (in its memory), so a failover to that replica keeps it. When no replica confirms in time
 //!   the reservation is released at once (a cancel, restocked exactly once like any other) and
 //!   the client gets `503 not_replicated`: nothing was acknowledged, and the unit is free again.
+//!
+//! On Redis Cluster the check runs on every master (a sale lives on one of them, and which one
+//! changes with a failover), and `WAIT` rides in the same pipeline as the script, so it goes
+//! to the node that holds the sale's keys.
 
+use super::RedisConn;
 use super::RedisLua;
 use crate::inventory::InventoryError;
 use crate::services::redact_url;
-use redis::aio::ConnectionLike;
 use redis::ScriptInvocation;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -87,18 +91,22 @@ pub enum Checked {
 
 /// Checks that the Redis behind `conn` is configured as `mode` claims: `CONFIG GET appendonly`
 /// and `appendfsync` for the AOF modes, `INFO replication`'s `connected_slaves` for
-/// `wait-replica`.
+/// `wait-replica`; on a cluster, on every master (the first that falls short is named).
 pub async fn check(
-    conn: &mut impl ConnectionLike,
+    conn: &mut RedisConn,
     url: &str,
     mode: Durability,
 ) -> Result<Checked, DurabilityMismatch> {
-    let mismatch = |needs: &str, found: String, fix: &str| DurabilityMismatch {
+    let mismatch = |node: &str, needs: &str, found: String, fix: &str| DurabilityMismatch {
         mode,
         needs: needs.into(),
         found,
         fix: fix.into(),
-        url: redact_url(url),
+        url: if node.is_empty() {
+            redact_url(url)
+        } else {
+            format!("{} (master {node})", redact_url(url))
+        },
     };
     let aof_fix = |fsync: &str| {
         format!(
@@ -111,55 +119,92 @@ pub async fn check(
         Durability::AofEverysec => &["everysec", "always"],
         Durability::AofAlways => &["always"],
         Durability::WaitReplica => {
-            let info: String = match redis::cmd("INFO")
-                .arg("replication")
-                .query_async(conn)
-                .await
-            {
-                Ok(info) => info,
+            let mut cmd = redis::cmd("INFO");
+            cmd.arg("replication");
+            let nodes = match conn.on_each_master(&cmd).await {
+                Ok(n) => n,
                 Err(e) => return Ok(Checked::Unverifiable(format!("INFO replication: {e}"))),
             };
-            let replicas = info_field(&info, "connected_slaves").unwrap_or("0");
-            if replicas.parse::<u64>().unwrap_or(0) == 0 {
-                return Err(mismatch(
-                    "at least one connected replica",
-                    format!("connected_slaves:{replicas}"),
-                    "start a replica with `redis-server --replicaof <primary host> <port>` \
-                     and wait until it is connected",
-                ));
+            for (node, info) in nodes {
+                let info: String = match info.and_then(|v| Ok(redis::from_redis_value(v)?)) {
+                    Ok(info) => info,
+                    Err(e) => {
+                        return Ok(Checked::Unverifiable(format!(
+                            "INFO replication{}: {e}",
+                            on(&node)
+                        )))
+                    }
+                };
+                let replicas = info_field(&info, "connected_slaves").unwrap_or("0");
+                if replicas.parse::<u64>().unwrap_or(0) == 0 {
+                    return Err(mismatch(
+                        &node,
+                        "at least one connected replica",
+                        format!("connected_slaves:{replicas}"),
+                        "start a replica with `redis-server --replicaof <primary host> <port>` \
+                         (on a cluster: `redis-cli --cluster add-node NEW EXISTING \
+                         --cluster-slave`) and wait until it is connected",
+                    ));
+                }
             }
             return Ok(Checked::Verified);
         }
     };
-    let mut config = HashMap::new();
+    let mut config: Vec<(String, HashMap<String, String>)> = Vec::new();
     for name in ["appendonly", "appendfsync"] {
-        let got: redis::RedisResult<HashMap<String, String>> = redis::cmd("CONFIG")
-            .arg("GET")
-            .arg(name)
-            .query_async(conn)
-            .await;
-        match got {
-            Ok(v) => config.extend(v),
+        let mut cmd = redis::cmd("CONFIG");
+        cmd.arg("GET").arg(name);
+        let nodes = match conn.on_each_master(&cmd).await {
+            Ok(n) => n,
             Err(e) => return Ok(Checked::Unverifiable(format!("CONFIG GET {name}: {e}"))),
+        };
+        for (node, got) in nodes {
+            let got: HashMap<String, String> =
+                match got.and_then(|v| Ok(redis::from_redis_value(v)?)) {
+                    Ok(v) => v,
+                    Err(e) => {
+                        return Ok(Checked::Unverifiable(format!(
+                            "CONFIG GET {name}{}: {e}",
+                            on(&node)
+                        )))
+                    }
+                };
+            match config.iter_mut().find(|(n, _)| *n == node) {
+                Some((_, c)) => c.extend(got),
+                None => config.push((node, got)),
+            }
         }
     }
-    let get = |k: &str| config.get(k).cloned().unwrap_or_else(|| "(unset)".into());
     let wanted = fsync_ok[0];
-    if get("appendonly") != "yes" {
-        return Err(mismatch(
-            "appendonly yes",
-            format!("appendonly {}", get("appendonly")),
-            &aof_fix(wanted),
-        ));
-    }
-    if !fsync_ok.contains(&get("appendfsync").as_str()) {
-        return Err(mismatch(
-            &format!("appendfsync {}", fsync_ok.join(" or ")),
-            format!("appendfsync {}", get("appendfsync")),
-            &aof_fix(wanted),
-        ));
+    for (node, config) in &config {
+        let get = |k: &str| config.get(k).cloned().unwrap_or_else(|| "(unset)".into());
+        if get("appendonly") != "yes" {
+            return Err(mismatch(
+                node,
+                "appendonly yes",
+                format!("appendonly {}", get("appendonly")),
+                &aof_fix(wanted),
+            ));
+        }
+        if !fsync_ok.contains(&get("appendfsync").as_str()) {
+            return Err(mismatch(
+                node,
+                &format!("appendfsync {}", fsync_ok.join(" or ")),
+                format!("appendfsync {}", get("appendfsync")),
+                &aof_fix(wanted),
+            ));
+        }
     }
     Ok(Checked::Verified)
+}
+
+/// ` on master host:port` for a cluster's node, nothing for one Redis.
+fn on(node: &str) -> String {
+    if node.is_empty() {
+        String::new()
+    } else {
+        format!(" on master {node}")
+    }
 }
 
 /// One `field:value` line of an `INFO` reply.

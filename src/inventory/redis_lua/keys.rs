@@ -127,36 +127,43 @@ pub fn prefix_pattern(prefix: &str) -> String {
 }
 
 /// Deletes every key under `prefix` (best effort), walking the keyspace with `SCAN` so a large
-/// Redis is never blocked the way `KEYS` would block it.
+/// Redis is never blocked the way `KEYS` would block it. On a cluster every master is walked
+/// (each holds its own slots), and each key deleted where it lives.
 pub async fn delete_prefix(url: &str, prefix: &str) {
-    let Ok(client) = redis::Client::open(url) else {
-        return;
-    };
-    let Ok(mut conn) = client.get_multiplexed_async_connection().await else {
+    let Ok(mut conn) = super::RedisConn::open(url).await else {
         return;
     };
     let pattern = prefix_pattern(prefix);
-    let mut cursor: u64 = 0;
-    loop {
-        let Ok((next, keys)): redis::RedisResult<(u64, Vec<String>)> = redis::cmd("SCAN")
-            .arg(cursor)
+    let scan = |cursor: u64| {
+        let mut cmd = redis::cmd("SCAN");
+        cmd.arg(cursor)
             .arg("MATCH")
             .arg(&pattern)
             .arg("COUNT")
-            .arg(1000)
-            .query_async(&mut conn)
-            .await
-        else {
-            return;
-        };
-        if !keys.is_empty() {
-            let _: redis::RedisResult<()> =
-                redis::cmd("DEL").arg(keys).query_async(&mut conn).await;
+            .arg(1000);
+        cmd
+    };
+    let Ok(masters) = conn.on_each_master(&scan(0)).await else {
+        return;
+    };
+    for (node, first) in masters {
+        let mut page = first;
+        loop {
+            let Ok((next, keys)) =
+                page.and_then(|v| Ok(redis::from_redis_value::<(u64, Vec<String>)>(v)?))
+            else {
+                break;
+            };
+            if !keys.is_empty() {
+                // On a cluster, DEL of keys in several slots is split per slot by the client.
+                let _: redis::RedisResult<()> =
+                    redis::cmd("DEL").arg(keys).query_async(&mut conn).await;
+            }
+            if next == 0 {
+                break;
+            }
+            page = conn.on_node(&node, &scan(next)).await;
         }
-        if next == 0 {
-            return;
-        }
-        cursor = next;
     }
 }
 
