@@ -194,6 +194,11 @@ pub struct ScenarioArgs {
     #[arg(long, value_name = "N", default_value_t = 1,
           value_parser = clap::value_parser!(u32).range(1..=100))]
     pub repeat: u32,
+    /// Start K reference shop processes (1 to 16) on the one database and Redis, each with its
+    /// own port and persistence consumer in the one consumer group; buyer i goes to shop
+    /// i mod K. Overrides the scenario's `[shop] shops` (default 1).
+    #[arg(long, value_name = "K", value_parser = plan::shops_arg)]
+    pub shops: Option<u32>,
     #[command(flatten)]
     pub faults: FaultArgs,
     #[command(flatten)]
@@ -309,7 +314,15 @@ async fn dispatch(command: Command) -> anyhow::Result<i32> {
             let (backend, url) = args.conn.database_for(args.backend)?;
             if args.shard.shard.is_some() {
                 let sa = &args.scenario;
-                plan::refuse_with_shard(&sa.faults, sa.repeat, &sa.output, false, false)?;
+                plan::refuse_with_shard(
+                    &sa.faults,
+                    sa.repeat,
+                    &sa.output,
+                    plan::Refused {
+                        shops: sa.shops.is_some(),
+                        ..plan::Refused::default()
+                    },
+                )?;
                 return plan::shard(
                     &sa.scenario,
                     &args.shard,
@@ -457,6 +470,9 @@ async fn run_and_print(
 ) -> anyhow::Result<i32> {
     let (mut scenario, scenario_file) = load_scenario(&sa.scenario)?;
     sa.faults.apply(&mut scenario);
+    if let Some(k) = sa.shops {
+        scenario.shop.shops = k;
+    }
     plan::max_send_lag(&mut scenario, sa.max_send_lag_ms)?;
     let live = sa.output.live().await?;
     let plan = RunPlan {

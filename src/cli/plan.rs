@@ -241,15 +241,40 @@ pub struct ShardArgs {
     pub admin_token: Option<String>,
 }
 
+/// `--shops K`: 1 to 16 reference shop processes, refused with the range otherwise.
+pub(super) fn shops_arg(v: &str) -> Result<u32, String> {
+    let max = crate::shop::MAX_SHOPS;
+    match v.trim().parse::<u32>() {
+        Ok(k) if (1..=max).contains(&k) => Ok(k),
+        _ => Err(format!(
+            "--shops takes how many shop processes to start: a whole number from 1 to {max} \
+             (got {v:?})"
+        )),
+    }
+}
+
+/// Flags a sharded command refuses besides `--fault`, `--repeat`, `--json` and
+/// `--metrics-listen` (each true when given).
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Refused {
+    pub dry_run: bool,
+    pub buyers_csv: bool,
+    pub shops: bool,
+}
+
 /// What a sharded command cannot do, refused before anything is sent: a shard fires its part
 /// of the scenario's schedule at a shop it does not own and writes shard.json for `merge`.
 pub(super) fn refuse_with_shard(
     faults: &FaultArgs,
     repeat: u32,
     output: &super::OutputArgs,
-    dry_run: bool,
-    buyers_csv: bool,
+    refused: Refused,
 ) -> anyhow::Result<()> {
+    let Refused {
+        dry_run,
+        buyers_csv,
+        shops,
+    } = refused;
     let mut bad = Vec::new();
     if !faults.faults.is_empty() {
         bad.push("--fault (faults act on a run's own services)");
@@ -268,6 +293,9 @@ pub(super) fn refuse_with_shard(
     }
     if buyers_csv {
         bad.push("--buyers-csv (shards split the scenario's seeded schedule)");
+    }
+    if shops {
+        bad.push("--shops (a shard fires at the shops serving at --shop-url)");
     }
     anyhow::ensure!(
         bad.is_empty(),

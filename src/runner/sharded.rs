@@ -109,7 +109,7 @@ pub async fn fire_shard(run: &ShardRun) -> anyhow::Result<ShardFile> {
     } else {
         attack::fire(
             run.buyers.clone(),
-            target,
+            crate::traffic::target::Targets::one(target),
             recorder.clone(),
             Duration::from_millis(s.client.timeout_ms),
         )

@@ -15,11 +15,15 @@ use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
 use std::time::Duration;
 
+/// The most reference shop processes one run starts (`--shops`, `[shop] shops`).
+pub const MAX_SHOPS: u32 = 16;
+
 /// Declares [`ShopKnobs`] from two lists: choices first (`name: EnumType = Default::Variant;`,
 /// a `clap::ValueEnum` spelled in kebab-case), then numbers (`name: type = default, min..=max;`).
 macro_rules! knobs {
     (
         choices { $( $(#[doc = $cdoc:literal])* $cname:ident: $cty:ty = $cdefault:expr; )* }
+        runner { $( $(#[doc = $rdoc:literal])* $rname:ident: $rty:ty = $rdefault:literal, $rmin:literal..=$rmax:expr; )* }
         $( $(#[doc = $doc:literal])* $name:ident: $ty:ty = $default:literal, $min:literal..=$max:literal; )*
     ) => {
         /// The reference shop's knobs (`serve` flags; `run`/`compare` take them from the
@@ -29,13 +33,17 @@ macro_rules! knobs {
         pub struct ShopKnobs {
             $( $(#[doc = $doc])* #[arg(long, default_value_t = $default)] pub $name: $ty, )*
             $( $(#[doc = $cdoc])* #[arg(long, value_enum, default_value_t = $cdefault)] pub $cname: $cty, )*
+            $( $(#[doc = $rdoc])* #[arg(skip = $rdefault as $rty)] pub $rname: $rty, )*
         }
 
         impl Default for ShopKnobs {
             fn default() -> Self {
-                ShopKnobs { $( $name: $default, )* $( $cname: $cdefault, )* }
+                ShopKnobs { $( $name: $default, )* $( $cname: $cdefault, )* $( $rname: $rdefault, )* }
             }
         }
+
+        /// The knobs the runner reads itself: never handed to a shop's command line.
+        const RUNNER_ONLY: &[&str] = &[ $( stringify!($rname), )* ];
 
         /// The `[shop]` table as written: every knob optional (`null`, as an older
         /// `report.json` spells an absent one, also keeps the default).
@@ -44,6 +52,7 @@ macro_rules! knobs {
         struct Overlay {
             $( $name: Option<$ty>, )*
             $( $cname: Option<$cty>, )*
+            $( $rname: Option<$rty>, )*
         }
 
         impl From<Overlay> for ShopKnobs {
@@ -51,6 +60,7 @@ macro_rules! knobs {
                 ShopKnobs {
                     $( $name: o.$name.unwrap_or($default), )*
                     $( $cname: o.$cname.unwrap_or($cdefault), )*
+                    $( $rname: o.$rname.unwrap_or($rdefault), )*
                 }
             }
         }
@@ -60,6 +70,7 @@ macro_rules! knobs {
             /// its type).
             pub fn validate(&self) -> Result<(), KnobError> {
                 $( KnobError::check(stringify!($name), self.$name as f64, $min as f64, $max as f64)?; )*
+                $( KnobError::check(stringify!($rname), self.$rname as f64, $rmin as f64, $rmax as f64)?; )*
                 Ok(())
             }
         }
@@ -71,6 +82,11 @@ knobs! {
         /// redis-lua: what an acknowledged order survives on the Redis side (checked against
         /// the Redis configuration at start; see the README).
         redis_durability: Durability = Durability::None;
+    }
+    runner {
+        /// `run`/`compare`/`gate` (`--shops`): how many reference shop processes the run starts
+        /// on the one database and Redis, buyer i going to shop i mod K. Not a `serve` flag.
+        shops: u32 = 1, 1..=MAX_SHOPS;
     }
     /// Database connection pool size.
     pool_size: u32 = 10, 1..=1000;
@@ -154,7 +170,7 @@ impl KnobError {
 
 impl ShopKnobs {
     /// The `serve` flags that reproduce these knobs, derived from their serialized form (a
-    /// field `pool_size` is the flag `--pool-size`).
+    /// field `pool_size` is the flag `--pool-size`); the runner's own (`shops`) are left out.
     pub fn command_line(&self) -> Vec<String> {
         let fields = match serde_json::to_value(self) {
             Ok(serde_json::Value::Object(fields)) => fields,
@@ -162,6 +178,9 @@ impl ShopKnobs {
         };
         let mut args = Vec::with_capacity(fields.len() * 2);
         for (name, value) in fields {
+            if RUNNER_ONLY.contains(&name.as_str()) {
+                continue;
+            }
             let value = match value {
                 serde_json::Value::Null => continue,
                 serde_json::Value::String(s) => s,
