@@ -26,6 +26,7 @@ mod reports;
 mod rewarm;
 mod runs;
 mod shard;
+mod shops;
 mod stand_in;
 mod store;
 mod stream_bounds;
