@@ -36,7 +36,7 @@ mod shops;
 pub use merge::{merge, MergePlan};
 pub use metadata::GIT_COMMIT;
 pub use progress::Slot;
-pub use sharded::{fire_shard, ShardRun};
+pub use sharded::{fire_shard, ShardRun, ShardSubject};
 
 use crate::inventory::Strategy;
 use crate::live::Live;
