@@ -3,12 +3,12 @@
 
 use super::load_scenario;
 use super::plan::{foreign, plan, OracleArgs, PlanArgs};
-use crate::shard::ShardSpec;
-use chrono::{DateTime, Utc};
 use crate::rehearsal::mapping_check;
 use crate::runner::{self, Subject};
+use crate::shard::ShardSpec;
 use crate::traffic::schedule;
 use crate::traffic::target::Sale;
+use chrono::{DateTime, Utc};
 use clap::Args;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -32,7 +32,12 @@ pub struct AttackArgs {
     /// the N shards together send exactly the whole schedule) at --target, from the shared
     /// --open-at instant, and write the raw results (shard.json, latency-order.hlog) into --out
     /// for `oversell merge`. Shard 0 sends the mapping's set-up request. No oracle is read.
-    #[arg(long, value_name = "i/N", requires = "open_at", conflicts_with = "probe")]
+    #[arg(
+        long,
+        value_name = "i/N",
+        requires = "open_at",
+        conflicts_with = "probe"
+    )]
     pub shard: Option<ShardSpec>,
     /// With --shard: the UTC instant every shard opens the sale at (RFC 3339); ahead of now
     /// and at most 24 h ahead.
@@ -103,9 +108,9 @@ async fn shard(
         "--shard cannot be combined with --oracle-sql or --oracle-http: a shard reads no oracle \
          (`oversell merge` judges the shards' sale by the clients' evidence)"
     );
-    let open_at = args
-        .open_at
-        .ok_or_else(|| anyhow::anyhow!("--shard needs --open-at: the instant every shard opens the sale at"))?;
+    let open_at = args.open_at.ok_or_else(|| {
+        anyhow::anyhow!("--shard needs --open-at: the instant every shard opens the sale at")
+    })?;
     let whole = schedule::build(&s);
     let buyers_total = whole.len();
     let buyers = std::sync::Arc::new(spec.take(whole));
@@ -117,7 +122,7 @@ async fn shard(
         shop_url: f.base_url.clone(),
         admin_token: None,
         subject: runner::ShardSubject::Foreign {
-            mapping: f.mapping.clone(),
+            mapping: Box::new(f.mapping.clone()),
             host: f.host.clone(),
         },
         buyers,

@@ -300,7 +300,8 @@ pub(super) fn refuse_with_shard(
     anyhow::ensure!(
         bad.is_empty(),
         "--shard cannot be combined with {}: a shard fires its part of the scenario's schedule \
-         at --shop-url and writes shard.json for `oversell merge`",
+         at one shop (--shop-url, or attack's --target) and writes shard.json for `oversell \
+         merge`",
         bad.join(", ")
     );
     Ok(())

@@ -56,9 +56,12 @@ pub struct ShardRun {
 #[derive(Debug, Clone)]
 pub enum ShardSubject {
     /// The reference shop (`run`, `gate`): its strategy and backend, for `merge`'s oracle.
-    Reference { strategy: Strategy, backend: Backend },
+    Reference {
+        strategy: Strategy,
+        backend: Backend,
+    },
     /// The user's own shop (`attack`): its API mapping and host.
-    Foreign { mapping: Mapping, host: String },
+    Foreign { mapping: Box<Mapping>, host: String },
 }
 
 impl ShardRun {
@@ -80,7 +83,7 @@ pub async fn fire_shard(run: &ShardRun) -> anyhow::Result<ShardFile> {
     let base_url = run.shop_url.trim_end_matches('/').to_string();
     let mapping = match &run.subject {
         ShardSubject::Reference { .. } => Mapping::default(),
-        ShardSubject::Foreign { mapping, .. } => mapping.clone(),
+        ShardSubject::Foreign { mapping, .. } => (**mapping).clone(),
     };
     let target = Arc::new(target_for(s, &base_url, mapping));
     let http = control_client()?;

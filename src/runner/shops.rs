@@ -200,11 +200,26 @@ mod tests {
     #[test]
     fn only_the_buyers_routes_count_as_answered_requests() {
         let page = [
-            (r#"oversell_http_requests_total{route="/api/orders",method="POST",status="201"}"#, 7.0),
-            (r#"oversell_http_requests_total{route="/api/orders/{id}/pay",method="POST",status="200"}"#, 3.0),
-            (r#"oversell_http_requests_total{route="/api/items/{id}",method="GET",status="200"}"#, 2.0),
-            (r#"oversell_http_requests_total{route="/api/items/{id}",method="PUT",status="200"}"#, 1.0),
-            (r#"oversell_http_requests_total{route="/api/items/{id}/audit",method="GET",status="200"}"#, 40.0),
+            (
+                r#"oversell_http_requests_total{route="/api/orders",method="POST",status="201"}"#,
+                7.0,
+            ),
+            (
+                r#"oversell_http_requests_total{route="/api/orders/{id}/pay",method="POST",status="200"}"#,
+                3.0,
+            ),
+            (
+                r#"oversell_http_requests_total{route="/api/items/{id}",method="GET",status="200"}"#,
+                2.0,
+            ),
+            (
+                r#"oversell_http_requests_total{route="/api/items/{id}",method="PUT",status="200"}"#,
+                1.0,
+            ),
+            (
+                r#"oversell_http_requests_total{route="/api/items/{id}/audit",method="GET",status="200"}"#,
+                40.0,
+            ),
             (r#"oversell_persisted_events_total"#, 9.0),
         ];
         let m: BTreeMap<String, f64> = page.iter().map(|(k, v)| (k.to_string(), *v)).collect();

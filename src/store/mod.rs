@@ -314,9 +314,17 @@ impl Store {
         low_water: Option<&str>,
     ) -> Result<ApplyStats, StoreError> {
         let deduct = persist::Deduct::IfStock;
-        persist::apply(&self.pool, self.sql, self.backend, item, events, low_water, deduct)
-            .await
-            .map(|stats| stats.unwrap_or_default())
+        persist::apply(
+            &self.pool,
+            self.sql,
+            self.backend,
+            item,
+            events,
+            low_water,
+            deduct,
+        )
+        .await
+        .map(|stats| stats.unwrap_or_default())
     }
 
     /// [`Store::apply_events`] with every order's units taken inside the batch, which commits
@@ -329,7 +337,16 @@ impl Store {
         low_water: Option<&str>,
     ) -> Result<Option<ApplyStats>, StoreError> {
         let deduct = persist::Deduct::InBatch;
-        persist::apply(&self.pool, self.sql, self.backend, item, events, low_water, deduct).await
+        persist::apply(
+            &self.pool,
+            self.sql,
+            self.backend,
+            item,
+            events,
+            low_water,
+            deduct,
+        )
+        .await
     }
 
     /// Raises the low-water mark to `candidate` (if higher); returns the mark in force.

@@ -178,8 +178,18 @@ async fn three_attack_shards_send_exactly_the_buyers_of_one_attack_and_merge() {
             let shard = format!("{i}/3");
             oversell_cli(
                 &[
-                    "attack", "--target", &url, "--scenario", &scenario, "--shard", &shard,
-                    "--open-at", &open_at, "--out", &dir, "--quiet",
+                    "attack",
+                    "--target",
+                    &url,
+                    "--scenario",
+                    &scenario,
+                    "--shard",
+                    &shard,
+                    "--open-at",
+                    &open_at,
+                    "--out",
+                    &dir,
+                    "--quiet",
                 ],
                 &[],
             )
@@ -221,14 +231,21 @@ async fn three_attack_shards_send_exactly_the_buyers_of_one_attack_and_merge() {
     let merged = only_report(std::path::Path::new(&merged_out));
     let (m, s) = (&merged["runs"][0], &single_report["runs"][0]);
     assert_eq!(m["buyers"], 150);
-    assert_eq!(m["requests"]["order"]["total"], s["requests"]["order"]["total"]);
+    assert_eq!(
+        m["requests"]["order"]["total"],
+        s["requests"]["order"]["total"]
+    );
     assert_eq!(
         m["requests"]["order"]["total"].as_u64().unwrap(),
         one.len() as u64
     );
     assert_eq!(m["acknowledged"], 15, "{}", m["verdict"]);
     assert_eq!(m["client_oversell"], s["client_oversell"]);
-    assert_eq!((&m["shop"], &m["oracle"]), (&json!("foreign"), &json!("none")), "{m}");
+    assert_eq!(
+        (&m["shop"], &m["oracle"]),
+        (&json!("foreign"), &json!("none")),
+        "{m}"
+    );
     assert!(
         merged["sources"]["shards"]
             .as_str()

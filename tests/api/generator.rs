@@ -98,9 +98,14 @@ async fn fire_with_goose(
             std::thread::sleep(stall);
         });
     }
-    let (goose, _) = attack::fire(plan, Targets::one(target), recorder.clone(), Duration::from_secs(10))
-        .await
-        .unwrap();
+    let (goose, _) = attack::fire(
+        plan,
+        Targets::one(target),
+        recorder.clone(),
+        Duration::from_secs(10),
+    )
+    .await
+    .unwrap();
     (recorder.finish(), goose)
 }
 

@@ -57,7 +57,10 @@ fn exact_on_three_shops(run: &RunReport) {
     let by = |s: &str| f.orders_by_status.get(s).copied().unwrap_or(0);
     assert!(by("cancelled") > 0, "some orders were cancelled: {v}");
     assert!(by("expired") > 0, "some orders expired: {v}");
-    let spread = run.shops.as_ref().expect("the report has the shops section");
+    let spread = run
+        .shops
+        .as_ref()
+        .expect("the report has the shops section");
     assert_eq!(spread.count, 3);
     assert_eq!(spread.shops.len(), 3);
     assert_eq!(
