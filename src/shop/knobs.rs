@@ -326,6 +326,22 @@ mod tests {
     }
 
     #[test]
+    fn shops_is_the_runners_knob_never_a_shop_flag() {
+        let knobs: ShopKnobs = toml::from_str("shops = 3").unwrap();
+        assert_eq!(knobs.shops, 3);
+        assert!(!knobs.command_line().iter().any(|a| a.contains("shops")));
+        assert_eq!(parse(&knobs.command_line()).shops, 1, "serve has no --shops");
+        let zero = ShopKnobs {
+            shops: 0,
+            ..ShopKnobs::default()
+        };
+        assert_eq!(
+            zero.validate().unwrap_err().to_string(),
+            format!("--shops must be between 1 and {MAX_SHOPS} (got 0)")
+        );
+    }
+
+    #[test]
     fn a_knob_out_of_range_names_its_flag_and_the_range() {
         let k = ShopKnobs {
             pool_size: 0,
