@@ -330,7 +330,11 @@ mod tests {
         let knobs: ShopKnobs = toml::from_str("shops = 3").unwrap();
         assert_eq!(knobs.shops, 3);
         assert!(!knobs.command_line().iter().any(|a| a.contains("shops")));
-        assert_eq!(parse(&knobs.command_line()).shops, 1, "serve has no --shops");
+        assert_eq!(
+            parse(&knobs.command_line()).shops,
+            1,
+            "serve has no --shops"
+        );
         let zero = ShopKnobs {
             shops: 0,
             ..ShopKnobs::default()

@@ -234,3 +234,77 @@ async fn a_bad_shop_count_is_refused_before_anything_starts() {
     assert_eq!(ran.code, 2, "{}", ran.both());
     assert!(ran.stderr.contains("--shops"), "{}", ran.both());
 }
+
+/// Two consumers commit out of stream order: an order whose unit a cancel earlier in the stream
+/// gave back reaches the database before that cancel. Its batch is not written (no anomaly, no
+/// undeducted order) until the cancel is in; the strict path would have kept it undeducted.
+#[tokio::test]
+async fn a_batch_that_needs_a_release_still_in_flight_waits_for_it() {
+    for backend in [Backend::Postgres, Backend::Mysql] {
+        release_in_flight(backend).await;
+    }
+}
+
+async fn release_in_flight(backend: Backend) {
+    use oversell::model::OrderStatus;
+    use oversell::store::{PersistEvent, PersistKind};
+    let app = spawn_app(Strategy::ForUpdate, backend).await;
+    app.setup_sale(1, 1, 1).await;
+    let store = app.app_inventory.store();
+    let ev = |id: &str, sid: &str, kind| PersistEvent {
+        stream_id: sid.into(),
+        kind,
+        order_id: id.into(),
+        user_id: format!("user-{id}"),
+        device_id: None,
+        qty: 1,
+        at_ms: 1,
+        idempotency_key: Some(format!("key-{id}")),
+    };
+    // The stream: 1-0 A takes the only unit, 2-0 A cancels, 3-0 B takes it again.
+    let a = store
+        .apply_events_if_stock_holds(1, &[ev("1-a", "1-0", PersistKind::Order)], None)
+        .await
+        .unwrap();
+    assert_eq!(a.map(|s| s.inserted), Some(1));
+    let b = [ev("1-b", "3-0", PersistKind::Order)];
+    let early = store
+        .apply_events_if_stock_holds(1, &b, None)
+        .await
+        .unwrap();
+    assert_eq!(
+        early, None,
+        "B would take a unit the database does not have yet"
+    );
+    assert!(
+        store.order("1-b").await.unwrap().is_none(),
+        "nothing written"
+    );
+    assert_eq!(store.item(1).await.unwrap().unwrap().stock, 0);
+    let cancel = [ev("1-a", "2-0", PersistKind::Cancel)];
+    store
+        .apply_events_if_stock_holds(1, &cancel, None)
+        .await
+        .unwrap()
+        .expect("a cancel always fits");
+    let late = store
+        .apply_events_if_stock_holds(1, &b, None)
+        .await
+        .unwrap();
+    assert_eq!(late.map(|s| (s.inserted, s.anomalies)), Some((1, 0)));
+    assert_eq!(store.item(1).await.unwrap().unwrap().stock, 0);
+    let b = store.order("1-b").await.unwrap().unwrap();
+    assert_eq!(b.status, OrderStatus::PendingPayment);
+    // With nothing to wait for, the one-consumer rule: kept, undeducted, an anomaly.
+    let c = [ev("1-c", "4-0", PersistKind::Order)];
+    assert_eq!(
+        store
+            .apply_events_if_stock_holds(1, &c, None)
+            .await
+            .unwrap(),
+        None
+    );
+    let strict = store.apply_events(1, &c, None).await.unwrap();
+    assert_eq!(strict.anomalies, 1);
+    app.teardown().await;
+}
