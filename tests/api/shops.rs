@@ -46,7 +46,6 @@ fn exact_on_three_shops(run: &RunReport) {
     let f = &run.findings;
     let v = &f.verdict;
     assert_eq!(f.oversell, Some(0), "{v}");
-    assert_eq!(f.peak_oversell, Some(0), "{v}");
     assert_eq!(f.lost_acks, Some(0), "{v}");
     assert_eq!(f.conservation_drift, Some(0), "{v}");
     assert_eq!(f.phantom_orders, Some(0), "{v}");
@@ -105,6 +104,11 @@ async fn three_redis_lua_shops_on_postgres_stay_exact_and_share_the_consumer_gro
     exact_on_three_shops(&run);
     let f = &run.findings;
     let v = &f.verdict;
+    // Redis stamps every order and release inside its one script, so the replay of the sale's
+    // history is exact here. (A database strategy stamps an order when its request starts,
+    // before it waits for the row lock, so a release it waited for can look later than the
+    // order: the peak figure is not asserted for for-update.)
+    assert_eq!(f.peak_oversell, Some(0), "{v}");
     assert_eq!(f.reconcile_residual, Some(0), "{v}");
     assert_eq!(f.redis_drift, Some(0), "{v}");
     assert_eq!(f.restock_mismatch, Some(0), "{v}");
