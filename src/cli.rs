@@ -198,6 +198,11 @@ pub struct ScenarioArgs {
     /// (sets the scenario's `[shop] redis_cluster`; a `redis+cluster://` URL needs no flag).
     #[arg(long)]
     pub redis_cluster: bool,
+    /// Start K reference shop processes (1 to 16) on the one database and Redis, each with its
+    /// own port and persistence consumer in the one consumer group; buyer i goes to shop
+    /// i mod K. Overrides the scenario's `[shop] shops` (default 1).
+    #[arg(long, value_name = "K", value_parser = plan::shops_arg)]
+    pub shops: Option<u32>,
     #[command(flatten)]
     pub faults: FaultArgs,
     #[command(flatten)]
@@ -313,7 +318,15 @@ async fn dispatch(command: Command) -> anyhow::Result<i32> {
             let (backend, url) = args.conn.database_for(args.backend)?;
             if args.shard.shard.is_some() {
                 let sa = &args.scenario;
-                plan::refuse_with_shard(&sa.faults, sa.repeat, &sa.output, false, false)?;
+                plan::refuse_with_shard(
+                    &sa.faults,
+                    sa.repeat,
+                    &sa.output,
+                    plan::Refused {
+                        shops: sa.shops.is_some(),
+                        ..plan::Refused::default()
+                    },
+                )?;
                 return plan::shard(
                     &sa.scenario,
                     &args.shard,
@@ -466,6 +479,9 @@ async fn run_and_print(
         &conn.redis_url,
         scenario.shop.redis_cluster,
     );
+    if let Some(k) = sa.shops {
+        scenario.shop.shops = k;
+    }
     plan::max_send_lag(&mut scenario, sa.max_send_lag_ms)?;
     let live = sa.output.live().await?;
     let plan = RunPlan {

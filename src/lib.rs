@@ -33,7 +33,8 @@
 //! - [`gateway`]: rate limits (bounded per-IP buckets) and dedup in front of redis-lua's
 //!   pre-deduct.
 //! - [`store`]: PostgreSQL / MySQL access (`backend`, `error`, `orders`, `rows`, `tx`,
-//!   `persist`: stream batches and the low-water mark); every statement and all that differs
+//!   `persist`: stream batches and the low-water mark; a batch of several consumers commits only
+//!   if the stock stays at zero or above); every statement and all that differs
 //!   per backend lives in `store::dialect`.
 //! - [`pipeline`]: redis-lua's stream consumer (`consumer`: reconnects, claims, acks;
 //!   `batch`: refused entries isolated and dead-lettered; `mark`: the low-water mark's upkeep
@@ -63,9 +64,11 @@
 //!   windows and recovery times; `runner::RunError` for runs that cannot start; `progress`
 //!   (a bar on a terminal, a line a second elsewhere) and `metadata` (build, command line,
 //!   server versions).
-//!   `runner::sharded` fires one shard (`run --shard i/N`) at a serving shop from the shared
-//!   `--open-at` instant; `runner::merge` is `oversell merge`; `runner::settle` reads a
-//!   reference shop's settled state for the oracle (a run's and a merge's).
+//!   `runner::sharded` fires one shard (`run --shard i/N`, or `attack --shard i/N` at the user's
+//!   target) from the shared `--open-at` instant; `runner::merge` is `oversell merge` (attack
+//!   shards: the clients' evidence alone); `runner::settle` reads a reference shop's settled
+//!   state for the oracle (a run's and a merge's); `runner::shops` runs K reference shops on one
+//!   database and Redis (`--shops K`: the others' start, the drain of all, what each answered).
 //! - [`shard`]: the `--shard i/N` partition and `--open-at` rule, the `oversell.shard/v1` file
 //!   (`shard::file`: V2 histograms, the clients' records, the interval log) and the checks and
 //!   lossless sum of N shards (`shard::combine`).
@@ -91,7 +94,8 @@
 //!   tables (`report::table`); `report::catalog` (how each
 //!   catalog metric is read from a run, in the run's unit), `report::charts` (plotters, SVG +
 //!   PNG), `report::hlog` (HdrHistogram interval logs), `report::csv` (per-second timelines),
-//!   `report::markup` (the XML/HTML and Markdown escapers), `report::faults` (each run's
+//!   `report::markup` (the XML/HTML and Markdown escapers), `report::shops` (the K shop
+//!   processes of a `--shops` run and what each answered), `report::faults` (each run's
 //!   fault windows and the strategy × fault table), `report::repeats` (`--repeat N`: runs
 //!   grouped per strategy, each metric's median and min–max, the tables' `median (min–max)`
 //!   cells).

@@ -5,8 +5,10 @@ use super::load_scenario;
 use super::plan::{foreign, plan, OracleArgs, PlanArgs};
 use crate::rehearsal::mapping_check;
 use crate::runner::{self, Subject};
+use crate::shard::ShardSpec;
 use crate::traffic::schedule;
 use crate::traffic::target::Sale;
+use chrono::{DateTime, Utc};
 use clap::Args;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -26,6 +28,21 @@ pub struct AttackArgs {
     /// and why. Nothing else is sent; exit 1 when an answer matched no rule.
     #[arg(long, conflicts_with = "dry_run")]
     pub probe: bool,
+    /// Send only shard i of N of the seeded schedule (the buyers whose index is i modulo N;
+    /// the N shards together send exactly the whole schedule) at --target, from the shared
+    /// --open-at instant, and write the raw results (shard.json, latency-order.hlog) into --out
+    /// for `oversell merge`. Shard 0 sends the mapping's set-up request. No oracle is read.
+    #[arg(
+        long,
+        value_name = "i/N",
+        requires = "open_at",
+        conflicts_with = "probe"
+    )]
+    pub shard: Option<ShardSpec>,
+    /// With --shard: the UTC instant every shard opens the sale at (RFC 3339); ahead of now
+    /// and at most 24 h ahead.
+    #[arg(long, value_name = "RFC3339", value_parser = crate::shard::open_at_arg, requires = "shard")]
+    pub open_at: Option<DateTime<Utc>>,
     #[command(flatten)]
     pub oracle: OracleArgs,
     #[command(flatten)]
@@ -46,6 +63,9 @@ pub async fn attack(args: AttackArgs) -> anyhow::Result<i32> {
         );
     }
     let f = foreign(&args.target, &args.oracle, &s)?;
+    if let Some(spec) = args.shard {
+        return shard(&args, spec, s, scenario_file, f).await;
+    }
     if args.probe {
         let buyers = schedule::build(&s);
         let first = buyers.first().expect("a scenario has at least one buyer");
@@ -62,4 +82,63 @@ pub async fn attack(args: AttackArgs) -> anyhow::Result<i32> {
     args.plan.output.finish(&report, &dir, None);
     let incomplete = report.runs.iter().any(|r| r.findings.mapping_incomplete());
     Ok(if incomplete { 1 } else { 0 })
+}
+
+/// `attack --shard i/N --open-at T`: fires this shard at the target and writes its folder.
+async fn shard(
+    args: &AttackArgs,
+    spec: ShardSpec,
+    s: crate::traffic::Scenario,
+    scenario_file: PathBuf,
+    f: crate::rehearsal::Foreign,
+) -> anyhow::Result<i32> {
+    super::plan::refuse_with_shard(
+        &super::FaultArgs::default(),
+        1,
+        &args.plan.output,
+        super::plan::Refused {
+            dry_run: args.plan.dry_run,
+            buyers_csv: args.plan.buyers_csv.is_some(),
+            shops: false,
+        },
+    )?;
+    let oracle_flags = args.oracle.oracle_sql.is_some() || args.oracle.oracle_http.is_some();
+    anyhow::ensure!(
+        !oracle_flags,
+        "--shard cannot be combined with --oracle-sql or --oracle-http: a shard reads no oracle \
+         (`oversell merge` judges the shards' sale by the clients' evidence)"
+    );
+    let open_at = args.open_at.ok_or_else(|| {
+        anyhow::anyhow!("--shard needs --open-at: the instant every shard opens the sale at")
+    })?;
+    let whole = schedule::build(&s);
+    let buyers_total = whole.len();
+    let buyers = std::sync::Arc::new(spec.take(whole));
+    let run = runner::ShardRun {
+        scenario: s,
+        scenario_file,
+        shard: spec,
+        open_at,
+        shop_url: f.base_url.clone(),
+        admin_token: None,
+        subject: runner::ShardSubject::Foreign {
+            mapping: Box::new(f.mapping.clone()),
+            host: f.host.clone(),
+        },
+        buyers,
+        buyers_total,
+        out: args.plan.output.out.clone(),
+        progress: !args.plan.output.quiet,
+    };
+    let file = runner::fire_shard(&run).await?;
+    let requests: u64 = file.counts.values().flat_map(|c| c.values()).sum();
+    println!(
+        "attack shard {}: {} of {} buyers, {} requests; raw results in {}",
+        file.shard,
+        file.buyers,
+        file.buyers_total,
+        requests,
+        run.out.display()
+    );
+    Ok(0)
 }

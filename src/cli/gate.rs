@@ -41,6 +41,10 @@ pub struct GateArgs {
     /// when the clients' own evidence shows oversell).
     #[arg(long)]
     pub allow_unverified: bool,
+    /// Start K reference shop processes (1 to 16) on the one database and Redis, buyer i going
+    /// to shop i mod K (overrides the scenario's `[shop] shops`).
+    #[arg(long, value_name = "K", value_parser = super::plan::shops_arg, conflicts_with = "target")]
+    pub shops: Option<u32>,
     #[command(flatten)]
     pub faults: FaultArgs,
     #[command(flatten)]
@@ -67,8 +71,11 @@ pub async fn gate(args: GateArgs) -> anyhow::Result<i32> {
             &args.faults,
             1,
             &args.plan.output,
-            args.plan.dry_run,
-            args.plan.buyers_csv.is_some(),
+            super::plan::Refused {
+                dry_run: args.plan.dry_run,
+                buyers_csv: args.plan.buyers_csv.is_some(),
+                shops: args.shops.is_some(),
+            },
         )?;
         let strategy = match args.strategy.as_slice() {
             [] => Strategy::RedisLua,
@@ -91,6 +98,9 @@ pub async fn gate(args: GateArgs) -> anyhow::Result<i32> {
     }
     let (mut s, scenario_file) = load_scenario(&args.scenario)?;
     args.faults.apply(&mut s);
+    if let Some(k) = args.shops {
+        s.shop.shops = k;
+    }
     if args.target.is_some() && !s.faults.is_empty() {
         anyhow::bail!(
             "faults act only on the reference shop's own services: drop --fault and [[faults]] \

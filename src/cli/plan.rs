@@ -241,15 +241,40 @@ pub struct ShardArgs {
     pub admin_token: Option<String>,
 }
 
+/// `--shops K`: 1 to 16 reference shop processes, refused with the range otherwise.
+pub(super) fn shops_arg(v: &str) -> Result<u32, String> {
+    let max = crate::shop::MAX_SHOPS;
+    match v.trim().parse::<u32>() {
+        Ok(k) if (1..=max).contains(&k) => Ok(k),
+        _ => Err(format!(
+            "--shops takes how many shop processes to start: a whole number from 1 to {max} \
+             (got {v:?})"
+        )),
+    }
+}
+
+/// Flags a sharded command refuses besides `--fault`, `--repeat`, `--json` and
+/// `--metrics-listen` (each true when given).
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Refused {
+    pub dry_run: bool,
+    pub buyers_csv: bool,
+    pub shops: bool,
+}
+
 /// What a sharded command cannot do, refused before anything is sent: a shard fires its part
 /// of the scenario's schedule at a shop it does not own and writes shard.json for `merge`.
 pub(super) fn refuse_with_shard(
     faults: &FaultArgs,
     repeat: u32,
     output: &super::OutputArgs,
-    dry_run: bool,
-    buyers_csv: bool,
+    refused: Refused,
 ) -> anyhow::Result<()> {
+    let Refused {
+        dry_run,
+        buyers_csv,
+        shops,
+    } = refused;
     let mut bad = Vec::new();
     if !faults.faults.is_empty() {
         bad.push("--fault (faults act on a run's own services)");
@@ -269,10 +294,14 @@ pub(super) fn refuse_with_shard(
     if buyers_csv {
         bad.push("--buyers-csv (shards split the scenario's seeded schedule)");
     }
+    if shops {
+        bad.push("--shops (a shard fires at the shops serving at --shop-url)");
+    }
     anyhow::ensure!(
         bad.is_empty(),
         "--shard cannot be combined with {}: a shard fires its part of the scenario's schedule \
-         at --shop-url and writes shard.json for `oversell merge`",
+         at one shop (--shop-url, or attack's --target) and writes shard.json for `oversell \
+         merge`",
         bad.join(", ")
     );
     Ok(())
@@ -328,8 +357,7 @@ pub(super) async fn shard(
         open_at,
         shop_url,
         admin_token: shard.admin_token.clone().filter(|t| !t.is_empty()),
-        strategy,
-        backend,
+        subject: runner::ShardSubject::Reference { strategy, backend },
         buyers,
         buyers_total,
         out: output.out.clone(),

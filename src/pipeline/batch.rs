@@ -129,7 +129,15 @@ impl Consumer {
         // Halves are pushed second-then-first, so parts commit in stream order.
         let mut parts: Vec<&[PersistEvent]> = vec![events];
         while let Some(part) = parts.pop() {
-            match self.store.apply_events(self.item, part, low_water).await {
+            let applied = match self.apply_in_any_order(part, low_water).await? {
+                Some(applied) => applied,
+                None => {
+                    // A release below is still in another consumer's batch: wait for it.
+                    done.left_pending = true;
+                    continue;
+                }
+            };
+            match applied {
                 Ok(stats) => {
                     metrics::counter!("oversell_persisted_events_total")
                         .increment(part.len() as u64);
@@ -159,6 +167,44 @@ impl Consumer {
             }
         }
         Ok(())
+    }
+
+    /// Applies `part` with its orders' units taken inside the batch. A batch that would leave
+    /// the database's stock below zero is not written: while another consumer holds entries
+    /// (the cancel or expiry that gave back the units, committed out of stream order) it waits
+    /// for them (`None`: left pending, read again shortly); with no one else holding any, the
+    /// stock really lacks them, and the batch is applied as one consumer would (each order
+    /// without stock kept, undeducted, and counted as an anomaly).
+    async fn apply_in_any_order(
+        &mut self,
+        part: &[PersistEvent],
+        low_water: Option<&str>,
+    ) -> Result<Option<Result<crate::store::ApplyStats, StoreError>>, PersistError> {
+        match self
+            .store
+            .apply_events_if_stock_holds(self.item, part, low_water)
+            .await
+        {
+            Ok(Some(stats)) => return Ok(Some(Ok(stats))),
+            Ok(None) => {}
+            Err(e) => return Ok(Some(Err(e))),
+        }
+        if self
+            .redis
+            .pending_elsewhere(self.item, &self.name)
+            .await
+            .map_err(PersistError::Redis)?
+        {
+            tracing::debug!(
+                item = self.item,
+                entries = part.len(),
+                "the batch needs units another consumer's batch gives back; waiting for it"
+            );
+            return Ok(None);
+        }
+        Ok(Some(
+            self.store.apply_events(self.item, part, low_water).await,
+        ))
     }
 
     /// Counts one refusal of `ev`; dead-letters it once it reaches N. True if dead-lettered.

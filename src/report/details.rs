@@ -111,6 +111,9 @@ pub fn facts(run: &RunReport) -> Vec<Fact> {
             if p.corrected { " (corrected)" } else { "" }
         ));
     }
+    if let Some(spread) = &run.shops {
+        v.push(spread.line());
+    }
     v.push(format!(
         "drained: {} after {} ms (limit {} ms)",
         run.drain.drained, run.drain.waited_ms, run.drain.limit_ms

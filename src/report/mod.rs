@@ -18,6 +18,7 @@ pub mod html;
 pub mod markdown;
 pub mod markup;
 pub mod repeats;
+pub mod shops;
 pub mod summary;
 pub mod table;
 pub mod v1;
@@ -310,6 +311,9 @@ pub struct RunReport {
     pub generator: GeneratorStats,
     pub drain: Drain,
     pub reconcile: Option<Pass>,
+    /// `--shops K` above 1: the shop processes, the buyers each got and what each answered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shops: Option<shops::ShopSpread>,
     /// The faults the run went through, with their windows and recovery (absent: none).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub faults: Vec<faults::FaultWindow>,

@@ -214,6 +214,7 @@ pub fn build(input: RunInputs) -> RunReport {
         generator: input.generator,
         drain: input.drain,
         reconcile: input.reconcile,
+        shops: None,
         faults: Vec::new(),
         goose_crosscheck: input.goose,
         timeline,

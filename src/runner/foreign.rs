@@ -34,7 +34,7 @@ pub(super) async fn run(plan: &RunPlan, f: &Foreign, slot: &Slot) -> anyhow::Res
     let before = oracle.read().await?;
     let fired = fire_traffic(
         plan,
-        target,
+        crate::traffic::target::Targets::one(target),
         ProbeConfig {
             database_url: f.oracle.database_url(),
             foreign_database: true,

@@ -3,6 +3,10 @@
 //! then the oracle runs once against the shop they fired at: the drain wait, the final
 //! reconciliation (redis-lua) and the database and Redis reads are a run's own
 //! ([`super::settle`]).
+//!
+//! Shards of `attack` fired at the user's own shop, whose oracle merge does not have: their
+//! merge adds the clients' records and histograms the same way, and judges by the clients'
+//! evidence alone (as an `attack` without an oracle does), saying so in the report.
 
 use super::{
     control_client, empty_report, finish_with, metadata, now_rfc3339, settle, shop_process, Cell,
@@ -49,14 +53,17 @@ pub async fn merge(plan: &MergePlan) -> anyhow::Result<(report::Report, PathBuf)
     let n = files.len();
     let combined = combine(files)?;
     let lead = &combined.lead;
-    let backend = Backend::from_str(&lead.shop.backend, true).map_err(|_| {
+    let Some(lead_shop) = lead.shop.clone() else {
+        return merge_attack(plan, combined, n, started_at).await;
+    };
+    let backend = Backend::from_str(&lead_shop.backend, true).map_err(|_| {
         anyhow::anyhow!(
             "shard.json: shop.backend is {:?}; allowed: postgres, mysql",
-            lead.shop.backend
+            lead_shop.backend
         )
     })?;
     let cell = Cell {
-        strategy: lead.shop.strategy,
+        strategy: lead_shop.strategy,
         backend,
         database_url: plan
             .databases
@@ -68,7 +75,7 @@ pub async fn merge(plan: &MergePlan) -> anyhow::Result<(report::Report, PathBuf)
     let base_url = plan
         .shop_url
         .clone()
-        .unwrap_or_else(|| lead.shop.url.clone())
+        .unwrap_or_else(|| lead_shop.url.clone())
         .trim_end_matches('/')
         .to_string();
     let mut s = lead.scenario.clone();
@@ -141,6 +148,100 @@ pub async fn merge(plan: &MergePlan) -> anyhow::Result<(report::Report, PathBuf)
             "{n} shard folders (oversell.shard/v1) combined by `oversell merge`: HdrHistograms \
              added, per-second counts added, the clients' records concatenated; the shards \
              opened together at {}",
+            lead.open_at
+        ),
+    );
+    report.runs.push(run);
+    let dir = report::new_dir(&plan.out, &run_plan.scenario.name);
+    report::write(&dir, &report)?;
+    Ok((report, dir))
+}
+
+/// The shards of `attack --shard` combined: the clients' records and histograms added as for
+/// the reference shop, the verdict from the clients' evidence alone (merge has no oracle of
+/// the user's shop: `attack` reads it, and its shards do not).
+async fn merge_attack(
+    plan: &MergePlan,
+    combined: crate::shard::combine::Combined,
+    n: usize,
+    started_at: String,
+) -> anyhow::Result<(report::Report, PathBuf)> {
+    let lead = &combined.lead;
+    let target = lead.target.clone().with_context(|| {
+        format!(
+            "{}: shard.json names neither a shop (run/gate --shard) nor a target (attack --shard)",
+            plan.dirs[0].display()
+        )
+    })?;
+    let mut s = lead.scenario.clone();
+    if let Some(ms) = plan.send_lag_bound {
+        s.thresholds.set("send_lag_p99_ms", ms)?;
+    }
+    let mapping = s.mapping();
+    let foreign = crate::rehearsal::Foreign {
+        base_url: target.url.clone(),
+        host: target.host.clone(),
+        allow_remote: false,
+        mapping: mapping.clone(),
+        oracle: crate::rehearsal::OracleSource::None,
+    };
+    let oracle = foreign.oracle.view();
+    let run_plan = RunPlan {
+        buyers: Arc::new(crate::traffic::schedule::build(&s)),
+        scenario: s,
+        scenario_file: PathBuf::from(&lead.scenario_file),
+        subject: Subject::Foreign(Box::new(foreign)),
+        out: plan.out.clone(),
+        drain_limit: plan.drain_limit,
+        progress: plan.progress,
+        repeat: 1,
+        live: None,
+    };
+    run_plan.say(&format!(
+        "== merge: {n} attack shards of {} ({} buyers, opened {}) at {}; no oracle: the \
+         clients' evidence alone",
+        run_plan.scenario.name, combined.buyers, lead.open_at, target.url
+    ));
+    let clients = Clients {
+        goose: combined.goose,
+        generator: combined.generator,
+        measurements: combined.measurements,
+        reading: Reading {
+            order_id_field: mapping.order_id_field.clone(),
+            max_unclassified: mapping.unclassified_bound(),
+            keys_sent: !mapping.idempotency_header.is_empty(),
+        },
+    };
+    let server = super::ServerSide {
+        truth: crate::oracle::Truth::Unverified,
+        oracle,
+        redis_stock: None,
+        redis_restocked_orders: None,
+        dead_letters: None,
+        stock_seen: None,
+        reconcile: None,
+    };
+    let shop = Shop::Foreign {
+        host: target.host.clone(),
+        url: target.url.clone(),
+        oracle: report::OracleKind::None,
+    };
+    // Nothing to drain: the user's shop is not ours to watch.
+    let drain = report::Drain {
+        drained: true,
+        waited_ms: 0,
+        limit_ms: 0,
+    };
+    let run = finish_with(&run_plan, shop, clients, Vec::new(), drain, server);
+    let metadata = metadata::gather(&run_plan, started_at).await;
+    let mut report = empty_report(&run_plan, metadata);
+    report.sources.insert(
+        "shards".into(),
+        format!(
+            "{n} attack shard folders (oversell.shard/v1) combined by `oversell merge`: \
+             HdrHistograms added, per-second counts added, the clients' records concatenated; \
+             the shards opened together at {}. The user's oracle is not read by merge: the \
+             verdict rests on the clients' evidence",
             lead.open_at
         ),
     );

@@ -12,6 +12,8 @@
 //!
 //! - `reference`: a run of the reference shop, from its start to the oracle's read.
 //! - `shop_process`: the reference shop's child process, drain wait, final reconciliation.
+//! - `shops`: several reference shops in one run (`--shops K`): the others' start, the drain
+//!   of all, and what each answered.
 //! - `foreign`: someone else's shop: oracle read before any load, settle wait, totals oracle.
 //! - `faults`: the run's fault windows and when it recovered from each (the engine is
 //!   [`crate::nemesis`]).
@@ -29,11 +31,12 @@ mod reference;
 mod settle;
 mod sharded;
 mod shop_process;
+mod shops;
 
 pub use merge::{merge, MergePlan};
 pub use metadata::GIT_COMMIT;
 pub use progress::Slot;
-pub use sharded::{fire_shard, ShardRun};
+pub use sharded::{fire_shard, ShardRun, ShardSubject};
 
 use crate::inventory::Strategy;
 use crate::live::Live;
@@ -49,7 +52,7 @@ use crate::traffic::attack::{self, launch_lead, GeneratorStats, GooseCrossCheck}
 use crate::traffic::mapping::Mapping;
 use crate::traffic::recorder::Recorder;
 use crate::traffic::schedule::BuyerPlan;
-use crate::traffic::target::{Prepared, Sale, Target};
+use crate::traffic::target::{Prepared, Sale, Target, Targets};
 use crate::traffic::Scenario;
 use anyhow::Context;
 use lock::lock_databases;
@@ -430,16 +433,17 @@ fn finish_with(
 /// returns once the last buyer is done.
 async fn fire_traffic(
     plan: &RunPlan,
-    target: Arc<Target>,
+    targets: Targets,
     probe: ProbeConfig,
     slot: &Slot,
     faults: Option<Owned>,
 ) -> anyhow::Result<Fired> {
     let buyers = plan.buyers.clone();
+    let mapping = &targets.first().mapping;
     let reading = Reading {
-        order_id_field: target.mapping.order_id_field.clone(),
-        max_unclassified: target.mapping.unclassified_bound(),
-        keys_sent: !target.mapping.idempotency_header.is_empty(),
+        order_id_field: mapping.order_id_field.clone(),
+        max_unclassified: mapping.unclassified_bound(),
+        keys_sent: !mapping.idempotency_header.is_empty(),
     };
     let recorder = Arc::new(Recorder::new(Instant::now() + launch_lead(&buyers)));
     let probes = probe::start(ProbeConfig {
@@ -462,7 +466,7 @@ async fn fire_traffic(
     });
     let fired = attack::fire(
         buyers,
-        target,
+        targets,
         recorder.clone(),
         Duration::from_millis(plan.scenario.client.timeout_ms),
     )

@@ -1,8 +1,9 @@
-//! A run against the reference shop: its child process (and a private Redis when a fault needs
-//! one), the sale's set-up, the traffic with the run's faults, the drain, and the oracle's
-//! read of the database and Redis.
+//! A run against the reference shop: its child process (or K of them: [`super::shops`]), a
+//! private Redis when a fault needs one, the sale's set-up, the traffic with the run's faults,
+//! the drain, and the oracle's read of the database and Redis.
 
-use super::shop_process::{self, ChildShop};
+use super::shop_process::ChildShop;
+use super::shops;
 use super::{
     control_client, faults, finish, fire_traffic, send_setup, target_for, Cell, RunPlan, Slot,
 };
@@ -12,6 +13,7 @@ use crate::nemesis::{Owned, PrivateRedis, ShopControl};
 use crate::probe::ProbeConfig;
 use crate::report::{RunReport, Shop};
 use crate::traffic::mapping::Mapping;
+use crate::traffic::target::Targets;
 use anyhow::Context;
 use std::path::Path;
 use std::sync::Arc;
@@ -86,7 +88,14 @@ pub(super) async fn run_cell(
         uses_redis: cell.strategy == Strategy::RedisLua,
         strategy: cell.strategy.to_string(),
     });
-    let result = drive_reference(plan, cell, &redis_url, &shop, &prefix, slot, owned).await;
+    let launch = shops::Launch {
+        exe: shop_exe,
+        cell,
+        redis_url: &redis_url,
+        prefix: &prefix,
+        knobs,
+    };
+    let result = drive_reference(plan, &launch, &shop, &log, slot, owned).await;
     shop.stop().await;
     crate::inventory::redis_lua::keys::delete_prefix(&redis_url, &prefix).await;
     if let Some(r) = private {
@@ -96,15 +105,17 @@ pub(super) async fn run_cell(
     result
 }
 
+/// The run once shop 1 is up: the set-up through it, the other shops (`--shops`), the
+/// traffic, the drain of every shop, and the oracle's reads through shop 1.
 async fn drive_reference(
     plan: &RunPlan,
-    cell: &Cell,
-    redis_url: &str,
+    launch: &shops::Launch<'_>,
     shop: &ChildShop,
-    prefix: &str,
+    log: &Path,
     slot: &Slot,
     faults: Option<Owned>,
 ) -> anyhow::Result<RunReport> {
+    let (cell, redis_url, prefix) = (launch.cell, launch.redis_url, launch.prefix);
     let s = &plan.scenario;
     let base_url = shop.base_url.as_str();
     let target = Arc::new(target_for(s, base_url, Mapping::default()));
@@ -112,10 +123,29 @@ async fn drive_reference(
     if let Some(req) = shop.setup_request(&target) {
         send_setup(&http, &target, &req).await?;
     }
+    // The other shops start on the set-up sale (dropped on an error: killed).
+    let count = s.shop.shops.max(1);
+    let rest = shops::start_rest(launch, log, count).await?;
+    if !rest.is_empty() {
+        plan.say(&format!(
+            "   {count} shops: {} (buyer i -> shop i mod {count})",
+            std::iter::once(base_url)
+                .chain(rest.iter().map(|r| r.base_url.as_str()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    let all: Vec<&ChildShop> = std::iter::once(shop).chain(rest.iter()).collect();
+    let targets = Targets::spread(
+        all.iter()
+            .map(|c| Arc::new(target_for(s, &c.base_url, Mapping::default())))
+            .collect(),
+    )
+    .unwrap_or_else(|| Targets::one(target));
     let is_redis = cell.strategy == Strategy::RedisLua;
     let fired = fire_traffic(
         plan,
-        target,
+        targets,
         ProbeConfig {
             database_url: Some(cell.database_url.clone()),
             foreign_database: false,
@@ -139,7 +169,8 @@ async fn drive_reference(
         let watch = opened + Duration::from_millis(end) + faults::WATCH_AFTER;
         tokio::time::sleep_until(watch).await;
     }
-    let drain = shop_process::wait_drained(&http, base_url, s.item.id, plan.drain_limit).await;
+    let urls: Vec<String> = all.iter().map(|c| c.base_url.clone()).collect();
+    let drain = shops::wait_all_drained(&http, &urls, s.item.id, plan.drain_limit).await;
     let reconcile = if is_redis {
         shop.final_reconcile(&http, s.item.id).await
     } else {
@@ -156,11 +187,21 @@ async fn drive_reference(
         &series,
     )
     .await?;
+    let spread = if rest.is_empty() {
+        None
+    } else {
+        let redis = is_redis.then_some((redis_url, prefix, s.item.id));
+        Some(shops::spread(&http, &all, &plan.buyers, redis).await)
+    };
+    for other in &rest {
+        other.stop().await;
+    }
     let shop = Shop::Reference {
         strategy: cell.strategy,
         backend: cell.backend,
     };
     let mut run = finish(plan, shop, fired.traffic, series, drain, server);
     run.faults = faults::windows(&applied, &run);
+    run.shops = spread;
     Ok(run)
 }

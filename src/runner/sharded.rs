@@ -3,10 +3,14 @@
 //! the others wait until the shop answers for the item; every shard opens at the shared
 //! `--open-at` instant, fires its part of the schedule, and writes its raw results
 //! ([`ShardFile`]) for `oversell merge`. No oracle runs here: it runs once, in `merge`.
+//!
+//! `attack --shard i/N` fires at the user's own shop the same way ([`ShardSubject::Foreign`]):
+//! shard 0 sends the mapping's set-up request (if it has one); the others have no item route
+//! they can rely on and go by the clock alone.
 
 use super::{control_client, send_setup, shop_process, target_for};
 use crate::inventory::Strategy;
-use crate::shard::file::{Clients, ShardFile, ShardShop, SCHEMA};
+use crate::shard::file::{Clients, ShardFile, ShardShop, ShardTarget, SCHEMA};
 use crate::shard::{scenario_hash, ShardSpec};
 use crate::store::Backend;
 use crate::traffic::attack::{self, launch_lead, GeneratorStats};
@@ -38,8 +42,7 @@ pub struct ShardRun {
     pub shop_url: String,
     /// The shop's `--admin-token` (shard 0's set-up needs it when the shop has one).
     pub admin_token: Option<String>,
-    pub strategy: Strategy,
-    pub backend: Backend,
+    pub subject: ShardSubject,
     /// This shard's buyers (each keeps its schedule index).
     pub buyers: Arc<Vec<BuyerPlan>>,
     /// Buyers in the whole schedule.
@@ -47,6 +50,18 @@ pub struct ShardRun {
     /// The shard's folder: `shard.json` and `latency-order.hlog` go there.
     pub out: PathBuf,
     pub progress: bool,
+}
+
+/// What the shards fire at.
+#[derive(Debug, Clone)]
+pub enum ShardSubject {
+    /// The reference shop (`run`, `gate`): its strategy and backend, for `merge`'s oracle.
+    Reference {
+        strategy: Strategy,
+        backend: Backend,
+    },
+    /// The user's own shop (`attack`): its API mapping and host.
+    Foreign { mapping: Box<Mapping>, host: String },
 }
 
 impl ShardRun {
@@ -66,7 +81,11 @@ fn until(at: DateTime<Utc>) -> Duration {
 pub async fn fire_shard(run: &ShardRun) -> anyhow::Result<ShardFile> {
     let s = &run.scenario;
     let base_url = run.shop_url.trim_end_matches('/').to_string();
-    let target = Arc::new(target_for(s, &base_url, Mapping::default()));
+    let mapping = match &run.subject {
+        ShardSubject::Reference { .. } => Mapping::default(),
+        ShardSubject::Foreign { mapping, .. } => (**mapping).clone(),
+    };
+    let target = Arc::new(target_for(s, &base_url, mapping));
     let http = control_client()?;
     let opening = run
         .open_at
@@ -80,7 +99,13 @@ pub async fn fire_shard(run: &ShardRun) -> anyhow::Result<ShardFile> {
                 SETUP_MARGIN.as_secs()
             );
         }
-        if let Some(req) = shop_process::reset_request(&target, run.admin_token.as_deref()) {
+        let setup = match &run.subject {
+            ShardSubject::Reference { .. } => {
+                shop_process::reset_request(&target, run.admin_token.as_deref())
+            }
+            ShardSubject::Foreign { .. } => target.setup_request(),
+        };
+        if let Some(req) = setup {
             send_setup(&http, &target, &req).await?;
         }
         if until(run.open_at) == Duration::ZERO {
@@ -92,7 +117,7 @@ pub async fn fire_shard(run: &ShardRun) -> anyhow::Result<ShardFile> {
             "   shard {}: sale of item {} set up at {base_url} ({} units), opening {opening}",
             run.shard, s.item.id, s.item.stock
         ));
-    } else {
+    } else if let ShardSubject::Reference { .. } = run.subject {
         wait_for_item(&http, &base_url, s.item.id, run.open_at).await?;
     }
     let lead = launch_lead(&run.buyers);
@@ -109,7 +134,7 @@ pub async fn fire_shard(run: &ShardRun) -> anyhow::Result<ShardFile> {
     } else {
         attack::fire(
             run.buyers.clone(),
-            target,
+            crate::traffic::target::Targets::one(target),
             recorder.clone(),
             Duration::from_millis(s.client.timeout_ms),
         )
@@ -125,10 +150,20 @@ pub async fn fire_shard(run: &ShardRun) -> anyhow::Result<ShardFile> {
         scenario: s.clone(),
         scenario_file: run.scenario_file.display().to_string(),
         open_at: opening,
-        shop: ShardShop {
-            url: base_url,
-            strategy: run.strategy,
-            backend: run.backend.as_str().into(),
+        shop: match run.subject {
+            ShardSubject::Reference { strategy, backend } => Some(ShardShop {
+                url: base_url.clone(),
+                strategy,
+                backend: backend.as_str().into(),
+            }),
+            ShardSubject::Foreign { .. } => None,
+        },
+        target: match &run.subject {
+            ShardSubject::Reference { .. } => None,
+            ShardSubject::Foreign { host, .. } => Some(ShardTarget {
+                url: crate::services::redact_url(&base_url),
+                host: host.clone(),
+            }),
         },
         buyers_total: run.buyers_total,
         buyers: run.buyers.len(),

@@ -182,6 +182,11 @@ impl ChildShop {
         Ok(())
     }
 
+    /// The process id of the shop as it runs now (a restart changes it).
+    pub(crate) async fn pid(&self) -> Option<u32> {
+        self.process.lock().await.0.id()
+    }
+
     /// SIGTERM, then up to 10 s for a graceful stop, then SIGKILL.
     pub(crate) async fn stop(&self) {
         let mut p = self.process.lock().await;

@@ -60,6 +60,9 @@ pub fn combine(mut shards: Vec<(PathBuf, ShardFile)>) -> anyhow::Result<Combined
         if f.shop != first.shop {
             return Err(differs("shop", &first.shop, &f.shop));
         }
+        if f.target != first.target {
+            return Err(differs("target", &first.target, &f.target));
+        }
     }
     for w in shards.windows(2) {
         if w[0].1.shard.index == w[1].1.shard.index {

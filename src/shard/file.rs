@@ -44,7 +44,12 @@ pub struct ShardFile {
     pub scenario_file: String,
     /// The shared opening instant (RFC 3339, UTC).
     pub open_at: String,
-    pub shop: ShardShop,
+    /// The reference shop the shards fired at (`run`/`gate --shard`); absent for `attack`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shop: Option<ShardShop>,
+    /// The user's own shop the shards fired at (`attack --shard`); absent for `run`/`gate`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<ShardTarget>,
     /// Buyers in the whole schedule.
     pub buyers_total: usize,
     /// Buyers this shard sent.
@@ -63,6 +68,15 @@ pub struct ShardShop {
     pub strategy: Strategy,
     /// `postgres` or `mysql`.
     pub backend: String,
+}
+
+/// The user's shop an `attack --shard` fired at.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShardTarget {
+    /// The target's URL (credentials redacted).
+    pub url: String,
+    /// Its host, as the report names it.
+    pub host: String,
 }
 
 /// One histogram of one request kind and answer.
@@ -283,8 +297,15 @@ impl ShardFile {
         {
             let mut w = IntervalLogWriterBuilder::new()
                 .add_comment(&format!(
-                    "oversell order latency: shard {} of scenario {}, strategy {}, opening {}",
-                    self.shard, self.scenario.name, self.shop.strategy, self.open_at
+                    "oversell order latency: shard {} of scenario {}, {}, opening {}",
+                    self.shard,
+                    self.scenario.name,
+                    match (&self.shop, &self.target) {
+                        (Some(shop), _) => format!("strategy {}", shop.strategy),
+                        (None, Some(t)) => format!("target {}", t.url),
+                        (None, None) => "no shop named".into(),
+                    },
+                    self.open_at
                 ))
                 .add_comment("values in microseconds from each request's intended send time")
                 .add_comment("interval timestamps are seconds after the sale opened")

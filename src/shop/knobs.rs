@@ -15,13 +15,18 @@ use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
 use std::time::Duration;
 
-/// Declares [`ShopKnobs`] from three lists: choices first (`name: EnumType = Default::Variant;`,
+/// The most reference shop processes one run starts (`--shops`, `[shop] shops`).
+pub const MAX_SHOPS: u32 = 16;
+
+/// Declares [`ShopKnobs`] from four lists: choices first (`name: EnumType = Default::Variant;`,
 /// a `clap::ValueEnum` spelled in kebab-case), then switches (`name;`: a `bool`, off by default,
-/// the bare flag `--name` turns it on), then numbers (`name: type = default, min..=max;`).
+/// the bare flag `--name` turns it on), then the runner's own settings (never a `serve` flag),
+/// then numbers (`name: type = default, min..=max;`).
 macro_rules! knobs {
     (
         choices { $( $(#[doc = $cdoc:literal])* $cname:ident: $cty:ty = $cdefault:expr; )* }
         switches { $( $(#[doc = $sdoc:literal])* $sname:ident; )* }
+        runner { $( $(#[doc = $rdoc:literal])* $rname:ident: $rty:ty = $rdefault:literal, $rmin:literal..=$rmax:expr; )* }
         $( $(#[doc = $doc:literal])* $name:ident: $ty:ty = $default:literal, $min:literal..=$max:literal; )*
     ) => {
         /// The reference shop's knobs (`serve` flags; `run`/`compare` take them from the
@@ -32,13 +37,17 @@ macro_rules! knobs {
             $( $(#[doc = $doc])* #[arg(long, default_value_t = $default)] pub $name: $ty, )*
             $( $(#[doc = $cdoc])* #[arg(long, value_enum, default_value_t = $cdefault)] pub $cname: $cty, )*
             $( $(#[doc = $sdoc])* #[arg(long)] pub $sname: bool, )*
+            $( $(#[doc = $rdoc])* #[arg(skip = $rdefault as $rty)] pub $rname: $rty, )*
         }
 
         impl Default for ShopKnobs {
             fn default() -> Self {
-                ShopKnobs { $( $name: $default, )* $( $cname: $cdefault, )* $( $sname: false, )* }
+                ShopKnobs { $( $name: $default, )* $( $cname: $cdefault, )* $( $sname: false, )* $( $rname: $rdefault, )* }
             }
         }
+
+        /// The knobs the runner reads itself: never handed to a shop's command line.
+        const RUNNER_ONLY: &[&str] = &[ $( stringify!($rname), )* ];
 
         /// The `[shop]` table as written: every knob optional (`null`, as an older
         /// `report.json` spells an absent one, also keeps the default).
@@ -48,6 +57,7 @@ macro_rules! knobs {
             $( $name: Option<$ty>, )*
             $( $cname: Option<$cty>, )*
             $( $sname: Option<bool>, )*
+            $( $rname: Option<$rty>, )*
         }
 
         impl From<Overlay> for ShopKnobs {
@@ -56,6 +66,7 @@ macro_rules! knobs {
                     $( $name: o.$name.unwrap_or($default), )*
                     $( $cname: o.$cname.unwrap_or($cdefault), )*
                     $( $sname: o.$sname.unwrap_or(false), )*
+                    $( $rname: o.$rname.unwrap_or($rdefault), )*
                 }
             }
         }
@@ -65,6 +76,7 @@ macro_rules! knobs {
             /// its type).
             pub fn validate(&self) -> Result<(), KnobError> {
                 $( KnobError::check(stringify!($name), self.$name as f64, $min as f64, $max as f64)?; )*
+                $( KnobError::check(stringify!($rname), self.$rname as f64, $rmin as f64, $rmax as f64)?; )*
                 Ok(())
             }
         }
@@ -82,6 +94,11 @@ knobs! {
         /// (`redis://h:p` is read as `redis+cluster://h:p`; a `redis+cluster://` URL needs no
         /// flag).
         redis_cluster;
+    }
+    runner {
+        /// `run`/`compare`/`gate` (`--shops`): how many reference shop processes the run starts
+        /// on the one database and Redis, buyer i going to shop i mod K. Not a `serve` flag.
+        shops: u32 = 1, 1..=MAX_SHOPS;
     }
     /// Database connection pool size.
     pool_size: u32 = 10, 1..=1000;
@@ -169,7 +186,7 @@ impl KnobError {
 
 impl ShopKnobs {
     /// The `serve` flags that reproduce these knobs, derived from their serialized form (a
-    /// field `pool_size` is the flag `--pool-size`).
+    /// field `pool_size` is the flag `--pool-size`); the runner's own (`shops`) are left out.
     pub fn command_line(&self) -> Vec<String> {
         let fields = match serde_json::to_value(self) {
             Ok(serde_json::Value::Object(fields)) => fields,
@@ -177,6 +194,9 @@ impl ShopKnobs {
         };
         let mut args = Vec::with_capacity(fields.len() * 2);
         for (name, value) in fields {
+            if RUNNER_ONLY.contains(&name.as_str()) {
+                continue;
+            }
             let value = match value {
                 serde_json::Value::Null | serde_json::Value::Bool(false) => continue,
                 // A switch is a bare flag.
@@ -333,6 +353,26 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("aof-always"), "{e}");
+    }
+
+    #[test]
+    fn shops_is_the_runners_knob_never_a_shop_flag() {
+        let knobs: ShopKnobs = toml::from_str("shops = 3").unwrap();
+        assert_eq!(knobs.shops, 3);
+        assert!(!knobs.command_line().iter().any(|a| a.contains("shops")));
+        assert_eq!(
+            parse(&knobs.command_line()).shops,
+            1,
+            "serve has no --shops"
+        );
+        let zero = ShopKnobs {
+            shops: 0,
+            ..ShopKnobs::default()
+        };
+        assert_eq!(
+            zero.validate().unwrap_err().to_string(),
+            format!("--shops must be between 1 and {MAX_SHOPS} (got 0)")
+        );
     }
 
     #[test]

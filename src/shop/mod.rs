@@ -32,7 +32,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 pub use client_ip::TrustedProxies;
-pub use knobs::{KnobError, ShopKnobs};
+pub use knobs::{KnobError, ShopKnobs, MAX_SHOPS};
 use rewarm::RewarmWatch;
 
 /// Everything `oversell serve` needs.

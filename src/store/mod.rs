@@ -313,7 +313,40 @@ impl Store {
         events: &[PersistEvent],
         low_water: Option<&str>,
     ) -> Result<ApplyStats, StoreError> {
-        persist::apply(&self.pool, self.sql, self.backend, item, events, low_water).await
+        let deduct = persist::Deduct::IfStock;
+        persist::apply(
+            &self.pool,
+            self.sql,
+            self.backend,
+            item,
+            events,
+            low_water,
+            deduct,
+        )
+        .await
+        .map(|stats| stats.unwrap_or_default())
+    }
+
+    /// [`Store::apply_events`] with every order's units taken inside the batch, which commits
+    /// only if the stock ends at zero or above: `None` (nothing written) when it would not, as
+    /// when a release earlier in the stream is still in another consumer's batch.
+    pub async fn apply_events_if_stock_holds(
+        &self,
+        item: i64,
+        events: &[PersistEvent],
+        low_water: Option<&str>,
+    ) -> Result<Option<ApplyStats>, StoreError> {
+        let deduct = persist::Deduct::InBatch;
+        persist::apply(
+            &self.pool,
+            self.sql,
+            self.backend,
+            item,
+            events,
+            low_water,
+            deduct,
+        )
+        .await
     }
 
     /// Raises the low-water mark to `candidate` (if higher); returns the mark in force.

@@ -102,6 +102,22 @@ pub struct ApplyStats {
     pub anomalies: u64,
 }
 
+/// How an `order` event takes its units from the database's stock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Deduct {
+    /// Only while the stock covers it: an order without stock is kept, undeducted, and counted
+    /// as an anomaly (Redis and the database disagree).
+    IfStock,
+    /// Always, within the batch's transaction; the batch commits only if the stock ends at
+    /// zero or above, else it is rolled back whole ([`apply`] answers `None`). Several
+    /// consumers commit out of stream order: an order may reach the database before the
+    /// cancel or expiry, earlier in the stream, that gave back the unit it bought. Its batch
+    /// then waits for that release instead of counting an anomaly that is none.
+    InBatch,
+}
+
+/// Applies `events` in one transaction; `None` when `deduct` is [`Deduct::InBatch`] and the
+/// batch would leave the stock below zero (nothing was written).
 pub(super) async fn apply(
     pool: &AnyPool,
     sql: &Statements,
@@ -109,7 +125,8 @@ pub(super) async fn apply(
     item: i64,
     events: &[PersistEvent],
     low_water: Option<&str>,
-) -> Result<ApplyStats, StoreError> {
+    deduct: Deduct,
+) -> Result<Option<ApplyStats>, StoreError> {
     let mut stats = ApplyStats::default();
     let mut tx = pool.begin().await?;
     let mark = raise_mark(&mut tx, sql, item, low_water).await?;
@@ -123,11 +140,11 @@ pub(super) async fn apply(
                 .position(|e| e.kind != PersistKind::Order)
                 .map_or(events.len(), |k| i + k);
             for chunk in events[i..end].chunks(ORDER_CHUNK) {
-                apply_orders(&mut tx, sql, backend, item, chunk, &mut stats).await?;
+                apply_orders(&mut tx, sql, backend, item, chunk, deduct, &mut stats).await?;
             }
             i = end;
         } else {
-            apply_one(&mut tx, sql, item, &events[i], &mut stats).await?;
+            apply_one(&mut tx, sql, item, &events[i], deduct, &mut stats).await?;
             i += 1;
         }
     }
@@ -145,8 +162,18 @@ pub(super) async fn apply(
         }
         q.execute(&mut *tx).await?;
     }
+    if deduct == Deduct::InBatch {
+        let stock: Option<i64> = sqlx::query_scalar(sql.reconcile_snapshot)
+            .bind(item)
+            .fetch_optional(&mut *tx)
+            .await?;
+        if stock.is_some_and(|s| s < 0) {
+            // Dropped without a commit: rolled back.
+            return Ok(None);
+        }
+    }
     tx.commit().await?;
-    Ok(stats)
+    Ok(Some(stats))
 }
 
 /// Raises the low-water mark to `candidate` on its own (nothing to apply). Returns the mark.
@@ -255,6 +282,7 @@ async fn apply_orders(
     backend: Backend,
     item: i64,
     run: &[PersistEvent],
+    deduct: Deduct,
     stats: &mut ApplyStats,
 ) -> Result<(), StoreError> {
     // Each order id once: a repeat in the same run is a replay of the first.
@@ -309,6 +337,9 @@ async fn apply_orders(
     }
     stats.inserted += fresh.len() as u64;
     let total: i64 = fresh.iter().map(|e| e.qty).sum();
+    if deduct == Deduct::InBatch {
+        return take(tx, sql, item, total).await;
+    }
     if deduct_if_stock(tx, sql, item, total).await? {
         return Ok(());
     }
@@ -361,11 +392,27 @@ async fn deduct_if_stock(
         == 1)
 }
 
+/// Takes `qty` from the stock whatever it holds (the batch checks the stock it ends with).
+async fn take(
+    tx: &mut Transaction<'static, Any>,
+    sql: &Statements,
+    item: i64,
+    qty: i64,
+) -> Result<(), StoreError> {
+    sqlx::query(sql.restock)
+        .bind(-qty)
+        .bind(item)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
 async fn apply_one(
     tx: &mut Transaction<'static, Any>,
     sql: &Statements,
     item: i64,
     ev: &PersistEvent,
+    deduct: Deduct,
     stats: &mut ApplyStats,
 ) -> Result<(), StoreError> {
     let target = match ev.kind {
@@ -428,6 +475,9 @@ async fn apply_one(
         return Ok(());
     }
     stats.inserted += 1;
+    if target.holds_stock() && deduct == Deduct::InBatch {
+        return take(tx, sql, item, ev.qty).await;
+    }
     if target.holds_stock() {
         let deducted = sqlx::query(sql.deduct_if_stock)
             .bind(ev.qty)

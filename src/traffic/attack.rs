@@ -13,7 +13,7 @@
 use super::mapping::Method;
 use super::recorder::{Ack, Answer, BuyerResult, Kind, Recorder, Told};
 use super::schedule::{AfterOrder, BuyerPlan};
-use super::target::{self, Action, Classified, Prepared, Read, Target};
+use super::target::{self, Action, Classified, Prepared, Read, Target, Targets};
 use anyhow::Context as _;
 use goose::client::GooseClientBuilder;
 use goose::config::GooseConfiguration;
@@ -56,7 +56,8 @@ struct Ctx {
     plan: Arc<Vec<BuyerPlan>>,
     /// The plan index of this chunk's first buyer (goose numbers each attack's users from 0).
     offset: usize,
-    target: Arc<Target>,
+    /// Buyer i goes to shop i mod K.
+    targets: Targets,
     recorder: Arc<Recorder>,
     /// The harness's client (no redirects): every goose user sends on it, and bots' extra
     /// submissions, which go out concurrently with their first, too.
@@ -95,11 +96,11 @@ pub fn launch_lead(plan: &[BuyerPlan]) -> Duration {
     Duration::from_secs_f64(-earliest)
 }
 
-/// Runs every buyer of `plan` against `target`; returns when the last one is done.
+/// Runs every buyer of `plan` against its shop of `targets`; returns when the last one is done.
 /// `recorder.opened()` is the schedule's zero: place it at least [`launch_lead`] from now.
 pub async fn fire(
     plan: Arc<Vec<BuyerPlan>>,
-    target: Arc<Target>,
+    targets: Targets,
     recorder: Arc<Recorder>,
     timeout: Duration,
 ) -> anyhow::Result<(Vec<GooseCrossCheck>, GeneratorStats)> {
@@ -116,7 +117,7 @@ pub async fn fire(
         let ctx = Arc::new(Ctx {
             plan: plan.clone(),
             offset,
-            target: target.clone(),
+            targets: targets.clone(),
             recorder: recorder.clone(),
             client: client.clone(),
         });
@@ -187,7 +188,8 @@ async fn attack(ctx: Arc<Ctx>, users: usize, timeout: Duration) -> anyhow::Resul
         Box::pin(async move { journey(user, ctx).await })
     });
     let mut config = GooseConfiguration::default();
-    config.host = Some(ctx.target.base_url.clone());
+    // Goose names requests by this host; each request's own URL is its buyer's shop.
+    config.host = Some(ctx.targets.first().base_url.clone());
     config.users = Some(users);
     config.increase_rate = Some(LAUNCH_RATE.to_string());
     config.iterations = Some(1);
@@ -212,6 +214,7 @@ async fn journey(user: &mut GooseUser, ctx: Arc<Ctx>) -> TransactionResult {
     let Some(b) = ctx.plan.get(ctx.offset + user.weighted_users_index) else {
         return Ok(());
     };
+    let target = ctx.targets.of(b).clone();
     // Goose's client builder cannot turn redirects off: every user sends on the harness's
     // own shared client instead (one connection pool, no redirects followed).
     user.client = ctx.client.clone();
@@ -220,7 +223,7 @@ async fn journey(user: &mut GooseUser, ctx: Arc<Ctx>) -> TransactionResult {
     tokio::time::sleep_until(intended).await;
     rec.arrived();
     for think in &b.views {
-        let (_, done) = send(user, &ctx, Kind::View, &Action::View, b, intended).await;
+        let (_, done) = send(user, &ctx, &target, Kind::View, &Action::View, b, intended).await;
         intended = done + *think;
         tokio::time::sleep_until(intended).await;
     }
@@ -233,15 +236,16 @@ async fn journey(user: &mut GooseUser, ctx: Arc<Ctx>) -> TransactionResult {
         let ctx = ctx.clone();
         let b = b.clone();
         let key = rec.attempt_key(b.index, n + 1);
+        let target = target.clone();
         extra.push(tokio::spawn(async move {
             tokio::time::sleep_until(at).await;
-            let (c, done) = send_direct(&ctx, &b, at, key.clone()).await;
+            let (c, done) = send_direct(&ctx, &target, &b, at, key.clone()).await;
             (c, done, key)
         }));
     }
     let key = rec.attempt_key(b.index, 0);
     let order = Action::Order(Some(key.clone()));
-    let (first, done) = send(user, &ctx, Kind::Order, &order, b, intended).await;
+    let (first, done) = send(user, &ctx, &target, Kind::Order, &order, b, intended).await;
     let mut answered = vec![(first, done, key)];
     for task in extra {
         if let Ok(answer) = task.await {
@@ -281,12 +285,12 @@ async fn journey(user: &mut GooseUser, ctx: Arc<Ctx>) -> TransactionResult {
                 Action::Cancel(id.clone())
             };
             // An order whose answer lacked the id a pay/cancel path needs is left to expire.
-            if ctx.target.prepare(&act, b).is_none() {
+            if target.prepare(&act, b).is_none() {
                 continue;
             }
             let intended = (*at).max(done) + think;
             tokio::time::sleep_until(intended).await;
-            let (answer, _) = send(user, &ctx, kind, &act, b, intended).await;
+            let (answer, _) = send(user, &ctx, &target, kind, &act, b, intended).await;
             if answer.is_some_and(|c| c.answer == Answer::Ok) {
                 let told = if kind == Kind::Pay {
                     Told::Paid
@@ -317,21 +321,23 @@ fn record(ctx: &Ctx, kind: Kind, read: &Read, intended: Instant, sent: Instant, 
     }
 }
 
-/// Sends one request through goose (so goose's metrics see it) and records it in ours;
-/// `None` when the mapping has no such request.
+/// Sends one request to `target` through goose (so goose's metrics see it) and records it in
+/// ours; `None` when the mapping has no such request.
+#[allow(clippy::too_many_arguments)]
 async fn send(
     user: &mut GooseUser,
     ctx: &Ctx,
+    target: &Target,
     kind: Kind,
     action: &Action,
     b: &BuyerPlan,
     intended: Instant,
 ) -> (Option<Classified>, Instant) {
-    let Some(prepared) = ctx.target.prepare(action, b) else {
+    let Some(prepared) = target.prepare(action, b) else {
         return (None, intended);
     };
     let sent = ctx.recorder.sending(kind, intended);
-    let read = match ctx.target.url(&prepared) {
+    let read = match target.url(&prepared) {
         Err(_) => Read::transport_failed(),
         Ok(url) => {
             let rb = prepared.apply(user.client.request(prepared.reqwest_method(), url));
@@ -343,7 +349,7 @@ async fn send(
                 .build();
             match user.request(req).await {
                 Ok(g) => match g.response {
-                    Ok(resp) => ctx.target.read(kind, resp).await,
+                    Ok(resp) => target.read(kind, resp).await,
                     Err(e) => Read::transport(&e),
                 },
                 Err(e) => match *e {
@@ -372,15 +378,16 @@ fn goose_method(p: &Prepared) -> GooseMethod {
 /// A bot's extra submission, sent on our own client (concurrent with its goose request).
 async fn send_direct(
     ctx: &Ctx,
+    target: &Target,
     b: &BuyerPlan,
     intended: Instant,
     key: String,
 ) -> (Option<Classified>, Instant) {
-    let Some(prepared) = ctx.target.prepare(&Action::Order(Some(key)), b) else {
+    let Some(prepared) = target.prepare(&Action::Order(Some(key)), b) else {
         return (None, intended);
     };
     let sent = ctx.recorder.sending(Kind::Order, intended);
-    let read = ctx.target.send(&ctx.client, Kind::Order, &prepared).await;
+    let read = target.send(&ctx.client, Kind::Order, &prepared).await;
     let done = Instant::now();
     record(ctx, Kind::Order, &read, intended, sent, done);
     (Some(read.classified), done)

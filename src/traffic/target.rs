@@ -55,6 +55,44 @@ pub struct Target {
     pub sale: Sale,
 }
 
+/// The shops a plan is fired at: buyer i (its index in the seeded schedule) goes to shop
+/// i mod K, so a seeded run sends every shop the same requests each time, and a shard
+/// (`--shard`) sends each of its buyers where the single process would.
+#[derive(Debug, Clone)]
+pub struct Targets(std::sync::Arc<[std::sync::Arc<Target>]>);
+
+impl Targets {
+    /// One shop: every buyer goes to it.
+    pub fn one(target: std::sync::Arc<Target>) -> Self {
+        Targets(vec![target].into())
+    }
+
+    /// Several shops with one API (`None` when `targets` is empty).
+    pub fn spread(targets: Vec<std::sync::Arc<Target>>) -> Option<Self> {
+        (!targets.is_empty()).then(|| Targets(targets.into()))
+    }
+
+    /// The shop buyer `b` goes to.
+    pub fn of(&self, b: &BuyerPlan) -> &std::sync::Arc<Target> {
+        &self.0[b.index % self.0.len()]
+    }
+
+    /// The first shop (the one that sets the sale up, and whose mapping reads the answers).
+    pub fn first(&self) -> &std::sync::Arc<Target> {
+        &self.0[0]
+    }
+
+    /// How many shops.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Never: there is always one shop.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
 /// A request ready to send.
 #[derive(Debug, Clone)]
 pub struct Prepared {

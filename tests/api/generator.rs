@@ -10,7 +10,7 @@ use oversell::traffic::attack::{self, launch_lead};
 use oversell::traffic::mapping::Mapping;
 use oversell::traffic::recorder::{Kind, Measurements, Recorder};
 use oversell::traffic::schedule;
-use oversell::traffic::target::{Sale, Target};
+use oversell::traffic::target::{Sale, Target, Targets};
 use oversell::traffic::Scenario;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -98,9 +98,14 @@ async fn fire_with_goose(
             std::thread::sleep(stall);
         });
     }
-    let (goose, _) = attack::fire(plan, target, recorder.clone(), Duration::from_secs(10))
-        .await
-        .unwrap();
+    let (goose, _) = attack::fire(
+        plan,
+        Targets::one(target),
+        recorder.clone(),
+        Duration::from_secs(10),
+    )
+    .await
+    .unwrap();
     (recorder.finish(), goose)
 }
 

@@ -1,5 +1,6 @@
 //! One integration-test binary (links once): real PostgreSQL, MySQL/MariaDB and Redis.
 
+mod attack_shard;
 mod bad_input;
 mod bench;
 mod cluster;
@@ -29,6 +30,7 @@ mod reports;
 mod rewarm;
 mod runs;
 mod shard;
+mod shops;
 mod stand_in;
 mod store;
 mod stream_bounds;

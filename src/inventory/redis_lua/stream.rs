@@ -135,6 +135,25 @@ impl RedisLua {
         Ok(self.backlog(item).await?.drained())
     }
 
+    /// Whether a consumer of the item's group other than `me` holds entries it has not
+    /// acknowledged yet (a batch of its own in flight).
+    pub async fn pending_elsewhere(&self, item: i64, me: &str) -> Result<bool, InventoryError> {
+        let keys = self.keys(item);
+        let reply: redis::RedisResult<StreamPendingReply> = redis::cmd("XPENDING")
+            .arg(&keys.events)
+            .arg(GROUP)
+            .query_async(&mut self.conn.clone())
+            .await;
+        Ok(match reply {
+            Ok(StreamPendingReply::Data(p)) => {
+                p.consumers.iter().any(|c| c.name != me && c.pending > 0)
+            }
+            Ok(_) => false,
+            Err(e) if no_such_key(&e) || e.code() == Some("NOGROUP") => false,
+            Err(e) => return Err(e.into()),
+        })
+    }
+
     /// The highest stream id at or below which every entry has been acknowledged (hence
     /// committed or dead-lettered): just below the group's smallest pending id, or the group's
     /// last delivered id when nothing is pending. Both read in one MULTI, so no delivery can
