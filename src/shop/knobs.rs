@@ -115,6 +115,8 @@ knobs! {
     page_cache_ms: u64 = 1000, 0..=3_600_000;
     /// redis-lua: a stream entry the database refuses this many times is dead-lettered.
     dead_letter_after: u32 = 3, 1..=100;
+    /// redis-buckets: how many buckets (hash slots) a sale's stock is split over.
+    buckets: u32 = 4, 1..=64;
 }
 
 /// A knob outside its allowed range. Displays as the `serve` flag; [`KnobError::knob`] is the
@@ -201,6 +203,7 @@ impl ShopKnobs {
                 payment_timeout: Duration::from_secs(self.payment_timeout_s),
                 batch_window: Duration::from_millis(self.batch_window_ms),
                 batch_max: self.batch_max as usize,
+                buckets: self.buckets,
             },
             redis: RedisSettings {
                 url: redis_url.to_string(),
