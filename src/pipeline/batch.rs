@@ -113,7 +113,10 @@ impl Consumer {
         if events.is_empty() {
             return Ok(done);
         }
-        let candidate = self.redis.low_water_candidate(self.item).await?;
+        let candidate = match self.bucket {
+            None => self.redis.low_water_candidate(self.item).await?,
+            Some(_) => None,
+        };
         self.apply_isolating(&events, candidate.as_deref(), &mut done)
             .await?;
         Ok(done)
@@ -129,7 +132,11 @@ impl Consumer {
         // Halves are pushed second-then-first, so parts commit in stream order.
         let mut parts: Vec<&[PersistEvent]> = vec![events];
         while let Some(part) = parts.pop() {
-            match self.store.apply_events(self.item, part, low_water).await {
+            let applied = match self.bucket {
+                None => self.store.apply_events(self.item, part, low_water).await,
+                Some(_) => self.store.apply_bucket_events(self.item, part).await,
+            };
+            match applied {
                 Ok(stats) => {
                     metrics::counter!("oversell_persisted_events_total")
                         .increment(part.len() as u64);

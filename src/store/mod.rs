@@ -313,7 +313,20 @@ impl Store {
         events: &[PersistEvent],
         low_water: Option<&str>,
     ) -> Result<ApplyStats, StoreError> {
-        persist::apply(&self.pool, self.sql, self.backend, item, events, low_water).await
+        let marks = persist::Marks::Tracked(low_water);
+        persist::apply(&self.pool, self.sql, self.backend, item, events, marks).await
+    }
+
+    /// Applies a batch of one redis-buckets bucket's stream events in one transaction (under
+    /// the item's row lock, exactly as [`Store::apply_events`]), leaving the item's low-water
+    /// mark alone: bucket streams' ids do not order against each other.
+    pub async fn apply_bucket_events(
+        &self,
+        item: i64,
+        events: &[PersistEvent],
+    ) -> Result<ApplyStats, StoreError> {
+        let marks = persist::Marks::Untracked;
+        persist::apply(&self.pool, self.sql, self.backend, item, events, marks).await
     }
 
     /// Raises the low-water mark to `candidate` (if higher); returns the mark in force.
