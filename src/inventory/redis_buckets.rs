@@ -196,6 +196,16 @@ impl RedisBuckets {
             Ok(a) => a,
             Err(answer) => return Ok(answer),
         };
+        // A key lives in its buyer's home bucket; another buyer reusing it (another home) is
+        // answered from the bucket that holds it. Read outside the scripts: two buyers racing
+        // with one key into two buckets are not caught here (the database's unique key is).
+        if p.idempotency_key.is_some() {
+            for b in self.all().filter(|b| *b != home_b) {
+                if let Some(answer) = self.bucket(b).replay(p).await? {
+                    return Ok(answer);
+                }
+            }
+        }
         let order_id = new_bucket_order_id(p.item_id, home_b);
         let deadline = Instant::now() + REBALANCE_FOR;
         let mut passes = 0u32;

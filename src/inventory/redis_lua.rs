@@ -368,7 +368,7 @@ impl RedisLua {
     /// The order `p`'s `Idempotency-Key` bought, as the answer to `p` (`None`: no key, or
     /// it bought nothing). Read outside the script: an entry, once written, only goes with
     /// the sale.
-    async fn replay(&self, p: &Purchase) -> Result<Option<Outcome>, InventoryError> {
+    pub(crate) async fn replay(&self, p: &Purchase) -> Result<Option<Outcome>, InventoryError> {
         let Some(key) = p.idempotency_key.as_deref() else {
             return Ok(None);
         };

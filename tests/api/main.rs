@@ -2,6 +2,7 @@
 
 mod bad_input;
 mod bench;
+mod buckets;
 mod concurrency;
 mod deploy;
 mod durability;
