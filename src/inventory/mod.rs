@@ -12,6 +12,7 @@ mod naive;
 mod optimistic;
 pub mod redis_buckets;
 pub mod redis_lua;
+mod strategy;
 
 use crate::model::{Item, OrderStatus, Purchase, SaleSetup};
 use crate::store::{HasOrders, Store, StoreError, Transition};
@@ -22,71 +23,7 @@ use std::time::Duration;
 
 pub use redis_buckets::RedisBuckets;
 pub use redis_lua::{Durability, GatewaySettings, RedisLua, RedisSettings, Rewarm, RewarmOutcome};
-
-/// The inventory strategy, chosen by `--strategy`.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum, Serialize, serde::Deserialize,
-)]
-#[serde(rename_all = "kebab-case")]
-pub enum Strategy {
-    /// Read stock, check, write: no lock. Reproduces the incident.
-    Naive,
-    /// `SELECT ... FOR UPDATE` in one transaction.
-    ForUpdate,
-    /// Version compare-and-swap with retries.
-    Optimistic,
-    /// Atomic pre-deduct in Redis with asynchronous persistence.
-    RedisLua,
-    /// One `UPDATE ... WHERE stock >= q`: no version, no lock across statements.
-    Conditional,
-    /// App-level group commit: a per-item queue, one transaction per batch of buyers.
-    Batched,
-    /// redis-lua with the stock split over B buckets in different slots, rebalanced on demand.
-    RedisBuckets,
-}
-
-impl Strategy {
-    /// Every strategy, in the order reports show them.
-    pub const ALL: [Strategy; 7] = [
-        Strategy::Naive,
-        Strategy::ForUpdate,
-        Strategy::Optimistic,
-        Strategy::RedisLua,
-        Strategy::Conditional,
-        Strategy::Batched,
-        Strategy::RedisBuckets,
-    ];
-
-    /// The CLI spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Strategy::Naive => "naive",
-            Strategy::ForUpdate => "for-update",
-            Strategy::Optimistic => "optimistic",
-            Strategy::RedisLua => "redis-lua",
-            Strategy::Conditional => "conditional",
-            Strategy::Batched => "batched",
-            Strategy::RedisBuckets => "redis-buckets",
-        }
-    }
-
-    /// Whether the strategy decides in Redis (redis-lua, redis-buckets): it needs Redis, its
-    /// orders reach the database through the stream, and its keys are in Redis.
-    pub fn uses_redis(self) -> bool {
-        matches!(self, Strategy::RedisLua | Strategy::RedisBuckets)
-    }
-
-    /// Parses the CLI spelling.
-    pub fn parse(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|st| st.as_str() == s)
-    }
-}
-
-impl std::fmt::Display for Strategy {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+pub use strategy::Strategy;
 
 /// The answer to one purchase.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -261,7 +198,9 @@ impl Inventory {
             "redis-lua and redis-buckets need Redis; the database strategies must not use it"
         );
         let (redis, buckets) = match (strategy, redis) {
-            (Strategy::RedisBuckets, Some(r)) => (None, Some(RedisBuckets::new(r, settings.buckets))),
+            (Strategy::RedisBuckets, Some(r)) => {
+                (None, Some(RedisBuckets::new(r, settings.buckets)))
+            }
             (_, r) => (r, None),
         };
         let batcher = (strategy == Strategy::Batched)
@@ -450,8 +389,7 @@ impl Inventory {
     pub async fn purchase(&self, p: &Purchase) -> Result<Outcome, InventoryError> {
         let _counted = InFlight::new(&self.in_flight);
         let Some(item) = self.item_meta(p.item_id).await? else {
-            let known =
-                self.strategy.uses_redis() && self.store.item(p.item_id).await?.is_some();
+            let known = self.strategy.uses_redis() && self.store.item(p.item_id).await?.is_some();
             return Ok(if known {
                 Outcome::NotWarmed
             } else {

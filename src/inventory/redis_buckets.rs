@@ -28,8 +28,8 @@
 
 use super::redis_lua::keys::{bucket_prefix, ItemKeys};
 use super::{InventoryError, Outcome, RedisLua};
-use crate::model::{bucket_of_order, item_of_order, new_bucket_order_id, Item, OrderStatus};
 use crate::model::Purchase;
+use crate::model::{bucket_of_order, item_of_order, new_bucket_order_id, Item, OrderStatus};
 use crate::store::Transition;
 use redis::{AsyncCommands, Script};
 use std::collections::HashMap;
@@ -164,7 +164,10 @@ impl RedisBuckets {
         let mut conn = self.base.conn();
         for (b, share) in self.all().zip(shares) {
             let _: () = conn
-                .del(&[self.transfers_key(item.id, b), self.received_key(item.id, b)])
+                .del(&[
+                    self.transfers_key(item.id, b),
+                    self.received_key(item.id, b),
+                ])
                 .await?;
             let part = Item {
                 stock: share,
@@ -234,7 +237,12 @@ impl RedisBuckets {
     /// One pass: borrows from the first donor (after `home`, round the ring) that has stock;
     /// when none has, says whether stock is still left anywhere (refilled meanwhile by a
     /// restock or a transfer, or travelling).
-    async fn rebalance(&self, item: i64, home: u32, qty: i64) -> Result<Rebalanced, InventoryError> {
+    async fn rebalance(
+        &self,
+        item: i64,
+        home: u32,
+        qty: i64,
+    ) -> Result<Rebalanced, InventoryError> {
         let n = self.buckets();
         for step in 1..n {
             let donor = (home + step) % n;
@@ -357,9 +365,7 @@ impl RedisBuckets {
         let mut units = 0;
         let mut conn = self.base.conn();
         for t in self.transfers(item).await? {
-            let received: bool = conn
-                .sismember(self.received_key(item, t.to), &t.id)
-                .await?;
+            let received: bool = conn.sismember(self.received_key(item, t.to), &t.id).await?;
             if !received {
                 units += t.units;
             }

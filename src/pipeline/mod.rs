@@ -146,7 +146,9 @@ async fn supervise(
                 shutdown,
             )),
             Task::BucketConsumer(b) => {
-                let buckets = inventory.buckets().expect("bucket consumers run for redis-buckets");
+                let buckets = inventory
+                    .buckets()
+                    .expect("bucket consumers run for redis-buckets");
                 let consumer = consumer::Consumer::for_bucket(
                     buckets.bucket(b).clone(),
                     inventory.store().clone(),

@@ -396,10 +396,17 @@ async fn buckets_state(
             .await?;
         for (id, record) in lent {
             let Some((to, units)) = record.split_once(':') else {
-                anyhow::bail!("unreadable transfer record {id} = {record:?} in {}", keys.sibling("transfers"));
+                anyhow::bail!(
+                    "unreadable transfer record {id} = {record:?} in {}",
+                    keys.sibling("transfers")
+                );
             };
-            let to: u32 = to.parse().with_context(|| format!("transfer record {id} = {record:?}"))?;
-            let units: i64 = units.parse().with_context(|| format!("transfer record {id} = {record:?}"))?;
+            let to: u32 = to
+                .parse()
+                .with_context(|| format!("transfer record {id} = {record:?}"))?;
+            let units: i64 = units
+                .parse()
+                .with_context(|| format!("transfer record {id} = {record:?}"))?;
             let received: bool = redis::cmd("SISMEMBER")
                 .arg(ItemKeys::bucket(prefix, item, to).sibling("received"))
                 .arg(&id)

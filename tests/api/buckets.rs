@@ -79,7 +79,11 @@ async fn buyers_who_all_share_one_home_bucket_still_buy_every_unit() {
             buy(&app, &u, None).await
         })
     });
-    let answers: Vec<(u16, Value)> = join_all(tasks).await.into_iter().map(|r| r.unwrap()).collect();
+    let answers: Vec<(u16, Value)> = join_all(tasks)
+        .await
+        .into_iter()
+        .map(|r| r.unwrap())
+        .collect();
     // Assert: exactly the stock sold, nobody refused while a bucket had stock.
     let sold = answers.iter().filter(|(s, _)| *s == 201).count();
     let sold_out = answers
@@ -95,7 +99,10 @@ async fn buyers_who_all_share_one_home_bucket_still_buy_every_unit() {
     assert_eq!(audit["oversell"], 0, "{audit}");
     for (_, body) in answers.iter().filter(|(s, _)| *s == 201) {
         let id = body["order_id"].as_str().unwrap();
-        assert!(id.starts_with("1-b2-"), "the order is in the buyer's home bucket: {id}");
+        assert!(
+            id.starts_with("1-b2-"),
+            "the order is in the buyer's home bucket: {id}"
+        );
     }
     Arc::into_inner(app).unwrap().teardown().await;
 }
@@ -112,7 +119,11 @@ async fn concurrent_buyers_over_every_bucket_sell_exactly_the_stock_on_mysql() {
             buy(&app, &format!("any-{i}"), None).await
         })
     });
-    let answers: Vec<(u16, Value)> = join_all(tasks).await.into_iter().map(|r| r.unwrap()).collect();
+    let answers: Vec<(u16, Value)> = join_all(tasks)
+        .await
+        .into_iter()
+        .map(|r| r.unwrap())
+        .collect();
     let acked: Vec<&str> = answers
         .iter()
         .filter(|(s, _)| *s == 201)
@@ -120,10 +131,17 @@ async fn concurrent_buyers_over_every_bucket_sell_exactly_the_stock_on_mysql() {
         .collect();
     assert_eq!(acked.len(), 37, "{answers:?}");
     let audit = app.drained_audit(1).await;
-    assert_eq!((audit["sold"].clone(), audit["db_stock"].clone()), (json!(37), json!(0)), "{audit}");
+    assert_eq!(
+        (audit["sold"].clone(), audit["db_stock"].clone()),
+        (json!(37), json!(0)),
+        "{audit}"
+    );
     let in_db = app.app_inventory.store().orders_for_item(1).await.unwrap();
     for id in acked {
-        assert!(in_db.iter().any(|o| o.id == id), "acknowledged {id} persisted");
+        assert!(
+            in_db.iter().any(|o| o.id == id),
+            "acknowledged {id} persisted"
+        );
     }
     Arc::into_inner(app).unwrap().teardown().await;
 }
@@ -135,7 +153,11 @@ async fn a_transfer_interrupted_after_lend_is_completed_by_the_repair_once() {
     app.setup_sale(1, 10, 1).await;
     let b = buckets(&app);
     // Act: only the first step of a transfer from bucket 0 to bucket 3 (a buyer died after it).
-    let t = b.lend(1, 0, 3, 1).await.unwrap().expect("bucket 0 has stock");
+    let t = b
+        .lend(1, 0, 3, 1)
+        .await
+        .unwrap()
+        .expect("bucket 0 has stock");
     assert_eq!(t.units, 2, "half of 3, rounded up");
     assert_eq!(stocks(&app).await, vec![1, 3, 2, 2]);
     // The units travelling still count: nothing is lost meanwhile.
@@ -148,9 +170,15 @@ async fn a_transfer_interrupted_after_lend_is_completed_by_the_repair_once() {
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    assert!(b.transfers(1).await.unwrap().is_empty(), "the repair completed it");
+    assert!(
+        b.transfers(1).await.unwrap().is_empty(),
+        "the repair completed it"
+    );
     assert_eq!(stocks(&app).await, vec![1, 3, 2, 4]);
-    assert!(!b.receive(1, &t).await.unwrap(), "a second delivery adds nothing");
+    assert!(
+        !b.receive(1, &t).await.unwrap(),
+        "a second delivery adds nothing"
+    );
     assert_eq!(b.repair(1).await.unwrap(), 0);
     assert_eq!(b.stock(1).await.unwrap(), Some(10));
     // And every unit still sells: conservation holds.
@@ -185,12 +213,20 @@ async fn an_idempotent_retry_after_a_fallback_returns_the_same_order_and_limits_
     // Another buyer reusing the key (whatever his home) buys nothing.
     let other = users_of(3, 1, "reuser").remove(0);
     let (s, body) = buy(&app, &other, Some("attempt-1")).await;
-    assert_eq!((s, body["error"].as_str()), (422, Some("idempotency_key_reused")), "{body}");
+    assert_eq!(
+        (s, body["error"].as_str()),
+        (422, Some("idempotency_key_reused")),
+        "{body}"
+    );
     // The per-user limit holds across fallbacks: the first buyer gets one more, not two.
     let (s, _) = buy(&app, first, None).await;
     assert_eq!(s, 201);
     let (s, body) = buy(&app, first, None).await;
-    assert_eq!((s, body["error"].as_str()), (409, Some("duplicate")), "{body}");
+    assert_eq!(
+        (s, body["error"].as_str()),
+        (409, Some("duplicate")),
+        "{body}"
+    );
     let audit = app.drained_audit(1).await;
     assert_eq!(audit["sold"], 3, "{audit}");
     assert_eq!(audit["db_stock"], 1, "{audit}");
@@ -261,7 +297,14 @@ async fn oracle_run(backend: Backend) {
     let run = &json["runs"][0];
     assert_eq!(run["strategy"], "redis-buckets");
     assert_eq!(run["drain"]["drained"], true, "{}", run["verdict"]);
-    for zero in ["oversell", "lost_acks", "conservation_drift", "phantom_orders", "duplicate_buyers", "redis_drift"] {
+    for zero in [
+        "oversell",
+        "lost_acks",
+        "conservation_drift",
+        "phantom_orders",
+        "duplicate_buyers",
+        "redis_drift",
+    ] {
         assert_eq!(run[zero], 0, "{zero}: {}", run["verdict"]);
     }
     assert_eq!(run["undersell"], 0, "no undersell: {}", run["verdict"]);

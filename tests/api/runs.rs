@@ -140,7 +140,10 @@ async fn smoke_every_strategy(backend: Backend) {
             assert_eq!(run["negative_stock"], false, "{strategy}");
         }
         if strategy == "redis-buckets" {
-            assert_eq!(run["redis_drift"], 0, "Redis (every bucket) equals the database");
+            assert_eq!(
+                run["redis_drift"], 0,
+                "Redis (every bucket) equals the database"
+            );
         }
         if strategy == "redis-lua" {
             assert_eq!(
