@@ -272,6 +272,40 @@ async fn cancel_and_expiry_restock_the_orders_bucket_exactly_once() {
     app.teardown().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn units_scattered_over_buckets_are_gathered_and_too_few_left_is_sold_out_at_once() {
+    // Arrange: 3 units over 4 buckets ([1, 1, 1, 0]); two units per buyer allowed.
+    let app = spawn_buckets(Backend::Postgres, None).await;
+    app.setup_sale(1, 3, 2).await;
+    let homeless = users_of(3, 2, "gather");
+    let order = |user: &str| json!({"item_id": 1, "user_id": user, "qty": 2});
+    // Act: a buyer whose home bucket is empty asks for 2.
+    let (s, body) = app.order(order(&homeless[0])).await;
+    // Assert: gathered from two other buckets.
+    assert_eq!(s, 201, "{body}");
+    assert_eq!(stocks(&app).await.iter().sum::<i64>(), 1);
+    // One unit left, two asked: sold out, answered at once (not after the rebalancing window).
+    let started = std::time::Instant::now();
+    let (s, body) = app.order(order(&homeless[1])).await;
+    assert_eq!(
+        (s, body["error"].as_str()),
+        (409, Some("sold_out")),
+        "{body}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        started.elapsed()
+    );
+    let audit = app.drained_audit(1).await;
+    assert_eq!(
+        (audit["sold"].clone(), audit["redis_stock"].clone()),
+        (json!(2), json!(1)),
+        "{audit}"
+    );
+    app.teardown().await;
+}
+
 async fn oracle_run(backend: Backend) {
     let out = tempfile::tempdir().unwrap();
     let db = fresh_db_url(backend);
