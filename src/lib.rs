@@ -20,7 +20,9 @@
 //! - [`inventory`]: the [`inventory::Strategy`] enum and one file per strategy
 //!   (`naive`, `for_update`, `optimistic`, `redis_lua`, `conditional`: one conditional
 //!   `UPDATE`; `batched`: per-item queues and one transaction per batch, its decisions unit-tested
-//!   in `batched/tests.rs`); [`inventory::idempotency`] is the
+//!   in `batched/tests.rs`; `redis_buckets`: redis-lua's scripts on B buckets of one sale, each
+//!   in its own slot, with lend/receive transfers and their repair; `strategy`: the
+//!   [`inventory::Strategy`] switch); [`inventory::idempotency`] is the
 //!   `Idempotency-Key` rule they all share (a retry gets the order its key bought, never a
 //!   second one); `redis_lua::keys` is the Redis key
 //!   layout of a sale and the clean-up of a key prefix; `redis_lua::stream` is the stream's
@@ -36,7 +38,8 @@
 //!   `persist`: stream batches and the low-water mark; a batch of several consumers commits only
 //!   if the stock stays at zero or above); every statement and all that differs
 //!   per backend lives in `store::dialect`.
-//! - [`pipeline`]: redis-lua's stream consumer (`consumer`: reconnects, claims, acks;
+//! - [`pipeline`]: redis-lua's stream consumer (one per item; redis-buckets: one per bucket,
+//!   and the transfer repair loop) (`consumer`: reconnects, claims, acks;
 //!   `batch`: refused entries isolated and dead-lettered; `mark`: the low-water mark's upkeep
 //!   and trimming; `backoff`, `alert`), reconciliation, and the payment-timeout sweeper; a
 //!   supervisor restarts any of them that dies.

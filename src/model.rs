@@ -172,6 +172,22 @@ pub fn item_of_order(order_id: &str) -> Option<i64> {
     item.parse().ok()
 }
 
+/// A new order id of `redis-buckets` bucket `bucket`: `<item>-b<bucket>-<uuid>`, so
+/// [`item_of_order`] reads its item as for every other id and [`bucket_of_order`] its bucket.
+pub fn new_bucket_order_id(item_id: i64, bucket: u32) -> String {
+    format!("{item_id}-b{bucket}-{}", uuid::Uuid::now_v7().simple())
+}
+
+/// The `redis-buckets` bucket encoded in an order id (`None` for any other id).
+pub fn bucket_of_order(order_id: &str) -> Option<u32> {
+    let (_, rest) = order_id.split_once('-')?;
+    let (bucket, uuid) = rest.strip_prefix('b')?.split_once('-')?;
+    if uuid.is_empty() {
+        return None;
+    }
+    bucket.parse().ok()
+}
+
 /// Milliseconds since the Unix epoch.
 pub fn now_ms() -> i64 {
     chrono::Utc::now().timestamp_millis()
@@ -187,6 +203,17 @@ mod tests {
         assert_eq!(item_of_order(&id), Some(42));
         assert_eq!(item_of_order("nope"), None);
         assert_eq!(item_of_order("7-"), None);
+        assert_eq!(bucket_of_order(&id), None);
+    }
+
+    #[test]
+    fn bucket_order_ids_carry_item_and_bucket() {
+        let id = new_bucket_order_id(42, 7);
+        assert_eq!(item_of_order(&id), Some(42));
+        assert_eq!(bucket_of_order(&id), Some(7));
+        assert!(id.len() <= 64, "fits orders.id: {id}");
+        assert_eq!(bucket_of_order("42-bx-abc"), None);
+        assert_eq!(bucket_of_order("42-b3-"), None);
     }
 
     #[test]

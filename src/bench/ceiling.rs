@@ -82,6 +82,9 @@ pub fn statements(strategy: Strategy, backend: Backend) -> anyhow::Result<Vec<St
             "UPDATE items SET stock = stock - 1 WHERE id = {id} AND stock >= 1"
         )],
         Strategy::RedisLua => bail!("redis-lua's ceiling is redis-benchmark, not SQL"),
+        Strategy::RedisBuckets => {
+            bail!("redis-buckets has no single ceiling (its buckets are several scripts); compare it with redis-lua through `compare`")
+        }
     })
 }
 

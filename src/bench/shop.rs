@@ -91,6 +91,11 @@ pub struct ShopBenchResult {
 /// Checks every tool the run needs before anything starts.
 pub fn check_tools(strategy: Strategy, backend: Backend) -> anyhow::Result<()> {
     require_tool("wrk", "wrk")?;
+    if strategy == Strategy::RedisBuckets {
+        anyhow::bail!(
+            "`bench shop` has no ceiling for redis-buckets; compare it with redis-lua through `compare --strategies redis-lua,redis-buckets`"
+        );
+    }
     match (strategy, backend) {
         (Strategy::RedisLua, _) => require_tool("redis-benchmark", "redis-tools"),
         (_, Backend::Postgres) => require_tool("pgbench", "postgresql-client"),

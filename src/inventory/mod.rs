@@ -10,7 +10,9 @@ mod for_update;
 pub mod idempotency;
 mod naive;
 mod optimistic;
+pub mod redis_buckets;
 pub mod redis_lua;
+mod strategy;
 
 use crate::model::{Item, OrderStatus, Purchase, SaleSetup};
 use crate::store::{HasOrders, Store, StoreError, Transition};
@@ -19,62 +21,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
+pub use redis_buckets::RedisBuckets;
 pub use redis_lua::{Durability, GatewaySettings, RedisLua, RedisSettings, Rewarm, RewarmOutcome};
-
-/// The inventory strategy, chosen by `--strategy`.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum, Serialize, serde::Deserialize,
-)]
-#[serde(rename_all = "kebab-case")]
-pub enum Strategy {
-    /// Read stock, check, write: no lock. Reproduces the incident.
-    Naive,
-    /// `SELECT ... FOR UPDATE` in one transaction.
-    ForUpdate,
-    /// Version compare-and-swap with retries.
-    Optimistic,
-    /// Atomic pre-deduct in Redis with asynchronous persistence.
-    RedisLua,
-    /// One `UPDATE ... WHERE stock >= q`: no version, no lock across statements.
-    Conditional,
-    /// App-level group commit: a per-item queue, one transaction per batch of buyers.
-    Batched,
-}
-
-impl Strategy {
-    /// Every strategy, in the order reports show them.
-    pub const ALL: [Strategy; 6] = [
-        Strategy::Naive,
-        Strategy::ForUpdate,
-        Strategy::Optimistic,
-        Strategy::RedisLua,
-        Strategy::Conditional,
-        Strategy::Batched,
-    ];
-
-    /// The CLI spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Strategy::Naive => "naive",
-            Strategy::ForUpdate => "for-update",
-            Strategy::Optimistic => "optimistic",
-            Strategy::RedisLua => "redis-lua",
-            Strategy::Conditional => "conditional",
-            Strategy::Batched => "batched",
-        }
-    }
-
-    /// Parses the CLI spelling.
-    pub fn parse(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|st| st.as_str() == s)
-    }
-}
-
-impl std::fmt::Display for Strategy {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+pub use strategy::Strategy;
 
 /// The answer to one purchase.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -153,6 +102,8 @@ pub struct Settings {
     pub batch_window: Duration,
     /// batched: the most buyers in one batch.
     pub batch_max: usize,
+    /// redis-buckets: how many buckets a sale's stock is split over.
+    pub buckets: u32,
 }
 
 impl Default for Settings {
@@ -165,6 +116,7 @@ impl Default for Settings {
             payment_timeout: Duration::from_secs(15 * 60),
             batch_window: Duration::from_millis(2),
             batch_max: 128,
+            buckets: redis_buckets::DEFAULT_BUCKETS,
         }
     }
 }
@@ -198,12 +150,15 @@ pub enum SaleSetupResult {
     HasOrders { orders: i64 },
 }
 
-/// One strategy bound to its store (and Redis for `redis-lua`).
+/// One strategy bound to its store (and Redis for `redis-lua` and `redis-buckets`).
 #[derive(Clone)]
 pub struct Inventory {
     strategy: Strategy,
     store: Store,
+    /// `redis-lua` only.
     redis: Option<RedisLua>,
+    /// `redis-buckets` only.
+    buckets: Option<RedisBuckets>,
     /// `batched`: the per-item queues.
     batcher: Option<batched::Batcher>,
     settings: Arc<Settings>,
@@ -230,7 +185,8 @@ impl Drop for InFlight {
 }
 
 impl Inventory {
-    /// Binds a strategy to its store; `redis` is required for (and only used by) `redis-lua`.
+    /// Binds a strategy to its store; `redis` is required for (and only used by) `redis-lua`
+    /// and `redis-buckets`.
     pub fn new(
         strategy: Strategy,
         store: Store,
@@ -238,15 +194,22 @@ impl Inventory {
         settings: Settings,
     ) -> Self {
         assert!(
-            (strategy == Strategy::RedisLua) == redis.is_some(),
-            "redis-lua needs Redis; the database strategies must not use it"
+            strategy.uses_redis() == redis.is_some(),
+            "redis-lua and redis-buckets need Redis; the database strategies must not use it"
         );
+        let (redis, buckets) = match (strategy, redis) {
+            (Strategy::RedisBuckets, Some(r)) => {
+                (None, Some(RedisBuckets::new(r, settings.buckets)))
+            }
+            (_, r) => (r, None),
+        };
         let batcher = (strategy == Strategy::Batched)
             .then(|| batched::Batcher::new(store.clone(), &settings));
         Inventory {
             strategy,
             store,
             redis,
+            buckets,
             batcher,
             settings: Arc::new(settings),
             items: Arc::default(),
@@ -270,6 +233,11 @@ impl Inventory {
         self.redis.as_ref()
     }
 
+    /// The Redis side, for `redis-buckets`.
+    pub fn buckets(&self) -> Option<&RedisBuckets> {
+        self.buckets.as_ref()
+    }
+
     /// The strategy knobs.
     pub fn settings(&self) -> &Settings {
         &self.settings
@@ -284,8 +252,9 @@ impl Inventory {
         setup: &SaleSetup,
         reset: bool,
     ) -> Result<SaleSetupResult, InventoryError> {
-        let in_redis = match (&self.redis, reset) {
-            (Some(redis), false) => redis.order_count(id).await?,
+        let in_redis = match (&self.redis, &self.buckets, reset) {
+            (Some(redis), _, false) => redis.order_count(id).await?,
+            (_, Some(buckets), false) => buckets.order_count(id).await?,
             _ => 0,
         };
         if in_redis > 0 {
@@ -301,6 +270,9 @@ impl Inventory {
         };
         if let Some(redis) = &self.redis {
             redis.warm(&item).await?;
+        }
+        if let Some(buckets) = &self.buckets {
+            buckets.warm(&item).await?;
         }
         self.items
             .write()
@@ -368,9 +340,10 @@ impl Inventory {
         if let Some(item) = self.items.read().expect("item cache poisoned").get(&id) {
             return Ok(Some(item.clone()));
         }
-        let item = match &self.redis {
-            Some(redis) => redis.warmed_item(id).await?,
-            None => self.store.item(id).await?,
+        let item = match (&self.redis, &self.buckets) {
+            (Some(redis), _) => redis.warmed_item(id).await?,
+            (_, Some(buckets)) => buckets.warmed_item(id).await?,
+            _ => self.store.item(id).await?,
         };
         if let Some(item) = &item {
             self.items
@@ -416,7 +389,7 @@ impl Inventory {
     pub async fn purchase(&self, p: &Purchase) -> Result<Outcome, InventoryError> {
         let _counted = InFlight::new(&self.in_flight);
         let Some(item) = self.item_meta(p.item_id).await? else {
-            let known = self.redis.is_some() && self.store.item(p.item_id).await?.is_some();
+            let known = self.strategy.uses_redis() && self.store.item(p.item_id).await?.is_some();
             return Ok(if known {
                 Outcome::NotWarmed
             } else {
@@ -443,23 +416,29 @@ impl Inventory {
                 let redis = self.redis.as_ref().expect("checked in new");
                 redis.purchase(p, item.purchase_limit).await
             }
+            Strategy::RedisBuckets => {
+                let buckets = self.buckets.as_ref().expect("set in new");
+                buckets.purchase(p, item.purchase_limit).await
+            }
         };
         let result = match result {
             Err(InventoryError::Store(e)) if e.is_busy() => Ok(Outcome::Busy(busy_reason(&e))),
             other => other,
         };
-        match self.redis {
-            // redis-lua keeps its keys in Redis, atomically with the deduct.
-            Some(_) => result,
-            None => idempotency::settle(&self.store, p, item.purchase_limit, result).await,
+        if self.strategy.uses_redis() {
+            // redis-lua and redis-buckets keep their keys in Redis, atomically with the deduct.
+            result
+        } else {
+            idempotency::settle(&self.store, p, item.purchase_limit, result).await
         }
     }
 
     /// `pending_payment → paid`.
     pub async fn pay(&self, order_id: &str) -> Result<Transition, InventoryError> {
-        match &self.redis {
-            Some(redis) => redis.pay(order_id).await,
-            None => Ok(self.store.pay(order_id).await?),
+        match (&self.redis, &self.buckets) {
+            (Some(redis), _) => redis.pay(order_id).await,
+            (_, Some(buckets)) => buckets.pay(order_id).await,
+            _ => Ok(self.store.pay(order_id).await?),
         }
     }
 
@@ -469,9 +448,10 @@ impl Inventory {
         order_id: &str,
         to: OrderStatus,
     ) -> Result<Transition, InventoryError> {
-        match &self.redis {
-            Some(redis) => redis.release(order_id, to).await,
-            None => Ok(self.store.release(order_id, to).await?),
+        match (&self.redis, &self.buckets) {
+            (Some(redis), _) => redis.release(order_id, to).await,
+            (_, Some(buckets)) => buckets.release(order_id, to).await,
+            _ => Ok(self.store.release(order_id, to).await?),
         }
     }
 
@@ -480,6 +460,9 @@ impl Inventory {
     pub async fn expire_overdue(&self, item: i64) -> Result<u64, InventoryError> {
         if let Some(redis) = &self.redis {
             return redis.expire_due(item).await;
+        }
+        if let Some(buckets) = &self.buckets {
+            return buckets.expire_due(item).await;
         }
         let cutoff = crate::model::now_ms() - self.settings.payment_timeout.as_millis() as i64;
         let mut n = 0;
@@ -496,9 +479,10 @@ impl Inventory {
     /// The shop's own audit of one item.
     pub async fn audit(&self, id: i64) -> Result<Option<Audit>, InventoryError> {
         // Drained before and after one consistent read: nothing moved the database meanwhile.
-        let drained_before = match &self.redis {
-            Some(redis) => redis.drained(id).await?,
-            None => true,
+        let drained_before = match (&self.redis, &self.buckets) {
+            (Some(redis), _) => redis.drained(id).await?,
+            (_, Some(buckets)) => buckets.drained(id).await?,
+            _ => true,
         };
         let Some((item, orders)) = self.store.snapshot(id).await? else {
             return Ok(None);
@@ -512,13 +496,18 @@ impl Inventory {
                 sold += o.qty;
             }
         }
-        let (redis_stock, queue_drained, dead_letters) = match &self.redis {
-            Some(redis) => (
+        let (redis_stock, queue_drained, dead_letters) = match (&self.redis, &self.buckets) {
+            (Some(redis), _) => (
                 redis.stock(id).await?,
                 drained_before && redis.drained(id).await?,
                 redis.dead_letter_count(id).await?,
             ),
-            None => (None, true, 0),
+            (_, Some(buckets)) => (
+                buckets.stock(id).await?,
+                drained_before && buckets.drained(id).await?,
+                buckets.dead_letter_count(id).await?,
+            ),
+            _ => (None, true, 0),
         };
         // A purchase still running (its client may have given up on it) may yet commit.
         let queue_drained = queue_drained && self.purchases_in_flight() == 0;

@@ -147,6 +147,21 @@ impl RedisLua {
         ItemKeys::new(&self.prefix, item)
     }
 
+    /// The same connection, scripts and gateway under another key prefix: `redis-buckets`
+    /// runs each bucket of a sale as a full redis-lua key set under its own prefix
+    /// ([`keys::bucket_prefix`]), so every script here serves a bucket unchanged.
+    pub fn with_prefix(&self, prefix: &str) -> RedisLua {
+        RedisLua {
+            prefix: prefix.into(),
+            ..self.clone()
+        }
+    }
+
+    /// The key prefix (inside the hash tag).
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
     /// A connection handle (cheap clone of the multiplexed or cluster connection).
     pub fn conn(&self) -> RedisConn {
         self.conn.clone()
@@ -260,27 +275,49 @@ impl RedisLua {
 
     /// Gateway, then the atomic pre-deduct.
     pub async fn purchase(&self, p: &Purchase, limit: i64) -> Result<Outcome, InventoryError> {
-        let device = p.device_id.as_deref();
-        let _admission =
-            match self
-                .gateway
-                .admit(p.item_id, &p.user_id, device, &p.client_ip, p.qty, limit)
-            {
-                Ok(a) => a,
-                // A retry of a purchase that went through meets the gateway first (its buyer
-                // now holds the limit): its key's order is the answer.
-                Err(refusal) => {
-                    if let Some(replay) = self.replay(p).await? {
-                        return Ok(replay);
-                    }
-                    return Ok(match refusal {
-                        Refusal::RateLimited => Outcome::RateLimited,
-                        Refusal::Duplicate => Outcome::Duplicate,
-                    });
-                }
-            };
-        let keys = self.keys(p.item_id);
+        let _admission = match self.admit(p, limit).await? {
+            Ok(a) => a,
+            Err(answer) => return Ok(answer),
+        };
         let order_id = crate::model::new_order_id(p.item_id);
+        self.prededuct(p, &order_id).await
+    }
+
+    /// The gateway's admission of `p`, or the answer when it refuses: a retry of a purchase
+    /// that went through meets the gateway first (its buyer now holds the limit), so its key's
+    /// order is the answer then.
+    pub(crate) async fn admit(
+        &self,
+        p: &Purchase,
+        limit: i64,
+    ) -> Result<Result<crate::gateway::Admission<'_>, Outcome>, InventoryError> {
+        let device = p.device_id.as_deref();
+        match self
+            .gateway
+            .admit(p.item_id, &p.user_id, device, &p.client_ip, p.qty, limit)
+        {
+            Ok(a) => Ok(Ok(a)),
+            Err(refusal) => {
+                if let Some(replay) = self.replay(p).await? {
+                    return Ok(Err(replay));
+                }
+                Ok(Err(match refusal {
+                    Refusal::RateLimited => Outcome::RateLimited,
+                    Refusal::Duplicate => Outcome::Duplicate,
+                }))
+            }
+        }
+    }
+
+    /// The atomic pre-deduct (`lua/deduct.lua`) on this instance's keys of `p.item_id`, under
+    /// `order_id`, for a purchase the gateway admitted.
+    pub(crate) async fn prededuct(
+        &self,
+        p: &Purchase,
+        order_id: &str,
+    ) -> Result<Outcome, InventoryError> {
+        let device = p.device_id.as_deref();
+        let keys = self.keys(p.item_id);
         self.prededucts
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let mut call = self.scripts.deduct.prepare_invoke();
@@ -290,7 +327,7 @@ impl RedisLua {
         call.arg(p.qty)
             .arg(&p.user_id)
             .arg(device.unwrap_or(""))
-            .arg(&order_id)
+            .arg(order_id)
             .arg(self.payment_timeout.as_millis() as i64)
             .arg(&p.client_ip)
             .arg(self.gateway.settings().ip_unit_cap)
@@ -298,7 +335,7 @@ impl RedisLua {
         let (code, _n): (i64, i64) = if self.durability == Durability::WaitReplica {
             let ((code, n), replicas) = self.deduct_and_wait(&call).await?;
             if code >= 0 && replicas < 1 {
-                return self.unreplicated(p, &order_id).await;
+                return self.unreplicated(p, order_id).await;
             }
             (code, n)
         } else {
@@ -321,7 +358,9 @@ impl RedisLua {
             c if c >= 0 => {
                 self.gateway
                     .record_holding(p.item_id, &p.user_id, device, &p.client_ip, p.qty);
-                Outcome::Reserved { order_id }
+                Outcome::Reserved {
+                    order_id: order_id.to_string(),
+                }
             }
             -1 => Outcome::SoldOut,
             -2 | -4 => Outcome::Duplicate,
@@ -332,7 +371,7 @@ impl RedisLua {
     /// The order `p`'s `Idempotency-Key` bought, as the answer to `p` (`None`: no key, or
     /// it bought nothing). Read outside the script: an entry, once written, only goes with
     /// the sale.
-    async fn replay(&self, p: &Purchase) -> Result<Option<Outcome>, InventoryError> {
+    pub(crate) async fn replay(&self, p: &Purchase) -> Result<Option<Outcome>, InventoryError> {
         let Some(key) = p.idempotency_key.as_deref() else {
             return Ok(None);
         };

@@ -113,7 +113,10 @@ impl Consumer {
         if events.is_empty() {
             return Ok(done);
         }
-        let candidate = self.redis.low_water_candidate(self.item).await?;
+        let candidate = match self.bucket {
+            None => self.redis.low_water_candidate(self.item).await?,
+            Some(_) => None,
+        };
         self.apply_isolating(&events, candidate.as_deref(), &mut done)
             .await?;
         Ok(done)
@@ -129,13 +132,16 @@ impl Consumer {
         // Halves are pushed second-then-first, so parts commit in stream order.
         let mut parts: Vec<&[PersistEvent]> = vec![events];
         while let Some(part) = parts.pop() {
-            let applied = match self.apply_in_any_order(part, low_water).await? {
-                Some(applied) => applied,
-                None => {
-                    // A release below is still in another consumer's batch: wait for it.
-                    done.left_pending = true;
-                    continue;
-                }
+            let applied = match self.bucket {
+                Some(_) => self.store.apply_bucket_events(self.item, part).await,
+                None => match self.apply_in_any_order(part, low_water).await? {
+                    Some(applied) => applied,
+                    None => {
+                        // A release below is still in another consumer's batch: wait for it.
+                        done.left_pending = true;
+                        continue;
+                    }
+                },
             };
             match applied {
                 Ok(stats) => {

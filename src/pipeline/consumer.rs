@@ -96,6 +96,10 @@ pub struct Consumer {
     pub(super) refusals: HashMap<String, u32>,
     pub(super) marks: MarkKeeper,
     claim_cursor: String,
+    /// redis-buckets: the bucket whose stream this is (`self.redis` is that bucket's view).
+    pub(super) bucket: Option<u32>,
+    /// The `item` label of its metrics: the item, or `<item>/b<bucket>`.
+    label: String,
 }
 
 impl Consumer {
@@ -121,7 +125,27 @@ impl Consumer {
             to_ack: Vec::new(),
             refusals: HashMap::new(),
             claim_cursor: "0-0".into(),
+            bucket: None,
+            label: item.to_string(),
         }
+    }
+
+    /// A consumer of bucket `bucket`'s stream of `item` (redis-buckets): `view` is that
+    /// bucket's redis-lua view; orders go to the item's row, and the item's low-water mark is
+    /// left alone (see [`crate::store::Store::apply_bucket_events`]).
+    pub fn for_bucket(
+        view: RedisLua,
+        store: Store,
+        item: i64,
+        bucket: u32,
+        settings: PipelineSettings,
+        name: String,
+    ) -> Self {
+        let mut c = Consumer::new(view, store, item, settings, name);
+        c.marks = MarkKeeper::untracked(item, c.settings.trim_delay);
+        c.bucket = Some(bucket);
+        c.label = format!("{item}/b{bucket}");
+        c
     }
 
     /// Its name in the consumer group.
@@ -168,7 +192,7 @@ impl Consumer {
                 }
             }
         }
-        metrics::gauge!("oversell_consumer_up", "item" => item.to_string()).set(0.0);
+        metrics::gauge!("oversell_consumer_up", "item" => self.label.clone()).set(0.0);
     }
 
     /// One round: connect, retry acknowledgements, claim on the timer, read, persist. Returns
@@ -227,7 +251,7 @@ impl Consumer {
         if kind != ErrorKind::DbUnavailable {
             // Any Redis error: the connection may be dead or half-open. Start afresh.
             self.conn = None;
-            metrics::gauge!("oversell_consumer_up", "item" => self.item.to_string()).set(0.0);
+            metrics::gauge!("oversell_consumer_up", "item" => self.label.clone()).set(0.0);
         }
         let wait = self.backoff.next_wait();
         tracing::warn!(
@@ -247,12 +271,12 @@ impl Consumer {
             let timeout = self.settings.block + READ_MARGIN;
             let conn = self
                 .redis
-                .dedicated_conn(&format!("consumer:{}", self.item), timeout)
+                .dedicated_conn(&format!("consumer:{}", self.label), timeout)
                 .await?;
             if self.backoff.failures() > 0 {
                 tracing::warn!(item = self.item, consumer = %self.name, "persistence consumer reconnected");
             }
-            metrics::gauge!("oversell_consumer_up", "item" => self.item.to_string()).set(1.0);
+            metrics::gauge!("oversell_consumer_up", "item" => self.label.clone()).set(1.0);
             self.conn = Some(conn);
         }
         Ok(self.conn.as_mut().expect("just connected"))
@@ -344,7 +368,7 @@ impl Consumer {
     async fn gauges(&self) {
         match self.redis.backlog(self.item).await {
             Ok(b) => {
-                let label = self.item.to_string();
+                let label = self.label.clone();
                 metrics::gauge!("oversell_stream_lag", "item" => label.clone()).set(b.lag as f64);
                 metrics::gauge!("oversell_stream_pending", "item" => label).set(b.pending as f64);
             }

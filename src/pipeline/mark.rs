@@ -29,6 +29,10 @@ pub struct MarkKeeper {
     /// The mark to trim below, while trimming still removes entries (one call removes at most
     /// 10 000; the next upkeep goes on).
     trim_to: Option<String>,
+    /// redis-buckets: the database keeps no mark for this stream; the candidate proven from
+    /// Redis (every entry at or below it acknowledged, hence committed or dead-lettered) is
+    /// the mark trimming uses.
+    untracked: bool,
 }
 
 impl MarkKeeper {
@@ -41,6 +45,16 @@ impl MarkKeeper {
             dirty: false,
             last_raise: Instant::now(),
             trim_to: None,
+            untracked: false,
+        }
+    }
+
+    /// A keeper of a redis-buckets bucket's stream: no database mark, trimming below the
+    /// candidate read from Redis once it is `trim_delay` old.
+    pub fn untracked(item: i64, trim_delay: Duration) -> Self {
+        MarkKeeper {
+            untracked: true,
+            ..MarkKeeper::new(item, trim_delay)
         }
     }
 
@@ -63,7 +77,11 @@ impl MarkKeeper {
         if self.dirty && self.last_raise.elapsed() >= RAISE_AFTER {
             self.last_raise = Instant::now();
             if let Some(candidate) = redis.low_water_candidate(self.item).await? {
-                let mark = store.advance_mark(self.item, &candidate).await?;
+                let mark = if self.untracked {
+                    candidate
+                } else {
+                    store.advance_mark(self.item, &candidate).await?
+                };
                 self.committed(Some(&mark));
                 self.dirty = false;
             }

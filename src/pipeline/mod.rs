@@ -86,6 +86,10 @@ enum Task {
     Expiry,
     Consumer,
     Reconcile,
+    /// redis-buckets: the consumer of one bucket's stream.
+    BucketConsumer(u32),
+    /// redis-buckets: completes transfers left half done.
+    Repair,
 }
 
 impl Task {
@@ -94,6 +98,8 @@ impl Task {
             Task::Expiry => "expiry",
             Task::Consumer => "consumer",
             Task::Reconcile => "reconcile",
+            Task::BucketConsumer(_) => "consumer",
+            Task::Repair => "repair",
         }
     }
 }
@@ -109,6 +115,13 @@ async fn supervise(
     let stop = shutdown.clone();
     let start = |tasks: &mut JoinSet<()>, task: Task, item: i64| {
         let shutdown = stop.clone();
+        let consumer_name = || {
+            format!(
+                "shop-{}-{}",
+                std::process::id(),
+                uuid::Uuid::now_v7().simple()
+            )
+        };
         let handle = match task {
             Task::Expiry => tasks.spawn(expiry_loop(
                 inventory.clone(),
@@ -121,17 +134,12 @@ async fn supervise(
                     .redis()
                     .expect("consumers run for redis-lua")
                     .clone();
-                let name = format!(
-                    "shop-{}-{}",
-                    std::process::id(),
-                    uuid::Uuid::now_v7().simple()
-                );
                 let consumer = consumer::Consumer::new(
                     redis,
                     inventory.store().clone(),
                     item,
                     settings.clone(),
-                    name,
+                    consumer_name(),
                 );
                 tasks.spawn(consumer.run(shutdown))
             }
@@ -139,6 +147,26 @@ async fn supervise(
                 inventory.clone(),
                 item,
                 settings.reconcile.clone(),
+                shutdown,
+            )),
+            Task::BucketConsumer(b) => {
+                let buckets = inventory
+                    .buckets()
+                    .expect("bucket consumers run for redis-buckets");
+                let consumer = consumer::Consumer::for_bucket(
+                    buckets.bucket(b).clone(),
+                    inventory.store().clone(),
+                    item,
+                    b,
+                    settings.clone(),
+                    consumer_name(),
+                );
+                tasks.spawn(consumer.run(shutdown))
+            }
+            Task::Repair => tasks.spawn(repair_loop(
+                inventory.clone(),
+                item,
+                settings.expiry_every,
                 shutdown,
             )),
         };
@@ -185,6 +213,10 @@ async fn supervise(
                 ));
                 kinds.push(Task::Reconcile);
             }
+            if let Some(buckets) = inventory.buckets() {
+                kinds.extend((0..buckets.buckets()).map(Task::BucketConsumer));
+                kinds.push(Task::Repair);
+            }
             for task in kinds {
                 let (tid, what) = start(&mut tasks, task, id);
                 running.insert(tid, what);
@@ -214,6 +246,36 @@ async fn expiry_loop(
                 metrics::counter!("oversell_background_errors_total", "task" => "expiry")
                     .increment(1);
                 tracing::warn!(item, error = %e, "expiry sweep failed; will retry");
+            }
+        }
+    }
+}
+
+/// redis-buckets: completes, every `every`, the transfers a buyer left half done (lent by one
+/// bucket and never received by the other: the process died between the two scripts).
+async fn repair_loop(
+    inventory: Inventory,
+    item: i64,
+    every: Duration,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let Some(buckets) = inventory.buckets().cloned() else {
+        return;
+    };
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = shutdown.changed() => return,
+            _ = tick.tick() => {}
+        }
+        match buckets.repair(item).await {
+            Ok(0) => {}
+            Ok(n) => tracing::warn!(item, transfers = n, "completed transfers left half done"),
+            Err(e) => {
+                metrics::counter!("oversell_background_errors_total", "task" => "repair")
+                    .increment(1);
+                tracing::warn!(item, error = %e, "transfer repair failed; will retry");
             }
         }
     }

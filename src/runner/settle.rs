@@ -24,7 +24,8 @@ pub(super) async fn reference(
     series: &[Series],
 ) -> anyhow::Result<ServerSide> {
     let (redis_url, prefix) = redis;
-    let is_redis = cell.strategy == Strategy::RedisLua;
+    let is_redis = cell.strategy.uses_redis();
+    let buckets = cell.strategy == Strategy::RedisBuckets;
     let store = Store::connect(&cell.database_url, &PoolSettings::default())
         .await
         .context("connecting the oracle to the shop's database")?;
@@ -35,7 +36,7 @@ pub(super) async fn reference(
     let (truth, redis_stock, restocked, dead_letters) = loop {
         attempt += 1;
         let before = if is_redis {
-            shop_process::redis_state(redis_url, prefix, item).await?
+            shop_process::redis_state(redis_url, prefix, item, buckets).await?
         } else {
             Default::default()
         };
@@ -51,7 +52,7 @@ pub(super) async fn reference(
             None => Truth::Unverified,
         };
         let after = if is_redis {
-            shop_process::redis_state(redis_url, prefix, item).await?
+            shop_process::redis_state(redis_url, prefix, item, buckets).await?
         } else {
             Default::default()
         };

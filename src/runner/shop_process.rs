@@ -309,12 +309,31 @@ pub(super) struct RedisState {
     pub dead_letters: Option<Vec<DeadLetter>>,
 }
 
-/// Reads [`RedisState`] for one item.
-pub(super) async fn redis_state(url: &str, prefix: &str, item: i64) -> anyhow::Result<RedisState> {
+/// Reads [`RedisState`] for one item: redis-lua's keys, or for redis-buckets (`buckets`)
+/// the sum over every bucket (stock plus the units travelling between buckets, every
+/// bucket's restocks, last stream ids and dead letters).
+pub(super) async fn redis_state(
+    url: &str,
+    prefix: &str,
+    item: i64,
+    buckets: bool,
+) -> anyhow::Result<RedisState> {
     let mut conn = crate::inventory::redis_lua::RedisConn::open(url)
         .await
         .map_err(|e| Service::Redis.unreachable_error(url, &e))?;
+    if buckets {
+        return buckets_state(&mut conn, prefix, item).await;
+    }
     let keys = ItemKeys::new(prefix, item);
+    key_set_state(&mut conn, &keys).await
+}
+
+/// [`RedisState`] of one redis-lua key set (an item's, or one bucket's).
+async fn key_set_state(
+    conn: &mut crate::inventory::redis_lua::RedisConn,
+    keys: &ItemKeys,
+) -> anyhow::Result<RedisState> {
+    let mut conn = conn.clone();
     let stock: Option<i64> = redis::cmd("GET")
         .arg(&keys.stock)
         .query_async(&mut conn)
@@ -338,4 +357,69 @@ pub(super) async fn redis_state(url: &str, prefix: &str, item: i64) -> anyhow::R
         last_event: last.ids.first().map(|e| e.id.clone()),
         dead_letters: Some(dead_letters),
     })
+}
+
+/// redis-buckets: the bucket count written at warm-up into bucket 0's `meta`, then every
+/// bucket's state summed, plus the units lent and not yet received.
+async fn buckets_state(
+    conn: &mut crate::inventory::redis_lua::RedisConn,
+    prefix: &str,
+    item: i64,
+) -> anyhow::Result<RedisState> {
+    let first = ItemKeys::bucket(prefix, item, 0);
+    let n: Option<u32> = redis::cmd("HGET")
+        .arg(&first.meta)
+        .arg("buckets")
+        .query_async(conn)
+        .await?;
+    let Some(n) = n else {
+        return Ok(RedisState::default());
+    };
+    let mut total = RedisState {
+        stock: Some(0),
+        restocked: Some(0),
+        last_event: None,
+        dead_letters: Some(Vec::new()),
+    };
+    let mut last = Vec::new();
+    for b in 0..n {
+        let keys = ItemKeys::bucket(prefix, item, b);
+        let one = key_set_state(conn, &keys).await?;
+        let add = |a: Option<i64>, b: Option<i64>| Some(a.unwrap_or(0) + b.unwrap_or(0));
+        total.stock = add(total.stock, one.stock);
+        total.restocked = add(total.restocked, one.restocked);
+        last.push(one.last_event.unwrap_or_default());
+        if let (Some(all), Some(more)) = (total.dead_letters.as_mut(), one.dead_letters) {
+            all.extend(more);
+        }
+        // Transfers this bucket lent that the receiving bucket has not taken in yet.
+        let lent: std::collections::HashMap<String, String> = redis::cmd("HGETALL")
+            .arg(keys.sibling("transfers"))
+            .query_async(conn)
+            .await?;
+        for (id, record) in lent {
+            let Some((to, units)) = record.split_once(':') else {
+                anyhow::bail!(
+                    "unreadable transfer record {id} = {record:?} in {}",
+                    keys.sibling("transfers")
+                );
+            };
+            let to: u32 = to
+                .parse()
+                .with_context(|| format!("transfer record {id} = {record:?}"))?;
+            let units: i64 = units
+                .parse()
+                .with_context(|| format!("transfer record {id} = {record:?}"))?;
+            let received: bool = redis::cmd("SISMEMBER")
+                .arg(ItemKeys::bucket(prefix, item, to).sibling("received"))
+                .arg(&id)
+                .query_async(conn)
+                .await?;
+            if !received {
+                total.stock = total.stock.map(|s| s + units);
+            }
+        }
+    }
+    total.last_event = Some(last.join(","));
+    Ok(total)
 }

@@ -145,14 +145,19 @@ pub(super) async fn get_item(
     if let Some(view) = st.page_cache.get(id) {
         return Ok(Json(view));
     }
-    let view = match st.inventory.redis() {
-        Some(redis) => {
+    let view = match st.inventory.strategy().uses_redis() {
+        true => {
             let item = st
                 .inventory
                 .item_meta(id)
                 .await?
                 .ok_or_else(|| ApiError::new(StatusCode::NOT_FOUND, "unknown_item"))?;
-            let stock = redis.stock(id).await?.unwrap_or(0);
+            let stock = match (st.inventory.redis(), st.inventory.buckets()) {
+                (Some(redis), _) => redis.stock(id).await?,
+                (_, Some(buckets)) => buckets.stock(id).await?,
+                _ => None,
+            }
+            .unwrap_or(0);
             let view = ItemView {
                 id,
                 name: item.name,
@@ -164,7 +169,7 @@ pub(super) async fn get_item(
             st.page_cache.put(view.clone());
             view
         }
-        None => {
+        false => {
             let item = st
                 .inventory
                 .store()

@@ -147,6 +147,8 @@ knobs! {
     /// group (each entry is delivered to one of them; more overlap Redis reads with database
     /// writes).
     consumers: u32 = 1, 1..=32;
+    /// redis-buckets: how many buckets (hash slots) a sale's stock is split over.
+    buckets: u32 = 4, 1..=64;
 }
 
 /// A knob outside its allowed range. Displays as the `serve` flag; [`KnobError::knob`] is the
@@ -241,6 +243,7 @@ impl ShopKnobs {
                 payment_timeout: Duration::from_secs(self.payment_timeout_s),
                 batch_window: Duration::from_millis(self.batch_window_ms),
                 batch_max: self.batch_max as usize,
+                buckets: self.buckets,
             },
             redis: RedisSettings {
                 url: crate::inventory::redis_lua::conn::with_cluster(redis_url, self.redis_cluster),

@@ -105,7 +105,9 @@ impl Application {
     pub async fn build(config: ShopConfig) -> anyhow::Result<Application> {
         let store = Store::connect(&config.database_url, &config.pool).await?;
         let redis = match config.strategy {
-            Strategy::RedisLua => Some(RedisLua::connect(&config.redis).await?),
+            Strategy::RedisLua | Strategy::RedisBuckets => {
+                Some(RedisLua::connect(&config.redis).await?)
+            }
             _ => None,
         };
         let mut pipeline = config.pipeline.clone();

@@ -320,7 +320,7 @@ impl Store {
             self.backend,
             item,
             events,
-            low_water,
+            persist::Marks::Tracked(low_water),
             deduct,
         )
         .await
@@ -343,10 +343,24 @@ impl Store {
             self.backend,
             item,
             events,
-            low_water,
+            persist::Marks::Tracked(low_water),
             deduct,
         )
         .await
+    }
+
+    /// Applies a batch of one redis-buckets bucket's stream events in one transaction (under
+    /// the item's row lock, exactly as [`Store::apply_events`]), leaving the item's low-water
+    /// mark alone: bucket streams' ids do not order against each other.
+    pub async fn apply_bucket_events(
+        &self,
+        item: i64,
+        events: &[PersistEvent],
+    ) -> Result<ApplyStats, StoreError> {
+        let (marks, deduct) = (persist::Marks::Untracked, persist::Deduct::IfStock);
+        persist::apply(&self.pool, self.sql, self.backend, item, events, marks, deduct)
+            .await
+            .map(|stats| stats.unwrap_or_default())
     }
 
     /// Raises the low-water mark to `candidate` (if higher); returns the mark in force.

@@ -124,12 +124,22 @@ pub(super) async fn apply(
     backend: Backend,
     item: i64,
     events: &[PersistEvent],
-    low_water: Option<&str>,
+    marks: Marks<'_>,
     deduct: Deduct,
 ) -> Result<Option<ApplyStats>, StoreError> {
     let mut stats = ApplyStats::default();
     let mut tx = pool.begin().await?;
-    let mark = raise_mark(&mut tx, sql, item, low_water).await?;
+    let mark = match marks {
+        Marks::Tracked(low_water) => Some(raise_mark(&mut tx, sql, item, low_water).await?),
+        Marks::Untracked => {
+            // The row lock alone: it makes the existence check of `apply_orders` exact.
+            sqlx::query(sql.lock_applied)
+                .bind(item)
+                .fetch_optional(&mut *tx)
+                .await?;
+            None
+        }
+    };
     // Runs of `order` events (nearly all of a sale's) go in bulk; the rest one by one, in
     // stream order, so a `pay` after its `order` in the same batch still finds the row.
     let mut i = 0;
@@ -148,19 +158,21 @@ pub(super) async fn apply(
             i += 1;
         }
     }
-    let above: Vec<(i64, i64)> = events
-        .iter()
-        .map(|e| stream_id(&e.stream_id))
-        .filter(|id| *id > mark)
-        .map(as_columns)
-        .collect();
-    for chunk in above.chunks(200) {
-        let stmt = super::dialect::insert_applied(backend, chunk.len());
-        let mut q = sqlx::query(sqlx::AssertSqlSafe(stmt));
-        for (ms, seq) in chunk {
-            q = q.bind(item).bind(*ms).bind(*seq);
+    if let Some(mark) = mark {
+        let above: Vec<(i64, i64)> = events
+            .iter()
+            .map(|e| stream_id(&e.stream_id))
+            .filter(|id| *id > mark)
+            .map(as_columns)
+            .collect();
+        for chunk in above.chunks(200) {
+            let stmt = super::dialect::insert_applied(backend, chunk.len());
+            let mut q = sqlx::query(sqlx::AssertSqlSafe(stmt));
+            for (ms, seq) in chunk {
+                q = q.bind(item).bind(*ms).bind(*seq);
+            }
+            q.execute(&mut *tx).await?;
         }
-        q.execute(&mut *tx).await?;
     }
     if deduct == Deduct::InBatch {
         let stock: Option<i64> = sqlx::query_scalar(sql.reconcile_snapshot)
@@ -174,6 +186,18 @@ pub(super) async fn apply(
     }
     tx.commit().await?;
     Ok(Some(stats))
+}
+
+/// What a batch does with the item's low-water mark.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Marks<'a> {
+    /// redis-lua's one stream per item: raise the mark to the candidate (if any) and record
+    /// the ids applied above it.
+    Tracked(Option<&'a str>),
+    /// redis-buckets: one stream per bucket, whose ids do not order against each other, so
+    /// the item's mark is left alone (the stream is trimmed below a candidate proven from
+    /// Redis alone; see `pipeline::mark`).
+    Untracked,
 }
 
 /// Raises the low-water mark to `candidate` on its own (nothing to apply). Returns the mark.

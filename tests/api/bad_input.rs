@@ -109,7 +109,7 @@ async fn bad_requests_move_nothing(strategy: Strategy, backend: Backend) {
     let audit = app.drained_audit(1).await;
     assert_eq!(audit["db_stock"], 5, "{strategy}: stock moved: {audit}");
     assert_eq!(audit["sold"], 0, "{audit}");
-    if strategy == Strategy::RedisLua {
+    if strategy.uses_redis() {
         assert_eq!(audit["redis_stock"], 5, "{audit}");
     }
     app.teardown().await;
@@ -133,6 +133,11 @@ async fn bad_requests_move_no_stock_optimistic() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_requests_move_no_stock_redis_lua() {
     bad_requests_move_nothing(Strategy::RedisLua, Backend::Postgres).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_requests_move_no_stock_redis_buckets() {
+    bad_requests_move_nothing(Strategy::RedisBuckets, Backend::Mysql).await;
 }
 
 #[tokio::test]

@@ -192,6 +192,19 @@ async fn batched_sells_exactly_the_stock_on_mysql() {
     assert_correct(&r, Strategy::Batched, true);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_buckets_sells_exactly_the_stock_and_persists_every_ack_on_postgres() {
+    let r = rush(Strategy::RedisBuckets, Backend::Postgres).await;
+    assert_correct(&r, Strategy::RedisBuckets, true);
+    assert_eq!(r.audit["redis_stock"], json!(0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_buckets_sells_exactly_the_stock_and_persists_every_ack_on_mysql() {
+    let r = rush(Strategy::RedisBuckets, Backend::Mysql).await;
+    assert_correct(&r, Strategy::RedisBuckets, true);
+}
+
 /// One buyer firing 40 orders at once (many tabs) against plenty of stock: exactly `limit`
 /// get through, the others are refused as duplicates (or busy), and the database holds
 /// exactly `limit` orders of that buyer. for-update checks the limit in its deduct, under the

@@ -3,6 +3,7 @@
 mod attack_shard;
 mod bad_input;
 mod bench;
+mod buckets;
 mod cluster;
 mod cluster_harness;
 mod concurrency;

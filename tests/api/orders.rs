@@ -55,7 +55,7 @@ async fn state_machine(strategy: Strategy, backend: Backend) {
     assert_eq!(audit["db_stock"], 3, "{audit}");
     assert_eq!(audit["orders_by_status"]["cancelled"], 1, "{audit}");
     assert_eq!(audit["orders_by_status"]["paid"], 1, "{audit}");
-    if strategy == Strategy::RedisLua {
+    if strategy.uses_redis() {
         assert_eq!(audit["redis_stock"], 3, "{audit}");
     }
     let (s, _) = app.order_action("1-doesnotexist", "cancel").await;
@@ -98,4 +98,10 @@ async fn conditional_orders_follow_the_state_machine() {
 async fn batched_orders_follow_the_state_machine() {
     state_machine(Strategy::Batched, Backend::Postgres).await;
     state_machine(Strategy::Batched, Backend::Mysql).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_buckets_orders_follow_the_state_machine() {
+    state_machine(Strategy::RedisBuckets, Backend::Postgres).await;
+    state_machine(Strategy::RedisBuckets, Backend::Mysql).await;
 }

@@ -139,6 +139,12 @@ async fn smoke_every_strategy(backend: Backend) {
             assert_eq!(run["duplicate_buyers"], 0, "{strategy}: duplicate buyers");
             assert_eq!(run["negative_stock"], false, "{strategy}");
         }
+        if strategy == "redis-buckets" {
+            assert_eq!(
+                run["redis_drift"], 0,
+                "Redis (every bucket) equals the database"
+            );
+        }
         if strategy == "redis-lua" {
             assert_eq!(
                 run["redis_drift"], 0,

@@ -96,6 +96,28 @@ impl ItemKeys {
     }
 }
 
+/// The key prefix of bucket `bucket` under `prefix` (`redis-buckets`): `prefix:b<bucket>`, so
+/// bucket `b` of item `i` has the hash tag `{prefix:b<b>:i}` (its own slot on a cluster), and
+/// [`prefix_pattern`]`(prefix)` and [`delete_prefix`] still cover it. No redis-lua item id
+/// (an integer) starts with `b`, so the two layouts never share a key.
+pub fn bucket_prefix(prefix: &str, bucket: u32) -> String {
+    format!("{prefix}:b{bucket}")
+}
+
+impl ItemKeys {
+    /// The keys of bucket `bucket` of `item` under `prefix` (`redis-buckets`): a full
+    /// redis-lua key set under [`bucket_prefix`].
+    pub fn bucket(prefix: &str, item: i64, bucket: u32) -> Self {
+        ItemKeys::new(&bucket_prefix(prefix, bucket), item)
+    }
+
+    /// Another key under the same hash tag as these (`name` after the tag).
+    pub fn sibling(&self, name: &str) -> String {
+        let tag_end = self.stock.rfind(':').unwrap_or(self.stock.len());
+        format!("{}:{name}", &self.stock[..tag_end])
+    }
+}
+
 impl ItemKeys {
     /// The KEYS of `lua/deadletter.lua`, in its order.
     pub fn dead_letter(&self) -> [&str; 9] {
@@ -180,6 +202,18 @@ mod tests {
         assert!(k.all().contains(&k.idempotency.as_str()));
         assert!(k.all().contains(&k.restocked.as_str()));
         assert!(k.all().contains(&k.dead_letters.as_str()));
+    }
+
+    #[test]
+    fn bucket_keys_have_their_own_tag_under_the_prefix() {
+        let b = ItemKeys::bucket("run-1", 42, 3);
+        assert_eq!(b.stock, "{run-1:b3:42}:stock");
+        assert_eq!(b.sibling("transfers"), "{run-1:b3:42}:transfers");
+        assert!(b.all().iter().all(|key| key.starts_with("{run-1:b3:42}:")));
+        assert_ne!(b.stock, ItemKeys::bucket("run-1", 42, 2).stock);
+        assert_ne!(b.stock, ItemKeys::new("run-1", 42).stock);
+        let pattern = prefix_pattern("run-1");
+        assert!(b.stock.starts_with(pattern.trim_end_matches('*')));
     }
 
     #[test]

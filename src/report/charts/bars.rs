@@ -199,6 +199,7 @@ fn short_label(label: &str) -> String {
         .replace("for-update", "f-upd")
         .replace("optimistic", "optim")
         .replace("redis-lua", "redis")
+        .replace("redis-buckets", "buckets")
         .replace("conditional", "cond")
         .replace("batched", "batch")
         .replace("postgres", "pg")

@@ -51,6 +51,7 @@ pub fn strategy_colour(strategy: &str) -> RGBColor {
         "redis-lua" => RGBColor(0x2c, 0xa0, 0x2c),
         "conditional" => RGBColor(0x94, 0x67, 0xbd),
         "batched" => RGBColor(0x8c, 0x56, 0x4b),
+        "redis-buckets" => RGBColor(0x17, 0xbe, 0xcf),
         _ => RGBColor(0x7f, 0x7f, 0x7f),
     }
 }
