@@ -358,9 +358,17 @@ impl Store {
         events: &[PersistEvent],
     ) -> Result<ApplyStats, StoreError> {
         let (marks, deduct) = (persist::Marks::Untracked, persist::Deduct::IfStock);
-        persist::apply(&self.pool, self.sql, self.backend, item, events, marks, deduct)
-            .await
-            .map(|stats| stats.unwrap_or_default())
+        persist::apply(
+            &self.pool,
+            self.sql,
+            self.backend,
+            item,
+            events,
+            marks,
+            deduct,
+        )
+        .await
+        .map(|stats| stats.unwrap_or_default())
     }
 
     /// Raises the low-water mark to `candidate` (if higher); returns the mark in force.
