@@ -33,6 +33,8 @@ pub const METRICS: &[Described] = &[
     m("oversell_batch_size", Histogram, "batched: purchases applied in one transaction (one batch of an item's queue)."),
     m("oversell_batch_failures_total", Counter, "batched: batches whose transaction failed (nothing moved; every buyer in it answered 503 busy: batch_failed)."),
     m("oversell_consumer_up", Gauge, "redis-lua: 1 while an item's persistence consumer is connected and reading, 0 while it reconnects."),
+    m("oversell_bucket_fallbacks_total", Counter, "redis-buckets: purchases answered after the home bucket ran dry and units were brought over from another bucket."),
+    m("oversell_bucket_repairs_total", Counter, "redis-buckets: transfers between buckets left half-done (lent, never received) that the repair loop completed."),
     m("oversell_redis_cluster_reconnects_total", Counter, "redis-lua on Redis Cluster: times the cluster connection was replaced after a timeout or a broken connection (a failover the client did not ride through by itself)."),
     m("oversell_consumer_errors_total", Counter, "redis-lua: persistence consumer failures, by kind (connect, read, claim, ack, redis, db_unavailable, db_refused)."),
     m("oversell_claimed_entries_total", Counter, "redis-lua: stream entries claimed from consumers idle past the claim time (a dead shop's pending work)."),
