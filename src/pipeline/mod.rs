@@ -230,15 +230,9 @@ async fn expiry_loop(
     inventory: Inventory,
     item: i64,
     every: Duration,
-    mut shutdown: watch::Receiver<bool>,
+    shutdown: watch::Receiver<bool>,
 ) {
-    let mut tick = tokio::time::interval(every);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = shutdown.changed() => return,
-            _ = tick.tick() => {}
-        }
+    every_tick(every, shutdown, || async {
         match inventory.expire_overdue(item).await {
             Ok(0) => {}
             Ok(n) => tracing::info!(item, expired = n, "expired unpaid orders"),
@@ -248,7 +242,8 @@ async fn expiry_loop(
                 tracing::warn!(item, error = %e, "expiry sweep failed; will retry");
             }
         }
-    }
+    })
+    .await
 }
 
 /// redis-buckets: completes, every `every`, the transfers a buyer left half done (lent by one
@@ -257,18 +252,12 @@ async fn repair_loop(
     inventory: Inventory,
     item: i64,
     every: Duration,
-    mut shutdown: watch::Receiver<bool>,
+    shutdown: watch::Receiver<bool>,
 ) {
     let Some(buckets) = inventory.buckets().cloned() else {
         return;
     };
-    let mut tick = tokio::time::interval(every);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = shutdown.changed() => return,
-            _ = tick.tick() => {}
-        }
+    every_tick(every, shutdown, || async {
         match buckets.repair(item).await {
             Ok(0) => {}
             Ok(n) => tracing::warn!(item, transfers = n, "completed transfers left half done"),
@@ -278,5 +267,24 @@ async fn repair_loop(
                 tracing::warn!(item, error = %e, "transfer repair failed; will retry");
             }
         }
+    })
+    .await
+}
+
+/// Runs `pass` every `every` (a late tick delays the next rather than bunching up) until
+/// `shutdown`.
+async fn every_tick<F, Fut>(every: Duration, mut shutdown: watch::Receiver<bool>, mut pass: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = shutdown.changed() => return,
+            _ = tick.tick() => {}
+        }
+        pass().await;
     }
 }
