@@ -313,18 +313,10 @@ impl Store {
         events: &[PersistEvent],
         low_water: Option<&str>,
     ) -> Result<ApplyStats, StoreError> {
-        let deduct = persist::Deduct::IfStock;
-        persist::apply(
-            &self.pool,
-            self.sql,
-            self.backend,
-            item,
-            events,
-            persist::Marks::Tracked(low_water),
-            deduct,
-        )
-        .await
-        .map(|stats| stats.unwrap_or_default())
+        let (marks, deduct) = (persist::Marks::Tracked(low_water), persist::Deduct::IfStock);
+        self.apply(item, events, marks, deduct)
+            .await
+            .map(|stats| stats.unwrap_or_default())
     }
 
     /// [`Store::apply_events`] with every order's units taken inside the batch, which commits
@@ -336,14 +328,25 @@ impl Store {
         events: &[PersistEvent],
         low_water: Option<&str>,
     ) -> Result<Option<ApplyStats>, StoreError> {
-        let deduct = persist::Deduct::InBatch;
+        let (marks, deduct) = (persist::Marks::Tracked(low_water), persist::Deduct::InBatch);
+        self.apply(item, events, marks, deduct).await
+    }
+
+    /// One batch through [`persist::apply`] on this store's pool.
+    async fn apply(
+        &self,
+        item: i64,
+        events: &[PersistEvent],
+        marks: persist::Marks<'_>,
+        deduct: persist::Deduct,
+    ) -> Result<Option<ApplyStats>, StoreError> {
         persist::apply(
             &self.pool,
             self.sql,
             self.backend,
             item,
             events,
-            persist::Marks::Tracked(low_water),
+            marks,
             deduct,
         )
         .await
@@ -358,17 +361,9 @@ impl Store {
         events: &[PersistEvent],
     ) -> Result<ApplyStats, StoreError> {
         let (marks, deduct) = (persist::Marks::Untracked, persist::Deduct::IfStock);
-        persist::apply(
-            &self.pool,
-            self.sql,
-            self.backend,
-            item,
-            events,
-            marks,
-            deduct,
-        )
-        .await
-        .map(|stats| stats.unwrap_or_default())
+        self.apply(item, events, marks, deduct)
+            .await
+            .map(|stats| stats.unwrap_or_default())
     }
 
     /// Raises the low-water mark to `candidate` (if higher); returns the mark in force.
