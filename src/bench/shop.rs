@@ -47,6 +47,8 @@ pub struct ShopBench {
     pub shop_exe: PathBuf,
     /// redis-lua: persistence consumers per item in the shop (`--consumers`).
     pub consumers: u32,
+    /// redis-buckets: buckets per sale (`--buckets`).
+    pub buckets: u32,
 }
 
 /// Persistence of one phase (redis-lua).
@@ -91,13 +93,10 @@ pub struct ShopBenchResult {
 /// Checks every tool the run needs before anything starts.
 pub fn check_tools(strategy: Strategy, backend: Backend) -> anyhow::Result<()> {
     require_tool("wrk", "wrk")?;
-    if strategy == Strategy::RedisBuckets {
-        anyhow::bail!(
-            "`bench shop` has no ceiling for redis-buckets; compare it with redis-lua through `compare --strategies redis-lua,redis-buckets`"
-        );
-    }
     match (strategy, backend) {
-        (Strategy::RedisLua, _) => require_tool("redis-benchmark", "redis-tools"),
+        (Strategy::RedisLua | Strategy::RedisBuckets, _) => {
+            require_tool("redis-benchmark", "redis-tools")
+        }
         (_, Backend::Postgres) => require_tool("pgbench", "postgresql-client"),
         (_, Backend::Mysql) => require_tool("mysqlslap", "mariadb-client"),
     }
@@ -108,6 +107,7 @@ fn knobs(b: &ShopBench) -> ShopKnobs {
     ShopKnobs {
         pool_size: 64,
         consumers: b.consumers,
+        buckets: b.buckets,
         work_ms: 0,
         rate_limit: 0.0,
         ip_rate_limit: 0.0,
@@ -168,7 +168,7 @@ async fn phases(
     let ceiling = ceiling_phase(b, tag, db_url, saturation.created).await?;
     Ok(ShopBenchResult {
         strategy: b.strategy.to_string(),
-        backend: (b.strategy != Strategy::RedisLua).then(|| b.backend.as_str().to_string()),
+        backend: (!b.strategy.uses_redis()).then(|| b.backend.as_str().to_string()),
         seconds: b.seconds,
         connections: b.connections,
         stock: b.stock,
@@ -321,14 +321,13 @@ async fn ceiling_phase(
     db_url: &str,
     shop_calls: u64,
 ) -> anyhow::Result<Ceiling> {
-    if b.strategy == Strategy::RedisLua {
-        let (host, port) = host_port(&b.redis_url)
-            .with_context(|| format!("cannot read host and port from {}", b.redis_url))?;
+    if b.strategy.uses_redis() {
         // Keys of its own: redis-benchmark's stream entries must not reach the shop's tables.
         let prefix = format!("oversell-bench-ceiling-{tag}");
         let redis = RedisLua::connect(&settings(&b.redis_url, &prefix)).await?;
         let out = async {
             redis.warm(&bench_item()).await?;
+            let (host, port) = ceiling_node(&b.redis_url, &redis.keys(1).stock).await?;
             evalsha(&redis, &host, port, CLIENTS, shop_calls.max(20_000)).await
         }
         .await;
@@ -339,7 +338,13 @@ async fn ceiling_phase(
             unit: "evalsha calls".into(),
             per_s: e.calls_per_s,
             clients: CLIENTS,
-            script: "EVALSHA lua/deduct.lua (the shop's own script)".into(),
+            script: if b.strategy == Strategy::RedisBuckets {
+                "EVALSHA lua/deduct.lua on one slot (one bucket's work: the one-slot ceiling \
+                 redis-buckets spreads past)"
+                    .into()
+            } else {
+                "EVALSHA lua/deduct.lua (the shop's own script)".into()
+            },
             command: e.command,
         });
     }
@@ -352,6 +357,24 @@ async fn ceiling_phase(
             ceiling::mysqlslap(db_url, &statements, CLIENTS, per_client).await
         }
     }
+}
+
+/// Where the EVALSHA ceiling runs: the Redis itself, or on a cluster the master serving the
+/// sale's slot (redis-benchmark, not cluster-aware here, must reach the keys' owner).
+async fn ceiling_node(redis_url: &str, stock_key: &str) -> anyhow::Result<(String, u16)> {
+    let url = if crate::inventory::redis_lua::conn::is_cluster(redis_url) {
+        let mut conn = crate::inventory::redis_lua::RedisConn::open(redis_url).await?;
+        let addr = crate::nemesis::cluster::master_of(&mut conn, stock_key).await?;
+        format!("redis://{addr}")
+    } else {
+        redis_url.to_string()
+    };
+    host_port(&url).with_context(|| {
+        format!(
+            "cannot read host and port from {}",
+            crate::services::redact_url(&url)
+        )
+    })
 }
 
 /// The terminal summary.

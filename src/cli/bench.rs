@@ -65,6 +65,9 @@ pub struct BenchShopArgs {
     /// redis-lua: persistence consumers per item in the shop (its `--consumers`).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=32))]
     pub consumers: u32,
+    /// redis-buckets: buckets (hash slots) the sale's stock is split over (its `--buckets`).
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub buckets: u32,
     /// Also write the result as JSON to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -117,6 +120,7 @@ pub(super) async fn bench(what: BenchCommand) -> anyhow::Result<i32> {
                 stock: args.stock,
                 shop_exe: std::env::current_exe().context("locating the oversell binary")?,
                 consumers: args.consumers,
+                buckets: args.buckets,
             })
             .await?;
             print!("{}", crate::bench::shop::render(&r));

@@ -88,6 +88,32 @@ pub fn master_and_replica(nodes: &[Node], slot: u16) -> anyhow::Result<(Node, No
     Ok((master.clone(), replica.clone()))
 }
 
+/// The hash slot of `key` and the cluster's nodes, read from the cluster itself.
+async fn slot_and_nodes(conn: &mut RedisConn, key: &str) -> anyhow::Result<(u16, Vec<Node>)> {
+    let slot: u16 = redis::cmd("CLUSTER")
+        .arg("KEYSLOT")
+        .arg(key)
+        .query_async(conn)
+        .await
+        .with_context(|| format!("CLUSTER KEYSLOT {key}"))?;
+    let nodes: String = redis::cmd("CLUSTER")
+        .arg("NODES")
+        .query_async(conn)
+        .await
+        .context("CLUSTER NODES")?;
+    Ok((slot, parse_nodes(&nodes)))
+}
+
+/// The `host:port` of the master serving `key` on the cluster `conn` is connected to.
+pub async fn master_of(conn: &mut RedisConn, key: &str) -> anyhow::Result<String> {
+    let (slot, nodes) = slot_and_nodes(conn, key).await?;
+    nodes
+        .into_iter()
+        .find(|n| n.master && n.slots.iter().any(|&(a, b)| a <= slot && slot <= b))
+        .map(|n| n.addr)
+        .with_context(|| format!("no master serves slot {slot} of {key} (CLUSTER NODES)"))
+}
+
 /// Fails the sale's master over to its replica (`takeover`: without the master's agreement),
 /// at the fault's time; returns what was done.
 pub(super) async fn failover(
@@ -107,18 +133,8 @@ pub(super) async fn failover(
     if !conn.is_cluster() {
         bail!("the run's Redis is not a cluster (give --redis-cluster or a redis+cluster:// URL)");
     }
-    let slot: u16 = redis::cmd("CLUSTER")
-        .arg("KEYSLOT")
-        .arg(&stock)
-        .query_async(&mut conn)
-        .await
-        .context("CLUSTER KEYSLOT of the sale's stock key")?;
-    let nodes: String = redis::cmd("CLUSTER")
-        .arg("NODES")
-        .query_async(&mut conn)
-        .await
-        .context("CLUSTER NODES")?;
-    let (master, replica) = master_and_replica(&parse_nodes(&nodes), slot)?;
+    let (slot, nodes) = slot_and_nodes(&mut conn, &stock).await?;
+    let (master, replica) = master_and_replica(&nodes, slot)?;
     let replica_url = node_url(url, &replica.addr);
     let mut to_replica = redis::Client::open(replica_url.as_str())?
         .get_multiplexed_async_connection()
