@@ -15,6 +15,7 @@ use goose::client::GooseClientBuilder;
 use goose::config::GooseConfiguration;
 use goose::metrics::GooseMetrics;
 use goose::prelude::*;
+use reqwest::Url;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::oneshot;
@@ -133,22 +134,38 @@ async fn send_all(user: &mut GooseUser, ctx: Arc<Ctx>) -> TransactionResult {
     // Goose's client builder cannot turn redirects off: every sender sends on the harness's
     // own shared client instead (one connection pool, no redirects followed).
     user.client = ctx.client.clone();
+    // Each shop's base URL, parsed once per sender (a run has one shop, or a few).
+    let mut bases: Vec<(Arc<Target>, Option<Url>)> = Vec::new();
     while let Ok(job) = ctx.queue.recv_async().await {
-        let answer = send_one(user, &ctx.recorder, &job).await;
+        let base = match bases.iter().find(|(t, _)| Arc::ptr_eq(t, &job.target)) {
+            Some((_, base)) => base.as_ref(),
+            None => {
+                let base = Url::parse(&job.target.base_url).ok();
+                bases.push((job.target.clone(), base));
+                bases.last().and_then(|(_, b)| b.as_ref())
+            }
+        };
+        let url = base.map(|base| Target::url_on(base, &job.prepared));
+        let answer = send_one(user, &ctx.recorder, &job, url).await;
         // The buyer may be gone (the run was abandoned): nobody waits for the answer then.
         let _ = job.reply.send(answer);
     }
     Ok(())
 }
 
-/// Sends one job through goose and records it; returns the classified answer and when it
-/// was complete.
-async fn send_one(user: &mut GooseUser, rec: &Recorder, job: &Job) -> (Classified, Instant) {
+/// Sends one job to `url` through goose and records it (no URL: the target's base URL is
+/// not one, a connection error); returns the classified answer and when it was complete.
+async fn send_one(
+    user: &mut GooseUser,
+    rec: &Recorder,
+    job: &Job,
+    url: Option<Url>,
+) -> (Classified, Instant) {
     let (p, kind) = (&job.prepared, job.kind);
     let sent = rec.sending(kind, job.intended);
-    let read = match job.target.url(p) {
-        Err(_) => Read::transport_failed(),
-        Ok(url) => {
+    let read = match url {
+        None => Read::transport_failed(),
+        Some(url) => {
             let rb = p.apply(user.client.request(p.reqwest_method(), url));
             let req = GooseRequest::builder()
                 .method(goose_method(p))
