@@ -43,7 +43,8 @@
 //!   `batch`: refused entries isolated and dead-lettered; `mark`: the low-water mark's upkeep
 //!   and trimming; `backoff`, `alert`), reconciliation, and the payment-timeout sweeper; a
 //!   supervisor restarts any of them that dies.
-//! - [`traffic`]: scenario files (each section validates itself) → seeded plan → goose users;
+//! - [`traffic`]: scenario files (each section validates itself) → seeded plan → buyer tasks,
+//!   sent through a pool of goose users (`attack/journey.rs`, `attack/pool.rs`);
 //!   our HdrHistogram recorder (latency from the intended send, split into send lag and
 //!   service time; every order attempt's idempotency key and answer class: acknowledged,
 //!   refused, indeterminate; the kinds and answers in `recorder/answer.rs`).

@@ -142,8 +142,8 @@ pub fn facts(run: &RunReport) -> Vec<Fact> {
     }
     let g = &run.generator;
     v.push(format!(
-        "load generator: {} goose users, {:.2} cores used ({:.1} CPU s over {:.1} s), peak RSS {:.0} MiB",
-        g.users, g.cores_used, g.cpu_seconds, g.wall_seconds, g.peak_rss_mib
+        "load generator: {} buyers through {} goose senders, {:.2} cores used ({:.1} CPU s over {:.1} s), peak RSS {:.0} MiB, set-up {} ms",
+        g.buyers, g.users, g.cores_used, g.cpu_seconds, g.wall_seconds, g.peak_rss_mib, g.lead_ms
     ));
     if let Some(l) = &run.send_lag {
         v.push(format!(

@@ -130,7 +130,7 @@ pub async fn fire_shard(run: &ShardRun) -> anyhow::Result<ShardFile> {
         run.buyers_total
     ));
     let (goose, generator) = if run.buyers.is_empty() {
-        (Vec::new(), idle_generator())
+        (Vec::new(), GeneratorStats::idle())
     } else {
         attack::fire(
             run.buyers.clone(),
@@ -184,18 +184,6 @@ pub async fn fire_shard(run: &ShardRun) -> anyhow::Result<ShardFile> {
         run.out.display()
     ));
     Ok(file)
-}
-
-/// A shard with no buyers (N above the schedule's size) sends nothing.
-fn idle_generator() -> GeneratorStats {
-    GeneratorStats {
-        cpu_seconds: 0.0,
-        cores_used: 0.0,
-        peak_rss_mib: 0.0,
-        wall_seconds: 0.0,
-        users: 0,
-        lead_ms: 0,
-    }
 }
 
 /// Polls `GET /api/items/{item}` until the shop answers 200 for it, up to

@@ -188,19 +188,13 @@ pub fn merge_measurements(parts: Vec<Measurements>) -> anyhow::Result<Measuremen
 /// the wall time runs from that lead to the last buyer done in any shard (the shards open at
 /// one instant, so `wall_seconds - lead_ms` is the time from the opening to the last buyer).
 fn merge_generators<'a>(gs: impl Iterator<Item = &'a GeneratorStats>) -> GeneratorStats {
-    let mut out = GeneratorStats {
-        cpu_seconds: 0.0,
-        cores_used: 0.0,
-        peak_rss_mib: 0.0,
-        wall_seconds: 0.0,
-        users: 0,
-        lead_ms: 0,
-    };
+    let mut out = GeneratorStats::idle();
     let mut after_opening: f64 = 0.0;
     for g in gs {
         out.cpu_seconds += g.cpu_seconds;
         out.peak_rss_mib += g.peak_rss_mib;
         out.users += g.users;
+        out.buyers += g.buyers;
         out.lead_ms = out.lead_ms.max(g.lead_ms);
         after_opening = after_opening.max(g.wall_seconds - g.lead_ms as f64 / 1000.0);
     }

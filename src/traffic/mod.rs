@@ -1,4 +1,5 @@
-//! The traffic model: scenario files → a seeded plan of buyers → goose users that fire it.
+//! The traffic model: scenario files → a seeded plan of buyers → buyer tasks that fire it
+//! through a pool of goose users.
 
 pub mod attack;
 pub mod buyers_csv;

@@ -296,6 +296,30 @@ impl Target {
         }
     }
 
+    /// [`Target::url`] on the base URL parsed once (a sender keeps it): the base with the
+    /// prepared path (and query) in place of its own, so the scheme, host and port are the
+    /// target's by construction, and no host is parsed per request.
+    pub fn url_on(base: &Url, p: &Prepared) -> Url {
+        let mut url = base.clone();
+        let (rest, fragment) = match p.path.split_once('#') {
+            Some((rest, f)) => (rest, Some(f)),
+            None => (p.path.as_str(), None),
+        };
+        let (path, query) = match rest.split_once('?') {
+            Some((path, q)) => (path, Some(q)),
+            None => (rest, None),
+        };
+        let prefix = base.path().trim_end_matches('/');
+        if prefix.is_empty() {
+            url.set_path(path);
+        } else {
+            url.set_path(&format!("{prefix}{path}"));
+        }
+        url.set_query(query);
+        url.set_fragment(fragment);
+        url
+    }
+
     /// Classifies a status and body: the first rule that matches, else `unclassified` (2xx),
     /// `redirect` (3xx), `invalid` (4xx) or `server_error` (5xx). A `created` order carries its
     /// id when the mapping names the field and the answer has it.
@@ -480,6 +504,28 @@ mod tests {
             "http://127.0.0.1:1/api/orders/%2F%2Fevil.example%2Fx/pay"
         );
         assert!(t.prepare(&Action::Pay(None), &b).is_none(), "no id, no pay");
+        for (base, path) in [
+            (
+                "http://127.0.0.1:1",
+                "/api/orders/%2F%2Fevil.example%2Fx/pay",
+            ),
+            ("http://127.0.0.1:1/", "/api/orders?x=1&y=%3F#top"),
+            ("http://127.0.0.1:1/shop/", "/api/./a/../orders"),
+            ("http://localhost:8080/shop", "//evil.example/x"),
+        ] {
+            let mut at = t.clone();
+            at.base_url = base.into();
+            let p = Prepared {
+                path: path.into(),
+                ..pay.clone()
+            };
+            let parsed = Url::parse(base).unwrap();
+            assert_eq!(
+                Target::url_on(&parsed, &p),
+                at.url(&p).unwrap(),
+                "{base} {path}"
+            );
+        }
         let order = t.prepare(&Action::Order(Some("k-1".into())), &b).unwrap();
         let body: serde_json::Value = serde_json::from_str(order.body.as_deref().unwrap()).unwrap();
         assert_eq!(body["user_id"], "u/{order_id}", "never expanded again");

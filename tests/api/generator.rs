@@ -176,9 +176,9 @@ async fn a_slow_shop_shows_service_time_not_send_lag() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_plan_larger_than_one_goose_chunk_fires_every_buyer_exactly_once() {
-    // Arrange: more buyers than one chunk, so several goose attacks launch in turn.
-    let buyers = attack::CHUNK as u32 + 1_500;
+async fn a_plan_far_larger_than_the_sender_pool_fires_every_buyer_exactly_once() {
+    // Arrange: many more buyers than goose senders, so every sender sends for many buyers.
+    let buyers = attack::SENDERS as u32 * 20 + 1_500;
     let base = spawn_shop(Duration::ZERO);
     let s = scenario(buyers, 3);
 

@@ -238,7 +238,7 @@ async fn shards_merge_to_one_process(command: &'static str, strategy: &'static s
     // Same arrivals: every buyer of the schedule, each sent by exactly one shard.
     assert_eq!(one["buyers"], 200);
     assert_eq!(many["buyers"], one["buyers"]);
-    assert_eq!(many["generator"]["users"], one["generator"]["users"]);
+    assert_eq!(many["generator"]["buyers"], one["generator"]["buyers"]);
     let mut sent: Vec<usize> = Vec::new();
     let mut order_requests = 0;
     for d in &dirs {

@@ -146,11 +146,16 @@ pub struct RequestTemplate {
 impl RequestTemplate {
     /// Whether the path or body names `{order_id}`.
     pub fn needs_order_id(&self) -> bool {
-        let uses =
-            |t: &str| template::used(t).is_ok_and(|u| u.contains(&template::Placeholder::OrderId));
-        uses(&self.path) || self.body.as_deref().is_some_and(uses)
+        // Asked for every request a buyer sends: a substring test, no parse. Tokens never
+        // overlap (a name holds no brace), so `{order_id}` in the text is that placeholder;
+        // a mapping with an unknown placeholder was refused when it was read.
+        let token = ORDER_ID_TOKEN;
+        self.path.contains(token) || self.body.as_deref().is_some_and(|b| b.contains(token))
     }
 }
+
+/// The order id placeholder as it appears in a template.
+const ORDER_ID_TOKEN: &str = "{order_id}";
 
 /// A JSON field (dot path) whose value must equal `equals` (a string, or a value's JSON text).
 #[derive(Debug, Clone, PartialEq)]

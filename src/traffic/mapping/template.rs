@@ -147,7 +147,7 @@ pub fn expand<'v>(
             Piece::Token(Ok(p)) => match value(p) {
                 Some(v) => match into {
                     Encoding::Path => percent_encode(&v, &mut out),
-                    Encoding::Json => out.push_str(&json_escape(&v)),
+                    Encoding::Json => json_escape(&v, &mut out),
                 },
                 None => {
                     out.push('{');
@@ -171,20 +171,50 @@ fn percent_encode(v: &str, out: &mut String) {
         if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
             out.push(b as char);
         } else {
-            out.push_str(&format!("%{b:02X}"));
+            const HEX: &[u8; 16] = b"0123456789ABCDEF";
+            out.push('%');
+            out.push(HEX[(b >> 4) as usize] as char);
+            out.push(HEX[(b & 0xf) as usize] as char);
         }
     }
 }
 
-/// `s` escaped for the inside of a JSON string.
-fn json_escape(s: &str) -> String {
-    let quoted = serde_json::to_string(s).unwrap_or_default();
-    quoted[1..quoted.len() - 1].to_string()
+/// `v` escaped into `out` for the inside of a JSON string, as serde_json writes it.
+fn json_escape(v: &str, out: &mut String) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    for c in v.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
+            c if (c as u32) < 0x20 => {
+                out.push_str("\\u00");
+                out.push(HEX[(c as usize) >> 4] as char);
+                out.push(HEX[(c as usize) & 0xf] as char);
+            }
+            c => out.push(c),
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn json_values_are_escaped_as_serde_json_escapes_them() {
+        let v: String = (0u8..0x80)
+            .map(char::from)
+            .chain("é\u{2028}😀".chars())
+            .collect();
+        let mut out = String::new();
+        json_escape(&v, &mut out);
+        assert_eq!(format!("\"{out}\""), serde_json::to_string(&v).unwrap());
+    }
 
     fn values(p: Placeholder) -> Option<Cow<'static, str>> {
         match p {

@@ -103,7 +103,7 @@ impl BuyersSpec {
         if !(1..=MAX_BUYERS).contains(&self.count) {
             bad(
                 "buyers.count",
-                "between 1 and 10000000 (each buyer not yet arrived costs the plan about 300 bytes; goose users exist only close to their arrival)",
+                "between 1 and 10000000 (each buyer not yet arrived costs the plan about 300 bytes; its task exists only close to its arrival)",
                 self.count,
             )?;
         }

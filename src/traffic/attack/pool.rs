@@ -1,0 +1,206 @@
+//! The senders: a fixed pool of goose users, each looping over one shared queue of requests.
+//!
+//! Buyers are plain tasks ([`super::journey`]); each hands its requests to the pool as
+//! [`Job`]s and waits for the answers. A sender takes the next job, sends it through goose
+//! (`user.request`, so goose's metrics see every request and stay a cross-check of ours),
+//! records it, and hands the answer back. A request's send lag runs from its intended send to
+//! the moment a sender takes it: a queue waiting for a free sender shows up there, as it should.
+//! The goose attack ends once every buyer is done (every [`Jobs`] handle dropped) and the queue
+//! is empty.
+
+use super::super::mapping::Method;
+use super::super::recorder::{Kind, Recorder};
+use super::super::target::{Classified, Prepared, Read, Target};
+use goose::client::GooseClientBuilder;
+use goose::config::GooseConfiguration;
+use goose::metrics::GooseMetrics;
+use goose::prelude::*;
+use reqwest::Url;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+
+/// Goose users (senders) in the pool, at most: one per buyer below that.
+pub const SENDERS: usize = 256;
+
+/// Goose users started per second: the whole pool is up within a few milliseconds.
+pub const LAUNCH_RATE: f64 = 100_000.0;
+
+/// One request a buyer wants sent, and where its answer goes.
+pub(super) struct Job {
+    pub(super) target: Arc<Target>,
+    pub(super) kind: Kind,
+    pub(super) prepared: Prepared,
+    /// When the buyer meant to send it (its send lag is measured from here).
+    pub(super) intended: Instant,
+    /// The classified answer and when it was complete.
+    pub(super) reply: oneshot::Sender<(Classified, Instant)>,
+}
+
+/// The pool stopped (its goose attack ended or failed): nothing will be sent any more.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct PoolGone;
+
+/// Where buyers hand their requests. The pool's senders stop once every clone is dropped and
+/// the queue is empty.
+#[derive(Clone)]
+pub(super) struct Jobs(flume::Sender<Job>);
+
+impl Jobs {
+    /// Has `prepared` sent to `target` by the next free sender; returns its classified answer
+    /// and when it was complete. Recording (send lag, service time, latency) is the sender's.
+    pub async fn send(
+        &self,
+        target: &Arc<Target>,
+        kind: Kind,
+        prepared: Prepared,
+        intended: Instant,
+    ) -> Result<(Classified, Instant), PoolGone> {
+        let (reply, answer) = oneshot::channel();
+        let job = Job {
+            target: target.clone(),
+            kind,
+            prepared,
+            intended,
+            reply,
+        };
+        self.0.send(job).map_err(|_| PoolGone)?;
+        answer.await.map_err(|_| PoolGone)
+    }
+
+    /// Whether no sender is left to take a job.
+    pub fn is_closed(&self) -> bool {
+        self.0.is_disconnected()
+    }
+}
+
+/// A new, empty queue: the buyers' end and the senders' end.
+pub(super) fn queue() -> (Jobs, flume::Receiver<Job>) {
+    let (tx, rx) = flume::unbounded();
+    (Jobs(tx), rx)
+}
+
+/// What every sender shares.
+struct Ctx {
+    queue: flume::Receiver<Job>,
+    recorder: Arc<Recorder>,
+    /// The harness's client (no redirects): every sender sends on it.
+    client: reqwest::Client,
+}
+
+/// Runs `senders` goose users over `queue` until it is closed and empty; returns goose's
+/// metrics. `host` only names goose's requests: each job's URL is its own target's.
+pub(super) async fn run(
+    queue: flume::Receiver<Job>,
+    senders: usize,
+    recorder: Arc<Recorder>,
+    client: reqwest::Client,
+    host: String,
+    timeout: Duration,
+) -> anyhow::Result<GooseMetrics> {
+    let ctx = Arc::new(Ctx {
+        queue,
+        recorder,
+        client,
+    });
+    let sender: TransactionFunction = Arc::new(move |user| {
+        let ctx = ctx.clone();
+        Box::pin(async move { send_all(user, ctx).await })
+    });
+    let mut config = GooseConfiguration::default();
+    config.host = Some(host);
+    config.users = Some(senders);
+    config.increase_rate = Some(LAUNCH_RATE.to_string());
+    config.iterations = Some(1);
+    config.no_telnet = true;
+    config.no_print_metrics = true;
+    config.no_error_summary = true;
+    config.quiet = 1;
+    let metrics = GooseAttack::initialize_with_config(config)?
+        .set_client_builder_without_cookies(
+            GooseClientBuilder::new().without_cookies().timeout(timeout),
+        )?
+        .register_scenario(
+            scenario!("sender").register_transaction(Transaction::new(sender).set_name("send")),
+        )
+        .execute()
+        .await?;
+    Ok(metrics)
+}
+
+/// One sender: takes jobs until the queue is closed and empty.
+async fn send_all(user: &mut GooseUser, ctx: Arc<Ctx>) -> TransactionResult {
+    // Goose's client builder cannot turn redirects off: every sender sends on the harness's
+    // own shared client instead (one connection pool, no redirects followed).
+    user.client = ctx.client.clone();
+    // Each shop's base URL, parsed once per sender (a run has one shop, or a few).
+    let mut bases: Vec<(Arc<Target>, Option<Url>)> = Vec::new();
+    while let Ok(job) = ctx.queue.recv_async().await {
+        let base = match bases.iter().find(|(t, _)| Arc::ptr_eq(t, &job.target)) {
+            Some((_, base)) => base.as_ref(),
+            None => {
+                let base = Url::parse(&job.target.base_url).ok();
+                bases.push((job.target.clone(), base));
+                bases.last().and_then(|(_, b)| b.as_ref())
+            }
+        };
+        let url = base.map(|base| Target::url_on(base, &job.prepared));
+        let answer = send_one(user, &ctx.recorder, &job, url).await;
+        // The buyer may be gone (the run was abandoned): nobody waits for the answer then.
+        let _ = job.reply.send(answer);
+    }
+    Ok(())
+}
+
+/// Sends one job to `url` through goose and records it (no URL: the target's base URL is
+/// not one, a connection error); returns the classified answer and when it was complete.
+async fn send_one(
+    user: &mut GooseUser,
+    rec: &Recorder,
+    job: &Job,
+    url: Option<Url>,
+) -> (Classified, Instant) {
+    let (p, kind) = (&job.prepared, job.kind);
+    let sent = rec.sending(kind, job.intended);
+    let read = match url {
+        None => Read::transport_failed(),
+        Some(url) => {
+            let rb = p.apply(user.client.request(p.reqwest_method(), url));
+            let req = GooseRequest::builder()
+                .method(goose_method(p))
+                .path(p.path.as_str())
+                .name(kind.as_str())
+                .set_request_builder(rb)
+                .build();
+            match user.request(req).await {
+                Ok(g) => match g.response {
+                    Ok(resp) => job.target.read(kind, resp).await,
+                    Err(e) => Read::transport(&e),
+                },
+                Err(e) => match *e {
+                    TransactionError::Reqwest(e) => Read::transport(&e),
+                    _ => Read::transport_failed(),
+                },
+            }
+        }
+    };
+    let done = Instant::now();
+    let answer = read.classified.answer;
+    rec.record(kind, answer, job.intended, sent, done);
+    if let (true, Some(status)) = (answer.is_unclassified(), read.status) {
+        rec.unclassified(kind, status, &read.body);
+    }
+    (read.classified, done)
+}
+
+/// The method for a goose request.
+fn goose_method(p: &Prepared) -> GooseMethod {
+    match p.method {
+        Method::Get => GooseMethod::Get,
+        Method::Post => GooseMethod::Post,
+        Method::Put => GooseMethod::Put,
+        Method::Patch => GooseMethod::Patch,
+        Method::Delete => GooseMethod::Delete,
+    }
+}
