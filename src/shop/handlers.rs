@@ -325,8 +325,8 @@ pub(super) async fn create_order(
     // or leave the buyer not knowing what it has. The answer the client missed is what the
     // oracle calls indeterminate; its Idempotency-Key finds the order it committed.
     let qty = purchase.qty;
-    let inventory = st.inventory.clone();
-    let outcome = tokio::spawn(async move { inventory.purchase(&purchase).await })
+    let task = st.clone();
+    let outcome = tokio::spawn(async move { task.inventory.purchase(&purchase).await })
         .await
         .map_err(|e| ApiError::internal(&e))??;
     let strategy = st.inventory.strategy().as_str();
