@@ -50,7 +50,7 @@ pub struct PipelineSettings {
 impl Default for PipelineSettings {
     fn default() -> Self {
         PipelineSettings {
-            batch: 500,
+            batch: 1000,
             block: Duration::from_millis(200),
             claim_idle: Duration::from_secs(10),
             backoff_cap: Duration::from_secs(2),
