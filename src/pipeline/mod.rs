@@ -58,7 +58,7 @@ impl Default for PipelineSettings {
             trim_delay: Duration::from_secs(10),
             expiry_every: Duration::from_millis(500),
             reconcile: reconcile::ReconcileSettings::default(),
-            consumers: 1,
+            consumers: 2,
         }
     }
 }
