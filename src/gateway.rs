@@ -14,6 +14,7 @@
 //! last pass); past [`MAX_IP_BUCKETS`] live buckets a new address is refused as rate limited
 //! rather than given a fresh bucket by evicting a live one.
 
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -220,8 +221,14 @@ impl Gateway {
                 return Err(Refusal::Duplicate);
             }
         }
-        let ip_key = format!("{item}/ip/{ip}");
-        if s.ip_unit_cap > 0 && st.holding.get(&ip_key).copied().unwrap_or(0) + qty > s.ip_unit_cap
+        if s.ip_unit_cap > 0
+            && st
+                .holding
+                .get(&format!("{item}/ip/{ip}"))
+                .copied()
+                .unwrap_or(0)
+                + qty
+                > s.ip_unit_cap
         {
             return Err(Refusal::Duplicate);
         }
@@ -256,10 +263,18 @@ impl Gateway {
         let mut keys = dedup_keys(item, user, device);
         keys.push(format!("{item}/ip/{ip}"));
         for k in keys {
-            let v = st.holding.entry(k.clone()).or_default();
-            *v += qty;
-            if *v <= 0 {
-                st.holding.remove(&k);
+            match st.holding.entry(k) {
+                Entry::Occupied(mut held) => {
+                    *held.get_mut() += qty;
+                    if *held.get() <= 0 {
+                        held.remove();
+                    }
+                }
+                Entry::Vacant(none) => {
+                    if qty > 0 {
+                        none.insert(qty);
+                    }
+                }
             }
         }
     }

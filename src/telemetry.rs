@@ -4,8 +4,48 @@
 
 use indicatif::ProgressBar;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use std::collections::HashMap;
+use std::hash::Hash;
 use std::io::{IsTerminal, Write};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Mutex, OnceLock, RwLock};
+
+/// Metric handles by label values, registered once each: building and hashing a metrics key
+/// (and its label strings) per request was a measurable share of the shop's hot path. A handle
+/// is kept only once the process's recorder is installed, so nothing caches a no-op handle
+/// taken before it.
+pub struct Handles<K, H> {
+    map: RwLock<HashMap<K, H>>,
+}
+
+impl<K: Hash + Eq + Copy, H: Clone> Handles<K, H> {
+    /// An empty cache.
+    pub fn new() -> Self {
+        Handles {
+            map: RwLock::new(HashMap::new()),
+        }
+    }
+
+    /// The handle of `key`, registered by `make` the first time.
+    pub fn get(&self, key: K, make: impl FnOnce(K) -> H) -> H {
+        if let Some(h) = self.map.read().unwrap_or_else(|e| e.into_inner()).get(&key) {
+            return h.clone();
+        }
+        let handle = make(key);
+        if PROMETHEUS.get().is_some() {
+            self.map
+                .write()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(key, handle.clone());
+        }
+        handle
+    }
+}
+
+impl<K: Hash + Eq + Copy, H: Clone> Default for Handles<K, H> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
 
 /// The content type of the Prometheus text exposition format.
 pub const PROMETHEUS_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";

@@ -63,7 +63,7 @@ pub struct BenchShopArgs {
     #[arg(long, default_value_t = 1_000_000)]
     pub stock: i64,
     /// redis-lua: persistence consumers per item in the shop (its `--consumers`).
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=32))]
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=32))]
     pub consumers: u32,
     /// redis-buckets: buckets (hash slots) the sale's stock is split over (its `--buckets`).
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=64))]

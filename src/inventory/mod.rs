@@ -354,6 +354,21 @@ impl Inventory {
         Ok(item)
     }
 
+    /// An item's purchase limit, as [`Self::item_meta`] knows it, without copying the item
+    /// (the purchase path needs nothing else).
+    async fn purchase_limit(&self, id: i64) -> Result<Option<i64>, InventoryError> {
+        let cached = self
+            .items
+            .read()
+            .expect("item cache poisoned")
+            .get(&id)
+            .map(|item| item.purchase_limit);
+        match cached {
+            Some(limit) => Ok(Some(limit)),
+            None => Ok(self.item_meta(id).await?.map(|item| item.purchase_limit)),
+        }
+    }
+
     /// Ids of the items this shop has set up or looked up (the background tasks serve these).
     pub fn known_items(&self) -> Vec<i64> {
         let mut ids: Vec<i64> = self
@@ -388,7 +403,7 @@ impl Inventory {
     /// Tries to buy. Business answers are `Ok(Outcome)`; contention maps to `Outcome::Busy`.
     pub async fn purchase(&self, p: &Purchase) -> Result<Outcome, InventoryError> {
         let _counted = InFlight::new(&self.in_flight);
-        let Some(item) = self.item_meta(p.item_id).await? else {
+        let Some(limit) = self.purchase_limit(p.item_id).await? else {
             let known = self.strategy.uses_redis() && self.store.item(p.item_id).await?.is_some();
             return Ok(if known {
                 Outcome::NotWarmed
@@ -396,29 +411,25 @@ impl Inventory {
                 Outcome::UnknownItem
             });
         };
-        if p.qty > item.purchase_limit {
-            return Ok(Outcome::OverLimit {
-                limit: item.purchase_limit,
-            });
+        if p.qty > limit {
+            return Ok(Outcome::OverLimit { limit });
         }
         let result = match self.strategy {
             Strategy::Naive => naive::purchase(&self.store, &self.settings, p).await,
             Strategy::ForUpdate => for_update::purchase(&self.store, &self.settings, p).await,
             Strategy::Optimistic => optimistic::purchase(&self.store, &self.settings, p).await,
-            Strategy::Conditional => {
-                conditional::purchase(&self.store, p, item.purchase_limit).await
-            }
+            Strategy::Conditional => conditional::purchase(&self.store, p, limit).await,
             Strategy::Batched => {
                 let batcher = self.batcher.as_ref().expect("set in new");
                 Ok(batcher.purchase(p).await)
             }
             Strategy::RedisLua => {
                 let redis = self.redis.as_ref().expect("checked in new");
-                redis.purchase(p, item.purchase_limit).await
+                redis.purchase(p, limit).await
             }
             Strategy::RedisBuckets => {
                 let buckets = self.buckets.as_ref().expect("set in new");
-                buckets.purchase(p, item.purchase_limit).await
+                buckets.purchase(p, limit).await
             }
         };
         let result = match result {
@@ -429,7 +440,7 @@ impl Inventory {
             // redis-lua and redis-buckets keep their keys in Redis, atomically with the deduct.
             result
         } else {
-            idempotency::settle(&self.store, p, item.purchase_limit, result).await
+            idempotency::settle(&self.store, p, limit, result).await
         }
     }
 

@@ -25,9 +25,10 @@ use crate::gateway::{Gateway, Refusal};
 use crate::model::{item_of_order, now_ms, Item, OrderStatus, Purchase};
 use crate::services::Service;
 use crate::store::Transition;
+use crate::telemetry::Handles;
 use redis::{AsyncCommands, Script};
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock, RwLock};
 use std::time::Duration;
 
 pub use conn::RedisConn;
@@ -75,6 +76,8 @@ pub struct RedisLua {
     prededucts: Arc<std::sync::atomic::AtomicU64>,
     durability: Durability,
     replica_wait: Duration,
+    /// The key names of the items this instance sold, by item (see [`Self::cached_keys`]).
+    key_cache: Arc<RwLock<HashMap<i64, Arc<ItemKeys>>>>,
 }
 
 impl RedisLua {
@@ -139,6 +142,7 @@ impl RedisLua {
             prededucts: Arc::default(),
             durability: mode,
             replica_wait: settings.replica_wait,
+            key_cache: Arc::default(),
         })
     }
 
@@ -153,6 +157,7 @@ impl RedisLua {
     pub fn with_prefix(&self, prefix: &str) -> RedisLua {
         RedisLua {
             prefix: prefix.into(),
+            key_cache: Arc::default(),
             ..self.clone()
         }
     }
@@ -317,21 +322,9 @@ impl RedisLua {
         order_id: &str,
     ) -> Result<Outcome, InventoryError> {
         let device = p.device_id.as_deref();
-        let keys = self.keys(p.item_id);
         self.prededucts
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let mut call = self.scripts.deduct.prepare_invoke();
-        for key in keys.deduct() {
-            call.key(key);
-        }
-        call.arg(p.qty)
-            .arg(&p.user_id)
-            .arg(device.unwrap_or(""))
-            .arg(order_id)
-            .arg(self.payment_timeout.as_millis() as i64)
-            .arg(&p.client_ip)
-            .arg(self.gateway.settings().ip_unit_cap)
-            .arg(p.idempotency_key.as_deref().unwrap_or(""));
+        let call = self.deduct_call(p, order_id);
         let (code, _n): (i64, i64) = if self.durability == Durability::WaitReplica {
             let ((code, n), replicas) = self.deduct_and_wait(&call).await?;
             if code >= 0 && replicas < 1 {
@@ -339,7 +332,7 @@ impl RedisLua {
             }
             (code, n)
         } else {
-            call.invoke_async(&mut self.conn.clone()).await?
+            self.deduct(&call).await?
         };
         if code == -5 {
             return Ok(self
@@ -353,7 +346,14 @@ impl RedisLua {
             -2 | -4 => "duplicate",
             _ => "not_warmed",
         };
-        metrics::counter!("oversell_prededuct_total", "result" => result).increment(1);
+        static RESULTS: LazyLock<Handles<&'static str, metrics::Counter>> =
+            LazyLock::new(Handles::new);
+        RESULTS
+            .get(
+                result,
+                |result| metrics::counter!("oversell_prededuct_total", "result" => result),
+            )
+            .increment(1);
         Ok(match code {
             c if c >= 0 => {
                 self.gateway
@@ -366,6 +366,69 @@ impl RedisLua {
             -2 | -4 => Outcome::Duplicate,
             _ => Outcome::NotWarmed,
         })
+    }
+
+    /// `EVALSHA` of `lua/deduct.lua` for `p` under `order_id`: one command built in one buffer
+    /// (a `ScriptInvocation` would copy every key and argument twice), on the item's cached key
+    /// names.
+    fn deduct_call(&self, p: &Purchase, order_id: &str) -> redis::Cmd {
+        let keys = self.cached_keys(p.item_id);
+        let mut call = redis::cmd("EVALSHA");
+        call.arg(self.scripts.deduct.get_hash()).arg(9);
+        for key in keys.deduct() {
+            call.arg(key);
+        }
+        call.arg(p.qty)
+            .arg(&p.user_id)
+            .arg(p.device_id.as_deref().unwrap_or(""))
+            .arg(order_id)
+            .arg(self.payment_timeout.as_millis() as i64)
+            .arg(&p.client_ip)
+            .arg(self.gateway.settings().ip_unit_cap)
+            .arg(p.idempotency_key.as_deref().unwrap_or(""));
+        call
+    }
+
+    /// Runs a [`Self::deduct_call`]; a Redis that lost the script (restarted, `SCRIPT FLUSH`)
+    /// gets it loaded again and the call retried once.
+    async fn deduct(&self, call: &redis::Cmd) -> Result<(i64, i64), InventoryError> {
+        let mut conn = self.conn.clone();
+        Ok(match call.query_async(&mut conn).await {
+            Err(e) if e.kind() == durability::NOSCRIPT => {
+                self.load_deduct(&mut conn).await?;
+                call.query_async(&mut conn).await?
+            }
+            other => other?,
+        })
+    }
+
+    /// Loads `lua/deduct.lua` into Redis (after a `NOSCRIPT`).
+    pub(super) async fn load_deduct(&self, conn: &mut RedisConn) -> Result<(), InventoryError> {
+        self.scripts
+            .deduct
+            .prepare_invoke()
+            .load_async(conn)
+            .await?;
+        Ok(())
+    }
+
+    /// The keys of `item`, named once per item and shared: the purchase path must not format
+    /// thirteen key names per order.
+    fn cached_keys(&self, item: i64) -> Arc<ItemKeys> {
+        if let Some(keys) = self
+            .key_cache
+            .read()
+            .expect("key cache poisoned")
+            .get(&item)
+        {
+            return keys.clone();
+        }
+        let keys = Arc::new(self.keys(item));
+        self.key_cache
+            .write()
+            .expect("key cache poisoned")
+            .insert(item, keys.clone());
+        keys
     }
 
     /// The order `p`'s `Idempotency-Key` bought, as the answer to `p` (`None`: no key, or

@@ -50,7 +50,7 @@ pub struct PipelineSettings {
 impl Default for PipelineSettings {
     fn default() -> Self {
         PipelineSettings {
-            batch: 500,
+            batch: 1000,
             block: Duration::from_millis(200),
             claim_idle: Duration::from_secs(10),
             backoff_cap: Duration::from_secs(2),
@@ -58,7 +58,7 @@ impl Default for PipelineSettings {
             trim_delay: Duration::from_secs(10),
             expiry_every: Duration::from_millis(500),
             reconcile: reconcile::ReconcileSettings::default(),
-            consumers: 1,
+            consumers: 2,
         }
     }
 }

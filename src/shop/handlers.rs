@@ -5,6 +5,7 @@ use super::AppState;
 use crate::inventory::Outcome;
 use crate::model::{OrderStatus, Purchase, MAX_ID_LEN};
 use crate::store::Transition;
+use crate::telemetry::Handles;
 use axum::body::Bytes;
 use axum::extract::{ConnectInfo, MatchedPath, Path, Request, State};
 use axum::http::{HeaderMap, StatusCode};
@@ -14,7 +15,7 @@ use axum::{Extension, Json};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::Mutex;
+use std::sync::{LazyLock, Mutex};
 use std::time::{Duration, Instant};
 
 type ApiResult<T> = Result<T, ApiError>;
@@ -119,21 +120,64 @@ fn method_label(m: &axum::http::Method) -> &'static str {
     }
 }
 
+/// Every route pattern [`super::app`] serves, as the `route` label of the HTTP metrics.
+const ROUTES: [&str; 9] = [
+    "/healthz",
+    "/metrics",
+    "/api/items/{id}",
+    "/api/items/{id}/audit",
+    "/api/items/{id}/reconcile",
+    "/api/items/{id}/rewarm",
+    "/api/orders",
+    "/api/orders/{id}/pay",
+    "/api/orders/{id}/cancel",
+];
+
+/// The `route` label of a request: its route pattern, `unmatched` for none; `Err` for a
+/// pattern missing from [`ROUTES`] (labelled all the same, but not cached).
+fn route_label(matched: Option<&str>) -> Result<&'static str, String> {
+    let Some(path) = matched else {
+        return Ok("unmatched");
+    };
+    ROUTES
+        .iter()
+        .find(|r| **r == path)
+        .copied()
+        .ok_or_else(|| path.to_string())
+}
+
+type HttpHandles = (metrics::Histogram, metrics::Counter);
+
+/// The two HTTP metrics of one route, method and status.
+fn http_metrics(route: String, method: &'static str, status: u16) -> HttpHandles {
+    (
+        metrics::histogram!("oversell_http_request_duration_seconds", "route" => route.clone(), "method" => method),
+        metrics::counter!("oversell_http_requests_total", "route" => route, "method" => method, "status" => status.to_string()),
+    )
+}
+
 /// Records every request's latency and status (Prometheus).
 pub(super) async fn observe(req: Request, next: Next) -> Response {
-    let route = req
-        .extensions()
-        .get::<MatchedPath>()
-        .map(|p| p.as_str().to_string())
-        .unwrap_or_else(|| "unmatched".into());
+    static HANDLES: LazyLock<Handles<(&'static str, &'static str, u16), HttpHandles>> =
+        LazyLock::new(Handles::new);
+    let route = route_label(
+        req.extensions()
+            .get::<MatchedPath>()
+            .map(MatchedPath::as_str),
+    );
     let method = method_label(req.method());
     let start = Instant::now();
     let resp = next.run(req).await;
-    let status = resp.status().as_u16().to_string();
-    metrics::histogram!("oversell_http_request_duration_seconds", "route" => route.clone(), "method" => method)
-        .record(start.elapsed().as_secs_f64());
-    metrics::counter!("oversell_http_requests_total", "route" => route, "method" => method, "status" => status)
-        .increment(1);
+    let elapsed = start.elapsed().as_secs_f64();
+    let status = resp.status().as_u16();
+    let (duration, requests) = match route {
+        Ok(route) => HANDLES.get((route, method, status), |(r, m, s)| {
+            http_metrics(r.to_string(), m, s)
+        }),
+        Err(route) => http_metrics(route, method, status),
+    };
+    duration.record(elapsed);
+    requests.increment(1);
     resp
 }
 
@@ -210,7 +254,15 @@ fn idempotency_key(headers: &HeaderMap) -> ApiResult<Option<String>> {
 /// A created order's answer: `201 {"order_id", "status": "pending_payment"}`; a replay is the
 /// same answer again, marked `Idempotent-Replayed: true`.
 fn created(order_id: &str, replayed: bool) -> Response {
-    let body = serde_json::json!({ "order_id": order_id, "status": OrderStatus::PendingPayment });
+    #[derive(Serialize)]
+    struct Created<'a> {
+        order_id: &'a str,
+        status: OrderStatus,
+    }
+    let body = Created {
+        order_id,
+        status: OrderStatus::PendingPayment,
+    };
     let mut resp = (StatusCode::CREATED, Json(body)).into_response();
     if replayed {
         resp.headers_mut().insert(
@@ -272,9 +324,9 @@ pub(super) async fn create_order(
     // connection): the request's future is dropped then, and half a purchase could leak units
     // or leave the buyer not knowing what it has. The answer the client missed is what the
     // oracle calls indeterminate; its Idempotency-Key finds the order it committed.
-    let inventory = st.inventory.clone();
-    let p = purchase.clone();
-    let outcome = tokio::spawn(async move { inventory.purchase(&p).await })
+    let qty = purchase.qty;
+    let task = st.clone();
+    let outcome = tokio::spawn(async move { task.inventory.purchase(&purchase).await })
         .await
         .map_err(|e| ApiError::internal(&e))??;
     let strategy = st.inventory.strategy().as_str();
@@ -327,10 +379,15 @@ pub(super) async fn create_order(
         ),
         Outcome::OverLimit { limit } => (
             "invalid_request",
-            ApiError::invalid(format!("qty {} exceeds the purchase limit {limit}", purchase.qty)).into_response(),
+            ApiError::invalid(format!("qty {qty} exceeds the purchase limit {limit}")).into_response(),
         ),
     };
-    metrics::counter!("oversell_orders_total", "strategy" => strategy, "outcome" => label)
+    static ORDERS: LazyLock<Handles<(&'static str, &'static str), metrics::Counter>> =
+        LazyLock::new(Handles::new);
+    ORDERS
+        .get((strategy, label), |(strategy, label)| {
+            metrics::counter!("oversell_orders_total", "strategy" => strategy, "outcome" => label)
+        })
         .increment(1);
     Ok(resp)
 }
@@ -392,5 +449,21 @@ pub(super) async fn audit(
     match st.inventory.audit(id).await? {
         Some(a) => Ok(Json(a)),
         None => Err(ApiError::new(StatusCode::NOT_FOUND, "unknown_item")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_route_label_is_the_pattern_or_unmatched() {
+        assert_eq!(route_label(Some("/api/orders")), Ok("/api/orders"));
+        assert_eq!(route_label(Some("/healthz")), Ok("/healthz"));
+        assert_eq!(route_label(None), Ok("unmatched"));
+        assert_eq!(
+            route_label(Some("/api/other")),
+            Err("/api/other".to_string())
+        );
     }
 }

@@ -499,6 +499,7 @@ async fn the_redis_benchmark_runs_both_phases_and_every_call_deducts_one_unit() 
 async fn consumers_left_by_earlier_processes_are_pruned_once_idle_and_empty() {
     let mut config = test_config(Strategy::RedisLua, Backend::Postgres);
     config.pipeline.claim_idle = Duration::from_millis(300);
+    config.pipeline.consumers = 1;
     let app = spawn_with(config).await;
     app.setup_sale(1, 5, 1).await;
     let mut conn = redis_conn().await;

@@ -115,10 +115,11 @@ async fn three_redis_lua_shops_on_postgres_stay_exact_and_share_the_consumer_gro
     assert_eq!(f.dead_letters, Some(0), "{v}");
     assert_eq!(run.reconcile.as_ref().map(|p| p.residual), Some(0));
     let spread = run.shops.as_ref().unwrap();
+    let per_shop = u64::from(oversell::shop::ShopKnobs::default().consumers);
     assert_eq!(
         spread.group_consumers,
-        Some(3),
-        "XINFO CONSUMERS: one consumer per shop in the group: {spread:?}"
+        Some(3 * per_shop),
+        "XINFO CONSUMERS: each shop's consumers (--consumers) in the group: {spread:?}"
     );
     for s in &spread.shops {
         assert!(

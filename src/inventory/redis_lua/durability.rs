@@ -22,9 +22,12 @@ use super::RedisConn;
 use super::RedisLua;
 use crate::inventory::InventoryError;
 use crate::services::redact_url;
-use redis::ScriptInvocation;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
+
+/// The error Redis answers a call by SHA of a script it does not hold.
+pub(super) const NOSCRIPT: redis::ErrorKind =
+    redis::ErrorKind::Server(redis::ServerErrorKind::NoScript);
 
 /// `--redis-durability`: what an acknowledged order survives on the Redis side.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, Serialize, Deserialize)]
@@ -222,18 +225,17 @@ impl RedisLua {
     /// script's answer and how many replicas confirmed.
     pub(super) async fn deduct_and_wait(
         &self,
-        call: &ScriptInvocation<'_>,
+        call: &redis::Cmd,
     ) -> Result<((i64, i64), i64), InventoryError> {
         let mut conn = self.conn.clone();
         let mut pipe = redis::pipe();
-        pipe.invoke_script(call)
+        pipe.add_command(call.clone())
             .cmd("WAIT")
             .arg(1)
             .arg(self.replica_wait.as_millis() as u64);
-        let noscript = redis::ErrorKind::Server(redis::ServerErrorKind::NoScript);
         Ok(match pipe.query_async(&mut conn).await {
-            Err(e) if e.kind() == noscript => {
-                call.load_async(&mut conn).await?;
+            Err(e) if e.kind() == NOSCRIPT => {
+                self.load_deduct(&mut conn).await?;
                 pipe.query_async(&mut conn).await?
             }
             other => other?,
