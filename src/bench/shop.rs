@@ -365,7 +365,7 @@ async fn ceiling_node(redis_url: &str, stock_key: &str) -> anyhow::Result<(Strin
     let url = if crate::inventory::redis_lua::conn::is_cluster(redis_url) {
         let mut conn = crate::inventory::redis_lua::RedisConn::open(redis_url).await?;
         let addr = crate::nemesis::cluster::master_of(&mut conn, stock_key).await?;
-        format!("redis://{addr}")
+        crate::inventory::redis_lua::conn::node_url(redis_url, &addr)
     } else {
         redis_url.to_string()
     };

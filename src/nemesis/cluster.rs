@@ -70,11 +70,16 @@ pub fn parse_nodes(text: &str) -> Vec<Node> {
         .collect()
 }
 
-/// The master serving `slot` and a healthy replica of it.
-pub fn master_and_replica(nodes: &[Node], slot: u16) -> anyhow::Result<(Node, Node)> {
-    let master = nodes
+/// The master serving `slot`, if any.
+fn master_serving(nodes: &[Node], slot: u16) -> Option<&Node> {
+    nodes
         .iter()
         .find(|n| n.master && n.slots.iter().any(|&(a, b)| a <= slot && slot <= b))
+}
+
+/// The master serving `slot` and a healthy replica of it.
+pub fn master_and_replica(nodes: &[Node], slot: u16) -> anyhow::Result<(Node, Node)> {
+    let master = master_serving(nodes, slot)
         .with_context(|| format!("no master serves slot {slot} (CLUSTER NODES)"))?;
     let replica = nodes
         .iter()
@@ -107,10 +112,8 @@ async fn slot_and_nodes(conn: &mut RedisConn, key: &str) -> anyhow::Result<(u16,
 /// The `host:port` of the master serving `key` on the cluster `conn` is connected to.
 pub async fn master_of(conn: &mut RedisConn, key: &str) -> anyhow::Result<String> {
     let (slot, nodes) = slot_and_nodes(conn, key).await?;
-    nodes
-        .into_iter()
-        .find(|n| n.master && n.slots.iter().any(|&(a, b)| a <= slot && slot <= b))
-        .map(|n| n.addr)
+    master_serving(&nodes, slot)
+        .map(|n| n.addr.clone())
         .with_context(|| format!("no master serves slot {slot} of {key} (CLUSTER NODES)"))
 }
 
