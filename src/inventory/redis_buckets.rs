@@ -202,11 +202,16 @@ impl RedisBuckets {
         // A key lives in its buyer's home bucket; another buyer reusing it (another home) is
         // answered from the bucket that holds it. Read outside the scripts: two buyers racing
         // with one key into two buckets are not caught here (the database's unique key is).
+        // The other buckets are asked at once (one round trip, not B - 1, on the multiplexed
+        // connection; in parallel over a cluster's masters).
         if p.idempotency_key.is_some() {
-            for b in self.all().filter(|b| *b != home_b) {
-                if let Some(answer) = self.bucket(b).replay(p).await? {
-                    return Ok(answer);
-                }
+            let lookups = self
+                .all()
+                .filter(|b| *b != home_b)
+                .map(|b| self.bucket(b).replay(p));
+            let answers = futures_util::future::try_join_all(lookups).await?;
+            if let Some(answer) = answers.into_iter().flatten().next() {
+                return Ok(answer);
             }
         }
         let order_id = new_bucket_order_id(p.item_id, home_b);
