@@ -9,9 +9,10 @@
 //!    saturation rate just measured);
 //! 3. the shop stops, and the ceiling runs on the same servers ([`super::ceiling`]).
 //!
-//! For redis-lua each HTTP phase also reports persistence: orders the consumers wrote to the
-//! database per second against orders acknowledged per second, the stream's backlog when the
-//! phase ended, and how long it then took to drain (the next phase starts drained).
+//! For redis-lua and redis-buckets each HTTP phase also reports persistence: orders the
+//! consumers wrote to the database per second against orders acknowledged per second, the
+//! stream's backlog (summed over the B bucket streams) when the phase ended, and how long it
+//! then took to drain (the next phase starts drained).
 
 use super::ceiling::{self, Ceiling};
 use super::rate::{self, RateResult, RateSpec};
@@ -19,7 +20,7 @@ use super::redis::{bench_item, evalsha};
 use super::wrk::{self, WrkResult};
 use super::{host_port, ratio, require_tool};
 use crate::inventory::redis_lua::keys::delete_prefix;
-use crate::inventory::{Durability, RedisLua, RedisSettings, Strategy};
+use crate::inventory::{Durability, RedisBuckets, RedisLua, RedisSettings, Strategy};
 use crate::model::SaleSetup;
 use crate::runner::{Cell, ChildShop};
 use crate::shop::ShopKnobs;
@@ -213,7 +214,9 @@ async fn http_phases(
     };
     child.put_sale(http, 1, &setup).await?;
     let watch = match b.strategy {
-        Strategy::RedisLua => Some(Watch::connect(b, db_url, prefix).await?),
+        Strategy::RedisLua | Strategy::RedisBuckets => {
+            Some(Watch::connect(b, db_url, prefix).await?)
+        }
         _ => None,
     };
     let before = match &watch {
@@ -248,16 +251,25 @@ async fn http_phases(
     Ok((sat, sat_persist, Some(fixed), fixed_persist))
 }
 
-/// Reads the redis-lua shop's persistence from outside: the stream's backlog in Redis and the
-/// order rows in the database.
+/// Reads the shop's persistence from outside: the backlog of the item's stream in Redis (of
+/// every bucket's stream, for redis-buckets) and the order rows in the database.
 struct Watch {
-    redis: RedisLua,
+    streams: Vec<RedisLua>,
     store: Store,
 }
 
 impl Watch {
     async fn connect(b: &ShopBench, db_url: &str, prefix: &str) -> anyhow::Result<Watch> {
         let redis = RedisLua::connect(&settings(&b.redis_url, prefix)).await?;
+        let streams = match b.strategy {
+            Strategy::RedisBuckets => {
+                let buckets = RedisBuckets::new(redis, b.buckets);
+                (0..buckets.buckets())
+                    .map(|i| buckets.bucket(i).clone())
+                    .collect()
+            }
+            _ => vec![redis],
+        };
         let store = Store::connect(
             db_url,
             &PoolSettings {
@@ -266,7 +278,7 @@ impl Watch {
             },
         )
         .await?;
-        Ok(Watch { redis, store })
+        Ok(Watch { streams, store })
     }
 
     async fn persisted(&self) -> anyhow::Result<u64> {
@@ -276,23 +288,34 @@ impl Watch {
         Ok(n.max(0) as u64)
     }
 
+    /// Undelivered and pending entries over every stream, and whether all are drained.
+    async fn backlog(&self) -> anyhow::Result<((u64, u64), bool)> {
+        let (mut lag, mut pending, mut drained) = (0, 0, true);
+        for stream in &self.streams {
+            let b = stream.backlog(1).await?;
+            lag += b.lag;
+            pending += b.pending;
+            drained &= b.drained();
+        }
+        Ok(((lag, pending), drained))
+    }
+
     /// The phase that just ended: `created` acknowledged orders in `seconds`, `before` rows
     /// persisted when it began. Waits for the drain (up to 120 s) before answering.
     async fn phase(&self, before: u64, created: u64, seconds: f64) -> anyhow::Result<Persistence> {
         let applied = self.persisted().await?.saturating_sub(before);
-        let backlog = self.redis.backlog(1).await?;
+        let (backlog, mut drained) = self.backlog().await?;
         let start = Instant::now();
-        let mut drained = backlog.drained();
         while !drained && start.elapsed() < Duration::from_secs(120) {
             tokio::time::sleep(Duration::from_millis(100)).await;
-            drained = self.redis.backlog(1).await?.drained();
+            drained = self.backlog().await?.1;
         }
         let s = seconds.max(1e-9);
         Ok(Persistence {
             purchases_per_s: (created as f64 / s).round(),
             applied_per_s: (applied as f64 / s).round(),
-            backlog_lag: backlog.lag,
-            backlog_pending: backlog.pending,
+            backlog_lag: backlog.0,
+            backlog_pending: backlog.1,
             drain_ms: start.elapsed().as_millis() as u64,
             drained,
         })

@@ -67,6 +67,22 @@ async fn bench_shop_redis_lua_measures_both_rates_persistence_and_a_fixed_rate()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bench_shop_redis_buckets_watches_every_bucket_stream() {
+    let v = bench_shop(
+        "redis-buckets",
+        &format!("{}/postgres", pg_base()),
+        &["--buckets", "3"],
+    )
+    .await;
+    assert_eq!(v["ceiling"]["tool"], "redis-benchmark", "{v}");
+    let p = &v["saturation_persistence"];
+    // Persistence is watched over the three bucket streams, and they all drained.
+    assert_eq!(p["drained"], true, "{v}");
+    assert!(p["purchases_per_s"].as_f64().unwrap() > 0.0, "{v}");
+    assert!(p["applied_per_s"].as_f64().unwrap() > 0.0, "{v}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bench_shop_for_update_on_postgres_is_measured_against_pgbench() {
     let v = bench_shop("for-update", &format!("{}/postgres", pg_base()), &[]).await;
     assert_eq!(v["ceiling"]["tool"], "pgbench", "{v}");
@@ -103,5 +119,66 @@ async fn bench_shop_without_wrk_names_the_package() {
         run.stderr.contains("wrk is not installed") && run.stderr.contains("apt-get install wrk"),
         "{}",
         run.both()
+    );
+}
+
+/// On a Redis Cluster the shop runs through the cluster client, and the ceiling runs on the
+/// master that owns the sale's slot (one Redis core), not on whichever node the URL names.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bench_shop_on_a_cluster_measures_the_ceiling_on_the_slots_master() {
+    let cluster = crate::cluster_harness::TestCluster::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("bench.json");
+    let (url, json_arg) = (cluster.url(), json.display().to_string());
+    let db = format!("{}/postgres", pg_base());
+    let run = oversell_cli(
+        &[
+            "bench",
+            "shop",
+            "--strategy",
+            "redis-buckets",
+            "--buckets",
+            "2",
+            "--seconds",
+            "2",
+            "--connections",
+            "8",
+            "--database-url",
+            &db,
+            "--redis-url",
+            &url,
+            "--json",
+            &json_arg,
+        ],
+        &[],
+    )
+    .await;
+    assert_eq!(run.code, 0, "{}", run.both());
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert!(v["saturation"]["created"].as_u64().unwrap() > 0, "{v}");
+    assert_eq!(v["saturation_persistence"]["drained"], true, "{v}");
+    let command = v["ceiling"]["command"].as_str().unwrap();
+    let words: Vec<&str> = command.split_whitespace().collect();
+    let after = |flag: &str| words[words.iter().position(|w| *w == flag).unwrap() + 1];
+    let port: u16 = after("-p").parse().unwrap();
+    // EVALSHA <sha> <numkeys> <stock key> ...
+    let stock_key = words[words.iter().position(|w| *w == "EVALSHA").unwrap() + 3];
+    let slot: u16 = cluster
+        .query(port, &format!("CLUSTER KEYSLOT {stock_key}"))
+        .await
+        .unwrap()
+        .parse()
+        .unwrap_or_else(|e| panic!("CLUSTER KEYSLOT {stock_key}: {e}"));
+    let owner = cluster
+        .nodes()
+        .await
+        .into_iter()
+        .find(|n| n.master && n.slots.iter().any(|(a, b)| (*a..=*b).contains(&slot)))
+        .expect("a master owns every slot");
+    assert_eq!(
+        crate::cluster_harness::TestCluster::port_of(&owner.addr),
+        port,
+        "the ceiling ran on 127.0.0.1:{port}, but slot {slot} of {stock_key} is {}'s: {command}",
+        owner.addr
     );
 }
