@@ -14,7 +14,11 @@
 //! 2. `SELECT ... FOR UPDATE`: the lock, and the stock under it.
 //! 3. One `UPDATE` deducts the stock only if the buyer's live orders, this new one included,
 //!    stay within the limit: the limit check and the write are a single statement under the
-//!    lock ([`crate::store::StoreTx::deduct_within_limit`]).
+//!    lock ([`crate::store::StoreTx::deduct_within_limit`]). The order is then stamped with
+//!    the time the lock was granted (in the same statement on PostgreSQL; one primary-key
+//!    `UPDATE` more on MySQL, whose multi-table form deadlocked), so the order rows' own times replay the sale
+//!    in the order it happened (the oracle's peak oversell): a cancel committed while this
+//!    buyer queued for the lock comes before this order, not after.
 //! 4. `COMMIT` releases the lock.
 //!
 //! So the lock is held for lock, update, commit: the statements of the bare hot-row benchmark
@@ -30,7 +34,7 @@
 //!   get its order back, see [`super::idempotency`]).
 
 use super::{InventoryError, Outcome, Settings};
-use crate::model::{Order, Purchase};
+use crate::model::{now_ms, Order, Purchase};
 use crate::store::Store;
 
 pub(super) async fn purchase(
@@ -55,11 +59,14 @@ pub(super) async fn purchase(
             Outcome::SoldOut
         });
     }
+    // Its units are held from now, the lock granted, not from the insert before it: a
+    // release committed while this buyer queued must come first in the orders' own times.
+    let granted_ms = now_ms();
     if !settings.work.is_zero() {
         tokio::time::sleep(settings.work).await;
     }
     if !tx
-        .deduct_within_limit(p.item_id, p.qty, &p.user_id, item.purchase_limit)
+        .deduct_within_limit(&order, granted_ms, item.purchase_limit)
         .await?
     {
         tx.rollback().await?;

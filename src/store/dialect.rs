@@ -53,6 +53,8 @@ pub struct Statements {
     /// `for-update`'s write: deducts unless the buyer's live orders (this transaction's own
     /// new order included) then exceed the item's limit; one statement under the row lock.
     pub deduct_within_limit: &'static str,
+    /// An order's created and updated times set (MySQL's for-update, after its deduct).
+    pub stamp_order: &'static str,
     pub cas_deduct: &'static str,
     /// `conditional` (and `batched`, for a whole batch): `stock = stock - q WHERE stock >= q`,
     /// no version compare; one row updated is the decision.
@@ -163,11 +165,32 @@ impl Statements {
             // row lock was granted, so it sees every order committed by the lock's previous
             // holders; orders not yet committed by buyers still queued for the lock are not
             // counted, and those buyers count this one when their turn comes.
-            deduct_within_limit: leak(format!(
-                "UPDATE items SET stock = stock - ?, version = version + 1 WHERE id = ? AND \
-                 (SELECT CAST(COALESCE(SUM(qty), 0) AS {sum_cast}) FROM orders \
-                 WHERE item_id = ? AND user_id = ? AND status IN ('pending_payment', 'paid')) <= ?"
-            )),
+            // PostgreSQL: the same statement stamps the buyer's order (inserted before the
+            // lock) with the time the lock was granted: its units are held from then, after
+            // every release committed by an earlier holder, which the oracle's peak replay
+            // relies on. Binds: stamp, stamp, order id, qty, item, item, user, limit.
+            // MySQL: the stock alone (qty, item, item, user, limit), then `stamp_order`: a
+            // multi-table UPDATE would read the buyer's other orders with locks, and buyers
+            // queued for the row lock hold those (seen as deadlocks under load).
+            deduct_within_limit: leak(match backend {
+                Backend::Postgres => format!(
+                    "WITH stamp AS (UPDATE orders SET created_at_ms = ?, updated_at_ms = ? \
+                     WHERE id = ?) \
+                     UPDATE items SET stock = stock - ?, version = version + 1 WHERE id = ? AND \
+                     (SELECT CAST(COALESCE(SUM(qty), 0) AS {sum_cast}) FROM orders \
+                     WHERE item_id = ? AND user_id = ? AND status IN ('pending_payment', 'paid')) \
+                     <= ?"
+                ),
+                Backend::Mysql => format!(
+                    "UPDATE items SET stock = stock - ?, version = version + 1 WHERE id = ? AND \
+                     (SELECT CAST(COALESCE(SUM(qty), 0) AS {sum_cast}) FROM orders \
+                     WHERE item_id = ? AND user_id = ? AND status IN ('pending_payment', 'paid')) \
+                     <= ?"
+                ),
+            }),
+            stamp_order: leak(
+                "UPDATE orders SET created_at_ms = ?, updated_at_ms = ? WHERE id = ?".into(),
+            ),
             cas_deduct: leak(
                 "UPDATE items SET stock = stock - ?, version = version + 1 \
                          WHERE id = ? AND stock >= ? AND version = ?"
@@ -265,6 +288,7 @@ impl Statements {
             held_by_device: f(self.held_by_device),
             deduct: f(self.deduct),
             deduct_within_limit: f(self.deduct_within_limit),
+            stamp_order: f(self.stamp_order),
             cas_deduct: f(self.cas_deduct),
             conditional_deduct: f(self.conditional_deduct),
             insert_order: f(self.insert_order),

@@ -52,24 +52,43 @@ impl StoreTx {
         Ok(())
     }
 
-    /// `stock = stock - qty` unless `user`'s live orders for the item (this transaction's
+    /// `stock = stock - order.qty` unless its buyer's live orders for the item (this one
     /// included) then exceed `limit`; false when they would (the caller holds the row lock).
+    /// `order` (this transaction's, inserted before the lock) is then stamped created and
+    /// updated at `at_ms`, the time the lock was granted: in the same statement on PostgreSQL,
+    /// by one more primary-key `UPDATE` on MySQL (see `Statements::deduct_within_limit`).
     pub async fn deduct_within_limit(
         &mut self,
-        item: i64,
-        qty: i64,
-        user: &str,
+        order: &Order,
+        at_ms: i64,
         limit: i64,
     ) -> Result<bool, StoreError> {
-        let done = sqlx::query(self.sql.deduct_within_limit)
-            .bind(qty)
+        let (item, id) = (order.item_id, order.id.as_str());
+        let query = sqlx::query(self.sql.deduct_within_limit);
+        let query = match self.backend {
+            Backend::Postgres => query.bind(at_ms).bind(at_ms).bind(id),
+            Backend::Mysql => query,
+        };
+        let done = query
+            .bind(order.qty)
             .bind(item)
             .bind(item)
-            .bind(user)
+            .bind(&order.user_id)
             .bind(limit)
             .execute(&mut *self.tx)
             .await?;
-        Ok(done.rows_affected() == 1)
+        if done.rows_affected() != 1 {
+            return Ok(false);
+        }
+        if self.backend == Backend::Mysql {
+            sqlx::query(self.sql.stamp_order)
+                .bind(at_ms)
+                .bind(at_ms)
+                .bind(id)
+                .execute(&mut *self.tx)
+                .await?;
+        }
+        Ok(true)
     }
 
     /// The optimistic write: deducts only if the version is still `version` and stock suffices.

@@ -260,3 +260,73 @@ async fn for_update_keeps_one_buyers_limit_exact_on_mysql() {
     one_buyer_many_tabs(Strategy::ForUpdate, Backend::Mysql, 1).await;
     one_buyer_many_tabs(Strategy::ForUpdate, Backend::Mysql, 3).await;
 }
+
+/// A for-update buyer inserts its order before it queues for the row lock. A cancel that
+/// commits while it queues must still come first in the order rows' own times, or the oracle's
+/// replay sees the cancelled unit and the new one held at once: a peak oversell of 1 that never
+/// happened, failing a gate that defaults it to 0.
+async fn a_release_committed_while_a_buyer_queues_comes_first(backend: Backend) {
+    let app = spawn_app(Strategy::ForUpdate, backend).await;
+    app.setup_sale(1, 1, 1).await;
+    let (status, first) = app
+        .order(json!({ "item_id": 1, "user_id": "u-a", "qty": 1 }))
+        .await;
+    assert_eq!(status, 201, "{first}");
+    let first = first["order_id"].as_str().unwrap().to_string();
+
+    // Another session holds the row lock, as a cancel in progress does.
+    sqlx::any::install_default_drivers();
+    let pool = sqlx::AnyPool::connect(&app.database_url).await.unwrap();
+    let mut cancel = pool.begin().await.unwrap();
+    sqlx::query("SELECT id FROM items WHERE id = 1 FOR UPDATE")
+        .execute(&mut *cancel)
+        .await
+        .unwrap();
+    let app = Arc::new(app);
+    let queued = {
+        let app = app.clone();
+        tokio::spawn(async move {
+            app.order(json!({ "item_id": 1, "user_id": "u-b", "qty": 1 }))
+                .await
+        })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    let at = oversell::model::now_ms();
+    let release = format!(
+        "UPDATE orders SET status = 'cancelled', updated_at_ms = {at} WHERE id = '{first}'"
+    );
+    sqlx::query(sqlx::AssertSqlSafe(release))
+        .execute(&mut *cancel)
+        .await
+        .unwrap();
+    sqlx::query("UPDATE items SET stock = stock + 1 WHERE id = 1")
+        .execute(&mut *cancel)
+        .await
+        .unwrap();
+    cancel.commit().await.unwrap();
+    let (status, second) = queued.await.unwrap();
+    assert_eq!(
+        status, 201,
+        "the queued buyer gets the unit given back: {second}"
+    );
+
+    let orders = app.app_inventory.store().orders_for_item(1).await.unwrap();
+    assert_eq!(orders.len(), 2, "{orders:?}");
+    assert_eq!(
+        oversell::oracle::peak_held(&orders),
+        1,
+        "{}: one unit, held by one buyer at a time: {orders:?}",
+        backend.as_str()
+    );
+    pool.close().await;
+}
+
+#[tokio::test]
+async fn for_update_orders_are_held_from_the_lock_postgres() {
+    a_release_committed_while_a_buyer_queues_comes_first(Backend::Postgres).await;
+}
+
+#[tokio::test]
+async fn for_update_orders_are_held_from_the_lock_mysql() {
+    a_release_committed_while_a_buyer_queues_comes_first(Backend::Mysql).await;
+}
