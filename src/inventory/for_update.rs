@@ -14,11 +14,13 @@
 //! 2. `SELECT ... FOR UPDATE`: the lock, and the stock under it.
 //! 3. One `UPDATE` deducts the stock only if the buyer's live orders, this new one included,
 //!    stay within the limit: the limit check and the write are a single statement under the
-//!    lock ([`crate::store::StoreTx::deduct_within_limit`]). The order is then stamped with
-//!    the time the lock was granted (in the same statement on PostgreSQL; one primary-key
-//!    `UPDATE` more on MySQL, whose multi-table form deadlocked), so the order rows' own times replay the sale
-//!    in the order it happened (the oracle's peak oversell): a cancel committed while this
-//!    buyer queued for the lock comes before this order, not after.
+//!    lock ([`crate::store::StoreTx::deduct_within_limit`]). When a release (cancel or
+//!    expiry) committed since the order's insert — the lock statement reads the item's
+//!    `released_at_ms` — the order is also stamped with the time the lock was granted (in
+//!    the same statement on PostgreSQL; one primary-key `UPDATE` more on MySQL, whose
+//!    multi-table form deadlocked), so the order rows' own times replay the sale in the order
+//!    it happened (the oracle's peak oversell): a cancel committed while this buyer queued
+//!    comes before this order, not after. Without releases nothing more is written.
 //! 4. `COMMIT` releases the lock.
 //!
 //! So the lock is held for lock, update, commit: the statements of the bare hot-row benchmark
@@ -45,7 +47,7 @@ pub(super) async fn purchase(
     let mut tx = store.begin().await?;
     let order = Order::pending(p);
     tx.insert_order(&order).await?;
-    let Some(item) = tx.lock_item(p.item_id).await? else {
+    let Some((item, released_at_ms)) = tx.lock_for_purchase(p.item_id).await? else {
         tx.rollback().await?;
         return Ok(Outcome::UnknownItem);
     };
@@ -59,14 +61,16 @@ pub(super) async fn purchase(
             Outcome::SoldOut
         });
     }
-    // Its units are held from now, the lock granted, not from the insert before it: a
-    // release committed while this buyer queued must come first in the orders' own times.
-    let granted_ms = now_ms();
+    // Its units are held from now, the lock granted, not from the insert before it. When a
+    // release committed since that insert, the order is stamped with this time, so the
+    // release comes first in the orders' own times (otherwise the insert's time stands, and
+    // no second write is paid).
+    let stamp = (released_at_ms >= order.created_at_ms).then(now_ms);
     if !settings.work.is_zero() {
         tokio::time::sleep(settings.work).await;
     }
     if !tx
-        .deduct_within_limit(&order, granted_ms, item.purchase_limit)
+        .deduct_within_limit(&order, stamp, item.purchase_limit)
         .await?
     {
         tx.rollback().await?;

@@ -53,8 +53,14 @@ pub struct Statements {
     /// `for-update`'s write: deducts unless the buyer's live orders (this transaction's own
     /// new order included) then exceed the item's limit; one statement under the row lock.
     pub deduct_within_limit: &'static str,
+    /// PostgreSQL: `deduct_within_limit` stamping the buyer's order in the same statement.
+    pub deduct_within_limit_stamped: &'static str,
     /// An order's created and updated times set (MySQL's for-update, after its deduct).
     pub stamp_order: &'static str,
+    /// for-update's lock: the item's columns and `released_at_ms`.
+    pub lock_for_purchase: &'static str,
+    /// A release's restock, recording when it happened (`released_at_ms`).
+    pub release_restock: &'static str,
     pub cas_deduct: &'static str,
     /// `conditional` (and `batched`, for a whole batch): `stock = stock - q WHERE stock >= q`,
     /// no version compare; one row updated is the decision.
@@ -156,6 +162,9 @@ impl Statements {
             lock_item: leak(format!(
                 "SELECT {ITEM_COLS} FROM items WHERE id = ? FOR UPDATE"
             )),
+            lock_for_purchase: leak(format!(
+                "SELECT {ITEM_COLS}, released_at_ms FROM items WHERE id = ? FOR UPDATE"
+            )),
             held_by_user: leak(held("user_id")),
             held_by_device: leak(held("device_id")),
             deduct: leak(
@@ -165,29 +174,23 @@ impl Statements {
             // row lock was granted, so it sees every order committed by the lock's previous
             // holders; orders not yet committed by buyers still queued for the lock are not
             // counted, and those buyers count this one when their turn comes.
-            // PostgreSQL: the same statement stamps the buyer's order (inserted before the
-            // lock) with the time the lock was granted: its units are held from then, after
-            // every release committed by an earlier holder, which the oracle's peak replay
-            // relies on. Binds: stamp, stamp, order id, qty, item, item, user, limit.
-            // MySQL: the stock alone (qty, item, item, user, limit), then `stamp_order`: a
-            // multi-table UPDATE would read the buyer's other orders with locks, and buyers
-            // queued for the row lock hold those (seen as deadlocks under load).
-            deduct_within_limit: leak(match backend {
-                Backend::Postgres => format!(
-                    "WITH stamp AS (UPDATE orders SET created_at_ms = ?, updated_at_ms = ? \
-                     WHERE id = ?) \
-                     UPDATE items SET stock = stock - ?, version = version + 1 WHERE id = ? AND \
-                     (SELECT CAST(COALESCE(SUM(qty), 0) AS {sum_cast}) FROM orders \
-                     WHERE item_id = ? AND user_id = ? AND status IN ('pending_payment', 'paid')) \
-                     <= ?"
-                ),
-                Backend::Mysql => format!(
-                    "UPDATE items SET stock = stock - ?, version = version + 1 WHERE id = ? AND \
-                     (SELECT CAST(COALESCE(SUM(qty), 0) AS {sum_cast}) FROM orders \
-                     WHERE item_id = ? AND user_id = ? AND status IN ('pending_payment', 'paid')) \
-                     <= ?"
-                ),
-            }),
+            deduct_within_limit: leak(format!(
+                "UPDATE items SET stock = stock - ?, version = version + 1 WHERE id = ? AND \
+                 (SELECT CAST(COALESCE(SUM(qty), 0) AS {sum_cast}) FROM orders \
+                 WHERE item_id = ? AND user_id = ? AND status IN ('pending_payment', 'paid')) <= ?"
+            )),
+            // The same, stamping the buyer's order (inserted before the lock) with the time the
+            // lock was granted, in one statement. PostgreSQL only: MySQL's multi-table UPDATE
+            // reads the buyer's other orders with locks, which buyers queued for the row lock
+            // hold (deadlocks under load), so MySQL runs `stamp_order` after the deduct.
+            // Binds: stamp, stamp, order id, qty, item, item, user, limit.
+            deduct_within_limit_stamped: leak(format!(
+                "WITH stamp AS (UPDATE orders SET created_at_ms = ?, updated_at_ms = ? \
+                 WHERE id = ?) \
+                 UPDATE items SET stock = stock - ?, version = version + 1 WHERE id = ? AND \
+                 (SELECT CAST(COALESCE(SUM(qty), 0) AS {sum_cast}) FROM orders \
+                 WHERE item_id = ? AND user_id = ? AND status IN ('pending_payment', 'paid')) <= ?"
+            )),
             stamp_order: leak(
                 "UPDATE orders SET created_at_ms = ?, updated_at_ms = ? WHERE id = ?".into(),
             ),
@@ -236,6 +239,11 @@ impl Statements {
             ),
             restock: leak(
                 "UPDATE items SET stock = stock + ?, version = version + 1 WHERE id = ?".into(),
+            ),
+            release_restock: leak(
+                "UPDATE items SET stock = stock + ?, version = version + 1, \
+                 released_at_ms = GREATEST(released_at_ms, ?) WHERE id = ?"
+                    .into(),
             ),
             deduct_if_stock: leak(
                 "UPDATE items SET stock = stock - ?, version = version + 1 \
@@ -288,7 +296,10 @@ impl Statements {
             held_by_device: f(self.held_by_device),
             deduct: f(self.deduct),
             deduct_within_limit: f(self.deduct_within_limit),
+            deduct_within_limit_stamped: f(self.deduct_within_limit_stamped),
             stamp_order: f(self.stamp_order),
+            lock_for_purchase: f(self.lock_for_purchase),
+            release_restock: f(self.release_restock),
             cas_deduct: f(self.cas_deduct),
             conditional_deduct: f(self.conditional_deduct),
             insert_order: f(self.insert_order),

@@ -97,8 +97,11 @@ impl Store {
         };
         let moved = set_status_if(&mut tx, self.sql, id, OrderStatus::PendingPayment, to).await?;
         let out = if moved {
-            sqlx::query(self.sql.restock)
+            // Not before the order's own `updated_at_ms` (set just above): for-update reads
+            // this mark to know a release came while its buyer queued.
+            sqlx::query(self.sql.release_restock)
                 .bind(order.qty)
+                .bind(now_ms())
                 .bind(order.item_id)
                 .execute(&mut *tx)
                 .await?;

@@ -3,7 +3,7 @@
 use super::rows::{bind_order, item_from_row, order_from_row};
 use super::{dialect, dialect::Statements, Backend, StoreError};
 use crate::model::{Item, Order};
-use sqlx::{Any, Transaction};
+use sqlx::{Any, Row, Transaction};
 
 /// A transaction on the store, with the primitives the locking strategies need.
 pub struct StoreTx {
@@ -52,22 +52,35 @@ impl StoreTx {
         Ok(())
     }
 
+    /// for-update's lock: the item under its row lock, and when a release last gave units
+    /// back to it (`released_at_ms`, 0 if never).
+    pub async fn lock_for_purchase(&mut self, id: i64) -> Result<Option<(Item, i64)>, StoreError> {
+        let row = sqlx::query(self.sql.lock_for_purchase)
+            .bind(id)
+            .fetch_optional(&mut *self.tx)
+            .await?;
+        row.map(|r| Ok((item_from_row(&r)?, r.try_get::<i64, _>(7)?)))
+            .transpose()
+    }
+
     /// `stock = stock - order.qty` unless its buyer's live orders for the item (this one
     /// included) then exceed `limit`; false when they would (the caller holds the row lock).
-    /// `order` (this transaction's, inserted before the lock) is then stamped created and
-    /// updated at `at_ms`, the time the lock was granted: in the same statement on PostgreSQL,
-    /// by one more primary-key `UPDATE` on MySQL (see `Statements::deduct_within_limit`).
+    /// With `stamp`, `order` (this transaction's, inserted before the lock) is also stamped
+    /// created and updated at that time: in the same statement on PostgreSQL, by one more
+    /// primary-key `UPDATE` on MySQL (see `Statements::deduct_within_limit_stamped`).
     pub async fn deduct_within_limit(
         &mut self,
         order: &Order,
-        at_ms: i64,
+        stamp: Option<i64>,
         limit: i64,
     ) -> Result<bool, StoreError> {
         let (item, id) = (order.item_id, order.id.as_str());
-        let query = sqlx::query(self.sql.deduct_within_limit);
-        let query = match self.backend {
-            Backend::Postgres => query.bind(at_ms).bind(at_ms).bind(id),
-            Backend::Mysql => query,
+        let query = match (stamp, self.backend) {
+            (Some(at_ms), Backend::Postgres) => sqlx::query(self.sql.deduct_within_limit_stamped)
+                .bind(at_ms)
+                .bind(at_ms)
+                .bind(id),
+            _ => sqlx::query(self.sql.deduct_within_limit),
         };
         let done = query
             .bind(order.qty)
@@ -80,7 +93,7 @@ impl StoreTx {
         if done.rows_affected() != 1 {
             return Ok(false);
         }
-        if self.backend == Backend::Mysql {
+        if let (Some(at_ms), Backend::Mysql) = (stamp, self.backend) {
             sqlx::query(self.sql.stamp_order)
                 .bind(at_ms)
                 .bind(at_ms)

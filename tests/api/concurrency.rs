@@ -299,7 +299,9 @@ async fn a_release_committed_while_a_buyer_queues_comes_first(backend: Backend) 
         .execute(&mut *cancel)
         .await
         .unwrap();
-    sqlx::query("UPDATE items SET stock = stock + 1 WHERE id = 1")
+    // The store's release statements: the status, then the restock with its time.
+    let restock = format!("UPDATE items SET stock = stock + 1, released_at_ms = {at} WHERE id = 1");
+    sqlx::query(sqlx::AssertSqlSafe(restock))
         .execute(&mut *cancel)
         .await
         .unwrap();
