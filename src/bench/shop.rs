@@ -20,6 +20,7 @@ use super::redis::{bench_item, evalsha};
 use super::wrk::{self, WrkResult};
 use super::{host_port, ratio, require_tool};
 use crate::inventory::redis_lua::keys::delete_prefix;
+use crate::inventory::redis_lua::stream::Backlog;
 use crate::inventory::{Durability, RedisBuckets, RedisLua, RedisSettings, Strategy};
 use crate::model::SaleSetup;
 use crate::runner::{Cell, ChildShop};
@@ -288,34 +289,40 @@ impl Watch {
         Ok(n.max(0) as u64)
     }
 
-    /// Undelivered and pending entries over every stream, and whether all are drained.
-    async fn backlog(&self) -> anyhow::Result<((u64, u64), bool)> {
-        let (mut lag, mut pending, mut drained) = (0, 0, true);
+    /// The backlog summed over every stream (drained when each one is).
+    async fn backlog(&self) -> anyhow::Result<Backlog> {
+        let mut sum = Backlog {
+            lag_exact: true,
+            delivered_all: true,
+            ..Backlog::default()
+        };
         for stream in &self.streams {
             let b = stream.backlog(1).await?;
-            lag += b.lag;
-            pending += b.pending;
-            drained &= b.drained();
+            sum.lag += b.lag;
+            sum.pending += b.pending;
+            sum.lag_exact &= b.lag_exact;
+            sum.delivered_all &= b.delivered_all;
         }
-        Ok(((lag, pending), drained))
+        Ok(sum)
     }
 
     /// The phase that just ended: `created` acknowledged orders in `seconds`, `before` rows
     /// persisted when it began. Waits for the drain (up to 120 s) before answering.
     async fn phase(&self, before: u64, created: u64, seconds: f64) -> anyhow::Result<Persistence> {
         let applied = self.persisted().await?.saturating_sub(before);
-        let (backlog, mut drained) = self.backlog().await?;
+        let backlog = self.backlog().await?;
         let start = Instant::now();
+        let mut drained = backlog.drained();
         while !drained && start.elapsed() < Duration::from_secs(120) {
             tokio::time::sleep(Duration::from_millis(100)).await;
-            drained = self.backlog().await?.1;
+            drained = self.backlog().await?.drained();
         }
         let s = seconds.max(1e-9);
         Ok(Persistence {
             purchases_per_s: (created as f64 / s).round(),
             applied_per_s: (applied as f64 / s).round(),
-            backlog_lag: backlog.0,
-            backlog_pending: backlog.1,
+            backlog_lag: backlog.lag,
+            backlog_pending: backlog.pending,
             drain_ms: start.elapsed().as_millis() as u64,
             drained,
         })

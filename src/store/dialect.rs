@@ -152,6 +152,21 @@ impl Statements {
                  WHERE item_id = ? AND {col} = ? AND status IN ('pending_payment', 'paid')"
             )
         };
+        // The subquery is a plain (MySQL: READ COMMITTED consistent) read taken after the
+        // row lock was granted, so it sees every order committed by the lock's previous
+        // holders; orders not yet committed by buyers still queued for the lock are not
+        // counted, and those buyers count this one when their turn comes.
+        let deduct_within_limit = format!(
+            "UPDATE items SET stock = stock - ?, version = version + 1 WHERE id = ? AND \
+             (SELECT CAST(COALESCE(SUM(qty), 0) AS {sum_cast}) FROM orders \
+             WHERE item_id = ? AND user_id = ? AND status IN ('pending_payment', 'paid')) <= ?"
+        );
+        // `deduct_within_limit_stamped` (PostgreSQL) is the same, stamping the buyer's order
+        // (inserted before the lock) with the time the lock was granted, in one statement;
+        // binds: stamp, stamp, order id, then the deduct's. MySQL's multi-table UPDATE would
+        // read the buyer's other orders with locks, which buyers queued for the row lock hold
+        // (deadlocks under load), so MySQL runs `stamp_order` after the deduct.
+        let stamp_order = "UPDATE orders SET created_at_ms = ?, updated_at_ms = ? WHERE id = ?";
         let raw = Statements {
             read_item: leak(format!("SELECT {ITEM_COLS} FROM items WHERE id = ?")),
             read_stock: leak(format!(
@@ -170,30 +185,11 @@ impl Statements {
             deduct: leak(
                 "UPDATE items SET stock = stock - ?, version = version + 1 WHERE id = ?".into(),
             ),
-            // The subquery is a plain (MySQL: READ COMMITTED consistent) read taken after the
-            // row lock was granted, so it sees every order committed by the lock's previous
-            // holders; orders not yet committed by buyers still queued for the lock are not
-            // counted, and those buyers count this one when their turn comes.
-            deduct_within_limit: leak(format!(
-                "UPDATE items SET stock = stock - ?, version = version + 1 WHERE id = ? AND \
-                 (SELECT CAST(COALESCE(SUM(qty), 0) AS {sum_cast}) FROM orders \
-                 WHERE item_id = ? AND user_id = ? AND status IN ('pending_payment', 'paid')) <= ?"
-            )),
-            // The same, stamping the buyer's order (inserted before the lock) with the time the
-            // lock was granted, in one statement. PostgreSQL only: MySQL's multi-table UPDATE
-            // reads the buyer's other orders with locks, which buyers queued for the row lock
-            // hold (deadlocks under load), so MySQL runs `stamp_order` after the deduct.
-            // Binds: stamp, stamp, order id, qty, item, item, user, limit.
             deduct_within_limit_stamped: leak(format!(
-                "WITH stamp AS (UPDATE orders SET created_at_ms = ?, updated_at_ms = ? \
-                 WHERE id = ?) \
-                 UPDATE items SET stock = stock - ?, version = version + 1 WHERE id = ? AND \
-                 (SELECT CAST(COALESCE(SUM(qty), 0) AS {sum_cast}) FROM orders \
-                 WHERE item_id = ? AND user_id = ? AND status IN ('pending_payment', 'paid')) <= ?"
+                "WITH stamp AS ({stamp_order}) {deduct_within_limit}"
             )),
-            stamp_order: leak(
-                "UPDATE orders SET created_at_ms = ?, updated_at_ms = ? WHERE id = ?".into(),
-            ),
+            deduct_within_limit: leak(deduct_within_limit),
+            stamp_order,
             cas_deduct: leak(
                 "UPDATE items SET stock = stock - ?, version = version + 1 \
                          WHERE id = ? AND stock >= ? AND version = ?"
