@@ -9,6 +9,12 @@
 -- the read and the correction. A replica's lag only lengthens the in-flight tail. The tail is
 -- bounded by the unapplied backlog: applied entries below the mark are trimmed.
 --
+-- Consumers also apply an order's entries out of order: when its 'pay', 'cancel' or 'expire'
+-- reaches the database first, it inserts the order row in its final state (a paid one took its
+-- units, a released one never did), and the late 'order' entry inserts nothing. So an 'order'
+-- entry whose follow-up the snapshot already applied is not in flight either: counting it
+-- would 'correct' Redis by units the database will never take.
+--
 -- Dead letters: a dead-lettered 'order' already gave its units back (deadletter.lua), and the
 -- database never took them: not in flight. A 'cancel'/'expire' of a dead-lettered order gave
 -- back units the database never took either: not in flight.
@@ -37,19 +43,33 @@ local dead = {}
 for _, d in ipairs(redis.call('ZRANGEBYSCORE', KEYS[4], mark_ms, '+inf')) do dead[d] = true end
 local expected = tonumber(ARGV[1])
 local inflight = 0
+local function fields(e)
+  local f = e[2]
+  local t, q, o = nil, 0, nil
+  for i = 1, #f, 2 do
+    if f[i] == 'type' then t = f[i + 1]
+    elseif f[i] == 'qty' then q = tonumber(f[i + 1])
+    elseif f[i] == 'order' then o = f[i + 1] end
+  end
+  return t, q, o
+end
 local entries = redis.call('XRANGE', KEYS[2], '(' .. ARGV[2], '+')
+-- Orders whose row the database already holds through an applied follow-up.
+local settled = {}
+for _, e in ipairs(entries) do
+  if applied[e[1]] then
+    local t, _, o = fields(e)
+    if o and (t == 'pay' or t == 'cancel' or t == 'expire') then settled[o] = true end
+  end
+end
 for _, e in ipairs(entries) do
   if not applied[e[1]] and not dead[e[1]] then
-    local f = e[2]
-    local t, q, o = nil, 0, nil
-    for i = 1, #f, 2 do
-      if f[i] == 'type' then t = f[i + 1]
-      elseif f[i] == 'qty' then q = tonumber(f[i + 1])
-      elseif f[i] == 'order' then o = f[i + 1] end
-    end
+    local t, q, o = fields(e)
     if t == 'order' then
-      expected = expected - q
-      inflight = inflight + 1
+      if not (o and settled[o]) then
+        expected = expected - q
+        inflight = inflight + 1
+      end
     elseif t == 'cancel' or t == 'expire' then
       local raw = o and redis.call('HGET', KEYS[3], o)
       if not (raw and cjson.decode(raw).s == 'dead_lettered') then

@@ -4,6 +4,7 @@
 
 use crate::pipeline_faults::{redis_conn, Parts};
 use oversell::inventory::redis_lua::GROUP;
+use oversell::model::OrderStatus;
 use oversell::pipeline;
 use redis::AsyncCommands;
 
@@ -68,6 +69,60 @@ async fn reconciliation_is_exact_when_two_consumers_commit_out_of_order_around_t
         .unwrap()
         .unwrap();
     assert_eq!((r.residual, r.in_flight), (0, 0));
+    parts.teardown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_order_whose_pay_or_cancel_reached_the_database_first_is_not_in_flight() {
+    let mut parts = Parts::new().await;
+    parts.config.pipeline.batch = 2;
+    parts.sale(10).await;
+    // Consumer A takes two orders; their pay and cancel come after, to consumer B.
+    let paid = parts.buy("a").await;
+    let cancelled = parts.buy("b").await;
+    let mut a = parts.consumer("A");
+    let mut b = parts.consumer("B");
+    let orders = a.read(">").await.unwrap();
+    parts.inventory.pay(&paid).await.unwrap();
+    parts
+        .inventory
+        .release(&cancelled, OrderStatus::Cancelled)
+        .await
+        .unwrap();
+    let follow_ups = b.read(">").await.unwrap();
+    assert_eq!((orders.len(), follow_ups.len()), (2, 2));
+
+    // B commits first (as after a database outage, when both hold a backlog): the pay
+    // inserts its order as paid (stock taken), the cancel its order as cancelled (none taken).
+    // A's two `order` entries, still pending, will insert nothing: they are not in flight.
+    b.persist(&follow_ups).await.unwrap();
+    b.ack().await.unwrap();
+    let snapshot = parts.store.reconcile_snapshot(1).await.unwrap().unwrap();
+    assert_eq!(snapshot.db_stock, 9);
+    let r = parts
+        .redis
+        .reconcile(1, &snapshot, true)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((r.redis_stock, r.expected), (9, 9), "{r:?}");
+    assert_eq!(r.residual, 0, "nothing to correct: {r:?}");
+    assert_eq!(parts.redis.stock(1).await.unwrap(), Some(9));
+
+    // A commits its late orders (nothing inserted, nothing deducted); everything agrees.
+    a.persist(&orders).await.unwrap();
+    a.ack().await.unwrap();
+    let candidate = parts.redis.low_water_candidate(1).await.unwrap().unwrap();
+    parts.store.advance_mark(1, &candidate).await.unwrap();
+    let after = parts.store.reconcile_snapshot(1).await.unwrap().unwrap();
+    assert_eq!(after.db_stock, 9);
+    let r = parts
+        .redis
+        .reconcile(1, &after, true)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((r.residual, r.in_flight), (0, 0), "{r:?}");
     parts.teardown().await;
 }
 
