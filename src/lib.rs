@@ -30,7 +30,8 @@
 //!   `redis_lua::durability` what a 201 survives (`--redis-durability`; on a cluster checked
 //!   on every master); `redis_lua::conn` the one connection type for a single Redis and a
 //!   Redis Cluster (`redis+cluster://`, `--redis-cluster`; node-level commands on every master;
-//!   a stalled cluster connection replaced);
+//!   a stalled cluster connection replaced); `redis_lua/orders.rs` an order's pay, cancel
+//!   and expiry (under `wait-replica` answered once a replica holds them);
 //!   `redis_lua/rewarm.rs` the rebuild from the database.
 //! - [`gateway`]: rate limits (bounded per-IP buckets) and dedup in front of redis-lua's
 //!   pre-deduct.

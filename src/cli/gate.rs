@@ -45,6 +45,10 @@ pub struct GateArgs {
     /// to shop i mod K (overrides the scenario's `[shop] shops`).
     #[arg(long, value_name = "K", value_parser = super::plan::shops_arg, conflicts_with = "target")]
     pub shops: Option<u32>,
+    /// redis-lua: the shop's Redis is a Redis Cluster reached through --redis-url's node(s)
+    /// (sets the scenario's `[shop] redis_cluster`; a `redis+cluster://` URL needs no flag).
+    #[arg(long, conflicts_with = "target")]
+    pub redis_cluster: bool,
     #[command(flatten)]
     pub faults: FaultArgs,
     #[command(flatten)]
@@ -101,6 +105,7 @@ pub async fn gate(args: GateArgs) -> anyhow::Result<i32> {
     if let Some(k) = args.shops {
         s.shop.shops = k;
     }
+    s.shop.redis_cluster |= args.redis_cluster;
     if args.target.is_some() && !s.faults.is_empty() {
         anyhow::bail!(
             "faults act only on the reference shop's own services: drop --fault and [[faults]] \

@@ -76,6 +76,10 @@ pub enum InventoryError {
     /// Redis is not configured the way `--redis-durability` claims (the shop refuses to start).
     #[error(transparent)]
     Durability(#[from] redis_lua::durability::DurabilityMismatch),
+    /// `wait-replica`: a pay or cancel happened on the Redis primary, but no replica confirmed
+    /// it within `waited_ms`, so it is not acknowledged (a failover could lose it).
+    #[error("no Redis replica confirmed the {what} within {waited_ms} ms")]
+    NotReplicated { what: &'static str, waited_ms: u64 },
 }
 
 impl From<sqlx::Error> for InventoryError {

@@ -4,8 +4,9 @@
 //! check, decrement and the order event appended to the item's stream, atomically. The client
 //! gets `201` as soon as the script says yes; the persistence consumer
 //! ([`crate::pipeline::consumer`]) writes orders to the database in batches. Pay, cancel and
-//! expiry are scripts too (`lua/pay.lua`, `lua/release.lua`), so Redis holds the order state
-//! machine and the stream carries every change, in order, to the database.
+//! expiry are scripts too (`lua/pay.lua`, `lua/release.lua`, run from `orders`), so Redis
+//! holds the order state machine and the stream carries every change, in order, to the
+//! database.
 //!
 //! The key layout of a sale lives in [`keys`]: every key of one item shares the hash tag
 //! `{prefix:item}` so the scripts stay valid on Redis Cluster. The stream's bookkeeping
@@ -16,13 +17,14 @@
 pub mod conn;
 pub mod durability;
 pub mod keys;
+mod orders;
 mod rewarm;
 pub mod stream;
 
 use super::{InventoryError, Outcome};
 pub use crate::gateway::GatewaySettings;
 use crate::gateway::{Gateway, Refusal};
-use crate::model::{item_of_order, now_ms, Item, OrderStatus, Purchase};
+use crate::model::{Item, OrderStatus, Purchase};
 use crate::services::Service;
 use crate::store::Transition;
 use crate::telemetry::Handles;
@@ -32,6 +34,7 @@ use std::sync::{Arc, LazyLock, RwLock};
 use std::time::Duration;
 
 pub use conn::RedisConn;
+use durability::Confirm;
 pub use durability::Durability;
 pub use keys::ItemKeys;
 pub use rewarm::{Rewarm, RewarmOutcome};
@@ -459,7 +462,9 @@ impl RedisLua {
         let device = p.device_id.as_deref();
         self.gateway
             .record_holding(p.item_id, &p.user_id, device, &p.client_ip, p.qty);
-        let released = self.release(order_id, OrderStatus::Cancelled).await;
+        let released = self
+            .release_with(order_id, OrderStatus::Cancelled, Confirm::No)
+            .await;
         if let Err(e) = &released {
             tracing::error!(order = order_id, error = %e, "could not release an unreplicated reservation; it expires unpaid");
         }
@@ -467,112 +472,6 @@ impl RedisLua {
             waited_ms: self.replica_wait.as_millis() as u64,
             released: matches!(released, Ok(Transition::Applied { .. })),
         })
-    }
-
-    /// `pending_payment → paid`.
-    pub async fn pay(&self, order_id: &str) -> Result<Transition, InventoryError> {
-        let Some(item) = item_of_order(order_id) else {
-            return Ok(Transition::NotFound);
-        };
-        let keys = self.keys(item);
-        let code: i64 = self
-            .scripts
-            .pay
-            .key(&keys.orders)
-            .key(&keys.expiry)
-            .key(&keys.events)
-            .arg(order_id)
-            .invoke_async(&mut self.conn.clone())
-            .await?;
-        Ok(match code {
-            1 => Transition::Applied { restocked: 0 },
-            0 => Transition::AlreadyIn(OrderStatus::Paid),
-            -1 => Transition::AlreadyIn(
-                self.status(item, order_id)
-                    .await?
-                    .unwrap_or(OrderStatus::Cancelled),
-            ),
-            _ => Transition::NotFound,
-        })
-    }
-
-    /// Cancel or expire a pending order: restocks Redis exactly once (see `lua/release.lua`);
-    /// the database follows through the stream.
-    pub async fn release(
-        &self,
-        order_id: &str,
-        to: OrderStatus,
-    ) -> Result<Transition, InventoryError> {
-        let Some(item) = item_of_order(order_id) else {
-            return Ok(Transition::NotFound);
-        };
-        let keys = self.keys(item);
-        let raw: Option<String> = self.conn.clone().hget(&keys.orders, order_id).await?;
-        let (code, qty): (i64, i64) = self
-            .scripts
-            .release
-            .key(&keys.stock)
-            .key(&keys.holders)
-            .key(&keys.devices)
-            .key(&keys.ips)
-            .key(&keys.orders)
-            .key(&keys.expiry)
-            .key(&keys.restocked)
-            .key(&keys.events)
-            .arg(order_id)
-            .arg(to.as_str())
-            .invoke_async(&mut self.conn.clone())
-            .await?;
-        Ok(match code {
-            1 => {
-                metrics::counter!("oversell_restocks_total", "reason" => to.as_str()).increment(1);
-                metrics::counter!("oversell_restocked_units_total").increment(qty.max(0) as u64);
-                if let Some(o) = raw.and_then(|r| serde_json::from_str::<StoredOrder>(&r).ok()) {
-                    let dev = (!o.d.is_empty()).then_some(o.d.as_str());
-                    self.gateway.record_holding(item, &o.u, dev, &o.i, -qty);
-                }
-                Transition::Applied { restocked: qty }
-            }
-            0 => Transition::AlreadyIn(self.status(item, order_id).await?.unwrap_or(to)),
-            -1 => Transition::AlreadyIn(OrderStatus::Paid),
-            -3 => Transition::AlreadyIn(OrderStatus::PendingPayment),
-            _ => Transition::NotFound,
-        })
-    }
-
-    /// Expires every order of `item` whose payment deadline has passed (the delayed queue is a
-    /// sorted set scored by due time). Safe to run from several places at once: the release
-    /// script re-checks state and due time atomically.
-    pub async fn expire_due(&self, item: i64) -> Result<u64, InventoryError> {
-        let keys = self.keys(item);
-        let due: Vec<String> = self
-            .conn
-            .clone()
-            .zrangebyscore_limit(&keys.expiry, "-inf", now_ms(), 0, 500)
-            .await?;
-        let mut n = 0;
-        for id in due {
-            if let Transition::Applied { .. } = self.release(&id, OrderStatus::Expired).await? {
-                n += 1;
-            }
-        }
-        Ok(n)
-    }
-
-    /// An order's state as Redis holds it.
-    pub async fn status(
-        &self,
-        item: i64,
-        order_id: &str,
-    ) -> Result<Option<OrderStatus>, InventoryError> {
-        let raw: Option<String> = self
-            .conn
-            .clone()
-            .hget(self.keys(item).orders, order_id)
-            .await?;
-        Ok(raw
-            .and_then(|r| serde_json::from_str::<StoredOrder>(&r).ok())
-            .and_then(|o| OrderStatus::parse(&o.s)))
     }
 
     /// Redis stock of an item (`None` if not warmed).

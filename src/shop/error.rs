@@ -49,6 +49,13 @@ impl From<crate::inventory::InventoryError> for ApiError {
                 Self::new(StatusCode::SERVICE_UNAVAILABLE, "busy")
                     .detail("the database is saturated")
             }
+            crate::inventory::InventoryError::NotReplicated { what, waited_ms } => {
+                Self::new(StatusCode::SERVICE_UNAVAILABLE, "not_replicated").detail(format!(
+                    "no Redis replica confirmed the {what} within {waited_ms} ms \
+                     (--redis-durability wait-replica): Redis's primary holds it, but a failover \
+                     now could lose it, so it is not acknowledged; retry (it is idempotent)"
+                ))
+            }
             _ => Self::internal(&e),
         }
     }

@@ -16,6 +16,7 @@ pub const METRICS: &[Described] = &[
     m("oversell_orders_total", Counter, "Order requests the shop answered, by strategy and outcome (created, replayed, key_reused, sold_out, duplicate, rate_limited, busy, ...)."),
     m("oversell_http_requests_total", Counter, "HTTP requests the shop answered, by route, method and status code."),
     m("oversell_http_request_duration_seconds", Histogram, "Time the shop took to answer an HTTP request (from reading it to the response), by route and method, in seconds."),
+    m("oversell_not_replicated_total", Counter, "redis-lua under --redis-durability wait-replica: pays and cancels no replica confirmed in time (answered 503 not_replicated), by move."),
     m("oversell_prededuct_total", Counter, "redis-lua: calls of the atomic pre-deduct script, by result (success, sold_out, duplicate, not_warmed)."),
     m("oversell_restocks_total", Counter, "redis-lua: orders whose units went back to Redis (exactly once each), by reason (cancelled, expired)."),
     m("oversell_restocked_units_total", Counter, "redis-lua: units given back to Redis stock by restocks."),

@@ -230,6 +230,33 @@ async fn the_smoke_sale_is_exact_on_a_cluster() {
         0,
         "the run's keys are cleaned up"
     );
+
+    // `gate --redis-cluster` with one node's plain URL: the same sale, judged for CI.
+    let db = fresh_db_url(Backend::Postgres);
+    let seed = format!("redis://127.0.0.1:{}", cluster.ports[0]);
+    let tmp = tempfile::tempdir().unwrap();
+    let gate = oversell_cli(
+        &[
+            "gate",
+            "--scenario",
+            "smoke",
+            "--redis-cluster",
+            "--redis-url",
+            &seed,
+            "--database-url",
+            &db,
+            "--max-send-lag-ms",
+            "10000",
+            "--out",
+            tmp.path().to_str().unwrap(),
+            "--quiet",
+        ],
+        &[],
+    )
+    .await;
+    drop_database(&db).await;
+    assert_eq!(gate.code, 0, "{}", gate.both());
+    assert_eq!(cluster.keys_on_masters().await, 0, "{}", gate.both());
 }
 
 /// The slot's master before and after a failover fault, and its window's note.

@@ -179,6 +179,20 @@ async fn wait_replica_acknowledges_only_what_a_replica_holds_and_releases_the_re
     let orders_key = format!("{{{}:1}}:orders", app.redis_prefix);
     let on_replica: i64 = replica.query(&["HLEN", &orders_key]).await.unwrap();
     assert_eq!(on_replica, 1, "acknowledged before the replica had it");
+    // A pay is answered once the replica holds it too.
+    let paid = body["order_id"].as_str().unwrap().to_string();
+    let (s, body) = app.order_action(&paid, "pay").await;
+    assert_eq!((s, &body["status"]), (200, &json!("paid")), "{body}");
+    let stored: String = replica.query(&["HGET", &orders_key, &paid]).await.unwrap();
+    assert!(
+        stored.contains(r#""s":"paid""#),
+        "paid before the replica had it: {stored}"
+    );
+    let (s, body) = app
+        .order(json!({"item_id": 1, "user_id": "u3", "qty": 1}))
+        .await;
+    assert_eq!(s, 201, "{body}");
+    let pending = body["order_id"].as_str().unwrap().to_string();
 
     // Without it: 503, nothing acknowledged, the unit back in stock.
     drop(replica);
@@ -192,13 +206,33 @@ async fn wait_replica_acknowledges_only_what_a_replica_holds_and_releases_the_re
         "{body}"
     );
     assert!(body["detail"].as_str().unwrap().contains("released"));
+    // A cancel (and a pay) no replica confirmed is not acknowledged either: it happened on the
+    // primary, and the client is told to retry, as often as it likes.
+    for _ in 0..2 {
+        let (s, body) = app.order_action(&pending, "cancel").await;
+        assert_eq!(
+            (s, body["error"].as_str()),
+            (503, Some("not_replicated")),
+            "{body}"
+        );
+        assert!(
+            body["detail"].as_str().unwrap().contains("cancel"),
+            "{body}"
+        );
+    }
+    let (s, body) = app.order_action(&paid, "pay").await;
+    assert_eq!(
+        (s, body["error"].as_str()),
+        (503, Some("not_replicated")),
+        "{body}"
+    );
     let audit = app.drained_audit(1).await;
     assert_eq!(
         (&audit["redis_stock"], &audit["db_stock"], &audit["sold"]),
         (&json!(4), &json!(4), &json!(1)),
         "{audit}"
     );
-    assert_eq!(audit["orders_by_status"]["cancelled"], 1, "{audit}");
+    assert_eq!(audit["orders_by_status"]["cancelled"], 2, "{audit}");
     // u2 holds nothing (its retry is not a duplicate); u1 still holds its unit.
     let (s, body) = app
         .order(json!({"item_id": 1, "user_id": "u2", "qty": 1}))

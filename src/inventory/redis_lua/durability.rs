@@ -243,6 +243,68 @@ impl RedisLua {
     }
 }
 
+/// Whether a pay or release must be confirmed by a replica before it is answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Confirm {
+    /// A client is told the new state: under `wait-replica`, only once a replica holds it.
+    Replica,
+    /// Nobody is told (an expiry, the release of an unreplicated reservation): no WAIT.
+    No,
+}
+
+impl RedisLua {
+    /// Runs the pay or release `script` on `keys` and `args`. Under `wait-replica` with
+    /// [`Confirm::Replica`], `WAIT 1 <replica wait>` rides in the same pipeline (as for the
+    /// pre-deduct: on a cluster it goes to the node that holds the keys), and when no replica
+    /// confirmed in time the answer is [`InventoryError::NotReplicated`]: the move happened on
+    /// the primary but a failover could lose it, so the client is not told it did; its retry
+    /// is idempotent (and answered once a replica holds the state). `what` names the move.
+    pub(super) async fn transition<T: redis::FromRedisValue>(
+        &self,
+        script: &redis::Script,
+        keys: &[&str],
+        args: &[&str],
+        confirm: Confirm,
+        what: &'static str,
+    ) -> Result<T, InventoryError> {
+        let mut call = redis::cmd("EVALSHA");
+        call.arg(script.get_hash())
+            .arg(keys.len())
+            .arg(keys)
+            .arg(args);
+        let mut conn = self.conn.clone();
+        if confirm == Confirm::No || self.durability != Durability::WaitReplica {
+            return Ok(match call.query_async(&mut conn).await {
+                Err(e) if e.kind() == NOSCRIPT => {
+                    script.prepare_invoke().load_async(&mut conn).await?;
+                    call.query_async(&mut conn).await?
+                }
+                other => other?,
+            });
+        }
+        let mut pipe = redis::pipe();
+        pipe.add_command(call)
+            .cmd("WAIT")
+            .arg(1)
+            .arg(self.replica_wait.as_millis() as u64);
+        let (answer, replicas): (T, i64) = match pipe.query_async(&mut conn).await {
+            Err(e) if e.kind() == NOSCRIPT => {
+                script.prepare_invoke().load_async(&mut conn).await?;
+                pipe.query_async(&mut conn).await?
+            }
+            other => other?,
+        };
+        if replicas < 1 {
+            metrics::counter!("oversell_not_replicated_total", "move" => what).increment(1);
+            return Err(InventoryError::NotReplicated {
+                what,
+                waited_ms: self.replica_wait.as_millis() as u64,
+            });
+        }
+        Ok(answer)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
