@@ -79,8 +79,9 @@ pub struct ProbeConfig {
     pub item_id: i64,
     /// Redis URL and the shop's key prefix (redis-lua).
     pub redis: Option<(String, String)>,
-    /// The shop's base URL, for `/metrics` (reference shop only).
-    pub shop_metrics_url: Option<String>,
+    /// Every reference shop's `/metrics` URL (none for a foreign shop). With several shops
+    /// (`--shops K`) each is scraped and the pages merged ([`merge_pages`]).
+    pub shop_metrics_urls: Vec<String>,
     pub opened: Instant,
 }
 
@@ -161,8 +162,12 @@ pub async fn start(config: ProbeConfig) -> Probes {
             if let Some(r) = redis.as_mut() {
                 r.sample(t, &mut series).await;
             }
-            if let (Some(url), Some(http)) = (&config.shop_metrics_url, &http) {
-                if let Some(now) = scrape(http, url).await {
+            if let (false, Some(http)) = (config.shop_metrics_urls.is_empty(), &http) {
+                let pages = futures_util::future::join_all(
+                    config.shop_metrics_urls.iter().map(|url| scrape(http, url)),
+                )
+                .await;
+                if let Some(now) = merge_pages(pages) {
                     shop_series(t, &now, last_metrics.as_ref(), &mut series);
                     last_metrics = Some(now);
                 }
@@ -281,6 +286,37 @@ async fn scrape(http: &reqwest::Client, url: &str) -> Option<BTreeMap<String, f6
     )
 }
 
+/// Gauges every shop reads from the state they share (the item's stream and consumer group,
+/// the last reconciliation pass): merged by the value farthest from zero, not summed.
+const SHARED_GAUGES: [&str; 3] = [
+    "oversell_stream_lag",
+    "oversell_stream_pending",
+    "oversell_reconcile_residual",
+];
+
+/// The shops' scraped pages as one: counters and per-shop gauges (pool in use) summed, the
+/// [`SHARED_GAUGES`] taken from the shop whose value is farthest from zero. A shop that did
+/// not answer this second (killed by a fault, restarting) is left out; `None` when none did.
+fn merge_pages(pages: Vec<Option<BTreeMap<String, f64>>>) -> Option<BTreeMap<String, f64>> {
+    let mut merged: Option<BTreeMap<String, f64>> = None;
+    for page in pages.into_iter().flatten() {
+        let Some(m) = merged.as_mut() else {
+            merged = Some(page);
+            continue;
+        };
+        for (k, v) in page {
+            let shared = SHARED_GAUGES.contains(&k.split('{').next().unwrap_or(""));
+            let slot = m.entry(k).or_insert(if shared { v } else { 0.0 });
+            if !shared {
+                *slot += v;
+            } else if v.abs() > slot.abs() {
+                *slot = v;
+            }
+        }
+    }
+    merged
+}
+
 fn sum(m: &BTreeMap<String, f64>, name: &str, label: Option<&str>) -> f64 {
     m.iter()
         .filter(|(k, _)| k.split('{').next() == Some(name) && label.is_none_or(|l| k.contains(l)))
@@ -347,5 +383,40 @@ fn shop_series(
                 sum(now, metric, None),
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn page(lines: &[(&str, f64)]) -> Option<BTreeMap<String, f64>> {
+        Some(lines.iter().map(|(k, v)| (k.to_string(), *v)).collect())
+    }
+
+    #[test]
+    fn several_shops_pages_sum_their_counters_and_keep_one_value_of_shared_gauges() {
+        let merged = merge_pages(vec![
+            page(&[
+                ("oversell_prededuct_total{result=\"success\"}", 10.0),
+                ("oversell_db_pool_in_use", 3.0),
+                ("oversell_stream_lag{item=\"1\"}", 40.0),
+                ("oversell_reconcile_residual{item=\"1\"}", 0.0),
+            ]),
+            None,
+            page(&[
+                ("oversell_prededuct_total{result=\"success\"}", 5.0),
+                ("oversell_prededuct_total{result=\"sold_out\"}", 7.0),
+                ("oversell_db_pool_in_use", 2.0),
+                ("oversell_stream_lag{item=\"1\"}", 38.0),
+                ("oversell_reconcile_residual{item=\"1\"}", -2.0),
+            ]),
+        ])
+        .unwrap();
+        assert_eq!(sum(&merged, "oversell_prededuct_total", None), 22.0);
+        assert_eq!(sum(&merged, "oversell_db_pool_in_use", None), 5.0);
+        assert_eq!(sum(&merged, "oversell_stream_lag", None), 40.0);
+        assert_eq!(sum(&merged, "oversell_reconcile_residual", None), -2.0);
+        assert!(merge_pages(vec![None, None]).is_none());
     }
 }

@@ -151,7 +151,10 @@ async fn drive_reference(
             foreign_database: false,
             item_id: s.item.id,
             redis: Some((redis_url.to_string(), prefix.to_string())).filter(|_| is_redis),
-            shop_metrics_url: Some(format!("{base_url}/metrics")),
+            shop_metrics_urls: all
+                .iter()
+                .map(|c| format!("{}/metrics", c.base_url))
+                .collect(),
             opened: Instant::now(),
         },
         slot,

@@ -134,6 +134,25 @@ async fn three_redis_lua_shops_on_postgres_stay_exact_and_share_the_consumer_gro
         );
     }
     assert!(md.contains("3 shops (buyer i -> shop i mod 3)"), "{md}");
+    // The probes scrape every shop's /metrics: the successful pre-deducts they count are all
+    // three shops' (every acknowledged order made one), not shop 1's third.
+    let points = |name: &str| -> Vec<(f64, f64)> {
+        run.series
+            .iter()
+            .find(|s| s.name == name)
+            .map(|s| s.points.clone())
+            .unwrap_or_default()
+    };
+    let rates = points("prededuct_success_rate");
+    let successes: f64 = points("prededuct_attempts")
+        .iter()
+        .map(|(t, n)| n * rates.iter().find(|r| r.0 == *t).map_or(0.0, |r| r.1))
+        .sum();
+    assert!(
+        successes.round() >= f.acknowledged as f64,
+        "{successes} successful pre-deducts seen for {} acknowledged orders",
+        f.acknowledged
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
