@@ -275,6 +275,9 @@ async fn release_in_flight(backend: Backend) {
     let app = spawn_app(Strategy::ForUpdate, backend).await;
     app.setup_sale(1, 1, 1).await;
     let store = app.app_inventory.store();
+    // Stamped now: an order stamped in 1970 is overdue, and the shop's expiry sweeper would
+    // expire it (and contend for its rows) while the test applies events.
+    let now = oversell::model::now_ms();
     let ev = |id: &str, sid: &str, kind| PersistEvent {
         stream_id: sid.into(),
         kind,
@@ -282,7 +285,7 @@ async fn release_in_flight(backend: Backend) {
         user_id: format!("user-{id}"),
         device_id: None,
         qty: 1,
-        at_ms: 1,
+        at_ms: now,
         idempotency_key: Some(format!("key-{id}")),
     };
     // The stream: 1-0 A takes the only unit, 2-0 A cancels, 3-0 B takes it again.
