@@ -77,8 +77,11 @@ pub struct ProbeConfig {
     /// not looked for.
     pub foreign_database: bool,
     pub item_id: i64,
-    /// Redis URL and the shop's key prefix (redis-lua).
+    /// Redis URL and the shop's key prefix (redis-lua, redis-buckets).
     pub redis: Option<(String, String)>,
+    /// redis-buckets: the item's Redis stock is the sum over its buckets and the units
+    /// travelling between them.
+    pub redis_buckets: bool,
     /// Every reference shop's `/metrics` URL (none for a foreign shop). With several shops
     /// (`--shops K`) each is scraped and the pages merged ([`merge_pages`]).
     pub shop_metrics_urls: Vec<String>,
@@ -138,7 +141,9 @@ pub async fn start(config: ProbeConfig) -> Probes {
             None => None,
         };
         let mut redis = match &config.redis {
-            Some((url, prefix)) => RedisProbe::connect(url, prefix, config.item_id).await,
+            Some((url, prefix)) => {
+                RedisProbe::connect(url, prefix, config.item_id, config.redis_buckets).await
+            }
             None => None,
         };
         let http = crate::traffic::target::client(Duration::from_millis(800)).ok();
@@ -209,18 +214,67 @@ fn push(
 
 struct RedisProbe {
     conn: RedisConn,
-    stock_key: String,
+    /// The item's stock key, or every bucket's (redis-buckets).
+    stock_keys: Vec<String>,
+    /// redis-buckets: every bucket's record of the units it lent and the receiver has not
+    /// taken in yet (`transfer id → "to:units"`).
+    transfer_keys: Vec<String>,
     last: Option<(Instant, u64)>,
 }
 
 impl RedisProbe {
-    async fn connect(url: &str, prefix: &str, item: i64) -> Option<Self> {
-        let conn = RedisConn::open(url).await.ok()?;
+    async fn connect(url: &str, prefix: &str, item: i64, buckets: bool) -> Option<Self> {
+        let mut conn = RedisConn::open(url).await.ok()?;
+        let (mut stock_keys, mut transfer_keys) = (Vec::new(), Vec::new());
+        if buckets {
+            // The sale is set up before the probes start: its first bucket says how many.
+            let n: Option<u32> = redis::cmd("HGET")
+                .arg(ItemKeys::bucket(prefix, item, 0).meta)
+                .arg("buckets")
+                .query_async(&mut conn)
+                .await
+                .ok()
+                .flatten();
+            for b in 0..n.unwrap_or(0) {
+                let keys = ItemKeys::bucket(prefix, item, b);
+                transfer_keys.push(keys.sibling("transfers"));
+                stock_keys.push(keys.stock);
+            }
+        } else {
+            stock_keys.push(ItemKeys::new(prefix, item).stock);
+        }
         Some(RedisProbe {
             conn,
-            stock_key: ItemKeys::new(prefix, item).stock,
+            stock_keys,
+            transfer_keys,
             last: None,
         })
+    }
+
+    /// The item's Redis stock: its stock key, or for redis-buckets the sum over the buckets
+    /// plus the units travelling between them. `None` when a read failed or it is not warm.
+    async fn stock(&mut self) -> Option<i64> {
+        let mut total = 0;
+        for key in &self.stock_keys {
+            let one: Option<i64> = redis::cmd("GET")
+                .arg(key)
+                .query_async(&mut self.conn)
+                .await
+                .ok()?;
+            total += one?;
+        }
+        for key in &self.transfer_keys {
+            let lent: Vec<String> = redis::cmd("HVALS")
+                .arg(key)
+                .query_async(&mut self.conn)
+                .await
+                .ok()?;
+            total += lent
+                .iter()
+                .filter_map(|r| r.split_once(':')?.1.parse::<i64>().ok())
+                .sum::<i64>();
+        }
+        Some(total)
     }
 
     async fn sample(&mut self, t: f64, series: &mut BTreeMap<&'static str, Series>) {
@@ -241,8 +295,9 @@ impl RedisProbe {
                 let now = Instant::now();
                 if let Some((at, prev)) = self.last {
                     let secs = now.duration_since(at).as_secs_f64().max(1e-3);
-                    // Minus our own two commands per sample (INFO and GET).
-                    let ops = (total.saturating_sub(prev).saturating_sub(2)) as f64 / secs;
+                    // Minus our own commands per sample (INFO and the stock reads).
+                    let own = 1 + self.stock_keys.len() + self.transfer_keys.len();
+                    let ops = (total.saturating_sub(prev).saturating_sub(own as u64)) as f64 / secs;
                     push(
                         series,
                         "redis_ops",
@@ -255,19 +310,13 @@ impl RedisProbe {
                 self.last = Some((now, total));
             }
         }
-        let stock: redis::RedisResult<Option<i64>> = redis::cmd("GET")
-            .arg(&self.stock_key)
-            .query_async(&mut self.conn)
-            .await;
-        if let Ok(Some(s)) = stock {
-            push(
-                series,
-                "redis_stock",
-                "units",
-                "Redis GET of the item's stock key",
-                t,
-                s as f64,
-            );
+        if let Some(s) = self.stock().await {
+            let source = if self.transfer_keys.is_empty() {
+                "Redis GET of the item's stock key"
+            } else {
+                "Redis: GET of every bucket's stock key plus the units travelling between buckets (HVALS of each bucket's transfers), summed; read one bucket at a time, so not atomic while units move"
+            };
+            push(series, "redis_stock", "units", source, t, s as f64);
         }
     }
 }

@@ -40,6 +40,7 @@ pub(super) async fn run(plan: &RunPlan, f: &Foreign, slot: &Slot) -> anyhow::Res
             foreign_database: true,
             item_id: s.item.id,
             redis: None,
+            redis_buckets: false,
             shop_metrics_urls: Vec::new(),
             opened: Instant::now(),
         },

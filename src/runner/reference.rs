@@ -150,7 +150,9 @@ async fn drive_reference(
             database_url: Some(cell.database_url.clone()),
             foreign_database: false,
             item_id: s.item.id,
-            redis: Some((redis_url.to_string(), prefix.to_string())).filter(|_| is_redis),
+            redis: Some((redis_url.to_string(), prefix.to_string()))
+                .filter(|_| is_redis || cell.strategy == Strategy::RedisBuckets),
+            redis_buckets: cell.strategy == Strategy::RedisBuckets,
             shop_metrics_urls: all
                 .iter()
                 .map(|c| format!("{}/metrics", c.base_url))

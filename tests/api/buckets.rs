@@ -342,6 +342,24 @@ async fn oracle_run(backend: Backend) {
         assert_eq!(run[zero], 0, "{zero}: {}", run["verdict"]);
     }
     assert_eq!(run["undersell"], 0, "no undersell: {}", run["verdict"]);
+    // The probes sample the sale's Redis stock over every bucket: the full stock before the
+    // first buyer, the oracle's final figure at the end.
+    let series = run["series"].as_array().unwrap();
+    let stock = series
+        .iter()
+        .find(|s| s["name"] == "redis_stock")
+        .expect("a redis_stock series");
+    assert!(
+        stock["source"].as_str().unwrap().contains("every bucket"),
+        "{stock}"
+    );
+    let points = stock["points"].as_array().unwrap();
+    assert_eq!(points.first().unwrap()[1], json!(10.0), "{stock}");
+    assert_eq!(
+        points.last().unwrap()[1].as_f64(),
+        run["redis_stock"].as_f64(),
+        "{stock}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
