@@ -33,6 +33,8 @@ pub const ANSWERS: &str = "oversell_harness_answers_total";
 pub const LATENCY: &str = "oversell_harness_latency_seconds";
 /// Intended send to actual send (the generator's lateness), by `kind`.
 pub const SEND_LAG: &str = "oversell_harness_send_lag_seconds";
+/// Time a request waited for a free sender (every sender held by an unanswered one), by `kind`.
+pub const SENDER_WAIT: &str = "oversell_harness_sender_wait_seconds";
 /// The run in progress (1-based; 0 before the first).
 pub const RUN_INDEX: &str = "oversell_harness_run_index";
 /// Runs in this command.
@@ -66,7 +68,8 @@ pub const METRICS: &[Described] = &[
     m(IN_FLIGHT, Gauge, "Requests the generator sent that have not been answered yet."),
     m(ANSWERS, Counter, "Answers the clients got, by request kind (view, order, pay, cancel) and outcome (created, sold_out, busy, timeout, ...)."),
     m(LATENCY, Histogram, "Full response time measured from each request's intended send time (coordinated-omission safe), by kind, in seconds."),
-    m(SEND_LAG, Histogram, "Intended send time to actual send time: the generator's own lateness, by kind, in seconds."),
+    m(SEND_LAG, Histogram, "Intended send time to actual send time, less any sender wait: the generator's own lateness, by kind, in seconds."),
+    m(SENDER_WAIT, Histogram, "Time a request waited for a free sender because every sender was held by an unanswered request: the shop's time, part of latency, by kind, in seconds."),
     m(RUN_INDEX, Gauge, "The run in progress, 1-based (a compare runs one strategy and backend after another)."),
     m(RUNS, Gauge, "Runs this command makes."),
     m(RUN_INFO, Gauge, "1 for the run in progress, 0 for runs done, labelled with the run (strategy/backend or target)."),

@@ -42,6 +42,7 @@ fn clients(acks: &[(&str, &str)]) -> Measurements {
         unclassified: vec![],
         first_sold_out_ms: None,
         send_lag: Default::default(),
+        sender_wait: Default::default(),
         service: Default::default(),
         order_answer_span: None,
         buyers: (0..5)

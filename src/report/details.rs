@@ -147,7 +147,17 @@ pub fn facts(run: &RunReport) -> Vec<Fact> {
     ));
     if let Some(l) = &run.send_lag {
         v.push(format!(
-            "send lag (intended send to actual send: the generator's own lateness) p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms over {} requests",
+            "send lag (intended send to actual send with a free sender: the generator's own lateness) p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms over {} requests",
+            l.p50_ms, l.p99_ms, l.max_ms, l.count
+        ));
+    }
+    if let Some(l) = run.sender_wait.as_ref().filter(|l| l.max_ms >= 1.0) {
+        let full = match g.senders_full_at_s {
+            Some(t) => format!("every one of the {} senders was first held by an unanswered request {t:.1} s after the opening", g.users),
+            None => format!("the {} senders were never all held at once", g.users),
+        };
+        v.push(format!(
+            "sender wait (queued while every sender was held by an unanswered request: the shop's time, part of latency, not send lag) p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms over {} requests; {full}",
             l.p50_ms, l.p99_ms, l.max_ms, l.count
         ));
     }
@@ -182,12 +192,13 @@ pub fn generator_bound(run: &RunReport) -> Option<String> {
 }
 
 /// The timing table's header: per kind, the three figures of every request.
-pub const TIMING_HEADER: [&str; 10] = [
+pub const TIMING_HEADER: [&str; 11] = [
     "request",
     "count",
     "send lag p50",
     "send lag p99",
     "send lag max",
+    "sender wait p99",
     "service p50",
     "service p99",
     "service max",
@@ -195,9 +206,10 @@ pub const TIMING_HEADER: [&str; 10] = [
     "latency p99",
 ];
 
-/// Where each kind's time went (ms): send lag (intended → actual send, the generator), service
-/// time (actual send → full answer, the shop) and latency (intended → full answer, both).
-pub fn timing(run: &RunReport) -> Vec<[String; 10]> {
+/// Where each kind's time went (ms): send lag (intended → actual send, the generator), sender
+/// wait (every sender held: the shop), service time (actual send → full answer, the shop) and
+/// latency (intended → full answer, all three).
+pub fn timing(run: &RunReport) -> Vec<[String; 11]> {
     let ms = |v: Option<f64>| v.map_or_else(|| "n/a".into(), |v| format!("{v:.3}"));
     Kind::ALL
         .into_iter()
@@ -211,6 +223,7 @@ pub fn timing(run: &RunReport) -> Vec<[String; 10]> {
                 ms(lag.map(|l| l.p50_ms)),
                 ms(lag.map(|l| l.p99_ms)),
                 ms(lag.map(|l| l.max_ms)),
+                ms(k.sender_wait.as_ref().map(|l| l.p99_ms)),
                 ms(service.map(|l| l.p50_ms)),
                 ms(service.map(|l| l.p99_ms)),
                 ms(service.map(|l| l.max_ms)),
@@ -222,7 +235,7 @@ pub fn timing(run: &RunReport) -> Vec<[String; 10]> {
 }
 
 /// What the timing table says.
-pub const TIMING_INTRO: &str = "Where the time went (ms): send lag is the generator's lateness (intended to actual send), service time the shop's (actual send to the full answer), latency both (intended send to the full answer).";
+pub const TIMING_INTRO: &str = "Where the time went (ms): send lag is the generator's lateness (intended to actual send, with a free sender), sender wait the shop's (every sender was held by an unanswered request), service time the shop's (actual send to the full answer), latency all three (intended send to the full answer).";
 
 /// The per-request table's header.
 pub const REQUEST_HEADER: [&str; 9] = [

@@ -165,6 +165,10 @@ pub struct KindReport {
     /// reports). Latency = send lag + service time.
     #[serde(default)]
     pub send_lag: Option<LatencySummary>,
+    /// Sender wait: queued while every sender was held by an unanswered request, until a
+    /// sender took it (the shop's time; absent in older reports).
+    #[serde(default)]
+    pub sender_wait: Option<LatencySummary>,
     /// Service time: actual send to the full answer (the shop's and the network's share;
     /// absent in older reports).
     #[serde(default)]
@@ -292,6 +296,11 @@ pub struct RunReport {
     /// (absent in older reports).
     #[serde(default)]
     pub send_lag: Option<LatencySummary>,
+    /// Sender wait of every request: the time it waited for a free sender because every
+    /// sender was held by an unanswered request (the shop's time, part of latency, never send
+    /// lag; absent in older reports).
+    #[serde(default)]
+    pub sender_wait: Option<LatencySummary>,
     /// Service time of every request: actual send to the full answer (absent in older
     /// reports).
     #[serde(default)]

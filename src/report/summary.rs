@@ -144,6 +144,7 @@ pub fn build(input: RunInputs) -> RunReport {
                 outcomes: m.counts(kind),
                 latency: LatencySummary::of(&all),
                 send_lag: m.send_lag.get(&kind).map(LatencySummary::of),
+                sender_wait: m.sender_wait.get(&kind).map(LatencySummary::of),
                 service_time: m.service.get(&kind).map(LatencySummary::of),
                 latency_by_outcome: by_outcome,
             },
@@ -201,6 +202,9 @@ pub fn build(input: RunInputs) -> RunReport {
         time_to_sell_out_s: m.first_sold_out_ms.map(|ms| ms as f64 / 1000.0),
         duration_s: duration,
         send_lag,
+        sender_wait: Some(m.sender_wait_all())
+            .filter(|h| !h.is_empty())
+            .map(|h| LatencySummary::of(&h)),
         service_time: Some(m.service_all())
             .filter(|h| !h.is_empty())
             .map(|h| LatencySummary::of(&h)),

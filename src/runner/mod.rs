@@ -48,7 +48,7 @@ use crate::rehearsal::Foreign;
 use crate::report::{self, summary, Drain, FailedRun, RunReport, Shop};
 use crate::services::Service;
 use crate::store::Backend;
-use crate::traffic::attack::{self, launch_lead, GeneratorStats, GooseCrossCheck};
+use crate::traffic::attack::{self, GeneratorStats, GooseCrossCheck};
 use crate::traffic::mapping::Mapping;
 use crate::traffic::recorder::Recorder;
 use crate::traffic::schedule::BuyerPlan;
@@ -445,7 +445,8 @@ async fn fire_traffic(
         max_unclassified: mapping.unclassified_bound(),
         keys_sent: !mapping.idempotency_header.is_empty(),
     };
-    let recorder = Arc::new(Recorder::new(Instant::now() + launch_lead(&buyers)));
+    let sending = attack::Sending::of(&plan.scenario.client);
+    let recorder = Arc::new(Recorder::new(Instant::now() + sending.launch_lead(&buyers)));
     let probes = probe::start(ProbeConfig {
         opened: recorder.opened(),
         ..probe
@@ -464,13 +465,7 @@ async fn fire_traffic(
             },
         )
     });
-    let fired = attack::fire(
-        buyers,
-        targets,
-        recorder.clone(),
-        Duration::from_millis(plan.scenario.client.timeout_ms),
-    )
-    .await;
+    let fired = attack::fire(buyers, targets, recorder.clone(), sending).await;
     if let Some(w) = watch {
         w.stop();
     }

@@ -13,7 +13,7 @@ use crate::inventory::Strategy;
 use crate::shard::file::{Clients, ShardFile, ShardShop, ShardTarget, SCHEMA};
 use crate::shard::{scenario_hash, ShardSpec};
 use crate::store::Backend;
-use crate::traffic::attack::{self, launch_lead, GeneratorStats};
+use crate::traffic::attack::{self, GeneratorStats};
 use crate::traffic::mapping::Mapping;
 use crate::traffic::recorder::{Kind, Recorder};
 use crate::traffic::schedule::BuyerPlan;
@@ -120,7 +120,8 @@ pub async fn fire_shard(run: &ShardRun) -> anyhow::Result<ShardFile> {
     } else if let ShardSubject::Reference { .. } = run.subject {
         wait_for_item(&http, &base_url, s.item.id, run.open_at).await?;
     }
-    let lead = launch_lead(&run.buyers);
+    let sending = attack::Sending::of(&s.client);
+    let lead = sending.launch_lead(&run.buyers);
     tokio::time::sleep(until(run.open_at).saturating_sub(lead)).await;
     let recorder = Arc::new(Recorder::new(Instant::now() + until(run.open_at)));
     run.say(&format!(
@@ -136,7 +137,7 @@ pub async fn fire_shard(run: &ShardRun) -> anyhow::Result<ShardFile> {
             run.buyers.clone(),
             crate::traffic::target::Targets::one(target),
             recorder.clone(),
-            Duration::from_millis(s.client.timeout_ms),
+            sending,
         )
         .await
         .context("firing the traffic")?

@@ -129,6 +129,9 @@ pub fn merge_measurements(parts: Vec<Measurements>) -> anyhow::Result<Measuremen
         for (k, h) in &p.send_lag {
             add(m.send_lag.entry(*k).or_insert_with(new_histogram), h)?;
         }
+        for (k, h) in &p.sender_wait {
+            add(m.sender_wait.entry(*k).or_insert_with(new_histogram), h)?;
+        }
         for (k, h) in &p.service {
             add(m.service.entry(*k).or_insert_with(new_histogram), h)?;
         }
@@ -196,6 +199,10 @@ fn merge_generators<'a>(gs: impl Iterator<Item = &'a GeneratorStats>) -> Generat
         out.users += g.users;
         out.buyers += g.buyers;
         out.lead_ms = out.lead_ms.max(g.lead_ms);
+        out.senders_full_at_s = match (out.senders_full_at_s, g.senders_full_at_s) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         after_opening = after_opening.max(g.wall_seconds - g.lead_ms as f64 / 1000.0);
     }
     out.wall_seconds = after_opening.max(0.0) + out.lead_ms as f64 / 1000.0;

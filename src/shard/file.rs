@@ -111,6 +111,9 @@ pub struct BuyerEnd {
 pub struct Clients {
     pub histograms: Vec<Encoded>,
     pub send_lag: Vec<Encoded>,
+    /// Sender wait (every sender held by an unanswered request) by kind.
+    #[serde(default)]
+    pub sender_wait: Vec<Encoded>,
     /// Service time (actual send to the full answer) by kind.
     #[serde(default)]
     pub service: Vec<Encoded>,
@@ -145,6 +148,15 @@ impl Clients {
                 .collect(),
             send_lag: m
                 .send_lag
+                .iter()
+                .map(|(kind, h)| Encoded {
+                    kind: *kind,
+                    answer: None,
+                    histogram: encode_histogram(h),
+                })
+                .collect(),
+            sender_wait: m
+                .sender_wait
                 .iter()
                 .map(|(kind, h)| Encoded {
                     kind: *kind,
@@ -219,6 +231,10 @@ impl Clients {
         }
         for e in &self.send_lag {
             m.send_lag.insert(e.kind, decode(&e.histogram, "send_lag")?);
+        }
+        for e in &self.sender_wait {
+            m.sender_wait
+                .insert(e.kind, decode(&e.histogram, "sender_wait")?);
         }
         for e in &self.service {
             m.service.insert(e.kind, decode(&e.histogram, "service")?);

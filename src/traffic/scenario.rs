@@ -153,6 +153,10 @@ pub struct ClientSpec {
     pub timeout_ms: u64,
     /// Real buyers come from this many client IPs (sent as `X-Forwarded-For`).
     pub ip_pool: u32,
+    /// The most goose senders the generator starts (one per buyer below it): a request that
+    /// finds every sender held by an unanswered one waits for a sender (sender wait, the
+    /// shop's time).
+    pub senders: u32,
 }
 
 fn one() -> i64 {
@@ -208,6 +212,7 @@ impl Default for ClientSpec {
         ClientSpec {
             timeout_ms: 10_000,
             ip_pool: 1000,
+            senders: crate::traffic::attack::SENDERS as u32,
         }
     }
 }

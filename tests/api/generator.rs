@@ -6,7 +6,7 @@
 
 use axum::routing::post;
 use axum::Router;
-use oversell::traffic::attack::{self, launch_lead};
+use oversell::traffic::attack::{self, Sending};
 use oversell::traffic::mapping::Mapping;
 use oversell::traffic::recorder::{Kind, Measurements, Recorder};
 use oversell::traffic::schedule;
@@ -89,7 +89,8 @@ async fn fire_with_goose(
         mapping: Mapping::default(),
         sale: Sale::of(s),
     });
-    let recorder = Arc::new(Recorder::new(Instant::now() + launch_lead(&plan)));
+    let sending = Sending::of(&s.client);
+    let recorder = Arc::new(Recorder::new(Instant::now() + sending.launch_lead(&plan)));
     if let Some(stall) = stall {
         let at = recorder.opened() + Duration::from_millis(300);
         tokio::spawn(async move {
@@ -98,14 +99,9 @@ async fn fire_with_goose(
             std::thread::sleep(stall);
         });
     }
-    let (goose, _) = attack::fire(
-        plan,
-        Targets::one(target),
-        recorder.clone(),
-        Duration::from_secs(10),
-    )
-    .await
-    .unwrap();
+    let (goose, _) = attack::fire(plan, Targets::one(target), recorder.clone(), sending)
+        .await
+        .unwrap();
     (recorder.finish(), goose)
 }
 
@@ -175,12 +171,47 @@ async fn a_slow_shop_shows_service_time_not_send_lag() {
     );
 }
 
+#[tokio::test(flavor = "current_thread")]
+async fn a_shop_that_holds_every_sender_shows_sender_wait_not_send_lag() {
+    // Arrange: a shop that takes 150 ms per order and 40 buyers arriving within 50 ms, through
+    // a pool capped at 4 senders: 36 of them find every sender held by an unanswered request.
+    let base = spawn_shop(Duration::from_millis(150));
+    let mut s = scenario(40, 1);
+    s.buyers.window_s = 0.05;
+    s.client.senders = 4;
+
+    // Act
+    let m = fire(&s, base, None).await;
+
+    // Assert: the wait for a sender is the shop's (sender wait), never the generator's.
+    let lag = m.send_lag.get(&Kind::Order).expect("orders were sent");
+    let wait = m.sender_wait.get(&Kind::Order).expect("orders were sent");
+    assert_eq!(wait.len(), 40);
+    assert!(
+        p99_ms(wait) >= 900.0,
+        "the last buyers waited for ~9 rounds of 150 ms: sender wait p99 {} ms",
+        p99_ms(wait)
+    );
+    assert!(
+        p99_ms(lag) < 75.0,
+        "the generator itself was on time: send lag p99 {} ms",
+        p99_ms(lag)
+    );
+    let latency = m.by_kind(Kind::Order);
+    assert!(
+        latency.max() >= wait.max(),
+        "latency (from the intended send) carries the wait"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_plan_far_larger_than_the_sender_pool_fires_every_buyer_exactly_once() {
     // Arrange: many more buyers than goose senders, so every sender sends for many buyers.
-    let buyers = attack::SENDERS as u32 * 20 + 1_500;
+    let senders = 64;
+    let buyers = senders * 20 + 1_500;
     let base = spawn_shop(Duration::ZERO);
-    let s = scenario(buyers, 3);
+    let mut s = scenario(buyers, 3);
+    s.client.senders = senders;
 
     // Act
     let (m, goose) = fire_with_goose(&s, base, None).await;

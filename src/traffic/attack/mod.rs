@@ -4,7 +4,7 @@
 //! model is ours: every buyer of the seeded plan is a plain task ([`journey`]) spawned shortly
 //! before its arrival, which sleeps until it, so a slow shop delays that buyer's later requests,
 //! never anyone's arrival, and a buyer not yet due costs only its plan. Buyers hand each
-//! request to a pool of [`SENDERS`] goose users at most ([`pool`]), one goose attack for the
+//! request to a pool of goose users ([`SENDERS`] at most, started at full size: [`pool`]), one goose attack for the
 //! whole run, which send them through goose (its own metrics — time to first byte from the
 //! actual send — are kept as a cross-check only) and hand the answers back. Set-up is starting
 //! the pool, a few milliseconds; goose is configured from our typed plan and never parses the
@@ -47,13 +47,17 @@ pub struct GeneratorStats {
     pub peak_rss_mib: f64,
     /// Wall time from launch to the last buyer finishing, seconds.
     pub wall_seconds: f64,
-    /// Goose users launched: the senders every request went through (at most [`SENDERS`]).
+    /// Goose users launched: the senders every request went through (at most the cap).
     pub users: usize,
     /// Buyers fired (one plain task each, spawned shortly before its arrival).
     #[serde(default)]
     pub buyers: usize,
     /// Milliseconds between launch and the sale opening (the senders start meanwhile).
     pub lead_ms: u64,
+    /// Seconds after the sale opened when every sender first held an unanswered request (the
+    /// cap was reached: later requests could wait for a sender); `None`: never.
+    #[serde(default)]
+    pub senders_full_at_s: Option<f64>,
 }
 
 impl GeneratorStats {
@@ -67,6 +71,7 @@ impl GeneratorStats {
             users: 0,
             buyers: 0,
             lead_ms: 0,
+            senders_full_at_s: None,
         }
     }
 }
@@ -75,37 +80,59 @@ impl GeneratorStats {
 /// configuration, the users' structures, its metrics task) before the first sender starts.
 const MARGIN: Duration = Duration::from_millis(200);
 
-/// Senders for a plan of `buyers`: one per buyer, at most [`SENDERS`].
-pub fn senders_for(buyers: usize) -> usize {
-    buyers.min(SENDERS)
+/// How the clients send: their timeout and the most senders the pool may hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sending {
+    /// A request not answered within this is a timeout.
+    pub timeout: Duration,
+    /// The pool's cap ([`SENDERS`] unless the scenario's `[client] senders` sets one).
+    pub max_senders: usize,
 }
 
-/// How long before the sale opens the generator must be launched: goose's set-up and the start
-/// of the senders, whatever the plan's size.
-pub fn launch_lead(plan: &[BuyerPlan]) -> Duration {
-    if plan.is_empty() {
-        return Duration::ZERO;
+impl Sending {
+    /// The scenario's `[client]` table.
+    pub fn of(c: &super::scenario::ClientSpec) -> Self {
+        Sending {
+            timeout: Duration::from_millis(c.timeout_ms),
+            max_senders: c.senders as usize,
+        }
     }
-    Duration::from_secs_f64(senders_for(plan.len()) as f64 / LAUNCH_RATE) + MARGIN
+
+    /// Senders for a plan of `buyers`: one per buyer, at most the cap.
+    pub fn senders_for(&self, buyers: usize) -> usize {
+        buyers.min(self.max_senders).max(1)
+    }
+
+    /// How long before the sale opens the generator must be launched: goose's set-up and the
+    /// start of the senders, whatever the plan's size.
+    pub fn launch_lead(&self, plan: &[BuyerPlan]) -> Duration {
+        if plan.is_empty() {
+            return Duration::ZERO;
+        }
+        Duration::from_secs_f64(self.senders_for(plan.len()) as f64 / LAUNCH_RATE) + MARGIN
+    }
 }
 
 /// Runs every buyer of `plan` against its shop of `targets`; returns when the last one is done.
-/// `recorder.opened()` is the schedule's zero: place it at least [`launch_lead`] from now.
+/// `recorder.opened()` is the schedule's zero: place it at least [`Sending::launch_lead`] from
+/// now.
 pub async fn fire(
     plan: Arc<Vec<BuyerPlan>>,
     targets: Targets,
     recorder: Arc<Recorder>,
-    timeout: Duration,
+    sending: Sending,
 ) -> anyhow::Result<(Vec<GooseCrossCheck>, GeneratorStats)> {
+    let timeout = sending.timeout;
     let buyers = plan.len();
     anyhow::ensure!(buyers > 0, "the plan has no buyers");
     let started = Instant::now();
     let client = target::client(timeout)?;
     let cpu_before = cpu_seconds();
     let opened = recorder.opened();
-    let senders = senders_for(buyers);
+    let senders = sending.senders_for(buyers);
     let host = targets.first().base_url.clone();
-    let (jobs, queue) = pool::queue();
+    raise_open_files(senders);
+    let (jobs, queue, saturation) = pool::queue(senders);
     let leftover = queue.clone();
     let ctx = Arc::new(journey::Ctx {
         plan,
@@ -114,7 +141,8 @@ pub async fn fire(
         jobs,
     });
     let dispatcher = tokio::spawn(journey::dispatch(ctx));
-    let metrics = match pool::run(queue, senders, recorder, client, host, timeout).await {
+    let metrics = match pool::run(queue, saturation.clone(), recorder, client, host, timeout).await
+    {
         Ok(m) => m,
         Err(e) => {
             // No sender is left: stop spawning buyers and fail the ones waiting in the queue.
@@ -137,6 +165,9 @@ pub async fn fire(
         users: senders,
         buyers,
         lead_ms: opened.saturating_duration_since(started).as_millis() as u64,
+        senders_full_at_s: saturation
+            .first_full()
+            .map(|t| t.saturating_duration_since(opened).as_secs_f64()),
     };
     Ok((cross_check(&metrics), stats))
 }
@@ -164,6 +195,30 @@ fn cross_check(metrics: &GooseMetrics) -> Vec<GooseCrossCheck> {
         .collect();
     v.sort_by(|a, b| a.name.cmp(&b.name));
     v
+}
+
+/// Raises this process's soft open-files limit towards its hard limit, so every sender can hold
+/// a connection of its own (a soft limit of 1024 is common); a limit that cannot be raised is
+/// left as it is, with a log line.
+fn raise_open_files(senders: usize) {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    // Connections to the shop, plus the probes', the oracle's and the process's own files.
+    let want = senders as u64 * 2 + 256;
+    let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else {
+        return;
+    };
+    if soft >= want {
+        return;
+    }
+    let new = want.min(hard);
+    if let Err(e) = setrlimit(Resource::RLIMIT_NOFILE, new, hard) {
+        tracing::warn!(soft, hard, "could not raise the open-files limit: {e}");
+    } else if new < want {
+        tracing::warn!(
+            soft = new,
+            "the open-files limit (hard {hard}) is below what {senders} senders may need ({want}): raise it with `ulimit -n`"
+        );
+    }
 }
 
 /// User + system CPU seconds of this process (getrusage).

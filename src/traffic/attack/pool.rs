@@ -3,10 +3,13 @@
 //! Buyers are plain tasks ([`super::journey`]); each hands its requests to the pool as
 //! [`Job`]s and waits for the answers. A sender takes the next job, sends it through goose
 //! (`user.request`, so goose's metrics see every request and stay a cross-check of ours),
-//! records it, and hands the answer back. A request's send lag runs from its intended send to
-//! the moment a sender takes it: a queue waiting for a free sender shows up there, as it should.
-//! The goose attack ends once every buyer is done (every [`Jobs`] handle dropped) and the queue
-//! is empty.
+//! records it, and hands the answer back. The pool is started at its full size ([`SENDERS`], a
+//! large cap) before the sale opens, so nothing waits for a sender while one is free. A request
+//! queued while every sender is held by an unanswered request waits for one: that *sender wait*
+//! is the shop's time (its slow answers hold the senders), recorded apart from *send lag*, the
+//! generator's own lateness (a free sender, late). The moment every sender was first held is
+//! kept ([`Saturation`]), so the report can say when the cap was reached. The goose attack ends
+//! once every buyer is done (every [`Jobs`] handle dropped) and the queue is empty.
 
 use super::super::mapping::Method;
 use super::super::recorder::{Kind, Recorder};
@@ -21,8 +24,10 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-/// Goose users (senders) in the pool, at most: one per buyer below that.
-pub const SENDERS: usize = 256;
+/// Goose users (senders) in the pool, at most: one per buyer below that. Large, so a slow
+/// shop (hundreds of requests held for a second each) holds them all only under a real pile-up;
+/// each idle sender costs a few KiB. The generator raises its open-files limit to fit.
+pub const SENDERS: usize = 2048;
 
 /// Goose users started per second: the whole pool is up within a few milliseconds.
 pub const LAUNCH_RATE: f64 = 100_000.0;
@@ -34,6 +39,9 @@ pub(super) struct Job {
     pub(super) prepared: Prepared,
     /// When the buyer meant to send it (its send lag is measured from here).
     pub(super) intended: Instant,
+    /// When it was queued, if every sender was then held by an unanswered request: its wait
+    /// for a sender from there is sender wait (the shop's), not send lag.
+    pub(super) waited_since: Option<Instant>,
     /// The classified answer and when it was complete.
     pub(super) reply: oneshot::Sender<(Classified, Instant)>,
 }
@@ -45,7 +53,54 @@ pub(super) struct PoolGone;
 /// Where buyers hand their requests. The pool's senders stop once every clone is dropped and
 /// the queue is empty.
 #[derive(Clone)]
-pub(super) struct Jobs(flume::Sender<Job>);
+pub(super) struct Jobs {
+    tx: flume::Sender<Job>,
+    saturation: Arc<Saturation>,
+}
+
+/// How busy the senders are: how many hold a request now, and when all first did.
+#[derive(Debug)]
+pub struct Saturation {
+    /// Senders in the pool.
+    senders: usize,
+    /// Senders holding a request (taken, not yet answered).
+    busy: std::sync::atomic::AtomicUsize,
+    /// The first moment every sender held a request.
+    first_full: std::sync::OnceLock<Instant>,
+}
+
+impl Saturation {
+    fn new(senders: usize) -> Self {
+        Saturation {
+            senders,
+            busy: std::sync::atomic::AtomicUsize::new(0),
+            first_full: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Whether a request queued now behind `queued` others finds no free sender.
+    fn full_for(&self, queued: usize) -> bool {
+        self.busy.load(std::sync::atomic::Ordering::Acquire) + queued >= self.senders
+    }
+
+    /// A sender took a request.
+    pub(super) fn took(&self) {
+        let busy = self.busy.fetch_add(1, std::sync::atomic::Ordering::AcqRel) + 1;
+        if busy >= self.senders {
+            self.first_full.get_or_init(Instant::now);
+        }
+    }
+
+    /// A sender handed its answer back.
+    pub(super) fn freed(&self) {
+        self.busy.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+    }
+
+    /// The first moment every sender held a request (`None`: the cap was never reached).
+    pub fn first_full(&self) -> Option<Instant> {
+        self.first_full.get().copied()
+    }
+}
 
 impl Jobs {
     /// Has `prepared` sent to `target` by the next free sender; returns its classified answer
@@ -58,32 +113,41 @@ impl Jobs {
         intended: Instant,
     ) -> Result<(Classified, Instant), PoolGone> {
         let (reply, answer) = oneshot::channel();
+        let waited_since = self.saturation.full_for(self.tx.len()).then(Instant::now);
         let job = Job {
             target: target.clone(),
             kind,
             prepared,
             intended,
+            waited_since,
             reply,
         };
-        self.0.send(job).map_err(|_| PoolGone)?;
+        self.tx.send(job).map_err(|_| PoolGone)?;
         answer.await.map_err(|_| PoolGone)
     }
 
     /// Whether no sender is left to take a job.
     pub fn is_closed(&self) -> bool {
-        self.0.is_disconnected()
+        self.tx.is_disconnected()
     }
 }
 
-/// A new, empty queue: the buyers' end and the senders' end.
-pub(super) fn queue() -> (Jobs, flume::Receiver<Job>) {
+/// A new, empty queue for `senders` senders: the buyers' end, the senders' end, and how busy
+/// the senders are.
+pub(super) fn queue(senders: usize) -> (Jobs, flume::Receiver<Job>, Arc<Saturation>) {
     let (tx, rx) = flume::unbounded();
-    (Jobs(tx), rx)
+    let saturation = Arc::new(Saturation::new(senders));
+    let jobs = Jobs {
+        tx,
+        saturation: saturation.clone(),
+    };
+    (jobs, rx, saturation)
 }
 
 /// What every sender shares.
 struct Ctx {
     queue: flume::Receiver<Job>,
+    saturation: Arc<Saturation>,
     recorder: Arc<Recorder>,
     /// The harness's client (no redirects): every sender sends on it.
     client: reqwest::Client,
@@ -93,14 +157,16 @@ struct Ctx {
 /// metrics. `host` only names goose's requests: each job's URL is its own target's.
 pub(super) async fn run(
     queue: flume::Receiver<Job>,
-    senders: usize,
+    saturation: Arc<Saturation>,
     recorder: Arc<Recorder>,
     client: reqwest::Client,
     host: String,
     timeout: Duration,
 ) -> anyhow::Result<GooseMetrics> {
+    let senders = saturation.senders;
     let ctx = Arc::new(Ctx {
         queue,
+        saturation,
         recorder,
         client,
     });
@@ -146,7 +212,9 @@ async fn send_all(user: &mut GooseUser, ctx: Arc<Ctx>) -> TransactionResult {
             }
         };
         let url = base.map(|base| Target::url_on(base, &job.prepared));
+        ctx.saturation.took();
         let answer = send_one(user, &ctx.recorder, &job, url).await;
+        ctx.saturation.freed();
         // The buyer may be gone (the run was abandoned): nobody waits for the answer then.
         let _ = job.reply.send(answer);
     }
@@ -162,7 +230,7 @@ async fn send_one(
     url: Option<Url>,
 ) -> (Classified, Instant) {
     let (p, kind) = (&job.prepared, job.kind);
-    let sent = rec.sending(kind, job.intended);
+    let sent = rec.sending(kind, job.intended, job.waited_since);
     let read = match url {
         None => Read::transport_failed(),
         Some(url) => {

@@ -4,7 +4,7 @@ use super::*;
 use crate::traffic::mapping::Mapping;
 use crate::traffic::recorder::{Answer, Kind};
 use crate::traffic::schedule;
-use crate::traffic::target::{Classified, Sale, Target, Why};
+use crate::traffic::target::{Action, Classified, Sale, Target, Why};
 use crate::traffic::Scenario;
 use std::collections::BTreeMap;
 
@@ -47,21 +47,22 @@ fn plan_bytes(b: &BuyerPlan) -> usize {
 
 #[test]
 fn the_sale_opens_within_a_fraction_of_a_second_whatever_the_plan() {
-    assert_eq!(senders_for(100_000), SENDERS);
+    let sending = Sending::of(&Default::default());
+    assert_eq!(sending.senders_for(100_000), SENDERS);
     assert_eq!(
-        senders_for(10),
+        sending.senders_for(10),
         10,
         "one sender per buyer below the pool's size"
     );
     for count in [1, 100_000, 1_000_000] {
         let p = schedule::build(&scenario(count, 100, ORDER_AND_LEAVE));
-        let lead = launch_lead(&p);
+        let lead = sending.launch_lead(&p);
         assert!(
             lead >= MARGIN && lead < Duration::from_millis(500),
             "{count} buyers: {lead:?}"
         );
     }
-    assert_eq!(launch_lead(&[]), Duration::ZERO);
+    assert_eq!(sending.launch_lead(&[]), Duration::ZERO);
 }
 
 #[test]
@@ -94,7 +95,7 @@ async fn a_buyer_on_its_way_costs_one_small_task() {
     // Measured on 2026-12-01: a journey's future (before it is first polled) is 544 bytes in
     // a debug build; the bound leaves room, far below the ~11 KB of a goose user per buyer.
     let s = scenario(1, 1, EVERYTHING);
-    let (jobs, _queue) = pool::queue();
+    let (jobs, _queue, _) = pool::queue(SENDERS);
     let ctx = Arc::new(journey::Ctx {
         plan: Arc::new(schedule::build(&s)),
         targets: Targets::one(target(&s)),
@@ -155,7 +156,7 @@ async fn every_request_is_handed_to_the_senders_on_time_and_every_journey_is_kep
     let s = scenario(400, 2, EVERYTHING);
     let plan = Arc::new(schedule::build(&s));
     let recorder = Arc::new(Recorder::new(Instant::now() + Duration::from_millis(50)));
-    let (jobs, queue) = pool::queue();
+    let (jobs, queue, _) = pool::queue(SENDERS);
     let ctx = Arc::new(journey::Ctx {
         plan: plan.clone(),
         targets: Targets::one(target(&s)),
@@ -215,4 +216,36 @@ async fn every_request_is_handed_to_the_senders_on_time_and_every_journey_is_kep
         count(Kind::Pay) + count(Kind::Cancel),
         "every ok pay or cancel is told"
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_request_queued_while_every_sender_is_held_is_marked_as_waiting_for_one() {
+    // Arrange: a pool of 2 senders, one of them holding a request.
+    let s = scenario(1, 1, "");
+    let t = target(&s);
+    let b = &schedule::build(&s)[0];
+    let (jobs, queue, saturation) = pool::queue(2);
+    let order = || t.prepare(&Action::Order(None), b).unwrap();
+    let send = |jobs: pool::Jobs, p| {
+        let t = t.clone();
+        tokio::spawn(async move { jobs.send(&t, Kind::Order, p, Instant::now()).await })
+    };
+    let _first = send(jobs.clone(), order());
+    let first = queue.recv_async().await.unwrap();
+    saturation.took();
+
+    // Act: one request finds the second sender free; with both held, the next waits.
+    let _second = send(jobs.clone(), order());
+    let second = queue.recv_async().await.unwrap();
+    saturation.took();
+    let _third = send(jobs.clone(), order());
+    let third = queue.recv_async().await.unwrap();
+
+    // Assert
+    assert!(first.waited_since.is_none() && second.waited_since.is_none());
+    assert!(third.waited_since.is_some(), "both senders were held");
+    assert!(saturation.first_full().is_some(), "the cap was reached");
+    saturation.freed();
+    let _fourth = send(jobs, order());
+    assert!(queue.recv_async().await.unwrap().waited_since.is_none());
 }

@@ -7,9 +7,11 @@
 //! behind, or the shop was slow to answer an earlier one) carries that delay in its latency, so a
 //! stalled shop shows up in the high percentiles instead of being hidden (coordinated omission).
 //! Each request is also split in two, per kind: its *send lag* (intended send to actual send:
-//! the generator's own lateness) and its *service time* (actual send to the full answer: the
-//! shop's and the network's share). Latency = send lag + service time, so a run whose latency
-//! is mostly send lag measured the generator, not the shop.
+//! the generator's own lateness, with a free sender) and its *service time* (actual send to the
+//! full answer: the shop's and the network's share). A request that found every sender held by
+//! an unanswered request waited for one: that *sender wait* is the shop's time (its slowness
+//! held the senders), kept apart from send lag. Latency = send lag + sender wait + service
+//! time, so a run whose latency is mostly send lag measured the generator, not the shop.
 //!
 //! Everything recorded is also published as it happens to the process's live metrics
 //! ([`crate::live`]; free when no `--metrics-listen` recorder is installed).
@@ -22,6 +24,7 @@ use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
+use std::time::Duration;
 use tokio::time::Instant;
 
 /// One order attempt: the idempotency key it was sent with, and how it was answered.
@@ -97,6 +100,7 @@ struct Inner {
     arrived: u64,
     finished: u64,
     send_lag: BTreeMap<Kind, Histogram<u64>>,
+    sender_wait: BTreeMap<Kind, Histogram<u64>>,
     service: BTreeMap<Kind, Histogram<u64>>,
     in_flight: u64,
     /// First and last order answer, after the sale opened.
@@ -159,20 +163,34 @@ impl Recorder {
         self.inner.lock().expect("recorder poisoned")
     }
 
-    /// A request intended for `intended` is being sent now: records its send lag and returns
-    /// the actual send time (pass it to [`Recorder::record`]).
-    pub fn sending(&self, kind: Kind, intended: Instant) -> Instant {
+    /// A request intended for `intended` is being sent now: records its send lag and its sender
+    /// wait, and returns the actual send time (pass it to [`Recorder::record`]).
+    /// `waited_since`: when the request was queued, if every sender was then held by an
+    /// unanswered request (the time from there to now is sender wait, the shop's); otherwise
+    /// the whole delay since `intended` is send lag (a free sender, late: the generator's).
+    pub fn sending(&self, kind: Kind, intended: Instant, waited_since: Option<Instant>) -> Instant {
         let now = Instant::now();
-        let lag = now.saturating_duration_since(intended);
-        let micros = lag.as_micros().min(u64::MAX as u128) as u64;
+        let (lag, wait) = match waited_since {
+            Some(queued) => (
+                queued.saturating_duration_since(intended),
+                now.saturating_duration_since(queued),
+            ),
+            None => (now.saturating_duration_since(intended), Duration::ZERO),
+        };
+        let us = |d: Duration| (d.as_micros().min(u64::MAX as u128) as u64).max(1);
         metrics::histogram!(live::SEND_LAG, "kind" => kind.as_str()).record(lag.as_secs_f64());
+        metrics::histogram!(live::SENDER_WAIT, "kind" => kind.as_str()).record(wait.as_secs_f64());
         metrics::gauge!(live::IN_FLIGHT).increment(1.0);
         let mut st = self.lock();
         st.in_flight += 1;
         st.send_lag
             .entry(kind)
             .or_insert_with(new_histogram)
-            .saturating_record(micros.max(1));
+            .saturating_record(us(lag));
+        st.sender_wait
+            .entry(kind)
+            .or_insert_with(new_histogram)
+            .saturating_record(us(wait));
         now
     }
 
@@ -343,6 +361,7 @@ impl Recorder {
             first_sold_out_ms: st.first_sold_out_ms,
             buyers: st.buyers.clone(),
             send_lag: st.send_lag.clone(),
+            sender_wait: st.sender_wait.clone(),
             service: st.service.clone(),
             order_answer_span: st.order_answers.map(|(first, last)| last - first),
         }
@@ -369,8 +388,11 @@ pub struct Measurements {
     pub unclassified: Vec<UnclassifiedAnswer>,
     pub first_sold_out_ms: Option<u64>,
     pub buyers: BTreeMap<usize, BuyerResult>,
-    /// Send lag (intended send to actual send, µs) by kind.
+    /// Send lag (intended send to actual send, µs, less any sender wait) by kind.
     pub send_lag: BTreeMap<Kind, Histogram<u64>>,
+    /// Sender wait (queued with every sender held by an unanswered request, until a sender
+    /// took it, µs; 1 µs when it did not wait) by kind: the shop's time, part of latency.
+    pub sender_wait: BTreeMap<Kind, Histogram<u64>>,
     /// Service time (actual send to the full answer, µs) by kind.
     pub service: BTreeMap<Kind, Histogram<u64>>,
     /// From the first order answer to the last.
@@ -395,6 +417,15 @@ impl Measurements {
         let mut h = new_histogram();
         for lag in self.send_lag.values() {
             h.add(lag).expect("same-precision histograms merge");
+        }
+        h
+    }
+
+    /// Sender wait of every request merged into one histogram (µs).
+    pub fn sender_wait_all(&self) -> Histogram<u64> {
+        let mut h = new_histogram();
+        for w in self.sender_wait.values() {
+            h.add(w).expect("same-precision histograms merge");
         }
         h
     }
@@ -442,7 +473,6 @@ impl Measurements {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
 
     #[tokio::test(start_paused = true)]
     async fn a_stalled_response_shows_up_in_the_high_percentiles() {
@@ -486,7 +516,7 @@ mod tests {
         let rec = Recorder::new(opened);
         let intended = opened;
         tokio::time::sleep(Duration::from_millis(30)).await;
-        let sent = rec.sending(Kind::Order, intended);
+        let sent = rec.sending(Kind::Order, intended, None);
         assert_eq!(rec.progress().in_flight, 1);
         tokio::time::sleep(Duration::from_millis(5)).await;
         rec.record(Kind::Order, Answer::Created, intended, sent, Instant::now());
@@ -507,6 +537,23 @@ mod tests {
             "service time is the 5 ms after the actual send, not the lag: {}",
             service.max()
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_wait_for_a_held_sender_is_sender_wait_and_only_the_lateness_before_is_send_lag() {
+        let opened = Instant::now();
+        let rec = Recorder::new(opened);
+        let intended = opened;
+        tokio::time::sleep(Duration::from_millis(2)).await;
+        let queued = Instant::now();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let sent = rec.sending(Kind::Order, intended, Some(queued));
+        rec.record(Kind::Order, Answer::Created, intended, sent, Instant::now());
+        let m = rec.finish();
+        let (lag, wait) = (m.send_lag_all(), m.sender_wait_all());
+        assert!((1_900..=2_100).contains(&lag.max()), "{}", lag.max());
+        assert!((49_000..=51_000).contains(&wait.max()), "{}", wait.max());
+        assert!(m.by_kind(Kind::Order).max() >= 52_000, "latency holds both");
     }
 
     #[tokio::test(start_paused = true)]

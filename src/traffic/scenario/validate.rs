@@ -259,6 +259,9 @@ pub(super) fn target_fits(
     Ok(())
 }
 
+/// The most senders `[client] senders` may ask for.
+pub const MAX_SENDERS: u32 = 16_384;
+
 impl ClientSpec {
     /// Checks `[client]`.
     pub fn validate(&self) -> Result<(), FieldError> {
@@ -267,6 +270,13 @@ impl ClientSpec {
         }
         if self.ip_pool == 0 {
             bad("client.ip_pool", "at least 1", 0)?;
+        }
+        if !(1..=MAX_SENDERS).contains(&self.senders) {
+            bad(
+                "client.senders",
+                "between 1 and 16384 (each sender may hold a connection to the shop)",
+                self.senders,
+            )?;
         }
         Ok(())
     }
