@@ -78,6 +78,7 @@ pub(super) async fn run(plan: &RunPlan, f: &Foreign, slot: &Slot) -> anyhow::Res
         dead_letters: None,
         stock_seen: None,
         reconcile: None,
+        stock_samples: Vec::new(),
     };
     let shop = Shop::Foreign {
         host: f.label(),
