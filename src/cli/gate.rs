@@ -114,7 +114,8 @@ pub async fn gate(args: GateArgs) -> anyhow::Result<i32> {
     }
     super::plan::max_send_lag(&mut s, args.plan.max_send_lag_ms)?;
     let bound = s.target.as_ref().and_then(|t| t.max_unclassified);
-    let limits = gate::limits(&s.thresholds, bound, &args.thresholds);
+    let bundled = crate::scenarios::is_bundled(&args.scenario);
+    let limits = gate::limits(&s.thresholds, bound, &args.thresholds, bundled);
     // The report flags a generator-bound run by the same bound the gate checks.
     if let Some(l) = limits
         .iter()
@@ -206,7 +207,8 @@ pub(super) fn judge_merged(
     junit: Option<&Path>,
     output: &super::OutputArgs,
 ) -> anyhow::Result<i32> {
-    let limits = gate::limits(&report.scenario.spec.thresholds, None, overrides);
+    // A merged report keeps the scenario parsed, not its text: its limits count as the user's.
+    let limits = gate::limits(&report.scenario.spec.thresholds, None, overrides, false);
     let verdict = Verdict::judge(report, &limits, allow_unverified);
     output.finish(report, dir, Some(&verdict));
     let md = verdict.markdown(report, dir);

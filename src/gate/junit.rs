@@ -40,6 +40,15 @@ pub fn render(v: &Verdict) -> String {
                         Some(text),
                     )
                 }
+                Status::NotRequired(why) => {
+                    let mut s = TestCaseStatus::skipped();
+                    s.set_message(format!(
+                        "{name} {} (limit {limit}, from the {} limit): {why}",
+                        super::NOT_REQUIRED,
+                        c.limit.origin.as_str()
+                    ));
+                    s
+                }
                 Status::NotVerified(why) => {
                     let msg = format!("{name} not verified (limit {limit}): {why}");
                     if v.allow_unverified {

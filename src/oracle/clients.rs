@@ -75,8 +75,7 @@ fn held(f: &mut Findings, e: &Evidence<'_>) {
     held.retain(|h| {
         let a = &acks[h.ack];
         a.cancel_sent_ms.is_some()
-            || a
-                .order_id
+            || a.order_id
                 .as_deref()
                 .is_none_or(|id| c.told.get(id) != Some(&Told::Cancelled))
     });

@@ -290,7 +290,11 @@ fn restocks_the_database_shows_for_acknowledged_orders_count_once() {
         order("c", "u3", OrderStatus::Paid),
     ];
     // "a" sent at 0, answered at 10, unpaid: releasable at 50; "b" bought at 55, cancelled at 58.
-    for (a, (at, cancel)) in c.acks.iter_mut().zip([(10, None), (55, Some(58)), (60, None)]) {
+    for (a, (at, cancel)) in c
+        .acks
+        .iter_mut()
+        .zip([(10, None), (55, Some(58)), (60, None)])
+    {
         a.at_ms = at;
         a.cancel_sent_ms = cancel;
     }
@@ -492,8 +496,16 @@ fn the_clients_replay_proves_a_covered_up_peak_and_duplicate_buyers_without_an_o
     assert_eq!(f.client_duplicate_buyers, Some(1));
     assert_eq!(f.client_duplicate_devices, Some(1));
     assert_eq!(f.stock_peak_oversell, None, "no stock sampled");
-    assert!(f.verdict.contains("client-observed peak oversell 1"), "{}", f.verdict);
-    assert!(f.verdict.contains("1 users held more than the limit"), "{}", f.verdict);
+    assert!(
+        f.verdict.contains("client-observed peak oversell 1"),
+        "{}",
+        f.verdict
+    );
+    assert!(
+        f.verdict.contains("1 users held more than the limit"),
+        "{}",
+        f.verdict
+    );
 }
 
 #[test]
@@ -527,5 +539,9 @@ fn stock_samples_give_the_stock_extremes_and_the_stock_side_peak() {
     assert_eq!((f.min_stock_seen, f.max_stock_seen), (Some(4), Some(5)));
     assert_eq!(f.stock_samples, Some(2));
     assert_eq!(f.stock_peak_oversell, Some(1));
-    assert!(f.verdict.contains("stock-side peak oversell"), "{}", f.verdict);
+    assert!(
+        f.verdict.contains("stock-side peak oversell"),
+        "{}",
+        f.verdict
+    );
 }

@@ -329,9 +329,23 @@ async fn the_http_oracle_and_csv_buyers_drive_a_rehearsal_and_the_gate_fails_on_
         ),
         "totals cannot show lost acks, and an explicit limit on them is not a pass: {xml}"
     );
+    let duplicate_buyers = doc
+        .descendants()
+        .find(|n| {
+            n.has_tag_name("testcase") && n.attribute("name") == Some("duplicate_buyers <= 0")
+        })
+        .unwrap_or_else(|| panic!("every limit is listed, duplicate_buyers too: {xml}"));
     assert!(
-        !xml.contains("duplicate_buyers"),
-        "a default limit this oracle cannot measure is not checked: {xml}"
+        !duplicate_buyers
+            .children()
+            .any(|n| n.attribute("type") == Some("not_verified")),
+        "without order rows duplicate_buyers is measured by the clients' records: {xml}"
+    );
+    assert!(
+        doc.descendants().any(|n| n.has_tag_name("skipped")
+            && n.attribute("message")
+                .is_some_and(|m| m.contains("not required"))),
+        "a default limit this oracle cannot measure is listed as not required: {xml}"
     );
 }
 
