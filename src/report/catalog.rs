@@ -74,7 +74,11 @@ impl Metric {
             Metric::StockAboveInitial => f
                 .max_stock_seen
                 .map(|s| (s - f.initial_stock).max(0) as f64)
-                .ok_or_else(|| "the database stock was not sampled during the run".to_string()),
+                .ok_or_else(|| {
+                    "the stock was not sampled during the run (a foreign shop's oracle gives no \
+                     stock: pass --stock-query or --stock-field)"
+                        .to_string()
+                }),
             Metric::QueueNotDrained => Ok(if run.drain.drained { 0.0 } else { 1.0 }),
             Metric::ClientOversell => f.client_oversell.map(|v| v as f64).ok_or_else(older),
             Metric::ClientPeakOversell => {
@@ -182,9 +186,12 @@ impl Metric {
             Metric::RestockMismatch => "oracle: released orders against Redis's restock set",
             Metric::ReconcileResidual => "the final reconciliation pass, before it corrected",
             Metric::StockBelowZero => {
-                "the database stock: the oracle's final read and the probe's 1 s samples"
+                "the stock: the oracle's final read and the 1 s samples (the reference shop's \
+                 probe, or a foreign shop's oracle)"
             }
-            Metric::StockAboveInitial => "the probe's 1 s samples of the database stock",
+            Metric::StockAboveInitial => {
+                "the stock's 1 s samples (the reference shop's probe, or a foreign shop's oracle)"
+            }
             Metric::QueueNotDrained => {
                 "the shop's audit (queue drained) or, for a foreign shop, its oracle settling"
             }

@@ -221,7 +221,10 @@ async fn the_gate_fails_with_exit_1_on_naive_and_junit_names_the_breached_thresh
                 .is_some_and(|m| m.starts_with("oversell breached: measured "))),
         "{xml}"
     );
-    assert!(xml.contains("limit: 0 (from scenario)"), "{xml}");
+    assert!(
+        xml.contains("limit: 0 (from bundled scenario)"),
+        "scenarios/ci.toml is the bundled file: {xml}"
+    );
     let passed = case("p99_ms <= 60000.0 ms").expect("the flag's limit is the one checked");
     assert!(
         !passed.children().any(|n| n.is_element()),
