@@ -130,6 +130,10 @@ pub enum Status {
     NotRequired(String),
 }
 
+/// Where `duplicate_buyers`/`duplicate_devices` come from when the oracle has no order rows.
+pub const CLIENTS_FALLBACK: &str =
+    "clients' records (no order rows): distinct orders held at once, per owner";
+
 /// How the verdict writes a check that was not required.
 pub const NOT_REQUIRED: &str = "not verified (not required: the oracle cannot measure it)";
 
@@ -294,6 +298,14 @@ impl Verdict {
             if let Some(why) = c.breach_reason() {
                 let _ = writeln!(s, "  {} {}: {why}", c.run, c.limit.metric.name());
             }
+            if c.source == CLIENTS_FALLBACK {
+                let _ = writeln!(
+                    s,
+                    "  {} {}: measured by the {CLIENTS_FALLBACK}",
+                    c.run,
+                    c.limit.metric.name()
+                );
+            }
             match &c.status {
                 Status::NotVerified(why) => {
                     let _ = writeln!(
@@ -331,6 +343,12 @@ impl Verdict {
                 }
                 _ => match c.breach_reason() {
                     Some(why) => format!("{} — {why}", self.result_word(c)),
+                    None if c.source == CLIENTS_FALLBACK => {
+                        format!(
+                            "{} — measured by the {CLIENTS_FALLBACK}",
+                            self.result_word(c)
+                        )
+                    }
                     None => self.result_word(c).to_string(),
                 },
             };
@@ -384,10 +402,7 @@ fn check(run: &RunReport, l: &Limit) -> (Option<f64>, &'static str, Status) {
         _ => None,
     };
     if let Some(v) = fallback {
-        return judged(
-            v as f64,
-            "clients' records (no order rows): distinct orders held at once, per owner",
-        );
+        return judged(v as f64, CLIENTS_FALLBACK);
     }
     if !l.origin.user_written() && f.verified {
         (None, "", Status::NotRequired(why))
