@@ -545,3 +545,44 @@ fn stock_samples_give_the_stock_extremes_and_the_stock_side_peak() {
         f.verdict
     );
 }
+
+#[test]
+fn the_docs_worked_example_reads_as_documented() {
+    // docs/evidence.md: stock 2; A, B, C acknowledged at 20, 25, 30 ms; C's cancel sent at
+    // 200 ms; a stock reading sent at 1000 ms returned 3; the oracle counts 2 sold, stock 3.
+    let mut c = clients(&[("A", "u1"), ("B", "u2"), ("C", "u3")]);
+    for (a, (sent, at)) in c.acks.iter_mut().zip([(10, 20), (12, 25), (10, 30)]) {
+        (a.sent_ms, a.at_ms) = (sent, at);
+    }
+    c.acks[2].cancel_sent_ms = Some(200);
+    c.cancels_ok = 1;
+    c.told.insert("C".into(), Told::Cancelled);
+    let mut e = evidence(
+        2,
+        Truth::Totals {
+            sold: 2,
+            stock: Some(3),
+        },
+        &c,
+    );
+    e.stock_samples = vec![
+        StockSample {
+            sent_ms: 0,
+            answered_ms: 2,
+            stock: 2,
+        },
+        StockSample {
+            sent_ms: 1000,
+            answered_ms: 1003,
+            stock: 3,
+        },
+    ];
+    let f = audit(&e);
+    assert_eq!(
+        f.verdict,
+        "sold 2 of 2: the oracle sees no oversell; stock rose above the initial 2 (to 3); \
+         conservation drift -3; clients provably held 3 units at once for 2: client-observed \
+         peak oversell 1; the stock sampled during the sale showed 3 units that cannot exist \
+         (held by clients + stock read, above the initial 2): stock-side peak oversell"
+    );
+}

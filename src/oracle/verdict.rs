@@ -18,8 +18,10 @@ pub(super) fn render(f: &Findings) -> String {
         ));
     }
     let client_oversell = f.client_oversell.unwrap_or(0);
+    let clients_oversold =
+        client_oversell > 0 || f.client_peak_oversell > Some(0) || f.stock_peak_oversell > Some(0);
     if f.verified {
-        server(f, client_oversell > 0, &mut parts);
+        server(f, clients_oversold, &mut parts);
     } else {
         parts.push("oversell not verified by a server-side oracle (none given)".into());
     }

@@ -470,16 +470,31 @@ async fn the_sql_oracle_counts_from_before_the_sale_and_the_probes_leave_the_dat
             .contains("counted 7 sold before the sale began"),
         "{r}"
     );
-    let series: Vec<&str> = r["series"]
+    // The stock series is the user's --stock-query, sampled through the oracle: never the
+    // reference shop's items table (999 here).
+    let stock = r["series"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|s| s["name"].as_str().unwrap())
-        .collect();
-    assert!(
-        !series.contains(&"db_stock"),
-        "the reference shop's items table is not read on a foreign database: {series:?}"
-    );
+        .find(|s| s["name"] == "db_stock")
+        .expect("--stock-query is sampled during the sale");
+    {
+        assert!(
+            stock["source"]
+                .as_str()
+                .unwrap()
+                .contains("through its oracle"),
+            "the reference shop's items table is not read on a foreign database: {stock}"
+        );
+        assert!(
+            stock["points"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|p| p[1].as_f64() != Some(999.0)),
+            "{stock}"
+        );
+    }
     assert_eq!(objects_after, objects_before, "nothing was created");
 }
 
