@@ -102,6 +102,18 @@ pub fn is_bundled(arg: &Path) -> bool {
     bundled_name(arg).and_then(Bundled::named).is_some()
 }
 
+/// Whether a report's scenario origin ([`Source::origin`]: `bundled:<name>` or a path) is a
+/// bundled scenario (a path counts when the file there still is a bundled file's text).
+pub fn is_bundled_origin(origin: &str) -> bool {
+    match origin.strip_prefix("bundled:") {
+        Some(name) => Bundled::named(name).is_some(),
+        None => {
+            let path = Path::new(origin);
+            path.is_file() && is_bundled(path)
+        }
+    }
+}
+
 /// Finds and loads `--scenario ARG`: an existing file, else a bundled scenario of that name.
 pub fn resolve(arg: &Path) -> Result<(Scenario, Source), ScenarioError> {
     if arg.is_file() {
@@ -167,6 +179,9 @@ mod tests {
         std::fs::write(&copy, format!("{}\n# mine\n", ci.text)).unwrap();
         assert!(!is_bundled(&copy), "a changed file is the user's");
         assert!(!is_bundled(Path::new("no-such-sale")));
+        assert!(is_bundled_origin("bundled:ci"));
+        assert!(!is_bundled_origin("bundled:no-such-sale"));
+        assert!(!is_bundled_origin(copy.to_str().unwrap()), "changed");
     }
 
     #[test]

@@ -210,8 +210,8 @@ pub(super) fn judge_merged(
     junit: Option<&Path>,
     output: &super::OutputArgs,
 ) -> anyhow::Result<i32> {
-    // A merged report keeps the scenario parsed, not its text: its limits count as the user's.
-    let limits = gate::limits(&report.scenario.spec.thresholds, None, overrides, false);
+    let bundled = crate::scenarios::is_bundled_origin(&report.scenario.file);
+    let limits = gate::limits(&report.scenario.spec.thresholds, None, overrides, bundled);
     let verdict = Verdict::judge(report, &limits, allow_unverified);
     output.finish(report, dir, Some(&verdict));
     let md = verdict.markdown(report, dir);
