@@ -71,23 +71,28 @@ fn held(f: &mut Findings, e: &Evidence<'_>) {
     let mut held = replay::held(acks, e.payment_window_ms);
     // A cancel answered ok whose send was not recorded (an older shard file, a request path
     // that records none) may have released its unit at any time: its order is never counted
-    // as held, and cancels that name no order are taken off the peak.
-    held.retain(|h| {
-        let a = &acks[h.ack];
-        a.cancel_sent_ms.is_some()
-            || a.order_id
-                .as_deref()
-                .is_none_or(|id| c.told.get(id) != Some(&Told::Cancelled))
-    });
-    let timed = acks.iter().filter(|a| a.cancel_sent_ms.is_some()).count() as u64;
-    let untimed_told = acks
+    // as held, and such cancels that name no order are taken off the peak.
+    let timed: HashSet<&str> = acks
         .iter()
-        .filter(|a| a.cancel_sent_ms.is_none())
+        .filter(|a| a.cancel_sent_ms.is_some())
         .filter_map(|a| a.order_id.as_deref())
-        .filter(|id| c.told.get(*id) == Some(&Told::Cancelled))
-        .collect::<HashSet<_>>()
-        .len() as u64;
-    let untimed = c.cancels_ok.saturating_sub(timed + untimed_told) as i64;
+        .collect();
+    let untimed_by_id: HashSet<&str> = c
+        .told
+        .iter()
+        .filter(|(id, t)| **t == Told::Cancelled && !timed.contains(id.as_str()))
+        .map(|(id, _)| id.as_str())
+        .collect();
+    held.retain(|h| {
+        acks[h.ack]
+            .order_id
+            .as_deref()
+            .is_none_or(|id| !untimed_by_id.contains(id))
+    });
+    let recorded = acks.iter().filter(|a| a.cancel_sent_ms.is_some()).count();
+    let untimed = c
+        .cancels_ok
+        .saturating_sub((recorded + untimed_by_id.len()) as u64) as i64;
     let peak = (replay::peak(&held) - untimed).max(0);
     f.payment_window_s = Some(e.payment_window_ms / 1000);
     f.client_peak_held = Some(peak);

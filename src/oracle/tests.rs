@@ -586,3 +586,23 @@ fn the_docs_worked_example_reads_as_documented() {
          (held by clients + stock read, above the initial 2): stock-side peak oversell"
     );
 }
+
+#[test]
+fn a_cancel_recorded_without_its_send_never_counts_its_order_as_held() {
+    // Stock 1: two acknowledged at once, one cancelled, but the record has no cancel send
+    // (an older shard file): nothing is proved about when it was released.
+    let mut c = clients(&[("a", "u1"), ("b", "u2")]);
+    c.cancels_ok = 1;
+    c.told.insert("b".into(), Told::Cancelled);
+    let f = audit(&evidence(1, Truth::Unverified, &c));
+    assert_eq!(f.client_peak_held, Some(1));
+    assert_eq!(f.client_peak_oversell, Some(0));
+    // Without order ids the cancel is taken off the peak instead.
+    let mut c = clients(&[("a", "u1"), ("b", "u2")]);
+    for a in &mut c.acks {
+        a.order_id = None;
+    }
+    c.cancels_ok = 1;
+    let f = audit(&evidence(1, Truth::Unverified, &c));
+    assert_eq!(f.client_peak_held, Some(1));
+}
