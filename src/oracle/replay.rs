@@ -103,21 +103,45 @@ pub(super) fn owners_over<'a>(
     by.values().filter(|hs| peak(hs.iter()) > limit).count() as u64
 }
 
-/// Units provably held when a stock sample was taken: acknowledged before it was sent, and not
-/// released (cancel sent, window over) before its answer came.
-pub(super) fn held_during(held: &[Held], s: &StockSample) -> i64 {
-    held.iter()
-        .take_while(|h| h.from <= s.sent_ms)
-        .filter(|h| h.until > s.answered_ms)
-        .count() as i64
+/// The held orders indexed for stock readings: sorted by acknowledgement (as [`held`] returns
+/// them) and, apart, their release instants sorted.
+pub(super) struct HeldIndex<'a> {
+    held: &'a [Held],
+    untils: Vec<u64>,
+}
+
+impl<'a> HeldIndex<'a> {
+    /// `held` as [`held`] returned it (sorted by `from`).
+    pub(super) fn new(held: &'a [Held]) -> Self {
+        let mut untils: Vec<u64> = held.iter().map(|h| h.until).collect();
+        untils.sort_unstable();
+        HeldIndex { held, untils }
+    }
+
+    /// Units provably held when a stock sample was taken: acknowledged before it was sent, and
+    /// not released (cancel sent, window over) before its answer came. In O(log n) plus the
+    /// orders acknowledged while the reading was in flight: those acknowledged by the send,
+    /// minus those released by the answer (every order is released after it is acknowledged,
+    /// so those are the ones released by then less the ones acknowledged after the send).
+    pub(super) fn during(&self, s: &StockSample) -> i64 {
+        let acked = self.held.partition_point(|h| h.from <= s.sent_ms);
+        let released = self.untils.partition_point(|&u| u <= s.answered_ms);
+        let in_flight = self.held[acked..]
+            .iter()
+            .take_while(|h| h.from <= s.answered_ms)
+            .filter(|h| h.until <= s.answered_ms)
+            .count();
+        (acked - (released - in_flight)) as i64
+    }
 }
 
 /// The most units a stock sample shows beyond what can exist: held units plus the stock read,
 /// minus the initial stock, over every sample (floored at 0); `None` without samples.
 pub(super) fn stock_peak(held: &[Held], samples: &[StockSample], initial: i64) -> Option<i64> {
+    let index = HeldIndex::new(held);
     samples
         .iter()
-        .map(|s| (held_during(held, s) + s.stock - initial).max(0))
+        .map(|s| (index.during(s) + s.stock - initial).max(0))
         .max()
 }
 
@@ -243,7 +267,7 @@ mod tests {
             answered_ms: 40,
             stock,
         };
-        assert_eq!(held_during(&h, &sample(6)), 4);
+        assert_eq!(HeldIndex::new(&h).during(&sample(6)), 4);
         assert_eq!(stock_peak(&h, &[sample(6)], 10), Some(0));
         assert_eq!(stock_peak(&h, &[sample(6), sample(8)], 10), Some(2));
         // A cancel sent before the sample's answer may have been applied: not counted.
@@ -253,5 +277,33 @@ mod tests {
         };
         assert_eq!(stock_peak(&h, &[early], 10), Some(0));
         assert_eq!(stock_peak(&h, &[], 10), None);
+    }
+
+    #[test]
+    fn the_indexed_count_is_the_plain_count() {
+        // Orders acknowledged and released at every combination of instants around readings.
+        let mut acks = Vec::new();
+        for from in 0..12u64 {
+            for len in 1..6u64 {
+                let a = cancelled(ack(&format!("{from}-{len}"), "u", 0, from), from + len);
+                acks.push(a);
+            }
+        }
+        let h = held(&acks, WINDOW);
+        let index = HeldIndex::new(&h);
+        for sent in 0..14 {
+            for took in 0..4 {
+                let s = StockSample {
+                    sent_ms: sent,
+                    answered_ms: sent + took,
+                    stock: 0,
+                };
+                let plain = h
+                    .iter()
+                    .filter(|x| x.from <= s.sent_ms && x.until > s.answered_ms)
+                    .count() as i64;
+                assert_eq!(index.during(&s), plain, "{s:?}");
+            }
+        }
     }
 }
