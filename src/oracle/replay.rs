@@ -96,9 +96,17 @@ pub(super) fn owners_over<'a>(
     owner: impl Fn(&'a Ack) -> &'a str,
     limit: i64,
 ) -> u64 {
+    // Most owners hold one order: only those with more than the limit in all are replayed.
+    let mut count: HashMap<&str, i64> = HashMap::new();
+    for h in held {
+        *count.entry(owner(&acks[h.ack])).or_default() += 1;
+    }
     let mut by: HashMap<&str, Vec<Held>> = HashMap::new();
     for h in held {
-        by.entry(owner(&acks[h.ack])).or_default().push(*h);
+        let o = owner(&acks[h.ack]);
+        if count[o] > limit {
+            by.entry(o).or_default().push(*h);
+        }
     }
     by.values().filter(|hs| peak(hs.iter()) > limit).count() as u64
 }
