@@ -86,6 +86,34 @@ fn bundled_name(arg: &Path) -> Option<&str> {
     (!s.contains('/')).then_some(s)
 }
 
+/// The bundled scenario whose text `text` is (line endings aside), if any.
+pub fn bundled_text(text: &str) -> Option<Bundled> {
+    let text = text.replace("\r\n", "\n");
+    BUNDLED.iter().copied().find(|b| b.text == text)
+}
+
+/// Whether `--scenario ARG` is a bundled scenario: a bundled name that is no file, or a file
+/// whose text is a bundled file's (`--scenario ci` and `--scenario scenarios/ci.toml` alike).
+/// A file the user changed is theirs.
+pub fn is_bundled(arg: &Path) -> bool {
+    if arg.is_file() {
+        return std::fs::read_to_string(arg).is_ok_and(|t| bundled_text(&t).is_some());
+    }
+    bundled_name(arg).and_then(Bundled::named).is_some()
+}
+
+/// Whether a report's scenario origin ([`Source::origin`]: `bundled:<name>` or a path) is a
+/// bundled scenario (a path counts when the file there still is a bundled file's text).
+pub fn is_bundled_origin(origin: &str) -> bool {
+    match origin.strip_prefix("bundled:") {
+        Some(name) => Bundled::named(name).is_some(),
+        None => {
+            let path = Path::new(origin);
+            path.is_file() && is_bundled(path)
+        }
+    }
+}
+
 /// Finds and loads `--scenario ARG`: an existing file, else a bundled scenario of that name.
 pub fn resolve(arg: &Path) -> Result<(Scenario, Source), ScenarioError> {
     if arg.is_file() {
@@ -135,6 +163,25 @@ mod tests {
         }
         assert_eq!(bundled_name(Path::new("/elsewhere/smoke.toml")), None);
         assert_eq!(bundled_name(Path::new("other/smoke.toml")), None);
+    }
+
+    #[test]
+    fn a_bundled_scenario_is_told_by_its_text_whatever_its_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let copy = dir.path().join("my-ci.toml");
+        let ci = Bundled::named("ci").unwrap();
+        std::fs::write(&copy, ci.text).unwrap();
+        assert!(
+            is_bundled(&copy),
+            "an identical copy is the bundled scenario"
+        );
+        assert!(is_bundled(Path::new("ci")));
+        std::fs::write(&copy, format!("{}\n# mine\n", ci.text)).unwrap();
+        assert!(!is_bundled(&copy), "a changed file is the user's");
+        assert!(!is_bundled(Path::new("no-such-sale")));
+        assert!(is_bundled_origin("bundled:ci"));
+        assert!(!is_bundled_origin("bundled:no-such-sale"));
+        assert!(!is_bundled_origin(copy.to_str().unwrap()), "changed");
     }
 
     #[test]

@@ -195,6 +195,7 @@ fn gate_json(v: &Verdict) -> Value {
                 Status::Passed => ("passed", None),
                 Status::Breached => ("breached", c.breach_reason().map(str::to_string)),
                 Status::NotVerified(why) => ("not_verified", Some(why.clone())),
+                Status::NotRequired(why) => ("not_required", Some(why.clone())),
             };
             json!({
                 "run": c.run,
@@ -202,6 +203,7 @@ fn gate_json(v: &Verdict) -> Value {
                 "limit": c.limit.value,
                 "limit_from": match c.limit.origin {
                     Origin::Default => "default",
+                    Origin::Bundled => "bundled_scenario",
                     Origin::Scenario => "scenario",
                     Origin::Flag => "flag",
                 },
@@ -216,6 +218,7 @@ fn gate_json(v: &Verdict) -> Value {
         "passed": v.passed(),
         "breached": v.breached(),
         "not_verified": v.unverified(),
+        "not_required": v.not_required(),
         "allow_unverified": v.allow_unverified,
         "checks": checks,
     })

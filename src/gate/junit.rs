@@ -40,6 +40,15 @@ pub fn render(v: &Verdict) -> String {
                         Some(text),
                     )
                 }
+                Status::NotRequired(why) => {
+                    let mut s = TestCaseStatus::skipped();
+                    s.set_message(format!(
+                        "{name} {} (limit {limit}, from the {} limit): {why}",
+                        super::NOT_REQUIRED,
+                        c.limit.origin.as_str()
+                    ));
+                    s
+                }
                 Status::NotVerified(why) => {
                     let msg = format!("{name} not verified (limit {limit}): {why}");
                     if v.allow_unverified {
@@ -182,5 +191,35 @@ mod tests {
             x.contains("<skipped message=\"lost_acks not verified"),
             "{x}"
         );
+    }
+
+    #[test]
+    fn a_check_not_required_is_listed_as_skipped_with_its_reason() {
+        let mut v = verdict(false);
+        v.checks.push(check(
+            "redis-lua",
+            Metric::PhantomOrders,
+            None,
+            Status::NotRequired("the oracle reports totals only".into()),
+        ));
+        let x = render(&v);
+        let doc = roxmltree::Document::parse(&x).expect("well-formed XML");
+        let case = doc
+            .descendants()
+            .find(|n| n.attribute("name") == Some("phantom_orders <= 0"))
+            .unwrap_or_else(|| panic!("listed: {x}"));
+        let skipped = case
+            .children()
+            .find(|n| n.has_tag_name("skipped"))
+            .unwrap_or_else(|| panic!("skipped, not failed: {x}"));
+        assert_eq!(
+            skipped.attribute("message"),
+            Some(
+                "phantom_orders not verified (not required: the oracle cannot measure it) \
+                 (limit 0, from the default limit): the oracle reports totals only"
+            ),
+            "{x}"
+        );
+        assert_eq!(doc.root_element().attribute("failures"), Some("2"), "{x}");
     }
 }

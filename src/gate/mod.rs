@@ -13,11 +13,21 @@
 //! `undersell`, `error_rate` and the latencies are limited only when asked. Every strategy,
 //! `naive` included, is judged by the same limits: the gate is about the shop, not about what a
 //! design claims. Each limit is checked for every run (strategy,
-//! or the foreign target) and ends as passed, breached, or *not verified* when the run could
-//! not measure it (e.g. oversell with no oracle on a foreign target). Not verified fails the
-//! gate unless the user allows it, and never passes a run whose own clients' evidence shows
-//! oversell: `oversell` is then breached, measured by that evidence. The names, limit rules,
-//! formats and readings are the metric catalog's ([`crate::metric`]).
+//! or the foreign target) and ends as passed, breached, *not verified* when the run could not
+//! measure it and someone asked for it, or *not required* when it could not and nobody did.
+//! Who asked decides: a limit the user wrote (their own scenario file's `[thresholds]`, a
+//! `--threshold` flag) that the run cannot measure is not verified, and fails the gate unless
+//! `--allow-unverified`; a limit from the defaults or from a *bundled* scenario (its text is
+//! one of `scenarios/*.toml`, however it was named) that the given server-side oracle cannot
+//! measure is listed as "not verified (not required: the oracle cannot measure it)" and does
+//! not fail the run, so the bundled `ci` scenario passes a correct shop judged by a totals-only
+//! oracle. Without any server-side oracle nothing server-side was verified: those limits stay
+//! not verified. No check is skipped: every limit is in the table, JUnit and the Markdown.
+//! Not verified never passes a run whose own clients' evidence shows oversell: `oversell` is
+//! then breached, measured by that evidence; `duplicate_buyers` and `duplicate_devices` fall
+//! back to the clients' records (distinct orders held at once per user or device) when the
+//! oracle has no order rows, and say so. The names, limit rules, formats and readings are the
+//! metric catalog's ([`crate::metric`]).
 //!
 //! Exit codes (stable): 0 every threshold held; 1 a threshold was breached or not verified;
 //! 2 bad usage or a bad scenario; 3 the target or a service could not be reached.
@@ -30,7 +40,7 @@ use crate::metric::Thresholds;
 pub use crate::metric::{Metric, Override};
 use crate::report::markup::md_cell;
 use crate::report::table::{text, Align};
-use crate::report::Report;
+use crate::report::{Report, RunReport};
 use std::fmt::Write;
 
 /// What a breached `send_lag_p99_ms` means.
@@ -40,17 +50,28 @@ pub const GENERATOR_BOUND: &str = "generator-bound: the generator sent its reque
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Origin {
     Default,
+    /// A bundled scenario's `[thresholds]` (its text is one of `scenarios/*.toml`).
+    Bundled,
+    /// The user's own scenario file.
     Scenario,
     Flag,
 }
 
 impl Origin {
-    fn as_str(self) -> &'static str {
+    /// How the verdict table names it.
+    pub fn as_str(self) -> &'static str {
         match self {
             Origin::Default => "default",
+            Origin::Bundled => "bundled scenario",
             Origin::Scenario => "scenario",
             Origin::Flag => "--threshold",
         }
+    }
+
+    /// Whether the user wrote this limit: one the run cannot measure then fails as not
+    /// verified (unless allowed), instead of being listed as not required.
+    pub fn user_written(self) -> bool {
+        matches!(self, Origin::Scenario | Origin::Flag)
     }
 }
 
@@ -63,12 +84,19 @@ pub struct Limit {
 }
 
 /// The limits in force: flags over the scenario over the defaults. `max_unclassified`: the
-/// bound the scenario's `[target]` table sets, if any (the `unclassified` limit).
+/// bound the scenario's `[target]` table sets, if any (the `unclassified` limit); `bundled`:
+/// the scenario is one of the bundled files (its limits are [`Origin::Bundled`]).
 pub fn limits(
     scenario: &Thresholds,
     max_unclassified: Option<f64>,
     flags: &[Override],
+    bundled: bool,
 ) -> Vec<Limit> {
+    let from_scenario = if bundled {
+        Origin::Bundled
+    } else {
+        Origin::Scenario
+    };
     Metric::limitable()
         .filter_map(|m| {
             let flag = flags.iter().rev().find(|o| o.metric == m);
@@ -77,7 +105,7 @@ pub fn limits(
                 .or(max_unclassified.filter(|_| m == Metric::Unclassified));
             let (value, origin) = match (flag, set, m.default_limit()) {
                 (Some(f), _, _) => (f.value, Origin::Flag),
-                (None, Some(v), _) => (v, Origin::Scenario),
+                (None, Some(v), _) => (v, from_scenario),
                 (None, None, Some(v)) => (v, Origin::Default),
                 (None, None, None) => return None,
             };
@@ -95,9 +123,19 @@ pub fn limits(
 pub enum Status {
     Passed,
     Breached,
-    /// The run could not measure it; the reason.
+    /// The run could not measure it, and the user asked for it; the reason.
     NotVerified(String),
+    /// The run's oracle could not measure it, and only the defaults or a bundled scenario
+    /// asked for it: listed, never failing the run; the reason.
+    NotRequired(String),
 }
+
+/// Where `duplicate_buyers`/`duplicate_devices` come from when the oracle has no order rows.
+pub const CLIENTS_FALLBACK: &str =
+    "clients' records (no order rows): distinct orders held at once, per owner";
+
+/// How the verdict writes a check that was not required.
+pub const NOT_REQUIRED: &str = "not verified (not required: the oracle cannot measure it)";
 
 /// One threshold checked against one run.
 #[derive(Debug, Clone, PartialEq)]
@@ -150,23 +188,7 @@ impl Verdict {
         let mut checks = Vec::new();
         for run in &report.runs {
             for l in limits {
-                let client_oversell = run.findings.client_oversell.filter(|c| *c > 0);
-                let (measured, source, status) = match l.metric.read(run) {
-                    Ok(v) if v <= l.value + 1e-12 => (Some(v), l.metric.source(), Status::Passed),
-                    Ok(v) => (Some(v), l.metric.source(), Status::Breached),
-                    // Not verified never passes a run whose own clients were told of more
-                    // units than it had: that evidence measures oversell from below.
-                    Err(_) if l.metric == Metric::Oversell && client_oversell.is_some() => (
-                        client_oversell.map(|c| c as f64),
-                        "clients' acknowledgements, no server-side oracle (a lower bound)",
-                        Status::Breached,
-                    ),
-                    // A default limit (nobody asked for it) on a figure this oracle cannot
-                    // give — e.g. lost acks from a totals-only SQL oracle — is not checked.
-                    // Without any oracle it still fails: nothing was verified at all.
-                    Err(_) if l.origin == Origin::Default && run.findings.verified => continue,
-                    Err(why) => (None, "", Status::NotVerified(why)),
-                };
+                let (measured, source, status) = check(run, l);
                 checks.push(Check {
                     run: run.label(mb),
                     limit: *l,
@@ -181,6 +203,14 @@ impl Verdict {
             checks,
             allow_unverified,
         }
+    }
+
+    /// Checks not measured and not required (listed, passing).
+    pub fn not_required(&self) -> usize {
+        self.checks
+            .iter()
+            .filter(|c| matches!(c.status, Status::NotRequired(_)))
+            .count()
     }
 
     /// Breached checks.
@@ -220,17 +250,19 @@ impl Verdict {
             Status::Breached => "FAIL",
             Status::NotVerified(_) if self.allow_unverified => "not verified (allowed)",
             Status::NotVerified(_) => "FAIL (not verified)",
+            Status::NotRequired(_) => NOT_REQUIRED,
         }
     }
 
     fn headline(&self) -> String {
         format!(
-            "oversell gate: {} — scenario {}: {} checks, {} breached, {} not verified{}",
+            "oversell gate: {} — scenario {}: {} checks, {} breached, {} not verified, {} not required{}",
             if self.passed() { "PASS" } else { "FAIL" },
             self.scenario,
             self.checks.len(),
             self.breached(),
             self.unverified(),
+            self.not_required(),
             if self.unverified() > 0 && self.allow_unverified {
                 " (allowed by --allow-unverified)"
             } else {
@@ -266,13 +298,33 @@ impl Verdict {
             if let Some(why) = c.breach_reason() {
                 let _ = writeln!(s, "  {} {}: {why}", c.run, c.limit.metric.name());
             }
-            if let Status::NotVerified(why) = &c.status {
+            if c.source == CLIENTS_FALLBACK {
                 let _ = writeln!(
                     s,
-                    "  {} {}: not verified: {why}",
+                    "  {} {}: measured by the {CLIENTS_FALLBACK}",
                     c.run,
                     c.limit.metric.name()
                 );
+            }
+            match &c.status {
+                Status::NotVerified(why) => {
+                    let _ = writeln!(
+                        s,
+                        "  {} {}: not verified: {why}",
+                        c.run,
+                        c.limit.metric.name()
+                    );
+                }
+                Status::NotRequired(why) => {
+                    let _ = writeln!(
+                        s,
+                        "  {} {}: not required ({} limit): {why}",
+                        c.run,
+                        c.limit.metric.name(),
+                        c.limit.origin.as_str()
+                    );
+                }
+                _ => {}
             }
         }
         s
@@ -286,9 +338,17 @@ impl Verdict {
         let _ = writeln!(s, "|---|---|---:|---:|---|");
         for c in &self.checks {
             let result = match &c.status {
-                Status::NotVerified(why) => format!("{} — {why}", self.result_word(c)),
+                Status::NotVerified(why) | Status::NotRequired(why) => {
+                    format!("{} — {why}", self.result_word(c))
+                }
                 _ => match c.breach_reason() {
                     Some(why) => format!("{} — {why}", self.result_word(c)),
+                    None if c.source == CLIENTS_FALLBACK => {
+                        format!(
+                            "{} — measured by the {CLIENTS_FALLBACK}",
+                            self.result_word(c)
+                        )
+                    }
                     None => self.result_word(c).to_string(),
                 },
             };
@@ -308,6 +368,49 @@ impl Verdict {
     }
 }
 
+/// One limit checked against one run: the measured value, its source and the status.
+fn check(run: &RunReport, l: &Limit) -> (Option<f64>, &'static str, Status) {
+    let f = &run.findings;
+    let judged = |v: f64, source: &'static str| {
+        let status = if v <= l.value + 1e-12 {
+            Status::Passed
+        } else {
+            Status::Breached
+        };
+        (Some(v), source, status)
+    };
+    let why = match l.metric.read(run) {
+        Ok(v) => return judged(v, l.metric.source()),
+        Err(why) => why,
+    };
+    // Not verified never passes a run whose own clients were told of more units than it had:
+    // that evidence measures oversell from below.
+    if let Some(c) = f
+        .client_oversell
+        .filter(|c| *c > 0 && l.metric == Metric::Oversell)
+    {
+        return (
+            Some(c as f64),
+            "clients' acknowledgements, no server-side oracle (a lower bound)",
+            Status::Breached,
+        );
+    }
+    // No order rows: the clients' records count duplicate buyers (and devices) instead.
+    let fallback = match l.metric {
+        Metric::DuplicateBuyers => f.client_duplicate_buyers,
+        Metric::DuplicateDevices => f.client_duplicate_devices,
+        _ => None,
+    };
+    if let Some(v) = fallback {
+        return judged(v as f64, CLIENTS_FALLBACK);
+    }
+    if !l.origin.user_written() && f.verified {
+        (None, "", Status::NotRequired(why))
+    } else {
+        (None, "", Status::NotVerified(why))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -321,7 +424,7 @@ mod tests {
             .iter()
             .map(|f| f.parse().unwrap())
             .collect();
-        let l = limits(&t, None, &flags);
+        let l = limits(&t, None, &flags, false);
         let get = |m| l.iter().find(|x| x.metric == m).copied();
         assert_eq!(get(Metric::Oversell).unwrap().value, 2.0);
         assert_eq!(get(Metric::Oversell).unwrap().origin, Origin::Scenario);
@@ -335,9 +438,13 @@ mod tests {
         assert!(get(Metric::Undersell).is_none(), "no default for undersell");
         assert_eq!(get(Metric::ClientOversell).unwrap().value, 0.0);
         assert_eq!(get(Metric::Unclassified).unwrap().value, 0.01);
-        let l = limits(&t, Some(0.2), &[]);
+        let l = limits(&t, Some(0.2), &[], false);
         let u = l.iter().find(|x| x.metric == Metric::Unclassified).unwrap();
         assert_eq!((u.value, u.origin), (0.2, Origin::Scenario));
+        let l = limits(&t, None, &flags, true);
+        let get = |m| l.iter().find(|x| x.metric == m).copied();
+        assert_eq!(get(Metric::Oversell).unwrap().origin, Origin::Bundled);
+        assert_eq!(get(Metric::P99Ms).unwrap().origin, Origin::Flag);
     }
 
     #[test]
@@ -353,5 +460,114 @@ mod tests {
         assert!("error_rate=2".parse::<Override>().is_err());
         assert!("p99_ms=0".parse::<Override>().is_err());
         assert_eq!("error_rate = 0.05".parse::<Override>().unwrap().value, 0.05);
+    }
+}
+
+#[cfg(test)]
+mod policy {
+    use super::*;
+    use crate::report::v1;
+
+    /// A report of one run judged by a totals-only oracle: sold, stock, no order rows.
+    fn totals_only() -> Report {
+        let mut r = v1::read(serde_json::from_str(v1::FIXTURE).unwrap());
+        r.runs.truncate(1);
+        let f = &mut r.runs[0].findings;
+        f.verified = true;
+        (f.oversell, f.sold, f.client_oversell) = (Some(0), Some(10), Some(0));
+        (f.lost_acks, f.duplicate_buyers, f.duplicate_devices) = (None, None, None);
+        (f.client_duplicate_buyers, f.client_duplicate_devices) = (Some(0), Some(2));
+        (f.peak_oversell, f.min_stock_seen, f.db_stock) = (None, None, Some(0));
+        r
+    }
+
+    fn status(v: &Verdict, m: Metric) -> &Status {
+        &v.checks
+            .iter()
+            .find(|c| c.limit.metric == m)
+            .unwrap()
+            .status
+    }
+
+    #[test]
+    fn a_default_or_bundled_limit_the_oracle_cannot_measure_is_listed_not_required() {
+        let r = totals_only();
+        for bundled in [false, true] {
+            let v = Verdict::judge(
+                &r,
+                &limits(&Thresholds::default(), None, &[], bundled),
+                false,
+            );
+            assert!(matches!(
+                status(&v, Metric::LostAcks),
+                Status::NotRequired(_)
+            ));
+            assert!(v
+                .render()
+                .contains("lost_acks: not required (default limit)"));
+            assert_eq!(v.unverified(), 0, "{}", v.render());
+        }
+        let mut t = Thresholds::default();
+        t.set("lost_acks", 0.0).unwrap();
+        let v = Verdict::judge(&r, &limits(&t, None, &[], true), false);
+        let lost = v.checks.iter().find(|c| c.limit.metric == Metric::LostAcks);
+        assert_eq!(lost.unwrap().limit.origin, Origin::Bundled);
+        assert!(matches!(
+            status(&v, Metric::LostAcks),
+            Status::NotRequired(_)
+        ));
+        assert!(v
+            .markdown(&r, std::path::Path::new("."))
+            .contains(NOT_REQUIRED));
+    }
+
+    #[test]
+    fn a_limit_the_user_wrote_and_the_run_cannot_measure_fails_as_not_verified() {
+        let mut r = totals_only();
+        r.runs[0].findings.client_duplicate_devices = Some(0);
+        let flag: Override = "lost_acks=0".parse().unwrap();
+        let v = Verdict::judge(
+            &r,
+            &limits(&Thresholds::default(), None, &[flag], false),
+            false,
+        );
+        assert!(matches!(
+            status(&v, Metric::LostAcks),
+            Status::NotVerified(_)
+        ));
+        assert!(!v.passed());
+        let mut t = Thresholds::default();
+        t.set("lost_acks", 0.0).unwrap();
+        let v = Verdict::judge(&r, &limits(&t, None, &[], false), true);
+        assert!(matches!(
+            status(&v, Metric::LostAcks),
+            Status::NotVerified(_)
+        ));
+        assert!(v.passed(), "allowed by --allow-unverified: {}", v.render());
+    }
+
+    #[test]
+    fn duplicate_buyers_fall_back_to_the_clients_records_without_order_rows() {
+        let r = totals_only();
+        let v = Verdict::judge(&r, &limits(&Thresholds::default(), None, &[], true), false);
+        let c = |m| v.checks.iter().find(|c| c.limit.metric == m).unwrap();
+        assert_eq!(c(Metric::DuplicateBuyers).status, Status::Passed);
+        assert!(c(Metric::DuplicateBuyers)
+            .source
+            .contains("clients' records"));
+        assert_eq!(c(Metric::DuplicateDevices).status, Status::Breached);
+        assert_eq!(c(Metric::DuplicateDevices).measured, Some(2.0));
+    }
+
+    #[test]
+    fn without_any_oracle_an_unmeasured_default_limit_still_fails() {
+        let mut r = totals_only();
+        r.runs[0].findings.verified = false;
+        let v = Verdict::judge(&r, &limits(&Thresholds::default(), None, &[], true), false);
+        assert!(matches!(
+            status(&v, Metric::LostAcks),
+            Status::NotVerified(_)
+        ));
+        assert!(!v.passed());
     }
 }

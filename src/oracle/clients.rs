@@ -8,9 +8,16 @@
 //! - the oracle disagrees with the clients when what they were told (net) is more than it
 //!   counts as sold: a lower bound on acknowledged orders it lost (a stock-derived oracle under
 //!   lost updates does exactly this);
+//! - client-observed peak oversell: the clients' records replayed in time ([`super::replay`]):
+//!   the most units provably held at once (from each acknowledgement until its cancel was
+//!   sent, or its payment window ran out unpaid), above the initial stock;
+//! - client-observed duplicate buyers (and devices): one user holding more distinct orders at
+//!   once than the purchase limit;
+//! - stock-side peak (a foreign shop's stock sampled during the sale): units held plus the
+//!   stock read, above the initial stock;
 //! - unclassified answers, with the rule that would classify them.
 
-use super::{Evidence, Findings};
+use super::{replay, Evidence, Findings};
 use crate::model::Order;
 use crate::traffic::recorder::{AnswerClass, Kind, Told, UnclassifiedAnswer};
 use std::collections::{HashMap, HashSet};
@@ -38,6 +45,7 @@ pub(super) fn observe(f: &mut Findings, e: &Evidence<'_>) {
     f.max_unclassified = Some(e.reading.max_unclassified);
     f.unclassified_answers = c.unclassified.clone();
     f.mapping_advice = c.unclassified.iter().map(advice).collect();
+    held(f, e);
     match &e.reading.order_id_field {
         None => f.client_notes.push(
             "the shop gives no order ids (target.order_id_field is not set): acknowledgements \
@@ -52,6 +60,49 @@ pub(super) fn observe(f: &mut Findings, e: &Evidence<'_>) {
             f.acks_without_id
         )),
         Some(_) => {}
+    }
+}
+
+/// The clients' records replayed in time: peak oversell, duplicate buyers and devices, and the
+/// stock-side peak when the stock was sampled.
+fn held(f: &mut Findings, e: &Evidence<'_>) {
+    let c = e.clients;
+    let acks = &c.acks;
+    let mut held = replay::held(acks, e.payment_window_ms);
+    // A cancel answered ok whose send was not recorded (an older shard file, a request path
+    // that records none) may have released its unit at any time: its order is never counted
+    // as held, and such cancels that name no order are taken off the peak.
+    let timed: HashSet<&str> = acks
+        .iter()
+        .filter(|a| a.cancel_sent_ms.is_some())
+        .filter_map(|a| a.order_id.as_deref())
+        .collect();
+    let untimed_by_id: HashSet<&str> = c
+        .told
+        .iter()
+        .filter(|(id, t)| **t == Told::Cancelled && !timed.contains(id.as_str()))
+        .map(|(id, _)| id.as_str())
+        .collect();
+    held.retain(|h| {
+        acks[h.ack]
+            .order_id
+            .as_deref()
+            .is_none_or(|id| !untimed_by_id.contains(id))
+    });
+    let recorded = acks.iter().filter(|a| a.cancel_sent_ms.is_some()).count();
+    let untimed = c
+        .cancels_ok
+        .saturating_sub((recorded + untimed_by_id.len()) as u64) as i64;
+    let peak = (replay::peak(&held) - untimed).max(0);
+    f.payment_window_s = Some(e.payment_window_ms / 1000);
+    f.client_peak_held = Some(peak);
+    f.client_peak_oversell = Some((peak - e.initial_stock).max(0));
+    let limit = e.purchase_limit;
+    f.client_duplicate_buyers = Some(replay::owners_over(&held, acks, |a| &a.user_id, limit));
+    f.client_duplicate_devices = Some(replay::owners_over(&held, acks, |a| &a.device_id, limit));
+    if !e.stock_samples.is_empty() {
+        f.stock_samples = Some(e.stock_samples.len() as u64);
+        f.stock_peak_oversell = replay::stock_peak(&held, &e.stock_samples, e.initial_stock);
     }
 }
 
@@ -117,19 +168,26 @@ pub(super) fn judge(f: &mut Findings, e: &Evidence<'_>, orders: Option<&[Order]>
         .filter(|(_, t)| **t == Told::Cancelled)
         .map(|(id, _)| id.as_str())
         .collect();
-    let released_unseen = orders.map_or(0, |orders| {
+    // Acknowledged orders the rows show released that no client cancelled: the shop's own
+    // cancellations (or expiries), told apart from lost orders.
+    let released_unseen = orders.map(|orders| {
         let acked: HashSet<&str> = c
             .acks
             .iter()
             .filter_map(|a| a.order_id.as_deref())
             .collect();
-        orders
+        let released: Vec<&Order> = orders
             .iter()
             .filter(|o| !o.status.holds_stock())
             .filter(|o| acked.contains(o.id.as_str()) && !cancelled.contains(o.id.as_str()))
-            .map(|o| o.qty)
-            .sum::<i64>()
+            .collect();
+        (
+            released.len() as u64,
+            released.iter().map(|o| o.qty).sum::<i64>(),
+        )
     });
+    f.shop_released_acks = released_unseen.map(|(n, _)| n);
+    let released_unseen = released_unseen.map_or(0, |(_, units)| units);
     let restocks = c.cancels_ok as i64 + released_unseen;
     let net = f.acknowledged as i64 - restocks;
     f.restocks_seen = Some(restocks);

@@ -30,6 +30,7 @@
 
 mod clients;
 mod orders;
+mod replay;
 mod verdict;
 
 pub use orders::peak_held;
@@ -94,7 +95,21 @@ pub struct Evidence<'a> {
     pub redis_restocked_orders: Option<i64>,
     /// redis-lua: the item's dead-letter stream.
     pub dead_letters: Option<Vec<DeadLetterSeen>>,
+    /// The payment window the scenario declares (ms): an order not paid within it may be
+    /// released by the shop on its own from its send + the window.
+    pub payment_window_ms: u64,
+    /// A foreign shop's stock, read through its oracle during the sale (empty otherwise).
+    pub stock_samples: Vec<StockSample>,
     pub clients: &'a Measurements,
+}
+
+/// One reading of a foreign shop's stock during the sale: when the read was sent and
+/// answered (ms after the sale opened) and the stock it returned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StockSample {
+    pub sent_ms: u64,
+    pub answered_ms: u64,
+    pub stock: i64,
 }
 
 /// One dead-lettered stream entry, as the oracle reads it from Redis.
@@ -201,6 +216,35 @@ pub struct Findings {
     /// Measured on every run, with or without a server oracle.
     #[serde(default)]
     pub client_oversell: Option<i64>,
+    /// The most units the clients provably held at once: acknowledged (from the answer), not
+    /// yet cancelled (until the cancel's send), not past the payment window unpaid.
+    #[serde(default)]
+    pub client_peak_held: Option<i64>,
+    /// Client-observed peak oversell: `client_peak_held` − initial stock, floored at 0. A
+    /// proof, no oracle needed: oversell that later cancels covered up still shows here.
+    #[serde(default)]
+    pub client_peak_oversell: Option<i64>,
+    /// Users the clients' records show holding more than the purchase limit at once (distinct
+    /// orders, minus cancels sent).
+    #[serde(default)]
+    pub client_duplicate_buyers: Option<u64>,
+    /// Devices the clients' records show holding more than the purchase limit at once.
+    #[serde(default)]
+    pub client_duplicate_devices: Option<u64>,
+    /// The payment window the replay used (s).
+    #[serde(default)]
+    pub payment_window_s: Option<u64>,
+    /// Stock readings of a foreign shop taken during the sale.
+    #[serde(default)]
+    pub stock_samples: Option<u64>,
+    /// Stock-side peak: over the stock samples, units held by the clients plus the stock read,
+    /// minus the initial stock (floored at 0): units the stock shows that cannot exist.
+    #[serde(default)]
+    pub stock_peak_oversell: Option<i64>,
+    /// With order rows: acknowledged orders the rows show released (cancelled or expired)
+    /// that no client cancelled: the shop's own cancellations, not lost orders.
+    #[serde(default)]
+    pub shop_released_acks: Option<u64>,
     /// With a server oracle: what clients were told (net) minus what it counts as sold, when
     /// positive ("the oracle disagrees with the clients"); a lower bound on lost acknowledged
     /// orders.
@@ -244,6 +288,14 @@ impl Findings {
     }
 }
 
+/// Lowest and highest stock seen during the run: the probe's, else the stock samples'.
+fn stock_seen(e: &Evidence<'_>) -> Option<(i64, i64)> {
+    e.stock_seen.or_else(|| {
+        let stock = e.stock_samples.iter().map(|s| s.stock);
+        Some((stock.clone().min()?, stock.max()?))
+    })
+}
+
 /// Audits one run.
 pub fn audit(e: &Evidence<'_>) -> Findings {
     let mut f = Findings {
@@ -254,8 +306,8 @@ pub fn audit(e: &Evidence<'_>) -> Findings {
         initial_stock: e.initial_stock,
         redis_stock: e.redis_stock,
         reconcile_residual: e.reconcile_residual,
-        min_stock_seen: e.stock_seen.map(|s| s.0),
-        max_stock_seen: e.stock_seen.map(|s| s.1),
+        min_stock_seen: stock_seen(e).map(|s| s.0),
+        max_stock_seen: stock_seen(e).map(|s| s.1),
         dead_letters: e.dead_letters.as_ref().map(|d| d.len() as u64),
         ..Findings::default()
     };

@@ -34,6 +34,9 @@ fn clients(acks: &[(&str, &str)]) -> Measurements {
                 device_id: format!("d-{user}"),
                 bot: user.starts_with("bot"),
                 at_ms: 0,
+                sent_ms: 0,
+                cancel_sent_ms: None,
+                paid_ms: None,
             })
             .collect(),
         attempts: vec![],
@@ -80,6 +83,8 @@ fn evidence(initial: i64, truth: Truth, c: &Measurements) -> Evidence<'_> {
         stock_seen: None,
         redis_restocked_orders: None,
         dead_letters: None,
+        payment_window_ms: 900_000,
+        stock_samples: Vec::new(),
         clients: c,
     }
 }
@@ -285,14 +290,27 @@ fn restocks_the_database_shows_for_acknowledged_orders_count_once() {
         order("b", "u2", OrderStatus::Cancelled),
         order("c", "u3", OrderStatus::Paid),
     ];
-    let f = audit(&evidence(
+    // "a" sent at 0, answered at 10, unpaid: releasable at 50; "b" bought at 55, cancelled at 58.
+    for (a, (at, cancel)) in c
+        .acks
+        .iter_mut()
+        .zip([(10, None), (55, Some(58)), (60, None)])
+    {
+        a.at_ms = at;
+        a.cancel_sent_ms = cancel;
+    }
+    let mut e = evidence(
         1,
         Truth::Orders {
             db_stock: 0,
             orders,
         },
         &c,
-    ));
+    );
+    e.payment_window_ms = 50;
+    let f = audit(&e);
+    assert_eq!(f.client_peak_held, Some(1));
+    assert_eq!(f.shop_released_acks, Some(1));
     assert_eq!(f.restocks_seen, Some(2));
     assert_eq!(f.client_oversell, Some(0));
     assert_eq!(f.oracle_disagreement, Some(0));
@@ -460,4 +478,132 @@ fn order_answers_sort_into_acknowledged_refused_and_indeterminate() {
         };
         assert_eq!(AnswerClass::of(a), expected, "{}", a.as_str());
     }
+}
+
+#[test]
+fn the_clients_replay_proves_a_covered_up_peak_and_duplicate_buyers_without_an_oracle() {
+    // Stock 2: three acknowledged at once, two by one user; one cancelled later. The final
+    // count (3 − 1 = 2) looks fine; the peak (3 at once) and the user holding 2 do not.
+    let mut c = clients(&[("a", "u1"), ("b", "u1"), ("c", "u2")]);
+    for (i, a) in c.acks.iter_mut().enumerate() {
+        a.at_ms = 10 + i as u64;
+    }
+    c.acks[2].cancel_sent_ms = Some(100);
+    c.cancels_ok = 1;
+    let f = audit(&evidence(2, Truth::Unverified, &c));
+    assert_eq!(f.client_oversell, Some(0));
+    assert_eq!(f.client_peak_held, Some(3));
+    assert_eq!(f.client_peak_oversell, Some(1));
+    assert_eq!(f.client_duplicate_buyers, Some(1));
+    assert_eq!(f.client_duplicate_devices, Some(1));
+    assert_eq!(f.stock_peak_oversell, None, "no stock sampled");
+    assert!(
+        f.verdict.contains("client-observed peak oversell 1"),
+        "{}",
+        f.verdict
+    );
+    assert!(
+        f.verdict.contains("1 users held more than the limit"),
+        "{}",
+        f.verdict
+    );
+}
+
+#[test]
+fn stock_samples_give_the_stock_extremes_and_the_stock_side_peak() {
+    let mut c = clients(&[("a", "u1"), ("b", "u2")]);
+    for a in &mut c.acks {
+        a.at_ms = 10;
+    }
+    let mut e = evidence(
+        5,
+        Truth::Totals {
+            sold: 2,
+            stock: Some(3),
+        },
+        &c,
+    );
+    e.stock_samples = vec![
+        StockSample {
+            sent_ms: 0,
+            answered_ms: 1,
+            stock: 5,
+        },
+        // Two held and 4 in stock: one unit too many.
+        StockSample {
+            sent_ms: 1000,
+            answered_ms: 1001,
+            stock: 4,
+        },
+    ];
+    let f = audit(&e);
+    assert_eq!((f.min_stock_seen, f.max_stock_seen), (Some(4), Some(5)));
+    assert_eq!(f.stock_samples, Some(2));
+    assert_eq!(f.stock_peak_oversell, Some(1));
+    assert!(
+        f.verdict.contains("stock-side peak oversell"),
+        "{}",
+        f.verdict
+    );
+}
+
+#[test]
+fn the_docs_worked_example_reads_as_documented() {
+    // docs/evidence.md: stock 2; A, B, C acknowledged at 20, 25, 30 ms; C's cancel sent at
+    // 200 ms; a stock reading sent at 1000 ms returned 3; the oracle counts 2 sold, stock 3.
+    let mut c = clients(&[("A", "u1"), ("B", "u2"), ("C", "u3")]);
+    for (a, (sent, at)) in c.acks.iter_mut().zip([(10, 20), (12, 25), (10, 30)]) {
+        (a.sent_ms, a.at_ms) = (sent, at);
+    }
+    c.acks[2].cancel_sent_ms = Some(200);
+    c.cancels_ok = 1;
+    c.told.insert("C".into(), Told::Cancelled);
+    let mut e = evidence(
+        2,
+        Truth::Totals {
+            sold: 2,
+            stock: Some(3),
+        },
+        &c,
+    );
+    e.stock_samples = vec![
+        StockSample {
+            sent_ms: 0,
+            answered_ms: 2,
+            stock: 2,
+        },
+        StockSample {
+            sent_ms: 1000,
+            answered_ms: 1003,
+            stock: 3,
+        },
+    ];
+    let f = audit(&e);
+    assert_eq!(
+        f.verdict,
+        "sold 2 of 2: the oracle sees no oversell; stock rose above the initial 2 (to 3); \
+         conservation drift -3; clients provably held 3 units at once for 2: client-observed \
+         peak oversell 1; the stock sampled during the sale showed 3 units that cannot exist \
+         (held by clients + stock read, above the initial 2): stock-side peak oversell"
+    );
+}
+
+#[test]
+fn a_cancel_recorded_without_its_send_never_counts_its_order_as_held() {
+    // Stock 1: two acknowledged at once, one cancelled, but the record has no cancel send
+    // (an older shard file): nothing is proved about when it was released.
+    let mut c = clients(&[("a", "u1"), ("b", "u2")]);
+    c.cancels_ok = 1;
+    c.told.insert("b".into(), Told::Cancelled);
+    let f = audit(&evidence(1, Truth::Unverified, &c));
+    assert_eq!(f.client_peak_held, Some(1));
+    assert_eq!(f.client_peak_oversell, Some(0));
+    // Without order ids the cancel is taken off the peak instead.
+    let mut c = clients(&[("a", "u1"), ("b", "u2")]);
+    for a in &mut c.acks {
+        a.order_id = None;
+    }
+    c.cancels_ok = 1;
+    let f = audit(&evidence(1, Truth::Unverified, &c));
+    assert_eq!(f.client_peak_held, Some(1));
 }

@@ -18,8 +18,10 @@ pub(super) fn render(f: &Findings) -> String {
         ));
     }
     let client_oversell = f.client_oversell.unwrap_or(0);
+    let clients_oversold =
+        client_oversell > 0 || f.client_peak_oversell > Some(0) || f.stock_peak_oversell > Some(0);
     if f.verified {
-        server(f, client_oversell > 0, &mut parts);
+        server(f, clients_oversold, &mut parts);
     } else {
         parts.push("oversell not verified by a server-side oracle (none given)".into());
     }
@@ -39,10 +41,24 @@ pub(super) fn render(f: &Findings) -> String {
     }
     if let (Some(d), Some(sold)) = (f.oracle_disagreement.filter(|d| *d > 0), f.sold) {
         parts.push(format!(
-            "the oracle disagrees with the clients: it counts {sold} sold, clients were told {}; at least {d} acknowledged orders are missing from its count",
-            f.client_net_acks
+            "the oracle disagrees with the clients: it counts {sold} sold, clients were told {}; at least {d} acknowledged orders are missing from its count{}",
+            f.client_net_acks,
+            if f.shop_released_acks.is_none() {
+                " (lost, or cancelled by the shop itself: totals cannot tell which)"
+            } else {
+                ""
+            }
         ));
     }
+    // The shop's own cancellations explain oversell the clients saw covered up: say so, so
+    // they do not read as lost orders.
+    let oversold = f.client_oversell > Some(0) || f.client_peak_oversell > Some(0);
+    if let Some(n) = f.shop_released_acks.filter(|n| *n > 0 && oversold) {
+        parts.push(format!(
+            "the shop cancelled {n} acknowledged orders itself (released in its rows, no client cancelled them: not lost orders)"
+        ));
+    }
+    clients_replay(f, &mut parts);
     if let Some(d) = f.duplicate_acks.filter(|d| *d > 0) {
         parts.push(format!(
             "{d} order ids were acknowledged to more than one attempt"
@@ -58,6 +74,34 @@ pub(super) fn render(f: &Findings) -> String {
         ));
     }
     parts.join("; ")
+}
+
+/// What the clients' records replayed in time show: the peak held, duplicate owners, and the
+/// stock samples' excess.
+fn clients_replay(f: &Findings, parts: &mut Vec<String>) {
+    if let Some(p) = f.client_peak_oversell.filter(|p| *p > 0) {
+        parts.push(format!(
+            "clients provably held {} units at once for {}: client-observed peak oversell {p}",
+            f.client_peak_held.unwrap_or(0),
+            f.initial_stock
+        ));
+    }
+    if let Some(s) = f.stock_peak_oversell.filter(|s| *s > 0) {
+        parts.push(format!(
+            "the stock sampled during the sale showed {s} units that cannot exist (held by clients + stock read, above the initial {}): stock-side peak oversell",
+            f.initial_stock
+        ));
+    }
+    if let Some(d) = f.client_duplicate_buyers.filter(|d| *d > 0) {
+        parts.push(format!(
+            "{d} users held more than the limit at once (clients' records)"
+        ));
+    }
+    if let Some(d) = f.client_duplicate_devices.filter(|d| *d > 0) {
+        parts.push(format!(
+            "{d} devices held more than the limit at once (clients' records)"
+        ));
+    }
 }
 
 /// What the server-side oracle found. `clients_oversold`: the clients' evidence shows

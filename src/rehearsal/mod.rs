@@ -9,6 +9,7 @@
 //!   before the first request.
 //! - `oracle`: the user's oracle (read-only SQL, or an HTTP endpoint read at field paths),
 //!   read before and after the sale.
+//! - `stock_sampler`: the oracle's stock read once a second during the sale.
 //! - `plan`: the plan as numbers, for `--dry-run` and the remote banner.
 //! - `mapping_check`: `attack --probe`: one request of each kind, each answer's classification
 //!   and why.
@@ -17,6 +18,7 @@ mod guard;
 pub mod mapping_check;
 mod oracle;
 mod plan;
+pub mod stock_sampler;
 
 pub use guard::{check_target, check_url, is_loopback_host, resolve_again, TargetError, Use};
 pub use oracle::{baseline_notes, run_totals, Oracle, OracleSource, Tally, Totals};

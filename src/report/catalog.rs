@@ -74,9 +74,30 @@ impl Metric {
             Metric::StockAboveInitial => f
                 .max_stock_seen
                 .map(|s| (s - f.initial_stock).max(0) as f64)
-                .ok_or_else(|| "the database stock was not sampled during the run".to_string()),
+                .ok_or_else(|| {
+                    "the stock was not sampled during the run (a foreign shop's oracle gives no \
+                     stock: pass --stock-query or --stock-field)"
+                        .to_string()
+                }),
             Metric::QueueNotDrained => Ok(if run.drain.drained { 0.0 } else { 1.0 }),
             Metric::ClientOversell => f.client_oversell.map(|v| v as f64).ok_or_else(older),
+            Metric::ClientPeakOversell => {
+                f.client_peak_oversell.map(|v| v as f64).ok_or_else(older)
+            }
+            Metric::ClientDuplicateBuyers => f
+                .client_duplicate_buyers
+                .map(|v| v as f64)
+                .ok_or_else(older),
+            Metric::ClientDuplicateDevices => f
+                .client_duplicate_devices
+                .map(|v| v as f64)
+                .ok_or_else(older),
+            Metric::StockPeakOversell => f.stock_peak_oversell.map(|v| v as f64).ok_or_else(|| {
+                "the stock was not sampled during the sale (a foreign shop's oracle gives no \
+                 stock: pass --stock-query or --stock-field; the reference shop's order rows \
+                 give peak_oversell instead)"
+                    .to_string()
+            }),
             Metric::OracleDisagreement => units(f.oracle_disagreement),
             Metric::Unclassified => f.unclassified_share.ok_or_else(|| {
                 if f.answers == 0 && f.max_unclassified.is_some() {
@@ -128,6 +149,20 @@ impl Metric {
             Metric::ClientOversell => {
                 "clients' acknowledgements minus the restocks the run saw, against the stock"
             }
+            Metric::ClientPeakOversell => {
+                "clients' records replayed in time: units held from each acknowledgement until \
+                 its cancel was sent or its payment window ran out, against the stock"
+            }
+            Metric::StockPeakOversell => {
+                "the oracle's stock sampled each second, plus the units the clients held at \
+                 that instant, against the stock"
+            }
+            Metric::ClientDuplicateBuyers => {
+                "clients' records: distinct orders held at once per user, against the limit"
+            }
+            Metric::ClientDuplicateDevices => {
+                "clients' records: distinct orders held at once per device, against the limit"
+            }
             Metric::OracleDisagreement => "clients' acknowledgements (net) minus the oracle's sold",
             Metric::Unclassified => "clients' answers no [target] rule classified, of all answers",
             Metric::LostAcks => "oracle vs clients' acks",
@@ -151,9 +186,12 @@ impl Metric {
             Metric::RestockMismatch => "oracle: released orders against Redis's restock set",
             Metric::ReconcileResidual => "the final reconciliation pass, before it corrected",
             Metric::StockBelowZero => {
-                "the database stock: the oracle's final read and the probe's 1 s samples"
+                "the stock: the oracle's final read and the 1 s samples (the reference shop's \
+                 probe, or a foreign shop's oracle)"
             }
-            Metric::StockAboveInitial => "the probe's 1 s samples of the database stock",
+            Metric::StockAboveInitial => {
+                "the stock's 1 s samples (the reference shop's probe, or a foreign shop's oracle)"
+            }
             Metric::QueueNotDrained => {
                 "the shop's audit (queue drained) or, for a foreign shop, its oracle settling"
             }

@@ -367,6 +367,55 @@ fn oracle_and_clients(f: &crate::oracle::Findings) -> Vec<Fact> {
             f.initial_stock
         ).into());
     }
+    if let (Some(held), Some(p)) = (f.client_peak_held, f.client_peak_oversell) {
+        let text = format!(
+            "at most {held} units provably held at once (from each acknowledgement until its cancel was sent, or {} s after an unpaid order's send) for {}: client-observed peak oversell {p}",
+            opt(f.payment_window_s),
+            f.initial_stock
+        );
+        v.push(if p > 0 {
+            Fact {
+                lead: Some("client-observed peak oversell: "),
+                text,
+            }
+        } else {
+            format!("client-observed peak: {text}").into()
+        });
+    }
+    if let (Some(b), Some(d)) = (f.client_duplicate_buyers, f.client_duplicate_devices) {
+        let text = format!(
+            "{b} users and {d} devices held more distinct orders at once than the purchase limit (clients' records)"
+        );
+        v.push(if b + d > 0 {
+            Fact {
+                lead: Some("client-observed duplicate buyers: "),
+                text,
+            }
+        } else {
+            format!("client-observed duplicates: {text}").into()
+        });
+    }
+    if let (Some(n), Some(s)) = (f.stock_samples, f.stock_peak_oversell) {
+        let text = format!(
+            "{n} readings of the stock during the sale (lowest {}, highest {}); held + stock above the initial {}: stock-side peak oversell {s}",
+            opt(f.min_stock_seen),
+            opt(f.max_stock_seen),
+            f.initial_stock
+        );
+        v.push(if s > 0 {
+            Fact {
+                lead: Some("stock-side peak oversell: "),
+                text,
+            }
+        } else {
+            format!("stock sampled: {text}").into()
+        });
+    }
+    if let Some(n) = f.shop_released_acks.filter(|n| *n > 0) {
+        v.push(format!(
+            "the shop cancelled {n} acknowledged orders itself: its rows show them cancelled or expired and no client cancelled them (not lost orders)"
+        ).into());
+    }
     match (f.oracle_disagreement, f.sold) {
         (Some(d), Some(sold)) if d > 0 => v.push(Fact {
             lead: Some("the oracle disagrees with the clients"),

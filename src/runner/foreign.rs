@@ -32,6 +32,8 @@ pub(super) async fn run(plan: &RunPlan, f: &Foreign, slot: &Slot) -> anyhow::Res
     setup_sale(&http, &target).await?;
     // The baseline, after the set-up and before the first buyer.
     let before = oracle.read().await?;
+    let gives_stock = before.is_some_and(|t| t.stock.is_some());
+    let sampler = rehearsal::stock_sampler::start(&f.oracle, gives_stock).await;
     let fired = fire_traffic(
         plan,
         crate::traffic::target::Targets::one(target),
@@ -49,9 +51,24 @@ pub(super) async fn run(plan: &RunPlan, f: &Foreign, slot: &Slot) -> anyhow::Res
     )
     .await?;
     let settled = settle(&oracle, plan.drain_limit).await;
-    let series = fired.probes.stop().await;
+    let mut series = fired.probes.stop().await;
+    let (stock_samples, failed_reads) = match sampler {
+        Some(sampler) => {
+            let sampled = sampler.stop(fired.traffic.recorder.opened()).await;
+            series.push(sampled.series);
+            (sampled.samples, sampled.failed)
+        }
+        None => (Vec::new(), 0),
+    };
     let (drain, after) = settled?;
     let mut view = f.oracle.view();
+    if failed_reads > 0 {
+        let note = format!("{failed_reads} of the stock's 1 s readings failed (skipped)");
+        view.warning = Some(match view.warning.take() {
+            Some(w) => format!("{w}; {note}"),
+            None => note,
+        });
+    }
     let totals = match (before, after) {
         (Some(b), Some(a)) => {
             let notes = rehearsal::baseline_notes(b, s.item.stock);
@@ -78,6 +95,7 @@ pub(super) async fn run(plan: &RunPlan, f: &Foreign, slot: &Slot) -> anyhow::Res
         dead_letters: None,
         stock_seen: None,
         reconcile: None,
+        stock_samples,
     };
     let shop = Shop::Foreign {
         host: f.label(),

@@ -220,6 +220,7 @@ async fn merge_attack(
         dead_letters: None,
         stock_seen: None,
         reconcile: None,
+        stock_samples: Vec::new(),
     };
     let shop = Shop::Foreign {
         host: target.host.clone(),

@@ -41,7 +41,7 @@ pub use sharded::{fire_shard, ShardRun, ShardSubject};
 use crate::inventory::Strategy;
 use crate::live::Live;
 use crate::nemesis::{Engine, Owned};
-use crate::oracle::{self, DeadLetterSeen, Evidence, OracleView, Reading, Truth};
+use crate::oracle::{self, DeadLetterSeen, Evidence, OracleView, Reading, StockSample, Truth};
 use crate::pipeline::reconcile::Pass;
 use crate::probe::{self, ProbeConfig, Probes, Series};
 use crate::rehearsal::Foreign;
@@ -359,6 +359,8 @@ struct ServerSide {
     stock_seen: Option<(i64, i64)>,
     /// redis-lua: the final reconciliation pass.
     reconcile: Option<Pass>,
+    /// A foreign shop's stock, sampled through its oracle during the sale.
+    stock_samples: Vec<StockSample>,
 }
 
 /// The one way a run ends, for the reference shop and a foreign one alike: the oracle audits
@@ -411,6 +413,8 @@ fn finish_with(
         stock_seen: server.stock_seen,
         redis_restocked_orders: server.redis_restocked_orders,
         dead_letters: server.dead_letters,
+        payment_window_ms: payment_window_s(plan).saturating_mul(1000),
+        stock_samples: server.stock_samples,
         clients: &measurements,
     });
     plan.say(&format!("   {}", findings.verdict));
@@ -427,6 +431,15 @@ fn finish_with(
         goose: clients.goose,
         max_send_lag_ms: s.thresholds.max_send_lag_ms(),
     })
+}
+
+/// The payment window the run's shop declares: the reference shop's `[shop]
+/// payment_timeout_s`, a foreign target's `[target] payment_window_s` (default 900 s).
+fn payment_window_s(plan: &RunPlan) -> u64 {
+    match &plan.subject {
+        Subject::Reference { .. } => plan.scenario.shop.payment_timeout_s,
+        Subject::Foreign(f) => f.mapping.payment_window_s(),
+    }
 }
 
 /// Starts the probes (`probe.opened` is replaced by the sale's opening), fires the plan, and

@@ -91,6 +91,7 @@ pub(super) async fn reference(
         dead_letters,
         stock_seen: crate::probe::extremes(series, "db_stock"),
         reconcile,
+        stock_samples: Vec::new(),
     };
     Ok(server)
 }

@@ -340,6 +340,20 @@ outcomes = [{ status = ["200"], outcome = "created" }]
             .unwrap_err()
             .to_string();
         assert!(e.contains("verb"), "{e}");
+        let window = Scenario::parse(&format!("{MINIMAL}{target}payment_window_s = 120\n"));
+        assert_eq!(window.unwrap().mapping().payment_window_s(), 120);
+        assert_eq!(
+            s.mapping().payment_window_s(),
+            900,
+            "the post-mortem's 15 minutes"
+        );
+        let e = Scenario::parse(&format!("{MINIMAL}{target}payment_window_s = 0\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("target.payment_window_s") && e.contains("between 1 and 604800"),
+            "{e}"
+        );
         assert_eq!(
             Scenario::parse(MINIMAL).unwrap().mapping(),
             Default::default()

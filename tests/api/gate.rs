@@ -221,7 +221,10 @@ async fn the_gate_fails_with_exit_1_on_naive_and_junit_names_the_breached_thresh
                 .is_some_and(|m| m.starts_with("oversell breached: measured "))),
         "{xml}"
     );
-    assert!(xml.contains("limit: 0 (from scenario)"), "{xml}");
+    assert!(
+        xml.contains("limit: 0 (from bundled scenario)"),
+        "scenarios/ci.toml is the bundled file: {xml}"
+    );
     let passed = case("p99_ms <= 60000.0 ms").expect("the flag's limit is the one checked");
     assert!(
         !passed.children().any(|n| n.is_element()),
@@ -236,9 +239,11 @@ async fn an_unknown_threshold_name_exits_2_and_names_the_allowed_ones() {
     assert!(
         run.stderr.contains("unknown threshold `p95_ms`")
             && run.stderr.contains(
-                "oversell, peak_oversell, client_oversell, oracle_disagreement, lost_acks, \
-                 duplicate_acks, phantom_orders, indeterminate_committed, refused_committed, \
-                 dead_letters, duplicate_buyers, duplicate_devices, status_mismatches, \
+                "oversell, peak_oversell, client_oversell, client_peak_oversell, \
+                 stock_peak_oversell, oracle_disagreement, lost_acks, duplicate_acks, \
+                 phantom_orders, indeterminate_committed, refused_committed, dead_letters, \
+                 duplicate_buyers, duplicate_devices, client_duplicate_buyers, \
+                 client_duplicate_devices, status_mismatches, \
                  conservation_drift, redis_drift, restock_mismatch, reconcile_residual, \
                  stock_below_zero, stock_above_initial, queue_not_drained, undersell, \
                  error_rate, unclassified, p99_ms, p999_ms"

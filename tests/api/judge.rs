@@ -104,7 +104,11 @@ async fn an_order_committed_after_its_client_gave_up_is_indeterminate_and_one_in
         f.verdict
     );
     // The gate: the phantom fails it; indeterminate orders are reported, not limited.
-    let verdict = Verdict::judge(&report, &limits(&Default::default(), None, &[]), false);
+    let verdict = Verdict::judge(
+        &report,
+        &limits(&Default::default(), None, &[], false),
+        false,
+    );
     let status = |m: Metric| {
         verdict
             .checks

@@ -11,6 +11,7 @@ mod consumers;
 mod deploy;
 mod durability;
 mod edge;
+mod evidence;
 mod faults;
 mod gate;
 mod generator;

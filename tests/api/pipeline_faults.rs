@@ -206,6 +206,9 @@ fn clients(acks: &[(&str, &str)]) -> Measurements {
                 device_id: String::new(),
                 bot: false,
                 at_ms: 0,
+                sent_ms: 0,
+                cancel_sent_ms: None,
+                paid_ms: None,
             })
             .collect(),
         ..Measurements::default()
@@ -375,6 +378,8 @@ async fn refused_order_is_dead_lettered(backend: Backend) {
                 })
                 .collect(),
         ),
+        payment_window_ms: 900_000,
+        stock_samples: Vec::new(),
         clients: &c,
     });
     assert_eq!(f.lost_acks, Some(1), "{f:?}");

@@ -329,9 +329,23 @@ async fn the_http_oracle_and_csv_buyers_drive_a_rehearsal_and_the_gate_fails_on_
         ),
         "totals cannot show lost acks, and an explicit limit on them is not a pass: {xml}"
     );
+    let duplicate_buyers = doc
+        .descendants()
+        .find(|n| {
+            n.has_tag_name("testcase") && n.attribute("name") == Some("duplicate_buyers <= 0")
+        })
+        .unwrap_or_else(|| panic!("every limit is listed, duplicate_buyers too: {xml}"));
     assert!(
-        !xml.contains("duplicate_buyers"),
-        "a default limit this oracle cannot measure is not checked: {xml}"
+        !duplicate_buyers
+            .children()
+            .any(|n| n.attribute("type") == Some("not_verified")),
+        "without order rows duplicate_buyers is measured by the clients' records: {xml}"
+    );
+    assert!(
+        doc.descendants().any(|n| n.has_tag_name("skipped")
+            && n.attribute("message")
+                .is_some_and(|m| m.contains("not required"))),
+        "a default limit this oracle cannot measure is listed as not required: {xml}"
     );
 }
 
@@ -456,15 +470,28 @@ async fn the_sql_oracle_counts_from_before_the_sale_and_the_probes_leave_the_dat
             .contains("counted 7 sold before the sale began"),
         "{r}"
     );
-    let series: Vec<&str> = r["series"]
+    // The stock series is the user's --stock-query, sampled through the oracle: never the
+    // reference shop's items table (999 here).
+    let stock = r["series"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|s| s["name"].as_str().unwrap())
-        .collect();
+        .find(|s| s["name"] == "db_stock")
+        .expect("--stock-query is sampled during the sale");
     assert!(
-        !series.contains(&"db_stock"),
-        "the reference shop's items table is not read on a foreign database: {series:?}"
+        stock["source"]
+            .as_str()
+            .unwrap()
+            .contains("through its oracle"),
+        "the reference shop's items table is not read on a foreign database: {stock}"
+    );
+    assert!(
+        stock["points"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|p| p[1].as_f64() != Some(999.0)),
+        "{stock}"
     );
     assert_eq!(objects_after, objects_before, "nothing was created");
 }

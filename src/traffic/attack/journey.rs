@@ -111,27 +111,28 @@ async fn journey(ctx: Arc<Ctx>, i: usize) -> Result<(), PoolGone> {
             let b = &ctx.plan[i];
             let order = Action::Order(Some(key.clone()));
             let (c, done) = send(&ctx, ctx.targets.of(b), Kind::Order, &order, b, at).await?;
-            Ok::<_, PoolGone>((c, done, key))
+            Ok::<_, PoolGone>((c, done, key, at))
         }));
     }
     let key = rec.attempt_key(b.index, 0);
     let order = Action::Order(Some(key.clone()));
     let (first, done) = send(&ctx, target, Kind::Order, &order, b, intended).await?;
-    let mut answered = vec![(first, done, key)];
+    let mut answered = vec![(first, done, key, intended)];
     for task in extra {
         if let Ok(answer) = task.await {
             answered.push(answer?);
         }
     }
-    let mut created: Vec<(Option<String>, Instant, String)> = Vec::new();
-    for (c, at, key) in answered {
+    let mut created: Vec<(Option<String>, Instant, String, Instant)> = Vec::new();
+    for (c, at, key, sent) in answered {
         let Some(c) = c else { continue };
         rec.attempt(&key, b.index, c.answer, c.order_id.as_deref(), at);
         if c.answer == Answer::Created {
-            created.push((c.order_id, at, key));
+            created.push((c.order_id, at, key, sent));
         }
     }
-    for (id, at, key) in &created {
+    let mut acked = Vec::with_capacity(created.len());
+    for (id, at, key, sent) in &created {
         let ack = Ack {
             key: Some(key.clone()),
             order_id: id.clone(),
@@ -140,8 +141,11 @@ async fn journey(ctx: Arc<Ctx>, i: usize) -> Result<(), PoolGone> {
             device_id: b.device_id.clone(),
             bot: b.bot,
             at_ms: 0,
+            sent_ms: rec.ms(*sent),
+            cancel_sent_ms: None,
+            paid_ms: None,
         };
-        rec.ack(ack, *at);
+        acked.push(rec.ack(ack, *at));
     }
     let (kind, think) = match b.after {
         AfterOrder::Pay { think } => (Some(Kind::Pay), think),
@@ -149,7 +153,7 @@ async fn journey(ctx: Arc<Ctx>, i: usize) -> Result<(), PoolGone> {
         AfterOrder::Abandon => (None, Duration::ZERO),
     };
     if let Some(kind) = kind {
-        for (id, at, _) in &created {
+        for ((id, at, _, _), &ack) in created.iter().zip(&acked) {
             let act = if kind == Kind::Pay {
                 Action::Pay(id.clone())
             } else {
@@ -161,7 +165,7 @@ async fn journey(ctx: Arc<Ctx>, i: usize) -> Result<(), PoolGone> {
             };
             let intended = (*at).max(done) + think;
             tokio::time::sleep_until(intended).await;
-            let (answer, _) = ctx.jobs.send(target, kind, prepared, intended).await?;
+            let (answer, answered) = ctx.jobs.send(target, kind, prepared, intended).await?;
             if answer.answer == Answer::Ok {
                 let told = if kind == Kind::Pay {
                     Told::Paid
@@ -169,6 +173,7 @@ async fn journey(ctx: Arc<Ctx>, i: usize) -> Result<(), PoolGone> {
                     Told::Cancelled
                 };
                 rec.told(id.as_deref(), told);
+                rec.followed_up(ack, told, intended, answered);
             }
         }
     }

@@ -238,7 +238,17 @@ pub struct Mapping {
     pub max_unclassified: Option<f64>,
     /// The shop's own oracle endpoint (`--oracle-http` overrides it).
     pub oracle: Option<OracleSpec>,
+    /// Seconds after an order's send within which the shop never releases it on its own
+    /// (its payment window), when the table sets one (see [`Mapping::payment_window_s`]).
+    pub payment_window_s: Option<u64>,
 }
+
+/// The payment window assumed for a foreign shop that declares none: 15 minutes (the
+/// post-mortem's). A shop that releases unpaid orders sooner must declare it.
+pub const PAYMENT_WINDOW_S: u64 = 900;
+
+/// The longest payment window a table may declare: one week.
+pub const MAX_PAYMENT_WINDOW_S: u64 = 604_800;
 
 /// The default bound on unclassified answers: 1 % of all answers.
 pub const MAX_UNCLASSIFIED: f64 = 0.01;
@@ -247,6 +257,11 @@ impl Mapping {
     /// The largest share of answers no rule may classify: `max_unclassified`, or 1 %.
     pub fn unclassified_bound(&self) -> f64 {
         self.max_unclassified.unwrap_or(MAX_UNCLASSIFIED)
+    }
+
+    /// The shop's payment window: `payment_window_s`, or [`PAYMENT_WINDOW_S`].
+    pub fn payment_window_s(&self) -> u64 {
+        self.payment_window_s.unwrap_or(PAYMENT_WINDOW_S)
     }
 }
 
@@ -309,6 +324,7 @@ impl Default for Mapping {
             ],
             max_unclassified: None,
             oracle: None,
+            payment_window_s: None,
         }
     }
 }

@@ -76,6 +76,9 @@ pub struct RawMapping {
     pub max_unclassified: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub oracle: Option<RawOracle>,
+    /// Seconds within which the shop never releases an unpaid order on its own (default 900).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payment_window_s: Option<u64>,
 }
 
 pub(super) fn forwarded_for() -> String {
@@ -141,6 +144,11 @@ pub enum MappingError {
          or \"\" to send none (got {got:?})"
     )]
     IdempotencyHeader { got: String },
+    #[error(
+        "field `target.payment_window_s` must be between 1 and {max} seconds (got {got})",
+        max = super::MAX_PAYMENT_WINDOW_S
+    )]
+    PaymentWindow { got: u64 },
     #[error("field `target.max_unclassified` must be a share between 0 and 1 (got {got})")]
     MaxUnclassified { got: f64 },
     #[error(
@@ -306,6 +314,12 @@ impl TryFrom<RawMapping> for Mapping {
         if let Some(got) = raw.max_unclassified.filter(|m| !(0.0..=1.0).contains(m)) {
             return Err(MappingError::MaxUnclassified { got });
         }
+        if let Some(got) = raw
+            .payment_window_s
+            .filter(|w| !(1..=super::MAX_PAYMENT_WINDOW_S).contains(w))
+        {
+            return Err(MappingError::PaymentWindow { got });
+        }
         Ok(Mapping {
             setup,
             view,
@@ -318,6 +332,7 @@ impl TryFrom<RawMapping> for Mapping {
             outcomes,
             max_unclassified: raw.max_unclassified,
             oracle: raw.oracle.map(RawOracle::parse).transpose()?,
+            payment_window_s: raw.payment_window_s,
         })
     }
 }
@@ -362,6 +377,7 @@ impl From<Mapping> for RawMapping {
                 sold_field: o.fields.sold,
                 stock_field: o.fields.stock,
             }),
+            payment_window_s: m.payment_window_s,
         }
     }
 }

@@ -54,6 +54,17 @@ pub struct Ack {
     pub bot: bool,
     /// Milliseconds after the sale opened.
     pub at_ms: u64,
+    /// Milliseconds after the sale opened when the order was due to be sent (its intended
+    /// send: never later than the actual send, so a release counted from it is conservative).
+    #[serde(default)]
+    pub sent_ms: u64,
+    /// A cancel of this order answered `ok`: when it was due to be sent (the shop may have
+    /// released the unit from then on).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cancel_sent_ms: Option<u64>,
+    /// A pay of this order answered `ok`: when the answer came.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paid_ms: Option<u64>,
 }
 
 /// What a client was last told about an order it paid or cancelled.
@@ -264,10 +275,35 @@ impl Recorder {
         st.buyers.insert(buyer, result);
     }
 
-    /// A client was told an order exists.
-    pub fn ack(&self, mut ack: Ack, done: Instant) {
-        ack.at_ms = done.saturating_duration_since(self.opened).as_millis() as u64;
-        self.lock().acks.push(ack);
+    /// A client was told an order exists; returns the acknowledgement's index, for
+    /// [`Recorder::followed_up`].
+    pub fn ack(&self, mut ack: Ack, done: Instant) -> usize {
+        ack.at_ms = self.ms(done);
+        let mut st = self.lock();
+        st.acks.push(ack);
+        st.acks.len() - 1
+    }
+
+    /// Milliseconds from the sale's opening to `at` (0 before it).
+    pub fn ms(&self, at: Instant) -> u64 {
+        at.saturating_duration_since(self.opened).as_millis() as u64
+    }
+
+    /// The order of acknowledgement `ack` (as [`Recorder::ack`] returned it) was paid or
+    /// cancelled, answered `ok`: a cancel is kept with its send instant `sent` (the unit may
+    /// be released from then on), a pay with its answer instant `done`. The earliest of each
+    /// is kept. Call it beside [`Recorder::told`].
+    pub fn followed_up(&self, ack: usize, told: Told, sent: Instant, done: Instant) {
+        let (sent, done) = (self.ms(sent), self.ms(done));
+        let mut st = self.lock();
+        let Some(a) = st.acks.get_mut(ack) else {
+            return;
+        };
+        let (slot, at) = match told {
+            Told::Cancelled => (&mut a.cancel_sent_ms, sent),
+            Told::Paid => (&mut a.paid_ms, done),
+        };
+        *slot = Some(slot.map_or(at, |was| was.min(at)));
     }
 
     /// The idempotency key of buyer `buyer`'s order attempt `n` (0: the first submission;

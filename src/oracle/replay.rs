@@ -1,0 +1,317 @@
+//! The clients' records replayed in time: which units they provably held, and when.
+//!
+//! An order is held from its acknowledgement (the moment the answer arrived: the shop had
+//! reserved the unit by then) until the earliest moment the shop may have released it: the
+//! send of a cancel answered `ok`, or, for an order not paid within the payment window, its
+//! send plus the window (the shop may expire it on its own). Both ends are conservative, so a
+//! count of held units above the stock is proof of oversell, with no server-side oracle.
+//! One order acknowledged twice (a replay of one `Idempotency-Key`) is one order: acks are
+//! grouped by order id, else by attempt key.
+
+use super::StockSample;
+use crate::traffic::recorder::Ack;
+use std::collections::HashMap;
+
+/// One order the clients provably held over `[from, until)` (ms after the sale opened).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Held {
+    pub from: u64,
+    pub until: u64,
+    /// The first acknowledgement of the order (its user and device).
+    pub ack: usize,
+}
+
+/// What names one order among the acknowledgements.
+#[derive(Hash, PartialEq, Eq)]
+enum OrderName<'a> {
+    Id(&'a str),
+    Key(&'a str),
+    Lone(usize),
+}
+
+/// The distinct orders of `acks` with the interval each was provably held; `window_ms`: the
+/// payment window (an order not paid within it may be released at its send + the window).
+/// Orders never provably held (released before their acknowledgement) are left out.
+pub(super) fn held(acks: &[Ack], window_ms: u64) -> Vec<Held> {
+    // Per order: first ack index, ack instant, send instant, cancel send, pay answer.
+    type Facts = (usize, u64, u64, Option<u64>, Option<u64>);
+    let mut orders: HashMap<OrderName<'_>, Facts> = HashMap::with_capacity(acks.len());
+    let earliest = |a: Option<u64>, b: Option<u64>| match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
+    for (i, a) in acks.iter().enumerate() {
+        let name = match (a.order_id.as_deref(), a.key.as_deref()) {
+            (Some(id), _) => OrderName::Id(id),
+            (None, Some(k)) => OrderName::Key(k),
+            (None, None) => OrderName::Lone(i),
+        };
+        let f = orders
+            .entry(name)
+            .or_insert((i, a.at_ms, a.sent_ms, None, None));
+        f.1 = f.1.min(a.at_ms);
+        f.2 = f.2.min(a.sent_ms);
+        f.3 = earliest(f.3, a.cancel_sent_ms);
+        f.4 = earliest(f.4, a.paid_ms);
+    }
+    let mut out: Vec<Held> = orders
+        .into_values()
+        .filter_map(|(ack, from, sent, cancel, paid)| {
+            let expires = sent.saturating_add(window_ms);
+            let expiry = match paid {
+                Some(p) if p <= expires => u64::MAX,
+                _ => expires,
+            };
+            let until = cancel.unwrap_or(u64::MAX).min(expiry);
+            (until > from).then_some(Held { from, until, ack })
+        })
+        .collect();
+    out.sort_by_key(|h| (h.from, h.ack));
+    out
+}
+
+/// The most of `held` held at once (a release at the same instant as an acknowledgement
+/// counts first).
+pub(super) fn peak<'a>(held: impl IntoIterator<Item = &'a Held>) -> i64 {
+    let mut events: Vec<(u64, i64)> = Vec::new();
+    for h in held {
+        events.push((h.from, 1));
+        if h.until != u64::MAX {
+            events.push((h.until, -1));
+        }
+    }
+    events.sort_unstable();
+    let (mut now, mut most) = (0i64, 0i64);
+    for (_, d) in events {
+        now += d;
+        most = most.max(now);
+    }
+    most
+}
+
+/// Owners (users or devices, by `owner`) that held more than `limit` units at once.
+pub(super) fn owners_over<'a>(
+    held: &[Held],
+    acks: &'a [Ack],
+    owner: impl Fn(&'a Ack) -> &'a str,
+    limit: i64,
+) -> u64 {
+    // Most owners hold one order: only those with more than the limit in all are replayed.
+    let mut count: HashMap<&str, i64> = HashMap::new();
+    for h in held {
+        *count.entry(owner(&acks[h.ack])).or_default() += 1;
+    }
+    let mut by: HashMap<&str, Vec<Held>> = HashMap::new();
+    for h in held {
+        let o = owner(&acks[h.ack]);
+        if count[o] > limit {
+            by.entry(o).or_default().push(*h);
+        }
+    }
+    by.values().filter(|hs| peak(hs.iter()) > limit).count() as u64
+}
+
+/// The held orders indexed for stock readings: sorted by acknowledgement (as [`held`] returns
+/// them) and, apart, their release instants sorted.
+pub(super) struct HeldIndex<'a> {
+    held: &'a [Held],
+    untils: Vec<u64>,
+}
+
+impl<'a> HeldIndex<'a> {
+    /// `held` as [`held`] returned it (sorted by `from`).
+    pub(super) fn new(held: &'a [Held]) -> Self {
+        let mut untils: Vec<u64> = held.iter().map(|h| h.until).collect();
+        untils.sort_unstable();
+        HeldIndex { held, untils }
+    }
+
+    /// Units provably held when a stock sample was taken: acknowledged before it was sent, and
+    /// not released (cancel sent, window over) before its answer came. In O(log n) plus the
+    /// orders acknowledged while the reading was in flight: those acknowledged by the send,
+    /// minus those released by the answer (every order is released after it is acknowledged,
+    /// so those are the ones released by then less the ones acknowledged after the send).
+    pub(super) fn during(&self, s: &StockSample) -> i64 {
+        let acked = self.held.partition_point(|h| h.from <= s.sent_ms);
+        let released = self.untils.partition_point(|&u| u <= s.answered_ms);
+        let in_flight = self.held[acked..]
+            .iter()
+            .take_while(|h| h.from <= s.answered_ms)
+            .filter(|h| h.until <= s.answered_ms)
+            .count();
+        (acked - (released - in_flight)) as i64
+    }
+}
+
+/// The most units a stock sample shows beyond what can exist: held units plus the stock read,
+/// minus the initial stock, over every sample (floored at 0); `None` without samples.
+pub(super) fn stock_peak(held: &[Held], samples: &[StockSample], initial: i64) -> Option<i64> {
+    let index = HeldIndex::new(held);
+    samples
+        .iter()
+        .map(|s| (index.during(s) + s.stock - initial).max(0))
+        .max()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An ack of order `id` answered at `at`, sent at `sent`.
+    fn ack(id: &str, user: &str, sent: u64, at: u64) -> Ack {
+        Ack {
+            key: Some(format!("k-{id}")),
+            order_id: Some(id.into()),
+            buyer: 0,
+            user_id: user.into(),
+            device_id: format!("d-{user}"),
+            bot: false,
+            at_ms: at,
+            sent_ms: sent,
+            cancel_sent_ms: None,
+            paid_ms: None,
+        }
+    }
+
+    fn cancelled(mut a: Ack, at: u64) -> Ack {
+        a.cancel_sent_ms = Some(at);
+        a
+    }
+
+    const WINDOW: u64 = 900_000;
+
+    #[test]
+    fn oversell_that_cancels_cover_up_later_still_peaks_above_the_stock() {
+        // Stock 2: three acknowledged by 30 ms, two of them cancelled at 100 ms.
+        let acks = vec![
+            cancelled(ack("a", "u1", 0, 10), 100),
+            cancelled(ack("b", "u2", 0, 20), 100),
+            ack("c", "u3", 0, 30),
+        ];
+        let h = held(&acks, WINDOW);
+        assert_eq!(peak(&h), 3, "one over a stock of 2 at 30 ms");
+    }
+
+    #[test]
+    fn a_correct_sale_with_cancels_and_rebuys_never_exceeds_the_stock() {
+        // Stock 1: sold, cancel sent at 50, the unit bought again at 60 (answered), cancelled
+        // at 80, bought again at 90.
+        let acks = vec![
+            cancelled(ack("a", "u1", 0, 10), 50),
+            cancelled(ack("b", "u2", 55, 60), 80),
+            ack("c", "u3", 85, 90),
+        ];
+        assert_eq!(peak(&held(&acks, WINDOW)), 1);
+        // A re-buy acknowledged at the very instant of the cancel's send is not counted twice.
+        let acks = vec![cancelled(ack("a", "u1", 0, 10), 50), ack("b", "u2", 40, 50)];
+        assert_eq!(peak(&held(&acks, WINDOW)), 1);
+    }
+
+    #[test]
+    fn an_unpaid_order_is_released_at_its_send_plus_the_window_not_before() {
+        // Window 100 ms; stock 1. Order a sent at 0, never paid: the shop may release it at
+        // 100. A second order acknowledged at 99 is oversell; one at 100 is not.
+        let before = vec![ack("a", "u1", 0, 5), ack("b", "u2", 90, 99)];
+        assert_eq!(peak(&held(&before, 100)), 2);
+        let after = vec![ack("a", "u1", 0, 5), ack("b", "u2", 95, 100)];
+        assert_eq!(peak(&held(&after, 100)), 1);
+        // Paid within the window: held for good.
+        let mut paid = after.clone();
+        paid[0].paid_ms = Some(50);
+        assert_eq!(peak(&held(&paid, 100)), 2);
+        // Paid only after the window: the shop could have released it first.
+        paid[0].paid_ms = Some(150);
+        assert_eq!(peak(&held(&paid, 100)), 1);
+    }
+
+    #[test]
+    fn duplicate_buyers_count_distinct_orders_and_subtract_cancels() {
+        let replay = |a: &Ack| {
+            let mut b = a.clone();
+            b.at_ms += 5;
+            b
+        };
+        let a1 = ack("a1", "u1", 0, 10);
+        let acks = vec![
+            // u1: one order told twice (a replay of its key): one order.
+            a1.clone(),
+            replay(&a1),
+            // u2: two orders at once: over a limit of 1.
+            ack("b1", "u2", 0, 10),
+            ack("b2", "u2", 0, 12),
+            // u3: bought, cancelled, bought again.
+            cancelled(ack("c1", "u3", 0, 10), 40),
+            ack("c2", "u3", 50, 60),
+        ];
+        let h = held(&acks, WINDOW);
+        assert_eq!(h.len(), 5, "the replay is one order");
+        assert_eq!(owners_over(&h, &acks, |a| a.user_id.as_str(), 1), 1);
+        assert_eq!(owners_over(&h, &acks, |a| a.user_id.as_str(), 2), 0);
+        // Without ids, distinct attempt keys.
+        let mut keyed = acks.clone();
+        for a in &mut keyed {
+            a.order_id = None;
+        }
+        let h = held(&keyed, WINDOW);
+        assert_eq!(owners_over(&h, &keyed, |a| a.user_id.as_str(), 1), 1);
+        assert_eq!(owners_over(&h, &keyed, |a| a.device_id.as_str(), 1), 1);
+    }
+
+    #[test]
+    fn a_stock_sample_above_what_can_exist_is_counted() {
+        // Stock 10; 4 held (one cancel sent at 45, after the sample): a sample of 6 is
+        // consistent, 8 shows 2 units that cannot exist.
+        let acks = vec![
+            ack("a", "u1", 0, 10),
+            ack("b", "u2", 0, 10),
+            ack("c", "u3", 0, 10),
+            cancelled(ack("d", "u4", 0, 10), 45),
+            // acknowledged after the sample was sent: not counted.
+            ack("e", "u5", 20, 35),
+        ];
+        let h = held(&acks, WINDOW);
+        let sample = |stock| StockSample {
+            sent_ms: 30,
+            answered_ms: 40,
+            stock,
+        };
+        assert_eq!(HeldIndex::new(&h).during(&sample(6)), 4);
+        assert_eq!(stock_peak(&h, &[sample(6)], 10), Some(0));
+        assert_eq!(stock_peak(&h, &[sample(6), sample(8)], 10), Some(2));
+        // A cancel sent before the sample's answer may have been applied: not counted.
+        let early = StockSample {
+            answered_ms: 50,
+            ..sample(7)
+        };
+        assert_eq!(stock_peak(&h, &[early], 10), Some(0));
+        assert_eq!(stock_peak(&h, &[], 10), None);
+    }
+
+    #[test]
+    fn the_indexed_count_is_the_plain_count() {
+        // Orders acknowledged and released at every combination of instants around readings.
+        let mut acks = Vec::new();
+        for from in 0..12u64 {
+            for len in 1..6u64 {
+                let a = cancelled(ack(&format!("{from}-{len}"), "u", 0, from), from + len);
+                acks.push(a);
+            }
+        }
+        let h = held(&acks, WINDOW);
+        let index = HeldIndex::new(&h);
+        for sent in 0..14 {
+            for took in 0..4 {
+                let s = StockSample {
+                    sent_ms: sent,
+                    answered_ms: sent + took,
+                    stock: 0,
+                };
+                let plain = h
+                    .iter()
+                    .filter(|x| x.from <= s.sent_ms && x.until > s.answered_ms)
+                    .count() as i64;
+                assert_eq!(index.during(&s), plain, "{s:?}");
+            }
+        }
+    }
+}
