@@ -1,7 +1,7 @@
 //! The command line: clap definitions, turned into typed plans before any work starts.
 
 use crate::diff::DiffPlan;
-use crate::inventory::{InventoryError, Strategy};
+use crate::inventory::{Defect, InventoryError, Strategy};
 use crate::runner::{self, Cell, RunPlan, Subject};
 use crate::services::Unreachable;
 use crate::shop::{Application, ShopKnobs, TrustedProxies};
@@ -203,6 +203,10 @@ pub struct ScenarioArgs {
     /// i mod K. Overrides the scenario's `[shop] shops` (default 1).
     #[arg(long, value_name = "K", value_parser = plan::shops_arg)]
     pub shops: Option<u32>,
+    /// TESTING AID: run the reference shop with this known defect built in (sets the
+    /// scenario's `[shop] defect`; the report records it). See docs/detection.md.
+    #[arg(long, value_enum, value_name = "NAME")]
+    pub defect: Option<Defect>,
     #[command(flatten)]
     pub faults: FaultArgs,
     #[command(flatten)]
@@ -295,6 +299,7 @@ async fn dispatch(command: Command) -> anyhow::Result<i32> {
         Command::Serve(args) => {
             let (_, db) = args.conn.database_for(args.backend)?;
             args.knobs.validate()?;
+            defect_warning(&args.knobs, [args.strategy])?;
             let mut config = args.knobs.config(
                 args.strategy,
                 args.listen,
@@ -482,6 +487,10 @@ async fn run_and_print(
     if let Some(k) = sa.shops {
         scenario.shop.shops = k;
     }
+    if let Some(d) = sa.defect {
+        scenario.shop.defect = Some(d);
+    }
+    defect_warning(&scenario.shop, cells.iter().map(|c| c.strategy))?;
     plan::max_send_lag(&mut scenario, sa.max_send_lag_ms)?;
     let live = sa.output.live().await?;
     let plan = RunPlan {
@@ -502,6 +511,22 @@ async fn run_and_print(
     let (report, dir) = runner::execute(&plan).await?;
     sa.output.finish(&report, &dir, None);
     Ok(0)
+}
+
+/// With a defect asked for (`--defect`, `[shop] defect`): refuses it when a strategy lacks it
+/// (naming the ones that have it), else prints the loud warning on stderr.
+pub fn defect_warning(
+    knobs: &ShopKnobs,
+    strategies: impl IntoIterator<Item = Strategy>,
+) -> anyhow::Result<()> {
+    let Some(defect) = knobs.defect else {
+        return Ok(());
+    };
+    for strategy in strategies {
+        knobs.check_defect(strategy)?;
+        eprintln!("{}", defect.warning(strategy));
+    }
+    Ok(())
 }
 
 /// The exit code for an error that ended a command: 3 when a service could not be reached
