@@ -18,10 +18,12 @@ mod bench;
 mod gate;
 mod output;
 mod plan;
+mod selftest;
 pub use attack::AttackArgs;
 pub use gate::GateArgs;
 pub use output::{summary, OutputArgs, SUMMARY_SCHEMA};
 pub use plan::{FaultArgs, OracleArgs, PlanArgs, ShardArgs};
+pub use selftest::SelftestArgs;
 
 /// Reproduce, measure and gate oversell in flash sales.
 #[derive(Debug, Parser)]
@@ -53,6 +55,10 @@ pub enum Command {
     Merge(Box<MergeArgs>),
     /// Measure our paths next to their raw ceiling in the same run: `bench redis`, `bench shop`.
     Bench(bench::BenchArgs),
+    /// Show what the harness catches: fire each known defect's bundled scenario at a reference
+    /// shop with that defect (caught?) and at the correct strategy (passes?). Exit 0 every
+    /// defect caught and every correct run passed, 1 otherwise.
+    Selftest(Box<SelftestArgs>),
     /// List the scenarios bundled with oversell (usable by name with --scenario).
     Scenarios,
     /// Print a shell completion script: `oversell completions bash > /etc/bash_completion.d/oversell`.
@@ -76,6 +82,7 @@ impl Command {
             Command::Gate(a) => Some(&a.plan.output),
             Command::Attack(a) => Some(&a.plan.output),
             Command::Merge(a) => Some(&a.output),
+            Command::Selftest(a) => Some(&a.output),
             _ => None,
         }
     }
@@ -407,6 +414,7 @@ async fn dispatch(command: Command) -> anyhow::Result<i32> {
             Ok(0)
         }
         Command::Attack(args) => attack::attack(*args).await,
+        Command::Selftest(args) => selftest::selftest(*args).await,
         Command::Bench(args) => bench::bench(args.what).await,
         Command::Scenarios => {
             print!("{}", scenario_list());

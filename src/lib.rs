@@ -111,6 +111,10 @@
 //!   shop over HTTP vs `bench::ceiling`, i.e. redis-benchmark, pgbench or mysqlslap),
 //!   `bench::wrk` (wrk's script and output), `bench::rate` (fixed-rate client, HdrHistogram
 //!   from the intended send). Sits beside `runner` (it starts the runner's child shop).
+//! - [`selftest`]: `oversell selftest`: each known defect ([`inventory::Defect`], built into
+//!   the reference shop's own code path by `--defect NAME`, a testing aid) fired with the
+//!   bundled scenario meant for it, caught or missed, and the correct strategies on the same
+//!   scenarios, which must pass (the flags in `cli/selftest.rs`).
 //! - [`model`]: items, orders and the order state machine.
 //! - [`services`]: the outside services and how to start one that is down (`cli` decides
 //!   which errors mean "unreachable": exit 3).
@@ -137,6 +141,7 @@ pub mod rehearsal;
 pub mod report;
 pub mod runner;
 pub mod scenarios;
+pub mod selftest;
 pub mod services;
 pub mod shard;
 pub mod shop;

@@ -133,7 +133,7 @@ impl OutputArgs {
 }
 
 /// Writes one JSON line to the stdout `--json` claimed (or stdout).
-fn json_line(v: &Value) {
+pub(super) fn json_line(v: &Value) {
     let mut out = JSON_OUT.lock().unwrap_or_else(|e| e.into_inner());
     let line = format!("{v}\n");
     let _ = match out.as_mut() {

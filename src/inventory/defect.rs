@@ -60,9 +60,9 @@ pub struct NotBuiltIn {
 
 /// The database strategies whose pay and cancel go through the store's own state machine.
 const DATABASE: &[Strategy] = &[
+    Strategy::Conditional,
     Strategy::ForUpdate,
     Strategy::Optimistic,
-    Strategy::Conditional,
     Strategy::Batched,
 ];
 
@@ -117,7 +117,7 @@ impl Defect {
     pub fn strategies(self) -> &'static [Strategy] {
         match self {
             Defect::LimitRace => &[Strategy::Conditional, Strategy::ForUpdate],
-            Defect::GetThenDecr => &[Strategy::ForUpdate, Strategy::Conditional],
+            Defect::GetThenDecr => &[Strategy::Conditional, Strategy::ForUpdate],
             Defect::DoubleRestock | Defect::CancelPaidRestocks | Defect::KeyReuse => DATABASE,
         }
     }
