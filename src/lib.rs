@@ -22,7 +22,9 @@
 //!   `UPDATE`; `batched`: per-item queues and one transaction per batch, its decisions unit-tested
 //!   in `batched/tests.rs`; `redis_buckets`: redis-lua's scripts on B buckets of one sale, each
 //!   in its own slot, with lend/receive transfers and their repair; `strategy`: the
-//!   [`inventory::Strategy`] switch); [`inventory::idempotency`] is the
+//!   [`inventory::Strategy`] switch); [`inventory::defect`] names the known defects a shop can
+//!   be started with (`--defect NAME`, a testing aid: each a branch marked `DEFECT` in its
+//!   strategies' own code); [`inventory::idempotency`] is the
 //!   `Idempotency-Key` rule they all share (a retry gets the order its key bought, never a
 //!   second one); `redis_lua::keys` is the Redis key
 //!   layout of a sale and the clean-up of a key prefix; `redis_lua::stream` is the stream's

@@ -322,7 +322,10 @@ pub fn render(rows: &[Row]) -> String {
                 r.strategy.to_string(),
                 r.scenario.clone(),
                 caught,
-                format!("{:.1}", r.seconds),
+                match r.result {
+                    CaseResult::NotTested => "-".into(),
+                    _ => format!("{:.1}", r.seconds),
+                },
                 r.result.word().to_string(),
             ]
         })
@@ -336,13 +339,11 @@ pub fn render(rows: &[Row]) -> String {
         Align::Left,
     ];
     let mut s = text(&header, &body, &align);
+    let mut reasons: Vec<&str> = Vec::new();
     for r in rows {
-        if let Some(why) = &r.reason {
-            s.push_str(&format!(
-                "  {} on {}: not tested: {why}\n",
-                r.defect.map_or("correct run".into(), |d| d.to_string()),
-                r.strategy
-            ));
+        if let Some(why) = r.reason.as_deref().filter(|w| !reasons.contains(w)) {
+            reasons.push(why);
+            s.push_str(&format!("  {}: not tested: {why}\n", r.scenario));
         }
         if !r.not_verified.is_empty() {
             s.push_str(&format!(

@@ -104,6 +104,15 @@ impl OutputArgs {
                     text.push_str(&format!("\n  - {a}"));
                 }
             }
+            if let (Some(d), crate::report::Shop::Reference { strategy, .. }) =
+                (run.defect, &run.shop)
+            {
+                text.push_str(&format!(
+                    "\n{}: {}",
+                    run.run_label(mb),
+                    d.warning(*strategy)
+                ));
+            }
             for n in &f.client_notes {
                 text.push_str(&format!("\n{}: note: {n}", run.run_label(mb)));
             }
