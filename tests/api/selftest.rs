@@ -353,3 +353,55 @@ async fn a_defect_on_a_strategy_without_it_is_refused_naming_those_with_it() {
         );
     }
 }
+
+#[tokio::test]
+async fn serve_with_a_defect_prints_a_loud_warning_and_still_serves() {
+    use tokio::io::{AsyncBufReadExt, BufReader};
+    // Arrange
+    let db = fresh_db_url(Backend::Postgres);
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_oversell"))
+        .args([
+            "serve",
+            "--strategy",
+            "conditional",
+            "--defect",
+            "double-restock",
+            "--listen",
+            "127.0.0.1:0",
+            "--database-url",
+            &db,
+        ])
+        .env_remove("DATABASE_URL")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap()).lines();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap()).lines();
+
+    // Act
+    let warning = tokio::time::timeout(Duration::from_secs(60), stderr.next_line())
+        .await
+        .expect("a first stderr line")
+        .unwrap()
+        .unwrap_or_default();
+    let listening = tokio::time::timeout(Duration::from_secs(60), stdout.next_line())
+        .await
+        .expect("the listening line")
+        .unwrap()
+        .unwrap_or_default();
+    let _ = child.kill().await;
+    drop_database(&db).await;
+
+    // Assert
+    assert!(
+        warning.starts_with("WARNING: DEFECT DOUBLE-RESTOCK IS ACTIVE")
+            && warning.contains("testing aid"),
+        "{warning}"
+    );
+    assert!(
+        listening.starts_with("oversell shop listening on http://"),
+        "the first stdout line stays the contract: {listening}"
+    );
+}
