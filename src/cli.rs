@@ -330,6 +330,11 @@ async fn dispatch(command: Command) -> anyhow::Result<i32> {
             let (backend, url) = args.conn.database_for(args.backend)?;
             if args.shard.shard.is_some() {
                 let sa = &args.scenario;
+                anyhow::ensure!(
+                    sa.defect.is_none(),
+                    "--defect is built into the shop a run starts; a shard fires at the shop \
+                     serving at --shop-url: start that one with `oversell serve --defect NAME`"
+                );
                 plan::refuse_with_shard(
                     &sa.faults,
                     sa.repeat,

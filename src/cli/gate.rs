@@ -194,11 +194,14 @@ fn refuse_defect(s: &crate::traffic::Scenario, args: &GateArgs) -> anyhow::Resul
     };
     anyhow::ensure!(
         args.target.is_none(),
-        "defect {defect} is built into the reference shop: it cannot apply to --target (your          own shop); drop `[shop] defect` from the scenario"
+        "defect {defect} is built into the reference shop: it cannot apply to --target (your \
+         own shop); drop `[shop] defect` from the scenario"
     );
     anyhow::ensure!(
         args.allow_defect,
-        "refusing to gate a shop with defect {defect} ({}): a defect is a testing aid that          makes the reference shop wrong on purpose, so this gate's verdict would say nothing          about a real shop; pass --allow-defect to run it anyway (or use `oversell selftest`)",
+        "refusing to gate a shop with defect {defect} ({}): a defect is a testing aid that \
+         makes the reference shop wrong on purpose, so this gate's verdict would say nothing \
+         about a real shop; pass --allow-defect to run it anyway (or use `oversell selftest`)",
         defect.what()
     );
     let strategies = if args.strategy.is_empty() {
