@@ -315,6 +315,41 @@ async fn gate_refuses_a_defect_without_allow_defect_and_says_why() {
 }
 
 #[tokio::test]
+async fn gate_refuses_a_scenario_whose_shop_table_asks_for_a_defect() {
+    // Arrange: the bundled scenario with `[shop] defect` written into it.
+    let tmp = tempfile::tempdir().unwrap();
+    let text = oversell::scenarios::Bundled::named("selftest-limit-race")
+        .unwrap()
+        .text
+        .replace("[shop]\n", "[shop]\ndefect = \"limit-race\"\n");
+    assert!(text.contains("defect = \"limit-race\""));
+    let file = tmp.path().join("with-defect.toml");
+    std::fs::write(&file, text).unwrap();
+
+    // Act
+    let run = oversell_cli(
+        &[
+            "gate",
+            "--scenario",
+            file.to_str().unwrap(),
+            "--strategy",
+            "conditional",
+            "--quiet",
+        ],
+        &[],
+    )
+    .await;
+
+    // Assert
+    assert_eq!(run.code, 2, "{}", run.both());
+    assert!(
+        run.stderr.contains("defect limit-race") && run.stderr.contains("--allow-defect"),
+        "{}",
+        run.both()
+    );
+}
+
+#[tokio::test]
 async fn a_defect_on_a_strategy_without_it_is_refused_naming_those_with_it() {
     for args in [
         vec![
