@@ -1,7 +1,7 @@
 //! The command line: clap definitions, turned into typed plans before any work starts.
 
 use crate::diff::DiffPlan;
-use crate::inventory::{InventoryError, Strategy};
+use crate::inventory::{Defect, InventoryError, Strategy};
 use crate::runner::{self, Cell, RunPlan, Subject};
 use crate::services::Unreachable;
 use crate::shop::{Application, ShopKnobs, TrustedProxies};
@@ -18,10 +18,12 @@ mod bench;
 mod gate;
 mod output;
 mod plan;
+mod selftest;
 pub use attack::AttackArgs;
 pub use gate::GateArgs;
 pub use output::{summary, OutputArgs, SUMMARY_SCHEMA};
 pub use plan::{FaultArgs, OracleArgs, PlanArgs, ShardArgs};
+pub use selftest::SelftestArgs;
 
 /// Reproduce, measure and gate oversell in flash sales.
 #[derive(Debug, Parser)]
@@ -53,6 +55,10 @@ pub enum Command {
     Merge(Box<MergeArgs>),
     /// Measure our paths next to their raw ceiling in the same run: `bench redis`, `bench shop`.
     Bench(bench::BenchArgs),
+    /// Show what the harness catches: fire each known defect's bundled scenario at a reference
+    /// shop with that defect (caught?) and at the correct strategy (passes?). Exit 0 every
+    /// defect caught and every correct run passed, 1 otherwise.
+    Selftest(Box<SelftestArgs>),
     /// List the scenarios bundled with oversell (usable by name with --scenario).
     Scenarios,
     /// Print a shell completion script: `oversell completions bash > /etc/bash_completion.d/oversell`.
@@ -76,6 +82,7 @@ impl Command {
             Command::Gate(a) => Some(&a.plan.output),
             Command::Attack(a) => Some(&a.plan.output),
             Command::Merge(a) => Some(&a.output),
+            Command::Selftest(a) => Some(&a.output),
             _ => None,
         }
     }
@@ -203,6 +210,10 @@ pub struct ScenarioArgs {
     /// i mod K. Overrides the scenario's `[shop] shops` (default 1).
     #[arg(long, value_name = "K", value_parser = plan::shops_arg)]
     pub shops: Option<u32>,
+    /// TESTING AID: run the reference shop with this known defect built in (sets the
+    /// scenario's `[shop] defect`; the report records it). See docs/detection.md.
+    #[arg(long, value_enum, value_name = "NAME")]
+    pub defect: Option<Defect>,
     #[command(flatten)]
     pub faults: FaultArgs,
     #[command(flatten)]
@@ -295,6 +306,7 @@ async fn dispatch(command: Command) -> anyhow::Result<i32> {
         Command::Serve(args) => {
             let (_, db) = args.conn.database_for(args.backend)?;
             args.knobs.validate()?;
+            defect_warning(&args.knobs, [args.strategy])?;
             let mut config = args.knobs.config(
                 args.strategy,
                 args.listen,
@@ -318,6 +330,11 @@ async fn dispatch(command: Command) -> anyhow::Result<i32> {
             let (backend, url) = args.conn.database_for(args.backend)?;
             if args.shard.shard.is_some() {
                 let sa = &args.scenario;
+                anyhow::ensure!(
+                    sa.defect.is_none(),
+                    "--defect is built into the shop a run starts; a shard fires at the shop \
+                     serving at --shop-url: start that one with `oversell serve --defect NAME`"
+                );
                 plan::refuse_with_shard(
                     &sa.faults,
                     sa.repeat,
@@ -402,6 +419,7 @@ async fn dispatch(command: Command) -> anyhow::Result<i32> {
             Ok(0)
         }
         Command::Attack(args) => attack::attack(*args).await,
+        Command::Selftest(args) => selftest::selftest(*args).await,
         Command::Bench(args) => bench::bench(args.what).await,
         Command::Scenarios => {
             print!("{}", scenario_list());
@@ -482,6 +500,10 @@ async fn run_and_print(
     if let Some(k) = sa.shops {
         scenario.shop.shops = k;
     }
+    if let Some(d) = sa.defect {
+        scenario.shop.defect = Some(d);
+    }
+    defect_warning(&scenario.shop, cells.iter().map(|c| c.strategy))?;
     plan::max_send_lag(&mut scenario, sa.max_send_lag_ms)?;
     let live = sa.output.live().await?;
     let plan = RunPlan {
@@ -502,6 +524,22 @@ async fn run_and_print(
     let (report, dir) = runner::execute(&plan).await?;
     sa.output.finish(&report, &dir, None);
     Ok(0)
+}
+
+/// With a defect asked for (`--defect`, `[shop] defect`): refuses it when a strategy lacks it
+/// (naming the ones that have it), else prints the loud warning on stderr.
+pub fn defect_warning(
+    knobs: &ShopKnobs,
+    strategies: impl IntoIterator<Item = Strategy>,
+) -> anyhow::Result<()> {
+    let Some(defect) = knobs.defect else {
+        return Ok(());
+    };
+    for strategy in strategies {
+        knobs.check_defect(strategy)?;
+        eprintln!("{}", defect.warning(strategy));
+    }
+    Ok(())
 }
 
 /// The exit code for an error that ended a command: 3 when a service could not be reached

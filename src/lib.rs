@@ -22,7 +22,9 @@
 //!   `UPDATE`; `batched`: per-item queues and one transaction per batch, its decisions unit-tested
 //!   in `batched/tests.rs`; `redis_buckets`: redis-lua's scripts on B buckets of one sale, each
 //!   in its own slot, with lend/receive transfers and their repair; `strategy`: the
-//!   [`inventory::Strategy`] switch); [`inventory::idempotency`] is the
+//!   [`inventory::Strategy`] switch); [`inventory::defect`] names the known defects a shop can
+//!   be started with (`--defect NAME`, a testing aid: each a branch marked `DEFECT` in its
+//!   strategies' own code); [`inventory::idempotency`] is the
 //!   `Idempotency-Key` rule they all share (a retry gets the order its key bought, never a
 //!   second one); `redis_lua::keys` is the Redis key
 //!   layout of a sale and the clean-up of a key prefix; `redis_lua::stream` is the stream's
@@ -111,6 +113,10 @@
 //!   shop over HTTP vs `bench::ceiling`, i.e. redis-benchmark, pgbench or mysqlslap),
 //!   `bench::wrk` (wrk's script and output), `bench::rate` (fixed-rate client, HdrHistogram
 //!   from the intended send). Sits beside `runner` (it starts the runner's child shop).
+//! - [`selftest`]: `oversell selftest`: each known defect ([`inventory::Defect`], built into
+//!   the reference shop's own code path by `--defect NAME`, a testing aid) fired with the
+//!   bundled scenario meant for it, caught or missed, and the correct strategies on the same
+//!   scenarios, which must pass (the flags in `cli/selftest.rs`).
 //! - [`model`]: items, orders and the order state machine.
 //! - [`services`]: the outside services and how to start one that is down (`cli` decides
 //!   which errors mean "unreachable": exit 3).
@@ -137,6 +143,7 @@ pub mod rehearsal;
 pub mod report;
 pub mod runner;
 pub mod scenarios;
+pub mod selftest;
 pub mod services;
 pub mod shard;
 pub mod shop;

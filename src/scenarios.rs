@@ -32,7 +32,10 @@ pub const BUNDLED: &[Bundled] = bundled![
     "second-wave",
     "rehearsal-example",
     "rehearsal-stock-only",
-    "faults"
+    "faults",
+    "selftest-limit-race",
+    "selftest-get-then-decr",
+    "selftest-double-restock"
 ];
 
 impl Bundled {

@@ -6,7 +6,7 @@
 use super::plan::{foreign, plan, FaultArgs, OracleArgs, PlanArgs, ShardArgs};
 use super::{load_scenario, ConnArgs};
 use crate::gate::{self, Override, Verdict};
-use crate::inventory::Strategy;
+use crate::inventory::{Defect, Strategy};
 use crate::runner::{self, Cell, Subject};
 use crate::store::Backend;
 use anyhow::Context;
@@ -52,6 +52,14 @@ pub struct GateArgs {
     /// (sets the scenario's `[shop] redis_cluster`; a `redis+cluster://` URL needs no flag).
     #[arg(long, conflicts_with = "target")]
     pub redis_cluster: bool,
+    /// TESTING AID: gate the reference shop with this known defect built in (sets the
+    /// scenario's `[shop] defect`); refused without --allow-defect. See docs/detection.md.
+    #[arg(long, value_enum, value_name = "NAME", conflicts_with = "target")]
+    pub defect: Option<Defect>,
+    /// Let the gate run a reference shop with a defect (`--defect`, `[shop] defect`): its
+    /// verdict is about a shop made wrong on purpose, never about yours.
+    #[arg(long)]
+    pub allow_defect: bool,
     #[command(flatten)]
     pub faults: FaultArgs,
     #[command(flatten)]
@@ -109,6 +117,10 @@ pub async fn gate(args: GateArgs) -> anyhow::Result<i32> {
         s.shop.shops = k;
     }
     s.shop.redis_cluster |= args.redis_cluster;
+    if let Some(d) = args.defect {
+        s.shop.defect = Some(d);
+    }
+    refuse_defect(&s, &args)?;
     if args.target.is_some() && !s.faults.is_empty() {
         anyhow::bail!(
             "faults act only on the reference shop's own services: drop --fault and [[faults]] \
@@ -175,6 +187,33 @@ pub async fn gate(args: GateArgs) -> anyhow::Result<i32> {
     }
     append_step_summary(&md)?;
     Ok(verdict.exit_code())
+}
+
+/// A defect (`--defect`, the scenario's `[shop] defect`) is a testing aid: refused without
+/// `--allow-defect`, refused with `--target` (it is built into the reference shop), refused on
+/// a strategy that lacks it; allowed, it is announced on stderr.
+fn refuse_defect(s: &crate::traffic::Scenario, args: &GateArgs) -> anyhow::Result<()> {
+    let Some(defect) = s.shop.defect else {
+        return Ok(());
+    };
+    anyhow::ensure!(
+        args.target.is_none(),
+        "defect {defect} is built into the reference shop: it cannot apply to --target (your \
+         own shop); drop `[shop] defect` from the scenario"
+    );
+    anyhow::ensure!(
+        args.allow_defect,
+        "refusing to gate a shop with defect {defect} ({}): a defect is a testing aid that \
+         makes the reference shop wrong on purpose, so this gate's verdict would say nothing \
+         about a real shop; pass --allow-defect to run it anyway (or use `oversell selftest`)",
+        defect.what()
+    );
+    let strategies = if args.strategy.is_empty() {
+        vec![Strategy::RedisLua]
+    } else {
+        args.strategy.clone()
+    };
+    super::defect_warning(&s.shop, strategies)
 }
 
 /// Appends Markdown to `$GITHUB_STEP_SUMMARY` when that variable names a file.

@@ -104,6 +104,15 @@ impl OutputArgs {
                     text.push_str(&format!("\n  - {a}"));
                 }
             }
+            if let (Some(d), crate::report::Shop::Reference { strategy, .. }) =
+                (run.defect, &run.shop)
+            {
+                text.push_str(&format!(
+                    "\n{}: {}",
+                    run.run_label(mb),
+                    d.warning(*strategy)
+                ));
+            }
             for n in &f.client_notes {
                 text.push_str(&format!("\n{}: note: {n}", run.run_label(mb)));
             }
@@ -133,7 +142,7 @@ impl OutputArgs {
 }
 
 /// Writes one JSON line to the stdout `--json` claimed (or stdout).
-fn json_line(v: &Value) {
+pub(super) fn json_line(v: &Value) {
     let mut out = JSON_OUT.lock().unwrap_or_else(|e| e.into_inner());
     let line = format!("{v}\n");
     let _ = match out.as_mut() {

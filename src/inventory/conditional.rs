@@ -21,15 +21,27 @@
 //! already holds the limit (`duplicate`, as `for-update` answers them, and what lets a retry
 //! with the same `Idempotency-Key` find its order) from one who does not (`sold out`).
 
-use super::{InventoryError, Outcome};
+//!
+//! With a [`Defect`] built in (a testing aid), two branches marked `DEFECT` take the mistakes
+//! teams make with this design: `limit-race` counts the buyer's orders before the
+//! transaction and inserts without the limit condition; `get-then-decr` reads the stock,
+//! checks it in the shop and writes `stock = stock - q` without the `WHERE stock >= q`.
+
+use super::{Defect, InventoryError, Outcome, Settings};
 use crate::model::{Order, Purchase};
 use crate::store::Store;
 
 pub(super) async fn purchase(
     store: &Store,
+    settings: &Settings,
     p: &Purchase,
     limit: i64,
 ) -> Result<Outcome, InventoryError> {
+    match settings.defect {
+        Some(Defect::LimitRace) => return limit_race(store, settings, p, limit).await,
+        Some(Defect::GetThenDecr) => return get_then_decr(store, settings, p, limit).await,
+        _ => {}
+    }
     let mut tx = store.begin().await?;
     if !tx.conditional_deduct(p.item_id, p.qty).await? {
         tx.rollback().await?;
@@ -42,6 +54,60 @@ pub(super) async fn purchase(
     // A unique-index refusal of the order's Idempotency-Key passes through as it is: the
     // transaction rolls back (the units with it) and `idempotency::settle` answers the order
     // that key bought.
+    if !tx.insert_order_within_limit(&order, limit).await? {
+        tx.rollback().await?;
+        return Ok(Outcome::Duplicate);
+    }
+    tx.commit().await?;
+    Ok(Outcome::Reserved { order_id: order.id })
+}
+
+/// DEFECT limit-race: the buyer's holdings counted on their own, a moment of business logic,
+/// then the stock taken (still exactly) and the order inserted with no limit condition: the
+/// same buyer's concurrent orders all pass the count.
+async fn limit_race(
+    store: &Store,
+    settings: &Settings,
+    p: &Purchase,
+    limit: i64,
+) -> Result<Outcome, InventoryError> {
+    if store.held_by_user(p.item_id, &p.user_id).await? + p.qty > limit {
+        return Ok(Outcome::Duplicate);
+    }
+    tokio::time::sleep(settings.naive_gap).await;
+    let mut tx = store.begin().await?;
+    if !tx.conditional_deduct(p.item_id, p.qty).await? {
+        tx.rollback().await?;
+        return Ok(Outcome::SoldOut);
+    }
+    let order = Order::pending(p);
+    tx.insert_order(&order).await?;
+    tx.commit().await?;
+    Ok(Outcome::Reserved { order_id: order.id })
+}
+
+/// DEFECT get-then-decr: the stock read and checked in the shop, a moment of business logic,
+/// then `stock = stock - q` by a second statement that trusts the read (the limit is still
+/// exact: it rides on the insert, under the row lock the write took).
+async fn get_then_decr(
+    store: &Store,
+    settings: &Settings,
+    p: &Purchase,
+    limit: i64,
+) -> Result<Outcome, InventoryError> {
+    let Some(item) = store.item(p.item_id).await? else {
+        return Ok(Outcome::UnknownItem);
+    };
+    if item.stock < p.qty {
+        if store.held_by_user(p.item_id, &p.user_id).await? + p.qty > limit {
+            return Ok(Outcome::Duplicate);
+        }
+        return Ok(Outcome::SoldOut);
+    }
+    tokio::time::sleep(settings.naive_gap).await;
+    let mut tx = store.begin().await?;
+    tx.deduct(p.item_id, p.qty).await?;
+    let order = Order::pending(p);
     if !tx.insert_order_within_limit(&order, limit).await? {
         tx.rollback().await?;
         return Ok(Outcome::Duplicate);

@@ -35,7 +35,13 @@
 //!   under the lock, as before: that is what a keyed retry after the stock ran out needs to
 //!   get its order back, see [`super::idempotency`]).
 
-use super::{InventoryError, Outcome, Settings};
+//!
+//! With a [`Defect`] built in (a testing aid), two branches marked `DEFECT` take the mistakes
+//! teams make with this design: `get-then-decr` forgets the `FOR UPDATE` (the stock is read
+//! unlocked, checked in the shop and decremented by the update after it); `limit-race`
+//! counts the buyer's orders before the transaction and deducts without the limit condition.
+
+use super::{Defect, InventoryError, Outcome, Settings};
 use crate::model::{now_ms, Order, Purchase};
 use crate::store::Store;
 
@@ -44,10 +50,20 @@ pub(super) async fn purchase(
     settings: &Settings,
     p: &Purchase,
 ) -> Result<Outcome, InventoryError> {
+    if settings.defect == Some(Defect::LimitRace) {
+        return limit_race(store, settings, p).await;
+    }
     let mut tx = store.begin().await?;
     let order = Order::pending(p);
     tx.insert_order(&order).await?;
-    let Some((item, released_at_ms)) = tx.lock_for_purchase(p.item_id).await? else {
+    let locked = if settings.defect == Some(Defect::GetThenDecr) {
+        // DEFECT get-then-decr: `FOR UPDATE` forgotten: a plain read of the stock, checked
+        // below, then decremented by an update that trusts it.
+        tx.read_item(p.item_id).await?.map(|item| (item, 0))
+    } else {
+        tx.lock_for_purchase(p.item_id).await?
+    };
+    let Some((item, released_at_ms)) = locked else {
         tx.rollback().await?;
         return Ok(Outcome::UnknownItem);
     };
@@ -76,6 +92,37 @@ pub(super) async fn purchase(
         tx.rollback().await?;
         return Ok(Outcome::Duplicate);
     }
+    tx.commit().await?;
+    Ok(Outcome::Reserved { order_id: order.id })
+}
+
+/// DEFECT limit-race: the buyer's holdings counted before the transaction, a moment of
+/// business logic, then the row lock, the stock check (still exact) and a deduct with no
+/// limit condition: the same buyer's concurrent orders all pass the count.
+async fn limit_race(
+    store: &Store,
+    settings: &Settings,
+    p: &Purchase,
+) -> Result<Outcome, InventoryError> {
+    let Some(item) = store.item(p.item_id).await? else {
+        return Ok(Outcome::UnknownItem);
+    };
+    if store.held_by_user(p.item_id, &p.user_id).await? + p.qty > item.purchase_limit {
+        return Ok(Outcome::Duplicate);
+    }
+    tokio::time::sleep(settings.naive_gap).await;
+    let mut tx = store.begin().await?;
+    let Some(item) = tx.lock_item(p.item_id).await? else {
+        tx.rollback().await?;
+        return Ok(Outcome::UnknownItem);
+    };
+    if item.stock < p.qty {
+        tx.rollback().await?;
+        return Ok(Outcome::SoldOut);
+    }
+    tx.deduct(p.item_id, p.qty).await?;
+    let order = Order::pending(p);
+    tx.insert_order(&order).await?;
     tx.commit().await?;
     Ok(Outcome::Reserved { order_id: order.id })
 }

@@ -6,6 +6,7 @@
 
 mod batched;
 mod conditional;
+pub mod defect;
 mod for_update;
 pub mod idempotency;
 mod naive;
@@ -21,6 +22,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
+pub use defect::Defect;
 pub use redis_buckets::RedisBuckets;
 pub use redis_lua::{Durability, GatewaySettings, RedisLua, RedisSettings, Rewarm, RewarmOutcome};
 pub use strategy::Strategy;
@@ -91,7 +93,8 @@ impl From<sqlx::Error> for InventoryError {
 /// Knobs of the database strategies.
 #[derive(Debug, Clone)]
 pub struct Settings {
-    /// naive: business logic between the stock check and the write (the race window).
+    /// naive: business logic between the stock check and the write (the race window); also
+    /// the gap of a [`Defect`]'s check-then-write.
     pub naive_gap: Duration,
     /// for-update / optimistic: business logic done between the read and the write (under the
     /// row lock for `for-update`, before the compare-and-swap for `optimistic`).
@@ -108,6 +111,9 @@ pub struct Settings {
     pub batch_max: usize,
     /// redis-buckets: how many buckets a sale's stock is split over.
     pub buckets: u32,
+    /// A known defect built in (a testing aid: `serve --defect NAME`); `None` in every shop
+    /// to trust.
+    pub defect: Option<Defect>,
 }
 
 impl Default for Settings {
@@ -121,6 +127,7 @@ impl Default for Settings {
             batch_window: Duration::from_millis(2),
             batch_max: 128,
             buckets: redis_buckets::DEFAULT_BUCKETS,
+            defect: None,
         }
     }
 }
@@ -418,11 +425,25 @@ impl Inventory {
         if p.qty > limit {
             return Ok(Outcome::OverLimit { limit });
         }
+        // DEFECT key-reuse (a testing aid, see `defect`): the handler read the
+        // Idempotency-Key and never passed it down, so nothing stores or checks it.
+        let unkeyed;
+        let p = if self.settings.defect == Some(Defect::KeyReuse) && p.idempotency_key.is_some() {
+            unkeyed = Purchase {
+                idempotency_key: None,
+                ..p.clone()
+            };
+            &unkeyed
+        } else {
+            p
+        };
         let result = match self.strategy {
             Strategy::Naive => naive::purchase(&self.store, &self.settings, p).await,
             Strategy::ForUpdate => for_update::purchase(&self.store, &self.settings, p).await,
             Strategy::Optimistic => optimistic::purchase(&self.store, &self.settings, p).await,
-            Strategy::Conditional => conditional::purchase(&self.store, p, limit).await,
+            Strategy::Conditional => {
+                conditional::purchase(&self.store, &self.settings, p, limit).await
+            }
             Strategy::Batched => {
                 let batcher = self.batcher.as_ref().expect("set in new");
                 Ok(batcher.purchase(p).await)
@@ -466,8 +487,46 @@ impl Inventory {
         match (&self.redis, &self.buckets) {
             (Some(redis), _) => redis.release(order_id, to).await,
             (_, Some(buckets)) => buckets.release(order_id, to).await,
-            _ => Ok(self.store.release(order_id, to).await?),
+            _ => {
+                let done = self.store.release(order_id, to).await?;
+                self.after_release(order_id, to, done).await
+            }
         }
+    }
+
+    /// The database strategies' release as it was done, then (only with a [`Defect`] built in)
+    /// what the defective shop does after it.
+    async fn after_release(
+        &self,
+        order_id: &str,
+        to: OrderStatus,
+        done: Transition,
+    ) -> Result<Transition, InventoryError> {
+        match (self.settings.defect, &done) {
+            // DEFECT double-restock: the "order released" listener restocks again, without
+            // the guard (the order's state move) that made the first restock happen once.
+            (Some(Defect::DoubleRestock), Transition::Applied { restocked }) if *restocked > 0 => {
+                if let Some(order) = self.store.order(order_id).await? {
+                    self.store
+                        .deduct_unchecked(order.item_id, -restocked)
+                        .await?;
+                }
+            }
+            // DEFECT cancel-paid-restocks: the cancel restocked before checking the state, and
+            // the refusal (the order is paid) does not undo it: the answer is right, the stock
+            // is not.
+            (Some(Defect::CancelPaidRestocks), Transition::AlreadyIn(OrderStatus::Paid))
+                if to == OrderStatus::Cancelled =>
+            {
+                if let Some(order) = self.store.order(order_id).await? {
+                    self.store
+                        .deduct_unchecked(order.item_id, -order.qty)
+                        .await?;
+                }
+            }
+            _ => {}
+        }
+        Ok(done)
     }
 
     /// Expires every pending order of `item` whose payment window has passed (database
@@ -482,8 +541,9 @@ impl Inventory {
         let cutoff = crate::model::now_ms() - self.settings.payment_timeout.as_millis() as i64;
         let mut n = 0;
         for id in self.store.overdue_orders(item, cutoff).await? {
+            let done = self.store.release(&id, OrderStatus::Expired).await?;
             if let Transition::Applied { .. } =
-                self.store.release(&id, OrderStatus::Expired).await?
+                self.after_release(&id, OrderStatus::Expired, done).await?
             {
                 n += 1;
             }

@@ -54,11 +54,20 @@ impl Fact {
 pub fn facts(run: &RunReport) -> Vec<Fact> {
     let f = &run.findings;
     let mut v: Vec<String> = vec![
-        format!(
-            "target: {} (backend {})",
-            run.shop.target(),
-            run.backend_name()
-        ),
+        match run.defect {
+            Some(d) => format!(
+                "target: {} (backend {}) WITH DEFECT {d} BUILT IN ({}): a testing aid, not a \
+                 clean run",
+                run.shop.target(),
+                run.backend_name(),
+                d.what()
+            ),
+            None => format!(
+                "target: {} (backend {})",
+                run.shop.target(),
+                run.backend_name()
+            ),
+        },
         format!(
             "sold {} of {}; database stock {}; Redis stock {}; conservation drift {}; Redis drift {}",
             opt(f.sold),

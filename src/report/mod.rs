@@ -274,6 +274,10 @@ pub struct RunReport {
     /// `--repeat N`: which repeat of its strategy this run was (1-based; absent: ran once).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub repeat: Option<u32>,
+    /// The known defect the reference shop ran with (`--defect`, a testing aid; absent: none),
+    /// so a report made with one never passes for a clean one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub defect: Option<crate::inventory::Defect>,
     pub scenario: String,
     pub buyers: u32,
     #[serde(flatten)]

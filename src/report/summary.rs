@@ -186,6 +186,7 @@ pub fn build(input: RunInputs) -> RunReport {
     RunReport {
         shop: input.shop,
         repeat: None,
+        defect: None,
         scenario: input.scenario,
         buyers: input.buyers,
         findings: input.findings,

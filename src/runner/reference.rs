@@ -208,5 +208,6 @@ async fn drive_reference(
     let mut run = finish(plan, shop, fired.traffic, series, drain, server);
     run.faults = faults::windows(&applied, &run);
     run.shops = spread;
+    run.defect = s.shop.defect;
     Ok(run)
 }

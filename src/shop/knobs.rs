@@ -8,7 +8,7 @@
 
 use super::ShopConfig;
 use crate::gateway::GatewaySettings;
-use crate::inventory::{Durability, RedisSettings, Settings, Strategy};
+use crate::inventory::{Defect, Durability, RedisSettings, Settings, Strategy};
 use crate::pipeline::{reconcile::ReconcileSettings, PipelineSettings};
 use crate::store::PoolSettings;
 use serde::{Deserialize, Serialize};
@@ -18,13 +18,15 @@ use std::time::Duration;
 /// The most reference shop processes one run starts (`--shops`, `[shop] shops`).
 pub const MAX_SHOPS: u32 = 16;
 
-/// Declares [`ShopKnobs`] from four lists: choices first (`name: EnumType = Default::Variant;`,
-/// a `clap::ValueEnum` spelled in kebab-case), then switches (`name;`: a `bool`, off by default,
-/// the bare flag `--name` turns it on), then the runner's own settings (never a `serve` flag),
-/// then numbers (`name: type = default, min..=max;`).
+/// Declares [`ShopKnobs`] from five lists: choices first (`name: EnumType = Default::Variant;`,
+/// a `clap::ValueEnum` spelled in kebab-case), then optional choices (`name: EnumType;`: absent
+/// unless given), then switches (`name;`: a `bool`, off by default, the bare flag `--name`
+/// turns it on), then the runner's own settings (never a `serve` flag), then numbers
+/// (`name: type = default, min..=max;`).
 macro_rules! knobs {
     (
         choices { $( $(#[doc = $cdoc:literal])* $cname:ident: $cty:ty = $cdefault:expr; )* }
+        optional { $( $(#[doc = $odoc:literal])* $oname:ident: $oty:ty; )* }
         switches { $( $(#[doc = $sdoc:literal])* $sname:ident; )* }
         runner { $( $(#[doc = $rdoc:literal])* $rname:ident: $rty:ty = $rdefault:literal, $rmin:literal..=$rmax:expr; )* }
         $( $(#[doc = $doc:literal])* $name:ident: $ty:ty = $default:literal, $min:literal..=$max:literal; )*
@@ -36,13 +38,14 @@ macro_rules! knobs {
         pub struct ShopKnobs {
             $( $(#[doc = $doc])* #[arg(long, default_value_t = $default)] pub $name: $ty, )*
             $( $(#[doc = $cdoc])* #[arg(long, value_enum, default_value_t = $cdefault)] pub $cname: $cty, )*
+            $( $(#[doc = $odoc])* #[arg(long, value_enum)] pub $oname: Option<$oty>, )*
             $( $(#[doc = $sdoc])* #[arg(long)] pub $sname: bool, )*
             $( $(#[doc = $rdoc])* #[arg(skip = $rdefault as $rty)] pub $rname: $rty, )*
         }
 
         impl Default for ShopKnobs {
             fn default() -> Self {
-                ShopKnobs { $( $name: $default, )* $( $cname: $cdefault, )* $( $sname: false, )* $( $rname: $rdefault, )* }
+                ShopKnobs { $( $name: $default, )* $( $cname: $cdefault, )* $( $oname: None, )* $( $sname: false, )* $( $rname: $rdefault, )* }
             }
         }
 
@@ -56,6 +59,7 @@ macro_rules! knobs {
         struct Overlay {
             $( $name: Option<$ty>, )*
             $( $cname: Option<$cty>, )*
+            $( $oname: Option<$oty>, )*
             $( $sname: Option<bool>, )*
             $( $rname: Option<$rty>, )*
         }
@@ -65,6 +69,7 @@ macro_rules! knobs {
                 ShopKnobs {
                     $( $name: o.$name.unwrap_or($default), )*
                     $( $cname: o.$cname.unwrap_or($cdefault), )*
+                    $( $oname: o.$oname, )*
                     $( $sname: o.$sname.unwrap_or(false), )*
                     $( $rname: o.$rname.unwrap_or($rdefault), )*
                 }
@@ -88,6 +93,12 @@ knobs! {
         /// redis-lua: what an acknowledged order survives on the Redis side (checked against
         /// the Redis configuration at start; see the README).
         redis_durability: Durability = Durability::None;
+    }
+    optional {
+        /// A known defect built into the shop's own code path: a TESTING AID that makes this
+        /// shop wrong on purpose, so you can see what the harness catches (`oversell
+        /// selftest`; docs/detection.md). Each applies to some strategies only.
+        defect: Defect;
     }
     switches {
         /// redis-lua: Redis is a Redis Cluster reached through the node(s) of --redis-url
@@ -216,6 +227,14 @@ impl ShopKnobs {
         args
     }
 
+    /// Whether `strategy` has the defect these knobs ask for (none asked: yes).
+    pub fn check_defect(
+        &self,
+        strategy: Strategy,
+    ) -> Result<(), crate::inventory::defect::NotBuiltIn> {
+        self.defect.map_or(Ok(()), |d| d.check(strategy))
+    }
+
     /// The configuration of a shop with these knobs selling through `strategy`, its Redis keys
     /// under `redis_prefix`. No alert webhook, no replica, no trusted proxy and no admin token:
     /// set those on the result.
@@ -245,6 +264,7 @@ impl ShopKnobs {
                 batch_window: Duration::from_millis(self.batch_window_ms),
                 batch_max: self.batch_max as usize,
                 buckets: self.buckets,
+                defect: self.defect,
             },
             redis: RedisSettings {
                 url: crate::inventory::redis_lua::conn::with_cluster(redis_url, self.redis_cluster),
@@ -357,6 +377,29 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("aof-always"), "{e}");
+    }
+
+    #[test]
+    fn a_defect_is_absent_unless_asked_and_reaches_the_shops_command_line() {
+        assert_eq!(ShopKnobs::default().defect, None);
+        assert!(!ShopKnobs::default()
+            .command_line()
+            .iter()
+            .any(|a| a == "--defect"));
+        let k: ShopKnobs = toml::from_str("defect = \"limit-race\"").unwrap();
+        assert_eq!(k.defect, Some(Defect::LimitRace));
+        let args = k.command_line();
+        assert!(
+            args.windows(2).any(|w| w == ["--defect", "limit-race"]),
+            "{args:?}"
+        );
+        assert_eq!(parse(&args), k);
+        assert!(k.check_defect(Strategy::Conditional).is_ok());
+        assert!(k.check_defect(Strategy::RedisLua).is_err());
+        let e = toml::from_str::<ShopKnobs>("defect = \"typo\"")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("key-reuse"), "{e}");
     }
 
     #[test]

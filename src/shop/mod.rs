@@ -115,6 +115,9 @@ impl Application {
     /// Connects to the database (and Redis for `redis-lua`), migrates, binds, and starts the
     /// background pipeline.
     pub async fn build(config: ShopConfig) -> anyhow::Result<Application> {
+        if let Some(defect) = config.inventory.defect {
+            defect.check(config.strategy)?;
+        }
         let store = Store::connect(&config.database_url, &config.pool).await?;
         let redis = match config.strategy {
             Strategy::RedisLua | Strategy::RedisBuckets => {
@@ -145,6 +148,10 @@ impl Application {
             ));
         }
         telemetry::handle();
+        if let Some(defect) = config.inventory.defect {
+            tracing::warn!(%defect, strategy = %config.strategy, "{}", defect.warning(config.strategy));
+            metrics::gauge!("oversell_defect_active", "defect" => defect.as_str()).set(1.0);
+        }
         Ok(Application {
             listener,
             state: AppState(Arc::new(SharedState {

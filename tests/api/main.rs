@@ -31,6 +31,7 @@ mod report_contents;
 mod reports;
 mod rewarm;
 mod runs;
+mod selftest;
 mod shard;
 mod shops;
 mod stand_in;

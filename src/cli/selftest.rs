@@ -1,0 +1,77 @@
+//! `oversell selftest`: flags, the cases they pick, and how the table (or JSON) is printed;
+//! the cases themselves run in [`crate::selftest`].
+
+use super::{ConnArgs, OutputArgs};
+use crate::inventory::{Defect, Strategy};
+use crate::selftest::{self, Setup};
+use crate::store::Backend;
+use anyhow::Context;
+use clap::Args;
+use std::time::Duration;
+
+/// `oversell selftest`.
+#[derive(Debug, Args, Clone)]
+pub struct SelftestArgs {
+    /// Only these defects, comma-separated (default: every known defect).
+    #[arg(long, value_enum, value_delimiter = ',', value_name = "NAME")]
+    pub defect: Vec<Defect>,
+    /// Fire at these strategies, comma-separated: each defect on those that have it, and the
+    /// correct runs on all of them (default: each defect's first strategy).
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub strategy: Vec<Strategy>,
+    /// Run each correct strategy N times (1 to 100): a false alarm shows up by the fifth.
+    #[arg(long, value_name = "N", default_value_t = 1,
+          value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub repeat: u32,
+    /// Database backend of the reference shop (default: from --database-url, else postgres).
+    #[arg(long, value_enum)]
+    pub backend: Option<Backend>,
+    /// The send-lag p99 (ms) above which a run is flagged generator-bound (overrides the
+    /// scenarios' `[thresholds] send_lag_p99_ms`).
+    #[arg(long, value_name = "MS")]
+    pub max_send_lag_ms: Option<f64>,
+    #[command(flatten)]
+    pub conn: ConnArgs,
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+/// Runs the cases in turn and prints the table; 0 when every defect was caught and every
+/// correct run passed, 1 otherwise.
+pub async fn selftest(args: SelftestArgs) -> anyhow::Result<i32> {
+    anyhow::ensure!(
+        args.output.metrics_listen.is_none(),
+        "selftest runs many short runs: --metrics-listen is for run, compare and gate"
+    );
+    let cases = selftest::cases(&args.defect, &args.strategy, args.repeat)?;
+    let (backend, database_url) = args.conn.database_for(args.backend)?;
+    let setup = Setup {
+        backend,
+        database_url,
+        redis_url: args.conn.redis_url.clone(),
+        shop_exe: std::env::current_exe().context("locating the oversell binary")?,
+        out: args.output.out.join("selftest"),
+        drain_limit: Duration::from_secs(args.output.drain_timeout_s),
+        max_send_lag_ms: args.max_send_lag_ms,
+    };
+    let mut rows = Vec::with_capacity(cases.len());
+    for (i, case) in cases.iter().enumerate() {
+        if !args.output.quiet {
+            eprintln!(
+                "selftest {}/{}: {} on {} ({})",
+                i + 1,
+                cases.len(),
+                case.defect
+                    .map_or("no defect".to_string(), |d| format!("defect {d}")),
+                case.strategy,
+                selftest::scenario_name(case.meant_for)
+            );
+        }
+        rows.push(selftest::run(*case, &setup).await);
+    }
+    args.output.human(&selftest::render(&rows));
+    if args.output.json {
+        super::output::json_line(&selftest::json(&rows));
+    }
+    Ok(if selftest::passed(&rows) { 0 } else { 1 })
+}
