@@ -231,7 +231,7 @@ pub async fn run(case: Case, setup: &Setup) -> Row {
             }
             Status::Breached => row.caught_by.push(c.limit.metric.name().to_string()),
             Status::NotVerified(_) => row.not_verified.push(c.limit.metric.name().to_string()),
-            Status::Passed => {}
+            Status::Passed | Status::NotRequired(_) => {}
         }
     }
     row.result = match (case.defect, row.caught_by.is_empty()) {
@@ -261,7 +261,7 @@ async fn judge(case: Case, setup: &Setup) -> anyhow::Result<(Verdict, PathBuf)> 
             .set(Metric::SendLagP99Ms.name(), ms)
             .map_err(|e| anyhow::anyhow!("--max-send-lag-ms: {e}"))?;
     }
-    let limits = gate::limits(&s.thresholds, None, &[]);
+    let limits = gate::limits(&s.thresholds, None, &[], true);
     let plan = RunPlan {
         buyers: Arc::new(crate::traffic::schedule::build(&s)),
         scenario: s,
