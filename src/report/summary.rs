@@ -185,6 +185,7 @@ pub fn build(input: RunInputs) -> RunReport {
     RunReport {
         shop: input.shop,
         repeat: None,
+        login: None,
         scenario: input.scenario,
         buyers: input.buyers,
         findings: input.findings,

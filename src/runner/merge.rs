@@ -184,6 +184,7 @@ async fn merge_attack(
         allow_remote: false,
         mapping: mapping.clone(),
         oracle: crate::rehearsal::OracleSource::None,
+        columns: Default::default(),
     };
     let oracle = foreign.oracle.view();
     let run_plan = RunPlan {

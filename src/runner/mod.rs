@@ -24,6 +24,7 @@
 mod faults;
 mod foreign;
 mod lock;
+mod login;
 mod merge;
 mod metadata;
 mod progress;
@@ -164,8 +165,10 @@ pub enum RunError {
          time per database): wait for it, or give this run its own --database-url"
     )]
     DatabaseBusy { url: String },
-    #[error("setting up the sale at {url} failed: {status} {body}")]
+    #[error("{field}: setting up the sale at {url} failed: {status} {body}")]
     SaleSetup {
+        /// The request's field: `target.setup`, `target.setup[1]`, ...
+        field: String,
         url: String,
         status: reqwest::StatusCode,
         body: String,
@@ -316,11 +319,7 @@ fn announce(plan: &RunPlan, slot: &Slot) {
 
 /// The shop at `base_url` as the traffic model sees it, selling the scenario's item.
 fn target_for(s: &Scenario, base_url: &str, mapping: Mapping) -> Target {
-    Target {
-        base_url: base_url.to_string(),
-        mapping,
-        sale: Sale::of(s),
-    }
+    Target::new(base_url, mapping, Sale::of(s))
 }
 
 /// A client for set-up and drain requests (not the load itself); it follows no redirect.
@@ -492,19 +491,23 @@ async fn fire_traffic(
     }
 }
 
-/// Sends the mapping's set-up request, if it has one.
+/// Sends the mapping's set-up requests in order, each of which must answer 2xx.
 async fn setup_sale(http: &reqwest::Client, target: &Target) -> anyhow::Result<()> {
-    let Some(req) = target.setup_request() else {
-        return Ok(());
-    };
-    send_setup(http, target, &req).await
+    for (field, req) in target.setup_requests() {
+        send_setup(http, target, &field, &req).await?;
+    }
+    Ok(())
 }
 
-/// Sends one set-up request; an answer other than 2xx is [`RunError::SaleSetup`].
-async fn send_setup(http: &reqwest::Client, target: &Target, req: &Prepared) -> anyhow::Result<()> {
-    let url = target
-        .url(req)
-        .map_err(|e| anyhow::anyhow!("target.setup: {e}"))?;
+/// Sends one set-up request (`field` names it); an answer other than 2xx is
+/// [`RunError::SaleSetup`].
+async fn send_setup(
+    http: &reqwest::Client,
+    target: &Target,
+    field: &str,
+    req: &Prepared,
+) -> anyhow::Result<()> {
+    let url = target.url(req).map_err(|e| anyhow::anyhow!("{field}: {e}"))?;
     let resp = req
         .apply(http.request(req.reqwest_method(), url.clone()))
         .send()
@@ -521,7 +524,14 @@ async fn send_setup(http: &reqwest::Client, target: &Target, req: &Prepared) -> 
         let body = resp.text().await.unwrap_or_default();
         let body = location.unwrap_or(body);
         let url = url.to_string();
-        return Err(RunError::SaleSetup { url, status, body }.into());
+        let field = field.to_string();
+        return Err(RunError::SaleSetup {
+            field,
+            url,
+            status,
+            body,
+        }
+        .into());
     }
     Ok(())
 }

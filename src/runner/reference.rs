@@ -121,7 +121,7 @@ async fn drive_reference(
     let target = Arc::new(target_for(s, base_url, Mapping::default()));
     let http = control_client()?;
     if let Some(req) = shop.setup_request(&target) {
-        send_setup(&http, &target, &req).await?;
+        send_setup(&http, &target, "target.setup", &req).await?;
     }
     // The other shops start on the set-up sale (dropped on an error: killed).
     let count = s.shop.shops.max(1);

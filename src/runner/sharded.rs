@@ -102,11 +102,14 @@ pub async fn fire_shard(run: &ShardRun) -> anyhow::Result<ShardFile> {
         let setup = match &run.subject {
             ShardSubject::Reference { .. } => {
                 shop_process::reset_request(&target, run.admin_token.as_deref())
+                    .map(|r| ("target.setup".to_string(), r))
+                    .into_iter()
+                    .collect()
             }
-            ShardSubject::Foreign { .. } => target.setup_request(),
+            ShardSubject::Foreign { .. } => target.setup_requests(),
         };
-        if let Some(req) = setup {
-            send_setup(&http, &target, &req).await?;
+        for (field, req) in &setup {
+            send_setup(&http, &target, field, req).await?;
         }
         if until(run.open_at) == Duration::ZERO {
             bail!(

@@ -3,9 +3,11 @@
 
 pub mod attack;
 pub mod buyers_csv;
+pub mod login;
 pub mod mapping;
 pub mod recorder;
 pub mod scenario;
+pub mod session;
 pub mod schedule;
 pub mod target;
 

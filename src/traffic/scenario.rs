@@ -323,7 +323,7 @@ outcomes = [{ status = ["200"], outcome = "created" }]
 "#;
         let s = Scenario::parse(&format!("{MINIMAL}{target}")).unwrap();
         assert_eq!(s.mapping().order_id_field.as_deref(), Some("data.id"));
-        assert!(s.mapping().setup.is_none());
+        assert!(s.mapping().setup.is_empty());
         let e = Scenario::parse(&format!(
             "{MINIMAL}{}",
             target.replace("\"DELETE\"", "\"ERASE\"")

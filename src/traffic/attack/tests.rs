@@ -106,11 +106,11 @@ async fn a_buyer_on_its_way_costs_one_small_task() {
 }
 
 fn target(s: &Scenario) -> Arc<Target> {
-    Arc::new(Target {
-        base_url: "http://127.0.0.1:1".into(),
-        mapping: Mapping::default(),
-        sale: Sale::of(s),
-    })
+    Arc::new(Target::new(
+        "http://127.0.0.1:1",
+        Mapping::default(),
+        Sale::of(s),
+    ))
 }
 
 /// Stands in for the goose senders: answers every job after `service`, creating an order
@@ -141,6 +141,7 @@ async fn fake_senders(
                 answer,
                 order_id,
                 why: Why::Rule(0),
+                learned: Default::default(),
             };
             let _ = job.reply.send((c, Instant::now()));
         });
