@@ -30,6 +30,7 @@ mod report_contents;
 mod reports;
 mod rewarm;
 mod runs;
+mod sessions;
 mod shard;
 mod shops;
 mod stand_in;
