@@ -38,7 +38,7 @@ pub(super) async fn run(plan: &RunPlan, f: &Foreign, slot: &Slot) -> anyhow::Res
         ProbeConfig {
             database_url: f.oracle.database_url(),
             foreign_database: true,
-            item_id: s.item.id,
+            item_id: s.item.number(),
             redis: None,
             redis_buckets: false,
             shop_metrics_urls: Vec::new(),

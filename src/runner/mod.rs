@@ -201,6 +201,11 @@ pub struct RunPlan {
 pub async fn execute(plan: &RunPlan) -> anyhow::Result<(report::Report, PathBuf)> {
     let started_at = now_rfc3339();
     let s = &plan.scenario;
+    if matches!(plan.subject, Subject::Reference { .. }) {
+        s.item.reference_check().map_err(|e| {
+            anyhow::anyhow!("{}: {e}", plan.scenario_file.display())
+        })?;
+    }
     let _locks = match &plan.subject {
         Subject::Reference { cells, .. } => lock_databases(cells).await?,
         Subject::Foreign(_) => Vec::new(),

@@ -82,7 +82,10 @@ pub async fn fire_shard(run: &ShardRun) -> anyhow::Result<ShardFile> {
     let s = &run.scenario;
     let base_url = run.shop_url.trim_end_matches('/').to_string();
     let mapping = match &run.subject {
-        ShardSubject::Reference { .. } => Mapping::default(),
+        ShardSubject::Reference { .. } => {
+            s.item.reference_check()?;
+            Mapping::default()
+        }
         ShardSubject::Foreign { mapping, .. } => (**mapping).clone(),
     };
     let target = Arc::new(target_for(s, &base_url, mapping));
@@ -121,7 +124,7 @@ pub async fn fire_shard(run: &ShardRun) -> anyhow::Result<ShardFile> {
             run.shard, s.item.id, s.item.stock
         ));
     } else if let ShardSubject::Reference { .. } = run.subject {
-        wait_for_item(&http, &base_url, s.item.id, run.open_at).await?;
+        wait_for_item(&http, &base_url, s.item.number(), run.open_at).await?;
     }
     let lead = launch_lead(&run.buyers);
     tokio::time::sleep(until(run.open_at).saturating_sub(lead)).await;

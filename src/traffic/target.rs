@@ -49,7 +49,8 @@ impl Action {
 /// The sale being set up, for template values.
 #[derive(Debug, Clone)]
 pub struct Sale {
-    pub item_id: i64,
+    /// The item's id as templates take it (an integer's digits, or a string id as it is).
+    pub item_id: String,
     pub stock: i64,
     pub purchase_limit: i64,
     pub name: String,
@@ -60,7 +61,7 @@ impl Sale {
     /// The scenario's item.
     pub fn of(s: &super::Scenario) -> Self {
         Sale {
-            item_id: s.item.id,
+            item_id: s.item.id.to_string(),
             stock: s.item.stock,
             purchase_limit: s.item.purchase_limit,
             name: s.item.name.clone(),
@@ -307,7 +308,7 @@ impl Target {
             Name::Named(name) => return session?.value(name).map(Cow::Borrowed),
         };
         Some(match p {
-            Placeholder::ItemId => s.item_id.to_string().into(),
+            Placeholder::ItemId => Cow::Borrowed(s.item_id.as_str()),
             Placeholder::Stock => s.stock.to_string().into(),
             Placeholder::PurchaseLimit => s.purchase_limit.to_string().into(),
             Placeholder::PriceCents => s.price_cents.to_string().into(),
@@ -576,7 +577,7 @@ mod tests {
             "http://127.0.0.1:1",
             Mapping::default(),
             Sale {
-                item_id: 7,
+                item_id: "7".into(),
                 stock: 10,
                 purchase_limit: 1,
                 name: "tea \"green\"".into(),
