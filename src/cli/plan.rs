@@ -162,7 +162,11 @@ pub(super) fn buyers(
 }
 
 /// The scenario's named placeholders against `columns` and the extracted names.
-pub(super) fn check_names(s: &Scenario, scenario_file: &Path, columns: &Columns) -> anyhow::Result<()> {
+pub(super) fn check_names(
+    s: &Scenario,
+    scenario_file: &Path,
+    columns: &Columns,
+) -> anyhow::Result<()> {
     if let Some(m) = &s.target {
         m.check_names(columns.names())
             .map_err(|e| anyhow::anyhow!("{}: {e}", scenario_file.display()))?;

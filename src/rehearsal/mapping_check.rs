@@ -226,7 +226,11 @@ async fn login_step(
     print(&t.mapping, out, Kind::Login, &p.line(), &read);
     let l = &read.classified.learned;
     for (name, value) in &l.extracted {
-        line(out, "", &format!("extracted {{{name}}} = {:?}", cut(value, 40)));
+        line(
+            out,
+            "",
+            &format!("extracted {{{name}}} = {:?}", cut(value, 40)),
+        );
     }
     if !l.set_cookies.is_empty() {
         let names: Vec<&str> = l
@@ -291,11 +295,7 @@ fn print(m: &Mapping, out: &mut String, kind: Kind, request: &str, read: &Read) 
     let c = &read.classified;
     let (rules, field) = m.rules_for(kind);
     let why = match (&c.why, read.status) {
-        (Why::Rule(i), _) => format!(
-            "{} (rule {field}[{i}]: {})",
-            c.answer.as_str(),
-            rules[*i]
-        ),
+        (Why::Rule(i), _) => format!("{} (rule {field}[{i}]: {})", c.answer.as_str(), rules[*i]),
         (Why::NoRule, None) => c.answer.as_str().to_string(),
         (Why::NoRule, Some(s)) if c.answer.is_unclassified() => format!(
             "{} (NO RULE matched {s}: add one to target.outcomes{})",

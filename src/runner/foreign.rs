@@ -90,7 +90,10 @@ pub(super) async fn run(plan: &RunPlan, f: &Foreign, slot: &Slot) -> anyhow::Res
         },
     };
     let run = finish(plan, shop, fired.traffic, series, drain, server);
-    Ok(RunReport { login: logins, ..run })
+    Ok(RunReport {
+        login: logins,
+        ..run
+    })
 }
 
 /// Reads the oracle until [`SETTLE_READS`] readings agree, up to `limit`; returns the last

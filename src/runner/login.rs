@@ -33,7 +33,13 @@ pub(super) async fn before_sale(
         .clone()
         .filter(|l| l.when == LoginWhen::BeforeSale);
     let Some(login) = login else {
-        return Ok((Arc::new(Target { buyers: Arc::new(buyers), ..target }), None));
+        return Ok((
+            Arc::new(Target {
+                buyers: Arc::new(buyers),
+                ..target
+            }),
+            None,
+        ));
     };
     let timeout = Duration::from_millis(plan.scenario.client.timeout_ms);
     let client = target::client(timeout)?;

@@ -15,6 +15,8 @@
 //! - `shops`: several reference shops in one run (`--shops K`): the others' start, the drain
 //!   of all, and what each answered.
 //! - `foreign`: someone else's shop: oracle read before any load, settle wait, totals oracle.
+//! - `login`: a foreign shop's buyers logging in before the sale (`[target.login]`), and the
+//!   run's `login` section.
 //! - `faults`: the run's fault windows and when it recovered from each (the engine is
 //!   [`crate::nemesis`]).
 //! - `lock`: one run at a time per database.
@@ -202,9 +204,9 @@ pub async fn execute(plan: &RunPlan) -> anyhow::Result<(report::Report, PathBuf)
     let started_at = now_rfc3339();
     let s = &plan.scenario;
     if matches!(plan.subject, Subject::Reference { .. }) {
-        s.item.reference_check().map_err(|e| {
-            anyhow::anyhow!("{}: {e}", plan.scenario_file.display())
-        })?;
+        s.item
+            .reference_check()
+            .map_err(|e| anyhow::anyhow!("{}: {e}", plan.scenario_file.display()))?;
     }
     let _locks = match &plan.subject {
         Subject::Reference { cells, .. } => lock_databases(cells).await?,
@@ -512,7 +514,9 @@ async fn send_setup(
     field: &str,
     req: &Prepared,
 ) -> anyhow::Result<()> {
-    let url = target.url(req).map_err(|e| anyhow::anyhow!("{field}: {e}"))?;
+    let url = target
+        .url(req)
+        .map_err(|e| anyhow::anyhow!("{field}: {e}"))?;
     let resp = req
         .apply(http.request(req.reqwest_method(), url.clone()))
         .send()

@@ -150,13 +150,25 @@ mod tests {
     fn failures_are_grouped_by_reason_with_the_first_body() {
         let mut t = LoginTally::default();
         t.add(Ok(()), Duration::from_millis(2), "");
-        t.add(Err("answered unauthorized".into()), Duration::from_millis(3), "no");
-        t.add(Err("answered unauthorized".into()), Duration::from_millis(3), "later");
+        t.add(
+            Err("answered unauthorized".into()),
+            Duration::from_millis(3),
+            "no",
+        );
+        t.add(
+            Err("answered unauthorized".into()),
+            Duration::from_millis(3),
+            "later",
+        );
         let r = t.report(LoginWhen::BeforeSale, Some(1.5));
         assert_eq!((r.sent, r.ok, r.failed), (3, 1, 2));
         assert_eq!(r.failures.len(), 1);
         assert_eq!(r.failures[0].sample, "no");
         assert!((r.failure_share() - 2.0 / 3.0).abs() < 1e-9);
-        assert!(r.line().contains("3 sent, 1 ok, 2 failed in 1.50 s"), "{}", r.line());
+        assert!(
+            r.line().contains("3 sent, 1 ok, 2 failed in 1.50 s"),
+            "{}",
+            r.line()
+        );
     }
 }

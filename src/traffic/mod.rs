@@ -7,8 +7,8 @@ pub mod login;
 pub mod mapping;
 pub mod recorder;
 pub mod scenario;
-pub mod session;
 pub mod schedule;
+pub mod session;
 pub mod target;
 
 pub use scenario::Scenario;

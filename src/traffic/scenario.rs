@@ -414,7 +414,10 @@ outcomes = [{ status = ["200"], outcome = "created" }]
             .to_string();
         assert!(e.contains("item.id"), "{e}");
         let n = Scenario::parse(&format!("{base}[item]\nid = 7\nstock = 1\n")).unwrap();
-        assert_eq!((n.item.number(), n.item.reference_check().is_ok()), (7, true));
+        assert_eq!(
+            (n.item.number(), n.item.reference_check().is_ok()),
+            (7, true)
+        );
     }
 
     #[test]

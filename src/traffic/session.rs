@@ -62,7 +62,8 @@ fn http_date(v: &str) -> Option<SystemTime> {
     let utc = chrono::DateTime::parse_from_rfc2822(v)
         .map(|d| d.with_timezone(&chrono::Utc))
         .or_else(|_| {
-            chrono::NaiveDateTime::parse_from_str(v, "%a, %d-%b-%Y %H:%M:%S GMT").map(|d| d.and_utc())
+            chrono::NaiveDateTime::parse_from_str(v, "%a, %d-%b-%Y %H:%M:%S GMT")
+                .map(|d| d.and_utc())
         })
         .ok()?;
     let secs = utc.timestamp();
@@ -279,6 +280,10 @@ mod tests {
             ..buyers
         };
         assert_eq!(failed.session(0), Some(s));
-        assert_eq!(failed.session(1), None, "its login failed: it does not order");
+        assert_eq!(
+            failed.session(1),
+            None,
+            "its login failed: it does not order"
+        );
     }
 }

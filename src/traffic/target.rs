@@ -12,7 +12,9 @@
 //! [`Classified::learned`] for the buyer's session.
 
 use super::mapping::template::{self, Encoding, Name, Placeholder};
-use super::mapping::{is_unauthorized, Body, ExtractFrom, Mapping, Method, OutcomeRule, RequestTemplate};
+use super::mapping::{
+    is_unauthorized, Body, ExtractFrom, Mapping, Method, OutcomeRule, RequestTemplate,
+};
 use super::recorder::{Answer, Kind};
 use super::schedule::BuyerPlan;
 use super::session::{Buyers, Learned, Session};
@@ -357,7 +359,11 @@ impl Target {
             headers.push((k.clone(), fill(v, Encoding::Header)?));
         }
         let cookie = session.and_then(Session::cookie_header);
-        if let Some(c) = cookie.filter(|_| !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("cookie"))) {
+        if let Some(c) = cookie.filter(|_| {
+            !headers
+                .iter()
+                .any(|(k, _)| k.eq_ignore_ascii_case("cookie"))
+        }) {
             headers.push(("Cookie".into(), c));
         }
         if let Some(b) = b.filter(|_| !self.mapping.ip_header.is_empty()) {
@@ -487,7 +493,10 @@ impl Target {
             })
             .flatten();
         let mut learned = Learned::default();
-        let extract = self.mapping.request(kind).map_or(&[][..], |t| &t.extract[..]);
+        let extract = self
+            .mapping
+            .request(kind)
+            .map_or(&[][..], |t| &t.extract[..]);
         if (200..300).contains(&status) {
             for e in extract {
                 let got = match &e.from {
@@ -652,7 +661,10 @@ mod tests {
             Answer::Unauthorized,
             "the reference rules' 4xx does not cover it"
         );
-        assert_eq!(t.classify(Kind::Order, 403, "").answer, Answer::Unauthorized);
+        assert_eq!(
+            t.classify(Kind::Order, 403, "").answer,
+            Answer::Unauthorized
+        );
         t.mapping.outcomes.insert(
             0,
             OutcomeRule {
@@ -668,7 +680,11 @@ mod tests {
     fn views_and_logins_are_classified_by_their_own_rules() {
         let mut t = target();
         let answer = |t: &Target, status| t.classify(Kind::View, status, "{}").answer;
-        assert_eq!(answer(&t, 201), Answer::Ok, "never created: the order rules do not apply");
+        assert_eq!(
+            answer(&t, 201),
+            Answer::Ok,
+            "never created: the order rules do not apply"
+        );
         assert_eq!(answer(&t, 200), Answer::Ok);
         assert_eq!(answer(&t, 404), Answer::NotFound);
         assert_eq!(answer(&t, 401), Answer::Unauthorized);

@@ -61,7 +61,10 @@ fn buy(s: &mut Shop, user: &str) -> Response {
     s.stock -= 1;
     s.sold += 1;
     *s.bought.entry(user.to_string()).or_default() += 1;
-    reply(StatusCode::CREATED, json!({"order_id": format!("o-{}", s.sold)}))
+    reply(
+        StatusCode::CREATED,
+        json!({"order_id": format!("o-{}", s.sold)}),
+    )
 }
 
 async fn jwt_login(State(s): State<Shared>, Json(b): Json<Value>) -> Response {
@@ -75,7 +78,10 @@ async fn jwt_login(State(s): State<Shared>, Json(b): Json<Value>) -> Response {
             s.logins += 1;
             reply(StatusCode::OK, json!({"data": {"token": token}}))
         }
-        _ => reply(StatusCode::UNAUTHORIZED, json!({"error": "bad credentials"})),
+        _ => reply(
+            StatusCode::UNAUTHORIZED,
+            json!({"error": "bad credentials"}),
+        ),
     }
 }
 
@@ -101,8 +107,7 @@ async fn spawn_jwt(accounts: &[(String, String, String)]) -> (String, Shared) {
     let shop = Shared::default();
     for (email, pw, user) in accounts {
         let mut s = shop.lock().unwrap();
-        s.accounts
-            .insert(email.clone(), (pw.clone(), user.clone()));
+        s.accounts.insert(email.clone(), (pw.clone(), user.clone()));
     }
     let app = Router::new()
         .route("/api/reset", post(reset))
@@ -215,14 +220,26 @@ async fn buyers_who_log_in_before_the_sale_order_with_their_own_token_and_the_ga
 
     // Act
     let out = tmp.path().join("out");
-    let run = against("gate", &base, &scenario, &out, &["--buyers-csv", &buyers, "--max-send-lag-ms", "10000"]).await;
+    let run = against(
+        "gate",
+        &base,
+        &scenario,
+        &out,
+        &["--buyers-csv", &buyers, "--max-send-lag-ms", "10000"],
+    )
+    .await;
 
     // Assert
     assert_eq!(run.code, 0, "{}", run.both());
     let r = &only_report(&out)["runs"][0];
     let login = &r["login"];
     assert_eq!(
-        (&login["when"], &login["sent"], &login["ok"], &login["failed"]),
+        (
+            &login["when"],
+            &login["sent"],
+            &login["ok"],
+            &login["failed"]
+        ),
         (&json!("before_sale"), &json!(60), &json!(60), &json!(0)),
         "{login}"
     );
@@ -241,7 +258,10 @@ async fn buyers_who_log_in_before_the_sale_order_with_their_own_token_and_the_ga
     assert_eq!(s.wrong_user, 0, "every order carried its own buyer's token");
     assert_eq!(s.refused, 0);
     assert_eq!(s.bought.values().sum::<u64>(), 20);
-    assert!(s.bought.keys().all(|u| u.parse::<u32>().is_ok()), "the CSV's ids");
+    assert!(
+        s.bought.keys().all(|u| u.parse::<u32>().is_ok()),
+        "the CSV's ids"
+    );
 }
 
 #[tokio::test]
@@ -305,7 +325,14 @@ async fn most_logins_failing_fails_the_run_and_the_report_shows_why_with_a_body(
 
     // Act
     let out = tmp.path().join("out");
-    let run = against("gate", &base, &scenario, &out, &["--buyers-csv", &buyers, "--max-send-lag-ms", "10000"]).await;
+    let run = against(
+        "gate",
+        &base,
+        &scenario,
+        &out,
+        &["--buyers-csv", &buyers, "--max-send-lag-ms", "10000"],
+    )
+    .await;
 
     // Assert
     assert_eq!(run.code, 1, "{}", run.both());
@@ -361,7 +388,11 @@ async fn the_probe_logs_the_csvs_first_buyer_in_and_says_it_bought_a_real_unit()
         assert!(run.stdout.contains(line), "{line:?}: {}", run.both());
     }
     let s = shop.lock().unwrap();
-    assert_eq!(s.bought.get("1000"), Some(&1), "the CSV's first buyer bought");
+    assert_eq!(
+        s.bought.get("1000"),
+        Some(&1),
+        "the CSV's first buyer bought"
+    );
     assert_eq!(s.wrong_user, 0);
 }
 
@@ -381,15 +412,24 @@ fn session_user(s: &Shop, headers: &HeaderMap) -> Option<String> {
 
 async fn cookie_login(State(s): State<Shared>, Form(f): Form<HashMap<String, String>>) -> Response {
     let mut s = s.lock().unwrap();
-    let Some(user) = f.get("user").filter(|u| f.get("pw") == Some(&format!("pw-{u}"))) else {
-        return reply(StatusCode::UNAUTHORIZED, json!({"error": "bad credentials"}));
+    let Some(user) = f
+        .get("user")
+        .filter(|u| f.get("pw") == Some(&format!("pw-{u}")))
+    else {
+        return reply(
+            StatusCode::UNAUTHORIZED,
+            json!({"error": "bad credentials"}),
+        );
     };
     let sid = uuid::Uuid::now_v7().simple().to_string();
     s.sessions.insert(sid.clone(), user.clone());
     s.logins += 1;
     let mut r = reply(StatusCode::OK, json!({"ok": true}));
     let h = r.headers_mut();
-    h.append("set-cookie", format!("sid={sid}; Path=/; HttpOnly").parse().unwrap());
+    h.append(
+        "set-cookie",
+        format!("sid={sid}; Path=/; HttpOnly").parse().unwrap(),
+    );
     h.append("set-cookie", "seen=1; Max-Age=0".parse().unwrap());
     r
 }
@@ -404,7 +444,10 @@ async fn cookie_item(State(s): State<Shared>, headers: HeaderMap) -> Response {
 
 async fn cookie_buy(State(s): State<Shared>, headers: HeaderMap) -> Response {
     let mut s = s.lock().unwrap();
-    if headers.get("cookie").is_some_and(|c| c.to_str().unwrap_or("").contains("seen=")) {
+    if headers
+        .get("cookie")
+        .is_some_and(|c| c.to_str().unwrap_or("").contains("seen="))
+    {
         s.wrong_user += 1;
     }
     match session_user(&s, &headers) {
@@ -455,7 +498,14 @@ url = "/stock"
 
     // Act
     let out = tmp.path().join("out");
-    let run = against("gate", &base, scenario.to_str().unwrap(), &out, &["--max-send-lag-ms", "10000"]).await;
+    let run = against(
+        "gate",
+        &base,
+        scenario.to_str().unwrap(),
+        &out,
+        &["--max-send-lag-ms", "10000"],
+    )
+    .await;
 
     // Assert
     assert_eq!(run.code, 0, "{}", run.both());
@@ -472,6 +522,9 @@ url = "/stock"
     assert_eq!(r["order_attempts"], 60);
     let s = shop.lock().unwrap();
     assert_eq!((s.logins, s.refused), (60, 0));
-    assert_eq!(s.wrong_user, 0, "a cookie deleted by Max-Age=0 is never sent");
+    assert_eq!(
+        s.wrong_user, 0,
+        "a cookie deleted by Max-Age=0 is never sent"
+    );
     assert_eq!(s.sold, 20);
 }

@@ -87,7 +87,11 @@ impl Context<'_> {
     }
 
     /// The typed request at `step`.
-    pub(super) fn request(&self, step: Step, r: RawRequest) -> Result<RequestTemplate, MappingError> {
+    pub(super) fn request(
+        &self,
+        step: Step,
+        r: RawRequest,
+    ) -> Result<RequestTemplate, MappingError> {
         let action = step.name();
         let method = Method::parse(&r.method).ok_or_else(|| MappingError::Method {
             action: action.clone(),
@@ -279,7 +283,10 @@ pub(super) fn oracle(o: RawOracle) -> Result<OracleSpec, MappingError> {
     if !url_ok {
         return Err(MappingError::OracleUrl { got: o.url });
     }
-    for (field, v) in [("sold_field", &o.sold_field), ("stock_field", &o.stock_field)] {
+    for (field, v) in [
+        ("sold_field", &o.sold_field),
+        ("stock_field", &o.stock_field),
+    ] {
         if let Some(v) = v.as_ref().filter(|v| !dot_path(v)) {
             return Err(MappingError::OracleField {
                 field,
@@ -356,7 +363,9 @@ impl Mapping {
             }
         }
         for kind in Kind::ALL {
-            let Some(t) = self.request(kind) else { continue };
+            let Some(t) = self.request(kind) else {
+                continue;
+            };
             for (part, text) in parts(t) {
                 for n in template::used(text) {
                     let Name::Named(x) = n else { continue };

@@ -131,10 +131,7 @@ pub enum MappingError {
     },
     #[error("field `target.{action}.extract` is for a buyer's requests: the set-up has no buyer")]
     SetupExtract { action: String },
-    #[error(
-        "field `target.login.when` must be one of {} (got {got:?})",
-        whens()
-    )]
+    #[error("field `target.login.when` must be one of {} (got {got:?})", whens())]
     LoginWhen { got: String },
     #[error("field `target.login.concurrency` must be 1 to 10000 logins at once (got {got})")]
     LoginConcurrency { got: u64 },

@@ -627,8 +627,10 @@ mod tests {
         )
         .unwrap();
         assert_eq!(m.setup.len(), 2);
-        let m = read("login = { method = \"POST\", path = \"/l/{token}\", extract = { token = \"t\" } }")
-            .unwrap();
+        let m = read(
+            "login = { method = \"POST\", path = \"/l/{token}\", extract = { token = \"t\" } }",
+        )
+        .unwrap();
         let e = m.check_names(&[]).unwrap_err().to_string();
         assert!(e.contains("target.login.path"), "its own extract: {e}");
         let m = read("login = { method = \"POST\", path = \"/l\", extract = { email = \"t\" } }")
@@ -681,7 +683,10 @@ mod tests {
         let mut m = RawMapping::from(Mapping::default());
         setup_of(&mut m).path = "/reset/{email}".into();
         let e = Mapping::try_from(m).unwrap_err().to_string();
-        assert!(e.contains("target.setup.path") && e.contains("{email}"), "{e}");
+        assert!(
+            e.contains("target.setup.path") && e.contains("{email}"),
+            "{e}"
+        );
         let mut m = RawMapping::from(Mapping::default());
         m.order_id_field = None;
         let e = Mapping::try_from(m).unwrap_err().to_string();

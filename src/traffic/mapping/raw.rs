@@ -4,8 +4,7 @@
 
 use super::check::{self, Step};
 use super::{
-    Body, Login, LoginWhen, Mapping, MappingError, OutcomeRule, RequestTemplate,
-    LOGIN_CONCURRENCY,
+    Body, Login, LoginWhen, Mapping, MappingError, OutcomeRule, RequestTemplate, LOGIN_CONCURRENCY,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;

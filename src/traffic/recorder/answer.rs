@@ -16,7 +16,13 @@ pub enum Kind {
 
 impl Kind {
     /// All kinds.
-    pub const ALL: [Kind; 5] = [Kind::View, Kind::Order, Kind::Pay, Kind::Cancel, Kind::Login];
+    pub const ALL: [Kind; 5] = [
+        Kind::View,
+        Kind::Order,
+        Kind::Pay,
+        Kind::Cancel,
+        Kind::Login,
+    ];
 
     /// Report spelling.
     pub fn as_str(self) -> &'static str {

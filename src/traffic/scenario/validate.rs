@@ -80,7 +80,9 @@ impl ItemSpec {
             super::ItemId::Int(n) if *n <= 0 => {
                 bad("item.id", "a positive integer, or a string", n)?
             }
-            super::ItemId::Text(t) if t.is_empty() || t.len() > 128 || t.chars().any(char::is_control) => {
+            super::ItemId::Text(t)
+                if t.is_empty() || t.len() > 128 || t.chars().any(char::is_control) =>
+            {
                 bad(
                     "item.id",
                     "a positive integer, or a string of 1 to 128 visible characters",
