@@ -472,13 +472,13 @@ impl Target {
     }
 
     /// [`Target::classify`], also extracting the request's `extract` values (from a 2xx
-    /// answer's body, or `headers`).
+    /// answer's body, or the headers `answered` kept) and keeping its cookies.
     fn classify_with(
         &self,
         kind: Kind,
         status: u16,
         body: &str,
-        headers: Option<&reqwest::header::HeaderMap>,
+        answered: Option<Answered>,
     ) -> Classified {
         let json: Option<serde_json::Value> = serde_json::from_str(body).ok();
         let (rules, _) = self.mapping.rules_for(kind);
@@ -501,9 +501,12 @@ impl Target {
             for e in extract {
                 let got = match &e.from {
                     ExtractFrom::Json(path) => json.as_ref().and_then(|j| field(j, path)),
-                    ExtractFrom::Header(h) => headers
-                        .and_then(|hs| hs.get(h.as_str()))
-                        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned()),
+                    ExtractFrom::Header(h) => answered.as_ref().and_then(|a| {
+                        a.headers
+                            .iter()
+                            .find(|(n, _)| n.eq_ignore_ascii_case(h))
+                            .map(|(_, v)| v.clone())
+                    }),
                 };
                 match got {
                     Some(v) => learned.extracted.push((e.name.clone(), v)),
@@ -517,12 +520,8 @@ impl Target {
         if kind == Kind::Login {
             learned.sample = Some(super::recorder::cut(body, super::recorder::SAMPLE_BYTES));
         }
-        if let Some(hs) = headers {
-            learned.set_cookies = hs
-                .get_all(reqwest::header::SET_COOKIE)
-                .iter()
-                .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
-                .collect();
+        if let Some(a) = answered {
+            learned.set_cookies = a.set_cookies;
         }
         Classified {
             answer,
@@ -535,13 +534,33 @@ impl Target {
     /// Reads a full response (the body too: latency is full response time) and classifies it.
     pub async fn read(&self, kind: Kind, resp: reqwest::Response) -> Read {
         let status = resp.status().as_u16();
-        let headers = resp.headers().clone();
-        let location = headers
+        let hs = resp.headers();
+        let text =
+            |v: &reqwest::header::HeaderValue| String::from_utf8_lossy(v.as_bytes()).into_owned();
+        let location = hs
             .get(reqwest::header::LOCATION)
-            .map(|l| format!("Location: {}", String::from_utf8_lossy(l.as_bytes())));
+            .map(|l| format!("Location: {}", text(l)));
+        let extract = self
+            .mapping
+            .request(kind)
+            .map_or(&[][..], |t| &t.extract[..]);
+        let answered = Answered {
+            set_cookies: hs
+                .get_all(reqwest::header::SET_COOKIE)
+                .iter()
+                .map(text)
+                .collect(),
+            headers: extract
+                .iter()
+                .filter_map(|e| match &e.from {
+                    ExtractFrom::Header(h) => Some((h.clone(), text(hs.get(h.as_str())?))),
+                    ExtractFrom::Json(_) => None,
+                })
+                .collect(),
+        };
         match resp.text().await {
             Ok(body) => Read {
-                classified: self.classify_with(kind, status, &body, Some(&headers)),
+                classified: self.classify_with(kind, status, &body, Some(answered)),
                 status: Some(status),
                 body: location.unwrap_or(body),
             },
@@ -566,6 +585,13 @@ impl Target {
     }
 }
 
+/// What an answer's headers hold for the buyer's session, kept before its body is read: its
+/// `Set-Cookie` values and the headers its request extracts (none, usually: no allocation).
+struct Answered {
+    set_cookies: Vec<String>,
+    headers: Vec<(String, String)>,
+}
+
 /// A request that got no HTTP answer.
 pub fn transport_answer(e: &reqwest::Error) -> Answer {
     if e.is_timeout() {
@@ -578,199 +604,4 @@ pub fn transport_answer(e: &reqwest::Error) -> Answer {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn target() -> Target {
-        Target::new(
-            "http://127.0.0.1:1",
-            Mapping::default(),
-            Sale {
-                item_id: "7".into(),
-                stock: 10,
-                purchase_limit: 1,
-                name: "tea \"green\"".into(),
-                price_cents: 5,
-            },
-        )
-    }
-
-    #[test]
-    fn the_reference_mapping_classifies_the_shop_contract() {
-        let t = target();
-        let c = t.classify(
-            Kind::Order,
-            201,
-            r#"{"order_id":"7-abc","status":"pending_payment"}"#,
-        );
-        assert_eq!(
-            (c.answer, c.order_id, c.why),
-            (Answer::Created, Some("7-abc".into()), Why::Rule(0))
-        );
-        let answer = |kind, status, body| t.classify(kind, status, body).answer;
-        assert_eq!(
-            answer(Kind::Order, 409, r#"{"error":"sold_out"}"#),
-            Answer::SoldOut
-        );
-        assert_eq!(
-            answer(Kind::Order, 409, r#"{"error":"duplicate"}"#),
-            Answer::Duplicate
-        );
-        assert_eq!(
-            answer(Kind::Order, 503, r#"{"error":"busy"}"#),
-            Answer::Busy
-        );
-        assert_eq!(
-            answer(Kind::Order, 503, r#"{"error":"not_warmed"}"#),
-            Answer::ServerError
-        );
-        assert_eq!(answer(Kind::Order, 429, ""), Answer::RateLimited);
-        assert_eq!(
-            answer(Kind::Pay, 409, r#"{"error":"invalid_state"}"#),
-            Answer::Rejected
-        );
-        assert_eq!(answer(Kind::Pay, 200, "{}"), Answer::Ok);
-        let c = t.classify(Kind::Order, 201, "not json");
-        assert_eq!(
-            (c.answer, c.order_id),
-            (Answer::Created, None),
-            "an acknowledgement without its id is still an acknowledgement"
-        );
-    }
-
-    #[test]
-    fn answers_no_rule_classifies_are_never_invalid() {
-        let mut t = target();
-        t.mapping
-            .outcomes
-            .retain(|r| r.outcome.answer() == Answer::SoldOut);
-        let answer = |status| t.classify(Kind::Order, status, "{}");
-        assert_eq!(answer(200).answer, Answer::Unclassified);
-        assert_eq!(answer(200).why, Why::NoRule);
-        assert_eq!(answer(307).answer, Answer::Redirect);
-        assert_eq!(answer(418).answer, Answer::Invalid);
-        assert_eq!(answer(502).answer, Answer::ServerError);
-        assert_eq!(answer(401).answer, Answer::Unauthorized);
-    }
-
-    #[test]
-    fn a_401_is_unauthorized_unless_a_rule_names_it_by_code() {
-        let mut t = target();
-        assert_eq!(
-            t.classify(Kind::Order, 401, "{}").answer,
-            Answer::Unauthorized,
-            "the reference rules' 4xx does not cover it"
-        );
-        assert_eq!(
-            t.classify(Kind::Order, 403, "").answer,
-            Answer::Unauthorized
-        );
-        t.mapping.outcomes.insert(
-            0,
-            OutcomeRule {
-                status: vec![crate::traffic::mapping::StatusPattern::Code(403)],
-                field: None,
-                outcome: crate::traffic::mapping::Outcome::parse("sold_out").unwrap(),
-            },
-        );
-        assert_eq!(t.classify(Kind::Order, 403, "").answer, Answer::SoldOut);
-    }
-
-    #[test]
-    fn views_and_logins_are_classified_by_their_own_rules() {
-        let mut t = target();
-        let answer = |t: &Target, status| t.classify(Kind::View, status, "{}").answer;
-        assert_eq!(
-            answer(&t, 201),
-            Answer::Ok,
-            "never created: the order rules do not apply"
-        );
-        assert_eq!(answer(&t, 200), Answer::Ok);
-        assert_eq!(answer(&t, 404), Answer::NotFound);
-        assert_eq!(answer(&t, 401), Answer::Unauthorized);
-        assert_eq!(answer(&t, 422), Answer::Invalid);
-        assert_eq!(answer(&t, 500), Answer::ServerError);
-        assert_eq!(t.classify(Kind::Login, 200, "").answer, Answer::Ok);
-        t.mapping.view.as_mut().unwrap().outcomes = Some(vec![OutcomeRule {
-            status: vec![crate::traffic::mapping::StatusPattern::Class(2)],
-            field: None,
-            outcome: crate::traffic::mapping::Outcome::parse("sold_out").unwrap(),
-        }]);
-        assert_eq!(answer(&t, 200), Answer::SoldOut);
-        assert_eq!(t.classify(Kind::View, 200, "").why, Why::Rule(0));
-    }
-
-    #[test]
-    fn templates_fill_in_escaped_values_and_urls_stay_on_the_target() {
-        let t = target();
-        let setup = t.setup_request().unwrap();
-        assert_eq!(setup.path, "/api/items/7");
-        let body: serde_json::Value = serde_json::from_str(setup.body.as_deref().unwrap()).unwrap();
-        assert_eq!(body["name"], "tea \"green\"");
-        assert_eq!(body["stock"], 10);
-        let b = BuyerPlan {
-            index: 0,
-            user_id: "u/{order_id}".into(),
-            device_id: "d".into(),
-            ip: "10.0.0.1".into(),
-            arrival: Duration::ZERO,
-            views: vec![],
-            bot: false,
-            resubmits: vec![],
-            after: crate::traffic::schedule::AfterOrder::Abandon,
-            wave: 1,
-        };
-        let none = Session::default();
-        let pay = t
-            .prepare(&Action::Pay(Some("//evil.example/x".into())), &b, &none)
-            .unwrap();
-        assert_eq!(pay.path, "/api/orders/%2F%2Fevil.example%2Fx/pay");
-        assert_eq!(
-            t.url(&pay).unwrap().as_str(),
-            "http://127.0.0.1:1/api/orders/%2F%2Fevil.example%2Fx/pay"
-        );
-        assert!(
-            t.prepare(&Action::Pay(None), &b, &none).is_none(),
-            "no id, no pay"
-        );
-        for (base, path) in [
-            (
-                "http://127.0.0.1:1",
-                "/api/orders/%2F%2Fevil.example%2Fx/pay",
-            ),
-            ("http://127.0.0.1:1/", "/api/orders?x=1&y=%3F#top"),
-            ("http://127.0.0.1:1/shop/", "/api/./a/../orders"),
-            ("http://localhost:8080/shop", "//evil.example/x"),
-        ] {
-            let mut at = t.clone();
-            at.base_url = base.into();
-            let p = Prepared {
-                path: path.into(),
-                ..pay.clone()
-            };
-            let parsed = Url::parse(base).unwrap();
-            assert_eq!(
-                Target::url_on(&parsed, &p),
-                at.url(&p).unwrap(),
-                "{base} {path}"
-            );
-        }
-        let order = t
-            .prepare(&Action::Order(Some("k-1".into())), &b, &none)
-            .unwrap();
-        let body: serde_json::Value = serde_json::from_str(order.body.as_deref().unwrap()).unwrap();
-        assert_eq!(body["user_id"], "u/{order_id}", "never expanded again");
-        assert!(order
-            .headers
-            .contains(&("Idempotency-Key".into(), "k-1".into())));
-        let mut quiet = target();
-        quiet.mapping.idempotency_header.clear();
-        let order = quiet
-            .prepare(&Action::Order(Some("k-1".into())), &b, &none)
-            .unwrap();
-        assert!(
-            order.headers.iter().all(|(h, _)| h != "Idempotency-Key"),
-            "an empty header name sends none"
-        );
-    }
-}
+mod tests;
