@@ -142,9 +142,11 @@ impl Session {
     /// Takes in what an answer taught: its cookies and extracted values (a later value of a
     /// name replaces the earlier).
     pub fn learn(&mut self, l: &Learned) {
-        let now = SystemTime::now();
-        for c in &l.set_cookies {
-            self.cookies.set(c, now);
+        if !l.set_cookies.is_empty() {
+            let now = SystemTime::now();
+            for c in &l.set_cookies {
+                self.cookies.set(c, now);
+            }
         }
         for (name, value) in &l.extracted {
             match self.values.iter_mut().find(|(n, _)| n == name) {
@@ -156,6 +158,9 @@ impl Session {
 
     /// The `Cookie` header this buyer sends now.
     pub fn cookie_header(&self) -> Option<String> {
+        if self.cookies.0.is_empty() {
+            return None;
+        }
         self.cookies.header(SystemTime::now())
     }
 }

@@ -353,6 +353,29 @@ async fn most_logins_failing_fails_the_run_and_the_report_shows_why_with_a_body(
         "a buyer whose login failed does not order"
     );
     assert_eq!(shop.lock().unwrap().refused, 0);
+    let md = std::fs::read_to_string(only_report_dir(&out).join("report.md")).unwrap();
+    assert!(
+        md.contains("LOGIN FAILED") && md.contains("login (before_sale): 60 sent, 0 ok, 60 failed"),
+        "{md}"
+    );
+
+    // The probe names the step and shows the body too.
+    let probe = against(
+        "attack",
+        &base,
+        &scenario,
+        tmp.path(),
+        &["--probe", "--buyers-csv", &buyers],
+    )
+    .await;
+    assert_eq!(probe.code, 1, "{}", probe.both());
+    assert!(
+        probe.stdout.contains(
+            "LOGIN FAILED: target.login.extract.token: `data.jwt` is not in the answer; the body: {\"data\":{\"token\""
+        ),
+        "{}",
+        probe.both()
+    );
 }
 
 #[tokio::test]
@@ -527,4 +550,43 @@ url = "/stock"
         "a cookie deleted by Max-Age=0 is never sent"
     );
     assert_eq!(s.sold, 20);
+}
+
+#[tokio::test]
+async fn a_setup_list_is_sent_in_order_and_a_failing_step_is_named() {
+    // Arrange: the second set-up request goes to a path the shop does not have.
+    let accounts = accounts(0);
+    let (base, shop) = spawn_jwt(&accounts).await;
+    let tmp = tempfile::tempdir().unwrap();
+    let scenario = jwt_scenario(tmp.path(), JWT_LOGIN);
+    let text = std::fs::read_to_string(&scenario).unwrap().replace(
+        "setup = { method = \"POST\", path = \"/api/reset\", body = '{\"stock\": {stock}}' }",
+        "setup = [\n  { method = \"POST\", path = \"/api/reset\", body = '{\"stock\": {stock}}' },\n  \
+         { method = \"POST\", path = \"/api/nope\" },\n]",
+    );
+    std::fs::write(&scenario, text).unwrap();
+    let buyers = csv(tmp.path(), &accounts);
+
+    // Act
+    let run = against(
+        "attack",
+        &base,
+        &scenario,
+        tmp.path(),
+        &["--buyers-csv", &buyers],
+    )
+    .await;
+
+    // Assert
+    assert_eq!(run.code, 2, "{}", run.both());
+    assert!(
+        run.stderr
+            .contains("target.setup[1]: setting up the sale at")
+            && run.stderr.contains("/api/nope"),
+        "{}",
+        run.both()
+    );
+    let s = shop.lock().unwrap();
+    assert_eq!(s.stock, 20, "the first step was sent");
+    assert_eq!(s.logins, 0, "nothing after a failed set-up");
 }
