@@ -310,7 +310,7 @@ fn print(m: &Mapping, out: &mut String, kind: Kind, request: &str, read: &Read) 
             "{} (no rule matched {s}: the default for {})",
             c.answer.as_str(),
             match kind {
-                Kind::View | Kind::Login => "a page or a login",
+                Kind::View | Kind::Login => "a view or a login",
                 _ if crate::traffic::mapping::is_unauthorized(s) => "401/403",
                 _ => "its class",
             }

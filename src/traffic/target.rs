@@ -227,7 +227,8 @@ fn applies(rule: &OutcomeRule, status: u16, json: Option<&serde_json::Value>) ->
 /// Why an answer got its outcome.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Why {
-    /// `target.outcomes[i]` matched.
+    /// Rule i of the kind's rules matched ([`Mapping::rules_for`]: the request's own
+    /// `outcomes`, or `target.outcomes`).
     Rule(usize),
     /// No rule matched; the harness's default for this status.
     NoRule,

@@ -114,6 +114,10 @@ async fn spawn_jwt(accounts: &[(String, String, String)]) -> (String, Shared) {
         .route("/api/login", post(jwt_login))
         .route("/api/buy", post(jwt_buy))
         .route("/api/stock", get(stock))
+        .route(
+            "/api/frozen",
+            get(|| async { Json(json!({"sold": 0, "stock": 20})) }),
+        )
         .with_state(shop.clone());
     (serve(app).await, shop)
 }
@@ -410,13 +414,34 @@ async fn the_probe_logs_the_csvs_first_buyer_in_and_says_it_bought_a_real_unit()
     ] {
         assert!(run.stdout.contains(line), "{line:?}: {}", run.both());
     }
-    let s = shop.lock().unwrap();
-    assert_eq!(
-        s.bought.get("1000"),
-        Some(&1),
-        "the CSV's first buyer bought"
+    {
+        let s = shop.lock().unwrap();
+        assert_eq!(
+            s.bought.get("1000"),
+            Some(&1),
+            "the CSV's first buyer bought"
+        );
+        assert_eq!(s.wrong_user, 0);
+    }
+
+    // An oracle that does not move is warned about.
+    let text = std::fs::read_to_string(&scenario).unwrap();
+    std::fs::write(&scenario, text.replace("/api/stock", "/api/frozen")).unwrap();
+    let frozen = against(
+        "attack",
+        &base,
+        &scenario,
+        tmp.path(),
+        &["--probe", "--buyers-csv", &buyers],
+    )
+    .await;
+    assert!(
+        frozen
+            .stdout
+            .contains("WARNING: the oracle's reading did not move"),
+        "{}",
+        frozen.both()
     );
-    assert_eq!(s.wrong_user, 0);
 }
 
 // The cookie shop.
