@@ -4,8 +4,9 @@
 //! - A JWT shop: `POST /api/login {email, password}` → `{"data": {"token": ...}}`;
 //!   `POST /api/buy` needs `Authorization: Bearer <token>` whose user is the body's `user_id`
 //!   (401 without a token it issued); atomic stock; `GET /api/stock` is its oracle.
-//! - A cookie shop: `POST /login` (a form) sets `Set-Cookie: sid=...`; `GET /item` and
-//!   `POST /buy` need the cookie, and `X-User-Id` naming the cookie's user.
+//! - A cookie shop: `POST /login` (a form) sets `Set-Cookie: sid=...` and answers an
+//!   `X-CSRF-Token` header; `GET /item` and `POST /buy` need the cookie and `X-User-Id` naming
+//!   the cookie's user, and `POST /buy` that session's CSRF token.
 
 use crate::helpers::*;
 use axum::extract::State;
@@ -26,6 +27,8 @@ struct Shop {
     accounts: HashMap<String, (String, String)>,
     /// token or sid → user id.
     sessions: HashMap<String, String>,
+    /// sid → the CSRF token its login answered with (the cookie shop).
+    csrf: HashMap<String, String>,
     logins: u64,
     /// Orders whose credentials named another user than the order's.
     wrong_user: u64,
@@ -446,7 +449,8 @@ async fn the_probe_logs_the_csvs_first_buyer_in_and_says_it_bought_a_real_unit()
 
 // The cookie shop.
 
-fn session_user(s: &Shop, headers: &HeaderMap) -> Option<String> {
+/// The (sid, user) of a request's session cookie, when its `X-User-Id` names that user.
+fn session_user(s: &Shop, headers: &HeaderMap) -> Option<(String, String)> {
     let cookies = headers.get("cookie")?.to_str().ok()?;
     let sid = cookies
         .split(';')
@@ -455,7 +459,7 @@ fn session_user(s: &Shop, headers: &HeaderMap) -> Option<String> {
         .1;
     let user = s.sessions.get(sid)?.clone();
     let claimed = headers.get("x-user-id")?.to_str().ok()?;
-    (claimed == user).then_some(user)
+    (claimed == user).then_some((sid.to_string(), user))
 }
 
 async fn cookie_login(State(s): State<Shared>, Form(f): Form<HashMap<String, String>>) -> Response {
@@ -471,9 +475,12 @@ async fn cookie_login(State(s): State<Shared>, Form(f): Form<HashMap<String, Str
     };
     let sid = uuid::Uuid::now_v7().simple().to_string();
     s.sessions.insert(sid.clone(), user.clone());
+    let csrf = uuid::Uuid::now_v7().simple().to_string();
+    s.csrf.insert(sid.clone(), csrf.clone());
     s.logins += 1;
     let mut r = reply(StatusCode::OK, json!({"ok": true}));
     let h = r.headers_mut();
+    h.insert("x-csrf-token", csrf.parse().unwrap());
     h.append(
         "set-cookie",
         format!("sid={sid}; Path=/; HttpOnly").parse().unwrap(),
@@ -498,9 +505,10 @@ async fn cookie_buy(State(s): State<Shared>, headers: HeaderMap) -> Response {
     {
         s.wrong_user += 1;
     }
+    let csrf = headers.get("x-csrf-token").and_then(|v| v.to_str().ok());
     match session_user(&s, &headers) {
-        Some(user) => buy(&mut s, &user),
-        None => {
+        Some((sid, user)) if s.csrf.get(&sid).map(String::as_str) == csrf => buy(&mut s, &user),
+        _ => {
             s.refused += 1;
             reply(StatusCode::UNAUTHORIZED, json!({"error": "log in"}))
         }
@@ -529,9 +537,9 @@ setup = [
   {{ method = "POST", path = "/reset", body = '{{"stock": 0}}' }},
   {{ method = "POST", path = "/reset", body = '{{"stock": {{stock}}}}' }},
 ]
-login = {{ method = "POST", path = "/login", form = {{ user = "{{user_id}}", pw = "pw-{{user_id}}" }}, when = "on_arrival" }}
+login = {{ method = "POST", path = "/login", form = {{ user = "{{user_id}}", pw = "pw-{{user_id}}" }}, when = "on_arrival", extract = {{ csrf = "header:X-CSRF-Token" }} }}
 view = {{ method = "GET", path = "/item" }}
-order = {{ method = "POST", path = "/buy" }}
+order = {{ method = "POST", path = "/buy", headers = {{ "X-CSRF-Token" = "{{csrf}}" }} }}
 outcomes = [
   {{ status = ["201"], outcome = "created" }},
   {{ status = ["409"], outcome = "sold_out" }},

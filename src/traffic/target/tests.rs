@@ -194,3 +194,96 @@ fn templates_fill_in_escaped_values_and_urls_stay_on_the_target() {
         "an empty header name sends none"
     );
 }
+
+fn buyer() -> BuyerPlan {
+    BuyerPlan {
+        index: 0,
+        user_id: "u/{order_id}".into(),
+        device_id: "d".into(),
+        ip: "10.0.0.1".into(),
+        arrival: Duration::ZERO,
+        views: vec![],
+        bot: false,
+        resubmits: vec![],
+        after: crate::traffic::schedule::AfterOrder::Abandon,
+        wave: 1,
+    }
+}
+
+#[test]
+fn headers_merge_the_targets_and_the_requests_own_and_carry_the_buyers_session() {
+    use crate::traffic::mapping::Body;
+    let mut t = target();
+    t.mapping.headers = vec![
+        ("Authorization".into(), "Bearer {token}".into()),
+        ("X-App".into(), "shop".into()),
+    ];
+    t.mapping.order.headers = vec![("x-app".into(), "own".into())];
+    t.mapping.order.body = Some(Body::Form(vec![("u".into(), "{user_id} x".into())]));
+    let b = buyer();
+    let order = Action::Order(None);
+
+    let p = t.prepare(&order, &b, &Session::default()).unwrap();
+    assert_eq!(p.header("authorization"), None, "no token yet: left out");
+    assert_eq!(
+        p.header("X-App"),
+        Some("own"),
+        "the request's own header wins"
+    );
+    assert_eq!(p.body.as_deref(), Some("u=u%2F%7Border_id%7D+x"));
+    assert_eq!(p.content_type, Some(FORM));
+    let setup = t.setup_request().unwrap();
+    assert_eq!(
+        setup.header("X-App"),
+        Some("shop"),
+        "[target] headers go on the set-up"
+    );
+    assert_eq!(setup.header("Cookie"), None);
+
+    let mut s = Session::default();
+    s.learn(&Learned {
+        set_cookies: vec!["sid=1; HttpOnly".into()],
+        extracted: vec![("token".into(), "t\r\nX-Evil: 1".into())],
+        ..Learned::default()
+    });
+    let p = t.prepare(&order, &b, &s).unwrap();
+    assert_eq!(p.header("Authorization"), Some("Bearer t%0D%0AX-Evil: 1"));
+    assert_eq!(p.header("Cookie"), Some("sid=1"));
+    assert_eq!(p.header("X-Evil"), None);
+
+    t.mapping
+        .order
+        .headers
+        .push(("X-Csrf".into(), "{csrf}".into()));
+    assert!(
+        t.prepare(&order, &b, &s).is_none(),
+        "a request's own header naming a value the buyer lacks: not sent"
+    );
+}
+
+#[test]
+fn an_answer_teaches_its_cookies_and_extracts_only_when_it_is_a_2xx() {
+    use crate::traffic::mapping::{Extract, ExtractFrom, Login, LoginWhen, RequestTemplate};
+    let mut t = target();
+    let mut login = RequestTemplate::new(Method::Post, "/login");
+    login.extract = vec![Extract {
+        name: "token".into(),
+        from: ExtractFrom::Json("data.token".into()),
+    }];
+    t.mapping.login = Some(Login {
+        request: login,
+        when: LoginWhen::BeforeSale,
+        concurrency: 1,
+    });
+    let c = t.classify(Kind::Login, 200, r#"{"data": {"token": "abc"}}"#);
+    assert_eq!(c.learned.extracted, vec![("token".into(), "abc".into())]);
+    assert_eq!(c.learned.missing, None);
+    let c = t.classify(Kind::Login, 200, r#"{"data": {}}"#);
+    assert_eq!(
+        c.learned.missing,
+        Some(("token".into(), "data.token".into()))
+    );
+    let c = t.classify(Kind::Login, 401, r#"{"data": {"token": "abc"}}"#);
+    assert!(c.learned.extracted.is_empty(), "a refusal teaches nothing");
+    assert_eq!(c.answer, Answer::Unauthorized);
+}
