@@ -1,74 +1,14 @@
-//! Buyers with sessions (#23): stand-in shops that need a login, in process (axum), each on
-//! its own loopback port per test.
-//!
-//! - A JWT shop: `POST /api/login {email, password}` → `{"data": {"token": ...}}`;
-//!   `POST /api/buy` needs `Authorization: Bearer <token>` whose user is the body's `user_id`
-//!   (401 without a token it issued); atomic stock; `GET /api/stock` is its oracle.
-//! - A cookie shop: `POST /login` (a form) sets `Set-Cookie: sid=...` and answers an
-//!   `X-CSRF-Token` header; `GET /item` and `POST /buy` need the cookie and `X-User-Id` naming
-//!   the cookie's user, and `POST /buy` that session's CSRF token.
+//! The JWT login shop: a login before the sale, tokens per buyer, unauthorized without them,
+//! failed logins, placeholders checked, the probe, set-up lists.
 
+use super::{buy, reply, reset, serve, stock, Shared, SALE};
 use crate::helpers::*;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use axum::routing::{get, post};
-use axum::{Form, Json, Router};
+use axum::{Json, Router};
 use serde_json::{json, Value};
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
-
-/// What a session shop holds: stock, sessions (token or sid → user id), and what it saw.
-#[derive(Default)]
-struct Shop {
-    stock: i64,
-    sold: i64,
-    /// email → (password, user id): the shop's accounts.
-    accounts: HashMap<String, (String, String)>,
-    /// token or sid → user id.
-    sessions: HashMap<String, String>,
-    /// sid → the CSRF token its login answered with (the cookie shop).
-    csrf: HashMap<String, String>,
-    logins: u64,
-    /// Orders whose credentials named another user than the order's.
-    wrong_user: u64,
-    /// Orders refused for missing or unknown credentials.
-    refused: u64,
-    /// Orders bought, per user.
-    bought: HashMap<String, u64>,
-}
-
-type Shared = Arc<Mutex<Shop>>;
-
-fn reply(status: StatusCode, body: Value) -> Response {
-    (status, Json(body)).into_response()
-}
-
-async fn reset(State(s): State<Shared>, Json(b): Json<Value>) -> Response {
-    let mut s = s.lock().unwrap();
-    s.stock = b["stock"].as_i64().unwrap_or(0);
-    s.sold = 0;
-    reply(StatusCode::OK, json!({"ok": true}))
-}
-
-async fn stock(State(s): State<Shared>) -> Response {
-    let s = s.lock().unwrap();
-    reply(StatusCode::OK, json!({"sold": s.sold, "stock": s.stock}))
-}
-
-/// Takes one unit for `user` (its credentials already checked), atomically.
-fn buy(s: &mut Shop, user: &str) -> Response {
-    if s.stock <= 0 {
-        return reply(StatusCode::CONFLICT, json!({"error": "sold_out"}));
-    }
-    s.stock -= 1;
-    s.sold += 1;
-    *s.bought.entry(user.to_string()).or_default() += 1;
-    reply(
-        StatusCode::CREATED,
-        json!({"order_id": format!("o-{}", s.sold)}),
-    )
-}
 
 async fn jwt_login(State(s): State<Shared>, Json(b): Json<Value>) -> Response {
     let mut s = s.lock().unwrap();
@@ -124,36 +64,6 @@ async fn spawn_jwt(accounts: &[(String, String, String)]) -> (String, Shared) {
         .with_state(shop.clone());
     (serve(app).await, shop)
 }
-
-async fn serve(app: Router) -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    base
-}
-
-/// The sale every scenario here runs: 60 buyers for 20 units, nobody pays or cancels.
-const SALE: &str = r#"
-name = "sessions"
-[item]
-id = 1
-stock = 20
-[buyers]
-count = 60
-seed = 7
-arrival = "burst"
-window_s = 1.0
-burst_s = 0.3
-burst_share = 0.8
-[browse]
-view_share = 0.0
-[after_order]
-pay = 0
-cancel = 0
-abandon = 1
-[client]
-timeout_ms = 5000
-"#;
 
 /// The JWT shop's mapping, with `login` (the `[target.login]` table, or none) added.
 fn jwt_scenario(dir: &std::path::Path, login: &str) -> String {
@@ -445,144 +355,6 @@ async fn the_probe_logs_the_csvs_first_buyer_in_and_says_it_bought_a_real_unit()
         "{}",
         frozen.both()
     );
-}
-
-// The cookie shop.
-
-/// The (sid, user) of a request's session cookie, when its `X-User-Id` names that user.
-fn session_user(s: &Shop, headers: &HeaderMap) -> Option<(String, String)> {
-    let cookies = headers.get("cookie")?.to_str().ok()?;
-    let sid = cookies
-        .split(';')
-        .filter_map(|c| c.trim().split_once('='))
-        .find(|(k, _)| *k == "sid")?
-        .1;
-    let user = s.sessions.get(sid)?.clone();
-    let claimed = headers.get("x-user-id")?.to_str().ok()?;
-    (claimed == user).then_some((sid.to_string(), user))
-}
-
-async fn cookie_login(State(s): State<Shared>, Form(f): Form<HashMap<String, String>>) -> Response {
-    let mut s = s.lock().unwrap();
-    let Some(user) = f
-        .get("user")
-        .filter(|u| f.get("pw") == Some(&format!("pw-{u}")))
-    else {
-        return reply(
-            StatusCode::UNAUTHORIZED,
-            json!({"error": "bad credentials"}),
-        );
-    };
-    let sid = uuid::Uuid::now_v7().simple().to_string();
-    s.sessions.insert(sid.clone(), user.clone());
-    let csrf = uuid::Uuid::now_v7().simple().to_string();
-    s.csrf.insert(sid.clone(), csrf.clone());
-    s.logins += 1;
-    let mut r = reply(StatusCode::OK, json!({"ok": true}));
-    let h = r.headers_mut();
-    h.insert("x-csrf-token", csrf.parse().unwrap());
-    h.append(
-        "set-cookie",
-        format!("sid={sid}; Path=/; HttpOnly").parse().unwrap(),
-    );
-    h.append("set-cookie", "seen=1; Max-Age=0".parse().unwrap());
-    r
-}
-
-async fn cookie_item(State(s): State<Shared>, headers: HeaderMap) -> Response {
-    let s = s.lock().unwrap();
-    match session_user(&s, &headers) {
-        Some(_) => reply(StatusCode::CREATED, json!({"left": s.stock})),
-        None => reply(StatusCode::UNAUTHORIZED, json!({"error": "log in"})),
-    }
-}
-
-async fn cookie_buy(State(s): State<Shared>, headers: HeaderMap) -> Response {
-    let mut s = s.lock().unwrap();
-    if headers
-        .get("cookie")
-        .is_some_and(|c| c.to_str().unwrap_or("").contains("seen="))
-    {
-        s.wrong_user += 1;
-    }
-    let csrf = headers.get("x-csrf-token").and_then(|v| v.to_str().ok());
-    match session_user(&s, &headers) {
-        Some((sid, user)) if s.csrf.get(&sid).map(String::as_str) == csrf => buy(&mut s, &user),
-        _ => {
-            s.refused += 1;
-            reply(StatusCode::UNAUTHORIZED, json!({"error": "log in"}))
-        }
-    }
-}
-
-#[tokio::test]
-async fn buyers_who_log_in_on_arrival_keep_their_session_cookie_and_the_gate_passes() {
-    // Arrange
-    let shop = Shared::default();
-    let app = Router::new()
-        .route("/reset", post(reset))
-        .route("/login", post(cookie_login))
-        .route("/item", get(cookie_item))
-        .route("/buy", post(cookie_buy))
-        .route("/stock", get(stock))
-        .with_state(shop.clone());
-    let base = serve(app).await;
-    let tmp = tempfile::tempdir().unwrap();
-    let text = format!(
-        r#"{}
-[target]
-ip_header = ""
-headers = {{ "X-User-Id" = "{{user_id}}" }}
-setup = [
-  {{ method = "POST", path = "/reset", body = '{{"stock": 0}}' }},
-  {{ method = "POST", path = "/reset", body = '{{"stock": {{stock}}}}' }},
-]
-login = {{ method = "POST", path = "/login", form = {{ user = "{{user_id}}", pw = "pw-{{user_id}}" }}, when = "on_arrival", extract = {{ csrf = "header:X-CSRF-Token" }} }}
-view = {{ method = "GET", path = "/item" }}
-order = {{ method = "POST", path = "/buy", headers = {{ "X-CSRF-Token" = "{{csrf}}" }} }}
-outcomes = [
-  {{ status = ["201"], outcome = "created" }},
-  {{ status = ["409"], outcome = "sold_out" }},
-]
-[target.oracle]
-url = "/stock"
-"#,
-        SALE.replace("view_share = 0.0", "view_share = 1.0")
-    );
-    let scenario = tmp.path().join("cookies.toml");
-    std::fs::write(&scenario, text).unwrap();
-
-    // Act
-    let out = tmp.path().join("out");
-    let run = against(
-        "gate",
-        &base,
-        scenario.to_str().unwrap(),
-        &out,
-        &["--max-send-lag-ms", "10000"],
-    )
-    .await;
-
-    // Assert
-    assert_eq!(run.code, 0, "{}", run.both());
-    let r = &only_report(&out)["runs"][0];
-    assert_eq!(r["login"]["when"], "on_arrival");
-    assert_eq!(r["login"]["ok"], 60, "{}", r["login"]);
-    assert_eq!(r["requests"]["login"]["outcomes"]["ok"], 60);
-    let views = &r["requests"]["view"]["outcomes"];
-    assert!(
-        views.get("created").is_none() && views["ok"].as_u64().unwrap() >= 60,
-        "a view's 201 is ok, never created: {views}"
-    );
-    assert_eq!(r["requests"]["order"]["outcomes"]["created"], 20);
-    assert_eq!(r["order_attempts"], 60);
-    let s = shop.lock().unwrap();
-    assert_eq!((s.logins, s.refused), (60, 0));
-    assert_eq!(
-        s.wrong_user, 0,
-        "a cookie deleted by Max-Age=0 is never sent"
-    );
-    assert_eq!(s.sold, 20);
 }
 
 #[tokio::test]
