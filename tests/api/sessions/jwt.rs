@@ -395,3 +395,23 @@ async fn a_setup_list_is_sent_in_order_and_a_failing_step_is_named() {
     assert_eq!(s.stock, 20, "the first step was sent");
     assert_eq!(s.logins, 0, "nothing after a failed set-up");
 }
+
+#[tokio::test]
+async fn a_bad_login_table_is_refused_with_the_file_and_the_field() {
+    let (base, shop) = spawn_jwt(&accounts(0)).await;
+    let tmp = tempfile::tempdir().unwrap();
+    let scenario = jwt_scenario(tmp.path(), &format!("{JWT_LOGIN}when = \"at_noon\"\n"));
+
+    let run = against("attack", &base, &scenario, tmp.path(), &["--dry-run"]).await;
+
+    assert_eq!(run.code, 2, "{}", run.both());
+    for part in [
+        "jwt.toml",
+        "target.login.when",
+        "before_sale, on_arrival",
+        "\"at_noon\"",
+    ] {
+        assert!(run.stderr.contains(part), "{part}: {}", run.both());
+    }
+    assert_eq!(shop.lock().unwrap().logins, 0);
+}
