@@ -232,6 +232,33 @@ async fn a_placeholder_nobody_provides_is_refused_before_anything_is_sent() {
 }
 
 #[tokio::test]
+async fn a_dry_run_counts_the_logins_it_would_send() {
+    let accounts = accounts(0);
+    let (base, shop) = spawn_jwt(&accounts).await;
+    let tmp = tempfile::tempdir().unwrap();
+    let scenario = jwt_scenario(tmp.path(), JWT_LOGIN);
+    let buyers = csv(tmp.path(), &accounts);
+
+    let run = against(
+        "attack",
+        &base,
+        &scenario,
+        tmp.path(),
+        &["--dry-run", "--buyers-csv", &buyers],
+    )
+    .await;
+
+    assert_eq!(run.code, 0, "{}", run.both());
+    assert!(
+        run.stdout
+            .contains("plus 60 logins (target.login) before the sale opens, 8 at a time"),
+        "{}",
+        run.both()
+    );
+    assert_eq!(shop.lock().unwrap().logins, 0, "a dry run sends nothing");
+}
+
+#[tokio::test]
 async fn most_logins_failing_fails_the_run_and_the_report_shows_why_with_a_body() {
     // Arrange: the extract path does not exist in the shop's answer.
     let accounts = accounts(0);
