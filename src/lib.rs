@@ -52,10 +52,15 @@
 //!   service time; every order attempt's idempotency key and answer class: acknowledged,
 //!   refused, indeterminate; the kinds and answers in `recorder/answer.rs`).
 //!   [`traffic::mapping`] is the `[target]` table (a shop's API, parsed into methods, paths
-//!   that stay on the target, placeholders, status patterns and outcomes when the file is
-//!   read; `mapping::template` expands placeholders once, encoded); [`traffic::target`] turns
-//!   it into requests and classified answers at run time, on the harness's client that follows
-//!   no redirect; [`traffic::buyers_csv`] reads `--buyers-csv` with the `csv` crate.
+//!   that stay on the target, headers, JSON or form bodies, placeholders, status patterns,
+//!   outcomes (per request too), `extract` and `[target.login]` when the file is read —
+//!   `mapping/check.rs` — and its named placeholders checked against the CSV's columns when
+//!   the plan is built; `mapping::template` expands placeholders once, encoded);
+//!   [`traffic::target`] turns it into requests and classified answers at run time, on the
+//!   harness's client that follows no redirect and keeps no cookie; [`traffic::session`] is a
+//!   buyer's session (CSV columns, extracted values, its cookie jar); [`traffic::login`] judges
+//!   and tallies logins (the run's `login` section); [`traffic::buyers_csv`] reads
+//!   `--buyers-csv` with the `csv` crate (extra columns become placeholders).
 //! - [`nemesis`]: the fault engine: [`nemesis::FaultSpec`] (a scenario's `[[faults]]`,
 //!   `--fault KIND@AT[:DURATION]`) and `[nemesis]` (the private Redis's persistence); one file
 //!   per group of kinds (`shop`: shop-kill through the runner's [`nemesis::ShopControl`];
@@ -64,8 +69,8 @@
 //!   outage and lock on the run's own database); `engine`: the schedule from the sale's
 //!   opening and the undo (at the end, when dropped on an error, on ctrl-c).
 //! - [`runner`]: a run against the reference shop (child process per strategy) or a foreign
-//!   shop: sale set-up, traffic, drain; both end through one `finish` (oracle, report
-//!   section); the report is written as each run finishes; one run per database at a time
+//!   shop: sale set-up (`runner::login`: the buyers' logins before the sale), traffic, drain;
+//!   both end through one `finish` (oracle, report section); the report is written as each run finishes; one run per database at a time
 //!   (`lock`); a run with faults starts the engine as the sale opens, gets a private Redis
 //!   for Redis faults, and `runner::faults` turns what was applied into the report's fault
 //!   windows and recovery times; `runner::RunError` for runs that cannot start; `progress`

@@ -7,6 +7,7 @@ use crate::rehearsal::mapping_check;
 use crate::runner::{self, Subject};
 use crate::shard::ShardSpec;
 use crate::traffic::schedule;
+use crate::traffic::session::Session;
 use crate::traffic::target::Sale;
 use chrono::{DateTime, Utc};
 use clap::Args;
@@ -67,10 +68,12 @@ pub async fn attack(args: AttackArgs) -> anyhow::Result<i32> {
         return shard(&args, spec, s, scenario_file, f).await;
     }
     if args.probe {
-        let buyers = schedule::build(&s);
+        let csv = args.plan.buyers_csv.as_deref();
+        let (buyers, columns) = super::plan::buyers(&s, &scenario_file, csv)?;
         let first = buyers.first().expect("a scenario has at least one buyer");
+        let session = Session::with_values(columns.row(first.index));
         let timeout = Duration::from_millis(s.client.timeout_ms);
-        let checked = mapping_check::run(&f, Sale::of(&s), first, timeout).await?;
+        let checked = mapping_check::run(&f, Sale::of(&s), first, session, timeout).await?;
         print!("{}", checked.text);
         return Ok(if checked.all_classified { 0 } else { 1 });
     }
@@ -111,6 +114,13 @@ async fn shard(
     let open_at = args.open_at.ok_or_else(|| {
         anyhow::anyhow!("--shard needs --open-at: the instant every shard opens the sale at")
     })?;
+    super::plan::check_names(&s, &scenario_file, &Default::default())?;
+    anyhow::ensure!(
+        s.target.as_ref().is_none_or(|m| m.login.is_none()),
+        "{}: target.login is not supported with --shard yet (a shard's buyers would not log \
+         in): run the rehearsal without --shard",
+        scenario_file.display()
+    );
     let whole = schedule::build(&s);
     let buyers_total = whole.len();
     let buyers = std::sync::Arc::new(spec.take(whole));

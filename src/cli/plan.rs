@@ -8,6 +8,7 @@ use crate::runner::{self, RunPlan, ShardRun, Subject};
 use crate::shard::ShardSpec;
 use crate::store::Backend;
 use crate::traffic::mapping::OracleFields;
+use crate::traffic::session::Columns;
 use crate::traffic::{buyers_csv, schedule, Scenario};
 use anyhow::Context;
 use chrono::{DateTime, Utc};
@@ -143,13 +144,34 @@ pub(super) fn max_send_lag(s: &mut Scenario, ms: Option<f64>) -> anyhow::Result<
     Ok(())
 }
 
-/// The buyers of `s`, renamed from a CSV when one is given.
-fn buyers(s: &Scenario, csv: Option<&Path>) -> anyhow::Result<Arc<Vec<schedule::BuyerPlan>>> {
+/// The buyers of `s`, renamed from a CSV when one is given, and the CSV's extra columns; the
+/// mapping's named placeholders are checked against those columns and the extracted names
+/// here, before anything is sent (`scenario_file` is named in the error).
+pub(super) fn buyers(
+    s: &Scenario,
+    scenario_file: &Path,
+    csv: Option<&Path>,
+) -> anyhow::Result<(Vec<schedule::BuyerPlan>, Columns)> {
     let mut plan = schedule::build(s);
-    if let Some(file) = csv {
-        buyers_csv::apply(file, &mut plan)?;
+    let columns = match csv {
+        Some(file) => buyers_csv::apply(file, &mut plan)?,
+        None => Columns::default(),
+    };
+    check_names(s, scenario_file, &columns)?;
+    Ok((plan, columns))
+}
+
+/// The scenario's named placeholders against `columns` and the extracted names.
+pub(super) fn check_names(
+    s: &Scenario,
+    scenario_file: &Path,
+    columns: &Columns,
+) -> anyhow::Result<()> {
+    if let Some(m) = &s.target {
+        m.check_names(columns.names())
+            .map_err(|e| anyhow::anyhow!("{}: {e}", scenario_file.display()))?;
     }
-    Ok(Arc::new(plan))
+    Ok(())
 }
 
 /// A foreign target, checked before anything is sent; prints the banner for a remote one.
@@ -162,6 +184,7 @@ pub(super) fn foreign(url: &str, oracle: &OracleArgs, s: &Scenario) -> anyhow::R
         host,
         allow_remote: oracle.allow_remote,
         mapping: s.mapping(),
+        columns: Arc::default(),
     })
 }
 
@@ -170,10 +193,14 @@ pub(super) fn foreign(url: &str, oracle: &OracleArgs, s: &Scenario) -> anyhow::R
 pub(super) async fn plan(
     scenario_file: &Path,
     s: Scenario,
-    subject: Subject,
+    mut subject: Subject,
     pa: &PlanArgs,
 ) -> anyhow::Result<Option<RunPlan>> {
-    let buyers = buyers(&s, pa.buyers_csv.as_deref())?;
+    let (buyers, columns) = buyers(&s, scenario_file, pa.buyers_csv.as_deref())?;
+    let buyers = Arc::new(buyers);
+    if let Subject::Foreign(f) = &mut subject {
+        f.columns = Arc::new(columns);
+    }
     let summary = PlanSummary::of(&s, &buyers);
     let (label, remote) = match &subject {
         Subject::Foreign(f) => (

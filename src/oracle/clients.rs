@@ -61,6 +61,23 @@ pub(super) fn observe(f: &mut Findings, e: &Evidence<'_>) {
         )),
         Some(_) => {}
     }
+    f.client_notes.extend(unauthorized_note(c));
+}
+
+/// The note for order attempts the shop answered 401/403: it refused the harness's
+/// credentials, so those buyers never really tried to buy.
+fn unauthorized_note(c: &crate::traffic::recorder::Measurements) -> Option<String> {
+    let refused = c
+        .attempts
+        .iter()
+        .filter(|a| a.answer == crate::traffic::recorder::Answer::Unauthorized)
+        .count();
+    (refused > 0).then(|| {
+        format!(
+            "{refused} order attempts were answered 401/403 (unauthorized): the shop refused \
+             the harness's credentials — set target.login / headers"
+        )
+    })
 }
 
 /// The clients' records replayed in time: peak oversell, duplicate buyers and devices, and the

@@ -472,7 +472,8 @@ fn order_answers_sort_into_acknowledged_refused_and_indeterminate() {
             | Answer::RateLimited
             | Answer::Rejected
             | Answer::NotFound
-            | Answer::Invalid => AnswerClass::Refused,
+            | Answer::Invalid
+            | Answer::Unauthorized => AnswerClass::Refused,
             // A 5xx, a timeout, a broken connection, or an answer the mapping cannot read.
             _ => AnswerClass::Indeterminate,
         };

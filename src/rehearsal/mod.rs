@@ -36,6 +36,8 @@ pub struct Foreign {
     pub allow_remote: bool,
     pub mapping: Mapping,
     pub oracle: OracleSource,
+    /// The `--buyers-csv` file's extra columns, placeholders of the buyers' requests.
+    pub columns: std::sync::Arc<crate::traffic::session::Columns>,
 }
 
 impl Foreign {

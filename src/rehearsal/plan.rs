@@ -19,6 +19,8 @@ pub struct PlanSummary {
     pub planned_requests: u64,
     /// Pay/cancel requests, at most one per unit sold.
     pub follow_ups_at_most: u64,
+    /// `[target.login]`: when each buyer logs in, and how many at once before the sale.
+    pub login: Option<(crate::traffic::mapping::LoginWhen, usize)>,
 }
 
 impl PlanSummary {
@@ -57,6 +59,11 @@ impl PlanSummary {
             requests_per_second: per,
             planned_requests: planned,
             follow_ups_at_most: follow.min(units),
+            login: s
+                .target
+                .as_ref()
+                .and_then(|m| m.login.as_ref())
+                .map(|l| (l.when, l.concurrency)),
         }
     }
 
@@ -89,6 +96,23 @@ impl PlanSummary {
             self.peak_arrivals(),
             self.peak_requests()
         );
+        match self.login {
+            Some((crate::traffic::mapping::LoginWhen::BeforeSale, at_once)) => {
+                let _ = writeln!(
+                    s,
+                    "  plus {} logins (target.login) before the sale opens, {at_once} at a time",
+                    self.buyers
+                );
+            }
+            Some((crate::traffic::mapping::LoginWhen::OnArrival, _)) => {
+                let _ = writeln!(
+                    s,
+                    "  plus {} logins (target.login), each buyer's first request at its arrival",
+                    self.buyers
+                );
+            }
+            None => {}
+        }
         let _ = writeln!(s, "  second  arrivals  requests");
         for (i, a) in self.arrivals_per_second.iter().enumerate() {
             let r = self.requests_per_second.get(i).copied().unwrap_or(0);

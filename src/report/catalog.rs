@@ -106,6 +106,8 @@ impl Metric {
                     older()
                 }
             }),
+            // No login section: no buyer logged in, so none failed.
+            Metric::LoginFailures => Ok(run.login.as_ref().map_or(0.0, |l| l.failure_share())),
             Metric::LostAcks => count(f.lost_acks),
             Metric::DeadLetters => f
                 .dead_letters
@@ -166,6 +168,7 @@ impl Metric {
             Metric::OracleDisagreement => "clients' acknowledgements (net) minus the oracle's sold",
             Metric::Unclassified => "clients' answers no [target] rule classified, of all answers",
             Metric::LostAcks => "oracle vs clients' acks",
+            Metric::LoginFailures => "the run's logins ([target.login]): failed of sent",
             Metric::PeakOversell => {
                 "oracle: the most units held at once, replayed from the order rows' times"
             }

@@ -30,6 +30,7 @@ pub const ORDER_COLUMNS: [(&str, &[Answer]); 9] = [
             Answer::Rejected,
             Answer::NotFound,
             Answer::Invalid,
+            Answer::Unauthorized,
             Answer::Unclassified,
             Answer::Redirect,
         ],

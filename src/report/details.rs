@@ -178,6 +178,7 @@ pub fn facts(run: &RunReport) -> Vec<Fact> {
     }
     let mut facts: Vec<Fact> = v.into_iter().map(Fact::from).collect();
     facts.splice(2..2, oracle_and_clients(f));
+    facts.extend(login_facts(run));
     if let Some(bound) = generator_bound(run) {
         facts.insert(
             0,
@@ -188,6 +189,25 @@ pub fn facts(run: &RunReport) -> Vec<Fact> {
         );
     }
     facts
+}
+
+/// The buyers' logins (`[target.login]`): one line, and each reason logins failed with a
+/// sample body.
+fn login_facts(run: &RunReport) -> Vec<Fact> {
+    let Some(l) = &run.login else {
+        return Vec::new();
+    };
+    let mut v = vec![Fact::from(format!(
+        "{} (kept out of the sale's figures)",
+        l.line()
+    ))];
+    for f in &l.failures {
+        v.push(Fact {
+            lead: Some("LOGIN FAILED: "),
+            text: format!("{} logins: {} (e.g. {:?})", f.count, f.reason, f.sample),
+        });
+    }
+    v
 }
 
 /// Why the run is generator-bound (its send lag p99 above the bound), or `None`.

@@ -331,6 +331,10 @@ pub struct RunReport {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub faults: Vec<faults::FaultWindow>,
     pub goose_crosscheck: Vec<GooseCrossCheck>,
+    /// The buyers' logins (`[target.login]`), kept out of the sale's figures (absent: buyers
+    /// did not log in).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub login: Option<crate::traffic::login::LoginReport>,
     pub timeline: Timeline,
     pub series: Vec<Series>,
     /// HdrHistogram V2 (deflate, base64) of every kind's latency, for re-plotting.

@@ -187,6 +187,7 @@ pub fn build(input: RunInputs) -> RunReport {
         shop: input.shop,
         repeat: None,
         defect: None,
+        login: None,
         scenario: input.scenario,
         buyers: input.buyers,
         findings: input.findings,

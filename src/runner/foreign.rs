@@ -15,7 +15,6 @@ use crate::probe::ProbeConfig;
 use crate::rehearsal::{self, Foreign, Oracle, OracleSource, Tally};
 use crate::report::{Drain, OracleKind, RunReport, Shop};
 use crate::services::redact_url;
-use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -27,20 +26,21 @@ const SETTLE_READS: usize = 3;
 pub(super) async fn run(plan: &RunPlan, f: &Foreign, slot: &Slot) -> anyhow::Result<RunReport> {
     let s = &plan.scenario;
     let oracle = rehearsal::preflight(f).await?;
-    let target = Arc::new(target_for(s, &f.base_url, f.mapping.clone()));
+    let target = target_for(s, &f.base_url, f.mapping.clone());
     let http = control_client()?;
     setup_sale(&http, &target).await?;
+    let (target, logins) = super::login::before_sale(plan, target, f.columns.clone()).await?;
     // The baseline, after the set-up and before the first buyer.
     let before = oracle.read().await?;
     let gives_stock = before.is_some_and(|t| t.stock.is_some());
     let sampler = rehearsal::stock_sampler::start(&f.oracle, gives_stock).await;
     let fired = fire_traffic(
         plan,
-        crate::traffic::target::Targets::one(target),
+        crate::traffic::target::Targets::one(target.clone()),
         ProbeConfig {
             database_url: f.oracle.database_url(),
             foreign_database: true,
-            item_id: s.item.id,
+            item_id: s.item.number(),
             redis: None,
             redis_buckets: false,
             shop_metrics_urls: Vec::new(),
@@ -50,6 +50,7 @@ pub(super) async fn run(plan: &RunPlan, f: &Foreign, slot: &Slot) -> anyhow::Res
         None,
     )
     .await?;
+    let logins = super::login::section(&target, logins, &fired.traffic.recorder);
     let settled = settle(&oracle, plan.drain_limit).await;
     let mut series = fired.probes.stop().await;
     let (stock_samples, failed_reads) = match sampler {
@@ -106,7 +107,11 @@ pub(super) async fn run(plan: &RunPlan, f: &Foreign, slot: &Slot) -> anyhow::Res
             OracleSource::Http { .. } => OracleKind::Http,
         },
     };
-    Ok(finish(plan, shop, fired.traffic, series, drain, server))
+    let run = finish(plan, shop, fired.traffic, series, drain, server);
+    Ok(RunReport {
+        login: logins,
+        ..run
+    })
 }
 
 /// Reads the oracle until [`SETTLE_READS`] readings agree, up to `limit`; returns the last

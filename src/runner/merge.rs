@@ -97,7 +97,7 @@ pub async fn merge(plan: &MergePlan) -> anyhow::Result<(report::Report, PathBuf)
         repeat: 1,
         live: None,
     };
-    let item = run_plan.scenario.item.id;
+    let item = run_plan.scenario.item.number();
     run_plan.say(&format!(
         "== merge: {n} shards of {} ({} buyers, opened {}), {} on {} at {base_url}",
         run_plan.scenario.name,
@@ -184,6 +184,7 @@ async fn merge_attack(
         allow_remote: false,
         mapping: mapping.clone(),
         oracle: crate::rehearsal::OracleSource::None,
+        columns: Default::default(),
     };
     let oracle = foreign.oracle.view();
     let run_plan = RunPlan {

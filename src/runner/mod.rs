@@ -15,6 +15,8 @@
 //! - `shops`: several reference shops in one run (`--shops K`): the others' start, the drain
 //!   of all, and what each answered.
 //! - `foreign`: someone else's shop: oracle read before any load, settle wait, totals oracle.
+//! - `login`: a foreign shop's buyers logging in before the sale (`[target.login]`), and the
+//!   run's `login` section.
 //! - `faults`: the run's fault windows and when it recovered from each (the engine is
 //!   [`crate::nemesis`]).
 //! - `lock`: one run at a time per database.
@@ -24,6 +26,7 @@
 mod faults;
 mod foreign;
 mod lock;
+mod login;
 mod merge;
 mod metadata;
 mod progress;
@@ -164,8 +167,10 @@ pub enum RunError {
          time per database): wait for it, or give this run its own --database-url"
     )]
     DatabaseBusy { url: String },
-    #[error("setting up the sale at {url} failed: {status} {body}")]
+    #[error("{field}: setting up the sale at {url} failed: {status} {body}")]
     SaleSetup {
+        /// The request's field: `target.setup`, `target.setup[1]`, ...
+        field: String,
         url: String,
         status: reqwest::StatusCode,
         body: String,
@@ -198,6 +203,11 @@ pub struct RunPlan {
 pub async fn execute(plan: &RunPlan) -> anyhow::Result<(report::Report, PathBuf)> {
     let started_at = now_rfc3339();
     let s = &plan.scenario;
+    if matches!(plan.subject, Subject::Reference { .. }) {
+        s.item
+            .reference_check()
+            .map_err(|e| anyhow::anyhow!("{}: {e}", plan.scenario_file.display()))?;
+    }
     let _locks = match &plan.subject {
         Subject::Reference { cells, .. } => lock_databases(cells).await?,
         Subject::Foreign(_) => Vec::new(),
@@ -316,11 +326,7 @@ fn announce(plan: &RunPlan, slot: &Slot) {
 
 /// The shop at `base_url` as the traffic model sees it, selling the scenario's item.
 fn target_for(s: &Scenario, base_url: &str, mapping: Mapping) -> Target {
-    Target {
-        base_url: base_url.to_string(),
-        mapping,
-        sale: Sale::of(s),
-    }
+    Target::new(base_url, mapping, Sale::of(s))
 }
 
 /// A client for set-up and drain requests (not the load itself); it follows no redirect.
@@ -500,19 +506,25 @@ async fn fire_traffic(
     }
 }
 
-/// Sends the mapping's set-up request, if it has one.
+/// Sends the mapping's set-up requests in order, each of which must answer 2xx.
 async fn setup_sale(http: &reqwest::Client, target: &Target) -> anyhow::Result<()> {
-    let Some(req) = target.setup_request() else {
-        return Ok(());
-    };
-    send_setup(http, target, &req).await
+    for (field, req) in target.setup_requests() {
+        send_setup(http, target, &field, &req).await?;
+    }
+    Ok(())
 }
 
-/// Sends one set-up request; an answer other than 2xx is [`RunError::SaleSetup`].
-async fn send_setup(http: &reqwest::Client, target: &Target, req: &Prepared) -> anyhow::Result<()> {
+/// Sends one set-up request (`field` names it); an answer other than 2xx is
+/// [`RunError::SaleSetup`].
+async fn send_setup(
+    http: &reqwest::Client,
+    target: &Target,
+    field: &str,
+    req: &Prepared,
+) -> anyhow::Result<()> {
     let url = target
         .url(req)
-        .map_err(|e| anyhow::anyhow!("target.setup: {e}"))?;
+        .map_err(|e| anyhow::anyhow!("{field}: {e}"))?;
     let resp = req
         .apply(http.request(req.reqwest_method(), url.clone()))
         .send()
@@ -529,7 +541,14 @@ async fn send_setup(http: &reqwest::Client, target: &Target, req: &Prepared) -> 
         let body = resp.text().await.unwrap_or_default();
         let body = location.unwrap_or(body);
         let url = url.to_string();
-        return Err(RunError::SaleSetup { url, status, body }.into());
+        let field = field.to_string();
+        return Err(RunError::SaleSetup {
+            field,
+            url,
+            status,
+            body,
+        }
+        .into());
     }
     Ok(())
 }

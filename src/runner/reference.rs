@@ -84,7 +84,7 @@ pub(super) async fn run_cell(
         private_redis: private.clone(),
         redis_url: redis_url.clone(),
         prefix: prefix.clone(),
-        item: plan.scenario.item.id,
+        item: plan.scenario.item.number(),
         uses_redis: cell.strategy == Strategy::RedisLua,
         strategy: cell.strategy.to_string(),
     });
@@ -121,7 +121,7 @@ async fn drive_reference(
     let target = Arc::new(target_for(s, base_url, Mapping::default()));
     let http = control_client()?;
     if let Some(req) = shop.setup_request(&target) {
-        send_setup(&http, &target, &req).await?;
+        send_setup(&http, &target, "target.setup", &req).await?;
     }
     // The other shops start on the set-up sale (dropped on an error: killed).
     let count = s.shop.shops.max(1);
@@ -149,7 +149,7 @@ async fn drive_reference(
         ProbeConfig {
             database_url: Some(cell.database_url.clone()),
             foreign_database: false,
-            item_id: s.item.id,
+            item_id: s.item.number(),
             redis: Some((redis_url.to_string(), prefix.to_string()))
                 .filter(|_| is_redis || cell.strategy == Strategy::RedisBuckets),
             redis_buckets: cell.strategy == Strategy::RedisBuckets,
@@ -175,9 +175,9 @@ async fn drive_reference(
         tokio::time::sleep_until(watch).await;
     }
     let urls: Vec<String> = all.iter().map(|c| c.base_url.clone()).collect();
-    let drain = shops::wait_all_drained(&http, &urls, s.item.id, plan.drain_limit).await;
+    let drain = shops::wait_all_drained(&http, &urls, s.item.number(), plan.drain_limit).await;
     let reconcile = if is_redis {
-        shop.final_reconcile(&http, s.item.id).await
+        shop.final_reconcile(&http, s.item.number()).await
     } else {
         None
     };
@@ -185,7 +185,7 @@ async fn drive_reference(
     let server = super::settle::reference(
         &http,
         base_url,
-        s.item.id,
+        s.item.number(),
         cell,
         (redis_url, prefix),
         reconcile,
@@ -195,7 +195,7 @@ async fn drive_reference(
     let spread = if rest.is_empty() {
         None
     } else {
-        let redis = is_redis.then_some((redis_url, prefix, s.item.id));
+        let redis = is_redis.then_some((redis_url, prefix, s.item.number()));
         Some(shops::spread(&http, &all, &plan.buyers, redis).await)
     };
     for other in &rest {

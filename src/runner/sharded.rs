@@ -82,7 +82,10 @@ pub async fn fire_shard(run: &ShardRun) -> anyhow::Result<ShardFile> {
     let s = &run.scenario;
     let base_url = run.shop_url.trim_end_matches('/').to_string();
     let mapping = match &run.subject {
-        ShardSubject::Reference { .. } => Mapping::default(),
+        ShardSubject::Reference { .. } => {
+            s.item.reference_check()?;
+            Mapping::default()
+        }
         ShardSubject::Foreign { mapping, .. } => (**mapping).clone(),
     };
     let target = Arc::new(target_for(s, &base_url, mapping));
@@ -102,11 +105,14 @@ pub async fn fire_shard(run: &ShardRun) -> anyhow::Result<ShardFile> {
         let setup = match &run.subject {
             ShardSubject::Reference { .. } => {
                 shop_process::reset_request(&target, run.admin_token.as_deref())
+                    .map(|r| ("target.setup".to_string(), r))
+                    .into_iter()
+                    .collect()
             }
-            ShardSubject::Foreign { .. } => target.setup_request(),
+            ShardSubject::Foreign { .. } => target.setup_requests(),
         };
-        if let Some(req) = setup {
-            send_setup(&http, &target, &req).await?;
+        for (field, req) in &setup {
+            send_setup(&http, &target, field, req).await?;
         }
         if until(run.open_at) == Duration::ZERO {
             bail!(
@@ -118,7 +124,7 @@ pub async fn fire_shard(run: &ShardRun) -> anyhow::Result<ShardFile> {
             run.shard, s.item.id, s.item.stock
         ));
     } else if let ShardSubject::Reference { .. } = run.subject {
-        wait_for_item(&http, &base_url, s.item.id, run.open_at).await?;
+        wait_for_item(&http, &base_url, s.item.number(), run.open_at).await?;
     }
     let sending = attack::Sending::of(&s.client);
     let lead = sending.launch_lead(&run.buyers);

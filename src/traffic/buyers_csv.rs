@@ -2,8 +2,14 @@
 //! header line naming them, in any order), one buyer per row, read with the `csv` crate (quoted
 //! fields, a byte-order mark). Rows are given to the plan's buyers in arrival order; arrivals,
 //! think times and the bot share stay the scenario's.
+//!
+//! Every other column is a placeholder of the buyer's requests (`email` makes `{email}`), kept
+//! in a [`Columns`] table beside the plan; a column's name must be a placeholder name (a-z,
+//! 0-9, `_`) that is not a built-in one.
 
+use super::mapping::template;
 use super::schedule::BuyerPlan;
+use super::session::Columns;
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
@@ -33,9 +39,15 @@ fn line_of(r: &csv::StringRecord) -> Option<usize> {
     r.position().map(|p| p.line() as usize)
 }
 
-/// Parses the file's text (`file` is only used in errors). Fields may be quoted (`"a, b"`,
-/// `""` for a quote), cells are trimmed, blank lines and a UTF-8 byte-order mark are skipped.
+/// Parses the file's text (`file` is only used in errors): the accounts.
 pub fn parse(file: &Path, text: &str) -> Result<Vec<Account>, CsvError> {
+    read(file, text).map(|(accounts, _)| accounts)
+}
+
+/// Parses the file's text (`file` is only used in errors): the accounts and the extra
+/// columns. Fields may be quoted (`"a, b"`, `""` for a quote), cells are trimmed, blank lines
+/// and a UTF-8 byte-order mark are skipped.
+pub fn read(file: &Path, text: &str) -> Result<(Vec<Account>, Columns), CsvError> {
     let err = |line: Option<usize>, message: String| CsvError {
         file: file.to_path_buf(),
         line,
@@ -59,18 +71,32 @@ pub fn parse(file: &Path, text: &str) -> Result<Vec<Account>, CsvError> {
     let hline = line_of(&header);
     let names: Vec<String> = header.iter().map(str::to_ascii_lowercase).collect();
     let mut index: HashMap<&str, usize> = HashMap::new();
+    let mut extra: Vec<(usize, String)> = Vec::new();
     for (i, n) in names.iter().enumerate() {
+        let twice = || err(hline, format!("column `{n}` appears twice"));
         match COLUMNS.iter().find(|c| **c == n.as_str()) {
-            Some(c) if index.insert(c, i).is_some() => {
-                return Err(err(hline, format!("column `{c}` appears twice")));
-            }
+            Some(c) if index.insert(c, i).is_some() => return Err(twice()),
             Some(_) => {}
-            None => {
+            None if extra.iter().any(|(_, e)| e == n) => return Err(twice()),
+            None if !template::is_name(n) => {
                 return Err(err(
                     hline,
-                    format!("unknown column `{n}`; the header must name user_id, device_id and ip"),
+                    format!(
+                        "column `{n}` cannot be a placeholder: an extra column's name is a-z, \
+                         0-9 and _ (like `email`), used as {{email}}"
+                    ),
                 ))
             }
+            None if template::builtin(n).is_some() => {
+                return Err(err(
+                    hline,
+                    format!(
+                        "column `{n}` is a built-in placeholder ({{{n}}} is the scenario's); \
+                         rename the column"
+                    ),
+                ))
+            }
+            None => extra.push((i, n.clone())),
         }
     }
     if let Some(missing) = COLUMNS.iter().find(|c| !index.contains_key(*c)) {
@@ -81,6 +107,7 @@ pub fn parse(file: &Path, text: &str) -> Result<Vec<Account>, CsvError> {
     }
     let mut seen: HashMap<String, usize> = HashMap::new();
     let mut out = Vec::new();
+    let mut rows: Vec<Vec<String>> = Vec::new();
     for row in records {
         let row = row?;
         let line = line_of(&row);
@@ -118,19 +145,23 @@ pub fn parse(file: &Path, text: &str) -> Result<Vec<Account>, CsvError> {
             ));
         }
         out.push(acc);
+        if !extra.is_empty() {
+            rows.push(extra.iter().map(|(i, _)| row[*i].to_string()).collect());
+        }
     }
-    Ok(out)
+    let names = extra.into_iter().map(|(_, n)| n).collect();
+    Ok((out, Columns::new(names, rows)))
 }
 
-/// Reads the file and gives its accounts to `plan`'s buyers in order. The file must have at
-/// least one row per planned buyer.
-pub fn apply(file: &Path, plan: &mut [BuyerPlan]) -> Result<(), CsvError> {
+/// Reads the file and gives its accounts to `plan`'s buyers in order; returns the extra
+/// columns of those rows. The file must have at least one row per planned buyer.
+pub fn apply(file: &Path, plan: &mut [BuyerPlan]) -> Result<Columns, CsvError> {
     let text = std::fs::read_to_string(file).map_err(|e| CsvError {
         file: file.to_path_buf(),
         line: None,
         message: format!("cannot read the file: {e}"),
     })?;
-    let accounts = parse(file, &text)?;
+    let (accounts, mut columns) = read(file, &text)?;
     if accounts.len() < plan.len() {
         return Err(CsvError {
             file: file.to_path_buf(),
@@ -147,7 +178,8 @@ pub fn apply(file: &Path, plan: &mut [BuyerPlan]) -> Result<(), CsvError> {
         b.device_id = a.device_id;
         b.ip = a.ip;
     }
-    Ok(())
+    columns.truncate(plan.len());
+    Ok(columns)
 }
 
 #[cfg(test)]
@@ -198,9 +230,34 @@ mod tests {
         let e = parse(p(), "user_id,device_id,ip\nu1,d1\n").unwrap_err();
         assert_eq!(e.line, Some(2));
         let e = parse(p(), "user_id,device,ip\n").unwrap_err();
-        assert!(e.to_string().contains("unknown column `device`"), "{e}");
+        assert!(e.to_string().contains("no `device_id` column"), "{e}");
+        let e = parse(p(), "user_id,device_id,ip,qty\n").unwrap_err();
+        assert!(e.to_string().contains("column `qty` is a built-in"), "{e}");
+        let e = parse(p(), "user_id,device_id,ip,E-Mail\n").unwrap_err();
+        assert!(e.to_string().contains("column `e-mail` cannot be"), "{e}");
         let e = parse(p(), "user_id,device_id,ip\nu1,d1,::1\nu1,d2,::1\n").unwrap_err();
         assert!(e.to_string().contains("line 2"), "{e}");
+    }
+
+    #[test]
+    fn extra_columns_become_each_buyers_placeholders() {
+        let (a, cols) = read(
+            p(),
+            "email,user_id,device_id,ip,password\na@x,u1,d1,::1,\"p,1\"\nb@x,u2,d2,::1,p2\n",
+        )
+        .unwrap();
+        assert_eq!(a[1].user_id, "u2");
+        assert_eq!(cols.names(), ["email".to_string(), "password".to_string()]);
+        assert_eq!(
+            cols.row(0),
+            vec![
+                ("email".to_string(), "a@x".to_string()),
+                ("password".to_string(), "p,1".to_string())
+            ]
+        );
+        assert_eq!(cols.row(1)[0].1, "b@x");
+        let e = parse(p(), "user_id,device_id,ip,email,email\n").unwrap_err();
+        assert!(e.to_string().contains("`email` appears twice"), "{e}");
     }
 
     #[test]

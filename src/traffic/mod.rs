@@ -3,10 +3,12 @@
 
 pub mod attack;
 pub mod buyers_csv;
+pub mod login;
 pub mod mapping;
 pub mod recorder;
 pub mod scenario;
 pub mod schedule;
+pub mod session;
 pub mod target;
 
 pub use scenario::Scenario;

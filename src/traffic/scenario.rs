@@ -52,12 +52,31 @@ pub struct Scenario {
     pub faults: Vec<FaultSpec>,
 }
 
+/// An item's id: an integer (the reference shop's), or a string (a foreign shop's UUID, say).
+/// Templates take it as text.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(untagged)]
+pub enum ItemId {
+    Int(i64),
+    Text(String),
+}
+
+impl std::fmt::Display for ItemId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ItemId::Int(n) => write!(f, "{n}"),
+            ItemId::Text(t) => write!(f, "{t}"),
+        }
+    }
+}
+
 /// `[item]`: the sale.
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct ItemSpec {
-    #[serde(default = "one")]
-    pub id: i64,
+    /// An integer, or a string for a foreign shop (`"0b7e…"`).
+    #[serde(default = "first_item")]
+    pub id: ItemId,
     pub stock: i64,
     #[serde(default = "one")]
     pub purchase_limit: i64,
@@ -161,6 +180,33 @@ pub struct ClientSpec {
 
 fn one() -> i64 {
     1
+}
+fn first_item() -> ItemId {
+    ItemId::Int(1)
+}
+
+impl ItemSpec {
+    /// The item's id as the reference shop knows it: an integer. A string id never reaches
+    /// the reference shop ([`ItemSpec::reference_check`] refuses it first); 0 stands in.
+    pub fn number(&self) -> i64 {
+        match self.id {
+            ItemId::Int(n) => n,
+            ItemId::Text(_) => 0,
+        }
+    }
+
+    /// Refuses a string id for the reference shop, whose item ids are integers.
+    pub fn reference_check(&self) -> Result<(), FieldError> {
+        match &self.id {
+            ItemId::Int(_) => Ok(()),
+            ItemId::Text(t) => validate::bad(
+                "item.id",
+                "an integer for the reference shop (a string id, like a UUID, is for a \
+                 foreign shop's [target])",
+                format!("{t:?}"),
+            ),
+        }
+    }
 }
 fn item_name() -> String {
     "flash-sale item".into()
@@ -328,7 +374,7 @@ outcomes = [{ status = ["200"], outcome = "created" }]
 "#;
         let s = Scenario::parse(&format!("{MINIMAL}{target}")).unwrap();
         assert_eq!(s.mapping().order_id_field.as_deref(), Some("data.id"));
-        assert!(s.mapping().setup.is_none());
+        assert!(s.mapping().setup.is_empty());
         let e = Scenario::parse(&format!(
             "{MINIMAL}{}",
             target.replace("\"DELETE\"", "\"ERASE\"")
@@ -357,6 +403,39 @@ outcomes = [{ status = ["200"], outcome = "created" }]
         assert_eq!(
             Scenario::parse(MINIMAL).unwrap().mapping(),
             Default::default()
+        );
+    }
+
+    #[test]
+    fn a_string_item_id_is_text_to_templates_and_refused_by_the_reference_shop() {
+        let base = "name = \"t\"\n[buyers]\ncount = 1\narrival = \"uniform\"\nwindow_s = 1\n\
+                    [browse]\nview_share = 0\n[after_order]\npay = 0\ncancel = 0\nabandon = 1\n";
+        let s = Scenario::parse(&format!(
+            "{base}[item]\nid = \"0b7e-uuid\"\nstock = 1\n[target]\n\
+             order = {{ method = \"POST\", path = \"/sales/{{item_id}}/buy\" }}\n\
+             outcomes = [{{ status = [\"201\"], outcome = \"created\" }}]\n"
+        ))
+        .unwrap();
+        assert_eq!(s.item.id, ItemId::Text("0b7e-uuid".into()));
+        let t = crate::traffic::target::Target::new(
+            "http://127.0.0.1:1",
+            s.mapping(),
+            crate::traffic::target::Sale::of(&s),
+        );
+        let b = &crate::traffic::schedule::build(&s)[0];
+        let order = crate::traffic::target::Action::Order(None);
+        let p = t.prepare(&order, b, &Default::default()).unwrap();
+        assert_eq!(p.path, "/sales/0b7e-uuid/buy");
+        let e = s.item.reference_check().unwrap_err().to_string();
+        assert!(e.contains("item.id") && e.contains("reference shop"), "{e}");
+        let e = Scenario::parse(&format!("{base}[item]\nid = \"\"\nstock = 1\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("item.id"), "{e}");
+        let n = Scenario::parse(&format!("{base}[item]\nid = 7\nstock = 1\n")).unwrap();
+        assert_eq!(
+            (n.item.number(), n.item.reference_check().is_ok()),
+            (7, true)
         );
     }
 

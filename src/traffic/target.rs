@@ -5,29 +5,54 @@
 //! Every URL is the target's base URL plus a template's path (checked when the scenario was
 //! read, its values percent-encoded), and is checked again to name the target's own host and
 //! port before it is used. No client of the harness follows a redirect: a 3xx is an answer.
+//!
+//! A buyer's request is filled in from the buyer's plan and its [`Session`] (CSV columns,
+//! extracted values, cookies); a request naming a value the buyer does not have is not sent.
+//! Every answer's `Set-Cookie` headers and the values its request extracts come back in
+//! [`Classified::learned`] for the buyer's session.
 
-use super::mapping::template::{self, Encoding, Placeholder};
-use super::mapping::{Mapping, Method, OutcomeRule, RequestTemplate};
+use super::mapping::template::{self, Encoding, Name, Placeholder};
+use super::mapping::{
+    is_unauthorized, Body, ExtractFrom, Mapping, Method, OutcomeRule, RequestTemplate,
+};
 use super::recorder::{Answer, Kind};
 use super::schedule::BuyerPlan;
+use super::session::{Buyers, Learned, Session};
 use reqwest::Url;
 use std::borrow::Cow;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// What a buyer asks the shop to do. An order carries its attempt's idempotency key (sent
 /// in the mapping's `idempotency_header`); pay and cancel carry the order's id when it has one.
 #[derive(Debug, Clone)]
 pub enum Action {
+    /// The buyer's login (`[target.login]`).
+    Login,
     View,
     Order(Option<String>),
     Pay(Option<String>),
     Cancel(Option<String>),
 }
 
+impl Action {
+    /// The request kind this action is recorded under.
+    pub fn kind(&self) -> Kind {
+        match self {
+            Action::Login => Kind::Login,
+            Action::View => Kind::View,
+            Action::Order(_) => Kind::Order,
+            Action::Pay(_) => Kind::Pay,
+            Action::Cancel(_) => Kind::Cancel,
+        }
+    }
+}
+
 /// The sale being set up, for template values.
 #[derive(Debug, Clone)]
 pub struct Sale {
-    pub item_id: i64,
+    /// The item's id as templates take it (an integer's digits, or a string id as it is).
+    pub item_id: String,
     pub stock: i64,
     pub purchase_limit: i64,
     pub name: String,
@@ -38,7 +63,7 @@ impl Sale {
     /// The scenario's item.
     pub fn of(s: &super::Scenario) -> Self {
         Sale {
-            item_id: s.item.id,
+            item_id: s.item.id.to_string(),
             stock: s.item.stock,
             purchase_limit: s.item.purchase_limit,
             name: s.item.name.clone(),
@@ -53,6 +78,8 @@ pub struct Target {
     pub base_url: String,
     pub mapping: Mapping,
     pub sale: Sale,
+    /// What the run knows per buyer: CSV columns, sessions after a login before the sale.
+    pub buyers: Arc<Buyers>,
 }
 
 /// The shops a plan is fired at: buyer i (its index in the seeded schedule) goes to shop
@@ -99,8 +126,15 @@ pub struct Prepared {
     pub method: Method,
     pub path: String,
     pub body: Option<String>,
+    /// The body's content type (JSON or form), unless a header of the request names one.
+    pub content_type: Option<&'static str>,
     pub headers: Vec<(String, String)>,
 }
+
+/// A JSON body's content type.
+const JSON: &str = "application/json";
+/// A form body's content type.
+const FORM: &str = "application/x-www-form-urlencoded";
 
 impl Prepared {
     /// Adds body and headers to a request builder.
@@ -109,11 +143,24 @@ impl Prepared {
             rb = rb.header(k.as_str(), v.as_str());
         }
         if let Some(body) = &self.body {
-            rb = rb
-                .header("content-type", "application/json")
-                .body(body.clone());
+            let own = self
+                .headers
+                .iter()
+                .any(|(k, _)| k.eq_ignore_ascii_case("content-type"));
+            if let Some(ct) = self.content_type.filter(|_| !own) {
+                rb = rb.header("content-type", ct);
+            }
+            rb = rb.body(body.clone());
         }
         rb
+    }
+
+    /// The value of header `name` (any case), if the request sends it.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
     }
 
     /// The method for a plain reqwest client.
@@ -153,6 +200,22 @@ pub fn field(v: &serde_json::Value, path: &str) -> Option<String> {
     )
 }
 
+/// The answer for a status no rule classified: a view or a login reads 2xx as `ok` (an order,
+/// pay or cancel: `unclassified`, the mapping needs a rule); 3xx is a redirect, 401/403
+/// unauthorized, 404 (views and logins) not found, another 4xx invalid, 5xx a server error.
+fn default_answer(kind: Kind, status: u16) -> Answer {
+    let page = matches!(kind, Kind::View | Kind::Login);
+    match status {
+        200..=299 if page => Answer::Ok,
+        200..=299 => Answer::Unclassified,
+        300..=399 => Answer::Redirect,
+        s if is_unauthorized(s) => Answer::Unauthorized,
+        404 if page => Answer::NotFound,
+        400..=499 => Answer::Invalid,
+        _ => Answer::ServerError,
+    }
+}
+
 /// Whether `rule` applies to an answer with this status and (parsed, if JSON) body.
 fn applies(rule: &OutcomeRule, status: u16, json: Option<&serde_json::Value>) -> bool {
     rule.status.iter().any(|p| p.matches(status))
@@ -164,7 +227,8 @@ fn applies(rule: &OutcomeRule, status: u16, json: Option<&serde_json::Value>) ->
 /// Why an answer got its outcome.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Why {
-    /// `target.outcomes[i]` matched.
+    /// Rule i of the kind's rules matched ([`Mapping::rules_for`]: the request's own
+    /// `outcomes`, or `target.outcomes`).
     Rule(usize),
     /// No rule matched; the harness's default for this status.
     NoRule,
@@ -177,6 +241,9 @@ pub struct Classified {
     /// A created order's id, when the mapping names a field and the answer has it.
     pub order_id: Option<String>,
     pub why: Why,
+    /// The cookies the answer set and the values its request extracts, for the buyer's
+    /// session.
+    pub learned: Learned,
 }
 
 /// A full answer read and classified; `status` and `body` are kept for samples and `--probe`.
@@ -196,6 +263,7 @@ impl Read {
                 answer,
                 order_id: None,
                 why: Why::NoRule,
+                learned: Learned::default(),
             },
             status: None,
             body: String::new(),
@@ -214,55 +282,113 @@ impl Read {
 }
 
 impl Target {
-    fn value(
-        &self,
-        p: Placeholder,
-        b: Option<&BuyerPlan>,
-        order_id: Option<&str>,
-    ) -> Option<Cow<'_, str>> {
+    /// A target with no per-buyer data (no CSV columns, no login before the sale).
+    pub fn new(base_url: &str, mapping: Mapping, sale: Sale) -> Self {
+        Target {
+            base_url: base_url.to_string(),
+            mapping,
+            sale,
+            buyers: Arc::default(),
+        }
+    }
+
+    /// Buyer `b`'s session as its journey starts; `None` when its login before the sale
+    /// failed.
+    pub fn session_for(&self, b: &BuyerPlan) -> Option<Session> {
+        self.buyers.session(b.index)
+    }
+
+    fn value<'s>(
+        &'s self,
+        n: Name<'_>,
+        b: Option<&'s BuyerPlan>,
+        order_id: Option<&'s str>,
+        session: Option<&'s Session>,
+    ) -> Option<Cow<'s, str>> {
         let s = &self.sale;
+        let p = match n {
+            Name::Builtin(p) => p,
+            Name::Named(name) => return session?.value(name).map(Cow::Borrowed),
+        };
         Some(match p {
-            Placeholder::ItemId => s.item_id.to_string().into(),
+            Placeholder::ItemId => Cow::Borrowed(s.item_id.as_str()),
             Placeholder::Stock => s.stock.to_string().into(),
             Placeholder::PurchaseLimit => s.purchase_limit.to_string().into(),
             Placeholder::PriceCents => s.price_cents.to_string().into(),
-            Placeholder::Name => Cow::Owned(s.name.clone()),
+            Placeholder::Name => Cow::Borrowed(s.name.as_str()),
             Placeholder::Qty => "1".into(),
-            Placeholder::UserId => Cow::Owned(b?.user_id.clone()),
-            Placeholder::DeviceId => Cow::Owned(b?.device_id.clone()),
-            Placeholder::OrderId => Cow::Owned(order_id?.to_string()),
+            Placeholder::UserId => Cow::Borrowed(b?.user_id.as_str()),
+            Placeholder::DeviceId => Cow::Borrowed(b?.device_id.as_str()),
+            Placeholder::OrderId => Cow::Borrowed(order_id?),
         })
     }
 
-    /// `t` filled in for buyer `b` (with its IP header) or, without a buyer, for the sale.
+    /// `t` filled in for buyer `b` (with its IP header, its session's values and cookies) or,
+    /// without a buyer, for the sale; `None` when the request names a value it does not have.
+    /// `[target] headers` whose values it lacks are left out.
     fn request(
         &self,
         t: &RequestTemplate,
         b: Option<&BuyerPlan>,
         order_id: Option<&str>,
         key: Option<&str>,
-    ) -> Prepared {
-        let ip = b
-            .filter(|_| !self.mapping.ip_header.is_empty())
-            .map(|b| (self.mapping.ip_header.clone(), b.ip.clone()));
-        let key = key
-            .filter(|_| !self.mapping.idempotency_header.is_empty())
-            .map(|k| (self.mapping.idempotency_header.clone(), k.to_string()));
-        let headers = ip.into_iter().chain(key).collect();
-        let fill = |text: &str, enc| template::expand(text, enc, |p| self.value(p, b, order_id));
-        Prepared {
-            method: t.method,
-            path: fill(&t.path, Encoding::Path),
-            body: t.body.as_deref().map(|body| fill(body, Encoding::Json)),
-            headers,
+        session: Option<&Session>,
+    ) -> Option<Prepared> {
+        let fill = |text: &str, enc| {
+            template::try_expand(text, enc, |n| self.value(n, b, order_id, session))
+        };
+        let path = fill(&t.path, Encoding::Path)?;
+        let (body, content_type) = match &t.body {
+            None => (None, None),
+            Some(Body::Json(body)) => (Some(fill(body, Encoding::Json)?), Some(JSON)),
+            Some(Body::Form(pairs)) => {
+                let filled = pairs
+                    .iter()
+                    .map(|(k, v)| Some((k.as_str(), fill(v, Encoding::Raw)?)))
+                    .collect::<Option<Vec<_>>>()?;
+                (Some(template::form_encode(filled)), Some(FORM))
+            }
+        };
+        let mut headers: Vec<(String, String)> = Vec::new();
+        for (k, v) in &self.mapping.headers {
+            let own = t.headers.iter().any(|(o, _)| o.eq_ignore_ascii_case(k));
+            if let (false, Some(v)) = (own, fill(v, Encoding::Header)) {
+                headers.push((k.clone(), v));
+            }
         }
+        for (k, v) in &t.headers {
+            headers.push((k.clone(), fill(v, Encoding::Header)?));
+        }
+        let cookie = session.and_then(Session::cookie_header);
+        if let Some(c) = cookie.filter(|_| {
+            !headers
+                .iter()
+                .any(|(k, _)| k.eq_ignore_ascii_case("cookie"))
+        }) {
+            headers.push(("Cookie".into(), c));
+        }
+        if let Some(b) = b.filter(|_| !self.mapping.ip_header.is_empty()) {
+            headers.push((self.mapping.ip_header.clone(), b.ip.clone()));
+        }
+        if let Some(k) = key.filter(|_| !self.mapping.idempotency_header.is_empty()) {
+            headers.push((self.mapping.idempotency_header.clone(), k.to_string()));
+        }
+        Some(Prepared {
+            method: t.method,
+            path,
+            body,
+            content_type,
+            headers,
+        })
     }
 
-    /// The request for `action` by buyer `b`; `None` when the mapping has no such request
-    /// (the scenario never asks for one then), or it needs an order id the order lacked.
-    pub fn prepare(&self, action: &Action, b: &BuyerPlan) -> Option<Prepared> {
+    /// The request for `action` by buyer `b` with its session; `None` when the mapping has no
+    /// such request (the scenario never asks for one then), or it names a value the buyer
+    /// lacks (an order id the order did not get, a value no answer gave).
+    pub fn prepare(&self, action: &Action, b: &BuyerPlan, session: &Session) -> Option<Prepared> {
         let m = &self.mapping;
         let (t, order_id, key) = match action {
+            Action::Login => (&m.login.as_ref()?.request, None, None),
             Action::View => (m.view.as_ref()?, None, None),
             Action::Order(key) => (&m.order, None, key.as_deref()),
             Action::Pay(id) => (m.pay.as_ref()?, id.as_deref(), None),
@@ -271,13 +397,31 @@ impl Target {
         if order_id.is_none() && t.needs_order_id() {
             return None;
         }
-        Some(self.request(t, Some(b), order_id, key))
+        self.request(t, Some(b), order_id, key, Some(session))
     }
 
-    /// The set-up request, if the mapping has one.
+    /// The set-up requests, in order, each with its field name (`target.setup`,
+    /// `target.setup[1]`, ...).
+    pub fn setup_requests(&self) -> Vec<(String, Prepared)> {
+        let many = self.mapping.setup.len() > 1;
+        self.mapping
+            .setup
+            .iter()
+            .enumerate()
+            .filter_map(|(i, t)| {
+                let field = if many {
+                    format!("target.setup[{i}]")
+                } else {
+                    "target.setup".to_string()
+                };
+                Some((field, self.request(t, None, None, None, None)?))
+            })
+            .collect()
+    }
+
+    /// The first set-up request, if the mapping has one.
     pub fn setup_request(&self) -> Option<Prepared> {
-        let t = self.mapping.setup.as_ref()?;
-        Some(self.request(t, None, None, None))
+        self.setup_requests().into_iter().next().map(|(_, p)| p)
     }
 
     /// The full URL of a prepared request: the base URL plus its path, refused unless it names
@@ -320,27 +464,28 @@ impl Target {
         url
     }
 
-    /// Classifies a status and body: the first rule that matches, else `unclassified` (2xx),
-    /// `redirect` (3xx), `invalid` (4xx) or `server_error` (5xx). A `created` order carries its
+    /// Classifies a status and body: the first of the kind's rules that matches
+    /// ([`Mapping::rules_for`]), else the harness's default for the status (`unclassified` for
+    /// an order's 2xx, `ok` for a view's; see `default_answer`). A `created` order carries its
     /// id when the mapping names the field and the answer has it.
     pub fn classify(&self, kind: Kind, status: u16, body: &str) -> Classified {
+        self.classify_with(kind, status, body, None)
+    }
+
+    /// [`Target::classify`], also extracting the request's `extract` values (from a 2xx
+    /// answer's body, or the headers `answered` kept) and keeping its cookies.
+    fn classify_with(
+        &self,
+        kind: Kind,
+        status: u16,
+        body: &str,
+        answered: Option<Answered>,
+    ) -> Classified {
         let json: Option<serde_json::Value> = serde_json::from_str(body).ok();
-        let matched = self
-            .mapping
-            .outcomes
-            .iter()
-            .position(|r| applies(r, status, json.as_ref()));
-        let (answer, why) = match matched {
-            Some(i) => (self.mapping.outcomes[i].outcome.answer(), Why::Rule(i)),
-            None => (
-                match status {
-                    200..=299 => Answer::Unclassified,
-                    300..=399 => Answer::Redirect,
-                    400..=499 => Answer::Invalid,
-                    _ => Answer::ServerError,
-                },
-                Why::NoRule,
-            ),
+        let (rules, _) = self.mapping.rules_for(kind);
+        let (answer, why) = match rules.iter().position(|r| applies(r, status, json.as_ref())) {
+            Some(i) => (rules[i].outcome.answer(), Why::Rule(i)),
+            None => (default_answer(kind, status), Why::NoRule),
         };
         let order_id = (kind == Kind::Order && answer == Answer::Created)
             .then(|| {
@@ -348,23 +493,75 @@ impl Target {
                 field(json.as_ref()?, path)
             })
             .flatten();
+        let mut learned = Learned::default();
+        let extract = self
+            .mapping
+            .request(kind)
+            .map_or(&[][..], |t| &t.extract[..]);
+        if (200..300).contains(&status) {
+            for e in extract {
+                let got = match &e.from {
+                    ExtractFrom::Json(path) => json.as_ref().and_then(|j| field(j, path)),
+                    ExtractFrom::Header(h) => answered.as_ref().and_then(|a| {
+                        a.headers
+                            .iter()
+                            .find(|(n, _)| n.eq_ignore_ascii_case(h))
+                            .map(|(_, v)| v.clone())
+                    }),
+                };
+                match got {
+                    Some(v) => learned.extracted.push((e.name.clone(), v)),
+                    None if learned.missing.is_none() => {
+                        learned.missing = Some((e.name.clone(), e.from.to_string()))
+                    }
+                    None => {}
+                }
+            }
+        }
+        if kind == Kind::Login {
+            learned.sample = Some(super::recorder::cut(body, super::recorder::SAMPLE_BYTES));
+        }
+        if let Some(a) = answered {
+            learned.set_cookies = a.set_cookies;
+        }
         Classified {
             answer,
             order_id,
             why,
+            learned,
         }
     }
 
     /// Reads a full response (the body too: latency is full response time) and classifies it.
     pub async fn read(&self, kind: Kind, resp: reqwest::Response) -> Read {
         let status = resp.status().as_u16();
-        let location = resp
-            .headers()
+        let hs = resp.headers();
+        let text =
+            |v: &reqwest::header::HeaderValue| String::from_utf8_lossy(v.as_bytes()).into_owned();
+        let location = hs
             .get(reqwest::header::LOCATION)
-            .map(|l| format!("Location: {}", String::from_utf8_lossy(l.as_bytes())));
+            .map(|l| format!("Location: {}", text(l)));
+        let extract = self
+            .mapping
+            .request(kind)
+            .map_or(&[][..], |t| &t.extract[..]);
+        let answered = Answered {
+            set_cookies: hs
+                .get_all(reqwest::header::SET_COOKIE)
+                .iter()
+                .map(text)
+                .collect(),
+            headers: extract
+                .iter()
+                .filter_map(|e| match &e.from {
+                    ExtractFrom::Header(h) => Some((h.clone(), text(hs.get(h.as_str())?))),
+                    ExtractFrom::Json(_) => None,
+                })
+                .collect(),
+        };
         match resp.text().await {
             Ok(body) => Read {
-                classified: self.classify(kind, status, &body),
+                classified: self.classify_with(kind, status, &body, Some(answered)),
                 status: Some(status),
                 body: location.unwrap_or(body),
             },
@@ -389,6 +586,13 @@ impl Target {
     }
 }
 
+/// What an answer's headers hold for the buyer's session, kept before its body is read: its
+/// `Set-Cookie` values and the headers its request extracts (none, usually: no allocation).
+struct Answered {
+    set_cookies: Vec<String>,
+    headers: Vec<(String, String)>,
+}
+
 /// A request that got no HTTP answer.
 pub fn transport_answer(e: &reqwest::Error) -> Answer {
     if e.is_timeout() {
@@ -401,145 +605,4 @@ pub fn transport_answer(e: &reqwest::Error) -> Answer {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn target() -> Target {
-        Target {
-            base_url: "http://127.0.0.1:1".into(),
-            mapping: Mapping::default(),
-            sale: Sale {
-                item_id: 7,
-                stock: 10,
-                purchase_limit: 1,
-                name: "tea \"green\"".into(),
-                price_cents: 5,
-            },
-        }
-    }
-
-    #[test]
-    fn the_reference_mapping_classifies_the_shop_contract() {
-        let t = target();
-        let c = t.classify(
-            Kind::Order,
-            201,
-            r#"{"order_id":"7-abc","status":"pending_payment"}"#,
-        );
-        assert_eq!(
-            (c.answer, c.order_id, c.why),
-            (Answer::Created, Some("7-abc".into()), Why::Rule(0))
-        );
-        let answer = |kind, status, body| t.classify(kind, status, body).answer;
-        assert_eq!(
-            answer(Kind::Order, 409, r#"{"error":"sold_out"}"#),
-            Answer::SoldOut
-        );
-        assert_eq!(
-            answer(Kind::Order, 409, r#"{"error":"duplicate"}"#),
-            Answer::Duplicate
-        );
-        assert_eq!(
-            answer(Kind::Order, 503, r#"{"error":"busy"}"#),
-            Answer::Busy
-        );
-        assert_eq!(
-            answer(Kind::Order, 503, r#"{"error":"not_warmed"}"#),
-            Answer::ServerError
-        );
-        assert_eq!(answer(Kind::Order, 429, ""), Answer::RateLimited);
-        assert_eq!(
-            answer(Kind::Pay, 409, r#"{"error":"invalid_state"}"#),
-            Answer::Rejected
-        );
-        assert_eq!(answer(Kind::Pay, 200, "{}"), Answer::Ok);
-        let c = t.classify(Kind::Order, 201, "not json");
-        assert_eq!(
-            (c.answer, c.order_id),
-            (Answer::Created, None),
-            "an acknowledgement without its id is still an acknowledgement"
-        );
-    }
-
-    #[test]
-    fn answers_no_rule_classifies_are_never_invalid() {
-        let mut t = target();
-        t.mapping
-            .outcomes
-            .retain(|r| r.outcome.answer() == Answer::SoldOut);
-        let answer = |status| t.classify(Kind::Order, status, "{}");
-        assert_eq!(answer(200).answer, Answer::Unclassified);
-        assert_eq!(answer(200).why, Why::NoRule);
-        assert_eq!(answer(307).answer, Answer::Redirect);
-        assert_eq!(answer(418).answer, Answer::Invalid);
-        assert_eq!(answer(502).answer, Answer::ServerError);
-    }
-
-    #[test]
-    fn templates_fill_in_escaped_values_and_urls_stay_on_the_target() {
-        let t = target();
-        let setup = t.setup_request().unwrap();
-        assert_eq!(setup.path, "/api/items/7");
-        let body: serde_json::Value = serde_json::from_str(setup.body.as_deref().unwrap()).unwrap();
-        assert_eq!(body["name"], "tea \"green\"");
-        assert_eq!(body["stock"], 10);
-        let b = BuyerPlan {
-            index: 0,
-            user_id: "u/{order_id}".into(),
-            device_id: "d".into(),
-            ip: "10.0.0.1".into(),
-            arrival: Duration::ZERO,
-            views: vec![],
-            bot: false,
-            resubmits: vec![],
-            after: crate::traffic::schedule::AfterOrder::Abandon,
-            wave: 1,
-        };
-        let pay = t
-            .prepare(&Action::Pay(Some("//evil.example/x".into())), &b)
-            .unwrap();
-        assert_eq!(pay.path, "/api/orders/%2F%2Fevil.example%2Fx/pay");
-        assert_eq!(
-            t.url(&pay).unwrap().as_str(),
-            "http://127.0.0.1:1/api/orders/%2F%2Fevil.example%2Fx/pay"
-        );
-        assert!(t.prepare(&Action::Pay(None), &b).is_none(), "no id, no pay");
-        for (base, path) in [
-            (
-                "http://127.0.0.1:1",
-                "/api/orders/%2F%2Fevil.example%2Fx/pay",
-            ),
-            ("http://127.0.0.1:1/", "/api/orders?x=1&y=%3F#top"),
-            ("http://127.0.0.1:1/shop/", "/api/./a/../orders"),
-            ("http://localhost:8080/shop", "//evil.example/x"),
-        ] {
-            let mut at = t.clone();
-            at.base_url = base.into();
-            let p = Prepared {
-                path: path.into(),
-                ..pay.clone()
-            };
-            let parsed = Url::parse(base).unwrap();
-            assert_eq!(
-                Target::url_on(&parsed, &p),
-                at.url(&p).unwrap(),
-                "{base} {path}"
-            );
-        }
-        let order = t.prepare(&Action::Order(Some("k-1".into())), &b).unwrap();
-        let body: serde_json::Value = serde_json::from_str(order.body.as_deref().unwrap()).unwrap();
-        assert_eq!(body["user_id"], "u/{order_id}", "never expanded again");
-        assert!(order
-            .headers
-            .contains(&("Idempotency-Key".into(), "k-1".into())));
-        let mut quiet = target();
-        quiet.mapping.idempotency_header.clear();
-        let order = quiet
-            .prepare(&Action::Order(Some("k-1".into())), &b)
-            .unwrap();
-        assert!(
-            order.headers.iter().all(|(h, _)| h != "Idempotency-Key"),
-            "an empty header name sends none"
-        );
-    }
-}
+mod tests;

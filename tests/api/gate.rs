@@ -246,7 +246,7 @@ async fn an_unknown_threshold_name_exits_2_and_names_the_allowed_ones() {
                  client_duplicate_devices, status_mismatches, \
                  conservation_drift, redis_drift, restock_mismatch, reconcile_residual, \
                  stock_below_zero, stock_above_initial, queue_not_drained, undersell, \
-                 error_rate, unclassified, p99_ms, p999_ms"
+                 error_rate, unclassified, login_failures, p99_ms, p999_ms"
             ),
         "{}",
         run.both()

@@ -84,11 +84,7 @@ async fn fire_with_goose(
     stall: Option<Duration>,
 ) -> (Measurements, Vec<attack::GooseCrossCheck>) {
     let plan = Arc::new(schedule::build(s));
-    let target = Arc::new(Target {
-        base_url,
-        mapping: Mapping::default(),
-        sale: Sale::of(s),
-    });
+    let target = Arc::new(Target::new(&base_url, Mapping::default(), Sale::of(s)));
     let sending = Sending::of(&s.client);
     let recorder = Arc::new(Recorder::new(Instant::now() + sending.launch_lead(&plan)));
     if let Some(stall) = stall {

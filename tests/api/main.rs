@@ -32,6 +32,7 @@ mod reports;
 mod rewarm;
 mod runs;
 mod selftest;
+mod sessions;
 mod shard;
 mod shops;
 mod stand_in;

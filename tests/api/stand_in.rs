@@ -324,15 +324,18 @@ async fn attack_probe_sends_one_request_of_each_kind_and_says_how_each_was_read(
         "pay     not sent: target.pay is not set",
         "view    not sent",
         "stock = `current_stock`",
-        "→ sold —, stock 49",
+        "before the order: ",
+        "→ sold —, stock 50",
+        "→ sold —, stock 49 (stock -1 since before the order)",
+        "NOTE: this probe bought a real unit of item 1",
     ] {
         assert!(run.stdout.contains(line), "{line:?}: {}", run.both());
     }
     assert_eq!(*shop.stock.lock().unwrap(), 49, "one order, nothing else");
     assert_eq!(
         shop.requests.load(Ordering::SeqCst),
-        4,
-        "set-up, order, and the oracle before and after"
+        5,
+        "set-up, order, and the oracle: its check, before and after the order"
     );
     assert_eq!(
         std::fs::read_dir(tmp.path()).unwrap().count(),

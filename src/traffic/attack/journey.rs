@@ -9,6 +9,7 @@
 
 use super::super::recorder::{Ack, Answer, BuyerResult, Kind, Recorder, Told};
 use super::super::schedule::{AfterOrder, BuyerPlan};
+use super::super::session::Session;
 use super::super::target::{Action, Classified, Target, Targets};
 use super::pool::{Jobs, PoolGone};
 use std::sync::Arc;
@@ -67,7 +68,8 @@ pub(super) async fn dispatch(ctx: Arc<Ctx>) {
     }
 }
 
-/// Sends one request of buyer `b` through the pool; `None` when the mapping has no such
+/// Sends one request of buyer `b` through the pool, filled in from its session (which
+/// learns the answer's cookies and extracted values); `None` when the mapping has no such
 /// request (the answer is then "now", at `intended`).
 async fn send(
     ctx: &Ctx,
@@ -75,13 +77,25 @@ async fn send(
     kind: Kind,
     action: &Action,
     b: &BuyerPlan,
+    session: &mut Session,
     intended: Instant,
 ) -> Result<(Option<Classified>, Instant), PoolGone> {
-    let Some(prepared) = target.prepare(action, b) else {
+    let Some(prepared) = target.prepare(action, b, session) else {
         return Ok((None, intended));
     };
     let (c, done) = ctx.jobs.send(target, kind, prepared, intended).await?;
+    session.learn(&c.learned);
     Ok((Some(c), done))
+}
+
+/// A buyer who leaves without ordering (its login failed: it would only be refused).
+fn leaves(rec: &Recorder, b: &BuyerPlan) {
+    let result = BuyerResult {
+        bot: b.bot,
+        attempted: false,
+        got_order: false,
+    };
+    rec.finished(b.index, result);
 }
 
 /// One person's visit: arrive, browse, order (bots: again and again), then pay, cancel or leave.
@@ -93,8 +107,17 @@ async fn journey(ctx: Arc<Ctx>, i: usize) -> Result<(), PoolGone> {
     let mut intended = rec.opened() + b.arrival;
     tokio::time::sleep_until(intended).await;
     rec.arrived();
+    let Some(mut session) = target.session_for(b) else {
+        leaves(rec, b);
+        return Ok(());
+    };
+    if !super::login::on_arrival(&ctx, target, b, &mut session, &mut intended).await? {
+        leaves(rec, b);
+        return Ok(());
+    }
     for think in &b.views {
-        let (_, done) = send(&ctx, target, Kind::View, &Action::View, b, intended).await?;
+        let view = Action::View;
+        let (_, done) = send(&ctx, target, Kind::View, &view, b, &mut session, intended).await?;
         intended = done + *think;
         tokio::time::sleep_until(intended).await;
     }
@@ -106,17 +129,19 @@ async fn journey(ctx: Arc<Ctx>, i: usize) -> Result<(), PoolGone> {
         at += *gap;
         let ctx = ctx.clone();
         let key = rec.attempt_key(b.index, n + 1);
+        let mut session = session.clone();
         extra.push(tokio::spawn(async move {
             tokio::time::sleep_until(at).await;
             let b = &ctx.plan[i];
             let order = Action::Order(Some(key.clone()));
-            let (c, done) = send(&ctx, ctx.targets.of(b), Kind::Order, &order, b, at).await?;
+            let t = ctx.targets.of(b);
+            let (c, done) = send(&ctx, t, Kind::Order, &order, b, &mut session, at).await?;
             Ok::<_, PoolGone>((c, done, key, at))
         }));
     }
     let key = rec.attempt_key(b.index, 0);
     let order = Action::Order(Some(key.clone()));
-    let (first, done) = send(&ctx, target, Kind::Order, &order, b, intended).await?;
+    let (first, done) = send(&ctx, target, Kind::Order, &order, b, &mut session, intended).await?;
     let mut answered = vec![(first, done, key, intended)];
     for task in extra {
         if let Ok(answer) = task.await {
@@ -160,12 +185,13 @@ async fn journey(ctx: Arc<Ctx>, i: usize) -> Result<(), PoolGone> {
                 Action::Cancel(id.clone())
             };
             // An order whose answer lacked the id a pay/cancel path needs is left to expire.
-            let Some(prepared) = target.prepare(&act, b) else {
+            let Some(prepared) = target.prepare(&act, b, &session) else {
                 continue;
             };
             let intended = (*at).max(done) + think;
             tokio::time::sleep_until(intended).await;
             let (answer, answered) = ctx.jobs.send(target, kind, prepared, intended).await?;
+            session.learn(&answer.learned);
             if answer.answer == Answer::Ok {
                 let told = if kind == Kind::Pay {
                     Told::Paid

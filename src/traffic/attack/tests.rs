@@ -107,11 +107,11 @@ async fn a_buyer_on_its_way_costs_one_small_task() {
 }
 
 fn target(s: &Scenario) -> Arc<Target> {
-    Arc::new(Target {
-        base_url: "http://127.0.0.1:1".into(),
-        mapping: Mapping::default(),
-        sale: Sale::of(s),
-    })
+    Arc::new(Target::new(
+        "http://127.0.0.1:1",
+        Mapping::default(),
+        Sale::of(s),
+    ))
 }
 
 /// Stands in for the goose senders: answers every job after `service`, creating an order
@@ -142,6 +142,7 @@ async fn fake_senders(
                 answer,
                 order_id,
                 why: Why::Rule(0),
+                learned: Default::default(),
             };
             let _ = job.reply.send((c, Instant::now()));
         });
@@ -225,7 +226,8 @@ async fn a_request_queued_while_every_sender_is_held_is_marked_as_waiting_for_on
     let t = target(&s);
     let b = &schedule::build(&s)[0];
     let (jobs, queue, saturation) = pool::queue(2);
-    let order = || t.prepare(&Action::Order(None), b).unwrap();
+    let session = crate::traffic::session::Session::default();
+    let order = || t.prepare(&Action::Order(None), b, &session).unwrap();
     let send = |jobs: pool::Jobs, p| {
         let t = t.clone();
         tokio::spawn(async move { jobs.send(&t, Kind::Order, p, Instant::now()).await })

@@ -2,13 +2,27 @@
 //! and answer rules when the file is read. The reference shop's API is the default mapping.
 //!
 //! Templates substitute `{item_id}`, `{user_id}`, `{device_id}`, `{qty}`, `{order_id}`,
-//! `{stock}`, `{purchase_limit}`, `{name}` and `{price_cents}` ([`template`]): in a path a value
-//! is percent-encoded, in a body JSON-escaped (a body template writes the quotes itself:
-//! `{"user": "{user_id}"}`), and nothing inserted is expanded again.
+//! `{stock}`, `{purchase_limit}`, `{name}` and `{price_cents}` ([`template`]), a `--buyers-csv`
+//! file's extra columns (`{email}`) and the values a request extracts from its answer
+//! (`extract = { token = "data.token" }` makes `{token}`): in a path a value is
+//! percent-encoded, in a body JSON-escaped (a body template writes the quotes itself:
+//! `{"user": "{user_id}"}`), in a header its control characters escaped, in a form
+//! form-encoded; nothing inserted is expanded again.
 //!
-//! - `raw`: the table as written (strings, unknown fields rejected), the checks that turn it
-//!   into a [`Mapping`], and [`MappingError`], which names the field at fault. Serde goes
-//!   through the raw form both ways, so a mapping echoed into a report reads back the same.
+//! Every request may carry `headers`, a `form` body instead of a JSON `body`, its own
+//! `outcomes` and an `extract` table; `[target] headers` go on every request (a request's own
+//! header of the same name wins; a header whose values the request does not have, like a
+//! buyer's token on the set-up, is left out). `[target.login]` is a buyer's login
+//! ([`Login`]), sent before the sale opens or on the buyer's arrival.
+//!
+//! - `raw`: the table as written (strings, unknown fields rejected) and the conversions both
+//!   ways: serde goes through the raw form, so a mapping echoed into a report reads back the
+//!   same.
+//! - `check`: the checks that turn a written request into a [`RequestTemplate`] (methods,
+//!   paths, headers, form, a body that must be JSON, extract paths, placeholders available
+//!   where they are used) and the plan-time check of named placeholders
+//!   ([`Mapping::check_names`]).
+//! - `error`: [`MappingError`], which names the field at fault.
 //! - [`template`]: placeholders, found when the file is read and expanded when a request is
 //!   built.
 //!
@@ -17,11 +31,14 @@
 //! `order_id_field` may be left out when the shop gives no order ids (acknowledgements are then
 //! counted by answer).
 
+mod check;
+mod error;
 mod raw;
 pub mod template;
 
-use super::recorder::Answer;
-pub use raw::{MappingError, RawMapping, RawOracle, RawRequest, RawRule};
+use super::recorder::{Answer, Kind};
+pub use error::MappingError;
+pub use raw::{RawLogin, RawMapping, RawOracle, RawRequest, RawRule, RawSetup};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -64,7 +81,8 @@ impl Method {
     }
 }
 
-/// Which status codes a rule applies to: one code (`"409"`) or a class (`"4xx"`).
+/// Which status codes a rule applies to: one code (`"409"`) or a class (`"4xx"`). A class
+/// never covers 401 and 403: those are `unauthorized` unless a rule names them by code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StatusPattern {
     /// Exactly this code, 100..=599.
@@ -84,11 +102,11 @@ impl StatusPattern {
         Some(StatusPattern::Code(p))
     }
 
-    /// Whether `code` is one this pattern names.
+    /// Whether `code` is one this pattern names (a class: not 401 or 403).
     pub fn matches(self, code: u16) -> bool {
         match self {
             StatusPattern::Code(p) => p == code,
-            StatusPattern::Class(c) => code / 100 == c,
+            StatusPattern::Class(c) => code / 100 == c && !is_unauthorized(code),
         }
     }
 }
@@ -100,6 +118,11 @@ impl fmt::Display for StatusPattern {
             StatusPattern::Class(c) => write!(f, "{c}xx"),
         }
     }
+}
+
+/// Whether `code` says the shop refused the client's credentials (401, 403).
+pub fn is_unauthorized(code: u16) -> bool {
+    matches!(code, 401 | 403)
 }
 
 /// What a rule says an answer means: any [`Answer`] an HTTP response can be, except the ones
@@ -133,26 +156,127 @@ impl Outcome {
     }
 }
 
+/// A request's body template.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Body {
+    /// JSON (sent with `content-type: application/json`); it parses as JSON once filled in.
+    Json(String),
+    /// `application/x-www-form-urlencoded` pairs: each value a template, expanded then
+    /// form-encoded.
+    Form(Vec<(String, String)>),
+}
+
+/// Where an extracted value is read from in an answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ExtractFrom {
+    /// A dot path into the JSON body (`data.token`).
+    Json(String),
+    /// A response header (`header:X-CSRF-Token`).
+    Header(String),
+}
+
+impl ExtractFrom {
+    /// The prefix that reads a header.
+    pub const HEADER: &'static str = "header:";
+}
+
+impl fmt::Display for ExtractFrom {
+    /// As written: `data.token` or `header:X-CSRF-Token`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ExtractFrom::Json(p) => write!(f, "{p}"),
+            ExtractFrom::Header(h) => write!(f, "{}{h}", Self::HEADER),
+        }
+    }
+}
+
+/// One value a request takes from its answer, a placeholder of the buyer's later requests.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Extract {
+    /// The placeholder's name (`token` for `{token}`).
+    pub name: String,
+    pub from: ExtractFrom,
+}
+
 /// One action's request.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RequestTemplate {
     pub method: Method,
     /// A path on the target: starts with one `/`, no scheme, no host.
     pub path: String,
-    /// JSON body template (sent with `content-type: application/json`).
-    pub body: Option<String>,
+    pub body: Option<Body>,
+    /// This request's headers (name, value template), sorted by name.
+    pub headers: Vec<(String, String)>,
+    /// This request's own answer rules (absent: `[target] outcomes`; for a view or a login,
+    /// the harness's defaults).
+    pub outcomes: Option<Vec<OutcomeRule>>,
+    /// Values taken from the answer for the buyer's later requests.
+    pub extract: Vec<Extract>,
 }
 
 impl RequestTemplate {
+    /// `method path`, no body, headers, rules or extracts.
+    pub fn new(method: Method, path: &str) -> Self {
+        RequestTemplate {
+            method,
+            path: path.into(),
+            body: None,
+            headers: Vec::new(),
+            outcomes: None,
+            extract: Vec::new(),
+        }
+    }
+
     /// Whether the path or body names `{order_id}`.
     pub fn needs_order_id(&self) -> bool {
         // Asked for every request a buyer sends: a substring test, no parse. Tokens never
-        // overlap (a name holds no brace), so `{order_id}` in the text is that placeholder;
-        // a mapping with an unknown placeholder was refused when it was read.
+        // overlap (a name holds no brace), so `{order_id}` in the text is that placeholder.
         let token = ORDER_ID_TOKEN;
-        self.path.contains(token) || self.body.as_deref().is_some_and(|b| b.contains(token))
+        self.path.contains(token)
+            || match &self.body {
+                Some(Body::Json(b)) => b.contains(token),
+                Some(Body::Form(pairs)) => pairs.iter().any(|(_, v)| v.contains(token)),
+                None => false,
+            }
     }
 }
+
+/// When buyers log in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LoginWhen {
+    /// All logins after the set-up and before the sale opens, `concurrency` at a time; their
+    /// time is reported apart from the sale's figures.
+    #[default]
+    BeforeSale,
+    /// Each buyer's first request at its arrival (kind `login`).
+    OnArrival,
+}
+
+impl LoginWhen {
+    /// Every value, in the order error messages list them.
+    pub const ALL: [LoginWhen; 2] = [LoginWhen::BeforeSale, LoginWhen::OnArrival];
+
+    /// The spelling in `[target.login] when`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LoginWhen::BeforeSale => "before_sale",
+            LoginWhen::OnArrival => "on_arrival",
+        }
+    }
+}
+
+/// `[target.login]`: a buyer's login, sent once per buyer; what it extracts (and the cookies
+/// it sets) goes with the buyer's later requests.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Login {
+    pub request: RequestTemplate,
+    pub when: LoginWhen,
+    /// Logins in flight at once before the sale (`before_sale`).
+    pub concurrency: usize,
+}
+
+/// Logins in flight at once before the sale, unless `concurrency` says otherwise.
+pub const LOGIN_CONCURRENCY: usize = 16;
 
 /// The order id placeholder as it appears in a template.
 const ORDER_ID_TOKEN: &str = "{order_id}";
@@ -215,8 +339,11 @@ impl OracleFields {
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(try_from = "RawMapping", into = "RawMapping")]
 pub struct Mapping {
-    /// Sets up the sale before the run; absent when the target does not allow it.
-    pub setup: Option<RequestTemplate>,
+    /// Sets up the sale before the run, in order, each answering 2xx; empty when the target
+    /// does not allow it.
+    pub setup: Vec<RequestTemplate>,
+    /// Each buyer's login (absent: buyers do not log in).
+    pub login: Option<Login>,
     /// A product page view (absent: the scenario's buyers never browse).
     pub view: Option<RequestTemplate>,
     pub order: RequestTemplate,
@@ -224,6 +351,8 @@ pub struct Mapping {
     pub pay: Option<RequestTemplate>,
     /// Absent: the scenario's buyers never cancel.
     pub cancel: Option<RequestTemplate>,
+    /// `[target] headers`: on every request (a request's own header of the same name wins).
+    pub headers: Vec<(String, String)>,
     /// Dot path of the order id in a created order's JSON answer (absent: the shop gives no
     /// ids; acknowledgements are counted by answer).
     pub order_id_field: Option<String>,
@@ -263,13 +392,45 @@ impl Mapping {
     pub fn payment_window_s(&self) -> u64 {
         self.payment_window_s.unwrap_or(PAYMENT_WINDOW_S)
     }
+
+    /// The request a buyer sends for `kind`, if the mapping has one.
+    pub fn request(&self, kind: Kind) -> Option<&RequestTemplate> {
+        match kind {
+            Kind::Login => self.login.as_ref().map(|l| &l.request),
+            Kind::View => self.view.as_ref(),
+            Kind::Order => Some(&self.order),
+            Kind::Pay => self.pay.as_ref(),
+            Kind::Cancel => self.cancel.as_ref(),
+        }
+    }
+
+    /// The rules that classify `kind`'s answers and the field that holds them: the request's
+    /// own `outcomes`, else `[target] outcomes` (a view or a login: none, the harness's
+    /// defaults apply).
+    pub fn rules_for(&self, kind: Kind) -> (&[OutcomeRule], String) {
+        if let Some(own) = self.request(kind).and_then(|t| t.outcomes.as_deref()) {
+            return (own, format!("target.{}.outcomes", kind.as_str()));
+        }
+        match kind {
+            Kind::View | Kind::Login => (&[], String::new()),
+            _ => (&self.outcomes, "target.outcomes".into()),
+        }
+    }
+
+    /// The names the mapping's requests extract (each a placeholder of later requests).
+    pub fn extracted_names(&self) -> Vec<&str> {
+        Kind::ALL
+            .iter()
+            .filter_map(|k| self.request(*k))
+            .flat_map(|t| t.extract.iter().map(|e| e.name.as_str()))
+            .collect()
+    }
 }
 
 fn tpl(method: Method, path: &str, body: Option<&str>) -> RequestTemplate {
     RequestTemplate {
-        method,
-        path: path.into(),
-        body: body.map(str::to_string),
+        body: body.map(|b| Body::Json(b.to_string())),
+        ..RequestTemplate::new(method, path)
     }
 }
 
@@ -290,13 +451,14 @@ impl Default for Mapping {
     fn default() -> Self {
         use StatusPattern::{Class, Code};
         Mapping {
-            setup: Some(tpl(
+            setup: vec![tpl(
                 Method::Put,
                 "/api/items/{item_id}",
                 Some(
                     r#"{"stock": {stock}, "name": "{name}", "price_cents": {price_cents}, "purchase_limit": {purchase_limit}}"#,
                 ),
-            )),
+            )],
+            login: None,
             view: Some(tpl(Method::Get, "/api/items/{item_id}", None)),
             order: tpl(
                 Method::Post,
@@ -307,6 +469,7 @@ impl Default for Mapping {
             ),
             pay: Some(tpl(Method::Post, "/api/orders/{order_id}/pay", None)),
             cancel: Some(tpl(Method::Post, "/api/orders/{order_id}/cancel", None)),
+            headers: Vec::new(),
             order_id_field: Some("order_id".into()),
             ip_header: raw::forwarded_for(),
             idempotency_header: raw::idempotency_key(),
@@ -330,101 +493,4 @@ impl Default for Mapping {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_bad_mapping_names_the_field() {
-        let mut m = RawMapping::from(Mapping::default());
-        m.outcomes[0].outcome = "won".into();
-        assert!(Mapping::try_from(m)
-            .unwrap_err()
-            .to_string()
-            .contains("target.outcomes[0].outcome"));
-        let mut m = RawMapping::from(Mapping::default());
-        m.pay.as_mut().unwrap().method = "FETCH".into();
-        assert!(Mapping::try_from(m)
-            .unwrap_err()
-            .to_string()
-            .contains("target.pay.method"));
-        let mut m = RawMapping::from(Mapping::default());
-        m.outcomes[0].outcome = "unclassified".into();
-        assert!(Mapping::try_from(m).is_err(), "the harness's own answer");
-    }
-
-    #[test]
-    fn the_reference_mapping_reads_back_from_its_written_form() {
-        let raw = RawMapping::from(Mapping::default());
-        assert_eq!(raw.outcomes[1].status, vec!["2xx".to_string()]);
-        assert_eq!(raw.setup.as_ref().unwrap().method, "PUT");
-        assert_eq!(Mapping::try_from(raw), Ok(Mapping::default()));
-    }
-
-    #[test]
-    fn status_patterns_and_methods_are_decided_when_read() {
-        assert_eq!(StatusPattern::parse("4xx"), Some(StatusPattern::Class(4)));
-        assert_eq!(StatusPattern::parse("409"), Some(StatusPattern::Code(409)));
-        for bad in ["6xx", "0xx", "99", "600", "4XX", "abc"] {
-            assert_eq!(StatusPattern::parse(bad), None, "{bad}");
-        }
-        assert!(StatusPattern::Class(4).matches(418) && !StatusPattern::Class(4).matches(500));
-        assert_eq!(Method::parse("delete"), Some(Method::Delete));
-        assert_eq!(Method::parse("FETCH"), None);
-        assert_eq!(Outcome::parse("timeout"), None);
-        let mut m = RawMapping::from(Mapping::default());
-        m.outcomes[2].equals = None;
-        assert_eq!(
-            Mapping::try_from(m),
-            Err(MappingError::FieldWithoutEquals { rule: 2 })
-        );
-    }
-
-    #[test]
-    fn the_idempotency_header_is_a_header_name_or_empty() {
-        let mut m = RawMapping::from(Mapping::default());
-        assert_eq!(m.idempotency_header, "Idempotency-Key");
-        m.idempotency_header = String::new();
-        assert_eq!(Mapping::try_from(m).unwrap().idempotency_header, "");
-        let mut m = RawMapping::from(Mapping::default());
-        m.idempotency_header = "Idem Key:".into();
-        let e = Mapping::try_from(m).unwrap_err().to_string();
-        assert!(e.contains("target.idempotency_header"), "{e}");
-    }
-
-    #[test]
-    fn paths_that_leave_the_target_are_refused_when_read() {
-        for bad in [
-            "//evil.example/x",
-            "http://evil.example/x",
-            "evil",
-            "/\\evil.example",
-        ] {
-            let mut m = RawMapping::from(Mapping::default());
-            m.order.path = bad.into();
-            let e = Mapping::try_from(m).unwrap_err().to_string();
-            assert!(e.contains("target.order.path"), "{bad}: {e}");
-        }
-    }
-
-    #[test]
-    fn placeholders_are_checked_against_where_they_are_used() {
-        let mut m = RawMapping::from(Mapping::default());
-        m.order.body = Some(r#"{"u": "{usr_id}"}"#.into());
-        let e = Mapping::try_from(m).unwrap_err().to_string();
-        assert!(
-            e.contains("target.order.body") && e.contains("{usr_id}") && e.contains("{user_id}"),
-            "{e}"
-        );
-        let mut m = RawMapping::from(Mapping::default());
-        m.setup.as_mut().unwrap().path = "/reset/{user_id}".into();
-        let e = Mapping::try_from(m).unwrap_err().to_string();
-        assert!(e.contains("target.setup.path"), "{e}");
-        let mut m = RawMapping::from(Mapping::default());
-        m.order_id_field = None;
-        let e = Mapping::try_from(m).unwrap_err().to_string();
-        assert!(
-            e.contains("target.pay.path") && e.contains("target.order_id_field"),
-            "{e}"
-        );
-    }
-}
+mod tests;

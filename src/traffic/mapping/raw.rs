@@ -1,17 +1,16 @@
-//! The `[target]` table as written, and the checks that turn it into a [`Mapping`]: methods,
-//! paths (a path on the target, never a URL of its own), placeholders (known, and available
-//! where they are used), status patterns, outcomes, the unclassified bound and the oracle
-//! endpoint. Every error names its field.
+//! The `[target]` table as written (strings, unknown fields rejected), and the conversions
+//! both ways: [`RawMapping`] → [`Mapping`] runs the checks (`check`, in file order), and a
+//! [`Mapping`] writes back the table it was read from.
 
-use super::template::{self, Placeholder};
+use super::check::{self, Step};
 use super::{
-    FieldMatch, Mapping, Method, OracleFields, OracleSpec, Outcome, OutcomeRule, RequestTemplate,
-    StatusPattern,
+    Body, Login, LoginWhen, Mapping, MappingError, OutcomeRule, RequestTemplate, LOGIN_CONCURRENCY,
 };
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 /// One action's request as written.
-#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Default)]
 #[serde(deny_unknown_fields)]
 pub struct RawRequest {
     /// GET, POST, PUT, PATCH or DELETE.
@@ -20,6 +19,88 @@ pub struct RawRequest {
     /// JSON body template (sent with `content-type: application/json`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub body: Option<String>,
+    /// Form body: name → value template (sent `application/x-www-form-urlencoded`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub form: Option<BTreeMap<String, String>>,
+    /// Header name → value template.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, String>,
+    /// This request's own answer rules.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcomes: Option<Vec<RawRule>>,
+    /// Placeholder name → `data.token` (a JSON dot path) or `header:NAME`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub extract: BTreeMap<String, String>,
+}
+
+/// `[target.login]` as written: a request plus when and how many at once.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Default)]
+#[serde(deny_unknown_fields)]
+pub struct RawLogin {
+    pub method: String,
+    pub path: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub form: Option<BTreeMap<String, String>>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcomes: Option<Vec<RawRule>>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub extract: BTreeMap<String, String>,
+    /// `before_sale` (default) or `on_arrival`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub when: Option<String>,
+    /// Logins at once before the sale (default 16).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub concurrency: Option<u64>,
+}
+
+impl RawLogin {
+    /// The request part.
+    fn request(&self) -> RawRequest {
+        RawRequest {
+            method: self.method.clone(),
+            path: self.path.clone(),
+            body: self.body.clone(),
+            form: self.form.clone(),
+            headers: self.headers.clone(),
+            outcomes: self.outcomes.clone(),
+            extract: self.extract.clone(),
+        }
+    }
+}
+
+/// `setup` as written: one request table, or a list of them sent in order.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum RawSetup {
+    One(RawRequest),
+    Many(Vec<RawRequest>),
+}
+
+impl<'de> Deserialize<'de> for RawSetup {
+    /// A table or an array, each read with [`RawRequest`]'s own errors (an untagged enum
+    /// would only say that nothing matched).
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = RawSetup;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a request table or a list of request tables")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, a: A) -> Result<RawSetup, A::Error> {
+                RawRequest::deserialize(serde::de::value::MapAccessDeserializer::new(a))
+                    .map(RawSetup::One)
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, a: A) -> Result<RawSetup, A::Error> {
+                Vec::<RawRequest>::deserialize(serde::de::value::SeqAccessDeserializer::new(a))
+                    .map(RawSetup::Many)
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 /// A rule as written.
@@ -33,8 +114,8 @@ pub struct RawRule {
     pub field: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub equals: Option<String>,
-    /// created, ok, sold_out, duplicate, rate_limited, rejected, not_found, invalid, busy,
-    /// server_error.
+    /// created, ok, sold_out, duplicate, rate_limited, rejected, not_found, invalid,
+    /// unauthorized, busy, server_error.
     pub outcome: String,
 }
 
@@ -55,7 +136,9 @@ pub struct RawOracle {
 #[serde(deny_unknown_fields)]
 pub struct RawMapping {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub setup: Option<RawRequest>,
+    pub setup: Option<RawSetup>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub login: Option<RawLogin>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub view: Option<RawRequest>,
     pub order: RawRequest,
@@ -63,6 +146,9 @@ pub struct RawMapping {
     pub pay: Option<RawRequest>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cancel: Option<RawRequest>,
+    /// Headers on every request (a request's own header of the same name wins).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub order_id_field: Option<String>,
     #[serde(default = "forwarded_for")]
@@ -89,221 +175,16 @@ pub(super) fn idempotency_key() -> String {
     "Idempotency-Key".into()
 }
 
-/// A `[target]` table that cannot be used; the message names the field and what is allowed.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum MappingError {
-    #[error(
-        "field `target.{action}.method` must be one of {} (got {got:?})",
-        methods()
-    )]
-    Method { action: &'static str, got: String },
-    #[error(
-        "field `target.{action}.path` must be a path on the target starting with a single '/' \
-         (no scheme, no host, no backslash), like \"/api/orders\" (got {got:?})"
-    )]
-    Path { action: &'static str, got: String },
-    #[error(
-        "field `target.{action}.{part}` names {{{name}}}, which is not a placeholder; allowed: {}",
-        template::names()
-    )]
-    UnknownPlaceholder {
-        action: &'static str,
-        part: &'static str,
-        name: String,
-    },
-    #[error(
-        "field `target.setup.{part}` names {{{name}}}, which only a buyer's request has \
-         (the set-up request is sent once, for the sale)"
-    )]
-    BuyerPlaceholder { part: &'static str, name: String },
-    #[error(
-        "field `target.{action}.{part}` names {{order_id}}, which {}",
-        if *.action == "pay" || *.action == "cancel" {
-            "needs `target.order_id_field` (where a created order's JSON answer carries its id)"
-        } else {
-            "only pay and cancel requests have"
-        }
-    )]
-    OrderId {
-        action: &'static str,
-        part: &'static str,
-    },
-    #[error(
-        "field `target.outcomes[{rule}].outcome` must be one of {} (got {got:?})",
-        outcomes()
-    )]
-    Outcome { rule: usize, got: String },
-    #[error("field `target.outcomes[{rule}].status` holds {got:?}: use a code like \"409\" or a class like \"4xx\"")]
-    Status { rule: usize, got: String },
-    #[error("field `target.outcomes[{rule}]`: `field` and `equals` go together")]
-    FieldWithoutEquals { rule: usize },
-    #[error("field `target.order_id_field` must be a dot path like \"data.id\" (got {got:?})")]
-    OrderIdField { got: String },
-    #[error(
-        "field `target.idempotency_header` must be an HTTP header name like \"Idempotency-Key\", \
-         or \"\" to send none (got {got:?})"
-    )]
-    IdempotencyHeader { got: String },
-    #[error(
-        "field `target.payment_window_s` must be between 1 and {max} seconds (got {got})",
-        max = super::MAX_PAYMENT_WINDOW_S
-    )]
-    PaymentWindow { got: u64 },
-    #[error("field `target.max_unclassified` must be a share between 0 and 1 (got {got})")]
-    MaxUnclassified { got: f64 },
-    #[error(
-        "field `target.oracle.url` must be a path on the target (\"/stock\") or an http(s) URL \
-         (got {got:?})"
-    )]
-    OracleUrl { got: String },
-    #[error("field `target.oracle.{field}` must be a dot path like \"data.sold\" (got {got:?})")]
-    OracleField { field: &'static str, got: String },
-}
-
-fn methods() -> String {
-    let names: Vec<&str> = Method::ALL.iter().map(|m| m.as_str()).collect();
-    names.join(", ")
-}
-
-fn outcomes() -> String {
-    let names: Vec<&str> = Outcome::all().map(|o| o.answer().as_str()).collect();
-    names.join(", ")
-}
-
-/// Whether `p` stays on the target when appended to its base URL: one leading `/`, no `\`
-/// (which URL parsers read as `/`), no scheme.
-fn path_on_target(p: &str) -> bool {
-    p.starts_with('/') && !p.starts_with("//") && !p.contains('\\') && !p.contains("://")
-}
-
-/// A dot path into a JSON answer: non-empty parts.
-fn dot_path(p: &str) -> bool {
-    !p.trim().is_empty() && p.split('.').all(|k| !k.is_empty())
-}
-
-impl RawRequest {
-    /// The typed request of action `action` (named in errors). `with_ids`: whether the
-    /// mapping names an order id field.
-    fn parse(self, action: &'static str, with_ids: bool) -> Result<RequestTemplate, MappingError> {
-        let method = Method::parse(&self.method).ok_or_else(|| MappingError::Method {
-            action,
-            got: self.method.clone(),
-        })?;
-        if !path_on_target(&self.path) {
-            return Err(MappingError::Path {
-                action,
-                got: self.path,
-            });
-        }
-        let parts = [("path", Some(&self.path)), ("body", self.body.as_ref())];
-        for (part, text) in parts {
-            let Some(text) = text else { continue };
-            let used = template::used(text).map_err(|name| MappingError::UnknownPlaceholder {
-                action,
-                part,
-                name,
-            })?;
-            for p in used {
-                if action == "setup" && p.is_buyer() {
-                    return Err(MappingError::BuyerPlaceholder {
-                        part,
-                        name: p.name().into(),
-                    });
-                }
-                let follow_up = action == "pay" || action == "cancel";
-                if p == Placeholder::OrderId && !(follow_up && with_ids) {
-                    return Err(MappingError::OrderId { action, part });
-                }
-            }
-        }
-        Ok(RequestTemplate {
-            method,
-            path: self.path,
-            body: self.body,
-        })
-    }
-}
-
-impl RawRule {
-    /// The typed rule at index `rule` (named in errors).
-    fn parse(self, rule: usize) -> Result<OutcomeRule, MappingError> {
-        let outcome = Outcome::parse(&self.outcome).ok_or_else(|| MappingError::Outcome {
-            rule,
-            got: self.outcome.clone(),
-        })?;
-        let status = self
-            .status
-            .iter()
-            .map(|s| {
-                StatusPattern::parse(s).ok_or_else(|| MappingError::Status {
-                    rule,
-                    got: s.clone(),
-                })
-            })
-            .collect::<Result<_, _>>()?;
-        let field = match (self.field, self.equals) {
-            (Some(path), Some(equals)) => Some(FieldMatch { path, equals }),
-            (None, None) => None,
-            _ => return Err(MappingError::FieldWithoutEquals { rule }),
-        };
-        Ok(OutcomeRule {
-            status,
-            field,
-            outcome,
-        })
-    }
-}
-
-impl RawOracle {
-    fn parse(self) -> Result<OracleSpec, MappingError> {
-        let url_ok = path_on_target(&self.url)
-            || ((self.url.starts_with("http://") || self.url.starts_with("https://"))
-                && reqwest::Url::parse(&self.url).is_ok());
-        if !url_ok {
-            return Err(MappingError::OracleUrl { got: self.url });
-        }
-        for (field, v) in [
-            ("sold_field", &self.sold_field),
-            ("stock_field", &self.stock_field),
-        ] {
-            if let Some(v) = v.as_ref().filter(|v| !dot_path(v)) {
-                return Err(MappingError::OracleField {
-                    field,
-                    got: v.clone(),
-                });
-            }
-        }
-        Ok(OracleSpec {
-            url: self.url,
-            fields: OracleFields {
-                sold: self.sold_field,
-                stock: self.stock_field,
-            },
-        })
-    }
-}
-
 impl TryFrom<RawMapping> for Mapping {
     type Error = MappingError;
 
-    /// Checks in file order: each action's method, path and placeholders (set-up last), then
-    /// the order id field, each rule, the idempotency header, the bound and the oracle.
+    /// Checks in file order: the order id field and the harness's headers, each action's
+    /// request (login, then the buyers' actions, set-up last), the rules, the bound and the
+    /// oracle.
     fn try_from(raw: RawMapping) -> Result<Mapping, MappingError> {
-        if let Some(f) = raw.order_id_field.as_ref().filter(|f| !dot_path(f)) {
+        if let Some(f) = raw.order_id_field.as_ref().filter(|f| !check::dot_path(f)) {
             return Err(MappingError::OrderIdField { got: f.clone() });
         }
-        let ids = raw.order_id_field.is_some();
-        let view = raw.view.map(|r| r.parse("view", ids)).transpose()?;
-        let order = raw.order.parse("order", ids)?;
-        let pay = raw.pay.map(|r| r.parse("pay", ids)).transpose()?;
-        let cancel = raw.cancel.map(|r| r.parse("cancel", ids)).transpose()?;
-        let setup = raw.setup.map(|s| s.parse("setup", ids)).transpose()?;
-        let outcomes = raw
-            .outcomes
-            .into_iter()
-            .enumerate()
-            .map(|(i, r)| r.parse(i))
-            .collect::<Result<_, _>>()?;
         let header = &raw.idempotency_header;
         if !header.is_empty() && reqwest::header::HeaderName::from_bytes(header.as_bytes()).is_err()
         {
@@ -311,6 +192,31 @@ impl TryFrom<RawMapping> for Mapping {
                 got: header.clone(),
             });
         }
+        let cx = check::Context {
+            with_ids: raw.order_id_field.is_some(),
+            harness_headers: [raw.ip_header.as_str(), raw.idempotency_header.as_str()],
+        };
+        let headers = cx.headers("headers", &raw.headers)?;
+        let login = raw.login.map(|l| parse_login(&cx, l)).transpose()?;
+        let one = |r: Option<RawRequest>, name: &str| {
+            r.map(|r| cx.request(Step::Action(name.into()), r))
+                .transpose()
+        };
+        let view = one(raw.view, "view")?;
+        let order = cx.request(Step::Action("order".into()), raw.order)?;
+        let pay = one(raw.pay, "pay")?;
+        let cancel = one(raw.cancel, "cancel")?;
+        let setup = match raw.setup {
+            None => Vec::new(),
+            Some(RawSetup::One(r)) => vec![cx.request(Step::Setup(None), r)?],
+            Some(RawSetup::Many(list)) if list.is_empty() => return Err(MappingError::EmptySetup),
+            Some(RawSetup::Many(list)) => list
+                .into_iter()
+                .enumerate()
+                .map(|(i, r)| cx.request(Step::Setup(Some(i)), r))
+                .collect::<Result<_, _>>()?,
+        };
+        let outcomes = check::rules("outcomes", raw.outcomes)?;
         if let Some(got) = raw.max_unclassified.filter(|m| !(0.0..=1.0).contains(m)) {
             return Err(MappingError::MaxUnclassified { got });
         }
@@ -320,29 +226,86 @@ impl TryFrom<RawMapping> for Mapping {
         {
             return Err(MappingError::PaymentWindow { got });
         }
-        Ok(Mapping {
+        let mapping = Mapping {
             setup,
+            login,
             view,
             order,
             pay,
             cancel,
+            headers,
             order_id_field: raw.order_id_field,
             ip_header: raw.ip_header,
             idempotency_header: raw.idempotency_header,
             outcomes,
             max_unclassified: raw.max_unclassified,
-            oracle: raw.oracle.map(RawOracle::parse).transpose()?,
+            oracle: raw.oracle.map(check::oracle).transpose()?,
             payment_window_s: raw.payment_window_s,
-        })
+        };
+        check::extract_names(&mapping)?;
+        Ok(mapping)
     }
+}
+
+/// `[target.login]`, checked.
+fn parse_login(cx: &check::Context, l: RawLogin) -> Result<Login, MappingError> {
+    let when = match l.when.as_deref() {
+        None => LoginWhen::default(),
+        Some(w) => LoginWhen::ALL
+            .into_iter()
+            .find(|v| v.as_str() == w)
+            .ok_or_else(|| MappingError::LoginWhen { got: w.into() })?,
+    };
+    let concurrency = match l.concurrency {
+        None => LOGIN_CONCURRENCY,
+        Some(c) if (1..=10_000).contains(&c) => c as usize,
+        Some(got) => return Err(MappingError::LoginConcurrency { got }),
+    };
+    Ok(Login {
+        request: cx.request(Step::Action("login".into()), l.request())?,
+        when,
+        concurrency,
+    })
 }
 
 impl From<RequestTemplate> for RawRequest {
     fn from(t: RequestTemplate) -> Self {
+        let (body, form) = match t.body {
+            None => (None, None),
+            Some(Body::Json(b)) => (Some(b), None),
+            Some(Body::Form(pairs)) => (None, Some(pairs.into_iter().collect())),
+        };
         RawRequest {
             method: t.method.as_str().into(),
             path: t.path,
-            body: t.body,
+            body,
+            form,
+            headers: t.headers.into_iter().collect(),
+            outcomes: t
+                .outcomes
+                .map(|rules| rules.into_iter().map(Into::into).collect()),
+            extract: t
+                .extract
+                .into_iter()
+                .map(|e| (e.name, e.from.to_string()))
+                .collect(),
+        }
+    }
+}
+
+impl From<Login> for RawLogin {
+    fn from(l: Login) -> Self {
+        let r = RawRequest::from(l.request);
+        RawLogin {
+            method: r.method,
+            path: r.path,
+            body: r.body,
+            form: r.form,
+            headers: r.headers,
+            outcomes: r.outcomes,
+            extract: r.extract,
+            when: Some(l.when.as_str().into()),
+            concurrency: Some(l.concurrency as u64),
         }
     }
 }
@@ -361,12 +324,19 @@ impl From<OutcomeRule> for RawRule {
 
 impl From<Mapping> for RawMapping {
     fn from(m: Mapping) -> Self {
+        let mut setup: Vec<RawRequest> = m.setup.into_iter().map(Into::into).collect();
         RawMapping {
-            setup: m.setup.map(Into::into),
+            setup: match setup.len() {
+                0 => None,
+                1 => setup.pop().map(RawSetup::One),
+                _ => Some(RawSetup::Many(setup)),
+            },
+            login: m.login.map(Into::into),
             view: m.view.map(Into::into),
             order: m.order.into(),
             pay: m.pay.map(Into::into),
             cancel: m.cancel.map(Into::into),
+            headers: m.headers.into_iter().collect(),
             order_id_field: m.order_id_field,
             ip_header: m.ip_header,
             idempotency_header: m.idempotency_header,

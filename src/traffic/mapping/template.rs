@@ -1,10 +1,15 @@
-//! Placeholders in request templates: `{item_id}`, `{user_id}`, ... found when the scenario is
-//! read (an unknown name is an error there) and expanded in one pass when a request is built.
+//! Placeholders in request templates: the built-in `{item_id}`, `{user_id}`, ... and named
+//! ones (a `--buyers-csv` column like `{email}`, a value a request extracts like `{token}`),
+//! found when the scenario is read and expanded in one pass when a request is built. Named
+//! ones are checked against the CSV's columns and the extracted names when the plan is built
+//! ([`super::Mapping::check_names`]).
 //!
 //! Expansion never rescans what it inserted, so a user id that reads `{order_id}` stays those
 //! literal characters. Values going into a path are percent-encoded (everything but RFC 3986's
 //! unreserved characters), so an order id like `../admin` or `//evil.example` stays one path
-//! segment of the target; values going into a JSON body are JSON-escaped.
+//! segment of the target; values going into a JSON body are JSON-escaped; values going into a
+//! header have their control characters (CR, LF, ...) percent-encoded, so no value can end a
+//! header line; form values are expanded as they are and the whole value form-encoded.
 
 use std::borrow::Cow;
 
@@ -64,6 +69,36 @@ impl Placeholder {
     }
 }
 
+/// A `{name}` token: a built-in placeholder, or a name the CSV or an extract provides.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Name<'a> {
+    Builtin(Placeholder),
+    Named(&'a str),
+}
+
+impl Name<'_> {
+    /// The name between the braces.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Name::Builtin(p) => p.name(),
+            Name::Named(n) => n,
+        }
+    }
+}
+
+/// Whether `name` may stand between braces: one or more of `a-z`, `0-9`, `_`.
+pub fn is_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+}
+
+/// The built-in placeholder called `name`, if one is.
+pub fn builtin(name: &str) -> Option<Placeholder> {
+    Placeholder::named(name)
+}
+
 /// `{item_id}, {stock}, ...`, for error messages.
 pub fn names() -> String {
     Placeholder::ALL
@@ -76,7 +111,7 @@ pub fn names() -> String {
 /// One piece of a template: literal text, or a `{name}` token (known or not).
 enum Piece<'a> {
     Text(&'a str),
-    Token(Result<Placeholder, &'a str>),
+    Token(Name<'a>),
 }
 
 /// Splits a template into literal text and `{name}` tokens, where a name is one or more of
@@ -98,7 +133,8 @@ fn pieces(t: &str) -> Vec<Piece<'_>> {
                     out.push(Piece::Text(&t[text_from..i]));
                 }
                 let name = &t[i + 1..close];
-                out.push(Piece::Token(Placeholder::named(name).ok_or(name)));
+                let token = Placeholder::named(name).map_or(Name::Named(name), Name::Builtin);
+                out.push(Piece::Token(token));
                 i = close + 1;
                 text_from = i;
                 continue;
@@ -112,13 +148,12 @@ fn pieces(t: &str) -> Vec<Piece<'_>> {
     out
 }
 
-/// The placeholders a template uses, or the first unknown name.
-pub fn used(t: &str) -> Result<Vec<Placeholder>, String> {
+/// The tokens a template uses, in order.
+pub fn used(t: &str) -> Vec<Name<'_>> {
     pieces(t)
         .into_iter()
         .filter_map(|p| match p {
-            Piece::Token(Ok(p)) => Some(Ok(p)),
-            Piece::Token(Err(name)) => Some(Err(name.to_string())),
+            Piece::Token(n) => Some(n),
             Piece::Text(_) => None,
         })
         .collect()
@@ -131,38 +166,106 @@ pub enum Encoding {
     Path,
     /// A JSON body (inside the quotes the template writes): JSON-escaped.
     Json,
+    /// A header value: control characters (CR, LF, NUL, ...) percent-encoded, the rest as is.
+    Header,
+    /// As it is (a form value, form-encoded as a whole afterwards).
+    Raw,
 }
 
-/// Expands every known placeholder `value` has a value for, in one pass; tokens without a
-/// value are left as written.
+/// Expands every token `value` has a value for, in one pass; tokens without a value are left
+/// as written.
 pub fn expand<'v>(
     t: &str,
     into: Encoding,
-    value: impl Fn(Placeholder) -> Option<Cow<'v, str>>,
+    value: impl Fn(Name<'_>) -> Option<Cow<'v, str>>,
 ) -> String {
+    expand_with(t, into, |n| Some(value(n))).unwrap_or_default()
+}
+
+/// Expands every token, or `None` when `value` has none for one of them (the request cannot
+/// be sent as written).
+pub fn try_expand<'v>(
+    t: &str,
+    into: Encoding,
+    value: impl Fn(Name<'_>) -> Option<Cow<'v, str>>,
+) -> Option<String> {
+    expand_with(t, into, |n| value(n).map(Some))
+}
+
+/// One pass: `value` gives `Some(Some(v))` to insert `v`, `Some(None)` to keep the token as
+/// written, `None` to give up.
+fn expand_with<'v>(
+    t: &str,
+    into: Encoding,
+    value: impl Fn(Name<'_>) -> Option<Option<Cow<'v, str>>>,
+) -> Option<String> {
     let mut out = String::with_capacity(t.len() + 16);
     for piece in pieces(t) {
         match piece {
             Piece::Text(s) => out.push_str(s),
-            Piece::Token(Ok(p)) => match value(p) {
+            Piece::Token(n) => match value(n)? {
                 Some(v) => match into {
                     Encoding::Path => percent_encode(&v, &mut out),
                     Encoding::Json => json_escape(&v, &mut out),
+                    Encoding::Header => header_escape(&v, &mut out),
+                    Encoding::Raw => out.push_str(&v),
                 },
                 None => {
                     out.push('{');
-                    out.push_str(p.name());
+                    out.push_str(n.as_str());
                     out.push('}');
                 }
             },
-            Piece::Token(Err(name)) => {
-                out.push('{');
-                out.push_str(name);
-                out.push('}');
-            }
         }
     }
+    Some(out)
+}
+
+/// `v` into a header value: a control character (one that could end the header line or that
+/// no header may hold) becomes `%XX`, everything else stays.
+fn header_escape(v: &str, out: &mut String) {
+    for c in v.chars() {
+        if (c as u32) < 0x20 && c != '\t' || c == '\u{7f}' {
+            push_hex(c as u8, out);
+        } else {
+            out.push(c);
+        }
+    }
+}
+
+/// `%XX` for one byte.
+fn push_hex(b: u8, out: &mut String) {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
+    out.push('%');
+    out.push(HEX[(b >> 4) as usize] as char);
+    out.push(HEX[(b & 0xf) as usize] as char);
+}
+
+/// `application/x-www-form-urlencoded` pairs: each key and value form-encoded (`*-._` and
+/// alphanumerics as they are, a space as `+`, every other byte `%XX`), joined by `&`.
+pub fn form_encode<'a>(pairs: impl IntoIterator<Item = (&'a str, String)>) -> String {
+    let mut out = String::new();
+    for (k, v) in pairs {
+        if !out.is_empty() {
+            out.push('&');
+        }
+        form_byte_encode(k, &mut out);
+        out.push('=');
+        form_byte_encode(&v, &mut out);
+    }
     out
+}
+
+fn form_byte_encode(v: &str, out: &mut String) {
+    for b in v.bytes() {
+        match b {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'*' | b'-' | b'.' | b'_' => {
+                out.push(b as char)
+            }
+            b' ' => out.push('+'),
+            b => push_hex(b, out),
+        }
+    }
 }
 
 /// Percent-encodes every byte but RFC 3986's unreserved characters.
@@ -171,10 +274,7 @@ fn percent_encode(v: &str, out: &mut String) {
         if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
             out.push(b as char);
         } else {
-            const HEX: &[u8; 16] = b"0123456789ABCDEF";
-            out.push('%');
-            out.push(HEX[(b >> 4) as usize] as char);
-            out.push(HEX[(b & 0xf) as usize] as char);
+            push_hex(b, out);
         }
     }
 }
@@ -216,11 +316,12 @@ mod tests {
         assert_eq!(format!("\"{out}\""), serde_json::to_string(&v).unwrap());
     }
 
-    fn values(p: Placeholder) -> Option<Cow<'static, str>> {
-        match p {
-            Placeholder::UserId => Some("{order_id}/../x y".into()),
-            Placeholder::OrderId => Some("o-1".into()),
-            Placeholder::ItemId => Some("7".into()),
+    fn values(n: Name<'_>) -> Option<Cow<'static, str>> {
+        match n {
+            Name::Builtin(Placeholder::UserId) => Some("{order_id}/../x y".into()),
+            Name::Builtin(Placeholder::OrderId) => Some("o-1".into()),
+            Name::Builtin(Placeholder::ItemId) => Some("7".into()),
+            Name::Named("token") => Some("a\r\nX-Evil: 1".into()),
             _ => None,
         }
     }
@@ -245,15 +346,32 @@ mod tests {
             r#"{"u": "{order_id}/../x y", "i": 7}"#
         );
         assert_eq!(expand("/s/{stock}", Encoding::Path, values), "/s/{stock}");
+        assert_eq!(try_expand("/s/{stock}", Encoding::Path, values), None);
+        assert_eq!(
+            expand("Bearer {token}", Encoding::Header, values),
+            "Bearer a%0D%0AX-Evil: 1",
+            "a value can never end the header line"
+        );
+    }
+
+    #[test]
+    fn form_pairs_are_form_encoded() {
+        assert_eq!(
+            form_encode([("user", "a b&c=d".to_string()), ("q", "é".to_string())]),
+            "user=a+b%26c%3Dd&q=%C3%A9"
+        );
     }
 
     #[test]
     fn json_braces_are_text_and_unknown_names_are_found() {
         assert_eq!(
             used(r#"{"q": {stock}, "l": {purchase_limit}}"#),
-            Ok(vec![Placeholder::Stock, Placeholder::PurchaseLimit])
+            vec![
+                Name::Builtin(Placeholder::Stock),
+                Name::Builtin(Placeholder::PurchaseLimit)
+            ]
         );
-        assert_eq!(used("/p/{usr_id}"), Err("usr_id".to_string()));
-        assert_eq!(used("{}{ x }"), Ok(vec![]));
+        assert_eq!(used("/p/{usr_id}"), vec![Name::Named("usr_id")]);
+        assert_eq!(used("{}{ x }"), vec![]);
     }
 }

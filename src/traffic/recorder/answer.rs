@@ -10,15 +10,24 @@ pub enum Kind {
     Order,
     Pay,
     Cancel,
+    /// A buyer's login on its arrival (`[target.login] when = "on_arrival"`); never an order.
+    Login,
 }
 
 impl Kind {
     /// All kinds.
-    pub const ALL: [Kind; 4] = [Kind::View, Kind::Order, Kind::Pay, Kind::Cancel];
+    pub const ALL: [Kind; 5] = [
+        Kind::View,
+        Kind::Order,
+        Kind::Pay,
+        Kind::Cancel,
+        Kind::Login,
+    ];
 
     /// Report spelling.
     pub fn as_str(self) -> &'static str {
         match self {
+            Kind::Login => "login",
             Kind::View => "view",
             Kind::Order => "order",
             Kind::Pay => "pay",
@@ -43,6 +52,9 @@ pub enum Answer {
     NotFound,
     /// Another 4xx: the client sent something the shop refused.
     Invalid,
+    /// 401 or 403: the shop refused the harness's credentials. An error (BRIEF §4), and the
+    /// request did not buy.
+    Unauthorized,
     /// A 2xx that no rule of the mapping classifies: the mapping needs a rule for it.
     Unclassified,
     /// A 3xx that no rule classifies. The harness follows no redirect: it records the answer.
@@ -59,7 +71,7 @@ pub enum Answer {
 
 impl Answer {
     /// Every answer, in report order.
-    pub const ALL: [Answer; 14] = [
+    pub const ALL: [Answer; 15] = [
         Answer::Created,
         Answer::Ok,
         Answer::SoldOut,
@@ -68,6 +80,7 @@ impl Answer {
         Answer::Rejected,
         Answer::NotFound,
         Answer::Invalid,
+        Answer::Unauthorized,
         Answer::Unclassified,
         Answer::Redirect,
         Answer::Busy,
@@ -87,6 +100,7 @@ impl Answer {
             Answer::Rejected => "rejected",
             Answer::NotFound => "not_found",
             Answer::Invalid => "invalid",
+            Answer::Unauthorized => "unauthorized",
             Answer::Unclassified => "unclassified",
             Answer::Redirect => "redirect",
             Answer::Busy => "busy",
@@ -100,7 +114,11 @@ impl Answer {
     pub fn is_error(self) -> bool {
         matches!(
             self,
-            Answer::Busy | Answer::ServerError | Answer::Timeout | Answer::ConnectError
+            Answer::Busy
+                | Answer::ServerError
+                | Answer::Timeout
+                | Answer::ConnectError
+                | Answer::Unauthorized
         )
     }
 
@@ -126,10 +144,12 @@ pub enum AnswerClass {
 
 impl AnswerClass {
     /// The class of an order answer: created is acknowledged; a 5xx, a timeout, a broken
-    /// connection or an answer the mapping cannot read is indeterminate; the rest refused.
+    /// connection or an answer the mapping cannot read is indeterminate; the rest (an
+    /// unauthorized answer too: the shop did not take the order) refused.
     pub fn of(answer: Answer) -> Self {
         match answer {
             Answer::Created => AnswerClass::Acknowledged,
+            Answer::Unauthorized => AnswerClass::Refused,
             a if a.is_error() || a.is_unclassified() || a == Answer::Ok => {
                 AnswerClass::Indeterminate
             }

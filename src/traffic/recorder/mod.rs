@@ -116,6 +116,8 @@ struct Inner {
     in_flight: u64,
     /// First and last order answer, after the sale opened.
     order_answers: Option<(std::time::Duration, std::time::Duration)>,
+    /// Logins sent on the buyers' arrival (`[target.login] when = "on_arrival"`).
+    logins: crate::traffic::login::LoginTally,
 }
 
 /// Shared by every simulated buyer of one run.
@@ -357,6 +359,16 @@ impl Recorder {
                 sample: cut(body, SAMPLE_BYTES),
             });
         e.count += 1;
+    }
+
+    /// A buyer's login on its arrival was answered (or failed) after `latency`.
+    pub fn login(&self, result: Result<(), String>, latency: std::time::Duration, body: &str) {
+        self.lock().logins.add(result, latency, body);
+    }
+
+    /// The logins sent on arrival so far.
+    pub fn logins(&self) -> crate::traffic::login::LoginTally {
+        self.lock().logins.clone()
     }
 
     /// Counts for a progress line.

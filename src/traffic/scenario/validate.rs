@@ -76,8 +76,20 @@ fn range_ok(r: [u64; 2], max: u64) -> bool {
 impl ItemSpec {
     /// Checks `[item]`.
     pub fn validate(&self) -> Result<(), FieldError> {
-        if self.id <= 0 {
-            bad("item.id", "a positive integer", self.id)?;
+        match &self.id {
+            super::ItemId::Int(n) if *n <= 0 => {
+                bad("item.id", "a positive integer, or a string", n)?
+            }
+            super::ItemId::Text(t)
+                if t.is_empty() || t.len() > 128 || t.chars().any(char::is_control) =>
+            {
+                bad(
+                    "item.id",
+                    "a positive integer, or a string of 1 to 128 visible characters",
+                    format!("{t:?}"),
+                )?
+            }
+            _ => {}
         }
         if !(0..=1_000_000).contains(&self.stock) {
             bad("item.stock", "between 0 and 1000000", self.stock)?;
