@@ -3,7 +3,7 @@
 
 use crate::inventory::Strategy;
 use crate::nemesis::FaultSpec;
-use crate::rehearsal::{self, Foreign, OracleSource, PlanSummary, Use};
+use crate::rehearsal::{self, Foreign, OracleSource, OrdersQuery, PlanSummary, Use};
 use crate::runner::{self, RunPlan, ShardRun, Subject};
 use crate::shard::ShardSpec;
 use crate::store::Backend;
@@ -19,12 +19,24 @@ use std::time::Duration;
 /// The user's oracle for a foreign target, and the remote-target opt-in.
 #[derive(Debug, Args, Clone)]
 pub struct OracleArgs {
-    /// Oracle: the target's database (postgres://... or mysql://...), read-only queries.
-    #[arg(long, requires_all = ["target", "sold_query"], conflicts_with = "oracle_http")]
+    /// Oracle: the target's database (postgres://... or mysql://...), read-only queries
+    /// (--sold-query, --orders-query or both).
+    #[arg(long, requires = "target", conflicts_with = "oracle_http")]
     pub oracle_sql: Option<String>,
     /// With --oracle-sql: one SELECT returning the units sold (orders not cancelled/expired).
+    /// Optional with --orders-query (sold is then the units of the rows that hold stock).
     #[arg(long, requires = "oracle_sql")]
     pub sold_query: Option<String>,
+    /// With --oracle-sql: one SELECT returning the shop's order rows, columns
+    /// `order_id, user_id[, qty, status[, idempotency_key]]` in that order (rename with AS).
+    /// Read before the sale (those rows are not this run's) and after it settles: lost
+    /// acknowledged orders by id, phantoms, duplicate buyers, status mismatches.
+    #[arg(long, requires = "oracle_sql", value_name = "SELECT")]
+    pub orders_query: Option<String>,
+    /// With --orders-query: the statuses (comma-separated, any case) whose rows hold no stock.
+    #[arg(long, requires = "orders_query", value_name = "LIST",
+          default_value = crate::rehearsal::order_rows::RELEASED)]
+    pub released_statuses: String,
     /// With --oracle-sql: one SELECT returning the stock left (checks conservation).
     #[arg(long, requires = "oracle_sql")]
     pub stock_query: Option<String>,
@@ -67,28 +79,38 @@ impl OracleArgs {
                 _ => Ok(()),
             }
         };
-        Ok(
-            match (&self.oracle_sql, &self.sold_query, &self.oracle_http) {
-                (Some(url), Some(q), _) => OracleSource::Sql {
+        Ok(match (&self.oracle_sql, &self.oracle_http) {
+            (Some(url), _) => {
+                anyhow::ensure!(
+                    self.sold_query.is_some() || self.orders_query.is_some(),
+                    "--oracle-sql needs --sold-query (one SELECT returning the units sold) \
+                         or --orders-query (one SELECT returning order_id, user_id[, qty, \
+                         status[, idempotency_key]]), or both"
+                );
+                OracleSource::Sql {
                     url: url.clone(),
-                    sold_query: q.clone(),
+                    sold_query: self.sold_query.clone(),
                     stock_query: self.stock_query.clone(),
-                },
-                (_, _, Some(url)) => {
-                    dot_path("--sold-field", &self.sold_field)?;
-                    dot_path("--stock-field", &self.stock_field)?;
-                    let fields = OracleFields {
-                        sold: self.sold_field.clone(),
-                        stock: self.stock_field.clone(),
-                    };
-                    http(url, fields)?
+                    orders: self
+                        .orders_query
+                        .as_deref()
+                        .map(|q| OrdersQuery::new(q, &self.released_statuses)),
                 }
-                _ => match s.target.as_ref().and_then(|t| t.oracle.as_ref()) {
-                    Some(o) => http(&o.url, o.fields.clone())?,
-                    None => OracleSource::None,
-                },
+            }
+            (_, Some(url)) => {
+                dot_path("--sold-field", &self.sold_field)?;
+                dot_path("--stock-field", &self.stock_field)?;
+                let fields = OracleFields {
+                    sold: self.sold_field.clone(),
+                    stock: self.stock_field.clone(),
+                };
+                http(url, fields)?
+            }
+            _ => match s.target.as_ref().and_then(|t| t.oracle.as_ref()) {
+                Some(o) => http(&o.url, o.fields.clone())?,
+                None => OracleSource::None,
             },
-        )
+        })
     }
 }
 

@@ -8,7 +8,7 @@
 //! - `guard`: the loopback guard, checked when the command line is read and again right
 //!   before the first request.
 //! - `oracle`: the user's oracle (read-only SQL, or an HTTP endpoint read at field paths),
-//!   read before and after the sale.
+//!   read before and after the sale; [`order_rows`]: `--orders-query`, the shop's order rows.
 //! - `plan`: the plan as numbers, for `--dry-run` and the remote banner.
 //! - `mapping_check`: `attack --probe`: one request of each kind, each answer's classification
 //!   and why.
@@ -16,10 +16,12 @@
 mod guard;
 pub mod mapping_check;
 mod oracle;
+pub mod order_rows;
 mod plan;
 
 pub use guard::{check_target, check_url, is_loopback_host, resolve_again, TargetError, Use};
 pub use oracle::{baseline_notes, run_totals, Oracle, OracleSource, Tally, Totals};
+pub use order_rows::{OrdersQuery, Row};
 pub use plan::PlanSummary;
 
 use crate::traffic::mapping::Mapping;

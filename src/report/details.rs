@@ -118,6 +118,9 @@ pub fn facts(run: &RunReport) -> Vec<Fact> {
         "drained: {} after {} ms (limit {} ms)",
         run.drain.drained, run.drain.waited_ms, run.drain.limit_ms
     ));
+    if let Some(d) = &run.decision {
+        v.push(d.line());
+    }
     v.push(format!(
         "orders/s served: {:.1} (order answers over the span from the first to the last)",
         run.order_throughput_rps

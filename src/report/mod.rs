@@ -317,6 +317,10 @@ pub struct RunReport {
     /// The faults the run went through, with their windows and recovery (absent: none).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub faults: Vec<faults::FaultWindow>,
+    /// Asynchronous orders: pending, decided, undecided, and acceptance to decision (absent:
+    /// no order was answered pending).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decision: Option<summary::DecisionSummary>,
     pub goose_crosscheck: Vec<GooseCrossCheck>,
     pub timeline: Timeline,
     pub series: Vec<Series>,

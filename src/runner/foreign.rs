@@ -32,6 +32,7 @@ pub(super) async fn run(plan: &RunPlan, f: &Foreign, slot: &Slot) -> anyhow::Res
     setup_sale(&http, &target).await?;
     // The baseline, after the set-up and before the first buyer.
     let before = oracle.read().await?;
+    let rows_before = oracle.rows().await?;
     let fired = fire_traffic(
         plan,
         crate::traffic::target::Targets::one(target),
@@ -51,7 +52,9 @@ pub(super) async fn run(plan: &RunPlan, f: &Foreign, slot: &Slot) -> anyhow::Res
     let settled = settle(&oracle, plan.drain_limit).await;
     let series = fired.probes.stop().await;
     let (drain, after) = settled?;
+    let rows_after = oracle.rows().await?;
     let mut view = f.oracle.view();
+    let (before_reading, after_reading) = (before, after);
     let totals = match (before, after) {
         (Some(b), Some(a)) => {
             let notes = rehearsal::baseline_notes(b, s.item.stock);
@@ -63,12 +66,28 @@ pub(super) async fn run(plan: &RunPlan, f: &Foreign, slot: &Slot) -> anyhow::Res
         }
         _ => None,
     };
-    let truth = match totals {
-        Some(t) => Truth::Totals {
-            sold: t.sold,
-            stock: t.stock,
+    let truth = match (oracle.orders_query(), rows_before, rows_after) {
+        (Some(q), Some(before), Some(after)) => {
+            let stock = after_reading.and_then(|a| a.stock);
+            let rows = q.this_run(&before, after, stock);
+            let by_query = match (before_reading, after_reading) {
+                (Some(b), Some(a)) => a.sold.map(|s| s - b.sold.unwrap_or(0)),
+                _ => None,
+            };
+            let notes = rows_notes(&rows, by_query);
+            if !notes.is_empty() {
+                let all = view.warning.take().into_iter().chain(notes);
+                view.warning = Some(all.collect::<Vec<_>>().join("; "));
+            }
+            Truth::Rows(rows)
+        }
+        _ => match totals {
+            Some(t) => Truth::Totals {
+                sold: t.sold,
+                stock: t.stock,
+            },
+            None => Truth::Unverified,
         },
-        None => Truth::Unverified,
     };
     let server = ServerSide {
         truth,
@@ -89,6 +108,30 @@ pub(super) async fn run(plan: &RunPlan, f: &Foreign, slot: &Slot) -> anyhow::Res
         },
     };
     Ok(finish(plan, shop, fired.traffic, series, drain, server))
+}
+
+/// What the order rows say beside the totals: rows present before the sale, and a sold query
+/// that disagrees with the rows.
+fn rows_notes(rows: &crate::oracle::ForeignRows, sold_query: Option<i64>) -> Vec<String> {
+    let mut notes = Vec::new();
+    if rows.present_before > 0 {
+        notes.push(format!(
+            "{} order rows were present before the sale: they are not this run's",
+            rows.present_before
+        ));
+    }
+    let held: i64 = rows
+        .orders
+        .iter()
+        .filter(|o| o.status.holds_stock())
+        .map(|o| o.qty)
+        .sum();
+    if let Some(sold) = sold_query.filter(|s| *s != held) {
+        notes.push(format!(
+            "--sold-query counts {sold} sold, this run's order rows hold {held}: the verdict uses the rows"
+        ));
+    }
+    notes
 }
 
 /// Reads the oracle until [`SETTLE_READS`] readings agree, up to `limit`; returns the last

@@ -15,13 +15,16 @@ use std::borrow::Cow;
 use std::time::Duration;
 
 /// What a buyer asks the shop to do. An order carries its attempt's idempotency key (sent
-/// in the mapping's `idempotency_header`); pay and cancel carry the order's id when it has one.
+/// in the mapping's `idempotency_header`); pay, cancel and a pending order's poll carry the
+/// order's id when it has one.
 #[derive(Debug, Clone)]
 pub enum Action {
     View,
     Order(Option<String>),
     Pay(Option<String>),
     Cancel(Option<String>),
+    /// Asks for a pending order's decision (`[target.poll]`).
+    Poll(Option<String>),
 }
 
 /// The sale being set up, for template values.
@@ -267,6 +270,7 @@ impl Target {
             Action::Order(key) => (&m.order, None, key.as_deref()),
             Action::Pay(id) => (m.pay.as_ref()?, id.as_deref(), None),
             Action::Cancel(id) => (m.cancel.as_ref()?, id.as_deref(), None),
+            Action::Poll(id) => (&m.poll.as_ref()?.request, id.as_deref(), None),
         };
         if order_id.is_none() && t.needs_order_id() {
             return None;
@@ -320,20 +324,24 @@ impl Target {
         url
     }
 
-    /// Classifies a status and body: the first rule that matches, else `unclassified` (2xx),
-    /// `redirect` (3xx), `invalid` (4xx) or `server_error` (5xx). A `created` order carries its
-    /// id when the mapping names the field and the answer has it.
+    /// Classifies a status and body: the first rule that matches (a poll's: the rules of
+    /// `target.poll.outcomes`), else `unclassified` (2xx), `redirect` (3xx), `unauthorized`
+    /// (401, 403), `invalid` (other 4xx) or `server_error` (5xx). A `created` or `pending`
+    /// order (and a poll's `created` decision) carries its id when the mapping names the field
+    /// and the answer has it.
     pub fn classify(&self, kind: Kind, status: u16, body: &str) -> Classified {
         let json: Option<serde_json::Value> = serde_json::from_str(body).ok();
-        let matched = self
-            .mapping
-            .outcomes
-            .iter()
-            .position(|r| applies(r, status, json.as_ref()));
+        let rules = match (kind, &self.mapping.poll) {
+            (Kind::Poll, Some(p)) => p.outcomes.as_slice(),
+            (Kind::Poll, None) => &[],
+            _ => self.mapping.outcomes.as_slice(),
+        };
+        let matched = rules.iter().position(|r| applies(r, status, json.as_ref()));
         let (answer, why) = match matched {
-            Some(i) => (self.mapping.outcomes[i].outcome.answer(), Why::Rule(i)),
+            Some(i) => (rules[i].outcome.answer(), Why::Rule(i)),
             None => (
                 match status {
+                    401 | 403 => Answer::Unauthorized,
                     200..=299 => Answer::Unclassified,
                     300..=399 => Answer::Redirect,
                     400..=499 => Answer::Invalid,
@@ -342,7 +350,11 @@ impl Target {
                 Why::NoRule,
             ),
         };
-        let order_id = (kind == Kind::Order && answer == Answer::Created)
+        let carries_id = matches!(
+            (kind, answer),
+            (Kind::Order, Answer::Created | Answer::Pending) | (Kind::Poll, Answer::Created)
+        );
+        let order_id = carries_id
             .then(|| {
                 let path = self.mapping.order_id_field.as_ref()?;
                 field(json.as_ref()?, path)
@@ -541,5 +553,50 @@ mod tests {
             order.headers.iter().all(|(h, _)| h != "Idempotency-Key"),
             "an empty header name sends none"
         );
+    }
+
+    #[test]
+    fn polls_are_read_by_their_own_rules_and_pending_orders_carry_their_ticket() {
+        use crate::traffic::mapping::{RawMapping, RawPoll, RawRule};
+        let mut raw = RawMapping::from(Mapping::default());
+        raw.outcomes.insert(
+            0,
+            RawRule {
+                status: vec!["202".into()],
+                field: None,
+                equals: None,
+                outcome: "pending".into(),
+            },
+        );
+        raw.poll = Some(RawPoll {
+            method: "GET".into(),
+            path: "/tickets/{order_id}".into(),
+            body: None,
+            interval_ms: 100,
+            max_wait_ms: 1000,
+            outcomes: vec![RawRule {
+                status: vec!["200".into()],
+                field: Some("state".into()),
+                equals: Some("done".into()),
+                outcome: "created".into(),
+            }],
+        });
+        let mut t = target();
+        t.mapping = Mapping::try_from(raw).unwrap();
+        let c = t.classify(Kind::Order, 202, r#"{"order_id": "t-1"}"#);
+        assert_eq!(
+            (c.answer, c.order_id.as_deref()),
+            (Answer::Pending, Some("t-1"))
+        );
+        let c = t.classify(Kind::Poll, 200, r#"{"state": "done"}"#);
+        assert_eq!((c.answer, c.why), (Answer::Created, Why::Rule(0)));
+        let c = t.classify(Kind::Poll, 200, r#"{"state": "queued"}"#);
+        assert_eq!((c.answer, c.why), (Answer::Unclassified, Why::NoRule));
+        assert_eq!(
+            t.classify(Kind::Order, 401, "").answer,
+            Answer::Invalid,
+            "a rule reads it"
+        );
+        assert_eq!(t.classify(Kind::Poll, 403, "").answer, Answer::Unauthorized);
     }
 }

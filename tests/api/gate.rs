@@ -240,8 +240,8 @@ async fn an_unknown_threshold_name_exits_2_and_names_the_allowed_ones() {
                  duplicate_acks, phantom_orders, indeterminate_committed, refused_committed, \
                  dead_letters, duplicate_buyers, duplicate_devices, status_mismatches, \
                  conservation_drift, redis_drift, restock_mismatch, reconcile_residual, \
-                 stock_below_zero, stock_above_initial, queue_not_drained, undersell, \
-                 error_rate, unclassified, p99_ms, p999_ms"
+                 stock_below_zero, stock_above_initial, not_settled, nothing_sold, undersell, \
+                 turned_away_buyers, error_rate, unclassified, p99_ms, p999_ms"
             ),
         "{}",
         run.both()

@@ -84,6 +84,35 @@ async fn send(
     Ok((Some(c), done))
 }
 
+/// Sends an order attempt of buyer `b`; an answer `pending` is followed until the shop decides
+/// it ([`super::poll::decide`]), whose answer is then the attempt's.
+async fn send_order(
+    ctx: &Ctx,
+    target: &Arc<Target>,
+    order: &Action,
+    b: &BuyerPlan,
+    intended: Instant,
+) -> Result<(Option<Classified>, Instant), PoolGone> {
+    let Some(prepared) = target.prepare(order, b) else {
+        return Ok((None, intended));
+    };
+    let (c, sent, done) = ctx
+        .jobs
+        .send_timed(target, Kind::Order, prepared, intended)
+        .await?;
+    if c.answer != Answer::Pending {
+        return Ok((Some(c), done));
+    }
+    let accepted = super::poll::Accepted {
+        intended,
+        sent,
+        at: done,
+    };
+    // Boxed: a journey's future stays small while most orders are never pending.
+    let (c, done) = Box::pin(super::poll::decide(ctx, target, b, c, accepted)).await?;
+    Ok((Some(c), done))
+}
+
 /// One person's visit: arrive, browse, order (bots: again and again), then pay, cancel or leave.
 /// Ends early only if the pool is gone (the run failed).
 async fn journey(ctx: Arc<Ctx>, i: usize) -> Result<(), PoolGone> {
@@ -110,13 +139,13 @@ async fn journey(ctx: Arc<Ctx>, i: usize) -> Result<(), PoolGone> {
             tokio::time::sleep_until(at).await;
             let b = &ctx.plan[i];
             let order = Action::Order(Some(key.clone()));
-            let (c, done) = send(&ctx, ctx.targets.of(b), Kind::Order, &order, b, at).await?;
+            let (c, done) = send_order(&ctx, ctx.targets.of(b), &order, b, at).await?;
             Ok::<_, PoolGone>((c, done, key))
         }));
     }
     let key = rec.attempt_key(b.index, 0);
     let order = Action::Order(Some(key.clone()));
-    let (first, done) = send(&ctx, target, Kind::Order, &order, b, intended).await?;
+    let (first, done) = send_order(&ctx, target, &order, b, intended).await?;
     let mut answered = vec![(first, done, key)];
     for task in extra {
         if let Ok(answer) = task.await {

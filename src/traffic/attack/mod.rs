@@ -11,6 +11,7 @@
 //! process arguments.
 
 mod journey;
+mod poll;
 mod pool;
 
 use super::recorder::Recorder;

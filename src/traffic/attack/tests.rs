@@ -135,6 +135,7 @@ async fn fake_senders(
             Kind::Order => (Answer::Created, Some(format!("o-{n}"))),
             _ => (Answer::Ok, None),
         };
+        let sent = Instant::now();
         tokio::spawn(async move {
             tokio::time::sleep(service).await;
             let c = Classified {
@@ -142,7 +143,7 @@ async fn fake_senders(
                 order_id,
                 why: Why::Rule(0),
             };
-            let _ = job.reply.send((c, Instant::now()));
+            let _ = job.reply.send((c, sent, Instant::now()));
         });
     }
     seen

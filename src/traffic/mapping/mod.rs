@@ -21,7 +21,9 @@ mod raw;
 pub mod template;
 
 use super::recorder::Answer;
-pub use raw::{MappingError, RawMapping, RawOracle, RawRequest, RawRule};
+pub use raw::{
+    MappingError, RawMapping, RawOracle, RawPoll, RawRequest, RawRule, MAX_POLL_WAIT_MS,
+};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -103,15 +105,18 @@ impl fmt::Display for StatusPattern {
 }
 
 /// What a rule says an answer means: any [`Answer`] an HTTP response can be, except the ones
-/// the harness gives when nothing matched (`unclassified`, `redirect`) or no response came
-/// (`timeout`, `connect_error`).
+/// the harness gives when nothing matched (`unclassified`, `redirect`), no response came
+/// (`timeout`, `connect_error`) or a pending order was never decided (`undecided`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Outcome(Answer);
 
 impl Outcome {
     /// Whether a rule may name `a`.
     fn allowed(a: Answer) -> bool {
-        !matches!(a, Answer::Timeout | Answer::ConnectError) && !a.is_unclassified()
+        !matches!(
+            a,
+            Answer::Timeout | Answer::ConnectError | Answer::Undecided
+        ) && !a.is_unclassified()
     }
 
     /// Every outcome a rule may name, in report order.
@@ -211,6 +216,19 @@ impl OracleFields {
     }
 }
 
+/// `[target.poll]`: how a pending order's decision is asked for. After a `pending` answer the
+/// buyer sends `request` every `interval` (from the previous poll's answer) until a rule of
+/// `outcomes` decides it, for at most `max_wait` after the pending answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PollSpec {
+    /// May name `{order_id}`: the id the pending answer carried at `order_id_field`.
+    pub request: RequestTemplate,
+    pub interval: std::time::Duration,
+    pub max_wait: std::time::Duration,
+    /// How a poll's answer reads: `pending` (not yet), or the decision.
+    pub outcomes: Vec<OutcomeRule>,
+}
+
 /// The `[target]` table: a shop's API, parsed.
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(try_from = "RawMapping", into = "RawMapping")]
@@ -238,6 +256,9 @@ pub struct Mapping {
     pub max_unclassified: Option<f64>,
     /// The shop's own oracle endpoint (`--oracle-http` overrides it).
     pub oracle: Option<OracleSpec>,
+    /// Asynchronous orders: how a pending order's decision is asked for (required when a rule
+    /// answers `pending`).
+    pub poll: Option<PollSpec>,
 }
 
 /// The default bound on unclassified answers: 1 % of all answers.
@@ -309,6 +330,7 @@ impl Default for Mapping {
             ],
             max_unclassified: None,
             oracle: None,
+            poll: None,
         }
     }
 }
@@ -409,6 +431,69 @@ mod tests {
         assert!(
             e.contains("target.pay.path") && e.contains("target.order_id_field"),
             "{e}"
+        );
+    }
+
+    fn with_poll(outcomes: &[(&str, &str)]) -> RawMapping {
+        let mut m = RawMapping::from(Mapping::default());
+        m.outcomes[0].outcome = "pending".into();
+        m.poll = Some(RawPoll {
+            method: "GET".into(),
+            path: "/api/orders/{order_id}".into(),
+            body: None,
+            interval_ms: 250,
+            max_wait_ms: 30_000,
+            outcomes: outcomes
+                .iter()
+                .map(|(status, outcome)| RawRule {
+                    status: vec![status.to_string()],
+                    field: None,
+                    equals: None,
+                    outcome: outcome.to_string(),
+                })
+                .collect(),
+        });
+        m
+    }
+
+    #[test]
+    fn a_pending_outcome_needs_a_poll_step_that_can_decide() {
+        let mut m = with_poll(&[("200", "created")]);
+        m.poll = None;
+        let e = Mapping::try_from(m).unwrap_err().to_string();
+        assert!(
+            e.contains("target.outcomes[0].outcome") && e.contains("target.poll"),
+            "{e}"
+        );
+        let e = Mapping::try_from(with_poll(&[("202", "pending")]))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("target.poll.outcomes"), "{e}");
+        let e = Mapping::try_from(with_poll(&[("200", "won")]))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("target.poll.outcomes[0].outcome"), "{e}");
+        let mut m = with_poll(&[("200", "created")]);
+        m.poll.as_mut().unwrap().interval_ms = 60_000;
+        let e = Mapping::try_from(m).unwrap_err().to_string();
+        assert!(e.contains("target.poll.interval_ms"), "{e}");
+        let mut m = with_poll(&[("200", "created")]);
+        m.order_id_field = None;
+        m.pay = None;
+        m.cancel = None;
+        let e = Mapping::try_from(m).unwrap_err().to_string();
+        assert!(
+            e.contains("target.poll.path") && e.contains("target.order_id_field"),
+            "{e}"
+        );
+        let ok = Mapping::try_from(with_poll(&[("202", "pending"), ("200", "created")])).unwrap();
+        assert_eq!(
+            RawMapping::from(ok.clone()),
+            with_poll(&[("202", "pending"), ("200", "created")])
+        );
+        assert_eq!(
+            ok.poll.unwrap().interval,
+            std::time::Duration::from_millis(250)
         );
     }
 }

@@ -5,10 +5,12 @@
 
 use super::template::{self, Placeholder};
 use super::{
-    FieldMatch, Mapping, Method, OracleFields, OracleSpec, Outcome, OutcomeRule, RequestTemplate,
-    StatusPattern,
+    FieldMatch, Mapping, Method, OracleFields, OracleSpec, Outcome, OutcomeRule, PollSpec,
+    RequestTemplate, StatusPattern,
 };
+use crate::traffic::recorder::Answer;
 use serde::{Deserialize, Serialize};
+use std::time::Duration;
 
 /// One action's request as written.
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
@@ -33,8 +35,8 @@ pub struct RawRule {
     pub field: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub equals: Option<String>,
-    /// created, ok, sold_out, duplicate, rate_limited, rejected, not_found, invalid, busy,
-    /// server_error.
+    /// created, ok, pending, sold_out, duplicate, rate_limited, rejected, not_found, invalid,
+    /// unauthorized, busy, server_error.
     pub outcome: String,
 }
 
@@ -49,6 +51,40 @@ pub struct RawOracle {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stock_field: Option<String>,
 }
+
+/// `[target.poll]` as written: the request that asks for a pending order's decision.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RawPoll {
+    /// GET, POST, PUT, PATCH or DELETE.
+    pub method: String,
+    /// A path on the target; may name `{order_id}` (read from the pending answer).
+    pub path: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body: Option<String>,
+    /// Milliseconds between a poll's answer and the next poll (default 250).
+    #[serde(default = "poll_interval_ms")]
+    pub interval_ms: u64,
+    /// Milliseconds after the pending answer the order may take to be decided (default
+    /// 30000); then it is `undecided` (indeterminate).
+    #[serde(default = "poll_max_wait_ms")]
+    pub max_wait_ms: u64,
+    /// How a poll's answer is read: `pending` (ask again) or the decision.
+    pub outcomes: Vec<RawRule>,
+}
+
+/// `target.poll.interval_ms`'s default.
+pub(super) fn poll_interval_ms() -> u64 {
+    250
+}
+
+/// `target.poll.max_wait_ms`'s default.
+pub(super) fn poll_max_wait_ms() -> u64 {
+    30_000
+}
+
+/// The longest `target.poll.max_wait_ms` allowed: ten minutes.
+pub const MAX_POLL_WAIT_MS: u64 = 600_000;
 
 /// The `[target]` table as written.
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
@@ -76,6 +112,9 @@ pub struct RawMapping {
     pub max_unclassified: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub oracle: Option<RawOracle>,
+    /// Asynchronous orders: how to ask for a pending order's decision.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub poll: Option<RawPoll>,
 }
 
 pub(super) fn forwarded_for() -> String {
@@ -115,10 +154,10 @@ pub enum MappingError {
     BuyerPlaceholder { part: &'static str, name: String },
     #[error(
         "field `target.{action}.{part}` names {{order_id}}, which {}",
-        if *.action == "pay" || *.action == "cancel" {
-            "needs `target.order_id_field` (where a created order's JSON answer carries its id)"
+        if matches!(*.action, "pay" | "cancel" | "poll") {
+            "needs `target.order_id_field` (where a created or pending order's JSON answer carries its id)"
         } else {
-            "only pay and cancel requests have"
+            "only pay, cancel and poll requests have"
         }
     )]
     OrderId {
@@ -150,6 +189,26 @@ pub enum MappingError {
     OracleUrl { got: String },
     #[error("field `target.oracle.{field}` must be a dot path like \"data.sold\" (got {got:?})")]
     OracleField { field: &'static str, got: String },
+    #[error(
+        "field `target.outcomes[{rule}].outcome` is \"pending\" (accepted, not decided), which \
+         needs `target.poll`: the request that asks the shop for the order's decision, e.g. \
+         [target.poll] method = \"GET\", path = \"/orders/{{order_id}}\", outcomes = [...]"
+    )]
+    PendingWithoutPoll { rule: usize },
+    /// A rule of `target.poll.outcomes` that cannot be used (the message names it).
+    #[error("{0}")]
+    PollRule(String),
+    #[error(
+        "field `target.poll.outcomes` must hold a rule that decides the order (an outcome \
+         other than \"pending\", e.g. {{ status = [\"200\"], field = \"status\", equals = \
+         \"confirmed\", outcome = \"created\" }})"
+    )]
+    PollNeverDecides,
+    #[error(
+        "field `target.poll.{field}` must be between 1 and {MAX_POLL_WAIT_MS} ms, and \
+         interval_ms at most max_wait_ms (got {got})"
+    )]
+    PollTiming { field: &'static str, got: u64 },
 }
 
 fn methods() -> String {
@@ -202,7 +261,7 @@ impl RawRequest {
                         name: p.name().into(),
                     });
                 }
-                let follow_up = action == "pay" || action == "cancel";
+                let follow_up = matches!(action, "pay" | "cancel" | "poll");
                 if p == Placeholder::OrderId && !(follow_up && with_ids) {
                     return Err(MappingError::OrderId { action, part });
                 }
@@ -275,6 +334,56 @@ impl RawOracle {
     }
 }
 
+impl RawPoll {
+    /// The typed poll step. `with_ids`: whether the mapping names an order id field.
+    fn parse(self, with_ids: bool) -> Result<PollSpec, MappingError> {
+        let request = RawRequest {
+            method: self.method,
+            path: self.path,
+            body: self.body,
+        }
+        .parse("poll", with_ids)?;
+        let within = |v: u64| (1..=MAX_POLL_WAIT_MS).contains(&v);
+        if !within(self.max_wait_ms) {
+            return Err(MappingError::PollTiming {
+                field: "max_wait_ms",
+                got: self.max_wait_ms,
+            });
+        }
+        if !within(self.interval_ms) || self.interval_ms > self.max_wait_ms {
+            return Err(MappingError::PollTiming {
+                field: "interval_ms",
+                got: self.interval_ms,
+            });
+        }
+        let outcomes: Vec<OutcomeRule> = self
+            .outcomes
+            .into_iter()
+            .enumerate()
+            .map(|(i, r)| {
+                r.parse(i).map_err(|e| {
+                    MappingError::PollRule(
+                        e.to_string()
+                            .replace("`target.outcomes[", "`target.poll.outcomes["),
+                    )
+                })
+            })
+            .collect::<Result<_, _>>()?;
+        if outcomes
+            .iter()
+            .all(|r| r.outcome.answer() == Answer::Pending)
+        {
+            return Err(MappingError::PollNeverDecides);
+        }
+        Ok(PollSpec {
+            request,
+            interval: Duration::from_millis(self.interval_ms),
+            max_wait: Duration::from_millis(self.max_wait_ms),
+            outcomes,
+        })
+    }
+}
+
 impl TryFrom<RawMapping> for Mapping {
     type Error = MappingError;
 
@@ -290,7 +399,7 @@ impl TryFrom<RawMapping> for Mapping {
         let pay = raw.pay.map(|r| r.parse("pay", ids)).transpose()?;
         let cancel = raw.cancel.map(|r| r.parse("cancel", ids)).transpose()?;
         let setup = raw.setup.map(|s| s.parse("setup", ids)).transpose()?;
-        let outcomes = raw
+        let outcomes: Vec<OutcomeRule> = raw
             .outcomes
             .into_iter()
             .enumerate()
@@ -306,6 +415,11 @@ impl TryFrom<RawMapping> for Mapping {
         if let Some(got) = raw.max_unclassified.filter(|m| !(0.0..=1.0).contains(m)) {
             return Err(MappingError::MaxUnclassified { got });
         }
+        let poll = raw.poll.map(|p| p.parse(ids)).transpose()?;
+        let pending = outcomes_pending(&outcomes);
+        if let (Some(rule), None) = (pending, &poll) {
+            return Err(MappingError::PendingWithoutPoll { rule });
+        }
         Ok(Mapping {
             setup,
             view,
@@ -318,8 +432,16 @@ impl TryFrom<RawMapping> for Mapping {
             outcomes,
             max_unclassified: raw.max_unclassified,
             oracle: raw.oracle.map(RawOracle::parse).transpose()?,
+            poll,
         })
     }
+}
+
+/// The first rule that answers `pending`, if any.
+fn outcomes_pending(outcomes: &[OutcomeRule]) -> Option<usize> {
+    outcomes
+        .iter()
+        .position(|r| r.outcome.answer() == Answer::Pending)
 }
 
 impl From<RequestTemplate> for RawRequest {
@@ -361,6 +483,14 @@ impl From<Mapping> for RawMapping {
                 url: o.url,
                 sold_field: o.fields.sold,
                 stock_field: o.fields.stock,
+            }),
+            poll: m.poll.map(|p| RawPoll {
+                method: p.request.method.as_str().into(),
+                path: p.request.path,
+                body: p.request.body,
+                interval_ms: p.interval.as_millis() as u64,
+                max_wait_ms: p.max_wait.as_millis() as u64,
+                outcomes: p.outcomes.into_iter().map(Into::into).collect(),
             }),
         }
     }

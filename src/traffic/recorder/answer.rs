@@ -10,11 +10,14 @@ pub enum Kind {
     Order,
     Pay,
     Cancel,
+    /// An asynchronous order's status request, repeated until the shop decides it
+    /// (`[target.poll]`): never counted among the order figures.
+    Poll,
 }
 
 impl Kind {
     /// All kinds.
-    pub const ALL: [Kind; 4] = [Kind::View, Kind::Order, Kind::Pay, Kind::Cancel];
+    pub const ALL: [Kind; 5] = [Kind::View, Kind::Order, Kind::Pay, Kind::Cancel, Kind::Poll];
 
     /// Report spelling.
     pub fn as_str(self) -> &'static str {
@@ -23,6 +26,7 @@ impl Kind {
             Kind::Order => "order",
             Kind::Pay => "pay",
             Kind::Cancel => "cancel",
+            Kind::Poll => "poll",
         }
     }
 }
@@ -35,6 +39,9 @@ pub enum Answer {
     Created,
     /// 200.
     Ok,
+    /// Accepted, not decided (e.g. 202 with a ticket): the order is decided later, found by
+    /// polling (`[target.poll]`). Never an order attempt's final answer.
+    Pending,
     SoldOut,
     Duplicate,
     RateLimited,
@@ -43,6 +50,8 @@ pub enum Answer {
     NotFound,
     /// Another 4xx: the client sent something the shop refused.
     Invalid,
+    /// 401/403: the shop refused the harness's credentials. An error, never a business answer.
+    Unauthorized,
     /// A 2xx that no rule of the mapping classifies: the mapping needs a rule for it.
     Unclassified,
     /// A 3xx that no rule classifies. The harness follows no redirect: it records the answer.
@@ -55,25 +64,31 @@ pub enum Answer {
     Timeout,
     /// Could not connect, or the connection broke.
     ConnectError,
+    /// Accepted (pending) but never decided within `target.poll.max_wait_ms`: it may or may
+    /// not have bought.
+    Undecided,
 }
 
 impl Answer {
     /// Every answer, in report order.
-    pub const ALL: [Answer; 14] = [
+    pub const ALL: [Answer; 17] = [
         Answer::Created,
         Answer::Ok,
+        Answer::Pending,
         Answer::SoldOut,
         Answer::Duplicate,
         Answer::RateLimited,
         Answer::Rejected,
         Answer::NotFound,
         Answer::Invalid,
+        Answer::Unauthorized,
         Answer::Unclassified,
         Answer::Redirect,
         Answer::Busy,
         Answer::ServerError,
         Answer::Timeout,
         Answer::ConnectError,
+        Answer::Undecided,
     ];
 
     /// Report spelling.
@@ -81,18 +96,21 @@ impl Answer {
         match self {
             Answer::Created => "created",
             Answer::Ok => "ok",
+            Answer::Pending => "pending",
             Answer::SoldOut => "sold_out",
             Answer::Duplicate => "duplicate",
             Answer::RateLimited => "rate_limited",
             Answer::Rejected => "rejected",
             Answer::NotFound => "not_found",
             Answer::Invalid => "invalid",
+            Answer::Unauthorized => "unauthorized",
             Answer::Unclassified => "unclassified",
             Answer::Redirect => "redirect",
             Answer::Busy => "busy",
             Answer::ServerError => "server_error",
             Answer::Timeout => "timeout",
             Answer::ConnectError => "connect_error",
+            Answer::Undecided => "undecided",
         }
     }
 
@@ -100,7 +118,12 @@ impl Answer {
     pub fn is_error(self) -> bool {
         matches!(
             self,
-            Answer::Busy | Answer::ServerError | Answer::Timeout | Answer::ConnectError
+            Answer::Busy
+                | Answer::ServerError
+                | Answer::Timeout
+                | Answer::ConnectError
+                | Answer::Unauthorized
+                | Answer::Undecided
         )
     }
 
@@ -117,7 +140,8 @@ impl Answer {
 pub enum AnswerClass {
     /// Created: the client was told it has an order.
     Acknowledged,
-    /// A clean no (sold out, duplicate, rate limited, another 4xx): it did not buy.
+    /// A clean no (sold out, duplicate, rate limited, unauthorized, another 4xx): it did not
+    /// buy.
     Refused,
     /// A timeout, a broken connection, a 5xx, or an answer no rule reads: it may or may not
     /// have bought. The oracle looks its key up among the orders.
@@ -126,10 +150,13 @@ pub enum AnswerClass {
 
 impl AnswerClass {
     /// The class of an order answer: created is acknowledged; a 5xx, a timeout, a broken
-    /// connection or an answer the mapping cannot read is indeterminate; the rest refused.
+    /// connection, an answer the mapping cannot read, or an order accepted and never decided
+    /// is indeterminate; the rest (unauthorized too) refused.
     pub fn of(answer: Answer) -> Self {
         match answer {
             Answer::Created => AnswerClass::Acknowledged,
+            Answer::Unauthorized => AnswerClass::Refused,
+            Answer::Pending => AnswerClass::Indeterminate,
             a if a.is_error() || a.is_unclassified() || a == Answer::Ok => {
                 AnswerClass::Indeterminate
             }

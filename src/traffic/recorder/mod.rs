@@ -101,6 +101,19 @@ struct Inner {
     in_flight: u64,
     /// First and last order answer, after the sale opened.
     order_answers: Option<(std::time::Duration, std::time::Duration)>,
+    decisions: Decisions,
+}
+
+/// Asynchronous orders: how many order attempts were answered `pending`, how many of them the
+/// shop then decided (found by polling) and how many never were, and the time from acceptance
+/// (the pending answer) to the decision.
+#[derive(Debug, Clone, Default)]
+pub struct Decisions {
+    pub pending: u64,
+    pub decided: u64,
+    pub undecided: u64,
+    /// Acceptance to decision, µs (decided orders only); `None` until an order is pending.
+    pub latency: Option<Histogram<u64>>,
 }
 
 /// Shared by every simulated buyer of one run.
@@ -232,6 +245,23 @@ impl Recorder {
         }
     }
 
+    /// An order answered `pending` at `accepted` was decided at `decided` (`None`: never,
+    /// within `target.poll.max_wait_ms`).
+    pub fn decision(&self, accepted: Instant, decided: Option<Instant>) {
+        let mut st = self.lock();
+        let d = &mut st.decisions;
+        d.pending += 1;
+        let h = d.latency.get_or_insert_with(new_histogram);
+        match decided {
+            Some(at) => {
+                d.decided += 1;
+                let us = at.saturating_duration_since(accepted).as_micros();
+                h.saturating_record((us.min(u64::MAX as u128) as u64).max(1));
+            }
+            None => d.undecided += 1,
+        }
+    }
+
     /// A buyer's first request is due.
     pub fn arrived(&self) {
         metrics::counter!(live::ARRIVALS).increment(1);
@@ -345,6 +375,7 @@ impl Recorder {
             send_lag: st.send_lag.clone(),
             service: st.service.clone(),
             order_answer_span: st.order_answers.map(|(first, last)| last - first),
+            decisions: st.decisions.clone(),
         }
     }
 }
@@ -375,6 +406,8 @@ pub struct Measurements {
     pub service: BTreeMap<Kind, Histogram<u64>>,
     /// From the first order answer to the last.
     pub order_answer_span: Option<std::time::Duration>,
+    /// Asynchronous orders: pending, decided, undecided, acceptance to decision.
+    pub decisions: Decisions,
 }
 
 /// `s` cut to at most `max` bytes on a character boundary, with `…` when cut.
