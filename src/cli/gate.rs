@@ -31,7 +31,7 @@ pub struct GateArgs {
     pub target: Option<String>,
     /// A limit, overriding the scenario: NAME=VALUE, repeatable. NAME is one of oversell,
     /// client_oversell, oracle_disagreement, lost_acks, dead_letters, duplicate_buyers,
-    /// undersell, error_rate, unclassified, p99_ms, p999_ms, service_p99_ms, send_lag_p99_ms.
+    /// not_settled, nothing_sold, undersell, error_rate, unclassified, p99_ms, p999_ms, service_p99_ms, send_lag_p99_ms.
     #[arg(long = "threshold", value_name = "NAME=VALUE")]
     pub thresholds: Vec<Override>,
     /// Write JUnit XML here: one test case per threshold per strategy.

@@ -53,12 +53,45 @@ pub struct OracleArgs {
     /// updates oversell; the clients' evidence catches that).
     #[arg(long, requires = "oracle_http", value_name = "PATH")]
     pub stock_field: Option<String>,
+    /// Seconds the oracle's reading must stay unchanged after the last buyer before the shop
+    /// counts as settled (overrides `[target.settle] settle_s`; default 3). Up to
+    /// --drain-timeout-s.
+    #[arg(long, requires = "target", value_name = "S", value_parser = settle_s_arg)]
+    pub settle_s: Option<f64>,
+    /// With --oracle-sql: one SELECT returning the shop's backlog (orders accepted and not yet
+    /// written); the run settles only once it reads 0 (overrides `[target.settle] backlog`).
+    #[arg(long, requires = "oracle_sql", value_name = "SELECT")]
+    pub backlog_query: Option<String>,
     /// Allow a target that is not loopback; a banner names the host and peak rate first.
     #[arg(long, requires = "target")]
     pub allow_remote: bool,
 }
 
+/// `--settle-s`: seconds above 0, at most ten minutes.
+fn settle_s_arg(v: &str) -> Result<f64, String> {
+    let max = crate::traffic::mapping::MAX_SETTLE_S;
+    match v.trim().trim_end_matches('s').parse::<f64>() {
+        Ok(s) if s > 0.0 && s <= max => Ok(s),
+        _ => Err(format!(
+            "--settle-s takes seconds above 0 and at most {max} (got {v:?})"
+        )),
+    }
+}
+
 impl OracleArgs {
+    /// How the run settles: `--settle-s`, else `[target.settle] settle_s`, else 3 s; the
+    /// backlog query when given.
+    fn settle(&self, s: &Scenario) -> rehearsal::settle::SettlePlan {
+        let window = self
+            .settle_s
+            .or_else(|| s.target.as_ref()?.settle.as_ref()?.settle_s)
+            .unwrap_or(rehearsal::settle::DEFAULT_SETTLE_S);
+        rehearsal::settle::SettlePlan {
+            window: Duration::from_secs_f64(window),
+            backlog_query: self.backlog_query.clone(),
+        }
+    }
+
     /// The oracle: the flags, else the scenario's `[target.oracle]`, else none. An endpoint
     /// given as a path is on the target; its host is checked by the loopback guard.
     pub(super) fn source(&self, target: &str, s: &Scenario) -> anyhow::Result<OracleSource> {
@@ -184,6 +217,7 @@ pub(super) fn foreign(url: &str, oracle: &OracleArgs, s: &Scenario) -> anyhow::R
         host,
         allow_remote: oracle.allow_remote,
         mapping: s.mapping(),
+        settle: oracle.settle(s),
     })
 }
 

@@ -272,7 +272,7 @@ async fn read_only(pool: &AnyPool, sql: String) -> Result<Option<i64>, sqlx::Err
 }
 
 /// A number at a dot path of a JSON answer (an integer, or a string holding one).
-fn number_at(v: &serde_json::Value, path: &str) -> Option<i64> {
+pub(super) fn number_at(v: &serde_json::Value, path: &str) -> Option<i64> {
     let v = path.split('.').try_fold(v, |v, k| v.get(k))?;
     v.as_i64()
         .or_else(|| v.as_f64().filter(|f| f.fract() == 0.0).map(|f| f as i64))
@@ -403,6 +403,24 @@ impl Oracle {
                 orders: Some(q),
                 ..
             } => Ok(Some(q.read(pool).await?)),
+            _ => Ok(None),
+        }
+    }
+
+    /// The backlog `query` reads now (`--backlog-query`, on the oracle's database; `None`
+    /// without a SQL oracle, or a NULL).
+    pub async fn backlog(&self, query: &str) -> anyhow::Result<Option<i64>> {
+        match self {
+            Oracle::Sql {
+                pool, backend, url, ..
+            } => read_only(pool, scalar_sql(*backend, query, false))
+                .await
+                .map_err(|e| {
+                    anyhow::anyhow!(
+                        "--backlog-query `{query}` failed on {}: {e} (it must be one SELECT returning one number)",
+                        redact_url(url)
+                    )
+                }),
             _ => Ok(None),
         }
     }

@@ -82,7 +82,12 @@ impl Metric {
                 .max_stock_seen
                 .map(|s| (s - f.initial_stock).max(0) as f64)
                 .ok_or_else(|| "the database stock was not sampled during the run".to_string()),
-            Metric::NotSettled => Ok(if run.drain.drained { 0.0 } else { 1.0 }),
+            Metric::NotSettled => match &run.drain.settle {
+                Some(s) if s.state == super::SettleState::Unknown => Err(
+                    "could not tell whether the shop settled: no oracle and no backlog signal (--backlog-query or [target.settle] backlog)".to_string(),
+                ),
+                _ => Ok(if run.drain.drained { 0.0 } else { 1.0 }),
+            },
             Metric::NothingSold => Ok(if f.nothing_sold { 1.0 } else { 0.0 }),
             Metric::TurnedAwayBuyers => Ok(f.turned_away_buyers as f64),
             Metric::ClientOversell => f.client_oversell.map(|v| v as f64).ok_or_else(older),
@@ -164,7 +169,7 @@ impl Metric {
             }
             Metric::StockAboveInitial => "the probe's 1 s samples of the database stock",
             Metric::NotSettled => {
-                "the shop's audit (queue drained) or, for a foreign shop, its oracle settling"
+                "the shop's audit (queue drained) or, for a foreign shop, its oracle's reading unchanged for settle_s and its backlog signal at 0"
             }
             Metric::NothingSold => "clients' records: acknowledged orders, against the stock",
             Metric::TurnedAwayBuyers => "clients' records: people who tried and got no order",

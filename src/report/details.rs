@@ -114,10 +114,13 @@ pub fn facts(run: &RunReport) -> Vec<Fact> {
     if let Some(spread) = &run.shops {
         v.push(spread.line());
     }
-    v.push(format!(
-        "drained: {} after {} ms (limit {} ms)",
-        run.drain.drained, run.drain.waited_ms, run.drain.limit_ms
-    ));
+    v.push(match &run.drain.settle {
+        Some(s) => s.line(run.drain.waited_ms, run.drain.limit_ms),
+        None => format!(
+            "drained: {} after {} ms (limit {} ms)",
+            run.drain.drained, run.drain.waited_ms, run.drain.limit_ms
+        ),
+    });
     if let Some(d) = &run.decision {
         v.push(d.line());
     }

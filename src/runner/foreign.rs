@@ -3,8 +3,9 @@
 //! Nothing touches the shop until everything answers ([`crate::rehearsal::preflight`]: the
 //! loopback guard again, the target, the oracle). Then the sale is set up, the oracle is read
 //! once more (the baseline: this run's sold is counted from it), and the buyers are fired.
-//! After the last buyer, the run waits until the oracle's figures stop moving (the shop may
-//! write orders asynchronously), up to the drain limit, and audits the difference. Without an
+//! After the last buyer, the run settles ([`rehearsal::settle`]: the oracle's reading unchanged
+//! for the settle window and the shop's backlog at 0 where it can be read, up to the drain
+//! limit), and audits the difference. Without an
 //! oracle the verdict rests on the clients' evidence alone.
 
 use super::{
@@ -12,17 +13,11 @@ use super::{
 };
 use crate::oracle::Truth;
 use crate::probe::ProbeConfig;
-use crate::rehearsal::{self, Foreign, Oracle, OracleSource, Tally};
-use crate::report::{Drain, OracleKind, RunReport, Shop};
+use crate::rehearsal::{self, Foreign, Oracle, OracleSource};
+use crate::report::{OracleKind, RunReport, Shop};
 use crate::services::redact_url;
 use std::sync::Arc;
-use std::time::Duration;
 use tokio::time::Instant;
-
-/// Readings this far apart that agree mean the shop has settled.
-const SETTLE_STEP: Duration = Duration::from_millis(500);
-/// Consecutive agreeing readings needed.
-const SETTLE_READS: usize = 3;
 
 pub(super) async fn run(plan: &RunPlan, f: &Foreign, slot: &Slot) -> anyhow::Result<RunReport> {
     let s = &plan.scenario;
@@ -35,7 +30,7 @@ pub(super) async fn run(plan: &RunPlan, f: &Foreign, slot: &Slot) -> anyhow::Res
     let rows_before = oracle.rows().await?;
     let fired = fire_traffic(
         plan,
-        crate::traffic::target::Targets::one(target),
+        crate::traffic::target::Targets::one(target.clone()),
         ProbeConfig {
             database_url: f.oracle.database_url(),
             foreign_database: true,
@@ -49,11 +44,24 @@ pub(super) async fn run(plan: &RunPlan, f: &Foreign, slot: &Slot) -> anyhow::Res
         None,
     )
     .await?;
-    let settled = settle(&oracle, plan.drain_limit).await;
+    let settled = rehearsal::settle::settle(&oracle, &target, &f.settle, plan.drain_limit).await;
     let series = fired.probes.stop().await;
-    let (drain, after) = settled?;
-    let rows_after = oracle.rows().await?;
+    let rehearsal::settle::Settled {
+        drain,
+        tally: after,
+        rows: rows_after,
+    } = settled?;
     let mut view = f.oracle.view();
+    if !matches!(oracle, Oracle::None) && drain.settle.as_ref().is_some_and(|s| s.backlog.is_none())
+    {
+        let note =
+            "the shop gives no backlog signal (--backlog-query or [target.settle] backlog): \
+                    orders missing after settling may be late rather than lost";
+        view.warning = Some(match view.warning.take() {
+            Some(w) => format!("{w}; {note}"),
+            None => note.to_string(),
+        });
+    }
     let (before_reading, after_reading) = (before, after);
     let totals = match (before, after) {
         (Some(b), Some(a)) => {
@@ -132,26 +140,4 @@ fn rows_notes(rows: &crate::oracle::ForeignRows, sold_query: Option<i64>) -> Vec
         ));
     }
     notes
-}
-
-/// Reads the oracle until [`SETTLE_READS`] readings agree, up to `limit`; returns the last
-/// reading. Without an oracle there is nothing to wait for.
-async fn settle(oracle: &Oracle, limit: Duration) -> anyhow::Result<(Drain, Option<Tally>)> {
-    let start = Instant::now();
-    let mut last = oracle.read().await?;
-    let mut agreeing = 1;
-    while last.is_some() && agreeing < SETTLE_READS && start.elapsed() < limit {
-        tokio::time::sleep(SETTLE_STEP).await;
-        let now = oracle.read().await?;
-        agreeing = if now == last { agreeing + 1 } else { 1 };
-        last = now;
-    }
-    Ok((
-        Drain {
-            drained: last.is_none() || agreeing >= SETTLE_READS,
-            waited_ms: start.elapsed().as_millis() as u64,
-            limit_ms: limit.as_millis() as u64,
-        },
-        last,
-    ))
 }

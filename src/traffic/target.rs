@@ -284,6 +284,12 @@ impl Target {
         Some(self.request(t, None, None, None))
     }
 
+    /// The request that reads the shop's backlog (`[target.settle] backlog`), if any.
+    pub fn backlog_request(&self) -> Option<Prepared> {
+        let b = self.mapping.settle.as_ref()?.backlog.as_ref()?;
+        Some(self.request(&b.request, None, None, None))
+    }
+
     /// The full URL of a prepared request: the base URL plus its path, refused unless it names
     /// the base URL's own scheme, host and port.
     pub fn url(&self, p: &Prepared) -> Result<Url, String> {

@@ -364,6 +364,10 @@ async fn a_shop_that_refuses_every_order_tested_nothing_and_fails_even_unverifie
         "{r}"
     );
     assert_eq!(r["nothing_sold"], true, "{r}");
+    assert_eq!(
+        r["drain"]["settle"]["state"], "unknown",
+        "no oracle, no backlog: nothing could tell: {r}"
+    );
     assert_eq!(r["undersell"], 12, "12 units left, 40 people refused: {r}");
     assert!(
         r["verdict"]
@@ -527,4 +531,101 @@ async fn an_orders_query_with_the_wrong_columns_is_refused_naming_the_flag_and_t
         run.both()
     );
     assert_eq!(shop.tickets.load(Ordering::SeqCst), 0, "nothing was sent");
+}
+
+/// The scenario with the shop's backlog endpoint and a 1 s settle window.
+fn with_backlog(s: String) -> String {
+    format!(
+        "{s}\n[target.settle]\nsettle_s = 1\nbacklog = {{ method = \"GET\", path = \"/backlog\", field = \"queue.depth\" }}\n"
+    )
+}
+
+#[tokio::test]
+async fn a_run_waits_for_a_paused_writer_until_the_backlog_reads_zero() {
+    // Arrange: the writer holds every row for 8 s after the set-up, so the oracle's reading
+    // does not move while rows are queued: only the backlog says the shop is not done.
+    let (base, db, shop) = spawn_shop(Shape {
+        writer_paused: Duration::from_secs(8),
+        ..Shape::HONEST
+    })
+    .await;
+    let tmp = tempfile::tempdir().unwrap();
+    let file = scenario(tmp.path(), with_backlog);
+
+    // Act
+    let run = against(
+        "gate",
+        &base,
+        &file,
+        tmp.path(),
+        &[
+            "--oracle-sql",
+            &db,
+            "--orders-query",
+            ORDERS,
+            "--max-send-lag-ms",
+            "10000",
+        ],
+    )
+    .await;
+
+    // Assert: every confirmed order is found, because the run waited for the writer.
+    assert_eq!(run.code, 0, "{}", run.both());
+    assert_eq!(shop.backlog.load(Ordering::SeqCst), 0);
+    let r = &only_report(tmp.path())["runs"][0];
+    assert_eq!(r["lost_acks"], 0, "{r}");
+    assert_eq!(r["sold"], 12, "{r}");
+    let settle = &r["drain"]["settle"];
+    assert_eq!(settle["state"], "settled", "{settle}");
+    assert_eq!(settle["backlog_last"], 0, "{settle}");
+    assert_eq!(settle["window_ms"], 1000, "{settle}");
+    let md = std::fs::read_to_string(only_report_dir(tmp.path()).join("report.md")).unwrap();
+    assert!(
+        md.contains("settled after") && md.contains("and the backlog at 0"),
+        "{md}"
+    );
+}
+
+#[tokio::test]
+async fn a_backlog_that_never_empties_before_the_deadline_is_not_settled_and_fails() {
+    let (base, db, _shop) = spawn_shop(Shape {
+        writer_paused: Duration::from_secs(120),
+        ..Shape::HONEST
+    })
+    .await;
+    let tmp = tempfile::tempdir().unwrap();
+    let file = scenario(tmp.path(), with_backlog);
+
+    let run = against(
+        "gate",
+        &base,
+        &file,
+        tmp.path(),
+        &[
+            "--oracle-sql",
+            &db,
+            "--orders-query",
+            ORDERS,
+            "--drain-timeout-s",
+            "1",
+            "--max-send-lag-ms",
+            "10000",
+        ],
+    )
+    .await;
+
+    assert_eq!(run.code, 1, "{}", run.both());
+    assert!(
+        run.stdout
+            .lines()
+            .any(|l| l.contains("not_settled") && l.trim_end().ends_with("FAIL")),
+        "{}",
+        run.both()
+    );
+    let r = &only_report(tmp.path())["runs"][0];
+    let settle = &r["drain"]["settle"];
+    assert_eq!(settle["state"], "not_settled", "{settle}");
+    assert!(settle["backlog_last"].as_i64().unwrap() > 0, "{settle}");
+    let md = std::fs::read_to_string(only_report_dir(tmp.path()).join("report.md")).unwrap();
+    assert!(md.contains("NOT settled within 1000 ms"), "{md}");
 }

@@ -22,7 +22,8 @@ pub mod template;
 
 use super::recorder::Answer;
 pub use raw::{
-    MappingError, RawMapping, RawOracle, RawPoll, RawRequest, RawRule, MAX_POLL_WAIT_MS,
+    MappingError, RawBacklog, RawMapping, RawOracle, RawPoll, RawRequest, RawRule, RawSettle,
+    MAX_POLL_WAIT_MS, MAX_SETTLE_S,
 };
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -229,6 +230,22 @@ pub struct PollSpec {
     pub outcomes: Vec<OutcomeRule>,
 }
 
+/// `[target.settle]`: the settle window (`None`: `--settle-s` or the default) and the shop's
+/// backlog endpoint.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SettleSpec {
+    pub settle_s: Option<f64>,
+    pub backlog: Option<BacklogEndpoint>,
+}
+
+/// An endpoint on the target whose JSON answer holds the shop's backlog at `field`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BacklogEndpoint {
+    pub request: RequestTemplate,
+    /// Dot path of the backlog's size.
+    pub field: String,
+}
+
 /// The `[target]` table: a shop's API, parsed.
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(try_from = "RawMapping", into = "RawMapping")]
@@ -259,6 +276,8 @@ pub struct Mapping {
     /// Asynchronous orders: how a pending order's decision is asked for (required when a rule
     /// answers `pending`).
     pub poll: Option<PollSpec>,
+    /// After the last buyer: the settle window and the backlog signal.
+    pub settle: Option<SettleSpec>,
 }
 
 /// The default bound on unclassified answers: 1 % of all answers.
@@ -331,6 +350,7 @@ impl Default for Mapping {
             max_unclassified: None,
             oracle: None,
             poll: None,
+            settle: None,
         }
     }
 }
@@ -495,5 +515,32 @@ mod tests {
             ok.poll.unwrap().interval,
             std::time::Duration::from_millis(250)
         );
+    }
+
+    #[test]
+    fn the_settle_table_names_its_fields() {
+        let settle = |settle_s, path: &str, field: &str| {
+            let mut m = RawMapping::from(Mapping::default());
+            m.settle = Some(RawSettle {
+                settle_s,
+                backlog: Some(RawBacklog {
+                    method: "GET".into(),
+                    path: path.into(),
+                    field: field.into(),
+                }),
+            });
+            Mapping::try_from(m)
+        };
+        let ok = settle(Some(2.0), "/queue/{item_id}", "queue.depth").unwrap();
+        assert_eq!(ok.settle.as_ref().unwrap().settle_s, Some(2.0));
+        assert_eq!(Mapping::try_from(RawMapping::from(ok.clone())), Ok(ok));
+        let e = settle(Some(0.0), "/q", "n").unwrap_err().to_string();
+        assert!(e.contains("target.settle.settle_s"), "{e}");
+        let e = settle(None, "/q/{user_id}", "n").unwrap_err().to_string();
+        assert!(e.contains("target.settle.backlog.path"), "{e}");
+        let e = settle(None, "/q", "a..b").unwrap_err().to_string();
+        assert!(e.contains("target.settle.backlog.field"), "{e}");
+        let e = settle(None, "http://x/q", "n").unwrap_err().to_string();
+        assert!(e.contains("target.settle.backlog.path"), "{e}");
     }
 }

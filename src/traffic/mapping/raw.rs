@@ -5,8 +5,8 @@
 
 use super::template::{self, Placeholder};
 use super::{
-    FieldMatch, Mapping, Method, OracleFields, OracleSpec, Outcome, OutcomeRule, PollSpec,
-    RequestTemplate, StatusPattern,
+    BacklogEndpoint, FieldMatch, Mapping, Method, OracleFields, OracleSpec, Outcome, OutcomeRule,
+    PollSpec, RequestTemplate, SettleSpec, StatusPattern,
 };
 use crate::traffic::recorder::Answer;
 use serde::{Deserialize, Serialize};
@@ -86,6 +86,32 @@ pub(super) fn poll_max_wait_ms() -> u64 {
 /// The longest `target.poll.max_wait_ms` allowed: ten minutes.
 pub const MAX_POLL_WAIT_MS: u64 = 600_000;
 
+/// `[target.settle]` as written: how long the oracle must read unchanged after the last
+/// buyer, and the shop's backlog endpoint.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RawSettle {
+    /// Seconds the oracle's reading must stay unchanged (default 3; `--settle-s` overrides).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settle_s: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backlog: Option<RawBacklog>,
+}
+
+/// `[target.settle] backlog` as written: an endpoint on the target whose JSON answer holds the
+/// shop's backlog (orders accepted and not yet written) at a dot path; 0 means nothing waits.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RawBacklog {
+    pub method: String,
+    pub path: String,
+    /// Dot path of the backlog's size, e.g. "queue.depth".
+    pub field: String,
+}
+
+/// The longest settle window allowed, in seconds.
+pub const MAX_SETTLE_S: f64 = 600.0;
+
 /// The `[target]` table as written.
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -115,6 +141,9 @@ pub struct RawMapping {
     /// Asynchronous orders: how to ask for a pending order's decision.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub poll: Option<RawPoll>,
+    /// After the last buyer: the settle window and the shop's backlog signal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settle: Option<RawSettle>,
 }
 
 pub(super) fn forwarded_for() -> String {
@@ -209,6 +238,17 @@ pub enum MappingError {
          interval_ms at most max_wait_ms (got {got})"
     )]
     PollTiming { field: &'static str, got: u64 },
+    #[error("field `target.settle.settle_s` must be seconds above 0 and at most {MAX_SETTLE_S} (got {got})")]
+    SettleWindow { got: f64 },
+    #[error(
+        "field `target.settle.backlog.{part}` names {{{name}}}, which only a buyer's request has \
+         (the backlog is read for the whole sale)"
+    )]
+    BacklogPlaceholder { part: &'static str, name: String },
+    #[error(
+        "field `target.settle.backlog.field` must be a dot path like \"queue.depth\" (got {got:?})"
+    )]
+    BacklogField { got: String },
 }
 
 fn methods() -> String {
@@ -257,6 +297,12 @@ impl RawRequest {
             for p in used {
                 if action == "setup" && p.is_buyer() {
                     return Err(MappingError::BuyerPlaceholder {
+                        part,
+                        name: p.name().into(),
+                    });
+                }
+                if action == "settle.backlog" && p.is_buyer() {
+                    return Err(MappingError::BacklogPlaceholder {
                         part,
                         name: p.name().into(),
                     });
@@ -384,6 +430,36 @@ impl RawPoll {
     }
 }
 
+impl RawSettle {
+    fn parse(self) -> Result<SettleSpec, MappingError> {
+        if let Some(got) = self.settle_s.filter(|s| !(*s > 0.0 && *s <= MAX_SETTLE_S)) {
+            return Err(MappingError::SettleWindow { got });
+        }
+        let backlog = match self.backlog {
+            None => None,
+            Some(b) => {
+                let request = RawRequest {
+                    method: b.method,
+                    path: b.path,
+                    body: None,
+                }
+                .parse("settle.backlog", false)?;
+                if !dot_path(&b.field) {
+                    return Err(MappingError::BacklogField { got: b.field });
+                }
+                Some(BacklogEndpoint {
+                    request,
+                    field: b.field,
+                })
+            }
+        };
+        Ok(SettleSpec {
+            settle_s: self.settle_s,
+            backlog,
+        })
+    }
+}
+
 impl TryFrom<RawMapping> for Mapping {
     type Error = MappingError;
 
@@ -433,6 +509,7 @@ impl TryFrom<RawMapping> for Mapping {
             max_unclassified: raw.max_unclassified,
             oracle: raw.oracle.map(RawOracle::parse).transpose()?,
             poll,
+            settle: raw.settle.map(RawSettle::parse).transpose()?,
         })
     }
 }
@@ -491,6 +568,14 @@ impl From<Mapping> for RawMapping {
                 interval_ms: p.interval.as_millis() as u64,
                 max_wait_ms: p.max_wait.as_millis() as u64,
                 outcomes: p.outcomes.into_iter().map(Into::into).collect(),
+            }),
+            settle: m.settle.map(|st| RawSettle {
+                settle_s: st.settle_s,
+                backlog: st.backlog.map(|b| RawBacklog {
+                    method: b.request.method.as_str().into(),
+                    path: b.request.path,
+                    field: b.field,
+                }),
             }),
         }
     }
