@@ -52,15 +52,13 @@ pub(super) async fn run(plan: &RunPlan, f: &Foreign, slot: &Slot) -> anyhow::Res
         rows: rows_after,
     } = settled?;
     let mut view = f.oracle.view();
-    if !matches!(oracle, Oracle::None) && drain.settle.as_ref().is_some_and(|s| s.backlog.is_none())
-    {
-        let note =
-            "the shop gives no backlog signal (--backlog-query or [target.settle] backlog): \
-                    orders missing after settling may be late rather than lost";
-        view.warning = Some(match view.warning.take() {
-            Some(w) => format!("{w}; {note}"),
-            None => note.to_string(),
-        });
+    if let Some(st) = &drain.settle {
+        for note in settle_notes(st, drain.limit_ms, !matches!(oracle, Oracle::None)) {
+            view.warning = Some(match view.warning.take() {
+                Some(w) => format!("{w}; {note}"),
+                None => note,
+            });
+        }
     }
     let (before_reading, after_reading) = (before, after);
     let totals = match (before, after) {
@@ -138,6 +136,34 @@ fn rows_notes(rows: &crate::oracle::ForeignRows, sold_query: Option<i64>) -> Vec
         notes.push(format!(
             "--sold-query counts {sold} sold, this run's order rows hold {held}: the verdict uses the rows"
         ));
+    }
+    notes
+}
+
+/// What the verdict must say about settling: a shop that did not settle, one whose settling
+/// nothing could tell, and (with an oracle) one that gives no backlog signal.
+fn settle_notes(s: &crate::report::Settling, limit_ms: u64, has_oracle: bool) -> Vec<String> {
+    use crate::report::SettleState;
+    let mut notes = Vec::new();
+    match s.state {
+        SettleState::Settled => {}
+        SettleState::NotSettled => notes.push(format!(
+            "the shop had not settled within {limit_ms} ms{}: these figures are of an unsettled state",
+            match s.backlog_last {
+                Some(n) if n > 0 && s.backlog.is_some() => format!(" (its backlog last read {n})"),
+                _ => String::new(),
+            }
+        )),
+        SettleState::Unknown => notes.push(
+            "nothing could tell whether the shop had settled (no oracle, no backlog signal)".into(),
+        ),
+    }
+    if has_oracle && s.backlog.is_none() {
+        notes.push(
+            "the shop gives no backlog signal (--backlog-query or [target.settle] backlog): \
+             orders missing after settling may be late rather than lost"
+                .into(),
+        );
     }
     notes
 }

@@ -560,49 +560,4 @@ mod tests {
             "an empty header name sends none"
         );
     }
-
-    #[test]
-    fn polls_are_read_by_their_own_rules_and_pending_orders_carry_their_ticket() {
-        use crate::traffic::mapping::{RawMapping, RawPoll, RawRule};
-        let mut raw = RawMapping::from(Mapping::default());
-        raw.outcomes.insert(
-            0,
-            RawRule {
-                status: vec!["202".into()],
-                field: None,
-                equals: None,
-                outcome: "pending".into(),
-            },
-        );
-        raw.poll = Some(RawPoll {
-            method: "GET".into(),
-            path: "/tickets/{order_id}".into(),
-            body: None,
-            interval_ms: 100,
-            max_wait_ms: 1000,
-            outcomes: vec![RawRule {
-                status: vec!["200".into()],
-                field: Some("state".into()),
-                equals: Some("done".into()),
-                outcome: "created".into(),
-            }],
-        });
-        let mut t = target();
-        t.mapping = Mapping::try_from(raw).unwrap();
-        let c = t.classify(Kind::Order, 202, r#"{"order_id": "t-1"}"#);
-        assert_eq!(
-            (c.answer, c.order_id.as_deref()),
-            (Answer::Pending, Some("t-1"))
-        );
-        let c = t.classify(Kind::Poll, 200, r#"{"state": "done"}"#);
-        assert_eq!((c.answer, c.why), (Answer::Created, Why::Rule(0)));
-        let c = t.classify(Kind::Poll, 200, r#"{"state": "queued"}"#);
-        assert_eq!((c.answer, c.why), (Answer::Unclassified, Why::NoRule));
-        assert_eq!(
-            t.classify(Kind::Order, 401, "").answer,
-            Answer::Invalid,
-            "a rule reads it"
-        );
-        assert_eq!(t.classify(Kind::Poll, 403, "").answer, Answer::Unauthorized);
-    }
 }

@@ -7,7 +7,9 @@
 //! `{"user": "{user_id}"}`), and nothing inserted is expanded again.
 //!
 //! - `raw`: the table as written (strings, unknown fields rejected), the checks that turn it
-//!   into a [`Mapping`], and [`MappingError`], which names the field at fault. Serde goes
+//!   into a [`Mapping`], and [`MappingError`], which names the field at fault; `raw/asynchronous`
+//!   the asynchronous parts: `[target.poll]` (a `pending` order's decision, [`PollSpec`]) and
+//!   `[target.settle]` (the settle window and the backlog endpoint, [`SettleSpec`]). Serde goes
 //!   through the raw form both ways, so a mapping echoed into a report reads back the same.
 //! - [`template`]: placeholders, found when the file is read and expanded when a request is
 //!   built.

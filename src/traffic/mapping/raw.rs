@@ -5,12 +5,14 @@
 
 use super::template::{self, Placeholder};
 use super::{
-    BacklogEndpoint, FieldMatch, Mapping, Method, OracleFields, OracleSpec, Outcome, OutcomeRule,
-    PollSpec, RequestTemplate, SettleSpec, StatusPattern,
+    FieldMatch, Mapping, Method, OracleFields, OracleSpec, Outcome, OutcomeRule, RequestTemplate,
+    StatusPattern,
 };
-use crate::traffic::recorder::Answer;
 use serde::{Deserialize, Serialize};
-use std::time::Duration;
+
+mod asynchronous;
+use asynchronous::outcomes_pending;
+pub use asynchronous::{RawBacklog, RawPoll, RawSettle, MAX_POLL_WAIT_MS, MAX_SETTLE_S};
 
 /// One action's request as written.
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
@@ -51,66 +53,6 @@ pub struct RawOracle {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stock_field: Option<String>,
 }
-
-/// `[target.poll]` as written: the request that asks for a pending order's decision.
-#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct RawPoll {
-    /// GET, POST, PUT, PATCH or DELETE.
-    pub method: String,
-    /// A path on the target; may name `{order_id}` (read from the pending answer).
-    pub path: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub body: Option<String>,
-    /// Milliseconds between a poll's answer and the next poll (default 250).
-    #[serde(default = "poll_interval_ms")]
-    pub interval_ms: u64,
-    /// Milliseconds after the pending answer the order may take to be decided (default
-    /// 30000); then it is `undecided` (indeterminate).
-    #[serde(default = "poll_max_wait_ms")]
-    pub max_wait_ms: u64,
-    /// How a poll's answer is read: `pending` (ask again) or the decision.
-    pub outcomes: Vec<RawRule>,
-}
-
-/// `target.poll.interval_ms`'s default.
-pub(super) fn poll_interval_ms() -> u64 {
-    250
-}
-
-/// `target.poll.max_wait_ms`'s default.
-pub(super) fn poll_max_wait_ms() -> u64 {
-    30_000
-}
-
-/// The longest `target.poll.max_wait_ms` allowed: ten minutes.
-pub const MAX_POLL_WAIT_MS: u64 = 600_000;
-
-/// `[target.settle]` as written: how long the oracle must read unchanged after the last
-/// buyer, and the shop's backlog endpoint.
-#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct RawSettle {
-    /// Seconds the oracle's reading must stay unchanged (default 3; `--settle-s` overrides).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub settle_s: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub backlog: Option<RawBacklog>,
-}
-
-/// `[target.settle] backlog` as written: an endpoint on the target whose JSON answer holds the
-/// shop's backlog (orders accepted and not yet written) at a dot path; 0 means nothing waits.
-#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct RawBacklog {
-    pub method: String,
-    pub path: String,
-    /// Dot path of the backlog's size, e.g. "queue.depth".
-    pub field: String,
-}
-
-/// The longest settle window allowed, in seconds.
-pub const MAX_SETTLE_S: f64 = 600.0;
 
 /// The `[target]` table as written.
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
@@ -380,86 +322,6 @@ impl RawOracle {
     }
 }
 
-impl RawPoll {
-    /// The typed poll step. `with_ids`: whether the mapping names an order id field.
-    fn parse(self, with_ids: bool) -> Result<PollSpec, MappingError> {
-        let request = RawRequest {
-            method: self.method,
-            path: self.path,
-            body: self.body,
-        }
-        .parse("poll", with_ids)?;
-        let within = |v: u64| (1..=MAX_POLL_WAIT_MS).contains(&v);
-        if !within(self.max_wait_ms) {
-            return Err(MappingError::PollTiming {
-                field: "max_wait_ms",
-                got: self.max_wait_ms,
-            });
-        }
-        if !within(self.interval_ms) || self.interval_ms > self.max_wait_ms {
-            return Err(MappingError::PollTiming {
-                field: "interval_ms",
-                got: self.interval_ms,
-            });
-        }
-        let outcomes: Vec<OutcomeRule> = self
-            .outcomes
-            .into_iter()
-            .enumerate()
-            .map(|(i, r)| {
-                r.parse(i).map_err(|e| {
-                    MappingError::PollRule(
-                        e.to_string()
-                            .replace("`target.outcomes[", "`target.poll.outcomes["),
-                    )
-                })
-            })
-            .collect::<Result<_, _>>()?;
-        if outcomes
-            .iter()
-            .all(|r| r.outcome.answer() == Answer::Pending)
-        {
-            return Err(MappingError::PollNeverDecides);
-        }
-        Ok(PollSpec {
-            request,
-            interval: Duration::from_millis(self.interval_ms),
-            max_wait: Duration::from_millis(self.max_wait_ms),
-            outcomes,
-        })
-    }
-}
-
-impl RawSettle {
-    fn parse(self) -> Result<SettleSpec, MappingError> {
-        if let Some(got) = self.settle_s.filter(|s| !(*s > 0.0 && *s <= MAX_SETTLE_S)) {
-            return Err(MappingError::SettleWindow { got });
-        }
-        let backlog = match self.backlog {
-            None => None,
-            Some(b) => {
-                let request = RawRequest {
-                    method: b.method,
-                    path: b.path,
-                    body: None,
-                }
-                .parse("settle.backlog", false)?;
-                if !dot_path(&b.field) {
-                    return Err(MappingError::BacklogField { got: b.field });
-                }
-                Some(BacklogEndpoint {
-                    request,
-                    field: b.field,
-                })
-            }
-        };
-        Ok(SettleSpec {
-            settle_s: self.settle_s,
-            backlog,
-        })
-    }
-}
-
 impl TryFrom<RawMapping> for Mapping {
     type Error = MappingError;
 
@@ -512,13 +374,6 @@ impl TryFrom<RawMapping> for Mapping {
             settle: raw.settle.map(RawSettle::parse).transpose()?,
         })
     }
-}
-
-/// The first rule that answers `pending`, if any.
-fn outcomes_pending(outcomes: &[OutcomeRule]) -> Option<usize> {
-    outcomes
-        .iter()
-        .position(|r| r.outcome.answer() == Answer::Pending)
 }
 
 impl From<RequestTemplate> for RawRequest {

@@ -8,191 +8,14 @@
 //! never written), pause the writer (the backlog endpoint counts the rows waiting), or refuse
 //! every order with 401.
 
+mod shop;
+
 use crate::helpers::*;
-use axum::extract::{Path, State};
-use axum::http::StatusCode;
-use axum::routing::{get, post};
-use axum::{Json, Router};
-use oversell::store::Backend;
-use serde_json::{json, Value};
-use sqlx::PgPool;
-use std::collections::{BTreeSet, HashMap};
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use serde_json::Value;
+use shop::{spawn_shop, Drop, Shape};
+use std::collections::BTreeSet;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
-use tokio::sync::mpsc;
-
-/// Which orders the stand-in drops after telling the client "confirmed".
-#[derive(Clone, Copy, PartialEq)]
-enum Drop {
-    None,
-    /// Every n-th confirmed order.
-    Every(u64),
-    /// Only the n-th confirmed order.
-    Only(u64),
-}
-
-#[derive(Clone, Copy)]
-struct Shape {
-    drop: Drop,
-    /// The writer holds every row this long after the sale is set up.
-    writer_paused: Duration,
-    /// Every order is answered 401.
-    unauthorized: bool,
-}
-
-impl Shape {
-    const HONEST: Shape = Shape {
-        drop: Drop::None,
-        writer_paused: Duration::ZERO,
-        unauthorized: false,
-    };
-}
-
-#[derive(Clone)]
-struct Shop {
-    shape: Shape,
-    stock: Arc<AtomicI64>,
-    tickets: Arc<AtomicU64>,
-    confirmed: Arc<AtomicU64>,
-    /// Ticket → "queued", "confirmed" or "sold_out".
-    status: Arc<Mutex<HashMap<String, &'static str>>>,
-    /// Tickets confirmed to the client whose row was never written.
-    dropped: Arc<Mutex<BTreeSet<String>>>,
-    /// Rows decided and not written yet.
-    backlog: Arc<AtomicI64>,
-    writes: mpsc::UnboundedSender<(String, String)>,
-    /// When the writer may write (the set-up moves it).
-    writer_from: Arc<Mutex<tokio::time::Instant>>,
-}
-
-async fn reset(State(s): State<Shop>, Json(b): Json<Value>) -> StatusCode {
-    s.stock
-        .store(b["stock"].as_i64().unwrap_or(0), Ordering::SeqCst);
-    *s.writer_from.lock().unwrap() = tokio::time::Instant::now() + s.shape.writer_paused;
-    StatusCode::OK
-}
-
-async fn order(State(s): State<Shop>, Json(b): Json<Value>) -> (StatusCode, Json<Value>) {
-    if s.shape.unauthorized {
-        return (
-            StatusCode::UNAUTHORIZED,
-            Json(json!({"error": "login first"})),
-        );
-    }
-    let n = s.tickets.fetch_add(1, Ordering::SeqCst);
-    let ticket = format!("t-{n}");
-    let user = b["user"].as_str().unwrap_or_default().to_string();
-    s.status.lock().unwrap().insert(ticket.clone(), "queued");
-    let shop = s.clone();
-    let t = ticket.clone();
-    tokio::spawn(async move {
-        // Decided 0.5–2 s after it was accepted.
-        tokio::time::sleep(Duration::from_millis(500 + (n * 389) % 1500)).await;
-        let bought = shop
-            .stock
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |v| {
-                (v > 0).then(|| v - 1)
-            })
-            .is_ok();
-        if !bought {
-            shop.status.lock().unwrap().insert(t, "sold_out");
-            return;
-        }
-        let k = shop.confirmed.fetch_add(1, Ordering::SeqCst) + 1;
-        let lose = match shop.shape.drop {
-            Drop::None => false,
-            Drop::Every(e) => k % e == 0,
-            Drop::Only(o) => k == o,
-        };
-        if lose {
-            shop.dropped.lock().unwrap().insert(t.clone());
-        } else {
-            shop.backlog.fetch_add(1, Ordering::SeqCst);
-            let _ = shop.writes.send((t.clone(), user));
-        }
-        shop.status.lock().unwrap().insert(t, "confirmed");
-    });
-    (StatusCode::ACCEPTED, Json(json!({"ticket": ticket})))
-}
-
-async fn poll(State(s): State<Shop>, Path(ticket): Path<String>) -> (StatusCode, Json<Value>) {
-    match s.status.lock().unwrap().get(&ticket) {
-        Some(st) => (StatusCode::OK, Json(json!({"state": st}))),
-        None => (
-            StatusCode::NOT_FOUND,
-            Json(json!({"error": "no such ticket"})),
-        ),
-    }
-}
-
-async fn backlog(State(s): State<Shop>) -> Json<Value> {
-    Json(json!({"queue": {"depth": s.backlog.load(Ordering::SeqCst)}}))
-}
-
-/// Writes decided rows, one at a time, once the pause is over.
-async fn writer(db: PgPool, shop: Shop, mut rows: mpsc::UnboundedReceiver<(String, String)>) {
-    while let Some((ticket, user)) = rows.recv().await {
-        let from = *shop.writer_from.lock().unwrap();
-        tokio::time::sleep_until(from).await;
-        sqlx::query(
-            "INSERT INTO shop_orders (order_id, user_id, qty, status) VALUES ($1, $2, 1, 'confirmed')",
-        )
-        .bind(&ticket)
-        .bind(&user)
-        .execute(&db)
-        .await
-        .expect("the writer writes");
-        shop.backlog.fetch_sub(1, Ordering::SeqCst);
-    }
-}
-
-/// The stand-in on 127.0.0.1:0 with a fresh database: its base URL, database URL and state.
-async fn spawn_shop(shape: Shape) -> (String, String, Shop) {
-    use sqlx::migrate::MigrateDatabase;
-    let url = fresh_db_url(Backend::Postgres);
-    sqlx::Postgres::create_database(&url).await.unwrap();
-    let db = sqlx::postgres::PgPoolOptions::new()
-        .max_connections(4)
-        .connect(&url)
-        .await
-        .unwrap();
-    sqlx::query(
-        "CREATE TABLE shop_orders (order_id TEXT PRIMARY KEY, user_id TEXT NOT NULL, \
-         qty INT NOT NULL, status TEXT NOT NULL)",
-    )
-    .execute(&db)
-    .await
-    .unwrap();
-    // An order of an earlier sale: present before this run, never this run's.
-    sqlx::query("INSERT INTO shop_orders VALUES ('old-1', 'someone', 1, 'confirmed')")
-        .execute(&db)
-        .await
-        .unwrap();
-    let (tx, rx) = mpsc::unbounded_channel();
-    let shop = Shop {
-        shape,
-        stock: Arc::default(),
-        tickets: Arc::default(),
-        confirmed: Arc::default(),
-        status: Arc::default(),
-        dropped: Arc::default(),
-        backlog: Arc::default(),
-        writes: tx,
-        writer_from: Arc::new(Mutex::new(tokio::time::Instant::now())),
-    };
-    tokio::spawn(writer(db, shop.clone(), rx));
-    let app = Router::new()
-        .route("/sale", post(reset))
-        .route("/orders", post(order))
-        .route("/orders/{ticket}", get(poll))
-        .route("/backlog", get(backlog))
-        .with_state(shop.clone());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    (base, url, shop)
-}
 
 /// 40 buyers for 12 units; every order is accepted with a ticket and decided later.
 const SCENARIO: &str = r#"
@@ -628,4 +451,137 @@ async fn a_backlog_that_never_empties_before_the_deadline_is_not_settled_and_fai
     assert!(settle["backlog_last"].as_i64().unwrap() > 0, "{settle}");
     let md = std::fs::read_to_string(only_report_dir(tmp.path()).join("report.md")).unwrap();
     assert!(md.contains("NOT settled within 1000 ms"), "{md}");
+    assert!(
+        r["verdict"]
+            .as_str()
+            .unwrap()
+            .contains("the shop had not settled within 1000 ms (its backlog last read"),
+        "the verdict says its state never settled: {r}"
+    );
+}
+
+#[tokio::test]
+async fn without_a_backlog_signal_the_report_says_missing_orders_may_be_late() {
+    // The writer is paused and nothing says so: the rows stop moving, the run settles, and the
+    // confirmed orders are missing. The report must not pretend they are surely lost.
+    let (base, db, shop) = spawn_shop(Shape {
+        writer_paused: Duration::from_secs(60),
+        ..Shape::HONEST
+    })
+    .await;
+    let tmp = tempfile::tempdir().unwrap();
+    let file = scenario(tmp.path(), |s| s);
+
+    let run = against(
+        "gate",
+        &base,
+        &file,
+        tmp.path(),
+        &[
+            "--oracle-sql",
+            &db,
+            "--orders-query",
+            ORDERS,
+            "--settle-s",
+            "1",
+            "--max-send-lag-ms",
+            "10000",
+        ],
+    )
+    .await;
+
+    assert_eq!(run.code, 1, "{}", run.both());
+    let r = &only_report(tmp.path())["runs"][0];
+    assert_eq!(r["lost_acks"], 12, "{r}");
+    assert!(
+        shop.backlog.load(Ordering::SeqCst) > 0,
+        "still queued in the shop"
+    );
+    assert!(
+        r["verdict"]
+            .as_str()
+            .unwrap()
+            .contains("orders missing after settling may be late rather than lost"),
+        "{r}"
+    );
+}
+
+#[tokio::test]
+async fn a_backlog_query_on_the_shops_database_holds_the_verdict_until_the_outbox_is_empty() {
+    let (base, db, _shop) = spawn_shop(Shape {
+        writer_paused: Duration::from_secs(8),
+        ..Shape::HONEST
+    })
+    .await;
+    let tmp = tempfile::tempdir().unwrap();
+    let file = scenario(tmp.path(), |s| s);
+
+    let run = against(
+        "gate",
+        &base,
+        &file,
+        tmp.path(),
+        &[
+            "--oracle-sql",
+            &db,
+            "--orders-query",
+            ORDERS,
+            "--backlog-query",
+            "SELECT count(*) FROM shop_outbox",
+            "--settle-s",
+            "1",
+            "--max-send-lag-ms",
+            "10000",
+        ],
+    )
+    .await;
+
+    assert_eq!(run.code, 0, "{}", run.both());
+    let r = &only_report(tmp.path())["runs"][0];
+    assert_eq!(r["lost_acks"], 0, "{r}");
+    let settle = &r["drain"]["settle"];
+    assert_eq!(settle["state"], "settled", "{settle}");
+    assert_eq!(settle["backlog_last"], 0, "{settle}");
+    assert!(
+        settle["backlog"]
+            .as_str()
+            .unwrap()
+            .contains("--backlog-query"),
+        "{settle}"
+    );
+}
+
+#[tokio::test]
+async fn an_order_never_decided_within_max_wait_is_undecided_and_indeterminate() {
+    let (base, _db, _shop) = spawn_shop(Shape {
+        never_decides: true,
+        ..Shape::HONEST
+    })
+    .await;
+    let tmp = tempfile::tempdir().unwrap();
+    let file = scenario(tmp.path(), |s| {
+        s.replace("interval_ms = 200", "interval_ms = 200\nmax_wait_ms = 700")
+    });
+
+    let run = against(
+        "attack",
+        &base,
+        &file,
+        tmp.path(),
+        &["--max-send-lag-ms", "10000"],
+    )
+    .await;
+
+    assert_eq!(run.code, 0, "{}", run.both());
+    let r = &only_report(tmp.path())["runs"][0];
+    let d = &r["decision"];
+    assert_eq!(
+        (d["pending"].as_u64(), d["undecided"].as_u64()),
+        (Some(40), Some(40)),
+        "{d}"
+    );
+    assert_eq!(r["requests"]["order"]["outcomes"]["undecided"], 40, "{r}");
+    assert_eq!(r["indeterminate"], 40, "{r}");
+    assert_eq!(r["acknowledged"], 0, "{r}");
+    assert_eq!(r["nothing_sold"], true, "nothing was acknowledged: {r}");
 }
