@@ -11,9 +11,9 @@
 use super::{
     control_client, finish, fire_traffic, setup_sale, target_for, RunPlan, ServerSide, Slot,
 };
-use crate::oracle::Truth;
+use crate::oracle::{OracleView, Truth};
 use crate::probe::ProbeConfig;
-use crate::rehearsal::{self, Foreign, Oracle, OracleSource};
+use crate::rehearsal::{self, Foreign, Oracle, OracleSource, Row, Tally};
 use crate::report::{OracleKind, RunReport, Shop};
 use crate::services::redact_url;
 use std::sync::Arc;
@@ -53,48 +53,18 @@ pub(super) async fn run(plan: &RunPlan, f: &Foreign, slot: &Slot) -> anyhow::Res
     } = settled?;
     let mut view = f.oracle.view();
     if let Some(st) = &drain.settle {
-        for note in settle_notes(st, drain.limit_ms, !matches!(oracle, Oracle::None)) {
-            view.warning = Some(match view.warning.take() {
-                Some(w) => format!("{w}; {note}"),
-                None => note,
-            });
-        }
+        warn(
+            &mut view,
+            settle_notes(st, drain.limit_ms, !matches!(oracle, Oracle::None)),
+        );
     }
-    let (before_reading, after_reading) = (before, after);
-    let totals = match (before, after) {
-        (Some(b), Some(a)) => {
-            let notes = rehearsal::baseline_notes(b, s.item.stock);
-            if !notes.is_empty() {
-                let all = view.warning.take().into_iter().chain(notes);
-                view.warning = Some(all.collect::<Vec<_>>().join("; "));
-            }
-            rehearsal::run_totals(b, a)
-        }
-        _ => None,
-    };
-    let truth = match (oracle.orders_query(), rows_before, rows_after) {
-        (Some(q), Some(before), Some(after)) => {
-            let stock = after_reading.and_then(|a| a.stock);
-            let rows = q.this_run(&before, after, stock);
-            let by_query = match (before_reading, after_reading) {
-                (Some(b), Some(a)) => a.sold.map(|s| s - b.sold.unwrap_or(0)),
-                _ => None,
-            };
-            let notes = rows_notes(&rows, by_query);
-            if !notes.is_empty() {
-                let all = view.warning.take().into_iter().chain(notes);
-                view.warning = Some(all.collect::<Vec<_>>().join("; "));
-            }
-            Truth::Rows(rows)
-        }
-        _ => match totals {
-            Some(t) => Truth::Totals {
-                sold: t.sold,
-                stock: t.stock,
-            },
-            None => Truth::Unverified,
-        },
-    };
+    let (truth, notes) = truth(
+        &oracle,
+        s.item.stock,
+        (before, rows_before),
+        (after, rows_after),
+    );
+    warn(&mut view, notes);
     let server = ServerSide {
         truth,
         oracle: view,
@@ -114,6 +84,49 @@ pub(super) async fn run(plan: &RunPlan, f: &Foreign, slot: &Slot) -> anyhow::Res
         },
     };
     Ok(finish(plan, shop, fired.traffic, series, drain, server))
+}
+
+/// Adds `notes` to the oracle's caveat (the verdict repeats it).
+fn warn(view: &mut OracleView, notes: Vec<String>) {
+    let all: Vec<String> = view.warning.take().into_iter().chain(notes).collect();
+    view.warning = (!all.is_empty()).then(|| all.join("; "));
+}
+
+/// One reading of the oracle: its totals and, with `--orders-query`, its order rows.
+type Reading = (Option<Tally>, Option<Vec<Row>>);
+
+/// The server-side truth from the reading before the sale and the one it settled on: this run's
+/// order rows (`--orders-query`), else this run's totals, else none; and what the report must
+/// say about the readings.
+fn truth(oracle: &Oracle, initial: i64, before: Reading, after: Reading) -> (Truth, Vec<String>) {
+    let ((tally_before, rows_before), (tally_after, rows_after)) = (before, after);
+    let mut notes = Vec::new();
+    let totals = match (tally_before, tally_after) {
+        (Some(b), Some(a)) => {
+            notes.extend(rehearsal::baseline_notes(b, initial));
+            rehearsal::run_totals(b, a)
+        }
+        _ => None,
+    };
+    let truth = match (oracle.orders_query(), rows_before, rows_after) {
+        (Some(q), Some(before), Some(after)) => {
+            let rows = q.this_run(&before, after, tally_after.and_then(|a| a.stock));
+            let by_query = match (tally_before, tally_after) {
+                (Some(b), Some(a)) => a.sold.map(|s| s - b.sold.unwrap_or(0)),
+                _ => None,
+            };
+            notes.extend(rows_notes(&rows, by_query));
+            Truth::Rows(rows)
+        }
+        _ => match totals {
+            Some(t) => Truth::Totals {
+                sold: t.sold,
+                stock: t.stock,
+            },
+            None => Truth::Unverified,
+        },
+    };
+    (truth, notes)
 }
 
 /// What the order rows say beside the totals: rows present before the sale, and a sold query
