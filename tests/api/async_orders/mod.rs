@@ -234,3 +234,23 @@ async fn an_order_never_decided_within_max_wait_is_undecided_and_indeterminate()
     assert_eq!(r["acknowledged"], 0, "{r}");
     assert_eq!(r["nothing_sold"], true, "nothing was acknowledged: {r}");
 }
+
+#[test]
+fn the_worked_mapping_of_the_docs_reads_as_a_scenario() {
+    let doc = std::fs::read_to_string("docs/rehearsal-async.md").unwrap();
+    let start = doc.find("```toml\n").unwrap() + "```toml\n".len();
+    let mapping = &doc[start..start + doc[start..].find("```").unwrap()];
+    let head = &SCENARIO[..SCENARIO.find("[after_order]").unwrap()];
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("doc.toml");
+    std::fs::write(&file, format!("{head}{mapping}")).unwrap();
+
+    let s = oversell::traffic::Scenario::load(&file).unwrap();
+
+    let m = s.mapping();
+    let poll = m.poll.expect("[target.poll]");
+    assert_eq!(poll.interval, std::time::Duration::from_millis(200));
+    let settle = m.settle.expect("[target.settle]");
+    assert_eq!(settle.settle_s, Some(1.0));
+    assert_eq!(settle.backlog.unwrap().field, "queue.depth");
+}
