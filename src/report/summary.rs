@@ -63,6 +63,9 @@ pub struct DecisionSummary {
     pub decided: u64,
     /// Not decided within `target.poll.max_wait_ms`: indeterminate.
     pub undecided: u64,
+    /// Pending answers without the order id the poll request needs (never polled, undecided).
+    #[serde(default)]
+    pub without_id: u64,
     /// Acceptance to decision, decided orders only.
     pub latency: LatencySummary,
 }
@@ -74,6 +77,7 @@ impl DecisionSummary {
             pending: d.pending,
             decided: d.decided,
             undecided: d.undecided,
+            without_id: d.without_id,
             latency: d.latency.as_ref().map_or_else(
                 || LatencySummary::of(&Histogram::new(3).expect("valid")),
                 LatencySummary::of,
@@ -84,8 +88,16 @@ impl DecisionSummary {
     /// `12 pending, 11 decided, 1 undecided; acceptance to decision p50 ..., p99 ..., max ...`.
     pub fn line(&self) -> String {
         let l = &self.latency;
+        let unpolled = if self.without_id > 0 {
+            format!(
+                " ({} of them carried no order id to poll with: check target.order_id_field)",
+                self.without_id
+            )
+        } else {
+            String::new()
+        };
         format!(
-            "asynchronous orders: {} answered pending, {} decided, {} undecided (indeterminate); acceptance to decision p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms (oversell HdrHistogram, found by polling)",
+            "asynchronous orders: {} answered pending, {} decided, {} undecided (indeterminate){unpolled}; acceptance to decision p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms (oversell HdrHistogram, found by polling)",
             self.pending, self.decided, self.undecided, l.p50_ms, l.p99_ms, l.max_ms
         )
     }

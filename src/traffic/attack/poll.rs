@@ -49,6 +49,9 @@ pub(super) async fn decide(
     let ticket = pending.order_id;
     let mut decided = None;
     if let Some(poll) = target.mapping.poll.as_ref() {
+        if ticket.is_none() && poll.request.needs_order_id() {
+            rec.pending_without_id();
+        }
         let deadline = accepted.at + poll.max_wait;
         let mut next = accepted.at + poll.interval;
         // No id for a poll that needs one: nothing to ask; the order stays undecided.

@@ -112,6 +112,8 @@ pub struct Decisions {
     pub pending: u64,
     pub decided: u64,
     pub undecided: u64,
+    /// Pending answers that carried no order id for a poll that needs one (never polled).
+    pub without_id: u64,
     /// Acceptance to decision, µs (decided orders only); `None` until an order is pending.
     pub latency: Option<Histogram<u64>>,
 }
@@ -260,6 +262,11 @@ impl Recorder {
             }
             None => d.undecided += 1,
         }
+    }
+
+    /// A pending answer carried no order id, and the poll request needs one.
+    pub fn pending_without_id(&self) {
+        self.lock().decisions.without_id += 1;
     }
 
     /// A buyer's first request is due.

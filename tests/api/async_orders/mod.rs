@@ -235,6 +235,43 @@ async fn an_order_never_decided_within_max_wait_is_undecided_and_indeterminate()
     assert_eq!(r["nothing_sold"], true, "nothing was acknowledged: {r}");
 }
 
+#[tokio::test]
+async fn pending_answers_without_the_id_the_poll_needs_are_undecided_and_said_so() {
+    let (base, _db, shop) = spawn_shop(Shape::HONEST).await;
+    let tmp = tempfile::tempdir().unwrap();
+    let file = scenario(tmp.path(), |s| {
+        s.replace(
+            "order_id_field = \"ticket\"",
+            "order_id_field = \"data.ticket\"",
+        )
+        .replace("interval_ms = 200", "interval_ms = 200\nmax_wait_ms = 300")
+    });
+
+    let run = against(
+        "attack",
+        &base,
+        &file,
+        tmp.path(),
+        &["--max-send-lag-ms", "10000"],
+    )
+    .await;
+
+    assert_eq!(run.code, 0, "{}", run.both());
+    let r = &only_report(tmp.path())["runs"][0];
+    assert_eq!(r["decision"]["without_id"], 40, "{r}");
+    assert_eq!(r["decision"]["undecided"], 40, "{r}");
+    assert!(
+        r["requests"].get("poll").is_none(),
+        "nothing to poll with, nothing polled: {r}"
+    );
+    assert_eq!(shop.tickets.load(Ordering::SeqCst), 40);
+    let md = std::fs::read_to_string(only_report_dir(tmp.path()).join("report.md")).unwrap();
+    assert!(
+        md.contains("40 of them carried no order id to poll with"),
+        "{md}"
+    );
+}
+
 #[test]
 fn the_worked_mapping_of_the_docs_reads_as_a_scenario() {
     let doc = std::fs::read_to_string("docs/rehearsal-async.md").unwrap();
