@@ -47,7 +47,8 @@
 //!   and trimming; `backoff`, `alert`), reconciliation, and the payment-timeout sweeper; a
 //!   supervisor restarts any of them that dies.
 //! - [`traffic`]: scenario files (each section validates itself) → seeded plan → buyer tasks,
-//!   sent through a pool of goose users (`attack/journey.rs`, `attack/pool.rs`);
+//!   sent through a pool of goose users (`attack/journey.rs`, `attack/pool.rs`; an order
+//!   answered `pending` is polled until the shop decides it: `attack/poll.rs`);
 //!   our HdrHistogram recorder (latency from the intended send, split into send lag and
 //!   service time; every order attempt's idempotency key and answer class: acknowledged,
 //!   refused, indeterminate; the kinds and answers in `recorder/answer.rs`).
@@ -89,7 +90,9 @@
 //!   child shop for Prometheus service discovery.
 //! - [`rehearsal`]: foreign targets: the loopback guard (`guard`, checked again before the
 //!   first request), the dry-run plan (`plan`), the user's oracle (`oracle`: read-only SQL, or
-//!   HTTP at field paths; read before and after the sale), the preflight that checks every
+//!   HTTP at field paths; read before and after the sale; `order_rows`: `--orders-query`, the
+//!   shop's order rows), settling after the last buyer (`settle`: the oracle's reading at rest
+//!   for the settle window, the backlog signal at 0), the preflight that checks every
 //!   endpoint before the set-up request, and `attack --probe` (`mapping_check`).
 //! - [`metric`]: the metric catalog: each metric's one name (and older aliases), unit,
 //!   direction, comparison rule, threshold rule and format; `[thresholds]` parsed into it.

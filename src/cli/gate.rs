@@ -31,10 +31,10 @@ pub struct GateArgs {
     pub target: Option<String>,
     /// A limit, overriding the scenario: NAME=VALUE, repeatable. NAME is one of oversell,
     /// client_oversell, client_peak_oversell, stock_peak_oversell, oracle_disagreement,
-    /// lost_acks, dead_letters, duplicate_buyers, client_duplicate_buyers, undersell,
-    /// error_rate, unclassified, login_failures, p99_ms, p999_ms, service_p99_ms,
-    /// send_lag_p99_ms (and the other catalog names). A limit given here that the run cannot
-    /// measure is not verified.
+    /// lost_acks, dead_letters, duplicate_buyers, client_duplicate_buyers, not_settled,
+    /// nothing_sold, undersell, error_rate, unclassified, login_failures, p99_ms, p999_ms,
+    /// service_p99_ms, send_lag_p99_ms (and the other catalog names). A limit given here that
+    /// the run cannot measure is not verified.
     #[arg(long = "threshold", value_name = "NAME=VALUE")]
     pub thresholds: Vec<Override>,
     /// Write JUnit XML here: one test case per threshold per strategy.

@@ -3,7 +3,7 @@
 
 use crate::inventory::Strategy;
 use crate::nemesis::FaultSpec;
-use crate::rehearsal::{self, Foreign, OracleSource, PlanSummary, Use};
+use crate::rehearsal::{self, Foreign, OracleSource, OrdersQuery, PlanSummary, Use};
 use crate::runner::{self, RunPlan, ShardRun, Subject};
 use crate::shard::ShardSpec;
 use crate::store::Backend;
@@ -20,12 +20,24 @@ use std::time::Duration;
 /// The user's oracle for a foreign target, and the remote-target opt-in.
 #[derive(Debug, Args, Clone)]
 pub struct OracleArgs {
-    /// Oracle: the target's database (postgres://... or mysql://...), read-only queries.
-    #[arg(long, requires_all = ["target", "sold_query"], conflicts_with = "oracle_http")]
+    /// Oracle: the target's database (postgres://... or mysql://...), read-only queries
+    /// (--sold-query, --orders-query or both).
+    #[arg(long, requires = "target", conflicts_with = "oracle_http")]
     pub oracle_sql: Option<String>,
     /// With --oracle-sql: one SELECT returning the units sold (orders not cancelled/expired).
+    /// Optional with --orders-query (sold is then the units of the rows that hold stock).
     #[arg(long, requires = "oracle_sql")]
     pub sold_query: Option<String>,
+    /// With --oracle-sql: one SELECT returning the shop's order rows, columns
+    /// `order_id, user_id[, qty, status[, idempotency_key]]` in that order (rename with AS).
+    /// Read before the sale (those rows are not this run's) and after it settles: lost
+    /// acknowledged orders by id, phantoms, duplicate buyers, status mismatches.
+    #[arg(long, requires = "oracle_sql", value_name = "SELECT")]
+    pub orders_query: Option<String>,
+    /// With --orders-query: the statuses (comma-separated, any case) whose rows hold no stock.
+    #[arg(long, requires = "orders_query", value_name = "LIST",
+          default_value = crate::rehearsal::order_rows::RELEASED)]
+    pub released_statuses: String,
     /// With --oracle-sql: one SELECT returning the stock left (checks conservation).
     #[arg(long, requires = "oracle_sql")]
     pub stock_query: Option<String>,
@@ -42,12 +54,45 @@ pub struct OracleArgs {
     /// updates oversell; the clients' evidence catches that).
     #[arg(long, requires = "oracle_http", value_name = "PATH")]
     pub stock_field: Option<String>,
+    /// Seconds the oracle's reading must stay unchanged after the last buyer before the shop
+    /// counts as settled (overrides `[target.settle] settle_s`; default 3). Up to
+    /// --drain-timeout-s.
+    #[arg(long, requires = "target", value_name = "S", value_parser = settle_s_arg)]
+    pub settle_s: Option<f64>,
+    /// With --oracle-sql: one SELECT returning the shop's backlog (orders accepted and not yet
+    /// written); the run settles only once it reads 0 (overrides `[target.settle] backlog`).
+    #[arg(long, requires = "oracle_sql", value_name = "SELECT")]
+    pub backlog_query: Option<String>,
     /// Allow a target that is not loopback; a banner names the host and peak rate first.
     #[arg(long, requires = "target")]
     pub allow_remote: bool,
 }
 
+/// `--settle-s`: seconds above 0, at most ten minutes.
+fn settle_s_arg(v: &str) -> Result<f64, String> {
+    let max = crate::traffic::mapping::MAX_SETTLE_S;
+    match v.trim().trim_end_matches('s').parse::<f64>() {
+        Ok(s) if s > 0.0 && s <= max => Ok(s),
+        _ => Err(format!(
+            "--settle-s takes seconds above 0 and at most {max} (got {v:?})"
+        )),
+    }
+}
+
 impl OracleArgs {
+    /// How the run settles: `--settle-s`, else `[target.settle] settle_s`, else 3 s; the
+    /// backlog query when given.
+    fn settle(&self, s: &Scenario) -> rehearsal::settle::SettlePlan {
+        let window = self
+            .settle_s
+            .or_else(|| s.target.as_ref()?.settle.as_ref()?.settle_s)
+            .unwrap_or(rehearsal::settle::DEFAULT_SETTLE_S);
+        rehearsal::settle::SettlePlan {
+            window: Duration::from_secs_f64(window),
+            backlog_query: self.backlog_query.clone(),
+        }
+    }
+
     /// The oracle: the flags, else the scenario's `[target.oracle]`, else none. An endpoint
     /// given as a path is on the target; its host is checked by the loopback guard.
     pub(super) fn source(&self, target: &str, s: &Scenario) -> anyhow::Result<OracleSource> {
@@ -68,28 +113,38 @@ impl OracleArgs {
                 _ => Ok(()),
             }
         };
-        Ok(
-            match (&self.oracle_sql, &self.sold_query, &self.oracle_http) {
-                (Some(url), Some(q), _) => OracleSource::Sql {
+        Ok(match (&self.oracle_sql, &self.oracle_http) {
+            (Some(url), _) => {
+                anyhow::ensure!(
+                    self.sold_query.is_some() || self.orders_query.is_some(),
+                    "--oracle-sql needs --sold-query (one SELECT returning the units sold) \
+                         or --orders-query (one SELECT returning order_id, user_id[, qty, \
+                         status[, idempotency_key]]), or both"
+                );
+                OracleSource::Sql {
                     url: url.clone(),
-                    sold_query: q.clone(),
+                    sold_query: self.sold_query.clone(),
                     stock_query: self.stock_query.clone(),
-                },
-                (_, _, Some(url)) => {
-                    dot_path("--sold-field", &self.sold_field)?;
-                    dot_path("--stock-field", &self.stock_field)?;
-                    let fields = OracleFields {
-                        sold: self.sold_field.clone(),
-                        stock: self.stock_field.clone(),
-                    };
-                    http(url, fields)?
+                    orders: self
+                        .orders_query
+                        .as_deref()
+                        .map(|q| OrdersQuery::new(q, &self.released_statuses)),
                 }
-                _ => match s.target.as_ref().and_then(|t| t.oracle.as_ref()) {
-                    Some(o) => http(&o.url, o.fields.clone())?,
-                    None => OracleSource::None,
-                },
+            }
+            (_, Some(url)) => {
+                dot_path("--sold-field", &self.sold_field)?;
+                dot_path("--stock-field", &self.stock_field)?;
+                let fields = OracleFields {
+                    sold: self.sold_field.clone(),
+                    stock: self.stock_field.clone(),
+                };
+                http(url, fields)?
+            }
+            _ => match s.target.as_ref().and_then(|t| t.oracle.as_ref()) {
+                Some(o) => http(&o.url, o.fields.clone())?,
+                None => OracleSource::None,
             },
-        )
+        })
     }
 }
 
@@ -185,6 +240,7 @@ pub(super) fn foreign(url: &str, oracle: &OracleArgs, s: &Scenario) -> anyhow::R
         allow_remote: oracle.allow_remote,
         mapping: s.mapping(),
         columns: Arc::default(),
+        settle: oracle.settle(s),
     })
 }
 

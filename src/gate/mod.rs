@@ -7,10 +7,12 @@
 //! `duplicate_acks`, `phantom_orders`, `refused_committed`, `dead_letters`, `duplicate_buyers`,
 //! `duplicate_devices`, `status_mismatches`, `conservation_drift`, `redis_drift`,
 //! `restock_mismatch`, `reconcile_residual`, `stock_below_zero`, `stock_above_initial` and
-//! `queue_not_drained`; `unclassified` defaults to 1 %; `send_lag_p99_ms` to 5 ms (a run above
+//! `not_settled` (alias `queue_not_drained`), `nothing_sold` and `undersell` (units left while
+//! buyers were refused for reasons other than sold out; both always measured from the clients'
+//! records, so `--allow-unverified` never passes a run that tested nothing); `unclassified` defaults to 1 %; `send_lag_p99_ms` to 5 ms (a run above
 //! it is *generator-bound*: the generator sent late, and the gate says so rather than blame the
 //! shop). `indeterminate_committed`,
-//! `undersell`, `error_rate` and the latencies are limited only when asked. Every strategy,
+//! `turned_away_buyers`, `error_rate` and the latencies are limited only when asked. Every strategy,
 //! `naive` included, is judged by the same limits: the gate is about the shop, not about what a
 //! design claims. Each limit is checked for every run (strategy,
 //! or the foreign target) and ends as passed, breached, *not verified* when the run could not
@@ -435,7 +437,12 @@ mod tests {
             "the last flag wins"
         );
         assert_eq!(get(Metric::ErrorRate).unwrap().origin, Origin::Flag);
-        assert!(get(Metric::Undersell).is_none(), "no default for undersell");
+        assert!(
+            get(Metric::TurnedAwayBuyers).is_none(),
+            "no default for turned-away buyers: sold out turns buyers away by design"
+        );
+        assert_eq!(get(Metric::Undersell).unwrap().value, 0.0);
+        assert_eq!(get(Metric::NothingSold).unwrap().value, 0.0);
         assert_eq!(get(Metric::ClientOversell).unwrap().value, 0.0);
         assert_eq!(get(Metric::Unclassified).unwrap().value, 0.01);
         let l = limits(&t, Some(0.2), &[], false);

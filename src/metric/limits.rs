@@ -213,8 +213,9 @@ mod tests {
              duplicate_buyers, duplicate_devices, client_duplicate_buyers, \
              client_duplicate_devices, status_mismatches, \
              conservation_drift, redis_drift, restock_mismatch, reconcile_residual, \
-             stock_below_zero, stock_above_initial, queue_not_drained, undersell, error_rate, \
-             unclassified, login_failures, p99_ms, p999_ms, service_p99_ms, send_lag_p99_ms"
+             stock_below_zero, stock_above_initial, not_settled, nothing_sold, undersell, \
+             turned_away_buyers, error_rate, unclassified, login_failures, p99_ms, p999_ms, \
+             service_p99_ms, send_lag_p99_ms"
         );
         assert_eq!(
             Metric::limit("max_send_lag_ms", 20.0),

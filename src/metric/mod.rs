@@ -38,8 +38,10 @@ pub enum Metric {
     ReconcileResidual,
     StockBelowZero,
     StockAboveInitial,
-    QueueNotDrained,
+    NotSettled,
+    NothingSold,
     Undersell,
+    TurnedAwayBuyers,
     ErrorRate,
     Unclassified,
     LoginFailures,
@@ -358,10 +360,19 @@ static SPECS: &[Spec] = &[
         ZERO,
     ),
     spec(
-        "queue_not_drained",
+        "not_settled",
+        &["queue_not_drained"],
+        "not settled within the limit (1 = yes): the shop's queue not drained, or a foreign shop's oracle and backlog not at rest",
+        "not settled",
+        Unit::Flag,
+        Better::Lower,
+        ZERO,
+    ),
+    spec(
+        "nothing_sold",
         &[],
-        "queue not drained within the limit (1 = yes)",
-        "not drained",
+        "the shop accepted no order while it had stock (1 = yes): the run tested nothing",
+        "nothing sold",
         Unit::Flag,
         Better::Lower,
         ZERO,
@@ -369,9 +380,18 @@ static SPECS: &[Spec] = &[
     spec(
         "undersell",
         &[],
-        "undersold units",
+        "units left unsold while buyers were refused for reasons other than sold out",
         "undersell",
         Unit::Units,
+        Better::Lower,
+        ZERO,
+    ),
+    spec(
+        "turned_away_buyers",
+        &[],
+        "people who tried to order and got none (for any reason, sold out included)",
+        "turned away",
+        Unit::Buyers,
         Better::Lower,
         OPTIONAL,
     ),
@@ -502,8 +522,10 @@ impl Metric {
         Metric::ReconcileResidual,
         Metric::StockBelowZero,
         Metric::StockAboveInitial,
-        Metric::QueueNotDrained,
+        Metric::NotSettled,
+        Metric::NothingSold,
         Metric::Undersell,
+        Metric::TurnedAwayBuyers,
         Metric::ErrorRate,
         Metric::Unclassified,
         Metric::LoginFailures,
@@ -600,11 +622,13 @@ mod tests {
     }
 
     #[test]
-    fn every_count_the_oracle_finds_defaults_to_zero_but_indeterminate_orders_and_undersell() {
+    fn every_count_the_oracle_finds_defaults_to_zero_but_indeterminate_orders_and_turned_away() {
         // Counts a threshold may limit are the oracle's findings (and the clients' evidence):
         // each is a defect at any value above 0, except the two that describe the sale
-        // rather than judge the shop.
-        let informational = [Metric::IndeterminateCommitted, Metric::Undersell];
+        // rather than judge the shop. Undersell (units left while buyers were refused for
+        // reasons other than sold out) judges it: a run that refused buyers it could have
+        // served tested nothing.
+        let informational = [Metric::IndeterminateCommitted, Metric::TurnedAwayBuyers];
         let counts: Vec<Metric> = Metric::limitable()
             .filter(|m| m.spec().unit.is_count())
             .collect();
@@ -621,6 +645,7 @@ mod tests {
         assert_eq!(Metric::P99Ms.format(0.8454), "0.845 ms");
         assert_eq!(Metric::ErrorRate.format(0.0123), "1.23 %");
         assert_eq!(Metric::Oversell.format(3.0), "3");
-        assert_eq!(Metric::QueueNotDrained.format(1.0), "1");
+        assert_eq!(Metric::NotSettled.format(1.0), "1");
+        assert_eq!(Metric::named("queue_not_drained"), Some(Metric::NotSettled));
     }
 }

@@ -19,10 +19,11 @@
 
 use super::{replay, Evidence, Findings};
 use crate::model::Order;
-use crate::traffic::recorder::{AnswerClass, Kind, Told, UnclassifiedAnswer};
+use crate::traffic::recorder::{Answer, AnswerClass, Kind, Told, UnclassifiedAnswer};
 use std::collections::{HashMap, HashSet};
 
-/// What the clients saw, before any server-side truth: acknowledgements, people turned away,
+/// What the clients saw, before any server-side truth: acknowledgements, people turned away
+/// (and those refused for another reason than sold out), whether anything was sold at all,
 /// unclassified answers and what the run's mapping rules out.
 pub(super) fn observe(f: &mut Findings, e: &Evidence<'_>) {
     let c = e.clients;
@@ -33,6 +34,13 @@ pub(super) fn observe(f: &mut Findings, e: &Evidence<'_>) {
         .values()
         .filter(|b| !b.bot && b.attempted && !b.got_order)
         .count() as u64;
+    f.refused_buyers = refused_buyers(c);
+    f.unauthorized = c
+        .attempts
+        .iter()
+        .filter(|a| a.answer == Answer::Unauthorized)
+        .count() as u64;
+    f.nothing_sold = e.initial_stock > 0 && f.acknowledged == 0;
     f.indeterminate = c
         .attempts
         .iter()
@@ -123,6 +131,23 @@ fn held(f: &mut Findings, e: &Evidence<'_>) {
     }
 }
 
+/// People (not bots) whose every order attempt was refused for a reason other than sold out:
+/// unauthorized, invalid or not found.
+fn refused_buyers(c: &crate::traffic::recorder::Measurements) -> u64 {
+    let mut by_buyer: HashMap<usize, bool> = HashMap::new();
+    for a in &c.attempts {
+        let refused = matches!(
+            a.answer,
+            Answer::Unauthorized | Answer::Invalid | Answer::NotFound
+        );
+        *by_buyer.entry(a.buyer).or_insert(true) &= refused;
+    }
+    by_buyer
+        .iter()
+        .filter(|(b, refused)| **refused && c.buyers.get(b).is_some_and(|r| !r.bot))
+        .count() as u64
+}
+
 /// Order ids acknowledged to more than one attempt. Two acknowledgements of one id under the
 /// same key are one attempt told twice (a retry's replay); an acknowledgement without a key is
 /// an attempt of its own.
@@ -211,6 +236,8 @@ pub(super) fn judge(f: &mut Findings, e: &Evidence<'_>, orders: Option<&[Order]>
     f.client_net_acks = net;
     f.client_oversell = Some((net - e.initial_stock).max(0));
     f.oracle_disagreement = f.sold.map(|sold| (net - sold).max(0));
+    let left = e.initial_stock - f.sold.unwrap_or(net);
+    f.undersell = Some(left.max(0).min(f.refused_buyers as i64));
     let unseen_restocks_matter =
         orders.is_none() && (f.client_oversell > Some(0) || f.oracle_disagreement > Some(0));
     if unseen_restocks_matter {

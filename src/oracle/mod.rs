@@ -16,7 +16,10 @@
 //!   clean no; a *phantom* when no request of this run names it at all;
 //! - duplicate acknowledgements: one order id told to two attempts;
 //! - duplicate buyers: users (and devices) holding more than the purchase limit;
-//! - undersell: units left unsold while buyers were turned away;
+//! - a run that tested nothing: the item had stock and the shop acknowledged no order
+//!   (`nothing_sold`); undersell: units left unsold while buyers were refused for reasons
+//!   other than sold out (unauthorized, invalid, not found), from the oracle's sold or, without
+//!   one, the clients' net acknowledgements: both always measured;
 //! - dead letters (redis-lua): stream entries the database refused N times and the shop moved
 //!   aside. A dead-lettered acknowledged order has no row, so it IS a lost acknowledged order
 //!   from its client's point of view: it is counted there, and also said to be dead-lettered.
@@ -47,8 +50,24 @@ pub enum Truth {
     Orders { db_stock: i64, orders: Vec<Order> },
     /// Totals from a user's query or endpoint: units sold and, optionally, stock left.
     Totals { sold: i64, stock: Option<i64> },
+    /// A foreign shop's order rows (`--orders-query`): this run's rows, without timestamps.
+    Rows(ForeignRows),
     /// Nothing: only the clients' side can be shown.
     Unverified,
+}
+
+/// A foreign shop's order rows, as its owner's query returned them after the run settled,
+/// less the rows present before the sale. Statuses are the shop's own: a released one (the
+/// query's released statuses) is read as cancelled, `paid` as paid, any other as holding stock.
+#[derive(Debug, Clone, Default)]
+pub struct ForeignRows {
+    pub orders: Vec<Order>,
+    /// The stock the stock query read, if one was given.
+    pub stock: Option<i64>,
+    /// This run's rows by the shop's own status spelling.
+    pub statuses: BTreeMap<String, i64>,
+    /// Rows present before the sale (not this run's).
+    pub present_before: u64,
 }
 
 /// Which server-side oracle judged a run and what it can see, for the report.
@@ -141,7 +160,21 @@ pub struct Findings {
     pub initial_stock: i64,
     pub sold: Option<i64>,
     pub oversell: Option<i64>,
+    /// Units left unsold (initial − the oracle's sold, else − the clients' net
+    /// acknowledgements) while people were refused for reasons other than sold out, at most
+    /// one unit per such person.
     pub undersell: Option<i64>,
+    /// The item had stock and the shop acknowledged no order: the run tested nothing.
+    #[serde(default)]
+    pub nothing_sold: bool,
+    /// People (not bots) whose every order attempt was refused as unauthorized, invalid or
+    /// not found: turned away for a reason other than sold out.
+    #[serde(default)]
+    pub refused_buyers: u64,
+    /// Order attempts answered `unauthorized` (401/403): the shop refused the harness's
+    /// credentials.
+    #[serde(default)]
+    pub unauthorized: u64,
     pub negative_stock: Option<bool>,
     pub db_stock: Option<i64>,
     pub redis_stock: Option<i64>,
@@ -188,6 +221,13 @@ pub struct Findings {
     /// Clients told "paid" whose order is not paid, or told "cancelled" whose order still holds
     /// stock.
     pub status_mismatches: Option<u64>,
+    /// Foreign order rows: acknowledged orders the shop released (a released status) that no
+    /// client cancelled: cancelled by the shop itself, reported apart from lost orders.
+    #[serde(default)]
+    pub cancelled_by_shop: Option<u64>,
+    /// Up to 20 of their ids.
+    #[serde(default)]
+    pub cancelled_by_shop_examples: Vec<String>,
     /// Units held by bots, and their share of everything sold (fairness).
     pub bot_units: Option<i64>,
     pub bot_share_of_units: Option<f64>,
@@ -325,18 +365,24 @@ pub fn audit(e: &Evidence<'_>) -> Findings {
                 .filter(|o| o.status.holds_stock())
                 .map(|o| o.qty)
                 .sum();
-            orders::findings(&mut f, orders, e);
+            orders::findings(&mut f, orders, e, orders::Rows::Reference);
             (sold, Some(*db_stock), Some(orders.as_slice()))
+        }
+        Truth::Rows(rows) => {
+            let sold: i64 = rows
+                .orders
+                .iter()
+                .filter(|o| o.status.holds_stock())
+                .map(|o| o.qty)
+                .sum();
+            orders::findings(&mut f, &rows.orders, e, orders::Rows::Foreign);
+            f.orders_by_status = rows.statuses.clone();
+            (sold, rows.stock, Some(rows.orders.as_slice()))
         }
     };
     f.verified = true;
     f.sold = Some(sold);
     f.oversell = Some((sold - e.initial_stock).max(0));
-    f.undersell = Some(
-        (e.initial_stock - sold)
-            .max(0)
-            .min(f.turned_away_buyers as i64),
-    );
     f.db_stock = stock;
     f.negative_stock = stock.map(|s| s < 0);
     f.conservation_drift = stock.map(|s| e.initial_stock - (s + sold));

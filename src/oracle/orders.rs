@@ -8,10 +8,19 @@ use crate::model::{Order, OrderStatus};
 use crate::traffic::recorder::{AnswerClass, Told};
 use std::collections::{HashMap, HashSet};
 
+/// Whose rows: the reference shop's (our statuses, with timestamps), or a foreign shop's
+/// (`--orders-query`: its own statuses, read as released or holding stock, no timestamps).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Rows {
+    Reference,
+    Foreign,
+}
+
 /// The findings order rows allow: lost acknowledged orders, every order sorted
 /// (acknowledged, indeterminate and committed, refused and committed, phantom), orders by status,
-/// duplicate buyers and devices, status mismatches, bots' share, peak oversell, restocks.
-pub(super) fn findings(f: &mut Findings, orders: &[Order], e: &Evidence<'_>) {
+/// duplicate buyers and devices, status mismatches, bots' share, peak oversell (rows with
+/// timestamps only), restocks, and (foreign rows) orders the shop cancelled on its own.
+pub(super) fn findings(f: &mut Findings, orders: &[Order], e: &Evidence<'_>, rows: Rows) {
     let in_db: HashMap<&str, &Order> = orders.iter().map(|o| (o.id.as_str(), o)).collect();
     let lost: Vec<&str> = e
         .clients
@@ -77,7 +86,8 @@ pub(super) fn findings(f: &mut Findings, orders: &[Order], e: &Evidence<'_>) {
             .collect();
         f.restock_mismatch = Some(released + released_then_dead.len() as i64 - restocked);
     }
-    f.peak_oversell = Some((peak_held(orders) - e.initial_stock).max(0));
+    f.peak_oversell =
+        (rows == Rows::Reference).then(|| (peak_held(orders) - e.initial_stock).max(0));
     f.duplicate_buyers = Some(by_user.values().filter(|q| **q > e.purchase_limit).count() as u64);
     f.duplicate_devices = Some(
         by_device
@@ -91,6 +101,9 @@ pub(super) fn findings(f: &mut Findings, orders: &[Order], e: &Evidence<'_>) {
         .iter()
         .filter(|(id, told)| match in_db.get(id.as_str()) {
             Some(o) => match told {
+                // A foreign shop's paid status has its own spelling: only a released row
+                // contradicts "paid".
+                Told::Paid if rows == Rows::Foreign => !o.status.holds_stock(),
                 Told::Paid => o.status != OrderStatus::Paid,
                 Told::Cancelled => o.status.holds_stock(),
             },
@@ -98,6 +111,25 @@ pub(super) fn findings(f: &mut Findings, orders: &[Order], e: &Evidence<'_>) {
         })
         .count();
     f.status_mismatches = Some(mismatches as u64);
+    if rows == Rows::Foreign {
+        let by_shop: Vec<&str> = e
+            .clients
+            .acks
+            .iter()
+            .filter_map(|a| a.order_id.as_deref())
+            .filter(|id| {
+                in_db.get(id).is_some_and(|o| !o.status.holds_stock())
+                    && e.clients.told.get(*id) != Some(&Told::Cancelled)
+            })
+            .collect();
+        f.cancelled_by_shop = Some(by_shop.len() as u64);
+        f.cancelled_by_shop_examples = by_shop.iter().take(20).map(|s| s.to_string()).collect();
+        f.client_notes.push(
+            "the shop's order rows carry no timestamps: the replay of units held at each \
+             moment (peak_oversell) is not made"
+                .into(),
+        );
+    }
     let bots: HashSet<&str> = e
         .clients
         .acks

@@ -48,6 +48,7 @@ fn clients(acks: &[(&str, &str)]) -> Measurements {
         sender_wait: Default::default(),
         service: Default::default(),
         order_answer_span: None,
+        decisions: Default::default(),
         buyers: (0..5)
             .map(|i| {
                 (
@@ -201,8 +202,24 @@ fn peak_oversell_replays_the_orders_history() {
 }
 
 #[test]
-fn undersell_counts_units_left_while_buyers_were_turned_away() {
-    let c = clients(&[("a", "u1"), ("b", "u2")]);
+fn undersell_counts_units_left_while_buyers_were_refused_for_another_reason_than_sold_out() {
+    use crate::traffic::recorder::{Answer, AnswerClass, Attempt};
+    let mut c = clients(&[("a", "u1"), ("b", "u2")]);
+    // Buyers 2, 3 and 4 got no order: 2 unauthorized, 3 invalid then not found, 4 sold out.
+    let attempt = |buyer, answer| Attempt {
+        key: format!("k-{buyer}-{answer:?}"),
+        buyer,
+        answer,
+        class: AnswerClass::of(answer),
+        order_id: None,
+        at_ms: 0,
+    };
+    c.attempts = vec![
+        attempt(2, Answer::Unauthorized),
+        attempt(3, Answer::Invalid),
+        attempt(3, Answer::NotFound),
+        attempt(4, Answer::SoldOut),
+    ];
     let orders = vec![
         order("a", "u1", OrderStatus::Paid),
         order("b", "u2", OrderStatus::Paid),
@@ -221,12 +238,67 @@ fn undersell_counts_units_left_while_buyers_were_turned_away() {
         )
     });
     assert_eq!(f.oversell, Some(0));
+    assert_eq!(f.turned_away_buyers, 3);
+    assert_eq!(f.refused_buyers, 2);
     assert_eq!(
         f.undersell,
-        Some(3),
-        "8 left, but only 3 people were turned away"
+        Some(2),
+        "8 left, but only 2 people were refused for another reason than sold out"
     );
+    assert!(!f.nothing_sold);
     assert_eq!(f.redis_drift, Some(0));
+    // Without an oracle, the units left are the clients' net acknowledgements' complement.
+    let f = audit(&evidence(10, Truth::Unverified, &c));
+    assert_eq!(f.undersell, Some(2));
+    assert!(
+        f.verdict
+            .contains("refused for reasons other than sold out"),
+        "{}",
+        f.verdict
+    );
+}
+
+#[test]
+fn a_sale_with_stock_and_no_acknowledgement_tested_nothing() {
+    use crate::traffic::recorder::{Answer, AnswerClass, Attempt};
+    let mut c = clients(&[]);
+    c.attempts = (0..5)
+        .map(|buyer| Attempt {
+            key: format!("k-{buyer}"),
+            buyer,
+            answer: Answer::Unauthorized,
+            class: AnswerClass::Refused,
+            order_id: None,
+            at_ms: 0,
+        })
+        .collect();
+    let f = audit(&evidence(
+        20,
+        Truth::Totals {
+            sold: 0,
+            stock: Some(20),
+        },
+        &c,
+    ));
+    assert!(f.nothing_sold);
+    assert_eq!(f.unauthorized, 5);
+    assert_eq!(f.undersell, Some(5), "20 left, 5 people refused");
+    assert!(
+        f.verdict
+            .contains("the shop accepted no order: this run tested nothing")
+            && f.verdict.contains("5 order attempts were unauthorized"),
+        "{}",
+        f.verdict
+    );
+    let f = audit(&evidence(
+        0,
+        Truth::Totals {
+            sold: 0,
+            stock: Some(0),
+        },
+        &c,
+    ));
+    assert!(!f.nothing_sold, "nothing to sell: nothing to test");
 }
 
 #[test]

@@ -17,6 +17,19 @@ pub(super) fn render(f: &Findings) -> String {
             f.mapping_advice.first().map_or("", String::as_str)
         ));
     }
+    if f.nothing_sold {
+        let why = if f.unauthorized > 0 {
+            format!(
+                " ({} order attempts were unauthorized: the shop refused the harness's credentials)",
+                f.unauthorized
+            )
+        } else {
+            String::new()
+        };
+        parts.push(format!(
+            "the shop accepted no order: this run tested nothing{why}"
+        ));
+    }
     let client_oversell = f.client_oversell.unwrap_or(0);
     let clients_oversold =
         client_oversell > 0 || f.client_peak_oversell > Some(0) || f.stock_peak_oversell > Some(0);
@@ -62,6 +75,12 @@ pub(super) fn render(f: &Findings) -> String {
     if let Some(d) = f.duplicate_acks.filter(|d| *d > 0) {
         parts.push(format!(
             "{d} order ids were acknowledged to more than one attempt"
+        ));
+    }
+    if let Some(u) = f.undersell.filter(|u| *u > 0) {
+        parts.push(format!(
+            "{u} units left unsold while {} buyers were refused for reasons other than sold out (unauthorized, invalid, not found)",
+            f.refused_buyers
         ));
     }
     if let Some(w) = &f.oracle_warning {
@@ -148,6 +167,11 @@ fn server(f: &Findings, clients_oversold: bool, parts: &mut Vec<String>) {
             None => parts.push(format!("lost {l} acknowledged orders")),
         }
     }
+    if let Some(c) = f.cancelled_by_shop.filter(|c| *c > 0) {
+        parts.push(format!(
+            "{c} acknowledged orders were cancelled by the shop itself (a released status no client asked for; not lost)"
+        ));
+    }
     if let Some(d) = f.dead_letters.filter(|d| *d > 0) {
         parts.push(format!("{d} stream entries dead-lettered"));
     }
@@ -183,10 +207,5 @@ fn server(f: &Findings, clients_oversold: bool, parts: &mut Vec<String>) {
     }
     if let Some(d) = f.redis_drift.filter(|d| *d != 0) {
         parts.push(format!("Redis differs from the database by {d}"));
-    }
-    if let Some(u) = f.undersell.filter(|u| *u > 0) {
-        parts.push(format!(
-            "{u} units left unsold while buyers were turned away"
-        ));
     }
 }

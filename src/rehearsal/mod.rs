@@ -8,7 +8,8 @@
 //! - `guard`: the loopback guard, checked when the command line is read and again right
 //!   before the first request.
 //! - `oracle`: the user's oracle (read-only SQL, or an HTTP endpoint read at field paths),
-//!   read before and after the sale.
+//!   read before and after the sale; [`order_rows`]: `--orders-query`, the shop's order rows;
+//!   [`settle`]: after the last buyer, the oracle read until it is at rest (and the backlog at 0).
 //! - `stock_sampler`: the oracle's stock read once a second during the sale.
 //! - `plan`: the plan as numbers, for `--dry-run` and the remote banner.
 //! - `mapping_check`: `attack --probe`: one request of each kind, each answer's classification
@@ -17,11 +18,14 @@
 mod guard;
 pub mod mapping_check;
 mod oracle;
+pub mod order_rows;
 mod plan;
+pub mod settle;
 pub mod stock_sampler;
 
 pub use guard::{check_target, check_url, is_loopback_host, resolve_again, TargetError, Use};
 pub use oracle::{baseline_notes, run_totals, Oracle, OracleSource, Tally, Totals};
+pub use order_rows::{OrdersQuery, Row};
 pub use plan::PlanSummary;
 
 use crate::traffic::mapping::Mapping;
@@ -38,6 +42,8 @@ pub struct Foreign {
     pub oracle: OracleSource,
     /// The `--buyers-csv` file's extra columns, placeholders of the buyers' requests.
     pub columns: std::sync::Arc<crate::traffic::session::Columns>,
+    /// How the run settles after the last buyer.
+    pub settle: settle::SettlePlan,
 }
 
 impl Foreign {

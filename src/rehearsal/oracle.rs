@@ -10,6 +10,7 @@
 //! MySQL both accept): a query that would write is refused by the database, and nothing is
 //! ever created on it.
 
+use super::order_rows::{OrdersQuery, Row};
 use crate::oracle::OracleView;
 use crate::services::{redact_url, Service};
 use crate::store::Backend;
@@ -25,11 +26,13 @@ use std::time::Duration;
 pub enum OracleSource {
     /// No oracle: oversell is judged from the clients' evidence alone.
     None,
-    /// The user's SQL: `sold_query` returns units sold, `stock_query` the stock left.
+    /// The user's SQL: `sold_query` returns units sold, `stock_query` the stock left,
+    /// `orders` the order rows (one of `sold_query` and `orders` at least).
     Sql {
         url: String,
-        sold_query: String,
+        sold_query: Option<String>,
         stock_query: Option<String>,
+        orders: Option<OrdersQuery>,
     },
     /// An endpoint (absolute URL) answering JSON with sold and/or stock at `fields`.
     Http { url: String, fields: OracleFields },
@@ -56,8 +59,9 @@ pub enum Oracle {
         pool: AnyPool,
         backend: Backend,
         url: String,
-        sold_query: String,
+        sold_query: Option<String>,
         stock_query: Option<String>,
+        orders: Option<OrdersQuery>,
     },
     Http {
         client: reqwest::Client,
@@ -81,8 +85,24 @@ impl OracleSource {
                 url,
                 sold_query,
                 stock_query,
+                orders,
             } => {
-                let mut s = format!("SQL on {}: sold = `{sold_query}`", redact_url(url));
+                let mut s = format!("SQL on {}:", redact_url(url));
+                if let Some(o) = orders {
+                    let _ = write!(
+                        s,
+                        " order rows = `{}` (released statuses: {})",
+                        o.query,
+                        o.released.join(", ")
+                    );
+                }
+                if let Some(q) = sold_query {
+                    let _ = write!(
+                        s,
+                        "{} sold = `{q}`",
+                        if orders.is_some() { "," } else { "" }
+                    );
+                }
                 if let Some(q) = stock_query {
                     let _ = write!(s, ", stock = `{q}`");
                 }
@@ -113,6 +133,18 @@ impl OracleSource {
             OracleSource::None => (
                 "nothing on the server side".to_string(),
                 "the shop's own records: oversell is judged from the clients' evidence alone"
+                    .to_string(),
+                None,
+            ),
+            OracleSource::Sql {
+                orders: Some(_), ..
+            } => (
+                "the shop's order rows its query returns (by id, user, quantity and status), read \
+                 in a read-only transaction before and after the sale: the rows present before \
+                 are not this run's; sold is the units of this run's rows that hold stock"
+                    .to_string(),
+                "the rows' times (they carry no timestamps): the units held at each moment \
+                 (peak oversell) cannot be replayed"
                     .to_string(),
                 None,
             ),
@@ -177,6 +209,7 @@ impl OracleSource {
                 url,
                 sold_query,
                 stock_query,
+                orders,
             } => {
                 sqlx::any::install_default_drivers();
                 let backend = Backend::from_url(url)?;
@@ -196,6 +229,7 @@ impl OracleSource {
                     url: url.clone(),
                     sold_query: sold_query.clone(),
                     stock_query: stock_query.clone(),
+                    orders: orders.clone(),
                 }
             }
             OracleSource::Http { url, fields } => Oracle::Http {
@@ -238,7 +272,7 @@ async fn read_only(pool: &AnyPool, sql: String) -> Result<Option<i64>, sqlx::Err
 }
 
 /// A number at a dot path of a JSON answer (an integer, or a string holding one).
-fn number_at(v: &serde_json::Value, path: &str) -> Option<i64> {
+pub(super) fn number_at(v: &serde_json::Value, path: &str) -> Option<i64> {
     let v = path.split('.').try_fold(v, |v, k| v.get(k))?;
     v.as_i64()
         .or_else(|| v.as_f64().filter(|f| f.fract() == 0.0).map(|f| f as i64))
@@ -270,7 +304,10 @@ impl Oracle {
     pub async fn check(&self) -> anyhow::Result<()> {
         match self {
             Oracle::None => Ok(()),
-            Oracle::Sql { .. } => self.read().await.map(drop),
+            Oracle::Sql { .. } => {
+                self.read().await?;
+                self.rows().await.map(drop)
+            }
             Oracle::Http { client, url, .. } => {
                 client
                     .get(url)
@@ -293,6 +330,7 @@ impl Oracle {
                 url,
                 sold_query,
                 stock_query,
+                ..
             } => {
                 let run = |flag: &'static str, q: &str, zero: bool| {
                     let sql = scalar_sql(*backend, q, zero);
@@ -306,7 +344,10 @@ impl Oracle {
                         })
                     }
                 };
-                let sold = run("--sold-query", sold_query, true).await?;
+                let sold = match sold_query {
+                    Some(q) => run("--sold-query", q, true).await?,
+                    None => None,
+                };
                 let stock = match stock_query {
                     Some(q) => run("--stock-query", q, false).await?,
                     None => None,
@@ -349,6 +390,46 @@ impl Oracle {
                 })?;
                 Ok(Some(t))
             }
+        }
+    }
+}
+
+impl Oracle {
+    /// The order rows `--orders-query` returns now (`None` without one).
+    pub async fn rows(&self) -> anyhow::Result<Option<Vec<Row>>> {
+        match self {
+            Oracle::Sql {
+                pool,
+                orders: Some(q),
+                ..
+            } => Ok(Some(q.read(pool).await?)),
+            _ => Ok(None),
+        }
+    }
+
+    /// The backlog `query` reads now (`--backlog-query`, on the oracle's database; `None`
+    /// without a SQL oracle, or a NULL).
+    pub async fn backlog(&self, query: &str) -> anyhow::Result<Option<i64>> {
+        match self {
+            Oracle::Sql {
+                pool, backend, url, ..
+            } => read_only(pool, scalar_sql(*backend, query, false))
+                .await
+                .map_err(|e| {
+                    anyhow::anyhow!(
+                        "--backlog-query `{query}` failed on {}: {e} (it must be one SELECT returning one number)",
+                        redact_url(url)
+                    )
+                }),
+            _ => Ok(None),
+        }
+    }
+
+    /// The orders query, when the oracle has one.
+    pub fn orders_query(&self) -> Option<&OrdersQuery> {
+        match self {
+            Oracle::Sql { orders, .. } => orders.as_ref(),
+            _ => None,
         }
     }
 }

@@ -15,7 +15,8 @@ impl Metric {
         let f = &run.findings;
         let oracle_gap = || {
             if f.verified {
-                "the oracle reports totals only, not order rows".to_string()
+                "the oracle reports totals only, not order rows (add --orders-query to read them)"
+                    .to_string()
             } else {
                 "no server-side oracle (pass --oracle-sql or --oracle-http, or set [target.oracle])"
                     .to_string()
@@ -42,7 +43,13 @@ impl Metric {
         let size = |v: Option<i64>, why: String| v.map(|v| v.abs() as f64).ok_or(why);
         match self {
             Metric::Oversell => units(f.oversell),
-            Metric::PeakOversell => units(f.peak_oversell),
+            Metric::PeakOversell => f.peak_oversell.map(|v| v as f64).ok_or_else(|| {
+                if f.orders_acknowledged.is_some() {
+                    "the shop's order rows carry no timestamps: units held at each moment cannot be replayed".to_string()
+                } else {
+                    oracle_gap()
+                }
+            }),
             Metric::DuplicateAcks => f.duplicate_acks.map(|v| v as f64).ok_or_else(|| {
                 "the shop gives no order ids (target.order_id_field), or this report predates the figure"
                     .to_string()
@@ -79,7 +86,14 @@ impl Metric {
                      stock: pass --stock-query or --stock-field)"
                         .to_string()
                 }),
-            Metric::QueueNotDrained => Ok(if run.drain.drained { 0.0 } else { 1.0 }),
+            Metric::NotSettled => match &run.drain.settle {
+                Some(s) if s.state == super::SettleState::Unknown => Err(
+                    "could not tell whether the shop settled: no oracle and no backlog signal (--backlog-query or [target.settle] backlog)".to_string(),
+                ),
+                _ => Ok(if run.drain.drained { 0.0 } else { 1.0 }),
+            },
+            Metric::NothingSold => Ok(if f.nothing_sold { 1.0 } else { 0.0 }),
+            Metric::TurnedAwayBuyers => Ok(f.turned_away_buyers as f64),
             Metric::ClientOversell => f.client_oversell.map(|v| v as f64).ok_or_else(older),
             Metric::ClientPeakOversell => {
                 f.client_peak_oversell.map(|v| v as f64).ok_or_else(older)
@@ -114,7 +128,7 @@ impl Metric {
                 .map(|v| v as f64)
                 .ok_or_else(|| "dead letters exist only for redis-lua (its stream)".to_string()),
             Metric::DuplicateBuyers => count(f.duplicate_buyers),
-            Metric::Undersell => units(f.undersell),
+            Metric::Undersell => f.undersell.map(|v| v as f64).ok_or_else(older),
             Metric::ErrorRate => orders(run.error_rate),
             Metric::MeanMs => latency(|l| l.mean_ms),
             Metric::P50Ms => latency(|l| l.p50_ms),
@@ -195,12 +209,16 @@ impl Metric {
             Metric::StockAboveInitial => {
                 "the stock's 1 s samples (the reference shop's probe, or a foreign shop's oracle)"
             }
-            Metric::QueueNotDrained => {
-                "the shop's audit (queue drained) or, for a foreign shop, its oracle settling"
+            Metric::NotSettled => {
+                "the shop's audit (queue drained) or, for a foreign shop, its oracle's reading unchanged for settle_s and its backlog signal at 0"
             }
+            Metric::NothingSold => "clients' records: acknowledged orders, against the stock",
+            Metric::TurnedAwayBuyers => "clients' records: people who tried and got no order",
             Metric::DeadLetters => "Redis: the item's dead-letter stream",
             Metric::DuplicateBuyers => "oracle: order rows per user",
-            Metric::Undersell => "oracle vs buyers turned away",
+            Metric::Undersell => {
+                "units left (oracle's sold, else clients' net acknowledgements) vs people refused as unauthorized, invalid or not found"
+            }
             Metric::ErrorRate | Metric::Throughput => "clients' records of order answers",
             Metric::MeanMs | Metric::P50Ms | Metric::P99Ms | Metric::P999Ms => {
                 "order latency, oversell HdrHistogram"

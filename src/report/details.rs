@@ -123,10 +123,16 @@ pub fn facts(run: &RunReport) -> Vec<Fact> {
     if let Some(spread) = &run.shops {
         v.push(spread.line());
     }
-    v.push(format!(
-        "drained: {} after {} ms (limit {} ms)",
-        run.drain.drained, run.drain.waited_ms, run.drain.limit_ms
-    ));
+    v.push(match &run.drain.settle {
+        Some(s) => s.line(run.drain.waited_ms, run.drain.limit_ms),
+        None => format!(
+            "drained: {} after {} ms (limit {} ms)",
+            run.drain.drained, run.drain.waited_ms, run.drain.limit_ms
+        ),
+    });
+    if let Some(d) = &run.decision {
+        v.push(d.line());
+    }
     v.push(format!(
         "orders/s served: {:.1} (order answers over the span from the first to the last)",
         run.order_throughput_rps

@@ -54,6 +54,55 @@ impl LatencySummary {
     }
 }
 
+/// Asynchronous orders: order attempts the shop answered `pending`, how many it then decided
+/// (found by polling, `[target.poll]`) and how many it never did, and the time from acceptance
+/// (the pending answer) to the decision (HdrHistogram, µs).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct DecisionSummary {
+    pub pending: u64,
+    pub decided: u64,
+    /// Not decided within `target.poll.max_wait_ms`: indeterminate.
+    pub undecided: u64,
+    /// Pending answers without the order id the poll request needs (never polled, undecided).
+    #[serde(default)]
+    pub without_id: u64,
+    /// Acceptance to decision, decided orders only.
+    pub latency: LatencySummary,
+}
+
+impl DecisionSummary {
+    /// From the recorder's decisions; `None` when no order was pending.
+    pub fn of(d: &crate::traffic::recorder::Decisions) -> Option<Self> {
+        (d.pending > 0).then(|| DecisionSummary {
+            pending: d.pending,
+            decided: d.decided,
+            undecided: d.undecided,
+            without_id: d.without_id,
+            latency: d.latency.as_ref().map_or_else(
+                || LatencySummary::of(&Histogram::new(3).expect("valid")),
+                LatencySummary::of,
+            ),
+        })
+    }
+
+    /// `12 pending, 11 decided, 1 undecided; acceptance to decision p50 ..., p99 ..., max ...`.
+    pub fn line(&self) -> String {
+        let l = &self.latency;
+        let unpolled = if self.without_id > 0 {
+            format!(
+                " ({} of them carried no order id to poll with: check target.order_id_field)",
+                self.without_id
+            )
+        } else {
+            String::new()
+        };
+        format!(
+            "asynchronous orders: {} answered pending, {} decided, {} undecided (indeterminate){unpolled}; acceptance to decision p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms (oversell HdrHistogram, found by polling)",
+            self.pending, self.decided, self.undecided, l.p50_ms, l.p99_ms, l.max_ms
+        )
+    }
+}
+
 /// Peak and mean of a sampled series, with its source.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct MetricSummary {
@@ -222,6 +271,7 @@ pub fn build(input: RunInputs) -> RunReport {
         reconcile: input.reconcile,
         shops: None,
         faults: Vec::new(),
+        decision: DecisionSummary::of(&m.decisions),
         goose_crosscheck: input.goose,
         timeline,
         series: input.series,

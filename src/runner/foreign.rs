@@ -3,25 +3,20 @@
 //! Nothing touches the shop until everything answers ([`crate::rehearsal::preflight`]: the
 //! loopback guard again, the target, the oracle). Then the sale is set up, the oracle is read
 //! once more (the baseline: this run's sold is counted from it), and the buyers are fired.
-//! After the last buyer, the run waits until the oracle's figures stop moving (the shop may
-//! write orders asynchronously), up to the drain limit, and audits the difference. Without an
+//! After the last buyer, the run settles ([`rehearsal::settle`]: the oracle's reading unchanged
+//! for the settle window and the shop's backlog at 0 where it can be read, up to the drain
+//! limit), and audits the difference. Without an
 //! oracle the verdict rests on the clients' evidence alone.
 
 use super::{
     control_client, finish, fire_traffic, setup_sale, target_for, RunPlan, ServerSide, Slot,
 };
-use crate::oracle::Truth;
+use crate::oracle::{OracleView, Truth};
 use crate::probe::ProbeConfig;
-use crate::rehearsal::{self, Foreign, Oracle, OracleSource, Tally};
-use crate::report::{Drain, OracleKind, RunReport, Shop};
+use crate::rehearsal::{self, Foreign, Oracle, OracleSource, Row, Tally};
+use crate::report::{OracleKind, RunReport, Shop};
 use crate::services::redact_url;
-use std::time::Duration;
 use tokio::time::Instant;
-
-/// Readings this far apart that agree mean the shop has settled.
-const SETTLE_STEP: Duration = Duration::from_millis(500);
-/// Consecutive agreeing readings needed.
-const SETTLE_READS: usize = 3;
 
 pub(super) async fn run(plan: &RunPlan, f: &Foreign, slot: &Slot) -> anyhow::Result<RunReport> {
     let s = &plan.scenario;
@@ -32,6 +27,7 @@ pub(super) async fn run(plan: &RunPlan, f: &Foreign, slot: &Slot) -> anyhow::Res
     let (target, logins) = super::login::before_sale(plan, target, f.columns.clone()).await?;
     // The baseline, after the set-up and before the first buyer.
     let before = oracle.read().await?;
+    let rows_before = oracle.rows().await?;
     let gives_stock = before.is_some_and(|t| t.stock.is_some());
     let sampler = rehearsal::stock_sampler::start(&f.oracle, gives_stock).await;
     let fired = fire_traffic(
@@ -51,7 +47,7 @@ pub(super) async fn run(plan: &RunPlan, f: &Foreign, slot: &Slot) -> anyhow::Res
     )
     .await?;
     let logins = super::login::section(&target, logins, &fired.traffic.recorder);
-    let settled = settle(&oracle, plan.drain_limit).await;
+    let settled = rehearsal::settle::settle(&oracle, &target, &f.settle, plan.drain_limit).await;
     let mut series = fired.probes.stop().await;
     let (stock_samples, failed_reads) = match sampler {
         Some(sampler) => {
@@ -61,33 +57,33 @@ pub(super) async fn run(plan: &RunPlan, f: &Foreign, slot: &Slot) -> anyhow::Res
         }
         None => (Vec::new(), 0),
     };
-    let (drain, after) = settled?;
+    let rehearsal::settle::Settled {
+        drain,
+        tally: after,
+        rows: rows_after,
+    } = settled?;
     let mut view = f.oracle.view();
     if failed_reads > 0 {
-        let note = format!("{failed_reads} of the stock's 1 s readings failed (skipped)");
-        view.warning = Some(match view.warning.take() {
-            Some(w) => format!("{w}; {note}"),
-            None => note,
-        });
+        warn(
+            &mut view,
+            vec![format!(
+                "{failed_reads} of the stock's 1 s readings failed (skipped)"
+            )],
+        );
     }
-    let totals = match (before, after) {
-        (Some(b), Some(a)) => {
-            let notes = rehearsal::baseline_notes(b, s.item.stock);
-            if !notes.is_empty() {
-                let all = view.warning.take().into_iter().chain(notes);
-                view.warning = Some(all.collect::<Vec<_>>().join("; "));
-            }
-            rehearsal::run_totals(b, a)
-        }
-        _ => None,
-    };
-    let truth = match totals {
-        Some(t) => Truth::Totals {
-            sold: t.sold,
-            stock: t.stock,
-        },
-        None => Truth::Unverified,
-    };
+    if let Some(st) = &drain.settle {
+        warn(
+            &mut view,
+            settle_notes(st, drain.limit_ms, !matches!(oracle, Oracle::None)),
+        );
+    }
+    let (truth, notes) = truth(
+        &oracle,
+        s.item.stock,
+        (before, rows_before),
+        (after, rows_after),
+    );
+    warn(&mut view, notes);
     let server = ServerSide {
         truth,
         oracle: view,
@@ -114,24 +110,97 @@ pub(super) async fn run(plan: &RunPlan, f: &Foreign, slot: &Slot) -> anyhow::Res
     })
 }
 
-/// Reads the oracle until [`SETTLE_READS`] readings agree, up to `limit`; returns the last
-/// reading. Without an oracle there is nothing to wait for.
-async fn settle(oracle: &Oracle, limit: Duration) -> anyhow::Result<(Drain, Option<Tally>)> {
-    let start = Instant::now();
-    let mut last = oracle.read().await?;
-    let mut agreeing = 1;
-    while last.is_some() && agreeing < SETTLE_READS && start.elapsed() < limit {
-        tokio::time::sleep(SETTLE_STEP).await;
-        let now = oracle.read().await?;
-        agreeing = if now == last { agreeing + 1 } else { 1 };
-        last = now;
-    }
-    Ok((
-        Drain {
-            drained: last.is_none() || agreeing >= SETTLE_READS,
-            waited_ms: start.elapsed().as_millis() as u64,
-            limit_ms: limit.as_millis() as u64,
+/// Adds `notes` to the oracle's caveat (the verdict repeats it).
+fn warn(view: &mut OracleView, notes: Vec<String>) {
+    let all: Vec<String> = view.warning.take().into_iter().chain(notes).collect();
+    view.warning = (!all.is_empty()).then(|| all.join("; "));
+}
+
+/// One reading of the oracle: its totals and, with `--orders-query`, its order rows.
+type Reading = (Option<Tally>, Option<Vec<Row>>);
+
+/// The server-side truth from the reading before the sale and the one it settled on: this run's
+/// order rows (`--orders-query`), else this run's totals, else none; and what the report must
+/// say about the readings.
+fn truth(oracle: &Oracle, initial: i64, before: Reading, after: Reading) -> (Truth, Vec<String>) {
+    let ((tally_before, rows_before), (tally_after, rows_after)) = (before, after);
+    let mut notes = Vec::new();
+    let totals = match (tally_before, tally_after) {
+        (Some(b), Some(a)) => {
+            notes.extend(rehearsal::baseline_notes(b, initial));
+            rehearsal::run_totals(b, a)
+        }
+        _ => None,
+    };
+    let truth = match (oracle.orders_query(), rows_before, rows_after) {
+        (Some(q), Some(before), Some(after)) => {
+            let rows = q.this_run(&before, after, tally_after.and_then(|a| a.stock));
+            let by_query = match (tally_before, tally_after) {
+                (Some(b), Some(a)) => a.sold.map(|s| s - b.sold.unwrap_or(0)),
+                _ => None,
+            };
+            notes.extend(rows_notes(&rows, by_query));
+            Truth::Rows(rows)
+        }
+        _ => match totals {
+            Some(t) => Truth::Totals {
+                sold: t.sold,
+                stock: t.stock,
+            },
+            None => Truth::Unverified,
         },
-        last,
-    ))
+    };
+    (truth, notes)
+}
+
+/// What the order rows say beside the totals: rows present before the sale, and a sold query
+/// that disagrees with the rows.
+fn rows_notes(rows: &crate::oracle::ForeignRows, sold_query: Option<i64>) -> Vec<String> {
+    let mut notes = Vec::new();
+    if rows.present_before > 0 {
+        notes.push(format!(
+            "{} order rows were present before the sale: they are not this run's",
+            rows.present_before
+        ));
+    }
+    let held: i64 = rows
+        .orders
+        .iter()
+        .filter(|o| o.status.holds_stock())
+        .map(|o| o.qty)
+        .sum();
+    if let Some(sold) = sold_query.filter(|s| *s != held) {
+        notes.push(format!(
+            "--sold-query counts {sold} sold, this run's order rows hold {held}: the verdict uses the rows"
+        ));
+    }
+    notes
+}
+
+/// What the verdict must say about settling: a shop that did not settle, one whose settling
+/// nothing could tell, and (with an oracle) one that gives no backlog signal.
+fn settle_notes(s: &crate::report::Settling, limit_ms: u64, has_oracle: bool) -> Vec<String> {
+    use crate::report::SettleState;
+    let mut notes = Vec::new();
+    match s.state {
+        SettleState::Settled => {}
+        SettleState::NotSettled => notes.push(format!(
+            "the shop had not settled within {limit_ms} ms{}: these figures are of an unsettled state",
+            match s.backlog_last {
+                Some(n) if n > 0 && s.backlog.is_some() => format!(" (its backlog last read {n})"),
+                _ => String::new(),
+            }
+        )),
+        SettleState::Unknown => notes.push(
+            "nothing could tell whether the shop had settled (no oracle, no backlog signal)".into(),
+        ),
+    }
+    if has_oracle && s.backlog.is_none() {
+        notes.push(
+            "the shop gives no backlog signal (--backlog-query or [target.settle] backlog): \
+             orders missing after settling may be late rather than lost"
+                .into(),
+        );
+    }
+    notes
 }

@@ -185,6 +185,7 @@ async fn merge_attack(
         mapping: mapping.clone(),
         oracle: crate::rehearsal::OracleSource::None,
         columns: Default::default(),
+        settle: Default::default(),
     };
     let oracle = foreign.oracle.view();
     let run_plan = RunPlan {
@@ -233,6 +234,7 @@ async fn merge_attack(
         drained: true,
         waited_ms: 0,
         limit_ms: 0,
+        settle: None,
     };
     let run = finish_with(&run_plan, shop, clients, Vec::new(), drain, server);
     let metadata = metadata::gather(&run_plan, started_at).await;

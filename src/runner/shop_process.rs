@@ -292,6 +292,7 @@ pub(super) async fn wait_drained(
                 drained,
                 waited_ms: waited.as_millis() as u64,
                 limit_ms: limit.as_millis() as u64,
+                settle: None,
             };
         }
         tokio::time::sleep(Duration::from_millis(100)).await;

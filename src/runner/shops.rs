@@ -82,12 +82,14 @@ pub(super) async fn wait_all_drained(
         drained: true,
         waited_ms: 0,
         limit_ms: limit.as_millis() as u64,
+        settle: None,
     };
     while let Some(d) = waits.join_next().await {
         let d = d.unwrap_or(Drain {
             drained: false,
             waited_ms: all.limit_ms,
             limit_ms: all.limit_ms,
+            settle: None,
         });
         all.drained &= d.drained;
         all.waited_ms = all.waited_ms.max(d.waited_ms);

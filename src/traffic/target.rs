@@ -24,7 +24,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// What a buyer asks the shop to do. An order carries its attempt's idempotency key (sent
-/// in the mapping's `idempotency_header`); pay and cancel carry the order's id when it has one.
+/// in the mapping's `idempotency_header`); pay, cancel and a pending order's poll carry the
+/// order's id when it has one.
 #[derive(Debug, Clone)]
 pub enum Action {
     /// The buyer's login (`[target.login]`).
@@ -33,6 +34,8 @@ pub enum Action {
     Order(Option<String>),
     Pay(Option<String>),
     Cancel(Option<String>),
+    /// Asks for a pending order's decision (`[target.poll]`).
+    Poll(Option<String>),
 }
 
 impl Action {
@@ -44,6 +47,7 @@ impl Action {
             Action::Order(_) => Kind::Order,
             Action::Pay(_) => Kind::Pay,
             Action::Cancel(_) => Kind::Cancel,
+            Action::Poll(_) => Kind::Poll,
         }
     }
 }
@@ -393,6 +397,7 @@ impl Target {
             Action::Order(key) => (&m.order, None, key.as_deref()),
             Action::Pay(id) => (m.pay.as_ref()?, id.as_deref(), None),
             Action::Cancel(id) => (m.cancel.as_ref()?, id.as_deref(), None),
+            Action::Poll(id) => (&m.poll.as_ref()?.request, id.as_deref(), None),
         };
         if order_id.is_none() && t.needs_order_id() {
             return None;
@@ -422,6 +427,12 @@ impl Target {
     /// The first set-up request, if the mapping has one.
     pub fn setup_request(&self) -> Option<Prepared> {
         self.setup_requests().into_iter().next().map(|(_, p)| p)
+    }
+
+    /// The request that reads the shop's backlog (`[target.settle] backlog`), if any.
+    pub fn backlog_request(&self) -> Option<Prepared> {
+        let b = self.mapping.settle.as_ref()?.backlog.as_ref()?;
+        self.request(&b.request, None, None, None, None)
     }
 
     /// The full URL of a prepared request: the base URL plus its path, refused unless it names
@@ -465,9 +476,10 @@ impl Target {
     }
 
     /// Classifies a status and body: the first of the kind's rules that matches
-    /// ([`Mapping::rules_for`]), else the harness's default for the status (`unclassified` for
-    /// an order's 2xx, `ok` for a view's; see `default_answer`). A `created` order carries its
-    /// id when the mapping names the field and the answer has it.
+    /// ([`Mapping::rules_for`]: a poll's are `target.poll.outcomes`), else the harness's
+    /// default for the status (`unclassified` for an order's or a poll's 2xx, `ok` for a
+    /// view's; see `default_answer`). A `created` or `pending` order (and a poll's `created`
+    /// decision) carries its id when the mapping names the field and the answer has it.
     pub fn classify(&self, kind: Kind, status: u16, body: &str) -> Classified {
         self.classify_with(kind, status, body, None)
     }
@@ -487,7 +499,11 @@ impl Target {
             Some(i) => (rules[i].outcome.answer(), Why::Rule(i)),
             None => (default_answer(kind, status), Why::NoRule),
         };
-        let order_id = (kind == Kind::Order && answer == Answer::Created)
+        let carries_id = matches!(
+            (kind, answer),
+            (Kind::Order, Answer::Created | Answer::Pending) | (Kind::Poll, Answer::Created)
+        );
+        let order_id = carries_id
             .then(|| {
                 let path = self.mapping.order_id_field.as_ref()?;
                 field(json.as_ref()?, path)

@@ -245,8 +245,8 @@ async fn an_unknown_threshold_name_exits_2_and_names_the_allowed_ones() {
                  duplicate_buyers, duplicate_devices, client_duplicate_buyers, \
                  client_duplicate_devices, status_mismatches, \
                  conservation_drift, redis_drift, restock_mismatch, reconcile_residual, \
-                 stock_below_zero, stock_above_initial, queue_not_drained, undersell, \
-                 error_rate, unclassified, login_failures, p99_ms, p999_ms"
+                 stock_below_zero, stock_above_initial, not_settled, nothing_sold, undersell, \
+                 turned_away_buyers, error_rate, unclassified, login_failures, p99_ms, p999_ms"
             ),
         "{}",
         run.both()

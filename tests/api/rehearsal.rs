@@ -557,8 +557,9 @@ async fn the_sql_oracle_reads_mysql_in_a_read_only_transaction() {
     }
     let oracle = |sold: &str| OracleSource::Sql {
         url: url.clone(),
-        sold_query: sold.into(),
+        sold_query: Some(sold.into()),
         stock_query: Some("SELECT 17".into()),
+        orders: None,
     };
 
     // Act

@@ -98,6 +98,38 @@ fn leaves(rec: &Recorder, b: &BuyerPlan) {
     rec.finished(b.index, result);
 }
 
+/// Sends an order attempt of buyer `b`, filled in from its session (which learns the
+/// answer); an answer `pending` is followed until the shop decides it
+/// ([`super::poll::decide`]), whose answer is then the attempt's.
+async fn send_order(
+    ctx: &Ctx,
+    target: &Arc<Target>,
+    order: &Action,
+    b: &BuyerPlan,
+    session: &mut Session,
+    intended: Instant,
+) -> Result<(Option<Classified>, Instant), PoolGone> {
+    let Some(prepared) = target.prepare(order, b, session) else {
+        return Ok((None, intended));
+    };
+    let (c, sent, done) = ctx
+        .jobs
+        .send_timed(target, Kind::Order, prepared, intended)
+        .await?;
+    session.learn(&c.learned);
+    if c.answer != Answer::Pending {
+        return Ok((Some(c), done));
+    }
+    let accepted = super::poll::Accepted {
+        intended,
+        sent,
+        at: done,
+    };
+    // Boxed: a journey's future stays small while most orders are never pending.
+    let (c, done) = Box::pin(super::poll::decide(ctx, target, b, session, c, accepted)).await?;
+    Ok((Some(c), done))
+}
+
 /// One person's visit: arrive, browse, order (bots: again and again), then pay, cancel or leave.
 /// Ends early only if the pool is gone (the run failed).
 async fn journey(ctx: Arc<Ctx>, i: usize) -> Result<(), PoolGone> {
@@ -135,13 +167,13 @@ async fn journey(ctx: Arc<Ctx>, i: usize) -> Result<(), PoolGone> {
             let b = &ctx.plan[i];
             let order = Action::Order(Some(key.clone()));
             let t = ctx.targets.of(b);
-            let (c, done) = send(&ctx, t, Kind::Order, &order, b, &mut session, at).await?;
+            let (c, done) = send_order(&ctx, t, &order, b, &mut session, at).await?;
             Ok::<_, PoolGone>((c, done, key, at))
         }));
     }
     let key = rec.attempt_key(b.index, 0);
     let order = Action::Order(Some(key.clone()));
-    let (first, done) = send(&ctx, target, Kind::Order, &order, b, &mut session, intended).await?;
+    let (first, done) = send_order(&ctx, target, &order, b, &mut session, intended).await?;
     let mut answered = vec![(first, done, key, intended)];
     for task in extra {
         if let Ok(answer) = task.await {

@@ -12,6 +12,7 @@
 
 mod journey;
 mod login;
+mod poll;
 mod pool;
 
 use super::recorder::Recorder;

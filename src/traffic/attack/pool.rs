@@ -12,7 +12,7 @@
 //! once every buyer is done (every [`Jobs`] handle dropped) and the queue is empty.
 
 use super::super::mapping::Method;
-use super::super::recorder::{Kind, Recorder};
+use super::super::recorder::{Answer, Kind, Recorder};
 use super::super::target::{Classified, Prepared, Read, Target};
 use goose::client::GooseClientBuilder;
 use goose::config::GooseConfiguration;
@@ -42,8 +42,8 @@ pub(super) struct Job {
     /// When it was queued, if every sender was then held by an unanswered request: its wait
     /// for a sender from there is sender wait (the shop's), not send lag.
     pub(super) waited_since: Option<Instant>,
-    /// The classified answer and when it was complete.
-    pub(super) reply: oneshot::Sender<(Classified, Instant)>,
+    /// The classified answer, when it was sent and when it was complete.
+    pub(super) reply: oneshot::Sender<(Classified, Instant, Instant)>,
 }
 
 /// The pool stopped (its goose attack ended or failed): nothing will be sent any more.
@@ -112,6 +112,20 @@ impl Jobs {
         prepared: Prepared,
         intended: Instant,
     ) -> Result<(Classified, Instant), PoolGone> {
+        let (c, _, done) = self.send_timed(target, kind, prepared, intended).await?;
+        Ok((c, done))
+    }
+
+    /// [`Jobs::send`], also returning when the request was actually sent. An order answered
+    /// `pending` is not recorded by the sender: its answer and latency are its decision's,
+    /// recorded once the buyer found it (`super::poll`).
+    pub async fn send_timed(
+        &self,
+        target: &Arc<Target>,
+        kind: Kind,
+        prepared: Prepared,
+        intended: Instant,
+    ) -> Result<(Classified, Instant, Instant), PoolGone> {
         let (reply, answer) = oneshot::channel();
         let waited_since = self.saturation.full_for(self.tx.len()).then(Instant::now);
         let job = Job {
@@ -222,13 +236,14 @@ async fn send_all(user: &mut GooseUser, ctx: Arc<Ctx>) -> TransactionResult {
 }
 
 /// Sends one job to `url` through goose and records it (no URL: the target's base URL is
-/// not one, a connection error); returns the classified answer and when it was complete.
+/// not one, a connection error; a pending order: recorded at its decision); returns the
+/// classified answer, when it was sent and when it was complete.
 async fn send_one(
     user: &mut GooseUser,
     rec: &Recorder,
     job: &Job,
     url: Option<Url>,
-) -> (Classified, Instant) {
+) -> (Classified, Instant, Instant) {
     let (p, kind) = (&job.prepared, job.kind);
     let sent = rec.sending(kind, job.intended, job.waited_since);
     let read = match url {
@@ -255,11 +270,13 @@ async fn send_one(
     };
     let done = Instant::now();
     let answer = read.classified.answer;
-    rec.record(kind, answer, job.intended, sent, done);
+    if !(kind == Kind::Order && answer == Answer::Pending) {
+        rec.record(kind, answer, job.intended, sent, done);
+    }
     if let (true, Some(status)) = (answer.is_unclassified(), read.status) {
         rec.unclassified(kind, status, &read.body);
     }
-    (read.classified, done)
+    (read.classified, sent, done)
 }
 
 /// The method for a goose request.

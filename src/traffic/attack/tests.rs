@@ -136,6 +136,7 @@ async fn fake_senders(
             Kind::Order => (Answer::Created, Some(format!("o-{n}"))),
             _ => (Answer::Ok, None),
         };
+        let sent = Instant::now();
         tokio::spawn(async move {
             tokio::time::sleep(service).await;
             let c = Classified {
@@ -144,7 +145,7 @@ async fn fake_senders(
                 why: Why::Rule(0),
                 learned: Default::default(),
             };
-            let _ = job.reply.send((c, Instant::now()));
+            let _ = job.reply.send((c, sent, Instant::now()));
         });
     }
     seen

@@ -22,6 +22,8 @@ pub(super) enum Step {
     Action(String),
     /// `setup` (one table) or `setup[i]` (a list).
     Setup(Option<usize>),
+    /// `settle.backlog`: read for the whole sale, like the set-up.
+    Backlog,
 }
 
 impl Step {
@@ -30,6 +32,7 @@ impl Step {
             Step::Action(a) => a.clone(),
             Step::Setup(None) => "setup".into(),
             Step::Setup(Some(i)) => format!("setup[{i}]"),
+            Step::Backlog => "settle.backlog".into(),
         }
     }
 }
@@ -117,7 +120,7 @@ impl Context<'_> {
             .outcomes
             .map(|rules| self::rules(&format!("{action}.outcomes"), rules))
             .transpose()?;
-        let setup = matches!(step, Step::Setup(_));
+        let setup = matches!(step, Step::Setup(_) | Step::Backlog);
         if setup && !r.extract.is_empty() {
             return Err(MappingError::SetupExtract { action });
         }
@@ -139,19 +142,13 @@ impl Context<'_> {
                 let field = format!("{action}.{part}");
                 match n {
                     Name::Named(name) if setup => {
-                        return Err(MappingError::BuyerPlaceholder {
-                            field,
-                            name: name.into(),
-                        })
+                        return Err(sale_wide(&step, field, name.into()));
                     }
                     Name::Builtin(p) if setup && p.is_buyer() => {
-                        return Err(MappingError::BuyerPlaceholder {
-                            field,
-                            name: p.name().into(),
-                        })
+                        return Err(sale_wide(&step, field, p.name().into()));
                     }
                     Name::Builtin(Placeholder::OrderId) => {
-                        let follow_up = action == "pay" || action == "cancel";
+                        let follow_up = matches!(action.as_str(), "pay" | "cancel" | "poll");
                         if !(follow_up && self.with_ids) {
                             return Err(MappingError::OrderId {
                                 action,
@@ -164,6 +161,14 @@ impl Context<'_> {
             }
         }
         Ok(t)
+    }
+}
+
+/// A buyer's value named in a request sent once for the whole sale (the set-up, the backlog).
+fn sale_wide(step: &Step, field: String, name: String) -> MappingError {
+    match step {
+        Step::Backlog => MappingError::BacklogPlaceholder { field, name },
+        _ => MappingError::BuyerPlaceholder { field, name },
     }
 }
 

@@ -39,10 +39,10 @@ pub enum MappingError {
     BuyerPlaceholder { field: String, name: String },
     #[error(
         "field `target.{action}.{part}` names {{order_id}}, which {}",
-        if .action == "pay" || .action == "cancel" {
-            "needs `target.order_id_field` (where a created order's JSON answer carries its id)"
+        if matches!(.action.as_str(), "pay" | "cancel" | "poll") {
+            "needs `target.order_id_field` (where a created or pending order's JSON answer carries its id)"
         } else {
-            "only pay and cancel requests have"
+            "only pay, cancel and poll requests have"
         }
     )]
     OrderId { action: String, part: String },
@@ -75,6 +75,38 @@ pub enum MappingError {
          or \"\" to send none (got {got:?})"
     )]
     IdempotencyHeader { got: String },
+    #[error(
+        "field `target.outcomes[{rule}].outcome` is \"pending\" (accepted, not decided), which \
+         needs `target.poll`: the request that asks the shop for the order's decision, e.g. \
+         [target.poll] method = \"GET\", path = \"/orders/{{order_id}}\", outcomes = [...]"
+    )]
+    PendingWithoutPoll { rule: usize },
+    #[error(
+        "field `target.poll.outcomes` must hold a rule that decides the order (an outcome \
+         other than \"pending\", e.g. {{ status = [\"200\"], field = \"status\", equals = \
+         \"confirmed\", outcome = \"created\" }})"
+    )]
+    PollNeverDecides,
+    #[error(
+        "field `target.poll.{field}` must be between 1 and {max} ms, and interval_ms at most \
+         max_wait_ms (got {got})",
+        max = super::MAX_POLL_WAIT_MS
+    )]
+    PollTiming { field: &'static str, got: u64 },
+    #[error(
+        "field `target.settle.settle_s` must be seconds above 0 and at most {max} (got {got})",
+        max = super::MAX_SETTLE_S
+    )]
+    SettleWindow { got: f64 },
+    #[error(
+        "field `target.{field}` names {{{name}}}, which only a buyer's request has (the backlog \
+         is read for the whole sale)"
+    )]
+    BacklogPlaceholder { field: String, name: String },
+    #[error(
+        "field `target.settle.backlog.field` must be a dot path like \"queue.depth\" (got {got:?})"
+    )]
+    BacklogField { got: String },
     #[error(
         "field `target.payment_window_s` must be between 1 and {max} seconds (got {got})",
         max = super::MAX_PAYMENT_WINDOW_S

@@ -23,6 +23,9 @@
 //!   where they are used) and the plan-time check of named placeholders
 //!   ([`Mapping::check_names`]).
 //! - `error`: [`MappingError`], which names the field at fault.
+//! - `raw/asynchronous`: the asynchronous parts, `[target.poll]` (a `pending` order's
+//!   decision, [`PollSpec`]) and `[target.settle]` (the settle window and the backlog
+//!   endpoint, [`SettleSpec`]).
 //! - [`template`]: placeholders, found when the file is read and expanded when a request is
 //!   built.
 //!
@@ -38,7 +41,10 @@ pub mod template;
 
 use super::recorder::{Answer, Kind};
 pub use error::MappingError;
-pub use raw::{RawLogin, RawMapping, RawOracle, RawRequest, RawRule, RawSetup};
+pub use raw::{
+    RawBacklog, RawLogin, RawMapping, RawOracle, RawPoll, RawRequest, RawRule, RawSettle, RawSetup,
+    MAX_POLL_WAIT_MS, MAX_SETTLE_S,
+};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -126,15 +132,18 @@ pub fn is_unauthorized(code: u16) -> bool {
 }
 
 /// What a rule says an answer means: any [`Answer`] an HTTP response can be, except the ones
-/// the harness gives when nothing matched (`unclassified`, `redirect`) or no response came
-/// (`timeout`, `connect_error`).
+/// the harness gives when nothing matched (`unclassified`, `redirect`), no response came
+/// (`timeout`, `connect_error`) or a pending order was never decided (`undecided`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Outcome(Answer);
 
 impl Outcome {
     /// Whether a rule may name `a`.
     fn allowed(a: Answer) -> bool {
-        !matches!(a, Answer::Timeout | Answer::ConnectError) && !a.is_unclassified()
+        !matches!(
+            a,
+            Answer::Timeout | Answer::ConnectError | Answer::Undecided
+        ) && !a.is_unclassified()
     }
 
     /// Every outcome a rule may name, in report order.
@@ -335,6 +344,35 @@ impl OracleFields {
     }
 }
 
+/// `[target.poll]`: how a pending order's decision is asked for. After a `pending` answer the
+/// buyer sends `request` every `interval` (from the previous poll's answer) until a rule of
+/// `outcomes` decides it, for at most `max_wait` after the pending answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PollSpec {
+    /// May name `{order_id}`: the id the pending answer carried at `order_id_field`.
+    pub request: RequestTemplate,
+    pub interval: std::time::Duration,
+    pub max_wait: std::time::Duration,
+    /// How a poll's answer reads: `pending` (not yet), or the decision.
+    pub outcomes: Vec<OutcomeRule>,
+}
+
+/// `[target.settle]`: the settle window (`None`: `--settle-s` or the default) and the shop's
+/// backlog endpoint.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SettleSpec {
+    pub settle_s: Option<f64>,
+    pub backlog: Option<BacklogEndpoint>,
+}
+
+/// An endpoint on the target whose JSON answer holds the shop's backlog at `field`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BacklogEndpoint {
+    pub request: RequestTemplate,
+    /// Dot path of the backlog's size.
+    pub field: String,
+}
+
 /// The `[target]` table: a shop's API, parsed.
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(try_from = "RawMapping", into = "RawMapping")]
@@ -370,6 +408,11 @@ pub struct Mapping {
     /// Seconds after an order's send within which the shop never releases it on its own
     /// (its payment window), when the table sets one (see [`Mapping::payment_window_s`]).
     pub payment_window_s: Option<u64>,
+    /// Asynchronous orders: how a pending order's decision is asked for (required when a rule
+    /// answers `pending`).
+    pub poll: Option<PollSpec>,
+    /// After the last buyer: the settle window and the backlog signal.
+    pub settle: Option<SettleSpec>,
 }
 
 /// The payment window assumed for a foreign shop that declares none: 15 minutes (the
@@ -401,18 +444,23 @@ impl Mapping {
             Kind::Order => Some(&self.order),
             Kind::Pay => self.pay.as_ref(),
             Kind::Cancel => self.cancel.as_ref(),
+            Kind::Poll => self.poll.as_ref().map(|p| &p.request),
         }
     }
 
     /// The rules that classify `kind`'s answers and the field that holds them: the request's
     /// own `outcomes`, else `[target] outcomes` (a view or a login: none, the harness's
-    /// defaults apply).
+    /// defaults apply; a poll: `target.poll.outcomes`).
     pub fn rules_for(&self, kind: Kind) -> (&[OutcomeRule], String) {
         if let Some(own) = self.request(kind).and_then(|t| t.outcomes.as_deref()) {
             return (own, format!("target.{}.outcomes", kind.as_str()));
         }
         match kind {
             Kind::View | Kind::Login => (&[], String::new()),
+            Kind::Poll => match &self.poll {
+                Some(p) => (&p.outcomes, "target.poll.outcomes".into()),
+                None => (&[], String::new()),
+            },
             _ => (&self.outcomes, "target.outcomes".into()),
         }
     }
@@ -488,6 +536,8 @@ impl Default for Mapping {
             max_unclassified: None,
             oracle: None,
             payment_window_s: None,
+            poll: None,
+            settle: None,
         }
     }
 }

@@ -9,6 +9,10 @@ use super::{
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+mod asynchronous;
+use asynchronous::outcomes_pending;
+pub use asynchronous::{RawBacklog, RawPoll, RawSettle, MAX_POLL_WAIT_MS, MAX_SETTLE_S};
+
 /// One action's request as written.
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Default)]
 #[serde(deny_unknown_fields)]
@@ -114,7 +118,7 @@ pub struct RawRule {
     pub field: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub equals: Option<String>,
-    /// created, ok, sold_out, duplicate, rate_limited, rejected, not_found, invalid,
+    /// created, ok, pending, sold_out, duplicate, rate_limited, rejected, not_found, invalid,
     /// unauthorized, busy, server_error.
     pub outcome: String,
 }
@@ -165,6 +169,12 @@ pub struct RawMapping {
     /// Seconds within which the shop never releases an unpaid order on its own (default 900).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub payment_window_s: Option<u64>,
+    /// Asynchronous orders: how to ask for a pending order's decision.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub poll: Option<RawPoll>,
+    /// After the last buyer: the settle window and the shop's backlog signal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settle: Option<RawSettle>,
 }
 
 pub(super) fn forwarded_for() -> String {
@@ -226,6 +236,11 @@ impl TryFrom<RawMapping> for Mapping {
         {
             return Err(MappingError::PaymentWindow { got });
         }
+        let poll = raw.poll.map(|p| p.parse(&cx)).transpose()?;
+        if let (Some(rule), None) = (outcomes_pending(&outcomes), &poll) {
+            return Err(MappingError::PendingWithoutPoll { rule });
+        }
+        let settle = raw.settle.map(|st| st.parse(&cx)).transpose()?;
         let mapping = Mapping {
             setup,
             login,
@@ -241,6 +256,8 @@ impl TryFrom<RawMapping> for Mapping {
             max_unclassified: raw.max_unclassified,
             oracle: raw.oracle.map(check::oracle).transpose()?,
             payment_window_s: raw.payment_window_s,
+            poll,
+            settle,
         };
         check::extract_names(&mapping)?;
         Ok(mapping)
@@ -348,6 +365,8 @@ impl From<Mapping> for RawMapping {
                 stock_field: o.fields.stock,
             }),
             payment_window_s: m.payment_window_s,
+            poll: m.poll.map(RawPoll::from),
+            settle: m.settle.map(RawSettle::from),
         }
     }
 }

@@ -215,3 +215,94 @@ fn placeholders_are_checked_against_where_they_are_used() {
         "{e}"
     );
 }
+
+fn with_poll(outcomes: &[(&str, &str)]) -> RawMapping {
+    let mut m = RawMapping::from(Mapping::default());
+    m.outcomes[0].outcome = "pending".into();
+    m.poll = Some(RawPoll {
+        method: "GET".into(),
+        path: "/api/orders/{order_id}".into(),
+        body: None,
+        headers: Default::default(),
+        interval_ms: 250,
+        max_wait_ms: 30_000,
+        outcomes: outcomes
+            .iter()
+            .map(|(status, outcome)| RawRule {
+                status: vec![status.to_string()],
+                field: None,
+                equals: None,
+                outcome: outcome.to_string(),
+            })
+            .collect(),
+    });
+    m
+}
+
+#[test]
+fn a_pending_outcome_needs_a_poll_step_that_can_decide() {
+    let mut m = with_poll(&[("200", "created")]);
+    m.poll = None;
+    let e = Mapping::try_from(m).unwrap_err().to_string();
+    assert!(
+        e.contains("target.outcomes[0].outcome") && e.contains("target.poll"),
+        "{e}"
+    );
+    let e = Mapping::try_from(with_poll(&[("202", "pending")]))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("target.poll.outcomes"), "{e}");
+    let e = Mapping::try_from(with_poll(&[("200", "won")]))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("target.poll.outcomes[0].outcome"), "{e}");
+    let mut m = with_poll(&[("200", "created")]);
+    m.poll.as_mut().unwrap().interval_ms = 60_000;
+    let e = Mapping::try_from(m).unwrap_err().to_string();
+    assert!(e.contains("target.poll.interval_ms"), "{e}");
+    let mut m = with_poll(&[("200", "created")]);
+    m.order_id_field = None;
+    m.pay = None;
+    m.cancel = None;
+    let e = Mapping::try_from(m).unwrap_err().to_string();
+    assert!(
+        e.contains("target.poll.path") && e.contains("target.order_id_field"),
+        "{e}"
+    );
+    let ok = Mapping::try_from(with_poll(&[("202", "pending"), ("200", "created")])).unwrap();
+    assert_eq!(
+        RawMapping::from(ok.clone()),
+        with_poll(&[("202", "pending"), ("200", "created")])
+    );
+    assert_eq!(
+        ok.poll.unwrap().interval,
+        std::time::Duration::from_millis(250)
+    );
+}
+
+#[test]
+fn the_settle_table_names_its_fields() {
+    let settle = |settle_s, path: &str, field: &str| {
+        let mut m = RawMapping::from(Mapping::default());
+        m.settle = Some(RawSettle {
+            settle_s,
+            backlog: Some(RawBacklog {
+                method: "GET".into(),
+                path: path.into(),
+                field: field.into(),
+            }),
+        });
+        Mapping::try_from(m)
+    };
+    let ok = settle(Some(2.0), "/queue/{item_id}", "queue.depth").unwrap();
+    assert_eq!(ok.settle.as_ref().unwrap().settle_s, Some(2.0));
+    assert_eq!(Mapping::try_from(RawMapping::from(ok.clone())), Ok(ok));
+    let e = settle(Some(0.0), "/q", "n").unwrap_err().to_string();
+    assert!(e.contains("target.settle.settle_s"), "{e}");
+    let e = settle(None, "/q/{user_id}", "n").unwrap_err().to_string();
+    assert!(e.contains("target.settle.backlog.path"), "{e}");
+    let e = settle(None, "/q", "a..b").unwrap_err().to_string();
+    assert!(e.contains("target.settle.backlog.field"), "{e}");
+    let e = settle(None, "http://x/q", "n").unwrap_err().to_string();
+    assert!(e.contains("target.settle.backlog.path"), "{e}");
+}

@@ -12,16 +12,20 @@ pub enum Kind {
     Cancel,
     /// A buyer's login on its arrival (`[target.login] when = "on_arrival"`); never an order.
     Login,
+    /// An asynchronous order's status request, repeated until the shop decides it
+    /// (`[target.poll]`): never counted among the order figures.
+    Poll,
 }
 
 impl Kind {
     /// All kinds.
-    pub const ALL: [Kind; 5] = [
+    pub const ALL: [Kind; 6] = [
         Kind::View,
         Kind::Order,
         Kind::Pay,
         Kind::Cancel,
         Kind::Login,
+        Kind::Poll,
     ];
 
     /// Report spelling.
@@ -32,6 +36,7 @@ impl Kind {
             Kind::Order => "order",
             Kind::Pay => "pay",
             Kind::Cancel => "cancel",
+            Kind::Poll => "poll",
         }
     }
 }
@@ -44,6 +49,9 @@ pub enum Answer {
     Created,
     /// 200.
     Ok,
+    /// Accepted, not decided (e.g. 202 with a ticket): the order is decided later, found by
+    /// polling (`[target.poll]`). Never an order attempt's final answer.
+    Pending,
     SoldOut,
     Duplicate,
     RateLimited,
@@ -67,13 +75,17 @@ pub enum Answer {
     Timeout,
     /// Could not connect, or the connection broke.
     ConnectError,
+    /// Accepted (pending) but never decided within `target.poll.max_wait_ms`: it may or may
+    /// not have bought.
+    Undecided,
 }
 
 impl Answer {
     /// Every answer, in report order.
-    pub const ALL: [Answer; 15] = [
+    pub const ALL: [Answer; 17] = [
         Answer::Created,
         Answer::Ok,
+        Answer::Pending,
         Answer::SoldOut,
         Answer::Duplicate,
         Answer::RateLimited,
@@ -87,6 +99,7 @@ impl Answer {
         Answer::ServerError,
         Answer::Timeout,
         Answer::ConnectError,
+        Answer::Undecided,
     ];
 
     /// Report spelling.
@@ -94,6 +107,7 @@ impl Answer {
         match self {
             Answer::Created => "created",
             Answer::Ok => "ok",
+            Answer::Pending => "pending",
             Answer::SoldOut => "sold_out",
             Answer::Duplicate => "duplicate",
             Answer::RateLimited => "rate_limited",
@@ -107,6 +121,7 @@ impl Answer {
             Answer::ServerError => "server_error",
             Answer::Timeout => "timeout",
             Answer::ConnectError => "connect_error",
+            Answer::Undecided => "undecided",
         }
     }
 
@@ -119,6 +134,7 @@ impl Answer {
                 | Answer::Timeout
                 | Answer::ConnectError
                 | Answer::Unauthorized
+                | Answer::Undecided
         )
     }
 
@@ -135,7 +151,8 @@ impl Answer {
 pub enum AnswerClass {
     /// Created: the client was told it has an order.
     Acknowledged,
-    /// A clean no (sold out, duplicate, rate limited, another 4xx): it did not buy.
+    /// A clean no (sold out, duplicate, rate limited, unauthorized, another 4xx): it did not
+    /// buy.
     Refused,
     /// A timeout, a broken connection, a 5xx, or an answer no rule reads: it may or may not
     /// have bought. The oracle looks its key up among the orders.
@@ -144,12 +161,13 @@ pub enum AnswerClass {
 
 impl AnswerClass {
     /// The class of an order answer: created is acknowledged; a 5xx, a timeout, a broken
-    /// connection or an answer the mapping cannot read is indeterminate; the rest (an
-    /// unauthorized answer too: the shop did not take the order) refused.
+    /// connection, an answer the mapping cannot read, or an order accepted and never decided
+    /// is indeterminate; the rest (unauthorized too) refused.
     pub fn of(answer: Answer) -> Self {
         match answer {
             Answer::Created => AnswerClass::Acknowledged,
             Answer::Unauthorized => AnswerClass::Refused,
+            Answer::Pending => AnswerClass::Indeterminate,
             a if a.is_error() || a.is_unclassified() || a == Answer::Ok => {
                 AnswerClass::Indeterminate
             }

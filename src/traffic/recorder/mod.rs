@@ -118,6 +118,21 @@ struct Inner {
     order_answers: Option<(std::time::Duration, std::time::Duration)>,
     /// Logins sent on the buyers' arrival (`[target.login] when = "on_arrival"`).
     logins: crate::traffic::login::LoginTally,
+    decisions: Decisions,
+}
+
+/// Asynchronous orders: how many order attempts were answered `pending`, how many of them the
+/// shop then decided (found by polling) and how many never were, and the time from acceptance
+/// (the pending answer) to the decision.
+#[derive(Debug, Clone, Default)]
+pub struct Decisions {
+    pub pending: u64,
+    pub decided: u64,
+    pub undecided: u64,
+    /// Pending answers that carried no order id for a poll that needs one (never polled).
+    pub without_id: u64,
+    /// Acceptance to decision, µs (decided orders only); `None` until an order is pending.
+    pub latency: Option<Histogram<u64>>,
 }
 
 /// Shared by every simulated buyer of one run.
@@ -261,6 +276,28 @@ impl Recorder {
         if kind == Kind::Order && answer == Answer::SoldOut && st.first_sold_out_ms.is_none() {
             st.first_sold_out_ms = Some(at_ms);
         }
+    }
+
+    /// An order answered `pending` at `accepted` was decided at `decided` (`None`: never,
+    /// within `target.poll.max_wait_ms`).
+    pub fn decision(&self, accepted: Instant, decided: Option<Instant>) {
+        let mut st = self.lock();
+        let d = &mut st.decisions;
+        d.pending += 1;
+        let h = d.latency.get_or_insert_with(new_histogram);
+        match decided {
+            Some(at) => {
+                d.decided += 1;
+                let us = at.saturating_duration_since(accepted).as_micros();
+                h.saturating_record((us.min(u64::MAX as u128) as u64).max(1));
+            }
+            None => d.undecided += 1,
+        }
+    }
+
+    /// A pending answer carried no order id, and the poll request needs one.
+    pub fn pending_without_id(&self) {
+        self.lock().decisions.without_id += 1;
     }
 
     /// A buyer's first request is due.
@@ -412,6 +449,7 @@ impl Recorder {
             sender_wait: st.sender_wait.clone(),
             service: st.service.clone(),
             order_answer_span: st.order_answers.map(|(first, last)| last - first),
+            decisions: st.decisions.clone(),
         }
     }
 }
@@ -445,6 +483,8 @@ pub struct Measurements {
     pub service: BTreeMap<Kind, Histogram<u64>>,
     /// From the first order answer to the last.
     pub order_answer_span: Option<std::time::Duration>,
+    /// Asynchronous orders: pending, decided, undecided, acceptance to decision.
+    pub decisions: Decisions,
 }
 
 /// `s` cut to at most `max` bytes on a character boundary, with `…` when cut.
