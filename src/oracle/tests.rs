@@ -39,6 +39,8 @@ fn clients(acks: &[(&str, &str)]) -> Measurements {
         attempts: vec![],
         told: Default::default(),
         cancels_ok: 0,
+        follow_ups: vec![],
+        retries: Default::default(),
         unclassified: vec![],
         first_sold_out_ms: None,
         send_lag: Default::default(),
@@ -333,6 +335,7 @@ fn too_many_unclassified_answers_lead_the_verdict_with_the_rule_to_add() {
 fn every_order_is_sorted_by_the_attempt_that_asked_for_it() {
     use crate::traffic::recorder::{Answer, AnswerClass, Attempt};
     let attempt = |key: &str, answer: Answer, id: Option<&str>| Attempt {
+        retry: false,
         key: key.into(),
         buyer: 0,
         answer,

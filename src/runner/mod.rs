@@ -464,13 +464,7 @@ async fn fire_traffic(
             },
         )
     });
-    let fired = attack::fire(
-        buyers,
-        targets,
-        recorder.clone(),
-        Duration::from_millis(plan.scenario.client.timeout_ms),
-    )
-    .await;
+    let fired = attack::fire(buyers, targets, recorder.clone(), &plan.scenario.client).await;
     if let Some(w) = watch {
         w.stop();
     }

@@ -136,7 +136,7 @@ pub async fn fire_shard(run: &ShardRun) -> anyhow::Result<ShardFile> {
             run.buyers.clone(),
             crate::traffic::target::Targets::one(target),
             recorder.clone(),
-            Duration::from_millis(s.client.timeout_ms),
+            &s.client,
         )
         .await
         .context("firing the traffic")?

@@ -102,7 +102,10 @@ async fn fire_with_goose(
         plan,
         Targets::one(target),
         recorder.clone(),
-        Duration::from_secs(10),
+        &oversell::traffic::scenario::ClientSpec {
+            timeout_ms: 10_000,
+            ..Default::default()
+        },
     )
     .await
     .unwrap();

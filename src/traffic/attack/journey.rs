@@ -7,9 +7,10 @@
 //! waiting for its answer: each buyer is a closed loop, the arrivals are an open model, so a
 //! slow shop delays that buyer's later requests, never anyone's arrival.
 
+use super::super::adversary::RetryPolicy;
 use super::super::recorder::{Ack, Answer, BuyerResult, Kind, Recorder, Told};
 use super::super::schedule::{AfterOrder, BuyerPlan};
-use super::super::target::{Action, Classified, Target, Targets};
+use super::super::target::{Action, Classified, Prepared, Target, Targets};
 use super::pool::{Jobs, PoolGone};
 use std::sync::Arc;
 use std::time::Duration;
@@ -28,6 +29,8 @@ pub(super) struct Ctx {
     pub targets: Targets,
     pub recorder: Arc<Recorder>,
     pub jobs: Jobs,
+    /// `[client] retry` (`None`: nothing is retried).
+    pub retry: Option<RetryPolicy>,
 }
 
 /// The plan's positions in arrival order: `None` when the plan already is in that order (a
@@ -80,8 +83,56 @@ async fn send(
     let Some(prepared) = target.prepare(action, b) else {
         return Ok((None, intended));
     };
-    let (c, done) = ctx.jobs.send(target, kind, prepared, intended).await?;
+    let key = match action {
+        Action::Order(key) => key.as_deref(),
+        _ => None,
+    };
+    let (c, done) = with_retries(ctx, target, kind, prepared, b, intended, key, false).await?;
     Ok((Some(c), done))
+}
+
+/// Sends `prepared` and, as `[client] retry` says, sends the same request again (an order with
+/// its attempt's `Idempotency-Key`, `key`) after each failure it names; returns the last
+/// answer. An order's failed tries are recorded as attempts here (the last is the caller's to
+/// record); `resend`: the first send already repeats an earlier request (`resend_same_key`).
+#[allow(clippy::too_many_arguments)]
+pub(super) async fn with_retries(
+    ctx: &Ctx,
+    target: &Arc<Target>,
+    kind: Kind,
+    prepared: Prepared,
+    b: &BuyerPlan,
+    intended: Instant,
+    key: Option<&str>,
+    resend: bool,
+) -> Result<(Classified, Instant), PoolGone> {
+    let rec = &ctx.recorder;
+    let mut intended = intended;
+    let mut n = 0u32;
+    loop {
+        let (c, done) = if n == 0 && !resend {
+            ctx.jobs
+                .send(target, kind, prepared.clone(), intended)
+                .await?
+        } else {
+            ctx.jobs
+                .send_retry(target, kind, prepared.clone(), intended)
+                .await?
+        };
+        n += 1;
+        let Some(wait) = ctx.retry.as_ref().and_then(|p| p.wait(c.answer, n)) else {
+            return Ok((c, done));
+        };
+        if let Some(key) = key {
+            if resend && n == 1 {
+                rec.retrying(key);
+            }
+            rec.attempt(key, b.index, c.answer, c.order_id.as_deref(), done);
+            rec.retrying(key);
+        }
+        intended = done + wait;
+        tokio::time::sleep_until(intended).await;
+    }
 }
 
 /// One person's visit: arrive, browse, order (bots: again and again), then pay, cancel or leave.
@@ -123,7 +174,11 @@ async fn journey(ctx: Arc<Ctx>, i: usize) -> Result<(), PoolGone> {
             answered.push(answer?);
         }
     }
-    let mut created: Vec<(Option<String>, Instant, String)> = Vec::new();
+    let mut created: Vec<Created> = Vec::new();
+    // The first submission's answer (a bot's extra ones follow it).
+    let first_class = answered
+        .first()
+        .and_then(|(c, _, _)| c.as_ref().map(|c| c.answer));
     for (c, at, key) in answered {
         let Some(c) = c else { continue };
         rec.attempt(&key, b.index, c.answer, c.order_id.as_deref(), at);
@@ -132,45 +187,15 @@ async fn journey(ctx: Arc<Ctx>, i: usize) -> Result<(), PoolGone> {
         }
     }
     for (id, at, key) in &created {
-        let ack = Ack {
-            key: Some(key.clone()),
-            order_id: id.clone(),
-            buyer: b.index,
-            user_id: b.user_id.clone(),
-            device_id: b.device_id.clone(),
-            bot: b.bot,
-            at_ms: 0,
-        };
-        rec.ack(ack, *at);
+        ack(rec, b, key, id.clone(), *at);
     }
-    let (kind, think) = match b.after {
-        AfterOrder::Pay { think } => (Some(Kind::Pay), think),
-        AfterOrder::Cancel { think } => (Some(Kind::Cancel), think),
-        AfterOrder::Abandon => (None, Duration::ZERO),
-    };
-    if let Some(kind) = kind {
-        for (id, at, _) in &created {
-            let act = if kind == Kind::Pay {
-                Action::Pay(id.clone())
-            } else {
-                Action::Cancel(id.clone())
-            };
-            // An order whose answer lacked the id a pay/cancel path needs is left to expire.
-            let Some(prepared) = target.prepare(&act, b) else {
-                continue;
-            };
-            let intended = (*at).max(done) + think;
-            tokio::time::sleep_until(intended).await;
-            let (answer, _) = ctx.jobs.send(target, kind, prepared, intended).await?;
-            if answer.answer == Answer::Ok {
-                let told = if kind == Kind::Pay {
-                    Told::Paid
-                } else {
-                    Told::Cancelled
-                };
-                rec.told(id.as_deref(), told);
-            }
-        }
+    if let AfterOrder::Script { .. } = b.after {
+        // Boxed: a buyer on its way holds only its plan until it gets this far.
+        let scripted =
+            super::script::run(&ctx, target, b, &mut created, first_class, intended, done);
+        Box::pin(scripted).await?;
+    } else {
+        after_order(&ctx, target, b, &created, done).await?;
     }
     rec.finished(
         b.index,
@@ -180,6 +205,63 @@ async fn journey(ctx: Arc<Ctx>, i: usize) -> Result<(), PoolGone> {
             got_order: !created.is_empty(),
         },
     );
+    Ok(())
+}
+
+/// An order a buyer was told was created: its id, when the answer came, its attempt's key.
+pub(super) type Created = (Option<String>, Instant, String);
+
+/// Tells the client an order exists (`key`: its attempt's idempotency key).
+pub(super) fn ack(rec: &Recorder, b: &BuyerPlan, key: &str, order_id: Option<String>, at: Instant) {
+    let ack = Ack {
+        key: Some(key.to_string()),
+        order_id,
+        buyer: b.index,
+        user_id: b.user_id.clone(),
+        device_id: b.device_id.clone(),
+        bot: b.bot,
+        at_ms: 0,
+    };
+    rec.ack(ack, at);
+}
+
+/// `[after_order]`: pays or cancels each created order after thinking, or leaves it.
+async fn after_order(
+    ctx: &Ctx,
+    target: &Arc<Target>,
+    b: &BuyerPlan,
+    created: &[Created],
+    done: Instant,
+) -> Result<(), PoolGone> {
+    let rec = &ctx.recorder;
+    let (kind, think) = match b.after {
+        AfterOrder::Pay { think } => (Kind::Pay, think),
+        AfterOrder::Cancel { think } => (Kind::Cancel, think),
+        AfterOrder::Abandon | AfterOrder::Script { .. } => return Ok(()),
+    };
+    for (id, at, _) in created {
+        let act = if kind == Kind::Pay {
+            Action::Pay(id.clone())
+        } else {
+            Action::Cancel(id.clone())
+        };
+        // An order whose answer lacked the id a pay/cancel path needs is left to expire.
+        let Some(prepared) = target.prepare(&act, b) else {
+            continue;
+        };
+        let intended = (*at).max(done) + think;
+        tokio::time::sleep_until(intended).await;
+        let (answer, _) =
+            with_retries(ctx, target, kind, prepared, b, intended, None, false).await?;
+        if answer.answer == Answer::Ok {
+            let told = if kind == Kind::Pay {
+                Told::Paid
+            } else {
+                Told::Cancelled
+            };
+            rec.told(id.as_deref(), told);
+        }
+    }
     Ok(())
 }
 

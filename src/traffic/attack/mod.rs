@@ -12,8 +12,11 @@
 
 mod journey;
 mod pool;
+mod script;
 
+use super::adversary::RetryPolicy;
 use super::recorder::Recorder;
+use super::scenario::ClientSpec;
 use super::schedule::BuyerPlan;
 use super::target::{self, Targets};
 use anyhow::Context as _;
@@ -89,14 +92,16 @@ pub fn launch_lead(plan: &[BuyerPlan]) -> Duration {
     Duration::from_secs_f64(senders_for(plan.len()) as f64 / LAUNCH_RATE) + MARGIN
 }
 
-/// Runs every buyer of `plan` against its shop of `targets`; returns when the last one is done.
+/// Runs every buyer of `plan` against its shop of `targets` as `spec` (`[client]`) says (its
+/// timeout and retries); returns when the last one is done.
 /// `recorder.opened()` is the schedule's zero: place it at least [`launch_lead`] from now.
 pub async fn fire(
     plan: Arc<Vec<BuyerPlan>>,
     targets: Targets,
     recorder: Arc<Recorder>,
-    timeout: Duration,
+    spec: &ClientSpec,
 ) -> anyhow::Result<(Vec<GooseCrossCheck>, GeneratorStats)> {
+    let timeout = Duration::from_millis(spec.timeout_ms);
     let buyers = plan.len();
     anyhow::ensure!(buyers > 0, "the plan has no buyers");
     let started = Instant::now();
@@ -112,6 +117,7 @@ pub async fn fire(
         targets,
         recorder: recorder.clone(),
         jobs,
+        retry: spec.retry.as_ref().map(RetryPolicy::of),
     });
     let dispatcher = tokio::spawn(journey::dispatch(ctx));
     let metrics = match pool::run(queue, senders, recorder, client, host, timeout).await {

@@ -36,6 +36,8 @@ pub(super) struct Job {
     pub(super) intended: Instant,
     /// The classified answer and when it was complete.
     pub(super) reply: oneshot::Sender<(Classified, Instant)>,
+    /// A retry of an earlier request (recorded apart from first attempts).
+    pub(super) retry: bool,
 }
 
 /// The pool stopped (its goose attack ended or failed): nothing will be sent any more.
@@ -57,6 +59,28 @@ impl Jobs {
         prepared: Prepared,
         intended: Instant,
     ) -> Result<(Classified, Instant), PoolGone> {
+        self.send_as(target, kind, prepared, intended, false).await
+    }
+
+    /// [`Jobs::send`] for a retry of an earlier request: recorded apart from first attempts.
+    pub async fn send_retry(
+        &self,
+        target: &Arc<Target>,
+        kind: Kind,
+        prepared: Prepared,
+        intended: Instant,
+    ) -> Result<(Classified, Instant), PoolGone> {
+        self.send_as(target, kind, prepared, intended, true).await
+    }
+
+    async fn send_as(
+        &self,
+        target: &Arc<Target>,
+        kind: Kind,
+        prepared: Prepared,
+        intended: Instant,
+        retry: bool,
+    ) -> Result<(Classified, Instant), PoolGone> {
         let (reply, answer) = oneshot::channel();
         let job = Job {
             target: target.clone(),
@@ -64,6 +88,7 @@ impl Jobs {
             prepared,
             intended,
             reply,
+            retry,
         };
         self.0.send(job).map_err(|_| PoolGone)?;
         answer.await.map_err(|_| PoolGone)
@@ -187,7 +212,11 @@ async fn send_one(
     };
     let done = Instant::now();
     let answer = read.classified.answer;
-    rec.record(kind, answer, job.intended, sent, done);
+    if job.retry {
+        rec.record_retry(kind, answer, job.intended, sent, done);
+    } else {
+        rec.record(kind, answer, job.intended, sent, done);
+    }
     if let (true, Some(status)) = (answer.is_unclassified(), read.status) {
         rec.unclassified(kind, status, &read.body);
     }

@@ -100,6 +100,7 @@ async fn a_buyer_on_its_way_costs_one_small_task() {
         targets: Targets::one(target(&s)),
         recorder: Arc::new(Recorder::new(Instant::now())),
         jobs,
+        retry: None,
     });
     let size = journey::future_size(ctx);
     assert!(size <= 1024, "a journey's future is {size} bytes");
@@ -161,6 +162,7 @@ async fn every_request_is_handed_to_the_senders_on_time_and_every_journey_is_kep
         targets: Targets::one(target(&s)),
         recorder: recorder.clone(),
         jobs,
+        retry: None,
     });
     let senders = tokio::spawn(fake_senders(queue, Duration::from_millis(3)));
 
