@@ -357,7 +357,7 @@ static SPECS: &[Spec] = &[
     spec(
         "error_rate",
         &[],
-        "order error rate",
+        "order error rate (first attempts; retries are counted apart)",
         "error rate",
         Unit::Share,
         Better::Lower,

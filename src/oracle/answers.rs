@@ -370,4 +370,82 @@ mod tests {
             "the sequence sent, with its answers"
         );
     }
+
+    fn order(id: &str, key: Option<&str>, status: OrderStatus) -> Order {
+        Order {
+            id: id.into(),
+            item_id: 1,
+            user_id: format!("u-{id}"),
+            device_id: None,
+            qty: 1,
+            status,
+            created_at_ms: 0,
+            updated_at_ms: 0,
+            idempotency_key: key.map(str::to_string),
+        }
+    }
+
+    #[test]
+    fn rows_sharing_a_key_count_beyond_the_first_and_beat_the_clients_view() {
+        let mut f = Findings::default();
+        let mut c = Measurements::default();
+        c.attempts.push(crate::traffic::recorder::Attempt {
+            key: "k1".into(),
+            buyer: 0,
+            answer: Answer::Created,
+            class: AnswerClass::Acknowledged,
+            order_id: Some("A".into()),
+            at_ms: 0,
+            retry: false,
+        });
+        observe(&mut f, &c, true, true);
+        assert_eq!(
+            f.duplicate_orders_per_key,
+            Some(0),
+            "the clients saw one order"
+        );
+        let orders = [
+            order("A", Some("k1"), OrderStatus::Paid),
+            // A timed-out first try that bought, and its retry that bought again.
+            order("B", Some("k1"), OrderStatus::PendingPayment),
+            order("C", Some("k2"), OrderStatus::Paid),
+            order("D", None, OrderStatus::Paid),
+            order("E", None, OrderStatus::Paid),
+        ];
+        rows(&mut f, &orders, true);
+        assert_eq!(f.duplicate_orders_per_key, Some(1));
+        assert_eq!(f.duplicate_key_examples[0].order_ids, ["A", "B"]);
+        assert_eq!(f.duplicate_key_examples[0].seen_in, "order rows");
+        let mut none = Findings::default();
+        observe(&mut none, &c, true, false);
+        rows(&mut none, &orders, false);
+        assert_eq!(
+            none.duplicate_orders_per_key, None,
+            "no keys sent: not measured"
+        );
+    }
+
+    #[test]
+    fn a_refusal_the_rows_contradict_is_a_status_mismatch() {
+        let c = Measurements {
+            follow_ups: vec![
+                follow_up(Script::AtTimeout, &[(Kind::Pay, Answer::Rejected)]),
+                follow_up(
+                    Script::CancelAfterPay,
+                    &[(Kind::Pay, Answer::Ok), (Kind::Cancel, Answer::Rejected)],
+                ),
+            ],
+            ..Measurements::default()
+        };
+        let paid = order("A", None, OrderStatus::Paid);
+        let in_db: HashMap<&str, &Order> = [("A", &paid)].into();
+        assert_eq!(
+            refused_but_applied(&c, &in_db),
+            1,
+            "the pay refused at the timeout left the order paid; the refused cancel kept it paid"
+        );
+        let expired = order("A", None, OrderStatus::Expired);
+        let in_db: HashMap<&str, &Order> = [("A", &expired)].into();
+        assert_eq!(refused_but_applied(&c, &in_db), 0);
+    }
 }

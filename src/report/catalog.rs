@@ -171,7 +171,8 @@ impl Metric {
             Metric::DeadLetters => "Redis: the item's dead-letter stream",
             Metric::DuplicateBuyers => "oracle: order rows per user",
             Metric::Undersell => "oracle vs buyers turned away",
-            Metric::ErrorRate | Metric::Throughput => "clients' records of order answers",
+            Metric::ErrorRate => "clients' records of first order attempts (retries apart: order_retries)",
+            Metric::Throughput => "clients' records of order answers",
             Metric::MeanMs | Metric::P50Ms | Metric::P99Ms | Metric::P999Ms => {
                 "order latency, oversell HdrHistogram"
             }

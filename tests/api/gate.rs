@@ -237,9 +237,9 @@ async fn an_unknown_threshold_name_exits_2_and_names_the_allowed_ones() {
         run.stderr.contains("unknown threshold `p95_ms`")
             && run.stderr.contains(
                 "oversell, peak_oversell, client_oversell, oracle_disagreement, lost_acks, \
-                 duplicate_acks, phantom_orders, indeterminate_committed, refused_committed, \
-                 dead_letters, duplicate_buyers, duplicate_devices, status_mismatches, \
-                 conservation_drift, redis_drift, restock_mismatch, reconcile_residual, \
+                 duplicate_acks, duplicate_orders_per_key, phantom_orders, \
+                 indeterminate_committed, refused_committed, dead_letters, duplicate_buyers, \
+                 duplicate_devices, status_mismatches, wrong_answers, conservation_drift, redis_drift, restock_mismatch, reconcile_residual, \
                  stock_below_zero, stock_above_initial, queue_not_drained, undersell, \
                  error_rate, unclassified, p99_ms, p999_ms"
             ),

@@ -182,3 +182,6 @@ async fn step(
         done,
     )))
 }
+
+#[cfg(test)]
+mod tests;
