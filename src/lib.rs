@@ -53,7 +53,10 @@
 //!   that stay on the target, placeholders, status patterns and outcomes when the file is
 //!   read; `mapping::template` expands placeholders once, encoded); [`traffic::target`] turns
 //!   it into requests and classified answers at run time, on the harness's client that follows
-//!   no redirect; [`traffic::buyers_csv`] reads `--buyers-csv` with the `csv` crate.
+//!   no redirect; [`traffic::buyers_csv`] reads `--buyers-csv` with the `csv` crate;
+//!   [`traffic::adversary`] is `[adversarial]`'s scripts (run by `attack/script.rs`, their
+//!   steps recorded as follow-ups) and `[client] retry`'s policy (retries recorded apart from
+//!   first attempts).
 //! - [`nemesis`]: the fault engine: [`nemesis::FaultSpec`] (a scenario's `[[faults]]`,
 //!   `--fault KIND@AT[:DURATION]`) and `[nemesis]` (the private Redis's persistence); one file
 //!   per group of kinds (`shop`: shop-kill through the runner's [`nemesis::ShopControl`];
@@ -93,6 +96,8 @@
 //!   refused and committed, phantom: `oracle::orders`);
 //!   `oracle::clients` judges the clients' own evidence on every run (client-observed
 //!   oversell, the oracle disagreeing with the clients, unclassified answers);
+//!   `oracle::answers` is the table of answers a correct shop gives adversarial buyers
+//!   (`wrong_answers`) and finds keys that bought twice (`duplicate_orders_per_key`);
 //!   `oracle::verdict` writes the one-line verdict.
 //! - [`report`]: `report.json` (`oversell.report/v2`; `report::v1` reads v1 files),
 //!   `report.md`, `report.html` (both tell a run's details through `report::details`), the

@@ -16,7 +16,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// Every `[adversarial]` share and `[client] retry`, 200 buyers for 20 units, a 2 s payment
-/// window (so `at_timeout` pays land on the shop's deadline within the run).
+/// window (so `at_timeout` pays land on the shop's deadline within the run), and a small
+/// database pool, short lock waits and one optimistic retry, so that some strategies answer
+/// some requests 503 busy: those are retried with their key.
 const SCENARIO: &str = r#"
 name = "adversarial-test"
 [item]
@@ -47,6 +49,9 @@ resend_same_key = 0.12
 timeout_ms = 5000
 retry = { on = ["timeout", "connect_error", "5xx"], times = 2, backoff_ms = [50, 200] }
 [shop]
+pool_size = 2
+lock_timeout_ms = 20
+optimistic_retries = 1
 payment_timeout_s = 2
 reconcile_interval_s = 1
 "#;
@@ -118,6 +123,15 @@ fn assert_correct(run: &CliRun, report: &Value, strategies: usize) {
             r["requests"]["order"]
         );
     }
+    let retried_failures: u64 = runs
+        .iter()
+        .map(|r| r["order_retry_errors"].as_u64().unwrap() + r["order_errors"].as_u64().unwrap())
+        .sum();
+    assert!(
+        strategies == 1 || retried_failures > 0,
+        "the small pool made some order attempts fail, and they were retried: {}",
+        run.both()
+    );
     for m in ["wrong_answers", "duplicate_orders_per_key"] {
         assert!(
             run.stdout

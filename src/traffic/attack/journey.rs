@@ -5,7 +5,10 @@
 //! its arrival and then visits the shop (views, the order, a bot's extra submissions, pay or
 //! cancel after thinking), handing every request to the senders' pool ([`super::pool`]) and
 //! waiting for its answer: each buyer is a closed loop, the arrivals are an open model, so a
-//! slow shop delays that buyer's later requests, never anyone's arrival.
+//! slow shop delays that buyer's later requests, never anyone's arrival. An `[adversarial]`
+//! buyer follows its script instead of pay or cancel ([`super::script`]); every request is
+//! retried as `[client] retry` says ([`with_retries`]: the same request, an order with its
+//! attempt's key), the retries recorded apart from first attempts.
 
 use super::super::adversary::RetryPolicy;
 use super::super::recorder::{Ack, Answer, BuyerResult, Kind, Recorder, Told};
