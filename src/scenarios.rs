@@ -32,7 +32,8 @@ pub const BUNDLED: &[Bundled] = bundled![
     "second-wave",
     "rehearsal-example",
     "rehearsal-stock-only",
-    "faults"
+    "faults",
+    "adversarial"
 ];
 
 impl Bundled {

@@ -15,59 +15,19 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-/// Every `[adversarial]` share and `[client] retry`, 200 buyers for 20 units, a 2 s payment
-/// window (so `at_timeout` pays land on the shop's deadline within the run), and a small
-/// database pool, short lock waits and one optimistic retry, so that some strategies answer
-/// some requests 503 busy: those are retried with their key.
-const SCENARIO: &str = r#"
-name = "adversarial-test"
-[item]
-id = 1
-stock = 20
-purchase_limit = 1
-[buyers]
-count = 200
-seed = 11
-arrival = "burst"
-window_s = 2.0
-burst_s = 0.3
-burst_share = 0.6
-[after_order]
-pay = 0.5
-cancel = 0.3
-abandon = 0.2
-think_ms = [20, 200]
-[adversarial]
-cancel_after_pay = 0.12
-cancel_twice = 0.12
-pay_twice = 0.12
-pay_after_cancel = 0.12
-pay_and_cancel = 0.12
-at_timeout = 0.12
-resend_same_key = 0.12
-[client]
-timeout_ms = 5000
-retry = { on = ["timeout", "connect_error", "5xx"], times = 2, backoff_ms = [50, 200] }
-[shop]
-pool_size = 2
-lock_timeout_ms = 20
-optimistic_retries = 1
-payment_timeout_s = 2
-reconcile_interval_s = 1
-"#;
-
-/// Gates `strategies` on `backend` with [`SCENARIO`]; returns the run and its report.
+/// Gates `strategies` on `backend` with the bundled `adversarial` scenario; returns the run and
+/// its report.
 async fn gate_reference(backend: Backend, strategies: &str) -> (CliRun, Value) {
     let db = fresh_db_url(backend);
     let tmp = tempfile::tempdir().unwrap();
-    let scenario = tmp.path().join("adversarial.toml");
-    std::fs::write(&scenario, SCENARIO).unwrap();
     let out = tmp.path().join("reports");
     let run = oversell_cli(
         &[
             "gate",
+            // Every [adversarial] share and [client] retry, 200 buyers for 20 units, a 2 s payment
+            // window, and a small pool so that some strategies answer 503 (retried with the key).
             "--scenario",
-            scenario.to_str().unwrap(),
+            "adversarial",
             "--strategy",
             strategies,
             "--database-url",
