@@ -213,7 +213,7 @@ async fn send_one(
     let done = Instant::now();
     let answer = read.classified.answer;
     if job.retry {
-        rec.record_retry(kind, answer, job.intended, sent, done);
+        rec.record_retry(kind, answer, job.intended, done);
     } else {
         rec.record(kind, answer, job.intended, sent, done);
     }

@@ -59,24 +59,14 @@ impl Recorder {
         self.lock().follow_ups.push(f);
     }
 
-    /// A retry (`[client] retry`, or a resend with the same key) was answered: latency from
-    /// `intended` (its own: the failed answer plus the backoff), service time from `sent`.
-    /// Counted apart from first attempts: the request tables, the error rate and the timeline
-    /// see first attempts only.
-    pub fn record_retry(
-        &self,
-        kind: Kind,
-        answer: Answer,
-        intended: Instant,
-        sent: Instant,
-        done: Instant,
-    ) {
+    /// A retry (`[client] retry`, or a resend with the same key) was answered at `done`:
+    /// latency from `intended` (its own: the failed answer plus the backoff). Counted apart
+    /// from first attempts: the request and timing tables (latency, service time), the error
+    /// rate and the timeline see first attempts only. Its send lag (the generator's lateness,
+    /// whatever the request) is in the send lag of every request, recorded as it was sent.
+    pub fn record_retry(&self, kind: Kind, answer: Answer, intended: Instant, done: Instant) {
         let latency = done.saturating_duration_since(intended);
         let micros = latency.as_micros().min(u64::MAX as u128) as u64;
-        let service_us = done
-            .saturating_duration_since(sent)
-            .as_micros()
-            .min(u64::MAX as u128) as u64;
         metrics::counter!(crate::live::ANSWERS, "kind" => kind.as_str(), "outcome" => answer.as_str())
             .increment(1);
         let mut st = self.lock();
@@ -88,10 +78,6 @@ impl Recorder {
             .entry((kind, answer))
             .or_insert_with(new_histogram)
             .saturating_record(micros.max(1));
-        st.service
-            .entry(kind)
-            .or_insert_with(new_histogram)
-            .saturating_record(service_us.max(1));
     }
 
     /// The next attempt recorded for `key` ([`Recorder::attempt`]) is a retry of it.
@@ -119,5 +105,60 @@ impl super::Measurements {
             }
         }
         h
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::traffic::recorder::Told;
+    use std::time::Duration;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_retry_is_kept_apart_from_first_attempts_and_a_second_cancel_restocks_nothing() {
+        let opened = Instant::now();
+        let rec = Recorder::new(opened);
+        let first = rec.sending(Kind::Order, opened);
+        rec.record(
+            Kind::Order,
+            Answer::Busy,
+            opened,
+            first,
+            opened + Duration::from_millis(5),
+        );
+        let retry_at = opened + Duration::from_millis(55);
+        rec.sending(Kind::Order, retry_at);
+        rec.record_retry(
+            Kind::Order,
+            Answer::Created,
+            retry_at,
+            retry_at + Duration::from_millis(3),
+        );
+        rec.told(Some("A"), Told::Cancelled);
+        rec.told(Some("A"), Told::Cancelled);
+        rec.told(Some("B"), Told::Paid);
+        rec.told(Some("B"), Told::Cancelled);
+        let m = rec.finish();
+        assert_eq!(m.counts(Kind::Order), [(Answer::Busy, 1)].into());
+        assert_eq!(m.retry_counts(Kind::Order), [(Answer::Created, 1)].into());
+        assert_eq!(
+            m.timeline[0].values().sum::<u64>(),
+            1,
+            "the timeline is first attempts'"
+        );
+        assert_eq!(m.service[&Kind::Order].len(), 1, "service time too");
+        assert_eq!(
+            m.send_lag[&Kind::Order].len(),
+            2,
+            "send lag is every request's"
+        );
+        let latency = m.retries_by_kind(Kind::Order);
+        assert!(
+            (2_900..=3_100).contains(&latency.max()),
+            "from its own intended send"
+        );
+        assert_eq!(rec.progress().in_flight, 0);
+        assert_eq!(m.cancels_ok, 2, "one restock per order cancelled");
+        assert_eq!(m.told["B"], Told::Cancelled, "the last ok wins");
     }
 }
