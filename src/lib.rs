@@ -61,7 +61,10 @@
 //!   harness's client that follows no redirect and keeps no cookie; [`traffic::session`] is a
 //!   buyer's session (CSV columns, extracted values, its cookie jar); [`traffic::login`] judges
 //!   and tallies logins (the run's `login` section); [`traffic::buyers_csv`] reads
-//!   `--buyers-csv` with the `csv` crate (extra columns become placeholders).
+//!   `--buyers-csv` with the `csv` crate (extra columns become placeholders);
+//!   [`traffic::adversary`] is `[adversarial]`'s scripts (run by `attack/script.rs`, their
+//!   steps recorded as follow-ups) and `[client] retry`'s policy (retries recorded apart from
+//!   first attempts).
 //! - [`nemesis`]: the fault engine: [`nemesis::FaultSpec`] (a scenario's `[[faults]]`,
 //!   `--fault KIND@AT[:DURATION]`) and `[nemesis]` (the private Redis's persistence); one file
 //!   per group of kinds (`shop`: shop-kill through the runner's [`nemesis::ShopControl`];
@@ -103,6 +106,8 @@
 //!   refused and committed, phantom: `oracle::orders`);
 //!   `oracle::clients` judges the clients' own evidence on every run (client-observed
 //!   oversell, the oracle disagreeing with the clients, unclassified answers);
+//!   `oracle::answers` is the table of answers a correct shop gives adversarial buyers
+//!   (`wrong_answers`) and finds keys that bought twice (`duplicate_orders_per_key`);
 //!   `oracle::verdict` writes the one-line verdict.
 //! - [`report`]: `report.json` (`oversell.report/v2`; `report::v1` reads v1 files),
 //!   `report.md`, `report.html` (both tell a run's details through `report::details`), the

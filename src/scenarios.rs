@@ -35,7 +35,8 @@ pub const BUNDLED: &[Bundled] = bundled![
     "faults",
     "selftest-limit-race",
     "selftest-get-then-decr",
-    "selftest-double-restock"
+    "selftest-double-restock",
+    "adversarial"
 ];
 
 impl Bundled {

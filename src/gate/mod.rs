@@ -4,8 +4,9 @@
 //! `unclassified`), overridden by `--threshold name=value` flags. Every correctness finding of
 //! the oracle defaults to 0 when neither sets it: `oversell`, `peak_oversell` (oversell later
 //! cancels covered up still fails), `client_oversell`, `oracle_disagreement`, `lost_acks`,
-//! `duplicate_acks`, `phantom_orders`, `refused_committed`, `dead_letters`, `duplicate_buyers`,
-//! `duplicate_devices`, `status_mismatches`, `conservation_drift`, `redis_drift`,
+//! `duplicate_acks`, `duplicate_orders_per_key`, `phantom_orders`, `refused_committed`,
+//! `dead_letters`, `duplicate_buyers`, `duplicate_devices`, `status_mismatches`,
+//! `wrong_answers`, `conservation_drift`, `redis_drift`,
 //! `restock_mismatch`, `reconcile_residual`, `stock_below_zero`, `stock_above_initial` and
 //! `not_settled` (alias `queue_not_drained`), `nothing_sold` and `undersell` (units left while
 //! buyers were refused for reasons other than sold out; both always measured from the clients'

@@ -209,13 +209,13 @@ mod tests {
             limitable_names(),
             "oversell, peak_oversell, client_oversell, client_peak_oversell, \
              stock_peak_oversell, oracle_disagreement, lost_acks, duplicate_acks, \
-             phantom_orders, indeterminate_committed, refused_committed, dead_letters, \
-             duplicate_buyers, duplicate_devices, client_duplicate_buyers, \
-             client_duplicate_devices, status_mismatches, \
-             conservation_drift, redis_drift, restock_mismatch, reconcile_residual, \
-             stock_below_zero, stock_above_initial, not_settled, nothing_sold, undersell, \
-             turned_away_buyers, error_rate, unclassified, login_failures, p99_ms, p999_ms, \
-             service_p99_ms, send_lag_p99_ms"
+             duplicate_orders_per_key, phantom_orders, indeterminate_committed, \
+             refused_committed, dead_letters, duplicate_buyers, duplicate_devices, \
+             client_duplicate_buyers, client_duplicate_devices, status_mismatches, \
+             wrong_answers, conservation_drift, redis_drift, restock_mismatch, \
+             reconcile_residual, stock_below_zero, stock_above_initial, not_settled, \
+             nothing_sold, undersell, turned_away_buyers, error_rate, unclassified, \
+             login_failures, p99_ms, p999_ms, service_p99_ms, send_lag_p99_ms"
         );
         assert_eq!(
             Metric::limit("max_send_lag_ms", 20.0),

@@ -15,6 +15,8 @@
 //!   did buy, its client never heard); *refused and committed* when its key only ever got a
 //!   clean no; a *phantom* when no request of this run names it at all;
 //! - duplicate acknowledgements: one order id told to two attempts;
+//! - wrong answers to adversarial buyers (`answers`: the table a correct shop's answers
+//!   follow) and orders bought twice under one idempotency key;
 //! - duplicate buyers: users (and devices) holding more than the purchase limit;
 //! - a run that tested nothing: the item had stock and the shop acknowledged no order
 //!   (`nothing_sold`); undersell: units left unsold while buyers were refused for reasons
@@ -31,11 +33,13 @@
 //! no rule of the mapping classified are counted, with the rule to add. `verdict` writes the
 //! one-line verdict.
 
+mod answers;
 mod clients;
 mod orders;
 mod replay;
 mod verdict;
 
+pub use answers::{judge as judge_follow_up, KeyDuplicate, Wrong, WrongAnswer, RULES};
 pub use orders::peak_held;
 
 use crate::model::Order;
@@ -314,6 +318,24 @@ pub struct Findings {
     /// What the clients' evidence cannot show in this run (no order ids, restocks unseen).
     #[serde(default)]
     pub client_notes: Vec<String>,
+    /// Orders of adversarial buyers (`[adversarial]`) whose scripted follow-ups were sent.
+    #[serde(default)]
+    pub follow_ups: Option<u64>,
+    /// Of those, orders answered as no correct shop answers (`oracle::RULES`; the clients'
+    /// records).
+    #[serde(default)]
+    pub wrong_answers: Option<u64>,
+    /// Up to 20 of them: the order, the sequence sent, the answers, the rule broken.
+    #[serde(default)]
+    pub wrong_answer_examples: Vec<WrongAnswer>,
+    /// Orders beyond the first bought under one Idempotency-Key: order rows sharing a key
+    /// (when the oracle has rows) or one key acknowledged with two order ids (clients'
+    /// records), whichever shows more. `None`: the attempts carried no key.
+    #[serde(default)]
+    pub duplicate_orders_per_key: Option<u64>,
+    /// Up to 20 keys that bought more than once, with their order ids.
+    #[serde(default)]
+    pub duplicate_key_examples: Vec<KeyDuplicate>,
     pub verdict: String,
 }
 
@@ -352,6 +374,12 @@ pub fn audit(e: &Evidence<'_>) -> Findings {
         ..Findings::default()
     };
     clients::observe(&mut f, e);
+    answers::observe(
+        &mut f,
+        e.clients,
+        e.reading.order_id_field.is_some(),
+        e.reading.keys_sent,
+    );
     let (sold, stock, orders) = match &e.truth {
         Truth::Unverified => {
             clients::judge(&mut f, e, None);
@@ -366,6 +394,7 @@ pub fn audit(e: &Evidence<'_>) -> Findings {
                 .map(|o| o.qty)
                 .sum();
             orders::findings(&mut f, orders, e, orders::Rows::Reference);
+            answers::rows(&mut f, orders, e.reading.keys_sent);
             (sold, Some(*db_stock), Some(orders.as_slice()))
         }
         Truth::Rows(rows) => {
@@ -376,6 +405,7 @@ pub fn audit(e: &Evidence<'_>) -> Findings {
                 .map(|o| o.qty)
                 .sum();
             orders::findings(&mut f, &rows.orders, e, orders::Rows::Foreign);
+            answers::rows(&mut f, &rows.orders, e.reading.keys_sent);
             f.orders_by_status = rows.statuses.clone();
             (sold, rows.stock, Some(rows.orders.as_slice()))
         }

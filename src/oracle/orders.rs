@@ -110,7 +110,8 @@ pub(super) fn findings(f: &mut Findings, orders: &[Order], e: &Evidence<'_>, row
             None => false,
         })
         .count();
-    f.status_mismatches = Some(mismatches as u64);
+    let refused_but_applied = super::answers::refused_but_applied(e.clients, &in_db);
+    f.status_mismatches = Some(mismatches as u64 + refused_but_applied);
     if rows == Rows::Foreign {
         let by_shop: Vec<&str> = e
             .clients

@@ -42,6 +42,8 @@ fn clients(acks: &[(&str, &str)]) -> Measurements {
         attempts: vec![],
         told: Default::default(),
         cancels_ok: 0,
+        follow_ups: vec![],
+        retries: Default::default(),
         unclassified: vec![],
         first_sold_out_ms: None,
         send_lag: Default::default(),
@@ -213,6 +215,7 @@ fn undersell_counts_units_left_while_buyers_were_refused_for_another_reason_than
         class: AnswerClass::of(answer),
         order_id: None,
         at_ms: 0,
+        retry: false,
     };
     c.attempts = vec![
         attempt(2, Answer::Unauthorized),
@@ -270,6 +273,7 @@ fn a_sale_with_stock_and_no_acknowledgement_tested_nothing() {
             class: AnswerClass::Refused,
             order_id: None,
             at_ms: 0,
+            retry: false,
         })
         .collect();
     let f = audit(&evidence(
@@ -424,6 +428,7 @@ fn too_many_unclassified_answers_lead_the_verdict_with_the_rule_to_add() {
 fn every_order_is_sorted_by_the_attempt_that_asked_for_it() {
     use crate::traffic::recorder::{Answer, AnswerClass, Attempt};
     let attempt = |key: &str, answer: Answer, id: Option<&str>| Attempt {
+        retry: false,
         key: key.into(),
         buyer: 0,
         answer,

@@ -83,6 +83,16 @@ pub(super) fn render(f: &Findings) -> String {
             f.refused_buyers
         ));
     }
+    if let Some(w) = f.wrong_answers.filter(|w| *w > 0) {
+        parts.push(format!(
+            "{w} adversarial buyers' orders were answered as no correct shop answers (wrong answers)"
+        ));
+    }
+    if let Some(d) = f.duplicate_orders_per_key.filter(|d| *d > 0) {
+        parts.push(format!(
+            "{d} orders were bought again under an Idempotency-Key that had bought one"
+        ));
+    }
     if let Some(w) = &f.oracle_warning {
         parts.push(w.clone());
     }

@@ -54,6 +54,11 @@ impl Metric {
                 "the shop gives no order ids (target.order_id_field), or this report predates the figure"
                     .to_string()
             }),
+            Metric::DuplicateOrdersPerKey => f.duplicate_orders_per_key.map(|v| v as f64).ok_or_else(|| {
+                "the order attempts carried no Idempotency-Key (target.idempotency_header), or this report predates the figure"
+                    .to_string()
+            }),
+            Metric::WrongAnswers => f.wrong_answers.map(|v| v as f64).ok_or_else(older),
             Metric::PhantomOrders => count(f.phantom_orders),
             Metric::IndeterminateCommitted => count(f.indeterminate_committed),
             Metric::RefusedCommitted => count(f.refused_committed),
@@ -187,6 +192,12 @@ impl Metric {
                 "oracle: the most units held at once, replayed from the order rows' times"
             }
             Metric::DuplicateAcks => "clients' acknowledgements: one order id, several attempts",
+            Metric::DuplicateOrdersPerKey => {
+                "order rows sharing one Idempotency-Key (when the oracle has rows) and clients' records (one key acknowledged with two order ids)"
+            }
+            Metric::WrongAnswers => {
+                "clients' records: adversarial buyers' follow-ups against the answers a correct shop gives"
+            }
             Metric::PhantomOrders => {
                 "oracle: order rows no acknowledged id nor attempt's Idempotency-Key names"
             }
@@ -219,7 +230,8 @@ impl Metric {
             Metric::Undersell => {
                 "units left (oracle's sold, else clients' net acknowledgements) vs people refused as unauthorized, invalid or not found"
             }
-            Metric::ErrorRate | Metric::Throughput => "clients' records of order answers",
+            Metric::ErrorRate => "clients' records of first order attempts (retries apart: order_retries)",
+            Metric::Throughput => "clients' records of order answers",
             Metric::MeanMs | Metric::P50Ms | Metric::P99Ms | Metric::P999Ms => {
                 "order latency, oversell HdrHistogram"
             }

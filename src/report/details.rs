@@ -5,7 +5,8 @@
 use super::catalog::DbRate;
 use super::summary::LatencySummary;
 use super::{Report, RunReport};
-use crate::traffic::recorder::Kind;
+use crate::traffic::recorder::{Answer, Kind};
+use std::collections::BTreeMap;
 
 fn opt<T: std::fmt::Display>(v: Option<T>) -> String {
     v.map_or_else(|| "n/a".into(), |v| v.to_string())
@@ -182,6 +183,8 @@ pub fn facts(run: &RunReport) -> Vec<Fact> {
             l.p50_ms, l.p99_ms, l.max_ms, l.count
         ));
     }
+    v.extend(retries_line(run));
+    v.extend(adversarial(&run.findings));
     let mut facts: Vec<Fact> = v.into_iter().map(Fact::from).collect();
     facts.splice(2..2, oracle_and_clients(f));
     facts.extend(login_facts(run));
@@ -277,41 +280,110 @@ pub const REQUEST_HEADER: [&str; 9] = [
     "request", "count", "outcomes", "mean", "p50", "p90", "p99", "p99.9", "max",
 ];
 
-/// The per-request table: one row per kind of request (latency in ms from the intended send).
+/// The per-request table: one row per kind of request (latency in ms from the intended send),
+/// each kind's retries in a row of their own after it (`order (retries)`): first attempts and
+/// retries are never counted together.
 pub fn requests(run: &RunReport) -> Vec<[String; 9]> {
-    Kind::ALL
+    let row = |name: String, total: u64, outcomes: &BTreeMap<Answer, u64>, l: &LatencySummary| {
+        let outcomes = outcomes
+            .iter()
+            .map(|(a, n)| format!("{} {n}", a.as_str()))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let ms = |v: f64| format!("{v:.3}");
+        [
+            name,
+            total.to_string(),
+            outcomes,
+            ms(l.mean_ms),
+            ms(l.p50_ms),
+            ms(l.p90_ms),
+            ms(l.p99_ms),
+            ms(l.p999_ms),
+            ms(l.max_ms),
+        ]
+    };
+    let mut rows = Vec::new();
+    for kind in Kind::ALL {
+        let Some(k) = run.requests.get(&kind) else {
+            continue;
+        };
+        rows.push(row(
+            kind.as_str().to_string(),
+            k.total,
+            &k.outcomes,
+            &k.latency,
+        ));
+        if let Some(r) = &k.retries {
+            rows.push(row(
+                format!("{} (retries)", kind.as_str()),
+                r.total,
+                &r.outcomes,
+                &r.latency,
+            ));
+        }
+    }
+    rows
+}
+
+/// Retries and what the error rate counts, for the terminal (`None`: no retries were sent).
+pub fn retries_line(run: &RunReport) -> Option<String> {
+    let parts: Vec<String> = Kind::ALL
         .into_iter()
         .filter_map(|kind| {
-            let k = run.requests.get(&kind)?;
-            let outcomes = k
+            let r = run.requests.get(&kind)?.retries.as_ref()?;
+            let outcomes = r
                 .outcomes
                 .iter()
                 .map(|(a, n)| format!("{} {n}", a.as_str()))
                 .collect::<Vec<_>>()
                 .join(", ");
-            let LatencySummary {
-                mean_ms,
-                p50_ms,
-                p90_ms,
-                p99_ms,
-                p999_ms,
-                max_ms,
-                ..
-            } = k.latency;
-            let ms = |v: f64| format!("{v:.3}");
-            Some([
-                kind.as_str().to_string(),
-                k.total.to_string(),
-                outcomes,
-                ms(mean_ms),
-                ms(p50_ms),
-                ms(p90_ms),
-                ms(p99_ms),
-                ms(p999_ms),
-                ms(max_ms),
-            ])
+            Some(format!("{} {} ({outcomes})", kind.as_str(), r.total))
         })
-        .collect()
+        .collect();
+    (!parts.is_empty()).then(|| {
+        format!(
+            "retries (same request, same Idempotency-Key; apart from first attempts): {}; the error rate {} counts first attempts only ({} order retries, {} of them errors)",
+            parts.join("; "),
+            pct(run.error_rate),
+            run.order_retries,
+            run.order_retry_errors
+        )
+    })
+}
+
+/// What the adversarial buyers found: wrong answers and keys that bought twice, with examples.
+fn adversarial(f: &crate::oracle::Findings) -> Vec<String> {
+    let mut v = Vec::new();
+    if let (Some(n), Some(wrong)) = (f.follow_ups.filter(|n| *n > 0), f.wrong_answers) {
+        v.push(format!(
+            "adversarial buyers: {n} orders followed a script; {wrong} answered as no correct shop answers (wrong answers, clients' records)"
+        ));
+    }
+    for w in f.wrong_answer_examples.iter().take(5) {
+        v.push(format!(
+            "wrong answer: {} order {} (key {}): {}: {}",
+            w.script.as_str(),
+            w.order_id.as_deref().unwrap_or("without id"),
+            w.key,
+            w.sequence,
+            w.why.as_str()
+        ));
+    }
+    if let Some(n) = f.duplicate_orders_per_key.filter(|n| *n > 0) {
+        v.push(format!(
+            "{n} orders beyond the first bought under one Idempotency-Key (duplicate orders per key)"
+        ));
+    }
+    for d in f.duplicate_key_examples.iter().take(5) {
+        v.push(format!(
+            "key {} bought {} ({})",
+            d.key,
+            d.order_ids.join(", "),
+            d.seen_in
+        ));
+    }
+    v
 }
 
 /// What the goose cross-check says, if anything.

@@ -175,6 +175,19 @@ pub struct KindReport {
     pub service_time: Option<LatencySummary>,
     /// Latency per answer (e.g. how long a sold-out answer took versus a created one).
     pub latency_by_outcome: BTreeMap<Answer, LatencySummary>,
+    /// Retries of this kind (`[client] retry`, resends with the same key), apart from the
+    /// first attempts counted above (absent: none were sent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retries: Option<RetriesReport>,
+}
+
+/// Retries of one kind: how they were answered, latency from each retry's own intended send
+/// (the failed answer plus the backoff).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RetriesReport {
+    pub total: u64,
+    pub outcomes: BTreeMap<Answer, u64>,
+    pub latency: LatencySummary,
 }
 
 /// How draining went: the reference shop's queue drained, or a foreign shop settled.
@@ -340,10 +353,18 @@ pub struct RunReport {
     #[serde(flatten)]
     pub findings: Findings,
     pub requests: BTreeMap<Kind, KindReport>,
+    /// First order attempts (retries are `order_retries`).
     pub order_attempts: u64,
     pub order_errors: u64,
-    /// Order attempts answered with 5xx, timeouts or connection errors, over all attempts.
+    /// First order attempts answered with 5xx, timeouts or connection errors, over all first
+    /// attempts (retries are counted apart: `order_retries`, `order_retry_errors`).
     pub error_rate: f64,
+    /// Order retries sent (`[client] retry`, resends with the same key).
+    #[serde(default)]
+    pub order_retries: u64,
+    /// Of those, answered with 5xx, timeouts or connection errors.
+    #[serde(default)]
+    pub order_retry_errors: u64,
     /// All requests per second over the active period.
     pub throughput_rps: f64,
     /// The rate the shop answered orders: order answers over the real span from the first

@@ -169,6 +169,16 @@ fn served_rate(answers: u64, span: Option<std::time::Duration>, active_s: f64) -
     }
 }
 
+/// The retries of one kind, apart from its first attempts (`None`: none were sent).
+fn retries(m: &crate::traffic::recorder::Measurements, kind: Kind) -> Option<super::RetriesReport> {
+    let all = m.retries_by_kind(kind);
+    (!all.is_empty()).then(|| super::RetriesReport {
+        total: all.len(),
+        outcomes: m.retry_counts(kind),
+        latency: LatencySummary::of(&all),
+    })
+}
+
 /// Builds a run's report section.
 pub fn build(input: RunInputs) -> RunReport {
     let m = &input.measurements;
@@ -196,6 +206,7 @@ pub fn build(input: RunInputs) -> RunReport {
                 sender_wait: m.sender_wait.get(&kind).map(LatencySummary::of),
                 service_time: m.service.get(&kind).map(LatencySummary::of),
                 latency_by_outcome: by_outcome,
+                retries: retries(m, kind),
             },
         );
     }
@@ -243,6 +254,13 @@ pub fn build(input: RunInputs) -> RunReport {
         requests,
         order_attempts: attempts,
         order_errors: errors,
+        order_retries: m.retry_counts(Kind::Order).values().sum(),
+        order_retry_errors: m
+            .retry_counts(Kind::Order)
+            .iter()
+            .filter(|(a, _)| a.is_error())
+            .map(|(_, n)| n)
+            .sum(),
         error_rate: if attempts > 0 {
             errors as f64 / attempts as f64
         } else {

@@ -170,6 +170,9 @@ pub fn render(r: &Report) -> String {
         if let Some(why) = super::details::generator_bound(run) {
             let _ = writeln!(s, "{}: GENERATOR-BOUND: {why}", run.run_label(mb));
         }
+        if let Some(retries) = super::details::retries_line(run) {
+            let _ = writeln!(s, "{}: {retries}", run.run_label(mb));
+        }
     }
     if super::repeats::repeated(r) {
         let _ = writeln!(s, "{}", super::repeats::NOTE);

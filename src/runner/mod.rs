@@ -484,7 +484,7 @@ async fn fire_traffic(
             },
         )
     });
-    let fired = attack::fire(buyers, targets, recorder.clone(), sending).await;
+    let fired = attack::fire(buyers, targets, recorder.clone(), &plan.scenario.client).await;
     if let Some(w) = watch {
         w.stop();
     }

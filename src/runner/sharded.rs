@@ -143,7 +143,7 @@ pub async fn fire_shard(run: &ShardRun) -> anyhow::Result<ShardFile> {
             run.buyers.clone(),
             crate::traffic::target::Targets::one(target),
             recorder.clone(),
-            sending,
+            &s.client,
         )
         .await
         .context("firing the traffic")?

@@ -135,6 +135,9 @@ pub fn merge_measurements(parts: Vec<Measurements>) -> anyhow::Result<Measuremen
         for (k, h) in &p.service {
             add(m.service.entry(*k).or_insert_with(new_histogram), h)?;
         }
+        for (k, h) in &p.retries {
+            add(m.retries.entry(*k).or_insert_with(new_histogram), h)?;
+        }
         if m.order_intervals.len() < p.order_intervals.len() {
             m.order_intervals
                 .resize_with(p.order_intervals.len(), interval_histogram);
@@ -162,6 +165,7 @@ pub fn merge_measurements(parts: Vec<Measurements>) -> anyhow::Result<Measuremen
         m.attempts.extend(p.attempts);
         m.told.extend(p.told);
         m.cancels_ok += p.cancels_ok;
+        m.follow_ups.extend(p.follow_ups);
         for u in p.unclassified {
             unclassified
                 .entry((u.kind, u.status))

@@ -12,7 +12,7 @@ use crate::inventory::Strategy;
 use crate::report::summary::{decode_histogram, encode_histogram};
 use crate::traffic::attack::{GeneratorStats, GooseCrossCheck};
 use crate::traffic::recorder::{
-    Ack, Answer, Attempt, BuyerResult, Kind, Measurements, Told, UnclassifiedAnswer,
+    Ack, Answer, Attempt, BuyerResult, FollowUp, Kind, Measurements, Told, UnclassifiedAnswer,
 };
 use crate::traffic::Scenario;
 use anyhow::Context;
@@ -125,6 +125,12 @@ pub struct Clients {
     pub attempts: Vec<Attempt>,
     pub told: BTreeMap<String, Told>,
     pub cancels_ok: u64,
+    /// Retries by kind and answer (`[client] retry`, resends with the same key).
+    #[serde(default)]
+    pub retries: Vec<Encoded>,
+    /// Adversarial buyers' orders and what they sent after them.
+    #[serde(default)]
+    pub follow_ups: Vec<FollowUp>,
     pub unclassified: Vec<UnclassifiedAnswer>,
     pub first_sold_out_ms: Option<u64>,
     pub buyers: Vec<BuyerEnd>,
@@ -201,6 +207,16 @@ impl Clients {
             attempts: m.attempts.clone(),
             told: m.told.iter().map(|(k, v)| (k.clone(), *v)).collect(),
             cancels_ok: m.cancels_ok,
+            retries: m
+                .retries
+                .iter()
+                .map(|((kind, answer), h)| Encoded {
+                    kind: *kind,
+                    answer: Some(*answer),
+                    histogram: encode_histogram(h),
+                })
+                .collect(),
+            follow_ups: m.follow_ups.clone(),
             unclassified: m.unclassified.clone(),
             first_sold_out_ms: m.first_sold_out_ms,
             buyers: m
@@ -236,6 +252,14 @@ impl Clients {
             m.sender_wait
                 .insert(e.kind, decode(&e.histogram, "sender_wait")?);
         }
+        for e in &self.retries {
+            let answer = e
+                .answer
+                .with_context(|| format!("{what}: clients.retries: an entry has no answer"))?;
+            m.retries
+                .insert((e.kind, answer), decode(&e.histogram, "retries")?);
+        }
+        m.follow_ups = self.follow_ups.clone();
         for e in &self.service {
             m.service.insert(e.kind, decode(&e.histogram, "service")?);
         }

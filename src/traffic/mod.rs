@@ -1,6 +1,7 @@
 //! The traffic model: scenario files → a seeded plan of buyers → buyer tasks that fire it
-//! through a pool of goose users.
+//! through a pool of goose users; `adversary`: the `[adversarial]` scripts and `[client] retry`.
 
+pub mod adversary;
 pub mod attack;
 pub mod buyers_csv;
 pub mod login;

@@ -28,6 +28,9 @@ pub struct Scenario {
     pub bots: BotsSpec,
     #[serde(default)]
     pub after_order: AfterOrderSpec,
+    /// `[adversarial]`: shares of the buyers who get an order that follow a script instead.
+    #[serde(default)]
+    pub adversarial: AdversarialSpec,
     #[serde(default)]
     pub second_wave: Option<WaveSpec>,
     #[serde(default)]
@@ -153,6 +156,63 @@ pub struct AfterOrderSpec {
     pub think_ms: [u64; 2],
 }
 
+/// `[adversarial]`: shares of the buyers who get an order that follow a script (see
+/// [`super::adversary::Script`]) instead of `[after_order]`; together at most 1.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AdversarialSpec {
+    /// Pay, then cancel the paid order.
+    pub cancel_after_pay: f64,
+    /// Cancel, then cancel again.
+    pub cancel_twice: f64,
+    /// Pay, then pay again.
+    pub pay_twice: f64,
+    /// Cancel, then pay the cancelled order.
+    pub pay_after_cancel: f64,
+    /// Pay and cancel sent at once.
+    pub pay_and_cancel: f64,
+    /// Pay right at the end of the payment window.
+    pub at_timeout: f64,
+    /// Resend the order attempt with the same `Idempotency-Key`, then pay.
+    pub resend_same_key: f64,
+}
+
+impl AdversarialSpec {
+    /// Each script's share, in [`super::adversary::Script::ALL`]'s order.
+    pub fn shares(&self) -> [(super::adversary::Script, f64); 7] {
+        use super::adversary::Script as S;
+        [
+            (S::CancelAfterPay, self.cancel_after_pay),
+            (S::CancelTwice, self.cancel_twice),
+            (S::PayTwice, self.pay_twice),
+            (S::PayAfterCancel, self.pay_after_cancel),
+            (S::PayAndCancel, self.pay_and_cancel),
+            (S::AtTimeout, self.at_timeout),
+            (S::ResendSameKey, self.resend_same_key),
+        ]
+    }
+
+    /// The shares together.
+    pub fn total(&self) -> f64 {
+        self.shares().iter().map(|(_, v)| v).sum()
+    }
+}
+
+/// `[client] retry`: failed requests resent with the same request (an order with its
+/// attempt's `Idempotency-Key`), as real clients do.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RetrySpec {
+    /// Which failures are retried: `timeout`, `connect_error`, `5xx`.
+    pub on: Vec<String>,
+    /// Retries after the first attempt, at most.
+    #[serde(default = "retry_times")]
+    pub times: u32,
+    /// Milliseconds to wait before each retry, from the failed answer (the last repeats).
+    #[serde(default = "retry_backoff")]
+    pub backoff_ms: Vec<u64>,
+}
+
 /// `[second_wave]`: buyers who come back later (after restocks).
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -176,6 +236,9 @@ pub struct ClientSpec {
     /// finds every sender held by an unanswered one waits for a sender (sender wait, the
     /// shop's time).
     pub senders: u32,
+    /// `retry = { on = [...], times, backoff_ms }`: failed requests resent (absent: never).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retry: Option<RetrySpec>,
 }
 
 fn one() -> i64 {
@@ -220,6 +283,12 @@ fn burst_s() -> f64 {
 fn burst_share() -> f64 {
     0.8
 }
+fn retry_times() -> u32 {
+    2
+}
+fn retry_backoff() -> Vec<u64> {
+    vec![50, 200]
+}
 
 impl Default for BrowseSpec {
     fn default() -> Self {
@@ -259,6 +328,7 @@ impl Default for ClientSpec {
             timeout_ms: 10_000,
             ip_pool: 1000,
             senders: crate::traffic::attack::SENDERS as u32,
+            retry: None,
         }
     }
 }
@@ -300,6 +370,8 @@ impl Scenario {
         self.browse.validate()?;
         self.bots.validate()?;
         self.after_order.validate()?;
+        self.adversarial
+            .validate(super::adversary::payment_window(self))?;
         if let Some(w) = &self.second_wave {
             w.validate()?;
         }
@@ -307,6 +379,7 @@ impl Scenario {
         self.shop.validate()?;
         if let Some(t) = &self.target {
             validate::target_fits(t, &self.browse, &self.after_order)?;
+            validate::target_fits_scripts(t, &self.adversarial)?;
         }
         crate::nemesis::validate_all(&self.faults)?;
         Ok(())
@@ -488,6 +561,90 @@ stock_field = "current_stock"
         assert!(
             e.contains("after_order") && e.contains("add up to 1"),
             "{e}"
+        );
+    }
+
+    #[test]
+    fn adversarial_and_retry_errors_name_their_fields() {
+        let adv = "\n[adversarial]\npay_twice = 0.5\nat_timeout = 0.3\n";
+        let s = Scenario::parse(&format!("{MINIMAL}{adv}")).unwrap();
+        assert_eq!(s.adversarial.total(), 0.8);
+        let e = Scenario::parse(&format!("{MINIMAL}{}", adv.replace("0.3", "0.6")))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("`adversarial`") && e.contains("at most 1"),
+            "{e}"
+        );
+        let e = Scenario::parse(&format!("{MINIMAL}\n[adversarial]\npay_twic = 0.5\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("pay_twic") && e.contains("resend_same_key"),
+            "{e}"
+        );
+        let retry = "\n[client]\nretry = { on = [\"timeout\", \"5xx\"], times = 2, backoff_ms = [50, 200] }\n";
+        let s = Scenario::parse(&format!("{MINIMAL}{retry}")).unwrap();
+        let p = crate::traffic::adversary::RetryPolicy::of(s.client.retry.as_ref().unwrap());
+        assert_eq!(p.times, 2);
+        let e = Scenario::parse(&format!("{MINIMAL}{}", retry.replace("\"5xx\"", "\"4xx\"")))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("client.retry.on") && e.contains("connect_error") && e.contains("\"4xx\""),
+            "{e}"
+        );
+        let e = Scenario::parse(&format!(
+            "{MINIMAL}{}",
+            retry.replace("times = 2", "times = 0")
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("client.retry.times") && e.contains("between 1 and 10"),
+            "{e}"
+        );
+        let e = Scenario::parse(&format!(
+            "{MINIMAL}{}",
+            retry.replace("[50, 200]", "[50, 200, 800]")
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("client.retry.backoff_ms"), "{e}");
+        let e = Scenario::parse(&format!("{MINIMAL}{}", retry.replace("times", "tries")))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("tries") && e.contains("backoff_ms"), "{e}");
+    }
+
+    #[test]
+    fn a_target_without_pay_cannot_take_scripts_that_pay() {
+        let target = r#"
+[after_order]
+pay = 0
+abandon = 1
+[adversarial]
+pay_twice = 0.2
+[target]
+order = { method = "POST", path = "/purchase" }
+outcomes = [{ status = ["200"], outcome = "created" }]
+"#;
+        let e = Scenario::parse(&format!("{MINIMAL}{target}"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("target.pay") && e.contains("adversarial.pay_twice"),
+            "{e}"
+        );
+        let e = Scenario::parse(&format!(
+            "{MINIMAL}{}",
+            target.replace("pay_twice", "at_timeout")
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("adversarial.at_timeout") && e.contains("payment window"),
+            "a foreign shop declares no payment window yet: {e}"
         );
     }
 }

@@ -2,6 +2,7 @@
 //! what it does after ordering. Built entirely before the sale opens, from the scenario's seed,
 //! so two runs send the same schedule and a slow shop can never change when buyers arrive.
 
+use super::adversary::{self, Script, AT_TIMEOUT_SPREAD};
 use super::scenario::{Arrival, Scenario};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -10,9 +11,19 @@ use std::time::Duration;
 /// What a buyer does with a created order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AfterOrder {
-    Pay { think: Duration },
-    Cancel { think: Duration },
+    Pay {
+        think: Duration,
+    },
+    Cancel {
+        think: Duration,
+    },
     Abandon,
+    /// An `[adversarial]` script. `think`: from the order's answer to the first follow-up
+    /// (`at_timeout`: from the order's intended send to its pay, about the payment window).
+    Script {
+        script: Script,
+        think: Duration,
+    },
 }
 
 /// One person's plan.
@@ -106,6 +117,11 @@ pub fn build(s: &Scenario) -> Vec<BuyerPlan> {
     }
     times.sort_by(|a, b| a.0.total_cmp(&b.0));
     let a = &s.after_order;
+    // The scripts draw from a stream of their own: a scenario without `[adversarial]` keeps
+    // the very plan it had before the section existed.
+    let mut scripts = ChaCha8Rng::seed_from_u64(s.buyers.seed);
+    scripts.set_stream(SCRIPT_STREAM);
+    let window = adversary::payment_window(s);
     times
         .into_iter()
         .enumerate()
@@ -128,7 +144,13 @@ pub fn build(s: &Scenario) -> Vec<BuyerPlan> {
             };
             let roll = rng.random::<f64>();
             let think = between(&mut rng, a.think_ms);
-            let after = if roll < a.pay {
+            let after = if let Some(script) = script(&mut scripts, s) {
+                let think = match (script, window) {
+                    (Script::AtTimeout, Some(w)) => at_timeout(&mut scripts, w),
+                    _ => think,
+                };
+                AfterOrder::Script { script, think }
+            } else if roll < a.pay {
                 AfterOrder::Pay { think }
             } else if roll < a.pay + a.cancel {
                 AfterOrder::Cancel { think }
@@ -161,6 +183,35 @@ pub fn build(s: &Scenario) -> Vec<BuyerPlan> {
             }
         })
         .collect()
+}
+
+/// The random stream `[adversarial]` scripts are drawn from (the plan's own is stream 0).
+const SCRIPT_STREAM: u64 = 0xad5e;
+
+/// A buyer's script, or `None` (it follows `[after_order]`): one draw per buyer when the
+/// scenario has `[adversarial]` shares, none otherwise.
+fn script(rng: &mut ChaCha8Rng, s: &Scenario) -> Option<Script> {
+    let shares = s.adversarial.shares();
+    if s.adversarial.total() <= 0.0 {
+        return None;
+    }
+    let roll = rng.random::<f64>();
+    let mut edge = 0.0;
+    for (script, share) in shares {
+        edge += share;
+        if roll < edge {
+            return Some(script);
+        }
+    }
+    None
+}
+
+/// An `at_timeout` buyer's wait from its order's intended send to its pay: the window, give or
+/// take [`AT_TIMEOUT_SPREAD`].
+fn at_timeout(rng: &mut ChaCha8Rng, window: Duration) -> Duration {
+    let spread = AT_TIMEOUT_SPREAD.as_millis() as u64;
+    let offset = rng.random_range(0..=2 * spread);
+    (window + Duration::from_millis(offset)).saturating_sub(AT_TIMEOUT_SPREAD)
 }
 
 /// Arrivals per whole second of the schedule (for `--dry-run` and the plan summary).
@@ -266,5 +317,60 @@ abandon = 0.25
             .filter(|b| matches!(b.after, AfterOrder::Pay { .. }))
             .count();
         assert!((900..=1100).contains(&pays), "{pays}");
+    }
+
+    #[test]
+    fn adversarial_shares_give_each_script_its_buyers_the_same_way_every_time() {
+        let plain = build(&scenario("uniform"));
+        let mut s = scenario("uniform");
+        s.adversarial = crate::traffic::scenario::AdversarialSpec {
+            cancel_after_pay: 0.1,
+            cancel_twice: 0.1,
+            pay_twice: 0.1,
+            pay_after_cancel: 0.1,
+            pay_and_cancel: 0.1,
+            at_timeout: 0.1,
+            resend_same_key: 0.1,
+        };
+        s.shop.payment_timeout_s = 3;
+        let plan = build(&s);
+        assert_eq!(plan, build(&s), "seeded");
+        for script in Script::ALL {
+            let n = plan
+                .iter()
+                .filter(|b| matches!(b.after, AfterOrder::Script { script: x, .. } if x == script))
+                .count();
+            assert!((140..=260).contains(&n), "{script:?}: {n} of 2000 at 10%");
+        }
+        let scripted = plan
+            .iter()
+            .filter(|b| matches!(b.after, AfterOrder::Script { .. }))
+            .count();
+        assert!(
+            (1300..=1500).contains(&scripted),
+            "{scripted}: 70% scripted"
+        );
+        for b in &plan {
+            if let AfterOrder::Script {
+                script: Script::AtTimeout,
+                think,
+            } = b.after
+            {
+                assert!(
+                    (Duration::from_millis(2750)..=Duration::from_millis(3250)).contains(&think),
+                    "at the 3 s window's end: {think:?}"
+                );
+            }
+        }
+        // Everything else about each buyer is the plan without [adversarial].
+        for (a, b) in plain.iter().zip(&plan) {
+            assert_eq!(
+                (a.arrival, &a.views, a.bot, &a.ip),
+                (b.arrival, &b.views, b.bot, &b.ip)
+            );
+            if !matches!(b.after, AfterOrder::Script { .. }) {
+                assert_eq!(a.after, b.after);
+            }
+        }
     }
 }

@@ -241,12 +241,13 @@ async fn an_unknown_threshold_name_exits_2_and_names_the_allowed_ones() {
             && run.stderr.contains(
                 "oversell, peak_oversell, client_oversell, client_peak_oversell, \
                  stock_peak_oversell, oracle_disagreement, lost_acks, duplicate_acks, \
-                 phantom_orders, indeterminate_committed, refused_committed, dead_letters, \
-                 duplicate_buyers, duplicate_devices, client_duplicate_buyers, \
-                 client_duplicate_devices, status_mismatches, \
-                 conservation_drift, redis_drift, restock_mismatch, reconcile_residual, \
-                 stock_below_zero, stock_above_initial, not_settled, nothing_sold, undersell, \
-                 turned_away_buyers, error_rate, unclassified, login_failures, p99_ms, p999_ms"
+                 duplicate_orders_per_key, phantom_orders, indeterminate_committed, \
+                 refused_committed, dead_letters, duplicate_buyers, duplicate_devices, \
+                 client_duplicate_buyers, client_duplicate_devices, status_mismatches, \
+                 wrong_answers, conservation_drift, redis_drift, restock_mismatch, \
+                 reconcile_residual, stock_below_zero, stock_above_initial, not_settled, \
+                 nothing_sold, undersell, turned_away_buyers, error_rate, unclassified, \
+                 login_failures, p99_ms, p999_ms"
             ),
         "{}",
         run.both()

@@ -95,7 +95,7 @@ async fn fire_with_goose(
             std::thread::sleep(stall);
         });
     }
-    let (goose, _) = attack::fire(plan, Targets::one(target), recorder.clone(), sending)
+    let (goose, _) = attack::fire(plan, Targets::one(target), recorder.clone(), &s.client)
         .await
         .unwrap();
     (recorder.finish(), goose)

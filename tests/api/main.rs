@@ -1,5 +1,6 @@
 //! One integration-test binary (links once): real PostgreSQL, MySQL/MariaDB and Redis.
 
+mod adversary;
 mod async_orders;
 mod attack_shard;
 mod bad_input;

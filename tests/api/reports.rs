@@ -501,7 +501,8 @@ async fn diff_reads_a_v1_report_against_a_v2_one() {
     for row in rows {
         let verdict = row.trim_end_matches(" |").rsplit("| ").next().unwrap();
         // v1 reports predate the clients' evidence, the mapping's unclassified answers, dead
-        // letters, the sort of orders by idempotency key, send lag and service time; and a
+        // letters, the sort of orders by idempotency key, send lag and service time, wrong
+        // answers and duplicate orders per key; and a
         // naive run has no Redis.
         let newer = [
             "client_oversell",
@@ -511,6 +512,8 @@ async fn diff_reads_a_v1_report_against_a_v2_one() {
             "unclassified",
             "dead_letters",
             "duplicate_acks",
+            "duplicate_orders_per_key",
+            "wrong_answers",
             "indeterminate_committed",
             "refused_committed",
             "redis_drift",

@@ -227,7 +227,7 @@ pub fn write_all(dir: &Path, report: &Report) -> anyhow::Result<Vec<Rendered>> {
     add(
         "headline".into(),
         "The post-mortem's four headline metrics".into(),
-        "Oversold units (oracle), average order latency (HdrHistogram), DB peak QPS (the database server's counters), order error rate (clients' records: 5xx, timeouts, connection errors over all order attempts).".into(),
+        "Oversold units (oracle), average order latency (HdrHistogram), DB peak QPS (the database server's counters), order error rate (clients' records: 5xx, timeouts, connection errors over all first order attempts; retries are counted apart).".into(),
         Figure::Headline,
     )?;
     Ok(out)

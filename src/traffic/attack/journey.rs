@@ -2,15 +2,22 @@
 //!
 //! The dispatcher walks the plan in arrival order and spawns each buyer's journey [`AHEAD`] of
 //! its arrival, so a buyer not yet due costs only its [`BuyerPlan`]. A journey sleeps until
-//! its arrival and then visits the shop (views, the order, a bot's extra submissions, pay or
-//! cancel after thinking), handing every request to the senders' pool ([`super::pool`]) and
-//! waiting for its answer: each buyer is a closed loop, the arrivals are an open model, so a
-//! slow shop delays that buyer's later requests, never anyone's arrival.
+//! its arrival and then visits the shop (a login on arrival, views, the order, a bot's extra
+//! submissions, pay or cancel after thinking), handing every request to the senders' pool
+//! ([`super::pool`]) and waiting for its answer: each buyer is a closed loop, the arrivals are
+//! an open model, so a slow shop delays that buyer's later requests, never anyone's arrival.
+//! Every request is filled in from the buyer's session (its CSV values, what earlier answers
+//! taught it, its cookies). An order answered `pending` is polled until the shop decides it
+//! ([`super::poll`]). An `[adversarial]` buyer follows its script instead of pay or cancel
+//! ([`super::script`]); every request is retried as `[client] retry` says ([`with_retries`]:
+//! the same request, an order with its attempt's key), the retries recorded apart from first
+//! attempts.
 
+use super::super::adversary::RetryPolicy;
 use super::super::recorder::{Ack, Answer, BuyerResult, Kind, Recorder, Told};
 use super::super::schedule::{AfterOrder, BuyerPlan};
 use super::super::session::Session;
-use super::super::target::{Action, Classified, Target, Targets};
+use super::super::target::{Action, Classified, Prepared, Target, Targets};
 use super::pool::{Jobs, PoolGone};
 use std::sync::Arc;
 use std::time::Duration;
@@ -29,6 +36,8 @@ pub(super) struct Ctx {
     pub targets: Targets,
     pub recorder: Arc<Recorder>,
     pub jobs: Jobs,
+    /// `[client] retry` (`None`: nothing is retried).
+    pub retry: Option<RetryPolicy>,
 }
 
 /// The plan's positions in arrival order: `None` when the plan already is in that order (a
@@ -68,9 +77,9 @@ pub(super) async fn dispatch(ctx: Arc<Ctx>) {
     }
 }
 
-/// Sends one request of buyer `b` through the pool, filled in from its session (which
-/// learns the answer's cookies and extracted values); `None` when the mapping has no such
-/// request (the answer is then "now", at `intended`).
+/// Sends one request of buyer `b` through the pool (retried as `[client] retry` says), filled
+/// in from its session (which learns the answer's cookies and extracted values); `None` when
+/// the mapping has no such request (the answer is then "now", at `intended`).
 async fn send(
     ctx: &Ctx,
     target: &Arc<Target>,
@@ -83,9 +92,69 @@ async fn send(
     let Some(prepared) = target.prepare(action, b, session) else {
         return Ok((None, intended));
     };
-    let (c, done) = ctx.jobs.send(target, kind, prepared, intended).await?;
-    session.learn(&c.learned);
-    Ok((Some(c), done))
+    // Boxed (as every send here): a buyer on its way holds only a pointer to its request.
+    let t = Box::pin(with_retries(
+        ctx, target, kind, prepared, b, intended, None, false,
+    ))
+    .await?;
+    session.learn(&t.c.learned);
+    Ok((Some(t.c), t.done))
+}
+
+/// The last try of a request [`with_retries`] sent: its answer, its intended and actual send,
+/// when the answer came, and whether it was a retry.
+pub(super) struct Tried {
+    pub c: Classified,
+    pub intended: Instant,
+    pub sent: Instant,
+    pub done: Instant,
+    pub retried: bool,
+}
+
+/// Sends `prepared` and, as `[client] retry` says, sends the same request again (an order with
+/// its attempt's `Idempotency-Key`, `key`) after each failure it names; returns the last
+/// try. An order's failed tries are recorded as attempts here (the last is the caller's to
+/// record); `resend`: the first send already repeats an earlier request (`resend_same_key`).
+#[allow(clippy::too_many_arguments)]
+pub(super) async fn with_retries(
+    ctx: &Ctx,
+    target: &Arc<Target>,
+    kind: Kind,
+    prepared: Prepared,
+    b: &BuyerPlan,
+    intended: Instant,
+    key: Option<&str>,
+    resend: bool,
+) -> Result<Tried, PoolGone> {
+    let rec = &ctx.recorder;
+    let mut intended = intended;
+    let mut n = 0u32;
+    loop {
+        let retried = n > 0 || resend;
+        let (c, sent, done) = ctx
+            .jobs
+            .send_as(target, kind, prepared.clone(), intended, retried)
+            .await?;
+        n += 1;
+        let Some(wait) = ctx.retry.as_ref().and_then(|p| p.wait(c.answer, n)) else {
+            return Ok(Tried {
+                c,
+                intended,
+                sent,
+                done,
+                retried,
+            });
+        };
+        if let Some(key) = key {
+            if resend && n == 1 {
+                rec.retrying(key);
+            }
+            rec.attempt(key, b.index, c.answer, c.order_id.as_deref(), done);
+            rec.retrying(key);
+        }
+        intended = done + wait;
+        tokio::time::sleep_until(intended).await;
+    }
 }
 
 /// A buyer who leaves without ordering (its login failed: it would only be refused).
@@ -98,9 +167,9 @@ fn leaves(rec: &Recorder, b: &BuyerPlan) {
     rec.finished(b.index, result);
 }
 
-/// Sends an order attempt of buyer `b`, filled in from its session (which learns the
-/// answer); an answer `pending` is followed until the shop decides it
-/// ([`super::poll::decide`]), whose answer is then the attempt's.
+/// Sends an order attempt of buyer `b` (retried as `[client] retry` says), filled in from
+/// its session (which learns the answer); an answer `pending` is followed until the shop
+/// decides it ([`super::poll::decide`]), whose answer is then the attempt's.
 async fn send_order(
     ctx: &Ctx,
     target: &Arc<Target>,
@@ -112,21 +181,24 @@ async fn send_order(
     let Some(prepared) = target.prepare(order, b, session) else {
         return Ok((None, intended));
     };
-    let (c, sent, done) = ctx
-        .jobs
-        .send_timed(target, Kind::Order, prepared, intended)
-        .await?;
-    session.learn(&c.learned);
-    if c.answer != Answer::Pending {
-        return Ok((Some(c), done));
+    let key = match order {
+        Action::Order(key) => key.as_deref(),
+        _ => None,
+    };
+    let sent = with_retries(ctx, target, Kind::Order, prepared, b, intended, key, false);
+    let t = Box::pin(sent).await?;
+    session.learn(&t.c.learned);
+    if t.c.answer != Answer::Pending {
+        return Ok((Some(t.c), t.done));
     }
     let accepted = super::poll::Accepted {
-        intended,
-        sent,
-        at: done,
+        intended: t.intended,
+        sent: t.sent,
+        at: t.done,
+        retry: t.retried,
     };
     // Boxed: a journey's future stays small while most orders are never pending.
-    let (c, done) = Box::pin(super::poll::decide(ctx, target, b, session, c, accepted)).await?;
+    let (c, done) = Box::pin(super::poll::decide(ctx, target, b, session, t.c, accepted)).await?;
     Ok((Some(c), done))
 }
 
@@ -180,60 +252,34 @@ async fn journey(ctx: Arc<Ctx>, i: usize) -> Result<(), PoolGone> {
             answered.push(answer?);
         }
     }
-    let mut created: Vec<(Option<String>, Instant, String, Instant)> = Vec::new();
+    let mut created: Vec<Created> = Vec::new();
+    // The first submission's answer (a bot's extra ones follow it).
+    let first_class = answered
+        .first()
+        .and_then(|(c, ..)| c.as_ref().map(|c| c.answer));
     for (c, at, key, sent) in answered {
         let Some(c) = c else { continue };
         rec.attempt(&key, b.index, c.answer, c.order_id.as_deref(), at);
         if c.answer == Answer::Created {
-            created.push((c.order_id, at, key, sent));
+            let ack = ack(rec, b, &key, c.order_id.clone(), at, sent);
+            created.push((c.order_id, at, key, ack));
         }
     }
-    let mut acked = Vec::with_capacity(created.len());
-    for (id, at, key, sent) in &created {
-        let ack = Ack {
-            key: Some(key.clone()),
-            order_id: id.clone(),
-            buyer: b.index,
-            user_id: b.user_id.clone(),
-            device_id: b.device_id.clone(),
-            bot: b.bot,
-            at_ms: 0,
-            sent_ms: rec.ms(*sent),
-            cancel_sent_ms: None,
-            paid_ms: None,
-        };
-        acked.push(rec.ack(ack, *at));
-    }
-    let (kind, think) = match b.after {
-        AfterOrder::Pay { think } => (Some(Kind::Pay), think),
-        AfterOrder::Cancel { think } => (Some(Kind::Cancel), think),
-        AfterOrder::Abandon => (None, Duration::ZERO),
-    };
-    if let Some(kind) = kind {
-        for ((id, at, _, _), &ack) in created.iter().zip(&acked) {
-            let act = if kind == Kind::Pay {
-                Action::Pay(id.clone())
-            } else {
-                Action::Cancel(id.clone())
-            };
-            // An order whose answer lacked the id a pay/cancel path needs is left to expire.
-            let Some(prepared) = target.prepare(&act, b, &session) else {
-                continue;
-            };
-            let intended = (*at).max(done) + think;
-            tokio::time::sleep_until(intended).await;
-            let (answer, answered) = ctx.jobs.send(target, kind, prepared, intended).await?;
-            session.learn(&answer.learned);
-            if answer.answer == Answer::Ok {
-                let told = if kind == Kind::Pay {
-                    Told::Paid
-                } else {
-                    Told::Cancelled
-                };
-                rec.told(id.as_deref(), told);
-                rec.followed_up(ack, told, intended, answered);
-            }
-        }
+    if let AfterOrder::Script { .. } = b.after {
+        // Boxed: a buyer on its way holds only its plan until it gets this far.
+        let scripted = super::script::run(
+            &ctx,
+            target,
+            b,
+            &mut session,
+            &mut created,
+            first_class,
+            intended,
+            done,
+        );
+        Box::pin(scripted).await?;
+    } else {
+        after_order(&ctx, target, b, &mut session, &created, done).await?;
     }
     rec.finished(
         b.index,
@@ -243,6 +289,78 @@ async fn journey(ctx: Arc<Ctx>, i: usize) -> Result<(), PoolGone> {
             got_order: !created.is_empty(),
         },
     );
+    Ok(())
+}
+
+/// An order a buyer was told was created: its id, when the answer came, its attempt's key,
+/// and its acknowledgement's index in the recorder.
+pub(super) type Created = (Option<String>, Instant, String, usize);
+
+/// Tells the client an order exists (`key`: its attempt's idempotency key; `sent`: when the
+/// attempt was meant to go out); returns the acknowledgement's index.
+pub(super) fn ack(
+    rec: &Recorder,
+    b: &BuyerPlan,
+    key: &str,
+    order_id: Option<String>,
+    at: Instant,
+    sent: Instant,
+) -> usize {
+    let ack = Ack {
+        key: Some(key.to_string()),
+        order_id,
+        buyer: b.index,
+        user_id: b.user_id.clone(),
+        device_id: b.device_id.clone(),
+        bot: b.bot,
+        at_ms: 0,
+        sent_ms: rec.ms(sent),
+        cancel_sent_ms: None,
+        paid_ms: None,
+    };
+    rec.ack(ack, at)
+}
+
+/// `[after_order]`: pays or cancels each created order after thinking, or leaves it.
+async fn after_order(
+    ctx: &Ctx,
+    target: &Arc<Target>,
+    b: &BuyerPlan,
+    session: &mut Session,
+    created: &[Created],
+    done: Instant,
+) -> Result<(), PoolGone> {
+    let rec = &ctx.recorder;
+    let (kind, think) = match b.after {
+        AfterOrder::Pay { think } => (Kind::Pay, think),
+        AfterOrder::Cancel { think } => (Kind::Cancel, think),
+        AfterOrder::Abandon | AfterOrder::Script { .. } => return Ok(()),
+    };
+    for (id, at, _, ack) in created {
+        let act = if kind == Kind::Pay {
+            Action::Pay(id.clone())
+        } else {
+            Action::Cancel(id.clone())
+        };
+        // An order whose answer lacked the id a pay/cancel path needs is left to expire.
+        let Some(prepared) = target.prepare(&act, b, session) else {
+            continue;
+        };
+        let intended = (*at).max(done) + think;
+        tokio::time::sleep_until(intended).await;
+        let sent = with_retries(ctx, target, kind, prepared, b, intended, None, false);
+        let t = Box::pin(sent).await?;
+        session.learn(&t.c.learned);
+        if t.c.answer == Answer::Ok {
+            let told = if kind == Kind::Pay {
+                Told::Paid
+            } else {
+                Told::Cancelled
+            };
+            rec.told(id.as_deref(), told);
+            rec.followed_up(*ack, told, intended, t.done);
+        }
+    }
     Ok(())
 }
 

@@ -14,8 +14,11 @@ mod journey;
 mod login;
 mod poll;
 mod pool;
+mod script;
 
+use super::adversary::RetryPolicy;
 use super::recorder::Recorder;
+use super::scenario::ClientSpec;
 use super::schedule::BuyerPlan;
 use super::target::{self, Targets};
 use anyhow::Context as _;
@@ -115,15 +118,17 @@ impl Sending {
     }
 }
 
-/// Runs every buyer of `plan` against its shop of `targets`; returns when the last one is done.
+/// Runs every buyer of `plan` against its shop of `targets` as `spec` (`[client]`) says (its
+/// timeout, its senders' cap and its retries); returns when the last one is done.
 /// `recorder.opened()` is the schedule's zero: place it at least [`Sending::launch_lead`] from
 /// now.
 pub async fn fire(
     plan: Arc<Vec<BuyerPlan>>,
     targets: Targets,
     recorder: Arc<Recorder>,
-    sending: Sending,
+    spec: &ClientSpec,
 ) -> anyhow::Result<(Vec<GooseCrossCheck>, GeneratorStats)> {
+    let sending = Sending::of(spec);
     let timeout = sending.timeout;
     let buyers = plan.len();
     anyhow::ensure!(buyers > 0, "the plan has no buyers");
@@ -141,6 +146,7 @@ pub async fn fire(
         targets,
         recorder: recorder.clone(),
         jobs,
+        retry: spec.retry.as_ref().map(RetryPolicy::of),
     });
     let dispatcher = tokio::spawn(journey::dispatch(ctx));
     let metrics = match pool::run(queue, saturation.clone(), recorder, client, host, timeout).await

@@ -35,6 +35,9 @@ pub(super) struct Accepted {
     pub sent: Instant,
     /// The pending answer.
     pub at: Instant,
+    /// The pending answer came to a retry (`[client] retry`): the decision is recorded with
+    /// the retries, apart from first attempts.
+    pub retry: bool,
 }
 
 /// Polls the order `pending` stands for until the shop decides it (or `max_wait` passes);
@@ -92,13 +95,17 @@ pub(super) async fn decide(
             (c, done)
         }
     };
-    rec.record(
-        Kind::Order,
-        c.answer,
-        accepted.intended,
-        accepted.sent,
-        done,
-    );
+    if accepted.retry {
+        rec.record_retry(Kind::Order, c.answer, accepted.intended, done);
+    } else {
+        rec.record(
+            Kind::Order,
+            c.answer,
+            accepted.intended,
+            accepted.sent,
+            done,
+        );
+    }
     Ok((c, done))
 }
 

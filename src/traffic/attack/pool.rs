@@ -44,6 +44,8 @@ pub(super) struct Job {
     pub(super) waited_since: Option<Instant>,
     /// The classified answer, when it was sent and when it was complete.
     pub(super) reply: oneshot::Sender<(Classified, Instant, Instant)>,
+    /// A retry of an earlier request (recorded apart from first attempts).
+    pub(super) retry: bool,
 }
 
 /// The pool stopped (its goose attack ended or failed): nothing will be sent any more.
@@ -112,19 +114,21 @@ impl Jobs {
         prepared: Prepared,
         intended: Instant,
     ) -> Result<(Classified, Instant), PoolGone> {
-        let (c, _, done) = self.send_timed(target, kind, prepared, intended).await?;
+        let (c, _, done) = self
+            .send_as(target, kind, prepared, intended, false)
+            .await?;
         Ok((c, done))
     }
 
-    /// [`Jobs::send`], also returning when the request was actually sent. An order answered
-    /// `pending` is not recorded by the sender: its answer and latency are its decision's,
-    /// recorded once the buyer found it (`super::poll`).
-    pub async fn send_timed(
+    /// Sends `prepared` as a first attempt or, with `retry`, as a retry of an earlier request;
+    /// returns its classified answer, when it was sent and when it was complete.
+    pub(super) async fn send_as(
         &self,
         target: &Arc<Target>,
         kind: Kind,
         prepared: Prepared,
         intended: Instant,
+        retry: bool,
     ) -> Result<(Classified, Instant, Instant), PoolGone> {
         let (reply, answer) = oneshot::channel();
         let waited_since = self.saturation.full_for(self.tx.len()).then(Instant::now);
@@ -135,6 +139,7 @@ impl Jobs {
             intended,
             waited_since,
             reply,
+            retry,
         };
         self.tx.send(job).map_err(|_| PoolGone)?;
         answer.await.map_err(|_| PoolGone)
@@ -270,7 +275,9 @@ async fn send_one(
     };
     let done = Instant::now();
     let answer = read.classified.answer;
-    if !(kind == Kind::Order && answer == Answer::Pending) {
+    if job.retry {
+        rec.record_retry(kind, answer, job.intended, done);
+    } else if !(kind == Kind::Order && answer == Answer::Pending) {
         rec.record(kind, answer, job.intended, sent, done);
     }
     if let (true, Some(status)) = (answer.is_unclassified(), read.status) {

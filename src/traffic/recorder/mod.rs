@@ -17,9 +17,11 @@
 //! ([`crate::live`]; free when no `--metrics-listen` recorder is installed).
 
 mod answer;
+mod follow_up;
 
 use crate::live;
 pub use answer::{Answer, AnswerClass, Kind};
+pub use follow_up::{FollowUp, Step};
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
@@ -38,6 +40,9 @@ pub struct Attempt {
     pub order_id: Option<String>,
     /// Milliseconds after the sale opened, when the answer (or the failure) came.
     pub at_ms: u64,
+    /// Sent again with the key of an earlier attempt (`[client] retry`, `resend_same_key`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub retry: bool,
 }
 
 /// An order a client was told exists (an answer classified `created`).
@@ -105,6 +110,10 @@ struct Inner {
     attempts: Vec<Attempt>,
     told: HashMap<String, Told>,
     cancels_ok: u64,
+    follow_ups: Vec<FollowUp>,
+    retries: BTreeMap<(Kind, Answer), Histogram<u64>>,
+    /// Keys whose next recorded attempt is a retry.
+    retrying: std::collections::HashSet<String>,
     unclassified: BTreeMap<(Kind, u16), UnclassifiedAnswer>,
     first_sold_out_ms: Option<u64>,
     buyers: BTreeMap<usize, BuyerResult>,
@@ -362,20 +371,25 @@ impl Recorder {
         done: Instant,
     ) {
         let at_ms = done.saturating_duration_since(self.opened).as_millis() as u64;
-        self.lock().attempts.push(Attempt {
+        let mut st = self.lock();
+        let retry = st.retrying.remove(key);
+        st.attempts.push(Attempt {
             key: key.to_string(),
             buyer,
             answer,
             class: AnswerClass::of(answer),
             order_id: order_id.map(str::to_string),
             at_ms,
+            retry,
         });
     }
 
-    /// A client was told its order (by id, when it has one) is paid or cancelled.
+    /// A client was told its order (by id, when it has one) is paid or cancelled. A cancel
+    /// counts as a restock once per order: a second cancel answered ok gave nothing back.
     pub fn told(&self, order_id: Option<&str>, told: Told) {
         let mut st = self.lock();
-        if told == Told::Cancelled {
+        let again = order_id.is_some_and(|id| st.told.get(id) == Some(&Told::Cancelled));
+        if told == Told::Cancelled && !again {
             st.cancels_ok += 1;
         }
         if let Some(id) = order_id {
@@ -442,6 +456,8 @@ impl Recorder {
             attempts: st.attempts.clone(),
             told: st.told.clone(),
             cancels_ok: st.cancels_ok,
+            follow_ups: st.follow_ups.clone(),
+            retries: st.retries.clone(),
             unclassified: st.unclassified.values().cloned().collect(),
             first_sold_out_ms: st.first_sold_out_ms,
             buyers: st.buyers.clone(),
@@ -468,8 +484,14 @@ pub struct Measurements {
     pub attempts: Vec<Attempt>,
     /// What clients were last told about orders they paid or cancelled, by order id.
     pub told: HashMap<String, Told>,
-    /// Cancels answered `ok`, with or without an order id: units the run saw restocked.
+    /// Cancels answered `ok`, with or without an order id: units the run saw restocked (one
+    /// per order id).
     pub cancels_ok: u64,
+    /// Adversarial buyers' orders and the steps they sent after them (`[adversarial]`).
+    pub follow_ups: Vec<FollowUp>,
+    /// Retries (`[client] retry`, resends with the same key) by kind and answer, latency from
+    /// each retry's own intended send (µs); never in `histograms`.
+    pub retries: BTreeMap<(Kind, Answer), Histogram<u64>>,
     /// Answers no rule classified, by kind and status.
     pub unclassified: Vec<UnclassifiedAnswer>,
     pub first_sold_out_ms: Option<u64>,

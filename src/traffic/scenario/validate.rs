@@ -2,9 +2,11 @@
 //! field (as a dotted path) and what is allowed; [`ScenarioError`] adds the file.
 
 use super::{
-    AfterOrderSpec, Arrival, BotsSpec, BrowseSpec, BuyersSpec, ClientSpec, ItemSpec, WaveSpec,
+    AdversarialSpec, AfterOrderSpec, Arrival, BotsSpec, BrowseSpec, BuyersSpec, ClientSpec,
+    ItemSpec, RetrySpec, WaveSpec,
 };
 use crate::shop::KnobError;
+use crate::traffic::adversary::{RetryOn, Script};
 use crate::traffic::mapping::Mapping;
 use std::fmt::Display;
 use std::path::PathBuf;
@@ -220,6 +222,110 @@ impl AfterOrderSpec {
     }
 }
 
+/// The `[adversarial]` fields, by script.
+fn adversarial_field(s: Script) -> &'static str {
+    match s {
+        Script::CancelAfterPay => "adversarial.cancel_after_pay",
+        Script::CancelTwice => "adversarial.cancel_twice",
+        Script::PayTwice => "adversarial.pay_twice",
+        Script::PayAfterCancel => "adversarial.pay_after_cancel",
+        Script::PayAndCancel => "adversarial.pay_and_cancel",
+        Script::AtTimeout => "adversarial.at_timeout",
+        Script::ResendSameKey => "adversarial.resend_same_key",
+    }
+}
+
+impl AdversarialSpec {
+    /// Checks `[adversarial]`: shares between 0 and 1 that add up to at most 1; `at_timeout`
+    /// needs the payment window the scenario declares (`window`).
+    pub fn validate(&self, window: Option<std::time::Duration>) -> Result<(), FieldError> {
+        for (script, v) in self.shares() {
+            if !share(v) {
+                bad(adversarial_field(script), "between 0 and 1", v)?;
+            }
+        }
+        let sum = self.total();
+        if sum > 1.0 + 1e-6 {
+            bad(
+                "adversarial",
+                "shares that add up to at most 1 (the rest follow [after_order])",
+                sum,
+            )?;
+        }
+        if self.at_timeout > 0.0 && window.is_none() {
+            bad(
+                "adversarial.at_timeout",
+                "0 when the scenario declares no payment window (the reference shop's is [shop] payment_timeout_s)",
+                self.at_timeout,
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// Checks that the `[target]` mapping has the pay and cancel requests the scripts send.
+pub(super) fn target_fits_scripts(m: &Mapping, a: &AdversarialSpec) -> Result<(), FieldError> {
+    for (script, v) in a.shares() {
+        if v <= 0.0 {
+            continue;
+        }
+        if m.pay.is_none() && script.pays() {
+            bad(
+                "target.pay",
+                "a request (method, path) because an [adversarial] script that pays has a share above 0",
+                format!("nothing ({} = {v})", adversarial_field(script)),
+            )?;
+        }
+        if m.cancel.is_none() && script.cancels() {
+            bad(
+                "target.cancel",
+                "a request (method, path) because an [adversarial] script that cancels has a share above 0",
+                format!("nothing ({} = {v})", adversarial_field(script)),
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// The most retries `[client] retry` may ask for.
+pub const MAX_RETRIES: u32 = 10;
+
+impl RetrySpec {
+    /// Checks `[client] retry`.
+    pub fn validate(&self) -> Result<(), FieldError> {
+        if self.on.is_empty() {
+            bad(
+                "client.retry.on",
+                "a non-empty list of \"timeout\", \"connect_error\", \"5xx\"",
+                "[]",
+            )?;
+        }
+        for v in &self.on {
+            if RetryOn::parse(v).is_none() {
+                bad(
+                    "client.retry.on",
+                    "a list of \"timeout\", \"connect_error\", \"5xx\"",
+                    format!("{v:?}"),
+                )?;
+            }
+        }
+        if !(1..=MAX_RETRIES).contains(&self.times) {
+            bad("client.retry.times", "between 1 and 10", self.times)?;
+        }
+        if self.backoff_ms.is_empty()
+            || self.backoff_ms.len() > self.times as usize
+            || self.backoff_ms.iter().any(|ms| *ms > 60_000)
+        {
+            bad(
+                "client.retry.backoff_ms",
+                "1 to client.retry.times waits, each at most 60000 ms (the wait before each retry; the last repeats)",
+                format!("{:?}", self.backoff_ms),
+            )?;
+        }
+        Ok(())
+    }
+}
+
 impl WaveSpec {
     /// Checks `[second_wave]`.
     pub fn validate(&self) -> Result<(), FieldError> {
@@ -289,6 +395,9 @@ impl ClientSpec {
                 "between 1 and 16384 (each sender may hold a connection to the shop)",
                 self.senders,
             )?;
+        }
+        if let Some(r) = &self.retry {
+            r.validate()?;
         }
         Ok(())
     }
