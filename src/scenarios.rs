@@ -36,6 +36,8 @@ pub const BUNDLED: &[Bundled] = bundled![
     "selftest-limit-race",
     "selftest-get-then-decr",
     "selftest-double-restock",
+    "selftest-cancel-paid-restocks",
+    "selftest-key-reuse",
     "adversarial"
 ];
 

@@ -247,8 +247,7 @@ pub async fn run(case: Case, setup: &Setup) -> Row {
 async fn judge(case: Case, setup: &Setup) -> anyhow::Result<(Verdict, PathBuf)> {
     let bundled = scenario_for(case.meant_for).ok_or_else(|| {
         anyhow::anyhow!(
-            "no bundled scenario {} yet: its trigger needs the [adversarial] buyers and [client] \
-             retry (scenarios/pending/{}.toml is written for them)",
+            "no bundled scenario {} (scenarios/{}.toml)",
             scenario_name(case.meant_for),
             scenario_name(case.meant_for)
         )

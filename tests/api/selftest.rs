@@ -264,30 +264,6 @@ async fn oversell_selftest_on_one_defect_exits_0_and_prints_the_table() {
 }
 
 #[tokio::test]
-async fn a_selftest_of_a_defect_without_its_scenario_says_not_tested_and_fails() {
-    // Act: refused before anything is sent, so no database is needed.
-    let run = oversell_cli(
-        &["selftest", "--defect", "key-reuse", "--json", "--quiet"],
-        &[],
-    )
-    .await;
-
-    // Assert
-    assert_eq!(run.code, 1, "{}", run.both());
-    let v: Value = serde_json::from_str(run.stdout.trim()).unwrap();
-    assert_eq!(v["schema"], json!(selftest::SCHEMA));
-    assert_eq!(v["passed"], json!(false));
-    assert_eq!(v["rows"][0]["result"], json!("not_tested"));
-    assert!(
-        v["rows"][0]["reason"]
-            .as_str()
-            .unwrap()
-            .contains("scenarios/pending/selftest-key-reuse.toml"),
-        "{v}"
-    );
-}
-
-#[tokio::test]
 async fn gate_refuses_a_defect_without_allow_defect_and_says_why() {
     // Act
     let run = oversell_cli(
