@@ -75,7 +75,10 @@ pub(super) async fn before_sale(
         tally.add(result, latency, &body);
     }
     drop(answers);
-    let report = tally.report(LoginWhen::BeforeSale, Some(started.elapsed().as_secs_f64()));
+    let report = tally.report(
+        LoginWhen::BeforeSale.as_str(),
+        Some(started.elapsed().as_secs_f64()),
+    );
     plan.say(&format!("   {}", report.line()));
     buyers.logged_in = Some(sessions);
     let target = Target {
@@ -97,5 +100,11 @@ pub(super) fn section(
         .login
         .as_ref()
         .is_some_and(|l| l.when == LoginWhen::OnArrival);
-    before.or_else(|| on_arrival.then(|| recorder.logins().report(LoginWhen::OnArrival, None)))
+    before.or_else(|| {
+        on_arrival.then(|| {
+            recorder
+                .logins()
+                .report(LoginWhen::OnArrival.as_str(), None)
+        })
+    })
 }

@@ -419,7 +419,10 @@ fn finish_with(
         stock_seen: server.stock_seen,
         redis_restocked_orders: server.redis_restocked_orders,
         dead_letters: server.dead_letters,
-        payment_window_ms: payment_window_s(plan).saturating_mul(1000),
+        payment_window_ms: plan
+            .scenario
+            .payment_window(matches!(plan.subject, Subject::Foreign(_)))
+            .as_millis() as u64,
         stock_samples: server.stock_samples,
         clients: &measurements,
     });
@@ -437,15 +440,6 @@ fn finish_with(
         goose: clients.goose,
         max_send_lag_ms: s.thresholds.max_send_lag_ms(),
     })
-}
-
-/// The payment window the run's shop declares: the reference shop's `[shop]
-/// payment_timeout_s`, a foreign target's `[target] payment_window_s` (default 900 s).
-fn payment_window_s(plan: &RunPlan) -> u64 {
-    match &plan.subject {
-        Subject::Reference { .. } => plan.scenario.shop.payment_timeout_s,
-        Subject::Foreign(f) => f.mapping.payment_window_s(),
-    }
 }
 
 /// Starts the probes (`probe.opened` is replaced by the sale's opening), fires the plan, and

@@ -6,85 +6,36 @@
 //! (`oracle::answers`); `docs/adversarial.md` is its user-facing page.
 
 use super::recorder::Answer;
-use super::scenario::{RetrySpec, Scenario};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
-/// What an adversarial buyer does with its order. The spelling is the `[adversarial]` field's.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Script {
-    /// Pays, then cancels the paid order.
-    CancelAfterPay,
-    /// Cancels, then cancels again.
-    CancelTwice,
-    /// Pays, then pays again.
-    PayTwice,
-    /// Cancels, then pays the cancelled order.
-    PayAfterCancel,
-    /// Sends pay and cancel at the same instant.
-    PayAndCancel,
-    /// Pays right at the end of the payment window (within [`AT_TIMEOUT_SPREAD`] of it).
-    AtTimeout,
-    /// Sends the order attempt again with the same `Idempotency-Key` right after its answer
-    /// (a client that lost the answer), then pays.
-    ResendSameKey,
-}
-
-impl Script {
-    /// Every script, in the `[adversarial]` table's order.
-    pub const ALL: [Script; 7] = [
-        Script::CancelAfterPay,
-        Script::CancelTwice,
-        Script::PayTwice,
-        Script::PayAfterCancel,
-        Script::PayAndCancel,
-        Script::AtTimeout,
-        Script::ResendSameKey,
-    ];
-
-    /// The `[adversarial]` field and report spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Script::CancelAfterPay => "cancel_after_pay",
-            Script::CancelTwice => "cancel_twice",
-            Script::PayTwice => "pay_twice",
-            Script::PayAfterCancel => "pay_after_cancel",
-            Script::PayAndCancel => "pay_and_cancel",
-            Script::AtTimeout => "at_timeout",
-            Script::ResendSameKey => "resend_same_key",
-        }
-    }
-
-    /// Whether the script sends a pay request.
-    pub fn pays(self) -> bool {
-        !matches!(self, Script::CancelTwice)
-    }
-
-    /// Whether the script sends a cancel request.
-    pub fn cancels(self) -> bool {
-        matches!(
-            self,
-            Script::CancelAfterPay
-                | Script::CancelTwice
-                | Script::PayAfterCancel
-                | Script::PayAndCancel
-        )
-    }
-}
+pub use super::recorder::Script;
 
 /// An `at_timeout` buyer pays within this much of the window's end, either side (seeded), so
 /// a run sees pays just before and just after the shop's own deadline.
 pub const AT_TIMEOUT_SPREAD: Duration = Duration::from_millis(250);
 
-/// The payment window the scenario declares: after it an unpaid order may be released by the
-/// shop. The reference shop's is `[shop] payment_timeout_s`; a foreign shop declares none yet
-/// (`None`). The one place the window is read, for `at_timeout` and the docs.
-pub fn payment_window(s: &Scenario) -> Option<Duration> {
-    match &s.target {
-        None => Some(Duration::from_secs(s.shop.payment_timeout_s)),
-        Some(_) => None,
-    }
+/// `[client] retry`: failed requests resent with the same request (an order with its
+/// attempt's `Idempotency-Key`), as real clients do.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RetrySpec {
+    /// Which failures are retried: `timeout`, `connect_error`, `5xx`.
+    pub on: Vec<String>,
+    /// Retries after the first attempt, at most.
+    #[serde(default = "retry_times")]
+    pub times: u32,
+    /// Milliseconds to wait before each retry, from the failed answer (the last repeats).
+    #[serde(default = "retry_backoff")]
+    pub backoff_ms: Vec<u64>,
+}
+
+fn retry_times() -> u32 {
+    2
+}
+
+fn retry_backoff() -> Vec<u64> {
+    vec![50, 200]
 }
 
 /// Which failed answers `[client] retry` resends (the `on` list's spellings).

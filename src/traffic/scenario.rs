@@ -4,6 +4,7 @@
 //! Every error names the file, the field (as a dotted path) and what is allowed. The `[shop]`
 //! table is the shop's own [`ShopKnobs`], read as an overlay on its defaults.
 
+pub use super::adversary::RetrySpec;
 use crate::nemesis::{FaultSpec, NemesisSpec};
 use crate::shop::ShopKnobs;
 use serde::{Deserialize, Serialize};
@@ -198,21 +199,6 @@ impl AdversarialSpec {
     }
 }
 
-/// `[client] retry`: failed requests resent with the same request (an order with its
-/// attempt's `Idempotency-Key`), as real clients do.
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct RetrySpec {
-    /// Which failures are retried: `timeout`, `connect_error`, `5xx`.
-    pub on: Vec<String>,
-    /// Retries after the first attempt, at most.
-    #[serde(default = "retry_times")]
-    pub times: u32,
-    /// Milliseconds to wait before each retry, from the failed answer (the last repeats).
-    #[serde(default = "retry_backoff")]
-    pub backoff_ms: Vec<u64>,
-}
-
 /// `[second_wave]`: buyers who come back later (after restocks).
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -223,6 +209,12 @@ pub struct WaveSpec {
     /// Seconds over which the wave arrives (uniformly).
     pub window_s: f64,
 }
+
+/// `[client] senders`'s default: goose users (senders) in the pool, at most; one per buyer
+/// below that. Large, so a slow shop (hundreds of requests held for a second each) holds them
+/// all only under a real pile-up; each idle sender costs a few KiB. The generator raises its
+/// open-files limit to fit.
+pub const SENDERS: u32 = 2048;
 
 /// `[client]`: the simulated clients.
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -283,12 +275,6 @@ fn burst_s() -> f64 {
 fn burst_share() -> f64 {
     0.8
 }
-fn retry_times() -> u32 {
-    2
-}
-fn retry_backoff() -> Vec<u64> {
-    vec![50, 200]
-}
 
 impl Default for BrowseSpec {
     fn default() -> Self {
@@ -327,7 +313,7 @@ impl Default for ClientSpec {
         ClientSpec {
             timeout_ms: 10_000,
             ip_pool: 1000,
-            senders: crate::traffic::attack::SENDERS as u32,
+            senders: SENDERS,
             retry: None,
         }
     }
@@ -370,8 +356,7 @@ impl Scenario {
         self.browse.validate()?;
         self.bots.validate()?;
         self.after_order.validate()?;
-        self.adversarial
-            .validate(super::adversary::payment_window(self))?;
+        self.adversarial.validate()?;
         if let Some(w) = &self.second_wave {
             w.validate()?;
         }
@@ -393,6 +378,19 @@ impl Scenario {
     /// Total buyers over both waves.
     pub fn total_buyers(&self) -> u32 {
         self.buyers.count + self.second_wave.as_ref().map_or(0, |w| w.count)
+    }
+
+    /// The payment window the scenario declares for its shop (after it an unpaid order may be
+    /// released by the shop): a foreign target's `[target] payment_window_s` (default 900 s),
+    /// the reference shop's `[shop] payment_timeout_s`. The one place it is read: the clients'
+    /// replay, `at_timeout` buyers and the docs.
+    pub fn payment_window(&self, foreign: bool) -> std::time::Duration {
+        let s = if foreign {
+            self.mapping().payment_window_s()
+        } else {
+            self.shop.payment_timeout_s
+        };
+        std::time::Duration::from_secs(s)
     }
 }
 
@@ -643,8 +641,8 @@ outcomes = [{ status = ["200"], outcome = "created" }]
         .unwrap_err()
         .to_string();
         assert!(
-            e.contains("adversarial.at_timeout") && e.contains("payment window"),
-            "a foreign shop declares no payment window yet: {e}"
+            e.contains("target.pay") && e.contains("adversarial.at_timeout"),
+            "at_timeout pays at the end of the target's payment window: {e}"
         );
     }
 }

@@ -2,7 +2,7 @@
 //! what it does after ordering. Built entirely before the sale opens, from the scenario's seed,
 //! so two runs send the same schedule and a slow shop can never change when buyers arrive.
 
-use super::adversary::{self, Script, AT_TIMEOUT_SPREAD};
+use super::adversary::{Script, AT_TIMEOUT_SPREAD};
 use super::scenario::{Arrival, Scenario};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -121,7 +121,7 @@ pub fn build(s: &Scenario) -> Vec<BuyerPlan> {
     // the very plan it had before the section existed.
     let mut scripts = ChaCha8Rng::seed_from_u64(s.buyers.seed);
     scripts.set_stream(SCRIPT_STREAM);
-    let window = adversary::payment_window(s);
+    let window = s.payment_window(s.target.is_some());
     times
         .into_iter()
         .enumerate()
@@ -145,8 +145,8 @@ pub fn build(s: &Scenario) -> Vec<BuyerPlan> {
             let roll = rng.random::<f64>();
             let think = between(&mut rng, a.think_ms);
             let after = if let Some(script) = script(&mut scripts, s) {
-                let think = match (script, window) {
-                    (Script::AtTimeout, Some(w)) => at_timeout(&mut scripts, w),
+                let think = match script {
+                    Script::AtTimeout => at_timeout(&mut scripts, window),
                     _ => think,
                 };
                 AfterOrder::Script { script, think }

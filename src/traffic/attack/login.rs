@@ -8,7 +8,7 @@ use super::super::recorder::Kind;
 use super::super::schedule::BuyerPlan;
 use super::super::session::Session;
 use super::super::target::{Action, Target};
-use super::journey::Ctx;
+use super::context::Ctx;
 use super::pool::PoolGone;
 use std::sync::Arc;
 use tokio::time::Instant;

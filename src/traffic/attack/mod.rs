@@ -10,6 +10,7 @@
 //! the pool, a few milliseconds; goose is configured from our typed plan and never parses the
 //! process arguments.
 
+mod context;
 mod journey;
 mod login;
 mod poll;

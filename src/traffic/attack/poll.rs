@@ -14,7 +14,7 @@ use super::super::recorder::{Answer, Kind};
 use super::super::schedule::BuyerPlan;
 use super::super::session::Session;
 use super::super::target::{Action, Classified, Target, Why};
-use super::journey::Ctx;
+use super::context::Ctx;
 use super::pool::PoolGone;
 use std::sync::Arc;
 use tokio::time::Instant;

@@ -24,10 +24,9 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-/// Goose users (senders) in the pool, at most: one per buyer below that. Large, so a slow
-/// shop (hundreds of requests held for a second each) holds them all only under a real pile-up;
-/// each idle sender costs a few KiB. The generator raises its open-files limit to fit.
-pub const SENDERS: usize = 2048;
+/// Goose users (senders) in the pool, at most, unless `[client] senders` says otherwise: the
+/// scenario's default ([`crate::traffic::scenario::SENDERS`]).
+pub const SENDERS: usize = crate::traffic::scenario::SENDERS as usize;
 
 /// Goose users started per second: the whole pool is up within a few milliseconds.
 pub const LAUNCH_RATE: f64 = 100_000.0;

@@ -8,7 +8,7 @@ use super::super::recorder::{Answer, AnswerClass, FollowUp, Kind, Step, Told};
 use super::super::schedule::{AfterOrder, BuyerPlan};
 use super::super::session::Session;
 use super::super::target::{Action, Target};
-use super::journey::{ack, with_retries, Created, Ctx};
+use super::context::{ack, with_retries, Created, Ctx};
 use super::pool::PoolGone;
 use std::sync::Arc;
 use tokio::time::Instant;

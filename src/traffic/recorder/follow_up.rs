@@ -2,10 +2,73 @@
 //! (`[adversarial]`), and the retries `[client] retry` sent, kept apart from first attempts.
 
 use super::{new_histogram, Answer, Kind, Recorder};
-use crate::traffic::adversary::Script;
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
+
+/// What an adversarial buyer does with its order. The spelling is the `[adversarial]` field's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Script {
+    /// Pays, then cancels the paid order.
+    CancelAfterPay,
+    /// Cancels, then cancels again.
+    CancelTwice,
+    /// Pays, then pays again.
+    PayTwice,
+    /// Cancels, then pays the cancelled order.
+    PayAfterCancel,
+    /// Sends pay and cancel at the same instant.
+    PayAndCancel,
+    /// Pays right at the end of the payment window (within `adversary::AT_TIMEOUT_SPREAD` of
+    /// it).
+    AtTimeout,
+    /// Sends the order attempt again with the same `Idempotency-Key` right after its answer
+    /// (a client that lost the answer), then pays.
+    ResendSameKey,
+}
+
+impl Script {
+    /// Every script, in the `[adversarial]` table's order.
+    pub const ALL: [Script; 7] = [
+        Script::CancelAfterPay,
+        Script::CancelTwice,
+        Script::PayTwice,
+        Script::PayAfterCancel,
+        Script::PayAndCancel,
+        Script::AtTimeout,
+        Script::ResendSameKey,
+    ];
+
+    /// The `[adversarial]` field and report spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Script::CancelAfterPay => "cancel_after_pay",
+            Script::CancelTwice => "cancel_twice",
+            Script::PayTwice => "pay_twice",
+            Script::PayAfterCancel => "pay_after_cancel",
+            Script::PayAndCancel => "pay_and_cancel",
+            Script::AtTimeout => "at_timeout",
+            Script::ResendSameKey => "resend_same_key",
+        }
+    }
+
+    /// Whether the script sends a pay request.
+    pub fn pays(self) -> bool {
+        !matches!(self, Script::CancelTwice)
+    }
+
+    /// Whether the script sends a cancel request.
+    pub fn cancels(self) -> bool {
+        matches!(
+            self,
+            Script::CancelAfterPay
+                | Script::CancelTwice
+                | Script::PayAfterCancel
+                | Script::PayAndCancel
+        )
+    }
+}
 
 /// One request of a script, and its answer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

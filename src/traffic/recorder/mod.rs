@@ -18,11 +18,13 @@
 
 mod answer;
 mod follow_up;
+mod login;
 
 use crate::live;
 pub use answer::{Answer, AnswerClass, Kind};
-pub use follow_up::{FollowUp, Step};
+pub use follow_up::{FollowUp, Script, Step};
 use hdrhistogram::Histogram;
+pub use login::{LoginFailure, LoginReport, LoginTally};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
@@ -126,7 +128,7 @@ struct Inner {
     /// First and last order answer, after the sale opened.
     order_answers: Option<(std::time::Duration, std::time::Duration)>,
     /// Logins sent on the buyers' arrival (`[target.login] when = "on_arrival"`).
-    logins: crate::traffic::login::LoginTally,
+    logins: LoginTally,
     decisions: Decisions,
 }
 
@@ -418,7 +420,7 @@ impl Recorder {
     }
 
     /// The logins sent on arrival so far.
-    pub fn logins(&self) -> crate::traffic::login::LoginTally {
+    pub fn logins(&self) -> LoginTally {
         self.lock().logins.clone()
     }
 

@@ -236,9 +236,8 @@ fn adversarial_field(s: Script) -> &'static str {
 }
 
 impl AdversarialSpec {
-    /// Checks `[adversarial]`: shares between 0 and 1 that add up to at most 1; `at_timeout`
-    /// needs the payment window the scenario declares (`window`).
-    pub fn validate(&self, window: Option<std::time::Duration>) -> Result<(), FieldError> {
+    /// Checks `[adversarial]`: shares between 0 and 1 that add up to at most 1.
+    pub fn validate(&self) -> Result<(), FieldError> {
         for (script, v) in self.shares() {
             if !share(v) {
                 bad(adversarial_field(script), "between 0 and 1", v)?;
@@ -250,13 +249,6 @@ impl AdversarialSpec {
                 "adversarial",
                 "shares that add up to at most 1 (the rest follow [after_order])",
                 sum,
-            )?;
-        }
-        if self.at_timeout > 0.0 && window.is_none() {
-            bad(
-                "adversarial.at_timeout",
-                "0 when the scenario declares no payment window (the reference shop's is [shop] payment_timeout_s)",
-                self.at_timeout,
             )?;
         }
         Ok(())
