@@ -186,6 +186,9 @@ async fn journey(ctx: Arc<Ctx>, i: usize) -> Result<(), PoolGone> {
             answered.push(answer?);
         }
     }
+    // The buyer goes on once it has every answer it waited for (a bot's last submission may
+    // be answered after its first): its next request is due after that, plus its think time.
+    let done = answered.iter().map(|a| a.1).max().unwrap_or(done);
     let mut created: Vec<Created> = Vec::new();
     // The first submission's answer (a bot's extra ones follow it).
     let first_class = answered
@@ -241,6 +244,8 @@ async fn after_order(
         AfterOrder::Cancel { think } => (Kind::Cancel, think),
         AfterOrder::Abandon | AfterOrder::Script { .. } => return Ok(()),
     };
+    // When the buyer is free again: each order's request comes after the previous answer.
+    let mut free = done;
     for (id, at, _, ack) in created {
         let act = if kind == Kind::Pay {
             Action::Pay(id.clone())
@@ -251,10 +256,11 @@ async fn after_order(
         let Some(prepared) = target.prepare(&act, b, session) else {
             continue;
         };
-        let intended = (*at).max(done) + think;
+        let intended = ((*at).max(done) + think).max(free);
         tokio::time::sleep_until(intended).await;
         let sent = with_retries(ctx, target, kind, prepared, b, intended, None, false);
         let t = Box::pin(sent).await?;
+        free = t.done;
         session.learn(&t.c.learned);
         if t.c.answer == Answer::Ok {
             let told = if kind == Kind::Pay {

@@ -38,6 +38,11 @@ pub(super) async fn run(
     if script == Script::ResendSameKey && lost_answer.is_some() {
         resent = resend(ctx, target, b, session, &key, created, done).await?;
     }
+    // The buyer goes on once the resend is answered: its steps are due after that.
+    let done = resent.as_ref().map_or(done, |(_, at)| *at);
+    let mut resent = resent.map(|(step, _)| step);
+    // When the buyer is free again: each order's steps come after the previous one's answers.
+    let mut free = done;
     for (id, at, k, ack) in created.clone() {
         let mut steps: Vec<Step> = Vec::new();
         let mut answer = Answer::Created;
@@ -52,17 +57,8 @@ pub(super) async fn run(
             _ => at.max(done),
         };
         let order = Order { id: &id, ack };
-        follow(
-            ctx,
-            target,
-            b,
-            session,
-            script,
-            order,
-            from + think,
-            &mut steps,
-        )
-        .await?;
+        let due = (from + think).max(free);
+        free = follow(ctx, target, b, session, script, order, due, &mut steps).await?;
         rec.follow_up(FollowUp {
             script,
             buyer: b.index,
@@ -97,7 +93,7 @@ async fn resend(
     key: &str,
     created: &mut Vec<Created>,
     done: Instant,
-) -> Result<Option<Step>, PoolGone> {
+) -> Result<Option<(Step, Instant)>, PoolGone> {
     let rec = &ctx.recorder;
     let order = Action::Order(Some(key.to_string()));
     let Some(prepared) = target.prepare(&order, b, session) else {
@@ -117,13 +113,8 @@ async fn resend(
             created.push((c.order_id.clone(), at, key.to_string(), index));
         }
     }
-    Ok(Some(Step::answered(
-        rec,
-        Kind::Order,
-        c.answer,
-        c.order_id,
-        at,
-    )))
+    let step = Step::answered(rec, Kind::Order, c.answer, c.order_id, at);
+    Ok(Some((step, at)))
 }
 
 /// The pay and cancel requests of `script`, in order.
@@ -147,7 +138,8 @@ struct Order<'a> {
 }
 
 /// Sends the script's steps for `order` from `when` (each next step right after the previous
-/// answer; `pay_and_cancel`'s two at once), appending each answered step.
+/// answer; `pay_and_cancel`'s two at once), appending each answered step; returns when the
+/// last answer came (`when` if nothing could be sent).
 #[allow(clippy::too_many_arguments)]
 async fn follow(
     ctx: &Ctx,
@@ -158,27 +150,34 @@ async fn follow(
     order: Order<'_>,
     when: Instant,
     steps: &mut Vec<Step>,
-) -> Result<(), PoolGone> {
+) -> Result<Instant, PoolGone> {
     tokio::time::sleep_until(when).await;
     if script == Script::PayAndCancel {
         let (pay, cancel) = tokio::join!(
             step(ctx, target, b, session, Kind::Pay, order, when),
             step(ctx, target, b, session, Kind::Cancel, order, when)
         );
-        steps.extend(pay?.map(|(s, _)| s));
-        steps.extend(cancel?.map(|(s, _)| s));
-        return Ok(());
+        let (pay, cancel) = (pay?, cancel?);
+        let last = [&pay, &cancel]
+            .into_iter()
+            .flatten()
+            .map(|(_, at)| *at)
+            .max()
+            .unwrap_or(when);
+        steps.extend(pay.map(|(s, _)| s));
+        steps.extend(cancel.map(|(s, _)| s));
+        return Ok(last);
     }
     let mut intended = when;
     for kind in plan(script) {
         // An order whose answer lacked the id a pay/cancel path needs is left to expire.
         let Some((s, done)) = step(ctx, target, b, session, *kind, order, intended).await? else {
-            return Ok(());
+            return Ok(intended);
         };
         steps.push(s);
         intended = done;
     }
-    Ok(())
+    Ok(intended)
 }
 
 /// One pay or cancel of `order` (retried as `[client] retry` says); a client told `ok` is

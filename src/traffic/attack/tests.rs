@@ -175,12 +175,9 @@ async fn every_request_is_handed_to_the_senders_on_time_and_every_journey_is_kep
 
     // Assert
     let opened = recorder.opened();
-    // A bot's second pay may wait for its first pay's answer (a buyer's requests are
-    // sequential): only views and orders are due whatever the answers.
-    for (kind, intended, taken, _) in seen
-        .iter()
-        .filter(|(k, ..)| matches!(k, Kind::View | Kind::Order))
-    {
+    // Every request, pays and cancels too: a follow-up is due after the last answer its buyer
+    // waited for (a bot's later submissions, its earlier pay), never before.
+    for (kind, intended, taken, _) in &seen {
         // Within the timer's 1 ms resolution: nothing but the schedule delays a request.
         let late = taken.duration_since(*intended);
         assert!(
