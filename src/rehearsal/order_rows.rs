@@ -7,6 +7,7 @@
 //! buyers by user id, status mismatches, orders the shop cancelled on its own. They carry no
 //! timestamps, so the peak replay the reference shop's rows allow is not made.
 
+use super::oracle::ReadOnly;
 use crate::model::{Order, OrderStatus};
 use crate::oracle::ForeignRows;
 use sqlx::{AnyPool, Column, Executor, Row as _, Statement};
@@ -66,12 +67,9 @@ impl OrdersQuery {
                 expected()
             )
         };
-        let mut conn = pool.acquire().await.map_err(|e| fail(&e))?;
-        sqlx::raw_sql("START TRANSACTION READ ONLY")
-            .execute(&mut *conn)
-            .await
-            .map_err(|e| fail(&e))?;
+        let mut tx = ReadOnly::begin(pool).await.map_err(|e| fail(&e))?;
         let rows = async {
+            let conn = tx.conn();
             let sql = sqlx::SqlSafeStr::into_sql_str(sqlx::AssertSqlSafe(self.query.clone()));
             let names: Vec<String> = (&mut *conn)
                 .prepare(sql)
@@ -98,9 +96,7 @@ impl OrdersQuery {
                 .collect::<anyhow::Result<Vec<Row>>>()
         }
         .await;
-        if sqlx::raw_sql("ROLLBACK").execute(&mut *conn).await.is_err() {
-            conn.close_on_drop();
-        }
+        tx.finish().await;
         let mut rows = rows?;
         rows.sort();
         Ok(rows)
