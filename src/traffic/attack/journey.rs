@@ -268,7 +268,6 @@ async fn after_order(
             } else {
                 Told::Cancelled
             };
-            rec.told(id.as_deref(), told);
             rec.followed_up(*ack, told, intended, t.done);
         }
     }

@@ -203,7 +203,6 @@ async fn step(
     let t = with_retries(ctx, target, kind, prepared, b, intended, None, false).await?;
     let (c, done) = (t.c, t.done);
     if c.answer == Answer::Ok {
-        rec.told(id.as_deref(), told);
         rec.followed_up(order.ack, told, intended, done);
     }
     Ok(Some((

@@ -339,10 +339,10 @@ impl Recorder {
         at.saturating_duration_since(self.opened).as_millis() as u64
     }
 
-    /// The order of acknowledgement `ack` (as [`Recorder::ack`] returned it) was paid or
-    /// cancelled, answered `ok`: a cancel is kept with its send instant `sent` (the unit may
-    /// be released from then on), a pay with its answer instant `done`. The earliest of each
-    /// is kept. Call it beside [`Recorder::told`].
+    /// The client of acknowledgement `ack` (as [`Recorder::ack`] returned it) was told its order
+    /// is paid or cancelled (answered `ok`): what it was told is kept ([`Recorder::told`]), and
+    /// a cancel with its send instant `sent` (the unit may be released from then on), a pay
+    /// with its answer instant `done`, the earliest of each.
     pub fn followed_up(&self, ack: usize, told: Told, sent: Instant, done: Instant) {
         let (sent, done) = (self.ms(sent), self.ms(done));
         let mut st = self.lock();
@@ -354,6 +354,8 @@ impl Recorder {
             Told::Paid => (&mut a.paid_ms, done),
         };
         *slot = Some(slot.map_or(at, |was| was.min(at)));
+        let id = a.order_id.clone();
+        tell(&mut st, id.as_deref(), told);
     }
 
     /// The idempotency key of buyer `buyer`'s order attempt `n` (0: the first submission;
@@ -389,14 +391,7 @@ impl Recorder {
     /// A client was told its order (by id, when it has one) is paid or cancelled. A cancel
     /// counts as a restock once per order: a second cancel answered ok gave nothing back.
     pub fn told(&self, order_id: Option<&str>, told: Told) {
-        let mut st = self.lock();
-        let again = order_id.is_some_and(|id| st.told.get(id) == Some(&Told::Cancelled));
-        if told == Told::Cancelled && !again {
-            st.cancels_ok += 1;
-        }
-        if let Some(id) = order_id {
-            st.told.insert(id.to_string(), told);
-        }
+        tell(&mut self.lock(), order_id, told);
     }
 
     /// An answer no rule classified: counted per kind and status, the first body kept.
@@ -469,6 +464,18 @@ impl Recorder {
             order_answer_span: st.order_answers.map(|(first, last)| last - first),
             decisions: st.decisions.clone(),
         }
+    }
+}
+
+/// A client was told its order (by id, when it has one) is paid or cancelled: one restock seen
+/// per order, whatever it was told after.
+fn tell(st: &mut Inner, order_id: Option<&str>, told: Told) {
+    let again = order_id.is_some_and(|id| st.told.get(id) == Some(&Told::Cancelled));
+    if told == Told::Cancelled && !again {
+        st.cancels_ok += 1;
+    }
+    if let Some(id) = order_id {
+        st.told.insert(id.to_string(), told);
     }
 }
 
