@@ -19,6 +19,9 @@ mod gate;
 mod output;
 mod plan;
 mod selftest;
+#[cfg(test)]
+mod tests;
+pub mod values;
 pub use attack::AttackArgs;
 pub use gate::GateArgs;
 pub use output::{summary, OutputArgs, SUMMARY_SCHEMA};
@@ -106,16 +109,17 @@ pub struct MergeArgs {
     pub redis_prefix: String,
     /// Judge the merged report like `gate`: the scenario's [thresholds] (and --threshold
     /// overrides); exit 0 all held, 1 breached or not verified.
-    #[arg(long)]
+    #[arg(long, help_heading = values::THRESHOLDS)]
     pub gate: bool,
     /// With --gate: a limit, overriding the scenario: NAME=VALUE, repeatable (as `gate`).
-    #[arg(long = "threshold", value_name = "NAME=VALUE", requires = "gate")]
+    #[arg(short = 't', long = "threshold", value_name = "NAME=VALUE", requires = "gate",
+          help_heading = values::THRESHOLDS)]
     pub thresholds: Vec<crate::gate::Override>,
     /// With --gate: let thresholds that could not be measured pass as "not verified".
-    #[arg(long, requires = "gate")]
+    #[arg(long, requires = "gate", help_heading = values::THRESHOLDS)]
     pub allow_unverified: bool,
     /// With --gate: write JUnit XML here.
-    #[arg(long, value_name = "FILE", requires = "gate")]
+    #[arg(long, value_name = "FILE", requires = "gate", help_heading = values::THRESHOLDS)]
     pub junit: Option<PathBuf>,
     #[command(flatten)]
     pub conn: ConnArgs,
@@ -138,13 +142,14 @@ pub struct DiffArgs {
     /// oversell,lost_acks,p99_ms (older names such as latency_p99 are accepted).
     #[arg(long, value_delimiter = ',')]
     pub fail_on: Vec<String>,
-    /// Also write the Markdown to this file.
-    #[arg(long)]
-    pub out: Option<PathBuf>,
+    /// Also write the Markdown to this file (older spelling: --out FILE).
+    #[arg(long, value_name = "FILE", alias = "out")]
+    pub markdown: Option<PathBuf>,
 }
 
 /// Where the databases and Redis are.
 #[derive(Debug, Args, Clone)]
+#[command(next_help_heading = values::CONNECTIONS)]
 pub struct ConnArgs {
     /// Database URL: postgres://... or mysql://... (the database is created if missing).
     #[arg(long, env = "DATABASE_URL")]
@@ -162,8 +167,34 @@ pub struct ConnArgs {
 }
 
 impl ConnArgs {
-    /// The database URL for `backend` (default: the backend --database-url names, else postgres).
+    /// The database URL for the one `backend` a command asks for (default: the backend
+    /// --database-url names, else postgres). A --database-url (or `DATABASE_URL`) of another
+    /// backend is refused: the run would otherwise quietly use another database than the one
+    /// named.
     pub fn database_for(&self, backend: Option<Backend>) -> anyhow::Result<(Backend, String)> {
+        if let (Some(asked), Some(url)) = (backend, self.database_url.as_deref()) {
+            let named = Backend::from_url(url)?;
+            let mysql = asked == Backend::Mysql;
+            let (asked, named) = (asked.as_str(), named.as_str());
+            anyhow::ensure!(
+                named == asked,
+                "--backend {asked} but --database-url (or DATABASE_URL) is a {named} URL ({}): \
+                 give a {asked} --database-url{}, or drop --backend to use the {named} one",
+                crate::services::redact_url(url),
+                if mysql {
+                    " (or unset it and use --mysql-url)"
+                } else {
+                    ""
+                }
+            );
+        }
+        self.database_each(backend)
+    }
+
+    /// The database URL for `backend` when a command runs several backends (`compare
+    /// --backend postgres,mysql`, `merge`): --database-url serves the backend it names, the
+    /// other comes from --mysql-url or the default PostgreSQL URL.
+    pub fn database_each(&self, backend: Option<Backend>) -> anyhow::Result<(Backend, String)> {
         let given = self
             .database_url
             .as_deref()
@@ -187,10 +218,11 @@ impl ConnArgs {
 
 /// Scenario and output flags shared by `run` and `compare`.
 #[derive(Debug, Args, Clone)]
+#[command(next_help_heading = values::SCENARIO)]
 pub struct ScenarioArgs {
     /// Scenario: a TOML file, or the name of a bundled one (`oversell scenarios` lists them;
     /// an existing file wins).
-    #[arg(long, default_value = "flash-100")]
+    #[arg(short = 'S', long, value_name = "FILE|NAME", default_value = "flash-100")]
     pub scenario: PathBuf,
     /// The send-lag p99 (ms) above which a run is flagged generator-bound (overrides the
     /// scenario's `[thresholds] send_lag_p99_ms`; default 5).
@@ -203,12 +235,12 @@ pub struct ScenarioArgs {
     pub repeat: u32,
     /// redis-lua: the shop's Redis is a Redis Cluster reached through --redis-url's node(s)
     /// (sets the scenario's `[shop] redis_cluster`; a `redis+cluster://` URL needs no flag).
-    #[arg(long)]
+    #[arg(long, help_heading = values::SHOP)]
     pub redis_cluster: bool,
     /// Start K reference shop processes (1 to 16) on the one database and Redis, each with its
     /// own port and persistence consumer in the one consumer group; buyer i goes to shop
     /// i mod K. Overrides the scenario's `[shop] shops` (default 1).
-    #[arg(long, value_name = "K", value_parser = plan::shops_arg)]
+    #[arg(long, value_name = "K", value_parser = plan::shops_arg, help_heading = values::SHOP)]
     pub shops: Option<u32>,
     /// TESTING AID: run the reference shop with this known defect built in (sets the
     /// scenario's `[shop] defect`; the report records it). See docs/detection.md.
@@ -224,10 +256,10 @@ pub struct ScenarioArgs {
 #[derive(Debug, Args, Clone)]
 pub struct RunArgs {
     /// Inventory strategy.
-    #[arg(long, value_enum)]
+    #[arg(short, long, value_enum, help_heading = values::SHOP)]
     pub strategy: Strategy,
     /// Database backend (default: inferred from --database-url, else postgres).
-    #[arg(long, value_enum)]
+    #[arg(short, long, value_enum, help_heading = values::SHOP)]
     pub backend: Option<Backend>,
     #[command(flatten)]
     pub scenario: ScenarioArgs,
@@ -240,11 +272,16 @@ pub struct RunArgs {
 /// `oversell compare`.
 #[derive(Debug, Args, Clone)]
 pub struct CompareArgs {
-    /// Strategies to compare, comma-separated (default: all of them).
-    #[arg(long, value_enum, value_delimiter = ',', default_values_t = Strategy::ALL.to_vec())]
+    /// Strategies to compare, comma-separated (default: all of them; older spelling:
+    /// --strategies).
+    #[arg(short, long = "strategy", alias = "strategies", value_enum, value_delimiter = ',',
+          default_values_t = Strategy::ALL.to_vec(), help_heading = values::SHOP)]
     pub strategies: Vec<Strategy>,
-    /// Backends, comma-separated: postgres, mysql (default: inferred from --database-url).
-    #[arg(long, value_enum, value_delimiter = ',')]
+    /// Backends, comma-separated: postgres, mysql (default: inferred from --database-url;
+    /// older spelling: --backends). With both, --database-url serves the backend it names and
+    /// --mysql-url (or the default PostgreSQL URL) the other.
+    #[arg(short, long = "backend", alias = "backends", value_enum, value_delimiter = ',',
+          help_heading = values::SHOP)]
     pub backends: Vec<Backend>,
     #[command(flatten)]
     pub scenario: ScenarioArgs,
@@ -256,35 +293,104 @@ pub struct CompareArgs {
 #[derive(Debug, Args, Clone)]
 pub struct ServeArgs {
     /// Inventory strategy.
-    #[arg(long, value_enum)]
+    #[arg(short, long, value_enum, help_heading = values::SHOP)]
     pub strategy: Strategy,
-    /// Address to listen on (port 0 picks a free port; the bound address is printed).
-    #[arg(long, default_value = "127.0.0.1:8080")]
+    /// Address to listen on: IP:PORT, HOST:PORT or :PORT (loopback); port 0 picks a free port
+    /// and the bound address is printed. Off loopback it needs --admin-token.
+    #[arg(short, long, value_name = "ADDR", default_value = "127.0.0.1:8080",
+          value_parser = values::listen, help_heading = values::SHOP)]
     pub listen: SocketAddr,
     /// Database backend (default: inferred from --database-url, else postgres).
-    #[arg(long, value_enum)]
+    #[arg(short, long, value_enum, help_heading = values::SHOP)]
     pub backend: Option<Backend>,
-    #[command(flatten)]
-    pub conn: ConnArgs,
     /// Prefix of every Redis key (isolates parallel runs).
-    #[arg(long, default_value = "oversell")]
+    #[arg(long, default_value = "oversell", help_heading = values::SHOP)]
     pub redis_prefix: String,
     /// redis-lua: URL that receives reconciliation alerts as JSON POSTs.
-    #[arg(long)]
+    #[arg(long, value_name = "URL", help_heading = values::SHOP)]
     pub alert_webhook: Option<String>,
-    /// redis-lua: read reconciliation snapshots from this replica instead of the primary.
-    #[arg(long, env = "REPLICA_DATABASE_URL")]
-    pub replica_database_url: Option<String>,
-    /// A proxy (address or network) whose X-Forwarded-For names the client; repeatable. From
-    /// any other peer the header is ignored.
-    #[arg(long = "trusted-proxy", value_name = "IP|CIDR", value_parser = TrustedProxies::parse)]
-    pub trusted_proxies: Vec<ipnet::IpNet>,
     /// The admin routes (set-up/reset, rewarm, reconcile) then need `Authorization: Bearer
     /// <token>`.
-    #[arg(long, env = "OVERSELL_ADMIN_TOKEN", hide_env_values = true)]
+    #[arg(long, env = "OVERSELL_ADMIN_TOKEN", hide_env_values = true,
+          help_heading = values::SECURITY)]
     pub admin_token: Option<String>,
+    /// Listen off loopback without --admin-token: anyone who can reach the port may reset the
+    /// sale. Without this flag such a --listen is refused.
+    #[arg(long, help_heading = values::SECURITY)]
+    pub allow_open_admin: bool,
+    /// A proxy (address or network) whose X-Forwarded-For names the client; repeatable. From
+    /// any other peer the header is ignored.
+    #[arg(long = "trusted-proxy", value_name = "IP|CIDR", value_parser = TrustedProxies::parse,
+          help_heading = values::SECURITY)]
+    pub trusted_proxies: Vec<ipnet::IpNet>,
+    /// redis-lua: read reconciliation snapshots from this replica instead of the primary.
+    #[arg(long, value_name = "URL", env = "REPLICA_DATABASE_URL", help_heading = values::CONNECTIONS)]
+    pub replica_database_url: Option<String>,
     #[command(flatten)]
+    pub conn: ConnArgs,
+    #[command(flatten, next_help_heading = values::KNOBS)]
     pub knobs: ShopKnobs,
+}
+
+/// `serve --listen` off loopback without `--admin-token`: refused (anyone reaching the port
+/// could reset the sale) unless `--allow-open-admin`, which is announced on stderr.
+fn open_admin(args: &ServeArgs) -> anyhow::Result<()> {
+    let token = args.admin_token.as_deref().is_some_and(|t| !t.is_empty());
+    if token || args.listen.ip().is_loopback() {
+        return Ok(());
+    }
+    anyhow::ensure!(
+        args.allow_open_admin,
+        "--listen {} is reachable from other machines and --admin-token is not set: anyone who \
+         can reach it could reset the sale (POST /admin/...). Set --admin-token (or \
+         OVERSELL_ADMIN_TOKEN), listen on loopback (127.0.0.1:PORT or :PORT), or pass \
+         --allow-open-admin to accept that",
+        args.listen
+    );
+    eprintln!(
+        "WARNING: --listen {} without --admin-token (--allow-open-admin): anyone who can reach \
+         this port can reset the sale",
+        args.listen
+    );
+    Ok(())
+}
+
+/// Parses the process's arguments; on a usage error exits 2 with clap's message on stderr and,
+/// when `--json` was asked for, `{schema, error, exit_code}` on stdout (help and version print
+/// as usual).
+pub fn parse() -> Cli {
+    match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            if e.use_stderr() && wants_json(std::env::args_os().skip(1)) {
+                output::json_line(&usage_error(&e));
+            }
+            e.exit()
+        }
+    }
+}
+
+/// Whether a command line asks for `--json` (before any `--`).
+fn wants_json(args: impl IntoIterator<Item = std::ffi::OsString>) -> bool {
+    args.into_iter()
+        .map_while(|a| a.into_string().ok().filter(|a| a != "--"))
+        .any(|a| a == "--json" || a.starts_with("--json="))
+}
+
+/// The `--json` document of a usage error: clap's message without its colours or the `--help`
+/// hint, and exit code 2.
+fn usage_error(e: &clap::Error) -> serde_json::Value {
+    let text = e.render().to_string();
+    let message: Vec<&str> = text
+        .lines()
+        .map(|l| l.strip_prefix("error: ").unwrap_or(l))
+        .filter(|l| !l.trim().is_empty() && !l.starts_with("For more information"))
+        .collect();
+    serde_json::json!({
+        "schema": SUMMARY_SCHEMA,
+        "error": message.join("\n"),
+        "exit_code": 2,
+    })
 }
 
 /// Runs the parsed command; the returned code is the process exit code. A command that stops
@@ -304,6 +410,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
 async fn dispatch(command: Command) -> anyhow::Result<i32> {
     match command {
         Command::Serve(args) => {
+            open_admin(&args)?;
             let (_, db) = args.conn.database_for(args.backend)?;
             args.knobs.validate()?;
             defect_warning(&args.knobs, [args.strategy])?;
@@ -368,8 +475,13 @@ async fn dispatch(command: Command) -> anyhow::Result<i32> {
                 args.backends.iter().copied().map(Some).collect()
             };
             let mut cells = Vec::new();
+            let several = backends.len() > 1;
             for b in backends {
-                let (backend, url) = args.conn.database_for(b)?;
+                let (backend, url) = if several {
+                    args.conn.database_each(b)?
+                } else {
+                    args.conn.database_for(b)?
+                };
                 for s in &args.strategies {
                     cells.push(Cell {
                         strategy: *s,
@@ -382,9 +494,14 @@ async fn dispatch(command: Command) -> anyhow::Result<i32> {
         }
         Command::Gate(args) => gate::gate(*args).await,
         Command::Merge(args) => {
+            anyhow::ensure!(
+                args.output.metrics_listen.is_none(),
+                "merge fires no load, so --metrics-listen would serve nothing: drop it (it is \
+                 for run, compare, gate and attack; each shard's run can serve its own)"
+            );
             let databases = [Backend::Postgres, Backend::Mysql]
                 .into_iter()
-                .map(|b| args.conn.database_for(Some(b)))
+                .map(|b| args.conn.database_each(Some(b)))
                 .collect::<anyhow::Result<Vec<_>>>()?;
             let plan = runner::MergePlan {
                 dirs: args.dirs.clone(),
@@ -394,7 +511,7 @@ async fn dispatch(command: Command) -> anyhow::Result<i32> {
                 redis_url: args.conn.redis_url.clone(),
                 redis_prefix: args.redis_prefix.clone(),
                 out: args.output.out.clone(),
-                drain_limit: Duration::from_secs(args.output.drain_timeout_s),
+                drain_limit: args.output.drain_limit(),
                 progress: !args.output.quiet,
                 // The report flags a generator-bound run by the bound the gate checks.
                 send_lag_bound: args
@@ -441,7 +558,7 @@ async fn dispatch(command: Command) -> anyhow::Result<i32> {
                 args.candidate,
                 args.band,
                 &args.fail_on,
-                args.out,
+                args.markdown,
             )?;
             crate::diff::run(&plan)
         }
@@ -516,7 +633,7 @@ async fn run_and_print(
             shop_exe: std::env::current_exe().context("locating the oversell binary")?,
         },
         out: sa.output.out.clone(),
-        drain_limit: Duration::from_secs(sa.output.drain_timeout_s),
+        drain_limit: sa.output.drain_limit(),
         progress: !sa.output.quiet,
         live,
         repeat: sa.repeat,

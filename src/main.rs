@@ -1,7 +1,5 @@
 //! `oversell`: parse, set up tracing, run the command, report the error.
 
-use clap::Parser;
-
 /// mimalloc, not glibc's malloc: the shop allocates per request on every worker thread, and
 /// glibc spent 40 % of its CPU in `_int_malloc`, `malloc_consolidate` and `free` at saturation
 /// (docs/performance.md, "redis-lua").
@@ -11,7 +9,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[tokio::main]
 async fn main() {
     oversell::telemetry::init_tracing();
-    let cli = oversell::cli::Cli::parse();
+    let cli = oversell::cli::parse();
     let code = match oversell::cli::run(cli).await {
         Ok(code) => code,
         Err(e) => {

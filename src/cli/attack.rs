@@ -18,16 +18,17 @@ use std::time::Duration;
 #[derive(Debug, Args, Clone)]
 pub struct AttackArgs {
     /// The shop to rehearse against (loopback only unless --allow-remote).
-    #[arg(long)]
+    #[arg(long, help_heading = super::values::TARGET)]
     pub target: String,
     /// Scenario: a TOML file or a bundled name; its `[target]` table maps actions to the
     /// shop's API.
-    #[arg(long, default_value = "flash-100")]
+    #[arg(short = 'S', long, value_name = "FILE|NAME", default_value = "flash-100",
+          help_heading = super::values::SCENARIO)]
     pub scenario: PathBuf,
     /// Check the mapping instead of running: send one request of each kind (set-up, view,
     /// order, pay, cancel) and read the oracle once, printing how each answer was classified
     /// and why. Nothing else is sent; exit 1 when an answer matched no rule.
-    #[arg(long, conflicts_with = "dry_run")]
+    #[arg(long, conflicts_with = "dry_run", help_heading = super::values::TARGET)]
     pub probe: bool,
     /// Send only shard i of N of the seeded schedule (the buyers whose index is i modulo N;
     /// the N shards together send exactly the whole schedule) at --target, from the shared
@@ -37,12 +38,14 @@ pub struct AttackArgs {
         long,
         value_name = "i/N",
         requires = "open_at",
-        conflicts_with = "probe"
+        conflicts_with = "probe",
+        help_heading = super::values::SHARDING
     )]
     pub shard: Option<ShardSpec>,
     /// With --shard: the UTC instant every shard opens the sale at (RFC 3339); ahead of now
     /// and at most 24 h ahead.
-    #[arg(long, value_name = "RFC3339", value_parser = crate::shard::open_at_arg, requires = "shard")]
+    #[arg(long, value_name = "RFC3339", value_parser = crate::shard::open_at_arg, requires = "shard",
+          help_heading = super::values::SHARDING)]
     pub open_at: Option<DateTime<Utc>>,
     #[command(flatten)]
     pub oracle: OracleArgs,
@@ -74,8 +77,16 @@ pub async fn attack(args: AttackArgs) -> anyhow::Result<i32> {
         let session = Session::with_values(columns.row(first.index));
         let timeout = Duration::from_millis(s.client.timeout_ms);
         let checked = mapping_check::run(&f, Sale::of(&s), first, session, timeout).await?;
-        print!("{}", checked.text);
-        return Ok(if checked.all_classified { 0 } else { 1 });
+        let code = if checked.all_classified { 0 } else { 1 };
+        args.plan.output.human(&checked.text);
+        if args.plan.output.json {
+            super::output::json_line(&serde_json::json!({
+                "schema": super::SUMMARY_SCHEMA,
+                "probe": { "all_classified": checked.all_classified, "text": checked.text },
+                "exit_code": code,
+            }));
+        }
+        return Ok(code);
     }
     let subject = Subject::Foreign(Box::new(f));
     let Some(plan) = plan(&scenario_file, s, subject, &args.plan).await? else {

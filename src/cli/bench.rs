@@ -28,11 +28,15 @@ pub enum BenchCommand {
 /// `oversell bench redis`.
 #[derive(Debug, Args, Clone)]
 pub struct BenchRedisArgs {
-    /// Seconds to run our path (the baseline makes the same number of calls).
-    #[arg(long, default_value_t = 5)]
-    pub seconds: u64,
+    /// How long to run our path (5s, 500ms; the baseline makes the same number of calls).
+    #[arg(short, long, value_name = "DURATION", default_value = "5s",
+          value_parser = super::values::duration)]
+    pub duration: std::time::Duration,
+    /// The old spelling of --duration, in whole seconds.
+    #[arg(long, value_name = "S", hide = true, conflicts_with = "duration")]
+    pub seconds: Option<u64>,
     /// Concurrent callers (tasks for ours, connections for redis-benchmark).
-    #[arg(long, default_value_t = 50)]
+    #[arg(short, long, default_value_t = 50)]
     pub concurrency: usize,
     /// Redis URL (loopback).
     #[arg(long, env = "REDIS_URL", default_value = "redis://127.0.0.1:6379")]
@@ -43,18 +47,22 @@ pub struct BenchRedisArgs {
 #[derive(Debug, Args, Clone)]
 pub struct BenchShopArgs {
     /// Inventory strategy of the shop.
-    #[arg(long, value_enum)]
+    #[arg(short, long, value_enum)]
     pub strategy: Strategy,
     /// Database backend (default: inferred from --database-url, else postgres).
-    #[arg(long, value_enum)]
+    #[arg(short, long, value_enum)]
     pub backend: Option<Backend>,
-    /// Seconds of each phase (saturation, fixed rate, and pgbench's run).
-    #[arg(long, default_value_t = 10)]
-    pub seconds: u64,
-    /// Connections: wrk's, the fixed-rate client's most in flight, and the ceiling's clients
-    /// are 64.
-    #[arg(long, default_value_t = 64)]
-    pub connections: usize,
+    /// How long each phase runs (saturation, fixed rate, and pgbench's run): 10s, 1m.
+    #[arg(short, long, value_name = "DURATION", default_value = "10s",
+          value_parser = super::values::duration)]
+    pub duration: std::time::Duration,
+    /// The old spelling of --duration, in whole seconds.
+    #[arg(long, value_name = "S", hide = true, conflicts_with = "duration")]
+    pub seconds: Option<u64>,
+    /// Connections in flight: wrk's, the fixed-rate client's most in flight, and the
+    /// ceiling's clients (older spelling: --connections).
+    #[arg(short, long, alias = "connections", default_value_t = 64)]
+    pub concurrency: usize,
     /// Also measure at a fixed rate: requests per second (8000) or a share of the saturation
     /// rate just measured (80%).
     #[arg(long)]
@@ -68,9 +76,10 @@ pub struct BenchShopArgs {
     /// redis-buckets: buckets (hash slots) the sale's stock is split over (its `--buckets`).
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=64))]
     pub buckets: u32,
-    /// Also write the result as JSON to this file.
-    #[arg(long)]
-    pub json: Option<PathBuf>,
+    /// Print the result as one JSON document on stdout (the table goes to stderr). The older
+    /// `--json FILE` writes it to FILE instead, the table staying on stdout.
+    #[arg(long, value_name = "FILE", num_args = 0..=1)]
+    pub json: Option<Option<PathBuf>>,
     #[command(flatten)]
     pub conn: ConnArgs,
 }
@@ -81,7 +90,7 @@ pub(super) async fn bench(what: BenchCommand) -> anyhow::Result<i32> {
         BenchCommand::Redis(args) => {
             let r = crate::bench::redis::redis(&crate::bench::RedisBench {
                 redis_url: args.redis_url,
-                seconds: args.seconds,
+                seconds: whole_seconds("--duration", args.seconds, args.duration)?,
                 concurrency: args.concurrency,
             })
             .await?;
@@ -100,11 +109,9 @@ pub(super) async fn bench(what: BenchCommand) -> anyhow::Result<i32> {
         }
         BenchCommand::Shop(args) => {
             let (backend, database_url) = args.conn.database_for(args.backend)?;
-            if args.seconds == 0 {
-                anyhow::bail!("--seconds must be at least 1 (got 0)");
-            }
-            if args.connections == 0 {
-                anyhow::bail!("--connections must be at least 1 (got 0)");
+            let seconds = whole_seconds("--duration", args.seconds, args.duration)?;
+            if args.concurrency == 0 {
+                anyhow::bail!("--concurrency must be at least 1 (got 0)");
             }
             if args.stock < 1 {
                 anyhow::bail!("--stock must be at least 1 (got {})", args.stock);
@@ -114,8 +121,8 @@ pub(super) async fn bench(what: BenchCommand) -> anyhow::Result<i32> {
                 backend,
                 database_url,
                 redis_url: args.conn.redis_url,
-                seconds: args.seconds,
-                connections: args.connections,
+                seconds,
+                connections: args.concurrency,
                 rate: args.rate,
                 stock: args.stock,
                 shop_exe: std::env::current_exe().context("locating the oversell binary")?,
@@ -123,13 +130,43 @@ pub(super) async fn bench(what: BenchCommand) -> anyhow::Result<i32> {
                 buckets: args.buckets,
             })
             .await?;
-            print!("{}", crate::bench::shop::render(&r));
-            if let Some(path) = args.json {
-                std::fs::write(&path, serde_json::to_string_pretty(&r)? + "\n")
-                    .with_context(|| format!("writing {}", path.display()))?;
-                println!("json: {}", path.display());
+            let text = crate::bench::shop::render(&r);
+            match args.json {
+                None => print!("{text}"),
+                Some(None) => {
+                    eprint!("{text}");
+                    println!("{}", serde_json::to_string_pretty(&r)?);
+                }
+                Some(Some(path)) => {
+                    print!("{text}");
+                    std::fs::write(&path, serde_json::to_string_pretty(&r)? + "\n")
+                        .with_context(|| format!("writing {}", path.display()))?;
+                    println!("json: {}", path.display());
+                }
             }
             Ok(0)
         }
     }
+}
+
+/// A bench phase's length in whole seconds: `--duration` (at least 1s, whole seconds: the
+/// baselines take seconds), or the old `--seconds`.
+fn whole_seconds(
+    flag: &str,
+    old: Option<u64>,
+    duration: std::time::Duration,
+) -> anyhow::Result<u64> {
+    let secs = match old {
+        Some(s) => s,
+        None => {
+            anyhow::ensure!(
+                duration.subsec_nanos() == 0,
+                "{flag} takes whole seconds here (the baselines run for seconds): got {}",
+                humantime::format_duration(duration)
+            );
+            duration.as_secs()
+        }
+    };
+    anyhow::ensure!(secs >= 1, "{flag} must be at least 1s (got {secs}s)");
+    Ok(secs)
 }

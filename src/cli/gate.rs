@@ -18,16 +18,16 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, Args, Clone)]
 pub struct GateArgs {
     /// Scenario: a TOML file or a bundled name; its `[thresholds]` table sets the limits.
-    #[arg(long, default_value = "ci")]
+    #[arg(short = 'S', long, default_value = "ci", help_heading = super::values::SCENARIO)]
     pub scenario: PathBuf,
     /// Reference-shop strategies to gate, comma-separated (default: redis-lua).
-    #[arg(long, value_enum, value_delimiter = ',', conflicts_with = "target")]
+    #[arg(short, long, value_enum, value_delimiter = ',', conflicts_with = "target", help_heading = super::values::SHOP)]
     pub strategy: Vec<Strategy>,
     /// Database backend of the reference shop (default: from --database-url, else postgres).
-    #[arg(long, value_enum, conflicts_with = "target")]
+    #[arg(short, long, value_enum, conflicts_with = "target", help_heading = super::values::SHOP)]
     pub backend: Option<Backend>,
     /// Gate a foreign shop at this URL (mapped by the scenario's `[target]` table) instead.
-    #[arg(long)]
+    #[arg(long, help_heading = super::values::TARGET)]
     pub target: Option<String>,
     /// A limit, overriding the scenario: NAME=VALUE, repeatable. NAME is one of oversell,
     /// client_oversell, client_peak_oversell, stock_peak_oversell, oracle_disagreement,
@@ -35,31 +35,31 @@ pub struct GateArgs {
     /// nothing_sold, undersell, error_rate, unclassified, login_failures, p99_ms, p999_ms,
     /// service_p99_ms, send_lag_p99_ms (and the other catalog names). A limit given here that
     /// the run cannot measure is not verified.
-    #[arg(long = "threshold", value_name = "NAME=VALUE")]
+    #[arg(short = 't', long = "threshold", value_name = "NAME=VALUE", help_heading = super::values::THRESHOLDS)]
     pub thresholds: Vec<Override>,
     /// Write JUnit XML here: one test case per threshold per strategy.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", help_heading = super::values::THRESHOLDS)]
     pub junit: Option<PathBuf>,
     /// Let thresholds you set that could not be measured (e.g. no oracle) pass as "not
     /// verified" (never when the clients' own evidence shows oversell). Default and bundled
     /// limits the oracle cannot measure never fail: they are listed as not required.
-    #[arg(long)]
+    #[arg(long, help_heading = super::values::THRESHOLDS)]
     pub allow_unverified: bool,
     /// Start K reference shop processes (1 to 16) on the one database and Redis, buyer i going
     /// to shop i mod K (overrides the scenario's `[shop] shops`).
-    #[arg(long, value_name = "K", value_parser = super::plan::shops_arg, conflicts_with = "target")]
+    #[arg(long, value_name = "K", value_parser = super::plan::shops_arg, conflicts_with = "target", help_heading = super::values::SHOP)]
     pub shops: Option<u32>,
     /// redis-lua: the shop's Redis is a Redis Cluster reached through --redis-url's node(s)
     /// (sets the scenario's `[shop] redis_cluster`; a `redis+cluster://` URL needs no flag).
-    #[arg(long, conflicts_with = "target")]
+    #[arg(long, conflicts_with = "target", help_heading = super::values::SHOP)]
     pub redis_cluster: bool,
     /// TESTING AID: gate the reference shop with this known defect built in (sets the
     /// scenario's `[shop] defect`); refused without --allow-defect. See docs/detection.md.
-    #[arg(long, value_enum, value_name = "NAME", conflicts_with = "target")]
+    #[arg(long, value_enum, value_name = "NAME", conflicts_with = "target", help_heading = super::values::SHOP)]
     pub defect: Option<Defect>,
     /// Let the gate run a reference shop with a defect (`--defect`, `[shop] defect`): its
     /// verdict is about a shop made wrong on purpose, never about yours.
-    #[arg(long)]
+    #[arg(long, help_heading = super::values::SHOP)]
     pub allow_defect: bool,
     #[command(flatten)]
     pub faults: FaultArgs,

@@ -15,6 +15,9 @@ use std::net::SocketAddr;
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
+use std::time::Duration;
+
+use super::values;
 
 /// The original stdout once `--json` moved the process's stdout to stderr.
 static JSON_OUT: Mutex<Option<std::fs::File>> = Mutex::new(None);
@@ -25,33 +28,49 @@ pub const SUMMARY_SCHEMA: &str = "oversell.summary/v1";
 /// Where reports go, how a run ends and how it talks back: shared by `run`, `compare`, `gate`
 /// and `attack`.
 #[derive(Debug, Args, Clone)]
+#[command(next_help_heading = values::OUTPUT)]
 pub struct OutputArgs {
     /// Folder for reports (a `<UTC timestamp>-<scenario>/` folder is made inside).
-    #[arg(long, default_value = "reports")]
+    #[arg(short, long, value_name = "DIR", default_value = "reports")]
     pub out: PathBuf,
-    /// Longest wait for the shop to drain / the oracle to settle after the last buyer (s).
-    #[arg(long, default_value_t = 60)]
-    pub drain_timeout_s: u64,
+    /// Longest wait for the shop to drain / the oracle to settle after the last buyer (60s,
+    /// 2m, 500ms).
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = values::duration)]
+    pub drain_timeout: Duration,
+    /// The old spelling of --drain-timeout, in whole seconds.
+    #[arg(long, value_name = "S", hide = true, conflicts_with = "drain_timeout")]
+    pub drain_timeout_s: Option<u64>,
     /// No progress bar or lines.
-    #[arg(long)]
+    #[arg(short, long)]
     pub quiet: bool,
-    /// Print the run summary (and the gate's verdict) as JSON on stdout; the tables go to
+    /// Print one JSON document on stdout, whatever happens: the run summary (and the gate's
+    /// verdict), the plan of a --dry-run, or `{schema, error, exit_code}`; the tables go to
     /// stderr.
     #[arg(long)]
     pub json: bool,
+    /// Show every column of the result table (by default the headline figures, in 100
+    /// columns; report.md has them all).
+    #[arg(long)]
+    pub wide: bool,
     /// Serve live Prometheus metrics of the run at this address while it runs (default
-    /// 127.0.0.1:9898; port 0 picks one). `/targets` there names the current child shop, for
-    /// Prometheus service discovery (see deploy/prometheus/prometheus.yml).
+    /// 127.0.0.1:9898; :PORT is loopback; port 0 picks one). `/targets` there names the current
+    /// child shop, for Prometheus service discovery (see deploy/prometheus/prometheus.yml).
     #[arg(
         long,
         value_name = "ADDR",
         num_args = 0..=1,
-        default_missing_value = "127.0.0.1:9898"
+        default_missing_value = "127.0.0.1:9898",
+        value_parser = values::listen
     )]
     pub metrics_listen: Option<SocketAddr>,
 }
 
 impl OutputArgs {
+    /// `--drain-timeout` (or the old `--drain-timeout-s`).
+    pub fn drain_limit(&self) -> Duration {
+        values::seconds_or(self.drain_timeout, self.drain_timeout_s)
+    }
+
     /// With `--json`: keeps the original stdout for the summary and points the process's
     /// stdout at stderr, so nothing else can land in the JSON.
     pub fn claim_stdout(&self) -> anyhow::Result<()> {
@@ -91,7 +110,7 @@ impl OutputArgs {
     /// Ends a command that wrote `report` into `dir`: the table (and `verdict`) for people,
     /// and with `--json` the summary on stdout.
     pub fn finish(&self, report: &Report, dir: &Path, verdict: Option<&Verdict>) {
-        let mut text = crate::report::table::render(report);
+        let mut text = crate::report::table::render_for(report, self.wide);
         let mb = report.multi_backend();
         for run in &report.runs {
             let f = &run.findings;
@@ -139,6 +158,30 @@ impl OutputArgs {
             }));
         }
     }
+}
+
+/// The `--json` document of a `--dry-run`: the plan `label` would be sent, nothing sent.
+pub(super) fn dry_run(label: &str, p: &crate::rehearsal::PlanSummary) -> Value {
+    json!({
+        "schema": SUMMARY_SCHEMA,
+        "dry_run": true,
+        "target": label,
+        "plan": {
+            "buyers": p.buyers,
+            "bots": p.bots,
+            "planned_requests": p.planned_requests,
+            "follow_ups_at_most": p.follow_ups_at_most,
+            "peak_arrivals_per_s": p.peak_arrivals(),
+            "peak_requests_per_s": p.peak_requests(),
+            "arrivals_per_second": p.arrivals_per_second,
+            "requests_per_second": p.requests_per_second,
+            "login": p.login.map(|(when, concurrency)| json!({
+                "when": when.as_str(),
+                "concurrency": concurrency,
+            })),
+        },
+        "exit_code": 0,
+    })
 }
 
 /// Writes one JSON line to the stdout `--json` claimed (or stdout).

@@ -10,6 +10,7 @@ use crate::store::Backend;
 use crate::traffic::mapping::OracleFields;
 use crate::traffic::session::Columns;
 use crate::traffic::{buyers_csv, schedule, Scenario};
+use super::values;
 use anyhow::Context;
 use chrono::{DateTime, Utc};
 use clap::Args;
@@ -19,6 +20,7 @@ use std::time::Duration;
 
 /// The user's oracle for a foreign target, and the remote-target opt-in.
 #[derive(Debug, Args, Clone)]
+#[command(next_help_heading = values::TARGET)]
 pub struct OracleArgs {
     /// Oracle: the target's database (postgres://... or mysql://...), read-only queries
     /// (--sold-query, --orders-query or both).
@@ -54,10 +56,14 @@ pub struct OracleArgs {
     /// updates oversell; the clients' evidence catches that).
     #[arg(long, requires = "oracle_http", value_name = "PATH")]
     pub stock_field: Option<String>,
-    /// Seconds the oracle's reading must stay unchanged after the last buyer before the shop
-    /// counts as settled (overrides `[target.settle] settle_s`; default 3). Up to
-    /// --drain-timeout-s.
-    #[arg(long, requires = "target", value_name = "S", value_parser = settle_s_arg)]
+    /// How long the oracle's reading must stay unchanged after the last buyer before the shop
+    /// counts as settled (3s, 500ms; overrides `[target.settle] settle_s`; default 3s). Up to
+    /// --drain-timeout.
+    #[arg(long, requires = "target", value_name = "DURATION", value_parser = settle_arg)]
+    pub settle: Option<Duration>,
+    /// The old spelling of --settle, in seconds.
+    #[arg(long, requires = "target", value_name = "S", value_parser = settle_s_arg,
+          hide = true, conflicts_with = "settle")]
     pub settle_s: Option<f64>,
     /// With --oracle-sql: one SELECT returning the shop's backlog (orders accepted and not yet
     /// written); the run settles only once it reads 0 (overrides `[target.settle] backlog`).
@@ -66,6 +72,18 @@ pub struct OracleArgs {
     /// Allow a target that is not loopback; a banner names the host and peak rate first.
     #[arg(long, requires = "target")]
     pub allow_remote: bool,
+}
+
+/// `--settle`: a duration above 0, at most ten minutes.
+fn settle_arg(v: &str) -> Result<Duration, String> {
+    let max = crate::traffic::mapping::MAX_SETTLE_S;
+    let d = values::duration(v)?;
+    if d.is_zero() || d.as_secs_f64() > max {
+        return Err(format!(
+            "--settle takes a duration above 0 and at most {max}s (got {v:?})"
+        ));
+    }
+    Ok(d)
 }
 
 /// `--settle-s`: seconds above 0, at most ten minutes.
@@ -84,7 +102,9 @@ impl OracleArgs {
     /// backlog query when given.
     fn settle(&self, s: &Scenario) -> rehearsal::settle::SettlePlan {
         let window = self
-            .settle_s
+            .settle
+            .map(|d| d.as_secs_f64())
+            .or(self.settle_s)
             .or_else(|| s.target.as_ref()?.settle.as_ref()?.settle_s)
             .unwrap_or(rehearsal::settle::DEFAULT_SETTLE_S);
         rehearsal::settle::SettlePlan {
@@ -150,6 +170,7 @@ impl OracleArgs {
 
 /// `--fault`, shared by `run`, `compare` and `gate`.
 #[derive(Debug, Args, Clone, Default)]
+#[command(next_help_heading = values::FAULTS)]
 pub struct FaultArgs {
     /// A fault during the sale: KIND@AT[:DURATION], repeatable. KIND is one of shop-kill,
     /// redis-restart, redis-pause, redis-conn-kill, db-outage, db-lock, redeliver, and on a
@@ -173,6 +194,7 @@ impl FaultArgs {
 
 /// Plan and output flags of `gate` and `attack`.
 #[derive(Debug, Args, Clone)]
+#[command(next_help_heading = values::SCENARIO)]
 pub struct PlanArgs {
     /// Buyers' accounts from a CSV file (header user_id,device_id,ip), one row per buyer,
     /// given to the plan's buyers in arrival order.
@@ -278,7 +300,10 @@ pub(super) async fn plan(
         ),
     };
     if pa.dry_run {
-        print!("{}", summary.render(&label));
+        pa.output.human(&summary.render(&label));
+        if pa.output.json {
+            super::output::json_line(&super::output::dry_run(&label, &summary));
+        }
         return Ok(None);
     }
     if let Some(host) = remote {
@@ -291,7 +316,7 @@ pub(super) async fn plan(
         subject,
         buyers,
         out: pa.output.out.clone(),
-        drain_limit: Duration::from_secs(pa.output.drain_timeout_s),
+        drain_limit: pa.output.drain_limit(),
         progress: !pa.output.quiet,
         live,
         repeat: 1,
@@ -301,6 +326,7 @@ pub(super) async fn plan(
 /// `--shard`, `--open-at` and the running shop the shards fire at: shared by `run`, `gate`
 /// and `attack`.
 #[derive(Debug, Args, Clone, Default)]
+#[command(next_help_heading = values::SHARDING)]
 pub struct ShardArgs {
     /// Send only shard i of N of the seeded schedule (the buyers whose index is i modulo N;
     /// the N shards together send exactly the whole schedule) at the reference shop serving at

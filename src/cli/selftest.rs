@@ -13,22 +13,24 @@ use std::time::Duration;
 #[derive(Debug, Args, Clone)]
 pub struct SelftestArgs {
     /// Only these defects, comma-separated (default: every known defect).
-    #[arg(long, value_enum, value_delimiter = ',', value_name = "NAME")]
+    #[arg(long, value_enum, value_delimiter = ',', value_name = "NAME",
+          help_heading = super::values::SHOP)]
     pub defect: Vec<Defect>,
     /// Fire at these strategies, comma-separated: each defect on those that have it, and the
     /// correct runs on all of them (default: each defect's first strategy).
-    #[arg(long, value_enum, value_delimiter = ',')]
+    #[arg(short, long, value_enum, value_delimiter = ',', help_heading = super::values::SHOP)]
     pub strategy: Vec<Strategy>,
     /// Run each correct strategy N times (1 to 100): a false alarm shows up by the fifth.
     #[arg(long, value_name = "N", default_value_t = 1,
-          value_parser = clap::value_parser!(u32).range(1..=100))]
+          value_parser = clap::value_parser!(u32).range(1..=100),
+          help_heading = super::values::SCENARIO)]
     pub repeat: u32,
     /// Database backend of the reference shop (default: from --database-url, else postgres).
-    #[arg(long, value_enum)]
+    #[arg(short, long, value_enum, help_heading = super::values::SHOP)]
     pub backend: Option<Backend>,
     /// The send-lag p99 (ms) above which a run is flagged generator-bound (overrides the
     /// scenarios' `[thresholds] send_lag_p99_ms`).
-    #[arg(long, value_name = "MS")]
+    #[arg(long, value_name = "MS", help_heading = super::values::SCENARIO)]
     pub max_send_lag_ms: Option<f64>,
     #[command(flatten)]
     pub conn: ConnArgs,
@@ -51,7 +53,7 @@ pub async fn selftest(args: SelftestArgs) -> anyhow::Result<i32> {
         redis_url: args.conn.redis_url.clone(),
         shop_exe: std::env::current_exe().context("locating the oversell binary")?,
         out: args.output.out.join("selftest"),
-        drain_limit: Duration::from_secs(args.output.drain_timeout_s),
+        drain_limit: args.output.drain_limit(),
         max_send_lag_ms: args.max_send_lag_ms,
     };
     let mut rows = Vec::with_capacity(cases.len());

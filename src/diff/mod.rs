@@ -349,15 +349,16 @@ pub fn render(plan: &DiffPlan, baseline: &Report, candidate: &Report, d: &Diff) 
                 None => (None, None),
             };
             let (abs, rel) = change(row);
-            let _ = writeln!(
-                s,
-                "| {} (`{}`) | {} | {} | {abs} | {rel} | {} |",
-                row.metric.spec().label,
-                row.metric.name(),
+            let cells = [
+                format!("{} (`{}`)", row.metric.spec().label, row.metric.name()),
                 row.side(row.baseline, bs),
                 row.side(row.candidate, cs),
-                row.verdict.as_str()
-            );
+                abs,
+                rel,
+                row.verdict.as_str().to_string(),
+            ]
+            .map(|c| crate::report::markup::md_cell(&c));
+            let _ = writeln!(s, "| {} |", cells.join(" | "));
         }
     }
     for (which, list) in [
@@ -524,6 +525,23 @@ mod tests {
         .unwrap();
         assert_eq!(ok.fail_on.len(), 2);
         assert!((ok.band - 0.05).abs() < 1e-12);
+    }
+
+    #[test]
+    fn every_diff_row_keeps_its_table_columns_even_with_a_pipe_in_the_label() {
+        let r = crate::report::v1::read(
+            serde_json::from_str(crate::report::v1::FIXTURE).unwrap(),
+        );
+        let d = compare(&r, &r, 0.05);
+        let plan = DiffPlan::new("a".into(), "b".into(), 5.0, &[], None).unwrap();
+        let md = render(&plan, &r, &r, &d);
+        assert!(md.contains("\\|initial"), "the drift label is escaped: {md}");
+        let rows: Vec<&str> = md.lines().filter(|l| l.starts_with("| ")).collect();
+        assert!(rows.len() > 3, "{md}");
+        for row in rows {
+            let cells = row.replace("\\|", "").matches('|').count();
+            assert_eq!(cells, 7, "six cells: {row}");
+        }
     }
 
     #[test]

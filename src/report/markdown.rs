@@ -59,7 +59,8 @@ fn details(s: &mut String, run: &RunReport, mb: bool) {
         "---:|".repeat(details::TIMING_HEADER.len() - 1)
     );
     for row in details::timing(run) {
-        let _ = writeln!(s, "| {} |", row.join(" | "));
+        let cells: Vec<String> = row.iter().map(|c| md_cell(c)).collect();
+        let _ = writeln!(s, "| {} |", cells.join(" | "));
     }
     let goose = details::goose(run);
     if !goose.is_empty() {

@@ -40,7 +40,25 @@ pub const HEADLINE: &[Column] = &[
     Column::RedisPeak,
 ];
 
-/// The terminal table's columns: the headline's that fit a terminal, then order p99.
+/// How wide the terminal result is by default (`--wide` lifts it).
+pub const TERMINAL_WIDTH: usize = 100;
+
+/// The default terminal table's candidates, most important first: as many as fit
+/// [`TERMINAL_WIDTH`] are shown (oversold units always), in this order.
+pub const NARROW: &[Column] = &[
+    Column::Metric(Metric::Oversell),
+    Column::Metric(Metric::LostAcks),
+    Column::Metric(Metric::ErrorRate),
+    Column::Metric(Metric::DbQpsPeak),
+    Column::Metric(Metric::MeanMs),
+    Column::Metric(Metric::P99Ms),
+    Column::SoldOfStock,
+    Column::Metric(Metric::ClientOversell),
+    Column::Metric(Metric::Throughput),
+];
+
+/// The `--wide` terminal table's columns: the headline's that fit a wide terminal, then the
+/// order, service and send-lag p99.
 pub fn terminal() -> impl Iterator<Item = Column> {
     HEADLINE
         .iter()
@@ -147,44 +165,102 @@ pub fn text(header: &[String], rows: &[Vec<String>], align: &[Align]) -> String 
     s
 }
 
-/// The terminal table of the headline figures, then each run's verdict.
+/// The terminal table of the headline figures, then each run's verdict: [`render_for`]'s wide
+/// form.
 pub fn render(r: &Report) -> String {
+    render_for(r, true)
+}
+
+/// The terminal result: by default the [`NARROW`] columns that fit [`TERMINAL_WIDTH`] and
+/// every line wrapped to it; `wide`, every [`terminal`] column and lines as they are.
+pub fn render_for(r: &Report, wide: bool) -> String {
     let mb = r.multi_backend();
-    let header: Vec<String> = std::iter::once("strategy")
-        .chain(terminal().map(Column::header))
-        .map(String::from)
-        .collect();
-    let rows: Vec<Vec<String>> = super::repeats::groups(r)
-        .into_iter()
-        .map(|(_, runs)| {
-            std::iter::once(super::repeats::row_label(&runs, mb))
-                .chain(terminal().map(|c| repeats_cell(c, &runs)))
-                .collect()
-        })
-        .collect();
-    let mut align = vec![Align::Right; header.len()];
-    align[0] = Align::Left;
-    let mut s = text(&header, &rows, &align);
+    let groups = super::repeats::groups(r);
+    let table = |columns: &[Column]| {
+        let header: Vec<String> = std::iter::once("strategy")
+            .chain(columns.iter().map(|c| c.header()))
+            .map(String::from)
+            .collect();
+        let rows: Vec<Vec<String>> = groups
+            .iter()
+            .map(|(_, runs)| {
+                std::iter::once(super::repeats::row_label(runs, mb))
+                    .chain(columns.iter().map(|c| repeats_cell(*c, runs)))
+                    .collect()
+            })
+            .collect();
+        let mut align = vec![Align::Right; header.len()];
+        align[0] = Align::Left;
+        text(&header, &rows, &align)
+    };
+    let mut s = if wide {
+        table(&terminal().collect::<Vec<_>>())
+    } else {
+        let mut shown: Vec<Column> = vec![NARROW[0]];
+        for c in &NARROW[1..] {
+            let mut more = shown.clone();
+            more.push(*c);
+            if width(&table(&more)) <= TERMINAL_WIDTH {
+                shown = more;
+            }
+        }
+        table(&shown)
+    };
+    let mut lines = Vec::new();
     for run in &r.runs {
-        let _ = writeln!(s, "{}: {}", run.run_label(mb), run.findings.verdict);
+        lines.push(format!("{}: {}", run.run_label(mb), run.findings.verdict));
         if let Some(why) = super::details::generator_bound(run) {
-            let _ = writeln!(s, "{}: GENERATOR-BOUND: {why}", run.run_label(mb));
+            lines.push(format!("{}: GENERATOR-BOUND: {why}", run.run_label(mb)));
         }
         if let Some(retries) = super::details::retries_line(run) {
-            let _ = writeln!(s, "{}: {retries}", run.run_label(mb));
+            lines.push(format!("{}: {retries}", run.run_label(mb)));
         }
     }
     if super::repeats::repeated(r) {
-        let _ = writeln!(s, "{}", super::repeats::NOTE);
+        lines.push(super::repeats::NOTE.to_string());
+    }
+    for l in lines {
+        let _ = writeln!(s, "{}", if wide { l } else { wrap(&l, TERMINAL_WIDTH) });
     }
     if let Some((header, rows)) = super::faults::table(r) {
         let _ = writeln!(s, "\nWhat each design lost under faults:");
         let mut align = vec![Align::Right; header.len()];
         align[0] = Align::Left;
         s.push_str(&text(&header, &rows, &align));
-        let _ = writeln!(s, "{}", super::faults::NOTE);
+        let note = super::faults::NOTE;
+        let _ = writeln!(s, "{}", if wide { note.to_string() } else { wrap(note, TERMINAL_WIDTH) });
+    }
+    if !wide {
+        let _ = writeln!(s, "(more columns: --wide, or the report)");
     }
     s
+}
+
+/// The widest line of a text, in characters.
+pub fn width(text: &str) -> usize {
+    text.lines().map(|l| l.chars().count()).max().unwrap_or(0)
+}
+
+/// `line` folded at spaces to lines of at most `max` characters (a longer word stays whole),
+/// the continuation lines indented by two.
+pub fn wrap(line: &str, max: usize) -> String {
+    let mut out = String::new();
+    let mut current = String::new();
+    for word in line.split(' ') {
+        let len = current.chars().count();
+        if len > 0 && len + 1 + word.chars().count() > max {
+            out.push_str(current.trim_end());
+            out.push('\n');
+            current = format!("  {word}");
+        } else {
+            if len > 0 {
+                current.push(' ');
+            }
+            current.push_str(word);
+        }
+    }
+    out.push_str(&current);
+    out
 }
 
 /// A column's cell over the repeats: a metric as `median (min–max)` (with the run's unit for
@@ -226,5 +302,56 @@ mod tests {
         let cell = Column::Metric(Metric::DbQpsPeak).cell(&r.runs[0]);
         assert!(cell.ends_with(" Questions/s"), "{cell}");
         assert!(!render(&r).contains("queries/s"));
+        let narrow = render_for(&r, false);
+        assert!(narrow.contains(" transactions/s"), "{narrow}");
+    }
+
+    /// A compare of every strategy on both backends, repeated: the longest labels and cells.
+    fn big_report() -> Report {
+        let mut r = v1::read(serde_json::from_str(v1::FIXTURE).unwrap());
+        let one = r.runs[0].clone();
+        r.runs.clear();
+        for backend in [crate::store::Backend::Postgres, crate::store::Backend::Mysql] {
+            for strategy in crate::inventory::Strategy::ALL {
+                let mut run = one.clone();
+                if let crate::report::Shop::Reference {
+                    strategy: s,
+                    backend: b,
+                    ..
+                } = &mut run.shop
+                {
+                    *s = strategy;
+                    *b = backend;
+                }
+                r.runs.push(run);
+            }
+        }
+        r
+    }
+
+    #[test]
+    fn the_default_result_fits_a_hundred_columns_and_wide_shows_every_column() {
+        let r = big_report();
+        let narrow = render_for(&r, false);
+        print!("{narrow}");
+        for line in narrow.lines() {
+            assert!(line.chars().count() <= TERMINAL_WIDTH, "{line:?}\n{narrow}");
+        }
+        assert!(narrow.contains("redis-buckets/mysql"), "{narrow}");
+        assert!(narrow.contains(Column::Metric(Metric::Oversell).header()), "{narrow}");
+        assert!(narrow.contains("--wide"), "{narrow}");
+        let wide = render_for(&r, true);
+        for c in terminal() {
+            assert!(wide.contains(c.header()), "{}: {wide}", c.header());
+        }
+        assert!(width(&wide) > TERMINAL_WIDTH, "the wide table is wider: {wide}");
+    }
+
+    #[test]
+    fn long_lines_fold_at_spaces() {
+        let folded = wrap("aaa bbb ccc ddd", 7);
+        assert_eq!(folded, "aaa bbb\n  ccc\n  ddd");
+        assert_eq!(wrap("short", 100), "short");
+        assert_eq!(wrap("averyverylongword x", 5), "averyverylongword\n  x");
     }
 }

@@ -41,6 +41,7 @@ pub(super) struct Sources {
 pub(super) struct Watch {
     task: tokio::task::JoinHandle<()>,
     bar: Option<ProgressBar>,
+    src: Arc<Sources>,
 }
 
 /// Starts the display for `slot`: a bar when stderr is a terminal, else a line a second.
@@ -58,7 +59,10 @@ pub(super) fn start(slot: &Slot, src: Sources) -> Watch {
     });
     let label = slot.to_string();
     let shown = bar.clone();
+    let src = Arc::new(src);
+    let watched = src.clone();
     let task = tokio::spawn(async move {
+        let src = watched;
         let mut tick = tokio::time::interval(match shown {
             Some(_) => Duration::from_millis(200),
             None => Duration::from_secs(1),
@@ -75,15 +79,19 @@ pub(super) fn start(slot: &Slot, src: Sources) -> Watch {
             }
         }
     });
-    Watch { task, bar }
+    Watch { task, bar, src }
 }
 
 impl Watch {
-    /// Stops updating and clears the bar.
+    /// Stops updating; the bar is drawn once more with the final count and left in the
+    /// scrollback (never the count of its last tick).
     pub(super) fn stop(self) {
         self.task.abort();
         if let Some(bar) = self.bar {
-            bar.finish_and_clear();
+            let (arrived, msg) = status(&self.src);
+            bar.set_position(arrived);
+            bar.set_message(msg);
+            bar.finish();
             crate::telemetry::set_progress_bar(None);
         }
     }

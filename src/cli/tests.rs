@@ -1,0 +1,191 @@
+//! The command line's spellings: every new name parses, every old one still does (hidden),
+//! and they mean the same.
+
+use super::*;
+use clap::CommandFactory;
+
+fn parse(args: &[&str]) -> Command {
+    let argv = std::iter::once("oversell").chain(args.iter().copied());
+    match Cli::try_parse_from(argv) {
+        Ok(cli) => cli.command,
+        Err(e) => panic!("{args:?} should parse: {e}"),
+    }
+}
+
+fn refused(args: &[&str]) -> String {
+    let argv = std::iter::once("oversell").chain(args.iter().copied());
+    match Cli::try_parse_from(argv) {
+        Ok(_) => panic!("{args:?} should be refused"),
+        Err(e) => e.to_string(),
+    }
+}
+
+fn compare(args: &[&str]) -> CompareArgs {
+    match parse(args) {
+        Command::Compare(a) => a,
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn the_cli_definition_is_consistent() {
+    Cli::command().debug_assert();
+}
+
+#[test]
+fn compare_takes_strategy_and_backend_lists_and_the_old_plural_spellings() {
+    for (s, b) in [
+        ("--strategy", "--backend"),
+        ("--strategies", "--backends"),
+        ("-s", "-b"),
+    ] {
+        let a = compare(&["compare", s, "naive,redis-lua", b, "postgres,mysql"]);
+        assert_eq!(a.strategies, vec![Strategy::Naive, Strategy::RedisLua], "{s}");
+        assert_eq!(a.backends, vec![Backend::Postgres, Backend::Mysql], "{b}");
+    }
+    assert_eq!(compare(&["compare"]).strategies, Strategy::ALL.to_vec());
+}
+
+#[test]
+fn durations_take_units_and_the_old_seconds_flags_still_parse() {
+    let new = compare(&["compare", "--drain-timeout", "1500ms"]);
+    assert_eq!(new.scenario.output.drain_limit(), Duration::from_millis(1500));
+    let old = compare(&["compare", "--drain-timeout-s", "7"]);
+    assert_eq!(old.scenario.output.drain_limit(), Duration::from_secs(7));
+    let default = compare(&["compare"]);
+    assert_eq!(default.scenario.output.drain_limit(), Duration::from_secs(60));
+    let e = refused(&["compare", "--drain-timeout", "10"]);
+    assert!(e.contains("--drain-timeout") && e.contains("10s"), "{e}");
+    let e = refused(&["compare", "--drain-timeout", "1s", "--drain-timeout-s", "1"]);
+    assert!(e.contains("cannot be used with"), "{e}");
+}
+
+#[test]
+fn attack_takes_settle_as_a_duration_or_the_old_seconds() {
+    let window = |args: &[&str]| match parse(args) {
+        Command::Attack(a) => a.oracle.settle.map(|d| d.as_secs_f64()).or(a.oracle.settle_s),
+        other => panic!("{other:?}"),
+    };
+    let base = ["attack", "--target", "http://127.0.0.1:1"];
+    let with = |extra: &[&'static str]| [&base[..], extra].concat();
+    assert_eq!(window(&with(&["--settle", "500ms"])), Some(0.5));
+    assert_eq!(window(&with(&["--settle-s", "2"])), Some(2.0));
+    let e = refused(&with(&["--settle", "0s"]));
+    assert!(e.contains("--settle"), "{e}");
+}
+
+#[test]
+fn bench_takes_duration_and_concurrency_and_the_old_spellings() {
+    let shop = |args: &[&str]| match parse(args) {
+        Command::Bench(b) => match b.what {
+            bench::BenchCommand::Shop(s) => s,
+            other => panic!("{other:?}"),
+        },
+        other => panic!("{other:?}"),
+    };
+    let new = shop(&["bench", "shop", "-s", "naive", "--duration", "3s", "-c", "8", "--json"]);
+    assert_eq!((new.duration, new.seconds), (Duration::from_secs(3), None));
+    assert_eq!(new.concurrency, 8);
+    assert_eq!(new.json, Some(None));
+    let old = shop(&[
+        "bench",
+        "shop",
+        "--strategy",
+        "naive",
+        "--seconds",
+        "3",
+        "--connections",
+        "8",
+        "--json",
+        "out.json",
+    ]);
+    assert_eq!((old.seconds, old.concurrency), (Some(3), 8));
+    assert_eq!(old.json, Some(Some(PathBuf::from("out.json"))));
+    match parse(&["bench", "redis", "--seconds", "2", "--concurrency", "4"]) {
+        Command::Bench(b) => match b.what {
+            bench::BenchCommand::Redis(r) => assert_eq!((r.seconds, r.concurrency), (Some(2), 4)),
+            other => panic!("{other:?}"),
+        },
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn diff_writes_markdown_with_markdown_or_the_old_out() {
+    for flag in ["--markdown", "--out"] {
+        match parse(&["diff", "a", "b", flag, "d.md"]) {
+            Command::Diff(d) => assert_eq!(d.markdown, Some(PathBuf::from("d.md")), "{flag}"),
+            other => panic!("{other:?}"),
+        }
+    }
+}
+
+#[test]
+fn listen_addresses_take_host_names_and_a_bare_port() {
+    let listen = |args: &[&str]| match parse(args) {
+        Command::Serve(s) => s.listen,
+        other => panic!("{other:?}"),
+    };
+    let port = listen(&["serve", "-s", "naive", "--listen", ":9000"]);
+    assert_eq!(port, "127.0.0.1:9000".parse().unwrap());
+    assert!(listen(&["serve", "-s", "naive", "-l", "localhost:0"])
+        .ip()
+        .is_loopback());
+    match parse(&["run", "--strategy", "naive", "--metrics-listen", ":0"]) {
+        Command::Run(r) => assert_eq!(
+            r.scenario.output.metrics_listen,
+            Some("127.0.0.1:0".parse().unwrap())
+        ),
+        other => panic!("{other:?}"),
+    }
+    let e = refused(&["serve", "-s", "naive", "--listen", "8080"]);
+    assert!(e.contains("HOST:PORT"), "{e}");
+}
+
+#[test]
+fn old_spellings_are_hidden_from_help() {
+    let help = |path: &[&str]| {
+        let mut cmd = Cli::command();
+        let mut sub = &mut cmd;
+        for p in path {
+            sub = sub.find_subcommand_mut(p).expect("a subcommand");
+        }
+        sub.render_long_help().to_string()
+    };
+    let compare = help(&["compare"]);
+    for old in ["--strategies", "--backends", "--drain-timeout-s"] {
+        assert!(!compare.contains(old), "{old} is hidden: {compare}");
+    }
+    assert!(compare.contains("--drain-timeout <DURATION>"), "{compare}");
+    let bench = help(&["bench", "shop"]);
+    assert!(!bench.contains("--seconds") && !bench.contains("--connections"), "{bench}");
+    let serve = help(&["serve"]);
+    for heading in [values::SHOP, values::SECURITY, values::CONNECTIONS, values::KNOBS] {
+        assert!(serve.contains(&format!("{heading}:")), "{heading}: {serve}");
+    }
+}
+
+#[test]
+fn json_is_found_before_a_double_dash_only() {
+    let os = |v: &[&str]| v.iter().map(std::ffi::OsString::from).collect::<Vec<_>>();
+    assert!(wants_json(os(&["run", "--json", "--bogus"])));
+    assert!(!wants_json(os(&["run", "--", "--json"])));
+    assert!(!wants_json(os(&["run", "--jsonx"])));
+}
+
+#[test]
+fn a_database_url_of_another_backend_is_refused_when_one_backend_is_asked_for() {
+    let conn = ConnArgs {
+        database_url: Some("postgres://u:secret@127.0.0.1:5432/db".into()),
+        mysql_url: "mysql://root@127.0.0.1:3306/oversell".into(),
+        redis_url: "redis://127.0.0.1:6379".into(),
+    };
+    let e = conn.database_for(Some(Backend::Mysql)).unwrap_err().to_string();
+    assert!(e.contains("--backend mysql") && e.contains("--database-url"), "{e}");
+    assert!(!e.contains("secret"), "the password is redacted: {e}");
+    let (b, url) = conn.database_for(Some(Backend::Postgres)).unwrap();
+    assert_eq!((b, url.as_str()), (Backend::Postgres, "postgres://u:secret@127.0.0.1:5432/db"));
+    // With several backends (compare postgres,mysql) the other one uses --mysql-url.
+    let (b, url) = conn.database_each(Some(Backend::Mysql)).unwrap();
+    assert_eq!((b, url.as_str()), (Backend::Mysql, "mysql://root@127.0.0.1:3306/oversell"));
+}
