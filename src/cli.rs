@@ -4,14 +4,12 @@ use crate::diff::DiffPlan;
 use crate::inventory::{Defect, InventoryError, Strategy};
 use crate::runner::{self, Cell, RunPlan, Subject};
 use crate::services::Unreachable;
-use crate::shop::{Application, ShopKnobs, TrustedProxies};
+use crate::shop::ShopKnobs;
 use crate::store::{Backend, StoreError};
 use crate::traffic::scenario::{Scenario, ScenarioError};
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
-use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::time::Duration;
 
 mod attack;
 mod bench;
@@ -19,6 +17,7 @@ mod gate;
 mod output;
 mod plan;
 mod selftest;
+mod serve;
 #[cfg(test)]
 mod tests;
 pub mod values;
@@ -26,7 +25,9 @@ pub use attack::AttackArgs;
 pub use gate::GateArgs;
 pub use output::{summary, OutputArgs, SUMMARY_SCHEMA};
 pub use plan::{FaultArgs, OracleArgs, PlanArgs, ShardArgs};
+pub use output::parse;
 pub use selftest::SelftestArgs;
+pub use serve::ServeArgs;
 
 /// Reproduce, measure and gate oversell in flash sales.
 #[derive(Debug, Parser)]
@@ -142,7 +143,7 @@ pub struct DiffArgs {
     /// oversell,lost_acks,p99_ms (older names such as latency_p99 are accepted).
     #[arg(long, value_delimiter = ',')]
     pub fail_on: Vec<String>,
-    /// Also write the Markdown to this file (older spelling: --out FILE).
+    /// Also write the Markdown to this file.
     #[arg(long, value_name = "FILE", alias = "out")]
     pub markdown: Option<PathBuf>,
 }
@@ -272,125 +273,22 @@ pub struct RunArgs {
 /// `oversell compare`.
 #[derive(Debug, Args, Clone)]
 pub struct CompareArgs {
-    /// Strategies to compare, comma-separated (default: all of them; older spelling:
-    /// --strategies).
+    /// Strategies to compare, comma-separated (default: all of them).
     #[arg(short, long = "strategy", alias = "strategies", value_enum, value_delimiter = ',',
+          value_name = "LIST",
           default_values_t = Strategy::ALL.to_vec(), help_heading = values::SHOP)]
     pub strategies: Vec<Strategy>,
-    /// Backends, comma-separated: postgres, mysql (default: inferred from --database-url;
-    /// older spelling: --backends). With both, --database-url serves the backend it names and
-    /// --mysql-url (or the default PostgreSQL URL) the other.
+    /// Backends, comma-separated: postgres, mysql (default: inferred from --database-url).
+    /// With both, --database-url serves the backend it names and --mysql-url (or the default
+    /// PostgreSQL URL) the other.
     #[arg(short, long = "backend", alias = "backends", value_enum, value_delimiter = ',',
+          value_name = "LIST",
           help_heading = values::SHOP)]
     pub backends: Vec<Backend>,
     #[command(flatten)]
     pub scenario: ScenarioArgs,
     #[command(flatten)]
     pub conn: ConnArgs,
-}
-
-/// `oversell serve`.
-#[derive(Debug, Args, Clone)]
-pub struct ServeArgs {
-    /// Inventory strategy.
-    #[arg(short, long, value_enum, help_heading = values::SHOP)]
-    pub strategy: Strategy,
-    /// Address to listen on: IP:PORT, HOST:PORT or :PORT (loopback); port 0 picks a free port
-    /// and the bound address is printed. Off loopback it needs --admin-token.
-    #[arg(short, long, value_name = "ADDR", default_value = "127.0.0.1:8080",
-          value_parser = values::listen, help_heading = values::SHOP)]
-    pub listen: SocketAddr,
-    /// Database backend (default: inferred from --database-url, else postgres).
-    #[arg(short, long, value_enum, help_heading = values::SHOP)]
-    pub backend: Option<Backend>,
-    /// Prefix of every Redis key (isolates parallel runs).
-    #[arg(long, default_value = "oversell", help_heading = values::SHOP)]
-    pub redis_prefix: String,
-    /// redis-lua: URL that receives reconciliation alerts as JSON POSTs.
-    #[arg(long, value_name = "URL", help_heading = values::SHOP)]
-    pub alert_webhook: Option<String>,
-    /// The admin routes (set-up/reset, rewarm, reconcile) then need `Authorization: Bearer
-    /// <token>`.
-    #[arg(long, env = "OVERSELL_ADMIN_TOKEN", hide_env_values = true,
-          help_heading = values::SECURITY)]
-    pub admin_token: Option<String>,
-    /// Listen off loopback without --admin-token: anyone who can reach the port may reset the
-    /// sale. Without this flag such a --listen is refused.
-    #[arg(long, help_heading = values::SECURITY)]
-    pub allow_open_admin: bool,
-    /// A proxy (address or network) whose X-Forwarded-For names the client; repeatable. From
-    /// any other peer the header is ignored.
-    #[arg(long = "trusted-proxy", value_name = "IP|CIDR", value_parser = TrustedProxies::parse,
-          help_heading = values::SECURITY)]
-    pub trusted_proxies: Vec<ipnet::IpNet>,
-    /// redis-lua: read reconciliation snapshots from this replica instead of the primary.
-    #[arg(long, value_name = "URL", env = "REPLICA_DATABASE_URL", help_heading = values::CONNECTIONS)]
-    pub replica_database_url: Option<String>,
-    #[command(flatten)]
-    pub conn: ConnArgs,
-    #[command(flatten, next_help_heading = values::KNOBS)]
-    pub knobs: ShopKnobs,
-}
-
-/// `serve --listen` off loopback without `--admin-token`: refused (anyone reaching the port
-/// could reset the sale) unless `--allow-open-admin`, which is announced on stderr.
-fn open_admin(args: &ServeArgs) -> anyhow::Result<()> {
-    let token = args.admin_token.as_deref().is_some_and(|t| !t.is_empty());
-    if token || args.listen.ip().is_loopback() {
-        return Ok(());
-    }
-    anyhow::ensure!(
-        args.allow_open_admin,
-        "--listen {} is reachable from other machines and --admin-token is not set: anyone who \
-         can reach it could reset the sale (POST /admin/...). Set --admin-token (or \
-         OVERSELL_ADMIN_TOKEN), listen on loopback (127.0.0.1:PORT or :PORT), or pass \
-         --allow-open-admin to accept that",
-        args.listen
-    );
-    eprintln!(
-        "WARNING: --listen {} without --admin-token (--allow-open-admin): anyone who can reach \
-         this port can reset the sale",
-        args.listen
-    );
-    Ok(())
-}
-
-/// Parses the process's arguments; on a usage error exits 2 with clap's message on stderr and,
-/// when `--json` was asked for, `{schema, error, exit_code}` on stdout (help and version print
-/// as usual).
-pub fn parse() -> Cli {
-    match Cli::try_parse() {
-        Ok(cli) => cli,
-        Err(e) => {
-            if e.use_stderr() && wants_json(std::env::args_os().skip(1)) {
-                output::json_line(&usage_error(&e));
-            }
-            e.exit()
-        }
-    }
-}
-
-/// Whether a command line asks for `--json` (before any `--`).
-fn wants_json(args: impl IntoIterator<Item = std::ffi::OsString>) -> bool {
-    args.into_iter()
-        .map_while(|a| a.into_string().ok().filter(|a| a != "--"))
-        .any(|a| a == "--json" || a.starts_with("--json="))
-}
-
-/// The `--json` document of a usage error: clap's message without its colours or the `--help`
-/// hint, and exit code 2.
-fn usage_error(e: &clap::Error) -> serde_json::Value {
-    let text = e.render().to_string();
-    let message: Vec<&str> = text
-        .lines()
-        .map(|l| l.strip_prefix("error: ").unwrap_or(l))
-        .filter(|l| !l.trim().is_empty() && !l.starts_with("For more information"))
-        .collect();
-    serde_json::json!({
-        "schema": SUMMARY_SCHEMA,
-        "error": message.join("\n"),
-        "exit_code": 2,
-    })
 }
 
 /// Runs the parsed command; the returned code is the process exit code. A command that stops
@@ -409,30 +307,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
 
 async fn dispatch(command: Command) -> anyhow::Result<i32> {
     match command {
-        Command::Serve(args) => {
-            open_admin(&args)?;
-            let (_, db) = args.conn.database_for(args.backend)?;
-            args.knobs.validate()?;
-            defect_warning(&args.knobs, [args.strategy])?;
-            let mut config = args.knobs.config(
-                args.strategy,
-                args.listen,
-                &db,
-                &args.conn.redis_url,
-                &args.redis_prefix,
-            );
-            config.pipeline.reconcile.webhook = args.alert_webhook;
-            config.replica_database_url = args.replica_database_url;
-            config.trusted_proxies = TrustedProxies::new(args.trusted_proxies);
-            config.admin_token = args.admin_token.filter(|t| !t.is_empty());
-            let app = Application::build(config).await?;
-            // The first stdout line is the contract with `oversell run`, which reads it.
-            println!("oversell shop listening on http://{}", app.local_addr());
-            tracing::info!(strategy = %args.strategy, addr = %app.local_addr(), "shop ready");
-            app.run_until_stopped(crate::shop::shutdown_signal())
-                .await?;
-            Ok(0)
-        }
+        Command::Serve(args) => serve::serve(args).await,
         Command::Run(args) => {
             let (backend, url) = args.conn.database_for(args.backend)?;
             if args.shard.shard.is_some() {

@@ -60,7 +60,7 @@ pub struct BenchShopArgs {
     #[arg(long, value_name = "S", hide = true, conflicts_with = "duration")]
     pub seconds: Option<u64>,
     /// Connections in flight: wrk's, the fixed-rate client's most in flight, and the
-    /// ceiling's clients (older spelling: --connections).
+    /// ceiling's clients.
     #[arg(short, long, alias = "connections", default_value_t = 64)]
     pub concurrency: usize,
     /// Also measure at a fixed rate: requests per second (8000) or a share of the saturation

@@ -8,7 +8,7 @@ use crate::gate::{Origin, Status, Verdict};
 use crate::live::{self, Live};
 use crate::metric::Metric;
 use crate::report::Report;
-use clap::Args;
+use clap::{Args, Parser};
 use serde_json::{json, Value};
 use std::io::Write;
 use std::net::SocketAddr;
@@ -273,5 +273,43 @@ fn gate_json(v: &Verdict) -> Value {
         "not_required": v.not_required(),
         "allow_unverified": v.allow_unverified,
         "checks": checks,
+    })
+}
+
+/// Parses the process's arguments; on a usage error exits 2 with clap's message on stderr and,
+/// when `--json` was asked for, `{schema, error, exit_code}` on stdout (help and version print
+/// as usual).
+pub fn parse() -> super::Cli {
+    match super::Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            if e.use_stderr() && wants_json(std::env::args_os().skip(1)) {
+                json_line(&usage_error(&e));
+            }
+            e.exit()
+        }
+    }
+}
+
+/// Whether a command line asks for `--json` (before any `--`).
+pub(super) fn wants_json(args: impl IntoIterator<Item = std::ffi::OsString>) -> bool {
+    args.into_iter()
+        .map_while(|a| a.into_string().ok().filter(|a| a != "--"))
+        .any(|a| a == "--json" || a.starts_with("--json="))
+}
+
+/// The `--json` document of a usage error: clap's message without its colours or the `--help`
+/// hint, and exit code 2.
+fn usage_error(e: &clap::Error) -> serde_json::Value {
+    let text = e.render().to_string();
+    let message: Vec<&str> = text
+        .lines()
+        .map(|l| l.strip_prefix("error: ").unwrap_or(l))
+        .filter(|l| !l.trim().is_empty() && !l.starts_with("For more information"))
+        .collect();
+    serde_json::json!({
+        "schema": SUMMARY_SCHEMA,
+        "error": message.join("\n"),
+        "exit_code": 2,
     })
 }

@@ -7,7 +7,6 @@ use crate::selftest::{self, Setup};
 use crate::store::Backend;
 use anyhow::Context;
 use clap::Args;
-use std::time::Duration;
 
 /// `oversell selftest`.
 #[derive(Debug, Args, Clone)]

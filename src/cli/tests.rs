@@ -3,6 +3,7 @@
 
 use super::*;
 use clap::CommandFactory;
+use std::time::Duration;
 
 fn parse(args: &[&str]) -> Command {
     let argv = std::iter::once("oversell").chain(args.iter().copied());
@@ -168,9 +169,9 @@ fn old_spellings_are_hidden_from_help() {
 #[test]
 fn json_is_found_before_a_double_dash_only() {
     let os = |v: &[&str]| v.iter().map(std::ffi::OsString::from).collect::<Vec<_>>();
-    assert!(wants_json(os(&["run", "--json", "--bogus"])));
-    assert!(!wants_json(os(&["run", "--", "--json"])));
-    assert!(!wants_json(os(&["run", "--jsonx"])));
+    assert!(output::wants_json(os(&["run", "--json", "--bogus"])));
+    assert!(!output::wants_json(os(&["run", "--", "--json"])));
+    assert!(!output::wants_json(os(&["run", "--jsonx"])));
 }
 
 #[test]

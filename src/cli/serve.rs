@@ -1,0 +1,101 @@
+//! `oversell serve`: the reference shop's flags, grouped for `--help`, and the refusal of a
+//! public listen address without an admin token.
+
+use super::{defect_warning, values, ConnArgs};
+use crate::inventory::Strategy;
+use crate::shop::{Application, ShopKnobs, TrustedProxies};
+use crate::store::Backend;
+use clap::Args;
+use std::net::SocketAddr;
+
+/// `oversell serve`.
+#[derive(Debug, Args, Clone)]
+pub struct ServeArgs {
+    /// Inventory strategy.
+    #[arg(short, long, value_enum, help_heading = values::SHOP)]
+    pub strategy: Strategy,
+    /// Address to listen on: IP:PORT, HOST:PORT or :PORT (loopback); port 0 picks a free port
+    /// and the bound address is printed. Off loopback it needs --admin-token.
+    #[arg(short, long, value_name = "ADDR", default_value = "127.0.0.1:8080",
+          value_parser = values::listen, help_heading = values::SHOP)]
+    pub listen: SocketAddr,
+    /// Database backend (default: inferred from --database-url, else postgres).
+    #[arg(short, long, value_enum, help_heading = values::SHOP)]
+    pub backend: Option<Backend>,
+    /// Prefix of every Redis key (isolates parallel runs).
+    #[arg(long, default_value = "oversell", help_heading = values::SHOP)]
+    pub redis_prefix: String,
+    /// redis-lua: URL that receives reconciliation alerts as JSON POSTs.
+    #[arg(long, value_name = "URL", help_heading = values::SHOP)]
+    pub alert_webhook: Option<String>,
+    /// The admin routes (set-up/reset, rewarm, reconcile) then need `Authorization: Bearer
+    /// <token>`.
+    #[arg(long, env = "OVERSELL_ADMIN_TOKEN", hide_env_values = true,
+          help_heading = values::SECURITY)]
+    pub admin_token: Option<String>,
+    /// Listen off loopback without --admin-token: anyone who can reach the port may reset the
+    /// sale. Without this flag such a --listen is refused.
+    #[arg(long, help_heading = values::SECURITY)]
+    pub allow_open_admin: bool,
+    /// A proxy (address or network) whose X-Forwarded-For names the client; repeatable. From
+    /// any other peer the header is ignored.
+    #[arg(long = "trusted-proxy", value_name = "IP|CIDR", value_parser = TrustedProxies::parse,
+          help_heading = values::SECURITY)]
+    pub trusted_proxies: Vec<ipnet::IpNet>,
+    /// redis-lua: read reconciliation snapshots from this replica instead of the primary.
+    #[arg(long, value_name = "URL", env = "REPLICA_DATABASE_URL", help_heading = values::CONNECTIONS)]
+    pub replica_database_url: Option<String>,
+    #[command(flatten)]
+    pub conn: ConnArgs,
+    #[command(flatten, next_help_heading = values::KNOBS)]
+    pub knobs: ShopKnobs,
+}
+
+/// `serve --listen` off loopback without `--admin-token`: refused (anyone reaching the port
+/// could reset the sale) unless `--allow-open-admin`, which is announced on stderr.
+fn open_admin(args: &ServeArgs) -> anyhow::Result<()> {
+    let token = args.admin_token.as_deref().is_some_and(|t| !t.is_empty());
+    if token || args.listen.ip().is_loopback() {
+        return Ok(());
+    }
+    anyhow::ensure!(
+        args.allow_open_admin,
+        "--listen {} is reachable from other machines and --admin-token is not set: anyone who \
+         can reach it could reset the sale (POST /admin/...). Set --admin-token (or \
+         OVERSELL_ADMIN_TOKEN), listen on loopback (127.0.0.1:PORT or :PORT), or pass \
+         --allow-open-admin to accept that",
+        args.listen
+    );
+    eprintln!(
+        "WARNING: --listen {} without --admin-token (--allow-open-admin): anyone who can reach \
+         this port can reset the sale",
+        args.listen
+    );
+    Ok(())
+}
+
+/// `oversell serve`: builds the shop, prints the address it bound, serves until a signal.
+pub(super) async fn serve(args: ServeArgs) -> anyhow::Result<i32> {
+    open_admin(&args)?;
+    let (_, db) = args.conn.database_for(args.backend)?;
+    args.knobs.validate()?;
+    defect_warning(&args.knobs, [args.strategy])?;
+    let mut config = args.knobs.config(
+        args.strategy,
+        args.listen,
+        &db,
+        &args.conn.redis_url,
+        &args.redis_prefix,
+    );
+    config.pipeline.reconcile.webhook = args.alert_webhook;
+    config.replica_database_url = args.replica_database_url;
+    config.trusted_proxies = TrustedProxies::new(args.trusted_proxies);
+    config.admin_token = args.admin_token.filter(|t| !t.is_empty());
+    let app = Application::build(config).await?;
+    // The first stdout line is the contract with `oversell run`, which reads it.
+    println!("oversell shop listening on http://{}", app.local_addr());
+    tracing::info!(strategy = %args.strategy, addr = %app.local_addr(), "shop ready");
+    app.run_until_stopped(crate::shop::shutdown_signal())
+        .await?;
+    Ok(0)
+}
