@@ -5,6 +5,7 @@ mod async_orders;
 mod attack_shard;
 mod bad_input;
 mod bench;
+mod cli_interface;
 mod buckets;
 mod cluster;
 mod cluster_harness;

@@ -1,0 +1,150 @@
+//! The command line's promises, through the real binary: `--json` prints one JSON document on
+//! every path (a usage error, a dry run), inputs that would be ignored or silently switched
+//! are refused with exit 2 naming the flag, and a listen address may be a host name.
+
+use crate::helpers::{drop_database, fresh_db_url, oversell_cli, CliRun};
+use oversell::store::Backend;
+use serde_json::Value;
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+/// Stdout is exactly one JSON document (one line); returns it.
+fn one_json_document(run: &CliRun) -> Value {
+    let lines: Vec<&str> = run.stdout.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "one line on stdout: {}", run.both());
+    serde_json::from_str(lines[0]).unwrap_or_else(|e| panic!("{e}: {}", run.both()))
+}
+
+#[tokio::test]
+async fn a_usage_error_with_json_prints_schema_error_and_exit_code() {
+    let run = oversell_cli(&["run", "--strategy", "bogus", "--json"], &[]).await;
+    assert_eq!(run.code, 2, "{}", run.both());
+    let v = one_json_document(&run);
+    assert_eq!(v["schema"], oversell::cli::SUMMARY_SCHEMA, "{v}");
+    assert_eq!(v["exit_code"], 2, "{v}");
+    let error = v["error"].as_str().unwrap();
+    assert!(error.contains("bogus") && error.contains("--strategy"), "{error}");
+    assert!(run.stderr.contains("bogus"), "clap's message stays on stderr: {}", run.both());
+
+    // An unknown flag too, and without --json nothing is printed on stdout.
+    let run = oversell_cli(&["compare", "--json", "--no-such-flag"], &[]).await;
+    assert_eq!(run.code, 2, "{}", run.both());
+    assert!(one_json_document(&run)["error"]
+        .as_str()
+        .unwrap()
+        .contains("--no-such-flag"));
+    let plain = oversell_cli(&["compare", "--no-such-flag"], &[]).await;
+    assert_eq!((plain.code, plain.stdout.as_str()), (2, ""), "{}", plain.both());
+}
+
+#[tokio::test]
+async fn a_dry_run_with_json_prints_the_plan_as_one_document() {
+    let run = oversell_cli(&["gate", "-S", "smoke", "--dry-run", "--json"], &[]).await;
+    assert_eq!(run.code, 0, "{}", run.both());
+    let v = one_json_document(&run);
+    assert_eq!(v["schema"], oversell::cli::SUMMARY_SCHEMA, "{v}");
+    assert_eq!(v["dry_run"], true, "{v}");
+    let buyers = v["plan"]["buyers"].as_u64().unwrap();
+    assert!(buyers > 0, "{v}");
+    let arrivals: u64 = v["plan"]["arrivals_per_second"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_u64().unwrap())
+        .sum();
+    assert_eq!(arrivals, buyers, "every buyer arrives in some second: {v}");
+    assert!(
+        run.stderr.contains("buyers"),
+        "the plan's text goes to stderr: {}",
+        run.both()
+    );
+}
+
+#[tokio::test]
+async fn merge_refuses_metrics_listen_it_would_ignore() {
+    let dir = tempfile::tempdir().unwrap();
+    let shard = dir.path().to_str().unwrap();
+    let run = oversell_cli(&["merge", shard, "--metrics-listen", ":0", "--json"], &[]).await;
+    assert_eq!(run.code, 2, "{}", run.both());
+    let v = one_json_document(&run);
+    assert!(
+        v["error"].as_str().unwrap().contains("--metrics-listen"),
+        "{v}"
+    );
+}
+
+#[tokio::test]
+async fn run_refuses_a_database_url_of_another_backend_than_asked() {
+    let run = oversell_cli(
+        &[
+            "run",
+            "--strategy",
+            "naive",
+            "--backend",
+            "mysql",
+            "--database-url",
+            "postgres://postgres:secret@127.0.0.1:5432/oversell",
+            "--scenario",
+            "smoke",
+            "--quiet",
+        ],
+        &[],
+    )
+    .await;
+    assert_eq!(run.code, 2, "{}", run.both());
+    assert!(
+        run.stderr.contains("--backend mysql") && run.stderr.contains("--database-url"),
+        "{}",
+        run.both()
+    );
+    assert!(!run.stderr.contains("secret"), "{}", run.both());
+    assert!(
+        !run.stderr.contains("run 1/1"),
+        "nothing was run: {}",
+        run.both()
+    );
+}
+
+#[tokio::test]
+async fn serve_refuses_a_public_address_without_an_admin_token() {
+    let run = oversell_cli(
+        &["serve", "--strategy", "naive", "--listen", "0.0.0.0:0"],
+        &[],
+    )
+    .await;
+    assert_eq!(run.code, 2, "{}", run.both());
+    assert!(
+        run.stderr.contains("--admin-token") && run.stderr.contains("--allow-open-admin"),
+        "{}",
+        run.both()
+    );
+    assert!(!run.stdout.contains("listening"), "{}", run.both());
+}
+
+#[tokio::test]
+async fn serve_listens_on_a_host_name() {
+    let db = fresh_db_url(Backend::Postgres);
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_oversell"))
+        .args(["serve", "-s", "conditional", "--listen", "localhost:0"])
+        .args(["--database-url", &db])
+        .env_remove("OVERSELL_ADMIN_TOKEN")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("oversell serve starts");
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    tokio::time::timeout(Duration::from_secs(60), stdout.read_line(&mut line))
+        .await
+        .expect("the shop prints its address")
+        .unwrap();
+    let url = line.trim().rsplit(' ').next().unwrap().to_string();
+    let addr: std::net::SocketAddr = url.trim_start_matches("http://").parse().unwrap();
+    assert!(addr.ip().is_loopback() && addr.port() != 0, "{line}");
+    let health = reqwest::get(format!("{url}/healthz")).await.unwrap();
+    assert!(health.status().is_success(), "{}", health.status());
+    child.kill().await.unwrap();
+    let _ = child.wait().await;
+    drop_database(&db).await;
+}
