@@ -23,9 +23,9 @@ mod tests;
 pub mod values;
 pub use attack::AttackArgs;
 pub use gate::GateArgs;
+pub use output::parse;
 pub use output::{summary, OutputArgs, SUMMARY_SCHEMA};
 pub use plan::{FaultArgs, OracleArgs, PlanArgs, ShardArgs};
-pub use output::parse;
 pub use selftest::SelftestArgs;
 pub use serve::ServeArgs;
 
@@ -223,12 +223,15 @@ impl ConnArgs {
 pub struct ScenarioArgs {
     /// Scenario: a TOML file, or the name of a bundled one (`oversell scenarios` lists them;
     /// an existing file wins).
-    #[arg(short = 'S', long, value_name = "FILE|NAME", default_value = "flash-100")]
+    #[arg(
+        short = 'S',
+        long,
+        value_name = "FILE|NAME",
+        default_value = "flash-100"
+    )]
     pub scenario: PathBuf,
-    /// The send-lag p99 (ms) above which a run is flagged generator-bound (overrides the
-    /// scenario's `[thresholds] send_lag_p99_ms`; default 5).
-    #[arg(long, value_name = "MS")]
-    pub max_send_lag_ms: Option<f64>,
+    #[command(flatten)]
+    pub send_lag: plan::SendLagArgs,
     /// Run each strategy N times, each on a fresh sale (1 to 100): the report keeps every
     /// repeat and shows each metric as median (min–max); `diff` judges by that spread.
     #[arg(long, value_name = "N", default_value_t = 1,
@@ -332,7 +335,7 @@ async fn dispatch(command: Command) -> anyhow::Result<i32> {
                     args.strategy,
                     backend,
                     &sa.output,
-                    sa.max_send_lag_ms,
+                    sa.send_lag.ms(),
                 )
                 .await;
             }
@@ -496,7 +499,7 @@ async fn run_and_print(
         scenario.shop.defect = Some(d);
     }
     defect_warning(&scenario.shop, cells.iter().map(|c| c.strategy))?;
-    plan::max_send_lag(&mut scenario, sa.max_send_lag_ms)?;
+    plan::max_send_lag(&mut scenario, sa.send_lag.ms())?;
     let live = sa.output.live().await?;
     let plan = RunPlan {
         buyers: std::sync::Arc::new(crate::traffic::schedule::build(&scenario)),

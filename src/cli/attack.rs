@@ -58,7 +58,7 @@ pub struct AttackArgs {
 /// trusted until the mapping reads them).
 pub async fn attack(args: AttackArgs) -> anyhow::Result<i32> {
     let (mut s, scenario_file) = load_scenario(&args.scenario)?;
-    super::plan::max_send_lag(&mut s, args.plan.max_send_lag_ms)?;
+    super::plan::max_send_lag(&mut s, args.plan.send_lag.ms())?;
     if !s.faults.is_empty() {
         anyhow::bail!(
             "{}: [[faults]] act only on the reference shop's own services, not on a foreign \

@@ -108,7 +108,7 @@ pub async fn gate(args: GateArgs) -> anyhow::Result<i32> {
             strategy,
             backend,
             &args.plan.output,
-            args.plan.max_send_lag_ms,
+            args.plan.send_lag.ms(),
         )
         .await;
     }
@@ -128,7 +128,7 @@ pub async fn gate(args: GateArgs) -> anyhow::Result<i32> {
              with --target"
         );
     }
-    super::plan::max_send_lag(&mut s, args.plan.max_send_lag_ms)?;
+    super::plan::max_send_lag(&mut s, args.plan.send_lag.ms())?;
     let bound = s.target.as_ref().and_then(|t| t.max_unclassified);
     let bundled = crate::scenarios::is_bundled(&args.scenario);
     let limits = gate::limits(&s.thresholds, bound, &args.thresholds, bundled);

@@ -1,6 +1,7 @@
 //! Flags shared by `gate` and `attack` (the user's oracle, the plan and its output) and the
 //! [`RunPlan`] built from them, checked before the first request is sent.
 
+use super::values;
 use crate::inventory::Strategy;
 use crate::nemesis::FaultSpec;
 use crate::rehearsal::{self, Foreign, OracleSource, OrdersQuery, PlanSummary, Use};
@@ -10,7 +11,6 @@ use crate::store::Backend;
 use crate::traffic::mapping::OracleFields;
 use crate::traffic::session::Columns;
 use crate::traffic::{buyers_csv, schedule, Scenario};
-use super::values;
 use anyhow::Context;
 use chrono::{DateTime, Utc};
 use clap::Args;
@@ -203,20 +203,40 @@ pub struct PlanArgs {
     /// Print the plan (arrivals per second, request estimate, peak) and send nothing.
     #[arg(long)]
     pub dry_run: bool,
-    /// The send-lag p99 (ms) above which a run is flagged generator-bound (overrides the
-    /// scenario's `[thresholds] send_lag_p99_ms`; default 5).
-    #[arg(long, value_name = "MS")]
-    pub max_send_lag_ms: Option<f64>,
+    #[command(flatten)]
+    pub send_lag: SendLagArgs,
     #[command(flatten)]
     pub output: super::OutputArgs,
 }
 
-/// `--max-send-lag-ms`: the scenario's `send_lag_p99_ms` bound, checked like a threshold.
+/// `--max-send-lag`: the send-lag p99 above which a run is flagged generator-bound.
+#[derive(Debug, Args, Clone, Default)]
+pub struct SendLagArgs {
+    /// The send-lag p99 above which a run is flagged generator-bound (5ms, 1.5ms; overrides
+    /// the scenario's `[thresholds] send_lag_p99_ms`; default 5ms).
+    #[arg(long, value_name = "DURATION", value_parser = values::duration,
+          help_heading = values::SCENARIO)]
+    pub max_send_lag: Option<Duration>,
+    /// The old spelling of --max-send-lag, in milliseconds.
+    #[arg(long, value_name = "MS", hide = true, conflicts_with = "max_send_lag")]
+    pub max_send_lag_ms: Option<f64>,
+}
+
+impl SendLagArgs {
+    /// The bound in milliseconds, when one was given.
+    pub fn ms(&self) -> Option<f64> {
+        self.max_send_lag
+            .map(|d| d.as_secs_f64() * 1000.0)
+            .or(self.max_send_lag_ms)
+    }
+}
+
+/// `--max-send-lag`: the scenario's `send_lag_p99_ms` bound, checked like a threshold.
 pub(super) fn max_send_lag(s: &mut Scenario, ms: Option<f64>) -> anyhow::Result<()> {
     if let Some(ms) = ms {
         s.thresholds
             .set("send_lag_p99_ms", ms)
-            .map_err(|e| anyhow::anyhow!("--max-send-lag-ms: {e}"))?;
+            .map_err(|e| anyhow::anyhow!("--max-send-lag: {e}"))?;
     }
     Ok(())
 }

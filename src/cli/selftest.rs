@@ -27,10 +27,8 @@ pub struct SelftestArgs {
     /// Database backend of the reference shop (default: from --database-url, else postgres).
     #[arg(short, long, value_enum, help_heading = super::values::SHOP)]
     pub backend: Option<Backend>,
-    /// The send-lag p99 (ms) above which a run is flagged generator-bound (overrides the
-    /// scenarios' `[thresholds] send_lag_p99_ms`).
-    #[arg(long, value_name = "MS", help_heading = super::values::SCENARIO)]
-    pub max_send_lag_ms: Option<f64>,
+    #[command(flatten)]
+    pub send_lag: super::plan::SendLagArgs,
     #[command(flatten)]
     pub conn: ConnArgs,
     #[command(flatten)]
@@ -53,7 +51,7 @@ pub async fn selftest(args: SelftestArgs) -> anyhow::Result<i32> {
         shop_exe: std::env::current_exe().context("locating the oversell binary")?,
         out: args.output.out.join("selftest"),
         drain_limit: args.output.drain_limit(),
-        max_send_lag_ms: args.max_send_lag_ms,
+        max_send_lag_ms: args.send_lag.ms(),
     };
     let mut rows = Vec::with_capacity(cases.len());
     for (i, case) in cases.iter().enumerate() {

@@ -41,7 +41,11 @@ fn compare_takes_strategy_and_backend_lists_and_the_old_plural_spellings() {
         ("-s", "-b"),
     ] {
         let a = compare(&["compare", s, "naive,redis-lua", b, "postgres,mysql"]);
-        assert_eq!(a.strategies, vec![Strategy::Naive, Strategy::RedisLua], "{s}");
+        assert_eq!(
+            a.strategies,
+            vec![Strategy::Naive, Strategy::RedisLua],
+            "{s}"
+        );
         assert_eq!(a.backends, vec![Backend::Postgres, Backend::Mysql], "{b}");
     }
     assert_eq!(compare(&["compare"]).strategies, Strategy::ALL.to_vec());
@@ -50,11 +54,17 @@ fn compare_takes_strategy_and_backend_lists_and_the_old_plural_spellings() {
 #[test]
 fn durations_take_units_and_the_old_seconds_flags_still_parse() {
     let new = compare(&["compare", "--drain-timeout", "1500ms"]);
-    assert_eq!(new.scenario.output.drain_limit(), Duration::from_millis(1500));
+    assert_eq!(
+        new.scenario.output.drain_limit(),
+        Duration::from_millis(1500)
+    );
     let old = compare(&["compare", "--drain-timeout-s", "7"]);
     assert_eq!(old.scenario.output.drain_limit(), Duration::from_secs(7));
     let default = compare(&["compare"]);
-    assert_eq!(default.scenario.output.drain_limit(), Duration::from_secs(60));
+    assert_eq!(
+        default.scenario.output.drain_limit(),
+        Duration::from_secs(60)
+    );
     let e = refused(&["compare", "--drain-timeout", "10"]);
     assert!(e.contains("--drain-timeout") && e.contains("10s"), "{e}");
     let e = refused(&["compare", "--drain-timeout", "1s", "--drain-timeout-s", "1"]);
@@ -64,7 +74,11 @@ fn durations_take_units_and_the_old_seconds_flags_still_parse() {
 #[test]
 fn attack_takes_settle_as_a_duration_or_the_old_seconds() {
     let window = |args: &[&str]| match parse(args) {
-        Command::Attack(a) => a.oracle.settle.map(|d| d.as_secs_f64()).or(a.oracle.settle_s),
+        Command::Attack(a) => a
+            .oracle
+            .settle
+            .map(|d| d.as_secs_f64())
+            .or(a.oracle.settle_s),
         other => panic!("{other:?}"),
     };
     let base = ["attack", "--target", "http://127.0.0.1:1"];
@@ -84,7 +98,17 @@ fn bench_takes_duration_and_concurrency_and_the_old_spellings() {
         },
         other => panic!("{other:?}"),
     };
-    let new = shop(&["bench", "shop", "-s", "naive", "--duration", "3s", "-c", "8", "--json"]);
+    let new = shop(&[
+        "bench",
+        "shop",
+        "-s",
+        "naive",
+        "--duration",
+        "3s",
+        "-c",
+        "8",
+        "--json",
+    ]);
     assert_eq!((new.duration, new.seconds), (Duration::from_secs(3), None));
     assert_eq!(new.concurrency, 8);
     assert_eq!(new.json, Some(None));
@@ -159,9 +183,17 @@ fn old_spellings_are_hidden_from_help() {
     }
     assert!(compare.contains("--drain-timeout <DURATION>"), "{compare}");
     let bench = help(&["bench", "shop"]);
-    assert!(!bench.contains("--seconds") && !bench.contains("--connections"), "{bench}");
+    assert!(
+        !bench.contains("--seconds") && !bench.contains("--connections"),
+        "{bench}"
+    );
     let serve = help(&["serve"]);
-    for heading in [values::SHOP, values::SECURITY, values::CONNECTIONS, values::KNOBS] {
+    for heading in [
+        values::SHOP,
+        values::SECURITY,
+        values::CONNECTIONS,
+        values::KNOBS,
+    ] {
         assert!(serve.contains(&format!("{heading}:")), "{heading}: {serve}");
     }
 }
@@ -181,12 +213,42 @@ fn a_database_url_of_another_backend_is_refused_when_one_backend_is_asked_for() 
         mysql_url: "mysql://root@127.0.0.1:3306/oversell".into(),
         redis_url: "redis://127.0.0.1:6379".into(),
     };
-    let e = conn.database_for(Some(Backend::Mysql)).unwrap_err().to_string();
-    assert!(e.contains("--backend mysql") && e.contains("--database-url"), "{e}");
+    let e = conn
+        .database_for(Some(Backend::Mysql))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("--backend mysql") && e.contains("--database-url"),
+        "{e}"
+    );
     assert!(!e.contains("secret"), "the password is redacted: {e}");
     let (b, url) = conn.database_for(Some(Backend::Postgres)).unwrap();
-    assert_eq!((b, url.as_str()), (Backend::Postgres, "postgres://u:secret@127.0.0.1:5432/db"));
+    assert_eq!(
+        (b, url.as_str()),
+        (Backend::Postgres, "postgres://u:secret@127.0.0.1:5432/db")
+    );
     // With several backends (compare postgres,mysql) the other one uses --mysql-url.
     let (b, url) = conn.database_each(Some(Backend::Mysql)).unwrap();
-    assert_eq!((b, url.as_str()), (Backend::Mysql, "mysql://root@127.0.0.1:3306/oversell"));
+    assert_eq!(
+        (b, url.as_str()),
+        (Backend::Mysql, "mysql://root@127.0.0.1:3306/oversell")
+    );
+}
+
+#[test]
+fn the_send_lag_bound_takes_a_duration_or_the_old_milliseconds() {
+    let ms = |args: &[&str]| match parse(args) {
+        Command::Run(r) => r.scenario.send_lag.ms(),
+        other => panic!("{other:?}"),
+    };
+    let run = ["run", "-s", "naive"];
+    assert_eq!(
+        ms(&[&run[..], &["--max-send-lag", "1500us"]].concat()),
+        Some(1.5)
+    );
+    assert_eq!(
+        ms(&[&run[..], &["--max-send-lag-ms", "20"]].concat()),
+        Some(20.0)
+    );
+    assert_eq!(ms(&run), None);
 }

@@ -529,13 +529,14 @@ mod tests {
 
     #[test]
     fn every_diff_row_keeps_its_table_columns_even_with_a_pipe_in_the_label() {
-        let r = crate::report::v1::read(
-            serde_json::from_str(crate::report::v1::FIXTURE).unwrap(),
-        );
+        let r = crate::report::v1::read(serde_json::from_str(crate::report::v1::FIXTURE).unwrap());
         let d = compare(&r, &r, 0.05);
         let plan = DiffPlan::new("a".into(), "b".into(), 5.0, &[], None).unwrap();
         let md = render(&plan, &r, &r, &d);
-        assert!(md.contains("\\|initial"), "the drift label is escaped: {md}");
+        assert!(
+            md.contains("\\|initial"),
+            "the drift label is escaped: {md}"
+        );
         let rows: Vec<&str> = md.lines().filter(|l| l.starts_with("| ")).collect();
         assert!(rows.len() > 3, "{md}");
         for row in rows {

@@ -96,7 +96,6 @@ impl Column {
     /// is long ([`Column::header`] in the report and with `--wide`).
     pub fn narrow_header(self) -> &'static str {
         match self {
-            Column::Metric(Metric::Oversell) => "oversold",
             Column::Metric(Metric::ClientOversell) => "client oversold",
             Column::Metric(Metric::ErrorRate) => "errors",
             Column::Metric(Metric::MeanMs) => "mean",
@@ -192,13 +191,11 @@ pub fn render_for(r: &Report, wide: bool) -> String {
     let groups = super::repeats::groups(r);
     let table = |columns: &[Column]| {
         let header: Vec<String> = std::iter::once("strategy")
-            .chain(columns.iter().map(|c| {
-                if wide {
-                    c.header()
-                } else {
-                    c.narrow_header()
-                }
-            }))
+            .chain(
+                columns
+                    .iter()
+                    .map(|c| if wide { c.header() } else { c.narrow_header() }),
+            )
             .map(String::from)
             .collect();
         let rows: Vec<Vec<String>> = groups
@@ -248,7 +245,15 @@ pub fn render_for(r: &Report, wide: bool) -> String {
         align[0] = Align::Left;
         s.push_str(&text(&header, &rows, &align));
         let note = super::faults::NOTE;
-        let _ = writeln!(s, "{}", if wide { note.to_string() } else { wrap(note, TERMINAL_WIDTH) });
+        let _ = writeln!(
+            s,
+            "{}",
+            if wide {
+                note.to_string()
+            } else {
+                wrap(note, TERMINAL_WIDTH)
+            }
+        );
     }
     if !wide {
         let _ = writeln!(s, "(more columns: --wide, or the report)");
@@ -331,7 +336,10 @@ mod tests {
         let mut r = v1::read(serde_json::from_str(v1::FIXTURE).unwrap());
         let one = r.runs[0].clone();
         r.runs.clear();
-        for backend in [crate::store::Backend::Postgres, crate::store::Backend::Mysql] {
+        for backend in [
+            crate::store::Backend::Postgres,
+            crate::store::Backend::Mysql,
+        ] {
             for strategy in crate::inventory::Strategy::ALL {
                 let mut run = one.clone();
                 if let crate::report::Shop::Reference {
@@ -360,14 +368,21 @@ mod tests {
         assert!(narrow.contains("redis-buckets/mysql"), "{narrow}");
         assert!(narrow.starts_with("strategy  "), "{narrow}");
         for c in &NARROW[..5] {
-            assert!(narrow.contains(c.narrow_header()), "{}: {narrow}", c.narrow_header());
+            assert!(
+                narrow.contains(c.narrow_header()),
+                "{}: {narrow}",
+                c.narrow_header()
+            );
         }
         assert!(narrow.contains("--wide"), "{narrow}");
         let wide = render_for(&r, true);
         for c in terminal() {
             assert!(wide.contains(c.header()), "{}: {wide}", c.header());
         }
-        assert!(width(&wide) > TERMINAL_WIDTH, "the wide table is wider: {wide}");
+        assert!(
+            width(&wide) > TERMINAL_WIDTH,
+            "the wide table is wider: {wide}"
+        );
     }
 
     #[test]

@@ -10,7 +10,11 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 
 /// Stdout is exactly one JSON document (one line); returns it.
 fn one_json_document(run: &CliRun) -> Value {
-    let lines: Vec<&str> = run.stdout.lines().filter(|l| !l.trim().is_empty()).collect();
+    let lines: Vec<&str> = run
+        .stdout
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .collect();
     assert_eq!(lines.len(), 1, "one line on stdout: {}", run.both());
     serde_json::from_str(lines[0]).unwrap_or_else(|e| panic!("{e}: {}", run.both()))
 }
@@ -23,8 +27,15 @@ async fn a_usage_error_with_json_prints_schema_error_and_exit_code() {
     assert_eq!(v["schema"], oversell::cli::SUMMARY_SCHEMA, "{v}");
     assert_eq!(v["exit_code"], 2, "{v}");
     let error = v["error"].as_str().unwrap();
-    assert!(error.contains("bogus") && error.contains("--strategy"), "{error}");
-    assert!(run.stderr.contains("bogus"), "clap's message stays on stderr: {}", run.both());
+    assert!(
+        error.contains("bogus") && error.contains("--strategy"),
+        "{error}"
+    );
+    assert!(
+        run.stderr.contains("bogus"),
+        "clap's message stays on stderr: {}",
+        run.both()
+    );
 
     // An unknown flag too, and without --json nothing is printed on stdout.
     let run = oversell_cli(&["compare", "--json", "--no-such-flag"], &[]).await;
@@ -34,7 +45,12 @@ async fn a_usage_error_with_json_prints_schema_error_and_exit_code() {
         .unwrap()
         .contains("--no-such-flag"));
     let plain = oversell_cli(&["compare", "--no-such-flag"], &[]).await;
-    assert_eq!((plain.code, plain.stdout.as_str()), (2, ""), "{}", plain.both());
+    assert_eq!(
+        (plain.code, plain.stdout.as_str()),
+        (2, ""),
+        "{}",
+        plain.both()
+    );
 }
 
 #[tokio::test]
