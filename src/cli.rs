@@ -153,17 +153,23 @@ pub struct DiffArgs {
 #[command(next_help_heading = values::CONNECTIONS)]
 pub struct ConnArgs {
     /// Database URL: postgres://... or mysql://... (the database is created if missing).
-    #[arg(long, env = "DATABASE_URL")]
+    #[arg(long, value_name = "URL", env = "DATABASE_URL")]
     pub database_url: Option<String>,
     /// MySQL/MariaDB URL used when the backend is mysql and --database-url is not a mysql:// URL.
     #[arg(
         long,
+        value_name = "URL",
         env = "MYSQL_URL",
         default_value = "mysql://root@127.0.0.1:3306/oversell"
     )]
     pub mysql_url: String,
     /// Redis URL (used by redis-lua).
-    #[arg(long, env = "REDIS_URL", default_value = "redis://127.0.0.1:6379")]
+    #[arg(
+        long,
+        value_name = "URL",
+        env = "REDIS_URL",
+        default_value = "redis://127.0.0.1:6379"
+    )]
     pub redis_url: String,
 }
 

@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, Args, Clone)]
 pub struct GateArgs {
     /// Scenario: a TOML file or a bundled name; its `[thresholds]` table sets the limits.
-    #[arg(short = 'S', long, default_value = "ci", help_heading = super::values::SCENARIO)]
+    #[arg(short = 'S', long, value_name = "FILE|NAME", default_value = "ci", help_heading = super::values::SCENARIO)]
     pub scenario: PathBuf,
     /// Reference-shop strategies to gate, comma-separated (default: redis-lua).
     #[arg(short, long, value_enum, value_delimiter = ',', conflicts_with = "target", help_heading = super::values::SHOP)]
