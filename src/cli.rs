@@ -307,9 +307,14 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
     if let Some(o) = &output {
         o.claim_stdout()?;
     }
+    let bench_json = matches!(&cli.command, Command::Bench(b) if b.json_on_stdout());
     let result = dispatch(cli.command).await;
-    if let (Err(e), Some(o)) = (&result, output) {
-        o.failed(e, exit_code_for(e));
+    if let Err(e) = &result {
+        match output {
+            Some(o) => o.failed(e, exit_code_for(e)),
+            None if bench_json => output::json_line(&output::error(e, exit_code_for(e))),
+            None => {}
+        }
     }
     result
 }

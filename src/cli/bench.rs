@@ -15,6 +15,13 @@ pub struct BenchArgs {
     pub what: BenchCommand,
 }
 
+impl BenchArgs {
+    /// `bench shop --json` (the switch): stdout carries one JSON document, an error's too.
+    pub(super) fn json_on_stdout(&self) -> bool {
+        matches!(&self.what, BenchCommand::Shop(s) if matches!(s.json, Some(None)))
+    }
+}
+
 /// What `oversell bench` measures.
 #[derive(Debug, Subcommand, Clone)]
 pub enum BenchCommand {

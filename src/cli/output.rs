@@ -151,13 +151,18 @@ impl OutputArgs {
     /// With `--json`, the summary of a command that stopped with `e` (exit `code`).
     pub fn failed(&self, e: &anyhow::Error, code: i32) {
         if self.json {
-            json_line(&json!({
-                "schema": SUMMARY_SCHEMA,
-                "error": format!("{e:#}"),
-                "exit_code": code,
-            }));
+            json_line(&error(e, code));
         }
     }
+}
+
+/// The `--json` document of a command that stopped with `e` (exit `code`).
+pub(super) fn error(e: &anyhow::Error, code: i32) -> Value {
+    json!({
+        "schema": SUMMARY_SCHEMA,
+        "error": format!("{e:#}"),
+        "exit_code": code,
+    })
 }
 
 /// The `--json` document of a `--dry-run`: the plan `label` would be sent, nothing sent.

@@ -164,3 +164,24 @@ async fn serve_listens_on_a_host_name() {
     let _ = child.wait().await;
     drop_database(&db).await;
 }
+
+#[tokio::test]
+async fn bench_shop_json_reports_an_error_as_one_document() {
+    let run = oversell_cli(
+        &[
+            "bench",
+            "shop",
+            "-s",
+            "naive",
+            "--duration",
+            "1500ms",
+            "--json",
+        ],
+        &[],
+    )
+    .await;
+    assert_eq!(run.code, 2, "{}", run.both());
+    let v = one_json_document(&run);
+    assert_eq!(v["exit_code"], 2, "{v}");
+    assert!(v["error"].as_str().unwrap().contains("--duration"), "{v}");
+}
