@@ -169,6 +169,36 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn a_stopped_bar_is_left_at_its_final_count() {
+        let recorder = Arc::new(Recorder::new(Instant::now()));
+        let src = Sources {
+            recorder: recorder.clone(),
+            latest: Latest::default(),
+            buyers: 3,
+            stock: 5,
+            last_arrival: Duration::from_secs(1),
+        };
+        let bar = ProgressBar::hidden();
+        bar.set_length(3);
+        let watch = Watch {
+            task: tokio::spawn(async {}),
+            bar: Some(bar.clone()),
+            src: Arc::new(src),
+        };
+        for _ in 0..3 {
+            recorder.arrived();
+        }
+        watch.stop();
+        assert!(bar.is_finished());
+        assert_eq!(
+            bar.position(),
+            3,
+            "the last arrivals are counted, not the last tick's"
+        );
+        assert!(bar.message().contains("errors 0"), "{}", bar.message());
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn the_line_says_sold_from_the_database_once_the_probe_read_it() {
         let src = Sources {
             recorder: Arc::new(Recorder::new(Instant::now())),
