@@ -6,10 +6,11 @@
 //!
 //! # Layout
 //!
-//! - [`cli`]: clap commands and flags, turned into typed plans; `gate`, `attack` and `bench` each in
-//!   their own file, the flags they share (oracle, plan) in `cli/plan.rs`, the output flags
-//!   (`--json`, `--metrics-listen`, `--quiet`, `--out`) and how a command ends in
-//!   `cli/output.rs`; `scenarios` and `completions`.
+//! - [`cli`]: clap commands and flags, turned into typed plans; `serve`, `gate`, `attack` and
+//!   `bench` each in their own file, the flags they share (oracle, plan) in `cli/plan.rs`, the
+//!   output flags (`--json`, `--wide`, `--metrics-listen`, `--quiet`, `--out`), parsing and how
+//!   a command ends in `cli/output.rs`, how values read (durations, listen addresses) and the
+//!   help headings in `cli/values.rs`; `scenarios` and `completions`.
 //! - [`scenarios`]: the files of `scenarios/`, compiled in; `--scenario` takes a path or a
 //!   bundled name.
 //! - [`shop`]: the reference shop: `app(state) -> Router`, handlers, errors, `/metrics`
