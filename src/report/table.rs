@@ -379,6 +379,7 @@ mod tests {
         for c in terminal() {
             assert!(wide.contains(c.header()), "{}: {wide}", c.header());
         }
+        println!("narrow: {} columns, wide: {}", width(&narrow), width(&wide));
         assert!(
             width(&wide) > TERMINAL_WIDTH,
             "the wide table is wider: {wide}"
