@@ -258,7 +258,7 @@ async fn judge(case: Case, setup: &Setup) -> anyhow::Result<(Verdict, PathBuf)> 
     if let Some(ms) = setup.max_send_lag_ms {
         s.thresholds
             .set(Metric::SendLagP99Ms.name(), ms)
-            .map_err(|e| anyhow::anyhow!("--max-send-lag-ms: {e}"))?;
+            .map_err(|e| anyhow::anyhow!("--max-send-lag: {e}"))?;
     }
     let limits = gate::limits(&s.thresholds, None, &[], true);
     let plan = RunPlan {

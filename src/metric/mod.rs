@@ -120,7 +120,7 @@ pub struct Spec {
 }
 
 /// The send-lag p99 above which a run is *generator-bound* (its latency measured the
-/// generator, not the shop), unless `[thresholds] send_lag_p99_ms` or `--max-send-lag-ms`
+/// generator, not the shop), unless `[thresholds] send_lag_p99_ms` or `--max-send-lag`
 /// sets another bound.
 pub const DEFAULT_MAX_SEND_LAG_MS: f64 = 5.0;
 

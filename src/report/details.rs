@@ -223,7 +223,7 @@ fn login_facts(run: &RunReport) -> Vec<Fact> {
 pub fn generator_bound(run: &RunReport) -> Option<String> {
     let lag = run.send_lag.as_ref().filter(|_| run.generator_bound)?;
     Some(format!(
-        "send lag p99 {:.3} ms exceeds the {:.3} ms bound (send_lag_p99_ms / --max-send-lag-ms): the generator sent late, so this run's latency measures the generator as much as the shop; read the service time, and don't blame the shop for the rest",
+        "send lag p99 {:.3} ms exceeds the {:.3} ms bound (send_lag_p99_ms / --max-send-lag): the generator sent late, so this run's latency measures the generator as much as the shop; read the service time, and don't blame the shop for the rest",
         lag.p99_ms,
         run.max_send_lag_ms.unwrap_or(crate::metric::DEFAULT_MAX_SEND_LAG_MS)
     ))

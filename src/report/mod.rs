@@ -245,7 +245,7 @@ impl Settling {
                 self.readings
             ),
             SettleState::NotSettled => format!(
-                "NOT settled within {limit_ms} ms (--drain-timeout-s): the oracle's reading kept changing or the backlog stayed above 0 ({} readings){backlog}",
+                "NOT settled within {limit_ms} ms (--drain-timeout): the oracle's reading kept changing or the backlog stayed above 0 ({} readings){backlog}",
                 self.readings
             ),
             SettleState::Unknown => format!(
