@@ -11,6 +11,7 @@ mod cluster_harness;
 mod concurrency;
 mod consumers;
 mod deploy;
+mod docs;
 mod durability;
 mod edge;
 mod evidence;
