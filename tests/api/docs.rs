@@ -123,7 +123,8 @@ fn parse(text: &str) -> Doc {
         if (1..=6).contains(&hashes) && line[hashes..].starts_with(' ') {
             let id = slug(line[hashes..].trim().trim_end_matches('#'));
             let k = seen.entry(id.clone()).or_default();
-            doc.anchors.insert(if *k == 0 { id } else { format!("{id}-{k}") });
+            doc.anchors
+                .insert(if *k == 0 { id } else { format!("{id}-{k}") });
             *k += 1;
         }
         let line = without_code_spans(line);
@@ -190,7 +191,7 @@ fn broken_links(file: &Path, docs: &HashMap<PathBuf, Doc>) -> Vec<String> {
             broken.push(format!("{at}: leaves the book (docs/src)"));
             continue;
         }
-        if !root().join(&resolved).exists() {
+        if !path.is_empty() && !root().join(&resolved).exists() {
             broken.push(format!("{at}: no such file {}", resolved.display()));
             continue;
         }
@@ -225,7 +226,10 @@ fn markdown_under(dir: &Path, out: &mut Vec<PathBuf>) {
 
 /// README.md and every Markdown file of docs/, parsed.
 fn all_docs() -> HashMap<PathBuf, Doc> {
-    let mut files = vec![PathBuf::from("README.md"), PathBuf::from("reports/README.md")];
+    let mut files = vec![
+        PathBuf::from("README.md"),
+        PathBuf::from("reports/README.md"),
+    ];
     markdown_under(Path::new("docs"), &mut files);
     files
         .into_iter()
@@ -246,7 +250,10 @@ fn every_chapter_the_summary_lists_exists_and_every_page_is_a_chapter() {
         .iter()
         .filter(|c| !root().join("docs/src").join(c).is_file())
         .collect();
-    assert!(missing.is_empty(), "SUMMARY.md lists missing chapters: {missing:?}");
+    assert!(
+        missing.is_empty(),
+        "SUMMARY.md lists missing chapters: {missing:?}"
+    );
     let listed: BTreeSet<PathBuf> = chapters
         .iter()
         .map(|c| normalise(&Path::new("docs/src").join(c)))
@@ -270,10 +277,7 @@ fn every_relative_link_and_anchor_in_the_readme_and_the_book_resolves() {
     let docs = all_docs();
     let mut files: Vec<&PathBuf> = docs.keys().collect();
     files.sort();
-    let broken: Vec<String> = files
-        .iter()
-        .flat_map(|f| broken_links(f, &docs))
-        .collect();
+    let broken: Vec<String> = files.iter().flat_map(|f| broken_links(f, &docs)).collect();
     assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
     let readme = &docs[Path::new("README.md")];
     assert!(
@@ -284,7 +288,8 @@ fn every_relative_link_and_anchor_in_the_readme_and_the_book_resolves() {
 
 #[test]
 fn the_link_check_catches_a_missing_file_a_missing_anchor_and_a_link_out_of_the_book() {
-    let text = "# Top\n\n## A `code` heading — with a dash\n\nSee [here](#a-code-heading--with-a-dash), \
+    let text =
+        "# Top\n\n## A `code` heading — with a dash\n\nSee [here](#a-code-heading--with-a-dash), \
                 [gone](#nowhere), [file](nope.md), [out](../../Cargo.toml), \
                 `[not a link](nowhere.md)`.\n\n```md\n[in a fence](fence.md)\n```\n";
     let file = PathBuf::from("docs/src/probe.md");
@@ -292,9 +297,15 @@ fn the_link_check_catches_a_missing_file_a_missing_anchor_and_a_link_out_of_the_
     let broken = broken_links(&file, &docs);
     assert_eq!(broken.len(), 3, "{broken:#?}");
     assert!(broken[0].contains("#nowhere"), "{broken:#?}");
-    assert!(broken[1].contains("no such file docs/src/nope.md"), "{broken:#?}");
+    assert!(
+        broken[1].contains("no such file docs/src/nope.md"),
+        "{broken:#?}"
+    );
     assert!(broken[2].contains("leaves the book"), "{broken:#?}");
-    assert_eq!(slug("`oversell serve` — the reference shop"), "oversell-serve--the-reference-shop");
+    assert_eq!(
+        slug("`oversell serve` — the reference shop"),
+        "oversell-serve--the-reference-shop"
+    );
     assert_eq!(slug("[docs](x.md): *Why*"), "docs-why");
     let repeated = parse("# A\n## A\n");
     assert!(repeated.anchors.contains("a") && repeated.anchors.contains("a-1"));
@@ -304,10 +315,22 @@ fn the_link_check_catches_a_missing_file_a_missing_anchor_and_a_link_out_of_the_
 fn the_readme_is_a_front_door_of_at_most_450_lines() {
     let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
     let lines = readme.lines().count();
-    assert!(lines <= 450, "README.md has {lines} lines: move depth to a chapter of docs/src");
+    assert!(
+        lines <= 450,
+        "README.md has {lines} lines: move depth to a chapter of docs/src"
+    );
     for command in [
-        "serve", "run", "compare", "gate", "attack", "diff", "merge", "bench", "selftest",
-        "scenarios", "completions",
+        "serve",
+        "run",
+        "compare",
+        "gate",
+        "attack",
+        "diff",
+        "merge",
+        "bench",
+        "selftest",
+        "scenarios",
+        "completions",
     ] {
         assert!(
             readme.contains(&format!("oversell {command}")),
@@ -346,7 +369,8 @@ fn mdbook() -> Option<PathBuf> {
 #[test]
 fn mdbook_builds_the_book_when_it_is_installed() {
     let Some(mdbook) = mdbook() else {
-        let msg = "SKIPPED: mdbook is not installed (cargo install mdbook --locked; .ci/run does), \
+        let msg =
+            "SKIPPED: mdbook is not installed (cargo install mdbook --locked; .ci/run does), \
                    so the book was link-checked but not built";
         assert!(std::env::var_os("CI").is_none(), "{msg} — and CI is set");
         eprintln!("\n*** {msg} ***\n");

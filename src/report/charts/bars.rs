@@ -115,7 +115,10 @@ pub fn panel<DB: DrawingBackend>(
         .y_label_formatter(&|v| {
             let i = v.round();
             if labels.is_some() && (v - i).abs() < 1e-6 && i >= 0.0 && (i as usize) < n {
-                names.get(n - 1 - i as usize).map(|s| s.to_string()).unwrap_or_default()
+                names
+                    .get(n - 1 - i as usize)
+                    .map(|s| s.to_string())
+                    .unwrap_or_default()
             } else {
                 String::new()
             }
@@ -256,7 +259,10 @@ fn legend_strip<DB: DrawingBackend>(
     let y = h as i32 / 2;
     let mut x = 16i32;
     for (name, colour) in &entries {
-        area.draw(&Rectangle::new([(x, y - 7), (x + 14, y + 7)], colour.filled()))?;
+        area.draw(&Rectangle::new(
+            [(x, y - 7), (x + 14, y + 7)],
+            colour.filled(),
+        ))?;
         area.draw(&Text::new(name.clone(), (x + 20, y), style.clone()))?;
         let tw = area
             .estimate_text_size(name, &style)

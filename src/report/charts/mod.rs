@@ -119,10 +119,13 @@ pub fn runs(report: &Report) -> Vec<RunData<'_>> {
         .iter()
         .map(|run| {
             let backend = run.backend_name();
-            let backend_index = backends.iter().position(|b| *b == backend).unwrap_or_else(|| {
-                backends.push(backend);
-                backends.len() - 1
-            });
+            let backend_index = backends
+                .iter()
+                .position(|b| *b == backend)
+                .unwrap_or_else(|| {
+                    backends.push(backend);
+                    backends.len() - 1
+                });
             RunData {
                 run,
                 label: run.run_label(mb),
@@ -430,7 +433,11 @@ mod tests {
             assert_ne!(run_colour(name, 1), run_colour(name, 0), "{name}");
             assert_ne!(run_colour(name, 2), run_colour(name, 1), "{name}");
             for t in crate::inventory::Strategy::ALL {
-                assert_ne!(run_colour(name, 1), run_colour(t.as_str(), 0), "{name} / {t:?}");
+                assert_ne!(
+                    run_colour(name, 1),
+                    run_colour(t.as_str(), 0),
+                    "{name} / {t:?}"
+                );
             }
         }
     }
