@@ -91,7 +91,7 @@ macro_rules! knobs {
 knobs! {
     choices {
         /// redis-lua: what an acknowledged order survives on the Redis side (checked against
-        /// the Redis configuration at start; see the README).
+        /// the Redis configuration at start; see docs/src/shop/durability.md).
         redis_durability: Durability = Durability::None;
     }
     optional {
