@@ -66,7 +66,7 @@ for chart in headline latency-percentiles integrity; do
 done
 cp "$dir/report.md" "$out/sample-report.md"
 cp "$dir/report.html" "$out/report.html"
-"$chromium" --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=1280,2400 \
+"$chromium" --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=1600,2200 \
   --screenshot="$PWD/$out/report-html.png" "file://$PWD/$out/report.html" 2>/dev/null
 [ -s "$out/report-html.png" ] || { echo "publish: the screenshot was not written" >&2; exit 1; }
 
@@ -104,6 +104,13 @@ splice() { # FILE NAME CONTENT
     $0 == last { skip = 0 }
     !skip { print }' "$1" >"$1.publish" && mv "$1.publish" "$1"
 }
+bound=$(jq '[.runs[] | select(.generator_bound == true)] | length' "$report")
+runs=$(jq '.runs | length' "$report")
+note="The $profile build, load average ${load_before%%/*} at the start"
+if [ "$bound" -gt 0 ]; then
+  note="$note; $bound of $runs runs were generator-bound (send lag p99 over their bound), so their latencies measure the generator as much as the shop"
+fi
+printf '\n%s: see [Results](docs/src/results/overview.md).\n' "$note" >>"$work/table.md"
 splice README.md publish:table "$work/table.md"
 splice README.md publish:verdicts "$work/verdicts.md"
 
@@ -122,6 +129,10 @@ $scenario --backends $backends\`, the **$profile build** at commit \`$commit\`, 
 on $cores cores, load average $load_before before and $load_after after (the machine may have
 been shared: read the figures as one sample, and the ratios between strategies of this one run
 as the robust part). Servers: $versions.
+$( [ "$bound" -gt 0 ] && echo "
+**$bound of $runs runs were generator-bound**: their send lag p99 (the generator's own lateness)
+exceeded the bound, so their latencies measure the generator as much as the shop; the service
+times in [the report](sample-report.md) are the shop's share." )
 
 $(cat "$work/headline.md")
 
