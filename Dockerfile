@@ -1,4 +1,4 @@
-# oversell in a container, for sharded load on Kubernetes (deploy/k8s/, README "Scaling out").
+# oversell in a container, for sharded load on Kubernetes (deploy/k8s/, docs/src/scaling/kubernetes.md).
 #
 #   docker build -t oversell:dev .
 #   docker run --rm oversell:dev scenarios

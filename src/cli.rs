@@ -253,7 +253,7 @@ pub struct ScenarioArgs {
     #[arg(long, value_name = "K", value_parser = plan::shops_arg, help_heading = values::SHOP)]
     pub shops: Option<u32>,
     /// TESTING AID: run the reference shop with this known defect built in (sets the
-    /// scenario's `[shop] defect`; the report records it). See docs/detection.md.
+    /// scenario's `[shop] defect`; the report records it). See docs/src/gate/detection.md.
     #[arg(long, value_enum, value_name = "NAME")]
     pub defect: Option<Defect>,
     #[command(flatten)]

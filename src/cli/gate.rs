@@ -54,7 +54,7 @@ pub struct GateArgs {
     #[arg(long, conflicts_with = "target", help_heading = super::values::SHOP)]
     pub redis_cluster: bool,
     /// TESTING AID: gate the reference shop with this known defect built in (sets the
-    /// scenario's `[shop] defect`); refused without --allow-defect. See docs/detection.md.
+    /// scenario's `[shop] defect`); refused without --allow-defect. See docs/src/gate/detection.md.
     #[arg(long, value_enum, value_name = "NAME", conflicts_with = "target", help_heading = super::values::SHOP)]
     pub defect: Option<Defect>,
     /// Let the gate run a reference shop with a defect (`--defect`, `[shop] defect`): its

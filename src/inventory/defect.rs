@@ -50,7 +50,7 @@ pub enum Defect {
 /// A defect asked of a strategy that does not have it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "--defect {defect} is not built into {strategy}: it applies to {} (a testing aid: see docs/detection.md)",
+    "--defect {defect} is not built into {strategy}: it applies to {} (a testing aid: see docs/src/gate/detection.md)",
     .defect.strategies().iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
 )]
 pub struct NotBuiltIn {
@@ -138,7 +138,7 @@ impl Defect {
     pub fn warning(self, strategy: Strategy) -> String {
         format!(
             "WARNING: DEFECT {} IS ACTIVE in this {strategy} shop ({}): a testing aid, never a \
-             shop to trust (see docs/detection.md)",
+             shop to trust (see docs/src/gate/detection.md)",
             self.as_str().to_uppercase(),
             self.what()
         )

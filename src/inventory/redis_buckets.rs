@@ -22,7 +22,8 @@
 //!   scripts) is completed by [`RedisBuckets::repair`], which the shop's background loop runs:
 //!   no unit is lost or counted twice.
 //! - **Persistence.** Each bucket's stream has its own consumer; orders go to the item's row as
-//!   redis-lua's do. See the README for what is not supported (reconciliation, rewarm, faults).
+//!   redis-lua's do. See docs/src/shop/redis-buckets.md for what is not supported
+//!   (reconciliation, rewarm, faults).
 //!
 //! No command or script ever spans two buckets: nothing here assumes they share a node.
 

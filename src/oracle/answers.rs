@@ -1,7 +1,7 @@
 //! What a correct shop must answer adversarial buyers (`[adversarial]`), and one key that
 //! bought more than once (`duplicate_orders_per_key`).
 //!
-//! [`RULES`] is the table (docs/adversarial.md repeats it). Only a decisive answer is judged:
+//! [`RULES`] is the table (docs/src/rehearsal/adversarial.md repeats it). Only a decisive answer is judged:
 //! `ok` (the step was applied) or `rejected` (409: the order's state forbids it) to a pay or
 //! cancel, `created` (with its order id) or a clean refusal to a resent order. A timeout, a
 //! broken connection, a 5xx or an answer no rule reads told the client nothing and is never a

@@ -627,7 +627,7 @@ fn stock_samples_give_the_stock_extremes_and_the_stock_side_peak() {
 
 #[test]
 fn the_docs_worked_example_reads_as_documented() {
-    // docs/evidence.md: stock 2; A, B, C acknowledged at 20, 25, 30 ms; C's cancel sent at
+    // docs/src/rehearsal/evidence.md: stock 2; A, B, C acknowledged at 20, 25, 30 ms; C's cancel sent at
     // 200 ms; a stock reading sent at 1000 ms returned 3; the oracle counts 2 sold, stock 3.
     let mut c = clients(&[("A", "u1"), ("B", "u2"), ("C", "u3")]);
     for (a, (sent, at)) in c.acks.iter_mut().zip([(10, 20), (12, 25), (10, 30)]) {

@@ -91,13 +91,13 @@ macro_rules! knobs {
 knobs! {
     choices {
         /// redis-lua: what an acknowledged order survives on the Redis side (checked against
-        /// the Redis configuration at start; see the README).
+        /// the Redis configuration at start; see docs/src/shop/durability.md).
         redis_durability: Durability = Durability::None;
     }
     optional {
         /// A known defect built into the shop's own code path: a TESTING AID that makes this
         /// shop wrong on purpose, so you can see what the harness catches (`oversell
-        /// selftest`; docs/detection.md). Each applies to some strategies only.
+        /// selftest`; docs/src/gate/detection.md). Each applies to some strategies only.
         defect: Defect;
     }
     switches {
@@ -157,7 +157,7 @@ knobs! {
     /// redis-lua: persistence consumers per item in this shop, all in the item's one consumer
     /// group (each entry is delivered to one of them; more overlap Redis reads with database
     /// writes). Two by default: one consumer fell behind at saturation and at 80 % of it, two
-    /// kept up with the backlog near zero (docs/performance.md, "redis-lua").
+    /// kept up with the backlog near zero (docs/src/performance/overview.md, "redis-lua").
     consumers: u32 = 2, 1..=32;
     /// redis-buckets: how many buckets (hash slots) a sale's stock is split over.
     buckets: u32 = 4, 1..=64;

@@ -3,7 +3,7 @@
 //! timed against, and the retry policy that resends a request with its `Idempotency-Key`.
 //!
 //! What a correct shop must answer to each script is the oracle's table
-//! (`oracle::answers`); `docs/adversarial.md` is its user-facing page.
+//! (`oracle::answers`); `docs/src/rehearsal/adversarial.md` is its user-facing page.
 
 use super::recorder::Answer;
 use serde::{Deserialize, Serialize};

@@ -1,5 +1,5 @@
 //! `oversell bench shop` end to end on a tiny duration: both rates and their ratio come out
-//! (never how fast: speed is for the benchmark itself, see docs/performance.md), and a missing
+//! (never how fast: speed is for the benchmark itself, see docs/src/performance/overview.md), and a missing
 //! tool is a clear error naming its Debian package.
 
 use crate::helpers::*;

@@ -262,7 +262,7 @@ fn compose_starts_healthy_services_and_grafana_reads_its_prometheus() {
             );
         }
     }
-    // The versions the README's published table was measured on.
+    // The versions the published runs (docs/src/results) were measured on.
     assert_eq!(compose["services"]["postgres"]["image"], "postgres:15");
     assert_eq!(compose["services"]["mariadb"]["image"], "mariadb:10.11");
     assert_eq!(compose["services"]["redis"]["image"], "redis:7.0");

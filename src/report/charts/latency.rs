@@ -1,7 +1,7 @@
 //! Order latency per run: a histogram on log-spaced bins, and the percentile spectrum
 //! (latency against 1/(1 − percentile) on a log axis, the HdrHistogram plot).
 
-use super::{fmt_ms, legend, run_line, DrawResult, RunData, FONT};
+use super::{fmt_ms, legend_column, run_line, with_legend_column, DrawResult, RunData, FONT};
 use hdrhistogram::Histogram;
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -89,7 +89,8 @@ pub fn histogram<DB: DrawingBackend>(
         .flat_map(|(_, b)| b.iter().map(|x| x.2))
         .fold(1.0, f64::max)
         * 1.15;
-    let mut chart = ChartBuilder::on(root)
+    let (plot, side) = with_legend_column(root, binned.iter().map(|(r, _)| *r));
+    let mut chart = ChartBuilder::on(&plot)
         .caption("Order latency histogram", (FONT, 26))
         .margin(16)
         .x_label_area_size(56)
@@ -113,7 +114,7 @@ pub fn histogram<DB: DrawingBackend>(
         pts.push((b[b.len() - 1].1, 0.0));
         run_line(&mut chart, r, pts, &r.label)?;
     }
-    legend(&mut chart, SeriesLabelPosition::UpperRight)
+    legend_column(&side, binned.iter().map(|(r, _)| *r))
 }
 
 /// The percentile spectrum: one line per run.
@@ -133,7 +134,8 @@ pub fn percentiles<DB: DrawingBackend>(
     let x = (1.0..SPECTRUM_MAX_X * 1.25)
         .log_scale()
         .with_key_points(vec![1.0, 2.0, 10.0, 100.0, 1_000.0, 10_000.0]);
-    let mut chart = ChartBuilder::on(root)
+    let (plot, side) = with_legend_column(root, lines.iter().map(|(r, _)| *r));
+    let mut chart = ChartBuilder::on(&plot)
         .caption("Order latency by percentile", (FONT, 26))
         .margin(16)
         .x_label_area_size(56)
@@ -148,10 +150,10 @@ pub fn percentiles<DB: DrawingBackend>(
         .label_style((FONT, 16))
         .axis_desc_style((FONT, 17))
         .draw()?;
-    for (r, pts) in lines {
-        run_line(&mut chart, r, pts, &r.label)?;
+    for (r, pts) in &lines {
+        run_line(&mut chart, r, pts.clone(), &r.label)?;
     }
-    legend(&mut chart, SeriesLabelPosition::UpperLeft)
+    legend_column(&side, lines.iter().map(|(r, _)| *r))
 }
 
 #[cfg(test)]

@@ -71,12 +71,40 @@ pub fn run_slug(run: &RunReport) -> String {
         .collect()
 }
 
+/// The colour of a run on the `backend_index`-th backend of its report (in order of first
+/// appearance): the strategy's colour on the first, a paler tint of it on the others, so no two
+/// runs of one chart share a colour.
+pub fn run_colour(strategy: &str, backend_index: usize) -> RGBColor {
+    let c = strategy_colour(strategy);
+    if backend_index == 0 {
+        return c;
+    }
+    let share = if backend_index == 1 { 0.5 } else { 0.7 };
+    let l = |v: u8| v + ((255 - v) as f64 * share) as u8;
+    RGBColor(l(c.0), l(c.1), l(c.2))
+}
+
+/// The backends of these runs, in order of first appearance.
+pub fn backends(runs: &[RunData<'_>]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for r in runs {
+        let b = r.run.backend_name();
+        if !out.iter().any(|o| o == b) {
+            out.push(b.to_string());
+        }
+    }
+    out
+}
+
 /// One run as the charts see it.
 pub struct RunData<'a> {
     pub run: &'a RunReport,
     pub label: String,
+    /// [`run_colour`]: the strategy's colour, paler on a second backend.
     pub colour: RGBColor,
-    /// Runs on a second backend are drawn dashed (same strategy colour).
+    /// Which of the report's backends the run is on (0: the first).
+    pub backend_index: usize,
+    /// Runs on a second backend are also drawn dashed.
     pub dashed: bool,
     /// Order latency in microseconds, when the report carries it.
     pub order_latency: Option<Histogram<u64>>,
@@ -84,17 +112,28 @@ pub struct RunData<'a> {
 
 /// Prepares the runs of a report for drawing.
 pub fn runs(report: &Report) -> Vec<RunData<'_>> {
-    let first_backend = report.runs.first().map(|r| r.backend_name());
+    let mut backends: Vec<&str> = Vec::new();
     let mb = report.multi_backend();
     report
         .runs
         .iter()
-        .map(|run| RunData {
-            run,
-            label: run.run_label(mb),
-            colour: strategy_colour(run.strategy_name()),
-            dashed: Some(run.backend_name()) != first_backend,
-            order_latency: run.order_histogram(),
+        .map(|run| {
+            let backend = run.backend_name();
+            let backend_index = backends
+                .iter()
+                .position(|b| *b == backend)
+                .unwrap_or_else(|| {
+                    backends.push(backend);
+                    backends.len() - 1
+                });
+            RunData {
+                run,
+                label: run.run_label(mb),
+                colour: run_colour(run.strategy_name(), backend_index),
+                backend_index,
+                dashed: backend_index > 0,
+                order_latency: run.order_histogram(),
+            }
         })
         .collect()
 }
@@ -128,8 +167,8 @@ impl Figure {
         match self {
             Figure::LatencyHistogram | Figure::LatencyPercentiles => 640,
             Figure::Timeline(i) => timeline::height(runs[*i].run),
-            Figure::Integrity => 520,
-            Figure::Headline => 860,
+            Figure::Integrity => bars::integrity_height(runs),
+            Figure::Headline => bars::headline_height(runs),
         }
     }
 
@@ -233,20 +272,20 @@ pub fn write_all(dir: &Path, report: &Report) -> anyhow::Result<Vec<Rendered>> {
     Ok(out)
 }
 
-/// A style for a run's line: its strategy colour, dashed on a second backend.
+/// A style for a run's line: its run colour (dashed on a second backend, by [`run_line`]).
 pub(crate) fn line_style(r: &RunData<'_>, width: u32) -> ShapeStyle {
     r.colour.stroke_width(width)
 }
 
 /// Draws a polyline for `r` (solid, or dashed for a second backend) and its legend entry.
-pub(crate) fn run_line<DB, X, Y>(
-    chart: &mut ChartContext<'_, DB, Cartesian2d<X, Y>>,
+pub(crate) fn run_line<'a, DB, X, Y>(
+    chart: &mut ChartContext<'a, DB, Cartesian2d<X, Y>>,
     r: &RunData<'_>,
     points: Vec<(X::ValueType, Y::ValueType)>,
     label: &str,
 ) -> DrawResult<DB>
 where
-    DB: DrawingBackend,
+    DB: DrawingBackend + 'a,
     X: plotters::coord::ranged1d::Ranged,
     Y: plotters::coord::ranged1d::Ranged,
     X::ValueType: Clone + 'static,
@@ -256,15 +295,15 @@ where
 }
 
 /// Draws one labelled line (dashed if asked) with a matching legend entry.
-pub(crate) fn series_line<DB, X, Y>(
-    chart: &mut ChartContext<'_, DB, Cartesian2d<X, Y>>,
+pub(crate) fn series_line<'a, DB, X, Y>(
+    chart: &mut ChartContext<'a, DB, Cartesian2d<X, Y>>,
     points: Vec<(X::ValueType, Y::ValueType)>,
     style: ShapeStyle,
     dashed: bool,
     label: &str,
 ) -> DrawResult<DB>
 where
-    DB: DrawingBackend,
+    DB: DrawingBackend + 'a,
     X: plotters::coord::ranged1d::Ranged,
     Y: plotters::coord::ranged1d::Ranged,
     X::ValueType: Clone + 'static,
@@ -275,8 +314,13 @@ where
     } else {
         chart.draw_series(LineSeries::new(points, style))?
     };
-    anno.label(label)
-        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 24, y)], style.stroke_width(4)));
+    // The legend's sample is dashed like its line: two strokes with a gap, or one unbroken.
+    let gap = if dashed { (10, 16) } else { (12, 12) };
+    anno.label(label).legend(move |(x, y)| {
+        EmptyElement::at((x, y))
+            + PathElement::new(vec![(0, 0), (gap.0, 0)], style.stroke_width(4))
+            + PathElement::new(vec![(gap.1, 0), (26, 0)], style.stroke_width(4))
+    });
     Ok(())
 }
 
@@ -297,6 +341,47 @@ where
         .border_style(BLACK.mix(0.4))
         .label_font((FONT, 15))
         .draw()
+}
+
+/// Splits `root` into the plot and, on its right, a column wide enough for the runs' labels.
+pub(crate) fn with_legend_column<'a, DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    runs: impl Iterator<Item = &'a RunData<'a>>,
+) -> (DrawingArea<DB, Shift>, DrawingArea<DB, Shift>) {
+    let style = TextStyle::from((FONT, 15).into_font());
+    let widest = runs
+        .filter_map(|r| root.estimate_text_size(&r.label, &style).ok())
+        .map(|(w, _)| w)
+        .max()
+        .unwrap_or(120);
+    let (w, _) = root.dim_in_pixel();
+    root.split_horizontally(w.saturating_sub(widest + 64))
+}
+
+/// The legend of a chart's runs as a column of its own (so no line runs under it): each run's
+/// line sample — its colour, dashed on a second backend — and its label.
+pub(crate) fn legend_column<'a, DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    runs: impl Iterator<Item = &'a RunData<'a>>,
+) -> DrawResult<DB> {
+    use plotters::style::text_anchor::{HPos, Pos, VPos};
+    let text = TextStyle::from((FONT, 15).into_font())
+        .color(&BLACK)
+        .pos(Pos::new(HPos::Left, VPos::Center));
+    for (i, r) in runs.enumerate() {
+        let y = 70 + 22 * i as i32;
+        let style = r.colour.stroke_width(4);
+        let segments: &[(i32, i32)] = if r.dashed {
+            &[(6, 16), (22, 32)]
+        } else {
+            &[(6, 32)]
+        };
+        for (a, b) in segments {
+            area.draw(&PathElement::new(vec![(*a, y), (*b, y)], style))?;
+        }
+        area.draw(&Text::new(r.label.clone(), (40, y), text.clone()))?;
+    }
+    Ok(())
 }
 
 /// An axis number without noise: `3`, `2.5`, `0.25`, `-1`.
@@ -336,6 +421,23 @@ mod tests {
             assert_ne!(*a, strategy_colour("unknown"), "{i} falls back to grey");
             for b in &colours[i + 1..] {
                 assert_ne!(a, b);
+            }
+        }
+    }
+
+    #[test]
+    fn a_second_backend_gets_a_colour_of_its_own() {
+        for s in crate::inventory::Strategy::ALL {
+            let name = s.as_str();
+            assert_eq!(run_colour(name, 0), strategy_colour(name));
+            assert_ne!(run_colour(name, 1), run_colour(name, 0), "{name}");
+            assert_ne!(run_colour(name, 2), run_colour(name, 1), "{name}");
+            for t in crate::inventory::Strategy::ALL {
+                assert_ne!(
+                    run_colour(name, 1),
+                    run_colour(t.as_str(), 0),
+                    "{name} / {t:?}"
+                );
             }
         }
     }

@@ -274,7 +274,7 @@ async fn pending_answers_without_the_id_the_poll_needs_are_undecided_and_said_so
 
 #[test]
 fn the_worked_mapping_of_the_docs_reads_as_a_scenario() {
-    let doc = std::fs::read_to_string("docs/rehearsal-async.md").unwrap();
+    let doc = std::fs::read_to_string("docs/src/rehearsal/async.md").unwrap();
     let start = doc.find("```toml\n").unwrap() + "```toml\n".len();
     let mapping = &doc[start..start + doc[start..].find("```").unwrap()];
     let head = &SCENARIO[..SCENARIO.find("[after_order]").unwrap()];
