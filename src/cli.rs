@@ -241,7 +241,7 @@ pub struct RunArgs {
 #[derive(Debug, Args, Clone)]
 pub struct CompareArgs {
     /// Strategies to compare, comma-separated (default: all of them).
-    #[arg(long, value_enum, value_delimiter = ',', default_values_t = Strategy::ALL.to_vec())]
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = Strategy::all().to_vec())]
     pub strategies: Vec<Strategy>,
     /// Backends, comma-separated: postgres, mysql (default: inferred from --database-url).
     #[arg(long, value_enum, value_delimiter = ',')]

@@ -364,9 +364,8 @@ async fn dropping_the_engine_mid_fault_undoes_everything() {
         database_url: db.clone(),
         private_redis: Some(redis.clone()),
         redis_url: redis.url(),
-        prefix: "unused".into(),
+        redis_prefixes: vec!["unused".into()],
         item: 1,
-        uses_redis: true,
         strategy: "redis-lua".into(),
     };
     let faults = [fault("db-outage@0:60s"), fault("redis-pause@0:60s")];

@@ -45,7 +45,7 @@ fn run_json(dir: &std::path::Path) -> Value {
 
 async fn smoke_every_strategy(backend: Backend) {
     let out = tempfile::tempdir().unwrap();
-    let (plan, db) = smoke_plan(&Strategy::ALL, backend, out.path());
+    let (plan, db) = smoke_plan(Strategy::all(), backend, out.path());
     let (_, dir) = runner::execute(&plan)
         .await
         .expect("the smoke run completes");
@@ -54,7 +54,7 @@ async fn smoke_every_strategy(backend: Backend) {
     assert_eq!(json["schema"], "oversell.report/v2");
     assert!(dir.join("report.md").exists());
     let runs = json["runs"].as_array().unwrap();
-    assert_eq!(runs.len(), Strategy::ALL.len());
+    assert_eq!(runs.len(), Strategy::all().len());
     for run in runs {
         let strategy = run["strategy"].as_str().unwrap();
         for field in [

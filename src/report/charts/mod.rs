@@ -16,7 +16,8 @@ pub mod bars;
 pub mod latency;
 pub mod timeline;
 
-use super::{Report, RunReport};
+use super::{Report, RunReport, Shop};
+use crate::inventory::Strategy;
 use anyhow::Context;
 use hdrhistogram::Histogram;
 use plotters::coord::Shift;
@@ -42,17 +43,27 @@ fn register_font() {
     });
 }
 
+/// The colour of a foreign shop's runs (no strategy of ours).
+pub const FOREIGN_COLOUR: RGBColor = RGBColor(0x7f, 0x7f, 0x7f);
+
 /// The fixed colour of a strategy, the same in every chart.
-pub fn strategy_colour(strategy: &str) -> RGBColor {
+pub fn strategy_colour(strategy: Strategy) -> RGBColor {
     match strategy {
-        "naive" => RGBColor(0xd6, 0x27, 0x28),
-        "for-update" => RGBColor(0x1f, 0x77, 0xb4),
-        "optimistic" => RGBColor(0xff, 0x7f, 0x0e),
-        "redis-lua" => RGBColor(0x2c, 0xa0, 0x2c),
-        "conditional" => RGBColor(0x94, 0x67, 0xbd),
-        "batched" => RGBColor(0x8c, 0x56, 0x4b),
-        "redis-buckets" => RGBColor(0x17, 0xbe, 0xcf),
-        _ => RGBColor(0x7f, 0x7f, 0x7f),
+        Strategy::Naive => RGBColor(0xd6, 0x27, 0x28),
+        Strategy::ForUpdate => RGBColor(0x1f, 0x77, 0xb4),
+        Strategy::Optimistic => RGBColor(0xff, 0x7f, 0x0e),
+        Strategy::RedisLua => RGBColor(0x2c, 0xa0, 0x2c),
+        Strategy::Conditional => RGBColor(0x94, 0x67, 0xbd),
+        Strategy::Batched => RGBColor(0x8c, 0x56, 0x4b),
+        Strategy::RedisBuckets => RGBColor(0x17, 0xbe, 0xcf),
+    }
+}
+
+/// A run's colour: its strategy's, or grey for a foreign shop.
+pub fn run_colour(run: &RunReport) -> RGBColor {
+    match &run.shop {
+        Shop::Reference { strategy, .. } => strategy_colour(*strategy),
+        Shop::Foreign { .. } => FOREIGN_COLOUR,
     }
 }
 
@@ -92,7 +103,7 @@ pub fn runs(report: &Report) -> Vec<RunData<'_>> {
         .map(|run| RunData {
             run,
             label: run.run_label(mb),
-            colour: strategy_colour(run.strategy_name()),
+            colour: run_colour(run),
             dashed: Some(run.backend_name()) != first_backend,
             order_latency: run.order_histogram(),
         })
@@ -328,12 +339,12 @@ mod tests {
 
     #[test]
     fn every_strategy_has_its_own_colour() {
-        let colours: Vec<RGBColor> = crate::inventory::Strategy::ALL
+        let colours: Vec<RGBColor> = Strategy::all()
             .iter()
-            .map(|s| strategy_colour(s.as_str()))
+            .map(|s| strategy_colour(*s))
             .collect();
         for (i, a) in colours.iter().enumerate() {
-            assert_ne!(*a, strategy_colour("unknown"), "{i} falls back to grey");
+            assert_ne!(*a, FOREIGN_COLOUR, "{i} looks like a foreign shop");
             for b in &colours[i + 1..] {
                 assert_ne!(a, b);
             }
