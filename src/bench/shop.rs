@@ -268,7 +268,7 @@ impl Watch {
             db_url,
             &PoolSettings {
                 max_connections: 2,
-                ..PoolSettings::default()
+                ..ShopKnobs::default().pool()
             },
         )
         .await?;
@@ -322,18 +322,14 @@ impl Watch {
     }
 }
 
+/// A default shop's Redis side without the per-IP limit (every bench client is one IP).
 fn settings(redis_url: &str, prefix: &str) -> RedisSettings {
-    RedisSettings {
-        url: redis_url.to_string(),
-        prefix: prefix.to_string(),
-        payment_timeout: Duration::from_secs(900),
-        gateway: crate::gateway::GatewaySettings {
-            ip_rate_per_s: 0.0,
-            ..Default::default()
-        },
-        durability: Durability::None,
-        replica_wait: Duration::from_millis(100),
+    ShopKnobs {
+        ip_rate_limit: 0.0,
+        redis_durability: Durability::None,
+        ..ShopKnobs::default()
     }
+    .redis(redis_url, prefix)
 }
 
 const CLIENTS: usize = 64;

@@ -24,7 +24,8 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
-/// Background settings.
+/// Background settings (built by [`crate::shop::ShopKnobs::pipeline`]; the ones no knob sets
+/// are written once, in [`PipelineSettings::new`]).
 #[derive(Debug, Clone)]
 pub struct PipelineSettings {
     /// Events per database transaction.
@@ -47,18 +48,24 @@ pub struct PipelineSettings {
     pub consumers: usize,
 }
 
-impl Default for PipelineSettings {
-    fn default() -> Self {
+impl PipelineSettings {
+    /// The pipeline with its knobs (reconciliation, the dead-letter count, consumers per item)
+    /// and its fixed internals (a test may still change any field).
+    pub fn new(
+        reconcile: reconcile::ReconcileSettings,
+        dead_letter_after: u32,
+        consumers: usize,
+    ) -> Self {
         PipelineSettings {
             batch: 1000,
             block: Duration::from_millis(200),
             claim_idle: Duration::from_secs(10),
             backoff_cap: Duration::from_secs(2),
-            dead_letter_after: 3,
+            dead_letter_after,
             trim_delay: Duration::from_secs(10),
             expiry_every: Duration::from_millis(500),
-            reconcile: reconcile::ReconcileSettings::default(),
-            consumers: 2,
+            reconcile,
+            consumers,
         }
     }
 }

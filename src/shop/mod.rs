@@ -128,7 +128,7 @@ impl Application {
         .await?;
         let mut pipeline = config.pipeline.clone();
         if let Some(url) = &config.replica_database_url {
-            let replica = Store::connect(url, &PoolSettings::default())
+            let replica = Store::connect(url, &ShopKnobs::default().pool())
                 .await
                 .context("connecting to the reconciliation replica")?;
             pipeline.reconcile.replica = Some(replica);
