@@ -2,7 +2,7 @@
 //! (oversold, undersold, lost acknowledged orders) and the post-mortem's four headline metrics
 //! as small multiples.
 
-use super::{fmt_num, DrawResult, RunData, FONT};
+use super::{fmt_num, strategy_short_name, DrawResult, RunData, FONT};
 use crate::inventory::Strategy;
 use crate::metric::{Metric, Unit};
 use crate::report::catalog::DbRate;
@@ -194,23 +194,10 @@ pub fn headline<DB: DrawingBackend>(
     metric_panel(&areas[3], runs, Metric::ErrorRate, "Order error rate")
 }
 
-/// A strategy's name on a crowded axis.
-fn short_name(strategy: Strategy) -> &'static str {
-    match strategy {
-        Strategy::Naive => "naive",
-        Strategy::ForUpdate => "f-upd",
-        Strategy::Optimistic => "optim",
-        Strategy::RedisLua => "redis",
-        Strategy::RedisBuckets => "buckets",
-        Strategy::Conditional => "cond",
-        Strategy::Batched => "batch",
-    }
-}
-
 /// `for-update/postgres` → `f-upd/pg`: short enough for a dozen bars side by side.
 fn short_label(label: &str) -> String {
     let label = Strategy::all().iter().fold(label.to_string(), |l, s| {
-        l.replace(s.as_str(), short_name(*s))
+        l.replace(s.as_str(), strategy_short_name(*s))
     });
     label.replace("postgres", "pg").replace("mysql", "my")
 }

@@ -59,6 +59,19 @@ pub fn strategy_colour(strategy: Strategy) -> RGBColor {
     }
 }
 
+/// A strategy's name on a crowded axis (`for-update` → `f-upd`).
+pub fn strategy_short_name(strategy: Strategy) -> &'static str {
+    match strategy {
+        Strategy::Naive => "naive",
+        Strategy::ForUpdate => "f-upd",
+        Strategy::Optimistic => "optim",
+        Strategy::RedisLua => "redis",
+        Strategy::Conditional => "cond",
+        Strategy::Batched => "batch",
+        Strategy::RedisBuckets => "buckets",
+    }
+}
+
 /// A run's colour: its strategy's, or grey for a foreign shop.
 pub fn run_colour(run: &RunReport) -> RGBColor {
     match &run.shop {
@@ -349,6 +362,18 @@ mod tests {
                 assert_ne!(a, b);
             }
         }
+    }
+
+    #[test]
+    fn every_strategy_has_its_own_short_name_on_a_crowded_axis() {
+        let names: Vec<&str> = Strategy::all()
+            .iter()
+            .map(|s| strategy_short_name(*s))
+            .collect();
+        for (i, a) in names.iter().enumerate() {
+            assert!(!names[i + 1..].contains(a), "{a} twice");
+        }
+        assert_eq!(strategy_short_name(Strategy::ForUpdate), "f-upd");
     }
 
     #[test]
