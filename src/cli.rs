@@ -285,7 +285,7 @@ pub struct CompareArgs {
     /// Strategies to compare, comma-separated (default: all of them).
     #[arg(short, long = "strategy", alias = "strategies", value_enum, value_delimiter = ',',
           value_name = "LIST",
-          default_values_t = Strategy::ALL.to_vec(), help_heading = values::SHOP)]
+          default_values_t = Strategy::all().to_vec(), help_heading = values::SHOP)]
     pub strategies: Vec<Strategy>,
     /// Backends, comma-separated: postgres, mysql (default: inferred from --database-url).
     /// With both, --database-url serves the backend it names and --mysql-url (or the default

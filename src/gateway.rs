@@ -26,7 +26,7 @@ pub const PRUNE_EVERY: Duration = Duration::from_secs(10);
 
 /// Gateway limits (shop flags, overridable per scenario).
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-#[serde(deny_unknown_fields, default)]
+#[serde(deny_unknown_fields)]
 pub struct GatewaySettings {
     /// Global order admissions per second (0 = unlimited).
     pub rate_per_s: f64,
@@ -38,18 +38,6 @@ pub struct GatewaySettings {
     pub ip_burst: f64,
     /// Most units all users behind one IP may hold (0 = no cap).
     pub ip_unit_cap: i64,
-}
-
-impl Default for GatewaySettings {
-    fn default() -> Self {
-        GatewaySettings {
-            rate_per_s: 0.0,
-            burst: 0.0,
-            ip_rate_per_s: 20.0,
-            ip_burst: 20.0,
-            ip_unit_cap: 0,
-        }
-    }
 }
 
 /// Why the gateway refused a request.
@@ -296,10 +284,14 @@ impl Gateway {
 mod tests {
     use super::*;
 
+    /// No limit at all.
     fn open() -> GatewaySettings {
         GatewaySettings {
+            rate_per_s: 0.0,
+            burst: 0.0,
             ip_rate_per_s: 0.0,
-            ..GatewaySettings::default()
+            ip_burst: 0.0,
+            ip_unit_cap: 0,
         }
     }
 
@@ -340,7 +332,7 @@ mod tests {
         let g = Gateway::new(GatewaySettings {
             ip_rate_per_s: 0.001,
             ip_burst: 3.0,
-            ..GatewaySettings::default()
+            ..open()
         });
         let admitted = (0..10)
             .filter(|i| g.admit(1, &format!("u{i}"), None, "1.2.3.4", 1, 1).is_ok())
@@ -356,7 +348,7 @@ mod tests {
         Gateway::new(GatewaySettings {
             ip_rate_per_s: rate,
             ip_burst: burst,
-            ..GatewaySettings::default()
+            ..open()
         })
     }
 

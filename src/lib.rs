@@ -18,7 +18,11 @@
 //!   flags and a scenario's `[shop]` table); the admin routes behind `--admin-token`
 //!   (`shop/admin.rs`), the client address behind `--trusted-proxy` ([`shop::client_ip`]), and
 //!   the watch that rebuilds a redis-lua sale Redis lost ([`shop::rewarm`]).
-//! - [`inventory`]: the [`inventory::Strategy`] enum and one file per strategy
+//! - [`inventory`]: the [`inventory::Strategy`] enum (`strategy`: its spelling and the
+//!   [`inventory::EngineKind`] that runs it, what the runner asks before a shop starts); an
+//!   [`inventory::Inventory`] holds ONE [`inventory::Engine`] (`engine`: `Db`, `Batched` or
+//!   `Redis`, a Redis strategy's side in [`inventory::RedisEngine`]); the answers in
+//!   `outcome`; one file per strategy
 //!   (`naive`, `for_update`, `optimistic`, `redis_lua`, `conditional`: one conditional
 //!   `UPDATE`; `batched`: per-item queues and one transaction per batch, its decisions unit-tested
 //!   in `batched/tests.rs`; `redis_buckets`: redis-lua's scripts on B buckets of one sale, each

@@ -12,7 +12,7 @@
 use super::require_tool;
 use crate::inventory::Strategy;
 use crate::model::SaleSetup;
-use crate::store::{Backend, PoolSettings, Store};
+use crate::store::{Backend, Store};
 use anyhow::{bail, Context};
 use serde::Serialize;
 use std::time::Duration;
@@ -90,7 +90,7 @@ pub fn statements(strategy: Strategy, backend: Backend) -> anyhow::Result<Vec<St
 
 /// Puts the hot row in the bench database (the shop's schema is already migrated there).
 pub async fn prepare_hot_row(database_url: &str) -> anyhow::Result<()> {
-    let store = Store::connect(database_url, &PoolSettings::default()).await?;
+    let store = Store::connect(database_url, &crate::shop::ShopKnobs::default().pool()).await?;
     let setup = SaleSetup {
         stock: 1_000_000_000_000,
         name: "ceiling hot row".into(),

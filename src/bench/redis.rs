@@ -8,7 +8,7 @@
 
 use super::{host_port, require_tool};
 use crate::inventory::redis_lua::keys::delete_prefix;
-use crate::inventory::{Outcome, RedisLua, RedisSettings};
+use crate::inventory::{Outcome, RedisLua};
 use crate::model::{Item, Purchase};
 use anyhow::Context;
 use serde::Serialize;
@@ -61,17 +61,13 @@ pub async fn redis(b: &RedisBench) -> anyhow::Result<RedisBenchResult> {
         .with_context(|| format!("cannot read host and port from {}", b.redis_url))?;
     require_tool("redis-benchmark", "redis-tools")?;
     let prefix = format!("oversell-bench-{}", uuid::Uuid::now_v7().simple());
-    let settings = RedisSettings {
-        url: b.redis_url.clone(),
-        prefix: prefix.clone(),
-        payment_timeout: Duration::from_secs(900),
-        gateway: crate::gateway::GatewaySettings {
-            ip_rate_per_s: 0.0,
-            ..Default::default()
-        },
-        durability: crate::inventory::Durability::None,
-        replica_wait: Duration::from_millis(100),
-    };
+    // A default shop's Redis side without the per-IP limit (every bench client is one IP).
+    let settings = crate::shop::ShopKnobs {
+        ip_rate_limit: 0.0,
+        redis_durability: crate::inventory::Durability::None,
+        ..crate::shop::ShopKnobs::default()
+    }
+    .redis(&b.redis_url, &prefix);
     let redis = RedisLua::connect(&settings).await?;
     let result = phases(b, &redis, &host, port).await;
     delete_prefix(&b.redis_url, &prefix).await;

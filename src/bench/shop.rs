@@ -21,7 +21,7 @@ use super::wrk::{self, WrkResult};
 use super::{host_port, ratio, require_tool};
 use crate::inventory::redis_lua::keys::delete_prefix;
 use crate::inventory::redis_lua::stream::Backlog;
-use crate::inventory::{Durability, RedisBuckets, RedisLua, RedisSettings, Strategy};
+use crate::inventory::{Durability, RedisEngine, RedisKind, RedisLua, RedisSettings, Strategy};
 use crate::model::SaleSetup;
 use crate::runner::{Cell, ChildShop};
 use crate::shop::ShopKnobs;
@@ -95,12 +95,10 @@ pub struct ShopBenchResult {
 /// Checks every tool the run needs before anything starts.
 pub fn check_tools(strategy: Strategy, backend: Backend) -> anyhow::Result<()> {
     require_tool("wrk", "wrk")?;
-    match (strategy, backend) {
-        (Strategy::RedisLua | Strategy::RedisBuckets, _) => {
-            require_tool("redis-benchmark", "redis-tools")
-        }
-        (_, Backend::Postgres) => require_tool("pgbench", "postgresql-client"),
-        (_, Backend::Mysql) => require_tool("mysqlslap", "mariadb-client"),
+    match (strategy.uses_redis(), backend) {
+        (true, _) => require_tool("redis-benchmark", "redis-tools"),
+        (false, Backend::Postgres) => require_tool("pgbench", "postgresql-client"),
+        (false, Backend::Mysql) => require_tool("mysqlslap", "mariadb-client"),
     }
     .map(|_| ())
 }
@@ -214,11 +212,9 @@ async fn http_phases(
         purchase_limit: 1,
     };
     child.put_sale(http, 1, &setup).await?;
-    let watch = match b.strategy {
-        Strategy::RedisLua | Strategy::RedisBuckets => {
-            Some(Watch::connect(b, db_url, prefix).await?)
-        }
-        _ => None,
+    let watch = match b.strategy.redis_kind() {
+        Some(kind) => Some(Watch::connect(b, kind, db_url, prefix).await?),
+        None => None,
     };
     let before = match &watch {
         Some(w) => w.persisted().await?,
@@ -260,22 +256,19 @@ struct Watch {
 }
 
 impl Watch {
-    async fn connect(b: &ShopBench, db_url: &str, prefix: &str) -> anyhow::Result<Watch> {
-        let redis = RedisLua::connect(&settings(&b.redis_url, prefix)).await?;
-        let streams = match b.strategy {
-            Strategy::RedisBuckets => {
-                let buckets = RedisBuckets::new(redis, b.buckets);
-                (0..buckets.buckets())
-                    .map(|i| buckets.bucket(i).clone())
-                    .collect()
-            }
-            _ => vec![redis],
-        };
+    async fn connect(
+        b: &ShopBench,
+        kind: RedisKind,
+        db_url: &str,
+        prefix: &str,
+    ) -> anyhow::Result<Watch> {
+        let engine = RedisEngine::connect(kind, &settings(&b.redis_url, prefix), b.buckets).await?;
+        let streams = engine.streams().into_iter().cloned().collect();
         let store = Store::connect(
             db_url,
             &PoolSettings {
                 max_connections: 2,
-                ..PoolSettings::default()
+                ..ShopKnobs::default().pool()
             },
         )
         .await?;
@@ -329,18 +322,14 @@ impl Watch {
     }
 }
 
+/// A default shop's Redis side without the per-IP limit (every bench client is one IP).
 fn settings(redis_url: &str, prefix: &str) -> RedisSettings {
-    RedisSettings {
-        url: redis_url.to_string(),
-        prefix: prefix.to_string(),
-        payment_timeout: Duration::from_secs(900),
-        gateway: crate::gateway::GatewaySettings {
-            ip_rate_per_s: 0.0,
-            ..Default::default()
-        },
-        durability: Durability::None,
-        replica_wait: Duration::from_millis(100),
+    ShopKnobs {
+        ip_rate_limit: 0.0,
+        redis_durability: Durability::None,
+        ..ShopKnobs::default()
     }
+    .redis(redis_url, prefix)
 }
 
 const CLIENTS: usize = 64;
@@ -351,7 +340,7 @@ async fn ceiling_phase(
     db_url: &str,
     shop_calls: u64,
 ) -> anyhow::Result<Ceiling> {
-    if b.strategy.uses_redis() {
+    if let Some(kind) = b.strategy.redis_kind() {
         // Keys of its own: redis-benchmark's stream entries must not reach the shop's tables.
         let prefix = format!("oversell-bench-ceiling-{tag}");
         let redis = RedisLua::connect(&settings(&b.redis_url, &prefix)).await?;
@@ -368,12 +357,11 @@ async fn ceiling_phase(
             unit: "evalsha calls".into(),
             per_s: e.calls_per_s,
             clients: CLIENTS,
-            script: if b.strategy == Strategy::RedisBuckets {
-                "EVALSHA lua/deduct.lua on one slot (one bucket's work: the one-slot ceiling \
-                 redis-buckets spreads past)"
-                    .into()
-            } else {
-                "EVALSHA lua/deduct.lua (the shop's own script)".into()
+            script: match kind {
+                RedisKind::Buckets => "EVALSHA lua/deduct.lua on one slot (one bucket's work: \
+                     the one-slot ceiling redis-buckets spreads past)"
+                    .into(),
+                RedisKind::Lua => "EVALSHA lua/deduct.lua (the shop's own script)".into(),
             },
             command: e.command,
         });

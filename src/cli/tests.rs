@@ -48,7 +48,7 @@ fn compare_takes_strategy_and_backend_lists_and_the_old_plural_spellings() {
         );
         assert_eq!(a.backends, vec![Backend::Postgres, Backend::Mysql], "{b}");
     }
-    assert_eq!(compare(&["compare"]).strategies, Strategy::ALL.to_vec());
+    assert_eq!(compare(&["compare"]).strategies, Strategy::all().to_vec());
 }
 
 #[test]

@@ -47,7 +47,7 @@ struct Job {
 
 /// The per-item queues of one shop.
 #[derive(Clone)]
-pub(super) struct Batcher {
+pub struct Batcher {
     store: Store,
     window: Duration,
     max: usize,

@@ -1,96 +1,39 @@
 //! Inventory strategies: how one purchase decides "may this buyer have it?".
 //!
-//! [`Strategy`] is a closed enum; each variant lives in its own file and [`Inventory::purchase`]
-//! dispatches with one `match`. A purchase returns an [`Outcome`] value (sold out, duplicate,
-//! busy are normal answers on a hot path); [`InventoryError`] is for infrastructure failures.
+//! [`Strategy`] is the closed enum of the switch; each strategy lives in its own file, and an
+//! [`Inventory`] runs ONE [`Engine`] (`engine`: the strategy's state in its variant, a Redis
+//! strategy's side in [`RedisEngine`]), dispatched with one `match` per operation. A purchase
+//! returns an [`Outcome`] value (sold out, duplicate, busy are normal answers on a hot path);
+//! [`InventoryError`] is for infrastructure failures (both in `outcome`).
 
 mod batched;
 mod conditional;
 pub mod defect;
+mod engine;
 mod for_update;
 pub mod idempotency;
 mod naive;
 mod optimistic;
+mod outcome;
 pub mod redis_buckets;
 pub mod redis_lua;
 mod strategy;
 
 use crate::model::{Item, OrderStatus, Purchase, SaleSetup};
 use crate::store::{HasOrders, Store, StoreError, Transition};
-use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
+pub use batched::Batcher;
 pub use defect::Defect;
+pub use engine::{Engine, RedisEngine};
+pub use outcome::{Audit, InventoryError, Outcome, SaleSetupResult};
 pub use redis_buckets::RedisBuckets;
 pub use redis_lua::{Durability, GatewaySettings, RedisLua, RedisSettings, Rewarm, RewarmOutcome};
-pub use strategy::Strategy;
+pub use strategy::{DbStrategy, EngineKind, RedisKind, Strategy};
 
-/// The answer to one purchase.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Outcome {
-    /// Units reserved; the order awaits payment.
-    Reserved {
-        order_id: String,
-    },
-    /// The request's `Idempotency-Key` already bought this order: the same answer again, and
-    /// nothing moved (see [`idempotency`]).
-    Replayed {
-        order_id: String,
-    },
-    /// The request's `Idempotency-Key` bought an order for another buyer or quantity.
-    KeyReused,
-    SoldOut,
-    /// The user (or device, or IP) already holds the purchase limit, or has a request in flight.
-    Duplicate,
-    /// The gateway's token bucket said no.
-    RateLimited,
-    UnknownItem,
-    /// redis-lua: the sale was never warmed into Redis; refused rather than lazily loaded.
-    NotWarmed,
-    /// Contention: pool exhausted, lock wait timed out, retries exhausted.
-    Busy(&'static str),
-    /// More units than one buyer may ever hold: a bad request, nothing moved.
-    OverLimit {
-        limit: i64,
-    },
-    /// redis-lua `wait-replica`: no replica confirmed the reservation within `waited_ms`;
-    /// nothing was acknowledged, and the unit was `released` back at once.
-    NotReplicated {
-        waited_ms: u64,
-        released: bool,
-    },
-}
-
-/// Infrastructure failures (not business answers).
-#[derive(Debug, thiserror::Error)]
-pub enum InventoryError {
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    #[error("redis: {0}")]
-    Redis(#[from] redis::RedisError),
-    /// Redis (or another service) could not be reached.
-    #[error(transparent)]
-    Unreachable(#[from] crate::services::Unreachable),
-    #[error("{0}")]
-    Inconsistent(String),
-    /// Redis is not configured the way `--redis-durability` claims (the shop refuses to start).
-    #[error(transparent)]
-    Durability(#[from] redis_lua::durability::DurabilityMismatch),
-    /// `wait-replica`: a pay or cancel happened on the Redis primary, but no replica confirmed
-    /// it within `waited_ms`, so it is not acknowledged (a failover could lose it).
-    #[error("no Redis replica confirmed the {what} within {waited_ms} ms")]
-    NotReplicated { what: &'static str, waited_ms: u64 },
-}
-
-impl From<sqlx::Error> for InventoryError {
-    fn from(e: sqlx::Error) -> Self {
-        InventoryError::Store(StoreError::Sql(e))
-    }
-}
-
-/// Knobs of the database strategies.
+/// Knobs of the strategies (built from [`crate::shop::ShopKnobs`], where their defaults are).
 #[derive(Debug, Clone)]
 pub struct Settings {
     /// naive: business logic between the stock check and the write (the race window); also
@@ -116,62 +59,11 @@ pub struct Settings {
     pub defect: Option<Defect>,
 }
 
-impl Default for Settings {
-    fn default() -> Self {
-        Settings {
-            naive_gap: Duration::from_millis(3),
-            work: Duration::from_millis(1),
-            optimistic_retries: 3,
-            optimistic_backoff: Duration::from_millis(2),
-            payment_timeout: Duration::from_secs(15 * 60),
-            batch_window: Duration::from_millis(2),
-            batch_max: 128,
-            buckets: redis_buckets::DEFAULT_BUCKETS,
-            defect: None,
-        }
-    }
-}
-
-/// The oracle's view of one item, as the shop sees it (`GET /api/items/{id}/audit`).
-#[derive(Debug, Clone, Serialize)]
-pub struct Audit {
-    pub item_id: i64,
-    pub strategy: Strategy,
-    pub initial_stock: i64,
-    pub db_stock: i64,
-    pub redis_stock: Option<i64>,
-    pub orders_by_status: BTreeMap<OrderStatus, i64>,
-    pub sold: i64,
-    pub oversell: i64,
-    pub negative_stock: bool,
-    /// No purchase is still running in the shop, and (redis-lua) every stream entry is in the
-    /// database.
-    pub queue_drained: bool,
-    /// redis-lua: stream entries the database refused N times, moved to the dead-letter
-    /// stream (each is an acknowledged order, or a change to one, that the database lacks).
-    pub dead_letters: u64,
-}
-
-/// What `PUT /api/items/{id}` did.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SaleSetupResult {
-    /// A fresh sale is set up (and, for `redis-lua`, warmed and verified).
-    Ready(Item),
-    /// The item already has this many orders and no reset was asked for: nothing changed.
-    HasOrders { orders: i64 },
-}
-
-/// One strategy bound to its store (and Redis for `redis-lua` and `redis-buckets`).
+/// One strategy's engine bound to its store.
 #[derive(Clone)]
 pub struct Inventory {
-    strategy: Strategy,
+    engine: Engine,
     store: Store,
-    /// `redis-lua` only.
-    redis: Option<RedisLua>,
-    /// `redis-buckets` only.
-    buckets: Option<RedisBuckets>,
-    /// `batched`: the per-item queues.
-    batcher: Option<batched::Batcher>,
     settings: Arc<Settings>,
     items: Arc<RwLock<HashMap<i64, Item>>>,
     rewarming: Arc<tokio::sync::Mutex<()>>,
@@ -196,42 +88,33 @@ impl Drop for InFlight {
 }
 
 impl Inventory {
-    /// Binds a strategy to its store; `redis` is required for (and only used by) `redis-lua`
-    /// and `redis-buckets`.
-    pub fn new(
+    /// Binds `strategy` to its store, connecting to Redis (`redis`) only when the strategy
+    /// decides there.
+    pub async fn connect(
         strategy: Strategy,
         store: Store,
-        redis: Option<RedisLua>,
+        redis: &RedisSettings,
         settings: Settings,
-    ) -> Self {
-        assert!(
-            strategy.uses_redis() == redis.is_some(),
-            "redis-lua and redis-buckets need Redis; the database strategies must not use it"
-        );
-        let (redis, buckets) = match (strategy, redis) {
-            (Strategy::RedisBuckets, Some(r)) => {
-                (None, Some(RedisBuckets::new(r, settings.buckets)))
-            }
-            (_, r) => (r, None),
-        };
-        let batcher = (strategy == Strategy::Batched)
-            .then(|| batched::Batcher::new(store.clone(), &settings));
-        Inventory {
-            strategy,
+    ) -> Result<Self, InventoryError> {
+        let engine = Engine::connect(strategy, &store, redis, &settings).await?;
+        Ok(Inventory {
+            engine,
             store,
-            redis,
-            buckets,
-            batcher,
             settings: Arc::new(settings),
             items: Arc::default(),
             rewarming: Arc::default(),
             in_flight: Arc::default(),
-        }
+        })
     }
 
     /// The strategy in use.
     pub fn strategy(&self) -> Strategy {
-        self.strategy
+        self.engine.strategy()
+    }
+
+    /// The engine that runs it.
+    pub fn engine(&self) -> &Engine {
+        &self.engine
     }
 
     /// The database store.
@@ -241,12 +124,18 @@ impl Inventory {
 
     /// The Redis side, for `redis-lua`.
     pub fn redis(&self) -> Option<&RedisLua> {
-        self.redis.as_ref()
+        match self.engine.redis()? {
+            RedisEngine::Lua(redis) => Some(redis),
+            RedisEngine::Buckets(_) => None,
+        }
     }
 
     /// The Redis side, for `redis-buckets`.
     pub fn buckets(&self) -> Option<&RedisBuckets> {
-        self.buckets.as_ref()
+        match self.engine.redis()? {
+            RedisEngine::Buckets(buckets) => Some(buckets),
+            RedisEngine::Lua(_) => None,
+        }
     }
 
     /// The strategy knobs.
@@ -263,10 +152,9 @@ impl Inventory {
         setup: &SaleSetup,
         reset: bool,
     ) -> Result<SaleSetupResult, InventoryError> {
-        let in_redis = match (&self.redis, &self.buckets, reset) {
-            (Some(redis), _, false) => redis.order_count(id).await?,
-            (_, Some(buckets), false) => buckets.order_count(id).await?,
-            _ => 0,
+        let in_redis = match (self.engine.redis(), reset) {
+            (Some(redis), false) => redis.order_count(id).await?,
+            (Some(_), true) | (None, _) => 0,
         };
         if in_redis > 0 {
             return Ok(SaleSetupResult::HasOrders { orders: in_redis });
@@ -279,11 +167,8 @@ impl Inventory {
                 Err(HasOrders(orders)) => return Ok(SaleSetupResult::HasOrders { orders }),
             }
         };
-        if let Some(redis) = &self.redis {
+        if let Some(redis) = self.engine.redis() {
             redis.warm(&item).await?;
-        }
-        if let Some(buckets) = &self.buckets {
-            buckets.warm(&item).await?;
         }
         self.items
             .write()
@@ -301,7 +186,7 @@ impl Inventory {
         id: i64,
         trigger: &'static str,
     ) -> Result<Option<Rewarm>, InventoryError> {
-        let Some(redis) = &self.redis else {
+        let Some(redis) = self.redis() else {
             return Ok(None);
         };
         // One rebuild at a time in this process; across processes the script's own check
@@ -351,10 +236,9 @@ impl Inventory {
         if let Some(item) = self.items.read().expect("item cache poisoned").get(&id) {
             return Ok(Some(item.clone()));
         }
-        let item = match (&self.redis, &self.buckets) {
-            (Some(redis), _) => redis.warmed_item(id).await?,
-            (_, Some(buckets)) => buckets.warmed_item(id).await?,
-            _ => self.store.item(id).await?,
+        let item = match self.engine.redis() {
+            Some(redis) => redis.warmed_item(id).await?,
+            None => self.store.item(id).await?,
         };
         if let Some(item) = &item {
             self.items
@@ -415,7 +299,8 @@ impl Inventory {
     pub async fn purchase(&self, p: &Purchase) -> Result<Outcome, InventoryError> {
         let _counted = InFlight::new(&self.in_flight);
         let Some(limit) = self.purchase_limit(p.item_id).await? else {
-            let known = self.strategy.uses_redis() && self.store.item(p.item_id).await?.is_some();
+            let known =
+                self.engine.redis().is_some() && self.store.item(p.item_id).await?.is_some();
             return Ok(if known {
                 Outcome::NotWarmed
             } else {
@@ -437,44 +322,28 @@ impl Inventory {
         } else {
             p
         };
-        let result = match self.strategy {
-            Strategy::Naive => naive::purchase(&self.store, &self.settings, p).await,
-            Strategy::ForUpdate => for_update::purchase(&self.store, &self.settings, p).await,
-            Strategy::Optimistic => optimistic::purchase(&self.store, &self.settings, p).await,
-            Strategy::Conditional => {
-                conditional::purchase(&self.store, &self.settings, p, limit).await
-            }
-            Strategy::Batched => {
-                let batcher = self.batcher.as_ref().expect("set in new");
-                Ok(batcher.purchase(p).await)
-            }
-            Strategy::RedisLua => {
-                let redis = self.redis.as_ref().expect("checked in new");
-                redis.purchase(p, limit).await
-            }
-            Strategy::RedisBuckets => {
-                let buckets = self.buckets.as_ref().expect("set in new");
-                buckets.purchase(p, limit).await
-            }
-        };
+        let result = self
+            .engine
+            .purchase(&self.store, &self.settings, p, limit)
+            .await;
         let result = match result {
             Err(InventoryError::Store(e)) if e.is_busy() => Ok(Outcome::Busy(busy_reason(&e))),
             other => other,
         };
-        if self.strategy.uses_redis() {
+        match self.engine {
             // redis-lua and redis-buckets keep their keys in Redis, atomically with the deduct.
-            result
-        } else {
-            idempotency::settle(&self.store, p, limit, result).await
+            Engine::Redis(_) => result,
+            Engine::Db(_) | Engine::Batched(_) => {
+                idempotency::settle(&self.store, p, limit, result).await
+            }
         }
     }
 
     /// `pending_payment → paid`.
     pub async fn pay(&self, order_id: &str) -> Result<Transition, InventoryError> {
-        match (&self.redis, &self.buckets) {
-            (Some(redis), _) => redis.pay(order_id).await,
-            (_, Some(buckets)) => buckets.pay(order_id).await,
-            _ => Ok(self.store.pay(order_id).await?),
+        match self.engine.redis() {
+            Some(redis) => redis.pay(order_id).await,
+            None => Ok(self.store.pay(order_id).await?),
         }
     }
 
@@ -484,10 +353,9 @@ impl Inventory {
         order_id: &str,
         to: OrderStatus,
     ) -> Result<Transition, InventoryError> {
-        match (&self.redis, &self.buckets) {
-            (Some(redis), _) => redis.release(order_id, to).await,
-            (_, Some(buckets)) => buckets.release(order_id, to).await,
-            _ => {
+        match self.engine.redis() {
+            Some(redis) => redis.release(order_id, to).await,
+            None => {
                 let done = self.store.release(order_id, to).await?;
                 self.after_release(order_id, to, done).await
             }
@@ -532,11 +400,8 @@ impl Inventory {
     /// Expires every pending order of `item` whose payment window has passed (database
     /// strategies; `redis-lua` uses its delayed queue). Returns how many expired.
     pub async fn expire_overdue(&self, item: i64) -> Result<u64, InventoryError> {
-        if let Some(redis) = &self.redis {
+        if let Some(redis) = self.engine.redis() {
             return redis.expire_due(item).await;
-        }
-        if let Some(buckets) = &self.buckets {
-            return buckets.expire_due(item).await;
         }
         let cutoff = crate::model::now_ms() - self.settings.payment_timeout.as_millis() as i64;
         let mut n = 0;
@@ -554,10 +419,9 @@ impl Inventory {
     /// The shop's own audit of one item.
     pub async fn audit(&self, id: i64) -> Result<Option<Audit>, InventoryError> {
         // Drained before and after one consistent read: nothing moved the database meanwhile.
-        let drained_before = match (&self.redis, &self.buckets) {
-            (Some(redis), _) => redis.drained(id).await?,
-            (_, Some(buckets)) => buckets.drained(id).await?,
-            _ => true,
+        let drained_before = match self.engine.redis() {
+            Some(redis) => redis.drained(id).await?,
+            None => true,
         };
         let Some((item, orders)) = self.store.snapshot(id).await? else {
             return Ok(None);
@@ -571,24 +435,19 @@ impl Inventory {
                 sold += o.qty;
             }
         }
-        let (redis_stock, queue_drained, dead_letters) = match (&self.redis, &self.buckets) {
-            (Some(redis), _) => (
+        let (redis_stock, queue_drained, dead_letters) = match self.engine.redis() {
+            Some(redis) => (
                 redis.stock(id).await?,
                 drained_before && redis.drained(id).await?,
                 redis.dead_letter_count(id).await?,
             ),
-            (_, Some(buckets)) => (
-                buckets.stock(id).await?,
-                drained_before && buckets.drained(id).await?,
-                buckets.dead_letter_count(id).await?,
-            ),
-            _ => (None, true, 0),
+            None => (None, true, 0),
         };
         // A purchase still running (its client may have given up on it) may yet commit.
         let queue_drained = queue_drained && self.purchases_in_flight() == 0;
         Ok(Some(Audit {
             item_id: id,
-            strategy: self.strategy,
+            strategy: self.strategy(),
             initial_stock: item.initial_stock,
             db_stock: item.stock,
             redis_stock,

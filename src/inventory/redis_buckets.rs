@@ -3,8 +3,8 @@
 //! bound to one Redis core).
 //!
 //! - **Buckets.** Bucket `b` of item `i` is a full redis-lua key set under the prefix
-//!   [`bucket_prefix`]`(prefix, b)`, i.e. the hash tag `{prefix:b<b>:i}`: its own stock, limits,
-//!   orders, delayed queue, idempotency keys and event stream. Every redis-lua script serves a
+//!   [`super::redis_lua::keys::bucket_prefix`]`(prefix, b)`, i.e. the hash tag
+//!   `{prefix:b<b>:i}`: its own stock, limits, orders, delayed queue, idempotency keys and event stream. Every redis-lua script serves a
 //!   bucket unchanged, through a [`RedisLua`] view of the same connection under that prefix
 //!   ([`RedisLua::with_prefix`]). Warm-up splits the stock evenly (the remainder spread over the
 //!   first buckets).
@@ -22,13 +22,13 @@
 //!   scripts) is completed by [`RedisBuckets::repair`], which the shop's background loop runs:
 //!   no unit is lost or counted twice.
 //! - **Persistence.** Each bucket's stream has its own consumer; orders go to the item's row as
-//!   redis-lua's do. See docs/src/shop/redis-buckets.md for what is not supported
-//!   (reconciliation, rewarm, faults).
+//!   redis-lua's do. Not supported: reconciliation and rewarm (docs/src/shop/redis-buckets.md, [`super::RedisKind::reconciles`]).
+//!   The Redis faults act on every bucket (`redeliver` rewinds each bucket's stream).
 //!
 //! No command or script ever spans two buckets: nothing here assumes they share a node.
 
-use super::redis_lua::keys::{bucket_prefix, ItemKeys};
-use super::{InventoryError, Outcome, RedisLua};
+use super::redis_lua::keys::ItemKeys;
+use super::{InventoryError, Outcome, RedisKind, RedisLua};
 use crate::model::Purchase;
 use crate::model::{bucket_of_order, item_of_order, new_bucket_order_id, Item, OrderStatus};
 use crate::store::Transition;
@@ -37,8 +37,6 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Buckets per sale unless `--buckets` says otherwise.
-pub const DEFAULT_BUCKETS: u32 = 4;
 /// The most buckets a sale may be split over (`--buckets`).
 pub const MAX_BUCKETS: u32 = 64;
 /// How long one purchase keeps rebalancing (while units are travelling or other buyers keep
@@ -102,9 +100,10 @@ pub struct RedisBuckets {
 impl RedisBuckets {
     /// Splits every sale of `base`'s prefix over `buckets` buckets (clamped to 1..=64).
     pub fn new(base: RedisLua, buckets: u32) -> Self {
-        let buckets = buckets.clamp(1, MAX_BUCKETS);
-        let views: Vec<RedisLua> = (0..buckets)
-            .map(|b| base.with_prefix(&bucket_prefix(base.prefix(), b)))
+        let views: Vec<RedisLua> = RedisKind::Buckets
+            .prefixes(base.prefix(), buckets)
+            .iter()
+            .map(|prefix| base.with_prefix(prefix))
             .collect();
         RedisBuckets {
             base,

@@ -1,9 +1,11 @@
-//! The [`Strategy`] switch (`--strategy`): every inventory strategy, its CLI spelling, and
-//! which of them decide in Redis.
+//! The [`Strategy`] switch (`--strategy`): every inventory strategy, its CLI spelling, and the
+//! kind of engine that runs it ([`EngineKind`]: where it decides, what it needs, what it
+//! supports), each an exhaustive `match`, so a new strategy is asked for every one of them.
 
 use serde::Serialize;
 
-/// The inventory strategy, chosen by `--strategy`.
+/// The inventory strategy, chosen by `--strategy` (parsed by clap's [`clap::ValueEnum`], the
+/// one way to read its spelling).
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum, Serialize, serde::Deserialize,
 )]
@@ -25,17 +27,41 @@ pub enum Strategy {
     RedisBuckets,
 }
 
+/// A database strategy: one purchase, one transaction (or statement) of its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DbStrategy {
+    Naive,
+    ForUpdate,
+    Optimistic,
+    Conditional,
+}
+
+/// A strategy that decides in Redis, its orders reaching the database through a stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RedisKind {
+    /// `redis-lua`: one key set (one stream) per sale.
+    Lua,
+    /// `redis-buckets`: B key sets (B streams, B slots) per sale.
+    Buckets,
+}
+
+/// What kind of engine runs a strategy (the shape of [`super::Engine`], without its
+/// connections): what the runner, the bench and the nemesis ask before any shop starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EngineKind {
+    /// On the database alone, one purchase at a time.
+    Db(DbStrategy),
+    /// On the database alone, a batch of purchases per transaction (`batched`).
+    Batched,
+    /// In Redis.
+    Redis(RedisKind),
+}
+
 impl Strategy {
-    /// Every strategy, in the order reports show them.
-    pub const ALL: [Strategy; 7] = [
-        Strategy::Naive,
-        Strategy::ForUpdate,
-        Strategy::Optimistic,
-        Strategy::RedisLua,
-        Strategy::Conditional,
-        Strategy::Batched,
-        Strategy::RedisBuckets,
-    ];
+    /// Every strategy, in the order reports show them (the enum's order).
+    pub fn all() -> &'static [Strategy] {
+        <Strategy as clap::ValueEnum>::value_variants()
+    }
 
     /// The CLI spelling.
     pub fn as_str(self) -> &'static str {
@@ -50,20 +76,95 @@ impl Strategy {
         }
     }
 
+    /// The engine that runs it.
+    pub fn engine(self) -> EngineKind {
+        match self {
+            Strategy::Naive => EngineKind::Db(DbStrategy::Naive),
+            Strategy::ForUpdate => EngineKind::Db(DbStrategy::ForUpdate),
+            Strategy::Optimistic => EngineKind::Db(DbStrategy::Optimistic),
+            Strategy::Conditional => EngineKind::Db(DbStrategy::Conditional),
+            Strategy::Batched => EngineKind::Batched,
+            Strategy::RedisLua => EngineKind::Redis(RedisKind::Lua),
+            Strategy::RedisBuckets => EngineKind::Redis(RedisKind::Buckets),
+        }
+    }
+
+    /// The Redis side's kind, for the strategies that decide in Redis.
+    pub fn redis_kind(self) -> Option<RedisKind> {
+        match self.engine() {
+            EngineKind::Redis(kind) => Some(kind),
+            EngineKind::Db(_) | EngineKind::Batched => None,
+        }
+    }
+
     /// Whether the strategy decides in Redis (redis-lua, redis-buckets): it needs Redis, its
     /// orders reach the database through the stream, and its keys are in Redis.
     pub fn uses_redis(self) -> bool {
-        matches!(self, Strategy::RedisLua | Strategy::RedisBuckets)
+        self.redis_kind().is_some()
     }
 
-    /// Parses the CLI spelling.
-    pub fn parse(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|st| st.as_str() == s)
+    /// Whether the shop runs reconciliation (and rewarm) for this strategy: `POST
+    /// /api/items/{id}/reconcile` and `/rewarm` answer, and a run ends with a final pass.
+    pub fn reconciles(self) -> bool {
+        self.redis_kind().is_some_and(RedisKind::reconciles)
+    }
+}
+
+impl RedisKind {
+    /// Whether it reconciles Redis against the database and rebuilds a lost sale (redis-lua).
+    /// redis-buckets does neither: its stock is spread over buckets that reconciliation's one
+    /// expected figure does not describe.
+    pub fn reconciles(self) -> bool {
+        match self {
+            RedisKind::Lua => true,
+            RedisKind::Buckets => false,
+        }
+    }
+
+    /// The key prefixes a sale under `prefix` lives under: one per stream (redis-lua: the
+    /// prefix itself; redis-buckets: one per bucket, `buckets` of them). What acts on the
+    /// sale from outside the shop (a fault, the bench's watch) reads these.
+    pub fn prefixes(self, prefix: &str, buckets: u32) -> Vec<String> {
+        match self {
+            RedisKind::Lua => vec![prefix.to_string()],
+            RedisKind::Buckets => (0..buckets.clamp(1, super::redis_buckets::MAX_BUCKETS))
+                .map(|b| super::redis_lua::keys::bucket_prefix(prefix, b))
+                .collect(),
+        }
     }
 }
 
 impl std::fmt::Display for Strategy {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_strategy_is_listed_once_in_the_enums_order() {
+        let all = Strategy::all();
+        assert_eq!(all.first(), Some(&Strategy::Naive));
+        assert_eq!(all.last(), Some(&Strategy::RedisBuckets));
+        for (i, s) in all.iter().enumerate() {
+            assert!(!all[i + 1..].contains(s), "{s} twice");
+        }
+    }
+
+    #[test]
+    fn the_redis_strategies_are_the_ones_with_a_redis_engine() {
+        let redis: Vec<Strategy> = Strategy::all()
+            .iter()
+            .copied()
+            .filter(|s| s.uses_redis())
+            .collect();
+        assert_eq!(redis, [Strategy::RedisLua, Strategy::RedisBuckets]);
+        assert!(Strategy::RedisLua.reconciles());
+        assert!(!Strategy::RedisBuckets.reconciles());
+        assert_eq!(RedisKind::Lua.prefixes("p", 4), ["p"]);
+        assert_eq!(RedisKind::Buckets.prefixes("p", 3).len(), 3);
     }
 }

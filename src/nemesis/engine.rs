@@ -27,12 +27,14 @@ pub struct Owned {
     pub database_url: String,
     /// The private Redis, when a fault needs one and the strategy uses Redis.
     pub private_redis: Option<Arc<PrivateRedis>>,
-    /// The Redis the shop uses (the private one, or the shared one under `prefix`).
+    /// The Redis the shop uses (the private one, or the shared one under the run's prefix).
     pub redis_url: String,
-    pub prefix: String,
+    /// The key prefixes the sale lives under in Redis, one per stream, as the strategy's
+    /// engine lays it out ([`crate::inventory::RedisKind::prefixes`]: redis-lua one,
+    /// redis-buckets one per bucket). Empty: the strategy does not use Redis, and the Redis
+    /// kinds are skipped.
+    pub redis_prefixes: Vec<String>,
     pub item: i64,
-    /// The strategy uses Redis (redis-lua): otherwise the Redis kinds are skipped.
-    pub uses_redis: bool,
     /// The strategy's name, for notes.
     pub strategy: String,
 }
@@ -269,7 +271,7 @@ async fn one(
 
 /// Why a fault does not apply to this run, if it does not.
 fn skip_reason(f: &FaultSpec, owned: &Owned) -> Option<String> {
-    if f.kind.redis_only() && !owned.uses_redis {
+    if f.kind.redis_only() && owned.redis_prefixes.is_empty() {
         return Some(format!("skipped: {} does not use Redis", owned.strategy));
     }
     let cluster = is_cluster(&owned.redis_url);
@@ -312,7 +314,7 @@ async fn act(f: &FaultSpec, owned: &Owned, hold: &mut Hold) -> anyhow::Result<Op
         FaultKind::Redeliver => {
             redis::redeliver(
                 &owned.redis_url,
-                &owned.prefix,
+                &owned.redis_prefixes,
                 owned.item,
                 f.rewind_to.as_deref(),
                 hold,
@@ -321,7 +323,13 @@ async fn act(f: &FaultSpec, owned: &Owned, hold: &mut Hold) -> anyhow::Result<Op
         }
         FaultKind::RedisFailover | FaultKind::RedisTakeover => {
             let takeover = f.kind == FaultKind::RedisTakeover;
-            cluster::failover(&owned.redis_url, &owned.prefix, owned.item, takeover, hold).await
+            // The slot of the sale's first key set (redis-buckets: bucket 0's; the other
+            // buckets' slots move only if they share its master).
+            let prefix = owned
+                .redis_prefixes
+                .first()
+                .expect("checked by skip_reason");
+            cluster::failover(&owned.redis_url, prefix, owned.item, takeover, hold).await
         }
         FaultKind::DbOutage => db::outage(&owned.database_url, hold).await,
         FaultKind::DbLock => db::lock(&owned.database_url, hold).await,

@@ -97,7 +97,7 @@ impl FaultKind {
         matches!(self, FaultKind::RedisFailover | FaultKind::RedisTakeover)
     }
 
-    /// Concerns only strategies that use Redis (redis-lua).
+    /// Concerns only strategies that use Redis (redis-lua, redis-buckets).
     pub fn redis_only(self) -> bool {
         self.needs_private_redis() || self.needs_cluster() || self == FaultKind::Redeliver
     }

@@ -183,33 +183,42 @@ pub(super) async fn act(
     }
 }
 
-/// `redeliver`: the item stream's consumer group rewound to `to` (default `0`).
+/// `redeliver`: the consumer group of the item's stream under each of `prefixes` (one per
+/// stream: redis-buckets has one per bucket) rewound to `to` (default `0`).
 pub(super) async fn redeliver(
     url: &str,
-    prefix: &str,
+    prefixes: &[String],
     item: i64,
     to: Option<&str>,
     hold: &mut Hold,
 ) -> anyhow::Result<Option<String>> {
     let to = to.unwrap_or("0");
-    let keys = ItemKeys::new(prefix, item);
     let mut conn = RedisConn::open(url).await?;
     if !hold.start().await {
         return Ok(None);
     }
-    let len: u64 = redis::cmd("XLEN")
-        .arg(&keys.events)
-        .query_async(&mut conn)
-        .await?;
-    let _: () = redis::cmd("XGROUP")
-        .arg("SETID")
-        .arg(&keys.events)
-        .arg(GROUP)
-        .arg(to)
-        .query_async(&mut conn)
-        .await
-        .context("rewinding the consumer group")?;
+    let mut len = 0u64;
+    for prefix in prefixes {
+        let keys = ItemKeys::new(prefix, item);
+        let n: u64 = redis::cmd("XLEN")
+            .arg(&keys.events)
+            .query_async(&mut conn)
+            .await?;
+        len += n;
+        let _: () = redis::cmd("XGROUP")
+            .arg("SETID")
+            .arg(&keys.events)
+            .arg(GROUP)
+            .arg(to)
+            .query_async(&mut conn)
+            .await
+            .context("rewinding the consumer group")?;
+    }
+    let streams = match prefixes.len() {
+        1 => String::new(),
+        n => format!(" on {n} streams"),
+    };
     Ok(Some(format!(
-        "group {GROUP} rewound to {to}: up to {len} entries delivered again"
+        "group {GROUP} rewound to {to}{streams}: up to {len} entries delivered again"
     )))
 }

@@ -18,13 +18,14 @@ pub mod consumer;
 pub mod mark;
 pub mod reconcile;
 
-use crate::inventory::Inventory;
+use crate::inventory::{Engine, Inventory, RedisBuckets, RedisEngine, RedisLua};
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
-/// Background settings.
+/// Background settings (built by [`crate::shop::ShopKnobs::pipeline`]; the ones no knob sets
+/// are written once, in [`PipelineSettings::new`]).
 #[derive(Debug, Clone)]
 pub struct PipelineSettings {
     /// Events per database transaction.
@@ -47,18 +48,24 @@ pub struct PipelineSettings {
     pub consumers: usize,
 }
 
-impl Default for PipelineSettings {
-    fn default() -> Self {
+impl PipelineSettings {
+    /// The pipeline with its knobs (reconciliation, the dead-letter count, consumers per item)
+    /// and its fixed internals (a test may still change any field).
+    pub fn new(
+        reconcile: reconcile::ReconcileSettings,
+        dead_letter_after: u32,
+        consumers: usize,
+    ) -> Self {
         PipelineSettings {
             batch: 1000,
             block: Duration::from_millis(200),
             claim_idle: Duration::from_secs(10),
             backoff_cap: Duration::from_secs(2),
-            dead_letter_after: 3,
+            dead_letter_after,
             trim_delay: Duration::from_secs(10),
             expiry_every: Duration::from_millis(500),
-            reconcile: reconcile::ReconcileSettings::default(),
-            consumers: 2,
+            reconcile,
+            consumers,
         }
     }
 }
@@ -80,27 +87,51 @@ pub async fn spawn(
     set
 }
 
-/// The background tasks of one item.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// The background tasks of one item, each with the Redis side it works on.
+#[derive(Clone)]
 enum Task {
     Expiry,
-    Consumer,
+    /// redis-lua: a consumer of the item's stream.
+    Consumer(RedisLua),
     Reconcile,
-    /// redis-buckets: the consumer of one bucket's stream.
-    BucketConsumer(u32),
+    /// redis-buckets: the consumer of one bucket's stream (the bucket's view, its number).
+    BucketConsumer(RedisLua, u32),
     /// redis-buckets: completes transfers left half done.
-    Repair,
+    Repair(RedisBuckets),
 }
 
 impl Task {
-    fn as_str(self) -> &'static str {
+    fn as_str(&self) -> &'static str {
         match self {
             Task::Expiry => "expiry",
-            Task::Consumer => "consumer",
+            Task::Consumer(_) => "consumer",
             Task::Reconcile => "reconcile",
-            Task::BucketConsumer(_) => "consumer",
-            Task::Repair => "repair",
+            Task::BucketConsumer(..) => "consumer",
+            Task::Repair(_) => "repair",
         }
+    }
+
+    /// Every task an item needs under `engine` (`consumers`: redis-lua's per item).
+    fn for_item(engine: &Engine, consumers: usize) -> Vec<Task> {
+        let mut tasks = vec![Task::Expiry];
+        match engine {
+            Engine::Db(_) | Engine::Batched(_) => {}
+            Engine::Redis(RedisEngine::Lua(redis)) => {
+                tasks.extend(std::iter::repeat_n(
+                    Task::Consumer(redis.clone()),
+                    consumers.max(1),
+                ));
+                tasks.push(Task::Reconcile);
+            }
+            Engine::Redis(RedisEngine::Buckets(buckets)) => {
+                tasks.extend(
+                    (0..buckets.buckets())
+                        .map(|b| Task::BucketConsumer(buckets.bucket(b).clone(), b)),
+                );
+                tasks.push(Task::Repair(buckets.clone()));
+            }
+        }
+        tasks
     }
 }
 
@@ -122,6 +153,7 @@ async fn supervise(
                 uuid::Uuid::now_v7().simple()
             )
         };
+        let task_again = task.clone();
         let handle = match task {
             Task::Expiry => tasks.spawn(expiry_loop(
                 inventory.clone(),
@@ -129,11 +161,7 @@ async fn supervise(
                 settings.expiry_every,
                 shutdown,
             )),
-            Task::Consumer => {
-                let redis = inventory
-                    .redis()
-                    .expect("consumers run for redis-lua")
-                    .clone();
+            Task::Consumer(redis) => {
                 let consumer = consumer::Consumer::new(
                     redis,
                     inventory.store().clone(),
@@ -149,12 +177,9 @@ async fn supervise(
                 settings.reconcile.clone(),
                 shutdown,
             )),
-            Task::BucketConsumer(b) => {
-                let buckets = inventory
-                    .buckets()
-                    .expect("bucket consumers run for redis-buckets");
+            Task::BucketConsumer(view, b) => {
                 let consumer = consumer::Consumer::for_bucket(
-                    buckets.bucket(b).clone(),
+                    view,
                     inventory.store().clone(),
                     item,
                     b,
@@ -163,14 +188,11 @@ async fn supervise(
                 );
                 tasks.spawn(consumer.run(shutdown))
             }
-            Task::Repair => tasks.spawn(repair_loop(
-                inventory.clone(),
-                item,
-                settings.expiry_every,
-                shutdown,
-            )),
+            Task::Repair(buckets) => {
+                tasks.spawn(repair_loop(buckets, item, settings.expiry_every, shutdown))
+            }
         };
-        (handle.id(), (task, item))
+        (handle.id(), (task_again, item))
     };
     let mut tick = tokio::time::interval(Duration::from_millis(200));
     loop {
@@ -205,19 +227,7 @@ async fn supervise(
             if !started.insert(id) {
                 continue;
             }
-            let mut kinds = vec![Task::Expiry];
-            if inventory.redis().is_some() {
-                kinds.extend(std::iter::repeat_n(
-                    Task::Consumer,
-                    settings.consumers.max(1),
-                ));
-                kinds.push(Task::Reconcile);
-            }
-            if let Some(buckets) = inventory.buckets() {
-                kinds.extend((0..buckets.buckets()).map(Task::BucketConsumer));
-                kinds.push(Task::Repair);
-            }
-            for task in kinds {
+            for task in Task::for_item(inventory.engine(), settings.consumers) {
                 let (tid, what) = start(&mut tasks, task, id);
                 running.insert(tid, what);
             }
@@ -249,14 +259,11 @@ async fn expiry_loop(
 /// redis-buckets: completes, every `every`, the transfers a buyer left half done (lent by one
 /// bucket and never received by the other: the process died between the two scripts).
 async fn repair_loop(
-    inventory: Inventory,
+    buckets: RedisBuckets,
     item: i64,
     every: Duration,
     shutdown: watch::Receiver<bool>,
 ) {
-    let Some(buckets) = inventory.buckets().cloned() else {
-        return;
-    };
     every_tick(every, shutdown, || async {
         match buckets.repair(item).await {
             Ok(0) => {}

@@ -28,17 +28,6 @@ pub struct ReconcileSettings {
     pub replica: Option<Store>,
 }
 
-impl Default for ReconcileSettings {
-    fn default() -> Self {
-        ReconcileSettings {
-            interval: Duration::from_secs(300),
-            alert_threshold: 0,
-            webhook: None,
-            replica: None,
-        }
-    }
-}
-
 /// What one pass found and did.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Pass {

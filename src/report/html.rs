@@ -8,7 +8,7 @@
 //! `data-charts-ok="<drawn>/<total>"` on `<body>` (and counts script errors in
 //! `data-js-errors`), so a headless browser can check the page.
 
-use super::charts::{run_slug, strategy_colour, Rendered};
+use super::charts::{run_colour, run_slug, Rendered};
 use super::details;
 use super::table::{Column, HEADLINE};
 use super::{Report, RunReport};
@@ -56,7 +56,7 @@ window.addEventListener('load', function () {
 "#;
 
 fn swatch(run: &RunReport) -> String {
-    let c = strategy_colour(run.strategy_name());
+    let c = run_colour(run);
     format!(
         r#"<span class="swatch" style="background:#{:02x}{:02x}{:02x}"></span>"#,
         c.0, c.1, c.2

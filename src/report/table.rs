@@ -340,7 +340,7 @@ mod tests {
             crate::store::Backend::Postgres,
             crate::store::Backend::Mysql,
         ] {
-            for strategy in crate::inventory::Strategy::ALL {
+            for &strategy in crate::inventory::Strategy::all() {
                 let mut run = one.clone();
                 if let crate::report::Shop::Reference {
                     strategy: s,

@@ -34,7 +34,7 @@ pub(super) async fn lock_databases(cells: &[Cell]) -> anyhow::Result<Vec<RunLock
             url,
             &PoolSettings {
                 max_connections: 1,
-                ..PoolSettings::default()
+                ..crate::shop::ShopKnobs::default().pool()
             },
         )
         .await?;

@@ -108,8 +108,7 @@ pub async fn merge(plan: &MergePlan) -> anyhow::Result<(report::Report, PathBuf)
     ));
     let http = control_client()?;
     let drain = shop_process::wait_drained(&http, &base_url, item, plan.drain_limit).await;
-    let is_redis = cell.strategy == crate::inventory::Strategy::RedisLua;
-    let reconcile = if is_redis {
+    let reconcile = if cell.strategy.reconciles() {
         shop_process::reconcile(&http, &base_url, plan.admin_token.as_deref(), item).await
     } else {
         None

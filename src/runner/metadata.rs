@@ -5,7 +5,6 @@
 
 use super::{RunPlan, Subject};
 use crate::inventory::redis_lua::RedisConn;
-use crate::inventory::Strategy;
 use crate::report::{Metadata, ServerVersion};
 use crate::services::redact_url;
 use crate::store::Backend;
@@ -31,7 +30,7 @@ pub(super) async fn gather(plan: &RunPlan, started_at: String) -> Metadata {
             cells, redis_url, ..
         } => {
             databases.extend(cells.iter().map(|c| c.database_url.clone()));
-            if cells.iter().any(|c| c.strategy == Strategy::RedisLua) {
+            if cells.iter().any(|c| c.strategy.uses_redis()) {
                 redis = Some(redis_url.clone());
             }
         }

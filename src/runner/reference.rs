@@ -40,7 +40,7 @@ pub(super) async fn run_cell(
     let shared_redis = &with_cluster(shared_redis, plan.scenario.shop.redis_cluster);
     // A Redis fault gets a private Redis; the shared one is never touched. A cluster gets
     // none: its fault is `redis-failover` (the single-Redis kinds are skipped on it).
-    let private = if cell.strategy == Strategy::RedisLua
+    let private = if cell.strategy.uses_redis()
         && !is_cluster(shared_redis)
         && plan
             .scenario
@@ -83,9 +83,13 @@ pub(super) async fn run_cell(
         database_url: cell.database_url.clone(),
         private_redis: private.clone(),
         redis_url: redis_url.clone(),
-        prefix: prefix.clone(),
+        // What the engine says the sale is in Redis: the faults act on exactly that.
+        redis_prefixes: cell
+            .strategy
+            .redis_kind()
+            .map(|kind| kind.prefixes(&prefix, plan.scenario.shop.buckets))
+            .unwrap_or_default(),
         item: plan.scenario.item.number(),
-        uses_redis: cell.strategy == Strategy::RedisLua,
         strategy: cell.strategy.to_string(),
     });
     let launch = shops::Launch {
@@ -142,7 +146,8 @@ async fn drive_reference(
             .collect(),
     )
     .unwrap_or_else(|| Targets::one(target));
-    let is_redis = cell.strategy == Strategy::RedisLua;
+    // The final reconciliation (and the spread's Redis reads) are redis-lua's.
+    let is_redis = cell.strategy.reconciles();
     let fired = fire_traffic(
         plan,
         targets,
@@ -151,7 +156,7 @@ async fn drive_reference(
             foreign_database: false,
             item_id: s.item.number(),
             redis: Some((redis_url.to_string(), prefix.to_string()))
-                .filter(|_| is_redis || cell.strategy == Strategy::RedisBuckets),
+                .filter(|_| cell.strategy.uses_redis()),
             redis_buckets: cell.strategy == Strategy::RedisBuckets,
             shop_metrics_urls: all
                 .iter()

@@ -8,7 +8,7 @@ use crate::oracle::{DeadLetterSeen, OracleView, Truth};
 use crate::pipeline::reconcile::Pass;
 use crate::probe::Series;
 use crate::services::redact_url;
-use crate::store::{PoolSettings, Store};
+use crate::store::Store;
 use anyhow::Context;
 use std::time::Duration;
 
@@ -26,9 +26,12 @@ pub(super) async fn reference(
     let (redis_url, prefix) = redis;
     let is_redis = cell.strategy.uses_redis();
     let buckets = cell.strategy == Strategy::RedisBuckets;
-    let store = Store::connect(&cell.database_url, &PoolSettings::default())
-        .await
-        .context("connecting the oracle to the shop's database")?;
+    let store = Store::connect(
+        &cell.database_url,
+        &crate::shop::ShopKnobs::default().pool(),
+    )
+    .await
+    .context("connecting the oracle to the shop's database")?;
     // The shop keeps expiring unpaid orders after the drain. For redis-lua an expiry touches
     // Redis first and the database later, so read the database between two identical Redis
     // states, with the queue drained: then both sides describe the same moment.

@@ -9,7 +9,7 @@
 use super::error::ApiError;
 use super::handlers::{item_id, parse_json};
 use super::AppState;
-use crate::inventory::{RewarmOutcome, SaleSetupResult, Strategy};
+use crate::inventory::{RewarmOutcome, SaleSetupResult};
 use crate::model::SaleSetup;
 use axum::body::Bytes;
 use axum::extract::{FromRequestParts, Path, RawQuery, State};
@@ -103,7 +103,7 @@ pub(super) async fn put_item(
 }
 
 fn redis_only(st: &AppState, what: &str) -> ApiResult<()> {
-    if st.inventory.strategy() == Strategy::RedisLua {
+    if st.inventory.strategy().reconciles() {
         Ok(())
     } else {
         Err(ApiError::new(StatusCode::BAD_REQUEST, "not_applicable")

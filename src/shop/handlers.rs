@@ -189,19 +189,14 @@ pub(super) async fn get_item(
     if let Some(view) = st.page_cache.get(id) {
         return Ok(Json(view));
     }
-    let view = match st.inventory.strategy().uses_redis() {
-        true => {
+    let view = match st.inventory.engine().redis() {
+        Some(redis) => {
             let item = st
                 .inventory
                 .item_meta(id)
                 .await?
                 .ok_or_else(|| ApiError::new(StatusCode::NOT_FOUND, "unknown_item"))?;
-            let stock = match (st.inventory.redis(), st.inventory.buckets()) {
-                (Some(redis), _) => redis.stock(id).await?,
-                (_, Some(buckets)) => buckets.stock(id).await?,
-                _ => None,
-            }
-            .unwrap_or(0);
+            let stock = redis.stock(id).await?.unwrap_or(0);
             let view = ItemView {
                 id,
                 name: item.name,
@@ -213,7 +208,7 @@ pub(super) async fn get_item(
             st.page_cache.put(view.clone());
             view
         }
-        false => {
+        None => {
             let item = st
                 .inventory
                 .store()

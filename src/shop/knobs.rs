@@ -4,7 +4,10 @@
 //! Each knob is written once in the `knobs!` list below: its type, default, allowed range and
 //! help text. From that list come the clap flags (`--pool-size ...`), the serde form (the
 //! `[shop]` table is an overlay: absent fields keep the defaults, unknown fields are refused),
-//! [`Default`], the range checks, and [`ShopKnobs::command_line`].
+//! [`Default`], the range checks, and [`ShopKnobs::command_line`]. The settings of the parts
+//! ([`PoolSettings`], the strategies' [`Settings`], [`RedisSettings`] and its
+//! [`GatewaySettings`], [`PipelineSettings`]) have no defaults of their own: they are built
+//! from knobs ([`ShopKnobs::pool`] ...), so each default is written once, here.
 
 use super::ShopConfig;
 use crate::gateway::GatewaySettings;
@@ -250,47 +253,10 @@ impl ShopKnobs {
             listen,
             strategy,
             database_url: database_url.to_string(),
-            pool: PoolSettings {
-                max_connections: self.pool_size,
-                acquire_timeout: Duration::from_millis(self.acquire_timeout_ms),
-                lock_timeout: Duration::from_millis(self.lock_timeout_ms),
-            },
-            inventory: Settings {
-                naive_gap: Duration::from_millis(self.naive_gap_ms),
-                work: Duration::from_millis(self.work_ms),
-                optimistic_retries: self.optimistic_retries,
-                optimistic_backoff: Duration::from_millis(self.optimistic_backoff_ms),
-                payment_timeout: Duration::from_secs(self.payment_timeout_s),
-                batch_window: Duration::from_millis(self.batch_window_ms),
-                batch_max: self.batch_max as usize,
-                buckets: self.buckets,
-                defect: self.defect,
-            },
-            redis: RedisSettings {
-                url: crate::inventory::redis_lua::conn::with_cluster(redis_url, self.redis_cluster),
-                prefix: redis_prefix.to_string(),
-                payment_timeout: Duration::from_secs(self.payment_timeout_s),
-                gateway: GatewaySettings {
-                    rate_per_s: self.rate_limit,
-                    burst: self.rate_limit,
-                    ip_rate_per_s: self.ip_rate_limit,
-                    ip_burst: self.ip_burst,
-                    ip_unit_cap: self.ip_unit_cap,
-                },
-                durability: self.redis_durability,
-                replica_wait: Duration::from_millis(self.replica_wait_ms),
-            },
-            pipeline: PipelineSettings {
-                reconcile: ReconcileSettings {
-                    interval: Duration::from_secs(self.reconcile_interval_s.max(1)),
-                    alert_threshold: self.reconcile_alert_threshold,
-                    webhook: None,
-                    replica: None,
-                },
-                dead_letter_after: self.dead_letter_after,
-                consumers: self.consumers as usize,
-                ..PipelineSettings::default()
-            },
+            pool: self.pool(),
+            inventory: self.strategies(),
+            redis: self.redis(redis_url, redis_prefix),
+            pipeline: self.pipeline(),
             replica_database_url: None,
             page_cache_ttl: Duration::from_millis(self.page_cache_ms),
             trusted_proxies: super::TrustedProxies::default(),
@@ -298,6 +264,70 @@ impl ShopKnobs {
             rewarm_check: (self.rewarm_check_ms > 0)
                 .then(|| Duration::from_millis(self.rewarm_check_ms)),
         }
+    }
+}
+
+impl ShopKnobs {
+    /// The database pool (`ShopKnobs::default().pool()`: the pool a shop has by default, which
+    /// the harness's own connections use too).
+    pub fn pool(&self) -> PoolSettings {
+        PoolSettings {
+            max_connections: self.pool_size,
+            acquire_timeout: Duration::from_millis(self.acquire_timeout_ms),
+            lock_timeout: Duration::from_millis(self.lock_timeout_ms),
+        }
+    }
+
+    /// The strategies' settings.
+    pub fn strategies(&self) -> Settings {
+        Settings {
+            naive_gap: Duration::from_millis(self.naive_gap_ms),
+            work: Duration::from_millis(self.work_ms),
+            optimistic_retries: self.optimistic_retries,
+            optimistic_backoff: Duration::from_millis(self.optimistic_backoff_ms),
+            payment_timeout: Duration::from_secs(self.payment_timeout_s),
+            batch_window: Duration::from_millis(self.batch_window_ms),
+            batch_max: self.batch_max as usize,
+            buckets: self.buckets,
+            defect: self.defect,
+        }
+    }
+
+    /// The gateway in front of the Redis strategies' pre-deduct.
+    pub fn gateway(&self) -> GatewaySettings {
+        GatewaySettings {
+            rate_per_s: self.rate_limit,
+            burst: self.rate_limit,
+            ip_rate_per_s: self.ip_rate_limit,
+            ip_burst: self.ip_burst,
+            ip_unit_cap: self.ip_unit_cap,
+        }
+    }
+
+    /// The Redis side at `redis_url` (a cluster with `redis_cluster`), keys under `prefix`.
+    pub fn redis(&self, redis_url: &str, prefix: &str) -> RedisSettings {
+        RedisSettings {
+            url: crate::inventory::redis_lua::conn::with_cluster(redis_url, self.redis_cluster),
+            prefix: prefix.to_string(),
+            payment_timeout: Duration::from_secs(self.payment_timeout_s),
+            gateway: self.gateway(),
+            durability: self.redis_durability,
+            replica_wait: Duration::from_millis(self.replica_wait_ms),
+        }
+    }
+
+    /// The background pipeline (no alert webhook, no replica: set those on the result).
+    pub fn pipeline(&self) -> PipelineSettings {
+        PipelineSettings::new(
+            ReconcileSettings {
+                interval: Duration::from_secs(self.reconcile_interval_s.max(1)),
+                alert_threshold: self.reconcile_alert_threshold,
+                webhook: None,
+                replica: None,
+            },
+            self.dead_letter_after,
+            self.consumers as usize,
+        )
     }
 }
 

@@ -18,7 +18,7 @@ pub mod knobs;
 pub mod rewarm;
 pub mod telemetry;
 
-use crate::inventory::{Inventory, RedisLua, RedisSettings, Settings, Strategy};
+use crate::inventory::{Inventory, RedisSettings, Settings, Strategy};
 use crate::pipeline::{self, PipelineSettings};
 use crate::store::{PoolSettings, Store};
 use anyhow::Context;
@@ -112,27 +112,27 @@ pub struct Application {
 }
 
 impl Application {
-    /// Connects to the database (and Redis for `redis-lua`), migrates, binds, and starts the
-    /// background pipeline.
+    /// Connects to the database (and Redis for a strategy that decides there), migrates, binds,
+    /// and starts the background pipeline.
     pub async fn build(config: ShopConfig) -> anyhow::Result<Application> {
         if let Some(defect) = config.inventory.defect {
             defect.check(config.strategy)?;
         }
         let store = Store::connect(&config.database_url, &config.pool).await?;
-        let redis = match config.strategy {
-            Strategy::RedisLua | Strategy::RedisBuckets => {
-                Some(RedisLua::connect(&config.redis).await?)
-            }
-            _ => None,
-        };
+        let inventory = Inventory::connect(
+            config.strategy,
+            store,
+            &config.redis,
+            config.inventory.clone(),
+        )
+        .await?;
         let mut pipeline = config.pipeline.clone();
         if let Some(url) = &config.replica_database_url {
-            let replica = Store::connect(url, &PoolSettings::default())
+            let replica = Store::connect(url, &ShopKnobs::default().pool())
                 .await
                 .context("connecting to the reconciliation replica")?;
             pipeline.reconcile.replica = Some(replica);
         }
-        let inventory = Inventory::new(config.strategy, store, redis, config.inventory.clone());
         let listener = TcpListener::bind(config.listen)
             .await
             .with_context(|| format!("binding {}", config.listen))?;

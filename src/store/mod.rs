@@ -49,16 +49,6 @@ pub struct PoolSettings {
     pub lock_timeout: Duration,
 }
 
-impl Default for PoolSettings {
-    fn default() -> Self {
-        PoolSettings {
-            max_connections: 10,
-            acquire_timeout: Duration::from_millis(500),
-            lock_timeout: Duration::from_millis(1000),
-        }
-    }
-}
-
 /// A connection pool plus the statement table of its backend.
 #[derive(Clone)]
 pub struct Store {

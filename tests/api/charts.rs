@@ -4,7 +4,7 @@
 //! named in full in the legend and on the bars.
 
 use crate::reports::smoke_report;
-use oversell::report::charts::{run_colour, write_all};
+use oversell::report::charts::{run_colour, tinted, write_all};
 use oversell::report::Report;
 use plotters::style::RGBColor;
 
@@ -56,7 +56,8 @@ async fn a_second_backend_gets_its_own_colours_and_its_own_database_rate_panel()
     let percentiles = svg("latency-percentiles");
     for run in &report.runs {
         let strategy = run.strategy_name();
-        let (first, second) = (run_colour(strategy, 0), run_colour(strategy, 1));
+        let base = run_colour(run);
+        let (first, second) = (tinted(base, 0), tinted(base, 1));
         assert_ne!(first, second);
         for (colour, backend) in [(first, "postgres"), (second, "mysql")] {
             assert!(

@@ -222,7 +222,7 @@ async fn shutdown_drains_the_queued_buyers() {
     }
     let store = oversell::store::Store::connect(
         &app.database_url,
-        &oversell::store::PoolSettings::default(),
+        &oversell::shop::ShopKnobs::default().pool(),
     )
     .await
     .unwrap();

@@ -105,14 +105,14 @@ async fn a_retry_gets_the_same_order(strategy: Strategy, backend: Backend) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_retry_with_the_same_idempotency_key_returns_the_same_order_on_postgres() {
-    for strategy in Strategy::ALL {
+    for &strategy in Strategy::all() {
         a_retry_gets_the_same_order(strategy, Backend::Postgres).await;
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_retry_with_the_same_idempotency_key_returns_the_same_order_on_mysql() {
-    for strategy in Strategy::ALL {
+    for &strategy in Strategy::all() {
         a_retry_gets_the_same_order(strategy, Backend::Mysql).await;
     }
 }
@@ -150,7 +150,7 @@ async fn after_redis_lost_a_sale_a_retry_still_gets_its_order_from_the_rebuilt_k
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_retry_after_the_stock_ran_out_still_gets_its_order_when_a_buyer_may_hold_more() {
-    for strategy in Strategy::ALL {
+    for &strategy in Strategy::all() {
         // Arrange: two units, up to two per buyer; u1 buys one, u2 the last.
         let app = spawn_app(strategy, Backend::Postgres).await;
         app.setup_sale(1, 2, 2).await;

@@ -8,7 +8,7 @@ use oversell::gate::{limits, Metric, Status, Verdict};
 use oversell::inventory::Strategy;
 use oversell::model::{Order, OrderStatus};
 use oversell::runner::{self, RunPlan};
-use oversell::store::{Backend, PoolSettings, Store};
+use oversell::store::{Backend, Store};
 use oversell::traffic::Scenario;
 use std::time::Duration;
 
@@ -47,7 +47,9 @@ async fn an_order_committed_after_its_client_gave_up_is_indeterminate_and_one_in
     let tmp = tempfile::tempdir().unwrap();
     let file = scenario_file(tmp.path(), "give-up", GIVE_UP);
     let db = fresh_db_url(Backend::Postgres);
-    let store = Store::connect(&db, &PoolSettings::default()).await.unwrap();
+    let store = Store::connect(&db, &oversell::shop::ShopKnobs::default().pool())
+        .await
+        .unwrap();
     let mut plan = RunPlan::reference(
         Scenario::load(&file).unwrap(),
         file,

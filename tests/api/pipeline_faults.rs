@@ -45,13 +45,15 @@ impl Parts {
         let store = Store::connect(&config.database_url, &config.pool)
             .await
             .unwrap();
-        let redis = RedisLua::connect(&config.redis).await.unwrap();
-        let inventory = Inventory::new(
+        let inventory = Inventory::connect(
             Strategy::RedisLua,
             store.clone(),
-            Some(redis.clone()),
+            &config.redis,
             config.inventory.clone(),
-        );
+        )
+        .await
+        .unwrap();
+        let redis = inventory.redis().unwrap().clone();
         Parts {
             config,
             store,

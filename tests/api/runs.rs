@@ -45,7 +45,7 @@ fn run_json(dir: &std::path::Path) -> Value {
 
 async fn smoke_every_strategy(backend: Backend) {
     let out = tempfile::tempdir().unwrap();
-    let (plan, db) = smoke_plan(&Strategy::ALL, backend, out.path());
+    let (plan, db) = smoke_plan(Strategy::all(), backend, out.path());
     let (_, dir) = runner::execute(&plan)
         .await
         .expect("the smoke run completes");
@@ -54,7 +54,7 @@ async fn smoke_every_strategy(backend: Backend) {
     assert_eq!(json["schema"], "oversell.report/v2");
     assert!(dir.join("report.md").exists());
     let runs = json["runs"].as_array().unwrap();
-    assert_eq!(runs.len(), Strategy::ALL.len());
+    assert_eq!(runs.len(), Strategy::all().len());
     for run in runs {
         let strategy = run["strategy"].as_str().unwrap();
         for field in [
@@ -215,9 +215,11 @@ fn the_shipped_scenarios_are_valid() {
 }
 
 async fn a_second_run_is_refused_while_one_holds_the_database(backend: Backend) {
-    use oversell::store::{PoolSettings, Store};
+    use oversell::store::Store;
     let db = fresh_db_url(backend);
-    let store = Store::connect(&db, &PoolSettings::default()).await.unwrap();
+    let store = Store::connect(&db, &oversell::shop::ShopKnobs::default().pool())
+        .await
+        .unwrap();
     let held = store
         .try_run_lock()
         .await
@@ -252,7 +254,9 @@ async fn a_second_run_is_refused_while_one_holds_the_database(backend: Backend) 
     // Released when the first run's connection goes away (the server notices the closed
     // socket on its own time: on a loaded machine, not at once).
     drop(held.detach());
-    let again = Store::connect(&db, &PoolSettings::default()).await.unwrap();
+    let again = Store::connect(&db, &oversell::shop::ShopKnobs::default().pool())
+        .await
+        .unwrap();
     let mut released = false;
     for _ in 0..50 {
         if again.try_run_lock().await.unwrap().is_some() {

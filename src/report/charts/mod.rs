@@ -16,7 +16,8 @@ pub mod bars;
 pub mod latency;
 pub mod timeline;
 
-use super::{Report, RunReport};
+use super::{Report, RunReport, Shop};
+use crate::inventory::Strategy;
 use anyhow::Context;
 use hdrhistogram::Histogram;
 use plotters::coord::Shift;
@@ -42,17 +43,27 @@ fn register_font() {
     });
 }
 
+/// The colour of a foreign shop's runs (no strategy of ours).
+pub const FOREIGN_COLOUR: RGBColor = RGBColor(0x7f, 0x7f, 0x7f);
+
 /// The fixed colour of a strategy, the same in every chart.
-pub fn strategy_colour(strategy: &str) -> RGBColor {
+pub fn strategy_colour(strategy: Strategy) -> RGBColor {
     match strategy {
-        "naive" => RGBColor(0xd6, 0x27, 0x28),
-        "for-update" => RGBColor(0x1f, 0x77, 0xb4),
-        "optimistic" => RGBColor(0xff, 0x7f, 0x0e),
-        "redis-lua" => RGBColor(0x2c, 0xa0, 0x2c),
-        "conditional" => RGBColor(0x94, 0x67, 0xbd),
-        "batched" => RGBColor(0x8c, 0x56, 0x4b),
-        "redis-buckets" => RGBColor(0x17, 0xbe, 0xcf),
-        _ => RGBColor(0x7f, 0x7f, 0x7f),
+        Strategy::Naive => RGBColor(0xd6, 0x27, 0x28),
+        Strategy::ForUpdate => RGBColor(0x1f, 0x77, 0xb4),
+        Strategy::Optimistic => RGBColor(0xff, 0x7f, 0x0e),
+        Strategy::RedisLua => RGBColor(0x2c, 0xa0, 0x2c),
+        Strategy::Conditional => RGBColor(0x94, 0x67, 0xbd),
+        Strategy::Batched => RGBColor(0x8c, 0x56, 0x4b),
+        Strategy::RedisBuckets => RGBColor(0x17, 0xbe, 0xcf),
+    }
+}
+
+/// A run's colour: its strategy's, or grey for a foreign shop.
+pub fn run_colour(run: &RunReport) -> RGBColor {
+    match &run.shop {
+        Shop::Reference { strategy, .. } => strategy_colour(*strategy),
+        Shop::Foreign { .. } => FOREIGN_COLOUR,
     }
 }
 
@@ -71,17 +82,16 @@ pub fn run_slug(run: &RunReport) -> String {
         .collect()
 }
 
-/// The colour of a run on the `backend_index`-th backend of its report (in order of first
-/// appearance): the strategy's colour on the first, a paler tint of it on the others, so no two
-/// runs of one chart share a colour.
-pub fn run_colour(strategy: &str, backend_index: usize) -> RGBColor {
-    let c = strategy_colour(strategy);
+/// A run's colour on the `backend_index`-th backend of its report (in order of first
+/// appearance): [`run_colour`] on the first, a paler tint of it on the others, so no two runs of
+/// one chart share a colour.
+pub fn tinted(base: RGBColor, backend_index: usize) -> RGBColor {
     if backend_index == 0 {
-        return c;
+        return base;
     }
     let share = if backend_index == 1 { 0.5 } else { 0.7 };
     let l = |v: u8| v + ((255 - v) as f64 * share) as u8;
-    RGBColor(l(c.0), l(c.1), l(c.2))
+    RGBColor(l(base.0), l(base.1), l(base.2))
 }
 
 /// The backends of these runs, in order of first appearance.
@@ -129,7 +139,7 @@ pub fn runs(report: &Report) -> Vec<RunData<'_>> {
             RunData {
                 run,
                 label: run.run_label(mb),
-                colour: run_colour(run.strategy_name(), backend_index),
+                colour: tinted(run_colour(run), backend_index),
                 backend_index,
                 dashed: backend_index > 0,
                 order_latency: run.order_histogram(),
@@ -413,12 +423,12 @@ mod tests {
 
     #[test]
     fn every_strategy_has_its_own_colour() {
-        let colours: Vec<RGBColor> = crate::inventory::Strategy::ALL
+        let colours: Vec<RGBColor> = Strategy::all()
             .iter()
-            .map(|s| strategy_colour(s.as_str()))
+            .map(|s| strategy_colour(*s))
             .collect();
         for (i, a) in colours.iter().enumerate() {
-            assert_ne!(*a, strategy_colour("unknown"), "{i} falls back to grey");
+            assert_ne!(*a, FOREIGN_COLOUR, "{i} looks like a foreign shop");
             for b in &colours[i + 1..] {
                 assert_ne!(a, b);
             }
@@ -427,15 +437,15 @@ mod tests {
 
     #[test]
     fn a_second_backend_gets_a_colour_of_its_own() {
-        for s in crate::inventory::Strategy::ALL {
-            let name = s.as_str();
-            assert_eq!(run_colour(name, 0), strategy_colour(name));
-            assert_ne!(run_colour(name, 1), run_colour(name, 0), "{name}");
-            assert_ne!(run_colour(name, 2), run_colour(name, 1), "{name}");
-            for t in crate::inventory::Strategy::ALL {
+        for s in Strategy::all() {
+            let (name, base) = (s.as_str(), strategy_colour(*s));
+            assert_eq!(tinted(base, 0), base);
+            assert_ne!(tinted(base, 1), tinted(base, 0), "{name}");
+            assert_ne!(tinted(base, 2), tinted(base, 1), "{name}");
+            for t in Strategy::all() {
                 assert_ne!(
-                    run_colour(name, 1),
-                    run_colour(t.as_str(), 0),
+                    tinted(base, 1),
+                    tinted(strategy_colour(*t), 0),
                     "{name} / {t:?}"
                 );
             }
