@@ -16,6 +16,7 @@
 
 use super::ceiling::{self, Ceiling};
 use super::rate::{self, RateResult, RateSpec};
+use super::servers::{self, Ops, PhaseCpu, Servers};
 use super::redis::{bench_item, evalsha};
 use super::wrk::{self, WrkResult};
 use super::{host_port, ratio, require_tool};
@@ -89,7 +90,44 @@ pub struct ShopBenchResult {
     pub ceiling: Ceiling,
     /// Saturation orders/s over the ceiling's rate.
     pub ratio: f64,
+    /// CPU per order of every process at saturation, and per operation of the ceiling.
+    pub cpu: ShopCpu,
     pub shop_log: String,
+}
+
+/// CPU per operation, process by process, of the saturation phase (from wrk's start until
+/// persistence drained) and of the ceiling, with the ratios the targets are set in.
+#[derive(Debug, Clone, Serialize)]
+pub struct ShopCpu {
+    /// The database server's kind (`PostgreSQL`, `MariaDB`).
+    pub database_server: String,
+    pub saturation: PhaseCpu,
+    pub ceiling: PhaseCpu,
+    /// The shop's CPU per order over Redis's own per order, same phase (redis strategies).
+    pub shop_over_redis: Option<f64>,
+    /// The shop's CPU per order over the ceiling client's per operation (pgbench's per
+    /// transaction, redis-benchmark's per call, mysqlslap's per transaction).
+    pub shop_over_ceiling_client: Option<f64>,
+    /// The database server's CPU per order at saturation over its CPU per ceiling operation.
+    pub database_over_ceiling: Option<f64>,
+}
+
+impl ShopCpu {
+    fn of(saturation: PhaseCpu, ceiling: PhaseCpu, database_server: &str) -> ShopCpu {
+        let per = |u: &Option<super::cpu::CpuUse>| u.as_ref().map(|u| u.us_per_op);
+        let over = |a: Option<f64>, b: Option<f64>| match (a, b) {
+            (Some(a), Some(b)) if b > 0.0 => Some(ratio(a, b)),
+            _ => None,
+        };
+        ShopCpu {
+            database_server: database_server.to_string(),
+            shop_over_redis: over(per(&saturation.shop), per(&saturation.redis)),
+            shop_over_ceiling_client: over(per(&saturation.shop), per(&ceiling.client)),
+            database_over_ceiling: over(per(&saturation.database), per(&ceiling.database)),
+            saturation,
+            ceiling,
+        }
+    }
 }
 
 /// Checks every tool the run needs before anything starts.
@@ -164,10 +202,44 @@ async fn phases(
     )
     .await?;
     let http = reqwest::Client::new();
-    let measured = http_phases(b, tag, db_url, prefix, &child, &http).await;
+    let servers = Servers::find(b.strategy.uses_redis(), &b.redis_url, b.backend, db_url).await;
+    let measured = http_phases(b, tag, db_url, prefix, &child, &http, &servers).await;
     child.stop().await;
-    let (saturation, sat_persist, fixed, fixed_persist) = measured?;
-    let ceiling = ceiling_phase(b, tag, db_url, saturation.created).await?;
+    let measured = match measured {
+        Ok(m) => m,
+        Err(e) => {
+            servers.close().await;
+            return Err(e);
+        }
+    };
+    let HttpPhases {
+        saturation,
+        sat_persist,
+        sat_cpu,
+        fixed,
+        fixed_persist,
+    } = measured;
+    let meter = servers.start(None).await;
+    let ceiling = ceiling_phase(b, tag, db_url, saturation.created).await;
+    let unit = if b.strategy.uses_redis() {
+        "call"
+    } else {
+        "transaction"
+    };
+    let ops = ceiling.as_ref().map_or(0, |c| c.operations);
+    let ceiling_cpu = meter
+        .done(&Ops {
+            ops,
+            unit,
+            db_ops: ops,
+            db_unit: unit,
+            client_ops: ops,
+            client_unit: unit,
+        })
+        .await;
+    let database_server = servers.database_kind;
+    servers.close().await;
+    let ceiling = ceiling?;
     Ok(ShopBenchResult {
         strategy: b.strategy.to_string(),
         backend: (!b.strategy.uses_redis()).then(|| b.backend.as_str().to_string()),
@@ -188,16 +260,19 @@ async fn phases(
         fixed_rate: fixed,
         fixed_rate_persistence: fixed_persist,
         ceiling,
+        cpu: ShopCpu::of(sat_cpu, ceiling_cpu, database_server),
         shop_log: log.display().to_string(),
     })
 }
 
-type HttpPhases = (
-    WrkResult,
-    Option<Persistence>,
-    Option<RateResult>,
-    Option<Persistence>,
-);
+/// What the HTTP phases measured.
+struct HttpPhases {
+    saturation: WrkResult,
+    sat_persist: Option<Persistence>,
+    sat_cpu: PhaseCpu,
+    fixed: Option<RateResult>,
+    fixed_persist: Option<Persistence>,
+}
 
 async fn http_phases(
     b: &ShopBench,
@@ -206,6 +281,7 @@ async fn http_phases(
     prefix: &str,
     child: &ChildShop,
     http: &reqwest::Client,
+    servers: &Servers,
 ) -> anyhow::Result<HttpPhases> {
     let setup = SaleSetup {
         stock: b.stock,
@@ -224,13 +300,36 @@ async fn http_phases(
         Some(w) => w.persisted().await?,
         None => 0,
     };
+    let meter = servers.start(child.pid().await).await;
     let sat = wrk::run(&child.base_url, b.connections, 2, b.seconds, tag).await?;
     let sat_persist = match &watch {
         Some(w) => Some(w.phase(before, sat.created, sat.seconds).await?),
         None => None,
     };
+    // The database's divisor: the orders it persisted (redis strategies, counted once the
+    // stream drained) or took itself.
+    let (db_ops, db_unit) = match &watch {
+        Some(w) => (w.persisted().await?.saturating_sub(before), "persisted order"),
+        None => (sat.created, "order"),
+    };
+    let sat_cpu = meter
+        .done(&Ops {
+            ops: sat.created,
+            unit: "order",
+            db_ops,
+            db_unit,
+            client_ops: sat.requests,
+            client_unit: "request",
+        })
+        .await;
     let Some(spec) = b.rate else {
-        return Ok((sat, sat_persist, None, None));
+        return Ok(HttpPhases {
+            saturation: sat,
+            sat_persist,
+            sat_cpu,
+            fixed: None,
+            fixed_persist: None,
+        });
     };
     let per_s = spec.per_second(sat.orders_per_s);
     let before = match &watch {
@@ -249,7 +348,13 @@ async fn http_phases(
         Some(w) => Some(w.phase(before, fixed.created, fixed.seconds).await?),
         None => None,
     };
-    Ok((sat, sat_persist, Some(fixed), fixed_persist))
+    Ok(HttpPhases {
+        saturation: sat,
+        sat_persist,
+        sat_cpu,
+        fixed: Some(fixed),
+        fixed_persist,
+    })
 }
 
 /// Reads the shop's persistence from outside: the backlog of the item's stream in Redis (of
@@ -367,6 +472,7 @@ async fn ceiling_phase(
             tool: "redis-benchmark".into(),
             unit: "evalsha calls".into(),
             per_s: e.calls_per_s,
+            operations: e.calls,
             clients: CLIENTS,
             script: if b.strategy == Strategy::RedisBuckets {
                 "EVALSHA lua/deduct.lua on one slot (one bucket's work: the one-slot ceiling \
@@ -452,6 +558,27 @@ pub fn render(r: &ShopBenchResult) -> String {
         c.tool, c.per_s, c.unit, c.clients
     ));
     out.push_str(&format!("ratio shop / ceiling:     {:>9.3}\n", r.ratio));
+    let db = r.cpu.database_server.as_str();
+    out.push_str(&servers::line(
+        "saturation, until persisted",
+        &r.cpu.saturation,
+        db,
+        "wrk",
+    ));
+    out.push_str(&servers::line("ceiling", &r.cpu.ceiling, db, &c.tool));
+    let mut ratios = Vec::new();
+    if let Some(x) = r.cpu.shop_over_redis {
+        ratios.push(format!("shop / Redis {x:.2}"));
+    }
+    if let Some(x) = r.cpu.shop_over_ceiling_client {
+        ratios.push(format!("shop / {} client {x:.2}", c.tool));
+    }
+    if let Some(x) = r.cpu.database_over_ceiling {
+        ratios.push(format!("{db} per order / per ceiling op {x:.2}"));
+    }
+    if !ratios.is_empty() {
+        out.push_str(&format!("CPU ratios: {}\n", ratios.join("  ")));
+    }
     out.push_str(&format!("ceiling: {}\n", c.command));
     out.push_str(&format!("shop log: {}\n", r.shop_log));
     if r.build != "release" {

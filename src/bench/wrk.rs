@@ -1,6 +1,6 @@
-//! `wrk` against `POST /api/orders` at saturation: a Lua script gives every request its own
-//! buyer (user, device) and `Idempotency-Key`, counts the `201 Created` answers across wrk's
-//! threads, and wrk's `--latency` gives the percentiles.
+//! `wrk` against `POST /api/orders` at saturation: the one order script, `bench/order.lua`,
+//! gives every request its own buyer (user, device) and `Idempotency-Key`, counts the
+//! `201 Created` answers across wrk's threads, and wrk's `--latency` gives the percentiles.
 
 use super::require_tool;
 use anyhow::{bail, Context};
@@ -31,33 +31,9 @@ pub struct WrkResult {
     pub command: String,
 }
 
-const SCRIPT: &str = r#"-- oversell bench shop: one buyer and one Idempotency-Key per request.
-local threads = {}
-function setup(thread)
-  thread:set("tid", #threads)
-  table.insert(threads, thread)
-end
-function init(args)
-  n = 0
-  created = 0
-  prefix = (args[1] or "b") .. "-" .. tid .. "-"
-end
-function request()
-  n = n + 1
-  local id = prefix .. n
-  local body = '{"item_id":1,"qty":1,"user_id":"u-' .. id .. '","device_id":"d-' .. id .. '"}'
-  return wrk.format("POST", "/api/orders",
-    {["Content-Type"] = "application/json", ["Idempotency-Key"] = "k-" .. id}, body)
-end
-function response(status, headers, body)
-  if status == 201 then created = created + 1 end
-end
-function done(summary, latency, requests)
-  local c = 0
-  for _, t in ipairs(threads) do c = c + t:get("created") end
-  io.write(string.format("oversell-created: %d\n", c))
-end
-"#;
+/// The one order script (`bench/order.lua`, also run by `bench/hot-row.sh`): one buyer and
+/// one `Idempotency-Key` per request, the 201s counted across wrk's threads.
+pub const SCRIPT: &str = include_str!("../../bench/order.lua");
 
 /// Runs `wrk` for `seconds` with `connections` connections on `threads` threads.
 pub async fn run(

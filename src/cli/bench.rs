@@ -23,6 +23,26 @@ pub enum BenchCommand {
     /// The reference shop end to end over HTTP (wrk, and a fixed rate) vs the strategy's
     /// ceiling (redis-benchmark, pgbench or mysqlslap), in the same run.
     Shop(BenchShopArgs),
+    /// What sending costs: our generator with a real plan vs goose's bare request loop vs
+    /// wrk, one trivial endpoint, in the same run (CPU per request, send lag, peak RSS).
+    Generator(BenchGeneratorArgs),
+}
+
+/// `oversell bench generator`.
+#[derive(Debug, Args, Clone)]
+pub struct BenchGeneratorArgs {
+    /// Seconds of each client's phase (our plan's window, goose's and wrk's run).
+    #[arg(long, default_value_t = 5)]
+    pub seconds: u64,
+    /// Our plan's arrivals per second (buyers = rate × seconds).
+    #[arg(long, default_value_t = 5_000)]
+    pub rate: u64,
+    /// goose's users and wrk's connections.
+    #[arg(long, default_value_t = 64)]
+    pub connections: usize,
+    /// Also write the result as JSON to this file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
 }
 
 /// `oversell bench redis`.
@@ -98,6 +118,26 @@ pub(super) async fn bench(what: BenchCommand) -> anyhow::Result<i32> {
             println!("baseline: {}", r.baseline_command);
             Ok(0)
         }
+        BenchCommand::Generator(args) => {
+            for (flag, v) in [
+                ("--seconds", args.seconds),
+                ("--rate", args.rate),
+                ("--connections", args.connections as u64),
+            ] {
+                if v == 0 {
+                    anyhow::bail!("{flag} must be at least 1 (got 0)");
+                }
+            }
+            let r = crate::bench::generator::generator(&crate::bench::generator::GeneratorBench {
+                seconds: args.seconds,
+                rate: args.rate,
+                connections: args.connections,
+            })
+            .await?;
+            print!("{}", crate::bench::generator::render(&r));
+            write_json(args.json.as_deref(), &r)?;
+            Ok(0)
+        }
         BenchCommand::Shop(args) => {
             let (backend, database_url) = args.conn.database_for(args.backend)?;
             if args.seconds == 0 {
@@ -124,12 +164,18 @@ pub(super) async fn bench(what: BenchCommand) -> anyhow::Result<i32> {
             })
             .await?;
             print!("{}", crate::bench::shop::render(&r));
-            if let Some(path) = args.json {
-                std::fs::write(&path, serde_json::to_string_pretty(&r)? + "\n")
-                    .with_context(|| format!("writing {}", path.display()))?;
-                println!("json: {}", path.display());
-            }
+            write_json(args.json.as_deref(), &r)?;
             Ok(0)
         }
     }
+}
+
+/// `--json`: the result, pretty, to `path`.
+fn write_json(path: Option<&std::path::Path>, r: &impl serde::Serialize) -> anyhow::Result<()> {
+    if let Some(path) = path {
+        std::fs::write(path, serde_json::to_string_pretty(r)? + "\n")
+            .with_context(|| format!("writing {}", path.display()))?;
+        println!("json: {}", path.display());
+    }
+    Ok(())
 }
