@@ -55,12 +55,6 @@ pub fn children_seconds() -> f64 {
         .map_or(0.0, |u| tv(u.user_time()) + tv(u.system_time()))
 }
 
-/// The largest resident set of any reaped child of this process, MiB (`RUSAGE_CHILDREN`).
-pub fn children_peak_rss_mib() -> f64 {
-    use nix::sys::resource::{getrusage, UsageWho};
-    getrusage(UsageWho::RUSAGE_CHILDREN).map_or(0.0, |u| u.max_rss() as f64 / 1024.0)
-}
-
 /// Every process whose parent is `root`.
 fn children_of(root: u32) -> Vec<u32> {
     let Ok(dir) = std::fs::read_dir("/proc") else {

@@ -12,7 +12,7 @@
 //! (`/proc/self/task/<tid>/stat`) and is taken out of this process's for ours and goose's.
 //! Per client: CPU per request, requests/s, send lag (ours only: goose and wrk are closed loops
 //! with no intended send time) and peak RSS (ours and goose: `VmHWM` reset before each phase;
-//! wrk: its `ru_maxrss`).
+//! wrk: its own `VmHWM`).
 
 use super::cpu::{self, CpuUse};
 use super::{ratio, wrk};
@@ -20,7 +20,7 @@ use crate::traffic::attack;
 use crate::traffic::mapping::Mapping;
 use crate::traffic::recorder::{Kind, Recorder};
 use crate::traffic::target::{Sale, Target, Targets};
-use crate::traffic::{schedule, Scenario};
+use crate::traffic::{schedule, Scenario as Plan};
 use anyhow::Context;
 use goose::config::GooseConfiguration;
 use goose::prelude::*;
@@ -98,6 +98,7 @@ impl Endpoint {
         std::thread::Builder::new()
             .name("bench-endpoint".into())
             .spawn(move || {
+                let failed = tx.clone();
                 let run = || -> anyhow::Result<()> {
                     let rt = tokio::runtime::Builder::new_current_thread()
                         .enable_all()
@@ -129,7 +130,7 @@ impl Endpoint {
                     })
                 };
                 if let Err(e) = run() {
-                    let _ = tx.send(Err(e));
+                    let _ = failed.send(Err(e));
                 }
             })
             .context("starting the endpoint's thread")?;
@@ -198,11 +199,11 @@ const OWN_RSS: &str = "VmHWM of this process (reset through /proc/self/clear_ref
 /// Our generator firing a real plan at the endpoint.
 async fn ours(b: &GeneratorBench, e: &Endpoint) -> anyhow::Result<ClientRun> {
     let buyers = (b.rate * b.seconds).max(1);
-    let s = Scenario::parse(&format!(
+    let s = Plan::parse(&format!(
         r#"
 name = "bench-generator"
 [item]
-stock = 1000000000
+stock = 1000000
 [buyers]
 count = {buyers}
 arrival = "uniform"
@@ -347,9 +348,8 @@ async fn wrk_run(b: &GeneratorBench, e: &Endpoint) -> anyhow::Result<ClientRun> 
         send_lag_source: "none: wrk is a closed loop (a connection sends when its previous \
                           answer arrived)"
             .into(),
-        peak_rss_mib: (cpu::children_peak_rss_mib() * 10.0).round() / 10.0,
-        rss_source: "ru_maxrss of getrusage(RUSAGE_CHILDREN): the largest child reaped, wrk"
-            .into(),
+        peak_rss_mib: r.peak_rss_mib,
+        rss_source: "VmHWM of wrk's /proc/<pid>/status, sampled every 100 ms".into(),
         endpoint_us_per_request: per_us(ep, r.requests),
     })
 }

@@ -25,6 +25,41 @@ pub struct PhaseCpu {
     pub client: Option<CpuUse>,
 }
 
+/// CPU per operation, process by process, of the saturation phase (from wrk's start until
+/// persistence drained) and of the ceiling, with the ratios the targets are set in.
+#[derive(Debug, Clone, Serialize)]
+pub struct ShopCpu {
+    /// The database server's kind (`PostgreSQL`, `MariaDB`).
+    pub database_server: String,
+    pub saturation: PhaseCpu,
+    pub ceiling: PhaseCpu,
+    /// The shop's CPU per order over Redis's own per order, same phase (redis strategies).
+    pub shop_over_redis: Option<f64>,
+    /// The shop's CPU per order over the ceiling client's per operation (pgbench's per
+    /// transaction, redis-benchmark's per call, mysqlslap's per transaction).
+    pub shop_over_ceiling_client: Option<f64>,
+    /// The database server's CPU per order at saturation over its CPU per ceiling operation.
+    pub database_over_ceiling: Option<f64>,
+}
+
+impl ShopCpu {
+    pub fn of(saturation: PhaseCpu, ceiling: PhaseCpu, database_server: &str) -> ShopCpu {
+        let per = |u: &Option<CpuUse>| u.as_ref().map(|u| u.us_per_op);
+        let over = |a: Option<f64>, b: Option<f64>| match (a, b) {
+            (Some(a), Some(b)) if b > 0.0 => Some(super::ratio(a, b)),
+            _ => None,
+        };
+        ShopCpu {
+            database_server: database_server.to_string(),
+            shop_over_redis: over(per(&saturation.shop), per(&saturation.redis)),
+            shop_over_ceiling_client: over(per(&saturation.shop), per(&ceiling.client)),
+            database_over_ceiling: over(per(&saturation.database), per(&ceiling.database)),
+            saturation,
+            ceiling,
+        }
+    }
+}
+
 /// The meters that outlive a phase: where the servers are.
 pub struct Servers {
     redis: Option<Meter>,
@@ -87,8 +122,9 @@ impl Servers {
         }
     }
 
-    /// Reads every meter at the start of a phase; `shop` is the shop's pid (HTTP phases).
-    pub async fn start(&self, shop: Option<u32>) -> Phase {
+    /// Reads every meter at the start of a phase; `shop` is the shop's pid (HTTP phases);
+    /// `database`: whether the database takes part (not in a Redis ceiling).
+    pub async fn start(&self, shop: Option<u32>, with_database: bool) -> Phase {
         let shop = match shop {
             Some(pid) => Some(Started::now(Meter::Process(pid), "the shop").await),
             None => None,
@@ -97,11 +133,11 @@ impl Servers {
             Some(m) => Some(Started::now(m.clone(), "the Redis server").await),
             None => None,
         };
-        let database = match &self.database {
+        let database = match self.database.as_ref().filter(|_| with_database) {
             Some(m) => Some(Started::now(m.clone(), "the database server").await),
             None => None,
         };
-        let backends = match &self.pg {
+        let backends = match self.pg.as_ref().filter(|_| with_database) {
             Some(pool) => {
                 let first = cpu::backends_now(pool, &self.database_name).await;
                 let watch = Backends::watch(pool.clone(), self.database_name.clone());
@@ -204,4 +240,31 @@ pub fn line(label: &str, c: &PhaseCpu, db_kind: &str, client: &str) -> String {
         parts.push(format!("{client} {}", fig(u)));
     }
     format!("CPU per op, {label}: {}\n", parts.join("  "))
+}
+
+/// The CPU lines of `bench shop`'s summary; `tool` is the ceiling's client.
+pub fn render(cpu: &ShopCpu, tool: &str) -> String {
+    let mut out = String::new();
+    let db = cpu.database_server.as_str();
+    out.push_str(&line(
+        "saturation, until persisted",
+        &cpu.saturation,
+        db,
+        "wrk",
+    ));
+    out.push_str(&line("ceiling", &cpu.ceiling, db, tool));
+    let mut ratios = Vec::new();
+    if let Some(x) = cpu.shop_over_redis {
+        ratios.push(format!("shop / Redis {x:.2}"));
+    }
+    if let Some(x) = cpu.shop_over_ceiling_client {
+        ratios.push(format!("shop / {} client {x:.2}", tool));
+    }
+    if let Some(x) = cpu.database_over_ceiling {
+        ratios.push(format!("{db} per order / per ceiling op {x:.2}"));
+    }
+    if !ratios.is_empty() {
+        out.push_str(&format!("CPU ratios: {}\n", ratios.join("  ")));
+    }
+    out
 }

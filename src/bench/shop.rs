@@ -16,7 +16,7 @@
 
 use super::ceiling::{self, Ceiling};
 use super::rate::{self, RateResult, RateSpec};
-use super::servers::{self, Ops, PhaseCpu, Servers};
+use super::servers::{self, Ops, PhaseCpu, Servers, ShopCpu};
 use super::redis::{bench_item, evalsha};
 use super::wrk::{self, WrkResult};
 use super::{host_port, ratio, require_tool};
@@ -93,41 +93,6 @@ pub struct ShopBenchResult {
     /// CPU per order of every process at saturation, and per operation of the ceiling.
     pub cpu: ShopCpu,
     pub shop_log: String,
-}
-
-/// CPU per operation, process by process, of the saturation phase (from wrk's start until
-/// persistence drained) and of the ceiling, with the ratios the targets are set in.
-#[derive(Debug, Clone, Serialize)]
-pub struct ShopCpu {
-    /// The database server's kind (`PostgreSQL`, `MariaDB`).
-    pub database_server: String,
-    pub saturation: PhaseCpu,
-    pub ceiling: PhaseCpu,
-    /// The shop's CPU per order over Redis's own per order, same phase (redis strategies).
-    pub shop_over_redis: Option<f64>,
-    /// The shop's CPU per order over the ceiling client's per operation (pgbench's per
-    /// transaction, redis-benchmark's per call, mysqlslap's per transaction).
-    pub shop_over_ceiling_client: Option<f64>,
-    /// The database server's CPU per order at saturation over its CPU per ceiling operation.
-    pub database_over_ceiling: Option<f64>,
-}
-
-impl ShopCpu {
-    fn of(saturation: PhaseCpu, ceiling: PhaseCpu, database_server: &str) -> ShopCpu {
-        let per = |u: &Option<super::cpu::CpuUse>| u.as_ref().map(|u| u.us_per_op);
-        let over = |a: Option<f64>, b: Option<f64>| match (a, b) {
-            (Some(a), Some(b)) if b > 0.0 => Some(ratio(a, b)),
-            _ => None,
-        };
-        ShopCpu {
-            database_server: database_server.to_string(),
-            shop_over_redis: over(per(&saturation.shop), per(&saturation.redis)),
-            shop_over_ceiling_client: over(per(&saturation.shop), per(&ceiling.client)),
-            database_over_ceiling: over(per(&saturation.database), per(&ceiling.database)),
-            saturation,
-            ceiling,
-        }
-    }
 }
 
 /// Checks every tool the run needs before anything starts.
@@ -219,7 +184,7 @@ async fn phases(
         fixed,
         fixed_persist,
     } = measured;
-    let meter = servers.start(None).await;
+    let meter = servers.start(None, !b.strategy.uses_redis()).await;
     let ceiling = ceiling_phase(b, tag, db_url, saturation.created).await;
     let unit = if b.strategy.uses_redis() {
         "call"
@@ -300,7 +265,7 @@ async fn http_phases(
         Some(w) => w.persisted().await?,
         None => 0,
     };
-    let meter = servers.start(child.pid().await).await;
+    let meter = servers.start(child.pid().await, true).await;
     let sat = wrk::run(&child.base_url, b.connections, 2, b.seconds, tag).await?;
     let sat_persist = match &watch {
         Some(w) => Some(w.phase(before, sat.created, sat.seconds).await?),
@@ -558,27 +523,7 @@ pub fn render(r: &ShopBenchResult) -> String {
         c.tool, c.per_s, c.unit, c.clients
     ));
     out.push_str(&format!("ratio shop / ceiling:     {:>9.3}\n", r.ratio));
-    let db = r.cpu.database_server.as_str();
-    out.push_str(&servers::line(
-        "saturation, until persisted",
-        &r.cpu.saturation,
-        db,
-        "wrk",
-    ));
-    out.push_str(&servers::line("ceiling", &r.cpu.ceiling, db, &c.tool));
-    let mut ratios = Vec::new();
-    if let Some(x) = r.cpu.shop_over_redis {
-        ratios.push(format!("shop / Redis {x:.2}"));
-    }
-    if let Some(x) = r.cpu.shop_over_ceiling_client {
-        ratios.push(format!("shop / {} client {x:.2}", c.tool));
-    }
-    if let Some(x) = r.cpu.database_over_ceiling {
-        ratios.push(format!("{db} per order / per ceiling op {x:.2}"));
-    }
-    if !ratios.is_empty() {
-        out.push_str(&format!("CPU ratios: {}\n", ratios.join("  ")));
-    }
+    out.push_str(&servers::render(&r.cpu, &c.tool));
     out.push_str(&format!("ceiling: {}\n", c.command));
     out.push_str(&format!("shop log: {}\n", r.shop_log));
     if r.build != "release" {

@@ -29,6 +29,9 @@ pub struct WrkResult {
     pub connections: usize,
     pub threads: usize,
     pub command: String,
+    /// wrk's own peak resident set, MiB (`VmHWM` of `/proc/<pid>/status`, sampled every
+    /// 100 ms while it runs).
+    pub peak_rss_mib: f64,
 }
 
 /// The one order script (`bench/order.lua`, also run by `bench/hot-row.sh`): one buyer and
@@ -63,16 +66,31 @@ pub async fn run(
         "--".into(),
         tag.into(),
     ];
-    let out = tokio::time::timeout(
-        Duration::from_secs(seconds + 60),
-        tokio::process::Command::new("wrk")
-            .args(&args)
-            .kill_on_drop(true)
-            .output(),
-    )
-    .await
-    .context("wrk did not finish")?
-    .context("running wrk")?;
+    let child = tokio::process::Command::new("wrk")
+        .args(&args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .context("running wrk")?;
+    let peak = child.id().map(|pid| {
+        tokio::spawn(async move {
+            let mut peak = 0.0f64;
+            while let Some(kib) = vm_hwm_kib(pid) {
+                peak = peak.max(kib);
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            peak
+        })
+    });
+    let out = tokio::time::timeout(Duration::from_secs(seconds + 60), child.wait_with_output())
+        .await
+        .context("wrk did not finish")?
+        .context("running wrk")?;
+    let peak_kib = match peak {
+        Some(task) => task.await.unwrap_or(0.0),
+        None => 0.0,
+    };
     let _ = std::fs::remove_file(&script);
     let text = String::from_utf8_lossy(&out.stdout);
     if !out.status.success() {
@@ -86,7 +104,21 @@ pub async fn run(
     r.connections = connections;
     r.threads = threads;
     r.command = format!("wrk {}", args.join(" "));
+    r.peak_rss_mib = (peak_kib / 1024.0 * 10.0).round() / 10.0;
     Ok(r)
+}
+
+/// `VmHWM` of a live process, KiB (`None` once it is gone or a zombie).
+fn vm_hwm_kib(pid: u32) -> Option<f64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()
 }
 
 /// A wrk duration (`812.00us`, `3.41ms`, `1.20s`, `2.00m`) in milliseconds.
