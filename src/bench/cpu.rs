@@ -51,8 +51,7 @@ fn parse_stat(text: &str) -> Option<(u32, f64, f64)> {
 pub fn children_seconds() -> f64 {
     use nix::sys::resource::{getrusage, UsageWho};
     let tv = |t: nix::sys::time::TimeVal| t.tv_sec() as f64 + t.tv_usec() as f64 / 1e6;
-    getrusage(UsageWho::RUSAGE_CHILDREN)
-        .map_or(0.0, |u| tv(u.user_time()) + tv(u.system_time()))
+    getrusage(UsageWho::RUSAGE_CHILDREN).map_or(0.0, |u| tv(u.user_time()) + tv(u.system_time()))
 }
 
 /// Every process whose parent is `root`.
@@ -287,11 +286,20 @@ pub async fn backends_now(pool: &sqlx::PgPool, database: &str) -> HashMap<u32, f
 
 /// This process's peak resident set since the last [`reset_peak_rss`], MiB (`VmHWM`).
 pub fn peak_rss_mib() -> f64 {
+    status_mib("VmHWM:")
+}
+
+/// This process's resident set now, MiB (`VmRSS`).
+pub fn rss_mib() -> f64 {
+    status_mib("VmRSS:")
+}
+
+fn status_mib(field: &str) -> f64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {
             s.lines()
-                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .find_map(|l| l.strip_prefix(field))
                 .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
         })
         .map_or(0.0, |kb| (kb / 1024.0 * 10.0).round() / 10.0)

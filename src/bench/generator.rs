@@ -58,6 +58,9 @@ pub struct ClientRun {
     pub send_lag_source: String,
     /// Peak resident set during its phase, MiB.
     pub peak_rss_mib: f64,
+    /// Resident set when its phase began, MiB (ours and goose share this process, and the
+    /// allocator keeps what an earlier phase freed).
+    pub rss_at_start_mib: f64,
     pub rss_source: String,
     /// The endpoint's CPU per request during the phase (its thread).
     pub endpoint_us_per_request: f64,
@@ -193,7 +196,8 @@ pub async fn generator(b: &GeneratorBench) -> anyhow::Result<GeneratorBenchResul
 
 const OWN_CPU: &str =
     "getrusage(RUSAGE_SELF) of this process less the endpoint thread's /proc/self/task/<tid>/stat";
-const OWN_RSS: &str = "VmHWM of this process (reset through /proc/self/clear_refs before the phase; \
+const OWN_RSS: &str =
+    "VmHWM of this process (reset through /proc/self/clear_refs before the phase; \
                        the endpoint's few MiB included)";
 
 /// Our generator firing a real plan at the endpoint.
@@ -218,6 +222,7 @@ abandon = 1.0
     ))
     .map_err(|p| anyhow::anyhow!("the bench's own scenario: {p}"))?;
     cpu::reset_peak_rss();
+    let rss_at_start_mib = cpu::rss_mib();
     let plan = Arc::new(schedule::build(&s));
     let target = Arc::new(Target::new(&e.base_url, Mapping::default(), Sale::of(&s)));
     let sending = attack::Sending::of(&s.client);
@@ -248,6 +253,7 @@ abandon = 1.0
         send_lag_p99_ms: q(0.99),
         send_lag_source: "the recorder's send lag of the orders (intended → actual send)".into(),
         peak_rss_mib: cpu::peak_rss_mib(),
+        rss_at_start_mib,
         rss_source: OWN_RSS.into(),
         endpoint_us_per_request: per_us(ep, requests),
     })
@@ -259,9 +265,8 @@ async fn goose_loop(b: &GeneratorBench, e: &Endpoint) -> anyhow::Result<ClientRu
     let order: TransactionFunction = Arc::new(|user| {
         Box::pin(async move {
             let n = NEXT.fetch_add(1, Ordering::Relaxed);
-            let body = format!(
-                r#"{{"item_id":1,"qty":1,"user_id":"u-g-{n}","device_id":"d-g-{n}"}}"#
-            );
+            let body =
+                format!(r#"{{"item_id":1,"qty":1,"user_id":"u-g-{n}","device_id":"d-g-{n}"}}"#);
             let rb = user
                 .get_request_builder(&GooseMethod::Post, "/api/orders")?
                 .header("content-type", "application/json")
@@ -286,6 +291,7 @@ async fn goose_loop(b: &GeneratorBench, e: &Endpoint) -> anyhow::Result<ClientRu
     config.no_error_summary = true;
     config.quiet = 1;
     cpu::reset_peak_rss();
+    let rss_at_start_mib = cpu::rss_mib();
     let (own0, ep0, t0) = (attack::cpu_seconds(), e.cpu(), Instant::now());
     let metrics = GooseAttack::initialize_with_config(config)?
         .register_scenario(
@@ -320,6 +326,7 @@ async fn goose_loop(b: &GeneratorBench, e: &Endpoint) -> anyhow::Result<ClientRu
                           arrives, with no intended send time"
             .into(),
         peak_rss_mib: cpu::peak_rss_mib(),
+        rss_at_start_mib,
         rss_source: OWN_RSS.into(),
         endpoint_us_per_request: per_us(ep, requests),
     })
@@ -349,6 +356,7 @@ async fn wrk_run(b: &GeneratorBench, e: &Endpoint) -> anyhow::Result<ClientRun> 
                           answer arrived)"
             .into(),
         peak_rss_mib: r.peak_rss_mib,
+        rss_at_start_mib: 0.0,
         rss_source: "VmHWM of wrk's /proc/<pid>/status, sampled every 100 ms".into(),
         endpoint_us_per_request: per_us(ep, r.requests),
     })
@@ -375,13 +383,14 @@ pub fn render(r: &GeneratorBenchResult) -> String {
             _ => "send lag n/a (closed loop)".into(),
         };
         out.push_str(&format!(
-            "{:<6} {:>8} requests {:>8.0}/s  CPU {:>6.1} µs/request  {lag}  peak RSS {:.1} MiB  \
-             (endpoint {:.1} µs/request)\n",
+            "{:<6} {:>8} requests {:>8.0}/s  CPU {:>6.1} µs/request  {lag}  peak RSS {:.1} MiB \
+             (from {:.1})  (endpoint {:.1} µs/request)\n",
             c.client,
             c.requests,
             c.requests_per_s,
             c.cpu.us_per_op,
             c.peak_rss_mib,
+            c.rss_at_start_mib,
             c.endpoint_us_per_request
         ));
     }

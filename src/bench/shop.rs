@@ -2,8 +2,8 @@
 //! strategy's ceiling, in the same run.
 //!
 //! The shop runs as a child process (the runner's [`ChildShop`]) on a database and a Redis
-//! prefix of its own, with 1,000,000 units (nothing sells out), a pool of 64, no simulated
-//! work and every gateway limit off. Phases, one after the other so they never share the CPU:
+//! prefix of its own, with 1,000,000 units (nothing sells out), a pool of `--pool-size` (64;
+//! the SQL ceiling gets as many clients), no simulated work and every gateway limit off. Phases, one after the other so they never share the CPU:
 //! 1. `wrk` at saturation ([`super::wrk`]);
 //! 2. with `--rate`, the fixed-rate client ([`super::rate`]) at that rate (or a share of the
 //!    saturation rate just measured);
@@ -16,8 +16,8 @@
 
 use super::ceiling::{self, Ceiling};
 use super::rate::{self, RateResult, RateSpec};
-use super::servers::{self, Ops, PhaseCpu, Servers, ShopCpu};
 use super::redis::{bench_item, evalsha};
+use super::servers::{self, Ops, PhaseCpu, Servers, ShopCpu};
 use super::wrk::{self, WrkResult};
 use super::{host_port, ratio, require_tool};
 use crate::inventory::redis_lua::keys::delete_prefix;
@@ -52,6 +52,8 @@ pub struct ShopBench {
     pub consumers: u32,
     /// redis-buckets: buckets per sale (`--buckets`).
     pub buckets: u32,
+    /// The shop's database pool, and the SQL ceiling's clients (`--pool-size`).
+    pub pool_size: u32,
 }
 
 /// Persistence of one phase (redis-lua).
@@ -78,6 +80,8 @@ pub struct ShopBenchResult {
     pub seconds: u64,
     pub connections: usize,
     pub stock: i64,
+    /// The shop's database pool and the SQL ceiling's clients.
+    pub pool_size: u32,
     /// `release` or `debug`: the shop's build.
     pub build: String,
     pub cores: usize,
@@ -110,7 +114,7 @@ pub fn check_tools(strategy: Strategy, backend: Backend) -> anyhow::Result<()> {
 
 fn knobs(b: &ShopBench) -> ShopKnobs {
     ShopKnobs {
-        pool_size: 64,
+        pool_size: b.pool_size,
         consumers: b.consumers,
         buckets: b.buckets,
         work_ms: 0,
@@ -211,6 +215,7 @@ async fn phases(
         seconds: b.seconds,
         connections: b.connections,
         stock: b.stock,
+        pool_size: b.pool_size,
         // The shop is this very binary.
         build: if cfg!(debug_assertions) {
             "debug".into()
@@ -274,7 +279,10 @@ async fn http_phases(
     // The database's divisor: the orders it persisted (redis strategies, counted once the
     // stream drained) or took itself.
     let (db_ops, db_unit) = match &watch {
-        Some(w) => (w.persisted().await?.saturating_sub(before), "persisted order"),
+        Some(w) => (
+            w.persisted().await?.saturating_sub(before),
+            "persisted order",
+        ),
         None => (sat.created, "order"),
     };
     let sat_cpu = meter
@@ -450,12 +458,16 @@ async fn ceiling_phase(
         });
     }
     let statements = ceiling::statements(b.strategy, b.backend)?;
+    // As many clients as the shop has connections: the same contention on the row.
+    let sql_clients = b.pool_size as usize;
     ceiling::prepare_hot_row(db_url).await?;
     match b.backend {
-        Backend::Postgres => ceiling::pgbench(db_url, &statements, CLIENTS, b.seconds, tag).await,
+        Backend::Postgres => {
+            ceiling::pgbench(db_url, &statements, sql_clients, b.seconds, tag).await
+        }
         Backend::Mysql => {
             let per_client = (b.seconds as usize * 40).max(10);
-            ceiling::mysqlslap(db_url, &statements, CLIENTS, per_client).await
+            ceiling::mysqlslap(db_url, &statements, sql_clients, per_client).await
         }
     }
 }

@@ -88,6 +88,10 @@ pub struct BenchShopArgs {
     /// redis-buckets: buckets (hash slots) the sale's stock is split over (its `--buckets`).
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=64))]
     pub buckets: u32,
+    /// The shop's database pool, and the SQL ceiling's clients (pgbench -c, mysqlslap
+    /// --concurrency): the hot row's contention on both sides.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=500))]
+    pub pool_size: u32,
     /// Also write the result as JSON to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -161,6 +165,7 @@ pub(super) async fn bench(what: BenchCommand) -> anyhow::Result<i32> {
                 shop_exe: std::env::current_exe().context("locating the oversell binary")?,
                 consumers: args.consumers,
                 buckets: args.buckets,
+                pool_size: args.pool_size,
             })
             .await?;
             print!("{}", crate::bench::shop::render(&r));
