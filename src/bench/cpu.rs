@@ -211,10 +211,15 @@ impl Started {
     }
 }
 
+/// The backends of one database but the one asking (the sampling connection itself).
+const BACKENDS: &str =
+    "SELECT pid FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()";
+
 /// The CPU of one database's PostgreSQL backends (`pg_stat_activity.datname`), sampled every
-/// 100 ms from `/proc/<pid>/stat` while they live: a backend's last sample before it exits is
-/// its figure, so each backend that exits during the phase loses at most its last 100 ms. No
-/// WAL writer, checkpointer or other database: the bench's own share of a shared server.
+/// 100 ms from `/proc/<pid>/stat` while they live (not the sampling connection itself): a
+/// backend's last sample before it exits is its figure, so each backend that exits during the
+/// phase loses at most its last 100 ms (and its fork and exit are not counted: a lower bound).
+/// No WAL writer, checkpointer or other database: the bench's own share of a shared server.
 pub struct Backends {
     seen: Arc<Mutex<HashMap<u32, (f64, f64)>>>,
     task: tokio::task::JoinHandle<()>,
@@ -227,12 +232,11 @@ impl Backends {
         let s = seen.clone();
         let task = tokio::spawn(async move {
             loop {
-                let pids: Vec<i32> =
-                    sqlx::query_scalar("SELECT pid FROM pg_stat_activity WHERE datname = $1")
-                        .bind(&database)
-                        .fetch_all(&pool)
-                        .await
-                        .unwrap_or_default();
+                let pids: Vec<i32> = sqlx::query_scalar(BACKENDS)
+                    .bind(&database)
+                    .fetch_all(&pool)
+                    .await
+                    .unwrap_or_default();
                 {
                     let mut seen = s.lock().unwrap_or_else(|e| e.into_inner());
                     for pid in pids.into_iter().filter_map(|p| u32::try_from(p).ok()) {
@@ -273,11 +277,13 @@ impl Backends {
 
 /// The CPU so far of each backend of `database` now (the base of a [`Backends`] watch).
 pub async fn backends_now(pool: &sqlx::PgPool, database: &str) -> HashMap<u32, f64> {
-    let pids: Vec<i32> = sqlx::query_scalar("SELECT pid FROM pg_stat_activity WHERE datname = $1")
-        .bind(database)
-        .fetch_all(pool)
-        .await
-        .unwrap_or_default();
+    let pids: Vec<i32> = sqlx::query_scalar(
+        "SELECT pid FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()",
+    )
+    .bind(database)
+    .fetch_all(pool)
+    .await
+    .unwrap_or_default();
     pids.into_iter()
         .filter_map(|p| u32::try_from(p).ok())
         .filter_map(|pid| proc_stat(pid).map(|(_, t, _)| (pid, t)))
