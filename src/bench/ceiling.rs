@@ -25,6 +25,9 @@ pub struct Ceiling {
     /// What one unit is: `evalsha calls` or `transactions`.
     pub unit: String,
     pub per_s: f64,
+    /// Operations the tool completed (redis-benchmark's `-n`, pgbench's "actually
+    /// processed", mysqlslap's clients × repeats): the divisor of its CPU per operation.
+    pub operations: u64,
     pub clients: usize,
     /// The statements, one per line (SQL ceilings).
     pub script: String,
@@ -163,6 +166,8 @@ pub async fn pgbench(
         tool: "pgbench".into(),
         unit: "transactions".into(),
         per_s: per_s.round(),
+        operations: parse_pgbench_count(&text)
+            .unwrap_or_else(|| (per_s * seconds.max(1) as f64).round() as u64),
         clients,
         script: script.trim_end().to_string(),
         command: format!("pgbench {shown} <database url>"),
@@ -174,6 +179,17 @@ pub fn parse_pgbench(text: &str) -> Option<f64> {
     text.lines()
         .filter_map(|l| l.trim().strip_prefix("tps = "))
         .filter_map(|rest| rest.split_whitespace().next()?.parse().ok())
+        .next_back()
+}
+
+/// `number of transactions actually processed: 12345` (pgbench 15; `12345/12345` in older ones).
+pub fn parse_pgbench_count(text: &str) -> Option<u64> {
+    text.lines()
+        .filter_map(|l| {
+            l.trim()
+                .strip_prefix("number of transactions actually processed:")
+        })
+        .filter_map(|rest| rest.split(['/', ' ']).find(|w| !w.is_empty())?.parse().ok())
         .next_back()
 }
 
@@ -232,6 +248,7 @@ pub async fn mysqlslap(
         tool: "mysqlslap".into(),
         unit: "transactions".into(),
         per_s: (tx / secs.max(1e-6)).round(),
+        operations: tx as u64,
         clients,
         script: statements.join(";\n") + ";",
         command: format!(
@@ -260,6 +277,9 @@ mod tests {
     fn pgbench_and_mysqlslap_outputs_are_parsed() {
         let pg = "number of failed transactions: 0 (0.000%)\nlatency average = 50.1 ms\ntps = 1234.567 (without initial connection time)\n";
         assert_eq!(parse_pgbench(pg), Some(1234.567));
+        let count = "number of transactions actually processed: 12345\nnumber of failed";
+        assert_eq!(parse_pgbench_count(count), Some(12345));
+        assert_eq!(parse_pgbench_count("x: 1\n"), None);
         let my = "Benchmark\n\tAverage number of seconds to run all queries: 2.345 seconds\n\tMinimum number of seconds to run all queries: 2.345 seconds\n";
         assert_eq!(parse_mysqlslap(my), Some(2.345));
         assert_eq!(parse_pgbench("nothing"), None);

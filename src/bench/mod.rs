@@ -12,12 +12,20 @@
 //!   connection: wrk's per-request cost rather than reqwest's), latency from each request's
 //!   intended send time in an HdrHistogram (no coordinated omission).
 //!
+//! - [`generator`]: `bench generator`, our traffic generator with a real plan vs goose's bare
+//!   request loop vs wrk on one trivial endpoint: CPU per request, send lag, peak RSS.
+//! - [`cpu`] and [`servers`]: CPU per operation, process by process (the shop, Redis, the
+//!   database server, the client), read from the kernel's counters before and after a phase.
+//!
 //! Ratios are measurements: tests check that they are produced, never how fast anything is.
 
 pub mod ceiling;
+pub mod cpu;
+pub mod generator;
 pub mod http1;
 pub mod rate;
 pub mod redis;
+pub mod servers;
 pub mod shop;
 pub mod wrk;
 

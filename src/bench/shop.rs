@@ -2,8 +2,8 @@
 //! strategy's ceiling, in the same run.
 //!
 //! The shop runs as a child process (the runner's [`ChildShop`]) on a database and a Redis
-//! prefix of its own, with 1,000,000 units (nothing sells out), a pool of 64, no simulated
-//! work and every gateway limit off. Phases, one after the other so they never share the CPU:
+//! prefix of its own, with 1,000,000 units (nothing sells out), a pool of `--pool-size` (64;
+//! the SQL ceiling gets as many clients), no simulated work and every gateway limit off. Phases, one after the other so they never share the CPU:
 //! 1. `wrk` at saturation ([`super::wrk`]);
 //! 2. with `--rate`, the fixed-rate client ([`super::rate`]) at that rate (or a share of the
 //!    saturation rate just measured);
@@ -17,6 +17,7 @@
 use super::ceiling::{self, Ceiling};
 use super::rate::{self, RateResult, RateSpec};
 use super::redis::{bench_item, evalsha};
+use super::servers::{self, Ops, PhaseCpu, Servers, ShopCpu};
 use super::wrk::{self, WrkResult};
 use super::{host_port, ratio, require_tool};
 use crate::inventory::redis_lua::keys::delete_prefix;
@@ -51,6 +52,8 @@ pub struct ShopBench {
     pub consumers: u32,
     /// redis-buckets: buckets per sale (`--buckets`).
     pub buckets: u32,
+    /// The shop's database pool, and the SQL ceiling's clients (`--pool-size`).
+    pub pool_size: u32,
 }
 
 /// Persistence of one phase (redis-lua).
@@ -77,6 +80,8 @@ pub struct ShopBenchResult {
     pub seconds: u64,
     pub connections: usize,
     pub stock: i64,
+    /// The shop's database pool and the SQL ceiling's clients.
+    pub pool_size: u32,
     /// `release` or `debug`: the shop's build.
     pub build: String,
     pub cores: usize,
@@ -89,6 +94,8 @@ pub struct ShopBenchResult {
     pub ceiling: Ceiling,
     /// Saturation orders/s over the ceiling's rate.
     pub ratio: f64,
+    /// CPU per order of every process at saturation, and per operation of the ceiling.
+    pub cpu: ShopCpu,
     pub shop_log: String,
 }
 
@@ -105,7 +112,7 @@ pub fn check_tools(strategy: Strategy, backend: Backend) -> anyhow::Result<()> {
 
 fn knobs(b: &ShopBench) -> ShopKnobs {
     ShopKnobs {
-        pool_size: 64,
+        pool_size: b.pool_size,
         consumers: b.consumers,
         buckets: b.buckets,
         work_ms: 0,
@@ -162,16 +169,51 @@ async fn phases(
     )
     .await?;
     let http = reqwest::Client::new();
-    let measured = http_phases(b, tag, db_url, prefix, &child, &http).await;
+    let servers = Servers::find(b.strategy.uses_redis(), &b.redis_url, b.backend, db_url).await;
+    let measured = http_phases(b, tag, db_url, prefix, &child, &http, &servers).await;
     child.stop().await;
-    let (saturation, sat_persist, fixed, fixed_persist) = measured?;
-    let ceiling = ceiling_phase(b, tag, db_url, saturation.created).await?;
+    let measured = match measured {
+        Ok(m) => m,
+        Err(e) => {
+            servers.close().await;
+            return Err(e);
+        }
+    };
+    let HttpPhases {
+        saturation,
+        sat_persist,
+        sat_cpu,
+        fixed,
+        fixed_persist,
+    } = measured;
+    let meter = servers.start(None, !b.strategy.uses_redis()).await;
+    let ceiling = ceiling_phase(b, tag, db_url, saturation.created).await;
+    let unit = if b.strategy.uses_redis() {
+        "call"
+    } else {
+        "transaction"
+    };
+    let ops = ceiling.as_ref().map_or(0, |c| c.operations);
+    let ceiling_cpu = meter
+        .done(&Ops {
+            ops,
+            unit,
+            db_ops: ops,
+            db_unit: unit,
+            client_ops: ops,
+            client_unit: unit,
+        })
+        .await;
+    let database_server = servers.database_kind;
+    servers.close().await;
+    let ceiling = ceiling?;
     Ok(ShopBenchResult {
         strategy: b.strategy.to_string(),
         backend: (!b.strategy.uses_redis()).then(|| b.backend.as_str().to_string()),
         seconds: b.seconds,
         connections: b.connections,
         stock: b.stock,
+        pool_size: b.pool_size,
         // The shop is this very binary.
         build: if cfg!(debug_assertions) {
             "debug".into()
@@ -186,16 +228,19 @@ async fn phases(
         fixed_rate: fixed,
         fixed_rate_persistence: fixed_persist,
         ceiling,
+        cpu: ShopCpu::of(sat_cpu, ceiling_cpu, database_server),
         shop_log: log.display().to_string(),
     })
 }
 
-type HttpPhases = (
-    WrkResult,
-    Option<Persistence>,
-    Option<RateResult>,
-    Option<Persistence>,
-);
+/// What the HTTP phases measured.
+struct HttpPhases {
+    saturation: WrkResult,
+    sat_persist: Option<Persistence>,
+    sat_cpu: PhaseCpu,
+    fixed: Option<RateResult>,
+    fixed_persist: Option<Persistence>,
+}
 
 async fn http_phases(
     b: &ShopBench,
@@ -204,6 +249,7 @@ async fn http_phases(
     prefix: &str,
     child: &ChildShop,
     http: &reqwest::Client,
+    servers: &Servers,
 ) -> anyhow::Result<HttpPhases> {
     let setup = SaleSetup {
         stock: b.stock,
@@ -220,13 +266,39 @@ async fn http_phases(
         Some(w) => w.persisted().await?,
         None => 0,
     };
+    let meter = servers.start(child.pid().await, true).await;
     let sat = wrk::run(&child.base_url, b.connections, 2, b.seconds, tag).await?;
     let sat_persist = match &watch {
         Some(w) => Some(w.phase(before, sat.created, sat.seconds).await?),
         None => None,
     };
+    // The database's divisor: the orders it persisted (redis strategies, counted once the
+    // stream drained) or took itself.
+    let (db_ops, db_unit) = match &watch {
+        Some(w) => (
+            w.persisted().await?.saturating_sub(before),
+            "persisted order",
+        ),
+        None => (sat.created, "order"),
+    };
+    let sat_cpu = meter
+        .done(&Ops {
+            ops: sat.created,
+            unit: "order",
+            db_ops,
+            db_unit,
+            client_ops: sat.requests,
+            client_unit: "request",
+        })
+        .await;
     let Some(spec) = b.rate else {
-        return Ok((sat, sat_persist, None, None));
+        return Ok(HttpPhases {
+            saturation: sat,
+            sat_persist,
+            sat_cpu,
+            fixed: None,
+            fixed_persist: None,
+        });
     };
     let per_s = spec.per_second(sat.orders_per_s);
     let before = match &watch {
@@ -245,7 +317,13 @@ async fn http_phases(
         Some(w) => Some(w.phase(before, fixed.created, fixed.seconds).await?),
         None => None,
     };
-    Ok((sat, sat_persist, Some(fixed), fixed_persist))
+    Ok(HttpPhases {
+        saturation: sat,
+        sat_persist,
+        sat_cpu,
+        fixed: Some(fixed),
+        fixed_persist,
+    })
 }
 
 /// Reads the shop's persistence from outside: the backlog of the item's stream in Redis (of
@@ -356,6 +434,7 @@ async fn ceiling_phase(
             tool: "redis-benchmark".into(),
             unit: "evalsha calls".into(),
             per_s: e.calls_per_s,
+            operations: e.calls,
             clients: CLIENTS,
             script: match kind {
                 RedisKind::Buckets => "EVALSHA lua/deduct.lua on one slot (one bucket's work: \
@@ -367,12 +446,16 @@ async fn ceiling_phase(
         });
     }
     let statements = ceiling::statements(b.strategy, b.backend)?;
+    // As many clients as the shop has connections: the same contention on the row.
+    let sql_clients = b.pool_size as usize;
     ceiling::prepare_hot_row(db_url).await?;
     match b.backend {
-        Backend::Postgres => ceiling::pgbench(db_url, &statements, CLIENTS, b.seconds, tag).await,
+        Backend::Postgres => {
+            ceiling::pgbench(db_url, &statements, sql_clients, b.seconds, tag).await
+        }
         Backend::Mysql => {
             let per_client = (b.seconds as usize * 40).max(10);
-            ceiling::mysqlslap(db_url, &statements, CLIENTS, per_client).await
+            ceiling::mysqlslap(db_url, &statements, sql_clients, per_client).await
         }
     }
 }
@@ -440,6 +523,7 @@ pub fn render(r: &ShopBenchResult) -> String {
         c.tool, c.per_s, c.unit, c.clients
     ));
     out.push_str(&format!("ratio shop / ceiling:     {:>9.3}\n", r.ratio));
+    out.push_str(&servers::render(&r.cpu, &c.tool));
     out.push_str(&format!("ceiling: {}\n", c.command));
     out.push_str(&format!("shop log: {}\n", r.shop_log));
     if r.build != "release" {

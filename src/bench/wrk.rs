@@ -1,6 +1,6 @@
-//! `wrk` against `POST /api/orders` at saturation: a Lua script gives every request its own
-//! buyer (user, device) and `Idempotency-Key`, counts the `201 Created` answers across wrk's
-//! threads, and wrk's `--latency` gives the percentiles.
+//! `wrk` against `POST /api/orders` at saturation: the one order script, `bench/order.lua`,
+//! gives every request its own buyer (user, device) and `Idempotency-Key`, counts the
+//! `201 Created` answers across wrk's threads, and wrk's `--latency` gives the percentiles.
 
 use super::require_tool;
 use anyhow::{bail, Context};
@@ -29,35 +29,14 @@ pub struct WrkResult {
     pub connections: usize,
     pub threads: usize,
     pub command: String,
+    /// wrk's own peak resident set, MiB (`VmHWM` of `/proc/<pid>/status`, sampled every
+    /// 100 ms while it runs).
+    pub peak_rss_mib: f64,
 }
 
-const SCRIPT: &str = r#"-- oversell bench shop: one buyer and one Idempotency-Key per request.
-local threads = {}
-function setup(thread)
-  thread:set("tid", #threads)
-  table.insert(threads, thread)
-end
-function init(args)
-  n = 0
-  created = 0
-  prefix = (args[1] or "b") .. "-" .. tid .. "-"
-end
-function request()
-  n = n + 1
-  local id = prefix .. n
-  local body = '{"item_id":1,"qty":1,"user_id":"u-' .. id .. '","device_id":"d-' .. id .. '"}'
-  return wrk.format("POST", "/api/orders",
-    {["Content-Type"] = "application/json", ["Idempotency-Key"] = "k-" .. id}, body)
-end
-function response(status, headers, body)
-  if status == 201 then created = created + 1 end
-end
-function done(summary, latency, requests)
-  local c = 0
-  for _, t in ipairs(threads) do c = c + t:get("created") end
-  io.write(string.format("oversell-created: %d\n", c))
-end
-"#;
+/// The one order script (`bench/order.lua`, also run by `bench/hot-row.sh`): one buyer and
+/// one `Idempotency-Key` per request, the 201s counted across wrk's threads.
+pub const SCRIPT: &str = include_str!("../../bench/order.lua");
 
 /// Runs `wrk` for `seconds` with `connections` connections on `threads` threads.
 pub async fn run(
@@ -87,16 +66,31 @@ pub async fn run(
         "--".into(),
         tag.into(),
     ];
-    let out = tokio::time::timeout(
-        Duration::from_secs(seconds + 60),
-        tokio::process::Command::new("wrk")
-            .args(&args)
-            .kill_on_drop(true)
-            .output(),
-    )
-    .await
-    .context("wrk did not finish")?
-    .context("running wrk")?;
+    let child = tokio::process::Command::new("wrk")
+        .args(&args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .context("running wrk")?;
+    let peak = child.id().map(|pid| {
+        tokio::spawn(async move {
+            let mut peak = 0.0f64;
+            while let Some(kib) = vm_hwm_kib(pid) {
+                peak = peak.max(kib);
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            peak
+        })
+    });
+    let out = tokio::time::timeout(Duration::from_secs(seconds + 60), child.wait_with_output())
+        .await
+        .context("wrk did not finish")?
+        .context("running wrk")?;
+    let peak_kib = match peak {
+        Some(task) => task.await.unwrap_or(0.0),
+        None => 0.0,
+    };
     let _ = std::fs::remove_file(&script);
     let text = String::from_utf8_lossy(&out.stdout);
     if !out.status.success() {
@@ -110,7 +104,21 @@ pub async fn run(
     r.connections = connections;
     r.threads = threads;
     r.command = format!("wrk {}", args.join(" "));
+    r.peak_rss_mib = (peak_kib / 1024.0 * 10.0).round() / 10.0;
     Ok(r)
+}
+
+/// `VmHWM` of a live process, KiB (`None` once it is gone or a zombie).
+fn vm_hwm_kib(pid: u32) -> Option<f64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()
 }
 
 /// A wrk duration (`812.00us`, `3.41ms`, `1.20s`, `2.00m`) in milliseconds.

@@ -30,6 +30,31 @@ pub enum BenchCommand {
     /// The reference shop end to end over HTTP (wrk, and a fixed rate) vs the strategy's
     /// ceiling (redis-benchmark, pgbench or mysqlslap), in the same run.
     Shop(BenchShopArgs),
+    /// What sending costs: our generator with a real plan vs goose's bare request loop vs
+    /// wrk, one trivial endpoint, in the same run (CPU per request, send lag, peak RSS).
+    Generator(BenchGeneratorArgs),
+}
+
+/// `oversell bench generator`.
+#[derive(Debug, Args, Clone)]
+pub struct BenchGeneratorArgs {
+    /// How long each client's phase runs (our plan's window, goose's and wrk's run): 5s, 1m.
+    #[arg(short, long, value_name = "DURATION", default_value = "5s",
+          value_parser = super::values::duration)]
+    pub duration: std::time::Duration,
+    /// The old spelling of --duration, in whole seconds.
+    #[arg(long, value_name = "S", hide = true, conflicts_with = "duration")]
+    pub seconds: Option<u64>,
+    /// Our plan's arrivals per second (buyers = rate × duration).
+    #[arg(long, default_value_t = 5_000)]
+    pub rate: u64,
+    /// goose's users and wrk's connections.
+    #[arg(short, long, alias = "connections", default_value_t = 64)]
+    pub concurrency: usize,
+    /// Print the result as one JSON document on stdout (the table goes to stderr); `--json FILE`
+    /// writes it to FILE instead, the table staying on stdout.
+    #[arg(long, value_name = "FILE", num_args = 0..=1)]
+    pub json: Option<Option<PathBuf>>,
 }
 
 /// `oversell bench redis`.
@@ -83,6 +108,10 @@ pub struct BenchShopArgs {
     /// redis-buckets: buckets (hash slots) the sale's stock is split over (its `--buckets`).
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=64))]
     pub buckets: u32,
+    /// The shop's database pool, and the SQL ceiling's clients (pgbench -c, mysqlslap
+    /// --concurrency): the hot row's contention on both sides.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=500))]
+    pub pool_size: u32,
     /// Print the result as one JSON document on stdout (the table goes to stderr). The older
     /// `--json FILE` writes it to FILE instead, the table staying on stdout.
     #[arg(long, value_name = "FILE", num_args = 0..=1)]
@@ -114,6 +143,25 @@ pub(super) async fn bench(what: BenchCommand) -> anyhow::Result<i32> {
             println!("baseline: {}", r.baseline_command);
             Ok(0)
         }
+        BenchCommand::Generator(args) => {
+            let seconds = whole_seconds("--duration", args.seconds, args.duration)?;
+            for (flag, v) in [
+                ("--rate", args.rate),
+                ("--concurrency", args.concurrency as u64),
+            ] {
+                if v == 0 {
+                    anyhow::bail!("{flag} must be at least 1 (got 0)");
+                }
+            }
+            let r = crate::bench::generator::generator(&crate::bench::generator::GeneratorBench {
+                seconds,
+                rate: args.rate,
+                connections: args.concurrency,
+            })
+            .await?;
+            emit(&args.json, &crate::bench::generator::render(&r), &r)?;
+            Ok(0)
+        }
         BenchCommand::Shop(args) => {
             let (backend, database_url) = args.conn.database_for(args.backend)?;
             let seconds = whole_seconds("--duration", args.seconds, args.duration)?;
@@ -135,22 +183,10 @@ pub(super) async fn bench(what: BenchCommand) -> anyhow::Result<i32> {
                 shop_exe: std::env::current_exe().context("locating the oversell binary")?,
                 consumers: args.consumers,
                 buckets: args.buckets,
+                pool_size: args.pool_size,
             })
             .await?;
-            let text = crate::bench::shop::render(&r);
-            match args.json {
-                None => print!("{text}"),
-                Some(None) => {
-                    eprint!("{text}");
-                    println!("{}", serde_json::to_string_pretty(&r)?);
-                }
-                Some(Some(path)) => {
-                    print!("{text}");
-                    std::fs::write(&path, serde_json::to_string_pretty(&r)? + "\n")
-                        .with_context(|| format!("writing {}", path.display()))?;
-                    println!("json: {}", path.display());
-                }
-            }
+            emit(&args.json, &crate::bench::shop::render(&r), &r)?;
             Ok(0)
         }
     }
@@ -176,4 +212,27 @@ fn whole_seconds(
     };
     anyhow::ensure!(secs >= 1, "{flag} must be at least 1s (got {secs}s)");
     Ok(secs)
+}
+
+/// `--json`: the table on stdout, or the table on stderr and the JSON on stdout (`--json`), or the
+/// JSON written to FILE (`--json FILE`).
+fn emit(
+    json: &Option<Option<PathBuf>>,
+    text: &str,
+    r: &impl serde::Serialize,
+) -> anyhow::Result<()> {
+    match json {
+        None => print!("{text}"),
+        Some(None) => {
+            eprint!("{text}");
+            println!("{}", serde_json::to_string_pretty(r)?);
+        }
+        Some(Some(path)) => {
+            print!("{text}");
+            std::fs::write(path, serde_json::to_string_pretty(r)? + "\n")
+                .with_context(|| format!("writing {}", path.display()))?;
+            println!("json: {}", path.display());
+        }
+    }
+    Ok(())
 }

@@ -1,6 +1,7 @@
-//! `oversell bench shop` end to end on a tiny duration: both rates and their ratio come out
-//! (never how fast: speed is for the benchmark itself, see docs/src/performance/overview.md), and a missing
-//! tool is a clear error naming its Debian package.
+//! `oversell bench shop` and `bench generator` end to end on a tiny duration: both rates and
+//! their ratio come out, and every CPU-per-operation figure with its source (never how fast:
+//! speed is for the benchmark itself, see docs/src/performance/overview.md), and a missing tool is a clear
+//! error naming its Debian package.
 
 use crate::helpers::*;
 use serde_json::Value;
@@ -42,7 +43,38 @@ async fn bench_shop(strategy: &str, database_url: &str, extra: &[&str]) -> Value
     // The ratio is the two rates' quotient, whatever they are.
     let expect = sat["orders_per_s"].as_f64().unwrap() / v["ceiling"]["per_s"].as_f64().unwrap();
     assert!((v["ratio"].as_f64().unwrap() - expect).abs() < 0.001, "{v}");
+    // CPU per order of the shop and the client, and per operation of the ceiling's client,
+    // each with how it was read (their values are the benchmark's business).
+    let cpu = &v["cpu"];
+    cpu_figure(&cpu["saturation"]["shop"], "order", "/proc/", &v);
+    cpu_figure(
+        &cpu["saturation"]["client"],
+        "request",
+        "RUSAGE_CHILDREN",
+        &v,
+    );
+    cpu_figure(&cpu["ceiling"]["client"], "", "RUSAGE_CHILDREN", &v);
+    assert!(cpu["ceiling"]["shop"].is_null(), "the shop is stopped: {v}");
+    assert!(cpu["shop_over_ceiling_client"].as_f64().is_some(), "{v}");
+    assert!(
+        run.stdout.contains("CPU per op, saturation"),
+        "{}",
+        run.both()
+    );
     v
+}
+
+/// One CPU figure: its unit, its source, and µs per operation = CPU ms × 1000 / operations.
+fn cpu_figure(c: &Value, unit: &str, source: &str, v: &Value) {
+    assert!(c.is_object(), "no CPU figure: {v}");
+    assert!(c["unit"].as_str().unwrap().contains(unit), "{c}");
+    assert!(c["source"].as_str().unwrap().contains(source), "{c}");
+    let (ms, ops) = (c["cpu_ms"].as_f64().unwrap(), c["ops"].as_u64().unwrap());
+    assert!(ops > 0, "{c}");
+    // Both are rounded to a tenth (of a ms, of a µs): the product is exact to their errors.
+    let us = c["us_per_op"].as_f64().unwrap();
+    let slack = 0.05 + 0.05 * ops as f64 / 1000.0;
+    assert!((us * ops as f64 / 1000.0 - ms).abs() <= slack, "{c}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -54,6 +86,16 @@ async fn bench_shop_redis_lua_measures_both_rates_persistence_and_a_fixed_rate()
     )
     .await;
     assert_eq!(v["ceiling"]["tool"], "redis-benchmark", "{v}");
+    // Redis per order and per ceiling call, the database per persisted order.
+    cpu_figure(&v["cpu"]["saturation"]["redis"], "order", "INFO cpu", &v);
+    cpu_figure(&v["cpu"]["ceiling"]["redis"], "call", "INFO cpu", &v);
+    cpu_figure(
+        &v["cpu"]["saturation"]["database"],
+        "persisted order",
+        "cutime",
+        &v,
+    );
+    assert!(v["cpu"]["shop_over_redis"].as_f64().is_some(), "{v}");
     let p = &v["saturation_persistence"];
     assert!(p["purchases_per_s"].as_f64().unwrap() > 0.0, "{v}");
     assert_eq!(p["drained"], true, "{v}");
@@ -86,6 +128,29 @@ async fn bench_shop_redis_buckets_watches_every_bucket_stream() {
 async fn bench_shop_for_update_on_postgres_is_measured_against_pgbench() {
     let v = bench_shop("for-update", &format!("{}/postgres", pg_base()), &[]).await;
     assert_eq!(v["ceiling"]["tool"], "pgbench", "{v}");
+    // The whole server (reaped backends included) and the bench database's own backends,
+    // per order and per pgbench transaction; no Redis for a SQL strategy.
+    let cpu = &v["cpu"];
+    cpu_figure(&cpu["saturation"]["database"], "order", "cutime", &v);
+    cpu_figure(
+        &cpu["saturation"]["database_backends"],
+        "order",
+        "pg_stat_activity",
+        &v,
+    );
+    cpu_figure(&cpu["ceiling"]["database"], "transaction", "cutime", &v);
+    cpu_figure(
+        &cpu["ceiling"]["database_backends"],
+        "transaction",
+        "pg_stat_activity",
+        &v,
+    );
+    assert!(cpu["saturation"]["redis"].is_null(), "{v}");
+    assert_eq!(
+        cpu["ceiling"]["client"]["ops"].as_u64(),
+        v["ceiling"]["operations"].as_u64(),
+        "{v}"
+    );
     assert_eq!(v["backend"], "postgres", "{v}");
     assert!(v["fixed_rate"].is_null(), "{v}");
     assert!(v["saturation_persistence"].is_null(), "{v}");
@@ -95,7 +160,69 @@ async fn bench_shop_for_update_on_postgres_is_measured_against_pgbench() {
 async fn bench_shop_for_update_on_mysql_is_measured_against_mysqlslap() {
     let v = bench_shop("for-update", &format!("{}/mysql", mysql_base()), &[]).await;
     assert_eq!(v["ceiling"]["tool"], "mysqlslap", "{v}");
+    assert!(v["cpu"]["saturation"]["database_backends"].is_null(), "{v}");
     assert_eq!(v["backend"], "mysql", "{v}");
+}
+
+/// `bench generator` at a tiny scale: the three clients on one endpoint, each with its CPU per
+/// request and where it came from, ours with its send lag, and the ratios between them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bench_generator_compares_ours_goose_and_wrk_on_one_endpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("gen.json");
+    let json_arg = json.display().to_string();
+    let run = oversell_cli(
+        &[
+            "bench",
+            "generator",
+            "--seconds",
+            "1",
+            "--rate",
+            "200",
+            "--connections",
+            "4",
+            "--json",
+            &json_arg,
+        ],
+        &[],
+    )
+    .await;
+    assert_eq!(run.code, 0, "{}", run.both());
+    assert!(run.stdout.contains("ours / goose"), "{}", run.both());
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    for (client, source) in [
+        ("ours", "RUSAGE_SELF"),
+        ("goose", "RUSAGE_SELF"),
+        ("wrk", "RUSAGE_CHILDREN"),
+    ] {
+        let c = &v[client];
+        assert!(c["requests"].as_u64().unwrap() > 0, "{client}: {v}");
+        cpu_figure(&c["cpu"], "request", source, &v);
+        assert!(c["peak_rss_mib"].as_f64().unwrap() > 0.0, "{client}: {v}");
+        assert!(!c["rss_source"].as_str().unwrap().is_empty(), "{v}");
+    }
+    // Our plan: 200 buyers over 1 s, each one order; the closed loops have no send lag.
+    assert_eq!(v["ours"]["requests"], 200, "{v}");
+    assert!(v["ours"]["send_lag_p99_ms"].as_f64().is_some(), "{v}");
+    assert!(v["goose"]["send_lag_p99_ms"].is_null(), "{v}");
+    assert!(v["wrk"]["send_lag_p99_ms"].is_null(), "{v}");
+    let per = |c: &str| v[c]["cpu"]["us_per_op"].as_f64().unwrap();
+    let expect = (per("ours") / per("goose") * 1000.0).round() / 1000.0;
+    assert!(
+        (v["ours_over_goose"].as_f64().unwrap() - expect).abs() < 0.002,
+        "{v}"
+    );
+}
+
+#[tokio::test]
+async fn bench_generator_refuses_a_zero_rate() {
+    let run = oversell_cli(&["bench", "generator", "--rate", "0"], &[]).await;
+    assert_eq!(run.code, 2, "{}", run.both());
+    assert!(
+        run.stderr.contains("--rate must be at least 1"),
+        "{}",
+        run.both()
+    );
 }
 
 #[tokio::test]
