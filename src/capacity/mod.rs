@@ -7,12 +7,14 @@
 //! - `slo`: the objective, judged from each probe's own report ([`slo::Objective`]).
 //! - `report`: `report.json` (`oversell.capacity/v1`), `report.md`, `report.html`, the
 //!   terminal table; `charts`: p99, error rate and sold-out time against the offered rate.
+//! - `gate`: `gate --threshold capacity_rps=R`: one run at R, held to the rest of the objective.
 //!
 //! Every probe is a real run (`runner::execute`) on a fresh sale: the reference shop started
 //! for it, or the target set up again by its mapping's set-up requests. Its whole report is
 //! kept under `probes/`.
 
 pub mod charts;
+pub mod gate;
 pub mod report;
 pub mod search;
 pub mod slo;

@@ -449,3 +449,77 @@ async fn sweep_over_pool_size_writes_one_run_per_value_and_a_chart() {
         .contains("<svg"));
     assert!(run.stdout.contains("pool-size"), "{}", run.both());
 }
+
+#[tokio::test]
+async fn gate_requires_a_capacity_by_holding_the_objective_at_that_rate() {
+    // Arrange: the slow for-update over 2 s: 20 buyers/s is about all its locked work allows.
+    let tmp = tempfile::tempdir().unwrap();
+    let scenario = write(
+        tmp.path(),
+        "slow.toml",
+        &SLOW
+            .replace("count = 100", "count = 10")
+            .replace("window_s = 10.0", "window_s = 2.0"),
+    );
+    let gate = |rate: &'static str, out: std::path::PathBuf| {
+        let scenario = scenario.clone();
+        async move {
+            let db = fresh_db_url(Backend::Postgres);
+            let threshold = format!("capacity_rps={rate}");
+            let run = oversell_cli(
+                &[
+                    "gate",
+                    "--scenario",
+                    &scenario,
+                    "--strategy",
+                    "for-update",
+                    "--threshold",
+                    &threshold,
+                    "--max-send-lag-ms",
+                    "250",
+                    "--database-url",
+                    &db,
+                    "--redis-url",
+                    &redis_url(),
+                    "--out",
+                    out.to_str().unwrap(),
+                    "--json",
+                    "--quiet",
+                ],
+                &[],
+            )
+            .await;
+            drop_database(&db).await;
+            let summary: Value = serde_json::from_str(run.stdout.trim()).expect("--json");
+            (run, summary)
+        }
+    };
+
+    // Act
+    let (low, low_json) = gate("4", tmp.path().join("low")).await;
+    let (high, high_json) = gate("80", tmp.path().join("high")).await;
+
+    // Assert: at 4/s the objective holds; at 80/s (four times what 50 ms per order allows)
+    // p99 breaks, and so does the capacity required.
+    let check = |j: &Value| {
+        j["gate"]["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["threshold"] == "capacity_rps")
+            .cloned()
+            .expect("the capacity check")
+    };
+    assert_eq!(low.code, 0, "{}", low.both());
+    assert_eq!(check(&low_json)["status"], "passed");
+    assert_eq!(check(&low_json)["measured"].as_f64(), Some(4.0));
+    assert_eq!(low_json["runs"][0]["metrics"]["capacity_rps"], Value::Null);
+    let report = oversell::report::read(Path::new(low_json["report"].as_str().unwrap())).unwrap();
+    assert_eq!(
+        report.scenario.spec.buyers.count, 8,
+        "the scenario ran at 4 buyers/s over 2 s"
+    );
+    assert_eq!(high.code, 1, "{}", high.both());
+    assert_eq!(check(&high_json)["status"], "breached", "{high_json}");
+    assert!(high.stderr.contains(">= 80.0 buyers/s"), "{}", high.both());
+}

@@ -123,6 +123,7 @@ fn metric_panel<DB: DrawingBackend>(
         Unit::Share => ("% of order attempts", 100.0),
         Unit::Millis => ("ms", 1.0),
         Unit::OrdersPerSecond => ("orders/s", 1.0),
+        Unit::BuyersPerSecond => ("buyers/s", 1.0),
         Unit::DbRate => return db_rate_panels(area, runs, metric, title),
     };
     let value = |r: &RunData<'_>| metric.read(r.run).ok().map(|v| v * scale);
