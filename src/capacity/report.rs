@@ -111,7 +111,9 @@ fn rows(r: &CapacityReport) -> Vec<Vec<String>> {
                     super::search::Answer::Incorrect { at, .. } => {
                         format!("INCORRECT at {}/s", rate(*at))
                     }
-                    super::search::Answer::AtLeast { lo, .. } => format!("at least {}", cell(*lo)),
+                    super::search::Answer::AtLeast { lo, .. } => {
+                        format!("at least {}", cell(*lo))
+                    }
                     super::search::Answer::Below { hi } => format!("below {}", rate(*hi)),
                     super::search::Answer::Bracket { lo, .. } => rate(*lo),
                 },

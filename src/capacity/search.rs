@@ -35,8 +35,14 @@ pub enum Answer {
         budget_ran_out: bool,
     },
     /// The objective held at `lo` (when any rate held); above it only the generator's limit,
-    /// the budget or the `--max-rate` cap was found.
-    AtLeast { lo: Option<f64>, why: Limit },
+    /// the budget or the `--max-rate` cap was found (`shop_broke_at`: the lowest rate above
+    /// the generator's limit where the objective broke anyway).
+    AtLeast {
+        lo: Option<f64>,
+        why: Limit,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        shop_broke_at: Option<f64>,
+    },
     /// No rate tried held; the lowest tried was `hi`.
     Below { hi: f64 },
     /// Correctness broke at `at` (`held`: the highest rate below it where the objective held).
@@ -73,7 +79,7 @@ impl Answer {
     pub fn bracket(&self) -> (Option<f64>, Option<f64>) {
         match self {
             Answer::Bracket { lo, hi, .. } => (Some(*lo), Some(*hi)),
-            Answer::AtLeast { lo, why } => (
+            Answer::AtLeast { lo, why, .. } => (
                 *lo,
                 match why {
                     Limit::Generator { at, .. } => Some(*at),
@@ -104,7 +110,11 @@ impl Answer {
                     ""
                 }
             ),
-            Answer::AtLeast { lo, why } => {
+            Answer::AtLeast {
+                lo,
+                why,
+                shop_broke_at,
+            } => {
                 let held = lo.map_or("no rate held yet".to_string(), |v| {
                     format!("at least {}", r(v))
                 });
@@ -115,7 +125,10 @@ impl Answer {
                     Limit::MaxRate { at } => format!("--max-rate {} reached", r(*at)),
                     Limit::Budget => "the budget ran out before the objective broke".to_string(),
                 };
-                format!("{held} ({why})")
+                let broke = shop_broke_at.map_or(String::new(), |b| {
+                    format!("; the objective broke at {}", r(b))
+                });
+                format!("{held} ({why}{broke})")
             }
             Answer::Below { hi } => format!("below {} (the lowest rate tried broke)", r(*hi)),
             Answer::Incorrect { at, metric, held } => format!(
@@ -244,6 +257,7 @@ impl Search {
                 Answer::AtLeast {
                     lo: Some(lo),
                     why: Limit::Generator { at, why },
+                    shop_broke_at: self.broke,
                 }
             }
             (Some(lo), Some(hi)) => Answer::Bracket {
@@ -253,6 +267,7 @@ impl Search {
             },
             (lo, None) => Answer::AtLeast {
                 lo,
+                shop_broke_at: None,
                 why: if budget_ran_out || lo.is_none() {
                     Limit::Budget
                 } else {
@@ -266,6 +281,7 @@ impl Search {
                 Answer::AtLeast {
                     lo: None,
                     why: Limit::Generator { at, why },
+                    shop_broke_at: self.broke,
                 }
             }
             (None, Some(hi)) => Answer::Below { hi },
@@ -342,6 +358,7 @@ mod tests {
         let Answer::AtLeast {
             lo: Some(lo),
             why: Limit::Generator { at, .. },
+            ..
         } = &answer
         else {
             panic!("{answer:?}")
@@ -351,6 +368,37 @@ mod tests {
             answer.describe().starts_with("at least"),
             "{}",
             answer.describe()
+        );
+    }
+
+    #[test]
+    fn a_generator_limit_under_a_real_break_is_at_least_and_names_the_break() {
+        let mut s = Search::new(SETTINGS);
+        s.record(40.0, &Judged::Held);
+        s.record(
+            80.0,
+            &Judged::Broke {
+                metric: "error_rate".into(),
+            },
+        );
+        assert_eq!(s.next(), Some(60.0));
+        s.record(
+            60.0,
+            &Judged::GeneratorLimit {
+                why: "send lag".into(),
+            },
+        );
+        assert_eq!(s.next(), Some(50.0), "bisects below the generator's limit");
+        let a = s.answer(false);
+        assert_eq!(a.bracket(), (Some(40.0), Some(60.0)));
+        assert!(
+            matches!(a, Answer::AtLeast { shop_broke_at: Some(b), .. } if b == 80.0),
+            "{a:?}"
+        );
+        assert!(
+            a.describe().contains("the objective broke at 80.0/s"),
+            "{}",
+            a.describe()
         );
     }
 
@@ -374,7 +422,7 @@ mod tests {
         let (probed, answer) = search(f64::INFINITY, f64::INFINITY, f64::INFINITY);
         assert_eq!(probed.last(), Some(&10_000.0));
         assert!(
-            matches!(answer, Answer::AtLeast { lo: Some(l), why: Limit::MaxRate { .. } } if l == 10_000.0)
+            matches!(answer, Answer::AtLeast { lo: Some(l), why: Limit::MaxRate { .. }, .. } if l == 10_000.0)
         );
     }
 }

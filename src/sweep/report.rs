@@ -58,6 +58,9 @@ pub struct SweepPoint {
     pub metrics: BTreeMap<String, Option<f64>>,
     /// Every run's value, in run order.
     pub samples: BTreeMap<String, Vec<Option<f64>>>,
+    /// The database counter `db_qps_peak` counts (`transactions/s`, `Questions/s`, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub db_counter: Option<String>,
     pub report: String,
 }
 
@@ -100,6 +103,11 @@ impl SweepPoint {
             x: value.trim().parse().unwrap_or(index as f64),
             metrics,
             samples,
+            db_counter: report
+                .runs
+                .iter()
+                .find_map(|r| Metric::DbQpsPeak.unit_in(r))
+                .map(|u| u.counter),
             report: dir.display().to_string(),
         }
     }
@@ -131,9 +139,15 @@ fn columns() -> Vec<String> {
         .collect()
 }
 
-fn show(name: &str, v: Option<f64>) -> String {
+fn show(p: &SweepPoint, name: &str) -> String {
+    let v = p.metrics.get(name).copied().flatten();
     match (v, Metric::named(name)) {
         (None, _) => "n/a".into(),
+        (Some(v), Some(Metric::DbQpsPeak)) => format!(
+            "{} {}",
+            Metric::DbQpsPeak.number(v),
+            p.db_counter.as_deref().unwrap_or("")
+        ),
         (Some(v), Some(m)) => m.format(v),
         (Some(v), None) => format!("{v:.2} s"),
     }
@@ -147,11 +161,7 @@ fn rows(s: &SweepReport) -> (Vec<String>, Vec<Vec<String>>) {
         .iter()
         .map(|p| {
             let mut row = vec![p.value.clone()];
-            row.extend(
-                columns()
-                    .iter()
-                    .map(|c| show(c, p.metrics.get(c).copied().flatten())),
-            );
+            row.extend(columns().iter().map(|c| show(p, c)));
             row
         })
         .collect();
@@ -230,10 +240,27 @@ pub fn write(dir: &Path, s: &SweepReport) -> anyhow::Result<()> {
     for c in columns() {
         let name = format!("sweep-{c}");
         let title = format!("{c} against {}", s.knob);
+        let metric = Metric::named(&c);
+        // Shares are drawn in percent.
+        let scale = match metric.map(|m| m.spec().unit) {
+            Some(crate::metric::Unit::Share) => 100.0,
+            _ => 1.0,
+        };
+        let y_desc = match metric {
+            Some(m) if scale != 1.0 => format!("{} (%)", m.spec().label),
+            Some(m) => m.spec().label.to_string(),
+            None => "time to sell out (s)".to_string(),
+        };
         let mut points: Vec<(f64, f64)> = s
             .points
             .iter()
-            .filter_map(|p| p.metrics.get(&c).copied().flatten().map(|v| (p.x, v)))
+            .filter_map(|p| {
+                p.metrics
+                    .get(&c)
+                    .copied()
+                    .flatten()
+                    .map(|v| (p.x, v * scale))
+            })
             .collect();
         points.sort_by(|a, b| a.0.total_cmp(&b.0));
         let line = Line {
@@ -253,7 +280,7 @@ pub fn write(dir: &Path, s: &SweepReport) -> anyhow::Result<()> {
                 title: &title,
                 caption: format!("Median over each value's runs. Source: {source}."),
                 x_desc: &s.knob,
-                y_desc: &c,
+                y_desc: &y_desc,
                 log_x: false,
             },
             &[line],
