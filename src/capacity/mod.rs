@@ -284,7 +284,8 @@ impl Outcome {
                 .find(|p| p.rate_rps == hi)
                 .and_then(|p| match &p.judged {
                     Judged::Broke { metric } | Judged::Incorrect { metric } => Some(metric.clone()),
-                    Judged::GeneratorLimit { why } => Some(format!("generator: {why}")),
+                    // The reason in full is the answer's.
+                    Judged::GeneratorLimit { .. } => Some("the generator's limit".into()),
                     Judged::Held => None,
                 })
         });
