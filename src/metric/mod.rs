@@ -173,6 +173,13 @@ impl Metric {
         Metric::CapacityRps,
     ];
 
+    /// Every metric one run's report carries: all but [`Metric::CapacityRps`] (found by a
+    /// search of many runs, `oversell capacity`), the last of [`Metric::ALL`].
+    pub const RUN: &[Metric] = match Metric::ALL.split_last() {
+        Some((_, run)) => run,
+        None => &[],
+    };
+
     /// What the catalog says about this metric.
     pub fn spec(self) -> &'static Spec {
         &specs::SPECS[self as usize]
