@@ -63,11 +63,13 @@ pub fn own_rate(s: &Scenario) -> f64 {
 /// One subject of the search: a reference strategy on a backend, or the foreign target.
 #[derive(Debug, Clone)]
 pub enum Who {
+    /// A strategy of the reference shop on one backend, its shop started for every probe.
     Reference {
         cell: Cell,
         redis_url: String,
         shop_exe: PathBuf,
     },
+    /// A foreign shop, its sale set up again by its mapping before every probe.
     Foreign(Box<crate::rehearsal::Foreign>),
 }
 
