@@ -162,6 +162,12 @@ pub async fn capacity(args: CapacityArgs) -> anyhow::Result<i32> {
                  [target] (or a list of them); nothing was sent",
                 scenario_file.display()
             );
+            // No --buyers-csv here: the mapping's placeholders are the scenario's own.
+            super::plan::check_names(
+                &s,
+                &scenario_file,
+                &crate::traffic::session::Columns::default(),
+            )?;
             vec![Who::Foreign(Box::new(foreign(url, &args.oracle, &s)?))]
         }
         None => {
