@@ -13,6 +13,7 @@ use std::path::PathBuf;
 
 mod attack;
 mod bench;
+mod capacity;
 mod gate;
 mod output;
 mod plan;
@@ -22,6 +23,7 @@ mod serve;
 mod tests;
 pub mod values;
 pub use attack::AttackArgs;
+pub use capacity::{CapacityArgs, SweepArgs};
 pub use gate::GateArgs;
 pub use output::parse;
 pub use output::{summary, OutputArgs, SUMMARY_SCHEMA};
@@ -52,6 +54,11 @@ pub enum Command {
     /// Rehearse a sale against your own shop (loopback unless --allow-remote) and audit it with
     /// your oracle (--oracle-sql or --oracle-http).
     Attack(Box<AttackArgs>),
+    /// Find each strategy's capacity: the highest arrival rate at which the scenario's
+    /// objective holds (doubling, then bisection; each probe a short sale on a fresh stock).
+    Capacity(Box<CapacityArgs>),
+    /// One run per value of a shop knob or of the arrival rate; headline metrics against it.
+    Sweep(Box<SweepArgs>),
     /// Compare two reports run by run (exit 1 when a --fail-on metric got worse).
     Diff(DiffArgs),
     /// Combine the shard folders of one sale (`run --shard i/N`) into one report: check they
@@ -87,6 +94,8 @@ impl Command {
             Command::Attack(a) => Some(&a.plan.output),
             Command::Merge(a) => Some(&a.output),
             Command::Selftest(a) => Some(&a.output),
+            Command::Capacity(a) => Some(&a.output),
+            Command::Sweep(a) => Some(&a.output),
             _ => None,
         }
     }
@@ -426,6 +435,8 @@ async fn dispatch(command: Command) -> anyhow::Result<i32> {
         }
         Command::Attack(args) => attack::attack(*args).await,
         Command::Selftest(args) => selftest::selftest(*args).await,
+        Command::Capacity(args) => capacity::capacity(*args).await,
+        Command::Sweep(args) => capacity::sweep(*args).await,
         Command::Bench(args) => bench::bench(args.what).await,
         Command::Scenarios => {
             print!("{}", scenario_list());

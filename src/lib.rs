@@ -135,6 +135,11 @@
 //!   the reference shop's own code path by `--defect NAME`, a testing aid) fired with the
 //!   bundled scenario meant for it, caught or missed, and the correct strategies on the same
 //!   scenarios, which must pass (the flags in `cli/selftest.rs`).
+//! - [`capacity`]: `oversell capacity`: each strategy's highest arrival rate at which the
+//!   scenario's objective holds (`scale`: the shape kept at another rate; `search`: doubling then
+//!   bisection; `slo`: each probe judged from its own report; `report`, `charts`).
+//! - [`sweep`]: `oversell sweep --vary KNOB=v1,v2`: one run per value of a shop knob or the
+//!   arrival rate (`knobs`: which knob, which strategies have it), metrics against the knob.
 //! - [`model`]: items, orders and the order state machine.
 //! - [`services`]: the outside services and how to start one that is down (`cli` decides
 //!   which errors mean "unreachable": exit 3).
@@ -145,6 +150,7 @@
 //! clients' records → oracle → report.
 
 pub mod bench;
+pub mod capacity;
 pub mod cli;
 pub mod diff;
 pub mod gate;
@@ -166,5 +172,6 @@ pub mod services;
 pub mod shard;
 pub mod shop;
 pub mod store;
+pub mod sweep;
 pub mod telemetry;
 pub mod traffic;

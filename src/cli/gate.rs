@@ -34,7 +34,8 @@ pub struct GateArgs {
     /// lost_acks, dead_letters, duplicate_buyers, client_duplicate_buyers, not_settled,
     /// nothing_sold, undersell, error_rate, unclassified, login_failures, p99_ms, p999_ms,
     /// service_p99_ms, send_lag_p99_ms (and the other catalog names). A limit given here that
-    /// the run cannot measure is not verified.
+    /// the run cannot measure is not verified. capacity_rps=R (at least) runs the scenario at
+    /// R buyers/s, its shape kept, and passes when every other threshold holds there.
     #[arg(short = 't', long = "threshold", value_name = "NAME=VALUE", help_heading = super::values::THRESHOLDS)]
     pub thresholds: Vec<Override>,
     /// Write JUnit XML here: one test case per threshold per strategy.
@@ -139,6 +140,10 @@ pub async fn gate(args: GateArgs) -> anyhow::Result<i32> {
     {
         s.thresholds.set(l.metric.name(), l.value)?;
     }
+    let capacity = crate::capacity::gate::required(&limits);
+    if let Some(rate) = capacity {
+        s = crate::capacity::gate::at_rate(&s, rate);
+    }
     let subject = match &args.target {
         Some(url) => Subject::Foreign(Box::new(foreign(url, &args.oracle, &s)?)),
         None => {
@@ -179,7 +184,10 @@ pub async fn gate(args: GateArgs) -> anyhow::Result<i32> {
             return Err(e);
         }
     };
-    let verdict = Verdict::judge(&report, &limits, args.allow_unverified);
+    let mut verdict = Verdict::judge(&report, &limits, args.allow_unverified);
+    if let Some(rate) = capacity {
+        crate::capacity::gate::judge(&mut verdict, &report, rate);
+    }
     args.plan.output.finish(&report, &dir, Some(&verdict));
     let md = verdict.markdown(&report, &dir);
     write_file(&dir.join("gate.md"), &md)?;

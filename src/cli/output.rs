@@ -207,7 +207,7 @@ pub fn summary(report: &Report, dir: &Path, verdict: Option<&Verdict>) -> Value 
         .runs
         .iter()
         .map(|run| {
-            let metrics: serde_json::Map<String, Value> = Metric::ALL
+            let metrics: serde_json::Map<String, Value> = Metric::RUN
                 .iter()
                 .map(|m| (m.name().to_string(), m.read(run).ok().into()))
                 .collect();

@@ -153,11 +153,20 @@ pub struct Check {
 }
 
 impl Check {
-    /// `oversell <= 0`.
+    /// `<=`, or `>=` for a metric where higher is better (`capacity_rps`).
+    pub fn bound(&self) -> &'static str {
+        match self.limit.metric.spec().better {
+            crate::metric::Better::Higher => ">=",
+            crate::metric::Better::Lower => "<=",
+        }
+    }
+
+    /// `oversell <= 0`, `capacity_rps >= 500`.
     pub fn title(&self) -> String {
         format!(
-            "{} <= {}",
+            "{} {} {}",
             self.limit.metric.name(),
+            self.bound(),
             self.limit.metric.format(self.limit.value)
         )
     }
@@ -284,7 +293,8 @@ impl Verdict {
                     c.run.clone(),
                     c.limit.metric.name().to_string(),
                     format!(
-                        "<= {} ({})",
+                        "{} {} ({})",
+                        c.bound(),
                         c.limit.metric.format(c.limit.value),
                         c.limit.origin.as_str()
                     ),

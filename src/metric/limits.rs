@@ -17,6 +17,10 @@ impl Metric {
         let (ok, allowed) = match unit {
             u if u.is_count() => (value >= 0.0 && value.fract() == 0.0, "a count of 0 or more"),
             Unit::Share => ((0.0..=1.0).contains(&value), "a share between 0 and 1"),
+            Unit::BuyersPerSecond => (
+                value > 0.0 && value.is_finite(),
+                "a positive rate in buyers per second",
+            ),
             _ => (
                 value > 0.0 && value.is_finite(),
                 "a positive number of milliseconds",
@@ -215,7 +219,7 @@ mod tests {
              wrong_answers, conservation_drift, redis_drift, restock_mismatch, \
              reconcile_residual, stock_below_zero, stock_above_initial, not_settled, \
              nothing_sold, undersell, turned_away_buyers, error_rate, unclassified, \
-             login_failures, p99_ms, p999_ms, service_p99_ms, send_lag_p99_ms"
+             login_failures, p99_ms, p999_ms, service_p99_ms, send_lag_p99_ms, capacity_rps"
         );
         assert_eq!(
             Metric::limit("max_send_lag_ms", 20.0),

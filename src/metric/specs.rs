@@ -394,4 +394,15 @@ pub(super) static SPECS: &[Spec] = &[
         Better::Higher,
         None,
     ),
+    // Found by `oversell capacity`; as a threshold ("at least"), `gate` runs the scenario at
+    // that rate and the rest of its objective must hold there (`capacity::gate`).
+    spec(
+        "capacity_rps",
+        &[],
+        "capacity (highest arrival rate the objective holds at)",
+        "capacity",
+        Unit::BuyersPerSecond,
+        Better::Higher,
+        OPTIONAL,
+    ),
 ];

@@ -17,6 +17,8 @@ fn names_and_aliases_are_unique_and_the_table_is_in_enum_order() {
         assert_eq!(Metric::named(m.name()), Some(*m));
     }
     assert_eq!(Metric::named("latency_p99"), Some(Metric::P99Ms));
+    assert_eq!(Metric::RUN.len() + 1, Metric::ALL.len());
+    assert!(!Metric::RUN.contains(&Metric::CapacityRps));
 }
 
 #[test]

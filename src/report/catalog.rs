@@ -160,6 +160,12 @@ impl Metric {
                 .map(|q| q.peak)
                 .ok_or_else(|| "the database's counters were not sampled".to_string()),
             Metric::Throughput => orders(run.order_throughput_rps),
+            Metric::CapacityRps => Err(
+                "a capacity is found by `oversell capacity`, not by one run; `gate --threshold \
+                 capacity_rps=R` runs the scenario at R buyers/s and checks its other thresholds \
+                 there"
+                    .to_string(),
+            ),
         }
     }
 
@@ -242,6 +248,10 @@ impl Metric {
                 "send lag of every request (intended to actual send), oversell HdrHistogram"
             }
             Metric::DbQpsPeak => "the database server's own counters",
+            Metric::CapacityRps => {
+                "the run at the required arrival rate (the scenario's shape kept): held when \
+                 every other threshold held on it"
+            }
         }
     }
 

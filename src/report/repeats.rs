@@ -107,7 +107,7 @@ pub fn summarise(r: &Report) -> Vec<RepeatSummary> {
         .map(|(run, runs)| RepeatSummary {
             run,
             repeats: runs.len(),
-            metrics: Metric::ALL
+            metrics: Metric::RUN
                 .iter()
                 .filter_map(|m| Some((m.name().to_string(), spread(*m, &runs)?)))
                 .collect(),

@@ -6,6 +6,7 @@ mod attack_shard;
 mod bad_input;
 mod bench;
 mod buckets;
+mod capacity;
 mod charts;
 mod cli_interface;
 mod cluster;

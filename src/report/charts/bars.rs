@@ -157,6 +157,7 @@ fn axis(metric: Metric) -> (&'static str, f64) {
         Unit::Share => ("% of order attempts", 100.0),
         Unit::Millis => ("ms", 1.0),
         Unit::OrdersPerSecond => ("orders/s", 1.0),
+        Unit::BuyersPerSecond => ("buyers/s", 1.0),
         Unit::DbRate => ("per second", 1.0),
     }
 }

@@ -33,7 +33,7 @@ pub const FONT: &str = "sans-serif";
 
 static DEJAVU_SANS: &[u8] = include_bytes!("../../../assets/fonts/DejaVuSans.ttf");
 
-fn register_font() {
+pub(crate) fn register_font() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
         // The file is compiled in and known good; a failure here is a build defect.

@@ -1,0 +1,316 @@
+//! `oversell capacity` and `oversell sweep`: flags, the typed plans built from them (every bad
+//! value refused before anything is sent), the search or the sweep, and their output.
+
+use super::plan::{foreign, OracleArgs};
+use super::{load_scenario, ConnArgs, OutputArgs};
+use crate::capacity::{self, search::Settings, slo::Objective, CapacityPlan, Who};
+use crate::inventory::Strategy;
+use crate::metric::Override;
+use crate::runner::Cell;
+use crate::store::Backend;
+use crate::sweep::{self, SweepPlan, Vary};
+use anyhow::Context;
+use clap::Args;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// `oversell capacity`.
+#[derive(Debug, Args, Clone)]
+pub struct CapacityArgs {
+    /// Scenario: a TOML file or a bundled name. Its shape is kept; its arrival rate is scaled.
+    #[arg(short = 'S', long, default_value = "flash-100")]
+    pub scenario: PathBuf,
+    /// Reference-shop strategies to search, comma-separated (default: all of them).
+    #[arg(short, long, visible_alias = "strategy", value_enum, value_delimiter = ',',
+          default_values_t = Strategy::all().to_vec(), conflicts_with = "target")]
+    pub strategies: Vec<Strategy>,
+    /// Backends, comma-separated: postgres, mysql (default: inferred from --database-url).
+    #[arg(
+        short,
+        long,
+        visible_alias = "backend",
+        value_enum,
+        value_delimiter = ',',
+        conflicts_with = "target"
+    )]
+    pub backends: Vec<Backend>,
+    /// Search a foreign shop at this URL instead (its scenario's `[target]` must have set-up
+    /// requests: every probe needs a fresh sale).
+    #[arg(long)]
+    pub target: Option<String>,
+    /// The objective, replacing the scenario's `[thresholds]`: NAME=VALUE,... e.g.
+    /// p99_ms=200,error_rate=0.01,oversell=0 (the names `gate --threshold` takes).
+    #[arg(long, value_name = "NAME=VALUE,...", value_delimiter = ',')]
+    pub slo: Vec<Override>,
+    /// Seconds each probe's buyers arrive over (a short sale on a fresh stock).
+    #[arg(long, value_name = "S", default_value_t = 10.0, value_parser = probe_seconds_arg)]
+    pub probe_seconds: f64,
+    /// Stop bisecting once the bracket is tighter than this, in percent of its lower end.
+    #[arg(long, value_name = "PERCENT", default_value = "10", value_parser = precision_arg)]
+    pub precision: f64,
+    /// Wall time for the whole search, shared out among the strategies (600, 600s, 10m).
+    #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = budget_arg)]
+    pub budget: Duration,
+    /// The first rate probed, buyers/s (default: the scenario's own rate).
+    #[arg(long, value_name = "RATE", value_parser = rate_arg)]
+    pub start_rate: Option<f64>,
+    /// The highest rate probed, buyers/s.
+    #[arg(long, value_name = "RATE", default_value_t = 20_000.0, value_parser = rate_arg)]
+    pub max_rate: f64,
+    #[command(flatten)]
+    pub send_lag: super::plan::SendLagArgs,
+    /// Print the probe plan (rates, buyers, requests, the worst-case total) and send nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    #[command(flatten)]
+    pub oracle: OracleArgs,
+    #[command(flatten)]
+    pub conn: ConnArgs,
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+/// `oversell sweep`.
+#[derive(Debug, Args, Clone)]
+pub struct SweepArgs {
+    /// Scenario: a TOML file or a bundled name.
+    #[arg(short = 'S', long, default_value = "flash-100")]
+    pub scenario: PathBuf,
+    /// The reference-shop strategy.
+    #[arg(short, long, value_enum)]
+    pub strategy: Strategy,
+    /// Database backend (default: inferred from --database-url, else postgres).
+    #[arg(short, long, value_enum)]
+    pub backend: Option<Backend>,
+    /// KNOB=v1,v2,...: a shop knob as its `serve` flag (pool-size, batch-max, consumers,
+    /// buckets, work-ms, ...) or `rate` (buyers/s, the scenario's shape kept).
+    #[arg(long, value_name = "KNOB=v1,v2,...")]
+    pub vary: String,
+    /// Runs per value (1 to 100), each on a fresh sale; the tables show the median.
+    #[arg(long, value_name = "N", default_value_t = 1,
+          value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub repeat: u32,
+    #[command(flatten)]
+    pub send_lag: super::plan::SendLagArgs,
+    #[command(flatten)]
+    pub conn: ConnArgs,
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+fn probe_seconds_arg(v: &str) -> Result<f64, String> {
+    match v.trim().trim_end_matches('s').parse::<f64>() {
+        Ok(s) if (1.0..=3600.0).contains(&s) => Ok(s),
+        _ => Err(format!(
+            "--probe-seconds takes seconds from 1 to 3600 (got {v:?})"
+        )),
+    }
+}
+
+fn precision_arg(v: &str) -> Result<f64, String> {
+    match v.trim().trim_end_matches('%').trim().parse::<f64>() {
+        Ok(p) if p > 0.0 && p <= 100.0 => Ok(p / 100.0),
+        _ => Err(format!(
+            "--precision takes a percentage above 0 and at most 100, e.g. 10 or 10% (got {v:?})"
+        )),
+    }
+}
+
+fn budget_arg(v: &str) -> Result<Duration, String> {
+    let t = v.trim();
+    let (n, unit) = match t.strip_suffix('m') {
+        Some(n) => (n, 60.0),
+        None => match t.strip_suffix('h') {
+            Some(n) => (n, 3600.0),
+            None => (t.strip_suffix('s').unwrap_or(t), 1.0),
+        },
+    };
+    match n.trim().parse::<f64>() {
+        Ok(x) if x > 0.0 && x * unit <= 7.0 * 86_400.0 => Ok(Duration::from_secs_f64(x * unit)),
+        _ => Err(format!(
+            "--budget takes a duration above 0 and at most a week: seconds (600, 600s), minutes (10m) or hours (1h) (got {v:?})"
+        )),
+    }
+}
+
+fn rate_arg(v: &str) -> Result<f64, String> {
+    match v.trim().trim_end_matches("/s").parse::<f64>() {
+        Ok(r) if r > 0.0 && r <= 1_000_000.0 => Ok(r),
+        _ => Err(format!(
+            "a rate is buyers per second above 0 and at most 1000000 (got {v:?})"
+        )),
+    }
+}
+
+/// `oversell capacity`: 0 once the report is written.
+pub async fn capacity(args: CapacityArgs) -> anyhow::Result<i32> {
+    anyhow::ensure!(
+        args.output.metrics_listen.is_none(),
+        "--metrics-listen is not available with capacity (each probe is its own run; read the \
+         probes' reports)"
+    );
+    let (mut s, scenario_file) = load_scenario(&args.scenario)?;
+    anyhow::ensure!(
+        s.faults.is_empty(),
+        "{}: [[faults]] would act on every probe: capacity searches a scenario without faults",
+        scenario_file.display()
+    );
+    super::plan::max_send_lag(&mut s, args.send_lag.ms())?;
+    let who = match &args.target {
+        Some(url) => {
+            let has_setup = !s.mapping().setup.is_empty();
+            anyhow::ensure!(
+                has_setup,
+                "--target: every probe needs a fresh sale, and {}'s [target] has no set-up \
+                 request to reset it: add `setup = {{ method = \"POST\", path = \"...\" }}` to \
+                 [target] (or a list of them); nothing was sent",
+                scenario_file.display()
+            );
+            // No --buyers-csv here: the mapping's placeholders are the scenario's own.
+            super::plan::check_names(
+                &s,
+                &scenario_file,
+                &crate::traffic::session::Columns::default(),
+            )?;
+            vec![Who::Foreign(Box::new(foreign(url, &args.oracle, &s)?))]
+        }
+        None => {
+            s.item
+                .reference_check()
+                .map_err(|e| anyhow::anyhow!("{}: {e}", scenario_file.display()))?;
+            super::defect_warning(&s.shop, args.strategies.iter().copied())?;
+            let backends: Vec<Option<Backend>> = if args.backends.is_empty() {
+                vec![None]
+            } else {
+                args.backends.iter().copied().map(Some).collect()
+            };
+            let shop_exe = std::env::current_exe().context("locating the oversell binary")?;
+            let redis_url = crate::inventory::redis_lua::conn::with_cluster(
+                &args.conn.redis_url,
+                s.shop.redis_cluster,
+            );
+            let mut who = Vec::new();
+            for b in backends {
+                let (backend, database_url) = args.conn.database_for(b)?;
+                for strategy in &args.strategies {
+                    who.push(Who::Reference {
+                        cell: Cell {
+                            strategy: *strategy,
+                            backend,
+                            database_url: database_url.clone(),
+                        },
+                        redis_url: redis_url.clone(),
+                        shop_exe: shop_exe.clone(),
+                    });
+                }
+            }
+            who
+        }
+    };
+    let start = args.start_rate.unwrap_or_else(|| capacity::own_rate(&s));
+    anyhow::ensure!(
+        start <= args.max_rate,
+        "--start-rate {start} is above --max-rate {}: allowed: a start rate at most the max rate",
+        args.max_rate
+    );
+    let bundled = crate::scenarios::is_bundled(&args.scenario);
+    let plan = CapacityPlan {
+        objective: Objective::new(&s, &args.slo, bundled),
+        scenario: s,
+        scenario_file,
+        who,
+        settings: Settings {
+            start,
+            precision: args.precision,
+            max_rate: args.max_rate,
+            min_rate: (1.0 / args.probe_seconds).min(start),
+        },
+        probe_seconds: args.probe_seconds,
+        budget: args.budget,
+        out: args.output.out.clone(),
+        drain_limit: args.output.drain_limit(),
+        progress: !args.output.quiet,
+    };
+    plan.check_budget()?;
+    if args.dry_run {
+        print!("{}", plan.render_dry_run());
+        return Ok(0);
+    }
+    if let Some(Who::Foreign(f)) = plan.who.first() {
+        if reqwest::Url::parse(&f.base_url).is_ok_and(|u| !crate::rehearsal::is_loopback_host(&u)) {
+            eprintln!(
+                "WARNING: capacity sends load to {} (not loopback, --allow-remote): up to {} buyers/s",
+                f.host, plan.settings.max_rate
+            );
+        }
+    }
+    let (report, dir) = capacity::execute(&plan).await?;
+    args.output.human(&format!(
+        "{}report: {}\n",
+        capacity::report::render(&report),
+        dir.join("report.md").display()
+    ));
+    if args.output.json {
+        let mut v = serde_json::to_value(&report)?;
+        v["report_dir"] = std::fs::canonicalize(&dir)
+            .unwrap_or(dir)
+            .display()
+            .to_string()
+            .into();
+        super::output::json_line(&v);
+    }
+    Ok(0)
+}
+
+/// `oversell sweep`: 0 once the sweep is written.
+pub async fn sweep(args: SweepArgs) -> anyhow::Result<i32> {
+    anyhow::ensure!(
+        args.output.metrics_listen.is_none(),
+        "--metrics-listen is not available with sweep (each value is its own run)"
+    );
+    let vary = Vary::parse(&args.vary, args.strategy)?;
+    let (mut s, scenario_file) = load_scenario(&args.scenario)?;
+    super::plan::max_send_lag(&mut s, args.send_lag.ms())?;
+    s.item
+        .reference_check()
+        .map_err(|e| anyhow::anyhow!("{}: {e}", scenario_file.display()))?;
+    super::defect_warning(&s.shop, [args.strategy])?;
+    let (backend, database_url) = args.conn.database_for(args.backend)?;
+    let plan = SweepPlan {
+        redis_url: crate::inventory::redis_lua::conn::with_cluster(
+            &args.conn.redis_url,
+            s.shop.redis_cluster,
+        ),
+        scenario: s,
+        scenario_file,
+        cell: Cell {
+            strategy: args.strategy,
+            backend,
+            database_url,
+        },
+        shop_exe: std::env::current_exe().context("locating the oversell binary")?,
+        vary,
+        repeat: args.repeat,
+        out: args.output.out.clone(),
+        drain_limit: args.output.drain_limit(),
+        progress: !args.output.quiet,
+    };
+    // Every value is checked before the first run.
+    plan.scenarios()?;
+    let (report, dir) = sweep::execute(&plan).await?;
+    args.output.human(&format!(
+        "{}report: {}\n",
+        sweep::render(&report),
+        dir.join("report.md").display()
+    ));
+    if args.output.json {
+        let mut v = serde_json::to_value(&report)?;
+        v["report_dir"] = std::fs::canonicalize(&dir)
+            .unwrap_or(dir)
+            .display()
+            .to_string()
+            .into();
+        super::output::json_line(&v);
+    }
+    Ok(0)
+}

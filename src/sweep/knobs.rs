@@ -1,0 +1,222 @@
+//! `--vary KNOB=v1,v2,...`: which knob a sweep varies, which strategies have it, and the
+//! scenario at one of its values. A shop knob is any field of [`ShopKnobs`], spelled as its
+//! `serve` flag (`pool-size`) or its `[shop]` field (`pool_size`); `rate` is the arrival rate.
+
+use crate::inventory::Strategy;
+use crate::shop::ShopKnobs;
+use crate::traffic::Scenario;
+
+/// What a sweep varies.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Knob {
+    /// The arrival rate (buyers/s over the scenario's window), the shape kept
+    /// ([`crate::capacity::scale`]).
+    Rate,
+    /// A `[shop]` knob, by its field name (`pool_size`).
+    Shop(String),
+}
+
+/// `--vary`: the knob and its values, as written.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Vary {
+    pub knob: Knob,
+    pub values: Vec<String>,
+}
+
+/// The knobs only some strategies have (every other knob concerns all of them).
+fn owners(field: &str) -> Option<&'static [Strategy]> {
+    use Strategy as S;
+    const REDIS: &[Strategy] = &[S::RedisLua, S::RedisBuckets];
+    Some(match field {
+        "naive_gap_ms" => &[S::Naive],
+        "work_ms" => &[S::ForUpdate, S::Optimistic],
+        "optimistic_retries" | "optimistic_backoff_ms" => &[S::Optimistic],
+        "batch_window_ms" | "batch_max" => &[S::Batched],
+        "buckets" => &[S::RedisBuckets],
+        "reconcile_interval_s"
+        | "reconcile_alert_threshold"
+        | "rewarm_check_ms"
+        | "replica_wait_ms"
+        | "rate_limit"
+        | "ip_rate_limit"
+        | "ip_burst"
+        | "ip_unit_cap"
+        | "page_cache_ms"
+        | "dead_letter_after"
+        | "consumers"
+        | "redis_durability"
+        | "redis_cluster" => REDIS,
+        _ => return None,
+    })
+}
+
+/// Every knob a sweep may vary, as flags: `rate` and the shop's.
+pub fn names() -> Vec<String> {
+    let mut v = vec!["rate".to_string()];
+    v.extend(shop_fields().iter().map(|f| f.replace('_', "-")));
+    v
+}
+
+/// The `[shop]` fields a sweep may set (a defect is a testing aid, never swept).
+fn shop_fields() -> Vec<String> {
+    match serde_json::to_value(ShopKnobs::default()) {
+        Ok(serde_json::Value::Object(m)) => m.keys().filter(|k| *k != "defect").cloned().collect(),
+        _ => Vec::new(),
+    }
+}
+
+impl Knob {
+    /// The flag spelling: `rate`, `pool-size`.
+    pub fn flag(&self) -> String {
+        match self {
+            Knob::Rate => "rate".into(),
+            Knob::Shop(f) => f.replace('_', "-"),
+        }
+    }
+
+    /// The scenario `s` with this knob at `value` (checked: a value out of range names the
+    /// knob and its range).
+    pub fn apply(&self, s: &Scenario, value: &str) -> anyhow::Result<Scenario> {
+        match self {
+            Knob::Rate => {
+                let rate: f64 = value
+                    .trim()
+                    .parse()
+                    .ok()
+                    .filter(|r: &f64| r.is_finite() && *r > 0.0)
+                    .ok_or_else(|| {
+                        anyhow::anyhow!("--vary rate={value}: a rate is buyers per second above 0")
+                    })?;
+                Ok(crate::capacity::scale(s, rate, s.buyers.window_s))
+            }
+            Knob::Shop(field) => {
+                let mut fields = match serde_json::to_value(&s.shop)? {
+                    serde_json::Value::Object(m) => m,
+                    _ => anyhow::bail!("the [shop] knobs are not a table"),
+                };
+                let parsed: serde_json::Value = serde_json::from_str(value.trim())
+                    .unwrap_or_else(|_| serde_json::Value::String(value.trim().to_string()));
+                fields.insert(field.clone(), parsed);
+                let knobs: ShopKnobs = serde_json::from_value(serde_json::Value::Object(fields))
+                    .map_err(|e| {
+                        anyhow::anyhow!(
+                            "--vary {}={value}: not a value of this knob ({e})",
+                            self.flag()
+                        )
+                    })?;
+                knobs
+                    .validate()
+                    .map_err(|e| anyhow::anyhow!("--vary {}={value}: {e}", self.flag()))?;
+                let mut p = s.clone();
+                p.shop = knobs;
+                Ok(p)
+            }
+        }
+    }
+}
+
+impl Vary {
+    /// Parses `KNOB=v1,v2,...` for `strategy`: an unknown knob, or one the strategy does not
+    /// have, is refused naming the allowed ones.
+    pub fn parse(text: &str, strategy: Strategy) -> anyhow::Result<Vary> {
+        let (name, values) = text.split_once('=').ok_or_else(|| {
+            anyhow::anyhow!(
+                "--vary takes KNOB=v1,v2,... (got {text:?}); KNOB is one of {}",
+                names().join(", ")
+            )
+        })?;
+        let field = name.trim().replace('-', "_");
+        let knob = if field == "rate" {
+            Knob::Rate
+        } else if shop_fields().contains(&field) {
+            Knob::Shop(field.clone())
+        } else {
+            anyhow::bail!(
+                "--vary: unknown knob {:?}; allowed: {}",
+                name.trim(),
+                names().join(", ")
+            );
+        };
+        if let Some(owners) = owners(&field) {
+            anyhow::ensure!(
+                owners.contains(&strategy),
+                "--vary {}: strategy {strategy} does not have this knob (it concerns {}); \
+                 allowed for {strategy}: {}",
+                knob.flag(),
+                owners
+                    .iter()
+                    .map(|s| s.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                names()
+                    .into_iter()
+                    .filter(|n| owners_of(n).is_none_or(|o| o.contains(&strategy)))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
+        let values: Vec<String> = values
+            .split(',')
+            .map(|v| v.trim().to_string())
+            .filter(|v| !v.is_empty())
+            .collect();
+        anyhow::ensure!(
+            !values.is_empty(),
+            "--vary {}: give at least one value (KNOB=v1,v2,...)",
+            knob.flag()
+        );
+        Ok(Vary { knob, values })
+    }
+}
+
+fn owners_of(flag: &str) -> Option<&'static [Strategy]> {
+    owners(&flag.replace('-', "_"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn flash() -> Scenario {
+        crate::scenarios::resolve(std::path::Path::new("flash-100"))
+            .unwrap()
+            .0
+    }
+
+    #[test]
+    fn a_shop_knob_is_set_by_its_flag_spelling_and_checked() {
+        let v = Vary::parse("pool-size=2,8", Strategy::ForUpdate).unwrap();
+        assert_eq!(v.knob, Knob::Shop("pool_size".into()));
+        assert_eq!(v.values, ["2", "8"]);
+        let s = v.knob.apply(&flash(), "2").unwrap();
+        assert_eq!(s.shop.pool_size, 2);
+        assert_eq!(s.shop.work_ms, flash().shop.work_ms, "the rest is kept");
+        let e = v.knob.apply(&flash(), "0").unwrap_err().to_string();
+        assert!(
+            e.contains("--pool-size") && e.contains("between 1 and 1000"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_knob_the_strategy_lacks_or_an_unknown_one_is_refused_with_the_allowed() {
+        let e = Vary::parse("batch-max=1,2", Strategy::ForUpdate)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("does not have") && e.contains("batched"), "{e}");
+        assert!(e.contains("pool-size") && !e.contains("batch-max,"), "{e}");
+        let e = Vary::parse("pool=1", Strategy::ForUpdate)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("unknown knob") && e.contains("pool-size"), "{e}");
+    }
+
+    #[test]
+    fn rate_scales_the_scenario_over_its_own_window() {
+        let v = Vary::parse("rate=100", Strategy::Naive).unwrap();
+        let s = v.knob.apply(&flash(), "100").unwrap();
+        assert_eq!(s.buyers.count, 6000);
+        assert_eq!(s.buyers.window_s, 60.0);
+        assert!(v.knob.apply(&flash(), "-1").is_err());
+    }
+}
