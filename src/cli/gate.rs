@@ -29,13 +29,14 @@ pub struct GateArgs {
     /// Gate a foreign shop at this URL (mapped by the scenario's `[target]` table) instead.
     #[arg(long)]
     pub target: Option<String>,
-    /// A limit, overriding the scenario: NAME=VALUE, repeatable. NAME is one of oversell,
-    /// client_oversell, client_peak_oversell, stock_peak_oversell, oracle_disagreement,
-    /// lost_acks, dead_letters, duplicate_buyers, client_duplicate_buyers, not_settled,
-    /// nothing_sold, undersell, error_rate, unclassified, login_failures, p99_ms, p999_ms,
-    /// service_p99_ms, send_lag_p99_ms (and the other catalog names). A limit given here that
-    /// the run cannot measure is not verified.
-    #[arg(long = "threshold", value_name = "NAME=VALUE")]
+    /// A limit, overriding the scenario: NAME=VALUE, repeatable (the help lists every NAME,
+    /// from the metric catalog).
+    #[arg(
+        long = "threshold",
+        value_name = "NAME=VALUE",
+        help = crate::metric::threshold_help(),
+        long_help = crate::metric::threshold_help()
+    )]
     pub thresholds: Vec<Override>,
     /// Write JUnit XML here: one test case per threshold per strategy.
     #[arg(long, value_name = "FILE")]

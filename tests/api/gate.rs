@@ -65,7 +65,8 @@ async fn the_gate_passes_on_redis_lua_and_writes_junit_and_the_ci_summary() {
     assert_eq!(run.code, 0, "{}", run.both());
     assert!(run.stdout.contains("oversell gate: PASS"), "{}", run.both());
     let xml = std::fs::read_to_string(&junit).unwrap();
-    let defaults = oversell::gate::Metric::limitable()
+    let defaults = oversell::gate::Metric::ALL
+        .iter()
         .filter(|m| m.default_limit().is_some())
         .count();
     assert_eq!(
