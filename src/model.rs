@@ -38,8 +38,11 @@ fn default_limit() -> i64 {
 
 /// Largest stock a sale may be set up with (keeps arithmetic far from overflow).
 pub const MAX_STOCK: i64 = 1_000_000_000;
-/// Longest user or device id accepted.
+/// Longest user or device id accepted, in bytes (the `orders.user_id` and `device_id`
+/// columns' length); also a text `[item] id` and a `--buyers-csv` id.
 pub const MAX_ID_LEN: usize = 128;
+/// Longest order id accepted in a path (the `orders.id` column's length).
+pub const MAX_ORDER_ID_LEN: usize = 64;
 /// Longest `Idempotency-Key` accepted (the `orders.idempotency_key` column's length).
 pub const MAX_KEY_LEN: usize = 128;
 
@@ -211,7 +214,7 @@ mod tests {
         let id = new_bucket_order_id(42, 7);
         assert_eq!(item_of_order(&id), Some(42));
         assert_eq!(bucket_of_order(&id), Some(7));
-        assert!(id.len() <= 64, "fits orders.id: {id}");
+        assert!(id.len() <= MAX_ORDER_ID_LEN, "fits orders.id: {id}");
         assert_eq!(bucket_of_order("42-bx-abc"), None);
         assert_eq!(bucket_of_order("42-b3-"), None);
     }

@@ -3,7 +3,7 @@
 use super::error::ApiError;
 use super::AppState;
 use crate::inventory::Outcome;
-use crate::model::{OrderStatus, Purchase, MAX_ID_LEN};
+use crate::model::{OrderStatus, Purchase, MAX_ID_LEN, MAX_ORDER_ID_LEN};
 use crate::store::Transition;
 use crate::telemetry::Handles;
 use axum::body::Bytes;
@@ -393,8 +393,10 @@ pub(super) async fn create_order(
 }
 
 fn order_id(raw: &str) -> ApiResult<&str> {
-    if raw.is_empty() || raw.len() > 64 {
-        return Err(ApiError::invalid("order id must be 1 to 64 characters"));
+    if raw.is_empty() || raw.len() > MAX_ORDER_ID_LEN {
+        return Err(ApiError::invalid(format!(
+            "order id must be 1 to {MAX_ORDER_ID_LEN} characters"
+        )));
     }
     Ok(raw)
 }
