@@ -149,18 +149,15 @@ pub async fn gate(args: GateArgs) -> anyhow::Result<i32> {
             } else {
                 args.strategy.clone()
             };
-            Subject::Reference {
-                cells: strategies
-                    .into_iter()
-                    .map(|strategy| Cell {
-                        strategy,
-                        backend,
-                        database_url: url.clone(),
-                    })
-                    .collect(),
-                redis_url: args.conn.redis_url.clone(),
-                shop_exe: std::env::current_exe().context("locating the oversell binary")?,
-            }
+            let cells = strategies
+                .into_iter()
+                .map(|strategy| Cell {
+                    strategy,
+                    backend,
+                    database_url: url.clone(),
+                })
+                .collect();
+            Subject::reference(cells, args.conn.redis_url.clone())?
         }
     };
     let scenario_name = s.name.clone();

@@ -5,7 +5,6 @@ use super::{ConnArgs, OutputArgs};
 use crate::inventory::{Defect, Strategy};
 use crate::selftest::{self, Setup};
 use crate::store::Backend;
-use anyhow::Context;
 use clap::Args;
 use std::time::Duration;
 
@@ -49,7 +48,7 @@ pub async fn selftest(args: SelftestArgs) -> anyhow::Result<i32> {
         backend,
         database_url,
         redis_url: args.conn.redis_url.clone(),
-        shop_exe: std::env::current_exe().context("locating the oversell binary")?,
+        shop_exe: crate::runner::shop_exe()?,
         out: args.output.out.join("selftest"),
         drain_limit: Duration::from_secs(args.output.drain_timeout_s),
         max_send_lag_ms: args.max_send_lag_ms,
