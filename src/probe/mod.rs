@@ -6,6 +6,7 @@
 //! ([`crate::live::PROBE_GAUGES`]) and in [`Latest`], which progress lines read.
 
 mod db;
+pub mod scrape;
 
 use crate::inventory::redis_lua::{ItemKeys, RedisConn};
 use crate::live;
@@ -169,7 +170,10 @@ pub async fn start(config: ProbeConfig) -> Probes {
             }
             if let (false, Some(http)) = (config.shop_metrics_urls.is_empty(), &http) {
                 let pages = futures_util::future::join_all(
-                    config.shop_metrics_urls.iter().map(|url| scrape(http, url)),
+                    config
+                        .shop_metrics_urls
+                        .iter()
+                        .map(|url| scrape::scrape(http, url)),
                 )
                 .await;
                 if let Some(now) = merge_pages(pages) {
@@ -321,20 +325,6 @@ impl RedisProbe {
     }
 }
 
-/// Scrapes a Prometheus text page into `name{labels}` → value.
-async fn scrape(http: &reqwest::Client, url: &str) -> Option<BTreeMap<String, f64>> {
-    let text = http.get(url).send().await.ok()?.text().await.ok()?;
-    Some(
-        text.lines()
-            .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
-            .filter_map(|l| {
-                let (k, v) = l.rsplit_once(' ')?;
-                Some((k.to_string(), v.parse().ok()?))
-            })
-            .collect(),
-    )
-}
-
 /// Gauges every shop reads from the state they share (the item's stream and consumer group,
 /// the last reconciliation pass): merged by the value farthest from zero, not summed.
 const SHARED_GAUGES: [&str; 3] = [
@@ -354,7 +344,7 @@ fn merge_pages(pages: Vec<Option<BTreeMap<String, f64>>>) -> Option<BTreeMap<Str
             continue;
         };
         for (k, v) in page {
-            let shared = SHARED_GAUGES.contains(&k.split('{').next().unwrap_or(""));
+            let shared = SHARED_GAUGES.contains(&scrape::name_of(&k));
             let slot = m.entry(k).or_insert(if shared { v } else { 0.0 });
             if !shared {
                 *slot += v;
@@ -366,13 +356,6 @@ fn merge_pages(pages: Vec<Option<BTreeMap<String, f64>>>) -> Option<BTreeMap<Str
     merged
 }
 
-fn sum(m: &BTreeMap<String, f64>, name: &str, label: Option<&str>) -> f64 {
-    m.iter()
-        .filter(|(k, _)| k.split('{').next() == Some(name) && label.is_none_or(|l| k.contains(l)))
-        .map(|(_, v)| v)
-        .sum()
-}
-
 fn shop_series(
     t: f64,
     now: &BTreeMap<String, f64>,
@@ -381,7 +364,7 @@ fn shop_series(
 ) {
     const SRC: &str = "shop /metrics";
     let delta = |name: &str, label: Option<&str>| {
-        prev.map(|p| (sum(now, name, label) - sum(p, name, label)).max(0.0))
+        prev.map(|p| (scrape::sum(now, name, label) - scrape::sum(p, name, label)).max(0.0))
     };
     if let (Some(ok), Some(all)) = (
         delta("oversell_prededuct_total", Some("result=\"success\"")),
@@ -422,14 +405,14 @@ fn shop_series(
         ("stream_pending", "oversell_stream_pending"),
         ("pool_in_use", "oversell_db_pool_in_use"),
     ] {
-        if now.keys().any(|k| k.split('{').next() == Some(metric)) {
+        if scrape::has(now, metric) {
             push(
                 series,
                 name,
                 "count",
                 &format!("{SRC} {metric}"),
                 t,
-                sum(now, metric, None),
+                scrape::sum(now, metric, None),
             );
         }
     }
@@ -462,10 +445,13 @@ mod tests {
             ]),
         ])
         .unwrap();
-        assert_eq!(sum(&merged, "oversell_prededuct_total", None), 22.0);
-        assert_eq!(sum(&merged, "oversell_db_pool_in_use", None), 5.0);
-        assert_eq!(sum(&merged, "oversell_stream_lag", None), 40.0);
-        assert_eq!(sum(&merged, "oversell_reconcile_residual", None), -2.0);
+        assert_eq!(scrape::sum(&merged, "oversell_prededuct_total", None), 22.0);
+        assert_eq!(scrape::sum(&merged, "oversell_db_pool_in_use", None), 5.0);
+        assert_eq!(scrape::sum(&merged, "oversell_stream_lag", None), 40.0);
+        assert_eq!(
+            scrape::sum(&merged, "oversell_reconcile_residual", None),
+            -2.0
+        );
         assert!(merge_pages(vec![None, None]).is_none());
     }
 }
