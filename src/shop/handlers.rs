@@ -1,6 +1,6 @@
 //! HTTP handlers: parse and validate, call the inventory, map outcomes to status codes.
 
-use super::error::ApiError;
+use super::error::{ApiError, ErrorCode};
 use super::AppState;
 use crate::inventory::Outcome;
 use crate::model::{OrderStatus, Purchase, MAX_ID_LEN, MAX_ORDER_ID_LEN};
@@ -101,7 +101,7 @@ pub(super) async fn healthz(State(st): State<AppState>) -> Json<serde_json::Valu
 }
 
 pub(super) async fn not_found() -> ApiError {
-    ApiError::new(StatusCode::NOT_FOUND, "not_found")
+    ApiError::new(ErrorCode::NotFound)
 }
 
 /// The method as a metric label: the known ones, else `other` (a label per invented method
@@ -195,7 +195,7 @@ pub(super) async fn get_item(
                 .inventory
                 .item_meta(id)
                 .await?
-                .ok_or_else(|| ApiError::new(StatusCode::NOT_FOUND, "unknown_item"))?;
+                .ok_or_else(|| ApiError::new(ErrorCode::UnknownItem))?;
             let stock = match (st.inventory.redis(), st.inventory.buckets()) {
                 (Some(redis), _) => redis.stock(id).await?,
                 (_, Some(buckets)) => buckets.stock(id).await?,
@@ -220,7 +220,7 @@ pub(super) async fn get_item(
                 .item(id)
                 .await
                 .map_err(crate::inventory::InventoryError::from)?
-                .ok_or_else(|| ApiError::new(StatusCode::NOT_FOUND, "unknown_item"))?;
+                .ok_or_else(|| ApiError::new(ErrorCode::UnknownItem))?;
             ItemView {
                 id,
                 name: item.name,
@@ -335,38 +335,38 @@ pub(super) async fn create_order(
         Outcome::Replayed { order_id } => ("replayed", created(&order_id, true)),
         Outcome::KeyReused => (
             "key_reused",
-            ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "idempotency_key_reused")
+            ApiError::new(ErrorCode::IdempotencyKeyReused)
                 .detail("this Idempotency-Key bought an order for another buyer or quantity")
                 .into_response(),
         ),
-        Outcome::SoldOut => ("sold_out", ApiError::new(StatusCode::CONFLICT, "sold_out").into_response()),
+        Outcome::SoldOut => ("sold_out", ApiError::new(ErrorCode::SoldOut).into_response()),
         Outcome::Duplicate => (
             "duplicate",
-            ApiError::new(StatusCode::CONFLICT, "duplicate")
+            ApiError::new(ErrorCode::Duplicate)
                 .detail("this buyer already holds the purchase limit or has an order in flight")
                 .into_response(),
         ),
         Outcome::RateLimited => (
             "rate_limited",
-            ApiError::new(StatusCode::TOO_MANY_REQUESTS, "rate_limited").into_response(),
+            ApiError::new(ErrorCode::RateLimited).into_response(),
         ),
         Outcome::UnknownItem => (
             "unknown_item",
-            ApiError::new(StatusCode::NOT_FOUND, "unknown_item").into_response(),
+            ApiError::new(ErrorCode::UnknownItem).into_response(),
         ),
         Outcome::NotWarmed => {
             // Redis may have lost a sale this shop knew: have the watch look now.
             st.rewarm.nudge();
             (
                 "not_warmed",
-                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "not_warmed")
+                ApiError::new(ErrorCode::NotWarmed)
                     .detail("Redis does not hold this sale: if it lost it, the shop is rebuilding it from the database (retry shortly); a sale never set up needs PUT /api/items/{id}")
                     .into_response(),
             )
         }
         Outcome::NotReplicated { waited_ms, released } => (
             "not_replicated",
-            ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "not_replicated")
+            ApiError::new(ErrorCode::NotReplicated)
                 .detail(format!(
                     "no Redis replica confirmed the order within {waited_ms} ms (--redis-durability wait-replica); nothing was acknowledged{}",
                     if released { " and the unit was released: retry" } else { "; the reservation expires unpaid" }
@@ -375,7 +375,7 @@ pub(super) async fn create_order(
         ),
         Outcome::Busy(why) => (
             "busy",
-            ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "busy").detail(why).into_response(),
+            ApiError::new(ErrorCode::Busy).detail(why).into_response(),
         ),
         Outcome::OverLimit { limit } => (
             "invalid_request",
@@ -417,11 +417,10 @@ fn transition_response(
                 serde_json::json!({ "order_id": order_id, "status": s, "restocked": 0 }),
             ))
         }
-        Transition::AlreadyIn(s) => Err(ApiError::new(StatusCode::CONFLICT, "invalid_state")
-            .detail(format!(
-                "order is {s}; only pending_payment orders can become {target}"
-            ))),
-        Transition::NotFound => Err(ApiError::new(StatusCode::NOT_FOUND, "unknown_order")),
+        Transition::AlreadyIn(s) => Err(ApiError::new(ErrorCode::InvalidState).detail(format!(
+            "order is {s}; only pending_payment orders can become {target}"
+        ))),
+        Transition::NotFound => Err(ApiError::new(ErrorCode::UnknownOrder)),
     }
 }
 
@@ -450,7 +449,7 @@ pub(super) async fn audit(
     let id = item_id(&id)?;
     match st.inventory.audit(id).await? {
         Some(a) => Ok(Json(a)),
-        None => Err(ApiError::new(StatusCode::NOT_FOUND, "unknown_item")),
+        None => Err(ApiError::new(ErrorCode::UnknownItem)),
     }
 }
 

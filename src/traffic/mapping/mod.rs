@@ -40,6 +40,7 @@ mod raw;
 pub mod template;
 
 use super::recorder::{Answer, Kind};
+use crate::shop::error::ErrorCode;
 pub use error::MappingError;
 pub use raw::{
     RawBacklog, RawLogin, RawMapping, RawOracle, RawPoll, RawRequest, RawRule, RawSettle, RawSetup,
@@ -494,6 +495,15 @@ fn rule(status: StatusPattern, error: Option<&str>, answer: Answer) -> OutcomeRu
     }
 }
 
+/// The rule for one of the reference shop's error codes: its status and its `error` field.
+fn shop_code(code: ErrorCode, answer: Answer) -> OutcomeRule {
+    rule(
+        StatusPattern::Code(code.status().as_u16()),
+        Some(code.as_str()),
+        answer,
+    )
+}
+
 impl Default for Mapping {
     /// The reference shop's API.
     fn default() -> Self {
@@ -524,11 +534,15 @@ impl Default for Mapping {
             outcomes: vec![
                 rule(Code(201), None, Answer::Created),
                 rule(Class(2), None, Answer::Ok),
-                rule(Code(409), Some("sold_out"), Answer::SoldOut),
-                rule(Code(409), Some("duplicate"), Answer::Duplicate),
-                rule(Code(409), Some("invalid_state"), Answer::Rejected),
-                rule(Code(429), None, Answer::RateLimited),
-                rule(Code(503), Some("busy"), Answer::Busy),
+                shop_code(ErrorCode::SoldOut, Answer::SoldOut),
+                shop_code(ErrorCode::Duplicate, Answer::Duplicate),
+                shop_code(ErrorCode::InvalidState, Answer::Rejected),
+                rule(
+                    Code(ErrorCode::RateLimited.status().as_u16()),
+                    None,
+                    Answer::RateLimited,
+                ),
+                shop_code(ErrorCode::Busy, Answer::Busy),
                 rule(Code(404), None, Answer::NotFound),
                 rule(Class(4), None, Answer::Invalid),
                 rule(Class(5), None, Answer::ServerError),
