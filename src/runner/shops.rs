@@ -16,6 +16,7 @@ use crate::inventory::redis_lua::{ItemKeys, GROUP};
 use crate::probe::scrape::{self, scrape};
 use crate::report::shops::{ShopShare, ShopSpread, SOURCE};
 use crate::report::Drain;
+use crate::shop::routes::Route;
 use crate::shop::ShopKnobs;
 use crate::traffic::schedule::BuyerPlan;
 use std::collections::BTreeMap;
@@ -157,14 +158,15 @@ async fn group_consumers(url: &str, stream: &str) -> anyhow::Result<Vec<String>>
     Ok(info.consumers.into_iter().map(|c| c.name).collect())
 }
 
-/// Requests on the buyers' routes: the product page (`GET /api/items/{id}`), orders, payments
-/// and cancellations; not the harness's set-up, audit, reconciliation or metrics.
+/// Requests on the buyers' routes ([`Route::is_buyers`]: the product page, orders, payments
+/// and cancellations; not the harness's set-up, audit, reconciliation or metrics).
 fn buyer_requests(m: &BTreeMap<String, f64>) -> u64 {
     m.iter()
         .filter(|(k, _)| scrape::name_of(k) == "oversell_http_requests_total")
         .filter(|(k, _)| {
-            k.contains("route=\"/api/orders")
-                || (k.contains("route=\"/api/items/{id}\"") && k.contains("method=\"GET\""))
+            let route = scrape::label(k, "route").and_then(Route::of_path);
+            let method = scrape::label(k, "method").unwrap_or("");
+            route.is_some_and(|r| r.is_buyers(method))
         })
         .map(|(_, v)| *v as u64)
         .sum()

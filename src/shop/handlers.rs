@@ -120,29 +120,14 @@ fn method_label(m: &axum::http::Method) -> &'static str {
     }
 }
 
-/// Every route pattern [`super::app`] serves, as the `route` label of the HTTP metrics.
-const ROUTES: [&str; 9] = [
-    "/healthz",
-    "/metrics",
-    "/api/items/{id}",
-    "/api/items/{id}/audit",
-    "/api/items/{id}/reconcile",
-    "/api/items/{id}/rewarm",
-    "/api/orders",
-    "/api/orders/{id}/pay",
-    "/api/orders/{id}/cancel",
-];
-
 /// The `route` label of a request: its route pattern, `unmatched` for none; `Err` for a
-/// pattern missing from [`ROUTES`] (labelled all the same, but not cached).
+/// pattern missing from the route table (labelled all the same, but not cached).
 fn route_label(matched: Option<&str>) -> Result<&'static str, String> {
     let Some(path) = matched else {
         return Ok("unmatched");
     };
-    ROUTES
-        .iter()
-        .find(|r| **r == path)
-        .copied()
+    super::routes::Route::of_path(path)
+        .map(super::routes::Route::path)
         .ok_or_else(|| path.to_string())
 }
 

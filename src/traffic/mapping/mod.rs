@@ -41,6 +41,7 @@ pub mod template;
 
 use super::recorder::{Answer, Kind};
 use crate::shop::error::ErrorCode;
+use crate::shop::routes::Route;
 pub use error::MappingError;
 pub use raw::{
     RawBacklog, RawLogin, RawMapping, RawOracle, RawPoll, RawRequest, RawRule, RawSettle, RawSetup,
@@ -511,22 +512,26 @@ impl Default for Mapping {
         Mapping {
             setup: vec![tpl(
                 Method::Put,
-                "/api/items/{item_id}",
+                &Route::Item.path_with("{item_id}"),
                 Some(
                     r#"{"stock": {stock}, "name": "{name}", "price_cents": {price_cents}, "purchase_limit": {purchase_limit}}"#,
                 ),
             )],
             login: None,
-            view: Some(tpl(Method::Get, "/api/items/{item_id}", None)),
+            view: Some(tpl(Method::Get, &Route::Item.path_with("{item_id}"), None)),
             order: tpl(
                 Method::Post,
-                "/api/orders",
+                Route::Orders.path(),
                 Some(
                     r#"{"item_id": {item_id}, "user_id": "{user_id}", "qty": {qty}, "device_id": "{device_id}"}"#,
                 ),
             ),
-            pay: Some(tpl(Method::Post, "/api/orders/{order_id}/pay", None)),
-            cancel: Some(tpl(Method::Post, "/api/orders/{order_id}/cancel", None)),
+            pay: Some(tpl(Method::Post, &Route::Pay.path_with("{order_id}"), None)),
+            cancel: Some(tpl(
+                Method::Post,
+                &Route::Cancel.path_with("{order_id}"),
+                None,
+            )),
             headers: Vec::new(),
             order_id_field: Some("order_id".into()),
             ip_header: raw::forwarded_for(),
