@@ -125,6 +125,88 @@ impl fmt::Display for OrderStatus {
     }
 }
 
+/// An order status as a report counts it (`orders_by_status`): one of ours, or a foreign
+/// shop's own spelling (`REFUNDED`). Stored as its spelling; compared, ordered and looked up
+/// by it too (so `counts["paid"]` finds ours).
+#[derive(Debug, Clone)]
+pub enum StatusKey {
+    Ours(OrderStatus),
+    Theirs(String),
+}
+
+impl StatusKey {
+    /// Its spelling.
+    pub fn as_str(&self) -> &str {
+        match self {
+            StatusKey::Ours(s) => s.as_str(),
+            StatusKey::Theirs(s) => s,
+        }
+    }
+}
+
+impl From<OrderStatus> for StatusKey {
+    fn from(s: OrderStatus) -> Self {
+        StatusKey::Ours(s)
+    }
+}
+
+impl From<String> for StatusKey {
+    /// Ours when it is our spelling, else theirs as written.
+    fn from(s: String) -> Self {
+        OrderStatus::parse(&s).map_or(StatusKey::Theirs(s), StatusKey::Ours)
+    }
+}
+
+impl PartialEq for StatusKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+impl Eq for StatusKey {}
+
+impl PartialOrd for StatusKey {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for StatusKey {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.as_str().cmp(other.as_str())
+    }
+}
+
+impl std::hash::Hash for StatusKey {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        self.as_str().hash(h)
+    }
+}
+
+impl std::borrow::Borrow<str> for StatusKey {
+    fn borrow(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl fmt::Display for StatusKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for StatusKey {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for StatusKey {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        String::deserialize(d).map(StatusKey::from)
+    }
+}
+
 /// An order row.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Order {
@@ -207,6 +289,29 @@ mod tests {
         assert_eq!(item_of_order("nope"), None);
         assert_eq!(item_of_order("7-"), None);
         assert_eq!(bucket_of_order(&id), None);
+    }
+
+    #[test]
+    fn a_status_key_keeps_its_json_spelling_and_is_ours_when_it_can_be() {
+        use std::collections::BTreeMap;
+        let old = r#"{"cancelled":10,"expired":0,"paid":128,"pending_payment":15,"REFUNDED":2}"#;
+        let m: BTreeMap<StatusKey, i64> = serde_json::from_str(old).unwrap();
+        assert!(matches!(
+            m.keys().find(|k| k.as_str() == "pending_payment"),
+            Some(StatusKey::Ours(OrderStatus::PendingPayment))
+        ));
+        assert!(matches!(
+            m.keys().find(|k| k.as_str() == "REFUNDED"),
+            Some(StatusKey::Theirs(_))
+        ));
+        assert_eq!(m["paid"], 128, "looked up by its spelling");
+        let back = serde_json::to_string(&m).unwrap();
+        assert_eq!(
+            back,
+            r#"{"REFUNDED":2,"cancelled":10,"expired":0,"paid":128,"pending_payment":15}"#
+        );
+        let again: BTreeMap<StatusKey, i64> = serde_json::from_str(&back).unwrap();
+        assert_eq!(again, m);
     }
 
     #[test]

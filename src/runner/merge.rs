@@ -19,7 +19,6 @@ use crate::shard::file::ShardFile;
 use crate::store::Backend;
 use crate::traffic::mapping::Mapping;
 use anyhow::Context;
-use clap::ValueEnum;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -55,12 +54,7 @@ pub async fn merge(plan: &MergePlan) -> anyhow::Result<(report::Report, PathBuf)
     let Some(lead_shop) = lead.shop.clone() else {
         return merge_attack(plan, combined, n, started_at).await;
     };
-    let backend = Backend::from_str(&lead_shop.backend, true).map_err(|_| {
-        anyhow::anyhow!(
-            "shard.json: shop.backend is {:?}; allowed: postgres, mysql",
-            lead_shop.backend
-        )
-    })?;
+    let backend = lead_shop.backend;
     let cell = Cell {
         strategy: lead_shop.strategy,
         backend,
