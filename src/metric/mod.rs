@@ -7,11 +7,15 @@
 //! can parse `[thresholds]` into it (`limits`: a threshold's name and value checked against the
 //! metric's unit, `[thresholds]` and `--threshold`). How each metric is read from a run's
 //! report (and where the figure comes from) is `report::catalog`, next to the report it reads.
+//! `series`: the probes' per-second series ([`SeriesName`]: name, unit, the shop metric it is
+//! read from, the gauge `--metrics-listen` publishes it as).
 
 mod limits;
+mod series;
 mod specs;
 
 pub use limits::{limitable_names, threshold_help, LimitError, Override, Thresholds};
+pub use series::SeriesName;
 use std::fmt;
 
 /// One figure of a run. The order is the catalog's order (reports, `diff`, `gate`).

@@ -3,10 +3,12 @@
 //! `/metrics`. Each series says where its numbers came from.
 //!
 //! Every sample is also published as it is taken: as a gauge of the live metrics
-//! ([`crate::live::PROBE_GAUGES`]) and in [`Latest`], which progress lines read.
+//! ([`crate::live::probe_gauges`]) and in [`Latest`], which progress lines read.
 
 mod db;
 pub mod scrape;
+
+pub use crate::metric::SeriesName;
 
 use crate::inventory::redis_lua::{ItemKeys, RedisConn};
 use crate::live;
@@ -201,17 +203,29 @@ impl Probes {
     }
 }
 
+/// Adds a sample of `name`, in its usual unit.
 fn push(
     series: &mut BTreeMap<&'static str, Series>,
-    name: &'static str,
+    name: SeriesName,
+    source: &str,
+    t: f64,
+    v: f64,
+) {
+    push_in(series, name, name.unit(), source, t, v)
+}
+
+/// Adds a sample of `name`, in `unit`.
+fn push_in(
+    series: &mut BTreeMap<&'static str, Series>,
+    name: SeriesName,
     unit: &str,
     source: &str,
     t: f64,
     v: f64,
 ) {
     series
-        .entry(name)
-        .or_insert_with(|| Series::new(name, unit, source))
+        .entry(name.name())
+        .or_insert_with(|| Series::new(name.name(), unit, source))
         .points
         .push((t, v));
 }
@@ -304,8 +318,7 @@ impl RedisProbe {
                     let ops = (total.saturating_sub(prev).saturating_sub(own as u64)) as f64 / secs;
                     push(
                         series,
-                        "redis_ops",
-                        "ops/s",
+                        SeriesName::RedisOps,
                         "Redis INFO stats total_commands_processed (server-wide; a cluster: summed over its masters), delta per second",
                         t,
                         ops,
@@ -320,7 +333,7 @@ impl RedisProbe {
             } else {
                 "Redis: GET of every bucket's stock key plus the units travelling between buckets (HVALS of each bucket's transfers), summed; read one bucket at a time, so not atomic while units move"
             };
-            push(series, "redis_stock", "units", source, t, s as f64);
+            push(series, SeriesName::RedisStock, source, t, s as f64);
         }
     }
 }
@@ -366,54 +379,34 @@ fn shop_series(
     let delta = |name: &str, label: Option<&str>| {
         prev.map(|p| (scrape::sum(now, name, label) - scrape::sum(p, name, label)).max(0.0))
     };
+    let source = |s: SeriesName| format!("{SRC} {}", s.shop_metric().unwrap_or_default());
+    let prededuct = SeriesName::PredeductAttempts
+        .shop_metric()
+        .unwrap_or_default();
     if let (Some(ok), Some(all)) = (
-        delta("oversell_prededuct_total", Some("result=\"success\"")),
-        delta("oversell_prededuct_total", None),
+        delta(prededuct, Some("result=\"success\"")),
+        delta(prededuct, None),
     ) {
         if all > 0.0 {
-            push(
-                series,
-                "prededuct_success_rate",
-                "share",
-                &format!("{SRC} oversell_prededuct_total"),
-                t,
-                ok / all,
-            );
+            let s = SeriesName::PredeductSuccessRate;
+            push(series, s, &source(s), t, ok / all);
         }
-        push(
-            series,
-            "prededuct_attempts",
-            "1/s",
-            &format!("{SRC} oversell_prededuct_total"),
-            t,
-            all,
-        );
+        let s = SeriesName::PredeductAttempts;
+        push(series, s, &source(s), t, all);
     }
-    if let Some(r) = delta("oversell_restocks_total", None) {
-        push(
-            series,
-            "restocks",
-            "1/s",
-            &format!("{SRC} oversell_restocks_total"),
-            t,
-            r,
-        );
+    let s = SeriesName::Restocks;
+    if let Some(r) = delta(s.shop_metric().unwrap_or_default(), None) {
+        push(series, s, &source(s), t, r);
     }
-    for (name, metric) in [
-        ("reconcile_residual", "oversell_reconcile_residual"),
-        ("stream_lag", "oversell_stream_lag"),
-        ("stream_pending", "oversell_stream_pending"),
-        ("pool_in_use", "oversell_db_pool_in_use"),
+    for s in [
+        SeriesName::ReconcileResidual,
+        SeriesName::StreamLag,
+        SeriesName::StreamPending,
+        SeriesName::PoolInUse,
     ] {
+        let metric = s.shop_metric().unwrap_or_default();
         if scrape::has(now, metric) {
-            push(
-                series,
-                name,
-                "count",
-                &format!("{SRC} {metric}"),
-                t,
-                scrape::sum(now, metric, None),
-            );
+            push(series, s, &source(s), t, scrape::sum(now, metric, None));
         }
     }
 }

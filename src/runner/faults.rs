@@ -43,7 +43,10 @@ fn window(a: &Applied, run: &RunReport) -> FaultWindow {
             _ => None,
         };
     };
-    for name in ["stream_lag", "reconcile_residual"] {
+    for name in [
+        crate::metric::SeriesName::StreamLag.name(),
+        crate::metric::SeriesName::ReconcileResidual.name(),
+    ] {
         if let Some(back) = series_back(run, name, began, ended) {
             take(name, back);
         }
