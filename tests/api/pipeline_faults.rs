@@ -379,7 +379,7 @@ async fn refused_order_is_dead_lettered(backend: Backend) {
                 .iter()
                 .map(|l| DeadLetterSeen {
                     order_id: l.order_id.clone(),
-                    kind: l.kind.clone(),
+                    kind: l.kind,
                     was: l.was.clone(),
                 })
                 .collect(),
