@@ -248,8 +248,9 @@ async fn an_unknown_threshold_name_exits_2_and_names_the_allowed_ones() {
                  wrong_answers, conservation_drift, redis_drift, restock_mismatch, \
                  reconcile_residual, stock_below_zero, stock_above_initial, not_settled, \
                  nothing_sold, undersell, turned_away_buyers, error_rate, unclassified, \
-                 login_failures, p99_ms, p999_ms"
-            ),
+                 login_failures, mean_ms, p50_ms, p99_ms, p999_ms"
+            )
+            && run.stderr.contains("(did you mean `p99_ms`?)"),
         "{}",
         run.both()
     );
