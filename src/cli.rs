@@ -7,7 +7,6 @@ use crate::services::Unreachable;
 use crate::shop::ShopKnobs;
 use crate::store::{Backend, StoreError};
 use crate::traffic::scenario::{Scenario, ScenarioError};
-use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 
@@ -523,21 +522,12 @@ async fn run_and_print(
     defect_warning(&scenario.shop, cells.iter().map(|c| c.strategy))?;
     plan::max_send_lag(&mut scenario, sa.send_lag.ms())?;
     let live = sa.output.live().await?;
-    let plan = RunPlan {
-        buyers: std::sync::Arc::new(crate::traffic::schedule::build(&scenario)),
-        scenario,
-        scenario_file,
-        subject: Subject::Reference {
-            cells,
-            redis_url,
-            shop_exe: std::env::current_exe().context("locating the oversell binary")?,
-        },
-        out: sa.output.out.clone(),
-        drain_limit: sa.output.drain_limit(),
-        progress: !sa.output.quiet,
-        live,
-        repeat: sa.repeat,
-    };
+    let subject = Subject::reference(cells, redis_url)?;
+    let plan = RunPlan::new(scenario, scenario_file, subject, sa.output.out.clone())
+        .with_drain_limit(sa.output.drain_limit())
+        .with_progress(!sa.output.quiet)
+        .with_live(live)
+        .with_repeat(sa.repeat);
     let (report, dir) = runner::execute(&plan).await?;
     sa.output.finish(&report, &dir, None);
     Ok(0)

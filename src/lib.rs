@@ -143,6 +143,7 @@
 //! - [`model`]: items, orders and the order state machine.
 //! - [`services`]: the outside services and how to start one that is down (`cli` decides
 //!   which errors mean "unreachable": exit 3).
+//! - [`suggest`]: "did you mean …" for a mistyped name (metric, threshold, scenario).
 //! - [`telemetry`]: logging set-up (colour only on a terminal, never with `NO_COLOR`; clear of
 //!   the progress bar) and the process's one Prometheus recorder.
 //!
@@ -172,6 +173,7 @@ pub mod services;
 pub mod shard;
 pub mod shop;
 pub mod store;
+pub mod suggest;
 pub mod sweep;
 pub mod telemetry;
 pub mod traffic;

@@ -12,6 +12,7 @@
 //! One recorder per process ([`crate::telemetry::prometheus`]): the metrics below are emitted
 //! through the `metrics` facade and cost nothing when no recorder is installed.
 
+use crate::metric::SeriesName;
 use crate::telemetry::{self, described as m, Described, MetricKind::*};
 use anyhow::Context;
 use axum::extract::State;
@@ -46,20 +47,13 @@ pub const INITIAL_STOCK: &str = "oversell_harness_initial_stock";
 /// Buyers of the run in progress (both waves).
 pub const BUYERS: &str = "oversell_harness_buyers";
 
-/// The probe's series published as gauges: (series name, metric name).
-pub const PROBE_GAUGES: &[(&str, &str)] = &[
-    ("db_stock", "oversell_harness_db_stock"),
-    ("db_sold", "oversell_harness_db_sold"),
-    ("redis_stock", "oversell_harness_redis_stock"),
-    ("db_qps", "oversell_harness_db_qps"),
-    ("db_tps", "oversell_harness_db_tps"),
-    ("redis_ops", "oversell_harness_redis_ops"),
-    ("stream_lag", "oversell_harness_stream_lag"),
-    ("stream_pending", "oversell_harness_stream_pending"),
-    ("reconcile_residual", "oversell_harness_reconcile_residual"),
-    ("db_row_lock_waits", "oversell_harness_db_row_lock_waits"),
-    ("db_deadlocks", "oversell_harness_db_deadlocks"),
-];
+/// The probe's series published as gauges: (series name, metric name), from the series
+/// table ([`SeriesName::prometheus`]).
+pub fn probe_gauges() -> impl Iterator<Item = (&'static str, &'static str)> {
+    SeriesName::ALL
+        .into_iter()
+        .filter_map(|s| Some((s.name(), s.prometheus()?)))
+}
 
 /// Every metric the harness exports.
 pub const METRICS: &[Described] = &[
@@ -88,12 +82,9 @@ pub const METRICS: &[Described] = &[
     m("oversell_harness_db_deadlocks", Gauge, "MySQL: InnoDB deadlocks per second."),
 ];
 
-/// The gauge a probe series is published as, if it is one of [`PROBE_GAUGES`].
+/// The gauge a probe series is published as, if it is one of [`probe_gauges`].
 pub fn probe_gauge(series: &str) -> Option<&'static str> {
-    PROBE_GAUGES
-        .iter()
-        .find(|(s, _)| *s == series)
-        .map(|(_, m)| *m)
+    SeriesName::named(series)?.prometheus()
 }
 
 /// Every probe gauge set so far, with its `unit` label, so a new run can blank them.

@@ -38,8 +38,11 @@ fn default_limit() -> i64 {
 
 /// Largest stock a sale may be set up with (keeps arithmetic far from overflow).
 pub const MAX_STOCK: i64 = 1_000_000_000;
-/// Longest user or device id accepted.
+/// Longest user or device id accepted, in bytes (the `orders.user_id` and `device_id`
+/// columns' length); also a text `[item] id` and a `--buyers-csv` id.
 pub const MAX_ID_LEN: usize = 128;
+/// Longest order id accepted in a path (the `orders.id` column's length).
+pub const MAX_ORDER_ID_LEN: usize = 64;
 /// Longest `Idempotency-Key` accepted (the `orders.idempotency_key` column's length).
 pub const MAX_KEY_LEN: usize = 128;
 
@@ -119,6 +122,88 @@ impl OrderStatus {
 impl fmt::Display for OrderStatus {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
+    }
+}
+
+/// An order status as a report counts it (`orders_by_status`): one of ours, or a foreign
+/// shop's own spelling (`REFUNDED`). Stored as its spelling; compared, ordered and looked up
+/// by it too (so `counts["paid"]` finds ours).
+#[derive(Debug, Clone)]
+pub enum StatusKey {
+    Ours(OrderStatus),
+    Theirs(String),
+}
+
+impl StatusKey {
+    /// Its spelling.
+    pub fn as_str(&self) -> &str {
+        match self {
+            StatusKey::Ours(s) => s.as_str(),
+            StatusKey::Theirs(s) => s,
+        }
+    }
+}
+
+impl From<OrderStatus> for StatusKey {
+    fn from(s: OrderStatus) -> Self {
+        StatusKey::Ours(s)
+    }
+}
+
+impl From<String> for StatusKey {
+    /// Ours when it is our spelling, else theirs as written.
+    fn from(s: String) -> Self {
+        OrderStatus::parse(&s).map_or(StatusKey::Theirs(s), StatusKey::Ours)
+    }
+}
+
+impl PartialEq for StatusKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+impl Eq for StatusKey {}
+
+impl PartialOrd for StatusKey {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for StatusKey {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.as_str().cmp(other.as_str())
+    }
+}
+
+impl std::hash::Hash for StatusKey {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        self.as_str().hash(h)
+    }
+}
+
+impl std::borrow::Borrow<str> for StatusKey {
+    fn borrow(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl fmt::Display for StatusKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for StatusKey {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for StatusKey {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        String::deserialize(d).map(StatusKey::from)
     }
 }
 
@@ -207,11 +292,34 @@ mod tests {
     }
 
     #[test]
+    fn a_status_key_keeps_its_json_spelling_and_is_ours_when_it_can_be() {
+        use std::collections::BTreeMap;
+        let old = r#"{"cancelled":10,"expired":0,"paid":128,"pending_payment":15,"REFUNDED":2}"#;
+        let m: BTreeMap<StatusKey, i64> = serde_json::from_str(old).unwrap();
+        assert!(matches!(
+            m.keys().find(|k| k.as_str() == "pending_payment"),
+            Some(StatusKey::Ours(OrderStatus::PendingPayment))
+        ));
+        assert!(matches!(
+            m.keys().find(|k| k.as_str() == "REFUNDED"),
+            Some(StatusKey::Theirs(_))
+        ));
+        assert_eq!(m["paid"], 128, "looked up by its spelling");
+        let back = serde_json::to_string(&m).unwrap();
+        assert_eq!(
+            back,
+            r#"{"REFUNDED":2,"cancelled":10,"expired":0,"paid":128,"pending_payment":15}"#
+        );
+        let again: BTreeMap<StatusKey, i64> = serde_json::from_str(&back).unwrap();
+        assert_eq!(again, m);
+    }
+
+    #[test]
     fn bucket_order_ids_carry_item_and_bucket() {
         let id = new_bucket_order_id(42, 7);
         assert_eq!(item_of_order(&id), Some(42));
         assert_eq!(bucket_of_order(&id), Some(7));
-        assert!(id.len() <= 64, "fits orders.id: {id}");
+        assert!(id.len() <= MAX_ORDER_ID_LEN, "fits orders.id: {id}");
         assert_eq!(bucket_of_order("42-bx-abc"), None);
         assert_eq!(bucket_of_order("42-b3-"), None);
     }

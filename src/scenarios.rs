@@ -129,10 +129,13 @@ pub fn resolve(arg: &Path) -> Result<(Scenario, Source), ScenarioError> {
         Some(b) => b.load().map(|s| (s, Source::Bundled(b.name))),
         None => {
             let names: Vec<&str> = BUNDLED.iter().map(|b| b.name).collect();
+            let near = bundled_name(arg)
+                .map(|given| crate::suggest::did_you_mean(given, names.iter().copied()))
+                .unwrap_or_default();
             let problem = ScenarioProblem::Read(std::io::Error::new(
                 std::io::ErrorKind::NotFound,
                 format!(
-                    "no such file, and no bundled scenario of that name (bundled: {}; \
+                    "no such file, and no bundled scenario of that name{near} (bundled: {}; \
                      `oversell scenarios` lists them)",
                     names.join(", ")
                 ),
@@ -197,5 +200,12 @@ mod tests {
             err.contains("no-such-sale") && err.contains("flash-100"),
             "{err}"
         );
+        assert!(!err.contains("did you mean"), "nothing near: {err}");
+        let err = resolve(Path::new("flash-10")).unwrap_err().to_string();
+        assert!(err.contains("(did you mean `flash-100`?)"), "{err}");
+        let err = resolve(Path::new("scenarios/smok.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("(did you mean `smoke`?)"), "{err}");
     }
 }

@@ -15,12 +15,11 @@
 use crate::gate::{self, Metric, Status, Verdict};
 use crate::inventory::{Defect, Strategy};
 use crate::report::table::{text, Align};
-use crate::runner::{self, Cell, RunPlan, Subject};
+use crate::runner::{self, Cell, RunPlan};
 use crate::scenarios::Bundled;
 use crate::store::Backend;
 use serde::Serialize;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The schema id of `selftest --json`.
@@ -261,25 +260,20 @@ async fn judge(case: Case, setup: &Setup) -> anyhow::Result<(Verdict, PathBuf)> 
             .map_err(|e| anyhow::anyhow!("--max-send-lag: {e}"))?;
     }
     let limits = gate::limits(&s.thresholds, None, &[], true);
-    let plan = RunPlan {
-        buyers: Arc::new(crate::traffic::schedule::build(&s)),
-        scenario: s,
-        scenario_file: crate::scenarios::Source::Bundled(bundled.name).origin(),
-        subject: Subject::Reference {
-            cells: vec![Cell {
-                strategy: case.strategy,
-                backend: setup.backend,
-                database_url: setup.database_url.clone(),
-            }],
-            redis_url: setup.redis_url.clone(),
-            shop_exe: setup.shop_exe.clone(),
-        },
-        out: setup.out.clone(),
-        drain_limit: setup.drain_limit,
-        progress: false,
-        live: None,
-        repeat: 1,
+    let cell = Cell {
+        strategy: case.strategy,
+        backend: setup.backend,
+        database_url: setup.database_url.clone(),
     };
+    let plan = RunPlan::reference(
+        s,
+        crate::scenarios::Source::Bundled(bundled.name).origin(),
+        vec![cell],
+        setup.redis_url.clone(),
+        setup.shop_exe.clone(),
+        setup.out.clone(),
+    )
+    .with_drain_limit(setup.drain_limit);
     let (report, dir) = runner::execute(&plan).await?;
     Ok((Verdict::judge(&report, &limits, false), dir))
 }

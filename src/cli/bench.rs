@@ -180,7 +180,7 @@ pub(super) async fn bench(what: BenchCommand) -> anyhow::Result<i32> {
                 connections: args.concurrency,
                 rate: args.rate,
                 stock: args.stock,
-                shop_exe: std::env::current_exe().context("locating the oversell binary")?,
+                shop_exe: crate::runner::shop_exe()?,
                 consumers: args.consumers,
                 buckets: args.buckets,
                 pool_size: args.pool_size,

@@ -29,14 +29,17 @@ pub struct GateArgs {
     /// Gate a foreign shop at this URL (mapped by the scenario's `[target]` table) instead.
     #[arg(long, help_heading = super::values::TARGET)]
     pub target: Option<String>,
-    /// A limit, overriding the scenario: NAME=VALUE, repeatable. NAME is one of oversell,
-    /// client_oversell, client_peak_oversell, stock_peak_oversell, oracle_disagreement,
-    /// lost_acks, dead_letters, duplicate_buyers, client_duplicate_buyers, not_settled,
-    /// nothing_sold, undersell, error_rate, unclassified, login_failures, p99_ms, p999_ms,
-    /// service_p99_ms, send_lag_p99_ms (and the other catalog names). A limit given here that
-    /// the run cannot measure is not verified. capacity_rps=R (at least) runs the scenario at
-    /// R buyers/s, its shape kept, and passes when every other threshold holds there.
-    #[arg(short = 't', long = "threshold", value_name = "NAME=VALUE", help_heading = super::values::THRESHOLDS)]
+    /// A limit, overriding the scenario: NAME=VALUE, repeatable (the help lists every NAME,
+    /// from the metric catalog). capacity_rps=R (at least) runs the scenario at R buyers/s, its
+    /// shape kept, and passes when every other threshold holds there.
+    #[arg(
+        short = 't',
+        long = "threshold",
+        value_name = "NAME=VALUE",
+        help_heading = super::values::THRESHOLDS,
+        help = crate::metric::threshold_help(),
+        long_help = crate::metric::threshold_help()
+    )]
     pub thresholds: Vec<Override>,
     /// Write JUnit XML here: one test case per threshold per strategy.
     #[arg(long, value_name = "FILE", help_heading = super::values::THRESHOLDS)]
@@ -153,18 +156,15 @@ pub async fn gate(args: GateArgs) -> anyhow::Result<i32> {
             } else {
                 args.strategy.clone()
             };
-            Subject::Reference {
-                cells: strategies
-                    .into_iter()
-                    .map(|strategy| Cell {
-                        strategy,
-                        backend,
-                        database_url: url.clone(),
-                    })
-                    .collect(),
-                redis_url: args.conn.redis_url.clone(),
-                shop_exe: std::env::current_exe().context("locating the oversell binary")?,
-            }
+            let cells = strategies
+                .into_iter()
+                .map(|strategy| Cell {
+                    strategy,
+                    backend,
+                    database_url: url.clone(),
+                })
+                .collect();
+            Subject::reference(cells, args.conn.redis_url.clone())?
         }
     };
     let scenario_name = s.name.clone();

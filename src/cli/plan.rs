@@ -330,17 +330,18 @@ pub(super) async fn plan(
         eprintln!("{}", summary.banner(host));
     }
     let live = pa.output.live().await?;
-    Ok(Some(RunPlan {
-        scenario: s,
-        scenario_file: scenario_file.to_path_buf(),
-        subject,
-        buyers,
-        out: pa.output.out.clone(),
-        drain_limit: pa.output.drain_limit(),
-        progress: !pa.output.quiet,
-        live,
-        repeat: 1,
-    }))
+    Ok(Some(
+        RunPlan::new(
+            s,
+            scenario_file.to_path_buf(),
+            subject,
+            pa.output.out.clone(),
+        )
+        .with_buyers(buyers)
+        .with_drain_limit(pa.output.drain_limit())
+        .with_progress(!pa.output.quiet)
+        .with_live(live),
+    ))
 }
 
 /// `--shard`, `--open-at` and the running shop the shards fire at: shared by `run`, `gate`

@@ -5,7 +5,6 @@ use super::{ConnArgs, OutputArgs};
 use crate::inventory::{Defect, Strategy};
 use crate::selftest::{self, Setup};
 use crate::store::Backend;
-use anyhow::Context;
 use clap::Args;
 
 /// `oversell selftest`.
@@ -48,7 +47,7 @@ pub async fn selftest(args: SelftestArgs) -> anyhow::Result<i32> {
         backend,
         database_url,
         redis_url: args.conn.redis_url.clone(),
-        shop_exe: std::env::current_exe().context("locating the oversell binary")?,
+        shop_exe: crate::runner::shop_exe()?,
         out: args.output.out.join("selftest"),
         drain_limit: args.output.drain_limit(),
         max_send_lag_ms: args.send_lag.ms(),

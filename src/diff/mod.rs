@@ -47,7 +47,8 @@ fn aliases() -> String {
 #[derive(Debug, thiserror::Error)]
 pub enum DiffError {
     #[error(
-        "--fail-on: unknown metric {0:?}; allowed: {names} (older names: {aliases})",
+        "--fail-on: unknown metric {0:?}{near}; allowed: {names} (older names: {aliases})",
+        near = Metric::did_you_mean(.0),
         names = metric_names().join(", "),
         aliases = aliases()
     )]
@@ -511,6 +512,7 @@ mod tests {
         let e = DiffPlan::new("a".into(), "b".into(), 5.0, &["oversel".into()], None).unwrap_err();
         let msg = e.to_string();
         assert!(msg.contains("\"oversel\""), "{msg}");
+        assert!(msg.contains("(did you mean `oversell`?)"), "{msg}");
         for name in metric_names() {
             assert!(msg.contains(name), "{msg} lists {name}");
         }

@@ -13,7 +13,8 @@
 //! records, so `--allow-unverified` never passes a run that tested nothing); `unclassified` defaults to 1 %; `send_lag_p99_ms` to 5 ms (a run above
 //! it is *generator-bound*: the generator sent late, and the gate says so rather than blame the
 //! shop). `indeterminate_committed`,
-//! `turned_away_buyers`, `error_rate` and the latencies are limited only when asked. Every strategy,
+//! `turned_away_buyers`, `error_rate`, the latencies, `db_qps_peak` and `throughput` (a floor:
+//! at least) are limited only when asked: every catalog name `diff --fail-on` takes. Every strategy,
 //! `naive` included, is judged by the same limits: the gate is about the shop, not about what a
 //! design claims. Each limit is checked for every run (strategy,
 //! or the foreign target) and ends as passed, breached, *not verified* when the run could not
@@ -100,7 +101,9 @@ pub fn limits(
     } else {
         Origin::Scenario
     };
-    Metric::limitable()
+    Metric::ALL
+        .iter()
+        .copied()
         .filter_map(|m| {
             let flag = flags.iter().rev().find(|o| o.metric == m);
             let set = scenario
@@ -153,20 +156,12 @@ pub struct Check {
 }
 
 impl Check {
-    /// `<=`, or `>=` for a metric where higher is better (`capacity_rps`).
-    pub fn bound(&self) -> &'static str {
-        match self.limit.metric.spec().better {
-            crate::metric::Better::Higher => ">=",
-            crate::metric::Better::Lower => "<=",
-        }
-    }
-
-    /// `oversell <= 0`, `capacity_rps >= 500`.
+    /// `oversell <= 0`, `capacity_rps >= 500` (higher is better there, and for `throughput`).
     pub fn title(&self) -> String {
         format!(
             "{} {} {}",
             self.limit.metric.name(),
-            self.bound(),
+            self.limit.metric.bound(),
             self.limit.metric.format(self.limit.value)
         )
     }
@@ -294,7 +289,7 @@ impl Verdict {
                     c.limit.metric.name().to_string(),
                     format!(
                         "{} {} ({})",
-                        c.bound(),
+                        c.limit.metric.bound(),
                         c.limit.metric.format(c.limit.value),
                         c.limit.origin.as_str()
                     ),
@@ -385,7 +380,7 @@ impl Verdict {
 fn check(run: &RunReport, l: &Limit) -> (Option<f64>, &'static str, Status) {
     let f = &run.findings;
     let judged = |v: f64, source: &'static str| {
-        let status = if v <= l.value + 1e-12 {
+        let status = if l.metric.within(v, l.value) {
             Status::Passed
         } else {
             Status::Breached
@@ -425,167 +420,4 @@ fn check(run: &RunReport, l: &Limit) -> (Option<f64>, &'static str, Status) {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn flags_override_the_scenario_which_overrides_the_defaults() {
-        let mut t = Thresholds::default();
-        t.set("oversell", 2.0).unwrap();
-        t.set("p99_ms", 300.0).unwrap();
-        let flags: Vec<Override> = ["p99_ms=500", "error_rate=0.1", "p99_ms=700"]
-            .iter()
-            .map(|f| f.parse().unwrap())
-            .collect();
-        let l = limits(&t, None, &flags, false);
-        let get = |m| l.iter().find(|x| x.metric == m).copied();
-        assert_eq!(get(Metric::Oversell).unwrap().value, 2.0);
-        assert_eq!(get(Metric::Oversell).unwrap().origin, Origin::Scenario);
-        assert_eq!(get(Metric::LostAcks).unwrap().origin, Origin::Default);
-        assert_eq!(
-            get(Metric::P99Ms).unwrap().value,
-            700.0,
-            "the last flag wins"
-        );
-        assert_eq!(get(Metric::ErrorRate).unwrap().origin, Origin::Flag);
-        assert!(
-            get(Metric::TurnedAwayBuyers).is_none(),
-            "no default for turned-away buyers: sold out turns buyers away by design"
-        );
-        assert_eq!(get(Metric::Undersell).unwrap().value, 0.0);
-        assert_eq!(get(Metric::NothingSold).unwrap().value, 0.0);
-        assert_eq!(get(Metric::ClientOversell).unwrap().value, 0.0);
-        assert_eq!(get(Metric::Unclassified).unwrap().value, 0.01);
-        let l = limits(&t, Some(0.2), &[], false);
-        let u = l.iter().find(|x| x.metric == Metric::Unclassified).unwrap();
-        assert_eq!((u.value, u.origin), (0.2, Origin::Scenario));
-        let l = limits(&t, None, &flags, true);
-        let get = |m| l.iter().find(|x| x.metric == m).copied();
-        assert_eq!(get(Metric::Oversell).unwrap().origin, Origin::Bundled);
-        assert_eq!(get(Metric::P99Ms).unwrap().origin, Origin::Flag);
-    }
-
-    #[test]
-    fn a_bad_threshold_flag_names_the_allowed_ones() {
-        let e = "p95_ms=3".parse::<Override>().unwrap_err().to_string();
-        assert!(
-            e.contains("p95_ms") && e.contains("p999_ms") && e.contains("oversell"),
-            "{e}"
-        );
-        assert!("oversell".parse::<Override>().is_err());
-        assert!("oversell=-1".parse::<Override>().is_err());
-        assert!("oversell=0.5".parse::<Override>().is_err());
-        assert!("error_rate=2".parse::<Override>().is_err());
-        assert!("p99_ms=0".parse::<Override>().is_err());
-        assert_eq!("error_rate = 0.05".parse::<Override>().unwrap().value, 0.05);
-    }
-}
-
-#[cfg(test)]
-mod policy {
-    use super::*;
-    use crate::report::v1;
-
-    /// A report of one run judged by a totals-only oracle: sold, stock, no order rows.
-    fn totals_only() -> Report {
-        let mut r = v1::read(serde_json::from_str(v1::FIXTURE).unwrap());
-        r.runs.truncate(1);
-        let f = &mut r.runs[0].findings;
-        f.verified = true;
-        (f.oversell, f.sold, f.client_oversell) = (Some(0), Some(10), Some(0));
-        (f.lost_acks, f.duplicate_buyers, f.duplicate_devices) = (None, None, None);
-        (f.client_duplicate_buyers, f.client_duplicate_devices) = (Some(0), Some(2));
-        (f.peak_oversell, f.min_stock_seen, f.db_stock) = (None, None, Some(0));
-        r
-    }
-
-    fn status(v: &Verdict, m: Metric) -> &Status {
-        &v.checks
-            .iter()
-            .find(|c| c.limit.metric == m)
-            .unwrap()
-            .status
-    }
-
-    #[test]
-    fn a_default_or_bundled_limit_the_oracle_cannot_measure_is_listed_not_required() {
-        let r = totals_only();
-        for bundled in [false, true] {
-            let v = Verdict::judge(
-                &r,
-                &limits(&Thresholds::default(), None, &[], bundled),
-                false,
-            );
-            assert!(matches!(
-                status(&v, Metric::LostAcks),
-                Status::NotRequired(_)
-            ));
-            assert!(v
-                .render()
-                .contains("lost_acks: not required (default limit)"));
-            assert_eq!(v.unverified(), 0, "{}", v.render());
-        }
-        let mut t = Thresholds::default();
-        t.set("lost_acks", 0.0).unwrap();
-        let v = Verdict::judge(&r, &limits(&t, None, &[], true), false);
-        let lost = v.checks.iter().find(|c| c.limit.metric == Metric::LostAcks);
-        assert_eq!(lost.unwrap().limit.origin, Origin::Bundled);
-        assert!(matches!(
-            status(&v, Metric::LostAcks),
-            Status::NotRequired(_)
-        ));
-        assert!(v
-            .markdown(&r, std::path::Path::new("."))
-            .contains(NOT_REQUIRED));
-    }
-
-    #[test]
-    fn a_limit_the_user_wrote_and_the_run_cannot_measure_fails_as_not_verified() {
-        let mut r = totals_only();
-        r.runs[0].findings.client_duplicate_devices = Some(0);
-        let flag: Override = "lost_acks=0".parse().unwrap();
-        let v = Verdict::judge(
-            &r,
-            &limits(&Thresholds::default(), None, &[flag], false),
-            false,
-        );
-        assert!(matches!(
-            status(&v, Metric::LostAcks),
-            Status::NotVerified(_)
-        ));
-        assert!(!v.passed());
-        let mut t = Thresholds::default();
-        t.set("lost_acks", 0.0).unwrap();
-        let v = Verdict::judge(&r, &limits(&t, None, &[], false), true);
-        assert!(matches!(
-            status(&v, Metric::LostAcks),
-            Status::NotVerified(_)
-        ));
-        assert!(v.passed(), "allowed by --allow-unverified: {}", v.render());
-    }
-
-    #[test]
-    fn duplicate_buyers_fall_back_to_the_clients_records_without_order_rows() {
-        let r = totals_only();
-        let v = Verdict::judge(&r, &limits(&Thresholds::default(), None, &[], true), false);
-        let c = |m| v.checks.iter().find(|c| c.limit.metric == m).unwrap();
-        assert_eq!(c(Metric::DuplicateBuyers).status, Status::Passed);
-        assert!(c(Metric::DuplicateBuyers)
-            .source
-            .contains("clients' records"));
-        assert_eq!(c(Metric::DuplicateDevices).status, Status::Breached);
-        assert_eq!(c(Metric::DuplicateDevices).measured, Some(2.0));
-    }
-
-    #[test]
-    fn without_any_oracle_an_unmeasured_default_limit_still_fails() {
-        let mut r = totals_only();
-        r.runs[0].findings.verified = false;
-        let v = Verdict::judge(&r, &limits(&Thresholds::default(), None, &[], true), false);
-        assert!(matches!(
-            status(&v, Metric::LostAcks),
-            Status::NotVerified(_)
-        ));
-        assert!(!v.passed());
-    }
-}
+mod tests;

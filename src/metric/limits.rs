@@ -11,20 +11,16 @@ use std::str::FromStr;
 
 impl Metric {
     /// Checks a limit for this metric: counts are whole and not negative, shares lie in
-    /// 0..1, milliseconds are positive.
+    /// 0..1, milliseconds and rates are positive.
     fn check_limit(self, value: f64) -> Result<f64, LimitError> {
-        let unit = self.spec().unit;
-        let (ok, allowed) = match unit {
+        let positive = value > 0.0 && value.is_finite();
+        let (ok, allowed) = match self.spec().unit {
             u if u.is_count() => (value >= 0.0 && value.fract() == 0.0, "a count of 0 or more"),
             Unit::Share => ((0.0..=1.0).contains(&value), "a share between 0 and 1"),
-            Unit::BuyersPerSecond => (
-                value > 0.0 && value.is_finite(),
-                "a positive rate in buyers per second",
-            ),
-            _ => (
-                value > 0.0 && value.is_finite(),
-                "a positive number of milliseconds",
-            ),
+            Unit::Millis => (positive, "a positive number of milliseconds"),
+            Unit::OrdersPerSecond => (positive, "a positive number of orders per second"),
+            Unit::BuyersPerSecond => (positive, "a positive rate in buyers per second"),
+            _ => (positive, "a positive rate per second"),
         };
         if ok {
             Ok(value)
@@ -37,11 +33,9 @@ impl Metric {
         }
     }
 
-    /// The metric a threshold name stands for.
+    /// The metric a threshold name stands for (any catalog name or alias).
     pub fn limitable_named(name: &str) -> Result<Metric, LimitError> {
-        Metric::named(name)
-            .filter(|m| m.spec().threshold.is_some())
-            .ok_or_else(|| LimitError::Unknown(name.trim().to_string()))
+        Metric::named(name).ok_or_else(|| LimitError::Unknown(name.trim().to_string()))
     }
 
     /// A threshold as written (`name`, `value`): the metric and its checked limit.
@@ -51,18 +45,44 @@ impl Metric {
     }
 }
 
-/// The names thresholds accept, comma-separated.
+/// The names thresholds accept (the whole catalog), comma-separated.
 pub fn limitable_names() -> String {
-    Metric::limitable()
-        .map(Metric::name)
+    Metric::ALL
+        .iter()
+        .map(|m| m.name())
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// What `gate --help` says of `--threshold`: every name it takes, from the catalog.
+pub fn threshold_help() -> String {
+    let at_least: Vec<&str> = Metric::ALL
+        .iter()
+        .filter(|m| m.bound() == ">=")
+        .map(|m| m.name())
+        .collect();
+    let aliases: Vec<String> = Metric::every_name()
+        .filter(|(n, m)| *n != m.name())
+        .map(|(n, m)| format!("{n} = {m}"))
+        .collect();
+    format!(
+        "A limit, overriding the scenario: NAME=VALUE, repeatable; the run's figure must be at \
+         most VALUE (at least, for {}). A limit given here that the run cannot measure is not \
+         verified. NAME is one of {} (older names: {}).",
+        at_least.join(", "),
+        limitable_names(),
+        aliases.join(", ")
+    )
 }
 
 /// A threshold that cannot be used.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum LimitError {
-    #[error("unknown threshold `{0}`; allowed: {names}", names = limitable_names())]
+    #[error(
+        "unknown threshold `{0}`{near}; allowed: {names}",
+        near = Metric::did_you_mean(.0),
+        names = limitable_names()
+    )]
     Unknown(String),
     #[error("threshold `{name}` must be {allowed} (got {value})")]
     Invalid {
@@ -219,7 +239,8 @@ mod tests {
              wrong_answers, conservation_drift, redis_drift, restock_mismatch, \
              reconcile_residual, stock_below_zero, stock_above_initial, not_settled, \
              nothing_sold, undersell, turned_away_buyers, error_rate, unclassified, \
-             login_failures, p99_ms, p999_ms, service_p99_ms, send_lag_p99_ms, capacity_rps"
+             login_failures, mean_ms, p50_ms, p99_ms, p999_ms, service_p99_ms, \
+             send_lag_p99_ms, db_qps_peak, throughput, capacity_rps"
         );
         assert_eq!(
             Metric::limit("max_send_lag_ms", 20.0),
@@ -227,7 +248,13 @@ mod tests {
             "the flag's spelling works in [thresholds] too"
         );
         assert!(Metric::limit("send_lag_p99_ms", 0.0).is_err());
-        assert!(Metric::limit("mean_ms", 3.0).is_err());
+        assert_eq!(
+            Metric::limit("latency_mean", 3.0),
+            Ok((Metric::MeanMs, 3.0)),
+            "every name diff --fail-on takes, aliases included"
+        );
+        assert!(Metric::limit("throughput", 0.0).is_err());
+        assert!(Metric::limit("db_qps_peak", -1.0).is_err());
     }
 
     #[test]

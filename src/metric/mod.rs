@@ -1,16 +1,21 @@
 //! The metric catalog: every figure oversell limits (`gate`), compares (`diff`), tabulates and
-//! charts, with its one name, its unit, which way is better, how two runs are compared, whether
-//! a threshold may limit it, and how a value is written for people.
+//! charts, with its one name, its unit, which way is better, how two runs are compared,
+//! its default limit (every metric may be limited, by `gate --threshold` as by `diff
+//! --fail-on`), and how a value is written for people.
 //!
-//! This module is the vocabulary and depends on nothing else in the crate, so the scenario file
+//! This module is the vocabulary and depends on nothing else in the crate but [`crate::suggest`], so the scenario file
 //! can parse `[thresholds]` into it (`limits`: a threshold's name and value checked against the
 //! metric's unit, `[thresholds]` and `--threshold`). How each metric is read from a run's
 //! report (and where the figure comes from) is `report::catalog`, next to the report it reads.
+//! `series`: the probes' per-second series ([`SeriesName`]: name, unit, the shop metric it is
+//! read from, the gauge `--metrics-listen` publishes it as).
 
 mod limits;
+mod series;
 mod specs;
 
-pub use limits::{limitable_names, LimitError, Override, Thresholds};
+pub use limits::{limitable_names, threshold_help, LimitError, Override, Thresholds};
+pub use series::SeriesName;
 use std::fmt;
 
 /// One figure of a run. The order is the catalog's order (reports, `diff`, `gate`).
@@ -117,9 +122,9 @@ pub struct Spec {
     pub unit: Unit,
     pub better: Better,
     pub rule: Rule,
-    /// `Some` when a threshold may limit it (always "at most"): the limit that applies when
-    /// neither the scenario nor a flag sets one.
-    pub threshold: Option<Option<f64>>,
+    /// The limit that applies when neither the scenario nor a flag sets one (every metric
+    /// may be limited: "at most" where lower is better, "at least" where higher is).
+    pub default_limit: Option<f64>,
 }
 
 /// The send-lag p99 above which a run is *generator-bound* (its latency measured the
@@ -199,17 +204,44 @@ impl Metric {
             .find(|m| m.name() == name || m.spec().aliases.contains(&name))
     }
 
-    /// The metrics a threshold may limit, in catalog order.
-    pub fn limitable() -> impl Iterator<Item = Metric> {
-        Metric::ALL
-            .iter()
-            .copied()
-            .filter(|m| m.spec().threshold.is_some())
+    /// Every name a metric is known by (its one name, then its older aliases), with the
+    /// metric: what `--threshold`, `[thresholds]` and `diff --fail-on` all accept.
+    pub fn every_name() -> impl Iterator<Item = (&'static str, Metric)> {
+        Metric::ALL.iter().flat_map(|m| {
+            std::iter::once(m.name())
+                .chain(m.spec().aliases.iter().copied())
+                .map(move |n| (n, *m))
+        })
+    }
+
+    /// `" (did you mean `p99_ms`?)"` for a name the catalog does not know, or nothing.
+    pub fn did_you_mean(name: &str) -> String {
+        let near = crate::suggest::closest(name, Metric::every_name().map(|(n, _)| n));
+        near.and_then(Metric::named)
+            .map(|m| format!(" (did you mean `{m}`?)"))
+            .unwrap_or_default()
     }
 
     /// The limit that applies when neither the scenario nor a flag sets one.
     pub fn default_limit(self) -> Option<f64> {
-        self.spec().threshold.flatten()
+        self.spec().default_limit
+    }
+
+    /// Whether `measured` holds `limit`: at most where lower is better, at least where
+    /// higher is.
+    pub fn within(self, measured: f64, limit: f64) -> bool {
+        match self.spec().better {
+            Better::Lower => measured <= limit + 1e-12,
+            Better::Higher => measured >= limit - 1e-12,
+        }
+    }
+
+    /// How a limit on it is written: `<=` (at most) or `>=` (at least).
+    pub fn bound(self) -> &'static str {
+        match self.spec().better {
+            Better::Lower => "<=",
+            Better::Higher => ">=",
+        }
     }
 
     /// The value alone, at the metric's precision: `3`, `0.50` (%), `12.5`, `0.845`.

@@ -10,7 +10,7 @@ const fn spec(
     column: &'static str,
     unit: Unit,
     better: Better,
-    threshold: Option<Option<f64>>,
+    default_limit: Option<f64>,
 ) -> Spec {
     Spec {
         name,
@@ -24,14 +24,14 @@ const fn spec(
         } else {
             Rule::Band
         },
-        threshold,
+        default_limit,
     }
 }
 
-/// A threshold with a limit of 0 unless set.
-const ZERO: Option<Option<f64>> = Some(Some(0.0));
-/// A threshold with no limit unless set.
-const OPTIONAL: Option<Option<f64>> = Some(None);
+/// A limit of 0 unless set.
+const ZERO: Option<f64> = Some(0.0);
+/// No limit unless set.
+const OPTIONAL: Option<f64> = None;
 
 pub(super) static SPECS: &[Spec] = &[
     spec(
@@ -311,7 +311,7 @@ pub(super) static SPECS: &[Spec] = &[
         "unclassified",
         Unit::Share,
         Better::Lower,
-        Some(Some(0.01)),
+        Some(0.01),
     ),
     spec(
         "login_failures",
@@ -320,7 +320,7 @@ pub(super) static SPECS: &[Spec] = &[
         "login failures",
         Unit::Share,
         Better::Lower,
-        Some(Some(0.5)),
+        Some(0.5),
     ),
     spec(
         "mean_ms",
@@ -329,7 +329,7 @@ pub(super) static SPECS: &[Spec] = &[
         "avg order latency",
         Unit::Millis,
         Better::Lower,
-        None,
+        OPTIONAL,
     ),
     spec(
         "p50_ms",
@@ -338,7 +338,7 @@ pub(super) static SPECS: &[Spec] = &[
         "order p50",
         Unit::Millis,
         Better::Lower,
-        None,
+        OPTIONAL,
     ),
     spec(
         "p99_ms",
@@ -374,7 +374,7 @@ pub(super) static SPECS: &[Spec] = &[
         "send lag p99",
         Unit::Millis,
         Better::Lower,
-        Some(Some(DEFAULT_MAX_SEND_LAG_MS)),
+        Some(DEFAULT_MAX_SEND_LAG_MS),
     ),
     spec(
         "db_qps_peak",
@@ -383,7 +383,7 @@ pub(super) static SPECS: &[Spec] = &[
         "DB peak QPS",
         Unit::DbRate,
         Better::Lower,
-        None,
+        OPTIONAL,
     ),
     spec(
         "throughput",
@@ -392,7 +392,7 @@ pub(super) static SPECS: &[Spec] = &[
         "throughput",
         Unit::OrdersPerSecond,
         Better::Higher,
-        None,
+        OPTIONAL,
     ),
     // Found by `oversell capacity`; as a threshold ("at least"), `gate` runs the scenario at
     // that rate and the rest of its objective must hold there (`capacity::gate`).

@@ -29,7 +29,9 @@ fn every_count_the_oracle_finds_defaults_to_zero_but_indeterminate_orders_and_tu
     // reasons other than sold out) judges it: a run that refused buyers it could have
     // served tested nothing.
     let informational = [Metric::IndeterminateCommitted, Metric::TurnedAwayBuyers];
-    let counts: Vec<Metric> = Metric::limitable()
+    let counts: Vec<Metric> = Metric::ALL
+        .iter()
+        .copied()
         .filter(|m| m.spec().unit.is_count())
         .collect();
     assert!(counts.len() >= 17, "{counts:?}");

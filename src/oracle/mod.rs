@@ -42,7 +42,7 @@ mod verdict;
 pub use answers::{judge as judge_follow_up, KeyDuplicate, Wrong, WrongAnswer, RULES};
 pub use orders::peak_held;
 
-use crate::model::Order;
+use crate::model::{Order, StatusKey};
 use crate::traffic::recorder::{Measurements, UnclassifiedAnswer};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -69,7 +69,7 @@ pub struct ForeignRows {
     /// The stock the stock query read, if one was given.
     pub stock: Option<i64>,
     /// This run's rows by the shop's own status spelling.
-    pub statuses: BTreeMap<String, i64>,
+    pub statuses: BTreeMap<StatusKey, i64>,
     /// Rows present before the sale (not this run's).
     pub present_before: u64,
 }
@@ -139,8 +139,8 @@ pub struct StockSample {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeadLetterSeen {
     pub order_id: String,
-    /// The entry's type: `order`, `pay`, `cancel`, `expire`.
-    pub kind: String,
+    /// The entry's type: `order`, `pay`, `cancel`, `expire` (`None`: not decodable).
+    pub kind: Option<crate::store::PersistKind>,
     /// The order's state in Redis when the entry was dead-lettered.
     pub was: String,
 }
@@ -187,7 +187,7 @@ pub struct Findings {
     /// Redis stock − db stock after reconciliation (redis-lua).
     pub redis_drift: Option<i64>,
     pub reconcile_residual: Option<i64>,
-    pub orders_by_status: BTreeMap<String, i64>,
+    pub orders_by_status: BTreeMap<StatusKey, i64>,
     pub acknowledged: u64,
     pub lost_acks: Option<u64>,
     /// Up to 20 of the lost order ids.

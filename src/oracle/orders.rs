@@ -57,14 +57,12 @@ pub(super) fn findings(f: &mut Findings, orders: &[Order], e: &Evidence<'_>, row
         );
     }
     for st in OrderStatus::ALL {
-        f.orders_by_status.insert(st.as_str().to_string(), 0);
+        f.orders_by_status.insert(st.into(), 0);
     }
     let mut by_user: HashMap<&str, i64> = HashMap::new();
     let mut by_device: HashMap<&str, i64> = HashMap::new();
     for o in orders {
-        *f.orders_by_status
-            .entry(o.status.as_str().to_string())
-            .or_default() += 1;
+        *f.orders_by_status.entry(o.status.into()).or_default() += 1;
         if o.status.holds_stock() {
             *by_user.entry(&o.user_id).or_default() += o.qty;
             if let Some(d) = &o.device_id {

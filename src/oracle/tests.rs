@@ -131,7 +131,7 @@ fn a_dead_lettered_acknowledged_order_is_lost_and_said_to_be_dead_lettered() {
     let c = clients(&[("a", "u1"), ("dl", "u2"), ("dl2", "u3")]);
     let letter = |id: &str, kind: &str, was: &str| DeadLetterSeen {
         order_id: id.into(),
-        kind: kind.into(),
+        kind: crate::store::PersistKind::parse(kind),
         was: was.into(),
     };
     // dl: refused while pending (dead-lettering released its unit); dl2: cancelled in

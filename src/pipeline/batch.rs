@@ -104,7 +104,7 @@ impl Consumer {
         for (id, order, reason) in direct {
             // Not an `order` entry of a live order: nothing to release (db_has_order = true).
             if self
-                .dead_letter(&id, order.as_deref(), "", &reason, 1, true)
+                .dead_letter(&id, order.as_deref(), None, &reason, 1, true)
                 .await?
             {
                 done.dead_lettered += 1;
@@ -247,12 +247,11 @@ impl Consumer {
                 .await
                 .map_err(PersistError::DbUnavailable)?
                 .is_some();
-        let kind = kind_str(ev.kind);
         let moved = self
             .dead_letter(
                 &ev.stream_id,
                 Some(&ev.order_id),
-                kind,
+                Some(ev.kind),
                 &reason,
                 attempts,
                 db_has_order,
@@ -268,7 +267,7 @@ impl Consumer {
         &mut self,
         entry: &str,
         order: Option<&str>,
-        kind: &str,
+        kind: Option<PersistKind>,
         reason: &str,
         attempts: u32,
         db_has_order: bool,
@@ -289,13 +288,7 @@ impl Consumer {
         else {
             return Ok(false);
         };
-        let kind: &'static str = match kind {
-            "order" => "order",
-            "pay" => "pay",
-            "cancel" => "cancel",
-            "expire" => "expire",
-            _ => "other",
-        };
+        let kind = kind.map_or("other", PersistKind::as_str);
         metrics::counter!("oversell_dead_letters_total", "kind" => kind).increment(1);
         tracing::error!(
             item = self.item,
@@ -322,15 +315,6 @@ impl Consumer {
             tokio::spawn(super::alert::post(url.clone(), body));
         }
         Ok(true)
-    }
-}
-
-fn kind_str(kind: PersistKind) -> &'static str {
-    match kind {
-        PersistKind::Order => "order",
-        PersistKind::Pay => "pay",
-        PersistKind::Cancel => "cancel",
-        PersistKind::Expire => "expire",
     }
 }
 

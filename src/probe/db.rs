@@ -1,7 +1,7 @@
 //! Database counters: PostgreSQL `pg_stat_database` (and `pg_stat_statements` when installed),
 //! MySQL/MariaDB `SHOW GLOBAL STATUS`.
 
-use super::{push, Series};
+use super::{push, push_in, Series, SeriesName};
 use crate::store::dialect::Statements;
 use crate::store::Backend;
 use sqlx::{MySqlPool, PgPool, Row};
@@ -108,12 +108,12 @@ impl DbProbe {
                     let secs = now.duration_since(*at).as_secs_f64().max(1e-3);
                     // Minus the probe's own stock read (one transaction per sample).
                     let tps = ((x - px - 1).max(0)) as f64 / secs;
-                    push(series, "db_tps", "transactions/s",
+                    push(series, SeriesName::DbTps,
                         "PostgreSQL pg_stat_database xact_commit + xact_rollback for the shop's database (busy backends flush these at most once a second, idle ones up to 10 s late)", t, tps);
                     match (calls, pc) {
-                        (Some(c), Some(pc)) => push(series, "db_qps", "statements/s",
+                        (Some(c), Some(pc)) => push(series, SeriesName::DbQps,
                             "PostgreSQL pg_stat_statements sum(calls) for the shop's database", t, ((c - pc - 1).max(0)) as f64 / secs),
-                        _ => push(series, "db_qps", "transactions/s",
+                        _ => push_in(series, SeriesName::DbQps, "transactions/s",
                             "PostgreSQL pg_stat_database xact_commit + xact_rollback (pg_stat_statements not installed)", t, tps),
                     }
                 }
@@ -156,32 +156,28 @@ impl DbProbe {
                     // Minus the probe's own two statements per sample.
                     push(
                         series,
-                        "db_qps",
-                        "statements/s",
+                        SeriesName::DbQps,
                         "MySQL SHOW GLOBAL STATUS Questions (server-wide), delta per second",
                         t,
                         (d("Questions") - 2.0).max(0.0) / secs,
                     );
                     push(
                         series,
-                        "db_tps",
-                        "transactions/s",
+                        SeriesName::DbTps,
                         "MySQL SHOW GLOBAL STATUS Com_commit + Com_rollback (server-wide)",
                         t,
                         (d("Com_commit") + d("Com_rollback")) / secs,
                     );
                     push(
                         series,
-                        "db_row_lock_waits",
-                        "waits/s",
+                        SeriesName::DbRowLockWaits,
                         "MySQL SHOW GLOBAL STATUS Innodb_row_lock_waits",
                         t,
                         d("Innodb_row_lock_waits") / secs,
                     );
                     push(
                         series,
-                        "db_deadlocks",
-                        "deadlocks/s",
+                        SeriesName::DbDeadlocks,
                         "MySQL SHOW GLOBAL STATUS Innodb_deadlocks",
                         t,
                         d("Innodb_deadlocks") / secs,
@@ -203,16 +199,14 @@ impl DbProbe {
         if let Some((stock, sold)) = stock {
             push(
                 series,
-                "db_stock",
-                "units",
+                SeriesName::DbStock,
                 "SELECT stock FROM items",
                 t,
                 stock as f64,
             );
             push(
                 series,
-                "db_sold",
-                "units",
+                SeriesName::DbSold,
                 "SELECT SUM(qty) FROM orders WHERE status IN ('pending_payment', 'paid')",
                 t,
                 sold as f64,

@@ -3,9 +3,12 @@
 //! `/metrics`. Each series says where its numbers came from.
 //!
 //! Every sample is also published as it is taken: as a gauge of the live metrics
-//! ([`crate::live::PROBE_GAUGES`]) and in [`Latest`], which progress lines read.
+//! ([`crate::live::probe_gauges`]) and in [`Latest`], which progress lines read.
 
 mod db;
+pub mod scrape;
+
+pub use crate::metric::SeriesName;
 
 use crate::inventory::redis_lua::{ItemKeys, RedisConn};
 use crate::live;
@@ -169,7 +172,10 @@ pub async fn start(config: ProbeConfig) -> Probes {
             }
             if let (false, Some(http)) = (config.shop_metrics_urls.is_empty(), &http) {
                 let pages = futures_util::future::join_all(
-                    config.shop_metrics_urls.iter().map(|url| scrape(http, url)),
+                    config
+                        .shop_metrics_urls
+                        .iter()
+                        .map(|url| scrape::scrape(http, url)),
                 )
                 .await;
                 if let Some(now) = merge_pages(pages) {
@@ -197,17 +203,29 @@ impl Probes {
     }
 }
 
+/// Adds a sample of `name`, in its usual unit.
 fn push(
     series: &mut BTreeMap<&'static str, Series>,
-    name: &'static str,
+    name: SeriesName,
+    source: &str,
+    t: f64,
+    v: f64,
+) {
+    push_in(series, name, name.unit(), source, t, v)
+}
+
+/// Adds a sample of `name`, in `unit`.
+fn push_in(
+    series: &mut BTreeMap<&'static str, Series>,
+    name: SeriesName,
     unit: &str,
     source: &str,
     t: f64,
     v: f64,
 ) {
     series
-        .entry(name)
-        .or_insert_with(|| Series::new(name, unit, source))
+        .entry(name.name())
+        .or_insert_with(|| Series::new(name.name(), unit, source))
         .points
         .push((t, v));
 }
@@ -300,8 +318,7 @@ impl RedisProbe {
                     let ops = (total.saturating_sub(prev).saturating_sub(own as u64)) as f64 / secs;
                     push(
                         series,
-                        "redis_ops",
-                        "ops/s",
+                        SeriesName::RedisOps,
                         "Redis INFO stats total_commands_processed (server-wide; a cluster: summed over its masters), delta per second",
                         t,
                         ops,
@@ -316,23 +333,9 @@ impl RedisProbe {
             } else {
                 "Redis: GET of every bucket's stock key plus the units travelling between buckets (HVALS of each bucket's transfers), summed; read one bucket at a time, so not atomic while units move"
             };
-            push(series, "redis_stock", "units", source, t, s as f64);
+            push(series, SeriesName::RedisStock, source, t, s as f64);
         }
     }
-}
-
-/// Scrapes a Prometheus text page into `name{labels}` → value.
-async fn scrape(http: &reqwest::Client, url: &str) -> Option<BTreeMap<String, f64>> {
-    let text = http.get(url).send().await.ok()?.text().await.ok()?;
-    Some(
-        text.lines()
-            .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
-            .filter_map(|l| {
-                let (k, v) = l.rsplit_once(' ')?;
-                Some((k.to_string(), v.parse().ok()?))
-            })
-            .collect(),
-    )
 }
 
 /// Gauges every shop reads from the state they share (the item's stream and consumer group,
@@ -354,7 +357,7 @@ fn merge_pages(pages: Vec<Option<BTreeMap<String, f64>>>) -> Option<BTreeMap<Str
             continue;
         };
         for (k, v) in page {
-            let shared = SHARED_GAUGES.contains(&k.split('{').next().unwrap_or(""));
+            let shared = SHARED_GAUGES.contains(&scrape::name_of(&k));
             let slot = m.entry(k).or_insert(if shared { v } else { 0.0 });
             if !shared {
                 *slot += v;
@@ -366,13 +369,6 @@ fn merge_pages(pages: Vec<Option<BTreeMap<String, f64>>>) -> Option<BTreeMap<Str
     merged
 }
 
-fn sum(m: &BTreeMap<String, f64>, name: &str, label: Option<&str>) -> f64 {
-    m.iter()
-        .filter(|(k, _)| k.split('{').next() == Some(name) && label.is_none_or(|l| k.contains(l)))
-        .map(|(_, v)| v)
-        .sum()
-}
-
 fn shop_series(
     t: f64,
     now: &BTreeMap<String, f64>,
@@ -381,56 +377,36 @@ fn shop_series(
 ) {
     const SRC: &str = "shop /metrics";
     let delta = |name: &str, label: Option<&str>| {
-        prev.map(|p| (sum(now, name, label) - sum(p, name, label)).max(0.0))
+        prev.map(|p| (scrape::sum(now, name, label) - scrape::sum(p, name, label)).max(0.0))
     };
+    let source = |s: SeriesName| format!("{SRC} {}", s.shop_metric().unwrap_or_default());
+    let prededuct = SeriesName::PredeductAttempts
+        .shop_metric()
+        .unwrap_or_default();
     if let (Some(ok), Some(all)) = (
-        delta("oversell_prededuct_total", Some("result=\"success\"")),
-        delta("oversell_prededuct_total", None),
+        delta(prededuct, Some("result=\"success\"")),
+        delta(prededuct, None),
     ) {
         if all > 0.0 {
-            push(
-                series,
-                "prededuct_success_rate",
-                "share",
-                &format!("{SRC} oversell_prededuct_total"),
-                t,
-                ok / all,
-            );
+            let s = SeriesName::PredeductSuccessRate;
+            push(series, s, &source(s), t, ok / all);
         }
-        push(
-            series,
-            "prededuct_attempts",
-            "1/s",
-            &format!("{SRC} oversell_prededuct_total"),
-            t,
-            all,
-        );
+        let s = SeriesName::PredeductAttempts;
+        push(series, s, &source(s), t, all);
     }
-    if let Some(r) = delta("oversell_restocks_total", None) {
-        push(
-            series,
-            "restocks",
-            "1/s",
-            &format!("{SRC} oversell_restocks_total"),
-            t,
-            r,
-        );
+    let s = SeriesName::Restocks;
+    if let Some(r) = delta(s.shop_metric().unwrap_or_default(), None) {
+        push(series, s, &source(s), t, r);
     }
-    for (name, metric) in [
-        ("reconcile_residual", "oversell_reconcile_residual"),
-        ("stream_lag", "oversell_stream_lag"),
-        ("stream_pending", "oversell_stream_pending"),
-        ("pool_in_use", "oversell_db_pool_in_use"),
+    for s in [
+        SeriesName::ReconcileResidual,
+        SeriesName::StreamLag,
+        SeriesName::StreamPending,
+        SeriesName::PoolInUse,
     ] {
-        if now.keys().any(|k| k.split('{').next() == Some(metric)) {
-            push(
-                series,
-                name,
-                "count",
-                &format!("{SRC} {metric}"),
-                t,
-                sum(now, metric, None),
-            );
+        let metric = s.shop_metric().unwrap_or_default();
+        if scrape::has(now, metric) {
+            push(series, s, &source(s), t, scrape::sum(now, metric, None));
         }
     }
 }
@@ -462,10 +438,13 @@ mod tests {
             ]),
         ])
         .unwrap();
-        assert_eq!(sum(&merged, "oversell_prededuct_total", None), 22.0);
-        assert_eq!(sum(&merged, "oversell_db_pool_in_use", None), 5.0);
-        assert_eq!(sum(&merged, "oversell_stream_lag", None), 40.0);
-        assert_eq!(sum(&merged, "oversell_reconcile_residual", None), -2.0);
+        assert_eq!(scrape::sum(&merged, "oversell_prededuct_total", None), 22.0);
+        assert_eq!(scrape::sum(&merged, "oversell_db_pool_in_use", None), 5.0);
+        assert_eq!(scrape::sum(&merged, "oversell_stream_lag", None), 40.0);
+        assert_eq!(
+            scrape::sum(&merged, "oversell_reconcile_residual", None),
+            -2.0
+        );
         assert!(merge_pages(vec![None, None]).is_none());
     }
 }

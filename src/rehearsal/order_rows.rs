@@ -8,7 +8,7 @@
 //! timestamps, so the peak replay the reference shop's rows allow is not made.
 
 use super::oracle::ReadOnly;
-use crate::model::{Order, OrderStatus};
+use crate::model::{Order, OrderStatus, StatusKey};
 use crate::oracle::ForeignRows;
 use sqlx::{AnyPool, Column, Executor, Row as _, Statement};
 use std::collections::{BTreeMap, HashSet};
@@ -106,13 +106,13 @@ impl OrdersQuery {
     /// with the stock the stock query read.
     pub fn this_run(&self, before: &[Row], after: Vec<Row>, stock: Option<i64>) -> ForeignRows {
         let old: HashSet<&str> = before.iter().map(|r| r.order_id.as_str()).collect();
-        let mut statuses: BTreeMap<String, i64> = BTreeMap::new();
+        let mut statuses: BTreeMap<StatusKey, i64> = BTreeMap::new();
         let orders = after
             .into_iter()
             .filter(|r| !old.contains(r.order_id.as_str()))
             .map(|r| {
                 let shown = r.status.clone().unwrap_or_else(|| "(no status)".into());
-                *statuses.entry(shown).or_default() += 1;
+                *statuses.entry(shown.into()).or_default() += 1;
                 let status = if !self.holds_stock(r.status.as_deref()) {
                     OrderStatus::Cancelled
                 } else if r

@@ -17,7 +17,7 @@ use tokio::time::Instant;
 pub const EVERY: Duration = Duration::from_secs(1);
 
 /// The series the samples become (the reference shop's probe names its stock series alike).
-pub const SERIES: &str = "db_stock";
+pub const SERIES: &str = crate::metric::SeriesName::DbStock.name();
 
 /// One reading: sent, answered, the stock.
 type Reading = (Instant, Instant, i64);

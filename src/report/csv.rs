@@ -7,6 +7,7 @@
 //! columns exist for every strategy; series not listed here are appended in name order.
 
 use super::RunReport;
+use crate::metric::SeriesName;
 use crate::traffic::recorder::Answer;
 use anyhow::Context;
 use std::collections::BTreeMap;
@@ -37,23 +38,16 @@ pub const ORDER_COLUMNS: [(&str, &[Answer]); 9] = [
     ),
 ];
 
-/// Probe series columns, always present (empty where not sampled).
-pub const SERIES_COLUMNS: [&str; 14] = [
-    "db_qps",
-    "db_tps",
-    "redis_ops",
-    "db_stock",
-    "redis_stock",
-    "prededuct_success_rate",
-    "prededuct_attempts",
-    "restocks",
-    "reconcile_residual",
-    "stream_lag",
-    "stream_pending",
-    "pool_in_use",
-    "db_row_lock_waits",
-    "db_deadlocks",
-];
+/// Probe series columns, always present (empty where not sampled): every series of the
+/// table but `db_sold`, in its order.
+pub static SERIES_COLUMNS: std::sync::LazyLock<Vec<&'static str>> =
+    std::sync::LazyLock::new(|| {
+        SeriesName::ALL
+            .into_iter()
+            .filter(|s| *s != SeriesName::DbSold)
+            .map(SeriesName::name)
+            .collect()
+    });
 
 fn num(v: f64) -> String {
     if v.fract() == 0.0 && v.abs() < 1e15 {

@@ -11,13 +11,14 @@
 //! from the fault's end to `recovered_ms`.
 
 use super::{Report, RunReport};
+use crate::nemesis::FaultKind;
 use serde::{Deserialize, Serialize};
 
 /// One fault a run went through, as `report.json` carries it.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct FaultWindow {
-    /// `shop-kill`, `redis-restart`, `db-outage`, ...
-    pub kind: String,
+    /// `shop-kill`, `redis-restart`, `db-outage`, ... (stored as the fault's own spelling).
+    pub kind: FaultKind,
     /// When it was due, ms after the sale opened.
     pub at_ms: u64,
     /// When it took effect.
@@ -75,13 +76,13 @@ pub const NOTE: &str = "Oversell, lost acknowledged orders and indeterminate att
 
 /// The strategy × fault table: a header and one row per run; `None` when no run had faults.
 pub fn table(r: &Report) -> Option<(Vec<String>, Vec<Vec<String>>)> {
-    let mut faults: Vec<(String, &str, u64)> = Vec::new();
+    let mut faults: Vec<(String, FaultKind, u64)> = Vec::new();
     for f in r.runs.iter().flat_map(|run| &run.faults) {
         if !faults
             .iter()
             .any(|(_, k, at)| *k == f.kind && *at == f.at_ms)
         {
-            faults.push((f.label(), f.kind.as_str(), f.at_ms));
+            faults.push((f.label(), f.kind, f.at_ms));
         }
     }
     if faults.is_empty() {
@@ -147,6 +148,26 @@ mod tests {
         {"kind": "db-outage", "at_ms": 500, "began_ms": 502, "ended_ms": 2500,
          "recovered_ms": null, "recovery_basis": "error rate"}
     ]"#;
+
+    #[test]
+    fn fault_windows_read_and_write_the_kinds_as_older_reports_spell_them() {
+        let windows: Vec<FaultWindow> = serde_json::from_str(FAULTS).unwrap();
+        assert_eq!(windows[0].kind, FaultKind::RedisRestart);
+        assert_eq!(windows[1].kind, FaultKind::DbOutage);
+        let back = serde_json::to_value(&windows).unwrap();
+        assert_eq!(back[0]["kind"], "redis-restart");
+        assert_eq!(back[1]["kind"], "db-outage");
+        for kind in FaultKind::ALL {
+            let json = serde_json::to_value(kind).unwrap();
+            assert_eq!(
+                json,
+                kind.as_str(),
+                "{kind}: the name scenarios and flags use"
+            );
+        }
+        let bad = FAULTS.replace("db-outage", "db-melt");
+        assert!(serde_json::from_str::<Vec<FaultWindow>>(&bad).is_err());
+    }
 
     #[test]
     fn a_compare_over_faults_gives_one_row_per_strategy_and_a_column_per_fault() {

@@ -53,8 +53,8 @@ pub fn sources(foreign: bool) -> BTreeMap<String, String> {
         ("outcomes", "the simulated clients' own records of every answer"),
         ("oracle", oracle),
         ("client_evidence", "the clients' own records: acknowledged orders minus the restocks the run saw (cancels answered ok; released orders the database shows), judged against the initial stock on every run, with or without an oracle"),
-        ("db_qps", "the database server's counters, sampled every second (see each run's db_qps.source)"),
-        ("redis_ops", "Redis INFO stats total_commands_processed, sampled every second (server-wide)"),
+        (crate::metric::SeriesName::DbQps.name(), "the database server's counters, sampled every second (see each run's db_qps.source)"),
+        (crate::metric::SeriesName::RedisOps.name(), "Redis INFO stats total_commands_processed, sampled every second (server-wide)"),
         ("goose_crosscheck", "goose's own metrics: time to first byte from the actual send; kept only as a cross-check"),
         ("generator", "getrusage(RUSAGE_SELF) of the load generator process (the shop runs in a child process)"),
     ]

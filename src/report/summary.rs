@@ -1,6 +1,7 @@
 //! Turning measurements into the report's figures.
 
 use super::{Drain, KindReport, RunReport, Shop, Timeline};
+use crate::metric::SeriesName;
 use crate::oracle::Findings;
 use crate::pipeline::reconcile::Pass;
 use crate::probe::Series;
@@ -279,11 +280,11 @@ pub fn build(input: RunInputs) -> RunReport {
             .map(|h| LatencySummary::of(&h)),
         max_send_lag_ms: Some(input.max_send_lag_ms),
         generator_bound,
-        db_qps: summary("db_qps"),
-        db_tps: summary("db_tps"),
-        redis_ops: summary("redis_ops"),
-        db_row_lock_waits: total_of("db_row_lock_waits"),
-        db_deadlocks: total_of("db_deadlocks"),
+        db_qps: summary(SeriesName::DbQps.name()),
+        db_tps: summary(SeriesName::DbTps.name()),
+        redis_ops: summary(SeriesName::RedisOps.name()),
+        db_row_lock_waits: total_of(SeriesName::DbRowLockWaits.name()),
+        db_deadlocks: total_of(SeriesName::DbDeadlocks.name()),
         generator: input.generator,
         drain: input.drain,
         reconcile: input.reconcile,

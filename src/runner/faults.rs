@@ -23,7 +23,7 @@ pub(super) fn windows(applied: &[Applied], run: &RunReport) -> Vec<FaultWindow> 
 fn window(a: &Applied, run: &RunReport) -> FaultWindow {
     let (Some(began), Some(ended)) = (a.began_ms, a.ended_ms) else {
         return FaultWindow {
-            kind: a.kind.to_string(),
+            kind: a.kind,
             at_ms: a.at_ms,
             began_ms: a.at_ms,
             ended_ms: a.at_ms,
@@ -43,7 +43,10 @@ fn window(a: &Applied, run: &RunReport) -> FaultWindow {
             _ => None,
         };
     };
-    for name in ["stream_lag", "reconcile_residual"] {
+    for name in [
+        crate::metric::SeriesName::StreamLag.name(),
+        crate::metric::SeriesName::ReconcileResidual.name(),
+    ] {
         if let Some(back) = series_back(run, name, began, ended) {
             take(name, back);
         }
@@ -53,7 +56,7 @@ fn window(a: &Applied, run: &RunReport) -> FaultWindow {
         basis.push(json!(note));
     }
     FaultWindow {
-        kind: a.kind.to_string(),
+        kind: a.kind,
         at_ms: a.at_ms,
         began_ms: began,
         ended_ms: ended,

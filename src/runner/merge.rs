@@ -19,9 +19,7 @@ use crate::shard::file::ShardFile;
 use crate::store::Backend;
 use crate::traffic::mapping::Mapping;
 use anyhow::Context;
-use clap::ValueEnum;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 /// What `merge` needs besides the shard folders: where the shop's database and Redis are.
@@ -56,12 +54,7 @@ pub async fn merge(plan: &MergePlan) -> anyhow::Result<(report::Report, PathBuf)
     let Some(lead_shop) = lead.shop.clone() else {
         return merge_attack(plan, combined, n, started_at).await;
     };
-    let backend = Backend::from_str(&lead_shop.backend, true).map_err(|_| {
-        anyhow::anyhow!(
-            "shard.json: shop.backend is {:?}; allowed: postgres, mysql",
-            lead_shop.backend
-        )
-    })?;
+    let backend = lead_shop.backend;
     let cell = Cell {
         strategy: lead_shop.strategy,
         backend,
@@ -82,21 +75,15 @@ pub async fn merge(plan: &MergePlan) -> anyhow::Result<(report::Report, PathBuf)
     if let Some(ms) = plan.send_lag_bound {
         s.thresholds.set("send_lag_p99_ms", ms)?;
     }
-    let run_plan = RunPlan {
-        buyers: Arc::new(crate::traffic::schedule::build(&s)),
-        scenario: s,
-        scenario_file: PathBuf::from(&lead.scenario_file),
-        subject: Subject::Reference {
-            cells: vec![cell.clone()],
-            redis_url: plan.redis_url.clone(),
-            shop_exe: std::env::current_exe().context("locating the oversell binary")?,
-        },
-        out: plan.out.clone(),
-        drain_limit: plan.drain_limit,
-        progress: plan.progress,
-        repeat: 1,
-        live: None,
-    };
+    let subject = Subject::reference(vec![cell.clone()], plan.redis_url.clone())?;
+    let run_plan = RunPlan::new(
+        s,
+        PathBuf::from(&lead.scenario_file),
+        subject,
+        plan.out.clone(),
+    )
+    .with_drain_limit(plan.drain_limit)
+    .with_progress(plan.progress);
     let item = run_plan.scenario.item.number();
     run_plan.say(&format!(
         "== merge: {n} shards of {} ({} buyers, opened {}), {} on {} at {base_url}",
@@ -187,17 +174,14 @@ async fn merge_attack(
         settle: Default::default(),
     };
     let oracle = foreign.oracle.view();
-    let run_plan = RunPlan {
-        buyers: Arc::new(crate::traffic::schedule::build(&s)),
-        scenario: s,
-        scenario_file: PathBuf::from(&lead.scenario_file),
-        subject: Subject::Foreign(Box::new(foreign)),
-        out: plan.out.clone(),
-        drain_limit: plan.drain_limit,
-        progress: plan.progress,
-        repeat: 1,
-        live: None,
-    };
+    let run_plan = RunPlan::new(
+        s,
+        PathBuf::from(&lead.scenario_file),
+        Subject::Foreign(Box::new(foreign)),
+        plan.out.clone(),
+    )
+    .with_drain_limit(plan.drain_limit)
+    .with_progress(plan.progress);
     run_plan.say(&format!(
         "== merge: {n} attack shards of {} ({} buyers, opened {}) at {}; no oracle: the \
          clients' evidence alone",

@@ -88,8 +88,41 @@ pub enum Subject {
     Foreign(Box<Foreign>),
 }
 
+/// The `oversell` binary a child shop runs: this one.
+pub fn shop_exe() -> anyhow::Result<PathBuf> {
+    std::env::current_exe().context("locating the oversell binary")
+}
+
+impl Subject {
+    /// The reference shop on `cells`, served by this binary ([`shop_exe`]).
+    pub fn reference(cells: Vec<Cell>, redis_url: String) -> anyhow::Result<Subject> {
+        Ok(Subject::Reference {
+            cells,
+            redis_url,
+            shop_exe: shop_exe()?,
+        })
+    }
+}
+
 impl RunPlan {
-    /// A plan against the reference shop with the scenario's own seeded buyers.
+    /// A plan with the scenario's own seeded buyers, run once, without progress or a live
+    /// endpoint, draining for at most 60 s; the `with_*` methods change those.
+    pub fn new(scenario: Scenario, scenario_file: PathBuf, subject: Subject, out: PathBuf) -> Self {
+        RunPlan {
+            buyers: Arc::new(crate::traffic::schedule::build(&scenario)),
+            scenario,
+            scenario_file,
+            subject,
+            out,
+            drain_limit: Duration::from_secs(60),
+            progress: false,
+            live: None,
+            repeat: 1,
+        }
+    }
+
+    /// A plan against the reference shop (served by `shop_exe`) with the scenario's own
+    /// seeded buyers.
     pub fn reference(
         scenario: Scenario,
         scenario_file: PathBuf,
@@ -98,21 +131,40 @@ impl RunPlan {
         shop_exe: PathBuf,
         out: PathBuf,
     ) -> Self {
+        let subject = Subject::Reference {
+            cells,
+            redis_url,
+            shop_exe,
+        };
+        RunPlan::new(scenario, scenario_file, subject, out)
+    }
+
+    /// Fires these buyers instead of the scenario's seeded ones (renamed from a CSV).
+    pub fn with_buyers(self, buyers: Arc<Vec<BuyerPlan>>) -> Self {
+        RunPlan { buyers, ..self }
+    }
+
+    /// Waits at most `drain_limit` for the drain (reference) or the settle (foreign).
+    pub fn with_drain_limit(self, drain_limit: Duration) -> Self {
         RunPlan {
-            buyers: Arc::new(crate::traffic::schedule::build(&scenario)),
-            scenario,
-            scenario_file,
-            subject: Subject::Reference {
-                cells,
-                redis_url,
-                shop_exe,
-            },
-            out,
-            drain_limit: Duration::from_secs(60),
-            progress: false,
-            live: None,
-            repeat: 1,
+            drain_limit,
+            ..self
         }
+    }
+
+    /// Shows progress on stderr (or not).
+    pub fn with_progress(self, progress: bool) -> Self {
+        RunPlan { progress, ..self }
+    }
+
+    /// Tells this live endpoint which run and shop are current.
+    pub fn with_live(self, live: Option<Live>) -> Self {
+        RunPlan { live, ..self }
+    }
+
+    /// Runs each strategy `repeat` times.
+    pub fn with_repeat(self, repeat: u32) -> Self {
+        RunPlan { repeat, ..self }
     }
 
     /// How many runs the plan makes: every cell (or the foreign target) `repeat` times.

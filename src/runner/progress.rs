@@ -107,7 +107,7 @@ fn since_open(src: &Sources) -> f64 {
 
 /// `sold 37/100` from the database, else `acked 37/100` from the clients.
 fn sold(src: &Sources, created: u64) -> String {
-    match src.latest.get("db_sold") {
+    match src.latest.get(crate::metric::SeriesName::DbSold.name()) {
         Some(sold) => format!("sold {sold:.0}/{}", src.stock),
         None => format!("acked {created}/{}", src.stock),
     }

@@ -92,7 +92,7 @@ pub(super) async fn reference(
         redis_stock,
         redis_restocked_orders: restocked,
         dead_letters,
-        stock_seen: crate::probe::extremes(series, "db_stock"),
+        stock_seen: crate::probe::extremes(series, crate::metric::SeriesName::DbStock.name()),
         reconcile,
         stock_samples: Vec::new(),
     };

@@ -161,7 +161,7 @@ pub async fn fire_shard(run: &ShardRun) -> anyhow::Result<ShardFile> {
             ShardSubject::Reference { strategy, backend } => Some(ShardShop {
                 url: base_url.clone(),
                 strategy,
-                backend: backend.as_str().into(),
+                backend,
             }),
             ShardSubject::Foreign { .. } => None,
         },

@@ -13,8 +13,10 @@
 use super::shop_process::{self, ChildShop};
 use super::Cell;
 use crate::inventory::redis_lua::{ItemKeys, GROUP};
+use crate::probe::scrape::{self, scrape};
 use crate::report::shops::{ShopShare, ShopSpread, SOURCE};
 use crate::report::Drain;
+use crate::shop::routes::Route;
 use crate::shop::ShopKnobs;
 use crate::traffic::schedule::BuyerPlan;
 use std::collections::BTreeMap;
@@ -130,7 +132,7 @@ pub(super) async fn spread(
             requests_answered: metrics.as_ref().map(buyer_requests),
             persisted_events: redis
                 .and(metrics.as_ref())
-                .map(|m| sum(m, "oversell_persisted_events_total") as u64),
+                .map(|m| scrape::sum(m, "oversell_persisted_events_total", None) as u64),
             consumer,
         });
     }
@@ -156,40 +158,15 @@ async fn group_consumers(url: &str, stream: &str) -> anyhow::Result<Vec<String>>
     Ok(info.consumers.into_iter().map(|c| c.name).collect())
 }
 
-/// A Prometheus text page as `name{labels}` → value.
-async fn scrape(http: &reqwest::Client, url: &str) -> Option<BTreeMap<String, f64>> {
-    let resp = http.get(url).send().await.ok()?;
-    if !resp.status().is_success() {
-        return None;
-    }
-    let text = resp.text().await.ok()?;
-    Some(
-        text.lines()
-            .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
-            .filter_map(|l| {
-                let (k, v) = l.rsplit_once(' ')?;
-                Some((k.to_string(), v.parse().ok()?))
-            })
-            .collect(),
-    )
-}
-
-/// The sum of every series of `name`.
-fn sum(m: &BTreeMap<String, f64>, name: &str) -> f64 {
-    m.iter()
-        .filter(|(k, _)| k.split('{').next() == Some(name))
-        .map(|(_, v)| v)
-        .sum()
-}
-
-/// Requests on the buyers' routes: the product page (`GET /api/items/{id}`), orders, payments
-/// and cancellations; not the harness's set-up, audit, reconciliation or metrics.
+/// Requests on the buyers' routes ([`Route::is_buyers`]: the product page, orders, payments
+/// and cancellations; not the harness's set-up, audit, reconciliation or metrics).
 fn buyer_requests(m: &BTreeMap<String, f64>) -> u64 {
     m.iter()
-        .filter(|(k, _)| k.split('{').next() == Some("oversell_http_requests_total"))
+        .filter(|(k, _)| scrape::name_of(k) == "oversell_http_requests_total")
         .filter(|(k, _)| {
-            k.contains("route=\"/api/orders")
-                || (k.contains("route=\"/api/items/{id}\"") && k.contains("method=\"GET\""))
+            let route = scrape::label(k, "route").and_then(Route::of_path);
+            let method = scrape::label(k, "method").unwrap_or("");
+            route.is_some_and(|r| r.is_buyers(method))
         })
         .map(|(_, v)| *v as u64)
         .sum()
@@ -226,7 +203,10 @@ mod tests {
         ];
         let m: BTreeMap<String, f64> = page.iter().map(|(k, v)| (k.to_string(), *v)).collect();
         assert_eq!(buyer_requests(&m), 12);
-        assert_eq!(sum(&m, "oversell_persisted_events_total"), 9.0);
+        assert_eq!(
+            scrape::sum(&m, "oversell_persisted_events_total", None),
+            9.0
+        );
     }
 
     #[test]

@@ -10,6 +10,7 @@
 use super::ShardSpec;
 use crate::inventory::Strategy;
 use crate::report::summary::{decode_histogram, encode_histogram};
+use crate::store::Backend;
 use crate::traffic::attack::{GeneratorStats, GooseCrossCheck};
 use crate::traffic::recorder::{
     Ack, Answer, Attempt, BuyerResult, FollowUp, Kind, Measurements, Told, UnclassifiedAnswer,
@@ -67,7 +68,7 @@ pub struct ShardShop {
     pub url: String,
     pub strategy: Strategy,
     /// `postgres` or `mysql`.
-    pub backend: String,
+    pub backend: Backend,
 }
 
 /// The user's shop an `attack --shard` fired at.
@@ -366,5 +367,23 @@ impl ShardFile {
             }
         }
         Ok(buf)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_shard_shop_reads_and_writes_the_backend_as_older_shard_files_spell_it() {
+        let old = r#"{"url":"http://127.0.0.1:8080","strategy":"redis-lua","backend":"mysql"}"#;
+        let shop: ShardShop = serde_json::from_str(old).unwrap();
+        assert_eq!(shop.backend, Backend::Mysql);
+        assert_eq!(shop.strategy, Strategy::RedisLua);
+        assert_eq!(serde_json::to_string(&shop).unwrap(), old);
+        let e = serde_json::from_str::<ShardShop>(&old.replace("mysql", "oracle"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("postgres") && e.contains("mysql"), "{e}");
     }
 }

@@ -6,15 +6,15 @@
 //! open (a shop on loopback for local experiments). `PUT` on an item that already has orders
 //! is refused (`409 has_orders`) unless the caller asks for `?reset=true`.
 
-use super::error::ApiError;
+use super::error::{ApiError, ErrorCode};
 use super::handlers::{item_id, parse_json};
 use super::AppState;
 use crate::inventory::{RewarmOutcome, SaleSetupResult};
 use crate::model::SaleSetup;
 use axum::body::Bytes;
 use axum::extract::{FromRequestParts, Path, RawQuery, State};
+use axum::http::header;
 use axum::http::request::Parts;
-use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 
@@ -40,7 +40,7 @@ impl FromRequestParts<AppState> for Admin {
             Some(g) if same_secret(g.as_bytes(), token.as_bytes()) => Ok(Admin),
             _ => {
                 metrics::counter!("oversell_admin_refused_total").increment(1);
-                let err = ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized").detail(
+                let err = ApiError::new(ErrorCode::Unauthorized).detail(
                     "this admin route needs `Authorization: Bearer <token>` with the shop's \
                      --admin-token",
                 );
@@ -91,13 +91,11 @@ pub(super) async fn put_item(
             Ok(Json(item).into_response())
         }
         SaleSetupResult::HasOrders { orders } => {
-            Err(
-                ApiError::new(StatusCode::CONFLICT, "has_orders").detail(format!(
-                    "item {id} already has {orders} order(s); nothing changed. \
+            Err(ApiError::new(ErrorCode::HasOrders).detail(format!(
+                "item {id} already has {orders} order(s); nothing changed. \
                  `PUT /api/items/{id}?reset=true` deletes them and starts a fresh sale; \
                  `POST /api/items/{id}/rewarm` (redis-lua) rebuilds Redis from them"
-                )),
-            )
+            )))
         }
     }
 }
@@ -106,7 +104,7 @@ fn redis_only(st: &AppState, what: &str) -> ApiResult<()> {
     if st.inventory.strategy().reconciles() {
         Ok(())
     } else {
-        Err(ApiError::new(StatusCode::BAD_REQUEST, "not_applicable")
+        Err(ApiError::new(ErrorCode::NotApplicable)
             .detail(format!("{what} exists only for redis-lua")))
     }
 }
@@ -120,16 +118,13 @@ pub(super) async fn rewarm(
     let id = item_id(&id)?;
     redis_only(&st, "rewarm")?;
     match st.inventory.rewarm(id, "manual").await? {
-        None => Err(ApiError::new(StatusCode::NOT_FOUND, "unknown_item")),
-        Some(r) if r.outcome == RewarmOutcome::InFlight => {
-            Err(
-                ApiError::new(StatusCode::CONFLICT, "in_flight").detail(format!(
-                    "the item's stream still holds entries after the database's mark {}: nothing \
+        None => Err(ApiError::new(ErrorCode::UnknownItem)),
+        Some(r) if r.outcome == RewarmOutcome::InFlight => Err(ApiError::new(ErrorCode::InFlight)
+            .detail(format!(
+                "the item's stream still holds entries after the database's mark {}: nothing \
                  was rebuilt; retry once the consumer has persisted them",
-                    r.mark
-                )),
-            )
-        }
+                r.mark
+            ))),
         Some(r) => {
             st.page_cache.forget(id);
             Ok(Json(r))
@@ -147,7 +142,7 @@ pub(super) async fn reconcile(
     redis_only(&st, "reconciliation")?;
     match crate::pipeline::reconcile::pass(&st.inventory, id, &st.pipeline.reconcile).await? {
         Some(p) => Ok(Json(p)),
-        None => Err(ApiError::new(StatusCode::NOT_FOUND, "unknown_item")),
+        None => Err(ApiError::new(ErrorCode::UnknownItem)),
     }
 }
 

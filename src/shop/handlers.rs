@@ -1,9 +1,9 @@
 //! HTTP handlers: parse and validate, call the inventory, map outcomes to status codes.
 
-use super::error::ApiError;
+use super::error::{ApiError, ErrorCode};
 use super::AppState;
 use crate::inventory::Outcome;
-use crate::model::{OrderStatus, Purchase, MAX_ID_LEN};
+use crate::model::{OrderStatus, Purchase, MAX_ID_LEN, MAX_ORDER_ID_LEN};
 use crate::store::Transition;
 use crate::telemetry::Handles;
 use axum::body::Bytes;
@@ -101,7 +101,7 @@ pub(super) async fn healthz(State(st): State<AppState>) -> Json<serde_json::Valu
 }
 
 pub(super) async fn not_found() -> ApiError {
-    ApiError::new(StatusCode::NOT_FOUND, "not_found")
+    ApiError::new(ErrorCode::NotFound)
 }
 
 /// The method as a metric label: the known ones, else `other` (a label per invented method
@@ -120,29 +120,14 @@ fn method_label(m: &axum::http::Method) -> &'static str {
     }
 }
 
-/// Every route pattern [`super::app`] serves, as the `route` label of the HTTP metrics.
-const ROUTES: [&str; 9] = [
-    "/healthz",
-    "/metrics",
-    "/api/items/{id}",
-    "/api/items/{id}/audit",
-    "/api/items/{id}/reconcile",
-    "/api/items/{id}/rewarm",
-    "/api/orders",
-    "/api/orders/{id}/pay",
-    "/api/orders/{id}/cancel",
-];
-
 /// The `route` label of a request: its route pattern, `unmatched` for none; `Err` for a
-/// pattern missing from [`ROUTES`] (labelled all the same, but not cached).
+/// pattern missing from the route table (labelled all the same, but not cached).
 fn route_label(matched: Option<&str>) -> Result<&'static str, String> {
     let Some(path) = matched else {
         return Ok("unmatched");
     };
-    ROUTES
-        .iter()
-        .find(|r| **r == path)
-        .copied()
+    super::routes::Route::of_path(path)
+        .map(super::routes::Route::path)
         .ok_or_else(|| path.to_string())
 }
 
@@ -195,7 +180,7 @@ pub(super) async fn get_item(
                 .inventory
                 .item_meta(id)
                 .await?
-                .ok_or_else(|| ApiError::new(StatusCode::NOT_FOUND, "unknown_item"))?;
+                .ok_or_else(|| ApiError::new(ErrorCode::UnknownItem))?;
             let stock = redis.stock(id).await?.unwrap_or(0);
             let view = ItemView {
                 id,
@@ -215,7 +200,7 @@ pub(super) async fn get_item(
                 .item(id)
                 .await
                 .map_err(crate::inventory::InventoryError::from)?
-                .ok_or_else(|| ApiError::new(StatusCode::NOT_FOUND, "unknown_item"))?;
+                .ok_or_else(|| ApiError::new(ErrorCode::UnknownItem))?;
             ItemView {
                 id,
                 name: item.name,
@@ -330,38 +315,38 @@ pub(super) async fn create_order(
         Outcome::Replayed { order_id } => ("replayed", created(&order_id, true)),
         Outcome::KeyReused => (
             "key_reused",
-            ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "idempotency_key_reused")
+            ApiError::new(ErrorCode::IdempotencyKeyReused)
                 .detail("this Idempotency-Key bought an order for another buyer or quantity")
                 .into_response(),
         ),
-        Outcome::SoldOut => ("sold_out", ApiError::new(StatusCode::CONFLICT, "sold_out").into_response()),
+        Outcome::SoldOut => ("sold_out", ApiError::new(ErrorCode::SoldOut).into_response()),
         Outcome::Duplicate => (
             "duplicate",
-            ApiError::new(StatusCode::CONFLICT, "duplicate")
+            ApiError::new(ErrorCode::Duplicate)
                 .detail("this buyer already holds the purchase limit or has an order in flight")
                 .into_response(),
         ),
         Outcome::RateLimited => (
             "rate_limited",
-            ApiError::new(StatusCode::TOO_MANY_REQUESTS, "rate_limited").into_response(),
+            ApiError::new(ErrorCode::RateLimited).into_response(),
         ),
         Outcome::UnknownItem => (
             "unknown_item",
-            ApiError::new(StatusCode::NOT_FOUND, "unknown_item").into_response(),
+            ApiError::new(ErrorCode::UnknownItem).into_response(),
         ),
         Outcome::NotWarmed => {
             // Redis may have lost a sale this shop knew: have the watch look now.
             st.rewarm.nudge();
             (
                 "not_warmed",
-                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "not_warmed")
+                ApiError::new(ErrorCode::NotWarmed)
                     .detail("Redis does not hold this sale: if it lost it, the shop is rebuilding it from the database (retry shortly); a sale never set up needs PUT /api/items/{id}")
                     .into_response(),
             )
         }
         Outcome::NotReplicated { waited_ms, released } => (
             "not_replicated",
-            ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "not_replicated")
+            ApiError::new(ErrorCode::NotReplicated)
                 .detail(format!(
                     "no Redis replica confirmed the order within {waited_ms} ms (--redis-durability wait-replica); nothing was acknowledged{}",
                     if released { " and the unit was released: retry" } else { "; the reservation expires unpaid" }
@@ -370,7 +355,7 @@ pub(super) async fn create_order(
         ),
         Outcome::Busy(why) => (
             "busy",
-            ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "busy").detail(why).into_response(),
+            ApiError::new(ErrorCode::Busy).detail(why).into_response(),
         ),
         Outcome::OverLimit { limit } => (
             "invalid_request",
@@ -388,8 +373,10 @@ pub(super) async fn create_order(
 }
 
 fn order_id(raw: &str) -> ApiResult<&str> {
-    if raw.is_empty() || raw.len() > 64 {
-        return Err(ApiError::invalid("order id must be 1 to 64 characters"));
+    if raw.is_empty() || raw.len() > MAX_ORDER_ID_LEN {
+        return Err(ApiError::invalid(format!(
+            "order id must be 1 to {MAX_ORDER_ID_LEN} characters"
+        )));
     }
     Ok(raw)
 }
@@ -410,11 +397,10 @@ fn transition_response(
                 serde_json::json!({ "order_id": order_id, "status": s, "restocked": 0 }),
             ))
         }
-        Transition::AlreadyIn(s) => Err(ApiError::new(StatusCode::CONFLICT, "invalid_state")
-            .detail(format!(
-                "order is {s}; only pending_payment orders can become {target}"
-            ))),
-        Transition::NotFound => Err(ApiError::new(StatusCode::NOT_FOUND, "unknown_order")),
+        Transition::AlreadyIn(s) => Err(ApiError::new(ErrorCode::InvalidState).detail(format!(
+            "order is {s}; only pending_payment orders can become {target}"
+        ))),
+        Transition::NotFound => Err(ApiError::new(ErrorCode::UnknownOrder)),
     }
 }
 
@@ -443,7 +429,7 @@ pub(super) async fn audit(
     let id = item_id(&id)?;
     match st.inventory.audit(id).await? {
         Some(a) => Ok(Json(a)),
-        None => Err(ApiError::new(StatusCode::NOT_FOUND, "unknown_item")),
+        None => Err(ApiError::new(ErrorCode::UnknownItem)),
     }
 }
 

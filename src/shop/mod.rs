@@ -9,6 +9,8 @@
 //! - `admin`: set-up and reset, rewarm, reconcile, behind `--admin-token`.
 //! - `client_ip`: the order's address, from `X-Forwarded-For` only behind `--trusted-proxy`.
 //! - `rewarm`: the watch that rebuilds a redis-lua sale Redis lost.
+//! - `routes`: the one route table the router is built from.
+//! - `error`: the error body and [`error::ErrorCode`], the shop's machine codes.
 
 mod admin;
 pub mod client_ip;
@@ -16,13 +18,13 @@ pub mod error;
 mod handlers;
 pub mod knobs;
 pub mod rewarm;
+pub mod routes;
 pub mod telemetry;
 
 use crate::inventory::{Inventory, RedisSettings, Settings, Strategy};
 use crate::pipeline::{self, PipelineSettings};
 use crate::store::{PoolSettings, Store};
 use anyhow::Context;
-use axum::routing::{get, post};
 use axum::Router;
 use std::future::Future;
 use std::net::SocketAddr;
@@ -83,21 +85,9 @@ pub struct SharedState {
     pub rewarm: RewarmWatch,
 }
 
-/// The router.
+/// The router: the route table ([`routes::Route`]), the 404 fallback and the metrics layer.
 pub fn app(state: AppState) -> Router {
-    Router::new()
-        .route("/healthz", get(handlers::healthz))
-        .route("/metrics", get(telemetry::metrics))
-        .route(
-            "/api/items/{id}",
-            get(handlers::get_item).put(admin::put_item),
-        )
-        .route("/api/items/{id}/audit", get(handlers::audit))
-        .route("/api/items/{id}/reconcile", post(admin::reconcile))
-        .route("/api/items/{id}/rewarm", post(admin::rewarm))
-        .route("/api/orders", post(handlers::create_order))
-        .route("/api/orders/{id}/pay", post(handlers::pay))
-        .route("/api/orders/{id}/cancel", post(handlers::cancel))
+    routes::router()
         .fallback(handlers::not_found)
         .layer(axum::middleware::from_fn(handlers::observe))
         .with_state(state)

@@ -4,7 +4,9 @@ use super::StoreError;
 use crate::services::{redact_url, Service};
 
 /// Which database server the shop runs on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum, serde::Serialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum, serde::Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Backend {
     Postgres,

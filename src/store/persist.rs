@@ -52,8 +52,10 @@ fn as_columns((ms, seq): (u64, u64)) -> (i64, i64) {
     )
 }
 
-/// What a stream event asks the database to do.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What a stream event asks the database to do: the `type` field of a stream entry (and of
+/// a dead letter), spelt `order`, `pay`, `cancel`, `expire`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum PersistKind {
     Order,
     Pay,
@@ -62,15 +64,33 @@ pub enum PersistKind {
 }
 
 impl PersistKind {
+    /// Every kind.
+    pub const ALL: [PersistKind; 4] = [
+        PersistKind::Order,
+        PersistKind::Pay,
+        PersistKind::Cancel,
+        PersistKind::Expire,
+    ];
+
+    /// Its spelling in the stream.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            PersistKind::Order => "order",
+            PersistKind::Pay => "pay",
+            PersistKind::Cancel => "cancel",
+            PersistKind::Expire => "expire",
+        }
+    }
+
     /// Parses the `type` field of a stream entry.
     pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "order" => Some(PersistKind::Order),
-            "pay" => Some(PersistKind::Pay),
-            "cancel" => Some(PersistKind::Cancel),
-            "expire" => Some(PersistKind::Expire),
-            _ => None,
-        }
+        PersistKind::ALL.into_iter().find(|k| k.as_str() == s)
+    }
+}
+
+impl std::fmt::Display for PersistKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 
@@ -529,6 +549,17 @@ async fn apply_one(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_persist_kind_keeps_its_stream_spelling_in_json_too() {
+        for k in PersistKind::ALL {
+            assert_eq!(PersistKind::parse(k.as_str()), Some(k));
+            let json = serde_json::to_string(&k).unwrap();
+            assert_eq!(json, format!("\"{}\"", k.as_str()));
+            assert_eq!(serde_json::from_str::<PersistKind>(&json).unwrap(), k);
+        }
+        assert_eq!(PersistKind::parse(""), None);
+    }
 
     #[test]
     fn stream_ids_order_numerically_and_step_down() {

@@ -10,6 +10,7 @@
 use super::mapping::template;
 use super::schedule::BuyerPlan;
 use super::session::Columns;
+use crate::model::MAX_ID_LEN;
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
@@ -125,8 +126,11 @@ pub fn read(file: &Path, text: &str) -> Result<(Vec<Account>, Columns), CsvError
             ip: get("ip"),
         };
         for (column, value) in [("user_id", &acc.user_id), ("device_id", &acc.device_id)] {
-            if value.is_empty() || value.len() > 128 {
-                return Err(err(line, format!("{column} must be 1 to 128 characters")));
+            if value.is_empty() || value.len() > MAX_ID_LEN {
+                return Err(err(
+                    line,
+                    format!("{column} must be 1 to {MAX_ID_LEN} characters"),
+                ));
             }
         }
         if acc.ip.parse::<IpAddr>().is_err() {

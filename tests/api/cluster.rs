@@ -273,7 +273,11 @@ async fn failover_run(cluster: &TestCluster, durability: &str, kind: &str) -> Ru
          indeterminate {}, sold {:?}; {}",
         f.acknowledged, f.lost_acks, f.oversell, f.indeterminate, f.sold, f.verdict
     );
-    let w: Vec<_> = run.faults.iter().filter(|f| f.kind == kind).collect();
+    let w: Vec<_> = run
+        .faults
+        .iter()
+        .filter(|f| f.kind.as_str() == kind)
+        .collect();
     assert_eq!(w.len(), 1, "{:?}", run.faults);
     let basis = w[0].basis_text();
     assert!(basis.contains("took slot"), "{basis}");

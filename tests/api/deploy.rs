@@ -158,7 +158,7 @@ fn every_metric_the_code_emits_is_described() {
             "{file} emits {name}, which has no HELP text (list it in shop::telemetry::METRICS or live::METRICS)"
         );
     }
-    for (series, gauge) in live::PROBE_GAUGES {
+    for (series, gauge) in live::probe_gauges() {
         assert!(
             known.contains_key(gauge),
             "the probe's {series} is published as {gauge}, which is described"

@@ -65,7 +65,8 @@ async fn the_gate_passes_on_redis_lua_and_writes_junit_and_the_ci_summary() {
     assert_eq!(run.code, 0, "{}", run.both());
     assert!(run.stdout.contains("oversell gate: PASS"), "{}", run.both());
     let xml = std::fs::read_to_string(&junit).unwrap();
-    let defaults = oversell::gate::Metric::limitable()
+    let defaults = oversell::gate::Metric::ALL
+        .iter()
         .filter(|m| m.default_limit().is_some())
         .count();
     assert_eq!(
@@ -247,8 +248,9 @@ async fn an_unknown_threshold_name_exits_2_and_names_the_allowed_ones() {
                  wrong_answers, conservation_drift, redis_drift, restock_mismatch, \
                  reconcile_residual, stock_below_zero, stock_above_initial, not_settled, \
                  nothing_sold, undersell, turned_away_buyers, error_rate, unclassified, \
-                 login_failures, p99_ms, p999_ms"
-            ),
+                 login_failures, mean_ms, p50_ms, p99_ms, p999_ms"
+            )
+            && run.stderr.contains("(did you mean `p99_ms`?)"),
         "{}",
         run.both()
     );

@@ -205,13 +205,36 @@ async fn a_naive_run_whose_oversell_cancels_covered_up_fails_the_gate_on_peak_ov
 }
 
 #[tokio::test]
+async fn gate_help_lists_every_threshold_and_a_typo_gets_a_suggestion() {
+    let help = oversell_cli(&["gate", "--help"], &[]).await;
+    assert_eq!(help.code, 0, "{}", help.both());
+    let flat = help.stdout.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(Metric::ALL.len() >= 40);
+    for m in Metric::ALL {
+        assert!(flat.contains(m.name()), "gate --help lists {m}: {flat}");
+    }
+
+    let typo = oversell_cli(&["gate", "--threshold", "p95_ms=3", "--dry-run"], &[]).await;
+    assert_eq!(typo.code, 2, "{}", typo.both());
+    assert!(
+        typo.stderr.contains("(did you mean `p99_ms`?)"),
+        "{}",
+        typo.both()
+    );
+    let scenario = oversell_cli(&["gate", "--scenario", "flash-10", "--dry-run"], &[]).await;
+    assert_eq!(scenario.code, 2, "{}", scenario.both());
+    assert!(
+        scenario.stderr.contains("(did you mean `flash-100`?)"),
+        "{}",
+        scenario.both()
+    );
+}
+
+#[tokio::test]
 async fn diff_fail_on_accepts_every_gate_name() {
     let v1 = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/report-v1.json");
     // Every gate name a run's report carries (capacity_rps is a search's, not a run's).
-    let names: Vec<&str> = Metric::limitable()
-        .filter(|m| Metric::RUN.contains(m))
-        .map(Metric::name)
-        .collect();
+    let names: Vec<&str> = Metric::RUN.iter().copied().map(Metric::name).collect();
     assert!(names.contains(&"peak_oversell") && names.contains(&"not_settled"));
     assert_eq!(Metric::named("queue_not_drained"), Some(Metric::NotSettled));
 

@@ -4,31 +4,17 @@
 
 use crate::helpers::*;
 use oversell::inventory::Strategy;
+use oversell::probe::scrape;
 use oversell::store::Backend;
 use serde_json::Value;
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
 
-/// `name{labels}` → value, from a Prometheus text page.
-fn samples(text: &str) -> BTreeMap<String, f64> {
-    text.lines()
-        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
-        .filter_map(|l| {
-            let (k, v) = l.rsplit_once(' ')?;
-            Some((k.to_string(), v.parse().ok()?))
-        })
-        .collect()
-}
-
 /// The sum of every sample of the metric `name`.
-fn total(s: &BTreeMap<String, f64>, name: &str) -> f64 {
-    s.iter()
-        .filter(|(k, _)| k.split('{').next() == Some(name))
-        .map(|(_, v)| v)
-        .sum()
+fn total(s: &scrape::Page, name: &str) -> f64 {
+    scrape::sum(s, name, None)
 }
 
 /// The `oversell` binary run from `cwd`, with stdout and stderr piped.
@@ -113,7 +99,7 @@ async fn the_live_endpoint_shows_arrivals_and_answers_growing_while_a_bundled_sc
         if let Ok(resp) = http.get(&url).send().await {
             let content_type = resp.headers()["content-type"].to_str().unwrap().to_string();
             let text = resp.text().await.unwrap();
-            let s = samples(&text);
+            let s = scrape::parse(&text);
             seen.push((
                 total(&s, "oversell_harness_arrivals_total"),
                 total(&s, "oversell_harness_answers_total"),

@@ -24,10 +24,7 @@ pub(crate) async fn metrics(app: &TestApp) -> String {
 
 /// Sum of a Prometheus series (all label sets matching `filter`).
 pub(crate) fn metric(text: &str, name: &str, filter: &str) -> f64 {
-    text.lines()
-        .filter(|l| l.split(['{', ' ']).next() == Some(name) && l.contains(filter))
-        .filter_map(|l| l.rsplit_once(' ').and_then(|(_, v)| v.parse::<f64>().ok()))
-        .sum()
+    oversell::probe::scrape::sum(&oversell::probe::scrape::parse(text), name, Some(filter))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -45,10 +45,7 @@ async fn orders_in_db(app: &TestApp) -> Vec<Order> {
 
 async fn metric_sum(app: &TestApp, name: &str, filter: &str) -> f64 {
     let text = app.metrics_text().await;
-    text.lines()
-        .filter(|l| l.split(['{', ' ']).next() == Some(name) && l.contains(filter))
-        .filter_map(|l| l.rsplit_once(' ').and_then(|(_, v)| v.parse::<f64>().ok()))
-        .sum()
+    oversell::probe::scrape::sum(&oversell::probe::scrape::parse(&text), name, Some(filter))
 }
 
 /// A sale with 8 orders of 20 units (3 paid, 1 cancelled, 4 pending), all persisted.

@@ -54,8 +54,8 @@ pub struct RedisReconcile {
 pub struct DeadLetter {
     /// The entry's id in the item's event stream.
     pub stream_id: String,
-    /// `order`, `pay`, `cancel`, `expire` (empty for an entry that could not be decoded).
-    pub kind: String,
+    /// `order`, `pay`, `cancel`, `expire` (`None` for an entry that could not be decoded).
+    pub kind: Option<crate::store::PersistKind>,
     pub order_id: String,
     /// The database's reason.
     pub reason: String,
@@ -332,7 +332,7 @@ pub async fn read_dead_letters<C: redis::aio::ConnectionLike + Send>(
             let text = |k: &str| e.get::<String>(k).unwrap_or_default();
             DeadLetter {
                 stream_id: text("stream_id"),
-                kind: text("type"),
+                kind: crate::store::PersistKind::parse(&text("type")),
                 order_id: text("order"),
                 reason: text("reason"),
                 attempts: text("attempts").parse().unwrap_or(0),

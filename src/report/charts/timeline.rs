@@ -3,6 +3,7 @@
 //! success rate, restocks and reconciliation residual when the shop reported them).
 
 use super::{fmt_num, legend, series_line, DrawResult, RunData, FONT};
+use crate::metric::SeriesName;
 use crate::report::catalog::DbRate;
 use crate::report::RunReport;
 use crate::traffic::recorder::Answer;
@@ -38,38 +39,43 @@ const PANELS: [Panel; 7] = [
     Panel {
         title: "DB QPS",
         y_desc: "DB QPS",
-        series: &["db_qps"],
+        series: &[SeriesName::DbQps.name()],
     },
     Panel {
         title: "Redis commands per second",
         y_desc: "Redis ops/s",
-        series: &["redis_ops"],
+        series: &[SeriesName::RedisOps.name()],
     },
     Panel {
         title: "Remaining stock",
         y_desc: "units",
-        series: &["db_stock", "redis_stock"],
+        series: &[SeriesName::DbStock.name(), SeriesName::RedisStock.name()],
     },
     Panel {
         title: "Redis pre-deduct success rate",
         y_desc: "success (%)",
-        series: &["prededuct_success_rate"],
+        series: &[SeriesName::PredeductSuccessRate.name()],
     },
     Panel {
         title: "Restocks per second",
         y_desc: "restocks/s",
-        series: &["restocks"],
+        series: &[SeriesName::Restocks.name()],
     },
     Panel {
         title: "Reconciliation residual (Redis − expected)",
         y_desc: "units",
-        series: &["reconcile_residual"],
+        series: &[SeriesName::ReconcileResidual.name()],
     },
 ];
 
 /// Series every run draws when sampled; the others only when they moved (or on redis-lua,
 /// where a flat zero is itself the news: no restocks, no residual).
-const ALWAYS: [&str; 4] = ["db_qps", "redis_ops", "db_stock", "redis_stock"];
+const ALWAYS: [&str; 4] = [
+    SeriesName::DbQps.name(),
+    SeriesName::RedisOps.name(),
+    SeriesName::DbStock.name(),
+    SeriesName::RedisStock.name(),
+];
 
 fn has(run: &RunReport, name: &str) -> bool {
     run.series.iter().any(|s| {
@@ -189,9 +195,9 @@ pub fn outcome_lines(run: &RunReport) -> Vec<Line> {
 }
 
 fn series_colour(run: &RunData<'_>, name: &str) -> (RGBColor, bool) {
-    match name {
-        "db_stock" => (RGBColor(0x33, 0x33, 0x33), false),
-        "redis_stock" => (RGBColor(0x94, 0x67, 0xbd), true),
+    match SeriesName::named(name) {
+        Some(SeriesName::DbStock) => (RGBColor(0x33, 0x33, 0x33), false),
+        Some(SeriesName::RedisStock) => (RGBColor(0x94, 0x67, 0xbd), true),
         _ => (run.colour, run.dashed),
     }
 }
@@ -218,7 +224,7 @@ pub fn draw<DB: DrawingBackend>(
         };
         for name in p.series {
             if let Some(s) = r.run.series.iter().find(|s| s.name == *name) {
-                let scale = if *name == "prededuct_success_rate" {
+                let scale = if *name == SeriesName::PredeductSuccessRate.name() {
                     100.0
                 } else {
                     1.0
@@ -241,7 +247,7 @@ pub fn draw<DB: DrawingBackend>(
         let rate = p
             .series
             .first()
-            .filter(|n| **n == "db_qps")
+            .filter(|n| **n == SeriesName::DbQps.name())
             .and_then(|n| r.run.series.iter().find(|s| s.name == *n))
             .map(|s| DbRate::new(&s.unit, &s.source));
         let (title, y_desc) = match &rate {

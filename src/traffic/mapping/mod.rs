@@ -40,6 +40,8 @@ mod raw;
 pub mod template;
 
 use super::recorder::{Answer, Kind};
+use crate::shop::error::ErrorCode;
+use crate::shop::routes::Route;
 pub use error::MappingError;
 pub use raw::{
     RawBacklog, RawLogin, RawMapping, RawOracle, RawPoll, RawRequest, RawRule, RawSettle, RawSetup,
@@ -494,6 +496,15 @@ fn rule(status: StatusPattern, error: Option<&str>, answer: Answer) -> OutcomeRu
     }
 }
 
+/// The rule for one of the reference shop's error codes: its status and its `error` field.
+fn shop_code(code: ErrorCode, answer: Answer) -> OutcomeRule {
+    rule(
+        StatusPattern::Code(code.status().as_u16()),
+        Some(code.as_str()),
+        answer,
+    )
+}
+
 impl Default for Mapping {
     /// The reference shop's API.
     fn default() -> Self {
@@ -501,22 +512,26 @@ impl Default for Mapping {
         Mapping {
             setup: vec![tpl(
                 Method::Put,
-                "/api/items/{item_id}",
+                &Route::Item.path_with("{item_id}"),
                 Some(
                     r#"{"stock": {stock}, "name": "{name}", "price_cents": {price_cents}, "purchase_limit": {purchase_limit}}"#,
                 ),
             )],
             login: None,
-            view: Some(tpl(Method::Get, "/api/items/{item_id}", None)),
+            view: Some(tpl(Method::Get, &Route::Item.path_with("{item_id}"), None)),
             order: tpl(
                 Method::Post,
-                "/api/orders",
+                Route::Orders.path(),
                 Some(
                     r#"{"item_id": {item_id}, "user_id": "{user_id}", "qty": {qty}, "device_id": "{device_id}"}"#,
                 ),
             ),
-            pay: Some(tpl(Method::Post, "/api/orders/{order_id}/pay", None)),
-            cancel: Some(tpl(Method::Post, "/api/orders/{order_id}/cancel", None)),
+            pay: Some(tpl(Method::Post, &Route::Pay.path_with("{order_id}"), None)),
+            cancel: Some(tpl(
+                Method::Post,
+                &Route::Cancel.path_with("{order_id}"),
+                None,
+            )),
             headers: Vec::new(),
             order_id_field: Some("order_id".into()),
             ip_header: raw::forwarded_for(),
@@ -524,11 +539,15 @@ impl Default for Mapping {
             outcomes: vec![
                 rule(Code(201), None, Answer::Created),
                 rule(Class(2), None, Answer::Ok),
-                rule(Code(409), Some("sold_out"), Answer::SoldOut),
-                rule(Code(409), Some("duplicate"), Answer::Duplicate),
-                rule(Code(409), Some("invalid_state"), Answer::Rejected),
-                rule(Code(429), None, Answer::RateLimited),
-                rule(Code(503), Some("busy"), Answer::Busy),
+                shop_code(ErrorCode::SoldOut, Answer::SoldOut),
+                shop_code(ErrorCode::Duplicate, Answer::Duplicate),
+                shop_code(ErrorCode::InvalidState, Answer::Rejected),
+                rule(
+                    Code(ErrorCode::RateLimited.status().as_u16()),
+                    None,
+                    Answer::RateLimited,
+                ),
+                shop_code(ErrorCode::Busy, Answer::Busy),
                 rule(Code(404), None, Answer::NotFound),
                 rule(Class(4), None, Answer::Invalid),
                 rule(Class(5), None, Answer::ServerError),

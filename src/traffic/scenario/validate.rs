@@ -5,6 +5,7 @@ use super::{
     AdversarialSpec, AfterOrderSpec, Arrival, BotsSpec, BrowseSpec, BuyersSpec, ClientSpec,
     ItemSpec, RetrySpec, WaveSpec,
 };
+use crate::model::MAX_ID_LEN;
 use crate::shop::KnobError;
 use crate::traffic::adversary::{RetryOn, Script};
 use crate::traffic::mapping::Mapping;
@@ -75,6 +76,11 @@ fn range_ok(r: [u64; 2], max: u64) -> bool {
     r[0] <= r[1] && r[1] <= max
 }
 
+/// What a text `[item] id` may be.
+static ITEM_ID_ALLOWED: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!("a positive integer, or a string of 1 to {MAX_ID_LEN} visible characters")
+});
+
 impl ItemSpec {
     /// Checks `[item]`.
     pub fn validate(&self) -> Result<(), FieldError> {
@@ -83,13 +89,9 @@ impl ItemSpec {
                 bad("item.id", "a positive integer, or a string", n)?
             }
             super::ItemId::Text(t)
-                if t.is_empty() || t.len() > 128 || t.chars().any(char::is_control) =>
+                if t.is_empty() || t.len() > MAX_ID_LEN || t.chars().any(char::is_control) =>
             {
-                bad(
-                    "item.id",
-                    "a positive integer, or a string of 1 to 128 visible characters",
-                    format!("{t:?}"),
-                )?
+                bad("item.id", ITEM_ID_ALLOWED.as_str(), format!("{t:?}"))?
             }
             _ => {}
         }

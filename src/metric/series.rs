@@ -1,0 +1,148 @@
+//! The one table of the probes' series: each series' name (in `report.json`, the CSV, the
+//! charts), the unit it is sampled in, and the gauge `--metrics-listen` publishes it as.
+
+/// A series the probes sample every second.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum SeriesName {
+    DbQps,
+    DbTps,
+    RedisOps,
+    DbStock,
+    RedisStock,
+    PredeductSuccessRate,
+    PredeductAttempts,
+    Restocks,
+    ReconcileResidual,
+    StreamLag,
+    StreamPending,
+    PoolInUse,
+    DbRowLockWaits,
+    DbDeadlocks,
+    DbSold,
+}
+
+impl SeriesName {
+    /// Every series, in the CSV's column order (`db_sold` last: it is no CSV column).
+    pub const ALL: [SeriesName; 15] = [
+        SeriesName::DbQps,
+        SeriesName::DbTps,
+        SeriesName::RedisOps,
+        SeriesName::DbStock,
+        SeriesName::RedisStock,
+        SeriesName::PredeductSuccessRate,
+        SeriesName::PredeductAttempts,
+        SeriesName::Restocks,
+        SeriesName::ReconcileResidual,
+        SeriesName::StreamLag,
+        SeriesName::StreamPending,
+        SeriesName::PoolInUse,
+        SeriesName::DbRowLockWaits,
+        SeriesName::DbDeadlocks,
+        SeriesName::DbSold,
+    ];
+
+    /// Its name: `db_qps`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            SeriesName::DbQps => "db_qps",
+            SeriesName::DbTps => "db_tps",
+            SeriesName::RedisOps => "redis_ops",
+            SeriesName::DbStock => "db_stock",
+            SeriesName::RedisStock => "redis_stock",
+            SeriesName::PredeductSuccessRate => "prededuct_success_rate",
+            SeriesName::PredeductAttempts => "prededuct_attempts",
+            SeriesName::Restocks => "restocks",
+            SeriesName::ReconcileResidual => "reconcile_residual",
+            SeriesName::StreamLag => "stream_lag",
+            SeriesName::StreamPending => "stream_pending",
+            SeriesName::PoolInUse => "pool_in_use",
+            SeriesName::DbRowLockWaits => "db_row_lock_waits",
+            SeriesName::DbDeadlocks => "db_deadlocks",
+            SeriesName::DbSold => "db_sold",
+        }
+    }
+
+    /// The unit it is sampled in (`db_qps` is `transactions/s` instead on a PostgreSQL
+    /// without pg_stat_statements: the probe says so where it samples).
+    pub const fn unit(self) -> &'static str {
+        match self {
+            SeriesName::DbQps => "statements/s",
+            SeriesName::DbTps => "transactions/s",
+            SeriesName::RedisOps => "ops/s",
+            SeriesName::DbStock | SeriesName::RedisStock | SeriesName::DbSold => "units",
+            SeriesName::PredeductSuccessRate => "share",
+            SeriesName::PredeductAttempts | SeriesName::Restocks => "1/s",
+            SeriesName::ReconcileResidual
+            | SeriesName::StreamLag
+            | SeriesName::StreamPending
+            | SeriesName::PoolInUse => "count",
+            SeriesName::DbRowLockWaits => "waits/s",
+            SeriesName::DbDeadlocks => "deadlocks/s",
+        }
+    }
+
+    /// The shop's own metric it is read from (`shop /metrics`), for the scraped series.
+    pub const fn shop_metric(self) -> Option<&'static str> {
+        match self {
+            SeriesName::PredeductSuccessRate | SeriesName::PredeductAttempts => {
+                Some("oversell_prededuct_total")
+            }
+            SeriesName::Restocks => Some("oversell_restocks_total"),
+            SeriesName::ReconcileResidual => Some("oversell_reconcile_residual"),
+            SeriesName::StreamLag => Some("oversell_stream_lag"),
+            SeriesName::StreamPending => Some("oversell_stream_pending"),
+            SeriesName::PoolInUse => Some("oversell_db_pool_in_use"),
+            _ => None,
+        }
+    }
+
+    /// The gauge `--metrics-listen` publishes it as, if it is published.
+    pub const fn prometheus(self) -> Option<&'static str> {
+        match self {
+            SeriesName::DbStock => Some("oversell_harness_db_stock"),
+            SeriesName::DbSold => Some("oversell_harness_db_sold"),
+            SeriesName::RedisStock => Some("oversell_harness_redis_stock"),
+            SeriesName::DbQps => Some("oversell_harness_db_qps"),
+            SeriesName::DbTps => Some("oversell_harness_db_tps"),
+            SeriesName::RedisOps => Some("oversell_harness_redis_ops"),
+            SeriesName::StreamLag => Some("oversell_harness_stream_lag"),
+            SeriesName::StreamPending => Some("oversell_harness_stream_pending"),
+            SeriesName::ReconcileResidual => Some("oversell_harness_reconcile_residual"),
+            SeriesName::DbRowLockWaits => Some("oversell_harness_db_row_lock_waits"),
+            SeriesName::DbDeadlocks => Some("oversell_harness_db_deadlocks"),
+            SeriesName::PredeductSuccessRate
+            | SeriesName::PredeductAttempts
+            | SeriesName::Restocks
+            | SeriesName::PoolInUse => None,
+        }
+    }
+
+    /// The series called `name`.
+    pub fn named(name: &str) -> Option<SeriesName> {
+        SeriesName::ALL.into_iter().find(|s| s.name() == name)
+    }
+}
+
+impl std::fmt::Display for SeriesName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_series_is_listed_once_and_found_by_its_name() {
+        for (i, s) in SeriesName::ALL.into_iter().enumerate() {
+            assert_eq!(s as usize, i, "{s} in enum order");
+            assert_eq!(SeriesName::named(s.name()), Some(s));
+            if let Some(p) = s.prometheus() {
+                assert_eq!(p, format!("oversell_harness_{}", s.name()));
+            }
+        }
+        assert_eq!(SeriesName::DbSold as usize, SeriesName::ALL.len() - 1);
+        assert_eq!(SeriesName::named("db_qpss"), None);
+    }
+}

@@ -1,0 +1,118 @@
+//! The shop's one route table: every path pattern it serves, with its methods and handlers.
+//! The router is built from it ([`router`]), the HTTP metrics' `route` label is read from it,
+//! and the harness asks it which routes are the buyers'.
+
+use super::{admin, handlers, telemetry, AppState};
+use axum::routing::{get, post, MethodRouter};
+use axum::Router;
+
+/// A route of the reference shop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route {
+    Healthz,
+    Metrics,
+    /// The product page (`GET`) and the sale's set-up (`PUT`, admin).
+    Item,
+    Audit,
+    Reconcile,
+    Rewarm,
+    Orders,
+    Pay,
+    Cancel,
+}
+
+impl Route {
+    /// Every route, in the order the router adds them.
+    pub const ALL: [Route; 9] = [
+        Route::Healthz,
+        Route::Metrics,
+        Route::Item,
+        Route::Audit,
+        Route::Reconcile,
+        Route::Rewarm,
+        Route::Orders,
+        Route::Pay,
+        Route::Cancel,
+    ];
+
+    /// Its path pattern, as axum matches it and the `route` label spells it.
+    pub const fn path(self) -> &'static str {
+        match self {
+            Route::Healthz => "/healthz",
+            Route::Metrics => "/metrics",
+            Route::Item => "/api/items/{id}",
+            Route::Audit => "/api/items/{id}/audit",
+            Route::Reconcile => "/api/items/{id}/reconcile",
+            Route::Rewarm => "/api/items/{id}/rewarm",
+            Route::Orders => "/api/orders",
+            Route::Pay => "/api/orders/{id}/pay",
+            Route::Cancel => "/api/orders/{id}/cancel",
+        }
+    }
+
+    /// Its path with the `{id}` segment named `placeholder` (a mapping's `{item_id}`).
+    pub fn path_with(self, placeholder: &str) -> String {
+        self.path().replace("{id}", placeholder)
+    }
+
+    /// The route whose pattern is `path`.
+    pub fn of_path(path: &str) -> Option<Route> {
+        Route::ALL.into_iter().find(|r| r.path() == path)
+    }
+
+    /// Whether a request of `method` on it is a buyer's: the product page, orders, payments
+    /// and cancellations; not the harness's set-up, audit, reconciliation or metrics.
+    pub fn is_buyers(self, method: &str) -> bool {
+        match self {
+            Route::Item => method == "GET",
+            Route::Orders | Route::Pay | Route::Cancel => true,
+            Route::Healthz | Route::Metrics | Route::Audit | Route::Reconcile | Route::Rewarm => {
+                false
+            }
+        }
+    }
+
+    /// Its handlers.
+    fn handlers(self) -> MethodRouter<AppState> {
+        match self {
+            Route::Healthz => get(handlers::healthz),
+            Route::Metrics => get(telemetry::metrics),
+            Route::Item => get(handlers::get_item).put(admin::put_item),
+            Route::Audit => get(handlers::audit),
+            Route::Reconcile => post(admin::reconcile),
+            Route::Rewarm => post(admin::rewarm),
+            Route::Orders => post(handlers::create_order),
+            Route::Pay => post(handlers::pay),
+            Route::Cancel => post(handlers::cancel),
+        }
+    }
+}
+
+/// Every route of the table, with its handlers.
+pub(super) fn router() -> Router<AppState> {
+    Route::ALL.into_iter().fold(Router::new(), |r, route| {
+        r.route(route.path(), route.handlers())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_table_holds_every_route_once_and_finds_each_by_its_path() {
+        for (i, r) in Route::ALL.into_iter().enumerate() {
+            assert_eq!(r as usize, i, "{r:?} in enum order");
+            assert_eq!(Route::of_path(r.path()), Some(r));
+        }
+        assert_eq!(
+            Route::Cancel as usize,
+            Route::ALL.len() - 1,
+            "none left out"
+        );
+        assert_eq!(Route::of_path("/api/other"), None);
+        assert_eq!(Route::Item.path_with("{item_id}"), "/api/items/{item_id}");
+        assert!(Route::Item.is_buyers("GET") && !Route::Item.is_buyers("PUT"));
+        assert!(Route::Pay.is_buyers("POST") && !Route::Audit.is_buyers("GET"));
+    }
+}
