@@ -23,6 +23,7 @@ mod idempotency;
 mod judge;
 mod k8s;
 mod live;
+mod managed;
 mod orders;
 mod pipeline_faults;
 mod redirects;

@@ -1,4 +1,7 @@
-//! The outside services oversell needs, and how to tell a user that one is not there.
+//! The outside services oversell needs, how to tell a user that one is not there, and the
+//! [`managed`] servers the harness starts itself when none is configured.
+
+pub mod managed;
 
 use std::fmt::Display;
 
