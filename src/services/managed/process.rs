@@ -227,9 +227,9 @@ for f in "$1"/*.pid; do
   [ -f "$f" ] || continue
   pid=$(sed -n 1p "$f"); marker=$(sed -n 2p "$f")
   if [ -r "/proc/$pid/cmdline" ]; then
-    tr '\0' ' ' < "/proc/$pid/cmdline" | grep -qF -- "$marker" && kill -9 -- "-$pid"
+    tr '\0' ' ' < "/proc/$pid/cmdline" | grep -qF -- "$marker" && kill -9 "-$pid"
   else
-    ps -o args= -p "$pid" 2>/dev/null | grep -qF -- "$marker" && kill -9 -- "-$pid"
+    ps -o args= -p "$pid" 2>/dev/null | grep -qF -- "$marker" && kill -9 "-$pid"
   fi
 done 2>/dev/null
 for _ in 1 2 3 4 5 6 7 8 9 10; do
