@@ -19,6 +19,7 @@ mod gate;
 mod output;
 mod plan;
 mod selftest;
+mod services;
 pub use attack::AttackArgs;
 pub use gate::GateArgs;
 pub use output::{summary, OutputArgs, SUMMARY_SCHEMA};
@@ -159,6 +160,14 @@ pub struct ConnArgs {
     /// Redis URL (used by redis-lua).
     #[arg(long, env = "REDIS_URL", default_value = "redis://127.0.0.1:6379")]
     pub redis_url: String,
+    /// Where the databases and Redis come from: auto (the URLs when they answer, else private
+    /// servers started from the installed binaries), managed (always private servers),
+    /// external (the URLs only). See docs/services.md.
+    #[arg(long, value_enum, env = "OVERSELL_SERVICES", default_value_t = crate::services::ServicesMode::Auto)]
+    pub services: crate::services::ServicesMode,
+    /// The managed PostgreSQL's URL when --database-url names a MySQL database.
+    #[arg(skip)]
+    pub managed_postgres: Option<String>,
 }
 
 impl ConnArgs {
@@ -179,7 +188,9 @@ impl ConnArgs {
             (Some(Backend::Mysql), _) => (Backend::Mysql, self.mysql_url.clone()),
             (Some(Backend::Postgres), _) => (
                 Backend::Postgres,
-                Backend::Postgres.default_url().to_string(),
+                self.managed_postgres
+                    .clone()
+                    .unwrap_or_else(|| Backend::Postgres.default_url().to_string()),
             ),
         })
     }
@@ -303,7 +314,12 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
 
 async fn dispatch(command: Command) -> anyhow::Result<i32> {
     match command {
-        Command::Serve(args) => {
+        Command::Serve(mut args) => {
+            let (backend, _) = args.conn.database_for(args.backend)?;
+            let _services = args
+                .conn
+                .provide(&[backend], args.strategy.uses_redis())
+                .await?;
             let (_, db) = args.conn.database_for(args.backend)?;
             args.knobs.validate()?;
             defect_warning(&args.knobs, [args.strategy])?;
@@ -326,8 +342,8 @@ async fn dispatch(command: Command) -> anyhow::Result<i32> {
                 .await?;
             Ok(0)
         }
-        Command::Run(args) => {
-            let (backend, url) = args.conn.database_for(args.backend)?;
+        Command::Run(mut args) => {
+            let (backend, _) = args.conn.database_for(args.backend)?;
             if args.shard.shard.is_some() {
                 let sa = &args.scenario;
                 anyhow::ensure!(
@@ -354,6 +370,11 @@ async fn dispatch(command: Command) -> anyhow::Result<i32> {
                 )
                 .await;
             }
+            let _services = args
+                .conn
+                .provide(&[backend], args.strategy.uses_redis())
+                .await?;
+            let (backend, url) = args.conn.database_for(args.backend)?;
             let cells = vec![Cell {
                 strategy: args.strategy,
                 backend,
@@ -361,12 +382,19 @@ async fn dispatch(command: Command) -> anyhow::Result<i32> {
             }];
             run_and_print(&args.scenario, cells, &args.conn).await
         }
-        Command::Compare(args) => {
+        Command::Compare(mut args) => {
             let backends: Vec<Option<Backend>> = if args.backends.is_empty() {
                 vec![None]
             } else {
                 args.backends.iter().copied().map(Some).collect()
             };
+            // One set of managed servers for all of compare's runs.
+            let used = backends
+                .iter()
+                .map(|b| args.conn.database_for(*b).map(|(b, _)| b))
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            let redis = args.strategies.iter().any(|s| s.uses_redis());
+            let _services = args.conn.provide(&used, redis).await?;
             let mut cells = Vec::new();
             for b in backends {
                 let (backend, url) = args.conn.database_for(b)?;
@@ -382,6 +410,11 @@ async fn dispatch(command: Command) -> anyhow::Result<i32> {
         }
         Command::Gate(args) => gate::gate(*args).await,
         Command::Merge(args) => {
+            anyhow::ensure!(
+                args.conn.services != crate::services::ServicesMode::Managed,
+                "merge --services managed: merge reads the database and Redis the shards' shop \
+                 wrote; a managed server would be empty (use auto or external)"
+            );
             let databases = [Backend::Postgres, Backend::Mysql]
                 .into_iter()
                 .map(|b| args.conn.database_for(Some(b)))

@@ -98,7 +98,12 @@ pub(super) async fn bench(what: BenchCommand) -> anyhow::Result<i32> {
             println!("baseline: {}", r.baseline_command);
             Ok(0)
         }
-        BenchCommand::Shop(args) => {
+        BenchCommand::Shop(mut args) => {
+            let (backend, _) = args.conn.database_for(args.backend)?;
+            let _services = args
+                .conn
+                .provide(&[backend], args.strategy.uses_redis())
+                .await?;
             let (backend, database_url) = args.conn.database_for(args.backend)?;
             if args.seconds == 0 {
                 anyhow::bail!("--seconds must be at least 1 (got 0)");

@@ -76,7 +76,7 @@ pub struct GateArgs {
 }
 
 /// `oversell gate`: 0 every threshold held, 1 breached or not verified (see [`crate::gate`]).
-pub async fn gate(args: GateArgs) -> anyhow::Result<i32> {
+pub async fn gate(mut args: GateArgs) -> anyhow::Result<i32> {
     if args.shard.shard.is_some() {
         anyhow::ensure!(
             args.target.is_none(),
@@ -139,6 +139,14 @@ pub async fn gate(args: GateArgs) -> anyhow::Result<i32> {
     {
         s.thresholds.set(l.metric.name(), l.value)?;
     }
+    let _services = match &args.target {
+        Some(_) => None,
+        None => {
+            let (backend, _) = args.conn.database_for(args.backend)?;
+            let redis = args.strategy.is_empty() || args.strategy.iter().any(|s| s.uses_redis());
+            Some(args.conn.provide(&[backend], redis).await?)
+        }
+    };
     let subject = match &args.target {
         Some(url) => Subject::Foreign(Box::new(foreign(url, &args.oracle, &s)?)),
         None => {

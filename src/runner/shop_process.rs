@@ -73,6 +73,8 @@ impl Launch {
             .args(["--strategy", strategy.as_str(), "--listen", listen])
             // The traffic model connects from here and names each buyer in X-Forwarded-For.
             .args(["--trusted-proxy", "127.0.0.1"])
+            // The harness already decided where the servers are.
+            .args(["--services", "external"])
             .env("OVERSELL_ADMIN_TOKEN", admin_token)
             .args([
                 "--database-url",

@@ -2,6 +2,8 @@
 //! [`managed`] servers the harness starts itself when none is configured.
 
 pub mod managed;
+pub mod provide;
+pub use provide::ServicesMode;
 
 use std::fmt::Display;
 

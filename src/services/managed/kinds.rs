@@ -200,6 +200,11 @@ pub fn version(found: &Found) -> anyhow::Result<String> {
         .with_context(|| format!("running {} --version", found.server().display()))?;
     let text = String::from_utf8_lossy(&out.stdout);
     let line = text.lines().next().unwrap_or("").trim();
+    // `mariadbd --version` starts with its own path.
+    let line = line
+        .strip_prefix(&*found.server().to_string_lossy())
+        .unwrap_or(line)
+        .trim();
     anyhow::ensure!(
         !line.is_empty(),
         "{} --version printed nothing",

@@ -206,7 +206,7 @@ impl ManagedSet {
             child: Arc::new(Mutex::new(None)),
         });
         server.start_again().await?;
-        tracing::info!(kind = kind.as_str(), url = %server.url(), version = %server.version, "managed server ready");
+        tracing::debug!(kind = kind.as_str(), url = %server.url(), version = %server.version, "managed server ready");
         register(&server);
         self.servers
             .lock()
