@@ -1,5 +1,5 @@
 //! A run against the reference shop: its child process (or K of them: [`super::shops`]), a
-//! private Redis when a fault needs one, the sale's set-up, the traffic with the run's faults,
+//! private Redis when a fault needs one, a managed read replica when the scenario wants one, the sale's set-up, the traffic with the run's faults,
 //! the drain, and the oracle's read of the database and Redis.
 
 use super::shop_process::ChildShop;
@@ -67,8 +67,20 @@ pub(super) async fn run_cell(
         .as_ref()
         .map_or(shared_redis.to_string(), |r| r.url());
     let knobs = &plan.scenario.shop;
-    let shop =
-        Arc::new(ChildShop::start(shop_exe, cell, &redis_url, &prefix, knobs, log.clone()).await?);
+    let replica = super::replica::for_run(plan, cell, &name).await?;
+    let extra = replica.as_ref().map(|r| r.args()).unwrap_or_default();
+    let shop = Arc::new(
+        ChildShop::start_with(
+            shop_exe,
+            cell,
+            &redis_url,
+            &prefix,
+            knobs,
+            &extra,
+            log.clone(),
+        )
+        .await?,
+    );
     plan.say(&format!(
         "   shop {} (metrics {}/metrics, log {})",
         shop.base_url,
@@ -87,6 +99,7 @@ pub(super) async fn run_cell(
         item: plan.scenario.item.number(),
         uses_redis: cell.strategy == Strategy::RedisLua,
         strategy: cell.strategy.to_string(),
+        replica_url: replica.as_ref().map(|r| r.url.clone()),
     });
     let launch = shops::Launch {
         exe: shop_exe,
@@ -94,6 +107,7 @@ pub(super) async fn run_cell(
         redis_url: &redis_url,
         prefix: &prefix,
         knobs,
+        extra: &extra,
     };
     let result = drive_reference(plan, &launch, &shop, &log, slot, owned).await;
     shop.stop().await;
@@ -101,6 +115,10 @@ pub(super) async fn run_cell(
     if let Some(r) = private {
         r.resume();
         r.stop();
+    }
+    if let Some(r) = replica {
+        // Its clean stop blocks (a fast shutdown): off the runtime's threads.
+        let _ = tokio::task::spawn_blocking(move || drop(r.replica)).await;
     }
     result
 }

@@ -127,6 +127,20 @@ impl ChildShop {
         knobs: &ShopKnobs,
         log: PathBuf,
     ) -> anyhow::Result<ChildShop> {
+        Self::start_with(exe, cell, redis_url, redis_prefix, knobs, &[], log).await
+    }
+
+    /// [`Self::start`] with `extra` arguments of `serve` after the knobs' (a run's
+    /// `--replica-database-url`).
+    pub(crate) async fn start_with(
+        exe: &Path,
+        cell: &Cell,
+        redis_url: &str,
+        redis_prefix: &str,
+        knobs: &ShopKnobs,
+        extra: &[String],
+        log: PathBuf,
+    ) -> anyhow::Result<ChildShop> {
         let _ = std::fs::remove_file(&log);
         let admin_token: String = rand::random::<[u8; 16]>()
             .iter()
@@ -138,7 +152,11 @@ impl ChildShop {
             database_url: cell.database_url.clone(),
             redis_url: redis_url.to_string(),
             redis_prefix: redis_prefix.to_string(),
-            knob_args: knobs.command_line(),
+            knob_args: knobs
+                .command_line()
+                .into_iter()
+                .chain(extra.iter().cloned())
+                .collect(),
             log,
         };
         let (child, stdout, base_url) = launch.spawn("127.0.0.1:0", &admin_token).await?;

@@ -127,7 +127,7 @@ impl Application {
         };
         let mut pipeline = config.pipeline.clone();
         if let Some(url) = &config.replica_database_url {
-            let replica = Store::connect(url, &PoolSettings::default())
+            let replica = Store::connect_read_only(url, &PoolSettings::default())
                 .await
                 .context("connecting to the reconciliation replica")?;
             pipeline.reconcile.replica = Some(replica);

@@ -368,6 +368,7 @@ async fn dropping_the_engine_mid_fault_undoes_everything() {
         item: 1,
         uses_redis: true,
         strategy: "redis-lua".into(),
+        replica_url: None,
     };
     let faults = [fault("db-outage@0:60s"), fault("redis-pause@0:60s")];
     let engine = Engine::start(&faults, owned, tokio::time::Instant::now());

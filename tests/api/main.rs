@@ -10,6 +10,7 @@ mod cluster;
 mod cluster_harness;
 mod concurrency;
 mod consumers;
+mod db_faults;
 mod deploy;
 mod durability;
 mod edge;

@@ -19,6 +19,7 @@
 pub mod binaries;
 pub mod kinds;
 pub mod process;
+pub mod replica;
 
 use anyhow::{bail, Context};
 use nix::sys::signal::{kill, Signal};
@@ -208,6 +209,7 @@ impl ManagedSet {
         server.start_again().await?;
         tracing::debug!(kind = kind.as_str(), url = %server.url(), version = %server.version, "managed server ready");
         register(&server);
+        remember(&server);
         self.servers
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -556,4 +558,24 @@ pub fn lookup(url: &str) -> Option<Registered> {
         .iter()
         .find(|r| reqwest::Url::parse(&r.url).ok().and_then(|u| u.port()) == Some(port))
         .cloned()
+}
+
+static HANDLES: Mutex<Vec<std::sync::Weak<ManagedServer>>> = Mutex::new(Vec::new());
+
+fn remember(s: &Arc<ManagedServer>) {
+    let mut h = HANDLES.lock().unwrap_or_else(|e| e.into_inner());
+    h.retain(|w| w.strong_count() > 0);
+    h.push(Arc::downgrade(s));
+}
+
+/// The managed server of this process that `url` points at (same port on 127.0.0.1), as a
+/// handle a fault can crash and restart (`None`: not managed, or its set was dropped).
+pub fn server_at(url: &str) -> Option<Arc<ManagedServer>> {
+    let port = reqwest::Url::parse(url).ok()?.port()?;
+    HANDLES
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .filter_map(std::sync::Weak::upgrade)
+        .find(|s| s.port == port)
 }
