@@ -45,7 +45,19 @@ impl ManagedServer {
         }
         let data_dir = self.root.path().join(name);
         let log = self.root.path().join(format!("{name}.log"));
-        let tool = self.bin_dir().join("pg_basebackup");
+        // Beside the server binary, or beside what it links to (`/usr/local/bin/postgres ->
+        // /usr/lib/postgresql/15/bin/postgres`): the same version's tool.
+        let canonical = std::fs::canonicalize(self.found.server()).ok();
+        let tool = std::iter::once(self.bin_dir().to_path_buf())
+            .chain(
+                canonical
+                    .as_deref()
+                    .and_then(|p| p.parent())
+                    .map(|p| p.to_path_buf()),
+            )
+            .map(|d| d.join("pg_basebackup"))
+            .find(|t| t.exists())
+            .unwrap_or_else(|| self.bin_dir().join("pg_basebackup"));
         if !tool.exists() {
             bail!(
                 "{} is not installed beside {} (the PostgreSQL client tools: Debian \
