@@ -525,6 +525,11 @@ async fn run_and_print(
 ) -> anyhow::Result<i32> {
     let (mut scenario, scenario_file) = load_scenario(&sa.scenario)?;
     sa.faults.apply(&mut scenario);
+    let runs: Vec<(bool, &str)> = cells
+        .iter()
+        .map(|c| (c.strategy.uses_redis(), c.database_url.as_str()))
+        .collect();
+    crate::nemesis::refuse_unmanaged(&scenario.faults, &runs)?;
     scenario.shop.redis_cluster |= sa.redis_cluster;
     let redis_url = crate::inventory::redis_lua::conn::with_cluster(
         &conn.redis_url,

@@ -78,3 +78,36 @@ pub(super) async fn start_again(server: &ManagedServer) {
         tracing::warn!(error = %format!("{e:#}"), "nemesis: starting the database server again failed");
     }
 }
+
+/// Refuses, before any run starts, server faults the runs could not apply: `db-crash` and
+/// `db-restart` when a run's database is not on a managed server, `replica-lag` when no run
+/// can have a replica (redis-lua or redis-buckets on a managed PostgreSQL). `runs` are the
+/// runs' (strategy reconciles, database URL).
+pub fn refuse_unmanaged(faults: &[super::FaultSpec], runs: &[(bool, &str)]) -> anyhow::Result<()> {
+    if let Some(f) = faults.iter().find(|f| f.kind.needs_managed_db()) {
+        if let Some((_, url)) = runs.iter().find(|(_, url)| server_of(url).is_none()) {
+            anyhow::bail!(
+                "--fault {}: {} crashes or restarts only a database server the harness started \
+                 itself, and {} is not one: add --services managed (the configured servers are \
+                 never touched)",
+                f.label(),
+                f.kind,
+                crate::services::redact_url(url)
+            );
+        }
+    }
+    if let Some(f) = faults.iter().find(|f| f.kind.needs_replica()) {
+        let can = runs.iter().any(|(reconciles, url)| {
+            *reconciles && server_of(url).is_some_and(|s| s.kind() == managed::ServerKind::Postgres)
+        });
+        if !can {
+            anyhow::bail!(
+                "--fault {}: replica-lag needs a run with a replica: redis-lua or redis-buckets \
+                 on a managed PostgreSQL (--services managed, a PostgreSQL --database-url or \
+                 --backends postgres); MariaDB gets no managed replica",
+                f.label()
+            );
+        }
+    }
+    Ok(())
+}

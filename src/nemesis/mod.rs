@@ -30,6 +30,7 @@ mod redis;
 mod replica;
 mod shop;
 
+pub use crash::refuse_unmanaged;
 pub use engine::{Applied, Engine, Owned};
 pub use hold::{BoxFuture, ShopControl};
 pub use redis::PrivateRedis;

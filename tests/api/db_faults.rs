@@ -261,3 +261,29 @@ async fn server_faults_are_refused_with_a_reason_without_a_managed_server_or_a_r
         applied[2]
     );
 }
+
+#[test]
+fn the_cli_refuses_server_faults_on_servers_it_did_not_start() {
+    let cases = [
+        ("for-update", "db-crash@1:1s", "add --services managed"),
+        ("redis-lua", "db-restart@1", "add --services managed"),
+        (
+            "for-update",
+            "replica-lag@1:2s",
+            "replica-lag needs a run with a replica",
+        ),
+    ];
+    for (strategy, fault, says) in cases {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_oversell"))
+            .args(["run", "--services", "external", "--strategy", strategy])
+            .args(["--scenario", "smoke", "--fault", fault])
+            .args(["--database-url", &fresh_db_url(Backend::Postgres)])
+            .args(["--redis-url", &redis_url()])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{fault}: {err}");
+        assert!(err.contains(says), "{fault}: {err}");
+        assert!(err.contains(fault.split('@').next().unwrap()), "{err}");
+    }
+}
