@@ -1,6 +1,7 @@
 //! The outside services oversell needs, how to tell a user that one is not there, and the
 //! [`managed`] servers the harness starts itself when none is configured.
 
+pub mod leftovers;
 pub mod managed;
 pub mod provide;
 pub use provide::ServicesMode;
