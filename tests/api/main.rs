@@ -35,6 +35,7 @@ mod reports;
 mod rewarm;
 mod runs;
 mod selftest;
+mod services;
 mod sessions;
 mod shard;
 mod shops;
