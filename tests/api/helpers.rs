@@ -4,14 +4,14 @@
 //!
 //! Where the servers are: `TEST_POSTGRES_URL`, `TEST_MYSQL_URL`, `TEST_REDIS_URL` when set;
 //! else the defaults (127.0.0.1:5432 postgres/postgres, 127.0.0.1:3306 root, 127.0.0.1:6379)
-//! when something answers there; else one managed server of that kind, started from the
+//! when the tests' login works there; else one managed server of that kind, started from the
 //! installed binaries the first time a test asks and shared by every test of the run.
 //! `OVERSELL_TEST_SERVICES=managed` makes every kind managed (how to test that path on a
 //! machine whose servers run).
 
 use oversell::inventory::Strategy;
 use oversell::services::leftovers;
-use oversell::services::managed::{ManagedSet, ServerKind, ServerOptions};
+use oversell::services::managed::{kinds, ManagedSet, ServerKind, ServerOptions};
 use oversell::shop::{Application, ShopConfig, ShopKnobs};
 use oversell::store::{Backend, PoolSettings};
 use serde_json::{json, Value};
@@ -47,30 +47,26 @@ pub fn servers() -> &'static TestServers {
 
 fn decide_servers() -> TestServers {
     let all_managed = std::env::var("OVERSELL_TEST_SERVICES").is_ok_and(|v| v == "managed");
-    let configured = |var: &str, default: &str, port: u16| -> Option<String> {
-        if all_managed {
-            return None;
-        }
-        if let Ok(url) = std::env::var(var) {
-            return Some(url);
-        }
-        let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
-        std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(1))
-            .is_ok()
-            .then(|| default.to_string())
-    };
-    let postgres = configured(
-        "TEST_POSTGRES_URL",
-        "postgres://postgres:postgres@127.0.0.1:5432",
-        5432,
-    );
-    let mysql = configured("TEST_MYSQL_URL", "mysql://root@127.0.0.1:3306", 3306);
-    let redis = configured("TEST_REDIS_URL", "redis://127.0.0.1:6379", 6379);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
     rt.block_on(async move {
+        // TEST_*_URL as given; else the default when a login there works (a server that
+        // answers but refuses the tests' login counts as none).
+        let configured = |var: &'static str, kind: ServerKind, port: u16| async move {
+            if all_managed {
+                return None;
+            }
+            if let Ok(url) = std::env::var(var) {
+                return Some(url);
+            }
+            let login = tokio::time::timeout(Duration::from_secs(5), kinds::answers(kind, port));
+            matches!(login.await, Ok(Ok(()))).then(|| kinds::base_url(kind, port))
+        };
+        let postgres = configured("TEST_POSTGRES_URL", ServerKind::Postgres, 5432).await;
+        let mysql = configured("TEST_MYSQL_URL", ServerKind::Mysql, 3306).await;
+        let redis = configured("TEST_REDIS_URL", ServerKind::Redis, 6379).await;
         let mut set = None;
         let postgres = url_or_managed(&mut set, ServerKind::Postgres, postgres).await;
         let mysql = url_or_managed(&mut set, ServerKind::Mysql, mysql).await;
