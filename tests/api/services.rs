@@ -327,3 +327,62 @@ async fn external_never_starts_a_server() {
         run.both()
     );
 }
+
+#[tokio::test]
+async fn a_later_run_deletes_the_keys_a_killed_run_left_and_only_those() {
+    use oversell::services::leftovers::{host_tag, sweep_prefixes, Owner, SAFE_AGE};
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    // A start of its own: the sweep runs once per start and Redis per process.
+    let start = format!("oversell-sweeptest-{:08x}-", rand::random::<u32>());
+    let name = |o: Owner| format!("{start}{}-{:016x}", o.tag('-'), rand::random::<u64>());
+    let dead = 2_147_483_000; // above any pid_max: no such process
+    let old = now - SAFE_AGE.as_secs() - 10;
+    let killed = name(Owner {
+        host: host_tag(),
+        pid: dead,
+        since: old,
+    });
+    let young = name(Owner {
+        host: host_tag(),
+        pid: dead,
+        since: now,
+    });
+    let alive = name(Owner {
+        host: host_tag(),
+        pid: std::process::id(),
+        since: old,
+    });
+    let elsewhere = name(Owner {
+        host: host_tag().wrapping_add(1),
+        pid: dead,
+        since: old,
+    });
+    let mut conn = crate::helpers::redis_conn().await;
+    for p in [&killed, &young, &alive, &elsewhere] {
+        let _: () = redis::cmd("SET")
+            .arg(format!("{{{p}:1}}:stock"))
+            .arg(5)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+    }
+    let removed = sweep_prefixes(&crate::helpers::redis_url(), &start).await;
+    assert_eq!(removed, vec![killed.clone()]);
+    for (p, kept) in [
+        (&killed, false),
+        (&young, true),
+        (&alive, true),
+        (&elsewhere, true),
+    ] {
+        let exists: bool = redis::cmd("EXISTS")
+            .arg(format!("{{{p}:1}}:stock"))
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(exists, kept, "{p}");
+        crate::helpers::delete_prefix(p).await;
+    }
+}
