@@ -386,3 +386,53 @@ async fn a_later_run_deletes_the_keys_a_killed_run_left_and_only_those() {
         crate::helpers::delete_prefix(p).await;
     }
 }
+
+#[tokio::test]
+async fn services_managed_is_refused_where_it_could_not_act() {
+    let dir = tempfile::tempdir().unwrap();
+    let open_at = chrono::Utc::now() + chrono::Duration::minutes(10);
+    let open_at = open_at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let shard = oversell_cli(
+        &[
+            "run",
+            "--services",
+            "managed",
+            "--strategy",
+            "conditional",
+            "--shard",
+            "1/2",
+            "--shop-url",
+            "http://127.0.0.1:1",
+            "--open-at",
+            &open_at,
+            "--out",
+            dir.path().to_str().unwrap(),
+            "--quiet",
+        ],
+        &[],
+    )
+    .await;
+    assert_eq!(shard.code, 2, "{}", shard.both());
+    assert!(
+        shard.stderr.contains("--services managed"),
+        "{}",
+        shard.both()
+    );
+    assert!(managed_lines(&shard.stderr).is_empty(), "{}", shard.both());
+    let merge = oversell_cli(
+        &[
+            "merge",
+            "--services",
+            "managed",
+            dir.path().to_str().unwrap(),
+        ],
+        &[],
+    )
+    .await;
+    assert_eq!(merge.code, 2, "{}", merge.both());
+    assert!(
+        merge.stderr.contains("merge --services managed"),
+        "{}",
+        merge.both()
+    );
+}
