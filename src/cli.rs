@@ -345,6 +345,11 @@ async fn dispatch(command: Command) -> anyhow::Result<i32> {
         Command::Run(mut args) => {
             let (backend, _) = args.conn.database_for(args.backend)?;
             if args.shard.shard.is_some() {
+                anyhow::ensure!(
+                    args.conn.services != crate::services::ServicesMode::Managed,
+                    "--services managed: a shard fires at the shop serving at --shop-url, on \
+                     that shop's servers; start it with `oversell serve --services managed`"
+                );
                 let sa = &args.scenario;
                 anyhow::ensure!(
                     sa.defect.is_none(),

@@ -132,7 +132,12 @@
 //!   scenarios, which must pass (the flags in `cli/selftest.rs`).
 //! - [`model`]: items, orders and the order state machine.
 //! - [`services`]: the outside services and how to start one that is down (`cli` decides
-//!   which errors mean "unreachable": exit 3).
+//!   which errors mean "unreachable": exit 3); `--services auto|managed|external`
+//!   ([`services::provide`], `cli/services.rs`); [`services::managed`], private PostgreSQL,
+//!   MariaDB and Redis servers started from the installed binaries (`binaries`: where they
+//!   are; `kinds`: what differs per kind; `process`: parent-death signal, unprivileged user,
+//!   the watchdog and the stale sweep); [`services::leftovers`], run prefixes named by owner
+//!   and age and the sweep of a killed run's.
 //! - [`telemetry`]: logging set-up (colour only on a terminal, never with `NO_COLOR`; clear of
 //!   the progress bar) and the process's one Prometheus recorder.
 //!

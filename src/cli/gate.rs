@@ -79,6 +79,11 @@ pub struct GateArgs {
 pub async fn gate(mut args: GateArgs) -> anyhow::Result<i32> {
     if args.shard.shard.is_some() {
         anyhow::ensure!(
+            args.conn.services != crate::services::ServicesMode::Managed,
+            "--services managed: a shard fires at the shop serving at --shop-url, on that \
+             shop's servers; start it with `oversell serve --services managed`"
+        );
+        anyhow::ensure!(
             args.target.is_none(),
             "--shard fires at the reference shop at --shop-url; a foreign --target cannot be \
              sharded yet"

@@ -28,7 +28,8 @@ pub(super) async fn run_cell(
     dir: &Path,
     slot: &Slot,
 ) -> anyhow::Result<RunReport> {
-    let prefix = format!("oversell-run-{}", uuid::Uuid::now_v7().simple());
+    // Named by host, pid and time: a later run removes it if this process is killed.
+    let prefix = crate::services::leftovers::run_prefix();
     // A repeat (`--repeat`) keeps its own log: `shop-for-update-postgres-r2.log`.
     let repeat = plan
         .cell_of(slot.index - 1)
@@ -38,6 +39,9 @@ pub(super) async fn run_cell(
     let name = format!("{}-{}{repeat}", cell.strategy, cell.backend.as_str());
     let log = dir.join(format!("shop-{name}.log"));
     let shared_redis = &with_cluster(shared_redis, plan.scenario.shop.redis_cluster);
+    if cell.strategy.uses_redis() {
+        crate::services::leftovers::sweep_redis(shared_redis).await;
+    }
     // A Redis fault gets a private Redis; the shared one is never touched. A cluster gets
     // none: its fault is `redis-failover` (the single-Redis kinds are skipped on it).
     let private = if cell.strategy == Strategy::RedisLua

@@ -10,7 +10,8 @@
 //! The shop is a child process, not a task in this process: the load generator's CPU and
 //! memory figures (getrusage of this process) then measure the generator alone, the shop gets
 //! its own runtime and cannot be slowed by the generator's tasks sharing its scheduler, and a
-//! shop that crashes cannot take the measurements with it.
+//! shop that crashes cannot take the measurements with it. It gets SIGKILL when the harness
+//! dies (Linux parent-death signal), so a killed run leaves no shop listening.
 
 use super::Cell;
 use crate::inventory::redis_lua::stream::{read_dead_letters, DeadLetter};
@@ -68,7 +69,10 @@ impl Launch {
             .append(true)
             .open(log)
             .with_context(|| format!("creating {}", log.display()))?;
-        let mut child = Command::new(&self.exe)
+        let mut cmd = Command::new(&self.exe);
+        // Killed with the harness (kill -9 of `oversell run` leaves no shop listening).
+        crate::services::managed::process::die_with_parent(cmd.as_std_mut());
+        let mut child = cmd
             .arg("serve")
             .args(["--strategy", strategy.as_str(), "--listen", listen])
             // The traffic model connects from here and names each buyer in X-Forwarded-For.

@@ -36,6 +36,7 @@ mod reports;
 mod rewarm;
 mod runs;
 mod selftest;
+mod services;
 mod sessions;
 mod shard;
 mod shops;

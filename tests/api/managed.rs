@@ -148,3 +148,29 @@ pub fn is_zombie(pid: u32) -> bool {
         })
         .unwrap_or(false)
 }
+
+#[test]
+fn the_test_servers_are_managed_when_asked_and_only_then_for_kinds_not_configured() {
+    let s = crate::helpers::servers();
+    let forced = std::env::var("OVERSELL_TEST_SERVICES").is_ok_and(|v| v == "managed");
+    let managed: Vec<String> = s
+        .managed
+        .as_ref()
+        .map(|set| set.servers().iter().map(|m| m.url()).collect())
+        .unwrap_or_default();
+    for (kind, url) in [
+        (ServerKind::Postgres, &s.postgres),
+        (ServerKind::Mysql, &s.mysql),
+        (ServerKind::Redis, &s.redis),
+    ] {
+        if forced {
+            assert!(managed.contains(url), "{kind:?} is managed: {url}");
+        }
+        if managed.contains(url) {
+            let set = s.managed.as_ref().unwrap();
+            let server = set.get(kind).expect("the managed server of that kind");
+            assert_eq!(&server.url(), url);
+            assert!(server.pid().is_some(), "{kind:?} runs");
+        }
+    }
+}

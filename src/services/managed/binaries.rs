@@ -173,7 +173,7 @@ mod tests {
 
     #[test]
     fn newer_postgresql_versions_sort_first() {
-        let mut v = vec![
+        let mut v = [
             PathBuf::from("/usr/lib/postgresql/9.6/bin"),
             PathBuf::from("/usr/lib/postgresql/16/bin"),
             PathBuf::from("/usr/lib/postgresql/13/bin"),

@@ -115,6 +115,28 @@ pub fn prepare(cmd: &mut Command, run_as: Option<&RunAs>) {
     }
 }
 
+/// Makes the child get SIGKILL when this process dies (Linux `PR_SET_PDEATHSIG`; elsewhere
+/// nothing). For a child spawned from a thread that lives as long as the process (the main
+/// thread, a runtime's worker): see the module's note.
+pub fn die_with_parent(cmd: &mut Command) {
+    #[cfg(target_os = "linux")]
+    {
+        let parent = nix::unistd::Pid::this();
+        // SAFETY: only system calls between fork and exec (prctl, getppid).
+        unsafe {
+            cmd.pre_exec(move || {
+                nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)?;
+                if nix::unistd::getppid() != parent {
+                    return Err(std::io::Error::other("the harness is gone"));
+                }
+                Ok(())
+            });
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = cmd;
+}
+
 type Job = (Command, mpsc::Sender<std::io::Result<Child>>);
 
 /// Spawns `cmd` from the one long-lived spawner thread (see the module's note on the
