@@ -70,7 +70,8 @@
 //!   per group of kinds (`shop`: shop-kill through the runner's [`nemesis::ShopControl`];
 //!   `redis`: the private `redis-server` child, restart/pause/conn-kill, redeliver; `cluster`:
 //!   `redis-failover`/`redis-takeover` on a Redis Cluster (`CLUSTER NODES` read); `db`:
-//!   outage and lock on the run's own database); `engine`: the schedule from the sale's
+//!   outage and lock on the run's own database; `crash`: `db-crash`/`db-restart` of a managed
+//!   database server; `replica`: `replica-lag` on the run's managed replica); `engine`: the schedule from the sale's
 //!   opening and the undo (at the end, when dropped on an error, on ctrl-c).
 //! - [`runner`]: a run against the reference shop (child process per strategy) or a foreign
 //!   shop: sale set-up (`runner::login`: the buyers' logins before the sale), traffic, drain;
@@ -136,7 +137,8 @@
 //!   ([`services::provide`], `cli/services.rs`); [`services::managed`], private PostgreSQL,
 //!   MariaDB and Redis servers started from the installed binaries (`binaries`: where they
 //!   are; `kinds`: what differs per kind; `process`: parent-death signal, unprivileged user,
-//!   the watchdog and the stale sweep); [`services::leftovers`], run prefixes named by owner
+//!   the watchdog and the stale sweep; `replica`: a PostgreSQL streaming replica of a managed
+//!   primary, `pg_basebackup -R`); [`services::leftovers`], run prefixes named by owner
 //!   and age and the sweep of a killed run's.
 //! - [`telemetry`]: logging set-up (colour only on a terminal, never with `NO_COLOR`; clear of
 //!   the progress bar) and the process's one Prometheus recorder.
