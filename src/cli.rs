@@ -18,6 +18,7 @@ mod output;
 mod plan;
 mod selftest;
 mod serve;
+mod services;
 #[cfg(test)]
 mod tests;
 pub mod values;
@@ -179,6 +180,14 @@ pub struct ConnArgs {
         default_value = "redis://127.0.0.1:6379"
     )]
     pub redis_url: String,
+    /// Where the databases and Redis come from: auto (the URLs when they answer, else private
+    /// servers started from the installed binaries), managed (always private servers),
+    /// external (the URLs only). See docs/src/running/services.md.
+    #[arg(long, value_enum, env = "OVERSELL_SERVICES", default_value_t = crate::services::ServicesMode::Auto)]
+    pub services: crate::services::ServicesMode,
+    /// The managed PostgreSQL's URL when --database-url names a MySQL database.
+    #[arg(skip)]
+    pub managed_postgres: Option<String>,
 }
 
 impl ConnArgs {
@@ -225,7 +234,9 @@ impl ConnArgs {
             (Some(Backend::Mysql), _) => (Backend::Mysql, self.mysql_url.clone()),
             (Some(Backend::Postgres), _) => (
                 Backend::Postgres,
-                Backend::Postgres.default_url().to_string(),
+                self.managed_postgres
+                    .clone()
+                    .unwrap_or_else(|| Backend::Postgres.default_url().to_string()),
             ),
         })
     }
@@ -330,9 +341,14 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
 async fn dispatch(command: Command) -> anyhow::Result<i32> {
     match command {
         Command::Serve(args) => serve::serve(args).await,
-        Command::Run(args) => {
-            let (backend, url) = args.conn.database_for(args.backend)?;
+        Command::Run(mut args) => {
+            let (backend, _) = args.conn.database_for(args.backend)?;
             if args.shard.shard.is_some() {
+                anyhow::ensure!(
+                    args.conn.services != crate::services::ServicesMode::Managed,
+                    "--services managed: a shard fires at the shop serving at --shop-url, on \
+                     that shop's servers; start it with `oversell serve --services managed`"
+                );
                 let sa = &args.scenario;
                 anyhow::ensure!(
                     sa.defect.is_none(),
@@ -358,6 +374,11 @@ async fn dispatch(command: Command) -> anyhow::Result<i32> {
                 )
                 .await;
             }
+            let _services = args
+                .conn
+                .provide(&[backend], args.strategy.uses_redis())
+                .await?;
+            let (backend, url) = args.conn.database_for(args.backend)?;
             let cells = vec![Cell {
                 strategy: args.strategy,
                 backend,
@@ -365,12 +386,19 @@ async fn dispatch(command: Command) -> anyhow::Result<i32> {
             }];
             run_and_print(&args.scenario, cells, &args.conn).await
         }
-        Command::Compare(args) => {
+        Command::Compare(mut args) => {
             let backends: Vec<Option<Backend>> = if args.backends.is_empty() {
                 vec![None]
             } else {
                 args.backends.iter().copied().map(Some).collect()
             };
+            // One set of managed servers for all of compare's runs.
+            let used = backends
+                .iter()
+                .map(|b| args.conn.database_for(*b).map(|(b, _)| b))
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            let redis = args.strategies.iter().any(|s| s.uses_redis());
+            let _services = args.conn.provide(&used, redis).await?;
             let mut cells = Vec::new();
             let several = backends.len() > 1;
             for b in backends {
@@ -395,6 +423,11 @@ async fn dispatch(command: Command) -> anyhow::Result<i32> {
                 args.output.metrics_listen.is_none(),
                 "merge fires no load, so --metrics-listen would serve nothing: drop it (it is \
                  for run, compare, gate and attack; each shard's run can serve its own)"
+            );
+            anyhow::ensure!(
+                args.conn.services != crate::services::ServicesMode::Managed,
+                "merge --services managed: merge reads the database and Redis the shards' shop \
+                 wrote; a managed server would be empty (use auto or external)"
             );
             let databases = [Backend::Postgres, Backend::Mysql]
                 .into_iter()
@@ -508,6 +541,11 @@ async fn run_and_print(
 ) -> anyhow::Result<i32> {
     let (mut scenario, scenario_file) = load_scenario(&sa.scenario)?;
     sa.faults.apply(&mut scenario);
+    let runs: Vec<(bool, &str)> = cells
+        .iter()
+        .map(|c| (c.strategy.uses_redis(), c.database_url.as_str()))
+        .collect();
+    crate::nemesis::refuse_unmanaged(&scenario.faults, &runs)?;
     scenario.shop.redis_cluster |= sa.redis_cluster;
     let redis_url = crate::inventory::redis_lua::conn::with_cluster(
         &conn.redis_url,

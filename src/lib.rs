@@ -75,7 +75,8 @@
 //!   per group of kinds (`shop`: shop-kill through the runner's [`nemesis::ShopControl`];
 //!   `redis`: the private `redis-server` child, restart/pause/conn-kill, redeliver; `cluster`:
 //!   `redis-failover`/`redis-takeover` on a Redis Cluster (`CLUSTER NODES` read); `db`:
-//!   outage and lock on the run's own database); `engine`: the schedule from the sale's
+//!   outage and lock on the run's own database; `crash`: `db-crash`/`db-restart` of a managed
+//!   database server; `replica`: `replica-lag` on the run's managed replica); `engine`: the schedule from the sale's
 //!   opening and the undo (at the end, when dropped on an error, on ctrl-c).
 //! - [`runner`]: a run against the reference shop (child process per strategy) or a foreign
 //!   shop: sale set-up (`runner::login`: the buyers' logins before the sale), traffic, drain;
@@ -142,7 +143,13 @@
 //!   arrival rate (`knobs`: which knob, which strategies have it), metrics against the knob.
 //! - [`model`]: items, orders and the order state machine.
 //! - [`services`]: the outside services and how to start one that is down (`cli` decides
-//!   which errors mean "unreachable": exit 3).
+//!   which errors mean "unreachable": exit 3); `--services auto|managed|external`
+//!   ([`services::provide`], `cli/services.rs`); [`services::managed`], private PostgreSQL,
+//!   MariaDB and Redis servers started from the installed binaries (`binaries`: where they
+//!   are; `kinds`: what differs per kind; `process`: parent-death signal, unprivileged user,
+//!   the watchdog and the stale sweep; `replica`: a PostgreSQL streaming replica of a managed
+//!   primary, `pg_basebackup -R`); [`services::leftovers`], run prefixes named by owner
+//!   and age and the sweep of a killed run's.
 //! - [`suggest`]: "did you mean …" for a mistyped name (metric, threshold, scenario).
 //! - [`telemetry`]: logging set-up (colour only on a terminal, never with `NO_COLOR`; clear of
 //!   the progress bar) and the process's one Prometheus recorder.

@@ -162,7 +162,12 @@ pub(super) async fn bench(what: BenchCommand) -> anyhow::Result<i32> {
             emit(&args.json, &crate::bench::generator::render(&r), &r)?;
             Ok(0)
         }
-        BenchCommand::Shop(args) => {
+        BenchCommand::Shop(mut args) => {
+            let (backend, _) = args.conn.database_for(args.backend)?;
+            let _services = args
+                .conn
+                .provide(&[backend], args.strategy.uses_redis())
+                .await?;
             let (backend, database_url) = args.conn.database_for(args.backend)?;
             let seconds = whole_seconds("--duration", args.seconds, args.duration)?;
             if args.concurrency == 0 {

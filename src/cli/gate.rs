@@ -80,8 +80,13 @@ pub struct GateArgs {
 }
 
 /// `oversell gate`: 0 every threshold held, 1 breached or not verified (see [`crate::gate`]).
-pub async fn gate(args: GateArgs) -> anyhow::Result<i32> {
+pub async fn gate(mut args: GateArgs) -> anyhow::Result<i32> {
     if args.shard.shard.is_some() {
+        anyhow::ensure!(
+            args.conn.services != crate::services::ServicesMode::Managed,
+            "--services managed: a shard fires at the shop serving at --shop-url, on that \
+             shop's servers; start it with `oversell serve --services managed`"
+        );
         anyhow::ensure!(
             args.target.is_none(),
             "--shard fires at the reference shop at --shop-url; a foreign --target cannot be \
@@ -143,6 +148,14 @@ pub async fn gate(args: GateArgs) -> anyhow::Result<i32> {
     {
         s.thresholds.set(l.metric.name(), l.value)?;
     }
+    let _services = match &args.target {
+        Some(_) => None,
+        None => {
+            let (backend, _) = args.conn.database_for(args.backend)?;
+            let redis = args.strategy.is_empty() || args.strategy.iter().any(|s| s.uses_redis());
+            Some(args.conn.provide(&[backend], redis).await?)
+        }
+    };
     let capacity = crate::capacity::gate::required(&limits);
     if let Some(rate) = capacity {
         s = crate::capacity::gate::at_rate(&s, rate);

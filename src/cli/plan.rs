@@ -173,8 +173,10 @@ impl OracleArgs {
 #[command(next_help_heading = values::FAULTS)]
 pub struct FaultArgs {
     /// A fault during the sale: KIND@AT[:DURATION], repeatable. KIND is one of shop-kill,
-    /// redis-restart, redis-pause, redis-conn-kill, db-outage, db-lock, redeliver, and on a
-    /// Redis Cluster redis-failover, redis-takeover; AT is seconds after the sale opens (1.5 or
+    /// redis-restart, redis-pause, redis-conn-kill, db-outage, db-lock, redeliver, on a Redis
+    /// Cluster redis-failover, redis-takeover, and on managed servers (--services managed)
+    /// db-crash, db-restart and replica-lag (redis-lua, redis-buckets on PostgreSQL: a
+    /// streaming replica reconciliation reads); AT is seconds after the sale opens (1.5 or
     /// 1.5s); DURATION is ms (500, 500ms or 2s; default 1000). Adds to the scenario's [[faults]], replacing one of the same kind and time.
     #[arg(long = "fault", value_name = "KIND@AT[:DURATION]")]
     pub faults: Vec<FaultSpec>,

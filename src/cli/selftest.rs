@@ -36,12 +36,15 @@ pub struct SelftestArgs {
 
 /// Runs the cases in turn and prints the table; 0 when every defect was caught and every
 /// correct run passed, 1 otherwise.
-pub async fn selftest(args: SelftestArgs) -> anyhow::Result<i32> {
+pub async fn selftest(mut args: SelftestArgs) -> anyhow::Result<i32> {
     anyhow::ensure!(
         args.output.metrics_listen.is_none(),
         "selftest runs many short runs: --metrics-listen is for run, compare and gate"
     );
     let cases = selftest::cases(&args.defect, &args.strategy, args.repeat)?;
+    let (backend, _) = args.conn.database_for(args.backend)?;
+    let redis = cases.iter().any(|c| c.strategy.uses_redis());
+    let _services = args.conn.provide(&[backend], redis).await?;
     let (backend, database_url) = args.conn.database_for(args.backend)?;
     let setup = Setup {
         backend,

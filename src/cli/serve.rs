@@ -75,8 +75,13 @@ fn open_admin(args: &ServeArgs) -> anyhow::Result<()> {
 }
 
 /// `oversell serve`: builds the shop, prints the address it bound, serves until a signal.
-pub(super) async fn serve(args: ServeArgs) -> anyhow::Result<i32> {
+pub(super) async fn serve(mut args: ServeArgs) -> anyhow::Result<i32> {
     open_admin(&args)?;
+    let (backend, _) = args.conn.database_for(args.backend)?;
+    let _services = args
+        .conn
+        .provide(&[backend], args.strategy.uses_redis())
+        .await?;
     let (_, db) = args.conn.database_for(args.backend)?;
     args.knobs.validate()?;
     defect_warning(&args.knobs, [args.strategy])?;

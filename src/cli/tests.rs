@@ -212,6 +212,8 @@ fn a_database_url_of_another_backend_is_refused_when_one_backend_is_asked_for() 
         database_url: Some("postgres://u:secret@127.0.0.1:5432/db".into()),
         mysql_url: "mysql://root@127.0.0.1:3306/oversell".into(),
         redis_url: "redis://127.0.0.1:6379".into(),
+        services: crate::services::ServicesMode::External,
+        managed_postgres: None,
     };
     let e = conn
         .database_for(Some(Backend::Mysql))

@@ -6,12 +6,14 @@
 //! error, a cancelled run) aborts the tasks and undoes everything the faults could have left
 //! behind, synchronously, on a thread of its own; ctrl-c while faults are live does the same
 //! and then exits with 130. Everything undone is idempotent: re-allowing connections to the
-//! run's database, SIGCONT and then SIGKILL of the private Redis. A lock dies with the
+//! run's database, SIGCONT and then SIGKILL of the private Redis, starting a crashed managed
+//! database server (a running one is left alone), resuming a replica's replay. A lock dies with the
 //! session that held it (the task's connection, dropped with the task).
 
 use super::hold::{Hold, ShopControl};
-use super::{cluster, db, redis, shop, FaultKind, FaultSpec, PrivateRedis};
+use super::{cluster, crash, db, redis, replica, shop, FaultKind, FaultSpec, PrivateRedis};
 use crate::inventory::redis_lua::conn::is_cluster;
+use crate::services::managed::ManagedServer;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::watch;
@@ -37,6 +39,8 @@ pub struct Owned {
     pub item: i64,
     /// The strategy's name, for notes.
     pub strategy: String,
+    /// The run's managed read replica (a database URL on it), when it has one: `replica-lag`.
+    pub replica_url: Option<String>,
 }
 
 /// One fault as it happened, ms after the sale opened.
@@ -62,6 +66,10 @@ pub struct Engine {
 pub(super) struct Undo {
     database_url: Option<String>,
     private_redis: Option<Arc<PrivateRedis>>,
+    /// A managed database server a crash or restart may have left down.
+    managed_db: Option<Arc<ManagedServer>>,
+    /// A replica whose replay may be left paused.
+    replica_url: Option<String>,
     /// Killed on ctrl-c only (the process then exits without dropping it).
     shop: Option<Arc<dyn ShopControl>>,
     done: Mutex<bool>,
@@ -76,6 +84,14 @@ impl Undo {
         }
         if let Some(r) = &self.private_redis {
             r.resume();
+        }
+        if let Some(server) = &self.managed_db {
+            crash::start_again(server).await;
+        }
+        if let Some(url) = &self.replica_url {
+            if let Err(e) = replica::resume(url).await {
+                tracing::warn!(error = %format!("{e:#}"), "nemesis: resuming the replica's replay failed");
+            }
         }
     }
 
@@ -114,6 +130,16 @@ impl Engine {
                 .any(|f| f.kind == FaultKind::DbOutage)
                 .then(|| owned.database_url.clone()),
             private_redis: owned.private_redis.clone(),
+            managed_db: faults
+                .iter()
+                .any(|f| f.kind.needs_managed_db())
+                .then(|| crash::server_of(&owned.database_url))
+                .flatten(),
+            replica_url: faults
+                .iter()
+                .any(|f| f.kind.needs_replica())
+                .then(|| owned.replica_url.clone())
+                .flatten(),
             shop: owned.shop.clone(),
             done: Mutex::new(false),
         });
@@ -291,6 +317,18 @@ fn skip_reason(f: &FaultSpec, owned: &Owned) -> Option<String> {
     if f.kind.needs_private_redis() && owned.private_redis.is_none() {
         return Some("skipped: no private Redis for this run".into());
     }
+    if f.kind.needs_managed_db() {
+        if let Some(why) = crash::refused(&owned.database_url) {
+            return Some(why);
+        }
+    }
+    if f.kind.needs_replica() && owned.replica_url.is_none() {
+        return Some(
+            "skipped: the run has no replica (a managed PostgreSQL streaming replica: \
+             redis-lua or redis-buckets on --services managed with PostgreSQL)"
+                .into(),
+        );
+    }
     if f.kind == FaultKind::ShopKill && owned.shop.is_none() {
         return Some("skipped: the shop is not this run's child".into());
     }
@@ -333,5 +371,14 @@ async fn act(f: &FaultSpec, owned: &Owned, hold: &mut Hold) -> anyhow::Result<Op
         }
         FaultKind::DbOutage => db::outage(&owned.database_url, hold).await,
         FaultKind::DbLock => db::lock(&owned.database_url, hold).await,
+        FaultKind::DbCrash => crash::act(&owned.database_url, false, hold).await,
+        FaultKind::DbRestart => crash::act(&owned.database_url, true, hold).await,
+        FaultKind::ReplicaLag => {
+            let url = owned
+                .replica_url
+                .as_deref()
+                .expect("checked by skip_reason");
+            replica::lag(url, hold).await
+        }
     }
 }

@@ -9,21 +9,28 @@
 //! - `cluster`: `redis-failover` and `redis-takeover`, the sale's master handing its slot to
 //!   its replica, on a run whose Redis is a cluster;
 //! - `db`: `db-outage` and `db-lock` on the run's own database;
+//! - `crash`: `db-crash` and `db-restart` of the run's managed database server;
+//! - `replica`: `replica-lag`, replay paused on the run's managed read replica;
 //! - `engine`: the schedule, the undo guard, and what was applied ([`Applied`]).
 //!
 //! Every fault acts only on what the run owns: its child shop, its private Redis (never the
 //! shared one), its own database (never the server), its own stream's consumer group. The
 //! cluster kinds are the exception: they move a master of the cluster the run was pointed at
 //! (`--redis-cluster`), which every user of that cluster sees; point them at a cluster of
-//! your own (the tests start one each).
+//! your own (the tests start one each). `db-crash`, `db-restart` and `replica-lag` act on a
+//! server, but only on one the harness started itself (managed servers), never on one it was
+//! pointed at.
 
 pub mod cluster;
+mod crash;
 mod db;
 mod engine;
 mod hold;
 mod redis;
+mod replica;
 mod shop;
 
+pub use crash::refuse_unmanaged;
 pub use engine::{Applied, Engine, Owned};
 pub use hold::{BoxFuture, ShopControl};
 pub use redis::PrivateRedis;
@@ -54,10 +61,18 @@ pub enum FaultKind {
     /// A cluster: the replica takes the sale's slot without the master (`CLUSTER FAILOVER
     /// TAKEOVER`).
     RedisTakeover,
+    /// The run's managed database server is SIGKILLed and started again after the window
+    /// (crash recovery).
+    DbCrash,
+    /// The run's managed database server stops cleanly and starts again after the window.
+    DbRestart,
+    /// The run's managed replica stops replaying for the window (`pg_wal_replay_pause()`),
+    /// then catches up.
+    ReplicaLag,
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 9] = [
+    pub const ALL: [FaultKind; 12] = [
         FaultKind::ShopKill,
         FaultKind::RedisRestart,
         FaultKind::RedisPause,
@@ -67,6 +82,9 @@ impl FaultKind {
         FaultKind::Redeliver,
         FaultKind::RedisFailover,
         FaultKind::RedisTakeover,
+        FaultKind::DbCrash,
+        FaultKind::DbRestart,
+        FaultKind::ReplicaLag,
     ];
 
     /// Its name in scenarios, flags and reports.
@@ -81,6 +99,9 @@ impl FaultKind {
             FaultKind::Redeliver => "redeliver",
             FaultKind::RedisFailover => "redis-failover",
             FaultKind::RedisTakeover => "redis-takeover",
+            FaultKind::DbCrash => "db-crash",
+            FaultKind::DbRestart => "db-restart",
+            FaultKind::ReplicaLag => "replica-lag",
         }
     }
 
@@ -102,6 +123,16 @@ impl FaultKind {
         self.needs_private_redis() || self.needs_cluster() || self == FaultKind::Redeliver
     }
 
+    /// Acts on the run's database server, which must be a managed one.
+    pub fn needs_managed_db(self) -> bool {
+        matches!(self, FaultKind::DbCrash | FaultKind::DbRestart)
+    }
+
+    /// Acts on the run's read replica (the run then gets one: `[nemesis] replica`).
+    pub fn needs_replica(self) -> bool {
+        self == FaultKind::ReplicaLag
+    }
+
     fn parse(s: &str) -> Result<Self, SpecError> {
         FaultKind::ALL
             .into_iter()
@@ -117,7 +148,8 @@ impl fmt::Display for FaultKind {
 }
 
 const ALLOWED_KINDS: &str = "one of shop-kill, redis-restart, redis-pause, redis-conn-kill, \
-     db-outage, db-lock, redeliver, redis-failover, redis-takeover";
+     db-outage, db-lock, redeliver, redis-failover, redis-takeover, db-crash, db-restart, \
+     replica-lag";
 
 /// The longest a fault may start after the sale opens, seconds.
 pub const MAX_AT_S: f64 = 3600.0;
@@ -292,6 +324,17 @@ impl Persistence {
 pub struct NemesisSpec {
     /// The private Redis's persistence: `none`, `aof-everysec` or `aof-always`.
     pub redis_persistence: Persistence,
+    /// redis-lua and redis-buckets on a managed PostgreSQL: reconciliation reads a managed
+    /// streaming replica of the run's database server (`--replica-database-url`), started for
+    /// the run. A `replica-lag` fault implies it.
+    pub replica: bool,
+}
+
+impl NemesisSpec {
+    /// Whether a run of `faults` gets a read replica.
+    pub fn wants_replica(&self, faults: &[FaultSpec]) -> bool {
+        self.replica || faults.iter().any(|f| f.kind.needs_replica())
+    }
 }
 
 /// A fault spec outside its allowed values: the field (or flag), what is allowed, what was

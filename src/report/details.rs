@@ -430,9 +430,19 @@ pub fn metadata(r: &Report) -> Vec<(&'static str, String)> {
         ),
     ];
     for s in &m.servers {
+        let managed = if s.managed { " (managed)" } else { "" };
+        let settings: Vec<String> = s.settings.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let settings = if settings.is_empty() {
+            String::new()
+        } else {
+            format!("; {}", settings.join(", "))
+        };
         v.push((
             "server",
-            format!("{} {} at {}", s.service, s.version, s.url),
+            format!(
+                "{} {} at {}{managed}{settings}",
+                s.service, s.version, s.url
+            ),
         ));
     }
     v

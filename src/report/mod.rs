@@ -109,6 +109,16 @@ pub struct ServerVersion {
     pub url: String,
     /// What it said (`SHOW server_version`, `SELECT VERSION()`, `INFO server`), or why not.
     pub version: String,
+    /// The harness started it (`--services`; docs/src/running/services.md): a private server in a
+    /// temporary data directory.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub managed: bool,
+    /// The settings that decide durability and size, as the server reported them
+    /// (PostgreSQL: fsync, synchronous_commit, shared_buffers...; MariaDB:
+    /// innodb_flush_log_at_trx_commit, sync_binlog, innodb_buffer_pool_size...; Redis:
+    /// appendonly, appendfsync, save, maxmemory). Empty in older reports.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub settings: BTreeMap<String, String>,
 }
 
 /// A run that could not finish, and why.

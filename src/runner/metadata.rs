@@ -1,6 +1,8 @@
 //! A report's metadata: the build (version and git commit), the command line (passwords
 //! redacted), when the command started, and the version every server of the run reported
 //! (PostgreSQL `SHOW server_version`, MySQL/MariaDB `SELECT VERSION()`, Redis `INFO server`).
+//! and the settings that decide its durability and size (see [`ServerVersion::settings`]),
+//! and whether the harness manages it (`--services`).
 //! A server that does not say is recorded as such; it never stops the run.
 
 use super::{RunPlan, Subject};
@@ -69,13 +71,35 @@ async fn database_version(url: &str) -> ServerVersion {
                 service: "database".into(),
                 url: redact_url(url),
                 version: format!("unknown ({e})"),
+                managed: false,
+                settings: Default::default(),
             }
         }
     };
+    let settings_query = match service {
+        "PostgreSQL" => {
+            "SELECT name, current_setting(name) FROM pg_settings WHERE name IN ('fsync', \
+             'synchronous_commit', 'full_page_writes', 'shared_buffers', 'wal_level', \
+             'max_connections')"
+        }
+        _ => {
+            "SHOW VARIABLES WHERE Variable_name IN ('innodb_flush_log_at_trx_commit', \
+             'sync_binlog', 'innodb_buffer_pool_size', 'innodb_doublewrite', 'log_bin', \
+             'max_connections')"
+        }
+    };
+    let mut settings = std::collections::BTreeMap::new();
     let version = ask(async {
         sqlx::any::install_default_drivers();
         let mut conn = sqlx::AnyConnection::connect(url).await?;
         let v: String = sqlx::query_scalar(question).fetch_one(&mut conn).await?;
+        // The settings are a bonus: a server that will not tell keeps its version.
+        if let Ok(rows) = sqlx::query_as::<_, (String, String)>(settings_query)
+            .fetch_all(&mut conn)
+            .await
+        {
+            settings.extend(rows);
+        }
         let _ = conn.close().await;
         Ok::<_, sqlx::Error>(v)
     })
@@ -84,10 +108,33 @@ async fn database_version(url: &str) -> ServerVersion {
         service: service.into(),
         url: redact_url(url),
         version,
+        managed: crate::services::managed::lookup(url).is_some(),
+        settings,
     }
 }
 
+/// Redis's persistence and memory settings (`CONFIG GET`; a cluster: its first node's).
+async fn redis_settings(conn: &mut RedisConn) -> std::collections::BTreeMap<String, String> {
+    let mut settings = std::collections::BTreeMap::new();
+    for name in ["appendonly", "appendfsync", "save", "maxmemory"] {
+        let mut cmd = redis::cmd("CONFIG");
+        cmd.arg("GET").arg(name);
+        let Ok(answers) = conn.on_each_master(&cmd).await else {
+            continue;
+        };
+        let pair = answers
+            .into_iter()
+            .find_map(|(_, v)| v.ok())
+            .and_then(|v| redis::from_redis_value::<Vec<String>>(v).ok());
+        if let Some([_, value]) = pair.as_deref() {
+            settings.insert(name.to_string(), value.clone());
+        }
+    }
+    settings
+}
+
 async fn redis_version(url: &str) -> ServerVersion {
+    let mut settings = std::collections::BTreeMap::new();
     let version = ask(async {
         let mut conn = RedisConn::open(url).await?;
         // A cluster: every master's version, the distinct ones joined (`7.0.15`, or
@@ -106,6 +153,7 @@ async fn redis_version(url: &str) -> ServerVersion {
                 versions.push(v);
             }
         }
+        settings = redis_settings(&mut conn).await;
         Ok::<_, anyhow::Error>(versions.join(", "))
     })
     .await;
@@ -113,6 +161,8 @@ async fn redis_version(url: &str) -> ServerVersion {
         service: "Redis".into(),
         url: redact_url(url),
         version,
+        managed: crate::services::managed::lookup(url).is_some(),
+        settings,
     }
 }
 

@@ -19,6 +19,7 @@
 //!   run's `login` section.
 //! - `faults`: the run's fault windows and when it recovered from each (the engine is
 //!   [`crate::nemesis`]).
+//! - `replica`: a run's managed read replica (reconciliation reads it; `replica-lag`).
 //! - `lock`: one run at a time per database.
 //! - `progress`: the progress bar (a terminal) or line (a log) while a run runs.
 //! - `metadata`: the build, command line, server versions and start time of a report.
@@ -31,6 +32,7 @@ mod merge;
 mod metadata;
 mod progress;
 mod reference;
+mod replica;
 mod settle;
 mod sharded;
 mod shop_process;

@@ -1,5 +1,5 @@
 //! A run against the reference shop: its child process (or K of them: [`super::shops`]), a
-//! private Redis when a fault needs one, the sale's set-up, the traffic with the run's faults,
+//! private Redis when a fault needs one, a managed read replica when the scenario wants one, the sale's set-up, the traffic with the run's faults,
 //! the drain, and the oracle's read of the database and Redis.
 
 use super::shop_process::ChildShop;
@@ -28,7 +28,8 @@ pub(super) async fn run_cell(
     dir: &Path,
     slot: &Slot,
 ) -> anyhow::Result<RunReport> {
-    let prefix = format!("oversell-run-{}", uuid::Uuid::now_v7().simple());
+    // Named by host, pid and time: a later run removes it if this process is killed.
+    let prefix = crate::services::leftovers::run_prefix();
     // A repeat (`--repeat`) keeps its own log: `shop-for-update-postgres-r2.log`.
     let repeat = plan
         .cell_of(slot.index - 1)
@@ -38,6 +39,9 @@ pub(super) async fn run_cell(
     let name = format!("{}-{}{repeat}", cell.strategy, cell.backend.as_str());
     let log = dir.join(format!("shop-{name}.log"));
     let shared_redis = &with_cluster(shared_redis, plan.scenario.shop.redis_cluster);
+    if cell.strategy.uses_redis() {
+        crate::services::leftovers::sweep_redis(shared_redis).await;
+    }
     // A Redis fault gets a private Redis; the shared one is never touched. A cluster gets
     // none: its fault is `redis-failover` (the single-Redis kinds are skipped on it).
     let private = if cell.strategy.uses_redis()
@@ -67,8 +71,20 @@ pub(super) async fn run_cell(
         .as_ref()
         .map_or(shared_redis.to_string(), |r| r.url());
     let knobs = &plan.scenario.shop;
-    let shop =
-        Arc::new(ChildShop::start(shop_exe, cell, &redis_url, &prefix, knobs, log.clone()).await?);
+    let replica = super::replica::for_run(plan, cell, &name).await?;
+    let extra = replica.as_ref().map(|r| r.args()).unwrap_or_default();
+    let shop = Arc::new(
+        ChildShop::start_with(
+            shop_exe,
+            cell,
+            &redis_url,
+            &prefix,
+            knobs,
+            &extra,
+            log.clone(),
+        )
+        .await?,
+    );
     plan.say(&format!(
         "   shop {} (metrics {}/metrics, log {})",
         shop.base_url,
@@ -91,6 +107,7 @@ pub(super) async fn run_cell(
             .unwrap_or_default(),
         item: plan.scenario.item.number(),
         strategy: cell.strategy.to_string(),
+        replica_url: replica.as_ref().map(|r| r.url.clone()),
     });
     let launch = shops::Launch {
         exe: shop_exe,
@@ -98,6 +115,7 @@ pub(super) async fn run_cell(
         redis_url: &redis_url,
         prefix: &prefix,
         knobs,
+        extra: &extra,
     };
     let result = drive_reference(plan, &launch, &shop, &log, slot, owned).await;
     shop.stop().await;
@@ -105,6 +123,10 @@ pub(super) async fn run_cell(
     if let Some(r) = private {
         r.resume();
         r.stop();
+    }
+    if let Some(r) = replica {
+        // Its clean stop blocks (a fast shutdown): off the runtime's threads.
+        let _ = tokio::task::spawn_blocking(move || drop(r.replica)).await;
     }
     result
 }

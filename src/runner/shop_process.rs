@@ -10,7 +10,8 @@
 //! The shop is a child process, not a task in this process: the load generator's CPU and
 //! memory figures (getrusage of this process) then measure the generator alone, the shop gets
 //! its own runtime and cannot be slowed by the generator's tasks sharing its scheduler, and a
-//! shop that crashes cannot take the measurements with it.
+//! shop that crashes cannot take the measurements with it. It gets SIGKILL when the harness
+//! dies (Linux parent-death signal), so a killed run leaves no shop listening.
 
 use super::Cell;
 use crate::inventory::redis_lua::stream::{read_dead_letters, DeadLetter};
@@ -68,11 +69,16 @@ impl Launch {
             .append(true)
             .open(log)
             .with_context(|| format!("creating {}", log.display()))?;
-        let mut child = Command::new(&self.exe)
+        let mut cmd = Command::new(&self.exe);
+        // Killed with the harness (kill -9 of `oversell run` leaves no shop listening).
+        crate::services::managed::process::die_with_parent(cmd.as_std_mut());
+        let mut child = cmd
             .arg("serve")
             .args(["--strategy", strategy.as_str(), "--listen", listen])
             // The traffic model connects from here and names each buyer in X-Forwarded-For.
             .args(["--trusted-proxy", "127.0.0.1"])
+            // The harness already decided where the servers are.
+            .args(["--services", "external"])
             .env("OVERSELL_ADMIN_TOKEN", admin_token)
             .args([
                 "--database-url",
@@ -125,6 +131,20 @@ impl ChildShop {
         knobs: &ShopKnobs,
         log: PathBuf,
     ) -> anyhow::Result<ChildShop> {
+        Self::start_with(exe, cell, redis_url, redis_prefix, knobs, &[], log).await
+    }
+
+    /// [`Self::start`] with `extra` arguments of `serve` after the knobs' (a run's
+    /// `--replica-database-url`).
+    pub(crate) async fn start_with(
+        exe: &Path,
+        cell: &Cell,
+        redis_url: &str,
+        redis_prefix: &str,
+        knobs: &ShopKnobs,
+        extra: &[String],
+        log: PathBuf,
+    ) -> anyhow::Result<ChildShop> {
         let _ = std::fs::remove_file(&log);
         let admin_token: String = rand::random::<[u8; 16]>()
             .iter()
@@ -136,7 +156,11 @@ impl ChildShop {
             database_url: cell.database_url.clone(),
             redis_url: redis_url.to_string(),
             redis_prefix: redis_prefix.to_string(),
-            knob_args: knobs.command_line(),
+            knob_args: knobs
+                .command_line()
+                .into_iter()
+                .chain(extra.iter().cloned())
+                .collect(),
             log,
         };
         let (child, stdout, base_url) = launch.spawn("127.0.0.1:0", &admin_token).await?;

@@ -30,6 +30,8 @@ pub(super) struct Launch<'a> {
     pub redis_url: &'a str,
     pub prefix: &'a str,
     pub knobs: &'a ShopKnobs,
+    /// `serve` arguments after the knobs' (`--replica-database-url`).
+    pub extra: &'a [String],
 }
 
 /// The log of shop `k` (1-based) of a run whose first shop logs to `first`:
@@ -53,12 +55,13 @@ pub(super) async fn start_rest(
 ) -> anyhow::Result<Vec<ChildShop>> {
     let mut rest = Vec::new();
     for k in 2..=count {
-        let shop = ChildShop::start(
+        let shop = ChildShop::start_with(
             launch.exe,
             launch.cell,
             launch.redis_url,
             launch.prefix,
             launch.knobs,
+            launch.extra,
             log_of(first_log, k),
         )
         .await

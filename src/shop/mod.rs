@@ -118,7 +118,7 @@ impl Application {
         .await?;
         let mut pipeline = config.pipeline.clone();
         if let Some(url) = &config.replica_database_url {
-            let replica = Store::connect(url, &ShopKnobs::default().pool())
+            let replica = Store::connect_read_only(url, &ShopKnobs::default().pool())
                 .await
                 .context("connecting to the reconciliation replica")?;
             pipeline.reconcile.replica = Some(replica);

@@ -107,6 +107,42 @@ impl Store {
         })
     }
 
+    /// Opens a pool on a read-only copy of a database (a hot-standby replica): no creation,
+    /// no migration (a standby refuses both); the primary's store made the schema, and the
+    /// database must exist on it (a replica replays it from the primary).
+    pub async fn connect_read_only(
+        url: &str,
+        settings: &PoolSettings,
+    ) -> Result<Store, StoreError> {
+        sqlx::any::install_default_drivers();
+        let backend = Backend::from_url(url)?;
+        let lock_timeout = settings.lock_timeout;
+        let pool = AnyPoolOptions::new()
+            .max_connections(settings.max_connections.max(1))
+            .acquire_timeout(settings.acquire_timeout)
+            .after_connect(move |conn, _meta| {
+                Box::pin(async move {
+                    for stmt in dialect::session_setup(backend, lock_timeout) {
+                        conn.execute(sqlx::AssertSqlSafe(stmt)).await?;
+                    }
+                    Ok(())
+                })
+            })
+            .connect(url)
+            .await
+            .map_err(|error| StoreError::Unreachable {
+                service: backend.service(),
+                url: url.to_string(),
+                error,
+            })?;
+        Ok(Store {
+            pool,
+            sql: Statements::for_backend(backend),
+            backend,
+            url: url.to_string(),
+        })
+    }
+
     /// The backend this store talks to.
     pub fn backend(&self) -> Backend {
         self.backend

@@ -148,6 +148,8 @@ async fn an_unreachable_database_is_named_with_how_to_start_it() {
             "--database-url",
             "postgres://postgres:hunter2@127.0.0.1:1/oversell",
         ])
+        // auto would start a managed server in its place (tests/api/services.rs).
+        .args(["--services", "external"])
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
@@ -174,6 +176,7 @@ async fn an_unreachable_redis_is_named_with_how_to_start_it() {
         ])
         .args(["--database-url", &db])
         .args(["--redis-url", "redis://127.0.0.1:1"])
+        .args(["--services", "external"])
         .output()
         .unwrap();
     // The shop created and migrated its database before it found Redis missing.

@@ -2,7 +2,7 @@
 //! every Markdown file is a chapter, every relative link and `#anchor` in the README and the
 //! book resolves, the README stays a front door (≤ 450 lines), `reports/README.md` names the
 //! report schema the code writes, and — when the `mdbook` binary is installed
-//! (`OVERSELL_MDBOOK` names one; `OVERSELL_CI_MDBOOK=1 .ci/run` installs it) — `mdbook build`
+//! (`OVERSELL_MDBOOK` names one; `.ci/run` installs it; with `CI` set it must be) — `mdbook build`
 //! builds the book.
 //!
 //! Anchors are the headings' ids as GitHub and mdBook both make them: the heading's text

@@ -432,6 +432,7 @@ async fn dropping_the_engine_mid_fault_undoes_everything() {
         redis_prefixes: vec!["unused".into()],
         item: 1,
         strategy: "redis-lua".into(),
+        replica_url: None,
     };
     let faults = [fault("db-outage@0:60s"), fault("redis-pause@0:60s")];
     let engine = Engine::start(&faults, owned, tokio::time::Instant::now());

@@ -1,27 +1,168 @@
-//! Test harness: a fresh database (named by a UUID) and Redis key prefix per test, and the shop
-//! running in-process on a free loopback port.
+//! Test harness: the servers (the machine's, or one managed set for the whole run), a fresh
+//! database and Redis key prefix per test (named by owner and time, so a later run removes
+//! what a killed one left), and the shop running in-process on a free loopback port.
+//!
+//! Where the servers are: `TEST_POSTGRES_URL`, `TEST_MYSQL_URL`, `TEST_REDIS_URL` when set;
+//! else the defaults (127.0.0.1:5432 postgres/postgres, 127.0.0.1:3306 root, 127.0.0.1:6379)
+//! when the tests' login works there; else one managed server of that kind, started from the
+//! installed binaries the first time a test asks and shared by every test of the run.
+//! `OVERSELL_TEST_SERVICES=managed` makes every kind managed (how to test that path on a
+//! machine whose servers run).
 
 use oversell::inventory::Strategy;
+use oversell::services::leftovers;
+use oversell::services::managed::{kinds, ManagedSet, ServerKind, ServerOptions};
 use oversell::shop::{Application, ShopConfig, ShopKnobs};
 use oversell::store::{Backend, PoolSettings};
 use serde_json::{json, Value};
+use std::sync::OnceLock;
 use std::time::Duration;
 use tokio::sync::oneshot;
 
+/// The start of every test database's name.
+const TEST_DB: &str = "oversell_t_";
+/// The start of every test's Redis key prefix.
+const TEST_PREFIX: &str = "oversell-test-";
+
+/// The servers of this test run.
+pub struct TestServers {
+    pub postgres: String,
+    pub mysql: String,
+    pub redis: String,
+    /// The managed servers, when any kind is managed (kept for the whole run; they die with
+    /// the test binary).
+    pub managed: Option<ManagedSet>,
+}
+
+/// The servers of this test run (decided, and managed ones started, on first use).
+pub fn servers() -> &'static TestServers {
+    static SERVERS: OnceLock<TestServers> = OnceLock::new();
+    SERVERS.get_or_init(|| {
+        // Its own thread and runtime: the caller may be inside a test's runtime.
+        std::thread::spawn(decide_servers)
+            .join()
+            .expect("setting up the test servers")
+    })
+}
+
+fn decide_servers() -> TestServers {
+    let all_managed = std::env::var("OVERSELL_TEST_SERVICES").is_ok_and(|v| v == "managed");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async move {
+        // TEST_*_URL as given; else the default when a login there works (a server that
+        // answers but refuses the tests' login counts as none).
+        let configured = |var: &'static str, kind: ServerKind, port: u16| async move {
+            if all_managed {
+                return None;
+            }
+            if let Ok(url) = std::env::var(var) {
+                return Some(url);
+            }
+            let login = tokio::time::timeout(Duration::from_secs(5), kinds::answers(kind, port));
+            matches!(login.await, Ok(Ok(()))).then(|| kinds::base_url(kind, port))
+        };
+        let postgres = configured("TEST_POSTGRES_URL", ServerKind::Postgres, 5432).await;
+        let mysql = configured("TEST_MYSQL_URL", ServerKind::Mysql, 3306).await;
+        let redis = configured("TEST_REDIS_URL", ServerKind::Redis, 6379).await;
+        let mut set = None;
+        let postgres = url_or_managed(&mut set, ServerKind::Postgres, postgres).await;
+        let mysql = url_or_managed(&mut set, ServerKind::Mysql, mysql).await;
+        let redis = url_or_managed(&mut set, ServerKind::Redis, redis).await;
+        sweep_test_leftovers(&postgres, &mysql, &redis).await;
+        TestServers {
+            postgres,
+            mysql,
+            redis,
+            managed: set,
+        }
+    })
+}
+
+/// `given`, or the URL of a managed server of `kind` started in `set` (made on first use).
+async fn url_or_managed(
+    set: &mut Option<ManagedSet>,
+    kind: ServerKind,
+    given: Option<String>,
+) -> String {
+    if let Some(url) = given {
+        return url;
+    }
+    let set =
+        set.get_or_insert_with(|| ManagedSet::new().expect("a directory for the managed servers"));
+    let s = set
+        .start(kind, ServerOptions::default())
+        .await
+        .unwrap_or_else(|e| panic!("starting a managed {kind:?} for the tests: {e:#}"));
+    eprintln!(
+        "tests: managed {} {} at {}",
+        kind.as_str(),
+        s.version(),
+        s.url()
+    );
+    s.url()
+}
+
+/// Drops the test databases and deletes the test key prefixes a killed earlier run left
+/// (see `oversell::services::leftovers`).
+async fn sweep_test_leftovers(postgres: &str, mysql: &str, redis: &str) {
+    use sqlx::Connection;
+    let sweep = async {
+        if let Ok(mut c) = sqlx::PgConnection::connect(&format!("{postgres}/postgres")).await {
+            let names: Vec<String> = sqlx::query_scalar(
+                "SELECT datname::TEXT FROM pg_database WHERE datname LIKE 'oversell\\_t\\_%'",
+            )
+            .fetch_all(&mut c)
+            .await
+            .unwrap_or_default();
+            for n in stale_databases(names) {
+                drop_database(&format!("{postgres}/{n}")).await;
+            }
+        }
+        if let Ok(mut c) = sqlx::MySqlConnection::connect(mysql).await {
+            let names: Vec<String> = sqlx::query_scalar(
+                "SELECT CAST(SCHEMA_NAME AS CHAR) FROM information_schema.SCHEMATA \
+                 WHERE SCHEMA_NAME LIKE 'oversell\\_t\\_%'",
+            )
+            .fetch_all(&mut c)
+            .await
+            .unwrap_or_default();
+            for n in stale_databases(names) {
+                drop_database(&format!("{mysql}/{n}")).await;
+            }
+        }
+        leftovers::sweep_prefixes(redis, TEST_PREFIX).await;
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(60), sweep).await;
+}
+
+fn stale_databases(names: Vec<String>) -> Vec<String> {
+    names
+        .into_iter()
+        .filter(|n| leftovers::owner_of(n, TEST_DB, '_').is_some_and(|o| o.is_stale()))
+        .collect()
+}
+
 /// Base URL of the PostgreSQL server the tests use (a database name is appended).
 pub fn pg_base() -> String {
-    std::env::var("TEST_POSTGRES_URL")
-        .unwrap_or_else(|_| "postgres://postgres:postgres@127.0.0.1:5432".into())
+    servers().postgres.clone()
 }
 
 /// Base URL of the MySQL/MariaDB server the tests use.
 pub fn mysql_base() -> String {
-    std::env::var("TEST_MYSQL_URL").unwrap_or_else(|_| "mysql://root@127.0.0.1:3306".into())
+    servers().mysql.clone()
 }
 
 /// Redis URL of the tests.
 pub fn redis_url() -> String {
-    std::env::var("TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into())
+    servers().redis.clone()
+}
+
+/// A fresh key prefix for one test.
+pub fn fresh_prefix() -> String {
+    leftovers::owned_name(TEST_PREFIX, '-')
 }
 
 /// A connection to the tests' Redis.
@@ -35,7 +176,7 @@ pub async fn redis_conn() -> redis::aio::MultiplexedConnection {
 
 /// A fresh database URL for one test.
 pub fn fresh_db_url(backend: Backend) -> String {
-    let name = format!("oversell_t_{}", uuid::Uuid::now_v7().simple());
+    let name = leftovers::owned_name(TEST_DB, '_');
     match backend {
         Backend::Postgres => format!("{}/{name}", pg_base()),
         Backend::Mysql => format!("{}/{name}", mysql_base()),
@@ -76,7 +217,7 @@ pub fn test_config(strategy: Strategy, backend: Backend) -> ShopConfig {
         "127.0.0.1:0".parse().unwrap(),
         &fresh_db_url(backend),
         &redis_url(),
-        &format!("t-{}", uuid::Uuid::now_v7().simple()),
+        &fresh_prefix(),
     );
     // Every test buyer comes from 127.0.0.1: the per-IP bucket is for the gateway tests.
     config.redis.gateway.ip_rate_per_s = 0.0;

@@ -1,4 +1,10 @@
-//! The outside services oversell needs, and how to tell a user that one is not there.
+//! The outside services oversell needs, how to tell a user that one is not there, and the
+//! [`managed`] servers the harness starts itself when none is configured.
+
+pub mod leftovers;
+pub mod managed;
+pub mod provide;
+pub use provide::ServicesMode;
 
 use std::fmt::Display;
 
@@ -30,15 +36,21 @@ impl Service {
         match self {
             Service::Postgres => {
                 "start it with `docker compose up -d --wait postgres`, or on Debian \
-                 `pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start`"
+                 `pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start`; \
+                 or let oversell start its own: `--services auto` (the default) or `managed` with \
+                 the server package installed (docs/src/running/services.md)"
             }
             Service::Mysql => {
                 "start it with `docker compose up -d --wait mariadb`, or on Debian \
-                 `start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd`"
+                 `start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd`; \
+                 or let oversell start its own: `--services auto` (the default) or `managed` with \
+                 the server package installed (docs/src/running/services.md)"
             }
             Service::Redis => {
                 "start it with `docker compose up -d --wait redis`, or \
-                 `redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save \"\" --appendonly no`"
+                 `redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save \"\" --appendonly no`; \
+                 or let oversell start its own: `--services auto` (the default) or `managed` with \
+                 the server package installed (docs/src/running/services.md)"
             }
             Service::Shop => "check the URL and that the shop is running",
             Service::Oracle => "check the --oracle-http URL and that the endpoint is up",
