@@ -22,8 +22,11 @@
 //!   scripts) is completed by [`RedisBuckets::repair`], which the shop's background loop runs:
 //!   no unit is lost or counted twice.
 //! - **Persistence.** Each bucket's stream has its own consumer; orders go to the item's row as
-//!   redis-lua's do. Not supported: reconciliation and rewarm (docs/src/shop/redis-buckets.md, [`super::RedisKind::reconciles`]).
-//!   The Redis faults act on every bucket (`redeliver` rewinds each bucket's stream).
+//!   redis-lua's do; a batch that would take the database's stock below zero waits for the
+//!   release on another bucket's stream that freed its unit (see `pipeline::batch`). Not
+//!   supported: reconciliation and rewarm (docs/src/shop/redis-buckets.md,
+//!   [`super::RedisKind::reconciles`]). The Redis
+//!   faults act on every bucket (`redeliver` rewinds each bucket's stream).
 //!
 //! No command or script ever spans two buckets: nothing here assumes they share a node.
 

@@ -133,15 +133,14 @@ impl Consumer {
         let mut parts: Vec<&[PersistEvent]> = vec![events];
         while let Some(part) = parts.pop() {
             let applied = match self.bucket {
-                Some(_) => self.store.apply_bucket_events(self.item, part).await,
-                None => match self.apply_in_any_order(part, low_water).await? {
-                    Some(applied) => applied,
-                    None => {
-                        // A release below is still in another consumer's batch: wait for it.
-                        done.left_pending = true;
-                        continue;
-                    }
-                },
+                Some(_) => self.apply_bucket_in_any_order(part).await?,
+                None => self.apply_in_any_order(part, low_water).await?,
+            };
+            let Some(applied) = applied else {
+                // A release is still in another consumer's batch, or further on this stream:
+                // wait for it.
+                done.left_pending = true;
+                continue;
             };
             match applied {
                 Ok(stats) => {
@@ -211,6 +210,59 @@ impl Consumer {
         Ok(Some(
             self.store.apply_events(self.item, part, low_water).await,
         ))
+    }
+
+    /// redis-buckets' [`Consumer::apply_in_any_order`]. Units move between buckets, so an
+    /// order on this bucket's stream may have bought a unit given back by a cancel or expiry
+    /// on another bucket's stream (or further on this one, past what this batch read). A
+    /// batch that would leave the database's stock below zero therefore waits (`None`) while
+    /// any bucket's stream of the item holds an entry not yet persisted: on another bucket's
+    /// stream it is that bucket's consumer's to apply; on this one it is further on. A batch
+    /// that waits is read again with every entry of its stream not yet persisted
+    /// (`Consumer::extend`). Progress is certain: the database's stock S plus all the
+    /// buckets' unpersisted entries U₁…U_B is what Redis holds, at least 0; were every
+    /// bucket's whole backlog short (S + Uᵢ < 0 for each i), summing would give
+    /// (B − 1)·S < 0. So once the streams are read to their ends, one bucket commits.
+    /// Only when nothing is left anywhere does the stock really lack the units: the batch is
+    /// applied as one consumer would (each order without stock kept and counted an anomaly).
+    async fn apply_bucket_in_any_order(
+        &mut self,
+        part: &[PersistEvent],
+    ) -> Result<Option<Result<crate::store::ApplyStats, StoreError>>, PersistError> {
+        match self
+            .store
+            .apply_bucket_events_if_stock_holds(self.item, part)
+            .await
+        {
+            Ok(Some(stats)) => return Ok(Some(Ok(stats))),
+            Ok(None) => {}
+            Err(e) => return Ok(Some(Err(e))),
+        }
+        let own = self.redis.backlog(self.item).await?;
+        let mut waiting = !own.delivered_all
+            || self
+                .redis
+                .pending_elsewhere(self.item, &self.name)
+                .await
+                .map_err(PersistError::Redis)?;
+        for sibling in &self.siblings {
+            if waiting {
+                break;
+            }
+            waiting = !sibling.drained(self.item).await?;
+        }
+        if waiting {
+            // Retried with every entry of this stream not yet persisted, in one batch.
+            self.extend = true;
+            tracing::debug!(
+                item = self.item,
+                bucket = ?self.bucket,
+                entries = part.len(),
+                "the batch needs units a release not yet persisted gives back; waiting for it"
+            );
+            return Ok(None);
+        }
+        Ok(Some(self.store.apply_bucket_events(self.item, part).await))
     }
 
     /// Counts one refusal of `ev`; dead-letters it once it reaches N. True if dead-lettered.

@@ -98,6 +98,12 @@ pub struct Consumer {
     claim_cursor: String,
     /// redis-buckets: the bucket whose stream this is (`self.redis` is that bucket's view).
     pub(super) bucket: Option<u32>,
+    /// redis-buckets: the other buckets' views of the item (whose streams may hold the release
+    /// a batch of this one waits for).
+    pub(super) siblings: Vec<RedisLua>,
+    /// redis-buckets: the next read of this consumer's own pending entries also reads the new
+    /// ones after them, in one batch (a batch waits for a release further on its own stream).
+    pub(super) extend: bool,
     /// The `item` label of its metrics: the item, or `<item>/b<bucket>`.
     label: String,
 }
@@ -126,15 +132,19 @@ impl Consumer {
             refusals: HashMap::new(),
             claim_cursor: "0-0".into(),
             bucket: None,
+            siblings: Vec::new(),
+            extend: false,
             label: item.to_string(),
         }
     }
 
     /// A consumer of bucket `bucket`'s stream of `item` (redis-buckets): `view` is that
     /// bucket's redis-lua view; orders go to the item's row, and the item's low-water mark is
-    /// left alone (see [`crate::store::Store::apply_bucket_events`]).
+    /// left alone (see [`crate::store::Store::apply_bucket_events`]). `siblings`: the other
+    /// buckets' views.
     pub fn for_bucket(
         view: RedisLua,
+        siblings: Vec<RedisLua>,
         store: Store,
         item: i64,
         bucket: u32,
@@ -144,6 +154,7 @@ impl Consumer {
         let mut c = Consumer::new(view, store, item, settings, name);
         c.marks = MarkKeeper::untracked(item, c.settings.trim_delay);
         c.bucket = Some(bucket);
+        c.siblings = siblings;
         c.label = format!("{item}/b{bucket}");
         c
     }
@@ -218,11 +229,18 @@ impl Consumer {
                 .map_err(|e| (ErrorKind::Claim, e.to_string()))?;
         }
         if entries.is_empty() {
-            let start = if *retry_own { "0" } else { ">" };
-            entries = self
-                .read(start)
-                .await
-                .map_err(|e| (ErrorKind::Read, e.to_string()))?;
+            if *retry_own && std::mem::take(&mut self.extend) {
+                entries = self
+                    .read_extended()
+                    .await
+                    .map_err(|e| (ErrorKind::Read, e.to_string()))?;
+            } else {
+                let start = if *retry_own { "0" } else { ">" };
+                entries = self
+                    .read(start)
+                    .await
+                    .map_err(|e| (ErrorKind::Read, e.to_string()))?;
+            }
             if *retry_own && entries.is_empty() {
                 *retry_own = false;
             }
@@ -293,6 +311,24 @@ impl Consumer {
         let conn = self.conn_or_connect().await?;
         let reply: StreamReadReply = conn.xread_options(&[&key], &[start], &opts).await?;
         Ok(reply.keys.into_iter().flat_map(|k| k.ids).collect())
+    }
+
+    /// All of this consumer's own pending entries (page after page), then up to `batch` new
+    /// ones: in stream order, as one batch.
+    async fn read_extended(&mut self) -> Result<Vec<StreamId>, redis::RedisError> {
+        let mut entries: Vec<StreamId> = Vec::new();
+        loop {
+            let after = entries
+                .last()
+                .map_or_else(|| "0".to_string(), |e| e.id.clone());
+            let page = self.read(&after).await?;
+            if page.is_empty() {
+                break;
+            }
+            entries.extend(page);
+        }
+        entries.extend(self.read(">").await?);
+        Ok(entries)
     }
 
     /// Claims entries pending on any consumer for longer than `claim_idle` (XAUTOCLAIM, a

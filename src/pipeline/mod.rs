@@ -95,7 +95,7 @@ enum Task {
     Consumer(RedisLua),
     Reconcile,
     /// redis-buckets: the consumer of one bucket's stream (the bucket's view, its number).
-    BucketConsumer(RedisLua, u32),
+    BucketConsumer(RedisBuckets, u32),
     /// redis-buckets: completes transfers left half done.
     Repair(RedisBuckets),
 }
@@ -125,8 +125,7 @@ impl Task {
             }
             Engine::Redis(RedisEngine::Buckets(buckets)) => {
                 tasks.extend(
-                    (0..buckets.buckets())
-                        .map(|b| Task::BucketConsumer(buckets.bucket(b).clone(), b)),
+                    (0..buckets.buckets()).map(|b| Task::BucketConsumer(buckets.clone(), b)),
                 );
                 tasks.push(Task::Repair(buckets.clone()));
             }
@@ -177,9 +176,14 @@ async fn supervise(
                 settings.reconcile.clone(),
                 shutdown,
             )),
-            Task::BucketConsumer(view, b) => {
+            Task::BucketConsumer(buckets, b) => {
+                let siblings = (0..buckets.buckets())
+                    .filter(|other| *other != b)
+                    .map(|other| buckets.bucket(other).clone())
+                    .collect();
                 let consumer = consumer::Consumer::for_bucket(
-                    view,
+                    buckets.bucket(b).clone(),
+                    siblings,
                     inventory.store().clone(),
                     item,
                     b,

@@ -392,6 +392,21 @@ impl Store {
             .map(|stats| stats.unwrap_or_default())
     }
 
+    /// [`Store::apply_bucket_events`] with every order's units taken inside the batch, which
+    /// commits only if the stock ends at zero or above: `None` (nothing written) when it would
+    /// not. A bucket's order may reach the database before the cancel or expiry, on another
+    /// bucket's stream, that gave back the unit it bought (units move between buckets): its
+    /// batch then waits for that release (see `pipeline::batch`) instead of keeping the order
+    /// undeducted, which the release's restock would then turn into a unit too many.
+    pub async fn apply_bucket_events_if_stock_holds(
+        &self,
+        item: i64,
+        events: &[PersistEvent],
+    ) -> Result<Option<ApplyStats>, StoreError> {
+        let (marks, deduct) = (persist::Marks::Untracked, persist::Deduct::InBatch);
+        self.apply(item, events, marks, deduct).await
+    }
+
     /// Raises the low-water mark to `candidate` (if higher); returns the mark in force.
     pub async fn advance_mark(&self, item: i64, candidate: &str) -> Result<String, StoreError> {
         persist::advance(&self.pool, self.sql, item, candidate).await

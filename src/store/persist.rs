@@ -131,8 +131,9 @@ pub enum Deduct {
     /// Always, within the batch's transaction; the batch commits only if the stock ends at
     /// zero or above, else it is rolled back whole ([`apply`] answers `None`). Several
     /// consumers commit out of stream order: an order may reach the database before the
-    /// cancel or expiry, earlier in the stream, that gave back the unit it bought. Its batch
-    /// then waits for that release instead of counting an anomaly that is none.
+    /// cancel or expiry, earlier in the stream, that gave back the unit it bought (on
+    /// redis-buckets: on another bucket's stream). Its batch then waits for that release
+    /// instead of counting an anomaly that is none.
     InBatch,
 }
 

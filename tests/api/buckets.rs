@@ -306,17 +306,17 @@ async fn units_scattered_over_buckets_are_gathered_and_too_few_left_is_sold_out_
     app.teardown().await;
 }
 
-async fn oracle_run(backend: Backend) {
+/// Runs `scenario` (from `file`) on redis-buckets with a fresh database; the report's run.
+async fn run_sale(scenario: Scenario, file: PathBuf, backend: Backend) -> Value {
     let out = tempfile::tempdir().unwrap();
     let db = fresh_db_url(backend);
-    let file = PathBuf::from("scenarios/smoke.toml");
     let cells = vec![Cell {
         strategy: Strategy::RedisBuckets,
         backend,
         database_url: db.clone(),
     }];
     let mut plan = RunPlan::reference(
-        Scenario::load(&file).expect("smoke.toml is valid"),
+        scenario,
         file,
         cells,
         redis_url(),
@@ -328,7 +328,13 @@ async fn oracle_run(backend: Backend) {
     drop_database(&db).await;
     let json: Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("report.json")).unwrap()).unwrap();
-    let run = &json["runs"][0];
+    json["runs"][0].clone()
+}
+
+async fn oracle_run(backend: Backend) {
+    let file = PathBuf::from("scenarios/smoke.toml");
+    let scenario = Scenario::load(&file).expect("smoke.toml is valid");
+    let run = &run_sale(scenario, file, backend).await;
     assert_eq!(run["strategy"], "redis-buckets");
     assert_eq!(run["drain"]["drained"], true, "{}", run["verdict"]);
     for zero in [
@@ -370,4 +376,55 @@ async fn the_oracle_finds_redis_buckets_correct_on_postgres() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_oracle_finds_redis_buckets_correct_on_mysql() {
     oracle_run(Backend::Mysql).await;
+}
+
+/// Few units, many buyers and most of them cancelling: units given back on one bucket's stream
+/// are lent to and sold by another bucket, whose order can reach the database before the
+/// cancel that freed its unit.
+const CANCEL_CHURN: &str = r#"
+name = "buckets-cancel-churn"
+[item]
+stock = 4
+[buyers]
+count = 80
+seed = 11
+arrival = "burst"
+window_s = 2.0
+burst_s = 0.25
+burst_share = 0.8
+[after_order]
+pay = 0.3
+cancel = 0.7
+think_ms = [5, 60]
+[client]
+timeout_ms = 3000
+[shop]
+pool_size = 5
+acquire_timeout_ms = 300
+[thresholds]
+oversell = 0
+lost_acks = 0
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn units_freed_on_one_buckets_stream_and_sold_by_another_are_counted_once() {
+    // Arrange: 4 units over 4 buckets, 80 buyers, 70 % of those served cancel. Before the
+    // fix a bucket's order persisted while the database's stock was 0 was kept undeducted,
+    // then the cancel on another bucket's stream restocked: the database one unit above Redis.
+    let scenario = Scenario::parse(CANCEL_CHURN).expect("the test scenario is valid");
+
+    // Act
+    let run = run_sale(
+        scenario,
+        PathBuf::from("cancel-churn.toml"),
+        Backend::Postgres,
+    )
+    .await;
+
+    // Assert: every unit is where Redis says, and no order was persisted without stock.
+    assert_eq!(run["drain"]["drained"], true, "{}", run["verdict"]);
+    for zero in ["oversell", "lost_acks", "conservation_drift", "redis_drift"] {
+        assert_eq!(run[zero], 0, "{zero}: {}", run["verdict"]);
+    }
+    assert_eq!(run["undersell"], 0, "no undersell: {}", run["verdict"]);
 }

@@ -96,7 +96,11 @@ async fn run_all(
 
 /// The run's only window of `kind`.
 fn window<'a>(run: &'a RunReport, kind: &str) -> &'a FaultWindow {
-    let w: Vec<_> = run.faults.iter().filter(|f| f.kind.as_str() == kind).collect();
+    let w: Vec<_> = run
+        .faults
+        .iter()
+        .filter(|f| f.kind.as_str() == kind)
+        .collect();
     assert_eq!(w.len(), 1, "one {kind} window: {:?}", run.faults);
     w[0]
 }
