@@ -143,7 +143,7 @@ fn rate_arg(v: &str) -> Result<f64, String> {
 }
 
 /// `oversell capacity`: 0 once the report is written.
-pub async fn capacity(args: CapacityArgs) -> anyhow::Result<i32> {
+pub async fn capacity(mut args: CapacityArgs) -> anyhow::Result<i32> {
     anyhow::ensure!(
         args.output.metrics_listen.is_none(),
         "--metrics-listen is not available with capacity (each probe is its own run; read the \
@@ -156,6 +156,19 @@ pub async fn capacity(args: CapacityArgs) -> anyhow::Result<i32> {
         scenario_file.display()
     );
     super::plan::max_send_lag(&mut s, args.send_lag.ms())?;
+    // One set of managed servers (`--services`) for every probe of every strategy.
+    let _services = match &args.target {
+        Some(_) => None,
+        None => {
+            let used = if args.backends.is_empty() {
+                vec![args.conn.database_for(None)?.0]
+            } else {
+                args.backends.clone()
+            };
+            let redis = args.strategies.iter().any(|s| s.uses_redis());
+            Some(args.conn.provide(&used, redis).await?)
+        }
+    };
     let who = match &args.target {
         Some(url) => {
             let has_setup = !s.mapping().setup.is_empty();
@@ -184,14 +197,19 @@ pub async fn capacity(args: CapacityArgs) -> anyhow::Result<i32> {
             } else {
                 args.backends.iter().copied().map(Some).collect()
             };
-            let shop_exe = std::env::current_exe().context("locating the oversell binary")?;
+            let shop_exe = crate::runner::shop_exe()?;
             let redis_url = crate::inventory::redis_lua::conn::with_cluster(
                 &args.conn.redis_url,
                 s.shop.redis_cluster,
             );
+            let several = backends.len() > 1;
             let mut who = Vec::new();
             for b in backends {
-                let (backend, database_url) = args.conn.database_for(b)?;
+                let (backend, database_url) = if several {
+                    args.conn.database_each(b)?
+                } else {
+                    args.conn.database_for(b)?
+                };
                 for strategy in &args.strategies {
                     who.push(Who::Reference {
                         cell: Cell {
@@ -245,13 +263,28 @@ pub async fn capacity(args: CapacityArgs) -> anyhow::Result<i32> {
         }
     }
     let (report, dir) = capacity::execute(&plan).await?;
-    args.output.human(&format!(
-        "{}report: {}\n",
-        capacity::report::render(&report),
+    finish(
+        &args.output,
+        &capacity::report::render(&report),
+        &report,
+        dir,
+    )
+}
+
+/// The result on the terminal with where its report is, and with `--json` as one document
+/// naming its folder.
+fn finish(
+    output: &OutputArgs,
+    text: &str,
+    report: &impl serde::Serialize,
+    dir: PathBuf,
+) -> anyhow::Result<i32> {
+    output.human(&format!(
+        "{text}report: {}\n",
         dir.join("report.md").display()
     ));
-    if args.output.json {
-        let mut v = serde_json::to_value(&report)?;
+    if output.json {
+        let mut v = serde_json::to_value(report)?;
         v["report_dir"] = std::fs::canonicalize(&dir)
             .unwrap_or(dir)
             .display()
@@ -263,7 +296,7 @@ pub async fn capacity(args: CapacityArgs) -> anyhow::Result<i32> {
 }
 
 /// `oversell sweep`: 0 once the sweep is written.
-pub async fn sweep(args: SweepArgs) -> anyhow::Result<i32> {
+pub async fn sweep(mut args: SweepArgs) -> anyhow::Result<i32> {
     anyhow::ensure!(
         args.output.metrics_listen.is_none(),
         "--metrics-listen is not available with sweep (each value is its own run)"
@@ -275,6 +308,11 @@ pub async fn sweep(args: SweepArgs) -> anyhow::Result<i32> {
         .reference_check()
         .map_err(|e| anyhow::anyhow!("{}: {e}", scenario_file.display()))?;
     super::defect_warning(&s.shop, [args.strategy])?;
+    let (backend, _) = args.conn.database_for(args.backend)?;
+    let _services = args
+        .conn
+        .provide(&[backend], args.strategy.uses_redis())
+        .await?;
     let (backend, database_url) = args.conn.database_for(args.backend)?;
     let plan = SweepPlan {
         redis_url: crate::inventory::redis_lua::conn::with_cluster(
@@ -288,7 +326,7 @@ pub async fn sweep(args: SweepArgs) -> anyhow::Result<i32> {
             backend,
             database_url,
         },
-        shop_exe: std::env::current_exe().context("locating the oversell binary")?,
+        shop_exe: crate::runner::shop_exe()?,
         vary,
         repeat: args.repeat,
         out: args.output.out.clone(),
@@ -298,19 +336,5 @@ pub async fn sweep(args: SweepArgs) -> anyhow::Result<i32> {
     // Every value is checked before the first run.
     plan.scenarios()?;
     let (report, dir) = sweep::execute(&plan).await?;
-    args.output.human(&format!(
-        "{}report: {}\n",
-        sweep::render(&report),
-        dir.join("report.md").display()
-    ));
-    if args.output.json {
-        let mut v = serde_json::to_value(&report)?;
-        v["report_dir"] = std::fs::canonicalize(&dir)
-            .unwrap_or(dir)
-            .display()
-            .to_string()
-            .into();
-        super::output::json_line(&v);
-    }
-    Ok(0)
+    finish(&args.output, &sweep::render(&report), &report, dir)
 }
