@@ -51,6 +51,22 @@ impl StoreError {
     }
 }
 
+/// True when a statement failed because its connection is gone: the socket broke, or the
+/// server ended the session (PostgreSQL's `57P01`/`57P02`, after `pg_terminate_backend` or a
+/// crash; MariaDB's `1927` "connection was killed"). A new connection may well succeed.
+pub(super) fn dead_connection(e: &sqlx::Error) -> bool {
+    match e {
+        sqlx::Error::Io(_) => true,
+        sqlx::Error::Database(db) => {
+            matches!(db.code().as_deref(), Some("57P01" | "57P02"))
+                || db
+                    .try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>()
+                    .is_some_and(|m| m.number() == 1927)
+        }
+        _ => false,
+    }
+}
+
 /// See [`StoreError::is_busy`].
 pub fn is_busy(e: &sqlx::Error) -> bool {
     match e {

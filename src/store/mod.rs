@@ -20,6 +20,7 @@ mod rows;
 mod tx;
 
 pub use backend::{on_database, Backend};
+use error::dead_connection;
 pub use error::{is_busy, refuses_entry, StoreError, IDEMPOTENCY_INDEX};
 pub use orders::Transition;
 pub use persist::{
@@ -81,6 +82,12 @@ impl Store {
         let pool = AnyPoolOptions::new()
             .max_connections(settings.max_connections.max(1))
             .acquire_timeout(settings.acquire_timeout)
+            // No ping before each acquire: it was a round trip (and a backend wake-up) per
+            // order, 11 % of the for-update shop's CPU (docs/performance.md). sqlx still pings
+            // on release, so a connection that broke while in use is closed then; one that died
+            // idle (a terminated session) is found by the next `BEGIN`, which [`Store::begin`]
+            // retries on another connection.
+            .test_before_acquire(false)
             .after_connect(move |conn, _meta| {
                 Box::pin(async move {
                     for stmt in dialect::session_setup(backend, lock_timeout) {
@@ -199,7 +206,7 @@ impl Store {
         setup: &SaleSetup,
         reset: bool,
     ) -> Result<Result<Item, HasOrders>, StoreError> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = begin_on(&self.pool).await?;
         if !reset {
             sqlx::query(self.sql.lock_item)
                 .bind(id)
@@ -287,10 +294,10 @@ impl Store {
         Ok(())
     }
 
-    /// Starts a transaction.
+    /// Starts a transaction ([`begin_on`]).
     pub async fn begin(&self) -> Result<StoreTx, StoreError> {
         let start = std::time::Instant::now();
-        let tx = self.pool.begin().await;
+        let tx = begin_on(&self.pool).await;
         // Waiting for a pooled connection (plus BEGIN): where a burst queues for `for-update`.
         metrics::histogram!("oversell_db_pool_acquire_seconds")
             .record(start.elapsed().as_secs_f64());
@@ -481,4 +488,19 @@ impl std::fmt::Debug for Store {
             .field("url", &redact_url(&self.url))
             .finish()
     }
+}
+
+/// `BEGIN` on a pooled connection. One that failed because its connection had died while idle
+/// (the pool does not ping before an acquire: [`Store::connect`]) is retried on another
+/// connection, a few times: nothing ran on the dead one, so the retry does nothing twice.
+async fn begin_on(pool: &AnyPool) -> Result<sqlx::Transaction<'static, Any>, sqlx::Error> {
+    const ATTEMPTS: usize = 4;
+    let mut tx = pool.begin().await;
+    for _ in 1..ATTEMPTS {
+        match &tx {
+            Err(e) if dead_connection(e) => tx = pool.begin().await,
+            _ => break,
+        }
+    }
+    tx
 }

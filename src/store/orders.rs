@@ -70,7 +70,7 @@ impl Store {
 
     /// `pending_payment → paid`.
     pub async fn pay(&self, id: &str) -> Result<Transition, StoreError> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = super::begin_on(&self.pool).await?;
         let moved = set_status_if(
             &mut tx,
             self.sql,
@@ -91,7 +91,7 @@ impl Store {
     /// `pending_payment → cancelled | expired`, putting the units back exactly once: the
     /// conditional status update is the guard, and the restock commits with it or not at all.
     pub async fn release(&self, id: &str, to: OrderStatus) -> Result<Transition, StoreError> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = super::begin_on(&self.pool).await?;
         let Some(order) = fetch_order(&mut tx, self.sql, id).await? else {
             return Ok(Transition::NotFound);
         };

@@ -149,7 +149,7 @@ pub(super) async fn apply(
     deduct: Deduct,
 ) -> Result<Option<ApplyStats>, StoreError> {
     let mut stats = ApplyStats::default();
-    let mut tx = pool.begin().await?;
+    let mut tx = super::begin_on(pool).await?;
     let mark = match marks {
         Marks::Tracked(low_water) => Some(raise_mark(&mut tx, sql, item, low_water).await?),
         Marks::Untracked => {
@@ -228,7 +228,7 @@ pub(super) async fn advance(
     item: i64,
     candidate: &str,
 ) -> Result<String, StoreError> {
-    let mut tx = pool.begin().await?;
+    let mut tx = super::begin_on(pool).await?;
     let mark = raise_mark(&mut tx, sql, item, Some(candidate)).await?;
     tx.commit().await?;
     Ok(format_stream_id(mark))

@@ -64,3 +64,90 @@ async fn the_database_is_created_when_missing_and_migrations_are_idempotent() {
         drop_database(&url).await;
     }
 }
+
+/// Ends every session of `url`'s database from an admin session that names no database of its
+/// own (PostgreSQL: `pg_terminate_backend`; MariaDB: `KILL CONNECTION`).
+async fn end_sessions(backend: Backend, url: &str) -> usize {
+    use sqlx::{Connection, Row};
+    let db = url.rsplit('/').next().unwrap().to_string();
+    match backend {
+        Backend::Postgres => {
+            let mut admin = sqlx::PgConnection::connect(&format!("{}/postgres", pg_base()))
+                .await
+                .unwrap();
+            let rows = sqlx::query(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+                 WHERE datname = $1 AND pid <> pg_backend_pid()",
+            )
+            .bind(&db)
+            .fetch_all(&mut admin)
+            .await
+            .unwrap();
+            rows.len()
+        }
+        Backend::Mysql => {
+            let mut admin = sqlx::MySqlConnection::connect(&mysql_base()).await.unwrap();
+            let ids: Vec<i64> = sqlx::query(
+                "SELECT id FROM information_schema.processlist \
+                 WHERE db = ? AND id <> CONNECTION_ID()",
+            )
+            .bind(&db)
+            .fetch_all(&mut admin)
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| r.get::<i64, _>(0))
+            .collect();
+            for id in &ids {
+                let _ = sqlx::query(sqlx::AssertSqlSafe(format!("KILL CONNECTION {id}")))
+                    .execute(&mut admin)
+                    .await;
+            }
+            ids.len()
+        }
+    }
+}
+
+/// The pool does not ping a connection before handing it out (a round trip per order saved),
+/// so a session the server ended while it sat idle is found by the next `BEGIN`, which the
+/// store retries on a new connection: the buyer never sees the dead one.
+#[tokio::test]
+async fn a_pooled_connection_ended_while_idle_is_replaced_at_the_next_begin() {
+    for backend in [Backend::Postgres, Backend::Mysql] {
+        let url = fresh_db_url(backend);
+        let settings = PoolSettings {
+            max_connections: 2,
+            ..PoolSettings::default()
+        };
+        let store = Store::connect(&url, &settings).await.unwrap();
+        let setup = SaleSetup {
+            stock: 10,
+            name: "x".into(),
+            price_cents: 1,
+            purchase_limit: 1,
+        };
+        store.setup_sale(1, &setup).await.unwrap();
+        // Both pooled connections open and idle.
+        let (a, b) = (store.begin().await.unwrap(), store.begin().await.unwrap());
+        a.rollback().await.unwrap();
+        b.rollback().await.unwrap();
+        assert!(
+            end_sessions(backend, &url).await > 0,
+            "{backend:?}: no session to end"
+        );
+        // Ended means gone from the server's list (the kill is asynchronous).
+        for _ in 0..100 {
+            if end_sessions(backend, &url).await == 0 {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        let mut tx = store.begin().await.unwrap_or_else(|e| {
+            panic!("{backend:?}: BEGIN on a pool whose connections were ended: {e}")
+        });
+        assert_eq!(tx.read_item(1).await.unwrap().unwrap().stock, 10);
+        tx.rollback().await.unwrap();
+        store.close().await;
+        drop_database(&url).await;
+    }
+}

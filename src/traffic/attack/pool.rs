@@ -165,6 +165,11 @@ pub(super) fn queue(senders: usize) -> (Jobs, flume::Receiver<Job>, Arc<Saturati
 /// What every sender shares.
 struct Ctx {
     queue: flume::Receiver<Job>,
+    /// Senders wait for the queue one at a time: an idle sender waits here (tokio's waiters
+    /// are an intrusive list, leaving it is O(1)) instead of in flume's queue of waiting
+    /// receivers, which every finished `recv_async` scans whole to remove itself — with
+    /// 2,048 mostly idle senders, a scan of ~2,000 hooks per job (docs/performance.md).
+    turn: tokio::sync::Mutex<()>,
     saturation: Arc<Saturation>,
     recorder: Arc<Recorder>,
     /// The harness's client (no redirects): every sender sends on it.
@@ -184,6 +189,7 @@ pub(super) async fn run(
     let senders = saturation.senders;
     let ctx = Arc::new(Ctx {
         queue,
+        turn: tokio::sync::Mutex::new(()),
         saturation,
         recorder,
         client,
@@ -220,7 +226,12 @@ async fn send_all(user: &mut GooseUser, ctx: Arc<Ctx>) -> TransactionResult {
     user.client = ctx.client.clone();
     // Each shop's base URL, parsed once per sender (a run has one shop, or a few).
     let mut bases: Vec<(Arc<Target>, Option<Url>)> = Vec::new();
-    while let Ok(job) = ctx.queue.recv_async().await {
+    loop {
+        let next = {
+            let _turn = ctx.turn.lock().await;
+            ctx.queue.recv_async().await
+        };
+        let Ok(job) = next else { break };
         let base = match bases.iter().find(|(t, _)| Arc::ptr_eq(t, &job.target)) {
             Some((_, base)) => base.as_ref(),
             None => {
