@@ -9,7 +9,6 @@ use crate::metric::Override;
 use crate::runner::Cell;
 use crate::store::Backend;
 use crate::sweep::{self, SweepPlan, Vary};
-use anyhow::Context;
 use clap::Args;
 use std::path::PathBuf;
 use std::time::Duration;

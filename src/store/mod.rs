@@ -78,40 +78,15 @@ impl Store {
                 }
             }
         }
-        let lock_timeout = settings.lock_timeout;
-        let pool = AnyPoolOptions::new()
-            .max_connections(settings.max_connections.max(1))
-            .acquire_timeout(settings.acquire_timeout)
-            // No ping before each acquire: it was a round trip (and a backend wake-up) per
-            // order, 11 % of the for-update shop's CPU (docs/performance.md). sqlx still pings
-            // on release, so a connection that broke while in use is closed then; one that died
-            // idle (a terminated session) is found by the next `BEGIN`, which [`Store::begin`]
-            // retries on another connection.
-            .test_before_acquire(false)
-            .after_connect(move |conn, _meta| {
-                Box::pin(async move {
-                    for stmt in dialect::session_setup(backend, lock_timeout) {
-                        conn.execute(sqlx::AssertSqlSafe(stmt)).await?;
-                    }
-                    Ok(())
-                })
-            })
-            .connect(url)
-            .await
-            .map_err(unreachable)?;
+        let store = Store::open(url, backend, settings).await?;
         dialect::migrator(backend)
-            .run(&pool)
+            .run(&store.pool)
             .await
             .map_err(|source| StoreError::Migrate {
                 url: redact_url(url),
                 source,
             })?;
-        Ok(Store {
-            pool,
-            sql: Statements::for_backend(backend),
-            backend,
-            url: url.to_string(),
-        })
+        Ok(store)
     }
 
     /// Opens a pool on a read-only copy of a database (a hot-standby replica): no creation,
@@ -122,11 +97,25 @@ impl Store {
         settings: &PoolSettings,
     ) -> Result<Store, StoreError> {
         sqlx::any::install_default_drivers();
-        let backend = Backend::from_url(url)?;
+        Store::open(url, Backend::from_url(url)?, settings).await
+    }
+
+    /// The pool on an existing database, each session set up for the backend.
+    async fn open(
+        url: &str,
+        backend: Backend,
+        settings: &PoolSettings,
+    ) -> Result<Store, StoreError> {
         let lock_timeout = settings.lock_timeout;
         let pool = AnyPoolOptions::new()
             .max_connections(settings.max_connections.max(1))
             .acquire_timeout(settings.acquire_timeout)
+            // No ping before each acquire: it was a round trip (and a backend wake-up) per
+            // order, 11 % of the for-update shop's CPU (docs/src/performance/overview.md).
+            // sqlx still pings on release, so a connection that broke while in use is closed
+            // then; one that died idle (a terminated session) is found by the next `BEGIN`,
+            // which [`Store::begin`] retries on another connection.
+            .test_before_acquire(false)
             .after_connect(move |conn, _meta| {
                 Box::pin(async move {
                     for stmt in dialect::session_setup(backend, lock_timeout) {

@@ -2,7 +2,8 @@
 
 use crate::helpers::*;
 use oversell::model::SaleSetup;
-use oversell::store::{Backend, Store};
+use oversell::shop::ShopKnobs;
+use oversell::store::{Backend, PoolSettings, Store};
 
 async fn a_second_read_in_a_transaction_sees_a_concurrent_commit(backend: Backend) {
     let url = fresh_db_url(backend);
@@ -117,7 +118,7 @@ async fn a_pooled_connection_ended_while_idle_is_replaced_at_the_next_begin() {
         let url = fresh_db_url(backend);
         let settings = PoolSettings {
             max_connections: 2,
-            ..PoolSettings::default()
+            ..ShopKnobs::default().pool()
         };
         let store = Store::connect(&url, &settings).await.unwrap();
         let setup = SaleSetup {

@@ -168,7 +168,7 @@ struct Ctx {
     /// Senders wait for the queue one at a time: an idle sender waits here (tokio's waiters
     /// are an intrusive list, leaving it is O(1)) instead of in flume's queue of waiting
     /// receivers, which every finished `recv_async` scans whole to remove itself — with
-    /// 2,048 mostly idle senders, a scan of ~2,000 hooks per job (docs/performance.md).
+    /// 2,048 mostly idle senders, a scan of ~2,000 hooks per job (docs/src/performance/overview.md).
     turn: tokio::sync::Mutex<()>,
     saturation: Arc<Saturation>,
     recorder: Arc<Recorder>,
