@@ -148,8 +148,9 @@
 //!   MariaDB and Redis servers started from the installed binaries (`binaries`: where they
 //!   are; `kinds`: what differs per kind; `process`: parent-death signal, unprivileged user,
 //!   the watchdog and the stale sweep; `replica`: a PostgreSQL streaming replica of a managed
-//!   primary, `pg_basebackup -R`); [`services::leftovers`], run prefixes named by owner
-//!   and age and the sweep of a killed run's.
+//!   primary, `pg_basebackup -R`); [`services::leftovers`], run prefixes and test databases
+//!   named by owner and age (the Redis sweep of a killed run's prefixes is in
+//!   `inventory::redis_lua::keys`, which holds the key layout).
 //! - [`suggest`]: "did you mean …" for a mistyped name (metric, threshold, scenario).
 //! - [`telemetry`]: logging set-up (colour only on a terminal, never with `NO_COLOR`; clear of
 //!   the progress bar) and the process's one Prometheus recorder.

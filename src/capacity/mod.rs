@@ -381,7 +381,7 @@ pub async fn execute(plan: &CapacityPlan) -> anyhow::Result<(report::CapacityRep
         report.elapsed_s = started.elapsed().as_secs_f64();
         report::write_data(&dir, &report)?;
     }
-    report::write(&dir, &report)?;
+    write(&dir, &report)?;
     Ok((report, dir))
 }
 
@@ -422,6 +422,21 @@ fn probe_record(
         report: dir.display().to_string(),
         wall_s: wall.as_secs_f64(),
     }
+}
+
+/// Writes everything: the data files, the charts and `report.html`.
+fn write(dir: &std::path::Path, r: &report::CapacityReport) -> anyhow::Result<()> {
+    report::write_data(dir, r)?;
+    let charts = anyhow::Context::context(charts::capacity(dir, r), "drawing the capacity charts")?;
+    let html = report::html(
+        &format!("Capacity: {}", r.scenario),
+        &report::markdown_table_html(r),
+        &charts,
+    );
+    anyhow::Context::context(
+        std::fs::write(dir.join("report.html"), html),
+        "writing report.html",
+    )
 }
 
 #[cfg(test)]

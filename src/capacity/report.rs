@@ -235,22 +235,7 @@ pub fn write_data(dir: &Path, r: &CapacityReport) -> anyhow::Result<()> {
     std::fs::write(dir.join("report.md"), markdown(r)).context("writing report.md")
 }
 
-/// Writes everything: the data files, the charts and `report.html`.
-pub fn write(dir: &Path, r: &CapacityReport) -> anyhow::Result<()> {
-    write_data(dir, r)?;
-    let charts = super::charts::capacity(dir, r).context("drawing the capacity charts")?;
-    std::fs::write(
-        dir.join("report.html"),
-        html(
-            &format!("Capacity: {}", r.scenario),
-            &markdown_table_html(r),
-            &charts,
-        ),
-    )
-    .context("writing report.html")
-}
-
-fn markdown_table_html(r: &CapacityReport) -> String {
+pub(super) fn markdown_table_html(r: &CapacityReport) -> String {
     let mut s = String::from("<table><tr>");
     for h in HEADER {
         s.push_str(&format!("<th>{}</th>", escape(h)));

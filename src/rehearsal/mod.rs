@@ -20,6 +20,7 @@ pub mod mapping_check;
 mod oracle;
 pub mod order_rows;
 mod plan;
+mod read_only;
 pub mod settle;
 pub mod stock_sampler;
 

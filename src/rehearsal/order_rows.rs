@@ -7,7 +7,7 @@
 //! buyers by user id, status mismatches, orders the shop cancelled on its own. They carry no
 //! timestamps, so the peak replay the reference shop's rows allow is not made.
 
-use super::oracle::ReadOnly;
+use super::read_only::ReadOnly;
 use crate::model::{Order, OrderStatus, StatusKey};
 use crate::oracle::ForeignRows;
 use sqlx::{AnyPool, Column, Executor, Row as _, Statement};

@@ -40,7 +40,7 @@ pub(super) async fn run_cell(
     let log = dir.join(format!("shop-{name}.log"));
     let shared_redis = &with_cluster(shared_redis, plan.scenario.shop.redis_cluster);
     if cell.strategy.uses_redis() {
-        crate::services::leftovers::sweep_redis(shared_redis).await;
+        crate::inventory::redis_lua::keys::sweep_redis(shared_redis).await;
     }
     // A Redis fault gets a private Redis; the shared one is never touched. A cluster gets
     // none: its fault is `redis-failover` (the single-Redis kinds are skipped on it).

@@ -7,9 +7,8 @@ use crate::model::{OrderStatus, Purchase, MAX_ID_LEN, MAX_ORDER_ID_LEN};
 use crate::store::Transition;
 use crate::telemetry::Handles;
 use axum::body::Bytes;
-use axum::extract::{ConnectInfo, MatchedPath, Path, Request, State};
+use axum::extract::{ConnectInfo, Path, State};
 use axum::http::{HeaderMap, StatusCode};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use serde::{Deserialize, Serialize};
@@ -102,68 +101,6 @@ pub(super) async fn healthz(State(st): State<AppState>) -> Json<serde_json::Valu
 
 pub(super) async fn not_found() -> ApiError {
     ApiError::new(ErrorCode::NotFound)
-}
-
-/// The method as a metric label: the known ones, else `other` (a label per invented method
-/// would let any client grow the metrics without bound).
-fn method_label(m: &axum::http::Method) -> &'static str {
-    use axum::http::Method;
-    match *m {
-        Method::GET => "GET",
-        Method::POST => "POST",
-        Method::PUT => "PUT",
-        Method::DELETE => "DELETE",
-        Method::PATCH => "PATCH",
-        Method::HEAD => "HEAD",
-        Method::OPTIONS => "OPTIONS",
-        _ => "other",
-    }
-}
-
-/// The `route` label of a request: its route pattern, `unmatched` for none; `Err` for a
-/// pattern missing from the route table (labelled all the same, but not cached).
-fn route_label(matched: Option<&str>) -> Result<&'static str, String> {
-    let Some(path) = matched else {
-        return Ok("unmatched");
-    };
-    super::routes::Route::of_path(path)
-        .map(super::routes::Route::path)
-        .ok_or_else(|| path.to_string())
-}
-
-type HttpHandles = (metrics::Histogram, metrics::Counter);
-
-/// The two HTTP metrics of one route, method and status.
-fn http_metrics(route: String, method: &'static str, status: u16) -> HttpHandles {
-    (
-        metrics::histogram!("oversell_http_request_duration_seconds", "route" => route.clone(), "method" => method),
-        metrics::counter!("oversell_http_requests_total", "route" => route, "method" => method, "status" => status.to_string()),
-    )
-}
-
-/// Records every request's latency and status (Prometheus).
-pub(super) async fn observe(req: Request, next: Next) -> Response {
-    static HANDLES: LazyLock<Handles<(&'static str, &'static str, u16), HttpHandles>> =
-        LazyLock::new(Handles::new);
-    let route = route_label(
-        req.extensions()
-            .get::<MatchedPath>()
-            .map(MatchedPath::as_str),
-    );
-    let method = method_label(req.method());
-    let start = Instant::now();
-    let resp = next.run(req).await;
-    let elapsed = start.elapsed().as_secs_f64();
-    let status = resp.status().as_u16();
-    let (duration, requests) = match route {
-        Ok(route) => HANDLES.get((route, method, status), |(r, m, s)| {
-            http_metrics(r.to_string(), m, s)
-        }),
-        Err(route) => http_metrics(route, method, status),
-    };
-    duration.record(elapsed);
-    requests.increment(1);
-    resp
 }
 
 pub(super) async fn get_item(
@@ -430,21 +367,5 @@ pub(super) async fn audit(
     match st.inventory.audit(id).await? {
         Some(a) => Ok(Json(a)),
         None => Err(ApiError::new(ErrorCode::UnknownItem)),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_route_label_is_the_pattern_or_unmatched() {
-        assert_eq!(route_label(Some("/api/orders")), Ok("/api/orders"));
-        assert_eq!(route_label(Some("/healthz")), Ok("/healthz"));
-        assert_eq!(route_label(None), Ok("unmatched"));
-        assert_eq!(
-            route_label(Some("/api/other")),
-            Err("/api/other".to_string())
-        );
     }
 }

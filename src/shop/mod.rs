@@ -89,7 +89,7 @@ pub struct SharedState {
 pub fn app(state: AppState) -> Router {
     routes::router()
         .fallback(handlers::not_found)
-        .layer(axum::middleware::from_fn(handlers::observe))
+        .layer(axum::middleware::from_fn(routes::observe))
         .with_state(state)
 }
 

@@ -133,7 +133,7 @@ async fn sweep_test_leftovers(postgres: &str, mysql: &str, redis: &str) {
                 drop_database(&format!("{mysql}/{n}")).await;
             }
         }
-        leftovers::sweep_prefixes(redis, TEST_PREFIX).await;
+        oversell::inventory::redis_lua::keys::sweep_prefixes(redis, TEST_PREFIX).await;
     };
     let _ = tokio::time::timeout(Duration::from_secs(60), sweep).await;
 }

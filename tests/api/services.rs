@@ -330,7 +330,8 @@ async fn external_never_starts_a_server() {
 
 #[tokio::test]
 async fn a_later_run_deletes_the_keys_a_killed_run_left_and_only_those() {
-    use oversell::services::leftovers::{host_tag, sweep_prefixes, Owner, SAFE_AGE};
+    use oversell::inventory::redis_lua::keys::sweep_prefixes;
+    use oversell::services::leftovers::{host_tag, Owner, SAFE_AGE};
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()

@@ -1,8 +1,12 @@
-//! The Redis key layout of a sale, and how to clean a prefix.
+//! The Redis key layout of a sale, how to clean a prefix, and the sweep of the prefixes a
+//! killed run left ([`sweep_redis`]).
 //!
 //! Every key of one item shares the hash tag `{prefix:item}`, so the scripts stay valid on
 //! Redis Cluster; the prefix isolates tests and parallel runs from each other. The strategy, the
 //! runner's oracle reads, the probe and `bench` all name keys through [`ItemKeys`].
+
+use crate::services::leftovers;
+use std::time::Duration;
 
 /// The keys of one item.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -187,6 +191,83 @@ pub async fn delete_prefix(url: &str, prefix: &str) {
             page = conn.on_node(&node, &scan(next)).await;
         }
     }
+}
+
+/// Deletes the keys of every stale run prefix on the Redis at `url` (best effort, bounded to
+/// 20 s; once per URL per process). Returns the prefixes removed.
+pub async fn sweep_redis(url: &str) -> Vec<String> {
+    sweep_prefixes(url, leftovers::RUN_PREFIX).await
+}
+
+/// [`sweep_redis`] for the prefixes [`leftovers::owned_name`] made with `start` and `-`.
+pub async fn sweep_prefixes(url: &str, start: &str) -> Vec<String> {
+    static DONE: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    {
+        let mut done = DONE.lock().unwrap_or_else(|e| e.into_inner());
+        if done.iter().any(|u| *u == format!("{start} {url}")) {
+            return Vec::new();
+        }
+        done.push(format!("{start} {url}"));
+    }
+    tokio::time::timeout(Duration::from_secs(20), sweep_redis_now(url, start))
+        .await
+        .unwrap_or_default()
+}
+
+async fn sweep_redis_now(url: &str, start: &str) -> Vec<String> {
+    let Ok(mut conn) = super::RedisConn::open(url).await else {
+        return Vec::new();
+    };
+    let mut cmd = redis::cmd("SCAN");
+    let pattern = format!("{{{start}*");
+    let mut prefixes: Vec<String> = Vec::new();
+    let Ok(masters) = conn
+        .on_each_master(cmd.arg(0).arg("MATCH").arg(&pattern).arg("COUNT").arg(1000))
+        .await
+    else {
+        return Vec::new();
+    };
+    for (node, first) in masters {
+        let mut page = first;
+        loop {
+            let Ok((next, keys)) =
+                page.and_then(|v| Ok(redis::from_redis_value::<(u64, Vec<String>)>(v)?))
+            else {
+                break;
+            };
+            for key in keys {
+                // `{<prefix>:<item>}:<name>`
+                let prefix = key
+                    .strip_prefix('{')
+                    .and_then(|k| k.split_once(':'))
+                    .map(|(p, _)| p.to_string());
+                if let Some(p) = prefix {
+                    if !prefixes.contains(&p) {
+                        prefixes.push(p);
+                    }
+                }
+            }
+            if next == 0 {
+                break;
+            }
+            let mut cmd = redis::cmd("SCAN");
+            cmd.arg(next)
+                .arg("MATCH")
+                .arg(&pattern)
+                .arg("COUNT")
+                .arg(1000);
+            page = conn.on_node(&node, &cmd).await;
+        }
+    }
+    let mut removed = Vec::new();
+    for p in prefixes {
+        if leftovers::owner_of(&p, start, '-').is_some_and(|o| o.is_stale()) {
+            delete_prefix(url, &p).await;
+            tracing::info!("removed the keys of {p} (left by a run that is gone)");
+            removed.push(p);
+        }
+    }
+    removed
 }
 
 #[cfg(test)]
