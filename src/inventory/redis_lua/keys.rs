@@ -159,38 +159,66 @@ pub async fn delete_prefix(url: &str, prefix: &str) {
     let Ok(mut conn) = super::RedisConn::open(url).await else {
         return;
     };
-    let pattern = prefix_pattern(prefix);
-    let scan = |cursor: u64| {
-        let mut cmd = redis::cmd("SCAN");
-        cmd.arg(cursor)
-            .arg("MATCH")
-            .arg(&pattern)
-            .arg("COUNT")
-            .arg(1000);
-        cmd
-    };
-    let Ok(masters) = conn.on_each_master(&scan(0)).await else {
+    let Some(mut scan) = KeyScan::start(&mut conn, prefix_pattern(prefix)).await else {
         return;
     };
-    for (node, first) in masters {
-        let mut page = first;
-        loop {
-            let Ok((next, keys)) =
-                page.and_then(|v| Ok(redis::from_redis_value::<(u64, Vec<String>)>(v)?))
-            else {
-                break;
-            };
-            if !keys.is_empty() {
-                // On a cluster, DEL of keys in several slots is split per slot by the client.
-                let _: redis::RedisResult<()> =
-                    redis::cmd("DEL").arg(keys).query_async(&mut conn).await;
-            }
-            if next == 0 {
-                break;
-            }
-            page = conn.on_node(&node, &scan(next)).await;
+    while let Some(keys) = scan.next_page(&mut conn).await {
+        if !keys.is_empty() {
+            // On a cluster, DEL of keys in several slots is split per slot by the client.
+            let _: redis::RedisResult<()> =
+                redis::cmd("DEL").arg(keys).query_async(&mut conn).await;
         }
     }
+}
+
+/// `SCAN <cursor> MATCH <pattern> COUNT 1000` on every master, a page at a time: the walk
+/// [`delete_prefix`] and [`sweep_prefixes`] share. A page that fails ends its node's walk
+/// (best effort), not the others'.
+struct KeyScan {
+    pattern: String,
+    /// The masters not walked yet, each with its first page.
+    nodes: std::vec::IntoIter<(String, redis::RedisResult<redis::Value>)>,
+    /// The node being walked and its page to read next.
+    at: Option<(String, redis::RedisResult<redis::Value>)>,
+}
+
+impl KeyScan {
+    /// Asks every master for its first page; `None` when Redis does not answer.
+    async fn start(conn: &mut super::RedisConn, pattern: String) -> Option<KeyScan> {
+        let masters = conn.on_each_master(&scan_cmd(&pattern, 0)).await.ok()?;
+        let mut nodes = masters.into_iter();
+        let at = nodes.next();
+        Some(KeyScan { pattern, nodes, at })
+    }
+
+    /// The keys of the next page (possibly none), `None` once every master is walked.
+    async fn next_page(&mut self, conn: &mut super::RedisConn) -> Option<Vec<String>> {
+        loop {
+            let (node, page) = self.at.take()?;
+            match page.and_then(|v| Ok(redis::from_redis_value::<(u64, Vec<String>)>(v)?)) {
+                Ok((next, keys)) => {
+                    self.at = if next == 0 {
+                        self.nodes.next()
+                    } else {
+                        let page = conn.on_node(&node, &scan_cmd(&self.pattern, next)).await;
+                        Some((node, page))
+                    };
+                    return Some(keys);
+                }
+                Err(_) => self.at = self.nodes.next(),
+            }
+        }
+    }
+}
+
+fn scan_cmd(pattern: &str, cursor: u64) -> redis::Cmd {
+    let mut cmd = redis::cmd("SCAN");
+    cmd.arg(cursor)
+        .arg("MATCH")
+        .arg(pattern)
+        .arg("COUNT")
+        .arg(1000);
+    cmd
 }
 
 /// Deletes the keys of every stale run prefix on the Redis at `url` (best effort, bounded to
@@ -218,45 +246,22 @@ async fn sweep_redis_now(url: &str, start: &str) -> Vec<String> {
     let Ok(mut conn) = super::RedisConn::open(url).await else {
         return Vec::new();
     };
-    let mut cmd = redis::cmd("SCAN");
-    let pattern = format!("{{{start}*");
-    let mut prefixes: Vec<String> = Vec::new();
-    let Ok(masters) = conn
-        .on_each_master(cmd.arg(0).arg("MATCH").arg(&pattern).arg("COUNT").arg(1000))
-        .await
-    else {
+    let Some(mut scan) = KeyScan::start(&mut conn, format!("{{{start}*")).await else {
         return Vec::new();
     };
-    for (node, first) in masters {
-        let mut page = first;
-        loop {
-            let Ok((next, keys)) =
-                page.and_then(|v| Ok(redis::from_redis_value::<(u64, Vec<String>)>(v)?))
-            else {
-                break;
-            };
-            for key in keys {
-                // `{<prefix>:<item>}:<name>`
-                let prefix = key
-                    .strip_prefix('{')
-                    .and_then(|k| k.split_once(':'))
-                    .map(|(p, _)| p.to_string());
-                if let Some(p) = prefix {
-                    if !prefixes.contains(&p) {
-                        prefixes.push(p);
-                    }
+    let mut prefixes: Vec<String> = Vec::new();
+    while let Some(keys) = scan.next_page(&mut conn).await {
+        for key in keys {
+            // `{<prefix>:<item>}:<name>`
+            let prefix = key
+                .strip_prefix('{')
+                .and_then(|k| k.split_once(':'))
+                .map(|(p, _)| p.to_string());
+            if let Some(p) = prefix {
+                if !prefixes.contains(&p) {
+                    prefixes.push(p);
                 }
             }
-            if next == 0 {
-                break;
-            }
-            let mut cmd = redis::cmd("SCAN");
-            cmd.arg(next)
-                .arg("MATCH")
-                .arg(&pattern)
-                .arg("COUNT")
-                .arg(1000);
-            page = conn.on_node(&node, &cmd).await;
         }
     }
     let mut removed = Vec::new();
