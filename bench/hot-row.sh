@@ -5,7 +5,7 @@
 #   cargo build --release && bench/hot-row.sh [strategy...]   (default: for-update conditional batched)
 #
 # Env: PG (server URL without a database, default postgres://postgres:postgres@127.0.0.1:5432),
-# DURATION (15s), CONNECTIONS (64), SHOP_FLAGS (extra `serve` flags, e.g. "--work-ms 0").
+# DURATION (15s), CONNECTIONS (64), SHOP_FLAGS (extra `serve` flags, e.g. "--work 0s").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PG=${PG:-postgres://postgres:postgres@127.0.0.1:5432}

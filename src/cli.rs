@@ -155,6 +155,10 @@ pub struct DiffArgs {
     /// Also write the Markdown to this file.
     #[arg(long, value_name = "FILE", alias = "out")]
     pub markdown: Option<PathBuf>,
+    /// On a terminal, print the Markdown (every metric's long label, min–max of repeats) as a
+    /// pipe gets it, instead of the 100-column tables.
+    #[arg(long)]
+    pub wide: bool,
 }
 
 /// Where the databases and Redis are.
@@ -492,7 +496,7 @@ async fn dispatch(command: Command) -> anyhow::Result<i32> {
                 &args.fail_on,
                 args.markdown,
             )?;
-            crate::diff::run(&plan)
+            crate::diff::run(&plan, args.wide)
         }
     }
 }

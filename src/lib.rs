@@ -151,6 +151,7 @@
 //!   primary, `pg_basebackup -R`); [`services::leftovers`], run prefixes and test databases
 //!   named by owner and age (the Redis sweep of a killed run's prefixes is in
 //!   `inventory::redis_lua::keys`, which holds the key layout).
+//! - [`duration`]: durations with a unit (`500ms`, `15m`), read and shown one way everywhere.
 //! - [`suggest`]: "did you mean …" for a mistyped name (metric, threshold, scenario).
 //! - [`telemetry`]: logging set-up (colour only on a terminal, never with `NO_COLOR`; clear of
 //!   the progress bar) and the process's one Prometheus recorder.
@@ -162,6 +163,7 @@ pub mod bench;
 pub mod capacity;
 pub mod cli;
 pub mod diff;
+pub mod duration;
 pub mod gate;
 pub mod gateway;
 pub mod inventory;

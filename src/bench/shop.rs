@@ -115,7 +115,7 @@ fn knobs(b: &ShopBench) -> ShopKnobs {
         pool_size: b.pool_size,
         consumers: b.consumers,
         buckets: b.buckets,
-        work_ms: 0,
+        work: std::time::Duration::ZERO,
         rate_limit: 0.0,
         ip_rate_limit: 0.0,
         ip_unit_cap: 0,
@@ -478,8 +478,23 @@ async fn ceiling_node(redis_url: &str, stock_key: &str) -> anyhow::Result<(Strin
     })
 }
 
-/// The terminal summary.
+/// The terminal summary, every line wrapped to 100 columns but the ceiling's command (kept
+/// whole, to copy).
 pub fn render(r: &ShopBenchResult) -> String {
+    let command = format!("ceiling: {}", r.ceiling.command);
+    render_lines(r)
+        .lines()
+        .map(|l| {
+            if l == command {
+                l.to_string()
+            } else {
+                crate::report::table::wrap(l, crate::report::table::TERMINAL_WIDTH)
+            }
+        })
+        .fold(String::new(), |s, l| s + &l + "\n")
+}
+
+fn render_lines(r: &ShopBenchResult) -> String {
     let mut out = String::new();
     let on = r
         .backend

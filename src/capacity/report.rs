@@ -5,7 +5,7 @@
 use super::search::rate;
 use super::{CapacityPlan, Outcome, RATE_UNIT};
 use crate::report::markup::{escape, md_cell};
-use crate::report::table::{text, Align};
+use crate::report::table::{text, wrap, Align, TERMINAL_WIDTH};
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -133,16 +133,19 @@ const HEADER: [&str; 5] = [
     "probes",
 ];
 
-/// The terminal table and each subject's answer in words.
-pub fn render(r: &CapacityReport) -> String {
+/// The terminal table and each subject's answer in words: by default every line wrapped to
+/// [`TERMINAL_WIDTH`]; `wide`, lines as they are.
+pub fn render(r: &CapacityReport, wide: bool) -> String {
+    let fit = |l: String| if wide { l } else { wrap(&l, TERMINAL_WIDTH) };
     let header = HEADER.map(String::from);
-    let mut s = format!(
-        "capacity: scenario {} ({} s probes, precision {:.0} %), rates in {}\n",
+    let mut s = fit(format!(
+        "capacity: scenario {} ({} s probes, precision {:.0} %), rates in {}",
         r.scenario,
         r.probe_seconds,
         r.precision * 100.0,
         r.rate_unit
-    );
+    ));
+    s.push('\n');
     s.push_str(&text(
         &header,
         &rows(r),
@@ -155,7 +158,8 @@ pub fn render(r: &CapacityReport) -> String {
         ],
     ));
     for o in r.ordered() {
-        s.push_str(&format!("{}: {}\n", o.subject, o.answer.describe()));
+        s.push_str(&fit(format!("{}: {}", o.subject, o.answer.describe())));
+        s.push('\n');
     }
     s
 }

@@ -82,7 +82,7 @@ pub struct SweepArgs {
     #[arg(short, long, value_enum)]
     pub backend: Option<Backend>,
     /// KNOB=v1,v2,...: a shop knob as its `serve` flag (pool-size, batch-max, consumers,
-    /// buckets, work-ms, ...) or `rate` (buyers/s, the scenario's shape kept).
+    /// buckets, work=1ms,5ms, ...) or `rate` (buyers/s, the scenario's shape kept).
     #[arg(long, value_name = "KNOB=v1,v2,...")]
     pub vary: String,
     /// Runs per value (1 to 100), each on a fresh sale; the tables show the median.
@@ -264,7 +264,7 @@ pub async fn capacity(mut args: CapacityArgs) -> anyhow::Result<i32> {
     let (report, dir) = capacity::execute(&plan).await?;
     finish(
         &args.output,
-        &capacity::report::render(&report),
+        &capacity::report::render(&report, args.output.wide),
         &report,
         dir,
     )
@@ -335,5 +335,10 @@ pub async fn sweep(mut args: SweepArgs) -> anyhow::Result<i32> {
     // Every value is checked before the first run.
     plan.scenarios()?;
     let (report, dir) = sweep::execute(&plan).await?;
-    finish(&args.output, &sweep::render(&report), &report, dir)
+    finish(
+        &args.output,
+        &sweep::render(&report, args.output.wide),
+        &report,
+        dir,
+    )
 }

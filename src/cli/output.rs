@@ -141,7 +141,7 @@ impl OutputArgs {
             dir.join("report.md").display()
         ));
         if let Some(v) = verdict {
-            self.human(&v.render());
+            self.human(&v.render_for(self.wide));
         }
         if self.json {
             json_line(&summary(report, dir, verdict));

@@ -26,19 +26,9 @@ pub const SECURITY: &str = "Security";
 /// `--help` heading: the shop's tuning knobs (pools, timeouts, limits, the pipeline).
 pub const KNOBS: &str = "Shop knobs";
 
-/// A duration with its unit, as humantime reads it: `10s`, `500ms`, `1m 30s`. A bare number is
-/// refused with a hint (its unit would be a guess); zero is allowed (each flag checks its own
-/// range).
-pub fn duration(v: &str) -> Result<Duration, String> {
-    let t = v.trim();
-    if !t.is_empty() && t.parse::<f64>().is_ok() {
-        return Err(format!(
-            "{v:?} has no unit: write it with one, e.g. {t}s or {t}ms"
-        ));
-    }
-    humantime::parse_duration(t)
-        .map_err(|e| format!("{v:?} is not a duration like 10s, 500ms or 2m ({e})"))
-}
+/// A duration with its unit (`10s`, `500ms`, `1m 30s`; a bare number is refused with a hint):
+/// [`crate::duration::parse`].
+pub use crate::duration::parse as duration;
 
 /// A listen address: `IP:PORT`, `HOST:PORT` (resolved; the first address wins, IPv4 first), or
 /// `:PORT` for loopback (127.0.0.1). Port 0 picks a free one.
@@ -82,16 +72,6 @@ pub fn seconds_or(new: Duration, old_seconds: Option<u64>) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn durations_need_a_unit() {
-        assert_eq!(duration("10s"), Ok(Duration::from_secs(10)));
-        assert_eq!(duration("500ms"), Ok(Duration::from_millis(500)));
-        assert_eq!(duration("1m 30s"), Ok(Duration::from_secs(90)));
-        let e = duration("10").unwrap_err();
-        assert!(e.contains("10s or 10ms"), "{e}");
-        assert!(duration("soon").is_err());
-    }
 
     #[test]
     fn listen_addresses_take_host_names_and_a_bare_port() {

@@ -14,6 +14,7 @@
 //! median leaves the candidate's; the oracle's counts compare their worst repeat exactly.
 
 mod spread;
+mod text;
 
 use crate::metric::{Better, Metric, Rule};
 use crate::report::repeats::{self, Spread};
@@ -407,9 +408,10 @@ pub fn render(plan: &DiffPlan, baseline: &Report, candidate: &Report, d: &Diff) 
     s
 }
 
-/// Runs a `diff`: prints the Markdown (and writes it to `--out`); exit code 1 when the candidate
-/// is worse on a `--fail-on` metric, 0 otherwise.
-pub fn run(plan: &DiffPlan) -> anyhow::Result<i32> {
+/// Runs a `diff`: prints the Markdown, or on a terminal without `wide` the 100-column tables
+/// (and writes the Markdown to `--markdown`); exit code 1 when the candidate is worse on a
+/// `--fail-on` metric, 0 otherwise.
+pub fn run(plan: &DiffPlan, wide: bool) -> anyhow::Result<i32> {
     let baseline = report::read(&plan.baseline).context("reading the baseline")?;
     let candidate = report::read(&plan.candidate).context("reading the candidate")?;
     let d = compare(&baseline, &candidate, plan.band);
@@ -421,7 +423,11 @@ pub fn run(plan: &DiffPlan) -> anyhow::Result<i32> {
         );
     }
     let md = render(plan, &baseline, &candidate, &d);
-    print!("{md}");
+    if wide || !std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+        print!("{md}");
+    } else {
+        print!("{}", text::render(plan, &baseline, &candidate, &d));
+    }
     if let Some(out) = &plan.out {
         std::fs::write(out, &md).with_context(|| format!("writing {}", out.display()))?;
     }

@@ -43,7 +43,7 @@ pub mod junit;
 use crate::metric::Thresholds;
 pub use crate::metric::{Metric, Override};
 use crate::report::markup::md_cell;
-use crate::report::table::{text, Align};
+use crate::report::table::{text, width, wrap, Align, TERMINAL_WIDTH};
 use crate::report::{Report, RunReport};
 use std::fmt::Write;
 
@@ -69,6 +69,15 @@ impl Origin {
             Origin::Bundled => "bundled scenario",
             Origin::Scenario => "scenario",
             Origin::Flag => "--threshold",
+        }
+    }
+
+    /// The same in a word, where the verdict table would not fit [`TERMINAL_WIDTH`] otherwise.
+    pub fn short(self) -> &'static str {
+        match self {
+            Origin::Bundled => "bundled",
+            Origin::Flag => "flag",
+            o => o.as_str(),
         }
     }
 
@@ -278,8 +287,37 @@ impl Verdict {
         )
     }
 
-    /// The one-screen terminal verdict.
+    /// The terminal verdict in its full width: [`Verdict::render_for`]'s wide form.
     pub fn render(&self) -> String {
+        self.render_for(true)
+    }
+
+    /// The terminal verdict: by default in [`TERMINAL_WIDTH`] columns (the checks grouped under
+    /// each run, a not-required check's reason in the notes, every line wrapped); `wide`, one
+    /// row per check with its run and the full result, lines as they are.
+    pub fn render_for(&self, wide: bool) -> String {
+        let fit = |l: &str| {
+            if wide {
+                l.to_string()
+            } else {
+                wrap(l, TERMINAL_WIDTH)
+            }
+        };
+        let mut s = String::new();
+        let _ = writeln!(s, "{}", fit(&self.headline()));
+        if wide {
+            s.push_str(&self.table_wide());
+        } else {
+            s.push_str(&self.table_narrow());
+        }
+        for note in self.notes() {
+            let _ = writeln!(s, "{}", fit(&note));
+        }
+        s
+    }
+
+    /// One row per check: run, threshold, limit (with its origin), measured, result.
+    fn table_wide(&self) -> String {
         let rows: Vec<Vec<String>> = self
             .checks
             .iter()
@@ -287,55 +325,88 @@ impl Verdict {
                 vec![
                     c.run.clone(),
                     c.limit.metric.name().to_string(),
-                    format!(
-                        "{} {} ({})",
-                        c.limit.metric.bound(),
-                        c.limit.metric.format(c.limit.value),
-                        c.limit.origin.as_str()
-                    ),
+                    limit_text(c, Origin::as_str),
                     c.measured_text(),
                     self.result_word(c).to_string(),
                 ]
             })
             .collect();
         let header = ["run", "threshold", "limit", "measured", "result"].map(String::from);
-        let mut s = String::new();
-        let _ = writeln!(s, "{}", self.headline());
-        s.push_str(&text(&header, &rows, &[Align::Left; 5]));
+        text(&header, &rows, &[Align::Left; 5])
+    }
+
+    /// The checks under a line naming their run, the columns aligned across runs; the origin
+    /// shortened only if the full one does not fit.
+    fn table_narrow(&self) -> String {
+        let header = ["threshold", "limit", "measured", "result"].map(String::from);
+        let render = |origin: fn(Origin) -> &'static str| {
+            let rows: Vec<Vec<String>> = self
+                .checks
+                .iter()
+                .map(|c| {
+                    vec![
+                        c.limit.metric.name().to_string(),
+                        limit_text(c, origin),
+                        c.measured_text(),
+                        match c.status {
+                            Status::NotRequired(_) => "not required".to_string(),
+                            _ => self.result_word(c).to_string(),
+                        },
+                    ]
+                })
+                .collect();
+            let table = text(&header, &rows, &[Align::Left; 4]);
+            let mut lines = table.lines();
+            let mut s = String::new();
+            for l in lines.by_ref().take(2) {
+                let _ = writeln!(s, "  {l}");
+            }
+            let mut run: Option<&str> = None;
+            for (c, l) in self.checks.iter().zip(lines) {
+                if run != Some(c.run.as_str()) {
+                    let _ = writeln!(s, "{}", c.run);
+                    run = Some(&c.run);
+                }
+                let _ = writeln!(s, "  {l}");
+            }
+            s
+        };
+        let full = render(Origin::as_str);
+        if width(&full) <= TERMINAL_WIDTH {
+            full
+        } else {
+            render(Origin::short)
+        }
+    }
+
+    /// What the table leaves to a line of its own: why a breach is the generator's, where a
+    /// figure came from when not from the oracle, why a check was not verified or required.
+    fn notes(&self) -> Vec<String> {
+        let mut notes = Vec::new();
         for c in &self.checks {
+            let name = c.limit.metric.name();
             if let Some(why) = c.breach_reason() {
-                let _ = writeln!(s, "  {} {}: {why}", c.run, c.limit.metric.name());
+                notes.push(format!("  {} {name}: {why}", c.run));
             }
             if c.source == CLIENTS_FALLBACK {
-                let _ = writeln!(
-                    s,
-                    "  {} {}: measured by the {CLIENTS_FALLBACK}",
-                    c.run,
-                    c.limit.metric.name()
-                );
+                notes.push(format!(
+                    "  {} {name}: measured by the {CLIENTS_FALLBACK}",
+                    c.run
+                ));
             }
             match &c.status {
                 Status::NotVerified(why) => {
-                    let _ = writeln!(
-                        s,
-                        "  {} {}: not verified: {why}",
-                        c.run,
-                        c.limit.metric.name()
-                    );
+                    notes.push(format!("  {} {name}: not verified: {why}", c.run));
                 }
-                Status::NotRequired(why) => {
-                    let _ = writeln!(
-                        s,
-                        "  {} {}: not required ({} limit): {why}",
-                        c.run,
-                        c.limit.metric.name(),
-                        c.limit.origin.as_str()
-                    );
-                }
+                Status::NotRequired(why) => notes.push(format!(
+                    "  {} {name}: not required ({} limit): {why}",
+                    c.run,
+                    c.limit.origin.as_str()
+                )),
                 _ => {}
             }
         }
-        s
+        notes
     }
 
     /// Markdown for `$GITHUB_STEP_SUMMARY`: the verdict table, then the report's headline.
@@ -374,6 +445,16 @@ impl Verdict {
         let _ = writeln!(s, "Report: `{}`\n", report_dir.join("report.md").display());
         s
     }
+}
+
+/// A check's limit as the verdict table shows it: `<= 0 (default)`, the origin named by `origin`.
+fn limit_text(c: &Check, origin: fn(Origin) -> &'static str) -> String {
+    format!(
+        "{} {} ({})",
+        c.limit.metric.bound(),
+        c.limit.metric.format(c.limit.value),
+        origin(c.limit.origin)
+    )
 }
 
 /// One limit checked against one run: the measured value, its source and the status.

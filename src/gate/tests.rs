@@ -213,3 +213,97 @@ mod policy {
         assert!(!v.passed());
     }
 }
+
+mod terminal_width {
+    use super::super::*;
+    use crate::report::table::{width, TERMINAL_WIDTH};
+    use crate::report::{v1, Shop};
+
+    /// A gate over every strategy on both backends, the bundled limits and flags with the
+    /// catalog's longest names, one run with no oracle (its checks not verified or not
+    /// required) and one generator-bound.
+    fn big_verdict() -> Verdict {
+        let mut r = v1::read(serde_json::from_str(v1::FIXTURE).unwrap());
+        let one = r.runs[0].clone();
+        r.runs.clear();
+        for backend in [
+            crate::store::Backend::Postgres,
+            crate::store::Backend::Mysql,
+        ] {
+            for &strategy in crate::inventory::Strategy::all() {
+                let mut run = one.clone();
+                if let Shop::Reference {
+                    strategy: s,
+                    backend: b,
+                    ..
+                } = &mut run.shop
+                {
+                    (*s, *b) = (strategy, backend);
+                }
+                r.runs.push(run);
+            }
+        }
+        r.runs[3].findings.verified = false;
+        r.runs[5].send_lag = r.runs[5]
+            .requests
+            .values()
+            .next()
+            .map(|k| k.latency.clone());
+        r.runs[3].findings.lost_acks = None;
+        let flags: Vec<Override> = [
+            "client_duplicate_devices=0",
+            "duplicate_orders_per_key=0",
+            "indeterminate_committed=0",
+            "throughput=100000",
+            "p999_ms=2500",
+            "send_lag_p99_ms=0.001",
+        ]
+        .iter()
+        .map(|f| f.parse().unwrap())
+        .collect();
+        let mut t = Thresholds::default();
+        t.set("p99_ms", 12345.0).unwrap();
+        t.set("error_rate", 0.05).unwrap();
+        Verdict::judge(&r, &limits(&t, Some(0.2), &flags, true), true)
+    }
+
+    #[test]
+    fn the_default_verdict_fits_a_hundred_columns_and_wide_keeps_every_column() {
+        let v = big_verdict();
+        assert_eq!(v.checks.len() % 14, 0, "14 runs");
+        assert!(
+            v.breached() > 0 && v.not_required() + v.unverified() > 0,
+            "every kind of row"
+        );
+        let narrow = v.render_for(false);
+        print!("{narrow}");
+        for line in narrow.lines() {
+            assert!(line.chars().count() <= TERMINAL_WIDTH, "{line:?}");
+        }
+        for (run, check) in [
+            ("redis-buckets/mysql", "client_duplicate_devices"),
+            ("naive/postgres", "duplicate_orders_per_key"),
+        ] {
+            assert!(narrow.lines().any(|l| l == run), "{run} heads its checks");
+            assert!(narrow.contains(check), "{check}");
+        }
+        assert!(narrow.contains("(bundled scenario)") || narrow.contains("(bundled)"));
+        assert!(narrow.contains("FAIL (generator-bound)"), "{narrow}");
+        assert!(
+            narrow.contains("not required (default limit)"),
+            "the reason is a note"
+        );
+        let wide = v.render_for(true);
+        assert!(width(&wide) > TERMINAL_WIDTH, "{wide}");
+        assert!(
+            wide.contains(NOT_REQUIRED),
+            "the full result in the wide table"
+        );
+        assert!(wide.lines().nth(1).unwrap().starts_with("run "), "{wide}");
+        assert_eq!(
+            narrow.matches("FAIL").count(),
+            wide.matches("FAIL").count(),
+            "the same checks, only laid out narrower"
+        );
+    }
+}

@@ -2,7 +2,7 @@
 //!
 //! Each item has a queue (a tokio mpsc channel and one task, created on the item's first
 //! purchase). The task takes the first waiting purchase, collects more for at most
-//! `--batch-window-ms` or until `--batch-max`, and applies them all in ONE transaction:
+//! `--batch-window` or until `--batch-max`, and applies them all in ONE transaction:
 //!
 //! 1. `SELECT ... FOR UPDATE` on the item: its stock and purchase limit, under the row lock;
 //! 2. one read of the orders that bear on the batch: its buyers' (their holdings, for the

@@ -267,18 +267,20 @@ pub fn width(text: &str) -> usize {
 }
 
 /// `line` folded at spaces to lines of at most `max` characters (a longer word stays whole),
-/// the continuation lines indented by two.
+/// the continuation lines indented two further than the line's own indent.
 pub fn wrap(line: &str, max: usize) -> String {
+    let body = line.trim_start_matches(' ');
+    let indent = &line[..line.len() - body.len()];
     let mut out = String::new();
-    let mut current = String::new();
-    for word in line.split(' ') {
+    let mut current = indent.to_string();
+    for word in body.split(' ') {
         let len = current.chars().count();
-        if len > 0 && len + 1 + word.chars().count() > max {
+        if len > indent.len() && len + 1 + word.chars().count() > max {
             out.push_str(current.trim_end());
             out.push('\n');
-            current = format!("  {word}");
+            current = format!("{indent}  {word}");
         } else {
-            if len > 0 {
+            if len > indent.len() {
                 current.push(' ');
             }
             current.push_str(word);
@@ -392,5 +394,10 @@ mod tests {
         assert_eq!(folded, "aaa bbb\n  ccc\n  ddd");
         assert_eq!(wrap("short", 100), "short");
         assert_eq!(wrap("averyverylongword x", 5), "averyverylongword\n  x");
+        assert_eq!(
+            wrap("  aaa bbb ccc", 9),
+            "  aaa bbb\n    ccc",
+            "its own indent kept"
+        );
     }
 }

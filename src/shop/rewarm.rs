@@ -2,7 +2,7 @@
 //! (Redis restarted without persistence, failed over to an empty replica, was flushed) and
 //! rebuilds it from the database through [`Inventory::rewarm`].
 //!
-//! It looks every `--rewarm-check-ms`, and at once when a purchase was answered `not_warmed`
+//! It looks every `--rewarm-check`, and at once when a purchase was answered `not_warmed`
 //! ([`RewarmWatch::nudge`]). It watches the sales this shop has set up or found warm: a sale
 //! never warmed into this Redis is not loaded behind the operator's back (warm explicitly with
 //! `PUT`, or `POST /api/items/{id}/rewarm`).

@@ -1,6 +1,8 @@
 //! `--vary KNOB=v1,v2,...`: which knob a sweep varies, which strategies have it, and the
 //! scenario at one of its values. A shop knob is any field of [`ShopKnobs`], spelled as its
-//! `serve` flag (`pool-size`) or its `[shop]` field (`pool_size`); `rate` is the arrival rate.
+//! `serve` flag (`pool-size`, `work` with values like `1ms`) or its `[shop]` field
+//! (`pool_size`); a duration's old spelling (`work-ms=1,5`, numbers in its unit) still works
+//! but is not listed; `rate` is the arrival rate.
 
 use crate::inventory::Strategy;
 use crate::shop::ShopKnobs;
@@ -12,7 +14,8 @@ pub enum Knob {
     /// The arrival rate (buyers/s over the scenario's window), the shape kept
     /// ([`crate::capacity::scale`]).
     Rate,
-    /// A `[shop]` knob, by its field name (`pool_size`).
+    /// A `[shop]` knob, by its field name as given (`pool_size`, `work`, or a duration's old
+    /// `work_ms`).
     Shop(String),
 }
 
@@ -28,20 +31,20 @@ fn owners(field: &str) -> Option<&'static [Strategy]> {
     use Strategy as S;
     const REDIS: &[Strategy] = &[S::RedisLua, S::RedisBuckets];
     Some(match field {
-        "naive_gap_ms" => &[S::Naive],
-        "work_ms" => &[S::ForUpdate, S::Optimistic],
-        "optimistic_retries" | "optimistic_backoff_ms" => &[S::Optimistic],
-        "batch_window_ms" | "batch_max" => &[S::Batched],
+        "naive_gap" => &[S::Naive],
+        "work" => &[S::ForUpdate, S::Optimistic],
+        "optimistic_retries" | "optimistic_backoff" => &[S::Optimistic],
+        "batch_window" | "batch_max" => &[S::Batched],
         "buckets" => &[S::RedisBuckets],
-        "reconcile_interval_s"
+        "reconcile_interval"
         | "reconcile_alert_threshold"
-        | "rewarm_check_ms"
-        | "replica_wait_ms"
+        | "rewarm_check"
+        | "replica_wait"
         | "rate_limit"
         | "ip_rate_limit"
         | "ip_burst"
         | "ip_unit_cap"
-        | "page_cache_ms"
+        | "page_cache"
         | "dead_letter_after"
         | "consumers"
         | "redis_durability"
@@ -59,10 +62,19 @@ pub fn names() -> Vec<String> {
 
 /// The `[shop]` fields a sweep may set (a defect is a testing aid, never swept).
 fn shop_fields() -> Vec<String> {
-    match serde_json::to_value(ShopKnobs::default()) {
-        Ok(serde_json::Value::Object(m)) => m.keys().filter(|k| *k != "defect").cloned().collect(),
-        _ => Vec::new(),
-    }
+    ShopKnobs::NAMES
+        .iter()
+        .filter(|k| **k != "defect")
+        .map(|k| k.to_string())
+        .collect()
+}
+
+/// A knob's name: itself, or the duration an old key (`work_ms`) spells.
+fn current(field: &str) -> &str {
+    ShopKnobs::OLD_KEYS
+        .iter()
+        .find(|(_, old)| *old == field)
+        .map_or(field, |(new, _)| *new)
 }
 
 impl Knob {
@@ -96,6 +108,13 @@ impl Knob {
                 };
                 let parsed: serde_json::Value = serde_json::from_str(value.trim())
                     .unwrap_or_else(|_| serde_json::Value::String(value.trim().to_string()));
+                // The table holds a duration under its old key: the new one replaces it.
+                if let Some((_, old)) = ShopKnobs::OLD_KEYS
+                    .iter()
+                    .find(|(new, _)| *new == field.as_str())
+                {
+                    fields.remove(*old);
+                }
                 fields.insert(field.clone(), parsed);
                 let knobs: ShopKnobs = serde_json::from_value(serde_json::Value::Object(fields))
                     .map_err(|e| {
@@ -128,7 +147,7 @@ impl Vary {
         let field = name.trim().replace('-', "_");
         let knob = if field == "rate" {
             Knob::Rate
-        } else if shop_fields().contains(&field) {
+        } else if shop_fields().iter().any(|f| f.as_str() == current(&field)) {
             Knob::Shop(field.clone())
         } else {
             anyhow::bail!(
@@ -137,7 +156,7 @@ impl Vary {
                 names().join(", ")
             );
         };
-        if let Some(owners) = owners(&field) {
+        if let Some(owners) = owners(current(&field)) {
             anyhow::ensure!(
                 owners.contains(&strategy),
                 "--vary {}: strategy {strategy} does not have this knob (it concerns {}); \
@@ -190,7 +209,7 @@ mod tests {
         assert_eq!(v.values, ["2", "8"]);
         let s = v.knob.apply(&flash(), "2").unwrap();
         assert_eq!(s.shop.pool_size, 2);
-        assert_eq!(s.shop.work_ms, flash().shop.work_ms, "the rest is kept");
+        assert_eq!(s.shop.work, flash().shop.work, "the rest is kept");
         let e = v.knob.apply(&flash(), "0").unwrap_err().to_string();
         assert!(
             e.contains("--pool-size") && e.contains("between 1 and 1000"),
@@ -209,6 +228,23 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("unknown knob") && e.contains("pool-size"), "{e}");
+    }
+
+    #[test]
+    fn a_duration_is_varied_with_units_or_by_its_old_spelling() {
+        let v = Vary::parse("work=1ms,20ms", Strategy::ForUpdate).unwrap();
+        assert_eq!(v.knob, Knob::Shop("work".into()));
+        let s = v.knob.apply(&flash(), "20ms").unwrap();
+        assert_eq!(s.shop.work, std::time::Duration::from_millis(20));
+        let e = v.knob.apply(&flash(), "20").unwrap_err().to_string();
+        assert!(e.contains("--vary work=20") && e.contains("20ms"), "{e}");
+        let e = v.knob.apply(&flash(), "2h").unwrap_err().to_string();
+        assert!(e.contains("between 0s and 1m"), "{e}");
+        let old = Vary::parse("work-ms=20", Strategy::ForUpdate).unwrap();
+        assert_eq!(old.knob.apply(&flash(), "20").unwrap().shop, s.shop);
+        assert!(Vary::parse("work-ms=20", Strategy::Naive).is_err());
+        assert!(names().contains(&"work".to_string()));
+        assert!(!names().contains(&"work-ms".to_string()));
     }
 
     #[test]

@@ -108,7 +108,7 @@ pub async fn execute(plan: &SweepPlan) -> anyhow::Result<(SweepReport, PathBuf)>
     Ok((sweep, dir))
 }
 
-/// The terminal table.
-pub fn render(s: &SweepReport) -> String {
-    report::render(s)
+/// The terminal table (`wide`: every column).
+pub fn render(s: &SweepReport, wide: bool) -> String {
+    report::render(s, wide)
 }

@@ -7,7 +7,7 @@ use crate::inventory::Strategy;
 use crate::metric::Metric;
 use crate::report::charts::strategy_colour;
 use crate::report::markup::md_cell;
-use crate::report::table::{text, Align};
+use crate::report::table::{text, width, wrap, Align, TERMINAL_WIDTH};
 use crate::report::Report;
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
@@ -76,6 +76,28 @@ fn median(v: &[f64]) -> Option<f64> {
     }
 }
 
+/// A value's place on a chart's x axis: the number, or a duration (`5ms`) in milliseconds.
+fn x_of(value: &str) -> Option<f64> {
+    let v = value.trim();
+    v.parse().ok().or_else(|| {
+        crate::duration::parse(v)
+            .ok()
+            .map(|d| d.as_secs_f64() * 1000.0)
+    })
+}
+
+/// The x axis of a sweep's charts: the knob, and `(ms)` when its values are durations.
+fn x_desc(s: &SweepReport) -> String {
+    let durations = s.points.iter().any(|p| {
+        p.value.trim().parse::<f64>().is_err() && crate::duration::parse(&p.value).is_ok()
+    });
+    if durations {
+        format!("{} (ms)", s.knob)
+    } else {
+        s.knob.clone()
+    }
+}
+
 impl SweepPoint {
     /// The point of `value` (the `index`-th) from its runs' report in `dir`.
     pub fn of(value: &str, index: usize, report: &Report, dir: &Path) -> Self {
@@ -101,7 +123,7 @@ impl SweepPoint {
             .collect();
         SweepPoint {
             value: value.into(),
-            x: value.trim().parse().unwrap_or(index as f64),
+            x: x_of(value).unwrap_or(index as f64),
             metrics,
             samples,
             db_counter: report
@@ -155,27 +177,63 @@ fn show(p: &SweepPoint, name: &str) -> String {
 }
 
 fn rows(s: &SweepReport) -> (Vec<String>, Vec<Vec<String>>) {
+    rows_of(s, &columns())
+}
+
+fn rows_of(s: &SweepReport, columns: &[String]) -> (Vec<String>, Vec<Vec<String>>) {
     let mut header = vec![s.knob.clone()];
-    header.extend(columns());
+    header.extend(columns.iter().cloned());
     let rows = s
         .points
         .iter()
         .map(|p| {
             let mut row = vec![p.value.clone()];
-            row.extend(columns().iter().map(|c| show(p, c)));
+            row.extend(columns.iter().map(|c| show(p, c)));
             row
         })
         .collect();
     (header, rows)
 }
 
-/// The terminal table.
-pub fn render(s: &SweepReport) -> String {
-    let (header, rows) = rows(s);
-    let mut align = vec![Align::Left];
-    align.extend(std::iter::repeat_n(Align::Right, header.len() - 1));
-    format!(
-        "sweep of {} on {} ({}), scenario {}{}:\n{}",
+/// The default terminal table's columns, most important first: as many as fit
+/// [`TERMINAL_WIDTH`] are shown.
+const NARROW: &[&str] = &[
+    "oversell",
+    "lost_acks",
+    "p99_ms",
+    "error_rate",
+    "throughput",
+    "db_qps_peak",
+    SOLD_OUT,
+];
+
+/// The terminal table: by default the [`NARROW`] columns that fit [`TERMINAL_WIDTH`]; `wide`,
+/// every column (`report.md` has them all).
+pub fn render(s: &SweepReport, wide: bool) -> String {
+    let table = |columns: &[String]| {
+        let (header, rows) = rows_of(s, columns);
+        let mut align = vec![Align::Left];
+        align.extend(std::iter::repeat_n(Align::Right, header.len() - 1));
+        text(&header, &rows, &align)
+    };
+    let mut body = if wide {
+        table(&columns())
+    } else {
+        let mut shown: Vec<String> = Vec::new();
+        for c in NARROW {
+            let mut more = shown.clone();
+            more.push(c.to_string());
+            if shown.is_empty() || width(&table(&more)) <= TERMINAL_WIDTH {
+                shown = more;
+            }
+        }
+        table(&shown)
+    };
+    if !wide && width(&body) < width(&table(&columns())) {
+        body.push_str("(more columns: --wide, or the report)\n");
+    }
+    let heading = format!(
+        "sweep of {} on {} ({}), scenario {}{}:",
         s.knob,
         s.strategy,
         s.backend,
@@ -184,8 +242,15 @@ pub fn render(s: &SweepReport) -> String {
             format!(", median of {} runs each", s.repeat)
         } else {
             String::new()
-        },
-        text(&header, &rows, &align)
+        }
+    );
+    format!(
+        "{}\n{body}",
+        if wide {
+            heading
+        } else {
+            wrap(&heading, TERMINAL_WIDTH)
+        }
     )
 }
 
@@ -280,7 +345,7 @@ pub fn write(dir: &Path, s: &SweepReport) -> anyhow::Result<()> {
                 name: &name,
                 title: &title,
                 caption: format!("Median over each value's runs. Source: {source}."),
-                x_desc: &s.knob,
+                x_desc: &x_desc(s),
                 y_desc: &y_desc,
                 log_x: false,
             },
@@ -310,4 +375,77 @@ pub fn write(dir: &Path, s: &SweepReport) -> anyhow::Result<()> {
         ),
     )
     .context("writing report.html")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A sweep of `work` over five values with wide figures: a MariaDB counter, four-digit
+    /// latencies and rates.
+    fn sweep() -> SweepReport {
+        let point = |i: usize, value: &str| SweepPoint {
+            value: value.into(),
+            x: x_of(value).unwrap_or(i as f64),
+            metrics: [
+                ("p99_ms", Some(12345.678)),
+                ("error_rate", Some(0.123456)),
+                ("throughput", Some(12345.6)),
+                ("db_qps_peak", Some(123456.0)),
+                ("oversell", Some(0.0)),
+                ("lost_acks", Some(0.0)),
+                (SOLD_OUT, Some(123.45)),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect(),
+            samples: BTreeMap::new(),
+            db_counter: Some("Questions/s".into()),
+            report: format!("runs/{i}"),
+        };
+        SweepReport {
+            schema: SCHEMA.into(),
+            generated_at: "2026-12-01T20:00:00Z".into(),
+            scenario: "flash-100".into(),
+            scenario_file: "scenarios/flash-100.toml".into(),
+            strategy: Strategy::RedisBuckets,
+            backend: "mysql".into(),
+            knob: "optimistic-backoff".into(),
+            repeat: 5,
+            load_average: None,
+            points: ["0s", "1ms", "20ms", "1s 500ms", "10s"]
+                .iter()
+                .enumerate()
+                .map(|(i, v)| point(i, v))
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn the_terminal_table_fits_a_hundred_columns() {
+        let s = sweep();
+        let table = render(&s, false);
+        print!("{table}");
+        for line in table.lines() {
+            assert!(line.chars().count() <= TERMINAL_WIDTH, "{line:?}");
+        }
+        for c in &NARROW[..4] {
+            assert!(table.contains(c), "{c}: {table}");
+        }
+        assert!(table.contains("--wide"), "{table}");
+        let wide = render(&s, true);
+        assert!(width(&wide) > TERMINAL_WIDTH, "{wide}");
+        for c in columns() {
+            assert!(wide.contains(&c), "{c}: {wide}");
+        }
+    }
+
+    #[test]
+    fn duration_values_are_charted_in_milliseconds() {
+        let s = sweep();
+        let xs: Vec<f64> = s.points.iter().map(|p| p.x).collect();
+        assert_eq!(xs, [0.0, 1.0, 20.0, 1500.0, 10000.0]);
+        assert_eq!(x_desc(&s), "optimistic-backoff (ms)");
+        assert_eq!(x_of("8"), Some(8.0));
+    }
 }

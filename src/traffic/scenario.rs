@@ -382,15 +382,14 @@ impl Scenario {
 
     /// The payment window the scenario declares for its shop (after it an unpaid order may be
     /// released by the shop): a foreign target's `[target] payment_window_s` (default 900 s),
-    /// the reference shop's `[shop] payment_timeout_s`. The one place it is read: the clients'
+    /// the reference shop's `[shop] payment_timeout`. The one place it is read: the clients'
     /// replay, `at_timeout` buyers and the docs.
     pub fn payment_window(&self, foreign: bool) -> std::time::Duration {
-        let s = if foreign {
-            self.mapping().payment_window_s()
+        if foreign {
+            std::time::Duration::from_secs(self.mapping().payment_window_s())
         } else {
-            self.shop.payment_timeout_s
-        };
-        std::time::Duration::from_secs(s)
+            self.shop.payment_timeout
+        }
     }
 }
 

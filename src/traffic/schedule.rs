@@ -332,7 +332,7 @@ abandon = 0.25
             at_timeout: 0.1,
             resend_same_key: 0.1,
         };
-        s.shop.payment_timeout_s = 3;
+        s.shop.payment_timeout = std::time::Duration::from_secs(3);
         let plan = build(&s);
         assert_eq!(plan, build(&s), "seeded");
         for script in Script::ALL {

@@ -400,7 +400,7 @@ think_ms = [5, 60]
 timeout_ms = 3000
 [shop]
 pool_size = 5
-acquire_timeout_ms = 300
+acquire_timeout = "300ms"
 [thresholds]
 oversell = 0
 lost_acks = 0

@@ -1,5 +1,5 @@
 //! `oversell capacity` and `oversell sweep` on the reference shop: a deliberately slow
-//! for-update (`work_ms`) found near the rate its work implies, naive stopped at its first
+//! for-update (`work`) found near the rate its work implies, naive stopped at its first
 //! oversell, a generator-bound probe read as "at least", a target without a set-up refused,
 //! and `sweep --vary pool-size=2,8` writing one run per value and its charts.
 
@@ -8,7 +8,7 @@ use oversell::store::Backend;
 use serde_json::Value;
 use std::path::Path;
 
-/// for-update holds the item's row for `work_ms` per order: one row, one order at a time, so
+/// for-update holds the item's row for `work` per order: one row, one order at a time, so
 /// at most 1000 / 50 = 20 orders/s. Every buyer orders once and walks away (no follow-ups);
 /// one unit per buyer, so no one is turned away and every order does the work.
 const SLOW: &str = r#"
@@ -25,15 +25,15 @@ pay = 0.0
 cancel = 0.0
 abandon = 1.0
 [shop]
-work_ms = 50
+work = "50ms"
 pool_size = 4
-acquire_timeout_ms = 20000
-lock_timeout_ms = 20000
+acquire_timeout = "20s"
+lock_timeout = "20s"
 [thresholds]
 p99_ms = 400
 "#;
 
-/// The rate `SLOW`'s `work_ms` implies: 1000 ms / 50 ms per order, one order per buyer.
+/// The rate `SLOW`'s `work` implies: 1000 ms / 50 ms per order, one order per buyer.
 const SLOW_IMPLIED_RPS: f64 = 20.0;
 
 /// naive with a 300 ms race window and three buyers per unit: any two buyers within 300 ms of
@@ -52,7 +52,7 @@ pay = 0.0
 cancel = 0.0
 abandon = 1.0
 [shop]
-naive_gap_ms = 300
+naive_gap = "300ms"
 "#;
 
 fn write(dir: &Path, name: &str, text: &str) -> String {
@@ -391,7 +391,7 @@ async fn sweep_over_pool_size_writes_one_run_per_value_and_a_chart() {
         &SLOW
             .replace("count = 100", "count = 20")
             .replace("window_s = 10.0", "window_s = 2.0")
-            .replace("work_ms = 50", "work_ms = 5"),
+            .replace("work = \"50ms\"", "work = \"5ms\""),
     );
     let db = fresh_db_url(Backend::Postgres);
     let out = tmp.path().join("reports");

@@ -37,8 +37,8 @@ think_ms = [20, 150]
 timeout_ms = 3000
 [shop]
 pool_size = 5
-acquire_timeout_ms = 300
-reconcile_interval_s = 1
+acquire_timeout = "300ms"
+reconcile_interval = "1s"
 [thresholds]
 oversell = 0
 lost_acks = 0

@@ -30,8 +30,8 @@ abandon = 1.0
 [client]
 timeout_ms = 100
 [shop]
-work_ms = 300
-lock_timeout_ms = 5000
+work = "300ms"
+lock_timeout = "5s"
 "#;
 
 fn scenario_file(dir: &std::path::Path, name: &str, text: &str) -> std::path::PathBuf {
@@ -148,7 +148,7 @@ think_ms = [300, 400]
 [client]
 timeout_ms = 10000
 [shop]
-naive_gap_ms = 100
+naive_gap = "100ms"
 pool_size = 40
 "#;
 

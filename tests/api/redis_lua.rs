@@ -426,7 +426,7 @@ async fn cancels_expiries_and_a_second_wave_end_with_conservation_and_no_oversel
             "pay = 0.85\ncancel = 0.05\nabandon = 0.1",
             "pay = 0.4\ncancel = 0.3\nabandon = 0.3",
         )
-        .replace("payment_timeout_s = 900", "payment_timeout_s = 1")
+        .replace("payment_timeout = \"15m\"", "payment_timeout = \"1s\"")
         .replace("at_s = 3.0", "at_s = 2.5")
         .replace("window_s = 1.0", "window_s = 2.0");
     let scenario = oversell::traffic::Scenario::parse(&text).unwrap();

@@ -38,7 +38,7 @@ timeout_ms = 5000
 [shop]
 shops = 3
 pool_size = 5
-payment_timeout_s = 1
+payment_timeout = "1s"
 "#;
 
 /// The checks every correct strategy must pass on three shops.

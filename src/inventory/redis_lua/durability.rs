@@ -9,7 +9,7 @@
 //!   crash loses nothing; a machine crash loses up to about a second of them.
 //! - `aof-always`: `appendonly yes`, `appendfsync always`: Redis fsyncs the AOF before it
 //!   replies, so a 201 is on the Redis machine's disk.
-//! - `wait-replica`: a 201 only after `WAIT 1 <replica-wait-ms>` says a replica holds the write
+//! - `wait-replica`: a 201 only after `WAIT 1 <--replica-wait>` says a replica holds the write
 //!   (in its memory), so a failover to that replica keeps it. When no replica confirms in time
 //!   the reservation is released at once (a cancel, restocked exactly once like any other) and
 //!   the client gets `503 not_replicated`: nothing was acknowledged, and the unit is free again.

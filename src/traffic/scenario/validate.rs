@@ -34,7 +34,7 @@ pub enum ScenarioProblem {
     #[error(transparent)]
     Field(#[from] FieldError),
     /// A `[shop]` knob outside its range.
-    #[error("field `shop.{}` {}", .0.knob, .0.range())]
+    #[error("field {} {}", .0.field(), .0.range())]
     Shop(#[from] KnobError),
     /// A `[[faults]]` entry outside its allowed values.
     #[error(transparent)]

@@ -84,7 +84,7 @@ async fn every_script_sends_its_steps_and_a_retry_keeps_the_key_and_is_recorded_
          cancel_after_pay = 0.15\ncancel_twice = 0.15\npay_twice = 0.15\npay_after_cancel = 0.15\n\
          pay_and_cancel = 0.15\nat_timeout = 0.1\nresend_same_key = 0.15\n\
          [client]\nretry = { on = [\"timeout\"], times = 1, backoff_ms = [30] }\n\
-         [shop]\npayment_timeout_s = 2\n",
+         [shop]\npayment_timeout = \"2s\"\n",
     )
     .unwrap();
     let plan = Arc::new(schedule::build(&s));

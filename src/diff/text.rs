@@ -1,0 +1,204 @@
+//! `diff` on a terminal: the comparison in [`TERMINAL_WIDTH`] columns, one table per run with
+//! each metric by its name. The Markdown ([`super::render`], each metric's long label) is what a
+//! pipe, `--markdown FILE` and `--wide` get.
+
+use super::{change, describe, Diff, DiffPlan, Verdict};
+use crate::report::table::{text, width, wrap, Align, TERMINAL_WIDTH};
+use crate::report::Report;
+use std::fmt::Write as _;
+
+/// The comparison for a terminal; a `--repeat` side shows its median and min–max where that
+/// fits, else its median alone (the Markdown has both).
+pub fn render(plan: &DiffPlan, baseline: &Report, candidate: &Report, d: &Diff) -> String {
+    let mut lines = vec![
+        format!(
+            "oversell diff: baseline {}",
+            describe(baseline, &plan.baseline)
+        ),
+        format!("  candidate {}", describe(candidate, &plan.candidate)),
+        format!(
+            "  noise band ±{:.1} % of the baseline; the oracle's counts compare exactly",
+            d.band * 100.0
+        ),
+    ];
+    if baseline.scenario.name != candidate.scenario.name {
+        lines.push(format!(
+            "  warning: the scenarios differ ({} vs {}): the figures may not be comparable",
+            baseline.scenario.name, candidate.scenario.name
+        ));
+    }
+    let mut s: String = lines
+        .iter()
+        .map(|l| wrap(l, TERMINAL_WIDTH) + "\n")
+        .collect();
+    let header = [
+        "metric",
+        "baseline",
+        "candidate",
+        "change",
+        "relative",
+        "verdict",
+    ]
+    .map(String::from);
+    let mut align = vec![Align::Right; header.len()];
+    (align[0], align[5]) = (Align::Left, Align::Left);
+    let mut medians_only = false;
+    for r in &d.runs {
+        let table = |spreads: bool| {
+            let rows: Vec<Vec<String>> = r
+                .rows
+                .iter()
+                .map(|row| {
+                    let (bs, cs) = match (&row.spreads, spreads) {
+                        (Some((b, c)), true) => (b.as_ref(), c.as_ref()),
+                        _ => (None, None),
+                    };
+                    let (abs, rel) = change(row);
+                    vec![
+                        row.metric.name().to_string(),
+                        row.side(row.baseline, bs),
+                        row.side(row.candidate, cs),
+                        abs,
+                        rel,
+                        word(row.verdict).to_string(),
+                    ]
+                })
+                .collect();
+            text(&header, &rows, &align)
+        };
+        let mut t = table(true);
+        if width(&t) > TERMINAL_WIDTH {
+            t = table(false);
+            medians_only |= r.rows.iter().any(|x| x.spreads.is_some());
+        }
+        let _ = writeln!(s, "\n{}", r.label);
+        s.push_str(&t);
+    }
+    let mut notes = Vec::new();
+    if d.runs
+        .iter()
+        .any(|r| r.rows.iter().any(|x| x.spreads.is_some()))
+    {
+        notes.push(super::spread::NOTE.to_string());
+    }
+    if medians_only {
+        notes.push("(medians only where min–max did not fit: --wide, or --markdown FILE)".into());
+    }
+    for (which, list) in [
+        ("only in the baseline", &d.only_in_baseline),
+        ("only in the candidate", &d.only_in_candidate),
+    ] {
+        if !list.is_empty() {
+            notes.push(format!("Runs {which} (not compared): {}", list.join(", ")));
+        }
+    }
+    let worse: Vec<String> = d
+        .runs
+        .iter()
+        .flat_map(|r| {
+            r.rows
+                .iter()
+                .filter(|x| x.verdict == Verdict::Worse)
+                .map(move |x| format!("{} {} ({})", r.label, x.metric.name(), change(x).0))
+        })
+        .collect();
+    notes.push(if worse.is_empty() {
+        "No metric is worse beyond the band.".to_string()
+    } else {
+        format!("Worse: {}.", worse.join("; "))
+    });
+    if !plan.fail_on.is_empty() {
+        let names: Vec<&str> = plan.fail_on.iter().map(|f| f.given.as_str()).collect();
+        let hits = d.regressions(&plan.fail_on);
+        notes.push(if hits.is_empty() {
+            format!("PASS on --fail-on {}.", names.join(","))
+        } else {
+            let list: Vec<String> = hits
+                .iter()
+                .map(|(run, _, given)| format!("{run} {given}"))
+                .collect();
+            format!(
+                "FAIL on --fail-on {}: {}.",
+                names.join(","),
+                list.join("; ")
+            )
+        });
+    }
+    s.push('\n');
+    for n in notes {
+        let _ = writeln!(s, "{}", wrap(&n, TERMINAL_WIDTH));
+    }
+    s
+}
+
+/// A verdict in plain text (`WORSE` stands out without Markdown's bold).
+fn word(v: Verdict) -> &'static str {
+    match v {
+        Verdict::Worse => "WORSE",
+        v => v.as_str(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::{v1, Shop};
+
+    /// Every strategy on both backends, each repeated three times.
+    fn big(oversold: i64) -> Report {
+        let mut r = v1::read(serde_json::from_str(v1::FIXTURE).unwrap());
+        let one = r.runs[0].clone();
+        r.runs.clear();
+        for backend in [
+            crate::store::Backend::Postgres,
+            crate::store::Backend::Mysql,
+        ] {
+            for &strategy in crate::inventory::Strategy::all() {
+                for repeat in 0..3 {
+                    let mut run = one.clone();
+                    if let Shop::Reference {
+                        strategy: s,
+                        backend: b,
+                        ..
+                    } = &mut run.shop
+                    {
+                        (*s, *b) = (strategy, backend);
+                    }
+                    run.findings.oversell = Some(oversold + repeat);
+                    r.runs.push(run);
+                }
+            }
+        }
+        r
+    }
+
+    #[test]
+    fn the_terminal_diff_fits_a_hundred_columns() {
+        let (base, cand) = (big(0), big(7));
+        let d = super::super::compare(&base, &cand, 0.05);
+        assert_eq!(d.runs.len(), 14, "{:?}", d.only_in_baseline);
+        let plan = DiffPlan::new(
+            "reports/20261130T073444Z-flash-100/report.json".into(),
+            "reports/20261201T090000Z-flash-100/report.json".into(),
+            5.0,
+            &["oversell".into(), "p99_ms".into()],
+            None,
+        )
+        .unwrap();
+        let t = render(&plan, &base, &cand, &d);
+        print!("{t}");
+        for line in t.lines() {
+            assert!(line.chars().count() <= TERMINAL_WIDTH, "{line:?}");
+        }
+        assert!(t.lines().any(|l| l == "redis-buckets/mysql"), "{t}");
+        assert!(
+            t.contains("WORSE") && t.contains("FAIL on --fail-on oversell,p99_ms"),
+            "{t}"
+        );
+        let md = super::super::render(&plan, &base, &cand, &d);
+        assert!(
+            width(&md) > TERMINAL_WIDTH,
+            "the Markdown keeps the long labels"
+        );
+    }
+}
