@@ -15,7 +15,8 @@
 //!   bundled name.
 //! - [`shop`]: the reference shop: `app(state) -> Router`, handlers, errors, `/metrics`
 //!   (`shop::telemetry`: every metric's `# HELP`); [`shop::ShopKnobs`], its knobs (the `serve`
-//!   flags and a scenario's `[shop]` table); the admin routes behind `--admin-token`
+//!   flags and a scenario's `[shop]` table, from one list: `shop/knobs/declare.rs` the macro,
+//!   `shop/knobs/unit.rs` the durations' old units and `report.json` form); the admin routes behind `--admin-token`
 //!   (`shop/admin.rs`), the client address behind `--trusted-proxy` ([`shop::client_ip`]), and
 //!   the watch that rebuilds a redis-lua sale Redis lost ([`shop::rewarm`]).
 //! - [`inventory`]: the [`inventory::Strategy`] enum (`strategy`: its spelling and the
@@ -105,7 +106,8 @@
 //!   endpoint before the set-up request, and `attack --probe` (`mapping_check`).
 //! - [`metric`]: the metric catalog: each metric's one name (and older aliases), unit,
 //!   direction, comparison rule, threshold rule and format; `[thresholds]` parsed into it.
-//! - [`gate`]: thresholds checked against a report: verdict, JUnit XML, CI Markdown summary.
+//! - [`gate`]: thresholds checked against a report: verdict (100 columns, or `--wide`), JUnit
+//!   XML, CI Markdown summary.
 //! - [`probe`]: DB QPS, Redis ops/s, stock, units sold and shop metrics sampled every second.
 //! - [`oracle`]: audits the final database/Redis state against the clients' records, sorting
 //!   every order by the attempt that asked for it (acknowledged, indeterminate and committed,
@@ -126,7 +128,8 @@
 //!   grouped per strategy, each metric's median and min–max, the tables' `median (min–max)`
 //!   cells).
 //! - [`diff`]: `oversell diff`: two reports compared run by run, metric by metric;
-//!   `diff/spread.rs` compares repeated runs by their spread.
+//!   `diff/spread.rs` compares repeated runs by their spread; `diff/text.rs` is the 100-column
+//!   form a terminal gets (the Markdown otherwise).
 //! - [`bench`]: our paths next to their raw ceiling, same run: `bench::redis` (`bench redis`:
 //!   the pre-deduct path vs redis-benchmark EVALSHA), `bench::shop` (`bench shop`: the child
 //!   shop over HTTP vs `bench::ceiling`, i.e. redis-benchmark, pgbench or mysqlslap),
