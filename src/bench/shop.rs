@@ -14,12 +14,12 @@
 //! stream's backlog (summed over the B bucket streams) when the phase ended, and how long it
 //! then took to drain (the next phase starts drained).
 
-use super::ceiling::{self, Ceiling};
+use super::ceiling::Ceiling;
+use super::ceiling_phase::{self, client_steady, Ceilings};
 use super::rate::{self, RateResult, RateSpec};
-use super::redis::{bench_item, evalsha};
 use super::servers::{self, Ops, PhaseCpu, Servers, ShopCpu};
 use super::wrk::{self, WrkResult};
-use super::{host_port, ratio, require_tool};
+use super::{ratio, require_tool};
 use crate::inventory::redis_lua::keys::delete_prefix;
 use crate::inventory::redis_lua::stream::Backlog;
 use crate::inventory::{Durability, RedisEngine, RedisKind, RedisLua, RedisSettings, Strategy};
@@ -91,12 +91,27 @@ pub struct ShopBenchResult {
     pub saturation_persistence: Option<Persistence>,
     pub fixed_rate: Option<RateResult>,
     pub fixed_rate_persistence: Option<Persistence>,
+    /// The ceiling the ratios are against (for-update and conditional on PostgreSQL: the
+    /// shop's own statements, [`super::ceiling::shop_script`]).
     pub ceiling: Ceiling,
+    /// for-update and conditional on PostgreSQL: the bare hot row, a second ceiling.
+    pub ceiling_bare: Option<SecondCeiling>,
     /// Saturation orders/s over the ceiling's rate.
     pub ratio: f64,
     /// CPU per order of every process at saturation, and per operation of the ceiling.
     pub cpu: ShopCpu,
     pub shop_log: String,
+}
+
+/// A second ceiling, with its rate ratio and its CPU.
+#[derive(Debug, Clone, Serialize)]
+pub struct SecondCeiling {
+    pub ceiling: Ceiling,
+    /// Saturation orders/s over this ceiling's rate.
+    pub ratio: f64,
+    pub cpu: PhaseCpu,
+    /// The shop's CPU per order over this ceiling's client per transaction.
+    pub shop_over_client: Option<f64>,
 }
 
 /// Checks every tool the run needs before anything starts.
@@ -186,27 +201,22 @@ async fn phases(
         fixed,
         fixed_persist,
     } = measured;
-    let meter = servers.start(None, !b.strategy.uses_redis()).await;
-    let ceiling = ceiling_phase(b, tag, db_url, saturation.created).await;
-    let unit = if b.strategy.uses_redis() {
-        "call"
-    } else {
-        "transaction"
-    };
-    let ops = ceiling.as_ref().map_or(0, |c| c.operations);
-    let ceiling_cpu = meter
-        .done(&Ops {
-            ops,
-            unit,
-            db_ops: ops,
-            db_unit: unit,
-            client_ops: ops,
-            client_unit: unit,
-        })
-        .await;
+    let redis = settings(&b.redis_url, &format!("oversell-bench-ceiling-{tag}"));
+    let ceilings = ceiling_phase::run(b, tag, db_url, saturation.created, &servers, redis).await;
     let database_server = servers.database_kind;
     servers.close().await;
-    let ceiling = ceiling?;
+    let Ceilings { main, bare, setup } = ceilings?;
+    let steady = setup.as_ref().and_then(|s| client_steady(&main, s));
+    let mut cpu = ShopCpu::of(sat_cpu, main.cpu, database_server);
+    cpu.with_client_setup(setup.and_then(|s| s.cpu.client), steady);
+    let shop_cpu = cpu.saturation.shop.clone();
+    let ceiling_bare = bare.map(|m| SecondCeiling {
+        ratio: ratio(saturation.orders_per_s, m.ceiling.per_s),
+        shop_over_client: servers::over(&shop_cpu, &m.cpu.client),
+        ceiling: m.ceiling,
+        cpu: m.cpu,
+    });
+    let ceiling = main.ceiling;
     Ok(ShopBenchResult {
         strategy: b.strategy.to_string(),
         backend: (!b.strategy.uses_redis()).then(|| b.backend.as_str().to_string()),
@@ -228,7 +238,8 @@ async fn phases(
         fixed_rate: fixed,
         fixed_rate_persistence: fixed_persist,
         ceiling,
-        cpu: ShopCpu::of(sat_cpu, ceiling_cpu, database_server),
+        ceiling_bare,
+        cpu,
         shop_log: log.display().to_string(),
     })
 }
@@ -410,74 +421,6 @@ fn settings(redis_url: &str, prefix: &str) -> RedisSettings {
     .redis(redis_url, prefix)
 }
 
-const CLIENTS: usize = 64;
-
-async fn ceiling_phase(
-    b: &ShopBench,
-    tag: &str,
-    db_url: &str,
-    shop_calls: u64,
-) -> anyhow::Result<Ceiling> {
-    if let Some(kind) = b.strategy.redis_kind() {
-        // Keys of its own: redis-benchmark's stream entries must not reach the shop's tables.
-        let prefix = format!("oversell-bench-ceiling-{tag}");
-        let redis = RedisLua::connect(&settings(&b.redis_url, &prefix)).await?;
-        let out = async {
-            redis.warm(&bench_item()).await?;
-            let (host, port) = ceiling_node(&b.redis_url, &redis.keys(1).stock).await?;
-            evalsha(&redis, &host, port, CLIENTS, shop_calls.max(20_000)).await
-        }
-        .await;
-        delete_prefix(&b.redis_url, &prefix).await;
-        let e = out?;
-        return Ok(Ceiling {
-            tool: "redis-benchmark".into(),
-            unit: "evalsha calls".into(),
-            per_s: e.calls_per_s,
-            operations: e.calls,
-            clients: CLIENTS,
-            script: match kind {
-                RedisKind::Buckets => "EVALSHA lua/deduct.lua on one slot (one bucket's work: \
-                     the one-slot ceiling redis-buckets spreads past)"
-                    .into(),
-                RedisKind::Lua => "EVALSHA lua/deduct.lua (the shop's own script)".into(),
-            },
-            command: e.command,
-        });
-    }
-    let statements = ceiling::statements(b.strategy, b.backend)?;
-    // As many clients as the shop has connections: the same contention on the row.
-    let sql_clients = b.pool_size as usize;
-    ceiling::prepare_hot_row(db_url).await?;
-    match b.backend {
-        Backend::Postgres => {
-            ceiling::pgbench(db_url, &statements, sql_clients, b.seconds, tag).await
-        }
-        Backend::Mysql => {
-            let per_client = (b.seconds as usize * 40).max(10);
-            ceiling::mysqlslap(db_url, &statements, sql_clients, per_client).await
-        }
-    }
-}
-
-/// Where the EVALSHA ceiling runs: the Redis itself, or on a cluster the master serving the
-/// sale's slot (redis-benchmark, not cluster-aware here, must reach the keys' owner).
-async fn ceiling_node(redis_url: &str, stock_key: &str) -> anyhow::Result<(String, u16)> {
-    let url = if crate::inventory::redis_lua::conn::is_cluster(redis_url) {
-        let mut conn = crate::inventory::redis_lua::RedisConn::open(redis_url).await?;
-        let addr = crate::nemesis::cluster::master_of(&mut conn, stock_key).await?;
-        crate::inventory::redis_lua::conn::node_url(redis_url, &addr)
-    } else {
-        redis_url.to_string()
-    };
-    host_port(&url).with_context(|| {
-        format!(
-            "cannot read host and port from {}",
-            crate::services::redact_url(&url)
-        )
-    })
-}
-
 /// The terminal summary.
 pub fn render(r: &ShopBenchResult) -> String {
     let mut out = String::new();
@@ -519,11 +462,30 @@ pub fn render(r: &ShopBenchResult) -> String {
     }
     let c = &r.ceiling;
     out.push_str(&format!(
-        "ceiling ({}):  {:>9.0} {}/s  ({} clients)\n",
-        c.tool, c.per_s, c.unit, c.clients
+        "ceiling ({}, {}):  {:>9.0} {}/s  ({} clients)\n",
+        c.tool, c.label, c.per_s, c.unit, c.clients
     ));
     out.push_str(&format!("ratio shop / ceiling:     {:>9.3}\n", r.ratio));
-    out.push_str(&servers::render(&r.cpu, &c.tool));
+    out.push_str(&servers::render(&r.cpu, &c.tool, "ceiling"));
+    if let Some(second) = &r.ceiling_bare {
+        let b = &second.ceiling;
+        out.push_str(&format!(
+            "second ceiling ({}, {}):  {:>9.0} {}/s  ratio shop / it {:.3}\n",
+            b.tool, b.label, b.per_s, b.unit, second.ratio
+        ));
+        out.push_str(&servers::line(
+            "second ceiling",
+            &second.cpu,
+            &r.cpu.database_server,
+            &b.tool,
+        ));
+        if let Some(x) = second.shop_over_client {
+            out.push_str(&format!(
+                "CPU ratio: shop / {} client (second ceiling) {x:.2}\n",
+                b.tool
+            ));
+        }
+    }
     out.push_str(&format!("ceiling: {}\n", c.command));
     out.push_str(&format!("shop log: {}\n", r.shop_log));
     if r.build != "release" {
