@@ -4,10 +4,11 @@
 //! The shop runs as a child process (the runner's [`ChildShop`]) on a database and a Redis
 //! prefix of its own, with 1,000,000 units (nothing sells out), a pool of `--pool-size` (64;
 //! the SQL ceiling gets as many clients), no simulated work and every gateway limit off. Phases, one after the other so they never share the CPU:
+//! 0. SQL strategies: [`WARM_UP_S`] of wrk, not measured (the pool opens its connections);
 //! 1. `wrk` at saturation ([`super::wrk`]);
 //! 2. with `--rate`, the fixed-rate client ([`super::rate`]) at that rate (or a share of the
 //!    saturation rate just measured);
-//! 3. the shop stops, and the ceiling runs on the same servers ([`super::ceiling`]).
+//! 3. the shop stops, and the ceilings run on the same servers ([`super::ceiling_phase`]).
 //!
 //! For redis-lua and redis-buckets each HTTP phase also reports persistence: orders the
 //! consumers wrote to the database per second against orders acknowledged per second, the
@@ -87,6 +88,9 @@ pub struct ShopBenchResult {
     pub cores: usize,
     /// `/proc/loadavg` when the run started (the machine may be shared).
     pub load_average: String,
+    /// Seconds of wrk before the measured phase (SQL strategies: the shop's pool connections
+    /// opened and their statements prepared; not counted in any figure).
+    pub warm_up_s: u64,
     pub saturation: WrkResult,
     pub saturation_persistence: Option<Persistence>,
     pub fixed_rate: Option<RateResult>,
@@ -102,6 +106,9 @@ pub struct ShopBenchResult {
     pub cpu: ShopCpu,
     pub shop_log: String,
 }
+
+/// SQL strategies: seconds of wrk before the measured phase, so the shop's pool is open.
+pub const WARM_UP_S: u64 = 1;
 
 /// A second ceiling, with its rate ratio and its CPU.
 #[derive(Debug, Clone, Serialize)]
@@ -232,6 +239,11 @@ async fn phases(
         },
         cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
         load_average,
+        warm_up_s: if b.strategy.uses_redis() {
+            0
+        } else {
+            WARM_UP_S
+        },
         ratio: ratio(saturation.orders_per_s, ceiling.per_s),
         saturation,
         saturation_persistence: sat_persist,
@@ -269,6 +281,19 @@ async fn http_phases(
         purchase_limit: 1,
     };
     child.put_sale(http, 1, &setup).await?;
+    if !b.strategy.uses_redis() {
+        // The shop's pool opens its connections (and prepares its statements on each) at
+        // their first use: a warm-up takes that set-up out of the measured phase, as the
+        // `-t 1` run takes pgbench's out of its figure (`ceiling_phase`).
+        wrk::run(
+            &child.base_url,
+            b.connections,
+            2,
+            WARM_UP_S,
+            &format!("{tag}-w"),
+        )
+        .await?;
+    }
     let watch = match b.strategy.redis_kind() {
         Some(kind) => Some(Watch::connect(b, kind, db_url, prefix).await?),
         None => None,
@@ -433,6 +458,12 @@ pub fn render(r: &ShopBenchResult) -> String {
         "bench shop: {}{on}, {} s per phase, {} connections, {} build, {} cores (load {})\n",
         r.strategy, r.seconds, r.connections, r.build, r.cores, r.load_average
     ));
+    if r.warm_up_s > 0 {
+        out.push_str(&format!(
+            "warm-up: {} s of wrk first (the shop's pool opened), not counted\n",
+            r.warm_up_s
+        ));
+    }
     out.push_str(&format!(
         "shop, saturation (wrk):   {:>9.0} orders/s  p50 {:.2} ms  p90 {:.2} ms  p99 {:.2} ms  \
          ({} created, {} other answers, {} socket errors)\n",
