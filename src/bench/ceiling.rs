@@ -137,7 +137,8 @@ pub fn shop_script(strategy: Strategy) -> Option<Script> {
     let order = ["u", "item", "u", "u", "qty", "status", "t", "t", "u"];
     let body = match strategy {
         Strategy::ForUpdate => vec![
-            bind(sql.insert_order_and_lock, &[&order[..], &["item"]].concat()),
+            bind(sql.insert_order, &order),
+            bind(sql.lock_for_purchase, &["item"]),
             bind(
                 sql.deduct_within_limit,
                 &["qty", "item", "item", "u", "limit"],

@@ -11,13 +11,7 @@
 //! 1. `INSERT` the pending order, before the lock. Nobody else sees it until the commit, and
 //!    every refusal rolls it back; the orders table has no foreign key to `items`, so the insert
 //!    takes no lock on the item's row.
-//! 2. `SELECT ... FOR UPDATE`: the lock, and the stock under it. On PostgreSQL steps 1 and 2
-//!    are one statement, one round trip ([`crate::store::StoreTx::insert_order_and_lock`]: the
-//!    insert as a data-modifying CTE of the lock): the insert reads nobody's rows, and at READ
-//!    COMMITTED `FOR UPDATE` returns the row's newest version once the lock is granted, so
-//!    sharing the statement's snapshot costs neither step anything. The limit check is not
-//!    folded in the same way: it must read orders committed while this buyer waited for the
-//!    lock, which only a statement started after the lock sees (step 3).
+//! 2. `SELECT ... FOR UPDATE`: the lock, and the stock under it.
 //! 3. One `UPDATE` deducts the stock only if the buyer's live orders, this new one included,
 //!    stay within the limit: the limit check and the write are a single statement under the
 //!    lock ([`crate::store::StoreTx::deduct_within_limit`]). When a release (cancel or
@@ -61,13 +55,13 @@ pub(super) async fn purchase(
     }
     let mut tx = store.begin().await?;
     let order = Order::pending(p);
+    tx.insert_order(&order).await?;
     let locked = if settings.defect == Some(Defect::GetThenDecr) {
         // DEFECT get-then-decr: `FOR UPDATE` forgotten: a plain read of the stock, checked
         // below, then decremented by an update that trusts it.
-        tx.insert_order(&order).await?;
         tx.read_item(p.item_id).await?.map(|item| (item, 0))
     } else {
-        tx.insert_order_and_lock(&order).await?
+        tx.lock_for_purchase(p.item_id).await?
     };
     let Some((item, released_at_ms)) = locked else {
         tx.rollback().await?;

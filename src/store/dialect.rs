@@ -59,9 +59,6 @@ pub struct Statements {
     pub stamp_order: &'static str,
     /// for-update's lock: the item's columns and `released_at_ms`.
     pub lock_for_purchase: &'static str,
-    /// PostgreSQL: the pending order's insert (binds `ORDER_COLS`) and `lock_for_purchase`
-    /// (binds the item id) in one statement: a data-modifying CTE, one round trip.
-    pub insert_order_and_lock: &'static str,
     /// A release's restock, recording when it happened (`released_at_ms`).
     pub release_restock: &'static str,
     pub cas_deduct: &'static str,
@@ -183,15 +180,6 @@ impl Statements {
             lock_for_purchase: leak(format!(
                 "SELECT {ITEM_COLS}, released_at_ms FROM items WHERE id = ? FOR UPDATE"
             )),
-            // The insert needs no snapshot of anyone else's rows, and `FOR UPDATE` at READ
-            // COMMITTED returns the newest version of the row once its lock is granted, so
-            // the two can share one statement (and its snapshot). MySQL has no data-modifying
-            // CTE: it runs `insert_order` then `lock_for_purchase`.
-            insert_order_and_lock: leak(format!(
-                "WITH new_order AS (INSERT INTO orders ({ORDER_COLS}) \
-                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)) \
-                 SELECT {ITEM_COLS}, released_at_ms FROM items WHERE id = ? FOR UPDATE"
-            )),
             held_by_user: leak(held("user_id")),
             held_by_device: leak(held("device_id")),
             deduct: leak(
@@ -307,7 +295,6 @@ impl Statements {
             deduct_within_limit_stamped: f(self.deduct_within_limit_stamped),
             stamp_order: f(self.stamp_order),
             lock_for_purchase: f(self.lock_for_purchase),
-            insert_order_and_lock: f(self.insert_order_and_lock),
             release_restock: f(self.release_restock),
             cas_deduct: f(self.cas_deduct),
             conditional_deduct: f(self.conditional_deduct),
@@ -462,10 +449,6 @@ mod tests {
         assert!(insert_applied(Backend::Postgres, 2).contains("($4, $5, $6) ON CONFLICT"));
         assert!(insert_applied(Backend::Mysql, 1).contains("VALUES (?, ?, ?) ON DUPLICATE"));
         assert!(p.conditional_deduct.ends_with("id = $2 AND stock >= $3"));
-        assert!(p.insert_order_and_lock.ends_with(
-            "$9)) SELECT id, name, price_cents, initial_stock, stock, version, \
-                        purchase_limit, released_at_ms FROM items WHERE id = $10 FOR UPDATE"
-        ));
         assert!(p.insert_order_within_limit.ends_with("+ $12 <= $13"));
         assert!(s
             .insert_order_within_limit

@@ -63,25 +63,6 @@ impl StoreTx {
             .transpose()
     }
 
-    /// for-update's first two steps: inserts `order` (pending, before the lock) and takes the
-    /// item's row lock ([`Self::lock_for_purchase`]'s answer). One statement on PostgreSQL
-    /// (`Statements::insert_order_and_lock`), two on MySQL.
-    pub async fn insert_order_and_lock(
-        &mut self,
-        order: &Order,
-    ) -> Result<Option<(Item, i64)>, StoreError> {
-        if self.backend == Backend::Mysql {
-            self.insert_order(order).await?;
-            return self.lock_for_purchase(order.item_id).await;
-        }
-        let row = bind_order(sqlx::query(self.sql.insert_order_and_lock), order)
-            .bind(order.item_id)
-            .fetch_optional(&mut *self.tx)
-            .await?;
-        row.map(|r| Ok((item_from_row(&r)?, r.try_get::<i64, _>(7)?)))
-            .transpose()
-    }
-
     /// `stock = stock - order.qty` unless its buyer's live orders for the item (this one
     /// included) then exceed `limit`; false when they would (the caller holds the row lock).
     /// With `stamp`, `order` (this transaction's, inserted before the lock) is also stamped
