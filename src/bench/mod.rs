@@ -5,7 +5,8 @@
 //!   EVALSHA of the same script (also the redis-lua ceiling of `bench shop`).
 //! - [`shop`]: `bench shop`, the release reference shop as a child process, `POST /api/orders`
 //!   end to end over HTTP (`wrk` at saturation, [`rate`] at a fixed rate), next to the
-//!   strategy's ceiling ([`ceiling`]: redis-benchmark, pgbench or mysqlslap on the same work).
+//!   strategy's ceiling ([`ceiling`]: redis-benchmark, pgbench or mysqlslap on the same work;
+//!   [`ceiling_phase`]: which ceilings run, each with its own CPU meters).
 //! - [`wrk`]: the `wrk` run (its Lua script gives every request its own buyer and key) and
 //!   the parsing of its output.
 //! - [`rate`]: a fixed-rate HTTP client over [`http1`] (a bare keep-alive HTTP/1.1
@@ -20,6 +21,7 @@
 //! Ratios are measurements: tests check that they are produced, never how fast anything is.
 
 pub mod ceiling;
+pub mod ceiling_phase;
 pub mod cpu;
 pub mod generator;
 pub mod http1;

@@ -40,23 +40,45 @@ pub struct ShopCpu {
     pub shop_over_ceiling_client: Option<f64>,
     /// The database server's CPU per order at saturation over its CPU per ceiling operation.
     pub database_over_ceiling: Option<f64>,
+    /// pgbench: its client's CPU in a `-t 1` run of the ceiling's script, i.e. its clients'
+    /// connection set-up plus one transaction each (`ops`: those transactions).
+    pub ceiling_client_setup: Option<CpuUse>,
+    /// pgbench: its client's CPU per transaction without that set-up (the ceiling's run minus
+    /// the `-t 1` run, over the transactions between them): a divisor that does not move with
+    /// the rate.
+    pub ceiling_client_steady: Option<CpuUse>,
+    /// The shop's CPU per order over `ceiling_client_steady`.
+    pub shop_over_ceiling_client_steady: Option<f64>,
+}
+
+/// `a`'s CPU per operation over `b`'s (`None` when either is missing or `b` is 0).
+pub fn over(a: &Option<CpuUse>, b: &Option<CpuUse>) -> Option<f64> {
+    match (a, b) {
+        (Some(a), Some(b)) if b.us_per_op > 0.0 => Some(super::ratio(a.us_per_op, b.us_per_op)),
+        _ => None,
+    }
 }
 
 impl ShopCpu {
     pub fn of(saturation: PhaseCpu, ceiling: PhaseCpu, database_server: &str) -> ShopCpu {
-        let per = |u: &Option<CpuUse>| u.as_ref().map(|u| u.us_per_op);
-        let over = |a: Option<f64>, b: Option<f64>| match (a, b) {
-            (Some(a), Some(b)) if b > 0.0 => Some(super::ratio(a, b)),
-            _ => None,
-        };
         ShopCpu {
             database_server: database_server.to_string(),
-            shop_over_redis: over(per(&saturation.shop), per(&saturation.redis)),
-            shop_over_ceiling_client: over(per(&saturation.shop), per(&ceiling.client)),
-            database_over_ceiling: over(per(&saturation.database), per(&ceiling.database)),
+            shop_over_redis: over(&saturation.shop, &saturation.redis),
+            shop_over_ceiling_client: over(&saturation.shop, &ceiling.client),
+            database_over_ceiling: over(&saturation.database, &ceiling.database),
+            ceiling_client_setup: None,
+            ceiling_client_steady: None,
+            shop_over_ceiling_client_steady: None,
             saturation,
             ceiling,
         }
+    }
+
+    /// Adds pgbench's connection set-up (`setup`) and its client CPU without it (`steady`).
+    pub fn with_client_setup(&mut self, setup: Option<CpuUse>, steady: Option<CpuUse>) {
+        self.shop_over_ceiling_client_steady = over(&self.saturation.shop, &steady);
+        self.ceiling_client_setup = setup;
+        self.ceiling_client_steady = steady;
     }
 }
 
@@ -242,8 +264,9 @@ pub fn line(label: &str, c: &PhaseCpu, db_kind: &str, client: &str) -> String {
     format!("CPU per op, {label}: {}\n", parts.join("  "))
 }
 
-/// The CPU lines of `bench shop`'s summary; `tool` is the ceiling's client.
-pub fn render(cpu: &ShopCpu, tool: &str) -> String {
+/// The CPU lines of `bench shop`'s summary; `tool` is the ceiling's client, `ceiling_label`
+/// names its line.
+pub fn render(cpu: &ShopCpu, tool: &str, ceiling_label: &str) -> String {
     let mut out = String::new();
     let db = cpu.database_server.as_str();
     out.push_str(&line(
@@ -252,13 +275,23 @@ pub fn render(cpu: &ShopCpu, tool: &str) -> String {
         db,
         "wrk",
     ));
-    out.push_str(&line("ceiling", &cpu.ceiling, db, tool));
+    out.push_str(&line(ceiling_label, &cpu.ceiling, db, tool));
+    if let (Some(setup), Some(steady)) = (&cpu.ceiling_client_setup, &cpu.ceiling_client_steady) {
+        out.push_str(&format!(
+            "  {tool} client without its connections' set-up: {:.1} µs/{} (a `-t 1` run of the \
+             same script spent {:.1} ms on {} transactions, subtracted)\n",
+            steady.us_per_op, steady.unit, setup.cpu_ms, setup.ops
+        ));
+    }
     let mut ratios = Vec::new();
     if let Some(x) = cpu.shop_over_redis {
         ratios.push(format!("shop / Redis {x:.2}"));
     }
     if let Some(x) = cpu.shop_over_ceiling_client {
         ratios.push(format!("shop / {} client {x:.2}", tool));
+    }
+    if let Some(x) = cpu.shop_over_ceiling_client_steady {
+        ratios.push(format!("shop / {tool} client without its set-up {x:.2}"));
     }
     if let Some(x) = cpu.database_over_ceiling {
         ratios.push(format!("{db} per order / per ceiling op {x:.2}"));

@@ -4,22 +4,23 @@
 //! The shop runs as a child process (the runner's [`ChildShop`]) on a database and a Redis
 //! prefix of its own, with 1,000,000 units (nothing sells out), a pool of `--pool-size` (64;
 //! the SQL ceiling gets as many clients), no simulated work and every gateway limit off. Phases, one after the other so they never share the CPU:
+//! 0. SQL strategies: [`WARM_UP_S`] of wrk, not measured (the pool opens its connections);
 //! 1. `wrk` at saturation ([`super::wrk`]);
 //! 2. with `--rate`, the fixed-rate client ([`super::rate`]) at that rate (or a share of the
 //!    saturation rate just measured);
-//! 3. the shop stops, and the ceiling runs on the same servers ([`super::ceiling`]).
+//! 3. the shop stops, and the ceilings run on the same servers ([`super::ceiling_phase`]).
 //!
 //! For redis-lua and redis-buckets each HTTP phase also reports persistence: orders the
 //! consumers wrote to the database per second against orders acknowledged per second, the
 //! stream's backlog (summed over the B bucket streams) when the phase ended, and how long it
 //! then took to drain (the next phase starts drained).
 
-use super::ceiling::{self, Ceiling};
+use super::ceiling::Ceiling;
+use super::ceiling_phase::{self, client_steady, Ceilings};
 use super::rate::{self, RateResult, RateSpec};
-use super::redis::{bench_item, evalsha};
 use super::servers::{self, Ops, PhaseCpu, Servers, ShopCpu};
 use super::wrk::{self, WrkResult};
-use super::{host_port, ratio, require_tool};
+use super::{ratio, require_tool};
 use crate::inventory::redis_lua::keys::delete_prefix;
 use crate::inventory::redis_lua::stream::Backlog;
 use crate::inventory::{Durability, RedisEngine, RedisKind, RedisLua, RedisSettings, Strategy};
@@ -87,16 +88,37 @@ pub struct ShopBenchResult {
     pub cores: usize,
     /// `/proc/loadavg` when the run started (the machine may be shared).
     pub load_average: String,
+    /// Seconds of wrk before the measured phase (SQL strategies: the shop's pool connections
+    /// opened and their statements prepared; not counted in any figure).
+    pub warm_up_s: u64,
     pub saturation: WrkResult,
     pub saturation_persistence: Option<Persistence>,
     pub fixed_rate: Option<RateResult>,
     pub fixed_rate_persistence: Option<Persistence>,
+    /// The ceiling the ratios are against (for-update and conditional on PostgreSQL: the
+    /// shop's own statements, [`super::ceiling::shop_script`]).
     pub ceiling: Ceiling,
+    /// for-update and conditional on PostgreSQL: the bare hot row, a second ceiling.
+    pub ceiling_bare: Option<SecondCeiling>,
     /// Saturation orders/s over the ceiling's rate.
     pub ratio: f64,
     /// CPU per order of every process at saturation, and per operation of the ceiling.
     pub cpu: ShopCpu,
     pub shop_log: String,
+}
+
+/// SQL strategies: seconds of wrk before the measured phase, so the shop's pool is open.
+pub const WARM_UP_S: u64 = 1;
+
+/// A second ceiling, with its rate ratio and its CPU.
+#[derive(Debug, Clone, Serialize)]
+pub struct SecondCeiling {
+    pub ceiling: Ceiling,
+    /// Saturation orders/s over this ceiling's rate.
+    pub ratio: f64,
+    pub cpu: PhaseCpu,
+    /// The shop's CPU per order over this ceiling's client per transaction.
+    pub shop_over_client: Option<f64>,
 }
 
 /// Checks every tool the run needs before anything starts.
@@ -186,27 +208,22 @@ async fn phases(
         fixed,
         fixed_persist,
     } = measured;
-    let meter = servers.start(None, !b.strategy.uses_redis()).await;
-    let ceiling = ceiling_phase(b, tag, db_url, saturation.created).await;
-    let unit = if b.strategy.uses_redis() {
-        "call"
-    } else {
-        "transaction"
-    };
-    let ops = ceiling.as_ref().map_or(0, |c| c.operations);
-    let ceiling_cpu = meter
-        .done(&Ops {
-            ops,
-            unit,
-            db_ops: ops,
-            db_unit: unit,
-            client_ops: ops,
-            client_unit: unit,
-        })
-        .await;
+    let redis = settings(&b.redis_url, &format!("oversell-bench-ceiling-{tag}"));
+    let ceilings = ceiling_phase::run(b, tag, db_url, saturation.created, &servers, redis).await;
     let database_server = servers.database_kind;
     servers.close().await;
-    let ceiling = ceiling?;
+    let Ceilings { main, bare, setup } = ceilings?;
+    let steady = setup.as_ref().and_then(|s| client_steady(&main, s));
+    let mut cpu = ShopCpu::of(sat_cpu, main.cpu, database_server);
+    cpu.with_client_setup(setup.and_then(|s| s.cpu.client), steady);
+    let shop_cpu = cpu.saturation.shop.clone();
+    let ceiling_bare = bare.map(|m| SecondCeiling {
+        ratio: ratio(saturation.orders_per_s, m.ceiling.per_s),
+        shop_over_client: servers::over(&shop_cpu, &m.cpu.client),
+        ceiling: m.ceiling,
+        cpu: m.cpu,
+    });
+    let ceiling = main.ceiling;
     Ok(ShopBenchResult {
         strategy: b.strategy.to_string(),
         backend: (!b.strategy.uses_redis()).then(|| b.backend.as_str().to_string()),
@@ -222,13 +239,19 @@ async fn phases(
         },
         cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
         load_average,
+        warm_up_s: if b.strategy.uses_redis() {
+            0
+        } else {
+            WARM_UP_S
+        },
         ratio: ratio(saturation.orders_per_s, ceiling.per_s),
         saturation,
         saturation_persistence: sat_persist,
         fixed_rate: fixed,
         fixed_rate_persistence: fixed_persist,
         ceiling,
-        cpu: ShopCpu::of(sat_cpu, ceiling_cpu, database_server),
+        ceiling_bare,
+        cpu,
         shop_log: log.display().to_string(),
     })
 }
@@ -258,6 +281,19 @@ async fn http_phases(
         purchase_limit: 1,
     };
     child.put_sale(http, 1, &setup).await?;
+    if !b.strategy.uses_redis() {
+        // The shop's pool opens its connections (and prepares its statements on each) at
+        // their first use: a warm-up takes that set-up out of the measured phase, as the
+        // `-t 1` run takes pgbench's out of its figure (`ceiling_phase`).
+        wrk::run(
+            &child.base_url,
+            b.connections,
+            2,
+            WARM_UP_S,
+            &format!("{tag}-w"),
+        )
+        .await?;
+    }
     let watch = match b.strategy.redis_kind() {
         Some(kind) => Some(Watch::connect(b, kind, db_url, prefix).await?),
         None => None,
@@ -410,74 +446,6 @@ fn settings(redis_url: &str, prefix: &str) -> RedisSettings {
     .redis(redis_url, prefix)
 }
 
-const CLIENTS: usize = 64;
-
-async fn ceiling_phase(
-    b: &ShopBench,
-    tag: &str,
-    db_url: &str,
-    shop_calls: u64,
-) -> anyhow::Result<Ceiling> {
-    if let Some(kind) = b.strategy.redis_kind() {
-        // Keys of its own: redis-benchmark's stream entries must not reach the shop's tables.
-        let prefix = format!("oversell-bench-ceiling-{tag}");
-        let redis = RedisLua::connect(&settings(&b.redis_url, &prefix)).await?;
-        let out = async {
-            redis.warm(&bench_item()).await?;
-            let (host, port) = ceiling_node(&b.redis_url, &redis.keys(1).stock).await?;
-            evalsha(&redis, &host, port, CLIENTS, shop_calls.max(20_000)).await
-        }
-        .await;
-        delete_prefix(&b.redis_url, &prefix).await;
-        let e = out?;
-        return Ok(Ceiling {
-            tool: "redis-benchmark".into(),
-            unit: "evalsha calls".into(),
-            per_s: e.calls_per_s,
-            operations: e.calls,
-            clients: CLIENTS,
-            script: match kind {
-                RedisKind::Buckets => "EVALSHA lua/deduct.lua on one slot (one bucket's work: \
-                     the one-slot ceiling redis-buckets spreads past)"
-                    .into(),
-                RedisKind::Lua => "EVALSHA lua/deduct.lua (the shop's own script)".into(),
-            },
-            command: e.command,
-        });
-    }
-    let statements = ceiling::statements(b.strategy, b.backend)?;
-    // As many clients as the shop has connections: the same contention on the row.
-    let sql_clients = b.pool_size as usize;
-    ceiling::prepare_hot_row(db_url).await?;
-    match b.backend {
-        Backend::Postgres => {
-            ceiling::pgbench(db_url, &statements, sql_clients, b.seconds, tag).await
-        }
-        Backend::Mysql => {
-            let per_client = (b.seconds as usize * 40).max(10);
-            ceiling::mysqlslap(db_url, &statements, sql_clients, per_client).await
-        }
-    }
-}
-
-/// Where the EVALSHA ceiling runs: the Redis itself, or on a cluster the master serving the
-/// sale's slot (redis-benchmark, not cluster-aware here, must reach the keys' owner).
-async fn ceiling_node(redis_url: &str, stock_key: &str) -> anyhow::Result<(String, u16)> {
-    let url = if crate::inventory::redis_lua::conn::is_cluster(redis_url) {
-        let mut conn = crate::inventory::redis_lua::RedisConn::open(redis_url).await?;
-        let addr = crate::nemesis::cluster::master_of(&mut conn, stock_key).await?;
-        crate::inventory::redis_lua::conn::node_url(redis_url, &addr)
-    } else {
-        redis_url.to_string()
-    };
-    host_port(&url).with_context(|| {
-        format!(
-            "cannot read host and port from {}",
-            crate::services::redact_url(&url)
-        )
-    })
-}
-
 /// The terminal summary, every line wrapped to 100 columns but the ceiling's command (kept
 /// whole, to copy).
 pub fn render(r: &ShopBenchResult) -> String {
@@ -505,6 +473,12 @@ fn render_lines(r: &ShopBenchResult) -> String {
         "bench shop: {}{on}, {} s per phase, {} connections, {} build, {} cores (load {})\n",
         r.strategy, r.seconds, r.connections, r.build, r.cores, r.load_average
     ));
+    if r.warm_up_s > 0 {
+        out.push_str(&format!(
+            "warm-up: {} s of wrk first (the shop's pool opened), not counted\n",
+            r.warm_up_s
+        ));
+    }
     out.push_str(&format!(
         "shop, saturation (wrk):   {:>9.0} orders/s  p50 {:.2} ms  p90 {:.2} ms  p99 {:.2} ms  \
          ({} created, {} other answers, {} socket errors)\n",
@@ -534,11 +508,30 @@ fn render_lines(r: &ShopBenchResult) -> String {
     }
     let c = &r.ceiling;
     out.push_str(&format!(
-        "ceiling ({}):  {:>9.0} {}/s  ({} clients)\n",
-        c.tool, c.per_s, c.unit, c.clients
+        "ceiling ({}, {}):  {:>9.0} {}/s  ({} clients)\n",
+        c.tool, c.label, c.per_s, c.unit, c.clients
     ));
     out.push_str(&format!("ratio shop / ceiling:     {:>9.3}\n", r.ratio));
-    out.push_str(&servers::render(&r.cpu, &c.tool));
+    out.push_str(&servers::render(&r.cpu, &c.tool, "ceiling"));
+    if let Some(second) = &r.ceiling_bare {
+        let b = &second.ceiling;
+        out.push_str(&format!(
+            "second ceiling ({}, {}):  {:>9.0} {}/s  ratio shop / it {:.3}\n",
+            b.tool, b.label, b.per_s, b.unit, second.ratio
+        ));
+        out.push_str(&servers::line(
+            "second ceiling",
+            &second.cpu,
+            &r.cpu.database_server,
+            &b.tool,
+        ));
+        if let Some(x) = second.shop_over_client {
+            out.push_str(&format!(
+                "CPU ratio: shop / {} client (second ceiling) {x:.2}\n",
+                b.tool
+            ));
+        }
+    }
     out.push_str(&format!("ceiling: {}\n", c.command));
     out.push_str(&format!("shop log: {}\n", r.shop_log));
     if r.build != "release" {

@@ -152,6 +152,56 @@ async fn bench_shop_for_update_on_postgres_is_measured_against_pgbench() {
         "{v}"
     );
     assert_eq!(v["backend"], "postgres", "{v}");
+    // The ceiling runs the shop's own statements, the order row included; the bare hot row is
+    // the second ceiling, measured on its own; pgbench's connection set-up is measured by a
+    // `-t 1` run and taken out of the second client figure.
+    let c = &v["ceiling"];
+    assert!(
+        c["label"].as_str().unwrap().contains("shop's statements"),
+        "{v}"
+    );
+    assert!(
+        c["script"].as_str().unwrap().contains("INSERT INTO orders"),
+        "{v}"
+    );
+    assert!(c["script"].as_str().unwrap().contains("FOR UPDATE"), "{v}");
+    let bare = &v["ceiling_bare"];
+    assert!(
+        bare["ceiling"]["label"].as_str().unwrap().contains("bare"),
+        "{v}"
+    );
+    assert!(
+        !bare["ceiling"]["script"]
+            .as_str()
+            .unwrap()
+            .contains("orders"),
+        "{v}"
+    );
+    assert!(bare["ceiling"]["per_s"].as_f64().unwrap() > 0.0, "{v}");
+    cpu_figure(&bare["cpu"]["client"], "transaction", "RUSAGE_CHILDREN", &v);
+    cpu_figure(
+        &cpu["ceiling_client_setup"],
+        "transaction",
+        "RUSAGE_CHILDREN",
+        &v,
+    );
+    // `-t 1`: one transaction per client, as many clients as the shop's pool.
+    let clients = v["pool_size"].as_u64().unwrap();
+    assert_eq!(
+        cpu["ceiling_client_setup"]["ops"].as_u64(),
+        Some(clients),
+        "{v}"
+    );
+    cpu_figure(&cpu["ceiling_client_steady"], "transaction", "-t 1", &v);
+    assert_eq!(
+        cpu["ceiling_client_steady"]["ops"].as_u64().unwrap(),
+        c["operations"].as_u64().unwrap() - clients,
+        "{v}"
+    );
+    assert!(
+        cpu["shop_over_ceiling_client_steady"].as_f64().is_some(),
+        "{v}"
+    );
     assert!(v["fixed_rate"].is_null(), "{v}");
     assert!(v["saturation_persistence"].is_null(), "{v}");
 }
