@@ -336,13 +336,16 @@ impl Statements {
 /// connection; a `VALUES` list of 9 parameters per row was a new statement to parse and plan for
 /// every distinct batch length). Binds the item id, the status, then one array per column
 /// ([`super::pg_array`]): ids, users, devices, quantities, times, keys. Answers the ids
-/// really inserted (a replayed order conflicts on the primary key and is left as it is).
-pub const PG_INSERT_ORDERS: &str = "INSERT INTO orders (id, item_id, user_id, device_id, qty, \
-     status, created_at_ms, updated_at_ms, idempotency_key) \
+/// that were **not** inserted: a replayed order conflicts on the primary key and is left as it
+/// is (normally no row comes back).
+pub const PG_INSERT_ORDERS: &str = "WITH ins AS (INSERT INTO orders (id, item_id, user_id, \
+     device_id, qty, status, created_at_ms, updated_at_ms, idempotency_key) \
      SELECT u.id, $1, u.user_id, u.device_id, u.qty, $2, u.at, u.at, u.key \
      FROM unnest($3::text[], $4::text[], $5::text[], $6::bigint[], $7::bigint[], $8::text[]) \
      AS u(id, user_id, device_id, qty, at, key) \
-     ON CONFLICT (id) DO NOTHING RETURNING id";
+     ON CONFLICT (id) DO NOTHING RETURNING id) \
+     SELECT a.id FROM unnest($3::text[]) AS a(id) \
+     WHERE NOT EXISTS (SELECT 1 FROM ins WHERE ins.id = a.id)";
 
 /// PostgreSQL: [`insert_applied`] as one statement whatever the number of ids: binds the item
 /// id, then the ids' `ms` and `seq` as two arrays.

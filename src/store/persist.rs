@@ -353,14 +353,15 @@ async fn apply_orders(
     let (unique, repeats): (Vec<&PersistEvent>, Vec<&PersistEvent>) =
         run.iter().partition(|ev| seen.insert(ev.order_id.as_str()));
     let fresh: Vec<&PersistEvent> = match backend {
-        // `ON CONFLICT DO NOTHING RETURNING id`: the rows really inserted, no lookup first (an
-        // `id IN (...)` lookup of 200 parameters can get a plan cached while the table was
-        // empty, a sequential scan: seconds per batch once the table has grown). One array
-        // per column, so the statement is the same for every batch.
+        // `ON CONFLICT DO NOTHING`, answering the ids that were *not* inserted (a replayed
+        // batch; normally none): no lookup first (an `id IN (...)` lookup of 200 parameters
+        // can get a plan cached while the table was empty, a sequential scan: seconds per
+        // batch once the table has grown), and no row back per new order. One array per
+        // column, so the statement is the same for every batch.
         Backend::Postgres => {
             let text =
                 |f: fn(&PersistEvent) -> Option<&str>| pg_array::text(unique.iter().map(|e| f(e)));
-            let inserted: HashSet<String> =
+            let existing: HashSet<String> =
                 sqlx::query_scalar::<_, String>(super::dialect::PG_INSERT_ORDERS)
                     .bind(item)
                     .bind(OrderStatus::PendingPayment.as_str())
@@ -374,9 +375,9 @@ async fn apply_orders(
                     .await?
                     .into_iter()
                     .collect();
-            let (fresh, old): (Vec<_>, Vec<_>) = unique
+            let (old, fresh): (Vec<_>, Vec<_>) = unique
                 .into_iter()
-                .partition(|ev| inserted.contains(&ev.order_id));
+                .partition(|ev| existing.contains(&ev.order_id));
             replayed(tx, sql, old.into_iter().chain(repeats), stats).await?;
             fresh
         }
