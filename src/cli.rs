@@ -323,6 +323,20 @@ pub struct CompareArgs {
     pub conn: ConnArgs,
 }
 
+/// The tokio runtime the command runs on: multi-threaded, every driver on; `serve
+/// --worker-threads N` (N > 0) sets its workers, else tokio's default (one per core, or
+/// `TOKIO_WORKER_THREADS`).
+pub fn runtime(cli: &Cli) -> std::io::Result<tokio::runtime::Runtime> {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    builder.enable_all();
+    if let Command::Serve(args) = &cli.command {
+        if args.knobs.worker_threads > 0 {
+            builder.worker_threads(args.knobs.worker_threads as usize);
+        }
+    }
+    builder.build()
+}
+
 /// Runs the parsed command; the returned code is the process exit code. A command that stops
 /// with an error and was asked for `--json` also says so on stdout.
 pub async fn run(cli: Cli) -> anyhow::Result<i32> {

@@ -6,16 +6,24 @@
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-#[tokio::main]
-async fn main() {
+fn main() {
     oversell::telemetry::init_tracing();
     let cli = oversell::cli::parse();
-    let code = match oversell::cli::run(cli).await {
-        Ok(code) => code,
+    let runtime = match oversell::cli::runtime(&cli) {
+        Ok(rt) => rt,
         Err(e) => {
-            eprintln!("error: {e:#}");
-            oversell::cli::exit_code_for(&e)
+            eprintln!("error: starting the async runtime: {e}");
+            std::process::exit(2);
         }
     };
+    let code = runtime.block_on(async {
+        match oversell::cli::run(cli).await {
+            Ok(code) => code,
+            Err(e) => {
+                eprintln!("error: {e:#}");
+                oversell::cli::exit_code_for(&e)
+            }
+        }
+    });
     std::process::exit(code);
 }

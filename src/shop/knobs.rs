@@ -105,6 +105,10 @@ knobs! {
         consumers: u32 = 2, 1..=32;
         /// redis-buckets: how many buckets (hash slots) a sale's stock is split over.
         buckets: u32 = 4, 1..=64;
+        /// Worker threads of the shop's tokio runtime (0 = tokio's default: one per core). On a
+        /// machine whose cores the shop shares with Redis and the database, fewer workers wake
+        /// each other less (docs/src/performance/overview.md, "redis-lua").
+        worker_threads: u32 = 0, 0..=1024;
     }
 }
 

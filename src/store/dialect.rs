@@ -94,7 +94,9 @@ pub struct Statements {
     pub lock_applied: &'static str,
     /// Stream ids applied above a mark, in stream order.
     pub applied_above: &'static str,
-    /// Forgets the applied ids at or below a mark (the mark now covers them).
+    /// Forgets the applied ids above the old mark and at or below the new one (the new mark
+    /// covers them; those at or below the old one are gone already). Bounded below so the
+    /// scan does not walk the index entries of every id deleted before (dead until a vacuum).
     pub delete_applied_upto: &'static str,
     /// Forgets every applied id of an item (a fresh sale).
     pub delete_applied: &'static str,
@@ -262,7 +264,7 @@ impl Statements {
             ),
             delete_applied_upto: leak(
                 "DELETE FROM applied_events WHERE item_id = ? \
-                 AND (ms < ? OR (ms = ? AND seq <= ?))"
+                 AND (ms, seq) > (?, ?) AND (ms, seq) <= (?, ?)"
                     .into(),
             ),
             delete_applied: leak("DELETE FROM applied_events WHERE item_id = ?".into()),
@@ -328,6 +330,28 @@ impl Statements {
         }
     }
 }
+
+/// PostgreSQL: the persistence consumer's run of new pending orders in one statement whose
+/// text does not depend on the run's length (so it stays prepared, and its plan cached, on each
+/// connection; a `VALUES` list of 9 parameters per row was a new statement to parse and plan for
+/// every distinct batch length). Binds the item id, the status, then one array per column
+/// ([`super::pg_array`]): ids, users, devices, quantities, times, keys. Answers the ids
+/// that were **not** inserted: a replayed order conflicts on the primary key and is left as it
+/// is (normally no row comes back).
+pub const PG_INSERT_ORDERS: &str = "WITH ins AS (INSERT INTO orders (id, item_id, user_id, \
+     device_id, qty, status, created_at_ms, updated_at_ms, idempotency_key) \
+     SELECT u.id, $1, u.user_id, u.device_id, u.qty, $2, u.at, u.at, u.key \
+     FROM unnest($3::text[], $4::text[], $5::text[], $6::bigint[], $7::bigint[], $8::text[]) \
+     AS u(id, user_id, device_id, qty, at, key) \
+     ON CONFLICT (id) DO NOTHING RETURNING id) \
+     SELECT a.id FROM unnest($3::text[]) AS a(id) \
+     WHERE NOT EXISTS (SELECT 1 FROM ins WHERE ins.id = a.id)";
+
+/// PostgreSQL: [`insert_applied`] as one statement whatever the number of ids: binds the item
+/// id, then the ids' `ms` and `seq` as two arrays.
+pub const PG_INSERT_APPLIED: &str = "INSERT INTO applied_events (item_id, ms, seq) \
+     SELECT $1, u.ms, u.seq FROM unnest($2::bigint[], $3::bigint[]) AS u(ms, seq) \
+     ON CONFLICT DO NOTHING";
 
 /// Records `rows` applied stream ids of one item (`(item_id, ms, seq)` bound per row); an id
 /// recorded before (a replayed batch) is left as it is.

@@ -10,12 +10,14 @@
 //! - `rows`: rows to items and orders, orders to bind parameters.
 //! - `tx`: [`StoreTx`], the locking strategies' transaction.
 //! - `persist`: redis-lua's stream events applied in batches, and the low-water mark.
+//! - `pg_array`: PostgreSQL array literals, a batch's column in one parameter.
 
 mod backend;
 pub mod dialect;
 mod error;
 mod orders;
 mod persist;
+mod pg_array;
 mod rows;
 mod tx;
 

@@ -18,7 +18,7 @@
 //! raises the mark to it, forgets the applied ids the mark now covers, and records its own ids
 //! above the mark in `applied_events`, all under the item's row lock.
 
-use super::{dialect::Statements, Backend, StoreError};
+use super::{dialect::Statements, pg_array, Backend, StoreError};
 use crate::model::OrderStatus;
 use sqlx::{Any, AnyPool, Row, Transaction};
 use std::collections::HashSet;
@@ -186,13 +186,26 @@ pub(super) async fn apply(
             .filter(|id| *id > mark)
             .map(as_columns)
             .collect();
-        for chunk in above.chunks(APPLIED_CHUNK) {
-            let stmt = super::dialect::insert_applied(backend, chunk.len());
-            let mut q = sqlx::query(sqlx::AssertSqlSafe(stmt));
-            for (ms, seq) in chunk {
-                q = q.bind(item).bind(*ms).bind(*seq);
+        match backend {
+            Backend::Postgres if !above.is_empty() => {
+                sqlx::query(super::dialect::PG_INSERT_APPLIED)
+                    .bind(item)
+                    .bind(pg_array::bigint(above.iter().map(|id| id.0)))
+                    .bind(pg_array::bigint(above.iter().map(|id| id.1)))
+                    .execute(&mut *tx)
+                    .await?;
             }
-            q.execute(&mut *tx).await?;
+            Backend::Postgres => {}
+            Backend::Mysql => {
+                for chunk in above.chunks(APPLIED_CHUNK) {
+                    let stmt = super::dialect::insert_applied(backend, chunk.len());
+                    let mut q = sqlx::query(sqlx::AssertSqlSafe(stmt));
+                    for (ms, seq) in chunk {
+                        q = q.bind(item).bind(*ms).bind(*seq);
+                    }
+                    q.execute(&mut *tx).await?;
+                }
+            }
         }
     }
     if deduct == Deduct::InBatch {
@@ -255,10 +268,11 @@ async fn raise_mark(
         .bind(item)
         .execute(&mut **tx)
         .await?;
-    let (ms, seq) = as_columns(candidate);
+    let ((old_ms, old_seq), (ms, seq)) = (as_columns(current), as_columns(candidate));
     sqlx::query(sql.delete_applied_upto)
         .bind(item)
-        .bind(ms)
+        .bind(old_ms)
+        .bind(old_seq)
         .bind(ms)
         .bind(seq)
         .execute(&mut **tx)
@@ -339,24 +353,31 @@ async fn apply_orders(
     let (unique, repeats): (Vec<&PersistEvent>, Vec<&PersistEvent>) =
         run.iter().partition(|ev| seen.insert(ev.order_id.as_str()));
     let fresh: Vec<&PersistEvent> = match backend {
-        // `ON CONFLICT DO NOTHING RETURNING id`: the rows really inserted, no lookup first (an
-        // `id IN (...)` lookup of 200 parameters can get a plan cached while the table was
-        // empty, a sequential scan: seconds per batch once the table has grown).
+        // `ON CONFLICT DO NOTHING`, answering the ids that were *not* inserted (a replayed
+        // batch; normally none): no lookup first (an `id IN (...)` lookup of 200 parameters
+        // can get a plan cached while the table was empty, a sequential scan: seconds per
+        // batch once the table has grown), and no row back per new order. One array per
+        // column, so the statement is the same for every batch.
         Backend::Postgres => {
-            let stmt = super::dialect::insert_orders(backend, unique.len())
-                + " ON CONFLICT (id) DO NOTHING RETURNING id";
-            let inserted: HashSet<String> = bind_orders!(
-                sqlx::query_scalar::<_, String>(sqlx::AssertSqlSafe(stmt)),
-                item,
-                unique
-            )
-            .fetch_all(&mut **tx)
-            .await?
-            .into_iter()
-            .collect();
-            let (fresh, old): (Vec<_>, Vec<_>) = unique
+            let text =
+                |f: fn(&PersistEvent) -> Option<&str>| pg_array::text(unique.iter().map(|e| f(e)));
+            let existing: HashSet<String> =
+                sqlx::query_scalar::<_, String>(super::dialect::PG_INSERT_ORDERS)
+                    .bind(item)
+                    .bind(OrderStatus::PendingPayment.as_str())
+                    .bind(text(|e| Some(&e.order_id)))
+                    .bind(text(|e| Some(&e.user_id)))
+                    .bind(text(|e| e.device_id.as_deref()))
+                    .bind(pg_array::bigint(unique.iter().map(|e| e.qty)))
+                    .bind(pg_array::bigint(unique.iter().map(|e| e.at_ms)))
+                    .bind(text(|e| e.idempotency_key.as_deref()))
+                    .fetch_all(&mut **tx)
+                    .await?
+                    .into_iter()
+                    .collect();
+            let (old, fresh): (Vec<_>, Vec<_>) = unique
                 .into_iter()
-                .partition(|ev| inserted.contains(&ev.order_id));
+                .partition(|ev| existing.contains(&ev.order_id));
             replayed(tx, sql, old.into_iter().chain(repeats), stats).await?;
             fresh
         }
