@@ -178,9 +178,9 @@ pub fn apply(file: &Path, plan: &mut [BuyerPlan]) -> Result<Columns, CsvError> {
         });
     }
     for (b, a) in plan.iter_mut().zip(accounts) {
-        b.user_id = a.user_id;
-        b.device_id = a.device_id;
-        b.ip = a.ip;
+        b.user_id = a.user_id.into();
+        b.device_id = a.device_id.into();
+        b.ip = a.ip.into();
     }
     columns.truncate(plan.len());
     Ok(columns)

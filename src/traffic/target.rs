@@ -321,8 +321,8 @@ impl Target {
             Placeholder::PriceCents => s.price_cents.to_string().into(),
             Placeholder::Name => Cow::Borrowed(s.name.as_str()),
             Placeholder::Qty => "1".into(),
-            Placeholder::UserId => Cow::Borrowed(b?.user_id.as_str()),
-            Placeholder::DeviceId => Cow::Borrowed(b?.device_id.as_str()),
+            Placeholder::UserId => b?.user_id.as_cow(),
+            Placeholder::DeviceId => b?.device_id.as_cow(),
             Placeholder::OrderId => Cow::Borrowed(order_id?),
         })
     }
@@ -372,7 +372,7 @@ impl Target {
             headers.push(("Cookie".into(), c));
         }
         if let Some(b) = b.filter(|_| !self.mapping.ip_header.is_empty()) {
-            headers.push((self.mapping.ip_header.clone(), b.ip.clone()));
+            headers.push((self.mapping.ip_header.clone(), b.ip.to_string()));
         }
         if let Some(k) = key.filter(|_| !self.mapping.idempotency_header.is_empty()) {
             headers.push((self.mapping.idempotency_header.clone(), k.to_string()));

@@ -5,7 +5,7 @@
 //! scripts ([`super::script`]) are built on these.
 
 use super::super::adversary::RetryPolicy;
-use super::super::recorder::{Ack, Kind, Recorder};
+use super::super::recorder::{Key, Kind, Recorder};
 use super::super::schedule::BuyerPlan;
 use super::super::target::{Classified, Prepared, Target, Targets};
 use super::pool::{Jobs, PoolGone};
@@ -34,8 +34,8 @@ pub(super) struct Tried {
 }
 
 /// Sends `prepared` and, as `[client] retry` says, sends the same request again (an order with
-/// its attempt's `Idempotency-Key`, `key`) after each failure it names; returns the last
-/// try. An order's failed tries are recorded as attempts here (the last is the caller's to
+/// its attempt's `Idempotency-Key`, attempt `key` of buyer `b`) after each failure it names;
+/// returns the last try. An order's failed tries are recorded as attempts here (the last is the caller's to
 /// record); `resend`: the first send already repeats an earlier request (`resend_same_key`).
 #[allow(clippy::too_many_arguments)]
 pub(super) async fn with_retries(
@@ -45,17 +45,27 @@ pub(super) async fn with_retries(
     prepared: Prepared,
     b: &BuyerPlan,
     intended: Instant,
-    key: Option<&str>,
+    key: Option<usize>,
     resend: bool,
 ) -> Result<Tried, PoolGone> {
     let rec = &ctx.recorder;
     let mut intended = intended;
     let mut n = 0u32;
+    // Without a retry policy the request goes out once: no copy of it is kept.
+    let mut kept = Some(prepared);
     loop {
         let retried = n > 0 || resend;
+        let this = match (&ctx.retry, kept.take()) {
+            (Some(_), Some(p)) => {
+                kept = Some(p.clone());
+                p
+            }
+            (None, Some(p)) => p,
+            (_, None) => unreachable!("a request is resent only under a retry policy"),
+        };
         let (c, sent, done) = ctx
             .jobs
-            .send_as(target, kind, prepared.clone(), intended, retried)
+            .send_as(target, kind, this, intended, retried)
             .await?;
         n += 1;
         let Some(wait) = ctx.retry.as_ref().and_then(|p| p.wait(c.answer, n)) else {
@@ -67,7 +77,11 @@ pub(super) async fn with_retries(
                 retried,
             });
         };
-        if let Some(key) = key {
+        if let Some(n_key) = key {
+            let key = Key::Attempt {
+                buyer: b.index,
+                n: n_key,
+            };
             if resend && n == 1 {
                 rec.retrying(key);
             }
@@ -79,31 +93,23 @@ pub(super) async fn with_retries(
     }
 }
 
-/// An order a buyer was told was created: its id, when the answer came, its attempt's key,
-/// and its acknowledgement's index in the recorder.
-pub(super) type Created = (Option<String>, Instant, String, usize);
+/// An order a buyer was told was created: its id, when the answer came, its attempt's number
+/// (its key: [`Recorder::attempt_key`]), and its acknowledgement's index in the recorder.
+pub(super) type Created = (Option<String>, Instant, usize, usize);
 
-/// Tells the client an order exists (`key`: its attempt's idempotency key; `sent`: when the
-/// attempt was meant to go out); returns the acknowledgement's index.
-pub(super) fn ack(
+/// Records buyer `b`'s attempt `n` answered `c` at `at` and, if it created an order, tells
+/// the client so (`sent`: when the attempt was meant to go out); returns the
+/// acknowledgement's index then.
+pub(super) fn attempted(
     rec: &Recorder,
     b: &BuyerPlan,
-    key: &str,
-    order_id: Option<String>,
+    n: usize,
+    c: &Classified,
     at: Instant,
     sent: Instant,
-) -> usize {
-    let ack = Ack {
-        key: Some(key.to_string()),
-        order_id,
-        buyer: b.index,
-        user_id: b.user_id.clone(),
-        device_id: b.device_id.clone(),
-        bot: b.bot,
-        at_ms: 0,
-        sent_ms: rec.ms(sent),
-        cancel_sent_ms: None,
-        paid_ms: None,
-    };
-    rec.ack(ack, at)
+) -> Option<usize> {
+    let key = Key::Attempt { buyer: b.index, n };
+    let attempt = rec.attempt(key, b.index, c.answer, c.order_id.as_deref(), at);
+    (c.answer == super::super::recorder::Answer::Created)
+        .then(|| rec.ack(attempt, &b.user_id, &b.device_id, b.bot, sent))
 }

@@ -18,7 +18,7 @@ use super::super::schedule::{AfterOrder, BuyerPlan};
 use super::super::session::Session;
 use super::super::target::{Action, Classified, Target};
 pub(super) use super::context::Ctx;
-use super::context::{ack, with_retries, Created};
+use super::context::{attempted, with_retries, Created};
 use super::pool::PoolGone;
 use std::sync::Arc;
 use std::time::Duration;
@@ -44,22 +44,47 @@ pub(super) fn arrival_order(plan: &[BuyerPlan]) -> Option<Vec<u32>> {
 /// Spawns every buyer's journey [`AHEAD`] of its arrival; returns once the last is spawned
 /// (or the pool is gone). The journeys hold the shared context: the queue closes when the last
 /// one finishes.
+///
+/// A buyer due while every sender is held (the shop is slower than the arrivals) is held back:
+/// it waits as a number in the plan, not as a task with its request queued, so a backlog of a
+/// hundred thousand buyers costs no memory. It is spawned as soon as a sender could take its
+/// request, which then counts its wait from its arrival (or from the moment the hold began, if
+/// it was due before) as sender wait, the shop's ([`super::pool::HELD`]), exactly as if it had
+/// been queued then; it is checked every [`TICK`].
 pub(super) async fn dispatch(ctx: Arc<Ctx>) {
     let plan = ctx.plan.clone();
     let order = arrival_order(&plan);
     let at = |k: usize| order.as_ref().map_or(k, |o| o[k] as usize);
     let opened = ctx.recorder.opened();
     let mut next = 0;
+    // When buyers began to be held back, while they are.
+    let mut holding: Option<Instant> = None;
     while next < plan.len() {
         if ctx.jobs.is_closed() {
             return;
         }
-        let horizon = Instant::now() + AHEAD;
+        let now = Instant::now();
+        let horizon = now + AHEAD;
+        let mut held_back = false;
         while next < plan.len() && opened + plan[at(next)].arrival <= horizon {
-            tokio::spawn(journey(ctx.clone(), at(next)));
+            let arrival = opened + plan[at(next)].arrival;
+            let due = arrival <= now;
+            if due && ctx.jobs.saturated() {
+                holding.get_or_insert(now);
+                held_back = true;
+                break;
+            }
+            let held = holding.filter(|_| due).map(|since| since.max(arrival));
+            let journey = journey(ctx.clone(), at(next));
+            tokio::spawn(super::pool::HELD.scope(std::cell::Cell::new(held), journey));
             next += 1;
         }
-        if next < plan.len() {
+        if !held_back {
+            holding = None;
+        }
+        if held_back {
+            tokio::time::sleep(TICK).await;
+        } else if next < plan.len() {
             let arrival = opened + plan[at(next)].arrival;
             let due = arrival.checked_sub(AHEAD).unwrap_or(opened);
             tokio::time::sleep_until(due.max(Instant::now() + TICK)).await;
@@ -101,25 +126,31 @@ fn leaves(rec: &Recorder, b: &BuyerPlan) {
     rec.finished(b.index, result);
 }
 
-/// Sends an order attempt of buyer `b` (retried as `[client] retry` says), filled in from
-/// its session (which learns the answer); an answer `pending` is followed until the shop
-/// decides it ([`super::poll::decide`]), whose answer is then the attempt's.
+/// Sends order attempt `n` of buyer `b` with its key (retried as `[client] retry` says),
+/// filled in from its session (which learns the answer); an answer `pending` is followed
+/// until the shop decides it ([`super::poll::decide`]), whose answer is then the attempt's.
 async fn send_order(
     ctx: &Ctx,
     target: &Arc<Target>,
-    order: &Action,
+    n: usize,
     b: &BuyerPlan,
     session: &mut Session,
     intended: Instant,
 ) -> Result<(Option<Classified>, Instant), PoolGone> {
-    let Some(prepared) = target.prepare(order, b, session) else {
+    let order = Action::Order(Some(ctx.recorder.attempt_key(b.index, n)));
+    let Some(prepared) = target.prepare(&order, b, session) else {
         return Ok((None, intended));
     };
-    let key = match order {
-        Action::Order(key) => key.as_deref(),
-        _ => None,
-    };
-    let sent = with_retries(ctx, target, Kind::Order, prepared, b, intended, key, false);
+    let sent = with_retries(
+        ctx,
+        target,
+        Kind::Order,
+        prepared,
+        b,
+        intended,
+        Some(n),
+        false,
+    );
     let t = Box::pin(sent).await?;
     session.learn(&t.c.learned);
     if t.c.answer != Answer::Pending {
@@ -166,21 +197,17 @@ async fn journey(ctx: Arc<Ctx>, i: usize) -> Result<(), PoolGone> {
     for (n, gap) in b.resubmits.iter().enumerate() {
         at += *gap;
         let ctx = ctx.clone();
-        let key = rec.attempt_key(b.index, n + 1);
         let mut session = session.clone();
         extra.push(tokio::spawn(async move {
             tokio::time::sleep_until(at).await;
             let b = &ctx.plan[i];
-            let order = Action::Order(Some(key.clone()));
             let t = ctx.targets.of(b);
-            let (c, done) = send_order(&ctx, t, &order, b, &mut session, at).await?;
-            Ok::<_, PoolGone>((c, done, key, at))
+            let (c, done) = send_order(&ctx, t, n + 1, b, &mut session, at).await?;
+            Ok::<_, PoolGone>((c, done, n + 1, at))
         }));
     }
-    let key = rec.attempt_key(b.index, 0);
-    let order = Action::Order(Some(key.clone()));
-    let (first, done) = send_order(&ctx, target, &order, b, &mut session, intended).await?;
-    let mut answered = vec![(first, done, key, intended)];
+    let (first, done) = send_order(&ctx, target, 0, b, &mut session, intended).await?;
+    let mut answered = vec![(first, done, 0, intended)];
     for task in extra {
         if let Ok(answer) = task.await {
             answered.push(answer?);
@@ -194,12 +221,10 @@ async fn journey(ctx: Arc<Ctx>, i: usize) -> Result<(), PoolGone> {
     let first_class = answered
         .first()
         .and_then(|(c, ..)| c.as_ref().map(|c| c.answer));
-    for (c, at, key, sent) in answered {
+    for (c, at, n, sent) in answered {
         let Some(c) = c else { continue };
-        rec.attempt(&key, b.index, c.answer, c.order_id.as_deref(), at);
-        if c.answer == Answer::Created {
-            let ack = ack(rec, b, &key, c.order_id.clone(), at, sent);
-            created.push((c.order_id, at, key, ack));
+        if let Some(ack) = attempted(rec, b, n, &c, at, sent) {
+            created.push((c.order_id, at, n, ack));
         }
     }
     if let AfterOrder::Script { .. } = b.after {

@@ -11,6 +11,7 @@
 //! process arguments.
 
 mod context;
+mod hand_off;
 mod journey;
 mod login;
 mod poll;
@@ -156,7 +157,7 @@ pub async fn fire(
         Err(e) => {
             // No sender is left: stop spawning buyers and fail the ones waiting in the queue.
             dispatcher.abort();
-            leftover.drain().for_each(drop);
+            leftover.abandon();
             return Err(e.context("the goose senders failed"));
         }
     };

@@ -1,7 +1,8 @@
-//! The senders: a fixed pool of goose users, each looping over one shared queue of requests.
+//! The senders: a fixed pool of goose users, each taking the requests handed to it.
 //!
 //! Buyers are plain tasks ([`super::journey`]); each hands its requests to the pool as
-//! [`Job`]s and waits for the answers. A sender takes the next job, sends it through goose
+//! [`Job`]s and waits for the answers: straight to the sender that went idle last, or queued
+//! when none is ([`super::hand_off`]). A sender takes the next job, sends it through goose
 //! (`user.request`, so goose's metrics see every request and stay a cross-check of ours),
 //! records it, and hands the answer back. The pool is started at its full size ([`SENDERS`], a
 //! large cap) before the sale opens, so nothing waits for a sender while one is free. A request
@@ -14,6 +15,8 @@
 use super::super::mapping::Method;
 use super::super::recorder::{Answer, Kind, Recorder};
 use super::super::target::{Classified, Prepared, Read, Target};
+pub(super) use super::hand_off::Queue;
+use super::hand_off::{self, Give};
 use goose::client::GooseClientBuilder;
 use goose::config::GooseConfiguration;
 use goose::metrics::GooseMetrics;
@@ -47,6 +50,14 @@ pub(super) struct Job {
     pub(super) retry: bool,
 }
 
+tokio::task_local! {
+    /// Set in the task of a buyer the dispatcher held back while every sender was held
+    /// ([`super::journey::dispatch`]): when its first request began to wait for a sender (its
+    /// arrival, or the moment the hold began if it was due before). That first request takes
+    /// it: its wait from there is sender wait, the shop's, as if it had been queued then.
+    pub(super) static HELD: std::cell::Cell<Option<Instant>>;
+}
+
 /// The pool stopped (its goose attack ended or failed): nothing will be sent any more.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct PoolGone;
@@ -55,7 +66,7 @@ pub(super) struct PoolGone;
 /// the queue is empty.
 #[derive(Clone)]
 pub(super) struct Jobs {
-    tx: flume::Sender<Job>,
+    give: Give,
     saturation: Arc<Saturation>,
 }
 
@@ -130,46 +141,53 @@ impl Jobs {
         retry: bool,
     ) -> Result<(Classified, Instant, Instant), PoolGone> {
         let (reply, answer) = oneshot::channel();
-        let waited_since = self.saturation.full_for(self.tx.len()).then(Instant::now);
+        let held = HELD.try_with(|h| h.take()).ok().flatten();
         let job = Job {
             target: target.clone(),
             kind,
             prepared,
             intended,
-            waited_since,
+            waited_since: held,
             reply,
             retry,
         };
-        self.tx.send(job).map_err(|_| PoolGone)?;
+        // Queued behind `queued` others with every sender held: it waits for a sender.
+        let full = |job: &mut Job, queued: usize| {
+            if job.waited_since.is_none() {
+                job.waited_since = self.saturation.full_for(queued).then(Instant::now);
+            }
+        };
+        self.give.give(job, full).map_err(|_| PoolGone)?;
         answer.await.map_err(|_| PoolGone)
     }
 
     /// Whether no sender is left to take a job.
     pub fn is_closed(&self) -> bool {
-        self.tx.is_disconnected()
+        self.give.is_gone()
+    }
+
+    /// Whether a request handed over now would wait for a sender (every sender held, or
+    /// held and queued for).
+    pub(super) fn saturated(&self) -> bool {
+        self.saturation.full_for(self.give.queued())
     }
 }
 
-/// A new, empty queue for `senders` senders: the buyers' end, the senders' end, and how busy
-/// the senders are.
-pub(super) fn queue(senders: usize) -> (Jobs, flume::Receiver<Job>, Arc<Saturation>) {
-    let (tx, rx) = flume::unbounded();
+/// A new, empty hand-off for `senders` senders: the buyers' end, the senders' end, and how
+/// busy the senders are.
+pub(super) fn queue(senders: usize) -> (Jobs, Queue, Arc<Saturation>) {
+    let (give, queue) = hand_off::new();
     let saturation = Arc::new(Saturation::new(senders));
     let jobs = Jobs {
-        tx,
+        give,
         saturation: saturation.clone(),
     };
-    (jobs, rx, saturation)
+    (jobs, queue, saturation)
 }
 
 /// What every sender shares.
 struct Ctx {
-    queue: flume::Receiver<Job>,
-    /// Senders wait for the queue one at a time: an idle sender waits here (tokio's waiters
-    /// are an intrusive list, leaving it is O(1)) instead of in flume's queue of waiting
-    /// receivers, which every finished `recv_async` scans whole to remove itself — with
-    /// 2,048 mostly idle senders, a scan of ~2,000 hooks per job (docs/src/performance/overview.md).
-    turn: tokio::sync::Mutex<()>,
+    queue: Queue,
     saturation: Arc<Saturation>,
     recorder: Arc<Recorder>,
     /// The harness's client (no redirects): every sender sends on it.
@@ -179,7 +197,7 @@ struct Ctx {
 /// Runs `senders` goose users over `queue` until it is closed and empty; returns goose's
 /// metrics. `host` only names goose's requests: each job's URL is its own target's.
 pub(super) async fn run(
-    queue: flume::Receiver<Job>,
+    queue: Queue,
     saturation: Arc<Saturation>,
     recorder: Arc<Recorder>,
     client: reqwest::Client,
@@ -189,7 +207,6 @@ pub(super) async fn run(
     let senders = saturation.senders;
     let ctx = Arc::new(Ctx {
         queue,
-        turn: tokio::sync::Mutex::new(()),
         saturation,
         recorder,
         client,
@@ -226,12 +243,7 @@ async fn send_all(user: &mut GooseUser, ctx: Arc<Ctx>) -> TransactionResult {
     user.client = ctx.client.clone();
     // Each shop's base URL, parsed once per sender (a run has one shop, or a few).
     let mut bases: Vec<(Arc<Target>, Option<Url>)> = Vec::new();
-    loop {
-        let next = {
-            let _turn = ctx.turn.lock().await;
-            ctx.queue.recv_async().await
-        };
-        let Ok(job) = next else { break };
+    while let Some(job) = ctx.queue.next().await {
         let base = match bases.iter().find(|(t, _)| Arc::ptr_eq(t, &job.target)) {
             Some((_, base)) => base.as_ref(),
             None => {

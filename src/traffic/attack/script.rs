@@ -4,11 +4,11 @@
 //! were answered.
 
 use super::super::adversary::Script;
-use super::super::recorder::{Answer, AnswerClass, FollowUp, Kind, Step, Told};
+use super::super::recorder::{Answer, AnswerClass, FollowUp, Key, Kind, Step, Told};
 use super::super::schedule::{AfterOrder, BuyerPlan};
 use super::super::session::Session;
 use super::super::target::{Action, Target};
-use super::context::{ack, with_retries, Created, Ctx};
+use super::context::{with_retries, Created, Ctx};
 use super::pool::PoolGone;
 use std::sync::Arc;
 use tokio::time::Instant;
@@ -32,11 +32,10 @@ pub(super) async fn run(
         return Ok(());
     };
     let rec = &ctx.recorder;
-    let key = rec.attempt_key(b.index, 0);
     let mut resent = None;
     let lost_answer = first.filter(|a| AnswerClass::of(*a) != AnswerClass::Refused);
     if script == Script::ResendSameKey && lost_answer.is_some() {
-        resent = resend(ctx, target, b, session, &key, created, done).await?;
+        resent = resend(ctx, target, b, session, created, done).await?;
     }
     // The buyer goes on once the resend is answered: its steps are due after that.
     let done = resent.as_ref().map_or(done, |(_, at)| *at);
@@ -46,7 +45,7 @@ pub(super) async fn run(
     for (id, at, k, ack) in created.clone() {
         let mut steps: Vec<Step> = Vec::new();
         let mut answer = Answer::Created;
-        if k == key {
+        if k == 0 {
             if let Some(step) = resent.take() {
                 answer = first.unwrap_or(Answer::Created);
                 steps.push(step);
@@ -62,7 +61,7 @@ pub(super) async fn run(
         rec.follow_up(FollowUp {
             script,
             buyer: b.index,
-            key: k,
+            key: rec.attempt_key(b.index, k),
             order_id: id,
             ordered: answer,
             steps,
@@ -73,7 +72,7 @@ pub(super) async fn run(
         rec.follow_up(FollowUp {
             script,
             buyer: b.index,
-            key,
+            key: rec.attempt_key(b.index, 0),
             order_id: None,
             ordered,
             steps: vec![step],
@@ -82,35 +81,38 @@ pub(super) async fn run(
     Ok(())
 }
 
-/// Sends the first order attempt again with its key right after its answer (`done`), as a
-/// client that lost that answer; an order it created that the buyer was not told yet (another
-/// id under the key) is acknowledged and added to `created`.
+/// Sends the first order attempt (attempt 0) again with its key right after its answer
+/// (`done`), as a client that lost that answer; an order it created that the buyer was not
+/// told yet (another id under the key) is acknowledged and added to `created`.
 async fn resend(
     ctx: &Ctx,
     target: &Arc<Target>,
     b: &BuyerPlan,
     session: &mut Session,
-    key: &str,
     created: &mut Vec<Created>,
     done: Instant,
 ) -> Result<Option<(Step, Instant)>, PoolGone> {
     let rec = &ctx.recorder;
-    let order = Action::Order(Some(key.to_string()));
+    let order = Action::Order(Some(rec.attempt_key(b.index, 0)));
     let Some(prepared) = target.prepare(&order, b, session) else {
         return Ok(None);
     };
-    let t = with_retries(ctx, target, Kind::Order, prepared, b, done, Some(key), true).await?;
+    let t = with_retries(ctx, target, Kind::Order, prepared, b, done, Some(0), true).await?;
     session.learn(&t.c.learned);
     let (c, at) = (t.c, t.done);
+    let key = Key::Attempt {
+        buyer: b.index,
+        n: 0,
+    };
     rec.retrying(key);
-    rec.attempt(key, b.index, c.answer, c.order_id.as_deref(), at);
+    let attempt = rec.attempt(key, b.index, c.answer, c.order_id.as_deref(), at);
     if c.answer == Answer::Created {
         let known = created.iter().any(|(id, _, k, _)| {
-            k == key && (id.is_none() || c.order_id.is_none() || *id == c.order_id)
+            *k == 0 && (id.is_none() || c.order_id.is_none() || *id == c.order_id)
         });
         if !known {
-            let index = ack(rec, b, key, c.order_id.clone(), at, done);
-            created.push((c.order_id.clone(), at, key.to_string(), index));
+            let index = rec.ack(attempt, &b.user_id, &b.device_id, b.bot, done);
+            created.push((c.order_id.clone(), at, 0, index));
         }
     }
     let step = Step::answered(rec, Kind::Order, c.answer, c.order_id, at);

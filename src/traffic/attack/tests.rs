@@ -1,5 +1,5 @@
 use super::journey::{self, arrival_order};
-use super::pool::{self, Job};
+use super::pool;
 use super::*;
 use crate::traffic::mapping::Mapping;
 use crate::traffic::recorder::{Answer, Kind};
@@ -38,11 +38,11 @@ fn chunk(n: usize) -> usize {
 fn plan_bytes(b: &BuyerPlan) -> usize {
     let d = std::mem::size_of::<Duration>();
     std::mem::size_of::<BuyerPlan>()
-        + chunk(b.user_id.capacity())
-        + chunk(b.device_id.capacity())
-        + chunk(b.ip.capacity())
-        + chunk(b.views.capacity() * d)
-        + chunk(b.resubmits.capacity() * d)
+        + chunk(b.user_id.stored_bytes())
+        + chunk(b.device_id.stored_bytes())
+        + chunk(b.ip.stored_bytes())
+        + chunk(b.views.len() * d)
+        + chunk(b.resubmits.len() * d)
 }
 
 #[test]
@@ -119,12 +119,12 @@ fn target(s: &Scenario) -> Arc<Target> {
 /// for each order job and `ok` for anything else; returns every job's kind, intended send and
 /// the moment it was taken.
 async fn fake_senders(
-    queue: flume::Receiver<Job>,
+    queue: pool::Queue,
     service: Duration,
 ) -> Vec<(Kind, Instant, Instant, Option<String>)> {
     let mut seen = Vec::new();
     let mut n = 0;
-    while let Ok(job) = queue.recv_async().await {
+    while let Some(job) = queue.next().await {
         let key = job
             .prepared
             .headers
@@ -233,15 +233,15 @@ async fn a_request_queued_while_every_sender_is_held_is_marked_as_waiting_for_on
         tokio::spawn(async move { jobs.send(&t, Kind::Order, p, Instant::now()).await })
     };
     let _first = send(jobs.clone(), order());
-    let first = queue.recv_async().await.unwrap();
+    let first = queue.next().await.unwrap();
     saturation.took();
 
     // Act: one request finds the second sender free; with both held, the next waits.
     let _second = send(jobs.clone(), order());
-    let second = queue.recv_async().await.unwrap();
+    let second = queue.next().await.unwrap();
     saturation.took();
     let _third = send(jobs.clone(), order());
-    let third = queue.recv_async().await.unwrap();
+    let third = queue.next().await.unwrap();
 
     // Assert
     assert!(first.waited_since.is_none() && second.waited_since.is_none());
@@ -249,5 +249,5 @@ async fn a_request_queued_while_every_sender_is_held_is_marked_as_waiting_for_on
     assert!(saturation.first_full().is_some(), "the cap was reached");
     saturation.freed();
     let _fourth = send(jobs, order());
-    assert!(queue.recv_async().await.unwrap().waited_since.is_none());
+    assert!(queue.next().await.unwrap().waited_since.is_none());
 }

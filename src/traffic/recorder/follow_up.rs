@@ -144,8 +144,9 @@ impl Recorder {
     }
 
     /// The next attempt recorded for `key` ([`Recorder::attempt`]) is a retry of it.
-    pub fn retrying(&self, key: &str) {
-        self.lock().retrying.insert(key.to_string());
+    pub fn retrying<'k>(&self, key: impl Into<super::Key<'k>>) {
+        let key = self.key_text(key.into());
+        self.lock().retrying.insert(key);
     }
 }
 

@@ -19,12 +19,16 @@
 mod answer;
 mod follow_up;
 mod login;
+mod records;
 
 use crate::live;
+use crate::traffic::schedule::Ident;
 pub use answer::{Answer, AnswerClass, Kind};
 pub use follow_up::{FollowUp, Script, Step};
 use hdrhistogram::Histogram;
 pub use login::{LoginFailure, LoginReport, LoginTally};
+pub use records::{AttemptId, Key};
+use records::{Records, Slot};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
@@ -108,8 +112,8 @@ struct Inner {
     hist: BTreeMap<(Kind, Answer), Histogram<u64>>,
     order_intervals: Vec<Histogram<u64>>,
     timeline: Vec<BTreeMap<(Kind, Answer), u64>>,
-    acks: Vec<Ack>,
-    attempts: Vec<Attempt>,
+    /// The attempts, acknowledgements and buyers' results, compact.
+    records: Records,
     told: HashMap<String, Told>,
     cancels_ok: u64,
     follow_ups: Vec<FollowUp>,
@@ -118,7 +122,6 @@ struct Inner {
     retrying: std::collections::HashSet<String>,
     unclassified: BTreeMap<(Kind, u16), UnclassifiedAnswer>,
     first_sold_out_ms: Option<u64>,
-    buyers: BTreeMap<usize, BuyerResult>,
     arrived: u64,
     finished: u64,
     send_lag: BTreeMap<Kind, Histogram<u64>>,
@@ -322,16 +325,24 @@ impl Recorder {
         metrics::counter!(live::BUYERS_DONE).increment(1);
         let mut st = self.lock();
         st.finished += 1;
-        st.buyers.insert(buyer, result);
+        st.records.finished(buyer, result);
     }
 
-    /// A client was told an order exists; returns the acknowledgement's index, for
-    /// [`Recorder::followed_up`].
-    pub fn ack(&self, mut ack: Ack, done: Instant) -> usize {
-        ack.at_ms = self.ms(done);
+    /// The client of attempt `attempt` (as [`Recorder::attempt`] returned it) was told an
+    /// order exists (its id and the answer's instant are the attempt's); the buyer's ids and
+    /// whether it is a bot, and when the attempt was meant to go out (`sent`). Returns the
+    /// acknowledgement's index, for [`Recorder::followed_up`].
+    pub fn ack(
+        &self,
+        attempt: AttemptId,
+        user_id: &Ident,
+        device_id: &Ident,
+        bot: bool,
+        sent: Instant,
+    ) -> usize {
+        let sent_ms = self.ms(sent);
         let mut st = self.lock();
-        st.acks.push(ack);
-        st.acks.len() - 1
+        st.records.ack(attempt, user_id, device_id, bot, sent_ms)
     }
 
     /// Milliseconds from the sale's opening to `at` (0 before it).
@@ -345,47 +356,50 @@ impl Recorder {
     /// with its answer instant `done`, the earliest of each.
     pub fn followed_up(&self, ack: usize, told: Told, sent: Instant, done: Instant) {
         let (sent, done) = (self.ms(sent), self.ms(done));
+        let (slot, at) = match told {
+            Told::Cancelled => (Slot::CancelSent, sent),
+            Told::Paid => (Slot::Paid, done),
+        };
         let mut st = self.lock();
-        let Some(a) = st.acks.get_mut(ack) else {
+        let Some(id) = st.records.follow_up(ack, slot, at) else {
             return;
         };
-        let (slot, at) = match told {
-            Told::Cancelled => (&mut a.cancel_sent_ms, sent),
-            Told::Paid => (&mut a.paid_ms, done),
-        };
-        *slot = Some(slot.map_or(at, |was| was.min(at)));
-        let id = a.order_id.clone();
+        let id = id.map(str::to_string);
         tell(&mut st, id.as_deref(), told);
     }
 
     /// The idempotency key of buyer `buyer`'s order attempt `n` (0: the first submission;
     /// a bot's extra submissions are attempts 1, 2, ...): `ovs-<run>-<buyer>-<n>`.
     pub fn attempt_key(&self, buyer: usize, n: usize) -> String {
-        format!("ovs-{}-{buyer}-{n}", self.run_key)
+        records::spell(&self.run_key, buyer, n)
+    }
+
+    /// `key` spelled out.
+    fn key_text(&self, key: Key<'_>) -> String {
+        match key {
+            Key::Attempt { buyer, n } => self.attempt_key(buyer, n),
+            Key::Text(s) => s.to_string(),
+        }
     }
 
     /// An order attempt was answered (or failed) at `done`: its key, its answer and the
-    /// order id a created answer carried are kept.
-    pub fn attempt(
+    /// order id a created answer carried are kept. Returns the attempt, for
+    /// [`Recorder::ack`].
+    pub fn attempt<'k>(
         &self,
-        key: &str,
+        key: impl Into<Key<'k>>,
         buyer: usize,
         answer: Answer,
         order_id: Option<&str>,
         done: Instant,
-    ) {
+    ) -> AttemptId {
+        let key = key.into();
         let at_ms = done.saturating_duration_since(self.opened).as_millis() as u64;
         let mut st = self.lock();
-        let retry = st.retrying.remove(key);
-        st.attempts.push(Attempt {
-            key: key.to_string(),
-            buyer,
-            answer,
-            class: AnswerClass::of(answer),
-            order_id: order_id.map(str::to_string),
-            at_ms,
-            retry,
-        });
+        // Retries are rare: the key is spelled only when one is pending.
+        let retry = !st.retrying.is_empty() && st.retrying.remove(&self.key_text(key));
+        st.records
+            .attempt(&self.run_key, key, buyer, answer, order_id, at_ms, retry)
     }
 
     /// A client was told its order (by id, when it has one) is paid or cancelled. A cancel
@@ -449,15 +463,15 @@ impl Recorder {
             histograms: st.hist.clone(),
             order_intervals: st.order_intervals.clone(),
             timeline: st.timeline.clone(),
-            acks: st.acks.clone(),
-            attempts: st.attempts.clone(),
+            acks: st.records.acks(&self.run_key),
+            attempts: st.records.attempts(&self.run_key),
             told: st.told.clone(),
             cancels_ok: st.cancels_ok,
             follow_ups: st.follow_ups.clone(),
             retries: st.retries.clone(),
             unclassified: st.unclassified.values().cloned().collect(),
             first_sold_out_ms: st.first_sold_out_ms,
-            buyers: st.buyers.clone(),
+            buyers: st.records.buyers(),
             send_lag: st.send_lag.clone(),
             sender_wait: st.sender_wait.clone(),
             service: st.service.clone(),

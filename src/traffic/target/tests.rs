@@ -135,9 +135,9 @@ fn templates_fill_in_escaped_values_and_urls_stay_on_the_target() {
         device_id: "d".into(),
         ip: "10.0.0.1".into(),
         arrival: Duration::ZERO,
-        views: vec![],
+        views: Box::default(),
         bot: false,
-        resubmits: vec![],
+        resubmits: Box::default(),
         after: crate::traffic::schedule::AfterOrder::Abandon,
         wave: 1,
     };
@@ -202,9 +202,9 @@ fn buyer() -> BuyerPlan {
         device_id: "d".into(),
         ip: "10.0.0.1".into(),
         arrival: Duration::ZERO,
-        views: vec![],
+        views: Box::default(),
         bot: false,
-        resubmits: vec![],
+        resubmits: Box::default(),
         after: crate::traffic::schedule::AfterOrder::Abandon,
         wave: 1,
     }

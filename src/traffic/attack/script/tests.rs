@@ -2,7 +2,7 @@
 //! state machine (`pending_payment → paid | cancelled`), on tokio's paused clock.
 
 use super::super::journey::{self, Ctx};
-use super::super::pool::{self, Job};
+use super::super::pool;
 use crate::traffic::adversary::{RetryPolicy, Script};
 use crate::traffic::mapping::Mapping;
 use crate::traffic::recorder::{Answer, Kind, Recorder};
@@ -16,11 +16,11 @@ use tokio::time::Instant;
 
 /// Answers like a correct shop, but the first try of every order key times out (nothing
 /// bought); returns how many retries it was handed.
-async fn correct_shop(queue: flume::Receiver<Job>) -> usize {
+async fn correct_shop(queue: pool::Queue) -> usize {
     let mut keys: HashMap<String, Option<String>> = HashMap::new();
     let mut status: HashMap<String, &'static str> = HashMap::new();
     let mut retries = 0;
-    while let Ok(job) = queue.recv_async().await {
+    while let Some(job) = queue.next().await {
         retries += usize::from(job.retry);
         let path = job.prepared.path.clone();
         let (answer, order_id) = match job.kind {

@@ -4,9 +4,12 @@
 
 use super::adversary::{Script, AT_TIMEOUT_SPREAD};
 use super::scenario::{Arrival, Scenario};
+pub use ident::Ident;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::time::Duration;
+
+mod ident;
 
 /// What a buyer does with a created order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,21 +29,22 @@ pub enum AfterOrder {
     },
 }
 
-/// One person's plan.
+/// One person's plan: ~130 bytes, and nothing else for a seeded buyer who orders straight away
+/// (its ids are spelled from numbers, [`Ident`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct BuyerPlan {
     pub index: usize,
-    pub user_id: String,
-    pub device_id: String,
+    pub user_id: Ident,
+    pub device_id: Ident,
     /// Sent as `X-Forwarded-For`.
-    pub ip: String,
+    pub ip: Ident,
     /// Intended time of the first request, from the moment the sale opens.
     pub arrival: Duration,
     /// Think time after each product-page view (empty: orders straight away).
-    pub views: Vec<Duration>,
+    pub views: Box<[Duration]>,
     pub bot: bool,
     /// Gaps between a bot's submissions of the same order (empty for people).
-    pub resubmits: Vec<Duration>,
+    pub resubmits: Box<[Duration]>,
     pub after: AfterOrder,
     /// 1 for the opening rush, 2 for the second wave.
     pub wave: u8,
@@ -133,14 +137,14 @@ pub fn build(s: &Scenario) -> Vec<BuyerPlan> {
                     .map(|_| between(&mut rng, s.browse.think_ms))
                     .collect()
             } else {
-                Vec::new()
+                Box::default()
             };
             let resubmits = if bot {
                 (0..s.bots.resubmits)
                     .map(|_| between(&mut rng, s.bots.interval_ms))
                     .collect()
             } else {
-                Vec::new()
+                Box::default()
             };
             let roll = rng.random::<f64>();
             let think = between(&mut rng, a.think_ms);
@@ -157,22 +161,16 @@ pub fn build(s: &Scenario) -> Vec<BuyerPlan> {
             } else {
                 AfterOrder::Abandon
             };
-            let ip = if bot {
-                let k = rng.random_range(0..s.bots.ip_pool);
-                format!("10.66.{}.{}", k / 250, k % 250 + 1)
+            let pool = if bot {
+                s.bots.ip_pool
             } else {
-                let k = rng.random_range(0..s.client.ip_pool);
-                format!("10.{}.{}.{}", 1 + k / 62500, (k / 250) % 250, k % 250 + 1)
+                s.client.ip_pool
             };
-            let (user_id, device_id) = if bot {
-                (format!("bot-{index}"), format!("bot-dev-{index}"))
-            } else {
-                (format!("u-{index}"), format!("dev-{index}"))
-            };
+            let ip = Ident::ip(rng.random_range(0..pool), bot);
             BuyerPlan {
                 index,
-                user_id,
-                device_id,
+                user_id: Ident::user(index, bot),
+                device_id: Ident::device(index, bot),
                 ip,
                 arrival: Duration::from_secs_f64(at),
                 views,

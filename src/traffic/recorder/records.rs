@@ -1,0 +1,274 @@
+//! The clients' records of order attempts, acknowledgements and buyers' results, kept compact
+//! while the run goes: small fixed-size records that name their buyer by index and their
+//! idempotency key by attempt number (`ovs-<run>-<buyer>-<n>` is spelled only at the end), an
+//! acknowledgement by the attempt that was told, the order ids the shop returned in one text
+//! arena, and a buyer's result in one byte of a vector indexed by buyer. [`Records::attempts`],
+//! [`Records::acks`] and [`Records::buyers`] spell them out as the oracle reads them
+//! ([`Attempt`], [`Ack`], [`BuyerResult`]): the same values, field for field, as were recorded.
+
+use super::{Ack, Answer, AnswerClass, Attempt, BuyerResult};
+use crate::traffic::schedule::Ident;
+use std::collections::BTreeMap;
+
+/// An order attempt's idempotency key, as the recorder is handed it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Key<'a> {
+    /// Attempt `n` of buyer `buyer` (0: its first submission; a bot's extra submissions are
+    /// 1, 2, ...), spelled `ovs-<run>-<buyer>-<n>` ([`super::Recorder::attempt_key`]).
+    Attempt { buyer: usize, n: usize },
+    /// Any other text.
+    Text(&'a str),
+}
+
+impl<'a> From<&'a str> for Key<'a> {
+    fn from(s: &'a str) -> Self {
+        Key::Text(s)
+    }
+}
+
+impl<'a> From<&'a String> for Key<'a> {
+    fn from(s: &'a String) -> Self {
+        Key::Text(s)
+    }
+}
+
+/// A recorded attempt, by its position: what [`super::Recorder::attempt`] returns, for
+/// [`super::Recorder::ack`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AttemptId(usize);
+
+/// `ovs-<run>-<buyer>-<n>`: the one spelling of an attempt's key.
+pub(super) fn spell(run_key: &str, buyer: usize, n: usize) -> String {
+    format!("ovs-{run_key}-{buyer}-{n}")
+}
+
+/// A text in the arena.
+#[derive(Debug, Clone, Copy)]
+struct Span {
+    start: u32,
+    len: u32,
+}
+
+/// A stored key: an attempt number of the record's own buyer, or text.
+#[derive(Debug, Clone, Copy)]
+enum StoredKey {
+    Attempt(u32),
+    Text(Span),
+}
+
+#[derive(Debug)]
+struct AttemptRec {
+    at_ms: u64,
+    buyer: usize,
+    key: StoredKey,
+    order_id: Option<Span>,
+    answer: Answer,
+    retry: bool,
+}
+
+/// "Not set" for an acknowledgement's optional instants.
+const UNSET: u64 = u64::MAX;
+
+#[derive(Debug)]
+struct AckRec {
+    /// The attempt that was told: its buyer, key, order id and answer instant are the ack's.
+    attempt: usize,
+    sent_ms: u64,
+    cancel_sent_ms: u64,
+    paid_ms: u64,
+    /// The user and device ids, unless they are the buyer's seeded ones ([`Ident::user`],
+    /// [`Ident::device`]).
+    ids: Option<Box<(Ident, Ident)>>,
+    bot: bool,
+}
+
+/// A buyer's result, in one byte: recorded, bot, attempted, got an order.
+const RECORDED: u8 = 1;
+const BOT: u8 = 2;
+const ATTEMPTED: u8 = 4;
+const GOT_ORDER: u8 = 8;
+
+/// Every order attempt, acknowledgement and buyer's result of a run.
+#[derive(Debug, Default)]
+pub(super) struct Records {
+    /// The texts (order ids, keys given as text, in that order of arrival).
+    arena: String,
+    attempts: Vec<AttemptRec>,
+    acks: Vec<AckRec>,
+    /// By buyer index.
+    buyers: Vec<u8>,
+}
+
+/// How an acknowledgement's follow-up is kept: `cancel_sent_ms` or `paid_ms`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Slot {
+    CancelSent,
+    Paid,
+}
+
+impl Records {
+    fn push_text(&mut self, s: &str) -> Span {
+        let span = Span {
+            start: u32::try_from(self.arena.len()).expect("under 4 GiB of recorded ids"),
+            len: u32::try_from(s.len()).expect("an id under 4 GiB"),
+        };
+        self.arena.push_str(s);
+        span
+    }
+
+    fn text(&self, s: Span) -> &str {
+        &self.arena[s.start as usize..(s.start + s.len) as usize]
+    }
+
+    /// Records an attempt of `buyer` under `key` (`run_key`: this run's, to spell another
+    /// buyer's attempt key), answered `answer` at `at_ms`.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn attempt(
+        &mut self,
+        run_key: &str,
+        key: Key<'_>,
+        buyer: usize,
+        answer: Answer,
+        order_id: Option<&str>,
+        at_ms: u64,
+        retry: bool,
+    ) -> AttemptId {
+        let key = match key {
+            Key::Attempt { buyer: b, n } if b == buyer => match u32::try_from(n) {
+                Ok(n) => StoredKey::Attempt(n),
+                Err(_) => StoredKey::Text(self.push_text(&spell(run_key, b, n))),
+            },
+            Key::Attempt { buyer: b, n } => StoredKey::Text(self.push_text(&spell(run_key, b, n))),
+            Key::Text(s) => StoredKey::Text(self.push_text(s)),
+        };
+        let order_id = order_id.map(|id| self.push_text(id));
+        self.attempts.push(AttemptRec {
+            at_ms,
+            buyer,
+            key,
+            order_id,
+            answer,
+            retry,
+        });
+        AttemptId(self.attempts.len() - 1)
+    }
+
+    /// Records that attempt `attempt` was told an order exists (the attempt was meant to go
+    /// out at `sent_ms`); returns the acknowledgement's index.
+    pub(super) fn ack(
+        &mut self,
+        attempt: AttemptId,
+        user_id: &Ident,
+        device_id: &Ident,
+        bot: bool,
+        sent_ms: u64,
+    ) -> usize {
+        let buyer = self.attempts[attempt.0].buyer;
+        let seeded = *user_id == Ident::user(buyer, bot) && *device_id == Ident::device(buyer, bot);
+        self.acks.push(AckRec {
+            attempt: attempt.0,
+            sent_ms,
+            cancel_sent_ms: UNSET,
+            paid_ms: UNSET,
+            ids: (!seeded).then(|| Box::new((user_id.clone(), device_id.clone()))),
+            bot,
+        });
+        self.acks.len() - 1
+    }
+
+    /// Keeps the earliest `at` in acknowledgement `ack`'s `slot`; returns the order id it was
+    /// told about (`None`: no such acknowledgement, `Some(None)`: told without an id).
+    pub(super) fn follow_up(&mut self, ack: usize, slot: Slot, at: u64) -> Option<Option<&str>> {
+        let a = self.acks.get_mut(ack)?;
+        let kept = match slot {
+            Slot::CancelSent => &mut a.cancel_sent_ms,
+            Slot::Paid => &mut a.paid_ms,
+        };
+        *kept = (*kept).min(at);
+        let attempt = a.attempt;
+        let id = self.attempts[attempt].order_id;
+        Some(id.map(|s| self.text(s)))
+    }
+
+    /// Buyer `buyer` is done.
+    pub(super) fn finished(&mut self, buyer: usize, r: BuyerResult) {
+        if self.buyers.len() <= buyer {
+            self.buyers.resize(buyer + 1, 0);
+        }
+        let flag = |on: bool, f: u8| if on { f } else { 0 };
+        self.buyers[buyer] = RECORDED
+            | flag(r.bot, BOT)
+            | flag(r.attempted, ATTEMPTED)
+            | flag(r.got_order, GOT_ORDER);
+    }
+
+    fn key(&self, run_key: &str, buyer: usize, k: StoredKey) -> String {
+        match k {
+            StoredKey::Attempt(n) => spell(run_key, buyer, n as usize),
+            StoredKey::Text(s) => self.text(s).to_string(),
+        }
+    }
+
+    /// Every attempt, in the order recorded.
+    pub(super) fn attempts(&self, run_key: &str) -> Vec<Attempt> {
+        self.attempts
+            .iter()
+            .map(|a| Attempt {
+                key: self.key(run_key, a.buyer, a.key),
+                buyer: a.buyer,
+                answer: a.answer,
+                class: AnswerClass::of(a.answer),
+                order_id: a.order_id.map(|s| self.text(s).to_string()),
+                at_ms: a.at_ms,
+                retry: a.retry,
+            })
+            .collect()
+    }
+
+    /// Every acknowledgement, in the order recorded.
+    pub(super) fn acks(&self, run_key: &str) -> Vec<Ack> {
+        let set = |ms: u64| (ms != UNSET).then_some(ms);
+        self.acks
+            .iter()
+            .map(|a| {
+                let t = &self.attempts[a.attempt];
+                let (user_id, device_id) = match &a.ids {
+                    Some(ids) => (ids.0.to_string(), ids.1.to_string()),
+                    None => (
+                        Ident::user(t.buyer, a.bot).to_string(),
+                        Ident::device(t.buyer, a.bot).to_string(),
+                    ),
+                };
+                Ack {
+                    key: Some(self.key(run_key, t.buyer, t.key)),
+                    order_id: t.order_id.map(|s| self.text(s).to_string()),
+                    buyer: t.buyer,
+                    user_id,
+                    device_id,
+                    bot: a.bot,
+                    at_ms: t.at_ms,
+                    sent_ms: a.sent_ms,
+                    cancel_sent_ms: set(a.cancel_sent_ms),
+                    paid_ms: set(a.paid_ms),
+                }
+            })
+            .collect()
+    }
+
+    /// Every finished buyer's result, by buyer index.
+    pub(super) fn buyers(&self) -> BTreeMap<usize, BuyerResult> {
+        self.buyers
+            .iter()
+            .enumerate()
+            .filter(|(_, f)| *f & RECORDED != 0)
+            .map(|(i, f)| {
+                let r = BuyerResult {
+                    bot: f & BOT != 0,
+                    attempted: f & ATTEMPTED != 0,
+                    got_order: f & GOT_ORDER != 0,
+                };
+                (i, r)
+            })
+            .collect()
+    }
+}
