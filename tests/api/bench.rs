@@ -126,8 +126,12 @@ async fn bench_shop_redis_buckets_watches_every_bucket_stream() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bench_shop_for_update_on_postgres_is_measured_against_pgbench() {
-    let v = bench_shop("for-update", &format!("{}/postgres", pg_base()), &[]).await;
+    // A pool of 16: the ceiling now runs pgbench three times, each with as many clients, on
+    // a server the other tests share (max_connections 100).
+    let pg = format!("{}/postgres", pg_base());
+    let v = bench_shop("for-update", &pg, &["--pool-size", "16"]).await;
     assert_eq!(v["ceiling"]["tool"], "pgbench", "{v}");
+    assert_eq!(v["pool_size"], 16, "{v}");
     // The whole server (reaped backends included) and the bench database's own backends,
     // per order and per pgbench transaction; no Redis for a SQL strategy.
     let cpu = &v["cpu"];
