@@ -55,6 +55,8 @@ pub struct ShopBench {
     pub buckets: u32,
     /// The shop's database pool, and the SQL ceiling's clients (`--pool-size`).
     pub pool_size: u32,
+    /// The shop's tokio worker threads (`--worker-threads`; 0 = tokio's default).
+    pub worker_threads: u32,
 }
 
 /// Persistence of one phase (redis-lua).
@@ -135,6 +137,7 @@ pub fn check_tools(strategy: Strategy, backend: Backend) -> anyhow::Result<()> {
 fn knobs(b: &ShopBench) -> ShopKnobs {
     ShopKnobs {
         pool_size: b.pool_size,
+        worker_threads: b.worker_threads,
         consumers: b.consumers,
         buckets: b.buckets,
         work: std::time::Duration::ZERO,
