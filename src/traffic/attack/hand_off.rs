@@ -25,6 +25,9 @@ struct State {
     waiting: VecDeque<Job>,
     /// Idle senders' mailboxes, the most recently idle last.
     idle: Vec<oneshot::Sender<Job>>,
+    /// Requests handed to an idle sender that has not taken them out of its mailbox yet:
+    /// counted with the queued ones (a request is waiting until a sender holds it).
+    handed: usize,
     /// Every buyer's handle is dropped: no request will come any more.
     closed: bool,
     /// Every sender's handle is dropped: no request will be taken any more.
@@ -104,10 +107,13 @@ impl Give {
         if st.gone {
             return Err(job);
         }
-        mark(&mut job, st.waiting.len());
+        mark(&mut job, st.waiting.len() + st.handed);
         while let Some(mailbox) = st.idle.pop() {
             match mailbox.send(job) {
-                Ok(()) => return Ok(()),
+                Ok(()) => {
+                    st.handed += 1;
+                    return Ok(());
+                }
                 // That sender stopped waiting (its task ended): the next one.
                 Err(back) => job = back,
             }
@@ -116,9 +122,10 @@ impl Give {
         Ok(())
     }
 
-    /// Requests queued now, waiting for a sender.
+    /// Requests waiting for a sender now (queued, or handed over and not taken yet).
     pub(super) fn queued(&self) -> usize {
-        (self.0).0.lock().waiting.len()
+        let st = (self.0).0.lock();
+        st.waiting.len() + st.handed
     }
 
     /// Whether no sender is left to take a request.
@@ -151,7 +158,10 @@ impl Queue {
                 rx
             };
             match mailbox.await {
-                Ok(job) => return Some(job),
+                Ok(job) => {
+                    (self.0).0.lock().handed -= 1;
+                    return Some(job);
+                }
                 // Closed meanwhile: look again (a request queued just before is still taken).
                 Err(_) => continue,
             }
