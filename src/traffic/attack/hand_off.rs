@@ -13,7 +13,7 @@
 //! once every sender's handle is dropped a request is refused and the queued ones are dropped
 //! (their buyers see [`PoolGone`](super::pool::PoolGone)).
 
-use super::pool::Job;
+use super::pool::{Job, PoolGone};
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::oneshot;
@@ -100,12 +100,16 @@ pub(super) fn new() -> (Give, Queue) {
 
 impl Give {
     /// Hands `job` to the most recently idle sender or, if none is, queues it; `mark` is
-    /// called first with the number of requests queued ahead of it. The job comes back if no
-    /// sender is left.
-    pub(super) fn give(&self, mut job: Job, mark: impl FnOnce(&mut Job, usize)) -> Result<(), Job> {
+    /// called first with the number of requests queued ahead of it. With no sender left the
+    /// job is dropped (its buyer sees no answer).
+    pub(super) fn give(
+        &self,
+        mut job: Job,
+        mark: impl FnOnce(&mut Job, usize),
+    ) -> Result<(), PoolGone> {
         let mut st = (self.0).0.lock();
         if st.gone {
-            return Err(job);
+            return Err(PoolGone);
         }
         mark(&mut job, st.waiting.len() + st.handed);
         while let Some(mailbox) = st.idle.pop() {
