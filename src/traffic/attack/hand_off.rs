@@ -13,7 +13,7 @@
 //! once every sender's handle is dropped a request is refused and the queued ones are dropped
 //! (their buyers see [`PoolGone`](super::pool::PoolGone)).
 
-use super::pool::Job;
+use super::pool::{Job, PoolGone};
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::oneshot;
@@ -25,6 +25,9 @@ struct State {
     waiting: VecDeque<Job>,
     /// Idle senders' mailboxes, the most recently idle last.
     idle: Vec<oneshot::Sender<Job>>,
+    /// Requests handed to an idle sender that has not taken them out of its mailbox yet:
+    /// counted with the queued ones (a request is waiting until a sender holds it).
+    handed: usize,
     /// Every buyer's handle is dropped: no request will come any more.
     closed: bool,
     /// Every sender's handle is dropped: no request will be taken any more.
@@ -97,17 +100,24 @@ pub(super) fn new() -> (Give, Queue) {
 
 impl Give {
     /// Hands `job` to the most recently idle sender or, if none is, queues it; `mark` is
-    /// called first with the number of requests queued ahead of it. The job comes back if no
-    /// sender is left.
-    pub(super) fn give(&self, mut job: Job, mark: impl FnOnce(&mut Job, usize)) -> Result<(), Job> {
+    /// called first with the number of requests queued ahead of it. With no sender left the
+    /// job is dropped (its buyer sees no answer).
+    pub(super) fn give(
+        &self,
+        mut job: Job,
+        mark: impl FnOnce(&mut Job, usize),
+    ) -> Result<(), PoolGone> {
         let mut st = (self.0).0.lock();
         if st.gone {
-            return Err(job);
+            return Err(PoolGone);
         }
-        mark(&mut job, st.waiting.len());
+        mark(&mut job, st.waiting.len() + st.handed);
         while let Some(mailbox) = st.idle.pop() {
             match mailbox.send(job) {
-                Ok(()) => return Ok(()),
+                Ok(()) => {
+                    st.handed += 1;
+                    return Ok(());
+                }
                 // That sender stopped waiting (its task ended): the next one.
                 Err(back) => job = back,
             }
@@ -116,9 +126,10 @@ impl Give {
         Ok(())
     }
 
-    /// Requests queued now, waiting for a sender.
+    /// Requests waiting for a sender now (queued, or handed over and not taken yet).
     pub(super) fn queued(&self) -> usize {
-        (self.0).0.lock().waiting.len()
+        let st = (self.0).0.lock();
+        st.waiting.len() + st.handed
     }
 
     /// Whether no sender is left to take a request.
@@ -151,7 +162,10 @@ impl Queue {
                 rx
             };
             match mailbox.await {
-                Ok(job) => return Some(job),
+                Ok(job) => {
+                    (self.0).0.lock().handed -= 1;
+                    return Some(job);
+                }
                 // Closed meanwhile: look again (a request queued just before is still taken).
                 Err(_) => continue,
             }

@@ -157,7 +157,7 @@ impl Jobs {
                 job.waited_since = self.saturation.full_for(queued).then(Instant::now);
             }
         };
-        self.give.give(job, full).map_err(|_| PoolGone)?;
+        self.give.give(job, full)?;
         answer.await.map_err(|_| PoolGone)
     }
 

@@ -148,7 +148,7 @@ impl PartialEq<str> for Ident {
     fn eq(&self, other: &str) -> bool {
         match &self.0 {
             Repr::Given(s) => &**s == other,
-            Repr::Seeded { .. } => self.to_string() == other,
+            Repr::Seeded { .. } => self.as_cow() == other,
         }
     }
 }
