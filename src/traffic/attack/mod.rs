@@ -11,7 +11,6 @@
 //! process arguments.
 
 mod context;
-mod hand_off;
 mod journey;
 mod login;
 mod poll;
@@ -157,7 +156,7 @@ pub async fn fire(
         Err(e) => {
             // No sender is left: stop spawning buyers and fail the ones waiting in the queue.
             dispatcher.abort();
-            leftover.abandon();
+            leftover.drain().for_each(drop);
             return Err(e.context("the goose senders failed"));
         }
     };

@@ -1,8 +1,7 @@
-//! The senders: a fixed pool of goose users, each taking the requests handed to it.
+//! The senders: a fixed pool of goose users, each looping over one shared queue of requests.
 //!
 //! Buyers are plain tasks ([`super::journey`]); each hands its requests to the pool as
-//! [`Job`]s and waits for the answers: straight to the sender that went idle last, or queued
-//! when none is ([`super::hand_off`]). A sender takes the next job, sends it through goose
+//! [`Job`]s and waits for the answers. A sender takes the next job, sends it through goose
 //! (`user.request`, so goose's metrics see every request and stay a cross-check of ours),
 //! records it, and hands the answer back. The pool is started at its full size ([`SENDERS`], a
 //! large cap) before the sale opens, so nothing waits for a sender while one is free. A request
@@ -15,8 +14,6 @@
 use super::super::mapping::Method;
 use super::super::recorder::{Answer, Kind, Recorder};
 use super::super::target::{Classified, Prepared, Read, Target};
-pub(super) use super::hand_off::Queue;
-use super::hand_off::{self, Give};
 use goose::client::GooseClientBuilder;
 use goose::config::GooseConfiguration;
 use goose::metrics::GooseMetrics;
@@ -33,6 +30,9 @@ pub const SENDERS: usize = crate::traffic::scenario::SENDERS as usize;
 
 /// Goose users started per second: the whole pool is up within a few milliseconds.
 pub const LAUNCH_RATE: f64 = 100_000.0;
+
+/// The senders' end of the queue.
+pub(super) type Queue = flume::Receiver<Job>;
 
 /// One request a buyer wants sent, and where its answer goes.
 pub(super) struct Job {
@@ -66,7 +66,7 @@ pub(super) struct PoolGone;
 /// the queue is empty.
 #[derive(Clone)]
 pub(super) struct Jobs {
-    give: Give,
+    tx: flume::Sender<Job>,
     saturation: Arc<Saturation>,
 }
 
@@ -142,52 +142,54 @@ impl Jobs {
     ) -> Result<(Classified, Instant, Instant), PoolGone> {
         let (reply, answer) = oneshot::channel();
         let held = HELD.try_with(|h| h.take()).ok().flatten();
+        // Queued behind others with every sender held: it waits for a sender.
+        let waited_since =
+            held.or_else(|| self.saturation.full_for(self.tx.len()).then(Instant::now));
         let job = Job {
             target: target.clone(),
             kind,
             prepared,
             intended,
-            waited_since: held,
+            waited_since,
             reply,
             retry,
         };
-        // Queued behind `queued` others with every sender held: it waits for a sender.
-        let full = |job: &mut Job, queued: usize| {
-            if job.waited_since.is_none() {
-                job.waited_since = self.saturation.full_for(queued).then(Instant::now);
-            }
-        };
-        self.give.give(job, full)?;
+        self.tx.send(job).map_err(|_| PoolGone)?;
         answer.await.map_err(|_| PoolGone)
     }
 
     /// Whether no sender is left to take a job.
     pub fn is_closed(&self) -> bool {
-        self.give.is_gone()
+        self.tx.is_disconnected()
     }
 
     /// Whether a request handed over now would wait for a sender (every sender held, or
     /// held and queued for).
     pub(super) fn saturated(&self) -> bool {
-        self.saturation.full_for(self.give.queued())
+        self.saturation.full_for(self.tx.len())
     }
 }
 
-/// A new, empty hand-off for `senders` senders: the buyers' end, the senders' end, and how
-/// busy the senders are.
+/// A new, empty queue for `senders` senders: the buyers' end, the senders' end, and how busy
+/// the senders are.
 pub(super) fn queue(senders: usize) -> (Jobs, Queue, Arc<Saturation>) {
-    let (give, queue) = hand_off::new();
+    let (tx, rx) = flume::unbounded();
     let saturation = Arc::new(Saturation::new(senders));
     let jobs = Jobs {
-        give,
+        tx,
         saturation: saturation.clone(),
     };
-    (jobs, queue, saturation)
+    (jobs, rx, saturation)
 }
 
 /// What every sender shares.
 struct Ctx {
     queue: Queue,
+    /// Senders wait for the queue one at a time: an idle sender waits here (tokio's waiters
+    /// are an intrusive list, leaving it is O(1)) instead of in flume's queue of waiting
+    /// receivers, which every finished `recv_async` scans whole to remove itself — with
+    /// 2,048 mostly idle senders, a scan of ~2,000 hooks per job (docs/src/performance/overview.md).
+    turn: tokio::sync::Mutex<()>,
     saturation: Arc<Saturation>,
     recorder: Arc<Recorder>,
     /// The harness's client (no redirects): every sender sends on it.
@@ -207,6 +209,7 @@ pub(super) async fn run(
     let senders = saturation.senders;
     let ctx = Arc::new(Ctx {
         queue,
+        turn: tokio::sync::Mutex::new(()),
         saturation,
         recorder,
         client,
@@ -243,7 +246,12 @@ async fn send_all(user: &mut GooseUser, ctx: Arc<Ctx>) -> TransactionResult {
     user.client = ctx.client.clone();
     // Each shop's base URL, parsed once per sender (a run has one shop, or a few).
     let mut bases: Vec<(Arc<Target>, Option<Url>)> = Vec::new();
-    while let Some(job) = ctx.queue.next().await {
+    loop {
+        let next = {
+            let _turn = ctx.turn.lock().await;
+            ctx.queue.recv_async().await
+        };
+        let Ok(job) = next else { break };
         let base = match bases.iter().find(|(t, _)| Arc::ptr_eq(t, &job.target)) {
             Some((_, base)) => base.as_ref(),
             None => {

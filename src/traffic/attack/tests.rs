@@ -124,7 +124,7 @@ async fn fake_senders(
 ) -> Vec<(Kind, Instant, Instant, Option<String>)> {
     let mut seen = Vec::new();
     let mut n = 0;
-    while let Some(job) = queue.next().await {
+    while let Ok(job) = queue.recv_async().await {
         let key = job
             .prepared
             .headers
@@ -233,15 +233,15 @@ async fn a_request_queued_while_every_sender_is_held_is_marked_as_waiting_for_on
         tokio::spawn(async move { jobs.send(&t, Kind::Order, p, Instant::now()).await })
     };
     let _first = send(jobs.clone(), order());
-    let first = queue.next().await.unwrap();
+    let first = queue.recv_async().await.unwrap();
     saturation.took();
 
     // Act: one request finds the second sender free; with both held, the next waits.
     let _second = send(jobs.clone(), order());
-    let second = queue.next().await.unwrap();
+    let second = queue.recv_async().await.unwrap();
     saturation.took();
     let _third = send(jobs.clone(), order());
-    let third = queue.next().await.unwrap();
+    let third = queue.recv_async().await.unwrap();
 
     // Assert
     assert!(first.waited_since.is_none() && second.waited_since.is_none());
@@ -249,5 +249,5 @@ async fn a_request_queued_while_every_sender_is_held_is_marked_as_waiting_for_on
     assert!(saturation.first_full().is_some(), "the cap was reached");
     saturation.freed();
     let _fourth = send(jobs, order());
-    assert!(queue.next().await.unwrap().waited_since.is_none());
+    assert!(queue.recv_async().await.unwrap().waited_since.is_none());
 }

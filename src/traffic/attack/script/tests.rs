@@ -20,7 +20,7 @@ async fn correct_shop(queue: pool::Queue) -> usize {
     let mut keys: HashMap<String, Option<String>> = HashMap::new();
     let mut status: HashMap<String, &'static str> = HashMap::new();
     let mut retries = 0;
-    while let Some(job) = queue.next().await {
+    while let Ok(job) = queue.recv_async().await {
         retries += usize::from(job.retry);
         let path = job.prepared.path.clone();
         let (answer, order_id) = match job.kind {
