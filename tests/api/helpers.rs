@@ -402,6 +402,22 @@ impl CliRun {
             self.code, self.stdout, self.stderr
         )
     }
+
+    /// Stdout with every run of whitespace one space: a note the terminal wrapped at 100
+    /// columns reads as one sentence again.
+    pub fn flat_stdout(&self) -> String {
+        self.stdout.split_whitespace().collect::<Vec<_>>().join(" ")
+    }
+
+    /// The gate verdict's row for `metric`: the check's name first under its run's line (the
+    /// terminal's grouped table) or second after the run (`--wide`), with its limit.
+    pub fn check_row(&self, metric: &str) -> Option<&str> {
+        self.stdout.lines().find(|l| {
+            let words: Vec<&str> = l.split_whitespace().take(3).collect();
+            let named = words.first() == Some(&metric) || words.get(1) == Some(&metric);
+            named && (l.contains("<=") || l.contains(">="))
+        })
+    }
 }
 
 /// Runs the `oversell` binary with `args` (and extra environment), waiting for it to exit.

@@ -413,7 +413,9 @@ async fn without_an_oracle_the_clients_evidence_still_fails_the_gate_on_the_stub
     );
     assert!(
         run.stdout.contains("FAIL (not verified)")
-            && run.stdout.contains("pass --oracle-sql or --oracle-http"),
+            && run
+                .flat_stdout()
+                .contains("pass --oracle-sql or --oracle-http"),
         "{}",
         run.both()
     );

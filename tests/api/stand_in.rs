@@ -216,9 +216,9 @@ async fn without_an_oracle_allow_unverified_still_fails_the_racy_endpoint() {
 
     assert_eq!(failed.code, 1, "{}", failed.both());
     assert!(
-        failed.stdout.lines().any(|l| l.starts_with("127.0.0.1")
-            && l.contains(" oversell ")
-            && l.trim_end().ends_with("FAIL")),
+        failed
+            .check_row("oversell")
+            .is_some_and(|l| l.trim_end().ends_with("FAIL")),
         "oversell is breached by the clients' own evidence, not 'not verified': {}",
         failed.both()
     );
