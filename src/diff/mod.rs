@@ -284,6 +284,23 @@ impl Diff {
     }
 }
 
+impl Diff {
+    /// Each metric worse beyond the band, as "run metric (change)", the metric's name written
+    /// by `name` (quoted for Markdown, bare on a terminal).
+    fn worse(&self, name: impl Fn(&str) -> String) -> Vec<String> {
+        self.runs
+            .iter()
+            .flat_map(|r| {
+                r.rows
+                    .iter()
+                    .filter(|x| x.verdict == Verdict::Worse)
+                    .map(|x| format!("{} {} ({})", r.label, name(x.metric.name()), change(x).0))
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+}
+
 fn change(row: &Row) -> (String, String) {
     match (row.baseline, row.candidate) {
         (Some(b), Some(c)) => {
@@ -371,16 +388,7 @@ pub fn render(plan: &DiffPlan, baseline: &Report, candidate: &Report, d: &Diff) 
             let _ = writeln!(s, "\nRuns {which} (not compared): {}", list.join(", "));
         }
     }
-    let worse: Vec<String> = d
-        .runs
-        .iter()
-        .flat_map(|r| {
-            r.rows
-                .iter()
-                .filter(|x| x.verdict == Verdict::Worse)
-                .map(move |x| format!("{} `{}` ({})", r.label, x.metric.name(), change(x).0))
-        })
-        .collect();
+    let worse = d.worse(|m| format!("`{m}`"));
     let _ = writeln!(s, "\n## Summary\n");
     if worse.is_empty() {
         let _ = writeln!(s, "No metric is worse beyond the band.");

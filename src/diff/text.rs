@@ -92,16 +92,7 @@ pub fn render(plan: &DiffPlan, baseline: &Report, candidate: &Report, d: &Diff) 
             notes.push(format!("Runs {which} (not compared): {}", list.join(", ")));
         }
     }
-    let worse: Vec<String> = d
-        .runs
-        .iter()
-        .flat_map(|r| {
-            r.rows
-                .iter()
-                .filter(|x| x.verdict == Verdict::Worse)
-                .map(move |x| format!("{} {} ({})", r.label, x.metric.name(), change(x).0))
-        })
-        .collect();
+    let worse = d.worse(str::to_string);
     notes.push(if worse.is_empty() {
         "No metric is worse beyond the band.".to_string()
     } else {
@@ -142,34 +133,13 @@ fn word(v: Verdict) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::{v1, Shop};
+    use crate::report::v1;
 
     /// Every strategy on both backends, each repeated three times.
     fn big(oversold: i64) -> Report {
-        let mut r = v1::read(serde_json::from_str(v1::FIXTURE).unwrap());
-        let one = r.runs[0].clone();
-        r.runs.clear();
-        for backend in [
-            crate::store::Backend::Postgres,
-            crate::store::Backend::Mysql,
-        ] {
-            for &strategy in crate::inventory::Strategy::all() {
-                for repeat in 0..3 {
-                    let mut run = one.clone();
-                    if let Shop::Reference {
-                        strategy: s,
-                        backend: b,
-                        ..
-                    } = &mut run.shop
-                    {
-                        (*s, *b) = (strategy, backend);
-                    }
-                    run.findings.oversell = Some(oversold + repeat);
-                    r.runs.push(run);
-                }
-            }
-        }
-        r
+        v1::every_strategy(3, |run, repeat| {
+            run.findings.oversell = Some(oversold + repeat)
+        })
     }
 
     #[test]

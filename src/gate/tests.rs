@@ -217,32 +217,13 @@ mod policy {
 mod terminal_width {
     use super::super::*;
     use crate::report::table::{width, TERMINAL_WIDTH};
-    use crate::report::{v1, Shop};
+    use crate::report::v1;
 
     /// A gate over every strategy on both backends, the bundled limits and flags with the
     /// catalog's longest names, one run with no oracle (its checks not verified or not
     /// required) and one generator-bound.
     fn big_verdict() -> Verdict {
-        let mut r = v1::read(serde_json::from_str(v1::FIXTURE).unwrap());
-        let one = r.runs[0].clone();
-        r.runs.clear();
-        for backend in [
-            crate::store::Backend::Postgres,
-            crate::store::Backend::Mysql,
-        ] {
-            for &strategy in crate::inventory::Strategy::all() {
-                let mut run = one.clone();
-                if let Shop::Reference {
-                    strategy: s,
-                    backend: b,
-                    ..
-                } = &mut run.shop
-                {
-                    (*s, *b) = (strategy, backend);
-                }
-                r.runs.push(run);
-            }
-        }
+        let mut r = v1::every_strategy(1, |_, _| {});
         r.runs[3].findings.verified = false;
         r.runs[5].send_lag = r.runs[5]
             .requests

@@ -98,6 +98,39 @@ pub(crate) fn read(mut v: Value) -> super::Report {
     serde_json::from_value(v).unwrap()
 }
 
+/// [`FIXTURE`]'s run once per reference strategy on each backend, `repeats` times each (the
+/// longest labels a terminal table meets); `each` adjusts a run given its repeat number.
+#[cfg(test)]
+pub(crate) fn every_strategy(
+    repeats: i64,
+    each: impl Fn(&mut super::RunReport, i64),
+) -> super::Report {
+    let mut r = read(serde_json::from_str(FIXTURE).unwrap());
+    let one = r.runs[0].clone();
+    r.runs.clear();
+    for backend in [
+        crate::store::Backend::Postgres,
+        crate::store::Backend::Mysql,
+    ] {
+        for &strategy in crate::inventory::Strategy::all() {
+            for repeat in 0..repeats {
+                let mut run = one.clone();
+                if let super::Shop::Reference {
+                    strategy: s,
+                    backend: b,
+                    ..
+                } = &mut run.shop
+                {
+                    (*s, *b) = (strategy, backend);
+                }
+                each(&mut run, repeat);
+                r.runs.push(run);
+            }
+        }
+    }
+    r
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
