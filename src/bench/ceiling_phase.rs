@@ -16,7 +16,7 @@ use super::cpu::CpuUse;
 use super::host_port;
 use super::redis::evalsha;
 use super::servers::{Ops, PhaseCpu, Servers};
-use super::shop::ShopBench;
+use super::shop_plan::ShopBench;
 use crate::inventory::redis_lua::keys::delete_prefix;
 use crate::inventory::{RedisKind, RedisLua, RedisSettings};
 use crate::store::Backend;

@@ -6,7 +6,8 @@
 //! - [`shop`]: `bench shop`, the release reference shop as a child process, `POST /api/orders`
 //!   end to end over HTTP (`wrk` at saturation, [`rate`] at a fixed rate), next to the
 //!   strategy's ceiling ([`ceiling`]: redis-benchmark, pgbench or mysqlslap on the same work;
-//!   [`ceiling_phase`]: which ceilings run, each with its own CPU meters).
+//!   [`ceiling_phase`]: which ceilings run, each with its own CPU meters; [`shop_plan`]:
+//!   what the command line asked to measure).
 //! - [`wrk`]: the `wrk` run (its Lua script gives every request its own buyer and key) and
 //!   the parsing of its output.
 //! - [`rate`]: a fixed-rate HTTP client over [`http1`] (a bare keep-alive HTTP/1.1
@@ -29,10 +30,12 @@ pub mod rate;
 pub mod redis;
 pub mod servers;
 pub mod shop;
+pub mod shop_plan;
 pub mod wrk;
 
 pub use redis::{RedisBench, RedisBenchResult};
-pub use shop::{ShopBench, ShopBenchResult};
+pub use shop::ShopBenchResult;
+pub use shop_plan::ShopBench;
 
 use anyhow::bail;
 use std::path::PathBuf;

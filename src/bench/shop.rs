@@ -17,8 +17,9 @@
 
 use super::ceiling::Ceiling;
 use super::ceiling_phase::{self, client_steady, Ceilings};
-use super::rate::{self, RateResult, RateSpec};
+use super::rate::{self, RateResult};
 use super::servers::{self, Ops, PhaseCpu, Servers, ShopCpu};
+use super::shop_plan::ShopBench;
 use super::wrk::{self, WrkResult};
 use super::{ratio, require_tool};
 use crate::inventory::redis_lua::keys::delete_prefix;
@@ -31,33 +32,8 @@ use crate::store::{Backend, PoolSettings, Store};
 use anyhow::Context;
 use serde::Serialize;
 use sqlx::migrate::MigrateDatabase;
-use std::path::PathBuf;
 use std::time::Duration;
 use tokio::time::Instant;
-
-/// What to measure.
-#[derive(Debug, Clone)]
-pub struct ShopBench {
-    pub strategy: Strategy,
-    pub backend: Backend,
-    /// A URL of the database server; the bench uses a fresh database on it, then drops it.
-    pub database_url: String,
-    pub redis_url: String,
-    pub seconds: u64,
-    pub connections: usize,
-    pub rate: Option<RateSpec>,
-    pub stock: i64,
-    /// The oversell binary the shop runs from (the release build for real figures).
-    pub shop_exe: PathBuf,
-    /// redis-lua: persistence consumers per item in the shop (`--consumers`).
-    pub consumers: u32,
-    /// redis-buckets: buckets per sale (`--buckets`).
-    pub buckets: u32,
-    /// The shop's database pool, and the SQL ceiling's clients (`--pool-size`).
-    pub pool_size: u32,
-    /// The shop's tokio worker threads (`--worker-threads`; 0 = tokio's default).
-    pub worker_threads: u32,
-}
 
 /// Persistence of one phase (redis-lua).
 #[derive(Debug, Clone, Serialize)]

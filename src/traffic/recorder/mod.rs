@@ -22,7 +22,7 @@ mod login;
 mod records;
 
 use crate::live;
-use crate::traffic::schedule::Ident;
+use crate::traffic::schedule::ident::Ident;
 pub use answer::{Answer, AnswerClass, Kind};
 pub use follow_up::{FollowUp, Script, Step};
 use hdrhistogram::Histogram;

@@ -7,7 +7,7 @@
 //! ([`Attempt`], [`Ack`], [`BuyerResult`]): the same values, field for field, as were recorded.
 
 use super::{Ack, Answer, AnswerClass, Attempt, BuyerResult};
-use crate::traffic::schedule::Ident;
+use crate::traffic::schedule::ident::Ident;
 use std::collections::BTreeMap;
 
 /// An order attempt's idempotency key, as the recorder is handed it.

@@ -9,7 +9,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::time::Duration;
 
-mod ident;
+pub mod ident;
 
 /// What a buyer does with a created order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
