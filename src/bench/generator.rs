@@ -16,6 +16,7 @@
 
 use super::cpu::{self, CpuUse};
 use super::{ratio, wrk};
+use crate::report::table::{text, wrap, Align, TERMINAL_WIDTH};
 use crate::traffic::attack;
 use crate::traffic::mapping::Mapping;
 use crate::traffic::recorder::{Kind, Recorder};
@@ -372,28 +373,46 @@ fn round3(x: f64) -> f64 {
 
 /// The terminal summary.
 pub fn render(r: &GeneratorBenchResult) -> String {
-    let mut out = format!(
-        "bench generator: {} s per client, our plan at {}/s, {} connections, {} build, {} cores \
-         (load {})\n",
-        r.seconds, r.rate, r.connections, r.build, r.cores, r.load_average
+    let mut out = wrap(
+        &format!(
+            "bench generator (load {}): {} s per client, our plan at {}/s, {} connections, {} \
+             build, {} cores",
+            r.load_average, r.seconds, r.rate, r.connections, r.build, r.cores
+        ),
+        TERMINAL_WIDTH,
     );
-    for c in [&r.ours, &r.goose, &r.wrk] {
-        let lag = match (c.send_lag_p50_ms, c.send_lag_p99_ms) {
-            (Some(a), Some(b)) => format!("send lag p50 {a:.2} ms p99 {b:.2} ms"),
-            _ => "send lag n/a (closed loop)".into(),
-        };
-        out.push_str(&format!(
-            "{:<6} {:>8} requests {:>8.0}/s  CPU {:>6.1} µs/request  {lag}  peak RSS {:.1} MiB \
-             (from {:.1})  (endpoint {:.1} µs/request)\n",
-            c.client,
-            c.requests,
-            c.requests_per_s,
-            c.cpu.us_per_op,
-            c.peak_rss_mib,
-            c.rss_at_start_mib,
-            c.endpoint_us_per_request
-        ));
-    }
+    out.push('\n');
+    let header = [
+        "client",
+        "requests",
+        "req/s",
+        "CPU µs/req",
+        "send lag p50",
+        "send lag p99",
+        "peak RSS (start)",
+        "endpoint µs/req",
+    ]
+    .map(String::from);
+    let ms = |v: Option<f64>| v.map_or("n/a".into(), |v| format!("{v:.2} ms"));
+    let rows: Vec<Vec<String>> = [&r.ours, &r.goose, &r.wrk]
+        .iter()
+        .map(|c| {
+            vec![
+                c.client.clone(),
+                c.requests.to_string(),
+                format!("{:.0}", c.requests_per_s),
+                format!("{:.1}", c.cpu.us_per_op),
+                ms(c.send_lag_p50_ms),
+                ms(c.send_lag_p99_ms),
+                format!("{:.1} MiB ({:.1})", c.peak_rss_mib, c.rss_at_start_mib),
+                format!("{:.1}", c.endpoint_us_per_request),
+            ]
+        })
+        .collect();
+    let mut align = [Align::Right; 8];
+    align[0] = Align::Left;
+    out.push_str(&text(&header, &rows, &align));
+    out.push_str("send lag n/a: a closed loop (it sends when the last answer came back)\n");
     out.push_str(&format!(
         "CPU per request: ours / goose {:.2}  ours / wrk {:.2}  goose / wrk {:.2}\n",
         r.ours_over_goose, r.ours_over_wrk, r.goose_over_wrk

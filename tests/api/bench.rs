@@ -243,6 +243,9 @@ async fn bench_generator_compares_ours_goose_and_wrk_on_one_endpoint() {
     .await;
     assert_eq!(run.code, 0, "{}", run.both());
     assert!(run.stdout.contains("ours / goose"), "{}", run.both());
+    for line in run.stdout.lines() {
+        assert!(line.chars().count() <= 100, "{line:?}\n{}", run.stdout);
+    }
     let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     for (client, source) in [
         ("ours", "RUSAGE_SELF"),
