@@ -110,30 +110,41 @@ impl OutputArgs {
     /// Ends a command that wrote `report` into `dir`: the table (and `verdict`) for people,
     /// and with `--json` the summary on stdout.
     pub fn finish(&self, report: &Report, dir: &Path, verdict: Option<&Verdict>) {
+        use crate::report::table::{wrap, TERMINAL_WIDTH};
         let mut text = crate::report::table::render_for(report, self.wide);
         let mb = report.multi_backend();
+        // A note under the table, wrapped at the table's width unless --wide.
+        let fit = |line: String| -> String {
+            if self.wide {
+                return line;
+            }
+            line.split('\n')
+                .map(|l| wrap(l, TERMINAL_WIDTH))
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
         for run in &report.runs {
             let f = &run.findings;
             if !f.mapping_advice.is_empty() {
-                text.push_str(&format!(
+                text.push_str(&fit(format!(
                     "\n{}: answers no rule of [target] classified:",
                     run.run_label(mb)
-                ));
+                )));
                 for a in &f.mapping_advice {
-                    text.push_str(&format!("\n  - {a}"));
+                    text.push_str(&fit(format!("\n  - {a}")));
                 }
             }
             if let (Some(d), crate::report::Shop::Reference { strategy, .. }) =
                 (run.defect, &run.shop)
             {
-                text.push_str(&format!(
+                text.push_str(&fit(format!(
                     "\n{}: {}",
                     run.run_label(mb),
                     d.warning(*strategy)
-                ));
+                )));
             }
             for n in &f.client_notes {
-                text.push_str(&format!("\n{}: note: {n}", run.run_label(mb)));
+                text.push_str(&fit(format!("\n{}: note: {n}", run.run_label(mb))));
             }
         }
         self.human(&format!(
