@@ -5,7 +5,7 @@
 use super::search::rate;
 use super::{CapacityPlan, Outcome, RATE_UNIT};
 use crate::report::markup::{escape, md_cell};
-use crate::report::table::{text, wrap, Align, TERMINAL_WIDTH};
+use crate::report::table::{text, width, wrap, Align, TERMINAL_WIDTH};
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -146,17 +146,30 @@ pub fn render(r: &CapacityReport, wide: bool) -> String {
         r.rate_unit
     ));
     s.push('\n');
-    s.push_str(&text(
-        &header,
-        &rows(r),
-        &[
-            Align::Left,
-            Align::Right,
-            Align::Right,
-            Align::Left,
-            Align::Right,
-        ],
-    ));
+    let align = [
+        Align::Left,
+        Align::Right,
+        Align::Right,
+        Align::Left,
+        Align::Right,
+    ];
+    let rows = rows(r);
+    let table = text(&header, &rows, &align);
+    if wide || width(&table) <= TERMINAL_WIDTH {
+        s.push_str(&table);
+    } else {
+        // A subject too long to share a line: each on its own line, its figures under it.
+        let figures: Vec<Vec<String>> = rows.iter().map(|row| row[1..].to_vec()).collect();
+        let table = text(&header[1..], &figures, &align[1..]);
+        let mut lines = table.lines();
+        for l in lines.by_ref().take(2) {
+            s.push_str(&format!("  {l}\n"));
+        }
+        for (row, l) in rows.iter().zip(lines) {
+            s.push_str(&fit(row[0].clone()));
+            s.push_str(&format!("\n  {l}\n"));
+        }
+    }
     for o in r.ordered() {
         s.push_str(&fit(format!("{}: {}", o.subject, o.answer.describe())));
         s.push('\n');
@@ -280,4 +293,53 @@ pub fn html(title: &str, body: &str, charts: &[crate::report::charts::Rendered])
     }
     s.push_str("</body></html>\n");
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A real capacity report (for-update and naive on PostgreSQL, its probes trimmed to two
+    /// and their figures dropped), and subjects with the longest labels and answers.
+    fn long_report() -> CapacityReport {
+        let mut v: serde_json::Value =
+            serde_json::from_str(include_str!("../../tests/fixtures/capacity-v1.json")).unwrap();
+        let one = v["outcomes"][0].clone();
+        let outcomes = v["outcomes"].as_array_mut().unwrap();
+        for (subject, answer) in [
+            (
+                "redis-buckets/mysql",
+                serde_json::json!({"kind": "incorrect", "at": 12_800.0,
+                    "metric": "client_duplicate_devices", "held": 9_600.0}),
+            ),
+            (
+                "http://127.0.0.1:18080/api/v1/flash-sales/orders",
+                serde_json::json!({"kind": "below", "hi": 5.0}),
+            ),
+        ] {
+            let mut o = one.clone();
+            o["subject"] = subject.into();
+            o["answer"] = answer;
+            o["broke_first"] = "client_duplicate_devices 1234567".into();
+            outcomes.push(o);
+        }
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn the_terminal_capacity_fits_a_hundred_columns_and_wide_keeps_lines_whole() {
+        let r = long_report();
+        let narrow = render(&r, false);
+        for line in narrow.lines() {
+            assert!(line.chars().count() <= TERMINAL_WIDTH, "{line:?}\n{narrow}");
+        }
+        for subject in ["for-update/postgres", "redis-buckets/mysql", "/api/v1/"] {
+            assert!(narrow.contains(subject), "{subject}: {narrow}");
+        }
+        let wide = render(&r, true);
+        assert!(
+            wide.lines().any(|l| l.chars().count() > TERMINAL_WIDTH),
+            "--wide does not wrap: {wide}"
+        );
+    }
 }
