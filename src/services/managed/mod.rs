@@ -439,11 +439,21 @@ fn stop_child(child: &Mutex<Option<Child>>, kind: ServerKind) {
 /// backend still holds the shared memory).
 fn kill_group(c: &mut Child) {
     let group = Pid::from_raw(c.id() as i32);
+    // Found before the kill: once the server is gone its children belong to init.
+    let below = process::descendants(c.id());
     let _ = nix::sys::signal::killpg(group, Signal::SIGKILL);
+    for &p in &below {
+        let _ = kill(Pid::from_raw(p as i32), Signal::SIGKILL);
+    }
     let _ = c.kill();
     let _ = c.wait();
+    // Until every one has exited: a PostgreSQL started again while an old backend still holds
+    // the shared memory refuses to start ("pre-existing shared memory block is still in use").
     let deadline = Instant::now() + Duration::from_secs(10);
-    while Instant::now() < deadline && nix::sys::signal::killpg(group, None).is_ok() {
+    while Instant::now() < deadline
+        && (nix::sys::signal::killpg(group, None).is_ok()
+            || below.iter().any(|&p| !process::exited(p)))
+    {
         std::thread::sleep(Duration::from_millis(20));
     }
 }

@@ -297,6 +297,44 @@ pub fn alive(pid: u32) -> bool {
     )
 }
 
+/// The state letter and parent of `pid` from `/proc/<pid>/stat` (Linux; `None` elsewhere or
+/// when it is gone).
+fn stat(pid: u32) -> Option<(char, u32)> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The name in parentheses may hold spaces; the fields after its last ')' do not.
+    let mut fields = s.rsplit(')').next()?.split_whitespace();
+    let state = fields.next()?.chars().next()?;
+    let parent = fields.next()?.parse().ok()?;
+    Some((state, parent))
+}
+
+/// Every process below `pid` (its children, theirs, ...), read from `/proc`. PostgreSQL's
+/// backends each lead a session of their own, so a signal to the postmaster's process group
+/// does not reach them: a crash kills these too.
+pub fn descendants(pid: u32) -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let parents: Vec<(u32, u32)> = dir
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(|p| stat(p).map(|(_, parent)| (p, parent)))
+        .collect();
+    let mut found = vec![pid];
+    let mut i = 0;
+    while i < found.len() {
+        let p = found[i];
+        found.extend(parents.iter().filter(|(_, q)| *q == p).map(|(c, _)| *c));
+        i += 1;
+    }
+    found.remove(0);
+    found
+}
+
+/// Whether `pid` has exited (gone, or a zombie waiting to be reaped: it holds nothing).
+pub fn exited(pid: u32) -> bool {
+    !alive(pid) || stat(pid).is_some_and(|(state, _)| state == 'Z')
+}
+
 /// Removes roots under `tmp` whose owner is gone and that are older than [`STALE_AFTER`].
 pub fn sweep_stale(tmp: &Path) {
     let Ok(rd) = std::fs::read_dir(tmp) else {
