@@ -456,22 +456,26 @@ impl Recorder {
         p
     }
 
-    /// Everything recorded, for the oracle and the report.
+    /// Everything recorded, for the oracle and the report. The clients' order records are
+    /// taken out (spelled out as they are given back: [`Records::spell_out`]), so call it once,
+    /// when the run is over.
     pub fn finish(&self) -> Measurements {
-        let st = self.lock();
+        let mut st = self.lock();
+        let buyers = st.records.buyers();
+        let (attempts, acks) = st.records.spell_out(&self.run_key);
         Measurements {
             histograms: st.hist.clone(),
             order_intervals: st.order_intervals.clone(),
             timeline: st.timeline.clone(),
-            acks: st.records.acks(&self.run_key),
-            attempts: st.records.attempts(&self.run_key),
+            acks,
+            attempts,
             told: st.told.clone(),
             cancels_ok: st.cancels_ok,
             follow_ups: st.follow_ups.clone(),
             retries: st.retries.clone(),
             unclassified: st.unclassified.values().cloned().collect(),
             first_sold_out_ms: st.first_sold_out_ms,
-            buyers: st.records.buyers(),
+            buyers,
             send_lag: st.send_lag.clone(),
             sender_wait: st.sender_wait.clone(),
             service: st.service.clone(),

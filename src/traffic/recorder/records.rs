@@ -2,8 +2,8 @@
 //! while the run goes: small fixed-size records that name their buyer by index and their
 //! idempotency key by attempt number (`ovs-<run>-<buyer>-<n>` is spelled only at the end), an
 //! acknowledgement by the attempt that was told, the order ids the shop returned in one text
-//! arena, and a buyer's result in one byte of a vector indexed by buyer. [`Records::attempts`],
-//! [`Records::acks`] and [`Records::buyers`] spell them out as the oracle reads them
+//! arena, and a buyer's result in one byte of a vector indexed by buyer. [`Records::spell_out`]
+//! and [`Records::buyers`] spell them out as the oracle reads them
 //! ([`Attempt`], [`Ack`], [`BuyerResult`]): the same values, field for field, as were recorded.
 
 use super::{Ack, Answer, AnswerClass, Attempt, BuyerResult};
@@ -64,6 +64,23 @@ struct AttemptRec {
     order_id: Option<Span>,
     answer: Answer,
     retry: bool,
+}
+
+impl AttemptRec {
+    /// The key's text in the arena, when it is kept as text.
+    fn key_span(&self) -> Option<Span> {
+        match self.key {
+            StoredKey::Text(s) => Some(s),
+            StoredKey::Attempt(_) => None,
+        }
+    }
+}
+
+/// Gives `v`'s spare half back once it holds half of what it could.
+fn shrink_when_halved<T>(v: &mut Vec<T>) {
+    if v.len() <= v.capacity() / 2 {
+        v.shrink_to_fit();
+    }
 }
 
 /// "Not set" for an acknowledgement's optional instants.
@@ -209,11 +226,41 @@ impl Records {
         }
     }
 
-    /// Every attempt, in the order recorded.
-    pub(super) fn attempts(&self, run_key: &str) -> Vec<Attempt> {
-        self.attempts
-            .iter()
-            .map(|a| Attempt {
+    /// Spells every acknowledgement and every attempt out, each in the order recorded, and
+    /// leaves the records empty. The compact records are given back as they are spelled (taken
+    /// from the end, their vectors and the arena shrunk as they halve), so the spelled-out
+    /// values never sit beside a full copy of the compact ones: at 1,000,000 orders that is
+    /// ~130 MB less at the end of a run.
+    pub(super) fn spell_out(&mut self, run_key: &str) -> (Vec<Attempt>, Vec<Ack>) {
+        let set = |ms: u64| (ms != UNSET).then_some(ms);
+        let mut acks = Vec::with_capacity(self.acks.len());
+        while let Some(a) = self.acks.pop() {
+            let t = &self.attempts[a.attempt];
+            let (user_id, device_id) = match &a.ids {
+                Some(ids) => (ids.0.to_string(), ids.1.to_string()),
+                None => (
+                    Ident::user(t.buyer, a.bot).to_string(),
+                    Ident::device(t.buyer, a.bot).to_string(),
+                ),
+            };
+            acks.push(Ack {
+                key: Some(self.key(run_key, t.buyer, t.key)),
+                order_id: t.order_id.map(|s| self.text(s).to_string()),
+                buyer: t.buyer,
+                user_id,
+                device_id,
+                bot: a.bot,
+                at_ms: t.at_ms,
+                sent_ms: a.sent_ms,
+                cancel_sent_ms: set(a.cancel_sent_ms),
+                paid_ms: set(a.paid_ms),
+            });
+            shrink_when_halved(&mut self.acks);
+        }
+        acks.reverse();
+        let mut attempts = Vec::with_capacity(self.attempts.len());
+        while let Some(a) = self.attempts.pop() {
+            attempts.push(Attempt {
                 key: self.key(run_key, a.buyer, a.key),
                 buyer: a.buyer,
                 answer: a.answer,
@@ -221,38 +268,21 @@ impl Records {
                 order_id: a.order_id.map(|s| self.text(s).to_string()),
                 at_ms: a.at_ms,
                 retry: a.retry,
-            })
-            .collect()
-    }
-
-    /// Every acknowledgement, in the order recorded.
-    pub(super) fn acks(&self, run_key: &str) -> Vec<Ack> {
-        let set = |ms: u64| (ms != UNSET).then_some(ms);
-        self.acks
-            .iter()
-            .map(|a| {
-                let t = &self.attempts[a.attempt];
-                let (user_id, device_id) = match &a.ids {
-                    Some(ids) => (ids.0.to_string(), ids.1.to_string()),
-                    None => (
-                        Ident::user(t.buyer, a.bot).to_string(),
-                        Ident::device(t.buyer, a.bot).to_string(),
-                    ),
-                };
-                Ack {
-                    key: Some(self.key(run_key, t.buyer, t.key)),
-                    order_id: t.order_id.map(|s| self.text(s).to_string()),
-                    buyer: t.buyer,
-                    user_id,
-                    device_id,
-                    bot: a.bot,
-                    at_ms: t.at_ms,
-                    sent_ms: a.sent_ms,
-                    cancel_sent_ms: set(a.cancel_sent_ms),
-                    paid_ms: set(a.paid_ms),
+            });
+            // Only `attempt` writes the arena, in the order of the attempts: this attempt's
+            // texts and everything after them belong to it and to the attempts spelled before.
+            let first = [a.key_span(), a.order_id].into_iter().flatten().next();
+            if let Some(span) = first {
+                self.arena.truncate(span.start as usize);
+                if self.arena.len() <= self.arena.capacity() / 2 {
+                    self.arena.shrink_to_fit();
                 }
-            })
-            .collect()
+            }
+            shrink_when_halved(&mut self.attempts);
+        }
+        attempts.reverse();
+        self.arena = String::new();
+        (attempts, acks)
     }
 
     /// Every finished buyer's result, by buyer index.

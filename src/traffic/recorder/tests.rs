@@ -116,3 +116,79 @@ async fn the_timeline_counts_answers_per_second_and_the_first_sold_out() {
     assert_eq!(m.first_sold_out_ms, Some(1500));
     assert_eq!(m.counts(Kind::Order)[&Answer::SoldOut], 2);
 }
+
+#[tokio::test(start_paused = true)]
+async fn the_records_are_spelled_out_in_the_order_recorded_with_every_field_as_told() {
+    // Arrange: attempts keyed by number, by another buyer's number and by text, with and
+    // without an order id; an acknowledgement for every third, one with ids not the seeded
+    // ones, one followed by a cancel. Enough of them that the records shrink while spelled.
+    let opened = Instant::now();
+    let rec = Recorder::new(opened);
+    let (mut attempts, mut acks) = (Vec::new(), Vec::new());
+    for i in 0..1_000usize {
+        let done = opened + Duration::from_millis(i as u64);
+        let text = format!("custom-{i}");
+        let (key, spelled) = match i % 3 {
+            0 => (Key::Attempt { buyer: i, n: 0 }, rec.attempt_key(i, 0)),
+            1 => (
+                Key::Attempt { buyer: i + 1, n: 2 },
+                rec.attempt_key(i + 1, 2),
+            ),
+            _ => (Key::Text(&text), text.clone()),
+        };
+        let order_id = (i % 2 == 0).then(|| format!("order-{i}"));
+        let answer = if order_id.is_some() {
+            Answer::Created
+        } else {
+            Answer::SoldOut
+        };
+        let id = rec.attempt(key, i, answer, order_id.as_deref(), done);
+        attempts.push(Attempt {
+            key: spelled.clone(),
+            buyer: i,
+            answer,
+            class: AnswerClass::of(answer),
+            order_id: order_id.clone(),
+            at_ms: i as u64,
+            retry: false,
+        });
+        if i % 3 == 0 {
+            let (user, device) = if i == 300 {
+                (Ident::given("someone"), Ident::given("phone"))
+            } else {
+                (Ident::user(i, false), Ident::device(i, false))
+            };
+            let ack = rec.ack(id, &user, &device, false, opened);
+            let cancelled = i == 600;
+            if cancelled {
+                rec.followed_up(ack, Told::Cancelled, done, done);
+            }
+            acks.push((
+                spelled,
+                order_id,
+                i,
+                user.to_string(),
+                device.to_string(),
+                cancelled,
+            ));
+        }
+    }
+
+    // Act
+    let m = rec.finish();
+
+    // Assert
+    assert_eq!(m.attempts, attempts);
+    assert_eq!(m.acks.len(), acks.len());
+    for (got, (key, order_id, buyer, user, device, cancelled)) in m.acks.iter().zip(&acks) {
+        assert_eq!(got.key.as_ref(), Some(key));
+        assert_eq!(&got.order_id, order_id);
+        assert_eq!(
+            (got.buyer, got.at_ms, got.sent_ms),
+            (*buyer, *buyer as u64, 0)
+        );
+        assert_eq!((&got.user_id, &got.device_id), (user, device));
+        assert_eq!(got.cancel_sent_ms.is_some(), *cancelled);
+        assert_eq!(got.paid_ms, None);
+    }
+}
