@@ -5,7 +5,7 @@
 use super::search::rate;
 use super::{CapacityPlan, Outcome, RATE_UNIT};
 use crate::report::markup::{escape, md_cell};
-use crate::report::table::{text, width, wrap, Align, TERMINAL_WIDTH};
+use crate::report::table::{text, width, Align, TERMINAL_WIDTH};
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -136,7 +136,7 @@ const HEADER: [&str; 5] = [
 /// The terminal table and each subject's answer in words: by default every line wrapped to
 /// [`TERMINAL_WIDTH`]; `wide`, lines as they are.
 pub fn render(r: &CapacityReport, wide: bool) -> String {
-    let fit = |l: String| if wide { l } else { wrap(&l, TERMINAL_WIDTH) };
+    let fit = |l: String| crate::report::table::fit(&l, wide);
     let header = HEADER.map(String::from);
     let mut s = fit(format!(
         "capacity: scenario {} ({} s probes, precision {:.0} %), rates in {}",

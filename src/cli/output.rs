@@ -110,19 +110,10 @@ impl OutputArgs {
     /// Ends a command that wrote `report` into `dir`: the table (and `verdict`) for people,
     /// and with `--json` the summary on stdout.
     pub fn finish(&self, report: &Report, dir: &Path, verdict: Option<&Verdict>) {
-        use crate::report::table::{wrap, TERMINAL_WIDTH};
         let mut text = crate::report::table::render_for(report, self.wide);
         let mb = report.multi_backend();
         // A note under the table, wrapped at the table's width unless --wide.
-        let fit = |line: String| -> String {
-            if self.wide {
-                return line;
-            }
-            line.split('\n')
-                .map(|l| wrap(l, TERMINAL_WIDTH))
-                .collect::<Vec<_>>()
-                .join("\n")
-        };
+        let fit = |line: String| crate::report::table::fit(&line, self.wide);
         for run in &report.runs {
             let f = &run.findings;
             if !f.mapping_advice.is_empty() {

@@ -43,7 +43,7 @@ pub mod junit;
 use crate::metric::Thresholds;
 pub use crate::metric::{Metric, Override};
 use crate::report::markup::md_cell;
-use crate::report::table::{text, width, wrap, Align, TERMINAL_WIDTH};
+use crate::report::table::{text, width, Align, TERMINAL_WIDTH};
 use crate::report::{Report, RunReport};
 use std::fmt::Write;
 
@@ -296,13 +296,7 @@ impl Verdict {
     /// each run, a not-required check's reason in the notes, every line wrapped); `wide`, one
     /// row per check with its run and the full result, lines as they are.
     pub fn render_for(&self, wide: bool) -> String {
-        let fit = |l: &str| {
-            if wide {
-                l.to_string()
-            } else {
-                wrap(l, TERMINAL_WIDTH)
-            }
-        };
+        let fit = |l: &str| crate::report::table::fit(l, wide);
         let mut s = String::new();
         let _ = writeln!(s, "{}", fit(&self.headline()));
         if wide {

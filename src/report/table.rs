@@ -237,23 +237,14 @@ pub fn render_for(r: &Report, wide: bool) -> String {
         lines.push(super::repeats::NOTE.to_string());
     }
     for l in lines {
-        let _ = writeln!(s, "{}", if wide { l } else { wrap(&l, TERMINAL_WIDTH) });
+        let _ = writeln!(s, "{}", fit(&l, wide));
     }
     if let Some((header, rows)) = super::faults::table(r) {
         let _ = writeln!(s, "\nWhat each design lost under faults:");
         let mut align = vec![Align::Right; header.len()];
         align[0] = Align::Left;
         s.push_str(&text(&header, &rows, &align));
-        let note = super::faults::NOTE;
-        let _ = writeln!(
-            s,
-            "{}",
-            if wide {
-                note.to_string()
-            } else {
-                wrap(note, TERMINAL_WIDTH)
-            }
-        );
+        let _ = writeln!(s, "{}", fit(super::faults::NOTE, wide));
     }
     if !wide {
         let _ = writeln!(s, "(more columns: --wide, or the report)");
@@ -264,6 +255,18 @@ pub fn render_for(r: &Report, wide: bool) -> String {
 /// The widest line of a text, in characters.
 pub fn width(text: &str) -> usize {
     text.lines().map(|l| l.chars().count()).max().unwrap_or(0)
+}
+
+/// `text` for the terminal: each of its lines [`wrap`]ped to [`TERMINAL_WIDTH`], or as it is
+/// with `--wide`.
+pub fn fit(text: &str, wide: bool) -> String {
+    if wide {
+        return text.to_string();
+    }
+    text.split('\n')
+        .map(|l| wrap(l, TERMINAL_WIDTH))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// `line` folded at spaces to lines of at most `max` characters (a longer word stays whole),
