@@ -224,11 +224,13 @@ abandon = 1.0
     .map_err(|p| anyhow::anyhow!("the bench's own scenario: {p}"))?;
     cpu::reset_peak_rss();
     let rss_at_start_mib = cpu::rss_mib();
-    let plan = Arc::new(schedule::build(&s));
+    let plan = schedule::build(&s);
     let target = Arc::new(Target::new(&e.base_url, Mapping::default(), Sale::of(&s)));
     let sending = attack::Sending::of(&s.client);
     let (own0, ep0, t0) = (attack::cpu_seconds(), e.cpu(), Instant::now());
-    let recorder = Arc::new(Recorder::new(Instant::now() + sending.launch_lead(&plan)));
+    let recorder = Arc::new(Recorder::new(
+        Instant::now() + sending.launch_lead(plan.len()),
+    ));
     let (_, stats) = attack::fire(plan, Targets::one(target), recorder.clone(), &s.client).await?;
     let m = recorder.finish();
     let (own, ep, wall) = (

@@ -26,7 +26,6 @@ use crate::traffic::{schedule, Scenario};
 use search::{Answer, Judged, Search, Settings};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The time a probe needs beyond its sale, budgeted before the first one has been measured:
@@ -142,7 +141,7 @@ impl CapacityPlan {
         let mut s = scale(&self.scenario, rate, self.probe_seconds);
         s.name = probe_name(&self.scenario.name, who, rate);
         RunPlan {
-            buyers: Arc::new(schedule::build(&s)),
+            buyers: schedule::build(&s),
             scenario: s,
             scenario_file: self.scenario_file.clone(),
             subject: who.subject(),

@@ -73,10 +73,15 @@ pub async fn attack(args: AttackArgs) -> anyhow::Result<i32> {
     if args.probe {
         let csv = args.plan.buyers_csv.as_deref();
         let (buyers, columns) = super::plan::buyers(&s, &scenario_file, csv)?;
-        let first = buyers.first().expect("a scenario has at least one buyer");
+        anyhow::ensure!(
+            !buyers.is_empty(),
+            "{}: the scenario plans no buyers",
+            scenario_file.display()
+        );
+        let first = buyers.get(0);
         let session = Session::with_values(columns.row(first.index));
         let timeout = Duration::from_millis(s.client.timeout_ms);
-        let checked = mapping_check::run(&f, Sale::of(&s), first, session, timeout).await?;
+        let checked = mapping_check::run(&f, Sale::of(&s), &first, session, timeout).await?;
         let code = if checked.all_classified { 0 } else { 1 };
         args.plan.output.human(&checked.text);
         if args.plan.output.json {
@@ -134,7 +139,7 @@ async fn shard(
     );
     let whole = schedule::build(&s);
     let buyers_total = whole.len();
-    let buyers = std::sync::Arc::new(spec.take(whole));
+    let buyers = spec.take(&whole);
     let run = runner::ShardRun {
         scenario: s,
         scenario_file,

@@ -250,7 +250,7 @@ pub(super) fn buyers(
     s: &Scenario,
     scenario_file: &Path,
     csv: Option<&Path>,
-) -> anyhow::Result<(Vec<schedule::BuyerPlan>, Columns)> {
+) -> anyhow::Result<(schedule::Schedule, Columns)> {
     let mut plan = schedule::build(s);
     let columns = match csv {
         Some(file) => buyers_csv::apply(file, &mut plan)?,
@@ -297,7 +297,6 @@ pub(super) async fn plan(
     pa: &PlanArgs,
 ) -> anyhow::Result<Option<RunPlan>> {
     let (buyers, columns) = buyers(&s, scenario_file, pa.buyers_csv.as_deref())?;
-    let buyers = Arc::new(buyers);
     if let Subject::Foreign(f) = &mut subject {
         f.columns = Arc::new(columns);
     }
@@ -481,7 +480,7 @@ pub(super) async fn shard(
     }
     let whole = schedule::build(&s);
     let buyers_total = whole.len();
-    let buyers = Arc::new(spec.take(whole));
+    let buyers = spec.take(&whole);
     let run = ShardRun {
         scenario: s,
         scenario_file,

@@ -1,7 +1,7 @@
 //! The plan as numbers: what `--dry-run` prints instead of sending, and the banner printed
 //! before load goes to a remote host.
 
-use crate::traffic::schedule::{self, AfterOrder, BuyerPlan};
+use crate::traffic::schedule::{AfterOrder, Schedule};
 use crate::traffic::Scenario;
 use std::fmt::Write;
 use std::time::Duration;
@@ -25,7 +25,7 @@ pub struct PlanSummary {
 
 impl PlanSummary {
     /// Summarizes a plan of buyers for a scenario's sale.
-    pub fn of(s: &Scenario, plan: &[BuyerPlan]) -> Self {
+    pub fn of(s: &Scenario, plan: &Schedule) -> Self {
         let mut per: Vec<u32> = Vec::new();
         let mut bump = |at: Duration| {
             let i = at.as_secs() as usize;
@@ -35,7 +35,9 @@ impl PlanSummary {
             per[i] += 1;
         };
         let mut follow = 0u64;
-        for b in plan {
+        let mut bots = 0;
+        for b in plan.iter() {
+            bots += usize::from(b.bot);
             let mut t = b.arrival;
             for think in &b.views {
                 bump(t);
@@ -54,8 +56,8 @@ impl PlanSummary {
         let units = (s.item.stock.max(0) as u64).saturating_mul(s.item.purchase_limit as u64);
         PlanSummary {
             buyers: plan.len(),
-            bots: plan.iter().filter(|b| b.bot).count(),
-            arrivals_per_second: schedule::per_second(plan),
+            bots,
+            arrivals_per_second: plan.per_second(),
             requests_per_second: per,
             planned_requests: planned,
             follow_ups_at_most: follow.min(units),
@@ -154,7 +156,7 @@ resubmits = 2
 "#,
         )
         .unwrap();
-        let plan = schedule::build(&s);
+        let plan = crate::traffic::schedule::build(&s);
         let p = PlanSummary::of(&s, &plan);
         let bots = plan.iter().filter(|b| b.bot).count() as u64;
         assert_eq!(p.planned_requests, 100 + 2 * bots);

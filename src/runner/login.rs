@@ -50,14 +50,14 @@ pub(super) async fn before_sale(
     ));
     let started = Instant::now();
     let mut tally = LoginTally::default();
-    let slots = plan.buyers.iter().map(|b| b.index + 1).max().unwrap_or(0);
+    let slots = plan.buyers.indexes().map(|i| i + 1).max().unwrap_or(0);
     let mut sessions: Vec<Option<Session>> = vec![None; slots];
     let (target_ref, columns, client) = (&target, &buyers.columns, &client);
     let mut answers = futures_util::stream::iter(plan.buyers.iter())
         .map(|b| async move {
             let i = b.index;
             let mut session = Session::with_values(columns.row(b.index));
-            let Some(p) = target_ref.prepare(&Action::Login, b, &session) else {
+            let Some(p) = target_ref.prepare(&Action::Login, &b, &session) else {
                 let why = "not sent: it names a value this buyer does not have".to_string();
                 return (i, Err(why), Duration::ZERO, String::new(), session);
             };

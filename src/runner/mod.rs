@@ -56,7 +56,7 @@ use crate::store::Backend;
 use crate::traffic::attack::{self, GeneratorStats, GooseCrossCheck};
 use crate::traffic::mapping::Mapping;
 use crate::traffic::recorder::Recorder;
-use crate::traffic::schedule::BuyerPlan;
+use crate::traffic::schedule::Schedule;
 use crate::traffic::target::{Prepared, Sale, Target, Targets};
 use crate::traffic::Scenario;
 use anyhow::Context;
@@ -111,7 +111,7 @@ impl RunPlan {
     /// endpoint, draining for at most 60 s; the `with_*` methods change those.
     pub fn new(scenario: Scenario, scenario_file: PathBuf, subject: Subject, out: PathBuf) -> Self {
         RunPlan {
-            buyers: Arc::new(crate::traffic::schedule::build(&scenario)),
+            buyers: crate::traffic::schedule::build(&scenario),
             scenario,
             scenario_file,
             subject,
@@ -142,7 +142,7 @@ impl RunPlan {
     }
 
     /// Fires these buyers instead of the scenario's seeded ones (renamed from a CSV).
-    pub fn with_buyers(self, buyers: Arc<Vec<BuyerPlan>>) -> Self {
+    pub fn with_buyers(self, buyers: Schedule) -> Self {
         RunPlan { buyers, ..self }
     }
 
@@ -238,7 +238,7 @@ pub struct RunPlan {
     pub scenario_file: PathBuf,
     pub subject: Subject,
     /// The buyers to fire: `schedule::build(&scenario)`, possibly renamed from a CSV.
-    pub buyers: Arc<Vec<BuyerPlan>>,
+    pub buyers: Schedule,
     /// Reports go to `<out>/<UTC timestamp>-<scenario>/`.
     pub out: PathBuf,
     /// Longest wait for the shop to drain (reference) or the oracle to settle (foreign).
@@ -513,7 +513,9 @@ async fn fire_traffic(
         keys_sent: !mapping.idempotency_header.is_empty(),
     };
     let sending = attack::Sending::of(&plan.scenario.client);
-    let recorder = Arc::new(Recorder::new(Instant::now() + sending.launch_lead(&buyers)));
+    let recorder = Arc::new(Recorder::new(
+        Instant::now() + sending.launch_lead(buyers.len()),
+    ));
     let probes = probe::start(ProbeConfig {
         opened: recorder.opened(),
         ..probe

@@ -16,7 +16,7 @@ use crate::store::Backend;
 use crate::traffic::attack::{self, GeneratorStats};
 use crate::traffic::mapping::Mapping;
 use crate::traffic::recorder::{Kind, Recorder};
-use crate::traffic::schedule::BuyerPlan;
+use crate::traffic::schedule::Schedule;
 use crate::traffic::Scenario;
 use anyhow::{bail, Context};
 use chrono::{DateTime, Utc};
@@ -44,7 +44,7 @@ pub struct ShardRun {
     pub admin_token: Option<String>,
     pub subject: ShardSubject,
     /// This shard's buyers (each keeps its schedule index).
-    pub buyers: Arc<Vec<BuyerPlan>>,
+    pub buyers: Schedule,
     /// Buyers in the whole schedule.
     pub buyers_total: usize,
     /// The shard's folder: `shard.json` and `latency-order.hlog` go there.
@@ -127,7 +127,7 @@ pub async fn fire_shard(run: &ShardRun) -> anyhow::Result<ShardFile> {
         wait_for_item(&http, &base_url, s.item.number(), run.open_at).await?;
     }
     let sending = attack::Sending::of(&s.client);
-    let lead = sending.launch_lead(&run.buyers);
+    let lead = sending.launch_lead(run.buyers.len());
     tokio::time::sleep(until(run.open_at).saturating_sub(lead)).await;
     let recorder = Arc::new(Recorder::new(Instant::now() + until(run.open_at)));
     run.say(&format!(

@@ -18,7 +18,7 @@ use crate::report::shops::{ShopShare, ShopSpread, SOURCE};
 use crate::report::Drain;
 use crate::shop::routes::Route;
 use crate::shop::ShopKnobs;
-use crate::traffic::schedule::BuyerPlan;
+use crate::traffic::schedule::Schedule;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -107,7 +107,7 @@ pub(super) async fn wait_all_drained(
 pub(super) async fn spread(
     http: &reqwest::Client,
     shops: &[&ChildShop],
-    buyers: &[BuyerPlan],
+    buyers: &Schedule,
     redis: Option<(&str, &str, i64)>,
 ) -> ShopSpread {
     let k = shops.len();
@@ -131,7 +131,7 @@ pub(super) async fn spread(
         out.push(ShopShare {
             shop: i as u32 + 1,
             url: shop.base_url.clone(),
-            buyers: buyers.iter().filter(|b| b.index % k == i).count() as u64,
+            buyers: buyers.indexes().filter(|b| b % k == i).count() as u64,
             requests_answered: metrics.as_ref().map(buyer_requests),
             persisted_events: redis
                 .and(metrics.as_ref())

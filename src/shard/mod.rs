@@ -12,7 +12,7 @@
 pub mod combine;
 pub mod file;
 
-use crate::traffic::schedule::BuyerPlan;
+use crate::traffic::schedule::Schedule;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -69,8 +69,8 @@ impl ShardSpec {
     }
 
     /// This shard's buyers of `plan`, in schedule order (each keeps its schedule index).
-    pub fn take(&self, plan: Vec<BuyerPlan>) -> Vec<BuyerPlan> {
-        plan.into_iter().filter(|b| self.owns(b.index)).collect()
+    pub fn take(&self, plan: &Schedule) -> Schedule {
+        plan.share(self.index as usize, self.count as usize)
     }
 
     /// Whether this shard sets the sale up (shard 0 does).
@@ -155,10 +155,16 @@ mod tests {
         .unwrap();
         let whole = crate::traffic::schedule::build(&s);
         let mut seen: Vec<_> = (0..4)
-            .flat_map(|i| ShardSpec { index: i, count: 4 }.take(whole.clone()))
+            .flat_map(|i| {
+                ShardSpec { index: i, count: 4 }
+                    .take(&whole)
+                    .iter()
+                    .collect::<Vec<_>>()
+            })
             .collect();
         assert_eq!(seen.len(), whole.len());
         seen.sort_by_key(|b| b.index);
+        let whole: Vec<_> = whole.iter().collect();
         assert_eq!(seen, whole, "together the shards send exactly the schedule");
     }
 

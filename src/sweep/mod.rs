@@ -14,7 +14,6 @@ pub use report::{SweepPoint, SweepReport, SCHEMA};
 use crate::runner::{self, Cell, RunPlan, Subject};
 use crate::traffic::{schedule, Scenario};
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 /// Everything `sweep` needs, decided before the first run.
@@ -84,7 +83,7 @@ pub async fn execute(plan: &SweepPlan) -> anyhow::Result<(SweepReport, PathBuf)>
             ));
         }
         let run_plan = RunPlan {
-            buyers: Arc::new(schedule::build(&s)),
+            buyers: schedule::build(&s),
             scenario: s,
             scenario_file: plan.scenario_file.clone(),
             subject: Subject::Reference {

@@ -8,7 +8,7 @@
 //! 0-9, `_`) that is not a built-in one.
 
 use super::mapping::template;
-use super::schedule::BuyerPlan;
+use super::schedule::Schedule;
 use super::session::Columns;
 use crate::model::MAX_ID_LEN;
 use std::collections::HashMap;
@@ -159,7 +159,7 @@ pub fn read(file: &Path, text: &str) -> Result<(Vec<Account>, Columns), CsvError
 
 /// Reads the file and gives its accounts to `plan`'s buyers in order; returns the extra
 /// columns of those rows. The file must have at least one row per planned buyer.
-pub fn apply(file: &Path, plan: &mut [BuyerPlan]) -> Result<Columns, CsvError> {
+pub fn apply(file: &Path, plan: &mut Schedule) -> Result<Columns, CsvError> {
     let text = std::fs::read_to_string(file).map_err(|e| CsvError {
         file: file.to_path_buf(),
         line: None,
@@ -177,11 +177,9 @@ pub fn apply(file: &Path, plan: &mut [BuyerPlan]) -> Result<Columns, CsvError> {
             ),
         });
     }
-    for (b, a) in plan.iter_mut().zip(accounts) {
-        b.user_id = a.user_id.into();
-        b.device_id = a.device_id.into();
-        b.ip = a.ip.into();
-    }
+    let mut accounts = accounts;
+    accounts.truncate(plan.len());
+    plan.rename(accounts);
     columns.truncate(plan.len());
     Ok(columns)
 }
@@ -304,7 +302,7 @@ mod tests {
         );
         std::fs::write(&f, "user_id,device_id,ip\nu1,d1,::1\nu2,d2,10.1.1.1\n").unwrap();
         apply(&f, &mut plan).unwrap();
-        assert_eq!(plan[1].user_id, "u2");
-        assert_eq!(plan[1].ip, "10.1.1.1");
+        assert_eq!(plan.get(1).user_id, "u2");
+        assert_eq!(plan.get(1).ip, "10.1.1.1");
     }
 }

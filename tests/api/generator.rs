@@ -83,10 +83,12 @@ async fn fire_with_goose(
     base_url: String,
     stall: Option<Duration>,
 ) -> (Measurements, Vec<attack::GooseCrossCheck>) {
-    let plan = Arc::new(schedule::build(s));
+    let plan = schedule::build(s);
     let target = Arc::new(Target::new(&base_url, Mapping::default(), Sale::of(s)));
     let sending = Sending::of(&s.client);
-    let recorder = Arc::new(Recorder::new(Instant::now() + sending.launch_lead(&plan)));
+    let recorder = Arc::new(Recorder::new(
+        Instant::now() + sending.launch_lead(plan.len()),
+    ));
     if let Some(stall) = stall {
         let at = recorder.opened() + Duration::from_millis(300);
         tokio::spawn(async move {

@@ -6,7 +6,7 @@
 
 use super::super::adversary::RetryPolicy;
 use super::super::recorder::{Key, Kind, Recorder};
-use super::super::schedule::BuyerPlan;
+use super::super::schedule::{BuyerPlan, Schedule};
 use super::super::target::{Classified, Prepared, Target, Targets};
 use super::pool::{Jobs, PoolGone};
 use std::sync::Arc;
@@ -14,7 +14,7 @@ use tokio::time::Instant;
 
 /// What every journey shares.
 pub(super) struct Ctx {
-    pub plan: Arc<Vec<BuyerPlan>>,
+    pub plan: Schedule,
     /// Buyer i goes to shop i mod K.
     pub targets: Targets,
     pub recorder: Arc<Recorder>,

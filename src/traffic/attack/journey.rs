@@ -1,7 +1,8 @@
 //! The buyers: one plain task per person, spawned shortly before its arrival.
 //!
 //! The dispatcher walks the plan in arrival order and spawns each buyer's journey [`AHEAD`] of
-//! its arrival, so a buyer not yet due costs only its [`BuyerPlan`]. A journey sleeps until
+//! its arrival with its [`BuyerPlan`] drawn then, so a buyer not yet due costs only its
+//! arrival in the [`super::super::schedule::Schedule`]. A journey sleeps until
 //! its arrival and then visits the shop (a login on arrival, views, the order, a bot's extra
 //! submissions, pay or cancel after thinking), handing every request to the senders' pool
 //! ([`super::pool`]) and waiting for its answer: each buyer is a closed loop, the arrivals are
@@ -30,31 +31,21 @@ pub const AHEAD: Duration = Duration::from_millis(100);
 /// The dispatcher wakes at most this often (it spawns every buyer due within [`AHEAD`] at once).
 const TICK: Duration = Duration::from_millis(10);
 
-/// The plan's positions in arrival order: `None` when the plan already is in that order (a
-/// seeded schedule, or a shard's part of one), else the sorted positions.
-pub(super) fn arrival_order(plan: &[BuyerPlan]) -> Option<Vec<u32>> {
-    if plan.is_sorted_by_key(|b| b.arrival) {
-        return None;
-    }
-    let mut order: Vec<u32> = (0..plan.len() as u32).collect();
-    order.sort_by_key(|&i| plan[i as usize].arrival);
-    Some(order)
-}
-
 /// Spawns every buyer's journey [`AHEAD`] of its arrival; returns once the last is spawned
 /// (or the pool is gone). The journeys hold the shared context: the queue closes when the last
 /// one finishes.
 ///
-/// A buyer due while every sender is held (the shop is slower than the arrivals) is held back:
-/// it waits as a number in the plan, not as a task with its request queued, so a backlog of a
-/// hundred thousand buyers costs no memory. It is spawned as soon as a sender could take its
+/// While every sender is held (the shop is slower than the arrivals), buyers are held back,
+/// due or not: each waits as its place in the schedule, not as a task with its request queued,
+/// so a backlog of a hundred thousand buyers costs no memory. It is spawned as soon as a sender could take its
 /// request, which then counts its wait from its arrival (or from the moment the hold began, if
-/// it was due before) as sender wait, the shop's ([`super::pool::HELD`]), exactly as if it had
-/// been queued then; it is checked every [`TICK`].
+/// it was due before) as sender wait, the shop's ([`super::pool::Arriving`]), exactly as if it
+/// had been queued then; it is checked every [`TICK`]. A buyer spawned already due counts
+/// against the free senders until its first request is queued, so a backlog comes out of the
+/// hold no faster than senders come free.
 pub(super) async fn dispatch(ctx: Arc<Ctx>) {
     let plan = ctx.plan.clone();
-    let order = arrival_order(&plan);
-    let at = |k: usize| order.as_ref().map_or(k, |o| o[k] as usize);
+    let at = |k: usize| plan.arrival(k);
     let opened = ctx.recorder.opened();
     let mut next = 0;
     // When buyers began to be held back, while they are.
@@ -66,17 +57,20 @@ pub(super) async fn dispatch(ctx: Arc<Ctx>) {
         let now = Instant::now();
         let horizon = now + AHEAD;
         let mut held_back = false;
-        while next < plan.len() && opened + plan[at(next)].arrival <= horizon {
-            let arrival = opened + plan[at(next)].arrival;
+        while next < plan.len() && opened + at(next) <= horizon {
+            let arrival = opened + at(next);
             let due = arrival <= now;
-            if due && ctx.jobs.saturated() {
+            // Not only a due buyer: one spawned ahead queues its request at its arrival, so
+            // spawning ahead behind a backlog would queue every arrival after all.
+            if ctx.jobs.saturated() {
                 holding.get_or_insert(now);
                 held_back = true;
                 break;
             }
             let held = holding.filter(|_| due).map(|since| since.max(arrival));
-            let journey = journey(ctx.clone(), at(next));
-            tokio::spawn(super::pool::HELD.scope(std::cell::Cell::new(held), journey));
+            let arriving = due.then(|| ctx.jobs.arriving(held));
+            let journey = journey(ctx.clone(), plan.get(next));
+            tokio::spawn(super::pool::ARRIVING.scope(std::cell::RefCell::new(arriving), journey));
             next += 1;
         }
         if !held_back {
@@ -85,7 +79,7 @@ pub(super) async fn dispatch(ctx: Arc<Ctx>) {
         if held_back {
             tokio::time::sleep(TICK).await;
         } else if next < plan.len() {
-            let arrival = opened + plan[at(next)].arrival;
+            let arrival = opened + at(next);
             let due = arrival.checked_sub(AHEAD).unwrap_or(opened);
             tokio::time::sleep_until(due.max(Instant::now() + TICK)).await;
         }
@@ -169,8 +163,8 @@ async fn send_order(
 
 /// One person's visit: arrive, browse, order (bots: again and again), then pay, cancel or leave.
 /// Ends early only if the pool is gone (the run failed).
-async fn journey(ctx: Arc<Ctx>, i: usize) -> Result<(), PoolGone> {
-    let b = &ctx.plan[i];
+async fn journey(ctx: Arc<Ctx>, b: BuyerPlan) -> Result<(), PoolGone> {
+    let b = &b;
     let target = ctx.targets.of(b);
     let rec = &ctx.recorder;
     let mut intended = rec.opened() + b.arrival;
@@ -198,11 +192,11 @@ async fn journey(ctx: Arc<Ctx>, i: usize) -> Result<(), PoolGone> {
         at += *gap;
         let ctx = ctx.clone();
         let mut session = session.clone();
+        let b = b.clone();
         extra.push(tokio::spawn(async move {
             tokio::time::sleep_until(at).await;
-            let b = &ctx.plan[i];
-            let t = ctx.targets.of(b);
-            let (c, done) = send_order(&ctx, t, n + 1, b, &mut session, at).await?;
+            let t = ctx.targets.of(&b);
+            let (c, done) = send_order(&ctx, t, n + 1, &b, &mut session, at).await?;
             Ok::<_, PoolGone>((c, done, n + 1, at))
         }));
     }
@@ -302,5 +296,6 @@ async fn after_order(
 /// The size of a journey's future: what a buyer on its way holds (besides tokio's task header).
 #[cfg(test)]
 pub(super) fn future_size(ctx: Arc<Ctx>) -> usize {
-    std::mem::size_of_val(&journey(ctx, 0))
+    let b = ctx.plan.get(0);
+    std::mem::size_of_val(&journey(ctx, b))
 }

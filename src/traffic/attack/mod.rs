@@ -20,7 +20,7 @@ mod script;
 use super::adversary::RetryPolicy;
 use super::recorder::Recorder;
 use super::scenario::ClientSpec;
-use super::schedule::BuyerPlan;
+use super::schedule::Schedule;
 use super::target::{self, Targets};
 use anyhow::Context as _;
 use goose::metrics::GooseMetrics;
@@ -110,12 +110,12 @@ impl Sending {
     }
 
     /// How long before the sale opens the generator must be launched: goose's set-up and the
-    /// start of the senders, whatever the plan's size.
-    pub fn launch_lead(&self, plan: &[BuyerPlan]) -> Duration {
-        if plan.is_empty() {
+    /// start of the senders for a plan of `buyers`, whatever its size.
+    pub fn launch_lead(&self, buyers: usize) -> Duration {
+        if buyers == 0 {
             return Duration::ZERO;
         }
-        Duration::from_secs_f64(self.senders_for(plan.len()) as f64 / LAUNCH_RATE) + MARGIN
+        Duration::from_secs_f64(self.senders_for(buyers) as f64 / LAUNCH_RATE) + MARGIN
     }
 }
 
@@ -124,7 +124,7 @@ impl Sending {
 /// `recorder.opened()` is the schedule's zero: place it at least [`Sending::launch_lead`] from
 /// now.
 pub async fn fire(
-    plan: Arc<Vec<BuyerPlan>>,
+    plan: Schedule,
     targets: Targets,
     recorder: Arc<Recorder>,
     spec: &ClientSpec,

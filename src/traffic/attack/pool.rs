@@ -51,11 +51,29 @@ pub(super) struct Job {
 }
 
 tokio::task_local! {
-    /// Set in the task of a buyer the dispatcher held back while every sender was held
-    /// ([`super::journey::dispatch`]): when its first request began to wait for a sender (its
-    /// arrival, or the moment the hold began if it was due before). That first request takes
-    /// it: its wait from there is sender wait, the shop's, as if it had been queued then.
-    pub(super) static HELD: std::cell::Cell<Option<Instant>>;
+    /// Set in the task of a buyer the dispatcher spawned already due
+    /// ([`super::journey::dispatch`]); its first request takes it ([`Arriving::held`]).
+    pub(super) static ARRIVING: std::cell::RefCell<Option<Arriving>>;
+}
+
+/// A buyer spawned when already due, until its first request is queued: counted against the
+/// free senders ([`Saturation::full_for`]) so that a backlog is spawned no faster than senders
+/// come free — its journeys are not yet in the queue, and without the count one pass of the
+/// dispatcher would spawn every held buyer at once.
+pub(super) struct Arriving {
+    /// When its first request began to wait for a sender, if it was held back while every
+    /// sender was held (its arrival, or the moment the hold began if it was due before): its
+    /// wait from there is sender wait, the shop's, as if it had been queued then.
+    pub(super) held: Option<Instant>,
+    saturation: Arc<Saturation>,
+}
+
+impl Drop for Arriving {
+    fn drop(&mut self) {
+        self.saturation
+            .arriving
+            .fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+    }
 }
 
 /// The pool stopped (its goose attack ended or failed): nothing will be sent any more.
@@ -77,6 +95,8 @@ pub struct Saturation {
     senders: usize,
     /// Senders holding a request (taken, not yet answered).
     busy: std::sync::atomic::AtomicUsize,
+    /// Buyers spawned already due whose first request is not queued yet ([`Arriving`]).
+    arriving: std::sync::atomic::AtomicUsize,
     /// The first moment every sender held a request.
     first_full: std::sync::OnceLock<Instant>,
 }
@@ -86,13 +106,16 @@ impl Saturation {
         Saturation {
             senders,
             busy: std::sync::atomic::AtomicUsize::new(0),
+            arriving: std::sync::atomic::AtomicUsize::new(0),
             first_full: std::sync::OnceLock::new(),
         }
     }
 
-    /// Whether a request queued now behind `queued` others finds no free sender.
+    /// Whether a request queued now behind `queued` others (and the requests of the buyers
+    /// arriving) finds no free sender.
     fn full_for(&self, queued: usize) -> bool {
-        self.busy.load(std::sync::atomic::Ordering::Acquire) + queued >= self.senders
+        use std::sync::atomic::Ordering::Acquire;
+        self.busy.load(Acquire) + self.arriving.load(Acquire) + queued >= self.senders
     }
 
     /// A sender took a request.
@@ -141,7 +164,10 @@ impl Jobs {
         retry: bool,
     ) -> Result<(Classified, Instant, Instant), PoolGone> {
         let (reply, answer) = oneshot::channel();
-        let held = HELD.try_with(|h| h.take()).ok().flatten();
+        // A buyer's first request: it is no longer arriving (dropped here, before it counts
+        // the free senders).
+        let arriving = ARRIVING.try_with(|a| a.borrow_mut().take()).ok().flatten();
+        let held = arriving.and_then(|a| a.held);
         // Queued behind others with every sender held: it waits for a sender.
         let waited_since =
             held.or_else(|| self.saturation.full_for(self.tx.len()).then(Instant::now));
@@ -164,9 +190,21 @@ impl Jobs {
     }
 
     /// Whether a request handed over now would wait for a sender (every sender held, or
-    /// held and queued for).
+    /// held, queued for and about to be).
     pub(super) fn saturated(&self) -> bool {
         self.saturation.full_for(self.tx.len())
+    }
+
+    /// A buyer spawned already due: counted as arriving until its first request is queued
+    /// or its task ends (`held`: see [`Arriving::held`]).
+    pub(super) fn arriving(&self, held: Option<Instant>) -> Arriving {
+        self.saturation
+            .arriving
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        Arriving {
+            held,
+            saturation: self.saturation.clone(),
+        }
     }
 }
 

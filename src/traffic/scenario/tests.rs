@@ -98,7 +98,7 @@ fn a_string_item_id_is_text_to_templates_and_refused_by_the_reference_shop() {
         s.mapping(),
         crate::traffic::target::Sale::of(&s),
     );
-    let b = &crate::traffic::schedule::build(&s)[0];
+    let b = &crate::traffic::schedule::build(&s).get(0);
     let order = crate::traffic::target::Action::Order(None);
     let p = t.prepare(&order, b, &Default::default()).unwrap();
     assert_eq!(p.path, "/sales/0b7e-uuid/buy");

@@ -87,7 +87,7 @@ async fn every_script_sends_its_steps_and_a_retry_keeps_the_key_and_is_recorded_
          [shop]\npayment_timeout = \"2s\"\n",
     )
     .unwrap();
-    let plan = Arc::new(schedule::build(&s));
+    let plan = schedule::build(&s);
     assert!(plan
         .iter()
         .all(|b| matches!(b.after, AfterOrder::Script { .. })));
@@ -174,7 +174,7 @@ async fn every_script_sends_its_steps_and_a_retry_keeps_the_key_and_is_recorded_
             Script::AtTimeout => {
                 assert_eq!(seq, [(Pay, Ok)]);
                 // The order was sent at its arrival; the pay at the end of its 2 s window.
-                let b = &plan[f.buyer];
+                let b = &plan.get(f.buyer);
                 let paid = Duration::from_millis(f.steps[0].at_ms);
                 assert!(paid >= b.arrival + Duration::from_millis(1700), "{paid:?}");
             }
