@@ -260,6 +260,23 @@ async fn bench_generator_compares_ours_goose_and_wrk_on_one_endpoint() {
     }
     // Our plan: 200 buyers over 1 s, each one order; the closed loops have no send lag.
     assert_eq!(v["ours"]["requests"], 200, "{v}");
+    // Ours: the attack's peak, and the peak once the records are spelled out for the oracle.
+    let spelled = v["ours"]["peak_rss_with_spelled_records_mib"]
+        .as_f64()
+        .unwrap();
+    assert!(
+        spelled >= v["ours"]["peak_rss_mib"].as_f64().unwrap(),
+        "{v}"
+    );
+    assert!(
+        v["goose"]["peak_rss_with_spelled_records_mib"].is_null(),
+        "{v}"
+    );
+    assert!(
+        run.stdout.contains("with them spelled out"),
+        "{}",
+        run.stdout
+    );
     assert!(v["ours"]["send_lag_p99_ms"].as_f64().is_some(), "{v}");
     assert!(v["goose"]["send_lag_p99_ms"].is_null(), "{v}");
     assert!(v["wrk"]["send_lag_p99_ms"].is_null(), "{v}");

@@ -24,7 +24,7 @@ fn between(rng: &mut ChaCha8Rng, r: [u64; 2]) -> Duration {
 }
 
 /// Offsets (seconds from the opening) of `n` arrivals with the given shape, sorted.
-pub fn arrivals(
+fn arrivals(
     rng: &mut ChaCha8Rng,
     n: usize,
     shape: Arrival,

@@ -9,7 +9,6 @@
 use super::adversary::Script;
 use super::buyers_csv::Account;
 use super::scenario::Scenario;
-pub use draw::arrivals;
 pub use ident::Ident;
 use std::sync::Arc;
 use std::time::Duration;
@@ -35,8 +34,8 @@ pub enum AfterOrder {
     },
 }
 
-/// One person's plan: ~130 bytes, and nothing else for a seeded buyer who orders straight away
-/// (its ids are spelled from numbers, [`Ident`]).
+/// One person's plan, drawn when its journey is spawned: ~136 bytes, and nothing else for a
+/// seeded buyer who orders straight away (its ids are spelled from numbers, [`Ident`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct BuyerPlan {
     pub index: usize,
