@@ -8,7 +8,7 @@
 //! 0-9, `_`) that is not a built-in one.
 
 use super::mapping::template;
-use super::schedule::Schedule;
+use super::schedule::{Names, Schedule};
 use super::session::Columns;
 use crate::model::MAX_ID_LEN;
 use std::collections::HashMap;
@@ -177,9 +177,12 @@ pub fn apply(file: &Path, plan: &mut Schedule) -> Result<Columns, CsvError> {
             ),
         });
     }
-    let mut accounts = accounts;
-    accounts.truncate(plan.len());
-    plan.rename(accounts);
+    let names = accounts.into_iter().take(plan.len()).map(|a| Names {
+        user_id: a.user_id.into(),
+        device_id: a.device_id.into(),
+        ip: a.ip.into(),
+    });
+    plan.rename(names.collect());
     columns.truncate(plan.len());
     Ok(columns)
 }

@@ -126,8 +126,12 @@ async fn smoke_every_strategy(backend: Backend) {
         );
         let oversell = run["oversell"].as_i64().unwrap();
         if strategy == "naive" {
+            // Caught by the peak: the cancels and the second wave may resell what the race
+            // oversold, so the count at the end can come back to the stock (which buyers
+            // cancel is the seed's draw).
+            let peak = run["peak_oversell"].as_i64().unwrap();
             assert!(
-                oversell > 0,
+                peak > 0 && peak >= oversell,
                 "naive must oversell under smoke: {}",
                 run["verdict"]
             );

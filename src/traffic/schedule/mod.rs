@@ -7,7 +7,6 @@
 //! million buyers cost 8 MB before the sale, not the 130 MB their plans would.
 
 use super::adversary::Script;
-use super::buyers_csv::Account;
 use super::scenario::Scenario;
 pub use ident::Ident;
 use std::sync::Arc;
@@ -64,10 +63,18 @@ pub struct Schedule {
     /// order is the arrival order.
     arrivals: Arc<[u64]>,
     /// A buyers CSV's accounts, by buyer index (`None`: the seeded ids).
-    accounts: Option<Arc<[Account]>>,
+    accounts: Option<Arc<[Names]>>,
     /// The buyers here: indexes `first`, `first + step`, ... (a shard's share; 0 and 1 for all).
     first: usize,
     step: usize,
+}
+
+/// A buyer's ids given instead of the seeded ones (a buyers CSV's row).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Names {
+    pub user_id: Ident,
+    pub device_id: Ident,
+    pub ip: Ident,
 }
 
 /// Every buyer of the scenario, ordered by arrival.
@@ -114,9 +121,9 @@ impl Schedule {
         let (arrival, wave) = draw::unpack(self.arrivals[index]);
         let mut b = self.draw.buyer(index, arrival, wave);
         if let Some(a) = self.accounts.as_ref().and_then(|a| a.get(index)) {
-            b.user_id = Ident::given(&*a.user_id);
-            b.device_id = Ident::given(&*a.device_id);
-            b.ip = Ident::given(&*a.ip);
+            b.user_id = a.user_id.clone();
+            b.device_id = a.device_id.clone();
+            b.ip = a.ip.clone();
         }
         b
     }
@@ -142,8 +149,8 @@ impl Schedule {
         }
     }
 
-    /// Gives buyer `i` the account `accounts[i]` (a buyers CSV), up to the accounts' number.
-    pub fn rename(&mut self, accounts: Vec<Account>) {
+    /// Gives buyer `i` the ids `accounts[i]` (a buyers CSV's rows), up to the accounts' number.
+    pub fn rename(&mut self, accounts: Vec<Names>) {
         self.accounts = Some(accounts.into());
     }
 
@@ -166,10 +173,10 @@ impl Schedule {
         let accounts = self.accounts.as_ref().map_or(0, |a| {
             a.iter()
                 .map(|a| {
-                    std::mem::size_of::<Account>()
-                        + a.user_id.len()
-                        + a.device_id.len()
-                        + a.ip.len()
+                    std::mem::size_of::<Names>()
+                        + a.user_id.stored_bytes()
+                        + a.device_id.stored_bytes()
+                        + a.ip.stored_bytes()
                 })
                 .sum()
         });

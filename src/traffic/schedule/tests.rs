@@ -227,7 +227,7 @@ fn a_renamed_buyer_keeps_its_draws_and_takes_its_accounts_ids() {
     let s = scenario("uniform");
     let seeded = build(&s);
     let mut renamed = seeded.clone();
-    renamed.rename(vec![Account {
+    renamed.rename(vec![Names {
         user_id: "alice".into(),
         device_id: "phone-1".into(),
         ip: "10.9.9.9".into(),
