@@ -40,7 +40,8 @@ const TICK: Duration = Duration::from_millis(10);
 /// so a backlog of a hundred thousand buyers costs no memory. It is spawned as soon as a sender could take its
 /// request, which then counts its wait from its arrival (or from the moment the hold began, if
 /// it was due before) as sender wait, the shop's ([`super::pool::Arriving`]), exactly as if it
-/// had been queued then; it is checked every [`TICK`]. A buyer spawned already due counts
+/// had been queued then; it is checked whenever a sender hands an answer back, and every
+/// [`TICK`]. A buyer spawned already due counts
 /// against the free senders until its first request is queued, so a backlog comes out of the
 /// hold no faster than senders come free.
 pub(super) async fn dispatch(ctx: Arc<Ctx>) {
@@ -77,7 +78,11 @@ pub(super) async fn dispatch(ctx: Arc<Ctx>) {
             holding = None;
         }
         if held_back {
-            tokio::time::sleep(TICK).await;
+            // Back as soon as a sender comes free (or a tick, whichever is first).
+            tokio::select! {
+                _ = tokio::time::sleep(TICK) => {}
+                _ = ctx.jobs.freed() => {}
+            }
         } else if next < plan.len() {
             let arrival = opened + at(next);
             let due = arrival.checked_sub(AHEAD).unwrap_or(opened);

@@ -99,6 +99,9 @@ pub struct Saturation {
     arriving: std::sync::atomic::AtomicUsize,
     /// The first moment every sender held a request.
     first_full: std::sync::OnceLock<Instant>,
+    /// Told each time a sender hands its answer back (the dispatcher waits on it while it
+    /// holds buyers back).
+    room: tokio::sync::Notify,
 }
 
 impl Saturation {
@@ -108,6 +111,7 @@ impl Saturation {
             busy: std::sync::atomic::AtomicUsize::new(0),
             arriving: std::sync::atomic::AtomicUsize::new(0),
             first_full: std::sync::OnceLock::new(),
+            room: tokio::sync::Notify::new(),
         }
     }
 
@@ -129,6 +133,7 @@ impl Saturation {
     /// A sender handed its answer back.
     pub(super) fn freed(&self) {
         self.busy.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+        self.room.notify_one();
     }
 
     /// The first moment every sender held a request (`None`: the cap was never reached).
@@ -193,6 +198,11 @@ impl Jobs {
     /// held, queued for and about to be).
     pub(super) fn saturated(&self) -> bool {
         self.saturation.full_for(self.tx.len())
+    }
+
+    /// Until a sender hands an answer back (at once if one did since the last wait).
+    pub(super) async fn freed(&self) {
+        self.saturation.room.notified().await
     }
 
     /// A buyer spawned already due: counted as arriving until its first request is queued
