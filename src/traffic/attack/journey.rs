@@ -28,7 +28,8 @@ use tokio::time::Instant;
 /// How long before its arrival a buyer's journey is spawned.
 pub const AHEAD: Duration = Duration::from_millis(100);
 
-/// The dispatcher wakes at most this often (it spawns every buyer due within [`AHEAD`] at once).
+/// The dispatcher's shortest sleep while it keeps ahead of the arrivals (it spawns every buyer
+/// due within [`AHEAD`] at once), and its longest while it holds buyers back.
 const TICK: Duration = Duration::from_millis(10);
 
 /// Spawns every buyer's journey [`AHEAD`] of its arrival; returns once the last is spawned
@@ -37,13 +38,13 @@ const TICK: Duration = Duration::from_millis(10);
 ///
 /// While every sender is held (the shop is slower than the arrivals), buyers are held back,
 /// due or not: each waits as its place in the schedule, not as a task with its request queued,
-/// so a backlog of a hundred thousand buyers costs no memory. It is spawned as soon as a sender could take its
-/// request, which then counts its wait from its arrival (or from the moment the hold began, if
-/// it was due before) as sender wait, the shop's ([`super::pool::Arriving`]), exactly as if it
-/// had been queued then; it is checked whenever a sender hands an answer back, and every
-/// [`TICK`]. A buyer spawned already due counts
-/// against the free senders until its first request is queued, so a backlog comes out of the
-/// hold no faster than senders come free.
+/// so a backlog of a hundred thousand buyers costs no memory. A held buyer is spawned as soon
+/// as a sender could take its request, which then counts its wait from its arrival (or from
+/// the moment the hold began, if it was due before) as sender wait, the shop's
+/// ([`super::pool::Arriving`]), exactly as if it had been queued then. The hold is checked
+/// whenever a sender hands an answer back, and every [`TICK`]. A buyer spawned already due
+/// counts against the free senders until its first request is queued, so a backlog comes out
+/// of the hold no faster than senders come free.
 pub(super) async fn dispatch(ctx: Arc<Ctx>) {
     let plan = ctx.plan.clone();
     let at = |k: usize| plan.arrival(k);
