@@ -178,7 +178,7 @@ pub(super) fn observe(f: &mut Findings, c: &Measurements, ids: bool, keys_sent: 
     let mut by_key: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
     for a in &c.attempts {
         if let (Answer::Created, Some(id)) = (a.answer, a.order_id.as_deref()) {
-            by_key.entry(a.key.as_str()).or_default().insert(id);
+            by_key.entry(&*a.key).or_default().insert(id);
         }
     }
     let dups = duplicates(by_key, "clients' records");

@@ -173,7 +173,7 @@ pub(super) fn sort(orders: &[Order], e: &Evidence<'_>) -> Sorted {
     let mut by_key: HashMap<&str, (bool, bool, bool)> = HashMap::new();
     if e.reading.keys_sent {
         for a in &c.attempts {
-            let k = by_key.entry(a.key.as_str()).or_default();
+            let k = by_key.entry(&*a.key).or_default();
             match a.class {
                 AnswerClass::Acknowledged if a.order_id.is_none() => k.0 = true,
                 AnswerClass::Acknowledged => {}

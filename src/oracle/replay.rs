@@ -160,7 +160,7 @@ mod tests {
     /// An ack of order `id` answered at `at`, sent at `sent`.
     fn ack(id: &str, user: &str, sent: u64, at: u64) -> Ack {
         Ack {
-            key: Some(format!("k-{id}")),
+            key: Some(format!("k-{id}").into()),
             order_id: Some(id.into()),
             buyer: 0,
             user_id: user.into(),

@@ -27,8 +27,8 @@ fn clients(acks: &[(&str, &str)]) -> Measurements {
             .iter()
             .enumerate()
             .map(|(i, (id, user))| Ack {
-                key: Some(format!("k-{i}")),
-                order_id: Some(id.to_string()),
+                key: Some(format!("k-{i}").into()),
+                order_id: Some((*id).into()),
                 buyer: i,
                 user_id: user.to_string(),
                 device_id: format!("d-{user}"),
@@ -209,7 +209,7 @@ fn undersell_counts_units_left_while_buyers_were_refused_for_another_reason_than
     let mut c = clients(&[("a", "u1"), ("b", "u2")]);
     // Buyers 2, 3 and 4 got no order: 2 unauthorized, 3 invalid then not found, 4 sold out.
     let attempt = |buyer, answer| Attempt {
-        key: format!("k-{buyer}-{answer:?}"),
+        key: format!("k-{buyer}-{answer:?}").into(),
         buyer,
         answer,
         class: AnswerClass::of(answer),
@@ -267,7 +267,7 @@ fn a_sale_with_stock_and_no_acknowledgement_tested_nothing() {
     let mut c = clients(&[]);
     c.attempts = (0..5)
         .map(|buyer| Attempt {
-            key: format!("k-{buyer}"),
+            key: format!("k-{buyer}").into(),
             buyer,
             answer: Answer::Unauthorized,
             class: AnswerClass::Refused,
@@ -433,7 +433,7 @@ fn every_order_is_sorted_by_the_attempt_that_asked_for_it() {
         buyer: 0,
         answer,
         class: AnswerClass::of(answer),
-        order_id: id.map(str::to_string),
+        order_id: id.map(Into::into),
         at_ms: 0,
     };
     let keyed = |id: &str, key: Option<&str>| Order {

@@ -202,7 +202,7 @@ fn clients(acks: &[(&str, &str)]) -> Measurements {
             .enumerate()
             .map(|(i, (id, user))| Ack {
                 key: None,
-                order_id: Some(id.to_string()),
+                order_id: Some((*id).into()),
                 buyer: i,
                 user_id: user.to_string(),
                 device_id: String::new(),

@@ -35,15 +35,19 @@ use std::sync::Mutex;
 use std::time::Duration;
 use tokio::time::Instant;
 
+/// A key or an order id as the oracle reads it: one allocation, shared by an attempt and the
+/// acknowledgement of it (serialized as a string).
+pub type Text = std::sync::Arc<str>;
+
 /// One order attempt: the idempotency key it was sent with, and how it was answered.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Attempt {
-    pub key: String,
+    pub key: Text,
     pub buyer: usize,
     pub answer: Answer,
     pub class: AnswerClass,
     /// The order id a created answer carried.
-    pub order_id: Option<String>,
+    pub order_id: Option<Text>,
     /// Milliseconds after the sale opened, when the answer (or the failure) came.
     pub at_ms: u64,
     /// Sent again with the key of an earlier attempt (`[client] retry`, `resend_same_key`).
@@ -55,10 +59,10 @@ pub struct Attempt {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Ack {
     /// The idempotency key of the attempt that was told (`None`: sent without one).
-    pub key: Option<String>,
+    pub key: Option<Text>,
     /// The order id the answer carried; `None` when the mapping has no `order_id_field` or
     /// the answer lacked it (the acknowledgement still counts, by answer).
-    pub order_id: Option<String>,
+    pub order_id: Option<Text>,
     pub buyer: usize,
     pub user_id: String,
     pub device_id: String,

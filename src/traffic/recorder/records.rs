@@ -6,7 +6,7 @@
 //! and [`Records::buyers`] spell them out as the oracle reads them
 //! ([`Attempt`], [`Ack`], [`BuyerResult`]): the same values, field for field, as were recorded.
 
-use super::{Ack, Answer, AnswerClass, Attempt, BuyerResult};
+use super::{Ack, Answer, AnswerClass, Attempt, BuyerResult, Text};
 use crate::traffic::schedule::ident::Ident;
 use std::collections::BTreeMap;
 
@@ -219,10 +219,10 @@ impl Records {
             | flag(r.got_order, GOT_ORDER);
     }
 
-    fn key(&self, run_key: &str, buyer: usize, k: StoredKey) -> String {
+    fn key(&self, run_key: &str, buyer: usize, k: StoredKey) -> Text {
         match k {
-            StoredKey::Attempt(n) => spell(run_key, buyer, n as usize),
-            StoredKey::Text(s) => self.text(s).to_string(),
+            StoredKey::Attempt(n) => spell(run_key, buyer, n as usize).into(),
+            StoredKey::Text(s) => self.text(s).into(),
         }
     }
 
@@ -233,31 +233,7 @@ impl Records {
     /// ~130 MB less at the end of a run.
     pub(super) fn spell_out(&mut self, run_key: &str) -> (Vec<Attempt>, Vec<Ack>) {
         let set = |ms: u64| (ms != UNSET).then_some(ms);
-        let mut acks = Vec::with_capacity(self.acks.len());
-        while let Some(a) = self.acks.pop() {
-            let t = &self.attempts[a.attempt];
-            let (user_id, device_id) = match &a.ids {
-                Some(ids) => (ids.0.to_string(), ids.1.to_string()),
-                None => (
-                    Ident::user(t.buyer, a.bot).to_string(),
-                    Ident::device(t.buyer, a.bot).to_string(),
-                ),
-            };
-            acks.push(Ack {
-                key: Some(self.key(run_key, t.buyer, t.key)),
-                order_id: t.order_id.map(|s| self.text(s).to_string()),
-                buyer: t.buyer,
-                user_id,
-                device_id,
-                bot: a.bot,
-                at_ms: t.at_ms,
-                sent_ms: a.sent_ms,
-                cancel_sent_ms: set(a.cancel_sent_ms),
-                paid_ms: set(a.paid_ms),
-            });
-            shrink_when_halved(&mut self.acks);
-        }
-        acks.reverse();
+        // The attempts first: an acknowledgement shares its attempt's key and order id.
         let mut attempts = Vec::with_capacity(self.attempts.len());
         while let Some(a) = self.attempts.pop() {
             attempts.push(Attempt {
@@ -265,7 +241,7 @@ impl Records {
                 buyer: a.buyer,
                 answer: a.answer,
                 class: AnswerClass::of(a.answer),
-                order_id: a.order_id.map(|s| self.text(s).to_string()),
+                order_id: a.order_id.map(|s| self.text(s).into()),
                 at_ms: a.at_ms,
                 retry: a.retry,
             });
@@ -282,6 +258,31 @@ impl Records {
         }
         attempts.reverse();
         self.arena = String::new();
+        let mut acks = Vec::with_capacity(self.acks.len());
+        while let Some(a) = self.acks.pop() {
+            let t = &attempts[a.attempt];
+            let (user_id, device_id) = match &a.ids {
+                Some(ids) => (ids.0.to_string(), ids.1.to_string()),
+                None => (
+                    Ident::user(t.buyer, a.bot).to_string(),
+                    Ident::device(t.buyer, a.bot).to_string(),
+                ),
+            };
+            acks.push(Ack {
+                key: Some(t.key.clone()),
+                order_id: t.order_id.clone(),
+                buyer: t.buyer,
+                user_id,
+                device_id,
+                bot: a.bot,
+                at_ms: t.at_ms,
+                sent_ms: a.sent_ms,
+                cancel_sent_ms: set(a.cancel_sent_ms),
+                paid_ms: set(a.paid_ms),
+            });
+            shrink_when_halved(&mut self.acks);
+        }
+        acks.reverse();
         (attempts, acks)
     }
 

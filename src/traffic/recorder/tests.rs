@@ -144,11 +144,11 @@ async fn the_records_are_spelled_out_in_the_order_recorded_with_every_field_as_t
         };
         let id = rec.attempt(key, i, answer, order_id.as_deref(), done);
         attempts.push(Attempt {
-            key: spelled.clone(),
+            key: spelled.clone().into(),
             buyer: i,
             answer,
             class: AnswerClass::of(answer),
-            order_id: order_id.clone(),
+            order_id: order_id.as_deref().map(Into::into),
             at_ms: i as u64,
             retry: false,
         });
@@ -181,8 +181,8 @@ async fn the_records_are_spelled_out_in_the_order_recorded_with_every_field_as_t
     assert_eq!(m.attempts, attempts);
     assert_eq!(m.acks.len(), acks.len());
     for (got, (key, order_id, buyer, user, device, cancelled)) in m.acks.iter().zip(&acks) {
-        assert_eq!(got.key.as_ref(), Some(key));
-        assert_eq!(&got.order_id, order_id);
+        assert_eq!(got.key.as_deref(), Some(key.as_str()));
+        assert_eq!(got.order_id.as_deref(), order_id.as_deref());
         assert_eq!(
             (got.buyer, got.at_ms, got.sent_ms),
             (*buyer, *buyer as u64, 0)

@@ -137,7 +137,7 @@ async fn every_script_sends_its_steps_and_a_retry_keeps_the_key_and_is_recorded_
         let tries: Vec<bool> = m
             .attempts
             .iter()
-            .filter(|a| a.key == key)
+            .filter(|a| *a.key == *key)
             .map(|a| a.retry)
             .collect();
         let expected = if matches!(
