@@ -63,12 +63,8 @@ impl ShardSpec {
     /// The only shard of a single-process run.
     pub const WHOLE: ShardSpec = ShardSpec { index: 0, count: 1 };
 
-    /// Whether this shard sends buyer `index` of the schedule.
-    pub fn owns(&self, index: usize) -> bool {
-        index % self.count as usize == self.index as usize
-    }
-
-    /// This shard's buyers of `plan`, in schedule order (each keeps its schedule index).
+    /// This shard's buyers of `plan`, in schedule order (each keeps its schedule index): the
+    /// buyers whose index is this shard's modulo the count ([`Schedule::share`]).
     pub fn take(&self, plan: &Schedule) -> Schedule {
         plan.share(self.index as usize, self.count as usize)
     }
