@@ -250,6 +250,7 @@ async fn bench_generator_compares_ours_goose_and_wrk_on_one_endpoint() {
     for (client, source) in [
         ("ours", "RUSAGE_SELF"),
         ("goose", "RUSAGE_SELF"),
+        ("goose_paced", "RUSAGE_SELF"),
         ("wrk", "RUSAGE_CHILDREN"),
     ] {
         let c = &v[client];
@@ -280,12 +281,28 @@ async fn bench_generator_compares_ours_goose_and_wrk_on_one_endpoint() {
     assert!(v["ours"]["send_lag_p99_ms"].as_f64().is_some(), "{v}");
     assert!(v["goose"]["send_lag_p99_ms"].is_null(), "{v}");
     assert!(v["wrk"]["send_lag_p99_ms"].is_null(), "{v}");
-    let per = |c: &str| v[c]["cpu"]["us_per_op"].as_f64().unwrap();
-    let expect = (per("ours") / per("goose") * 1000.0).round() / 1000.0;
+    // goose paced: held to our rate by goose's throttle (200/s for 1 s, with slack for the
+    // throttle's first tokens and the run's rounding), far under the flat-out loop's.
+    let paced = v["goose_paced"]["requests"].as_u64().unwrap();
+    assert!(paced <= 400, "{v}");
+    assert!(paced < v["goose"]["requests"].as_u64().unwrap(), "{v}");
     assert!(
-        (v["ours_over_goose"].as_f64().unwrap() - expect).abs() < 0.002,
-        "{v}"
+        run.stdout
+            .contains("paced: goose's bare loop held to 200/s"),
+        "{}",
+        run.stdout
     );
+    let per = |c: &str| v[c]["cpu"]["us_per_op"].as_f64().unwrap();
+    for (field, floor) in [
+        ("ours_over_goose", "goose"),
+        ("ours_over_goose_paced", "goose_paced"),
+    ] {
+        let expect = (per("ours") / per(floor) * 1000.0).round() / 1000.0;
+        assert!(
+            (v[field].as_f64().unwrap() - expect).abs() < 0.002,
+            "{field}: {v}"
+        );
+    }
 }
 
 #[tokio::test]
