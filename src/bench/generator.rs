@@ -68,6 +68,11 @@ pub struct ClientRun {
     /// (`Recorder::finish`, what a run does at its end).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub peak_rss_with_spelled_records_mib: Option<f64>,
+    /// Ours: what spelling the records out takes, MiB: the peak during `Recorder::finish`
+    /// above the resident set just before it (the attack's own end state, which moves run to
+    /// run with what the allocator kept, taken out).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub spelling_out_mib: Option<f64>,
     /// Resident set when its phase began, MiB (ours and goose share this process, and the
     /// allocator keeps what an earlier phase freed).
     pub rss_at_start_mib: f64,
@@ -249,7 +254,10 @@ abandon = 1.0
     ));
     let (_, stats) = attack::fire(plan, Targets::one(target), recorder.clone(), &s.client).await?;
     let attack_peak = cpu::peak_rss_mib();
+    let before_finish = cpu::rss_mib();
+    cpu::reset_peak_rss();
     let m = recorder.finish();
+    let finish_peak = cpu::peak_rss_mib();
     let (own, ep, wall) = (
         attack::cpu_seconds() - own0,
         e.cpu() - ep0,
@@ -273,7 +281,8 @@ abandon = 1.0
         send_lag_p99_ms: q(0.99),
         send_lag_source: "the recorder's send lag of the orders (intended → actual send)".into(),
         peak_rss_mib: attack_peak,
-        peak_rss_with_spelled_records_mib: Some(cpu::peak_rss_mib()),
+        peak_rss_with_spelled_records_mib: Some(attack_peak.max(finish_peak)),
+        spelling_out_mib: Some((finish_peak - before_finish).max(0.0)),
         rss_at_start_mib,
         rss_source: OWN_RSS.into(),
         endpoint_us_per_request: per_us(ep, requests),
@@ -363,6 +372,7 @@ async fn goose_loop(
             .into(),
         peak_rss_mib: cpu::peak_rss_mib(),
         peak_rss_with_spelled_records_mib: None,
+        spelling_out_mib: None,
         rss_at_start_mib,
         rss_source: OWN_RSS.into(),
         endpoint_us_per_request: per_us(ep, requests),
@@ -394,6 +404,7 @@ async fn wrk_run(b: &GeneratorBench, e: &Endpoint) -> anyhow::Result<ClientRun> 
             .into(),
         peak_rss_mib: r.peak_rss_mib,
         peak_rss_with_spelled_records_mib: None,
+        spelling_out_mib: None,
         rss_at_start_mib: 0.0,
         rss_source: "VmHWM of wrk's /proc/<pid>/status, sampled every 100 ms".into(),
         endpoint_us_per_request: per_us(ep, r.requests),
@@ -461,10 +472,12 @@ pub fn render(r: &GeneratorBenchResult) -> String {
     ));
     out.push('\n');
     if let Some(spelled) = r.ours.peak_rss_with_spelled_records_mib {
+        let adds = r.ours.spelling_out_mib.unwrap_or_default();
         out.push_str(&wrap(
             &format!(
                 "ours' peak RSS is the attack's, its records kept compact; with them spelled out \
-                 for the oracle (a run's end): {spelled:.1} MiB"
+                 for the oracle (a run's end): {spelled:.1} MiB, the spelling out {adds:.1} MiB \
+                 over the resident set before it"
             ),
             TERMINAL_WIDTH,
         ));

@@ -273,8 +273,12 @@ async fn bench_generator_compares_ours_goose_and_wrk_on_one_endpoint() {
         v["goose"]["peak_rss_with_spelled_records_mib"].is_null(),
         "{v}"
     );
+    // What the spelling out itself took: never above the process's peak.
+    let adds = v["ours"]["spelling_out_mib"].as_f64().unwrap();
+    assert!((0.0..=spelled).contains(&adds), "{v}");
+    assert!(v["goose"]["spelling_out_mib"].is_null(), "{v}");
     assert!(
-        run.stdout.contains("with them spelled out"),
+        run.stdout.contains("with them spelled out") && run.stdout.contains("the spelling out"),
         "{}",
         run.stdout
     );
