@@ -60,8 +60,8 @@ pub fn handle() -> &'static PrometheusHandle {
 
 /// `GET /metrics`: the pool gauges read now, then everything the process recorded.
 pub(super) async fn metrics(State(st): State<AppState>) -> impl IntoResponse {
-    let pool = st.inventory.store().pool();
-    let in_use = pool.size().saturating_sub(pool.num_idle() as u32);
+    let store = st.inventory.store();
+    let (pool, in_use) = (store.pool(), store.connections_in_use());
     metrics::gauge!("oversell_db_pool_in_use").set(in_use as f64);
     metrics::gauge!("oversell_db_pool_size").set(pool.size() as f64);
     crate::telemetry::exposition(handle())

@@ -9,12 +9,14 @@
 //! - `orders`: orders and their state machine ([`Transition`]).
 //! - `rows`: rows to items and orders, orders to bind parameters.
 //! - `tx`: [`StoreTx`], the locking strategies' transaction.
+//! - `lane`: the connections the store keeps between operations (no release ping).
 //! - `persist`: redis-lua's stream events applied in batches, and the low-water mark.
 //! - `pg_array`: PostgreSQL array literals, a batch's column in one parameter.
 
 mod backend;
 pub mod dialect;
 mod error;
+mod lane;
 mod orders;
 mod persist;
 mod pg_array;
@@ -39,6 +41,20 @@ use sqlx::migrate::MigrateDatabase;
 use sqlx::{Any, AnyPool, Executor, Row};
 use std::time::Duration;
 
+/// Runs `$op`, a query future on `$conn`, on a connection held from `$store`'s lane, which it
+/// rests in again when the exchange ran to its end (see `lane`); evaluates to the query's
+/// result, its error passed up with `?`.
+macro_rules! on_lane {
+    ($store:expr, |$conn:ident| $op:expr) => {{
+        let mut held = $store.lane.hold().await?;
+        let $conn = held.conn();
+        let done = $op.await;
+        held.finished(&done);
+        done?
+    }};
+}
+pub(super) use on_lane;
+
 /// A set-up without reset found this many orders of the item, and changed nothing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HasOrders(pub i64);
@@ -56,6 +72,7 @@ pub struct PoolSettings {
 #[derive(Clone)]
 pub struct Store {
     pool: AnyPool,
+    lane: lane::Lane,
     sql: &'static Statements,
     backend: Backend,
     url: String,
@@ -114,9 +131,10 @@ impl Store {
             .acquire_timeout(settings.acquire_timeout)
             // No ping before each acquire: it was a round trip (and a backend wake-up) per
             // order, 11 % of the for-update shop's CPU (docs/src/performance/overview.md).
-            // sqlx still pings on release, so a connection that broke while in use is closed
-            // then; one that died idle (a terminated session) is found by the next `BEGIN`,
-            // which [`Store::begin`] retries on another connection.
+            // Nor on release, for the connections the store keeps (`lane`): one that broke
+            // while in use goes back to the pool, which pings and closes it; one that died
+            // idle (a terminated session) is found by the next `BEGIN`, which
+            // [`Store::begin`] retries on another connection.
             .test_before_acquire(false)
             .after_connect(move |conn, _meta| {
                 Box::pin(async move {
@@ -134,6 +152,7 @@ impl Store {
                 error,
             })?;
         Ok(Store {
+            lane: lane::Lane::new(pool.clone(), settings.max_connections.max(1)),
             pool,
             sql: Statements::for_backend(backend),
             backend,
@@ -156,6 +175,12 @@ impl Store {
         &self.pool
     }
 
+    /// Connections in use now: lent by the pool and not resting in the store's lane.
+    pub fn connections_in_use(&self) -> u32 {
+        let idle = self.pool.num_idle() + self.lane.resting();
+        self.pool.size().saturating_sub(idle as u32)
+    }
+
     /// Takes this database's run lock and holds it for as long as the returned connection
     /// lives: one `run`/`compare` at a time per database, since each resets the sale. `None`
     /// when another run holds it (see [`Statements::run_lock`]).
@@ -171,6 +196,7 @@ impl Store {
 
     /// Closes every connection.
     pub async fn close(&self) {
+        self.lane.close();
         self.pool.close().await;
     }
 
@@ -197,15 +223,15 @@ impl Store {
         setup: &SaleSetup,
         reset: bool,
     ) -> Result<Result<Item, HasOrders>, StoreError> {
-        let mut tx = begin_on(&self.pool).await?;
+        let mut tx = self.open_tx().await?;
         if !reset {
             sqlx::query(self.sql.lock_item)
                 .bind(id)
-                .fetch_optional(&mut *tx)
+                .fetch_optional(tx.conn())
                 .await?;
             let orders: i64 = sqlx::query_scalar(self.sql.count_orders)
                 .bind(id)
-                .fetch_one(&mut *tx)
+                .fetch_one(tx.conn())
                 .await?;
             if orders > 0 {
                 tx.rollback().await?;
@@ -214,15 +240,15 @@ impl Store {
         }
         sqlx::query(self.sql.delete_orders)
             .bind(id)
-            .execute(&mut *tx)
+            .execute(tx.conn())
             .await?;
         sqlx::query(self.sql.delete_applied)
             .bind(id)
-            .execute(&mut *tx)
+            .execute(tx.conn())
             .await?;
         sqlx::query(self.sql.delete_item)
             .bind(id)
-            .execute(&mut *tx)
+            .execute(tx.conn())
             .await?;
         sqlx::query(self.sql.insert_item)
             .bind(id)
@@ -232,7 +258,7 @@ impl Store {
             .bind(setup.stock)
             .bind(setup.purchase_limit)
             .bind(now_ms())
-            .execute(&mut *tx)
+            .execute(tx.conn())
             .await?;
         tx.commit().await?;
         Ok(Ok(Item {
@@ -248,18 +274,15 @@ impl Store {
 
     /// Reads an item with a fresh statement (no transaction, so no stale snapshot).
     pub async fn item(&self, id: i64) -> Result<Option<Item>, StoreError> {
-        let row = sqlx::query(self.sql.read_item)
+        let row = on_lane!(self, |c| sqlx::query(self.sql.read_item)
             .bind(id)
-            .fetch_optional(&self.pool)
-            .await?;
+            .fetch_optional(c));
         row.map(|r| item_from_row(&r)).transpose()
     }
 
     /// Ids of every item the database knows.
     pub async fn item_ids(&self) -> Result<Vec<i64>, StoreError> {
-        let rows = sqlx::query(self.sql.list_items)
-            .fetch_all(&self.pool)
-            .await?;
+        let rows = on_lane!(self, |c| sqlx::query(self.sql.list_items).fetch_all(c));
         Ok(rows
             .iter()
             .map(|r| r.try_get::<i64, _>(0))
@@ -268,41 +291,43 @@ impl Store {
 
     /// Units a user holds (pending or paid) of an item, read outside any transaction.
     pub async fn held_by_user(&self, item: i64, user: &str) -> Result<i64, StoreError> {
-        Ok(sqlx::query_scalar(self.sql.held_by_user)
-            .bind(item)
-            .bind(user)
-            .fetch_one(&self.pool)
-            .await?)
+        Ok(on_lane!(self, |c| sqlx::query_scalar(
+            self.sql.held_by_user
+        )
+        .bind(item)
+        .bind(user)
+        .fetch_one(c)))
     }
 
     /// `stock = stock - qty` with no condition at all: the incident's write.
     pub async fn deduct_unchecked(&self, item: i64, qty: i64) -> Result<(), StoreError> {
-        sqlx::query(self.sql.deduct)
+        on_lane!(self, |c| sqlx::query(self.sql.deduct)
             .bind(qty)
             .bind(item)
-            .execute(&self.pool)
-            .await?;
+            .execute(c));
         Ok(())
     }
 
-    /// Starts a transaction ([`begin_on`]).
+    /// A transaction for the store's own use (no pool metric).
+    pub(super) async fn open_tx(&self) -> Result<StoreTx, sqlx::Error> {
+        StoreTx::open(&self.lane, self.sql, self.backend).await
+    }
+
+    /// Starts a transaction on a connection held from the store's lane (`StoreTx::open`).
     pub async fn begin(&self) -> Result<StoreTx, StoreError> {
         let start = std::time::Instant::now();
-        let tx = begin_on(&self.pool).await;
+        let tx = self.open_tx().await;
         // Waiting for a pooled connection (plus BEGIN): where a burst queues for `for-update`.
         metrics::histogram!("oversell_db_pool_acquire_seconds")
             .record(start.elapsed().as_secs_f64());
-        Ok(StoreTx {
-            tx: tx?,
-            sql: self.sql,
-            backend: self.backend,
-        })
+        Ok(tx?)
     }
 
     /// The item and all its orders from one consistent snapshot (a REPEATABLE READ
     /// transaction), so a concurrent commit cannot land between the two reads.
     pub async fn snapshot(&self, item: i64) -> Result<Option<(Item, Vec<Order>)>, StoreError> {
-        let mut conn = self.pool.acquire().await?;
+        let mut held = self.lane.hold().await?;
+        let conn = held.conn();
         for stmt in self.sql.snapshot_begin {
             conn.execute(*stmt).await?;
         }
@@ -325,7 +350,9 @@ impl Store {
             Ok(Some((item_from_row(&row)?, orders)))
         }
         .await;
-        conn.execute(self.sql.snapshot_end).await?;
+        let end = conn.execute(self.sql.snapshot_end).await;
+        held.finished(&end);
+        end?;
         read
     }
 
@@ -365,7 +392,7 @@ impl Store {
         deduct: persist::Deduct,
     ) -> Result<Option<ApplyStats>, StoreError> {
         persist::apply(
-            &self.pool,
+            &self.lane,
             self.sql,
             self.backend,
             item,
@@ -407,7 +434,7 @@ impl Store {
 
     /// Raises the low-water mark to `candidate` (if higher); returns the mark in force.
     pub async fn advance_mark(&self, item: i64, candidate: &str) -> Result<String, StoreError> {
-        persist::advance(&self.pool, self.sql, item, candidate).await
+        persist::advance(&self.lane, self.sql, self.backend, item, candidate).await
     }
 
     /// Stock, low-water mark and the ids applied above it, from one consistent snapshot (a
@@ -416,7 +443,8 @@ impl Store {
         &self,
         item: i64,
     ) -> Result<Option<ReconcileSnapshot>, StoreError> {
-        let mut conn = self.pool.acquire().await?;
+        let mut held = self.lane.hold().await?;
+        let conn = held.conn();
         for stmt in self.sql.snapshot_begin {
             conn.execute(*stmt).await?;
         }
@@ -429,7 +457,7 @@ impl Store {
                 return Ok::<_, StoreError>(None);
             };
             let (db_stock, mark): (i64, String) = (row.try_get(0)?, row.try_get(1)?);
-            let applied_above = persist::applied_above(&mut conn, self.sql, item, &mark).await?;
+            let applied_above = persist::applied_above(&mut *conn, self.sql, item, &mark).await?;
             Ok(Some(ReconcileSnapshot {
                 db_stock,
                 mark,
@@ -437,7 +465,9 @@ impl Store {
             }))
         }
         .await;
-        conn.execute(self.sql.snapshot_end).await?;
+        let end = conn.execute(self.sql.snapshot_end).await;
+        held.finished(&end);
+        end?;
         read
     }
 
@@ -449,15 +479,14 @@ impl Store {
         expected: i64,
         corrected: bool,
     ) -> Result<(), StoreError> {
-        sqlx::query(self.sql.insert_reconciliation)
+        on_lane!(self, |c| sqlx::query(self.sql.insert_reconciliation)
             .bind(item)
             .bind(now_ms())
             .bind(redis_stock)
             .bind(expected)
             .bind(redis_stock - expected)
             .bind(i64::from(corrected))
-            .execute(&self.pool)
-            .await?;
+            .execute(c));
         Ok(())
     }
 }
@@ -479,19 +508,4 @@ impl std::fmt::Debug for Store {
             .field("url", &redact_url(&self.url))
             .finish()
     }
-}
-
-/// `BEGIN` on a pooled connection. One that failed because its connection had died while idle
-/// (the pool does not ping before an acquire: [`Store::connect`]) is retried on another
-/// connection, a few times: nothing ran on the dead one, so the retry does nothing twice.
-async fn begin_on(pool: &AnyPool) -> Result<sqlx::Transaction<'static, Any>, sqlx::Error> {
-    const ATTEMPTS: usize = 4;
-    let mut tx = pool.begin().await;
-    for _ in 1..ATTEMPTS {
-        match &tx {
-            Err(e) if dead_connection(e) => tx = pool.begin().await,
-            _ => break,
-        }
-    }
-    tx
 }

@@ -3,9 +3,8 @@
 
 use super::dialect::Statements;
 use super::rows::{bind_order, order_from_row};
-use super::{Store, StoreError};
+use super::{on_lane, Store, StoreError, StoreTx};
 use crate::model::{now_ms, Order, OrderStatus};
-use sqlx::{Any, Transaction};
 
 /// Outcome of moving an order through its state machine.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -21,37 +20,36 @@ pub enum Transition {
 impl Store {
     /// Inserts an order on its own (autocommit).
     pub async fn insert_order(&self, order: &Order) -> Result<(), StoreError> {
-        bind_order(sqlx::query(self.sql.insert_order), order)
-            .execute(&self.pool)
-            .await?;
+        on_lane!(self, |c| bind_order(
+            sqlx::query(self.sql.insert_order),
+            order
+        )
+        .execute(c));
         Ok(())
     }
 
     /// One order by id.
     pub async fn order(&self, id: &str) -> Result<Option<Order>, StoreError> {
-        let row = sqlx::query(self.sql.get_order)
+        let row = on_lane!(self, |c| sqlx::query(self.sql.get_order)
             .bind(id)
-            .fetch_optional(&self.pool)
-            .await?;
+            .fetch_optional(c));
         row.map(|r| order_from_row(&r)).transpose()
     }
 
     /// The order `key` (an `Idempotency-Key`) bought of `item`, if any.
     pub async fn order_by_key(&self, item: i64, key: &str) -> Result<Option<Order>, StoreError> {
-        let row = sqlx::query(self.sql.order_by_key)
+        let row = on_lane!(self, |c| sqlx::query(self.sql.order_by_key)
             .bind(item)
             .bind(key)
-            .fetch_optional(&self.pool)
-            .await?;
+            .fetch_optional(c));
         row.map(|r| order_from_row(&r)).transpose()
     }
 
     /// Every order of an item.
     pub async fn orders_for_item(&self, item: i64) -> Result<Vec<Order>, StoreError> {
-        let rows = sqlx::query(self.sql.orders_for_item)
+        let rows = on_lane!(self, |c| sqlx::query(self.sql.orders_for_item)
             .bind(item)
-            .fetch_all(&self.pool)
-            .await?;
+            .fetch_all(c));
         rows.iter().map(order_from_row).collect()
     }
 
@@ -61,16 +59,17 @@ impl Store {
         item: i64,
         before_ms: i64,
     ) -> Result<Vec<String>, StoreError> {
-        Ok(sqlx::query_scalar(self.sql.overdue_orders)
-            .bind(item)
-            .bind(before_ms)
-            .fetch_all(&self.pool)
-            .await?)
+        Ok(on_lane!(self, |c| sqlx::query_scalar(
+            self.sql.overdue_orders
+        )
+        .bind(item)
+        .bind(before_ms)
+        .fetch_all(c)))
     }
 
     /// `pending_payment → paid`.
     pub async fn pay(&self, id: &str) -> Result<Transition, StoreError> {
-        let mut tx = super::begin_on(&self.pool).await?;
+        let mut tx = self.open_tx().await?;
         let moved = set_status_if(
             &mut tx,
             self.sql,
@@ -91,7 +90,7 @@ impl Store {
     /// `pending_payment → cancelled | expired`, putting the units back exactly once: the
     /// conditional status update is the guard, and the restock commits with it or not at all.
     pub async fn release(&self, id: &str, to: OrderStatus) -> Result<Transition, StoreError> {
-        let mut tx = super::begin_on(&self.pool).await?;
+        let mut tx = self.open_tx().await?;
         let Some(order) = fetch_order(&mut tx, self.sql, id).await? else {
             return Ok(Transition::NotFound);
         };
@@ -103,7 +102,7 @@ impl Store {
                 .bind(order.qty)
                 .bind(now_ms())
                 .bind(order.item_id)
-                .execute(&mut *tx)
+                .execute(tx.conn())
                 .await?;
             Transition::Applied {
                 restocked: order.qty,
@@ -117,19 +116,19 @@ impl Store {
 }
 
 async fn fetch_order(
-    tx: &mut Transaction<'static, Any>,
+    tx: &mut StoreTx,
     sql: &Statements,
     id: &str,
 ) -> Result<Option<Order>, StoreError> {
     let row = sqlx::query(sql.get_order)
         .bind(id)
-        .fetch_optional(&mut **tx)
+        .fetch_optional(tx.conn())
         .await?;
     row.map(|r| order_from_row(&r)).transpose()
 }
 
 async fn set_status_if(
-    tx: &mut Transaction<'static, Any>,
+    tx: &mut StoreTx,
     sql: &Statements,
     id: &str,
     from: OrderStatus,
@@ -140,13 +139,13 @@ async fn set_status_if(
         .bind(now_ms())
         .bind(id)
         .bind(from.as_str())
-        .execute(&mut **tx)
+        .execute(tx.conn())
         .await?;
     Ok(done.rows_affected() == 1)
 }
 
 async fn current_state(
-    tx: &mut Transaction<'static, Any>,
+    tx: &mut StoreTx,
     sql: &Statements,
     id: &str,
 ) -> Result<Transition, StoreError> {

@@ -18,9 +18,11 @@
 //! raises the mark to it, forgets the applied ids the mark now covers, and records its own ids
 //! above the mark in `applied_events`, all under the item's row lock.
 
+use super::lane::Lane;
+use super::StoreTx;
 use super::{dialect::Statements, pg_array, Backend, StoreError};
 use crate::model::OrderStatus;
-use sqlx::{Any, AnyPool, Row, Transaction};
+use sqlx::Row;
 use std::collections::HashSet;
 
 /// A stream entry id (`ms-seq`) as a pair that orders like the stream does.
@@ -140,8 +142,8 @@ pub enum Deduct {
 /// Applies `events` in one transaction; `None` when `deduct` is [`Deduct::InBatch`] and the
 /// batch would leave the stock below zero (nothing was written).
 pub(super) async fn apply(
-    pool: &AnyPool,
-    sql: &Statements,
+    lane: &Lane,
+    sql: &'static Statements,
     backend: Backend,
     item: i64,
     events: &[PersistEvent],
@@ -149,14 +151,14 @@ pub(super) async fn apply(
     deduct: Deduct,
 ) -> Result<Option<ApplyStats>, StoreError> {
     let mut stats = ApplyStats::default();
-    let mut tx = super::begin_on(pool).await?;
+    let mut tx = StoreTx::open(lane, sql, backend).await?;
     let mark = match marks {
         Marks::Tracked(low_water) => Some(raise_mark(&mut tx, sql, item, low_water).await?),
         Marks::Untracked => {
             // The row lock alone: it makes the existence check of `apply_orders` exact.
             sqlx::query(sql.lock_applied)
                 .bind(item)
-                .fetch_optional(&mut *tx)
+                .fetch_optional(tx.conn())
                 .await?;
             None
         }
@@ -192,7 +194,7 @@ pub(super) async fn apply(
                     .bind(item)
                     .bind(pg_array::bigint(above.iter().map(|id| id.0)))
                     .bind(pg_array::bigint(above.iter().map(|id| id.1)))
-                    .execute(&mut *tx)
+                    .execute(tx.conn())
                     .await?;
             }
             Backend::Postgres => {}
@@ -203,7 +205,7 @@ pub(super) async fn apply(
                     for (ms, seq) in chunk {
                         q = q.bind(item).bind(*ms).bind(*seq);
                     }
-                    q.execute(&mut *tx).await?;
+                    q.execute(tx.conn()).await?;
                 }
             }
         }
@@ -211,10 +213,10 @@ pub(super) async fn apply(
     if deduct == Deduct::InBatch {
         let stock: Option<i64> = sqlx::query_scalar(sql.reconcile_snapshot)
             .bind(item)
-            .fetch_optional(&mut *tx)
+            .fetch_optional(tx.conn())
             .await?;
         if stock.is_some_and(|s| s < 0) {
-            // Dropped without a commit: rolled back.
+            tx.rollback().await?;
             return Ok(None);
         }
     }
@@ -236,12 +238,13 @@ pub enum Marks<'a> {
 
 /// Raises the low-water mark to `candidate` on its own (nothing to apply). Returns the mark.
 pub(super) async fn advance(
-    pool: &AnyPool,
-    sql: &Statements,
+    lane: &Lane,
+    sql: &'static Statements,
+    backend: Backend,
     item: i64,
     candidate: &str,
 ) -> Result<String, StoreError> {
-    let mut tx = super::begin_on(pool).await?;
+    let mut tx = StoreTx::open(lane, sql, backend).await?;
     let mark = raise_mark(&mut tx, sql, item, Some(candidate)).await?;
     tx.commit().await?;
     Ok(format_stream_id(mark))
@@ -250,14 +253,14 @@ pub(super) async fn advance(
 /// Locks the item row, raises its mark to `candidate` when that is higher, and forgets the
 /// applied ids the mark now covers. Returns the mark in force.
 async fn raise_mark(
-    tx: &mut Transaction<'static, Any>,
+    tx: &mut StoreTx,
     sql: &Statements,
     item: i64,
     candidate: Option<&str>,
 ) -> Result<(u64, u64), StoreError> {
     let current: Option<String> = sqlx::query_scalar(sql.lock_applied)
         .bind(item)
-        .fetch_optional(&mut **tx)
+        .fetch_optional(tx.conn())
         .await?;
     let current = stream_id(current.as_deref().unwrap_or("0-0"));
     let Some(candidate) = candidate.map(stream_id).filter(|c| *c > current) else {
@@ -266,7 +269,7 @@ async fn raise_mark(
     sqlx::query(sql.set_applied)
         .bind(format_stream_id(candidate))
         .bind(item)
-        .execute(&mut **tx)
+        .execute(tx.conn())
         .await?;
     let ((old_ms, old_seq), (ms, seq)) = (as_columns(current), as_columns(candidate));
     sqlx::query(sql.delete_applied_upto)
@@ -275,7 +278,7 @@ async fn raise_mark(
         .bind(old_seq)
         .bind(ms)
         .bind(seq)
-        .execute(&mut **tx)
+        .execute(tx.conn())
         .await?;
     Ok(candidate)
 }
@@ -340,7 +343,7 @@ const APPLIED_CHUNK: usize = 1000;
 /// total, the orders are deducted one by one as before, so each one without stock is counted
 /// as an anomaly exactly as [`apply_one`] would.
 async fn apply_orders(
-    tx: &mut Transaction<'static, Any>,
+    tx: &mut StoreTx,
     sql: &Statements,
     backend: Backend,
     item: i64,
@@ -371,7 +374,7 @@ async fn apply_orders(
                     .bind(pg_array::bigint(unique.iter().map(|e| e.qty)))
                     .bind(pg_array::bigint(unique.iter().map(|e| e.at_ms)))
                     .bind(text(|e| e.idempotency_key.as_deref()))
-                    .fetch_all(&mut **tx)
+                    .fetch_all(tx.conn())
                     .await?
                     .into_iter()
                     .collect();
@@ -388,7 +391,7 @@ async fn apply_orders(
             for ev in &unique {
                 q = q.bind(&ev.order_id);
             }
-            let existing: HashSet<String> = q.fetch_all(&mut **tx).await?.into_iter().collect();
+            let existing: HashSet<String> = q.fetch_all(tx.conn()).await?.into_iter().collect();
             let (old, fresh): (Vec<_>, Vec<_>) = unique
                 .into_iter()
                 .partition(|ev| existing.contains(&ev.order_id));
@@ -396,7 +399,7 @@ async fn apply_orders(
             if !fresh.is_empty() {
                 let stmt = super::dialect::insert_orders(backend, fresh.len());
                 bind_orders!(sqlx::query(sqlx::AssertSqlSafe(stmt)), item, fresh)
-                    .execute(&mut **tx)
+                    .execute(tx.conn())
                     .await?;
             }
             fresh
@@ -428,7 +431,7 @@ async fn apply_orders(
 /// Orders of a run that already had a row: counted as replayed; an `order` event brings its
 /// key to a row first written by a pay/cancel/expire event (see [`apply_one`]).
 async fn replayed<'a>(
-    tx: &mut Transaction<'static, Any>,
+    tx: &mut StoreTx,
     sql: &Statements,
     events: impl Iterator<Item = &'a PersistEvent>,
     stats: &mut ApplyStats,
@@ -438,7 +441,7 @@ async fn replayed<'a>(
             sqlx::query(sql.set_key_if_missing)
                 .bind(key)
                 .bind(&ev.order_id)
-                .execute(&mut **tx)
+                .execute(tx.conn())
                 .await?;
         }
         stats.replayed += 1;
@@ -447,7 +450,7 @@ async fn replayed<'a>(
 }
 
 async fn deduct_if_stock(
-    tx: &mut Transaction<'static, Any>,
+    tx: &mut StoreTx,
     sql: &Statements,
     item: i64,
     qty: i64,
@@ -456,29 +459,24 @@ async fn deduct_if_stock(
         .bind(qty)
         .bind(item)
         .bind(qty)
-        .execute(&mut **tx)
+        .execute(tx.conn())
         .await?
         .rows_affected()
         == 1)
 }
 
 /// Takes `qty` from the stock whatever it holds (the batch checks the stock it ends with).
-async fn take(
-    tx: &mut Transaction<'static, Any>,
-    sql: &Statements,
-    item: i64,
-    qty: i64,
-) -> Result<(), StoreError> {
+async fn take(tx: &mut StoreTx, sql: &Statements, item: i64, qty: i64) -> Result<(), StoreError> {
     sqlx::query(sql.restock)
         .bind(-qty)
         .bind(item)
-        .execute(&mut **tx)
+        .execute(tx.conn())
         .await?;
     Ok(())
 }
 
 async fn apply_one(
-    tx: &mut Transaction<'static, Any>,
+    tx: &mut StoreTx,
     sql: &Statements,
     item: i64,
     ev: &PersistEvent,
@@ -499,7 +497,7 @@ async fn apply_one(
             .bind(ev.at_ms)
             .bind(&ev.order_id)
             .bind(OrderStatus::PendingPayment.as_str())
-            .execute(&mut **tx)
+            .execute(tx.conn())
             .await?
             .rows_affected()
             == 1;
@@ -508,7 +506,7 @@ async fn apply_one(
                 sqlx::query(sql.restock)
                     .bind(ev.qty)
                     .bind(item)
-                    .execute(&mut **tx)
+                    .execute(tx.conn())
                     .await?;
                 stats.restocked += ev.qty;
             }
@@ -527,7 +525,7 @@ async fn apply_one(
         .bind(ev.at_ms)
         .bind(ev.idempotency_key.as_deref())
         .bind(&ev.order_id)
-        .execute(&mut **tx)
+        .execute(tx.conn())
         .await?
         .rows_affected()
         == 1;
@@ -538,7 +536,7 @@ async fn apply_one(
             sqlx::query(sql.set_key_if_missing)
                 .bind(key)
                 .bind(&ev.order_id)
-                .execute(&mut **tx)
+                .execute(tx.conn())
                 .await?;
         }
         stats.replayed += 1;
@@ -553,7 +551,7 @@ async fn apply_one(
             .bind(ev.qty)
             .bind(item)
             .bind(ev.qty)
-            .execute(&mut **tx)
+            .execute(tx.conn())
             .await?
             .rows_affected()
             == 1;

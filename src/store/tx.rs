@@ -1,23 +1,84 @@
 //! A transaction on the store, with the primitives the locking strategies need.
 
+use super::lane::{Held, Lane};
 use super::rows::{bind_order, item_from_row, order_from_row};
 use super::{dialect, dialect::Statements, Backend, StoreError};
 use crate::model::{Item, Order};
-use sqlx::{Any, Row, Transaction};
+use sqlx::{Any, Row};
+use sqlx_core::transaction::TransactionManager;
+
+/// sqlx's own transaction bookkeeping for the `Any` driver (what its `Transaction` runs).
+type Manager = <Any as sqlx::Database>::TransactionManager;
 
 /// A transaction on the store, with the primitives the locking strategies need.
+///
+/// It runs on a connection [`Held`] from the store's lane rather than on sqlx's `Transaction`
+/// over a pooled one, so that a committed or rolled-back order's connection rests in the lane
+/// without sqlx's release ping. Dropped while still open (an error passed up with `?`, a
+/// cancelled request), it queues the rollback exactly as sqlx's `Transaction` does, and the
+/// connection goes back to sqlx's pool, whose ping on release sends that rollback at once.
 pub struct StoreTx {
-    pub(super) tx: Transaction<'static, Any>,
-    pub(super) sql: &'static Statements,
-    pub(super) backend: Backend,
+    held: Held,
+    open: bool,
+    sql: &'static Statements,
+    backend: Backend,
+}
+
+impl Drop for StoreTx {
+    fn drop(&mut self) {
+        if self.open {
+            // `conn()` marks the connection as not finished: it goes back to the pool.
+            Manager::start_rollback(self.held.conn());
+        }
+    }
 }
 
 impl StoreTx {
+    /// `BEGIN` on a connection held from `lane`. One whose `BEGIN` failed because its
+    /// connection had died while idle (nothing pings before a use: `Store::connect`) is
+    /// retried on another connection, a few times: nothing ran on the dead one (it went back
+    /// to the pool, which closes it), so the retry does nothing twice.
+    pub(super) async fn open(
+        lane: &Lane,
+        sql: &'static Statements,
+        backend: Backend,
+    ) -> Result<StoreTx, sqlx::Error> {
+        const ATTEMPTS: usize = 4;
+        let mut tx = StoreTx::begin(lane, sql, backend).await;
+        for _ in 1..ATTEMPTS {
+            match &tx {
+                Err(e) if super::dead_connection(e) => {
+                    tx = StoreTx::begin(lane, sql, backend).await
+                }
+                _ => break,
+            }
+        }
+        tx
+    }
+
+    /// `BEGIN` on a connection held from `lane`.
+    async fn begin(
+        lane: &Lane,
+        sql: &'static Statements,
+        backend: Backend,
+    ) -> Result<StoreTx, sqlx::Error> {
+        let held = lane.hold().await?;
+        // Open from here: a failed or cancelled `BEGIN` is rolled back like an open one.
+        let mut tx = StoreTx {
+            held,
+            open: true,
+            sql,
+            backend,
+        };
+        Manager::begin(tx.held.conn(), None).await?;
+        Ok(tx)
+    }
+
     /// `SELECT ... FOR UPDATE`: reads the item and holds its row lock until commit.
     pub async fn lock_item(&mut self, id: i64) -> Result<Option<Item>, StoreError> {
         let row = sqlx::query(self.sql.lock_item)
             .bind(id)
-            .fetch_optional(&mut *self.tx)
+            .fetch_optional(self.held.conn())
             .await?;
         row.map(|r| item_from_row(&r)).transpose()
     }
@@ -28,7 +89,7 @@ impl StoreTx {
     pub async fn read_item(&mut self, id: i64) -> Result<Option<Item>, StoreError> {
         let row = sqlx::query(self.sql.read_item)
             .bind(id)
-            .fetch_optional(&mut *self.tx)
+            .fetch_optional(self.held.conn())
             .await?;
         row.map(|r| item_from_row(&r)).transpose()
     }
@@ -38,7 +99,7 @@ impl StoreTx {
         Ok(sqlx::query_scalar(self.sql.held_by_user)
             .bind(item)
             .bind(user)
-            .fetch_one(&mut *self.tx)
+            .fetch_one(self.held.conn())
             .await?)
     }
 
@@ -47,7 +108,7 @@ impl StoreTx {
         sqlx::query(self.sql.deduct)
             .bind(qty)
             .bind(item)
-            .execute(&mut *self.tx)
+            .execute(self.held.conn())
             .await?;
         Ok(())
     }
@@ -57,7 +118,7 @@ impl StoreTx {
     pub async fn lock_for_purchase(&mut self, id: i64) -> Result<Option<(Item, i64)>, StoreError> {
         let row = sqlx::query(self.sql.lock_for_purchase)
             .bind(id)
-            .fetch_optional(&mut *self.tx)
+            .fetch_optional(self.held.conn())
             .await?;
         row.map(|r| Ok((item_from_row(&r)?, r.try_get::<i64, _>(7)?)))
             .transpose()
@@ -88,7 +149,7 @@ impl StoreTx {
             .bind(item)
             .bind(&order.user_id)
             .bind(limit)
-            .execute(&mut *self.tx)
+            .execute(self.held.conn())
             .await?;
         if done.rows_affected() != 1 {
             return Ok(false);
@@ -98,7 +159,7 @@ impl StoreTx {
                 .bind(at_ms)
                 .bind(at_ms)
                 .bind(id)
-                .execute(&mut *self.tx)
+                .execute(self.held.conn())
                 .await?;
         }
         Ok(true)
@@ -117,7 +178,7 @@ impl StoreTx {
             .bind(item)
             .bind(qty)
             .bind(version)
-            .execute(&mut *self.tx)
+            .execute(self.held.conn())
             .await?;
         Ok(done.rows_affected() == 1)
     }
@@ -130,7 +191,7 @@ impl StoreTx {
             .bind(qty)
             .bind(item)
             .bind(qty)
-            .execute(&mut *self.tx)
+            .execute(self.held.conn())
             .await?;
         Ok(done.rows_affected() == 1)
     }
@@ -148,7 +209,7 @@ impl StoreTx {
             .bind(&order.user_id)
             .bind(order.qty)
             .bind(limit)
-            .execute(&mut *self.tx)
+            .execute(self.held.conn())
             .await?;
         Ok(done.rows_affected() == 1)
     }
@@ -172,7 +233,7 @@ impl StoreTx {
         for k in keys {
             q = q.bind(*k);
         }
-        let rows = q.fetch_all(&mut *self.tx).await?;
+        let rows = q.fetch_all(self.held.conn()).await?;
         rows.iter().map(order_from_row).collect()
     }
 
@@ -186,25 +247,41 @@ impl StoreTx {
         for o in orders {
             q = bind_order(q, o);
         }
-        q.execute(&mut *self.tx).await?;
+        q.execute(self.held.conn()).await?;
         Ok(())
     }
 
     /// Inserts an order in this transaction.
     pub async fn insert_order(&mut self, order: &Order) -> Result<(), StoreError> {
         bind_order(sqlx::query(self.sql.insert_order), order)
-            .execute(&mut *self.tx)
+            .execute(self.held.conn())
             .await?;
         Ok(())
     }
 
-    /// Commits.
-    pub async fn commit(self) -> Result<(), StoreError> {
-        Ok(self.tx.commit().await?)
+    /// The transaction's connection, for the store's own statements in it.
+    pub(super) fn conn(&mut self) -> &mut sqlx::AnyConnection {
+        self.held.conn()
+    }
+
+    /// Commits. A failed `COMMIT` leaves the transaction to be rolled back as if dropped open.
+    pub async fn commit(mut self) -> Result<(), StoreError> {
+        let done = Manager::commit(self.held.conn()).await;
+        self.ended(done)
     }
 
     /// Rolls back.
-    pub async fn rollback(self) -> Result<(), StoreError> {
-        Ok(self.tx.rollback().await?)
+    pub async fn rollback(mut self) -> Result<(), StoreError> {
+        let done = Manager::rollback(self.held.conn()).await;
+        self.ended(done)
+    }
+
+    /// The transaction's end ran: closed, and its connection free to rest in the lane.
+    fn ended(&mut self, done: Result<(), sqlx::Error>) -> Result<(), StoreError> {
+        if done.is_ok() {
+            self.open = false;
+            self.held.finished(&done);
+        }
+        Ok(done?)
     }
 }

@@ -152,3 +152,109 @@ async fn a_pooled_connection_ended_while_idle_is_replaced_at_the_next_begin() {
         drop_database(&url).await;
     }
 }
+
+fn sale(stock: i64) -> SaleSetup {
+    SaleSetup {
+        stock,
+        name: "x".into(),
+        price_cents: 1,
+        purchase_limit: 1,
+    }
+}
+
+/// The store keeps its connections between operations instead of handing them back through
+/// sqlx's pool (no release ping). A transaction dropped open must still let go of its row lock
+/// at once, not when its connection is next used: it goes back to the pool, whose ping sends
+/// the rollback. Another store's buyer then takes the row within its lock wait.
+#[tokio::test]
+async fn a_transaction_dropped_open_lets_go_of_its_row_lock_at_once() {
+    for backend in [Backend::Postgres, Backend::Mysql] {
+        let url = fresh_db_url(backend);
+        let settings = PoolSettings {
+            lock_timeout: std::time::Duration::from_secs(3),
+            ..ShopKnobs::default().pool()
+        };
+        let store = Store::connect(&url, &settings).await.unwrap();
+        store.setup_sale(1, &sale(10)).await.unwrap();
+        let mut tx = store.begin().await.unwrap();
+        assert!(tx.conditional_deduct(1, 1).await.unwrap());
+        drop(tx);
+        let other = Store::connect(&url, &settings).await.unwrap();
+        let mut tx = other.begin().await.unwrap();
+        let took = tx.conditional_deduct(1, 1).await;
+        assert!(
+            matches!(took, Ok(true)),
+            "{backend:?}: the dropped transaction still held the row: {took:?}"
+        );
+        tx.commit().await.unwrap();
+        assert_eq!(
+            store.item(1).await.unwrap().unwrap().stock,
+            9,
+            "{backend:?}"
+        );
+        assert_eq!(
+            store.connections_in_use(),
+            0,
+            "{backend:?}: a connection still out"
+        );
+        for s in [store, other] {
+            tokio::time::timeout(std::time::Duration::from_secs(10), s.close())
+                .await
+                .unwrap_or_else(|_| panic!("{backend:?}: close waited for a kept connection"));
+        }
+        drop_database(&url).await;
+    }
+}
+
+/// A buyer whose request is cancelled while its statement waits for the row lock (the client
+/// gave up) leaves nothing behind: its unit is never taken, and the connection it was on is not
+/// handed to the next buyer mid-exchange. Then buyers on a pool of two (one kept by the store,
+/// one left to the pool) all get through, reads between their transactions included.
+#[tokio::test]
+async fn a_cancelled_buyer_leaves_nothing_behind_and_a_small_pool_serves_everyone() {
+    for backend in [Backend::Postgres, Backend::Mysql] {
+        let url = fresh_db_url(backend);
+        let settings = PoolSettings {
+            max_connections: 2,
+            ..ShopKnobs::default().pool()
+        };
+        let store = Store::connect(&url, &settings).await.unwrap();
+        store.setup_sale(1, &sale(100)).await.unwrap();
+        let mut holder = store.begin().await.unwrap();
+        assert!(holder.conditional_deduct(1, 1).await.unwrap());
+        let waiting = tokio::time::timeout(std::time::Duration::from_millis(300), async {
+            let mut tx = store.begin().await?;
+            tx.conditional_deduct(1, 1).await
+        })
+        .await;
+        assert!(
+            waiting.is_err(),
+            "{backend:?}: the buyer did not wait: {waiting:?}"
+        );
+        holder.commit().await.unwrap();
+        let buyers = (0..16).map(|i| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                let mut tx = store.begin().await.unwrap();
+                assert!(tx.conditional_deduct(1, 1).await.unwrap());
+                tx.commit().await.unwrap();
+                store.held_by_user(1, &format!("u-{i}")).await.unwrap()
+            })
+        });
+        for b in buyers {
+            assert_eq!(b.await.unwrap(), 0);
+        }
+        // Whatever the cancelled statement did once the lock came free was rolled back.
+        let mut stock = 0;
+        for _ in 0..50 {
+            stock = store.item(1).await.unwrap().unwrap().stock;
+            if stock == 100 - 17 {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        assert_eq!(stock, 100 - 17, "{backend:?}: the cancelled buyer's unit");
+        store.close().await;
+        drop_database(&url).await;
+    }
+}
