@@ -109,25 +109,25 @@ async fn end_sessions(backend: Backend, url: &str) -> usize {
     }
 }
 
+/// A fresh database with item 1 on sale with `stock` units, and a store on a pool of two.
+async fn sale_on_a_pool_of_two(backend: Backend, stock: i64) -> (String, Store) {
+    let url = fresh_db_url(backend);
+    let settings = PoolSettings {
+        max_connections: 2,
+        ..ShopKnobs::default().pool()
+    };
+    let store = Store::connect(&url, &settings).await.unwrap();
+    store.setup_sale(1, &sale(stock)).await.unwrap();
+    (url, store)
+}
+
 /// The pool does not ping a connection before handing it out (a round trip per order saved),
 /// so a session the server ended while it sat idle is found by the next `BEGIN`, which the
 /// store retries on a new connection: the buyer never sees the dead one.
 #[tokio::test]
 async fn a_pooled_connection_ended_while_idle_is_replaced_at_the_next_begin() {
     for backend in [Backend::Postgres, Backend::Mysql] {
-        let url = fresh_db_url(backend);
-        let settings = PoolSettings {
-            max_connections: 2,
-            ..ShopKnobs::default().pool()
-        };
-        let store = Store::connect(&url, &settings).await.unwrap();
-        let setup = SaleSetup {
-            stock: 10,
-            name: "x".into(),
-            price_cents: 1,
-            purchase_limit: 1,
-        };
-        store.setup_sale(1, &setup).await.unwrap();
+        let (url, store) = sale_on_a_pool_of_two(backend, 10).await;
         // Both pooled connections open and idle.
         let (a, b) = (store.begin().await.unwrap(), store.begin().await.unwrap());
         a.rollback().await.unwrap();
@@ -213,13 +213,7 @@ async fn a_transaction_dropped_open_lets_go_of_its_row_lock_at_once() {
 #[tokio::test]
 async fn a_cancelled_buyer_leaves_nothing_behind_and_a_small_pool_serves_everyone() {
     for backend in [Backend::Postgres, Backend::Mysql] {
-        let url = fresh_db_url(backend);
-        let settings = PoolSettings {
-            max_connections: 2,
-            ..ShopKnobs::default().pool()
-        };
-        let store = Store::connect(&url, &settings).await.unwrap();
-        store.setup_sale(1, &sale(100)).await.unwrap();
+        let (url, store) = sale_on_a_pool_of_two(backend, 100).await;
         let mut holder = store.begin().await.unwrap();
         assert!(holder.conditional_deduct(1, 1).await.unwrap());
         let waiting = tokio::time::timeout(std::time::Duration::from_millis(300), async {
