@@ -4,8 +4,8 @@
 //! order; see docs/src/performance/overview.md).
 //!
 //! A [`Lane`] holds up to `cap` of the pool's connections (all but a reserve of one in eight,
-//! at least one, so code that takes the pool directly — the persistence consumers, the run lock
-//! — always finds connections there). A [`Held`] connection goes back to the lane only when
+//! at least one, so code that takes the pool directly — the run lock, `Store::pool`'s readers —
+//! always finds a connection there; every statement of the store itself runs on the lane). A [`Held`] connection goes back to the lane only when
 //! its last use ran to its end ([`Held::finished`]): its statement answered, no transaction
 //! left open. Any other way out — a future dropped mid-statement, a transaction dropped open
 //! (its rollback queued by sqlx's transaction manager), an I/O error — hands it to sqlx's pool
