@@ -43,6 +43,8 @@ pub(super) struct Held {
     /// The lane's permit: `None` for one taken from the pool, which goes back there.
     home: Option<(Arc<Inner>, OwnedSemaphorePermit)>,
     clean: bool,
+    /// Closed rather than handed back when not finished ([`Held::in_raw_transaction`]).
+    close_unfinished: bool,
 }
 
 impl Lane {
@@ -90,6 +92,7 @@ impl Lane {
             conn: Some(conn),
             home: Some((Arc::clone(&self.inner), permit)),
             clean: false,
+            close_unfinished: false,
         })
     }
 
@@ -118,7 +121,16 @@ impl Held {
             conn: Some(conn),
             home: None,
             clean: false,
+            close_unfinished: false,
         }
+    }
+
+    /// The caller opens a transaction with its own statements (a snapshot's `BEGIN ...
+    /// REPEATABLE READ`), which sqlx does not know of and so cannot roll back: if this use does
+    /// not run to its end (a cancelled read), the connection is closed, never handed on with
+    /// that snapshot still open.
+    pub(super) fn in_raw_transaction(&mut self) {
+        self.close_unfinished = true;
     }
 
     /// The connection, for one use; [`Held::finished`] after it.
@@ -142,7 +154,12 @@ impl Held {
 
 impl Drop for Held {
     fn drop(&mut self) {
-        let Some(conn) = self.conn.take() else { return };
+        let Some(mut conn) = self.conn.take() else {
+            return;
+        };
+        if !self.clean && self.close_unfinished {
+            conn.close_on_drop();
+        }
         let Some((inner, permit)) = self.home.take() else {
             return;
         };

@@ -327,6 +327,7 @@ impl Store {
     /// transaction), so a concurrent commit cannot land between the two reads.
     pub async fn snapshot(&self, item: i64) -> Result<Option<(Item, Vec<Order>)>, StoreError> {
         let mut held = self.lane.hold().await?;
+        held.in_raw_transaction();
         let conn = held.conn();
         for stmt in self.sql.snapshot_begin {
             conn.execute(*stmt).await?;
@@ -444,6 +445,7 @@ impl Store {
         item: i64,
     ) -> Result<Option<ReconcileSnapshot>, StoreError> {
         let mut held = self.lane.hold().await?;
+        held.in_raw_transaction();
         let conn = held.conn();
         for stmt in self.sql.snapshot_begin {
             conn.execute(*stmt).await?;

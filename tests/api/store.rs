@@ -252,3 +252,45 @@ async fn a_cancelled_buyer_leaves_nothing_behind_and_a_small_pool_serves_everyon
         drop_database(&url).await;
     }
 }
+
+/// A snapshot read opens its REPEATABLE READ transaction with its own statements, which sqlx
+/// does not know of: one cancelled mid-read (here waiting on a table lock) must not hand its
+/// connection on with that old snapshot still open, or the next read through it would be
+/// stale. The connection is closed instead; the next read sees the commit made since.
+#[tokio::test]
+async fn a_snapshot_cancelled_mid_read_never_serves_its_old_snapshot_again() {
+    use sqlx::Connection;
+    let (url, store) = sale_on_a_pool_of_two(Backend::Postgres, 10).await;
+    let mut admin = sqlx::PgConnection::connect(&url).await.unwrap();
+    sqlx::raw_sql("BEGIN; LOCK TABLE orders IN ACCESS EXCLUSIVE MODE")
+        .execute(&mut admin)
+        .await
+        .unwrap();
+    let read = tokio::time::timeout(std::time::Duration::from_millis(500), store.snapshot(1)).await;
+    assert!(
+        read.is_err(),
+        "the snapshot did not wait for the lock: {read:?}"
+    );
+    sqlx::raw_sql("UPDATE items SET stock = 5 WHERE id = 1; COMMIT")
+        .execute(&mut admin)
+        .await
+        .unwrap();
+    // Time for a connection handed back to the pool to be tested and made idle there.
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    // Both of the pool's connections in use at once: a transaction on one, a read on the other.
+    for _ in 0..4 {
+        let mut tx = store.begin().await.unwrap();
+        let (in_tx, outside) = (
+            tx.read_item(1).await.unwrap().unwrap().stock,
+            store.item(1).await.unwrap().unwrap().stock,
+        );
+        tx.rollback().await.unwrap();
+        assert_eq!(
+            (in_tx, outside),
+            (5, 5),
+            "a read ran in the cancelled snapshot"
+        );
+    }
+    store.close().await;
+    drop_database(&url).await;
+}
