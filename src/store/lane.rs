@@ -3,11 +3,11 @@
 //! `PoolConnection` drop: a spawned task and one more round trip, and a backend wake-up, per
 //! order; see docs/src/performance/overview.md).
 //!
-//! A [`Lane`] holds up to `cap` of the pool's connections (all but a reserve of one in eight,
-//! at least one, so code that takes the pool directly — the run lock, `Store::pool`'s readers —
-//! always finds a connection there; every statement of the store itself runs on the lane). A [`Held`] connection goes back to the lane only when
-//! its last use ran to its end ([`Held::finished`]): its statement answered, no transaction
-//! left open. Any other way out — a future dropped mid-statement, a transaction dropped open
+//! A [`Lane`] holds up to `cap` of the pool's connections: all but a reserve of one in eight,
+//! at least one, so code that takes the pool directly (the run lock, `Store::pool`'s readers)
+//! always finds a connection there; every statement of the store itself runs on the lane. A
+//! [`Held`] connection goes back to the lane only when its last use ran to its end
+//! ([`Held::finished`]): its statement answered, no transaction left open. Any other way out — a future dropped mid-statement, a transaction dropped open
 //! (its rollback queued by sqlx's transaction manager), an I/O error — hands it to sqlx's pool
 //! as before, whose ping flushes the queued rollback or closes what broke. When the lane's
 //! `cap` are all out, a caller takes whichever comes first: one of them back, or a connection
@@ -64,12 +64,11 @@ impl Lane {
     /// A connection: one resting in the lane, a new one for the lane from the pool, or, with
     /// all of the lane's out, whichever comes first of one of them back and one from the pool.
     pub(super) async fn hold(&self) -> Result<Held, sqlx::Error> {
-        let permits = Arc::clone(&self.inner.permits);
-        let permit = match permits.clone().try_acquire_owned() {
+        let permit = match Arc::clone(&self.inner.permits).try_acquire_owned() {
             Ok(p) => p,
             Err(_) => tokio::select! {
                 biased;
-                p = permits.acquire_owned() => match p {
+                p = Arc::clone(&self.inner.permits).acquire_owned() => match p {
                     Ok(p) => p,
                     // Closed: the store is closing; the pool answers for itself.
                     Err(_) => return Ok(Held::from_pool(self.inner.pool.acquire().await?)),
