@@ -7,9 +7,10 @@
 //! at least one, so code that takes the pool directly (the run lock, `Store::pool`'s readers)
 //! always finds a connection there; every statement of the store itself runs on the lane. A
 //! [`Held`] connection goes back to the lane only when its last use ran to its end
-//! ([`Held::finished`]): its statement answered, no transaction left open. Any other way out — a future dropped mid-statement, a transaction dropped open
-//! (its rollback queued by sqlx's transaction manager), an I/O error — hands it to sqlx's pool
-//! as before, whose ping flushes the queued rollback or closes what broke. When the lane's
+//! ([`Held::finished`]): its statement answered, no transaction left open. Any other way
+//! out — a future dropped mid-statement, a transaction dropped open (its rollback queued by
+//! sqlx's transaction manager), an I/O error — hands it to sqlx's pool as before, whose ping
+//! flushes the queued rollback or closes what broke. When the lane's
 //! `cap` are all out, a caller takes whichever comes first: one of them back, or a connection
 //! from the pool (that one returns to the pool). So nothing here waits where sqlx would not.
 //!
