@@ -39,27 +39,7 @@ impl TestCluster {
             dir,
         };
         for _ in 0..NODES {
-            let port = free_port_pair();
-            let d = cluster.dir.path();
-            let child = Command::new("redis-server")
-                .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-                .args(["--cluster-enabled", "yes", "--cluster-node-timeout", "3000"])
-                .arg("--cluster-config-file")
-                .arg(d.join(format!("nodes-{port}.conf")))
-                .arg("--dir")
-                .arg(d)
-                .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
-                .args(["--logfile", &format!("redis-{port}.log")])
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("redis-server is installed (Debian: redis-server)");
-            cluster.children.push(child);
-            cluster.ports.push(port);
-        }
-        for &port in &cluster.ports {
-            cluster.wait_for(port, "PING", |r| r == "PONG").await;
+            cluster.start_node().await;
         }
         let nodes: Vec<String> = cluster
             .ports
@@ -109,6 +89,47 @@ impl TestCluster {
                 .await;
         }
         cluster
+    }
+
+    /// Starts one node on a free port and waits for its `PONG`. A port found free can be taken
+    /// by another test before the node binds it (the node then exits): it is started again on
+    /// another port, a few times.
+    async fn start_node(&mut self) {
+        for _ in 0..5 {
+            let port = free_port_pair();
+            let d = self.dir.path();
+            let mut child = Command::new("redis-server")
+                .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+                .args(["--cluster-enabled", "yes", "--cluster-node-timeout", "3000"])
+                .arg("--cluster-config-file")
+                .arg(d.join(format!("nodes-{port}.conf")))
+                .arg("--dir")
+                .arg(d)
+                .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
+                .args(["--logfile", &format!("redis-{port}.log")])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("redis-server is installed (Debian: redis-server)");
+            for _ in 0..200 {
+                if matches!(self.query(port, "PING").await.as_deref(), Ok("PONG")) {
+                    self.children.push(child);
+                    self.ports.push(port);
+                    return;
+                }
+                if child.try_wait().ok().flatten().is_some() {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        panic!(
+            "no cluster node would start (logs in {})",
+            self.dir.path().display()
+        );
     }
 
     /// Polls `command` on the node at `port` until `ok` holds for its answer (10 s).
