@@ -13,9 +13,14 @@
 //! as a new one, so it is dropped (every [`PRUNE_EVERY`], or when the map has doubled since the
 //! last pass); past [`MAX_IP_BUCKETS`] live buckets a new address is refused as rate limited
 //! rather than given a fresh bucket by evicting a live one.
+//!
+//! Its maps use hashbrown's default hasher (foldhash, seeded at random per map) rather than
+//! std's SipHash: the keys are clients' ids, so a seed an outsider cannot know still matters,
+//! but every order hashes five to eight of them and SipHash was ~2 % of the shop's CPU per
+//! redis-lua order (docs/src/performance/overview.md).
 
-use std::collections::hash_map::Entry;
-use std::collections::HashMap;
+use hashbrown::hash_map::Entry;
+use hashbrown::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -246,10 +251,14 @@ impl Gateway {
     }
 
     /// Records units now held (after a reservation) or given back (negative, after a release).
+    /// An IP's units are kept only under an IP cap (`ip_unit_cap`), the one check that reads
+    /// them.
     pub fn record_holding(&self, item: i64, user: &str, device: Option<&str>, ip: &str, qty: i64) {
-        let mut st = self.state.lock().expect("gateway poisoned");
         let mut keys = dedup_keys(item, user, device);
-        keys.push(format!("{item}/ip/{ip}"));
+        if self.settings.ip_unit_cap > 0 {
+            keys.push(format!("{item}/ip/{ip}"));
+        }
+        let mut st = self.state.lock().expect("gateway poisoned");
         for k in keys {
             match st.holding.entry(k) {
                 Entry::Occupied(mut held) => {

@@ -245,7 +245,19 @@ impl Order {
 /// Builds a new order id. The item id leads so any part of the shop can find the item's keys
 /// from the id alone (`pay`/`cancel` carry only the order id).
 pub fn new_order_id(item_id: i64) -> String {
-    format!("{item_id}-{}", uuid::Uuid::now_v7().simple())
+    format!("{item_id}-{}", order_uuid().simple())
+}
+
+/// An order id's UUID: version 7 (the millisecond it was made, then 74 random bits), the random
+/// bits from the thread's own cryptographically secure generator (`rand::rng()`, seeded from the
+/// system and reseeded) rather than `Uuid::now_v7`'s `getrandom` system call on every order.
+/// Ids are unique, not ordered within a millisecond: nothing sorts by them.
+fn order_uuid() -> uuid::Uuid {
+    let ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+    let random: [u8; 10] = rand::random();
+    uuid::Builder::from_unix_timestamp_millis(ms, &random).into_uuid()
 }
 
 /// The item id encoded in an order id, if it is one of ours.
@@ -260,7 +272,7 @@ pub fn item_of_order(order_id: &str) -> Option<i64> {
 /// A new order id of `redis-buckets` bucket `bucket`: `<item>-b<bucket>-<uuid>`, so
 /// [`item_of_order`] reads its item as for every other id and [`bucket_of_order`] its bucket.
 pub fn new_bucket_order_id(item_id: i64, bucket: u32) -> String {
-    format!("{item_id}-b{bucket}-{}", uuid::Uuid::now_v7().simple())
+    format!("{item_id}-b{bucket}-{}", order_uuid().simple())
 }
 
 /// The `redis-buckets` bucket encoded in an order id (`None` for any other id).
@@ -289,6 +301,31 @@ mod tests {
         assert_eq!(item_of_order("nope"), None);
         assert_eq!(item_of_order("7-"), None);
         assert_eq!(bucket_of_order(&id), None);
+    }
+
+    #[test]
+    fn order_ids_are_version_7_uuids_of_now_and_never_repeat() {
+        let before = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as u64;
+        let ids: std::collections::HashSet<String> =
+            (0..100_000).map(|_| new_order_id(3)).collect();
+        assert_eq!(
+            ids.len(),
+            100_000,
+            "100,000 ids made in a few milliseconds all differ"
+        );
+        let id = ids.iter().next().unwrap();
+        let u = uuid::Uuid::parse_str(id.strip_prefix("3-").unwrap()).unwrap();
+        assert_eq!(u.get_version(), Some(uuid::Version::SortRand));
+        assert_eq!(u.get_variant(), uuid::Variant::RFC4122);
+        let (secs, nanos) = u.get_timestamp().unwrap().to_unix();
+        let ms = secs * 1000 + u64::from(nanos) / 1_000_000;
+        assert!(
+            ms >= before && ms < before + 60_000,
+            "{ms} is not now ({before})"
+        );
     }
 
     #[test]
