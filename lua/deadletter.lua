@@ -24,10 +24,7 @@ if #p == 0 then
 end
 local f = {}
 local e = redis.call('XRANGE', KEYS[7], ARGV[1], ARGV[1])
-if #e > 0 then
-  local kv = e[1][2]
-  for i = 1, #kv, 2 do f[kv[i]] = kv[i + 1] end
-end
+if #e > 0 then f = event_fields(e[1][2]) end
 local kind = f['type'] or ''
 local order = f['order'] or ''
 local released, was = 0, ''

@@ -58,6 +58,6 @@ redis.call('HSET', KEYS[6], ARGV[4], cjson.encode({s = 'pending_payment', q = qt
   u = ARGV[2], d = ARGV[3], i = ARGV[6]}))
 redis.call('ZADD', KEYS[7], now + tonumber(ARGV[5]), ARGV[4])
 if key ~= '' then redis.call('HSET', KEYS[9], key, ARGV[4]) end
-redis.call('XADD', KEYS[8], '*', 'type', 'order', 'order', ARGV[4], 'user', ARGV[2],
-  'device', ARGV[3], 'qty', qty, 'at', now, 'key', key)
+redis.call('XADD', KEYS[8], '*', 'event',
+  event('order', ARGV[4], ARGV[2], ARGV[3], qty, now, key))
 return {stock - qty, 0}

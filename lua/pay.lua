@@ -17,6 +17,5 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 o.s = 'paid'
 redis.call('HSET', KEYS[1], ARGV[1], cjson.encode(o))
 redis.call('ZREM', KEYS[2], ARGV[1])
-redis.call('XADD', KEYS[3], '*', 'type', 'pay', 'order', ARGV[1], 'user', o.u,
-  'device', o.d, 'qty', o.q, 'at', now)
+redis.call('XADD', KEYS[3], '*', 'event', event('pay', ARGV[1], o.u, o.d, o.q, now, ''))
 return 1

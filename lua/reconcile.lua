@@ -44,14 +44,8 @@ for _, d in ipairs(redis.call('ZRANGEBYSCORE', KEYS[4], mark_ms, '+inf')) do dea
 local expected = tonumber(ARGV[1])
 local inflight = 0
 local function fields(e)
-  local f = e[2]
-  local t, q, o = nil, 0, nil
-  for i = 1, #f, 2 do
-    if f[i] == 'type' then t = f[i + 1]
-    elseif f[i] == 'qty' then q = tonumber(f[i + 1])
-    elseif f[i] == 'order' then o = f[i + 1] end
-  end
-  return t, q, o
+  local f = event_fields(e[2])
+  return f['type'], tonumber(f['qty']) or 0, f['order']
 end
 local entries = redis.call('XRANGE', KEYS[2], '(' .. ARGV[2], '+')
 -- Orders whose row the database already holds through an applied follow-up.

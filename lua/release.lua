@@ -40,6 +40,5 @@ if o.d ~= '' then redis.call('HINCRBY', KEYS[3], o.d, -o.q) end
 if o.i ~= '' then redis.call('HINCRBY', KEYS[4], o.i, -o.q) end
 local kind = 'cancel'
 if ARGV[2] == 'expired' then kind = 'expire' end
-redis.call('XADD', KEYS[8], '*', 'type', kind, 'order', ARGV[1], 'user', o.u,
-  'device', o.d, 'qty', o.q, 'at', now)
+redis.call('XADD', KEYS[8], '*', 'event', event(kind, ARGV[1], o.u, o.d, o.q, now, ''))
 return {1, o.q}

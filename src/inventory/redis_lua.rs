@@ -42,6 +42,20 @@ pub use rewarm::{Rewarm, RewarmOutcome};
 /// Name of the persistence consumer group on every item stream.
 pub const GROUP: &str = "persist";
 
+/// A script of `lua/` that writes or reads the events stream, after `lua/event.lua` (the
+/// entry's one spelling in Lua, read by [`crate::pipeline::entry`] on the Rust side).
+macro_rules! with_events {
+    ($file:literal) => {
+        concat!(
+            include_str!("../../lua/event.lua"),
+            include_str!(concat!("../../lua/", $file))
+        )
+    };
+}
+
+/// `lua/deduct.lua` as Redis runs it (after `lua/event.lua`).
+const DEDUCT: &str = with_events!("deduct.lua");
+
 /// Connection and behaviour of the Redis side.
 #[derive(Debug, Clone)]
 pub struct RedisSettings {
@@ -107,11 +121,11 @@ impl RedisLua {
             durability::Checked::NothingToCheck => {}
         }
         let scripts = Scripts {
-            deduct: Script::new(include_str!("../../lua/deduct.lua")),
-            release: Script::new(include_str!("../../lua/release.lua")),
-            pay: Script::new(include_str!("../../lua/pay.lua")),
-            reconcile: Script::new(include_str!("../../lua/reconcile.lua")),
-            dead_letter: Script::new(include_str!("../../lua/deadletter.lua")),
+            deduct: Script::new(DEDUCT),
+            release: Script::new(with_events!("release.lua")),
+            pay: Script::new(with_events!("pay.lua")),
+            reconcile: Script::new(with_events!("reconcile.lua")),
+            dead_letter: Script::new(with_events!("deadletter.lua")),
             trim: Script::new(include_str!("../../lua/trim.lua")),
         };
         // Load once up front; calls go by SHA and fall back to loading on NOSCRIPT.

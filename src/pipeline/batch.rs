@@ -15,7 +15,8 @@
 //! database: their order has no row, and inserting one now would resurrect units already
 //! given back. They are dead-lettered at once, as are entries that are not oversell events.
 
-use super::consumer::{decode, Consumer, ErrorKind};
+use super::consumer::{Consumer, ErrorKind};
+use super::entry::{decode, order_of};
 use crate::inventory::redis_lua::stream::ToDeadLetter;
 use crate::inventory::InventoryError;
 use crate::store::{PersistEvent, PersistKind, StoreError};
@@ -74,7 +75,7 @@ impl Consumer {
                 Some(ev) => events.push(ev),
                 None => direct.push((
                     e.id.clone(),
-                    e.get::<String>("order"),
+                    order_of(e),
                     "not an oversell event (undecodable stream entry)".into(),
                 )),
             }

@@ -18,7 +18,7 @@ use super::mark::MarkKeeper;
 use super::PipelineSettings;
 use crate::inventory::redis_lua::RedisConn;
 use crate::inventory::redis_lua::{RedisLua, GROUP};
-use crate::store::{PersistEvent, PersistKind, Store};
+use crate::store::Store;
 use redis::streams::{StreamAutoClaimOptions, StreamId, StreamReadOptions};
 use redis::AsyncCommands;
 use std::collections::HashMap;
@@ -29,21 +29,6 @@ use tokio::sync::watch;
 const READ_MARGIN: Duration = Duration::from_secs(2);
 /// Pause before retrying entries the database refused (fewer than N times so far).
 const REFUSED_RETRY: Duration = Duration::from_millis(100);
-
-/// Decodes one entry; `None` for an entry that is not an oversell event (dead-lettered).
-pub fn decode(entry: &StreamId) -> Option<PersistEvent> {
-    let text = |k: &str| entry.get::<String>(k);
-    Some(PersistEvent {
-        stream_id: entry.id.clone(),
-        kind: PersistKind::parse(&text("type")?)?,
-        order_id: text("order")?,
-        user_id: text("user")?,
-        device_id: text("device").filter(|d| !d.is_empty()),
-        qty: text("qty")?.parse().ok()?,
-        at_ms: text("at")?.parse().ok()?,
-        idempotency_key: text("key").filter(|k| !k.is_empty()),
-    })
-}
 
 /// The bounded `kind` label of `oversell_consumer_errors_total`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,7 +1,8 @@
 //! redis-lua's background machinery, plus the payment-timeout sweeper every strategy uses.
 //!
 //! - [`consumer`]: persists each item's stream into the database (batched, idempotent),
-//!   surviving lost connections; [`batch`]: one batch, with refused entries isolated and
+//!   surviving lost connections; [`entry`]: what one stream entry holds; [`batch`]: one
+//!   batch, with refused entries isolated and
 //!   dead-lettered; [`mark`]: the low-water mark's upkeep and trimming; [`backoff`]: retry
 //!   waits; [`alert`]: the webhook.
 //! - [`reconcile`]: recomputes Redis stock from the database and corrects the residual.
@@ -15,6 +16,7 @@ pub mod alert;
 pub mod backoff;
 pub mod batch;
 pub mod consumer;
+pub mod entry;
 pub mod mark;
 pub mod reconcile;
 
