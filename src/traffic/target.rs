@@ -187,11 +187,31 @@ impl Prepared {
 /// A client for the harness's own requests: it follows no redirect (a 3xx is an answer, so
 /// a redirect can never take a request to a host the loopback guard did not approve).
 pub fn client(timeout: Duration) -> reqwest::Result<reqwest::Client> {
+    builder(timeout).build()
+}
+
+/// New connections the senders open at once, at most ([`senders_client`]).
+pub const CONNECTS_AT_ONCE: usize = 16;
+
+/// The senders' client: [`client`]'s, opening at most [`CONNECTS_AT_ONCE`] connections at a
+/// time. The senders meet the sale's opening with an empty pool, and every request that finds
+/// no idle connection opens one: unlimited, a few late requests can tip the opening into a
+/// storm (held senders opening connections to a shop busy accepting them, whose slower answers
+/// hold more senders: 1,200 held within 190 ms, docs/src/performance/overview.md). Limited, a
+/// request waiting for its connect takes the first connection handed back instead.
+pub fn senders_client(timeout: Duration) -> reqwest::Result<reqwest::Client> {
+    builder(timeout)
+        .connector_layer(tower::limit::GlobalConcurrencyLimitLayer::new(
+            CONNECTS_AT_ONCE,
+        ))
+        .build()
+}
+
+fn builder(timeout: Duration) -> reqwest::ClientBuilder {
     reqwest::Client::builder()
         .timeout(timeout)
         .redirect(reqwest::redirect::Policy::none())
         .pool_max_idle_per_host(256)
-        .build()
 }
 
 /// The value at a dot path of a JSON answer, as text: a string as it is, anything else as JSON.

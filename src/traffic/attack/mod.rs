@@ -15,6 +15,7 @@ mod journey;
 mod login;
 mod poll;
 mod pool;
+mod queue;
 mod script;
 
 use super::adversary::RetryPolicy;
@@ -134,14 +135,13 @@ pub async fn fire(
     let buyers = plan.len();
     anyhow::ensure!(buyers > 0, "the plan has no buyers");
     let started = Instant::now();
-    let client = target::client(timeout)?;
+    let client = target::senders_client(timeout)?;
     let cpu_before = cpu_seconds();
     let opened = recorder.opened();
     let senders = sending.senders_for(buyers);
     let host = targets.first().base_url.clone();
     raise_open_files(senders);
     let (jobs, queue, saturation) = pool::queue(senders);
-    let leftover = queue.clone();
     let ctx = Arc::new(journey::Ctx {
         plan,
         targets,
@@ -154,13 +154,12 @@ pub async fn fire(
     {
         Ok(m) => m,
         Err(e) => {
-            // No sender is left: stop spawning buyers and fail the ones waiting in the queue.
+            // No sender is left: stop spawning buyers. The queue went with the senders, and
+            // with it every request still queued: their buyers have their answer (`PoolGone`).
             dispatcher.abort();
-            leftover.drain().for_each(drop);
             return Err(e.context("the goose senders failed"));
         }
     };
-    drop(leftover);
     dispatcher
         .await
         .context("the buyers' dispatcher panicked")?;

@@ -32,7 +32,7 @@ pub const SENDERS: usize = crate::traffic::scenario::SENDERS as usize;
 pub const LAUNCH_RATE: f64 = 100_000.0;
 
 /// The senders' end of the queue.
-pub(super) type Queue = flume::Receiver<Job>;
+pub(super) type Queue = super::queue::Rx<Job>;
 
 /// One request a buyer wants sent, and where its answer goes.
 pub(super) struct Job {
@@ -84,7 +84,7 @@ pub(super) struct PoolGone;
 /// the queue is empty.
 #[derive(Clone)]
 pub(super) struct Jobs {
-    tx: flume::Sender<Job>,
+    tx: super::queue::Tx<Job>,
     saturation: Arc<Saturation>,
 }
 
@@ -221,7 +221,7 @@ impl Jobs {
 /// A new, empty queue for `senders` senders: the buyers' end, the senders' end, and how busy
 /// the senders are.
 pub(super) fn queue(senders: usize) -> (Jobs, Queue, Arc<Saturation>) {
-    let (tx, rx) = flume::unbounded();
+    let (tx, rx) = super::queue::unbounded();
     let saturation = Arc::new(Saturation::new(senders));
     let jobs = Jobs {
         tx,
@@ -233,15 +233,7 @@ pub(super) fn queue(senders: usize) -> (Jobs, Queue, Arc<Saturation>) {
 /// What every sender shares.
 struct Ctx {
     queue: Queue,
-    /// Senders wait for the queue one at a time: an idle sender waits here (tokio's waiters
-    /// are an intrusive list, leaving it is O(1)) instead of in flume's queue of waiting
-    /// receivers, which every finished `recv_async` scans whole to remove itself — with
-    /// 2,048 mostly idle senders, a scan of ~2,000 hooks per job (docs/src/performance/overview.md).
-    /// It costs a second wake-up a request (the next sender's turn); a queue waking one sender
-    /// saves ~14 % of the generator's CPU but, measured three times, lets the opening tip into
-    /// a connection storm (every sender held, a send lag p99 of tens of ms): the section "4 Dec
-    /// 2026, morning" there.
-    turn: tokio::sync::Mutex<()>,
+    /// Idle senders wait on it together; a request queued wakes one ([`super::queue`]).
     saturation: Arc<Saturation>,
     recorder: Arc<Recorder>,
     /// The harness's client (no redirects): every sender sends on it.
@@ -261,7 +253,6 @@ pub(super) async fn run(
     let senders = saturation.senders;
     let ctx = Arc::new(Ctx {
         queue,
-        turn: tokio::sync::Mutex::new(()),
         saturation,
         recorder,
         client,
@@ -299,11 +290,9 @@ async fn send_all(user: &mut GooseUser, ctx: Arc<Ctx>) -> TransactionResult {
     // Each shop's base URL, parsed once per sender (a run has one shop, or a few).
     let mut bases: Vec<(Arc<Target>, Option<Url>)> = Vec::new();
     loop {
-        let next = {
-            let _turn = ctx.turn.lock().await;
-            ctx.queue.recv_async().await
+        let Ok(job) = ctx.queue.recv_async().await else {
+            break;
         };
-        let Ok(job) = next else { break };
         let base = match bases.iter().find(|(t, _)| Arc::ptr_eq(t, &job.target)) {
             Some((_, base)) => base.as_ref(),
             None => {
