@@ -3,7 +3,7 @@
 //!
 //! A sender that finds the queue empty waits on one [`Notify`] (an intrusive list: joining and
 //! leaving it is O(1)); a push wakes the sender that went idle last ([`Notify::notify_last`]:
-//! its thread and connection are the warmest). One wake-up a request, where the queue it
+//! its task is the likeliest still in the caches). One wake-up a request, where the queue it
 //! replaces (flume, with the senders taking turns on a mutex so that only one sat in flume's
 //! list of waiting receivers, which each receive scans whole) cost two: the sender that took
 //! the request, and the next sender's turn handed over as the first let go of it: ~14 % of the
