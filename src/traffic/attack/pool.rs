@@ -232,8 +232,8 @@ pub(super) fn queue(senders: usize) -> (Jobs, Queue, Arc<Saturation>) {
 
 /// What every sender shares.
 struct Ctx {
-    queue: Queue,
     /// Idle senders wait on it together; a request queued wakes one ([`super::queue`]).
+    queue: Queue,
     saturation: Arc<Saturation>,
     recorder: Arc<Recorder>,
     /// The harness's client (no redirects): every sender sends on it.

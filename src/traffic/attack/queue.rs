@@ -111,7 +111,7 @@ impl<T> Tx<T> {
 }
 
 impl<T> Rx<T> {
-    /// The next item, waiting for one if the queue is empty; [`Closed`] once every sender is
+    /// The next item, waiting for one if the queue is empty; [`Closed`] once every [`Tx`] is
     /// dropped and nothing is left.
     pub(super) async fn recv_async(&self) -> Result<T, Closed> {
         let shared = &(self.0).0;
