@@ -4,8 +4,8 @@
 //! its arrival with its [`BuyerPlan`] drawn then, so a buyer not yet due costs only its
 //! arrival in the [`super::super::schedule::Schedule`]. A journey sleeps until
 //! its arrival and then visits the shop (a login on arrival, views, the order, a bot's extra
-//! submissions, pay or cancel after thinking), handing every request to the senders' pool
-//! ([`super::pool`]) and waiting for its answer: each buyer is a closed loop, the arrivals are
+//! submissions, pay or cancel after thinking), sending every request on a sender it borrows
+//! from the pool ([`super::pool`]) and waiting for its answer: each buyer is a closed loop, the arrivals are
 //! an open model, so a slow shop delays that buyer's later requests, never anyone's arrival.
 //! Every request is filled in from the buyer's session (its CSV values, what earlier answers
 //! taught it, its cookies). An order answered `pending` is polled until the shop decides it
@@ -33,17 +33,17 @@ pub const AHEAD: Duration = Duration::from_millis(100);
 const TICK: Duration = Duration::from_millis(10);
 
 /// Spawns every buyer's journey [`AHEAD`] of its arrival; returns once the last is spawned
-/// (or the pool is gone). The journeys hold the shared context: the queue closes when the last
+/// (or the pool is gone). The journeys hold the shared context: the pool closes when the last
 /// one finishes.
 ///
 /// While every sender is held (the shop is slower than the arrivals), buyers are held back,
-/// due or not: each waits as its place in the schedule, not as a task with its request queued,
+/// due or not: each waits as its place in the schedule, not as a task waiting for a sender,
 /// so a backlog of a hundred thousand buyers costs no memory. A held buyer is spawned as soon
 /// as a sender could take its request, which then counts its wait from its arrival (or from
 /// the moment the hold began, if it was due before) as sender wait, the shop's
-/// ([`super::pool::Arriving`]), exactly as if it had been queued then. The hold is checked
+/// ([`super::pool::Arriving`]), exactly as if it had asked for one then. The hold is checked
 /// whenever a sender hands an answer back, and every [`TICK`]. A buyer spawned already due
-/// counts against the free senders until its first request is queued, so a backlog comes out
+/// counts against the free senders until its first request asks for one, so a backlog comes out
 /// of the hold no faster than senders come free.
 pub(super) async fn dispatch(ctx: Arc<Ctx>) {
     let plan = ctx.plan.clone();
@@ -62,8 +62,8 @@ pub(super) async fn dispatch(ctx: Arc<Ctx>) {
         while next < plan.len() && opened + at(next) <= horizon {
             let arrival = opened + at(next);
             let due = arrival <= now;
-            // Not only a due buyer: one spawned ahead queues its request at its arrival, so
-            // spawning ahead behind a backlog would queue every arrival after all.
+            // Not only a due buyer: one spawned ahead asks for a sender at its arrival, so
+            // spawning ahead behind a backlog would line every arrival up after all.
             if ctx.jobs.saturated() {
                 holding.get_or_insert(now);
                 held_back = true;

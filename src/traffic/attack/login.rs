@@ -35,7 +35,8 @@ pub(super) async fn on_arrival(
         ctx.recorder.login(Err(why), std::time::Duration::ZERO, "");
         return Ok(false);
     };
-    let (c, done) = ctx.jobs.send(target, Kind::Login, p, *intended).await?;
+    // Boxed (as every send of a journey): a buyer on its way holds only a pointer to it.
+    let (c, done) = Box::pin(ctx.jobs.send(target, Kind::Login, p, *intended)).await?;
     session.learn(&c.learned);
     let result = login::judge(&c);
     let ok = result.is_ok();

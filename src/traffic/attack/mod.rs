@@ -3,10 +3,11 @@
 //! Goose is a closed model (a user's next request waits for the previous answer), so the open
 //! model is ours: every buyer of the seeded plan is a plain task ([`journey`]) spawned shortly
 //! before its arrival, which sleeps until it, so a slow shop delays that buyer's later requests,
-//! never anyone's arrival, and a buyer not yet due costs only its plan. Buyers hand each
-//! request to a pool of goose users ([`SENDERS`] at most, started at full size: [`pool`]), one goose attack for the
-//! whole run, which send them through goose (its own metrics — time to first byte from the
-//! actual send — are kept as a cross-check only) and hand the answers back. Set-up is starting
+//! never anyone's arrival, and a buyer not yet due costs only its plan. Buyers send
+//! each request themselves on a goose user they borrow from a pool ([`SENDERS`] at most,
+//! started at full size, one goose attack for the whole run: [`pool`]), so every request goes
+//! through goose (its own metrics — time to first byte from the actual send — are kept as a
+//! cross-check only). Set-up is starting
 //! the pool, a few milliseconds; goose is configured from our typed plan and never parses the
 //! process arguments.
 
@@ -15,7 +16,6 @@ mod journey;
 mod login;
 mod poll;
 mod pool;
-mod queue;
 mod script;
 
 use super::adversary::RetryPolicy;
@@ -141,7 +141,7 @@ pub async fn fire(
     let senders = sending.senders_for(buyers);
     let host = targets.first().base_url.clone();
     raise_open_files(senders);
-    let (jobs, queue, saturation) = pool::queue(senders);
+    let (jobs, pool, saturation) = pool::new(senders, recorder.clone());
     let ctx = Arc::new(journey::Ctx {
         plan,
         targets,
@@ -150,12 +150,11 @@ pub async fn fire(
         retry: spec.retry.as_ref().map(RetryPolicy::of),
     });
     let dispatcher = tokio::spawn(journey::dispatch(ctx));
-    let metrics = match pool::run(queue, saturation.clone(), recorder, client, host, timeout).await
-    {
+    let metrics = match pool::run(pool, client, host, timeout).await {
         Ok(m) => m,
         Err(e) => {
-            // No sender is left: stop spawning buyers. The queue went with the senders, and
-            // with it every request still queued: their buyers have their answer (`PoolGone`).
+            // No sender is left: stop spawning buyers. Every request waiting for a sender, and
+            // any asked for later, has its answer (`PoolGone`).
             dispatcher.abort();
             return Err(e.context("the goose senders failed"));
         }

@@ -1,15 +1,21 @@
-//! The senders: a fixed pool of goose users, each looping over one shared queue of requests.
+//! The senders: a fixed pool of goose users, lent to the buyers one request at a time.
 //!
-//! Buyers are plain tasks ([`super::journey`]); each hands its requests to the pool as
-//! [`Job`]s and waits for the answers. A sender takes the next job, sends it through goose
+//! Buyers are plain tasks ([`super::journey`]). For each request a buyer borrows an idle
+//! sender ([`Jobs::send`]), sends the request through that sender's goose user itself
 //! (`user.request`, so goose's metrics see every request and stay a cross-check of ours),
-//! records it, and hands the answer back. The pool is started at its full size ([`SENDERS`], a
-//! large cap) before the sale opens, so nothing waits for a sender while one is free. A request
-//! queued while every sender is held by an unanswered request waits for one: that *sender wait*
-//! is the shop's time (its slow answers hold the senders), recorded apart from *send lag*, the
-//! generator's own lateness (a free sender, late). The moment every sender was first held is
-//! kept ([`Saturation`]), so the report can say when the cap was reached. The goose attack ends
-//! once every buyer is done (every [`Jobs`] handle dropped) and the queue is empty.
+//! records it and gives the sender back. Nothing passes between tasks on the way: a request
+//! costs the wake-ups of goose's own loop (the buyer's timer, its connection's answer), where
+//! handing it to a sender task and the answer back cost two more (docs/src/performance,
+//! "5 Dec 2026"). Each goose user of the pool is started by goose as usual, puts itself in
+//! the pool ([`run`]) and takes itself back once every buyer is done, which ends the goose
+//! attack.
+//!
+//! The pool is started at its full size ([`SENDERS`], a large cap) before the sale opens, so
+//! nothing waits for a sender while one is free. A request that finds every sender held by an
+//! unanswered request waits for one, first come first served: that *sender wait* is the shop's
+//! time (its slow answers hold the senders), recorded apart from *send lag*, the generator's
+//! own lateness (a free sender, late). The moment every sender was first held is kept
+//! ([`Saturation`]), so the report can say when the cap was reached.
 
 use super::super::mapping::Method;
 use super::super::recorder::{Answer, Kind, Recorder};
@@ -19,9 +25,10 @@ use goose::config::GooseConfiguration;
 use goose::metrics::GooseMetrics;
 use goose::prelude::*;
 use reqwest::Url;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
-use tokio::sync::oneshot;
+use tokio::sync::{Notify, Semaphore, TryAcquireError};
 use tokio::time::Instant;
 
 /// Goose users (senders) in the pool, at most, unless `[client] senders` says otherwise: the
@@ -31,24 +38,22 @@ pub const SENDERS: usize = crate::traffic::scenario::SENDERS as usize;
 /// Goose users started per second: the whole pool is up within a few milliseconds.
 pub const LAUNCH_RATE: f64 = 100_000.0;
 
-/// The senders' end of the queue.
-pub(super) type Queue = super::queue::Rx<Job>;
-
-/// One request a buyer wants sent, and where its answer goes.
+/// One request a buyer wants sent.
 pub(super) struct Job {
     pub(super) target: Arc<Target>,
     pub(super) kind: Kind,
     pub(super) prepared: Prepared,
     /// When the buyer meant to send it (its send lag is measured from here).
     pub(super) intended: Instant,
-    /// When it was queued, if every sender was then held by an unanswered request: its wait
-    /// for a sender from there is sender wait (the shop's), not send lag.
+    /// When it began to wait for a sender, if every sender was then held by an unanswered
+    /// request: its wait from there is sender wait (the shop's), not send lag.
     pub(super) waited_since: Option<Instant>,
-    /// The classified answer, when it was sent and when it was complete.
-    pub(super) reply: oneshot::Sender<(Classified, Instant, Instant)>,
     /// A retry of an earlier request (recorded apart from first attempts).
     pub(super) retry: bool,
 }
+
+/// A classified answer, when its request was sent and when the answer was complete.
+type Answered = (Classified, Instant, Instant);
 
 tokio::task_local! {
     /// Set in the task of a buyer the dispatcher spawned already due
@@ -56,23 +61,21 @@ tokio::task_local! {
     pub(super) static ARRIVING: std::cell::RefCell<Option<Arriving>>;
 }
 
-/// A buyer spawned when already due, until its first request is queued: counted against the
-/// free senders ([`Saturation::full_for`]) so that a backlog is spawned no faster than senders
-/// come free — its journeys are not yet in the queue, and without the count one pass of the
-/// dispatcher would spawn every held buyer at once.
+/// A buyer spawned when already due, until its first request asks for a sender: counted
+/// against the free senders ([`Saturation::full_for`]) so that a backlog is spawned no faster
+/// than senders come free — its journeys are not yet waiting for one, and without the count
+/// one pass of the dispatcher would spawn every held buyer at once.
 pub(super) struct Arriving {
     /// When its first request began to wait for a sender, if it was held back while every
     /// sender was held (its arrival, or the moment the hold began if it was due before): its
-    /// wait from there is sender wait, the shop's, as if it had been queued then.
+    /// wait from there is sender wait, the shop's, as if it had asked for one then.
     pub(super) held: Option<Instant>,
     saturation: Arc<Saturation>,
 }
 
 impl Drop for Arriving {
     fn drop(&mut self) {
-        self.saturation
-            .arriving
-            .fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+        self.saturation.arriving.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -80,65 +83,75 @@ impl Drop for Arriving {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct PoolGone;
 
-/// Where buyers hand their requests. The pool's senders stop once every clone is dropped and
-/// the queue is empty.
-#[derive(Clone)]
-pub(super) struct Jobs {
-    tx: super::queue::Tx<Job>,
-    saturation: Arc<Saturation>,
-}
-
 /// How busy the senders are: how many hold a request now, and when all first did.
 #[derive(Debug)]
 pub struct Saturation {
     /// Senders in the pool.
     senders: usize,
-    /// Senders holding a request (taken, not yet answered).
-    busy: std::sync::atomic::AtomicUsize,
-    /// Buyers spawned already due whose first request is not queued yet ([`Arriving`]).
-    arriving: std::sync::atomic::AtomicUsize,
+    /// Senders holding a request (lent, not yet given back).
+    busy: AtomicUsize,
+    /// Buyers spawned already due whose first request has not asked for a sender yet
+    /// ([`Arriving`]).
+    arriving: AtomicUsize,
     /// The first moment every sender held a request.
     first_full: std::sync::OnceLock<Instant>,
-    /// Told each time a sender hands its answer back (the dispatcher waits on it while it
-    /// holds buyers back).
-    room: tokio::sync::Notify,
+    /// Told each time a sender is given back (the dispatcher waits on it while it holds buyers
+    /// back).
+    room: Notify,
 }
 
 impl Saturation {
     fn new(senders: usize) -> Self {
         Saturation {
             senders,
-            busy: std::sync::atomic::AtomicUsize::new(0),
-            arriving: std::sync::atomic::AtomicUsize::new(0),
+            busy: AtomicUsize::new(0),
+            arriving: AtomicUsize::new(0),
             first_full: std::sync::OnceLock::new(),
-            room: tokio::sync::Notify::new(),
+            room: Notify::new(),
         }
     }
 
-    /// Whether a request queued now behind `queued` others (and the requests of the buyers
-    /// arriving) finds no free sender.
-    fn full_for(&self, queued: usize) -> bool {
-        use std::sync::atomic::Ordering::Acquire;
-        self.busy.load(Acquire) + self.arriving.load(Acquire) + queued >= self.senders
+    /// Whether a request asking for a sender now behind `waiting` others (and the requests of
+    /// the buyers arriving) finds none free.
+    fn full_for(&self, waiting: usize) -> bool {
+        self.busy.load(Ordering::Acquire) + self.arriving.load(Ordering::Acquire) + waiting
+            >= self.senders
     }
 
-    /// A sender took a request.
-    pub(super) fn took(&self) {
-        let busy = self.busy.fetch_add(1, std::sync::atomic::Ordering::AcqRel) + 1;
+    /// A sender was lent.
+    fn took(&self) {
+        let busy = self.busy.fetch_add(1, Ordering::AcqRel) + 1;
         if busy >= self.senders {
             self.first_full.get_or_init(Instant::now);
         }
     }
 
-    /// A sender handed its answer back.
-    pub(super) fn freed(&self) {
-        self.busy.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+    /// A sender was given back.
+    fn freed(&self) {
+        self.busy.fetch_sub(1, Ordering::AcqRel);
         self.room.notify_one();
     }
 
     /// The first moment every sender held a request (`None`: the cap was never reached).
     pub fn first_full(&self) -> Option<Instant> {
         self.first_full.get().copied()
+    }
+}
+
+/// The buyers' handle on the pool. Once every clone is dropped (every buyer is done), the
+/// senders take their goose users back and the goose attack ends.
+#[derive(Clone)]
+pub(super) struct Jobs {
+    pool: Arc<Pool>,
+    _open: Arc<Open>,
+}
+
+/// Closes the pool when the last [`Jobs`] goes.
+struct Open(Arc<Pool>);
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        self.0.close();
     }
 }
 
@@ -167,99 +180,277 @@ impl Jobs {
         prepared: Prepared,
         intended: Instant,
         retry: bool,
-    ) -> Result<(Classified, Instant, Instant), PoolGone> {
-        let (reply, answer) = oneshot::channel();
+    ) -> Result<Answered, PoolGone> {
+        let pool = &self.pool;
         // A buyer's first request: it is no longer arriving (dropped here, before it counts
         // the free senders).
         let arriving = ARRIVING.try_with(|a| a.borrow_mut().take()).ok().flatten();
         let held = arriving.and_then(|a| a.held);
-        // Queued behind others with every sender held: it waits for a sender.
-        let waited_since =
-            held.or_else(|| self.saturation.full_for(self.tx.len()).then(Instant::now));
+        // Behind others with every sender held: it waits for a sender.
+        let waited_since = held.or_else(|| {
+            let waiting = pool.waiting.load(Ordering::Acquire);
+            pool.saturation.full_for(waiting).then(Instant::now)
+        });
         let job = Job {
             target: target.clone(),
             kind,
             prepared,
             intended,
             waited_since,
-            reply,
             retry,
         };
-        self.tx.send(job).map_err(|_| PoolGone)?;
-        answer.await.map_err(|_| PoolGone)
+        let mut lent = pool.borrow().await?;
+        lent.send(job).await
     }
 
-    /// Whether no sender is left to take a job.
+    /// Whether no sender is left to take a request.
     pub fn is_closed(&self) -> bool {
-        self.tx.is_disconnected()
+        self.pool.gone.load(Ordering::Acquire)
     }
 
-    /// Whether a request handed over now would wait for a sender (every sender held, or
-    /// held, queued for and about to be).
+    /// Whether a request asking for a sender now would wait for one (every sender held, or
+    /// held, asked for and about to be).
     pub(super) fn saturated(&self) -> bool {
-        self.saturation.full_for(self.tx.len())
+        let waiting = self.pool.waiting.load(Ordering::Acquire);
+        self.pool.saturation.full_for(waiting)
     }
 
-    /// Until a sender hands an answer back (at once if one did since the last wait).
+    /// Until a sender is given back (at once if one was since the last wait).
     pub(super) async fn freed(&self) {
-        self.saturation.room.notified().await
+        self.pool.saturation.room.notified().await
     }
 
-    /// A buyer spawned already due: counted as arriving until its first request is queued
-    /// or its task ends (`held`: see [`Arriving::held`]).
+    /// A buyer spawned already due: counted as arriving until its first request asks for a
+    /// sender or its task ends (`held`: see [`Arriving::held`]).
     pub(super) fn arriving(&self, held: Option<Instant>) -> Arriving {
-        self.saturation
-            .arriving
-            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
-        Arriving {
-            held,
-            saturation: self.saturation.clone(),
+        let saturation = self.pool.saturation.clone();
+        saturation.arriving.fetch_add(1, Ordering::AcqRel);
+        Arriving { held, saturation }
+    }
+}
+
+/// The senders, idle ones first in line to be lent.
+pub(super) struct Pool {
+    /// One permit per idle sender: a request takes one before it takes a sender, so requests
+    /// waiting for a sender are served in the order they asked.
+    permits: Semaphore,
+    /// The idle senders; the one given back last is lent first (its connection and its
+    /// memory the likeliest still warm).
+    idle: Mutex<Vec<Sender>>,
+    /// Requests waiting for a sender.
+    waiting: AtomicUsize,
+    /// Every [`Jobs`] is dropped: the senders take their goose users back.
+    closed: AtomicBool,
+    /// The goose attack ended or failed: nothing is lent any more.
+    gone: AtomicBool,
+    /// Told when the pool closes, and each time a sender is given back after that.
+    back: Notify,
+    saturation: Arc<Saturation>,
+    recorder: Arc<Recorder>,
+    /// Test stand-ins' requests go here (dropped when the pool closes).
+    #[cfg(test)]
+    stand_ins: Mutex<Option<tokio::sync::mpsc::UnboundedSender<Handed>>>,
+}
+
+/// One sender: what sends, and each shop's base URL, parsed once per sender (a run has one
+/// shop, or a few).
+struct Sender {
+    via: Via,
+    bases: Vec<(Arc<Target>, Option<Url>)>,
+}
+
+/// What sends a lent sender's request.
+enum Via {
+    /// A goose user its goose task lent the pool (its client, its metrics channel), and its
+    /// index among goose's users.
+    Goose(usize, Box<GooseUser>),
+    /// A test's stand-in: the request is handed to the test ([`StandIns`]).
+    #[cfg(test)]
+    StandIn,
+}
+
+impl Pool {
+    fn new(senders: usize, recorder: Arc<Recorder>) -> Pool {
+        Pool {
+            permits: Semaphore::new(0),
+            idle: Mutex::new(Vec::with_capacity(senders)),
+            waiting: AtomicUsize::new(0),
+            closed: AtomicBool::new(false),
+            gone: AtomicBool::new(false),
+            back: Notify::new(),
+            saturation: Arc::new(Saturation::new(senders)),
+            recorder,
+            #[cfg(test)]
+            stand_ins: Mutex::new(None),
+        }
+    }
+
+    fn idle(&self) -> MutexGuard<'_, Vec<Sender>> {
+        // Every change under the lock is one push or one removal: a poisoned lock is used as
+        // it is.
+        self.idle.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Adds an idle sender.
+    fn put(&self, sender: Sender) {
+        self.idle().push(sender);
+        self.permits.add_permits(1);
+    }
+
+    /// The next idle sender, waiting for one (in turn) if none is.
+    async fn borrow(&self) -> Result<Lent<'_>, PoolGone> {
+        let permit = match self.permits.try_acquire() {
+            Ok(p) => p,
+            Err(TryAcquireError::Closed) => return Err(PoolGone),
+            Err(TryAcquireError::NoPermits) => {
+                let _waiting = Waiting::new(&self.waiting);
+                self.permits.acquire().await.map_err(|_| PoolGone)?
+            }
+        };
+        permit.forget();
+        let sender = self.idle().pop().ok_or(PoolGone)?;
+        self.saturation.took();
+        Ok(Lent {
+            pool: self,
+            sender: Some(sender),
+        })
+    }
+
+    /// A lent sender given back.
+    fn give_back(&self, sender: Sender) {
+        self.put(sender);
+        self.saturation.freed();
+        if self.closed.load(Ordering::Acquire) {
+            self.back.notify_waiters();
+        }
+    }
+
+    /// Every buyer is done: nothing more is lent, the senders take their goose users back.
+    fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+        self.permits.close();
+        #[cfg(test)]
+        self.stand_ins
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        self.back.notify_waiters();
+    }
+
+    /// The goose attack is over (ended or failed): requests waiting for a sender, and any
+    /// asked for later, get [`PoolGone`].
+    fn gone(&self) {
+        self.gone.store(true, Ordering::Release);
+        self.permits.close();
+    }
+
+    /// Goose user `index` once the pool has closed and it is idle again.
+    async fn take_back(&self, index: usize) -> Option<Box<GooseUser>> {
+        loop {
+            // Registered before the look, so a give-back between the look and the wait is not
+            // missed.
+            let told = self.back.notified();
+            tokio::pin!(told);
+            told.as_mut().enable();
+            if self.closed.load(Ordering::Acquire) {
+                let mut idle = self.idle();
+                let at = idle.iter().position(|s| match s.via {
+                    Via::Goose(i, _) => i == index,
+                    #[cfg(test)]
+                    Via::StandIn => false,
+                });
+                if let Some(at) = at {
+                    return match idle.swap_remove(at).via {
+                        Via::Goose(_, u) => Some(u),
+                        #[cfg(test)]
+                        Via::StandIn => None,
+                    };
+                }
+            }
+            told.await;
         }
     }
 }
 
-/// A new, empty queue for `senders` senders: the buyers' end, the senders' end, and how busy
-/// the senders are.
-pub(super) fn queue(senders: usize) -> (Jobs, Queue, Arc<Saturation>) {
-    let (tx, rx) = super::queue::unbounded();
-    let saturation = Arc::new(Saturation::new(senders));
+/// Counts a request waiting for a sender, until it has one or gives up.
+struct Waiting<'a>(&'a AtomicUsize);
+
+impl<'a> Waiting<'a> {
+    fn new(n: &'a AtomicUsize) -> Self {
+        n.fetch_add(1, Ordering::AcqRel);
+        Waiting(n)
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// A sender lent to one request; given back when dropped, answered or not.
+struct Lent<'p> {
+    pool: &'p Pool,
+    sender: Option<Sender>,
+}
+
+impl Drop for Lent<'_> {
+    fn drop(&mut self) {
+        if let Some(s) = self.sender.take() {
+            self.pool.give_back(s);
+        }
+    }
+}
+
+impl Lent<'_> {
+    /// Sends `job` and records it; returns its classified answer, when it was sent and when
+    /// it was complete.
+    async fn send(&mut self, job: Job) -> Result<Answered, PoolGone> {
+        let Sender { via, bases } = self.sender.as_mut().ok_or(PoolGone)?;
+        match via {
+            Via::Goose(_, user) => {
+                let base = match bases.iter().find(|(t, _)| Arc::ptr_eq(t, &job.target)) {
+                    Some((_, base)) => base.as_ref(),
+                    None => {
+                        let base = Url::parse(&job.target.base_url).ok();
+                        bases.push((job.target.clone(), base));
+                        bases.last().and_then(|(_, b)| b.as_ref())
+                    }
+                };
+                let url = base.map(|base| Target::url_on(base, &job.prepared));
+                Ok(send_one(user, &self.pool.recorder, &job, url).await)
+            }
+            #[cfg(test)]
+            Via::StandIn => self.pool.hand_to_stand_ins(job).await,
+        }
+    }
+}
+
+/// A new pool of `senders` (empty until [`run`] starts them), the buyers' handle on it, and how
+/// busy its senders are.
+pub(super) fn new(senders: usize, recorder: Arc<Recorder>) -> (Jobs, Arc<Pool>, Arc<Saturation>) {
+    let pool = Arc::new(Pool::new(senders, recorder));
     let jobs = Jobs {
-        tx,
-        saturation: saturation.clone(),
+        pool: pool.clone(),
+        _open: Arc::new(Open(pool.clone())),
     };
-    (jobs, rx, saturation)
+    let saturation = pool.saturation.clone();
+    (jobs, pool, saturation)
 }
 
-/// What every sender shares.
-struct Ctx {
-    /// Idle senders wait on it together; a request queued wakes one ([`super::queue`]).
-    queue: Queue,
-    saturation: Arc<Saturation>,
-    recorder: Arc<Recorder>,
-    /// The harness's client (no redirects): every sender sends on it.
-    client: reqwest::Client,
-}
-
-/// Runs `senders` goose users over `queue` until it is closed and empty; returns goose's
-/// metrics. `host` only names goose's requests: each job's URL is its own target's.
+/// Runs the pool's goose users until every buyer is done; returns goose's metrics. `host` only
+/// names goose's requests: each request's URL is its own target's.
 pub(super) async fn run(
-    queue: Queue,
-    saturation: Arc<Saturation>,
-    recorder: Arc<Recorder>,
+    pool: Arc<Pool>,
     client: reqwest::Client,
     host: String,
     timeout: Duration,
 ) -> anyhow::Result<GooseMetrics> {
-    let senders = saturation.senders;
-    let ctx = Arc::new(Ctx {
-        queue,
-        saturation,
-        recorder,
-        client,
-    });
+    let senders = pool.saturation.senders;
+    let lending = pool.clone();
     let sender: TransactionFunction = Arc::new(move |user| {
-        let ctx = ctx.clone();
-        Box::pin(async move { send_all(user, ctx).await })
+        let (pool, client) = (lending.clone(), client.clone());
+        Box::pin(async move { lend(user, pool, client).await })
     });
     let mut config = GooseConfiguration::default();
     config.host = Some(host);
@@ -270,43 +461,51 @@ pub(super) async fn run(
     config.no_print_metrics = true;
     config.no_error_summary = true;
     config.quiet = 1;
-    let metrics = GooseAttack::initialize_with_config(config)?
-        .set_client_builder_without_cookies(
-            GooseClientBuilder::new().without_cookies().timeout(timeout),
-        )?
-        .register_scenario(
-            scenario!("sender").register_transaction(Transaction::new(sender).set_name("send")),
-        )
-        .execute()
-        .await?;
-    Ok(metrics)
+    let attack = async {
+        GooseAttack::initialize_with_config(config)?
+            .set_client_builder_without_cookies(
+                GooseClientBuilder::new().without_cookies().timeout(timeout),
+            )?
+            .register_scenario(
+                scenario!("sender").register_transaction(Transaction::new(sender).set_name("send")),
+            )
+            .execute()
+            .await
+    };
+    let metrics = attack.await;
+    pool.gone();
+    Ok(metrics?)
 }
 
-/// One sender: takes jobs until the queue is closed and empty.
-async fn send_all(user: &mut GooseUser, ctx: Arc<Ctx>) -> TransactionResult {
+/// One sender's goose task: lends its goose user to the pool and takes it back once every
+/// buyer is done. While it is lent, the task holds a stand-in of it, which goose never sees
+/// (goose looks at its user only between transactions).
+async fn lend(user: &mut GooseUser, pool: Arc<Pool>, client: reqwest::Client) -> TransactionResult {
     // Goose's client builder cannot turn redirects off: every sender sends on the harness's
     // own shared client instead (one connection pool, no redirects followed).
-    user.client = ctx.client.clone();
-    // Each shop's base URL, parsed once per sender (a run has one shop, or a few).
-    let mut bases: Vec<(Arc<Target>, Option<Url>)> = Vec::new();
-    loop {
-        let Ok(job) = ctx.queue.recv_async().await else {
-            break;
-        };
-        let base = match bases.iter().find(|(t, _)| Arc::ptr_eq(t, &job.target)) {
-            Some((_, base)) => base.as_ref(),
-            None => {
-                let base = Url::parse(&job.target.base_url).ok();
-                bases.push((job.target.clone(), base));
-                bases.last().and_then(|(_, b)| b.as_ref())
-            }
-        };
-        let url = base.map(|base| Target::url_on(base, &job.prepared));
-        ctx.saturation.took();
-        let answer = send_one(user, &ctx.recorder, &job, url).await;
-        ctx.saturation.freed();
-        // The buyer may be gone (the run was abandoned): nobody waits for the answer then.
-        let _ = job.reply.send(answer);
+    user.client = client.clone();
+    let index = user.weighted_users_index;
+    let stand_in = match GooseUser::new(
+        0,
+        Arc::from("lent"),
+        user.base_url.clone(),
+        &user.config,
+        user.load_test_hash,
+        Some(client),
+    ) {
+        Ok(u) => u,
+        Err(e) => {
+            tracing::warn!("a goose user could not be lent to the buyers: {e}");
+            return Ok(());
+        }
+    };
+    let lent = std::mem::replace(user, stand_in);
+    pool.put(Sender {
+        via: Via::Goose(index, Box::new(lent)),
+        bases: Vec::new(),
+    });
+    if let Some(back) = pool.take_back(index).await {
+        *user = *back;
     }
     Ok(())
 }
@@ -366,4 +565,57 @@ fn goose_method(p: &Prepared) -> GooseMethod {
         Method::Patch => GooseMethod::Patch,
         Method::Delete => GooseMethod::Delete,
     }
+}
+
+/// A request handed to a test's stand-in senders, and where its answer goes.
+#[cfg(test)]
+pub(super) struct Handed {
+    pub(super) job: Job,
+    pub(super) reply: tokio::sync::oneshot::Sender<Answered>,
+}
+
+/// A test's stand-ins for the goose senders: the pool lends them as it lends goose users, and
+/// each request one of them is lent for comes out here, to be answered.
+#[cfg(test)]
+pub(super) struct StandIns(tokio::sync::mpsc::UnboundedReceiver<Handed>);
+
+#[cfg(test)]
+impl StandIns {
+    /// The next request a stand-in was lent for; `None` once the pool has closed and every
+    /// request was taken.
+    pub(super) async fn next(&mut self) -> Option<Handed> {
+        self.0.recv().await
+    }
+}
+
+#[cfg(test)]
+impl Pool {
+    async fn hand_to_stand_ins(&self, job: Job) -> Result<Answered, PoolGone> {
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let to = self
+            .stand_ins
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+            .ok_or(PoolGone)?;
+        to.send(Handed { job, reply }).map_err(|_| PoolGone)?;
+        answer.await.map_err(|_| PoolGone)
+    }
+}
+
+/// A pool of `senders` test stand-ins, lent as goose users are: the buyers' handle, the
+/// requests they are lent for, and how busy they are.
+#[cfg(test)]
+pub(super) fn stand_ins(senders: usize) -> (Jobs, StandIns, Arc<Saturation>) {
+    let recorder = Arc::new(Recorder::new(Instant::now()));
+    let (jobs, pool, saturation) = new(senders, recorder);
+    let (to, from) = tokio::sync::mpsc::unbounded_channel();
+    *pool.stand_ins.lock().unwrap() = Some(to);
+    for _ in 0..senders {
+        pool.put(Sender {
+            via: Via::StandIn,
+            bases: Vec::new(),
+        });
+    }
+    (jobs, StandIns(from), saturation)
 }

@@ -89,7 +89,7 @@ async fn a_buyer_on_its_way_costs_one_small_task() {
     // Measured on 2026-12-01: a journey's future (before it is first polled) is 776 bytes in
     // a debug build; the bound leaves room, far below the ~11 KB of a goose user per buyer.
     let s = scenario(1, 1, EVERYTHING);
-    let (jobs, _queue, _) = pool::queue(SENDERS);
+    let (jobs, _stand_ins, _) = pool::stand_ins(SENDERS);
     let ctx = Arc::new(journey::Ctx {
         plan: schedule::build(&s),
         targets: Targets::one(target(&s)),
@@ -109,16 +109,16 @@ fn target(s: &Scenario) -> Arc<Target> {
     ))
 }
 
-/// Stands in for the goose senders: answers every job after `service`, creating an order
-/// for each order job and `ok` for anything else; returns every job's kind, intended send and
-/// the moment it was taken.
+/// Stands in for the goose senders: answers every request after `service`, creating an order
+/// for each order request and `ok` for anything else; returns every request's kind, intended
+/// send and the moment a sender took it.
 async fn fake_senders(
-    queue: pool::Queue,
+    mut stand_ins: pool::StandIns,
     service: Duration,
 ) -> Vec<(Kind, Instant, Instant, Option<String>)> {
     let mut seen = Vec::new();
     let mut n = 0;
-    while let Ok(job) = queue.recv_async().await {
+    while let Some(pool::Handed { job, reply }) = stand_ins.next().await {
         let key = job
             .prepared
             .headers
@@ -140,7 +140,7 @@ async fn fake_senders(
                 why: Why::Rule(0),
                 learned: Default::default(),
             };
-            let _ = job.reply.send((c, sent, Instant::now()));
+            let _ = reply.send((c, sent, Instant::now()));
         });
     }
     seen
@@ -153,7 +153,7 @@ async fn every_request_is_handed_to_the_senders_on_time_and_every_journey_is_kep
     let s = scenario(400, 2, EVERYTHING);
     let plan = schedule::build(&s);
     let recorder = Arc::new(Recorder::new(Instant::now() + Duration::from_millis(50)));
-    let (jobs, queue, _) = pool::queue(SENDERS);
+    let (jobs, stand_ins, _) = pool::stand_ins(SENDERS);
     let ctx = Arc::new(journey::Ctx {
         plan: plan.clone(),
         targets: Targets::one(target(&s)),
@@ -161,9 +161,9 @@ async fn every_request_is_handed_to_the_senders_on_time_and_every_journey_is_kep
         jobs,
         retry: None,
     });
-    let senders = tokio::spawn(fake_senders(queue, Duration::from_millis(3)));
+    let senders = tokio::spawn(fake_senders(stand_ins, Duration::from_millis(3)));
 
-    // Act: the queue closes when the last journey is done.
+    // Act: the pool closes when the last journey is done.
     journey::dispatch(ctx).await;
     let seen = senders.await.unwrap();
 
@@ -214,72 +214,89 @@ async fn every_request_is_handed_to_the_senders_on_time_and_every_journey_is_kep
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_request_queued_while_every_sender_is_held_is_marked_as_waiting_for_one() {
+async fn a_request_asking_for_a_sender_while_every_sender_is_held_waits_for_one_in_turn() {
     // Arrange: a pool of 2 senders, one of them holding a request.
     let s = scenario(1, 1, "");
     let t = target(&s);
     let b = &schedule::build(&s).get(0);
-    let (jobs, queue, saturation) = pool::queue(2);
+    let (jobs, mut stand_ins, saturation) = pool::stand_ins(2);
     let session = crate::traffic::session::Session::default();
     let order = || t.prepare(&Action::Order(None), b, &session).unwrap();
     let send = |jobs: pool::Jobs, p| {
         let t = t.clone();
         tokio::spawn(async move { jobs.send(&t, Kind::Order, p, Instant::now()).await })
     };
-    let _first = send(jobs.clone(), order());
-    let first = queue.recv_async().await.unwrap();
-    saturation.took();
+    let answer = |h: pool::Handed| {
+        let c = Classified {
+            answer: Answer::Created,
+            order_id: None,
+            why: Why::Rule(0),
+            learned: Default::default(),
+        };
+        let now = Instant::now();
+        let _ = h.reply.send((c, now, now));
+    };
+    let first_sent = send(jobs.clone(), order());
+    let first = stand_ins.next().await.unwrap();
+    assert!(first.job.waited_since.is_none());
 
-    // Act: one request finds the second sender free; with both held, the next waits.
+    // Act: one request finds the second sender free; with both held, the next two wait.
     let _second = send(jobs.clone(), order());
-    let second = queue.recv_async().await.unwrap();
-    saturation.took();
-    let _third = send(jobs.clone(), order());
-    let third = queue.recv_async().await.unwrap();
-
-    // Assert
-    assert!(first.waited_since.is_none() && second.waited_since.is_none());
-    assert!(third.waited_since.is_some(), "both senders were held");
+    let second = stand_ins.next().await.unwrap();
+    let third_sent = send(jobs.clone(), order());
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    let fourth_sent = send(jobs.clone(), order());
+    tokio::time::sleep(Duration::from_millis(5)).await;
     assert!(saturation.first_full().is_some(), "the cap was reached");
-    saturation.freed();
-    let _fourth = send(jobs, order());
-    assert!(queue.recv_async().await.unwrap().waited_since.is_none());
+    assert!(!third_sent.is_finished() && !fourth_sent.is_finished());
+    let asked = Instant::now();
+    answer(first);
+    first_sent.await.unwrap().unwrap();
+    let third = stand_ins.next().await.unwrap();
+
+    // Assert: the first to wait was the first served, marked as waiting for a sender.
+    assert!(
+        second.job.waited_since.is_none(),
+        "the second sender was free"
+    );
+    assert!(third.job.waited_since.is_some(), "both senders were held");
+    assert!(third.job.waited_since.unwrap() + Duration::from_millis(10) <= asked);
+    answer(second);
+    let fourth = stand_ins.next().await.unwrap();
+    assert!(fourth.job.waited_since.is_some());
+    assert!(
+        fourth.job.waited_since > third.job.waited_since,
+        "served in turn"
+    );
+    answer(third);
+    answer(fourth);
+    third_sent.await.unwrap().unwrap();
+    fourth_sent.await.unwrap().unwrap();
+    let _fifth = send(jobs, order());
+    assert!(stand_ins.next().await.unwrap().job.waited_since.is_none());
 }
 
-/// Stands in for a pool of `n` goose senders in front of a slow shop: each takes one job at a
-/// time, holds it for `service` and answers it (an order created), counting itself busy as
-/// the real senders do.
-async fn slow_senders(
-    queue: pool::Queue,
-    saturation: Arc<pool::Saturation>,
-    n: usize,
-    service: Duration,
-) {
-    let workers: Vec<_> = (0..n)
-        .map(|w| {
-            let (queue, saturation) = (queue.clone(), saturation.clone());
-            tokio::spawn(async move {
-                let mut k = 0;
-                while let Ok(job) = queue.recv_async().await {
-                    saturation.took();
-                    let sent = Instant::now();
-                    tokio::time::sleep(service).await;
-                    k += 1;
-                    let c = Classified {
-                        answer: Answer::Created,
-                        order_id: Some(format!("o-{w}-{k}")),
-                        why: Why::Rule(0),
-                        learned: Default::default(),
-                    };
-                    saturation.freed();
-                    let _ = job.reply.send((c, sent, Instant::now()));
-                }
-            })
-        })
-        .collect();
-    drop(queue);
-    for w in workers {
-        w.await.unwrap();
+/// Stands in for a pool of goose senders in front of a slow shop: each request is held for
+/// `service` and answered (an order created); the pool lends no more senders than it has.
+async fn slow_senders(mut stand_ins: pool::StandIns, service: Duration) {
+    let mut k = 0;
+    let mut answering = Vec::new();
+    while let Some(pool::Handed { reply, .. }) = stand_ins.next().await {
+        k += 1;
+        answering.push(tokio::spawn(async move {
+            let sent = Instant::now();
+            tokio::time::sleep(service).await;
+            let c = Classified {
+                answer: Answer::Created,
+                order_id: Some(format!("o-{k}")),
+                why: Why::Rule(0),
+                learned: Default::default(),
+            };
+            let _ = reply.send((c, sent, Instant::now()));
+        }));
+    }
+    for a in answering {
+        a.await.unwrap();
     }
 }
 
@@ -289,7 +306,7 @@ async fn a_backlog_comes_out_of_the_hold_as_fast_as_senders_come_free_and_no_fas
     // 50 ms by the shop: 160 answers a second, so the backlog builds from the first moment.
     let s = scenario(2000, 1, ORDER_AND_LEAVE);
     let recorder = Arc::new(Recorder::new(Instant::now() + Duration::from_millis(50)));
-    let (jobs, queue, saturation) = pool::queue(8);
+    let (jobs, stand_ins, _) = pool::stand_ins(8);
     let ctx = Arc::new(journey::Ctx {
         plan: schedule::build(&s),
         targets: Targets::one(target(&s)),
@@ -297,12 +314,7 @@ async fn a_backlog_comes_out_of_the_hold_as_fast_as_senders_come_free_and_no_fas
         jobs,
         retry: None,
     });
-    let senders = tokio::spawn(slow_senders(
-        queue,
-        saturation,
-        8,
-        Duration::from_millis(50),
-    ));
+    let senders = tokio::spawn(slow_senders(stand_ins, Duration::from_millis(50)));
     // Every journey holds the shared context: its count is the buyers spawned and not done.
     let watched = Arc::downgrade(&ctx);
     let watch = tokio::spawn(async move {

@@ -16,11 +16,11 @@ use tokio::time::Instant;
 
 /// Answers like a correct shop, but the first try of every order key times out (nothing
 /// bought); returns how many retries it was handed.
-async fn correct_shop(queue: pool::Queue) -> usize {
+async fn correct_shop(mut stand_ins: pool::StandIns) -> usize {
     let mut keys: HashMap<String, Option<String>> = HashMap::new();
     let mut status: HashMap<String, &'static str> = HashMap::new();
     let mut retries = 0;
-    while let Ok(job) = queue.recv_async().await {
+    while let Some(pool::Handed { job, reply }) = stand_ins.next().await {
         retries += usize::from(job.retry);
         let path = job.prepared.path.clone();
         let (answer, order_id) = match job.kind {
@@ -69,7 +69,7 @@ async fn correct_shop(queue: pool::Queue) -> usize {
             learned: Default::default(),
         };
         let now = Instant::now();
-        let _ = job.reply.send((c, now, now + Duration::from_millis(2)));
+        let _ = reply.send((c, now, now + Duration::from_millis(2)));
     }
     retries
 }
@@ -92,7 +92,7 @@ async fn every_script_sends_its_steps_and_a_retry_keeps_the_key_and_is_recorded_
         .iter()
         .all(|b| matches!(b.after, AfterOrder::Script { .. })));
     let recorder = Arc::new(Recorder::new(Instant::now() + Duration::from_millis(50)));
-    let (jobs, queue, _) = pool::queue(super::super::SENDERS);
+    let (jobs, stand_ins, _) = pool::stand_ins(super::super::SENDERS);
     let ctx = Arc::new(Ctx {
         plan: plan.clone(),
         targets: Targets::one(Arc::new(Target::new(
@@ -104,7 +104,7 @@ async fn every_script_sends_its_steps_and_a_retry_keeps_the_key_and_is_recorded_
         jobs,
         retry: s.client.retry.as_ref().map(RetryPolicy::of),
     });
-    let shop = tokio::spawn(correct_shop(queue));
+    let shop = tokio::spawn(correct_shop(stand_ins));
 
     // Act
     journey::dispatch(ctx).await;
