@@ -42,7 +42,7 @@ const TICK: Duration = Duration::from_millis(10);
 /// as a sender could take its request, which then counts its wait from its arrival (or from
 /// the moment the hold began, if it was due before) as sender wait, the shop's
 /// ([`super::pool::Arriving`]), exactly as if it had asked for one then. The hold is checked
-/// whenever a sender hands an answer back, and every [`TICK`]. A buyer spawned already due
+/// whenever a sender is given back, and every [`TICK`]. A buyer spawned already due
 /// counts against the free senders until its first request asks for one, so a backlog comes out
 /// of the hold no faster than senders come free.
 pub(super) async fn dispatch(ctx: Arc<Ctx>) {

@@ -31,6 +31,11 @@ use std::time::Duration;
 use tokio::sync::{Notify, Semaphore, TryAcquireError};
 use tokio::time::Instant;
 
+#[cfg(test)]
+mod stand_in;
+#[cfg(test)]
+pub(super) use stand_in::{stand_ins, Handed, StandIns};
+
 /// Goose users (senders) in the pool, at most, unless `[client] senders` says otherwise: the
 /// scenario's default ([`crate::traffic::scenario::SENDERS`]).
 pub const SENDERS: usize = crate::traffic::scenario::SENDERS as usize;
@@ -565,57 +570,4 @@ fn goose_method(p: &Prepared) -> GooseMethod {
         Method::Patch => GooseMethod::Patch,
         Method::Delete => GooseMethod::Delete,
     }
-}
-
-/// A request handed to a test's stand-in senders, and where its answer goes.
-#[cfg(test)]
-pub(super) struct Handed {
-    pub(super) job: Job,
-    pub(super) reply: tokio::sync::oneshot::Sender<Answered>,
-}
-
-/// A test's stand-ins for the goose senders: the pool lends them as it lends goose users, and
-/// each request one of them is lent for comes out here, to be answered.
-#[cfg(test)]
-pub(super) struct StandIns(tokio::sync::mpsc::UnboundedReceiver<Handed>);
-
-#[cfg(test)]
-impl StandIns {
-    /// The next request a stand-in was lent for; `None` once the pool has closed and every
-    /// request was taken.
-    pub(super) async fn next(&mut self) -> Option<Handed> {
-        self.0.recv().await
-    }
-}
-
-#[cfg(test)]
-impl Pool {
-    async fn hand_to_stand_ins(&self, job: Job) -> Result<Answered, PoolGone> {
-        let (reply, answer) = tokio::sync::oneshot::channel();
-        let to = self
-            .stand_ins
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
-            .ok_or(PoolGone)?;
-        to.send(Handed { job, reply }).map_err(|_| PoolGone)?;
-        answer.await.map_err(|_| PoolGone)
-    }
-}
-
-/// A pool of `senders` test stand-ins, lent as goose users are: the buyers' handle, the
-/// requests they are lent for, and how busy they are.
-#[cfg(test)]
-pub(super) fn stand_ins(senders: usize) -> (Jobs, StandIns, Arc<Saturation>) {
-    let recorder = Arc::new(Recorder::new(Instant::now()));
-    let (jobs, pool, saturation) = new(senders, recorder);
-    let (to, from) = tokio::sync::mpsc::unbounded_channel();
-    *pool.stand_ins.lock().unwrap() = Some(to);
-    for _ in 0..senders {
-        pool.put(Sender {
-            via: Via::StandIn,
-            bases: Vec::new(),
-        });
-    }
-    (jobs, StandIns(from), saturation)
 }

@@ -276,6 +276,47 @@ async fn a_request_asking_for_a_sender_while_every_sender_is_held_waits_for_one_
     assert!(stand_ins.next().await.unwrap().job.waited_since.is_none());
 }
 
+#[tokio::test(start_paused = true)]
+async fn once_the_goose_attack_is_over_a_request_waiting_for_a_sender_and_any_later_are_told_so() {
+    // Arrange: one sender, held by a request; a second request waits for it.
+    let s = scenario(1, 1, "");
+    let t = target(&s);
+    let b = &schedule::build(&s).get(0);
+    let (jobs, mut stand_ins, _) = pool::stand_ins(1);
+    let session = crate::traffic::session::Session::default();
+    let order = || t.prepare(&Action::Order(None), b, &session).unwrap();
+    let send = |jobs: pool::Jobs, p| {
+        let t = t.clone();
+        tokio::spawn(async move { jobs.send(&t, Kind::Order, p, Instant::now()).await })
+    };
+    let first_sent = send(jobs.clone(), order());
+    let first = stand_ins.next().await.unwrap();
+    let waiting = send(jobs.clone(), order());
+    tokio::time::sleep(Duration::from_millis(5)).await;
+
+    // Act: the attack ends (its goose users failed).
+    jobs.end();
+
+    // Assert: the waiting request and a later one learn it at once; the one in flight still
+    // gets its answer.
+    let told = tokio::time::timeout(Duration::from_secs(1), waiting).await;
+    assert!(
+        told.expect("told at once").unwrap().is_err(),
+        "the waiting request"
+    );
+    assert!(send(jobs.clone(), order()).await.unwrap().is_err());
+    assert!(jobs.is_closed());
+    let c = Classified {
+        answer: Answer::Created,
+        order_id: None,
+        why: Why::Rule(0),
+        learned: Default::default(),
+    };
+    let now = Instant::now();
+    let _ = first.reply.send((c, now, now));
+    assert!(first_sent.await.unwrap().is_ok());
+}
+
 /// Stands in for a pool of goose senders in front of a slow shop: each request is held for
 /// `service` and answered (an order created); the pool lends no more senders than it has.
 async fn slow_senders(mut stand_ins: pool::StandIns, service: Duration) {
