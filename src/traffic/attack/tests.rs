@@ -213,44 +213,65 @@ async fn every_request_is_handed_to_the_senders_on_time_and_every_journey_is_kep
     );
 }
 
+/// One buyer's order request, sent as often as a test likes.
+struct Order {
+    target: Arc<Target>,
+    prepared: crate::traffic::target::Prepared,
+}
+
+impl Order {
+    fn new() -> Self {
+        let s = scenario(1, 1, "");
+        let target = target(&s);
+        let b = schedule::build(&s).get(0);
+        let session = crate::traffic::session::Session::default();
+        let prepared = target.prepare(&Action::Order(None), &b, &session).unwrap();
+        Order { target, prepared }
+    }
+
+    /// Sends it through `jobs` from a task of its own.
+    fn send(
+        &self,
+        jobs: &pool::Jobs,
+    ) -> tokio::task::JoinHandle<Result<(Classified, Instant), pool::PoolGone>> {
+        let (jobs, t, p) = (jobs.clone(), self.target.clone(), self.prepared.clone());
+        tokio::spawn(async move { jobs.send(&t, Kind::Order, p, Instant::now()).await })
+    }
+}
+
+/// Answers a stand-in's request: an order created, now.
+fn created(h: pool::Handed) {
+    let c = Classified {
+        answer: Answer::Created,
+        order_id: None,
+        why: Why::Rule(0),
+        learned: Default::default(),
+    };
+    let now = Instant::now();
+    let _ = h.reply.send((c, now, now));
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_request_asking_for_a_sender_while_every_sender_is_held_waits_for_one_in_turn() {
     // Arrange: a pool of 2 senders, one of them holding a request.
-    let s = scenario(1, 1, "");
-    let t = target(&s);
-    let b = &schedule::build(&s).get(0);
     let (jobs, mut stand_ins, saturation) = pool::stand_ins(2);
-    let session = crate::traffic::session::Session::default();
-    let order = || t.prepare(&Action::Order(None), b, &session).unwrap();
-    let send = |jobs: pool::Jobs, p| {
-        let t = t.clone();
-        tokio::spawn(async move { jobs.send(&t, Kind::Order, p, Instant::now()).await })
-    };
-    let answer = |h: pool::Handed| {
-        let c = Classified {
-            answer: Answer::Created,
-            order_id: None,
-            why: Why::Rule(0),
-            learned: Default::default(),
-        };
-        let now = Instant::now();
-        let _ = h.reply.send((c, now, now));
-    };
-    let first_sent = send(jobs.clone(), order());
+    let order = Order::new();
+    let send = |jobs: &pool::Jobs| order.send(jobs);
+    let first_sent = send(&jobs);
     let first = stand_ins.next().await.unwrap();
     assert!(first.job.waited_since.is_none());
 
     // Act: one request finds the second sender free; with both held, the next two wait.
-    let _second = send(jobs.clone(), order());
+    let _second = send(&jobs);
     let second = stand_ins.next().await.unwrap();
-    let third_sent = send(jobs.clone(), order());
+    let third_sent = send(&jobs);
     tokio::time::sleep(Duration::from_millis(5)).await;
-    let fourth_sent = send(jobs.clone(), order());
+    let fourth_sent = send(&jobs);
     tokio::time::sleep(Duration::from_millis(5)).await;
     assert!(saturation.first_full().is_some(), "the cap was reached");
     assert!(!third_sent.is_finished() && !fourth_sent.is_finished());
     let asked = Instant::now();
-    answer(first);
+    created(first);
     first_sent.await.unwrap().unwrap();
     let third = stand_ins.next().await.unwrap();
 
@@ -261,37 +282,29 @@ async fn a_request_asking_for_a_sender_while_every_sender_is_held_waits_for_one_
     );
     assert!(third.job.waited_since.is_some(), "both senders were held");
     assert!(third.job.waited_since.unwrap() + Duration::from_millis(10) <= asked);
-    answer(second);
+    created(second);
     let fourth = stand_ins.next().await.unwrap();
     assert!(fourth.job.waited_since.is_some());
     assert!(
         fourth.job.waited_since > third.job.waited_since,
         "served in turn"
     );
-    answer(third);
-    answer(fourth);
+    created(third);
+    created(fourth);
     third_sent.await.unwrap().unwrap();
     fourth_sent.await.unwrap().unwrap();
-    let _fifth = send(jobs, order());
+    let _fifth = send(&jobs);
     assert!(stand_ins.next().await.unwrap().job.waited_since.is_none());
 }
 
 #[tokio::test(start_paused = true)]
 async fn once_the_goose_attack_is_over_a_request_waiting_for_a_sender_and_any_later_are_told_so() {
     // Arrange: one sender, held by a request; a second request waits for it.
-    let s = scenario(1, 1, "");
-    let t = target(&s);
-    let b = &schedule::build(&s).get(0);
     let (jobs, mut stand_ins, _) = pool::stand_ins(1);
-    let session = crate::traffic::session::Session::default();
-    let order = || t.prepare(&Action::Order(None), b, &session).unwrap();
-    let send = |jobs: pool::Jobs, p| {
-        let t = t.clone();
-        tokio::spawn(async move { jobs.send(&t, Kind::Order, p, Instant::now()).await })
-    };
-    let first_sent = send(jobs.clone(), order());
+    let order = Order::new();
+    let first_sent = order.send(&jobs);
     let first = stand_ins.next().await.unwrap();
-    let waiting = send(jobs.clone(), order());
+    let waiting = order.send(&jobs);
     tokio::time::sleep(Duration::from_millis(5)).await;
 
     // Act: the attack ends (its goose users failed).
@@ -304,16 +317,9 @@ async fn once_the_goose_attack_is_over_a_request_waiting_for_a_sender_and_any_la
         told.expect("told at once").unwrap().is_err(),
         "the waiting request"
     );
-    assert!(send(jobs.clone(), order()).await.unwrap().is_err());
+    assert!(order.send(&jobs).await.unwrap().is_err());
     assert!(jobs.is_closed());
-    let c = Classified {
-        answer: Answer::Created,
-        order_id: None,
-        why: Why::Rule(0),
-        learned: Default::default(),
-    };
-    let now = Instant::now();
-    let _ = first.reply.send((c, now, now));
+    created(first);
     assert!(first_sent.await.unwrap().is_ok());
 }
 
