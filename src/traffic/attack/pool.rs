@@ -192,10 +192,7 @@ impl Jobs {
         let arriving = ARRIVING.try_with(|a| a.borrow_mut().take()).ok().flatten();
         let held = arriving.and_then(|a| a.held);
         // Behind others with every sender held: it waits for a sender.
-        let waited_since = held.or_else(|| {
-            let waiting = pool.waiting.load(Ordering::Acquire);
-            pool.saturation.full_for(waiting).then(Instant::now)
-        });
+        let waited_since = held.or_else(|| self.saturated().then(Instant::now));
         let job = Job {
             target: target.clone(),
             kind,
