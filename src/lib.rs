@@ -176,6 +176,7 @@ pub mod model;
 pub mod nemesis;
 pub mod oracle;
 pub mod pipeline;
+pub mod placement;
 pub mod probe;
 pub mod rehearsal;
 pub mod report;

@@ -4,7 +4,8 @@
 //! (`scenarios/selftest-<defect>.toml`) at a reference shop with that defect built in, and
 //! judges the run as `gate` does ([`Verdict::judge`], the scenario's `[thresholds]` over the
 //! defaults, nothing loosened): the defect is *caught* when a correctness check breached
-//! (`send_lag_p99_ms`, a generator-bound run, catches nothing). Then it fires the same scenario
+//! (`send_lag_p99_ms`, `late_sends` or a latency limit breached only by the send lag: a
+//! generator-bound run, catches nothing). Then it fires the same scenario
 //! at the correct strategy (the same code path without the defect), which must pass, `--repeat
 //! N` times. Every run goes through [`runner::execute`] with a [`RunPlan`], like `gate`, and
 //! leaves its report.
@@ -181,7 +182,8 @@ pub struct Row {
     pub scenario: String,
     /// Correctness checks that breached (for a defect: what caught it).
     pub caught_by: Vec<String>,
-    /// Whether `send_lag_p99_ms` breached (the generator sent late).
+    /// The run was generator-bound ([`crate::report::lateness`]: `send_lag_p99_ms` or
+    /// `late_sends` breached, or a latency limit breached only by the send lag).
     pub generator_bound: bool,
     /// Checks the run could not measure.
     pub not_verified: Vec<String>,
@@ -225,11 +227,12 @@ pub async fn run(case: Case, setup: &Setup) -> Row {
     row.seconds = started.elapsed().as_secs_f64();
     for c in &verdict.checks {
         match &c.status {
-            Status::Breached if c.limit.metric == Metric::SendLagP99Ms => {
-                row.generator_bound = true
-            }
+            Status::Breached if c.breach_reason().is_some() => row.generator_bound = true,
             Status::Breached => row.caught_by.push(c.limit.metric.name().to_string()),
-            Status::NotVerified(_) => row.not_verified.push(c.limit.metric.name().to_string()),
+            Status::NotVerified(why) => {
+                row.generator_bound |= why.starts_with("generator-bound");
+                row.not_verified.push(c.limit.metric.name().to_string())
+            }
             Status::Passed | Status::NotRequired(_) => {}
         }
     }

@@ -104,18 +104,17 @@ impl Objective {
     }
 }
 
-/// Why the generator, not the shop, limited this run: its send lag p99 over the bound, or
+/// A sender wait p99 above this, with every sender held, says the senders' cap (not the
+/// shop) limited the probe, unless a send-lag bound was declared.
+const SENDERS_FULL_WAIT_MS: f64 = 5.0;
+
+/// Why the generator, not the shop, limited this run: it is generator-bound, or
 /// every sender held an unanswered request while requests waited for one.
 pub fn generator_limit(run: &RunReport) -> Option<String> {
-    let bound = run
-        .max_send_lag_ms
-        .unwrap_or(crate::metric::DEFAULT_MAX_SEND_LAG_MS);
-    if let Some(lag) = run.send_lag.as_ref().filter(|_| run.generator_bound) {
-        return Some(format!(
-            "send lag p99 {:.1} ms over the {bound} ms bound (HdrHistogram of send lag)",
-            lag.p99_ms
-        ));
+    if let Some(why) = crate::report::details::generator_bound(run) {
+        return Some(why);
     }
+    let bound = run.max_send_lag_ms.unwrap_or(SENDERS_FULL_WAIT_MS);
     let waited = run
         .sender_wait
         .as_ref()

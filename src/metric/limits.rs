@@ -114,11 +114,10 @@ impl Thresholds {
         Ok(metric)
     }
 
-    /// The send-lag p99 bound (ms) above which a run is generator-bound: the one set, else
-    /// [`super::DEFAULT_MAX_SEND_LAG_MS`].
-    pub fn max_send_lag_ms(&self) -> f64 {
+    /// The send-lag p99 bound (ms) declared (`send_lag_p99_ms`, `--max-send-lag`): above it
+    /// a run is generator-bound. `None`: none declared, and none is assumed.
+    pub fn max_send_lag_ms(&self) -> Option<f64> {
         self.get(Metric::SendLagP99Ms)
-            .unwrap_or(super::DEFAULT_MAX_SEND_LAG_MS)
     }
 
     /// Whether no limit is set.
@@ -240,7 +239,7 @@ mod tests {
              reconcile_residual, stock_below_zero, stock_above_initial, not_settled, \
              nothing_sold, undersell, turned_away_buyers, error_rate, unclassified, \
              login_failures, mean_ms, p50_ms, p99_ms, p999_ms, service_p99_ms, \
-             send_lag_p99_ms, db_qps_peak, throughput, capacity_rps"
+             send_lag_p99_ms, late_sends, db_qps_peak, throughput, capacity_rps"
         );
         assert_eq!(
             Metric::limit("max_send_lag_ms", 20.0),

@@ -59,6 +59,7 @@ pub enum Metric {
     P999Ms,
     ServiceP99Ms,
     SendLagP99Ms,
+    LateSends,
     DbQpsPeak,
     Throughput,
     CapacityRps,
@@ -127,11 +128,6 @@ pub struct Spec {
     pub default_limit: Option<f64>,
 }
 
-/// The send-lag p99 above which a run is *generator-bound* (its latency measured the
-/// generator, not the shop), unless `[thresholds] send_lag_p99_ms` or `--max-send-lag`
-/// sets another bound.
-pub const DEFAULT_MAX_SEND_LAG_MS: f64 = 5.0;
-
 impl Metric {
     /// Every metric, in catalog order.
     pub const ALL: &[Metric] = &[
@@ -173,6 +169,7 @@ impl Metric {
         Metric::P999Ms,
         Metric::ServiceP99Ms,
         Metric::SendLagP99Ms,
+        Metric::LateSends,
         Metric::DbQpsPeak,
         Metric::Throughput,
         Metric::CapacityRps,

@@ -1,7 +1,7 @@
 //! The catalog's table: every metric's spec, in [`Metric`]'s order (one row per variant; the
 //! tests check the order and that every name is unique).
 
-use super::{Better, Rule, Spec, Unit, DEFAULT_MAX_SEND_LAG_MS};
+use super::{Better, Rule, Spec, Unit};
 
 const fn spec(
     name: &'static str,
@@ -370,11 +370,20 @@ pub(super) static SPECS: &[Spec] = &[
     spec(
         "send_lag_p99_ms",
         &["max_send_lag_ms"],
-        "send lag p99 (intended to actual send: the generator's lateness; above the limit the run is generator-bound)",
+        "send lag p99 (intended to actual send: the generator's lateness; above a limit you declare the run is generator-bound)",
         "send lag p99",
         Unit::Millis,
         Better::Lower,
-        Some(DEFAULT_MAX_SEND_LAG_MS),
+        OPTIONAL,
+    ),
+    spec(
+        "late_sends",
+        &[],
+        "requests sent 1 s or more after their intended send (the generator failed to send the planned arrivals; above 1 % the run is generator-bound)",
+        "late sends",
+        Unit::Share,
+        Better::Lower,
+        Some(0.01),
     ),
     spec(
         "db_qps_peak",

@@ -67,7 +67,9 @@ impl PrivateRedis {
             Persistence::AofEverysec => ("yes", "everysec"),
             Persistence::AofAlways => ("yes", "always"),
         };
-        let child = Command::new("redis-server")
+        let mut cmd = Command::new("redis-server");
+        crate::placement::below_generator(&mut cmd);
+        let child = cmd
             .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
             .args(["--save", "", "--appendonly", aof, "--appendfsync", fsync])
             .arg("--dir")

@@ -119,7 +119,11 @@ fn held(f: &mut Findings, e: &Evidence<'_>) {
         .cancels_ok
         .saturating_sub((recorded + untimed_by_id.len()) as u64) as i64;
     let peak = (replay::peak(&held) - untimed).max(0);
-    f.payment_window_s = Some(e.payment_window_ms / 1000);
+    f.payment_window_s = e.payment_window_ms.map(|ms| ms / 1000);
+    if e.payment_window_ms.is_none() {
+        f.undeclared_window = replay::undeclared_window(acks, e.initial_stock + untimed);
+        f.client_notes.push(undeclared_note(f.undeclared_window));
+    }
     f.client_peak_held = Some(peak);
     f.client_peak_oversell = Some((peak - e.initial_stock).max(0));
     let limit = e.purchase_limit;
@@ -128,6 +132,22 @@ fn held(f: &mut Findings, e: &Evidence<'_>) {
     if !e.stock_samples.is_empty() {
         f.stock_samples = Some(e.stock_samples.len() as u64);
         f.stock_peak_oversell = replay::stock_peak(&held, &e.stock_samples, e.initial_stock);
+    }
+}
+
+/// What a run without a declared payment window could not prove, and what declaring it adds.
+fn undeclared_note(advice: Option<super::UndeclaredWindow>) -> String {
+    let lead = "no payment window declared (target.payment_window_s): the shop may release an \
+                unpaid order at any moment, so the replay counts only paid orders as held, \
+                from their payment's answer";
+    match advice {
+        None => format!("{lead}; declaring it would prove no more oversell in this run"),
+        Some(w) => format!(
+            "{lead}; not verified: if the shop keeps unpaid orders at least {} s, these records \
+             prove a peak oversell of up to {} units — declare target.payment_window_s to make \
+             it a finding",
+            w.proves_from_s, w.peak_oversell
+        ),
     }
 }
 
@@ -229,7 +249,23 @@ pub(super) fn judge(f: &mut Findings, e: &Evidence<'_>, orders: Option<&[Order]>
         )
     });
     f.shop_released_acks = released_unseen.map(|(n, _)| n);
-    let released_unseen = released_unseen.map_or(0, |(_, units)| units);
+    // Without rows, what the shop may have released on its own is unseen: the orders that
+    // could have expired by the final read are not counted as sold to anyone.
+    f.may_have_expired = orders.is_none().then(|| {
+        let open: Vec<_> = c
+            .acks
+            .iter()
+            .filter(|a| {
+                a.order_id
+                    .as_deref()
+                    .is_none_or(|id| !cancelled.contains(id))
+            })
+            .cloned()
+            .collect();
+        replay::may_have_expired(&open, e.payment_window_ms, e.audited_ms)
+    });
+    let released_unseen =
+        released_unseen.map_or(f.may_have_expired.unwrap_or(0) as i64, |(_, units)| units);
     let restocks = c.cancels_ok as i64 + released_unseen;
     let net = f.acknowledged as i64 - restocks;
     f.restocks_seen = Some(restocks);
@@ -238,14 +274,15 @@ pub(super) fn judge(f: &mut Findings, e: &Evidence<'_>, orders: Option<&[Order]>
     f.oracle_disagreement = f.sold.map(|sold| (net - sold).max(0));
     let left = e.initial_stock - f.sold.unwrap_or(net);
     f.undersell = Some(left.max(0).min(f.refused_buyers as i64));
-    let unseen_restocks_matter =
-        orders.is_none() && (f.client_oversell > Some(0) || f.oracle_disagreement > Some(0));
-    if unseen_restocks_matter {
-        f.client_notes.push(
-            "client evidence subtracts only the cancels clients saw answered ok: units the shop \
-             released on its own during the run (unpaid orders expiring) and sold again are not \
-             subtracted, so acknowledgements may legitimately exceed the stock by that many"
-                .into(),
-        );
+    if let Some(n) = f.may_have_expired.filter(|n| *n > 0) {
+        f.client_notes.push(format!(
+            "client evidence: {n} acknowledged orders, unpaid and not cancelled, may have been \
+             released by the shop on its own before the final read ({}); without order rows \
+             they are not counted as held at the end",
+            match e.payment_window_ms {
+                Some(ms) => format!("past their {} s payment window", ms / 1000),
+                None => "no payment window declared".into(),
+            }
+        ));
     }
 }

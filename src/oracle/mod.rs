@@ -119,11 +119,29 @@ pub struct Evidence<'a> {
     /// redis-lua: the item's dead-letter stream.
     pub dead_letters: Option<Vec<DeadLetterSeen>>,
     /// The payment window the scenario declares (ms): an order not paid within it may be
-    /// released by the shop on its own from its send + the window.
-    pub payment_window_ms: u64,
+    /// released by the shop on its own from its send + the window. `None`: nobody declared
+    /// one, so it is unknown (an unpaid order may have been released at any moment).
+    pub payment_window_ms: Option<u64>,
+    /// When the final state was read, in ms after the sale opened (an upper bound: taken
+    /// after the read); `None` when unknown (every unpaid order may have expired by then).
+    pub audited_ms: Option<u64>,
     /// A foreign shop's stock, read through its oracle during the sale (empty otherwise).
     pub stock_samples: Vec<StockSample>,
     pub clients: &'a Measurements,
+    /// The run's buyers, to name the user of an attempt no acknowledgement names (order rows
+    /// matched by buyer); `None`: only acknowledged buyers are known.
+    pub users: Option<&'a crate::traffic::schedule::Schedule>,
+}
+
+/// What the clients' records would prove if the shop declared a payment window: with no
+/// window declared an unpaid order is not held at all, so this is advice, never a finding.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
+pub struct UndeclaredWindow {
+    /// The shortest window (s) under which the records prove a peak above the stock.
+    pub proves_from_s: f64,
+    /// The client-observed peak oversell the records would prove if every unpaid order were
+    /// held until its cancel was sent (the longest window).
+    pub peak_oversell: i64,
 }
 
 /// One reading of a foreign shop's stock during the sale: when the read was sent and
@@ -275,9 +293,19 @@ pub struct Findings {
     /// Devices the clients' records show holding more than the purchase limit at once.
     #[serde(default)]
     pub client_duplicate_devices: Option<u64>,
-    /// The payment window the replay used (s).
+    /// The payment window the replay used (s); `None`: none was declared, so unpaid orders
+    /// were not counted as held (see `undeclared_window`).
     #[serde(default)]
     pub payment_window_s: Option<u64>,
+    /// No payment window declared, and the clients' records would prove oversell if the shop
+    /// keeps unpaid orders long enough: what declaring it would add (not a finding).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub undeclared_window: Option<UndeclaredWindow>,
+    /// Without order rows: acknowledged orders, unpaid and not cancelled, that the shop may
+    /// have released on its own before the final read (past their declared window, or any
+    /// time when none was declared); `client_oversell` does not count them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub may_have_expired: Option<u64>,
     /// Stock readings of a foreign shop taken during the sale.
     #[serde(default)]
     pub stock_samples: Option<u64>,
@@ -427,3 +455,5 @@ pub fn audit(e: &Evidence<'_>) -> Findings {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_assumptions;

@@ -5,6 +5,8 @@
 //! send of a cancel answered `ok`, or, for an order not paid within the payment window, its
 //! send plus the window (the shop may expire it on its own). Both ends are conservative, so a
 //! count of held units above the stock is proof of oversell, with no server-side oracle.
+//! A window nobody declared is unknown, never a default: an unpaid order may then have been
+//! released at any moment, so only a paid order is held, from its payment's answer on.
 //! One order acknowledged twice (a replay of one `Idempotency-Key`) is one order: acks are
 //! grouped by order id, else by attempt key.
 
@@ -29,12 +31,18 @@ enum OrderName<'a> {
     Lone(usize),
 }
 
-/// The distinct orders of `acks` with the interval each was provably held; `window_ms`: the
-/// payment window (an order not paid within it may be released at its send + the window).
-/// Orders never provably held (released before their acknowledgement) are left out.
-pub(super) fn held(acks: &[Ack], window_ms: u64) -> Vec<Held> {
-    // Per order: first ack index, ack instant, send instant, cancel send, pay answer.
-    type Facts = (usize, u64, u64, Option<u64>, Option<u64>);
+/// What the records say of one order: its first acknowledgement, the earliest answer, send,
+/// cancel send and pay answer among its acknowledgements (ms after the sale opened).
+struct Facts {
+    ack: usize,
+    from: u64,
+    sent: u64,
+    cancel: Option<u64>,
+    paid: Option<u64>,
+}
+
+/// The distinct orders of `acks`: grouped by order id, else by attempt key.
+fn orders(acks: &[Ack]) -> HashMap<OrderName<'_>, Facts> {
     let mut orders: HashMap<OrderName<'_>, Facts> = HashMap::with_capacity(acks.len());
     let earliest = |a: Option<u64>, b: Option<u64>| match (a, b) {
         (Some(a), Some(b)) => Some(a.min(b)),
@@ -46,25 +54,70 @@ pub(super) fn held(acks: &[Ack], window_ms: u64) -> Vec<Held> {
             (None, Some(k)) => OrderName::Key(k),
             (None, None) => OrderName::Lone(i),
         };
-        let f = orders
-            .entry(name)
-            .or_insert((i, a.at_ms, a.sent_ms, None, None));
-        f.1 = f.1.min(a.at_ms);
-        f.2 = f.2.min(a.sent_ms);
-        f.3 = earliest(f.3, a.cancel_sent_ms);
-        f.4 = earliest(f.4, a.paid_ms);
+        let f = orders.entry(name).or_insert(Facts {
+            ack: i,
+            from: a.at_ms,
+            sent: a.sent_ms,
+            cancel: None,
+            paid: None,
+        });
+        f.from = f.from.min(a.at_ms);
+        f.sent = f.sent.min(a.sent_ms);
+        f.cancel = earliest(f.cancel, a.cancel_sent_ms);
+        f.paid = earliest(f.paid, a.paid_ms);
     }
+    orders
+}
+
+/// Distinct acknowledged orders, neither cancelled nor paid within the window, that the shop
+/// may have released on its own by `audited_ms` (their send + the window; any time when no
+/// window was declared, or when the audit's time is unknown).
+pub(super) fn may_have_expired(
+    acks: &[Ack],
+    window_ms: Option<u64>,
+    audited_ms: Option<u64>,
+) -> u64 {
+    orders(acks)
+        .into_values()
+        .filter(|f| f.cancel.is_none())
+        .filter(|f| match (window_ms, audited_ms) {
+            (Some(w), audited) => {
+                let expires = f.sent.saturating_add(w);
+                f.paid.is_none_or(|p| p > expires) && audited.is_none_or(|t| expires <= t)
+            }
+            (None, _) => f.paid.is_none(),
+        })
+        .count() as u64
+}
+
+/// The distinct orders of `acks` with the interval each was provably held; `window_ms`: the
+/// declared payment window (an order not paid within it may be released at its send + the
+/// window), `None` when nobody declared one (an unpaid order may be released at once: only
+/// paid orders are held, from the payment's answer). Orders never provably held (released
+/// before their acknowledgement) are left out.
+pub(super) fn held(acks: &[Ack], window_ms: Option<u64>) -> Vec<Held> {
+    let orders = orders(acks);
     let mut out: Vec<Held> = orders
         .into_values()
-        .filter_map(|(ack, from, sent, cancel, paid)| {
-            let expires = sent.saturating_add(window_ms);
-            let expiry = match paid {
-                Some(p) if p <= expires => u64::MAX,
-                _ => expires,
-            };
-            let until = cancel.unwrap_or(u64::MAX).min(expiry);
-            (until > from).then_some(Held { from, until, ack })
-        })
+        .filter_map(
+            |Facts {
+                 ack,
+                 from,
+                 sent,
+                 cancel,
+                 paid,
+             }| {
+                let (from, expiry) = match (window_ms, paid) {
+                    (Some(w), Some(p)) if p <= sent.saturating_add(w) => (from, u64::MAX),
+                    (Some(w), _) => (from, sent.saturating_add(w)),
+                    // No window declared: held from the moment the shop said it was paid.
+                    (None, Some(p)) => (from.max(p), u64::MAX),
+                    (None, None) => return None,
+                };
+                let until = cancel.unwrap_or(u64::MAX).min(expiry);
+                (until > from).then_some(Held { from, until, ack })
+            },
+        )
         .collect();
     out.sort_by_key(|h| (h.from, h.ack));
     out
@@ -87,6 +140,32 @@ pub(super) fn peak<'a>(held: impl IntoIterator<Item = &'a Held>) -> i64 {
         most = most.max(now);
     }
     most
+}
+
+/// With no payment window declared: the shortest window under which `acks` prove a peak above
+/// `stock`, and the peak oversell they prove if every unpaid order is held until its cancel
+/// (`None` when even that proves nothing). The peak only grows with the window, so the
+/// shortest one is found by bisection over the run's span.
+pub(super) fn undeclared_window(acks: &[Ack], stock: i64) -> Option<super::UndeclaredWindow> {
+    let over = |w: u64| peak(&held(acks, Some(w))) - stock;
+    let longest = over(u64::MAX);
+    if longest <= 0 {
+        return None;
+    }
+    // Past the last acknowledgement a longer window changes no instant the peak is taken at.
+    let (mut lo, mut hi) = (0u64, acks.iter().map(|a| a.at_ms).max().unwrap_or(0) + 1);
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if over(mid) > 0 {
+            hi = mid;
+        } else {
+            lo = mid;
+        }
+    }
+    Some(super::UndeclaredWindow {
+        proves_from_s: hi as f64 / 1000.0,
+        peak_oversell: longest,
+    })
 }
 
 /// Owners (users or devices, by `owner`) that held more than `limit` units at once.
@@ -178,7 +257,7 @@ mod tests {
         a
     }
 
-    const WINDOW: u64 = 900_000;
+    const WINDOW: Option<u64> = Some(900_000);
 
     #[test]
     fn oversell_that_cancels_cover_up_later_still_peaks_above_the_stock() {
@@ -212,16 +291,55 @@ mod tests {
         // Window 100 ms; stock 1. Order a sent at 0, never paid: the shop may release it at
         // 100. A second order acknowledged at 99 is oversell; one at 100 is not.
         let before = vec![ack("a", "u1", 0, 5), ack("b", "u2", 90, 99)];
-        assert_eq!(peak(&held(&before, 100)), 2);
+        assert_eq!(peak(&held(&before, Some(100))), 2);
         let after = vec![ack("a", "u1", 0, 5), ack("b", "u2", 95, 100)];
-        assert_eq!(peak(&held(&after, 100)), 1);
+        assert_eq!(peak(&held(&after, Some(100))), 1);
         // Paid within the window: held for good.
         let mut paid = after.clone();
         paid[0].paid_ms = Some(50);
-        assert_eq!(peak(&held(&paid, 100)), 2);
+        assert_eq!(peak(&held(&paid, Some(100))), 2);
         // Paid only after the window: the shop could have released it first.
         paid[0].paid_ms = Some(150);
-        assert_eq!(peak(&held(&paid, 100)), 1);
+        assert_eq!(peak(&held(&paid, Some(100))), 1);
+    }
+
+    #[test]
+    fn without_a_declared_window_only_paid_orders_are_held_and_from_their_payment() {
+        // Stock 1. a is acknowledged at 5 and never paid: with no window declared, the shop
+        // may have expired it at once, so b (acknowledged at 50) proves nothing.
+        let acks = vec![ack("a", "u1", 0, 5), ack("b", "u2", 40, 50)];
+        assert_eq!(peak(&held(&acks, None)), 0);
+        assert_eq!(
+            peak(&held(&acks, Some(100))),
+            2,
+            "a declared window proves it"
+        );
+        // a paid at 30: held from 30 on; b, paid at 60, too: two units held at once.
+        let mut paid = acks.clone();
+        paid[0].paid_ms = Some(30);
+        paid[1].paid_ms = Some(60);
+        let h = held(&paid, None);
+        assert_eq!(
+            h[0].from, 30,
+            "from the payment's answer, not the acknowledgement"
+        );
+        assert_eq!(peak(&h), 2);
+        // b's cancel sent at 55, before its payment could count: one at a time.
+        paid[1].cancel_sent_ms = Some(55);
+        assert_eq!(peak(&held(&paid, None)), 1);
+    }
+
+    #[test]
+    fn the_window_that_would_prove_oversell_is_the_shortest_one() {
+        // Stock 1: a sent at 0 (acknowledged at 5, unpaid), b acknowledged at 99: a window of
+        // 100 ms proves 2 held at 99; 99 ms does not (a may be released at 99).
+        let acks = vec![ack("a", "u1", 0, 5), ack("b", "u2", 90, 99)];
+        let w = undeclared_window(&acks, 1).unwrap();
+        assert_eq!(w.proves_from_s, 0.1);
+        assert_eq!(w.peak_oversell, 1);
+        assert_eq!(peak(&held(&acks, Some(99))), 1);
+        // Nothing to prove: no advice.
+        assert_eq!(undeclared_window(&acks, 2), None);
     }
 
     #[test]

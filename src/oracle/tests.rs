@@ -49,6 +49,7 @@ fn clients(acks: &[(&str, &str)]) -> Measurements {
         send_lag: Default::default(),
         sender_wait: Default::default(),
         service: Default::default(),
+        shop_latency: Default::default(),
         order_answer_span: None,
         decisions: Default::default(),
         buyers: (0..5)
@@ -86,9 +87,12 @@ fn evidence(initial: i64, truth: Truth, c: &Measurements) -> Evidence<'_> {
         stock_seen: None,
         redis_restocked_orders: None,
         dead_letters: None,
-        payment_window_ms: 900_000,
+        payment_window_ms: Some(900_000),
+        // A one-minute sale: no order could have run out its 15 minutes by the audit.
+        audited_ms: Some(60_000),
         stock_samples: Vec::new(),
         clients: c,
+        users: None,
     }
 }
 
@@ -383,7 +387,7 @@ fn restocks_the_database_shows_for_acknowledged_orders_count_once() {
         },
         &c,
     );
-    e.payment_window_ms = 50;
+    e.payment_window_ms = Some(50);
     let f = audit(&e);
     assert_eq!(f.client_peak_held, Some(1));
     assert_eq!(f.shop_released_acks, Some(1));
@@ -438,7 +442,11 @@ fn every_order_is_sorted_by_the_attempt_that_asked_for_it() {
     };
     let keyed = |id: &str, key: Option<&str>| Order {
         idempotency_key: key.map(str::to_string),
-        ..order(id, id, OrderStatus::PendingPayment)
+        ..order(
+            id,
+            if id == "y" { "intruder" } else { "u1" },
+            OrderStatus::PendingPayment,
+        )
     };
     let mut c = clients(&[("a", "u1")]);
     c.attempts = vec![
@@ -484,7 +492,9 @@ fn every_order_is_sorted_by_the_attempt_that_asked_for_it() {
         "{}",
         f.verdict
     );
-    // Keys that were never sent trace nothing: only acknowledged ids count.
+    // Keys that were never sent trace nothing: beyond the acknowledged id, the rows are held
+    // against their buyer's attempts (u1: one acknowledged without an id, two indeterminate,
+    // one refused explain its four other rows); only the intruder's row is a phantom.
     let f = audit(&Evidence {
         reading: Reading {
             keys_sent: false,
@@ -496,9 +506,10 @@ fn every_order_is_sorted_by_the_attempt_that_asked_for_it() {
         (
             f.orders_acknowledged,
             f.indeterminate_committed,
+            f.refused_committed,
             f.phantom_orders
         ),
-        (Some(1), Some(0), Some(5))
+        (Some(2), Some(2), Some(1), Some(1))
     );
 }
 

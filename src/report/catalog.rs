@@ -10,6 +10,25 @@ use crate::metric::{Metric, Unit};
 pub type Unmeasured = String;
 
 impl Metric {
+    /// A latency metric read with each request's send lag taken out: what the figure would
+    /// be had the generator sent every request on time (`None`: not a latency metric, or a
+    /// report that predates the figure).
+    pub fn read_without_send_lag(self, run: &RunReport) -> Option<f64> {
+        let s = run
+            .requests
+            .get(&crate::traffic::recorder::Kind::Order)?
+            .shop_latency
+            .as_ref()
+            .filter(|l| l.count > 0)?;
+        match self {
+            Metric::MeanMs => Some(s.mean_ms),
+            Metric::P50Ms => Some(s.p50_ms),
+            Metric::P99Ms => Some(s.p99_ms),
+            Metric::P999Ms => Some(s.p999_ms),
+            _ => None,
+        }
+    }
+
     /// This metric's value in `run`, or why the run could not measure it.
     pub fn read(self, run: &RunReport) -> Result<f64, Unmeasured> {
         let f = &run.findings;
@@ -59,7 +78,15 @@ impl Metric {
                     .to_string()
             }),
             Metric::WrongAnswers => f.wrong_answers.map(|v| v as f64).ok_or_else(older),
-            Metric::PhantomOrders => count(f.phantom_orders),
+            Metric::PhantomOrders => f.phantom_orders.map(|v| v as f64).ok_or_else(|| {
+                if f.orders_acknowledged.is_some() {
+                    "order rows no id or key of this run names carry user ids that are not this \
+                     run's buyers': who asked for them cannot be told"
+                        .to_string()
+                } else {
+                    oracle_gap()
+                }
+            }),
             Metric::IndeterminateCommitted => count(f.indeterminate_committed),
             Metric::RefusedCommitted => count(f.refused_committed),
             Metric::DuplicateDevices => count(f.duplicate_devices),
@@ -154,6 +181,12 @@ impl Metric {
                 .filter(|l| l.count > 0)
                 .map(|l| l.p99_ms)
                 .ok_or_else(|| "no request was sent, or this report predates send lag".to_string()),
+            Metric::LateSends => {
+                let l = &run.generator_lateness;
+                (l.sends > 0)
+                    .then(|| l.late_sends as f64 / l.sends as f64)
+                    .ok_or_else(|| "no request was sent, or this report predates the figure".to_string())
+            }
             Metric::DbQpsPeak => run
                 .db_qps
                 .as_ref()
@@ -246,6 +279,9 @@ impl Metric {
             }
             Metric::SendLagP99Ms => {
                 "send lag of every request (intended to actual send), oversell HdrHistogram"
+            }
+            Metric::LateSends => {
+                "send lag of every request (intended to actual send, 1 s or more), oversell HdrHistogram"
             }
             Metric::DbQpsPeak => "the database server's own counters",
             Metric::CapacityRps => {

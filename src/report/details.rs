@@ -167,6 +167,7 @@ pub fn facts(run: &RunReport) -> Vec<Fact> {
             l.p50_ms, l.p99_ms, l.max_ms, l.count
         ));
     }
+    v.extend(lateness_line(run));
     if let Some(l) = run.sender_wait.as_ref().filter(|l| l.max_ms >= 1.0) {
         let full = match g.senders_full_at_s {
             Some(t) => format!("every one of the {} senders was first held by an unanswered request {t:.1} s after the opening", g.users),
@@ -219,13 +220,41 @@ fn login_facts(run: &RunReport) -> Vec<Fact> {
     v
 }
 
-/// Why the run is generator-bound (its send lag p99 above the bound), or `None`.
+/// Why the run is generator-bound (its lateness could change what it concludes:
+/// [`super::lateness`]), or `None`.
 pub fn generator_bound(run: &RunReport) -> Option<String> {
-    let lag = run.send_lag.as_ref().filter(|_| run.generator_bound)?;
+    if !run.generator_bound {
+        return None;
+    }
+    if let Some(why) = &run.generator_lateness.bound {
+        return Some(why.clone());
+    }
+    // A report from before the effect was judged: its send lag over the bound it was held to.
+    let lag = run.send_lag.as_ref()?;
     Some(format!(
-        "send lag p99 {:.3} ms exceeds the {:.3} ms bound (send_lag_p99_ms / --max-send-lag): the generator sent late, so this run's latency measures the generator as much as the shop; read the service time, and don't blame the shop for the rest",
+        "send lag p99 {:.3} ms exceeds the {} ms bound it was held to: the generator sent late, so this run's latency measures the generator as much as the shop",
         lag.p99_ms,
-        run.max_send_lag_ms.unwrap_or(crate::metric::DEFAULT_MAX_SEND_LAG_MS)
+        run.max_send_lag_ms.map_or("(unknown)".into(), |b| format!("{b:.3}"))
+    ))
+}
+
+/// What the generator's lateness added to the order latency, in one line (every run).
+fn lateness_line(run: &RunReport) -> Option<String> {
+    let l = &run.generator_lateness;
+    let p99 = l.figures.iter().find(|f| f.figure == "p99")?;
+    Some(format!(
+        "generator lateness (latency with and without each request's send lag, HdrHistogram): order latency p99 {:.3} ms, {:.3} ms without send lag (+{:.3} ms); {} of {} requests sent {} s or more late; {}",
+        p99.with_lag_ms,
+        p99.without_lag_ms,
+        p99.added_ms(),
+        l.late_sends,
+        l.sends,
+        super::lateness::LATE_SEND.as_secs(),
+        if l.bound.is_some() {
+            "it changes what this run concludes (generator-bound)"
+        } else {
+            "it changes no figure materially (not generator-bound)"
+        }
     ))
 }
 
@@ -485,9 +514,12 @@ fn oracle_and_clients(f: &crate::oracle::Findings) -> Vec<Fact> {
         ).into());
     }
     if let (Some(held), Some(p)) = (f.client_peak_held, f.client_peak_oversell) {
+        let held_as = match f.payment_window_s {
+            Some(w) => format!("from each acknowledgement until its cancel was sent, or {w} s after an unpaid order's send"),
+            None => "paid orders only, from the payment's answer until a cancel was sent: no payment window declared".into(),
+        };
         let text = format!(
-            "at most {held} units provably held at once (from each acknowledgement until its cancel was sent, or {} s after an unpaid order's send) for {}: client-observed peak oversell {p}",
-            opt(f.payment_window_s),
+            "at most {held} units provably held at once ({held_as}) for {}: client-observed peak oversell {p}",
             f.initial_stock
         );
         v.push(if p > 0 {

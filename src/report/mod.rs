@@ -15,6 +15,7 @@ pub mod details;
 pub mod faults;
 pub mod hlog;
 pub mod html;
+pub mod lateness;
 pub mod markdown;
 pub mod markup;
 pub mod repeats;
@@ -140,11 +141,25 @@ pub struct ScenarioSummary {
     pub spec: Scenario,
 }
 
+/// The machine's load average now (`/proc/loadavg`: 1, 5 and 15 minutes), where readable.
+pub fn load_average() -> Option<[f64; 3]> {
+    let text = std::fs::read_to_string("/proc/loadavg").ok()?;
+    let mut it = text.split_whitespace().map(|v| v.parse::<f64>().ok());
+    Some([it.next()??, it.next()??, it.next()??])
+}
+
 /// The machine the run happened on.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Machine {
     pub cores: usize,
     pub os: String,
+    /// How the generator and the processes the harness started were placed (absent in older
+    /// reports).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<crate::placement::Placement>,
+    /// `/proc/loadavg` (1, 5 and 15 minutes) when the report was begun, where it can be read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load_average: Option<[f64; 3]>,
 }
 
 impl Report {
@@ -161,6 +176,8 @@ impl Machine {
         Machine {
             cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
             os: std::env::consts::OS.to_string(),
+            placement: Some(crate::placement::Placement::this()),
+            load_average: load_average(),
         }
     }
 }
@@ -183,6 +200,10 @@ pub struct KindReport {
     /// absent in older reports).
     #[serde(default)]
     pub service_time: Option<LatencySummary>,
+    /// Latency less send lag: from the moment the shop became answerable (the send, or the
+    /// start of a sender wait) to the full answer (absent in older reports).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shop_latency: Option<LatencySummary>,
     /// Latency per answer (e.g. how long a sold-out answer took versus a created one).
     pub latency_by_outcome: BTreeMap<Answer, LatencySummary>,
     /// Retries of this kind (`[client] retry`, resends with the same key), apart from the
@@ -397,13 +418,18 @@ pub struct RunReport {
     /// reports).
     #[serde(default)]
     pub service_time: Option<LatencySummary>,
-    /// The send-lag p99 bound this run was held to (`send_lag_p99_ms`, `--max-send-lag-ms`).
+    /// The send-lag p99 bound the user declared (`send_lag_p99_ms`, `--max-send-lag`); `None`:
+    /// none (no default bound is held against a run).
     #[serde(default)]
     pub max_send_lag_ms: Option<f64>,
-    /// The send lag p99 exceeded `max_send_lag_ms`: the generator sent late, so the latency
-    /// figures measure the generator as much as the shop (never blame the shop for it).
+    /// The generator's lateness could change what the run concludes (see
+    /// [`lateness`]: a latency figure it materially inflates, arrivals it failed to send, a
+    /// declared bound exceeded): never blame the shop for it.
     #[serde(default)]
     pub generator_bound: bool,
+    /// The generator's lateness and its effect, for every run (absent in older reports).
+    #[serde(default)]
+    pub generator_lateness: lateness::Lateness,
     pub db_qps: Option<MetricSummary>,
     pub db_tps: Option<MetricSummary>,
     pub redis_ops: Option<MetricSummary>,

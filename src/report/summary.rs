@@ -156,8 +156,8 @@ pub struct RunInputs {
     pub drain: Drain,
     pub reconcile: Option<Pass>,
     pub goose: Vec<GooseCrossCheck>,
-    /// The send-lag p99 above which the run is generator-bound.
-    pub max_send_lag_ms: f64,
+    /// The send-lag p99 bound the user declared, if any.
+    pub max_send_lag_ms: Option<f64>,
 }
 
 /// Order answers per second over the real span of the answers (first to last). A span too
@@ -206,6 +206,7 @@ pub fn build(input: RunInputs) -> RunReport {
                 send_lag: m.send_lag.get(&kind).map(LatencySummary::of),
                 sender_wait: m.sender_wait.get(&kind).map(LatencySummary::of),
                 service_time: m.service.get(&kind).map(LatencySummary::of),
+                shop_latency: m.shop_latency.get(&kind).map(LatencySummary::of),
                 latency_by_outcome: by_outcome,
                 retries: retries(m, kind),
             },
@@ -241,9 +242,13 @@ pub fn build(input: RunInputs) -> RunReport {
     let send_lag = Some(m.send_lag_all())
         .filter(|h| !h.is_empty())
         .map(|h| LatencySummary::of(&h));
-    let generator_bound = send_lag
-        .as_ref()
-        .is_some_and(|l| l.p99_ms > input.max_send_lag_ms);
+    let order = requests.get(&Kind::Order);
+    let lateness = super::lateness::Lateness::judge(
+        &m.send_lag_all(),
+        order.map(|k| &k.latency),
+        order.and_then(|k| k.shop_latency.as_ref()),
+        input.max_send_lag_ms,
+    );
     RunReport {
         shop: input.shop,
         repeat: None,
@@ -278,8 +283,9 @@ pub fn build(input: RunInputs) -> RunReport {
         service_time: Some(m.service_all())
             .filter(|h| !h.is_empty())
             .map(|h| LatencySummary::of(&h)),
-        max_send_lag_ms: Some(input.max_send_lag_ms),
-        generator_bound,
+        max_send_lag_ms: input.max_send_lag_ms,
+        generator_bound: lateness.bound.is_some(),
+        generator_lateness: lateness,
         db_qps: summary(SeriesName::DbQps.name()),
         db_tps: summary(SeriesName::DbTps.name()),
         redis_ops: summary(SeriesName::RedisOps.name()),

@@ -112,6 +112,7 @@ pub async fn merge(plan: &MergePlan) -> anyhow::Result<(report::Report, PathBuf)
     .await?;
     let mapping = Mapping::default();
     let clients = Clients {
+        audited_ms: None,
         goose: combined.goose,
         generator: combined.generator,
         measurements: combined.measurements,
@@ -188,6 +189,7 @@ async fn merge_attack(
         run_plan.scenario.name, combined.buyers, lead.open_at, target.url
     ));
     let clients = Clients {
+        audited_ms: None,
         goose: combined.goose,
         generator: combined.generator,
         measurements: combined.measurements,

@@ -433,8 +433,10 @@ fn finish(
     drain: Drain,
     server: ServerSide,
 ) -> RunReport {
+    let audited_ms = Some(traffic.recorder.opened().elapsed().as_millis() as u64);
     let measurements = traffic.recorder.finish();
     let clients = Clients {
+        audited_ms,
         goose: traffic.goose,
         generator: traffic.generator,
         measurements,
@@ -449,6 +451,8 @@ struct Clients {
     generator: GeneratorStats,
     measurements: crate::traffic::recorder::Measurements,
     reading: Reading,
+    /// When the final state had been read (ms after the sale opened; `None`: unknown).
+    audited_ms: Option<u64>,
 }
 
 /// [`finish`] from the clients' finished records.
@@ -475,10 +479,12 @@ fn finish_with(
         dead_letters: server.dead_letters,
         payment_window_ms: plan
             .scenario
-            .payment_window(matches!(plan.subject, Subject::Foreign(_)))
-            .as_millis() as u64,
+            .declared_payment_window(matches!(plan.subject, Subject::Foreign(_)))
+            .map(|w| w.as_millis() as u64),
+        audited_ms: clients.audited_ms,
         stock_samples: server.stock_samples,
         clients: &measurements,
+        users: Some(&plan.buyers),
     });
     plan.say(&format!("   {}", findings.verdict));
     summary::build(summary::RunInputs {

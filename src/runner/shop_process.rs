@@ -72,6 +72,8 @@ impl Launch {
         let mut cmd = Command::new(&self.exe);
         // Killed with the harness (kill -9 of `oversell run` leaves no shop listening).
         crate::services::managed::process::die_with_parent(cmd.as_std_mut());
+        // Below the generator's CPU priority: the instrument must not compete with the shop.
+        crate::placement::below_generator(cmd.as_std_mut());
         let mut child = cmd
             .arg("serve")
             .args(["--strategy", strategy.as_str(), "--listen", listen])

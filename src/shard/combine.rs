@@ -135,6 +135,9 @@ pub fn merge_measurements(parts: Vec<Measurements>) -> anyhow::Result<Measuremen
         for (k, h) in &p.service {
             add(m.service.entry(*k).or_insert_with(new_histogram), h)?;
         }
+        for (k, h) in &p.shop_latency {
+            add(m.shop_latency.entry(*k).or_insert_with(new_histogram), h)?;
+        }
         for (k, h) in &p.retries {
             add(m.retries.entry(*k).or_insert_with(new_histogram), h)?;
         }

@@ -118,6 +118,9 @@ pub struct Clients {
     /// Service time (actual send to the full answer) by kind.
     #[serde(default)]
     pub service: Vec<Encoded>,
+    /// Latency less send lag by kind (absent in older shard files).
+    #[serde(default)]
+    pub shop_latency: Vec<Encoded>,
     /// Order latency of the answers of each second after the opening (empty seconds: "").
     pub order_intervals: Vec<String>,
     /// Answers per second after the opening.
@@ -173,6 +176,15 @@ impl Clients {
                 .collect(),
             service: m
                 .service
+                .iter()
+                .map(|(kind, h)| Encoded {
+                    kind: *kind,
+                    answer: None,
+                    histogram: encode_histogram(h),
+                })
+                .collect(),
+            shop_latency: m
+                .shop_latency
                 .iter()
                 .map(|(kind, h)| Encoded {
                     kind: *kind,
@@ -263,6 +275,10 @@ impl Clients {
         m.follow_ups = self.follow_ups.clone();
         for e in &self.service {
             m.service.insert(e.kind, decode(&e.histogram, "service")?);
+        }
+        for e in &self.shop_latency {
+            m.shop_latency
+                .insert(e.kind, decode(&e.histogram, "shop_latency")?);
         }
         for h in &self.order_intervals {
             m.order_intervals.push(if h.is_empty() {

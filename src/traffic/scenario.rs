@@ -380,15 +380,28 @@ impl Scenario {
         self.buyers.count + self.second_wave.as_ref().map_or(0, |w| w.count)
     }
 
-    /// The payment window the scenario declares for its shop (after it an unpaid order may be
-    /// released by the shop): a foreign target's `[target] payment_window_s` (default 900 s),
-    /// the reference shop's `[shop] payment_timeout`. The one place it is read: the clients'
-    /// replay, `at_timeout` buyers and the docs.
+    /// The payment window `at_timeout` buyers wait for before paying: the declared one
+    /// ([`Scenario::declared_payment_window`]), else the post-mortem's 15 minutes. Traffic
+    /// only: evidence never assumes it.
     pub fn payment_window(&self, foreign: bool) -> std::time::Duration {
+        self.declared_payment_window(foreign)
+            .unwrap_or(std::time::Duration::from_secs(
+                super::mapping::PAYMENT_WINDOW_S,
+            ))
+    }
+
+    /// The payment window declared for the shop under test (after it an unpaid order may be
+    /// released by the shop): a foreign target's `[target] payment_window_s`, the reference
+    /// shop's `[shop] payment_timeout` (it is started with it). `None`: a foreign shop that
+    /// declared none, whose window is unknown. What the clients' replay uses.
+    pub fn declared_payment_window(&self, foreign: bool) -> Option<std::time::Duration> {
         if foreign {
-            std::time::Duration::from_secs(self.mapping().payment_window_s())
+            self.target
+                .as_ref()
+                .and_then(|t| t.payment_window_s)
+                .map(std::time::Duration::from_secs)
         } else {
-            self.shop.payment_timeout
+            Some(self.shop.payment_timeout)
         }
     }
 }

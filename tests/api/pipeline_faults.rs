@@ -386,9 +386,11 @@ async fn refused_order_is_dead_lettered(backend: Backend) {
                 })
                 .collect(),
         ),
-        payment_window_ms: 900_000,
+        payment_window_ms: Some(900_000),
+        audited_ms: None,
         stock_samples: Vec::new(),
         clients: &c,
+        users: None,
     });
     assert_eq!(f.lost_acks, Some(1), "{f:?}");
     assert_eq!(f.lost_acks_dead_lettered, Some(1));

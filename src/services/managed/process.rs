@@ -86,6 +86,7 @@ impl RunAs {
 /// and the unprivileged user.
 pub fn prepare(cmd: &mut Command, run_as: Option<&RunAs>) {
     cmd.process_group(0).stdin(Stdio::null());
+    crate::placement::below_generator(cmd);
     let ids = run_as.map(|r| (r.uid, r.gid));
     if let Some(r) = run_as {
         cmd.env("USER", &r.name).env("LOGNAME", &r.name);

@@ -5,7 +5,7 @@
 //! scripts ([`super::script`]) are built on these.
 
 use super::super::adversary::RetryPolicy;
-use super::super::recorder::{Key, Kind, Recorder};
+use super::super::recorder::{Key, Kind, Recorder, Sent};
 use super::super::schedule::{BuyerPlan, Schedule};
 use super::super::target::{Classified, Prepared, Target, Targets};
 use super::pool::{Jobs, PoolGone};
@@ -28,7 +28,7 @@ pub(super) struct Ctx {
 pub(super) struct Tried {
     pub c: Classified,
     pub intended: Instant,
-    pub sent: Instant,
+    pub sent: Sent,
     pub done: Instant,
     pub retried: bool,
 }

@@ -10,7 +10,7 @@
 //! recorded under their own kind, never among the orders; the recorder keeps the time from
 //! acceptance to decision.
 
-use super::super::recorder::{Answer, Kind};
+use super::super::recorder::{Answer, Kind, Sent};
 use super::super::schedule::BuyerPlan;
 use super::super::session::Session;
 use super::super::target::{Action, Classified, Target, Why};
@@ -32,7 +32,7 @@ pub(super) struct Accepted {
     /// The attempt's intended send (its latency runs from here).
     pub intended: Instant,
     /// Its actual send (its service time runs from here).
-    pub sent: Instant,
+    pub sent: Sent,
     /// The pending answer.
     pub at: Instant,
     /// The pending answer came to a retry (`[client] retry`): the decision is recorded with

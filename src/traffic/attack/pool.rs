@@ -18,7 +18,7 @@
 //! ([`Saturation`]), so the report can say when the cap was reached.
 
 use super::super::mapping::Method;
-use super::super::recorder::{Answer, Kind, Recorder};
+use super::super::recorder::{Answer, Kind, Recorder, Sent};
 use super::super::target::{Classified, Prepared, Read, Target};
 use goose::client::GooseClientBuilder;
 use goose::config::GooseConfiguration;
@@ -58,7 +58,7 @@ pub(super) struct Job {
 }
 
 /// A classified answer, when its request was sent and when the answer was complete.
-type Answered = (Classified, Instant, Instant);
+type Answered = (Classified, Sent, Instant);
 
 tokio::task_local! {
     /// Set in the task of a buyer the dispatcher spawned already due
@@ -520,7 +520,7 @@ async fn send_one(
     rec: &Recorder,
     job: &Job,
     url: Option<Url>,
-) -> (Classified, Instant, Instant) {
+) -> (Classified, Sent, Instant) {
     let (p, kind) = (&job.prepared, job.kind);
     let sent = rec.sending(kind, job.intended, job.waited_since);
     let read = match url {

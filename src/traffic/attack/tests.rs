@@ -140,7 +140,7 @@ async fn fake_senders(
                 why: Why::Rule(0),
                 learned: Default::default(),
             };
-            let _ = reply.send((c, sent, Instant::now()));
+            let _ = reply.send((c, sent.into(), Instant::now()));
         });
     }
     seen
@@ -248,7 +248,7 @@ fn created(h: pool::Handed) {
         learned: Default::default(),
     };
     let now = Instant::now();
-    let _ = h.reply.send((c, now, now));
+    let _ = h.reply.send((c, now.into(), now));
 }
 
 #[tokio::test(start_paused = true)]
@@ -339,7 +339,7 @@ async fn slow_senders(mut stand_ins: pool::StandIns, service: Duration) {
                 why: Why::Rule(0),
                 learned: Default::default(),
             };
-            let _ = reply.send((c, sent, Instant::now()));
+            let _ = reply.send((c, sent.into(), Instant::now()));
         }));
     }
     for a in answering {

@@ -82,6 +82,22 @@ pub struct Ack {
     pub paid_ms: Option<u64>,
 }
 
+/// When a request went out, as [`Recorder::sending`] returns it: the actual send, and the
+/// moment the shop became answerable for it (the send, or when it began to wait for a sender
+/// every one of which an unanswered request held). Before that, its delay is send lag.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sent {
+    pub at: Instant,
+    pub shop_from: Instant,
+}
+
+impl From<Instant> for Sent {
+    /// A send with no sender wait and no lag recorded apart.
+    fn from(at: Instant) -> Sent {
+        Sent { at, shop_from: at }
+    }
+}
+
 /// What a client was last told about an order it paid or cancelled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -131,6 +147,7 @@ struct Inner {
     send_lag: BTreeMap<Kind, Histogram<u64>>,
     sender_wait: BTreeMap<Kind, Histogram<u64>>,
     service: BTreeMap<Kind, Histogram<u64>>,
+    shop_latency: BTreeMap<Kind, Histogram<u64>>,
     in_flight: u64,
     /// First and last order answer, after the sale opened.
     order_answers: Option<(std::time::Duration, std::time::Duration)>,
@@ -214,7 +231,7 @@ impl Recorder {
     /// `waited_since`: when the request was queued, if every sender was then held by an
     /// unanswered request (the time from there to now is sender wait, the shop's); otherwise
     /// the whole delay since `intended` is send lag (a free sender, late: the generator's).
-    pub fn sending(&self, kind: Kind, intended: Instant, waited_since: Option<Instant>) -> Instant {
+    pub fn sending(&self, kind: Kind, intended: Instant, waited_since: Option<Instant>) -> Sent {
         let now = Instant::now();
         let (lag, wait) = match waited_since {
             Some(queued) => (
@@ -237,21 +254,29 @@ impl Recorder {
             .entry(kind)
             .or_insert_with(new_histogram)
             .saturating_record(us(wait));
-        now
+        Sent {
+            at: now,
+            shop_from: waited_since.unwrap_or(now).max(intended),
+        }
     }
 
     /// Records one answered (or failed) request: latency from `intended` to `done`, service
-    /// time from `sent` (the actual send, as [`Recorder::sending`] returned it) to `done`.
+    /// time from `sent` (the actual send, as [`Recorder::sending`] returned it) to `done`, and
+    /// the latency the shop is answerable for (from the send, or from when the request began
+    /// to wait for a sender) apart, so that what the generator's lateness adds is known.
     pub fn record(
         &self,
         kind: Kind,
         answer: Answer,
         intended: Instant,
-        sent: Instant,
+        sent: impl Into<Sent>,
         done: Instant,
     ) {
+        let sent = sent.into();
         let latency = done.saturating_duration_since(intended);
         let micros = latency.as_micros().min(u64::MAX as u128) as u64;
+        let shop_us = done.saturating_duration_since(sent.shop_from).as_micros() as u64;
+        let sent = sent.at;
         let service = done.saturating_duration_since(sent);
         let service_us = service.as_micros().min(u64::MAX as u128) as u64;
         let since_open = done.saturating_duration_since(self.opened);
@@ -279,6 +304,10 @@ impl Recorder {
             .entry(kind)
             .or_insert_with(new_histogram)
             .saturating_record(service_us.max(1));
+        st.shop_latency
+            .entry(kind)
+            .or_insert_with(new_histogram)
+            .saturating_record(shop_us.max(1));
         if st.timeline.len() <= second {
             st.timeline.resize_with(second + 1, BTreeMap::new);
         }
@@ -483,6 +512,7 @@ impl Recorder {
             send_lag: st.send_lag.clone(),
             sender_wait: st.sender_wait.clone(),
             service: st.service.clone(),
+            shop_latency: st.shop_latency.clone(),
             order_answer_span: st.order_answers.map(|(first, last)| last - first),
             decisions: st.decisions.clone(),
         }
@@ -534,6 +564,10 @@ pub struct Measurements {
     pub sender_wait: BTreeMap<Kind, Histogram<u64>>,
     /// Service time (actual send to the full answer, µs) by kind.
     pub service: BTreeMap<Kind, Histogram<u64>>,
+    /// Latency less send lag (µs) by kind: from the moment the shop became answerable (the
+    /// send, or the start of a sender wait) to the full answer. Latency as it would read had
+    /// the generator sent every request on time.
+    pub shop_latency: BTreeMap<Kind, Histogram<u64>>,
     /// From the first order answer to the last.
     pub order_answer_span: Option<std::time::Duration>,
     /// Asynchronous orders: pending, decided, undecided, acceptance to decision.

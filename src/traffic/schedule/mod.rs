@@ -128,6 +128,17 @@ impl Schedule {
         b
     }
 
+    /// The user id of buyer `index` (its CSV account's, else its seeded one), whether or not
+    /// this schedule's share sends it; `None` past the scenario's buyers.
+    pub fn user_id(&self, index: usize) -> Option<Ident> {
+        let packed = *self.arrivals.get(index)?;
+        if let Some(a) = self.accounts.as_ref().and_then(|a| a.get(index)) {
+            return Some(a.user_id.clone());
+        }
+        let (arrival, wave) = draw::unpack(packed);
+        Some(self.draw.buyer(index, arrival, wave).user_id)
+    }
+
     /// Every buyer, in arrival order.
     pub fn iter(&self) -> impl ExactSizeIterator<Item = BuyerPlan> + '_ {
         (0..self.len()).map(|k| self.get(k))

@@ -69,7 +69,7 @@ async fn correct_shop(mut stand_ins: pool::StandIns) -> usize {
             learned: Default::default(),
         };
         let now = Instant::now();
-        let _ = reply.send((c, now, now + Duration::from_millis(2)));
+        let _ = reply.send((c, now.into(), now + Duration::from_millis(2)));
     }
     retries
 }

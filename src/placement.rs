@@ -1,0 +1,166 @@
+//! Where the processes of a run are placed: the instrument must not compete with what it
+//! measures.
+//!
+//! The processes the harness starts itself (reference shops, managed database and Redis
+//! servers, the nemesis's private Redis) run below the generator's CPU priority: `nice`
+//! [`CHILD_NICE`] (set between fork and exec, so every thread they start inherits it). On a
+//! machine with [`SPLIT_FROM_CORES`] cores or more they also run on cores of their own (the
+//! upper half), and the generator's threads on the lower half. Servers the user runs
+//! (`--services external`, a foreign shop) are not touched. [`Placement::this`] says how a
+//! run was placed, for the report's metadata.
+
+use serde::{Deserialize, Serialize};
+
+/// How much nicer than the generator every child the harness starts is (at most 19): under
+/// contention the kernel gives the generator about nine times a child's CPU share.
+pub const CHILD_NICE: i32 = 10;
+
+/// From this many cores on, the children and the generator get cores of their own.
+pub const SPLIT_FROM_CORES: usize = 4;
+
+/// How a run's processes were placed (`report.json`: `machine.placement`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Placement {
+    /// The generator's niceness (this process's, as the OS reports it).
+    pub generator_nice: i32,
+    /// The niceness of the shops and servers the harness starts.
+    pub children_nice: i32,
+    /// The cores the generator runs on (`None`: every core, shared).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generator_cores: Option<String>,
+    /// The cores the harness's children run on (`None`: every core, shared).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub children_cores: Option<String>,
+}
+
+impl Placement {
+    /// This machine's placement.
+    pub fn this() -> Placement {
+        let split = split();
+        Placement {
+            generator_nice: own_nice(),
+            children_nice: child_nice(),
+            generator_cores: split.clone().map(|(g, _)| cores_text(g)),
+            children_cores: split.map(|(_, c)| cores_text(c)),
+        }
+    }
+
+    /// One line for people: `generator nice 0, its children nice 10 (cores shared)`.
+    pub fn describe(&self) -> String {
+        let cores = match (&self.generator_cores, &self.children_cores) {
+            (Some(g), Some(c)) => format!("generator on cores {g}, children on cores {c}"),
+            _ => "cores shared".into(),
+        };
+        format!(
+            "generator nice {}, the shops and servers it starts nice {} ({cores})",
+            self.generator_nice, self.children_nice
+        )
+    }
+}
+
+/// The lower and upper halves of the cores, when there are enough to split.
+fn split() -> Option<(std::ops::Range<usize>, std::ops::Range<usize>)> {
+    let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+    (n >= SPLIT_FROM_CORES).then_some((0..n / 2, n / 2..n))
+}
+
+fn cores_text(r: std::ops::Range<usize>) -> String {
+    format!("{}-{}", r.start, r.end - 1)
+}
+
+/// The niceness of a child: [`CHILD_NICE`] below this process, at most 19.
+fn child_nice() -> i32 {
+    (own_nice() + CHILD_NICE).min(19)
+}
+
+/// This process's niceness.
+fn own_nice() -> i32 {
+    #[cfg(unix)]
+    {
+        // SAFETY: getpriority only reads the calling process's priority.
+        unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) }
+    }
+    #[cfg(not(unix))]
+    {
+        0
+    }
+}
+
+/// Makes `cmd`'s process run below the generator ([`CHILD_NICE`]) and, where the machine has
+/// the cores, on the children's half.
+pub fn below_generator(cmd: &mut std::process::Command) {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::unix::process::CommandExt;
+        let cores = split().map(|(_, c)| cpu_set(c));
+        let nice = child_nice();
+        // SAFETY: between fork and exec only system calls (setpriority, sched_setaffinity) on
+        // data prepared before the fork; nothing is allocated and no lock is taken.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::setpriority(libc::PRIO_PROCESS, 0, nice) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                if let Some(set) = &cores {
+                    libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), set);
+                }
+                Ok(())
+            });
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = cmd;
+}
+
+/// Puts every thread of this process (the generator) on its half of the cores, where the
+/// machine has enough to split; threads started later inherit it. Does nothing otherwise.
+pub fn pin_generator() {
+    #[cfg(target_os = "linux")]
+    if let Some((mine, _)) = split() {
+        let set = cpu_set(mine);
+        let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+            return;
+        };
+        for tid in tasks
+            .flatten()
+            .filter_map(|t| t.file_name().to_str()?.parse().ok())
+        {
+            // SAFETY: sets the affinity of one of this process's threads from a prepared set.
+            unsafe {
+                libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &set);
+            }
+        }
+    }
+}
+
+#[cfg(target_os = "linux")]
+fn cpu_set(cores: std::ops::Range<usize>) -> libc::cpu_set_t {
+    // SAFETY: cpu_set_t is plain data; CPU_ZERO/CPU_SET write within it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_ZERO(&mut set);
+        for c in cores {
+            libc::CPU_SET(c, &mut set);
+        }
+        set
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_child_started_below_the_generator_runs_at_the_child_niceness() {
+        let mut cmd = std::process::Command::new("sh");
+        cmd.args(["-c", "cut -d' ' -f19 /proc/self/stat"]);
+        below_generator(&mut cmd);
+        let out = cmd.output().expect("sh runs");
+        let nice: i32 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+        assert_eq!(nice, child_nice());
+        assert!(child_nice() > own_nice() || own_nice() == 19);
+        assert!(Placement::this()
+            .describe()
+            .contains(&format!("nice {}", child_nice())));
+    }
+}
