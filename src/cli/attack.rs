@@ -66,7 +66,7 @@ pub async fn attack(args: AttackArgs) -> anyhow::Result<i32> {
             scenario_file.display()
         );
     }
-    let f = foreign(&args.target, &args.oracle, &s)?;
+    let f = foreign(&args.target, &args.oracle, &mut s)?;
     if let Some(spec) = args.shard {
         return shard(&args, spec, s, scenario_file, f).await;
     }

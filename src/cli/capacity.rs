@@ -184,7 +184,7 @@ pub async fn capacity(mut args: CapacityArgs) -> anyhow::Result<i32> {
                 &scenario_file,
                 &crate::traffic::session::Columns::default(),
             )?;
-            vec![Who::Foreign(Box::new(foreign(url, &args.oracle, &s)?))]
+            vec![Who::Foreign(Box::new(foreign(url, &args.oracle, &mut s)?))]
         }
         None => {
             s.item

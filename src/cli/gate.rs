@@ -161,7 +161,7 @@ pub async fn gate(mut args: GateArgs) -> anyhow::Result<i32> {
         s = crate::capacity::gate::at_rate(&s, rate);
     }
     let subject = match &args.target {
-        Some(url) => Subject::Foreign(Box::new(foreign(url, &args.oracle, &s)?)),
+        Some(url) => Subject::Foreign(Box::new(foreign(url, &args.oracle, &mut s)?)),
         None => {
             let (backend, url) = args.conn.database_for(args.backend)?;
             let strategies = if args.strategy.is_empty() {

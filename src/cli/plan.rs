@@ -69,9 +69,27 @@ pub struct OracleArgs {
     /// written); the run settles only once it reads 0 (overrides `[target.settle] backlog`).
     #[arg(long, requires = "oracle_sql", value_name = "SELECT")]
     pub backlog_query: Option<String>,
+    /// The shop's payment window: it never releases an unpaid order on its own sooner than
+    /// this after the order was sent (90s, 1500ms, 15m; overrides `[target] payment_window`).
+    /// Undeclared it is unknown: the clients' evidence then counts only paid orders as held,
+    /// and the report says what declaring it would prove.
+    #[arg(long, requires = "target", value_name = "DURATION", value_parser = payment_window_arg)]
+    pub payment_window: Option<Duration>,
     /// Allow a target that is not loopback; a banner names the host and peak rate first.
     #[arg(long, requires = "target")]
     pub allow_remote: bool,
+}
+
+/// `--payment-window`: a duration above 0, at most a week.
+fn payment_window_arg(v: &str) -> Result<Duration, String> {
+    let max = crate::traffic::mapping::MAX_PAYMENT_WINDOW_S;
+    let d = values::duration(v)?;
+    if d.is_zero() || d.as_secs() > max {
+        return Err(format!(
+            "--payment-window takes a duration above 0 and at most {max}s (got {v:?})"
+        ));
+    }
+    Ok(d)
 }
 
 /// `--settle`: a duration above 0, at most ten minutes.
@@ -274,8 +292,12 @@ pub(super) fn check_names(
 }
 
 /// A foreign target, checked before anything is sent; prints the banner for a remote one.
-pub(super) fn foreign(url: &str, oracle: &OracleArgs, s: &Scenario) -> anyhow::Result<Foreign> {
+/// `--payment-window` is declared on the scenario's mapping here.
+pub(super) fn foreign(url: &str, oracle: &OracleArgs, s: &mut Scenario) -> anyhow::Result<Foreign> {
     let host = rehearsal::check_target(url, oracle.allow_remote)?;
+    if let Some(w) = oracle.payment_window {
+        s.target.get_or_insert_with(Default::default).payment_window = Some(w);
+    }
     let base_url = url.trim_end_matches('/').to_string();
     Ok(Foreign {
         oracle: oracle.source(&base_url, s)?,

@@ -119,7 +119,7 @@ fn held(f: &mut Findings, e: &Evidence<'_>) {
         .cancels_ok
         .saturating_sub((recorded + untimed_by_id.len()) as u64) as i64;
     let peak = (replay::peak(&held) - untimed).max(0);
-    f.payment_window_s = e.payment_window_ms.map(|ms| ms / 1000);
+    f.payment_window_s = e.payment_window_ms.map(|ms| ms as f64 / 1000.0);
     if e.payment_window_ms.is_none() {
         f.undeclared_window = replay::undeclared_window(acks, e.initial_stock + untimed);
         f.client_notes.push(undeclared_note(f.undeclared_window));
@@ -137,14 +137,14 @@ fn held(f: &mut Findings, e: &Evidence<'_>) {
 
 /// What a run without a declared payment window could not prove, and what declaring it adds.
 fn undeclared_note(advice: Option<super::UndeclaredWindow>) -> String {
-    let lead = "no payment window declared (target.payment_window_s): the shop may release an \
+    let lead = "no payment window declared (target.payment_window or --payment-window): the shop may release an \
                 unpaid order at any moment, so the replay counts only paid orders as held, \
                 from their payment's answer";
     match advice {
         None => format!("{lead}; declaring it would prove no more oversell in this run"),
         Some(w) => format!(
             "{lead}; not verified: if the shop keeps unpaid orders at least {} s, these records \
-             prove a peak oversell of up to {} units — declare target.payment_window_s to make \
+             prove a peak oversell of up to {} units — declare target.payment_window (or --payment-window) to make \
              it a finding",
             w.proves_from_s, w.peak_oversell
         ),
@@ -280,7 +280,7 @@ pub(super) fn judge(f: &mut Findings, e: &Evidence<'_>, orders: Option<&[Order]>
              released by the shop on its own before the final read ({}); without order rows \
              they are not counted as held at the end",
             match e.payment_window_ms {
-                Some(ms) => format!("past their {} s payment window", ms / 1000),
+                Some(ms) => format!("past their {} s payment window", ms as f64 / 1000.0),
                 None => "no payment window declared".into(),
             }
         ));

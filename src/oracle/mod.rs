@@ -133,6 +133,10 @@ pub struct Evidence<'a> {
     pub users: Option<&'a crate::traffic::schedule::Schedule>,
 }
 
+/// A payment window this long (s) or longer means no order is ever released unpaid (a mapping
+/// with no payment step).
+pub const NEVER_RELEASED_S: f64 = 1e12;
+
 /// What the clients' records would prove if the shop declared a payment window: with no
 /// window declared an unpaid order is not held at all, so this is advice, never a finding.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
@@ -296,7 +300,7 @@ pub struct Findings {
     /// The payment window the replay used (s); `None`: none was declared, so unpaid orders
     /// were not counted as held (see `undeclared_window`).
     #[serde(default)]
-    pub payment_window_s: Option<u64>,
+    pub payment_window_s: Option<f64>,
     /// No payment window declared, and the clients' records would prove oversell if the shop
     /// keeps unpaid orders long enough: what declaring it would add (not a finding).
     #[serde(default, skip_serializing_if = "Option::is_none")]

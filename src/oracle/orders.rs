@@ -240,7 +240,16 @@ pub(super) fn sort(orders: &[Order], e: &Evidence<'_>) -> Sorted {
     let acked_users: HashSet<&str> = c.acks.iter().map(|a| a.user_id.as_str()).collect();
     let ours = orders
         .iter()
-        .any(|o| acked_users.contains(o.user_id.as_str()));
+        .any(|o| acked_users.contains(o.user_id.as_str()))
+        || e.users.is_some_and(|s| {
+            // No acknowledged user in the rows: any buyer of this run that asked at all.
+            let buyers: HashSet<usize> = c.attempts.iter().map(|a| a.buyer).collect();
+            let users: HashSet<String> = buyers
+                .into_iter()
+                .filter_map(|b| s.user_id(b).map(|u| u.to_string()))
+                .collect();
+            orders.iter().any(|o| users.contains(&o.user_id))
+        });
     let by_buyer = by_buyer(&left, e, &used_keys, ours);
     s.acknowledged += by_buyer.acknowledged;
     s.indeterminate_committed += by_buyer.indeterminate_committed;

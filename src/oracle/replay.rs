@@ -83,7 +83,9 @@ pub(super) fn may_have_expired(
         .filter(|f| match (window_ms, audited_ms) {
             (Some(w), audited) => {
                 let expires = f.sent.saturating_add(w);
-                f.paid.is_none_or(|p| p > expires) && audited.is_none_or(|t| expires <= t)
+                expires != u64::MAX
+                    && f.paid.is_none_or(|p| p > expires)
+                    && audited.is_none_or(|t| expires <= t)
             }
             (None, _) => f.paid.is_none(),
         })

@@ -199,7 +199,7 @@ fn an_undeclared_payment_window_is_unknown_and_proves_nothing_about_unpaid_order
     assert!(
         f.client_notes
             .iter()
-            .any(|n| n.contains("declare target.payment_window_s")),
+            .any(|n| n.contains("declare target.payment_window")),
         "{:?}",
         f.client_notes
     );

@@ -515,6 +515,7 @@ fn oracle_and_clients(f: &crate::oracle::Findings) -> Vec<Fact> {
     }
     if let (Some(held), Some(p)) = (f.client_peak_held, f.client_peak_oversell) {
         let held_as = match f.payment_window_s {
+            Some(w) if w >= crate::oracle::NEVER_RELEASED_S => "from each acknowledgement until its cancel was sent: the shop has no payment step, so no order is released unpaid".into(),
             Some(w) => format!("from each acknowledgement until its cancel was sent, or {w} s after an unpaid order's send"),
             None => "paid orders only, from the payment's answer until a cancel was sent: no payment window declared".into(),
         };

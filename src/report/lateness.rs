@@ -26,8 +26,10 @@ use std::time::Duration;
 
 /// A latency figure is materially inflated when the lag adds more than this share of it...
 pub const MATERIAL_SHARE: f64 = 0.10;
-/// ...and more than this many milliseconds.
-pub const MATERIAL_MS: f64 = 1.0;
+/// ...and more than this many milliseconds: below it, lateness is within what a generator on a
+/// shared machine can promise (its timers tick every millisecond, its threads share the cores),
+/// and no design review turns on a figure that moved by less.
+pub const MATERIAL_MS: f64 = 5.0;
 /// A request sent this late landed in another second of the arrival curve.
 pub const LATE_SEND: Duration = Duration::from_secs(1);
 /// More than this share of requests sent [`LATE_SEND`] late: the arrivals were not sent.
@@ -176,7 +178,7 @@ mod tests {
 
     #[test]
     fn a_few_milliseconds_late_under_a_slow_shop_is_reported_not_flagged() {
-        // Send lag p99 8 ms; the shop answers in 150 ms: 8 ms of 150 is not material.
+        // Send lag p99 8 ms; the shop answers in 150 ms: 8 ms of 200 is not material.
         let lag = lags(&[(300, 980), (8_000, 20)]);
         let with = summary(152.0, 150.5, 170.0, 208.0);
         let without = summary(151.9, 150.0, 169.0, 200.0);
@@ -191,6 +193,12 @@ mod tests {
         let lag = lags(&[(300, 900), (20_000, 100)]);
         let with = summary(3.0, 1.0, 2.0, 21.0);
         let without = summary(1.0, 0.9, 1.5, 2.0);
+        // A busy machine's few milliseconds under the same shop: reported, not flagged.
+        let busy = summary(2.5, 1.7, 3.0, 6.9);
+        assert_eq!(
+            Lateness::judge(&lag, Some(&busy), Some(&without), None).bound,
+            None
+        );
         let l = Lateness::judge(&lag, Some(&with), Some(&without), None);
         let why = l.bound.expect("flagged");
         assert!(
@@ -231,9 +239,9 @@ mod tests {
 
     #[test]
     fn materiality_needs_both_the_share_and_the_milliseconds() {
-        assert!(!material(1.8, 1.0), "0.8 ms is below 1 ms");
+        assert!(!material(5.8, 1.0), "4.8 ms is below 5 ms");
         assert!(!material(210.0, 200.0), "10 ms of 200 is 5 %");
-        assert!(material(2.5, 1.0));
+        assert!(material(7.0, 1.0));
         assert!(material(230.0, 200.0));
     }
 }

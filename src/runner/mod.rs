@@ -480,7 +480,7 @@ fn finish_with(
         payment_window_ms: plan
             .scenario
             .declared_payment_window(matches!(plan.subject, Subject::Foreign(_)))
-            .map(|w| w.as_millis() as u64),
+            .map(|w| u64::try_from(w.as_millis()).unwrap_or(u64::MAX)),
         audited_ms: clients.audited_ms,
         stock_samples: server.stock_samples,
         clients: &measurements,

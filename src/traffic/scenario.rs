@@ -391,18 +391,20 @@ impl Scenario {
     }
 
     /// The payment window declared for the shop under test (after it an unpaid order may be
-    /// released by the shop): a foreign target's `[target] payment_window_s`, the reference
-    /// shop's `[shop] payment_timeout` (it is started with it). `None`: a foreign shop that
-    /// declared none, whose window is unknown. What the clients' replay uses.
+    /// released by the shop): a foreign target's `[target] payment_window` (or
+    /// `--payment-window`), and for a mapping with no `pay` request [`Duration::MAX`]: its
+    /// orders need no payment, so none is ever released unpaid; the reference shop's `[shop]
+    /// payment_timeout` (it is started with it). `None`: a foreign shop with a payment step
+    /// that declared no window, which is unknown. What the clients' replay uses.
+    ///
+    /// [`Duration::MAX`]: std::time::Duration::MAX
     pub fn declared_payment_window(&self, foreign: bool) -> Option<std::time::Duration> {
-        if foreign {
-            self.target
-                .as_ref()
-                .and_then(|t| t.payment_window_s)
-                .map(std::time::Duration::from_secs)
-        } else {
-            Some(self.shop.payment_timeout)
+        if !foreign {
+            return Some(self.shop.payment_timeout);
         }
+        let m = self.mapping();
+        m.payment_window
+            .or_else(|| m.pay.is_none().then_some(std::time::Duration::MAX))
     }
 }
 

@@ -37,8 +37,6 @@ async fn gate_reference(backend: Backend, strategies: &str) -> (CliRun, Value) {
             "--out",
             out.to_str().unwrap(),
             // A debug build on a shared test machine: the generator is not what this judges.
-            "--max-send-lag-ms",
-            "10000",
             "--quiet",
         ],
         &[],

@@ -245,8 +245,6 @@ async fn the_smoke_sale_is_exact_on_a_cluster() {
             &seed,
             "--database-url",
             &db,
-            "--max-send-lag-ms",
-            "10000",
             "--out",
             tmp.path().to_str().unwrap(),
             "--quiet",

@@ -210,8 +210,6 @@ async fn gate_json_carries_the_verdict_and_a_scenario_path_still_works() {
             "--out",
             out.to_str().unwrap(),
             // A debug build on a shared test machine: the generator is not what this judges.
-            "--max-send-lag-ms",
-            "10000",
             "--json",
         ],
         &[],

@@ -216,8 +216,6 @@ async fn oversell_selftest_on_one_defect_exits_0_and_prints_the_table() {
             &redis_url(),
             "--out",
             tmp.path().to_str().unwrap(),
-            "--max-send-lag-ms",
-            "10000",
             "--quiet",
         ],
         &[],

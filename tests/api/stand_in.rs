@@ -171,7 +171,7 @@ async fn the_safe_endpoint_passes_the_same_gate_without_pay_cancel_or_order_ids(
     let tmp = tempfile::tempdir().unwrap();
 
     // A debug build on a shared test machine: the generator is not what this judges.
-    let run = gate(&base, SCENARIO, tmp.path(), &["--max-send-lag-ms", "10000"]).await;
+    let run = gate(&base, SCENARIO, tmp.path(), &[]).await;
 
     assert_eq!(run.code, 0, "{}", run.both());
     assert_eq!(*shop.stock.lock().unwrap(), 0);
@@ -210,7 +210,7 @@ async fn without_an_oracle_allow_unverified_still_fails_the_racy_endpoint() {
         &safe,
         &scenario,
         &tmp.path().join("safe"),
-        &["--allow-unverified", "--max-send-lag-ms", "10000"],
+        &["--allow-unverified"],
     )
     .await;
 

@@ -111,7 +111,11 @@ pub enum MappingError {
         "field `target.payment_window_s` must be between 1 and {max} seconds (got {got})",
         max = super::MAX_PAYMENT_WINDOW_S
     )]
-    PaymentWindow { got: u64 },
+    PaymentWindow { got: String },
+    #[error("field `target.payment_window` must be a duration with its unit, like \"90s\" or \"1500ms\": {why}")]
+    PaymentWindowDuration { why: String },
+    #[error("`target.payment_window` and `target.payment_window_s` say the same thing: keep one")]
+    PaymentWindowTwice,
     #[error("field `target.max_unclassified` must be a share between 0 and 1 (got {got})")]
     MaxUnclassified { got: f64 },
     #[error(

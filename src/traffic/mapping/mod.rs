@@ -407,9 +407,11 @@ pub struct Mapping {
     pub max_unclassified: Option<f64>,
     /// The shop's own oracle endpoint (`--oracle-http` overrides it).
     pub oracle: Option<OracleSpec>,
-    /// Seconds after an order's send within which the shop never releases it on its own
-    /// (its payment window), when the table sets one (see [`Mapping::payment_window_s`]).
-    pub payment_window_s: Option<u64>,
+    /// How long after an order's send the shop never releases it on its own (its payment
+    /// window), when the table (`payment_window = "90s"` or `payment_window_s = 90`) or
+    /// `--payment-window` declares one. Undeclared, it is unknown: the clients' evidence never
+    /// assumes one.
+    pub payment_window: Option<std::time::Duration>,
     /// Asynchronous orders: how a pending order's decision is asked for (required when a rule
     /// answers `pending`).
     pub poll: Option<PollSpec>,
@@ -417,8 +419,8 @@ pub struct Mapping {
     pub settle: Option<SettleSpec>,
 }
 
-/// The payment window assumed for a foreign shop that declares none: 15 minutes (the
-/// post-mortem's). A shop that releases unpaid orders sooner must declare it.
+/// How long `at_timeout` buyers of a foreign shop that declares no payment window wait before
+/// paying: 15 minutes (the post-mortem's). Traffic only: evidence never assumes it.
 pub const PAYMENT_WINDOW_S: u64 = 900;
 
 /// The longest payment window a table may declare: one week.
@@ -431,11 +433,6 @@ impl Mapping {
     /// The largest share of answers no rule may classify: `max_unclassified`, or 1 %.
     pub fn unclassified_bound(&self) -> f64 {
         self.max_unclassified.unwrap_or(MAX_UNCLASSIFIED)
-    }
-
-    /// The shop's payment window: `payment_window_s`, or [`PAYMENT_WINDOW_S`].
-    pub fn payment_window_s(&self) -> u64 {
-        self.payment_window_s.unwrap_or(PAYMENT_WINDOW_S)
     }
 
     /// The request a buyer sends for `kind`, if the mapping has one.
@@ -554,7 +551,7 @@ impl Default for Mapping {
             ],
             max_unclassified: None,
             oracle: None,
-            payment_window_s: None,
+            payment_window: None,
             poll: None,
             settle: None,
         }

@@ -166,15 +166,42 @@ pub struct RawMapping {
     pub max_unclassified: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub oracle: Option<RawOracle>,
-    /// Seconds within which the shop never releases an unpaid order on its own (default 900).
+    /// Seconds within which the shop never releases an unpaid order on its own (undeclared:
+    /// unknown, never assumed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub payment_window_s: Option<u64>,
+    /// The same as a duration with its unit (`"1500ms"`, `"15m"`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payment_window: Option<String>,
     /// Asynchronous orders: how to ask for a pending order's decision.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub poll: Option<RawPoll>,
     /// After the last buyer: the settle window and the shop's backlog signal.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub settle: Option<RawSettle>,
+}
+
+/// The payment window `payment_window_s` (seconds) or `payment_window` (a duration) declares:
+/// one of them, above 0 and at most [`super::MAX_PAYMENT_WINDOW_S`].
+fn payment_window(
+    seconds: Option<u64>,
+    written: Option<&str>,
+) -> Result<Option<std::time::Duration>, MappingError> {
+    let window = match (seconds, written) {
+        (Some(_), Some(_)) => return Err(MappingError::PaymentWindowTwice),
+        (Some(s), None) => std::time::Duration::from_secs(s),
+        (None, Some(w)) => {
+            crate::duration::parse(w).map_err(|why| MappingError::PaymentWindowDuration { why })?
+        }
+        (None, None) => return Ok(None),
+    };
+    let max = std::time::Duration::from_secs(super::MAX_PAYMENT_WINDOW_S);
+    if window.is_zero() || window > max {
+        return Err(MappingError::PaymentWindow {
+            got: crate::duration::shown(window),
+        });
+    }
+    Ok(Some(window))
 }
 
 pub(super) fn forwarded_for() -> String {
@@ -230,12 +257,7 @@ impl TryFrom<RawMapping> for Mapping {
         if let Some(got) = raw.max_unclassified.filter(|m| !(0.0..=1.0).contains(m)) {
             return Err(MappingError::MaxUnclassified { got });
         }
-        if let Some(got) = raw
-            .payment_window_s
-            .filter(|w| !(1..=super::MAX_PAYMENT_WINDOW_S).contains(w))
-        {
-            return Err(MappingError::PaymentWindow { got });
-        }
+        let payment_window = payment_window(raw.payment_window_s, raw.payment_window.as_deref())?;
         let poll = raw.poll.map(|p| p.parse(&cx)).transpose()?;
         if let (Some(rule), None) = (outcomes_pending(&outcomes), &poll) {
             return Err(MappingError::PendingWithoutPoll { rule });
@@ -255,7 +277,7 @@ impl TryFrom<RawMapping> for Mapping {
             outcomes,
             max_unclassified: raw.max_unclassified,
             oracle: raw.oracle.map(check::oracle).transpose()?,
-            payment_window_s: raw.payment_window_s,
+            payment_window,
             poll,
             settle,
         };
@@ -364,7 +386,14 @@ impl From<Mapping> for RawMapping {
                 sold_field: o.fields.sold,
                 stock_field: o.fields.stock,
             }),
-            payment_window_s: m.payment_window_s,
+            payment_window_s: m
+                .payment_window
+                .filter(|w| w.subsec_nanos() == 0)
+                .map(|w| w.as_secs()),
+            payment_window: m
+                .payment_window
+                .filter(|w| w.subsec_nanos() != 0)
+                .map(crate::duration::shown),
             poll: m.poll.map(RawPoll::from),
             settle: m.settle.map(RawSettle::from),
         }

@@ -63,12 +63,31 @@ outcomes = [{ status = ["200"], outcome = "created" }]
         .to_string();
     assert!(e.contains("verb"), "{e}");
     let window = Scenario::parse(&format!("{MINIMAL}{target}payment_window_s = 120\n"));
-    assert_eq!(window.unwrap().mapping().payment_window_s(), 120);
     assert_eq!(
-        s.mapping().payment_window_s(),
-        900,
-        "the post-mortem's 15 minutes"
+        window.unwrap().declared_payment_window(true),
+        Some(std::time::Duration::from_secs(120))
     );
+    let window = Scenario::parse(&format!("{MINIMAL}{target}payment_window = \"1500ms\"\n"));
+    assert_eq!(
+        window.unwrap().declared_payment_window(true),
+        Some(std::time::Duration::from_millis(1500))
+    );
+    assert_eq!(
+        s.declared_payment_window(true),
+        None,
+        "undeclared is unknown, never a default"
+    );
+    assert_eq!(
+        s.payment_window(true),
+        std::time::Duration::from_secs(900),
+        "at_timeout buyers still wait the post-mortem's 15 minutes"
+    );
+    let e = Scenario::parse(&format!(
+        "{MINIMAL}{target}payment_window = \"2s\"\npayment_window_s = 2\n"
+    ))
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("keep one"), "{e}");
     let e = Scenario::parse(&format!("{MINIMAL}{target}payment_window_s = 0\n"))
         .unwrap_err()
         .to_string();

@@ -86,14 +86,7 @@ async fn an_asynchronous_shop_is_judged_on_its_decisions_found_by_polling() {
         &base,
         &file,
         tmp.path(),
-        &[
-            "--oracle-sql",
-            &db,
-            "--sold-query",
-            SOLD,
-            "--max-send-lag-ms",
-            "10000",
-        ],
+        &["--oracle-sql", &db, "--sold-query", SOLD],
     )
     .await;
 
@@ -162,14 +155,7 @@ async fn a_shop_that_refuses_every_order_tested_nothing_and_fails_even_unverifie
     // The shop's own rules do not read 401: the harness's default does (`unauthorized`).
     let file = scenario(tmp.path(), |s| s.replace("\"4xx\"", "\"400\""));
 
-    let run = against(
-        "gate",
-        &base,
-        &file,
-        tmp.path(),
-        &["--allow-unverified", "--max-send-lag-ms", "10000"],
-    )
-    .await;
+    let run = against("gate", &base, &file, tmp.path(), &["--allow-unverified"]).await;
 
     assert_eq!(run.code, 1, "{}", run.both());
     for failed in ["nothing_sold", "undersell"] {
@@ -212,14 +198,7 @@ async fn an_order_never_decided_within_max_wait_is_undecided_and_indeterminate()
         s.replace("interval_ms = 200", "interval_ms = 200\nmax_wait_ms = 700")
     });
 
-    let run = against(
-        "attack",
-        &base,
-        &file,
-        tmp.path(),
-        &["--max-send-lag-ms", "10000"],
-    )
-    .await;
+    let run = against("attack", &base, &file, tmp.path(), &[]).await;
 
     assert_eq!(run.code, 0, "{}", run.both());
     let r = &only_report(tmp.path())["runs"][0];
@@ -247,14 +226,7 @@ async fn pending_answers_without_the_id_the_poll_needs_are_undecided_and_said_so
         .replace("interval_ms = 200", "interval_ms = 200\nmax_wait_ms = 300")
     });
 
-    let run = against(
-        "attack",
-        &base,
-        &file,
-        tmp.path(),
-        &["--max-send-lag-ms", "10000"],
-    )
-    .await;
+    let run = against("attack", &base, &file, tmp.path(), &[]).await;
 
     assert_eq!(run.code, 0, "{}", run.both());
     let r = &only_report(tmp.path())["runs"][0];

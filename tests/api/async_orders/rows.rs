@@ -37,14 +37,7 @@ async fn an_asynchronous_shop_that_loses_decided_orders_fails_on_lost_acks_namin
         &base,
         &file,
         tmp.path(),
-        &[
-            "--oracle-sql",
-            &db,
-            "--orders-query",
-            ORDERS,
-            "--max-send-lag-ms",
-            "10000",
-        ],
+        &["--oracle-sql", &db, "--orders-query", ORDERS],
     )
     .await;
 
@@ -104,8 +97,6 @@ async fn an_order_rows_oracle_finds_exactly_the_one_missing_acknowledged_id() {
             ORDERS,
             "--sold-query",
             SOLD,
-            "--max-send-lag-ms",
-            "10000",
         ],
     )
     .await;
@@ -244,14 +235,7 @@ async fn the_order_rows_count_a_bot_holding_several_orders_as_a_duplicate_buyer(
         &base,
         &file,
         tmp.path(),
-        &[
-            "--oracle-sql",
-            &db,
-            "--orders-query",
-            ORDERS,
-            "--max-send-lag-ms",
-            "10000",
-        ],
+        &["--oracle-sql", &db, "--orders-query", ORDERS],
     )
     .await;
 

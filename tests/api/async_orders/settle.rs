@@ -33,14 +33,7 @@ async fn a_run_waits_for_a_paused_writer_until_the_backlog_reads_zero() {
         &base,
         &file,
         tmp.path(),
-        &[
-            "--oracle-sql",
-            &db,
-            "--orders-query",
-            ORDERS,
-            "--max-send-lag-ms",
-            "10000",
-        ],
+        &["--oracle-sql", &db, "--orders-query", ORDERS],
     )
     .await;
 
@@ -83,8 +76,6 @@ async fn a_backlog_that_never_empties_before_the_deadline_is_not_settled_and_fai
             ORDERS,
             "--drain-timeout-s",
             "1",
-            "--max-send-lag-ms",
-            "10000",
         ],
     )
     .await;
@@ -136,8 +127,6 @@ async fn without_a_backlog_signal_the_report_says_missing_orders_may_be_late() {
             ORDERS,
             "--settle-s",
             "1",
-            "--max-send-lag-ms",
-            "10000",
         ],
     )
     .await;
@@ -182,8 +171,6 @@ async fn a_backlog_query_on_the_shops_database_holds_the_verdict_until_the_outbo
             "SELECT count(*) FROM shop_outbox",
             "--settle-s",
             "1",
-            "--max-send-lag-ms",
-            "10000",
         ],
     )
     .await;

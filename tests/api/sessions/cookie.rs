@@ -115,14 +115,7 @@ url = "/stock"
 
     // Act
     let out = tmp.path().join("out");
-    let run = against(
-        "gate",
-        &base,
-        scenario.to_str().unwrap(),
-        &out,
-        &["--max-send-lag-ms", "10000"],
-    )
-    .await;
+    let run = against("gate", &base, scenario.to_str().unwrap(), &out, &[]).await;
 
     // Assert
     assert_eq!(run.code, 0, "{}", run.both());

@@ -137,14 +137,7 @@ async fn buyers_who_log_in_before_the_sale_order_with_their_own_token_and_the_ga
 
     // Act
     let out = tmp.path().join("out");
-    let run = against(
-        "gate",
-        &base,
-        &scenario,
-        &out,
-        &["--buyers-csv", &buyers, "--max-send-lag-ms", "10000"],
-    )
-    .await;
+    let run = against("gate", &base, &scenario, &out, &["--buyers-csv", &buyers]).await;
 
     // Assert
     assert_eq!(run.code, 0, "{}", run.both());
@@ -269,14 +262,7 @@ async fn most_logins_failing_fails_the_run_and_the_report_shows_why_with_a_body(
 
     // Act
     let out = tmp.path().join("out");
-    let run = against(
-        "gate",
-        &base,
-        &scenario,
-        &out,
-        &["--buyers-csv", &buyers, "--max-send-lag-ms", "10000"],
-    )
-    .await;
+    let run = against("gate", &base, &scenario, &out, &["--buyers-csv", &buyers]).await;
 
     // Assert
     assert_eq!(run.code, 1, "{}", run.both());
