@@ -106,9 +106,12 @@ splice() { # FILE NAME CONTENT
 }
 bound=$(jq '[.runs[] | select(.generator_bound == true)] | length' "$report")
 runs=$(jq '.runs | length' "$report")
-note="The $profile build, load average ${load_before%%/*} at the start"
+cores=$(jq -r '.machine.cores' "$report")
+repeat=$(jq '[.runs[] | .repeat // 1] | max' "$report")
+note="The $profile build on $cores cores, $started, load average ${load_before%%/*} at the start"
+[ "$repeat" -gt 1 ] && note="$note; each figure the median of $repeat runs, min–max in brackets"
 if [ "$bound" -gt 0 ]; then
-  note="$note; $bound of $runs runs were generator-bound (send lag p99 over their bound), so their latencies measure the generator as much as the shop"
+  note="$note; † marks the $bound of $runs runs that were generator-bound (their details say why)"
 fi
 printf '\n%s: see [Results](docs/src/results/overview.md).\n' "$note" >>"$work/table.md"
 splice README.md publish:table "$work/table.md"
@@ -120,7 +123,6 @@ sed -i -E "s#oversell\.report/v[0-9]+#$schema#" reports/README.md
 versions=$(jq -r '.metadata.servers // [] | map("\(.service) \(.version)") | join(", ")' "$report")
 [ -n "$versions" ] || versions="as the report's metadata names them"
 commit=$(jq -r '.metadata.git_commit // "unknown"' "$report")
-cores=$(jq -r '.machine.cores' "$report")
 cat >"$out/overview.md" <<EOF
 # Results: every strategy on $scenario
 
@@ -130,9 +132,9 @@ on $cores cores, load average $load_before before and $load_after after (the mac
 been shared: read the figures as one sample, and the ratios between strategies of this one run
 as the robust part). Servers: $versions.
 $( [ "$bound" -gt 0 ] && echo "
-**$bound of $runs runs were generator-bound**: their send lag p99 (the generator's own lateness)
-exceeded the bound, so their latencies measure the generator as much as the shop; the service
-times in [the report](sample-report.md) are the shop's share." )
+† marks the $bound of $runs runs that were generator-bound: the generator's lateness could
+change their figures ([the rule](../running/generator.md)); each one's details in [the
+report](sample-report.md) give its latency without the send lag." )
 
 $(cat "$work/headline.md")
 

@@ -42,6 +42,7 @@ fn clients(acks: &[(&str, &str)]) -> Measurements {
         attempts: vec![],
         told: Default::default(),
         cancels_ok: 0,
+        sent_late: 0,
         follow_ups: vec![],
         retries: Default::default(),
         unclassified: vec![],

@@ -92,7 +92,11 @@ fn headline(s: &mut String, r: &Report, mb: bool) {
         }
         s.push_str("</tr>\n");
     }
-    s.push_str("</table>\n<p>Oversold, sold, lost acks, duplicate buyers, undersell: the oracle. Latency: oversell's HdrHistograms of every order attempt. DB QPS: the database server's counters, each in its own unit (PostgreSQL transactions/s or pg_stat_statements statements/s, MySQL Questions/s). Error rate, orders/s, sell-out: the clients' records. Redis ops/s: Redis <code>INFO stats</code>. Details under <a href=\"#sources\">Where the figures come from</a>.</p>\n");
+    s.push_str("</table>\n");
+    if let Some(legend) = super::bound_legend(r) {
+        let _ = writeln!(s, "<p>{}</p>", esc(legend));
+    }
+    s.push_str("<p>Oversold, sold, lost acks, duplicate buyers, undersell: the oracle. Latency: oversell's HdrHistograms of every order attempt. DB QPS: the database server's counters, each in its own unit (PostgreSQL transactions/s or pg_stat_statements statements/s, MySQL Questions/s). Error rate, orders/s, sell-out: the clients' records. Redis ops/s: Redis <code>INFO stats</code>. Details under <a href=\"#sources\">Where the figures come from</a>.</p>\n");
 }
 
 /// The strategy × fault table, when the runs went through faults.

@@ -36,6 +36,9 @@ pub fn headline(r: &Report) -> String {
     if repeats::repeated(r) {
         let _ = writeln!(s, "\n{}", repeats::NOTE);
     }
+    if let Some(legend) = super::bound_legend(r) {
+        let _ = writeln!(s, "\n{legend}");
+    }
     s
 }
 

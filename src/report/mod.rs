@@ -141,6 +141,21 @@ pub struct ScenarioSummary {
     pub spec: Scenario,
 }
 
+/// How the tables and charts mark a generator-bound run (after the count of such runs in a
+/// repeated row); [`BOUND_LEGEND`] says what it means.
+pub const BOUND_MARK: &str = "†";
+
+/// The legend under a table or chart that marks a run with [`BOUND_MARK`].
+pub const BOUND_LEGEND: &str = "† generator-bound: the generator's lateness could change this run's figures (see its details; the latency without send lag is the shop's)";
+
+/// The legend line when any run of `r` is generator-bound.
+pub fn bound_legend(r: &Report) -> Option<&'static str> {
+    r.runs
+        .iter()
+        .any(|run| run.generator_bound)
+        .then_some(BOUND_LEGEND)
+}
+
 /// The machine's load average now (`/proc/loadavg`: 1, 5 and 15 minutes), where readable.
 pub fn load_average() -> Option<[f64; 3]> {
     let text = std::fs::read_to_string("/proc/loadavg").ok()?;
@@ -509,6 +524,16 @@ impl RunReport {
         match self.repeat {
             Some(n) => format!("{} #{n}", self.label(with_backend)),
             None => self.label(with_backend),
+        }
+    }
+
+    /// [`RunReport::run_label`] with [`BOUND_MARK`] when the run is generator-bound: how the
+    /// tables and charts name it.
+    pub fn marked_label(&self, with_backend: bool) -> String {
+        if self.generator_bound {
+            format!("{} {BOUND_MARK}", self.run_label(with_backend))
+        } else {
+            self.run_label(with_backend)
         }
     }
 

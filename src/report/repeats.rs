@@ -118,10 +118,16 @@ pub fn summarise(r: &Report) -> Vec<RepeatSummary> {
 /// A table row's label: the run's, with its repeat count when it ran more than once.
 pub fn row_label(runs: &[&RunReport], mb: bool) -> String {
     let label = runs[0].label(mb);
-    if runs.len() > 1 {
+    let label = if runs.len() > 1 {
         format!("{label} ×{}", runs.len())
     } else {
         label
+    };
+    let bound = runs.iter().filter(|r| r.generator_bound).count();
+    match bound {
+        0 => label,
+        n if runs.len() > 1 => format!("{label} {} {n}", super::BOUND_MARK),
+        _ => format!("{label} {}", super::BOUND_MARK),
     }
 }
 

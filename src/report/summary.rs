@@ -245,6 +245,7 @@ pub fn build(input: RunInputs) -> RunReport {
     let order = requests.get(&Kind::Order);
     let lateness = super::lateness::Lateness::judge(
         &m.send_lag_all(),
+        m.sent_late,
         order.map(|k| &k.latency),
         order.and_then(|k| k.shop_latency.as_ref()),
         input.max_send_lag_ms,

@@ -236,6 +236,7 @@ pub fn render_for(r: &Report, wide: bool) -> String {
     if super::repeats::repeated(r) {
         lines.push(super::repeats::NOTE.to_string());
     }
+    lines.extend(super::bound_legend(r).map(str::to_string));
     for l in lines {
         let _ = writeln!(s, "{}", fit(&l, wide));
     }

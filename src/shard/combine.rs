@@ -168,6 +168,7 @@ pub fn merge_measurements(parts: Vec<Measurements>) -> anyhow::Result<Measuremen
         m.attempts.extend(p.attempts);
         m.told.extend(p.told);
         m.cancels_ok += p.cancels_ok;
+        m.sent_late += p.sent_late;
         m.follow_ups.extend(p.follow_ups);
         for u in p.unclassified {
             unclassified

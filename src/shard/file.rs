@@ -129,6 +129,9 @@ pub struct Clients {
     pub attempts: Vec<Attempt>,
     pub told: BTreeMap<String, Told>,
     pub cancels_ok: u64,
+    /// Requests sent 1 s or more late (absent in older shard files).
+    #[serde(default)]
+    pub sent_late: u64,
     /// Retries by kind and answer (`[client] retry`, resends with the same key).
     #[serde(default)]
     pub retries: Vec<Encoded>,
@@ -220,6 +223,7 @@ impl Clients {
             attempts: m.attempts.clone(),
             told: m.told.iter().map(|(k, v)| (k.clone(), *v)).collect(),
             cancels_ok: m.cancels_ok,
+            sent_late: m.sent_late,
             retries: m
                 .retries
                 .iter()
@@ -296,6 +300,7 @@ impl Clients {
         m.attempts = self.attempts.clone();
         m.told = self.told.iter().map(|(k, v)| (k.clone(), *v)).collect();
         m.cancels_ok = self.cancels_ok;
+        m.sent_late = self.sent_late;
         m.unclassified = self.unclassified.clone();
         m.first_sold_out_ms = self.first_sold_out_ms;
         m.buyers = self.buyers.iter().map(|b| (b.buyer, b.result)).collect();

@@ -1,6 +1,7 @@
 //! One integration-test binary (links once): real PostgreSQL, MySQL/MariaDB and Redis.
 
 mod adversary;
+mod assumptions;
 mod async_orders;
 mod attack_shard;
 mod bad_input;
@@ -22,6 +23,7 @@ mod evidence;
 mod faults;
 mod gate;
 mod generator;
+mod generator_bound;
 mod helpers;
 mod hot_row;
 mod idempotency;

@@ -507,6 +507,7 @@ async fn diff_reads_a_v1_report_against_a_v2_one() {
         let newer = [
             "client_oversell",
             "send_lag_p99_ms",
+            "late_sends",
             "service_p99_ms",
             "oracle_disagreement",
             "unclassified",

@@ -138,7 +138,7 @@ pub fn runs(report: &Report) -> Vec<RunData<'_>> {
                 });
             RunData {
                 run,
-                label: run.run_label(mb),
+                label: run.marked_label(mb),
                 colour: tinted(run_colour(run), backend_index),
                 backend_index,
                 dashed: backend_index > 0,

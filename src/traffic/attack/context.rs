@@ -21,6 +21,8 @@ pub(super) struct Ctx {
     pub jobs: Jobs,
     /// `[client] retry` (`None`: nothing is retried).
     pub retry: Option<RetryPolicy>,
+    /// How a request waits for its intended send.
+    pub pace: super::pace::Pace,
 }
 
 /// The last try of a request [`with_retries`] sent: its answer, its intended and actual send,
@@ -89,7 +91,7 @@ pub(super) async fn with_retries(
             rec.retrying(key);
         }
         intended = done + wait;
-        tokio::time::sleep_until(intended).await;
+        ctx.pace.until(intended).await;
     }
 }
 

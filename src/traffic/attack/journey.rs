@@ -174,7 +174,7 @@ async fn journey(ctx: Arc<Ctx>, b: BuyerPlan) -> Result<(), PoolGone> {
     let target = ctx.targets.of(b);
     let rec = &ctx.recorder;
     let mut intended = rec.opened() + b.arrival;
-    tokio::time::sleep_until(intended).await;
+    ctx.pace.until(intended).await;
     rec.arrived();
     let Some(mut session) = target.session_for(b) else {
         leaves(rec, b);
@@ -188,7 +188,7 @@ async fn journey(ctx: Arc<Ctx>, b: BuyerPlan) -> Result<(), PoolGone> {
         let view = Action::View;
         let (_, done) = send(&ctx, target, Kind::View, &view, b, &mut session, intended).await?;
         intended = done + *think;
-        tokio::time::sleep_until(intended).await;
+        ctx.pace.until(intended).await;
     }
     // A bot fires its extra submissions on its own schedule, whatever the first one's fate.
     let mut extra = Vec::new();
@@ -200,7 +200,7 @@ async fn journey(ctx: Arc<Ctx>, b: BuyerPlan) -> Result<(), PoolGone> {
         let mut session = session.clone();
         let b = b.clone();
         extra.push(tokio::spawn(async move {
-            tokio::time::sleep_until(at).await;
+            ctx.pace.until(at).await;
             let t = ctx.targets.of(&b);
             let (c, done) = send_order(&ctx, t, n + 1, &b, &mut session, at).await?;
             Ok::<_, PoolGone>((c, done, n + 1, at))
@@ -282,7 +282,7 @@ async fn after_order(
             continue;
         };
         let intended = ((*at).max(done) + think).max(free);
-        tokio::time::sleep_until(intended).await;
+        ctx.pace.until(intended).await;
         let sent = with_retries(ctx, target, kind, prepared, b, intended, None, false);
         let t = Box::pin(sent).await?;
         free = t.done;

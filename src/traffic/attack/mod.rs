@@ -14,6 +14,7 @@
 mod context;
 mod journey;
 mod login;
+mod pace;
 mod poll;
 mod pool;
 mod script;
@@ -148,6 +149,7 @@ pub async fn fire(
         recorder: recorder.clone(),
         jobs,
         retry: spec.retry.as_ref().map(RetryPolicy::of),
+        pace: pace::Pace::from_env(),
     });
     let dispatcher = tokio::spawn(journey::dispatch(ctx));
     let metrics = match pool::run(pool, client, host, timeout).await {

@@ -153,7 +153,7 @@ async fn follow(
     when: Instant,
     steps: &mut Vec<Step>,
 ) -> Result<Instant, PoolGone> {
-    tokio::time::sleep_until(when).await;
+    ctx.pace.until(when).await;
     if script == Script::PayAndCancel {
         let (pay, cancel) = tokio::join!(
             step(ctx, target, b, session, Kind::Pay, order, when),

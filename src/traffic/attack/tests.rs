@@ -96,6 +96,7 @@ async fn a_buyer_on_its_way_costs_one_small_task() {
         recorder: Arc::new(Recorder::new(Instant::now())),
         jobs,
         retry: None,
+        pace: super::pace::Pace::Timer,
     });
     let size = journey::future_size(ctx);
     assert!(size <= 1024, "a journey's future is {size} bytes");
@@ -160,6 +161,7 @@ async fn every_request_is_handed_to_the_senders_on_time_and_every_journey_is_kep
         recorder: recorder.clone(),
         jobs,
         retry: None,
+        pace: super::pace::Pace::Timer,
     });
     let senders = tokio::spawn(fake_senders(stand_ins, Duration::from_millis(3)));
 
@@ -360,6 +362,7 @@ async fn a_backlog_comes_out_of_the_hold_as_fast_as_senders_come_free_and_no_fas
         recorder: recorder.clone(),
         jobs,
         retry: None,
+        pace: super::pace::Pace::Timer,
     });
     let senders = tokio::spawn(slow_senders(stand_ins, Duration::from_millis(50)));
     // Every journey holds the shared context: its count is the buyers spawned and not done.

@@ -103,6 +103,7 @@ async fn every_script_sends_its_steps_and_a_retry_keeps_the_key_and_is_recorded_
         recorder: recorder.clone(),
         jobs,
         retry: s.client.retry.as_ref().map(RetryPolicy::of),
+        pace: super::super::pace::Pace::Timer,
     });
     let shop = tokio::spawn(correct_shop(stand_ins));
 
