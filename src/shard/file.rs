@@ -149,6 +149,15 @@ pub struct Clients {
 impl Clients {
     /// The file form of a recorder's content.
     pub fn of(m: &Measurements) -> Clients {
+        let by_kind = |hs: &BTreeMap<Kind, Histogram<u64>>| -> Vec<Encoded> {
+            hs.iter()
+                .map(|(kind, h)| Encoded {
+                    kind: *kind,
+                    answer: None,
+                    histogram: encode_histogram(h),
+                })
+                .collect()
+        };
         Clients {
             histograms: m
                 .histograms
@@ -159,42 +168,10 @@ impl Clients {
                     histogram: encode_histogram(h),
                 })
                 .collect(),
-            send_lag: m
-                .send_lag
-                .iter()
-                .map(|(kind, h)| Encoded {
-                    kind: *kind,
-                    answer: None,
-                    histogram: encode_histogram(h),
-                })
-                .collect(),
-            sender_wait: m
-                .sender_wait
-                .iter()
-                .map(|(kind, h)| Encoded {
-                    kind: *kind,
-                    answer: None,
-                    histogram: encode_histogram(h),
-                })
-                .collect(),
-            service: m
-                .service
-                .iter()
-                .map(|(kind, h)| Encoded {
-                    kind: *kind,
-                    answer: None,
-                    histogram: encode_histogram(h),
-                })
-                .collect(),
-            shop_latency: m
-                .shop_latency
-                .iter()
-                .map(|(kind, h)| Encoded {
-                    kind: *kind,
-                    answer: None,
-                    histogram: encode_histogram(h),
-                })
-                .collect(),
+            send_lag: by_kind(&m.send_lag),
+            sender_wait: by_kind(&m.sender_wait),
+            service: by_kind(&m.service),
+            shop_latency: by_kind(&m.shop_latency),
             order_intervals: m
                 .order_intervals
                 .iter()

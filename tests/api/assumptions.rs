@@ -27,18 +27,6 @@ fn refused(error: &str) -> Answer {
     (StatusCode::CONFLICT, Json(json!({ "error": error })))
 }
 
-/// The bundled `ci` scenario with `edits` (each `(from, to)` must match), in a file of its own.
-fn ci_with(dir: &std::path::Path, edits: &[(&str, &str)]) -> String {
-    let mut text = std::fs::read_to_string("scenarios/ci.toml").unwrap();
-    for (from, to) in edits {
-        assert!(text.contains(from), "ci.toml has {from:?}");
-        text = text.replacen(from, to, 1);
-    }
-    let file = dir.join("scenario.toml");
-    std::fs::write(&file, text).unwrap();
-    file.to_str().unwrap().to_string()
-}
-
 // ---- A shop that expires unpaid orders after 1.5 s ---------------------------------------
 
 /// How long an unpaid order is kept.
@@ -186,26 +174,26 @@ const LATE_CANCELS: [(&str, &str); 3] = [
     ("lost_acks = 0\nduplicate_buyers = 0\n", ""),
 ];
 
+/// `gate` against an expiring shop (`keeps_expired`: the twin) with `extra` flags, its
+/// owner's oracle and [`LATE_CANCELS`]; the run and its report's only run.
+async fn gate_expiry(keeps_expired: bool, extra: &[&str]) -> (CliRun, Value) {
+    let (base, oracle) = spawn_expiry(keeps_expired).await;
+    let tmp = tempfile::tempdir().unwrap();
+    let scenario = bundled_with("ci", tmp.path(), &LATE_CANCELS);
+    let mut args = vec!["--oracle-http", oracle.as_str()];
+    args.extend_from_slice(extra);
+    let run = against("gate", &base, &scenario, tmp.path(), &args).await;
+    let report = only_report(tmp.path())["runs"][0].clone();
+    (run, report)
+}
+
 #[tokio::test]
 async fn a_correct_shop_that_expires_unpaid_orders_early_passes_without_declaring_its_window() {
-    // Arrange
-    let (base, oracle) = spawn_expiry(false).await;
-    let tmp = tempfile::tempdir().unwrap();
-    let scenario = ci_with(tmp.path(), &LATE_CANCELS);
-
-    // Act: nothing declared, nothing loosened.
-    let run = against(
-        "gate",
-        &base,
-        &scenario,
-        tmp.path(),
-        &["--oracle-http", &oracle],
-    )
-    .await;
+    // Arrange, Act: nothing declared, nothing loosened.
+    let (run, r) = gate_expiry(false, &[]).await;
 
     // Assert
     assert_eq!(run.code, 0, "{}", run.both());
-    let r = &only_report(tmp.path())["runs"][0];
     assert!(
         r["acknowledged"].as_i64().unwrap() > 20,
         "expired units were sold again: {r}"
@@ -219,39 +207,16 @@ async fn a_correct_shop_that_expires_unpaid_orders_early_passes_without_declarin
 
 #[tokio::test]
 async fn declaring_its_true_window_passes_too() {
-    let (base, oracle) = spawn_expiry(false).await;
-    let tmp = tempfile::tempdir().unwrap();
-    let scenario = ci_with(tmp.path(), &LATE_CANCELS);
-
-    let run = against(
-        "gate",
-        &base,
-        &scenario,
-        tmp.path(),
-        &["--oracle-http", &oracle, "--payment-window", "1500ms"],
-    )
-    .await;
+    let (run, r) = gate_expiry(false, &["--payment-window", "1500ms"]).await;
 
     assert_eq!(run.code, 0, "{}", run.both());
-    let r = &only_report(tmp.path())["runs"][0];
     assert_eq!(r["payment_window_s"], 1.5, "{r}");
     assert_eq!(r["client_peak_oversell"], 0, "{r}");
 }
 
 #[tokio::test]
 async fn its_twin_that_restocks_an_expired_order_it_still_holds_fails_on_units_that_cannot_exist() {
-    let (base, oracle) = spawn_expiry(true).await;
-    let tmp = tempfile::tempdir().unwrap();
-    let scenario = ci_with(tmp.path(), &LATE_CANCELS);
-
-    let run = against(
-        "gate",
-        &base,
-        &scenario,
-        tmp.path(),
-        &["--oracle-http", &oracle],
-    )
-    .await;
+    let (run, r) = gate_expiry(true, &[]).await;
 
     // Assert: the unit is restocked at expiry and again when the order it still holds is
     // cancelled: the stock read during the sale shows units that cannot exist.
@@ -264,7 +229,6 @@ async fn its_twin_that_restocks_an_expired_order_it_still_holds_fails_on_units_t
             run.both()
         );
     }
-    let r = &only_report(tmp.path())["runs"][0];
     assert!(r["stock_peak_oversell"].as_i64().unwrap() > 0, "{r}");
 }
 
@@ -381,7 +345,7 @@ const ROWS: &str = "SELECT id AS order_id, user_id FROM shop_orders";
 const STOCK: &str = "SELECT stock FROM shop_stock";
 
 async fn gate_no_id(base: &str, db: &str, dir: &std::path::Path) -> CliRun {
-    let scenario = ci_with(dir, &ORDERS_ONLY);
+    let scenario = bundled_with("ci", dir, &ORDERS_ONLY);
     against(
         "gate",
         base,

@@ -185,18 +185,6 @@ async fn spawn(defect: Defect, oracle_stock: bool) -> (String, String) {
     (base, oracle)
 }
 
-/// The bundled `ci` scenario with `edits` (each `(from, to)` must match), in a file of its own.
-fn ci_with(dir: &std::path::Path, edits: &[(&str, &str)]) -> String {
-    let mut text = std::fs::read_to_string("scenarios/ci.toml").unwrap();
-    for (from, to) in edits {
-        assert!(text.contains(from), "ci.toml has {from:?}");
-        text = text.replacen(from, to, 1);
-    }
-    let file = dir.join("scenario.toml");
-    std::fs::write(&file, text).unwrap();
-    file.to_str().unwrap().to_string()
-}
-
 /// The gate against `base` judged by the HTTP oracle `oracle`, nothing loosened (a debug
 /// build on a shared machine: the generator's lateness flags a run only by its effect).
 async fn gate(
@@ -228,7 +216,11 @@ async fn a_get_then_decr_shop_whose_cancels_cover_its_oversell_fails_on_client_p
     // Arrange: the oracle gives sold only (no stock to sample).
     let (base, oracle) = spawn(Defect::GetThenDecr, false).await;
     let tmp = tempfile::tempdir().unwrap();
-    let scenario = ci_with(tmp.path(), &[MOSTLY_CANCEL, ("share = 0.05", "share = 0")]);
+    let scenario = bundled_with(
+        "ci",
+        tmp.path(),
+        &[MOSTLY_CANCEL, ("share = 0.05", "share = 0")],
+    );
 
     // Act: the stand-in never expires an unpaid order, and the user says so.
     let run = gate(
@@ -272,7 +264,7 @@ async fn a_get_then_decr_shop_whose_cancels_cover_its_oversell_fails_on_client_p
 async fn a_shop_whose_cancel_restocks_twice_fails_on_the_stock_sampled_during_the_sale() {
     let (base, oracle) = spawn(Defect::DoubleRestock, true).await;
     let tmp = tempfile::tempdir().unwrap();
-    let scenario = ci_with(tmp.path(), &[MOSTLY_CANCEL]);
+    let scenario = bundled_with("ci", tmp.path(), &[MOSTLY_CANCEL]);
 
     let run = gate(&base, &oracle, &scenario, tmp.path(), &[]).await;
 
@@ -334,7 +326,8 @@ async fn a_racy_per_buyer_limit_fails_on_client_duplicate_buyers_with_a_totals_o
     // Plenty of stock: the limit is the only thing that can break. Bots resubmit 3 times.
     let (base, oracle) = spawn(Defect::RacyLimit, true).await;
     let tmp = tempfile::tempdir().unwrap();
-    let scenario = ci_with(
+    let scenario = bundled_with(
+        "ci",
         tmp.path(),
         &[
             ("stock = 20", "stock = 1000"),

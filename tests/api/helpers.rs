@@ -480,3 +480,15 @@ pub async fn against(
     args.extend_from_slice(extra);
     oversell_cli(&args, &[]).await
 }
+
+/// The bundled scenario `name` with `edits` (each `(from, to)` must match), in a file of its own.
+pub fn bundled_with(name: &str, dir: &std::path::Path, edits: &[(&str, &str)]) -> String {
+    let mut text = std::fs::read_to_string(format!("scenarios/{name}.toml")).unwrap();
+    for (from, to) in edits {
+        assert!(text.contains(from), "{name}.toml has {from:?}");
+        text = text.replacen(from, to, 1);
+    }
+    let file = dir.join("scenario.toml");
+    std::fs::write(&file, text).unwrap();
+    file.to_str().unwrap().to_string()
+}
