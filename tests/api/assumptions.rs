@@ -154,9 +154,7 @@ async fn spawn_expiry(keeps_expired: bool) -> (String, String) {
         .route("/api/orders/{id}/cancel", post(cancel))
         .route("/oracle", get(totals))
         .with_state(shop);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, app).await });
+    let base = serve_stand_in(app).await;
     let oracle = format!("{base}/oracle");
     (base, oracle)
 }
@@ -324,9 +322,7 @@ async fn spawn_no_id(ghost_rows: bool) -> (String, String) {
         .route("/api/items/{id}", put(no_id_setup))
         .route("/api/orders", post(no_id_order))
         .with_state(shop);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, app).await });
+    let base = serve_stand_in(app).await;
     (base, url)
 }
 

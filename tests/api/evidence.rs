@@ -178,9 +178,7 @@ async fn spawn(defect: Defect, oracle_stock: bool) -> (String, String) {
         .route("/api/orders/{id}/cancel", post(cancel))
         .route("/oracle", get(oracle))
         .with_state(shop);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, app).await });
+    let base = serve_stand_in(app).await;
     let oracle = format!("{base}/oracle");
     (base, oracle)
 }

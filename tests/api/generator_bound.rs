@@ -42,10 +42,7 @@ async fn spawn_counter() -> String {
         .route("/stock", get(level))
         .route("/stock/reset", post(reset))
         .with_state(Arc::new(AtomicI64::new(0)));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    base
+    serve_stand_in(app).await
 }
 
 /// `rehearsal-stock-only` with `buyers` arriving within `window`, in a file of its own.

@@ -492,3 +492,11 @@ pub fn bundled_with(name: &str, dir: &std::path::Path, edits: &[(&str, &str)]) -
     std::fs::write(&file, text).unwrap();
     file.to_str().unwrap().to_string()
 }
+
+/// Serves `app` (a stand-in shop of the test binary) on 127.0.0.1:0; its base URL.
+pub async fn serve_stand_in(app: axum::Router) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    base
+}
