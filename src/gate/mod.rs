@@ -11,7 +11,7 @@
 //! `not_settled` (alias `queue_not_drained`), `nothing_sold` and `undersell` (units left while
 //! buyers were refused for reasons other than sold out; both always measured from the clients'
 //! records, so `--allow-unverified` never passes a run that tested nothing); `unclassified`
-//! defaults to 1 %; `late_sends` to 1 % (requests sent 1 s or more late: the run is
+//! defaults to 1 %; `late_sends` to 1 % (requests sent a tenth of the burst late: the run is
 //! *generator-bound*, it did not send the arrivals planned, and the gate says so rather than
 //! blame the shop). `send_lag_p99_ms` has no default: a bound you declare. A latency limit that
 //! breaches with each request's send lag and holds without it is not verified (generator-bound),
@@ -51,7 +51,7 @@ use crate::report::{Report, RunReport};
 use std::fmt::Write;
 
 /// What a breached `send_lag_p99_ms` (a bound the user declared) or `late_sends` means.
-pub const GENERATOR_BOUND: &str = "generator-bound: the generator sent its requests late (above the send-lag bound declared, or 1 s or more late for more than 1 % of them: the arrivals planned were not sent), so this run measures the generator, not the shop; rerun with fewer buyers, a release build or a quieter machine";
+pub const GENERATOR_BOUND: &str = "generator-bound: the generator sent its requests late (above the send-lag bound declared, or later than a tenth of the opening burst for more than 1 % of them: the arrivals planned were not sent), so this run measures the generator, not the shop; rerun with fewer buyers, a release build or a quieter machine";
 
 /// Where a limit was set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -379,7 +379,7 @@ pub(super) static SPECS: &[Spec] = &[
     spec(
         "late_sends",
         &[],
-        "requests sent 1 s or more after their intended send (the generator failed to send the planned arrivals; above 1 % the run is generator-bound)",
+        "requests sent late: a tenth of the opening burst (50 ms to 1 s) or more after their intended send (the generator failed to send the planned arrivals; above 1 % the run is generator-bound)",
         "late sends",
         Unit::Share,
         Better::Lower,

@@ -42,7 +42,7 @@ fn clients(acks: &[(&str, &str)]) -> Measurements {
         attempts: vec![],
         told: Default::default(),
         cancels_ok: 0,
-        sent_late: 0,
+        send_delay: Default::default(),
         follow_ups: vec![],
         retries: Default::default(),
         unclassified: vec![],

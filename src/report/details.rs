@@ -243,13 +243,13 @@ fn lateness_line(run: &RunReport) -> Option<String> {
     let l = &run.generator_lateness;
     let p99 = l.figures.iter().find(|f| f.figure == "p99")?;
     Some(format!(
-        "generator lateness (latency with and without each request's send lag, HdrHistogram): order latency p99 {:.3} ms, {:.3} ms without send lag (+{:.3} ms); {} of {} requests sent {} s or more late; {}",
+        "generator lateness (latency with and without each request's send lag, HdrHistogram): order latency p99 {:.3} ms, {:.3} ms without send lag (+{:.3} ms); {} of {} requests sent {:.0} ms or more late (send lag or sender wait); {}",
         p99.with_lag_ms,
         p99.without_lag_ms,
         p99.added_ms(),
         l.late_sends,
         l.sends,
-        super::lateness::LATE_SEND.as_secs(),
+        l.late_after_ms,
         if l.bound.is_some() {
             "it changes what this run concludes (generator-bound)"
         } else {

@@ -10,10 +10,12 @@
 //!   (the figures the report leads with) is higher by more than [`MATERIAL_SHARE`] of the
 //!   figure without the lag *and* by more than [`MATERIAL_MS`] (a gate threshold on latency is
 //!   judged the same way, threshold by threshold, in `gate`);
-//! - **arrivals it failed to send**: more than [`LATE_SHARE`] of the requests went out
-//!   [`LATE_SEND`] or more after their intended send, late or waiting for a free sender (each
-//!   landed in a later second of the arrival curve than the plan put it: the load sent is not
-//!   the load planned; a wait for a sender is still the shop's time in the latency);
+//! - **arrivals it failed to send**: more than [`LATE_SHARE`] of the requests went out later
+//!   than the scenario's *late send* after their intended send, by send lag or waiting for a
+//!   free sender: a tenth of a burst's opening rush (at least [`LATE_SEND_MIN`]), else
+//!   [`LATE_SEND_MAX`] (`Scenario::late_send_after`). A request that late has left the rush,
+//!   or the second of the arrival curve, the plan put it in: the load sent is not the load
+//!   planned (a wait for a sender is still the shop's time in the latency);
 //! - **a bound the user declared**: `[thresholds] send_lag_p99_ms` or `--max-send-lag`, when
 //!   the send lag p99 is above it (never a default bound).
 //!
@@ -31,9 +33,12 @@ pub const MATERIAL_SHARE: f64 = 0.10;
 /// shared machine can promise (its timers tick every millisecond, its threads share the cores),
 /// and no design review turns on a figure that moved by less.
 pub const MATERIAL_MS: f64 = 10.0;
-/// A request sent this late landed in another second of the arrival curve.
-pub const LATE_SEND: Duration = Duration::from_secs(1);
-/// More than this share of requests sent [`LATE_SEND`] late: the arrivals were not sent.
+/// The shortest *late send*: beyond a busy machine's scheduling tail.
+pub const LATE_SEND_MIN: Duration = Duration::from_millis(50);
+/// The longest *late send*: a request that late landed in another second of the arrival
+/// curve.
+pub const LATE_SEND_MAX: Duration = Duration::from_secs(1);
+/// More than this share of requests sent late: the arrivals were not sent as planned.
 pub const LATE_SHARE: f64 = 0.01;
 
 /// One order latency figure measured from the intended send, and without the send lag.
@@ -55,10 +60,13 @@ impl Inflated {
 /// The generator's lateness in one run and its effect (`report.json`: `generator_lateness`).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
 pub struct Lateness {
-    /// Requests sent (every kind), and those sent [`LATE_SEND`] or more late (send-lag
-    /// histogram).
+    /// Requests sent (every kind), and those sent `late_after_ms` or more late (send lag plus
+    /// sender wait histogram).
     pub sends: u64,
     pub late_sends: u64,
+    /// The scenario's late send (ms).
+    #[serde(default)]
+    pub late_after_ms: f64,
     /// The order latency figures with and without the send lag (order latency and
     /// latency-less-lag histograms).
     pub figures: Vec<Inflated>,
@@ -68,17 +76,23 @@ pub struct Lateness {
 }
 
 impl Lateness {
-    /// Judges a run: `send_lag` of every request, `late_sends` of them sent [`LATE_SEND`] or
-    /// more late (send lag or sender wait), `latency` and `shop_latency` of its orders, and the
-    /// send-lag p99 bound the user declared, if any.
+    /// Judges a run: `send_lag` and `send_delay` (lag plus sender wait) of every request,
+    /// `late_after` (the scenario's late send), `latency` and `shop_latency` of its orders, and
+    /// the send-lag p99 bound the user declared, if any.
     pub fn judge(
         send_lag: &Histogram<u64>,
-        late_sends: u64,
+        send_delay: &Histogram<u64>,
+        late_after: Duration,
         latency: Option<&LatencySummary>,
         shop_latency: Option<&LatencySummary>,
         declared_max_ms: Option<f64>,
     ) -> Lateness {
         let sends = send_lag.len();
+        let late_sends = if send_delay.is_empty() {
+            0
+        } else {
+            send_delay.count_between(late_after.as_micros() as u64, u64::MAX)
+        };
         let figures = match (latency, shop_latency) {
             (Some(l), Some(s)) if l.count > 0 => vec![
                 inflated("mean", l.mean_ms, s.mean_ms),
@@ -107,9 +121,9 @@ impl Lateness {
         }
         if sends > 0 && late_sends as f64 > LATE_SHARE * sends as f64 {
             why.push(format!(
-                "{late_sends} of {sends} requests ({:.1} %) went out {} s or more after their intended send (late, or waiting for one of the senders, every one held): the arrivals sent are not the ones planned (raise [client] senders if they waited)",
+                "{late_sends} of {sends} requests ({:.1} %) went out {} ms or more after their intended send (late, or waiting for one of the senders, every one held): the arrivals sent are not the ones planned (raise [client] senders if they waited)",
                 100.0 * late_sends as f64 / sends as f64,
-                LATE_SEND.as_secs()
+                late_after.as_millis()
             ));
         }
         let p99 = (!send_lag.is_empty()).then(|| send_lag.value_at_quantile(0.99) as f64 / 1000.0);
@@ -123,6 +137,7 @@ impl Lateness {
         Lateness {
             sends,
             late_sends,
+            late_after_ms: late_after.as_secs_f64() * 1000.0,
             figures,
             bound: (!why.is_empty()).then(|| {
                 format!(
@@ -162,11 +177,6 @@ mod tests {
         h
     }
 
-    /// Requests sent a second or more late, read off a send-lag histogram.
-    fn late(h: &Histogram<u64>) -> u64 {
-        h.count_between(LATE_SEND.as_micros() as u64, u64::MAX)
-    }
-
     fn summary(mean: f64, p50: f64, p90: f64, p99: f64) -> LatencySummary {
         LatencySummary {
             count: 100,
@@ -185,7 +195,7 @@ mod tests {
         let lag = lags(&[(300, 980), (8_000, 20)]);
         let with = summary(152.0, 150.5, 170.0, 208.0);
         let without = summary(151.9, 150.0, 169.0, 200.0);
-        let l = Lateness::judge(&lag, late(&lag), Some(&with), Some(&without), None);
+        let l = Lateness::judge(&lag, &lag, LATE_SEND_MAX, Some(&with), Some(&without), None);
         assert_eq!(l.bound, None, "{l:?}");
         assert_eq!(l.figures.len(), 4);
         assert_eq!(l.late_sends, 0);
@@ -199,10 +209,10 @@ mod tests {
         // A busy machine's few milliseconds under the same shop: reported, not flagged.
         let busy = summary(2.5, 1.7, 3.0, 6.9);
         assert_eq!(
-            Lateness::judge(&lag, late(&lag), Some(&busy), Some(&without), None).bound,
+            Lateness::judge(&lag, &lag, LATE_SEND_MAX, Some(&busy), Some(&without), None).bound,
             None
         );
-        let l = Lateness::judge(&lag, late(&lag), Some(&with), Some(&without), None);
+        let l = Lateness::judge(&lag, &lag, LATE_SEND_MAX, Some(&with), Some(&without), None);
         let why = l.bound.expect("flagged");
         assert!(
             why.contains("order latency p99 21.000 ms is 2.000 ms"),
@@ -216,13 +226,13 @@ mod tests {
         // 2 % of requests a second or more late.
         let lag = lags(&[(500, 980), (1_500_000, 20)]);
         let same = summary(1.0, 1.0, 1.0, 1.0);
-        let l = Lateness::judge(&lag, late(&lag), Some(&same), Some(&same), None);
+        let l = Lateness::judge(&lag, &lag, LATE_SEND_MAX, Some(&same), Some(&same), None);
         assert_eq!(l.late_sends, 20);
         assert!(l.bound.unwrap().contains("20 of 1000 requests"));
         // 1 % exactly is within the rule.
         let lag = lags(&[(500, 990), (1_500_000, 10)]);
         assert_eq!(
-            Lateness::judge(&lag, late(&lag), Some(&same), Some(&same), None).bound,
+            Lateness::judge(&lag, &lag, LATE_SEND_MAX, Some(&same), Some(&same), None).bound,
             None
         );
     }
@@ -232,12 +242,43 @@ mod tests {
         let lag = lags(&[(6_000, 1000)]);
         let slow = summary(500.0, 500.0, 500.0, 500.0);
         assert_eq!(
-            Lateness::judge(&lag, late(&lag), Some(&slow), Some(&slow), None).bound,
+            Lateness::judge(&lag, &lag, LATE_SEND_MAX, Some(&slow), Some(&slow), None).bound,
             None,
             "no bound declared: 6 ms of lag under a 500 ms shop is not material"
         );
-        let l = Lateness::judge(&lag, late(&lag), Some(&slow), Some(&slow), Some(5.0));
+        let l = Lateness::judge(
+            &lag,
+            &lag,
+            LATE_SEND_MAX,
+            Some(&slow),
+            Some(&slow),
+            Some(5.0),
+        );
         assert!(l.bound.unwrap().contains("5.000 ms bound declared"));
+    }
+
+    #[test]
+    fn a_late_send_is_a_tenth_of_the_opening_rush_between_50_ms_and_1_s() {
+        let late = |name: &str| {
+            crate::scenarios::Bundled::named(name)
+                .unwrap()
+                .load()
+                .unwrap()
+                .late_send_after()
+        };
+        assert_eq!(
+            late("smoke"),
+            LATE_SEND_MIN,
+            "a 0.25 s rush: 25 ms, raised to 50"
+        );
+        assert_eq!(late("flash-100"), Duration::from_millis(200), "a 2 s rush");
+        // Requests 100 ms late: late against the smoke rush, not against a 1 s late send.
+        let delay = lags(&[(500, 970), (100_000, 30)]);
+        let same = summary(1.0, 1.0, 1.0, 1.0);
+        let j = |after| Lateness::judge(&delay, &delay, after, Some(&same), Some(&same), None);
+        assert_eq!(j(LATE_SEND_MIN).late_sends, 30);
+        assert!(j(LATE_SEND_MIN).bound.unwrap().contains("50 ms or more"));
+        assert_eq!(j(LATE_SEND_MAX).bound, None);
     }
 
     #[test]

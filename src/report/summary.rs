@@ -158,6 +158,8 @@ pub struct RunInputs {
     pub goose: Vec<GooseCrossCheck>,
     /// The send-lag p99 bound the user declared, if any.
     pub max_send_lag_ms: Option<f64>,
+    /// A request sent this long after its intended send was sent late (the scenario's).
+    pub late_after: std::time::Duration,
 }
 
 /// Order answers per second over the real span of the answers (first to last). A span too
@@ -245,7 +247,8 @@ pub fn build(input: RunInputs) -> RunReport {
     let order = requests.get(&Kind::Order);
     let lateness = super::lateness::Lateness::judge(
         &m.send_lag_all(),
-        m.sent_late,
+        &m.send_delay_all(),
+        input.late_after,
         order.map(|k| &k.latency),
         order.and_then(|k| k.shop_latency.as_ref()),
         input.max_send_lag_ms,

@@ -499,6 +499,7 @@ fn finish_with(
         reconcile: server.reconcile,
         goose: clients.goose,
         max_send_lag_ms: s.thresholds.max_send_lag_ms(),
+        late_after: s.late_send_after(),
     })
 }
 

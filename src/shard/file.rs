@@ -129,9 +129,10 @@ pub struct Clients {
     pub attempts: Vec<Attempt>,
     pub told: BTreeMap<String, Told>,
     pub cancels_ok: u64,
-    /// Requests sent 1 s or more late (absent in older shard files).
+    /// Intended to actual send (send lag plus sender wait) by kind (absent in older shard
+    /// files).
     #[serde(default)]
-    pub sent_late: u64,
+    pub send_delay: Vec<Encoded>,
     /// Retries by kind and answer (`[client] retry`, resends with the same key).
     #[serde(default)]
     pub retries: Vec<Encoded>,
@@ -200,7 +201,7 @@ impl Clients {
             attempts: m.attempts.clone(),
             told: m.told.iter().map(|(k, v)| (k.clone(), *v)).collect(),
             cancels_ok: m.cancels_ok,
-            sent_late: m.sent_late,
+            send_delay: by_kind(&m.send_delay),
             retries: m
                 .retries
                 .iter()
@@ -277,7 +278,10 @@ impl Clients {
         m.attempts = self.attempts.clone();
         m.told = self.told.iter().map(|(k, v)| (k.clone(), *v)).collect();
         m.cancels_ok = self.cancels_ok;
-        m.sent_late = self.sent_late;
+        for e in &self.send_delay {
+            m.send_delay
+                .insert(e.kind, decode(&e.histogram, "send_delay")?);
+        }
         m.unclassified = self.unclassified.clone();
         m.first_sold_out_ms = self.first_sold_out_ms;
         m.buyers = self.buyers.iter().map(|b| (b.buyer, b.result)).collect();

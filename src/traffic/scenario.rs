@@ -380,6 +380,18 @@ impl Scenario {
         self.buyers.count + self.second_wave.as_ref().map_or(0, |w| w.count)
     }
 
+    /// How late a request may go out before the arrival it belongs to counts as not sent as
+    /// planned: a tenth of a burst's opening rush, at least 50 ms and at most 1 s; 1 s for an
+    /// arrival curve with no rush (`report::lateness`).
+    pub fn late_send_after(&self) -> std::time::Duration {
+        use crate::report::lateness::{LATE_SEND_MAX, LATE_SEND_MIN};
+        match self.buyers.arrival {
+            Arrival::Burst => std::time::Duration::from_secs_f64(self.buyers.burst_s / 10.0)
+                .clamp(LATE_SEND_MIN, LATE_SEND_MAX),
+            Arrival::Uniform | Arrival::Ramp => LATE_SEND_MAX,
+        }
+    }
+
     /// The payment window `at_timeout` buyers wait for before paying: the declared one
     /// ([`Scenario::declared_payment_window`]), else the post-mortem's 15 minutes. Traffic
     /// only: evidence never assumes it.

@@ -136,7 +136,7 @@ struct Inner {
     records: Records,
     told: HashMap<String, Told>,
     cancels_ok: u64,
-    sent_late: u64,
+    send_delay: BTreeMap<Kind, Histogram<u64>>,
     follow_ups: Vec<FollowUp>,
     retries: BTreeMap<(Kind, Answer), Histogram<u64>>,
     /// Keys whose next recorded attempt is a retry.
@@ -247,9 +247,10 @@ impl Recorder {
         metrics::gauge!(live::IN_FLIGHT).increment(1.0);
         let mut st = self.lock();
         st.in_flight += 1;
-        if lag + wait >= crate::report::lateness::LATE_SEND {
-            st.sent_late += 1;
-        }
+        st.send_delay
+            .entry(kind)
+            .or_insert_with(new_histogram)
+            .saturating_record(us(lag + wait));
         st.send_lag
             .entry(kind)
             .or_insert_with(new_histogram)
@@ -508,7 +509,7 @@ impl Recorder {
             attempts,
             told: st.told.clone(),
             cancels_ok: st.cancels_ok,
-            sent_late: st.sent_late,
+            send_delay: st.send_delay.clone(),
             follow_ups: st.follow_ups.clone(),
             retries: st.retries.clone(),
             unclassified: st.unclassified.values().cloned().collect(),
@@ -553,9 +554,9 @@ pub struct Measurements {
     /// Cancels answered `ok`, with or without an order id: units the run saw restocked (one
     /// per order id).
     pub cancels_ok: u64,
-    /// Requests that went out [`crate::report::lateness::LATE_SEND`] or more after their
-    /// intended send, by send lag or by waiting for a sender (the arrivals not sent as planned).
-    pub sent_late: u64,
+    /// Intended send to actual send (µs) by kind: send lag plus sender wait, how late the
+    /// requests went out, whatever held them.
+    pub send_delay: BTreeMap<Kind, Histogram<u64>>,
     /// Adversarial buyers' orders and the steps they sent after them (`[adversarial]`).
     pub follow_ups: Vec<FollowUp>,
     /// Retries (`[client] retry`, resends with the same key) by kind and answer, latency from
@@ -600,6 +601,15 @@ impl Measurements {
         let mut h = new_histogram();
         for lag in self.send_lag.values() {
             h.add(lag).expect("same-precision histograms merge");
+        }
+        h
+    }
+
+    /// Send delay (send lag plus sender wait) of every request merged into one histogram (µs).
+    pub fn send_delay_all(&self) -> Histogram<u64> {
+        let mut h = new_histogram();
+        for d in self.send_delay.values() {
+            h.add(d).expect("same-precision histograms merge");
         }
         h
     }
