@@ -268,6 +268,7 @@ pub(super) fn check_names(
 ) -> anyhow::Result<()> {
     if let Some(m) = &s.target {
         m.check_names(columns.names())
+            .and_then(|()| m.env_values().map(drop))
             .map_err(|e| anyhow::anyhow!("{}: {e}", scenario_file.display()))?;
     }
     Ok(())

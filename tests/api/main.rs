@@ -39,6 +39,7 @@ mod report_contents;
 mod reports;
 mod rewarm;
 mod runs;
+mod secrets;
 mod selftest;
 mod services;
 mod sessions;

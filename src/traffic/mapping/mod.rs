@@ -415,6 +415,9 @@ pub struct Mapping {
     pub poll: Option<PollSpec>,
     /// After the last buyer: the settle window and the backlog signal.
     pub settle: Option<SettleSpec>,
+    /// `secret_fields`: more names (headers, body fields, CSV columns, query parameters) whose
+    /// values are secret, beside the ones [`crate::secret::is_secret_name`] knows.
+    pub secret_fields: Vec<String>,
 }
 
 /// The payment window assumed for a foreign shop that declares none: 15 minutes (the
@@ -557,6 +560,7 @@ impl Default for Mapping {
             payment_window_s: None,
             poll: None,
             settle: None,
+            secret_fields: Vec::new(),
         }
     }
 }

@@ -175,6 +175,9 @@ pub struct RawMapping {
     /// After the last buyer: the settle window and the shop's backlog signal.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub settle: Option<RawSettle>,
+    /// More names whose values are secret (masked in reports, samples and shard files).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub secret_fields: Vec<String>,
 }
 
 pub(super) fn forwarded_for() -> String {
@@ -241,6 +244,9 @@ impl TryFrom<RawMapping> for Mapping {
             return Err(MappingError::PendingWithoutPoll { rule });
         }
         let settle = raw.settle.map(|st| st.parse(&cx)).transpose()?;
+        if let Some(i) = raw.secret_fields.iter().position(|f| f.trim().is_empty()) {
+            return Err(MappingError::SecretField { index: i });
+        }
         let mapping = Mapping {
             setup,
             login,
@@ -258,6 +264,7 @@ impl TryFrom<RawMapping> for Mapping {
             payment_window_s: raw.payment_window_s,
             poll,
             settle,
+            secret_fields: raw.secret_fields,
         };
         check::extract_names(&mapping)?;
         Ok(mapping)
@@ -367,6 +374,7 @@ impl From<Mapping> for RawMapping {
             payment_window_s: m.payment_window_s,
             poll: m.poll.map(RawPoll::from),
             settle: m.settle.map(RawSettle::from),
+            secret_fields: m.secret_fields,
         }
     }
 }
