@@ -43,7 +43,7 @@ pub struct ServeArgs {
           help_heading = values::SECURITY)]
     pub trusted_proxies: Vec<ipnet::IpNet>,
     /// redis-lua: read reconciliation snapshots from this replica instead of the primary.
-    #[arg(long, value_name = "URL", env = "REPLICA_DATABASE_URL", help_heading = values::CONNECTIONS)]
+    #[arg(long, value_name = "URL", env = "REPLICA_DATABASE_URL", hide_env_values = true, help_heading = values::CONNECTIONS)]
     pub replica_database_url: Option<String>,
     #[command(flatten)]
     pub conn: ConnArgs,
