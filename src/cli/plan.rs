@@ -69,9 +69,26 @@ pub struct OracleArgs {
     /// written); the run settles only once it reads 0 (overrides `[target.settle] backlog`).
     #[arg(long, requires = "oracle_sql", value_name = "SELECT")]
     pub backlog_query: Option<String>,
+    /// With --oracle-sql: how long one oracle query may run (30s, 500ms); the database stops it
+    /// then (PostgreSQL statement_timeout, MariaDB max_statement_time), so a slow query cannot
+    /// hang the run or outlive it.
+    #[arg(long, requires = "oracle_sql", value_name = "DURATION", default_value = "30s",
+          value_parser = oracle_timeout_arg)]
+    pub oracle_timeout: Duration,
     /// Allow a target that is not loopback; a banner names the host and peak rate first.
     #[arg(long, requires = "target")]
     pub allow_remote: bool,
+}
+
+/// `--oracle-timeout`: a duration above 0, at most one hour.
+fn oracle_timeout_arg(v: &str) -> Result<Duration, String> {
+    let d = values::duration(v)?;
+    if d.is_zero() || d > Duration::from_secs(3600) {
+        return Err(format!(
+            "--oracle-timeout takes a duration above 0 and at most 1h (got {v:?})"
+        ));
+    }
+    Ok(d)
 }
 
 /// `--settle`: a duration above 0, at most ten minutes.
@@ -145,10 +162,11 @@ impl OracleArgs {
                     url: url.clone(),
                     sold_query: self.sold_query.clone(),
                     stock_query: self.stock_query.clone(),
-                    orders: self
-                        .orders_query
-                        .as_deref()
-                        .map(|q| OrdersQuery::new(q, &self.released_statuses)),
+                    orders: self.orders_query.as_deref().map(|q| {
+                        OrdersQuery::new(q, &self.released_statuses)
+                            .with_timeout(self.oracle_timeout)
+                    }),
+                    timeout: self.oracle_timeout,
                 }
             }
             (_, Some(url)) => {
