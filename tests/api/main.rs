@@ -29,6 +29,7 @@ mod judge;
 mod k8s;
 mod live;
 mod managed;
+mod managed_security;
 mod oracle_sql;
 mod orders;
 mod pipeline_faults;
