@@ -384,3 +384,95 @@ async fn an_unset_environment_placeholder_is_refused_naming_the_file_and_the_fie
     );
     assert_eq!(shop.lock().unwrap().orders, 0, "nothing was sent");
 }
+
+/// The processes whose parent is `pid`.
+fn children(pid: u32) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|p| {
+            std::fs::read_to_string(format!("/proc/{p}/stat"))
+                .ok()
+                .and_then(|s| {
+                    s.rsplit(')')
+                        .next()?
+                        .split_whitespace()
+                        .nth(1)?
+                        .parse()
+                        .ok()
+                })
+                == Some(pid)
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_child_shop_gets_its_database_and_redis_urls_in_its_environment_not_its_argv() {
+    // Arrange: a run on the test servers, in the middle of a long sale.
+    let url = fresh_db_url(oversell::store::Backend::Postgres);
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let smoke = std::fs::read_to_string(root.join("scenarios/smoke.toml")).unwrap();
+    let long = smoke.replacen("window_s = 3.0", "window_s = 300.0", 1);
+    let long = match long.find("[second_wave]") {
+        Some(i) => long[..i].to_string(),
+        None => long,
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = dir.path().join("long.toml");
+    std::fs::write(&scenario, long).unwrap();
+    let mut harness = tokio::process::Command::new(env!("CARGO_BIN_EXE_oversell"))
+        .args(["run", "--services", "external", "--strategy", "redis-lua"])
+        .args(["--backend", "postgres", "--database-url", &url])
+        .args(["--redis-url", &redis_url(), "--scenario"])
+        .arg(&scenario)
+        .arg("--out")
+        .arg(dir.path().join("out"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    use tokio::io::AsyncBufReadExt;
+    let mut lines = tokio::io::BufReader::new(harness.stderr.take().unwrap()).lines();
+    let started = tokio::time::timeout(std::time::Duration::from_secs(180), async {
+        while let Ok(Some(line)) = lines.next_line().await {
+            if line.trim_start().starts_with("shop http://") {
+                return true;
+            }
+        }
+        false
+    })
+    .await;
+
+    // Act: read the shop's command line and environment, as any local user reads argv.
+    let shops: Vec<(String, String)> = children(harness.id().unwrap())
+        .into_iter()
+        .filter_map(|p| {
+            let argv = std::fs::read(format!("/proc/{p}/cmdline")).ok()?;
+            let env = std::fs::read(format!("/proc/{p}/environ")).ok()?;
+            let text = |b: Vec<u8>| String::from_utf8_lossy(&b).replace('\0', " ");
+            Some((text(argv), text(env)))
+        })
+        .filter(|(argv, _)| argv.contains(" serve "))
+        .collect();
+    harness.start_kill().unwrap();
+    let _ = harness.wait().await;
+    drop(lines);
+    drop_database(&url).await;
+
+    // Assert
+    assert_eq!(started, Ok(true), "the run started its shop");
+    assert_eq!(shops.len(), 1, "one child shop: {shops:?}");
+    let (argv, env) = &shops[0];
+    for secret in [url.as_str(), "postgres://", "redis://"] {
+        assert!(
+            !argv.contains(secret),
+            "{secret} in the shop's argv: {argv}"
+        );
+    }
+    assert!(
+        env.contains(&format!("DATABASE_URL={url}")) && env.contains("REDIS_URL=redis://"),
+        "the shop reads them from its environment"
+    );
+}

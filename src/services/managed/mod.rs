@@ -244,7 +244,7 @@ impl ManagedSet {
             let _ = std::fs::remove_file(&secret);
         }
         started?;
-        tracing::debug!(kind = kind.as_str(), url = %server.url(), version = %server.version, "managed server ready");
+        tracing::debug!(kind = kind.as_str(), url = %super::redact_url(&server.url()), version = %server.version, "managed server ready");
         register(&server);
         remember(&server);
         self.servers
