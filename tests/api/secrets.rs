@@ -87,7 +87,9 @@ async fn login(State(s): State<Shared>, body: String) -> Response {
         .unwrap_or(0);
     if n.is_multiple_of(5) {
         s.failed_logins += 1;
-        return (StatusCode::UNAUTHORIZED, format!("denied: {body}")).into_response();
+        // An HTML error page, as many shops answer: report.md must not render it.
+        let page = format!("<h1>denied</h1><script>x()</script> {body}");
+        return (StatusCode::UNAUTHORIZED, page).into_response();
     }
     let token = format!("{TOKEN_SECRET}-{n}");
     let cookie = format!("sid={COOKIE_SECRET}-{n}; Path=/");
@@ -345,8 +347,13 @@ async fn no_secret_given_to_a_run_is_in_any_file_it_writes_or_anything_it_prints
     // ... and the samples that held them were kept, masked.
     let report = std::fs::read_to_string(report_dir.join("report.json")).unwrap();
     assert!(
-        report.contains("denied: ") && report.contains(r#"\"a\":\"***\""#),
+        report.contains("<h1>denied</h1>") && report.contains(r#"\"a\":\"***\""#),
         "the failed logins' and the echoed orders' samples are in the report: {report}"
+    );
+    let md = std::fs::read_to_string(report_dir.join("report.md")).unwrap();
+    assert!(
+        md.contains("&lt;h1>denied&lt;/h1>&lt;script>") && !md.contains("<script>"),
+        "report.md quotes the shop's HTML as text: {md}"
     );
     let shard_json = std::fs::read_to_string(shard_out.join("shard.json")).unwrap();
     assert!(shard_json.contains(r#"\"c\":\"***\""#), "{shard_json}");
