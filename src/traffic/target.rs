@@ -606,8 +606,9 @@ impl Target {
         }
     }
 
-    /// Reads a full response to `p` (the body too: latency is full response time) and
-    /// classifies it; a login's answer keeps a sample, its secrets masked.
+    /// Reads a full response to `p` (the body too: latency is full response time; kept up to
+    /// [`body::MAX_BODY_BYTES`]) and classifies it; a login's answer keeps a sample, its
+    /// secrets masked.
     pub async fn read(&self, kind: Kind, p: &Prepared, resp: reqwest::Response) -> Read {
         let status = resp.status().as_u16();
         let hs = resp.headers();
@@ -634,7 +635,7 @@ impl Target {
                 })
                 .collect(),
         };
-        match resp.text().await {
+        match body::read_capped(resp).await {
             Ok(body) => {
                 let mut classified = self.classify_with(kind, status, &body, Some(answered));
                 if kind == Kind::Login {
@@ -685,6 +686,7 @@ pub fn transport_answer(e: &reqwest::Error) -> Answer {
     }
 }
 
+pub mod body;
 mod secrets;
 #[cfg(test)]
 mod tests;
