@@ -132,13 +132,14 @@ pub struct DiffArgs {
 #[command(next_help_heading = values::CONNECTIONS)]
 pub struct ConnArgs {
     /// Database URL: postgres://... or mysql://... (the database is created if missing).
-    #[arg(long, value_name = "URL", env = "DATABASE_URL")]
+    #[arg(long, value_name = "URL", env = "DATABASE_URL", hide_env_values = true)]
     pub database_url: Option<String>,
     /// MySQL/MariaDB URL used when the backend is mysql and --database-url is not a mysql:// URL.
     #[arg(
         long,
         value_name = "URL",
         env = "MYSQL_URL",
+        hide_env_values = true,
         default_value = "mysql://root@127.0.0.1:3306/oversell"
     )]
     pub mysql_url: String,
@@ -147,6 +148,7 @@ pub struct ConnArgs {
         long,
         value_name = "URL",
         env = "REDIS_URL",
+        hide_env_values = true,
         default_value = "redis://127.0.0.1:6379"
     )]
     pub redis_url: String,

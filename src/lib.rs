@@ -154,6 +154,9 @@
 //!   primary, `pg_basebackup -R`); [`services::leftovers`], run prefixes and test databases
 //!   named by owner and age (the Redis sweep of a killed run's prefixes is in
 //!   `inventory::redis_lua::keys`, which holds the key layout).
+//! - [`secret`]: what counts as a secret (by name, by value) and the one place that masks it:
+//!   samples, URLs, the command line, the scenario a report or shard file stores
+//!   (`secret::scenario`); docs/src/security.md.
 //! - [`duration`]: durations with a unit (`500ms`, `15m`), read and shown one way everywhere.
 //! - [`suggest`]: "did you mean …" for a mistyped name (metric, threshold, scenario).
 //! - [`telemetry`]: logging set-up (colour only on a terminal, never with `NO_COLOR`; clear of
@@ -182,6 +185,7 @@ pub mod rehearsal;
 pub mod report;
 pub mod runner;
 pub mod scenarios;
+pub mod secret;
 pub mod selftest;
 pub mod services;
 pub mod shard;

@@ -75,6 +75,12 @@ pub struct OracleArgs {
     /// and the report says what declaring it would prove.
     #[arg(long, requires = "target", value_name = "DURATION", value_parser = payment_window_arg)]
     pub payment_window: Option<Duration>,
+    /// With --oracle-sql: how long one oracle query may run (30s, 500ms); the database stops it
+    /// then (PostgreSQL statement_timeout, MariaDB max_statement_time), so a slow query cannot
+    /// hang the run or outlive it.
+    #[arg(long, requires = "oracle_sql", value_name = "DURATION", default_value = "30s",
+          value_parser = oracle_timeout_arg)]
+    pub oracle_timeout: Duration,
     /// Allow a target that is not loopback; a banner names the host and peak rate first.
     #[arg(long, requires = "target")]
     pub allow_remote: bool,
@@ -87,6 +93,17 @@ fn payment_window_arg(v: &str) -> Result<Duration, String> {
     if d.is_zero() || d.as_secs() > max {
         return Err(format!(
             "--payment-window takes a duration above 0 and at most {max}s (got {v:?})"
+        ));
+    }
+    Ok(d)
+}
+
+/// `--oracle-timeout`: a duration above 0, at most one hour.
+fn oracle_timeout_arg(v: &str) -> Result<Duration, String> {
+    let d = values::duration(v)?;
+    if d.is_zero() || d > Duration::from_secs(3600) {
+        return Err(format!(
+            "--oracle-timeout takes a duration above 0 and at most 1h (got {v:?})"
         ));
     }
     Ok(d)
@@ -163,10 +180,11 @@ impl OracleArgs {
                     url: url.clone(),
                     sold_query: self.sold_query.clone(),
                     stock_query: self.stock_query.clone(),
-                    orders: self
-                        .orders_query
-                        .as_deref()
-                        .map(|q| OrdersQuery::new(q, &self.released_statuses)),
+                    orders: self.orders_query.as_deref().map(|q| {
+                        OrdersQuery::new(q, &self.released_statuses)
+                            .with_timeout(self.oracle_timeout)
+                    }),
+                    timeout: self.oracle_timeout,
                 }
             }
             (_, Some(url)) => {
@@ -286,6 +304,7 @@ pub(super) fn check_names(
 ) -> anyhow::Result<()> {
     if let Some(m) = &s.target {
         m.check_names(columns.names())
+            .and_then(|()| m.env_values().map(drop))
             .map_err(|e| anyhow::anyhow!("{}: {e}", scenario_file.display()))?;
     }
     Ok(())

@@ -1,5 +1,5 @@
 //! `oversell serve`: the reference shop's flags, grouped for `--help`, and the refusal of a
-//! public listen address without an admin token.
+//! public listen address without an admin token of at least 16 characters.
 
 use super::{defect_warning, values, ConnArgs};
 use crate::inventory::Strategy;
@@ -43,7 +43,7 @@ pub struct ServeArgs {
           help_heading = values::SECURITY)]
     pub trusted_proxies: Vec<ipnet::IpNet>,
     /// redis-lua: read reconciliation snapshots from this replica instead of the primary.
-    #[arg(long, value_name = "URL", env = "REPLICA_DATABASE_URL", help_heading = values::CONNECTIONS)]
+    #[arg(long, value_name = "URL", env = "REPLICA_DATABASE_URL", hide_env_values = true, help_heading = values::CONNECTIONS)]
     pub replica_database_url: Option<String>,
     #[command(flatten)]
     pub conn: ConnArgs,
@@ -51,11 +51,24 @@ pub struct ServeArgs {
     pub knobs: ShopKnobs,
 }
 
-/// `serve --listen` off loopback without `--admin-token`: refused (anyone reaching the port
+/// The shortest admin token a shop reachable from other machines takes.
+pub const MIN_TOKEN_CHARS: usize = 16;
+
+/// `serve --listen` off loopback without `--admin-token` (or with one shorter than
+/// [`MIN_TOKEN_CHARS`]): refused (anyone reaching the port
 /// could reset the sale) unless `--allow-open-admin`, which is announced on stderr.
 fn open_admin(args: &ServeArgs) -> anyhow::Result<()> {
-    let token = args.admin_token.as_deref().is_some_and(|t| !t.is_empty());
-    if token || args.listen.ip().is_loopback() {
+    let token = args.admin_token.as_deref().filter(|t| !t.is_empty());
+    if args.listen.ip().is_loopback() {
+        return Ok(());
+    }
+    if let Some(t) = token {
+        let n = t.chars().count();
+        anyhow::ensure!(
+            n >= MIN_TOKEN_CHARS,
+            "--admin-token is {n} characters and --listen {} is reachable from other machines:              a token there needs at least {MIN_TOKEN_CHARS} (generate one: `openssl rand -hex              24`)",
+            args.listen
+        );
         return Ok(());
     }
     anyhow::ensure!(

@@ -254,3 +254,27 @@ fn the_send_lag_bound_takes_a_duration_or_the_old_milliseconds() {
     );
     assert_eq!(ms(&run), None);
 }
+
+#[test]
+fn the_oracle_timeout_is_a_duration_with_a_unit_and_defaults_to_30s() {
+    let sql = [
+        "attack",
+        "--target",
+        "http://127.0.0.1:1",
+        "--oracle-sql",
+        "postgres://u@h/db",
+        "--sold-query",
+        "SELECT 1",
+    ];
+    let timeout = |extra: &[&str]| match parse(&[&sql[..], extra].concat()) {
+        Command::Attack(a) => a.oracle.oracle_timeout,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(timeout(&[]), Duration::from_secs(30));
+    assert_eq!(
+        timeout(&["--oracle-timeout", "500ms"]),
+        Duration::from_millis(500)
+    );
+    let e = refused(&[&sql[..], &["--oracle-timeout", "0s"]].concat());
+    assert!(e.contains("--oracle-timeout"), "{e}");
+}

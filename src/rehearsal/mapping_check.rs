@@ -10,11 +10,10 @@
 
 use super::{preflight, Foreign, Oracle, Tally};
 use crate::traffic::login;
-use crate::traffic::mapping::Mapping;
-use crate::traffic::recorder::{cut, Answer, Kind};
+use crate::traffic::recorder::{Answer, Kind};
 use crate::traffic::schedule::BuyerPlan;
 use crate::traffic::session::Session;
-use crate::traffic::target::{self, Action, Read, Sale, Target, Why};
+use crate::traffic::target::{self, Action, Prepared, Read, Sale, Target, Why};
 use std::fmt::Write;
 use std::time::Duration;
 
@@ -67,7 +66,7 @@ pub async fn run(
         line(
             &mut out,
             "setup",
-            &format!("{} → {} → {verdict}", p.line(), answer_text(&read)),
+            &format!("{} → {} → {verdict}", p.line(), answer_text(&t, p, &read)),
         );
         if !good {
             break;
@@ -99,7 +98,7 @@ pub async fn run(
         Some(p) => {
             let read = t.send(&client, Kind::Order, &p).await;
             session.learn(&read.classified.learned);
-            ok &= print(&t.mapping, &mut out, Kind::Order, &p.line(), &read);
+            ok &= print(&t, &mut out, Kind::Order, &p, &read);
             let c = &read.classified;
             if c.answer == Answer::Created {
                 bought = true;
@@ -223,13 +222,17 @@ async fn login_step(
     };
     let read = t.send(client, Kind::Login, &p).await;
     session.learn(&read.classified.learned);
-    print(&t.mapping, out, Kind::Login, &p.line(), &read);
+    print(t, out, Kind::Login, &p, &read);
     let l = &read.classified.learned;
     for (name, value) in &l.extracted {
         line(
             out,
             "",
-            &format!("extracted {{{name}}} = {:?}", cut(value, 40)),
+            &format!(
+                "extracted {{{name}}} = {} ({} characters; a secret: never printed)",
+                crate::secret::MASK,
+                value.chars().count()
+            ),
         );
     }
     if !l.set_cookies.is_empty() {
@@ -248,7 +251,7 @@ async fn login_step(
                 "",
                 &format!(
                     "LOGIN FAILED: {why}; the body: {}",
-                    cut(read.body.trim(), 200)
+                    t.sample(read.body.trim(), &p, &read.classified.learned)
                 ),
             );
             false
@@ -275,23 +278,28 @@ async fn send(
     };
     let read = t.send(client, action.kind(), &p).await;
     session.learn(&read.classified.learned);
-    print(&t.mapping, out, action.kind(), &p.line(), &read)
+    print(t, out, action.kind(), &p, &read)
 }
 
 fn line(out: &mut String, what: &str, text: &str) {
     let _ = writeln!(out, "  {what:<7} {text}");
 }
 
-fn answer_text(read: &Read) -> String {
+/// The answer's status and the start of its body, every secret masked.
+fn answer_text(t: &Target, p: &Prepared, read: &Read) -> String {
     match read.status {
         Some(s) if read.body.trim().is_empty() => format!("{s} (empty body)"),
-        Some(s) => format!("{s} {}", cut(read.body.trim(), 120)),
+        Some(s) => format!(
+            "{s} {}",
+            t.sample_cut(read.body.trim(), p, &read.classified.learned, 120)
+        ),
         None => format!("no answer ({})", read.classified.answer.as_str()),
     }
 }
 
 /// Prints a classified answer and why; false when no rule classified a 2xx or 3xx.
-fn print(m: &Mapping, out: &mut String, kind: Kind, request: &str, read: &Read) -> bool {
+fn print(t: &Target, out: &mut String, kind: Kind, p: &Prepared, read: &Read) -> bool {
+    let (m, request) = (&t.mapping, p.line());
     let c = &read.classified;
     let (rules, field) = m.rules_for(kind);
     let why = match (&c.why, read.status) {
@@ -319,7 +327,7 @@ fn print(m: &Mapping, out: &mut String, kind: Kind, request: &str, read: &Read) 
     line(
         out,
         kind.as_str(),
-        &format!("{request} → {} → {why}", answer_text(read)),
+        &format!("{request} → {} → {why}", answer_text(t, p, read)),
     );
     !c.answer.is_unclassified()
 }

@@ -8,7 +8,9 @@
 //! - `guard`: the loopback guard, checked when the command line is read and again right
 //!   before the first request.
 //! - `oracle`: the user's oracle (read-only SQL, or an HTTP endpoint read at field paths),
-//!   read before and after the sale; [`order_rows`]: `--orders-query`, the shop's order rows;
+//!   read before and after the sale; [`scalar`]: its scalar SQL queries, run as written,
+//!   read-only, under `--oracle-timeout`, each on its own connection; [`order_rows`]:
+//!   `--orders-query`, the shop's order rows;
 //!   [`settle`]: after the last buyer, the oracle read until it is at rest (and the backlog at 0).
 //! - `stock_sampler`: the oracle's stock read once a second during the sale.
 //! - `plan`: the plan as numbers, for `--dry-run` and the remote banner.
@@ -21,6 +23,7 @@ mod oracle;
 pub mod order_rows;
 mod plan;
 mod read_only;
+pub mod scalar;
 pub mod settle;
 pub mod stock_sampler;
 

@@ -8,10 +8,10 @@
 //!
 //! SQL runs in a read-only transaction (`START TRANSACTION READ ONLY`, which PostgreSQL and
 //! MySQL both accept): a query that would write is refused by the database, and nothing is
-//! ever created on it.
+//! ever created on it. The scalar queries run as written, under `--oracle-timeout`, each on a
+//! connection of its own ([`super::scalar`]).
 
 use super::order_rows::{OrdersQuery, Row};
-use super::read_only::ReadOnly;
 use crate::oracle::OracleView;
 use crate::services::{redact_url, Service};
 use crate::store::Backend;
@@ -34,6 +34,8 @@ pub enum OracleSource {
         sold_query: Option<String>,
         stock_query: Option<String>,
         orders: Option<OrdersQuery>,
+        /// How long one scalar query may run (`--oracle-timeout`).
+        timeout: Duration,
     },
     /// An endpoint (absolute URL) answering JSON with sold and/or stock at `fields`.
     Http { url: String, fields: OracleFields },
@@ -63,6 +65,7 @@ pub enum Oracle {
         sold_query: Option<String>,
         stock_query: Option<String>,
         orders: Option<OrdersQuery>,
+        timeout: Duration,
     },
     Http {
         client: reqwest::Client,
@@ -87,6 +90,7 @@ impl OracleSource {
                 sold_query,
                 stock_query,
                 orders,
+                ..
             } => {
                 let mut s = format!("SQL on {}:", redact_url(url));
                 if let Some(o) = orders {
@@ -211,6 +215,7 @@ impl OracleSource {
                 sold_query,
                 stock_query,
                 orders,
+                timeout,
             } => {
                 sqlx::any::install_default_drivers();
                 let backend = Backend::from_url(url)?;
@@ -231,6 +236,7 @@ impl OracleSource {
                     sold_query: sold_query.clone(),
                     stock_query: stock_query.clone(),
                     orders: orders.clone(),
+                    timeout: *timeout,
                 }
             }
             OracleSource::Http { url, fields } => Oracle::Http {
@@ -240,30 +246,6 @@ impl OracleSource {
             },
         })
     }
-}
-
-/// Wraps a user's scalar query so both backends return one BIGINT (or NULL).
-fn scalar_sql(backend: Backend, query: &str, default_zero: bool) -> String {
-    let q = query.trim().trim_end_matches(';').trim();
-    let inner = if default_zero {
-        format!("COALESCE(({q}), 0)")
-    } else {
-        format!("({q})")
-    };
-    match backend {
-        Backend::Postgres => format!("SELECT CAST({inner} AS BIGINT)"),
-        Backend::Mysql => format!("SELECT CAST({inner} AS SIGNED)"),
-    }
-}
-
-/// Runs one wrapped query in a read-only transaction, rolled back after.
-async fn read_only(pool: &AnyPool, sql: String) -> Result<Option<i64>, sqlx::Error> {
-    let mut tx = ReadOnly::begin(pool).await?;
-    let value = sqlx::query_scalar::<_, Option<i64>>(sqlx::AssertSqlSafe(sql))
-        .fetch_one(tx.conn())
-        .await;
-    tx.finish().await;
-    value
 }
 
 /// A number at a dot path of a JSON answer (an integer, or a string holding one).
@@ -320,18 +302,18 @@ impl Oracle {
         match self {
             Oracle::None => Ok(None),
             Oracle::Sql {
-                pool,
                 backend,
                 url,
                 sold_query,
                 stock_query,
+                timeout,
                 ..
             } => {
                 let run = |flag: &'static str, q: &str, zero: bool| {
-                    let sql = scalar_sql(*backend, q, zero);
                     let q = q.to_string();
                     async move {
-                        read_only(pool, sql).await.map_err(|e| {
+                        let read = super::scalar::read(url, *backend, &q, *timeout).await;
+                        read.map(|v| v.or(zero.then_some(0))).map_err(|e| {
                             anyhow::anyhow!(
                                 "{flag} `{q}` failed on {}: {e} (it must be one SELECT returning one number; it runs in a read-only transaction)",
                                 redact_url(url)
@@ -407,8 +389,11 @@ impl Oracle {
     pub async fn backlog(&self, query: &str) -> anyhow::Result<Option<i64>> {
         match self {
             Oracle::Sql {
-                pool, backend, url, ..
-            } => read_only(pool, scalar_sql(*backend, query, false))
+                backend,
+                url,
+                timeout,
+                ..
+            } => super::scalar::read(url, *backend, query, *timeout)
                 .await
                 .map_err(|e| {
                     anyhow::anyhow!(
@@ -462,18 +447,6 @@ pub fn baseline_notes(before: Tally, initial_stock: i64) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn user_queries_are_wrapped_into_one_bigint() {
-        assert_eq!(
-            scalar_sql(Backend::Postgres, "SELECT count(*) FROM o;  ", true),
-            "SELECT CAST(COALESCE((SELECT count(*) FROM o), 0) AS BIGINT)"
-        );
-        assert_eq!(
-            scalar_sql(Backend::Mysql, "SELECT stock FROM s", false),
-            "SELECT CAST((SELECT stock FROM s) AS SIGNED)"
-        );
-    }
 
     #[test]
     fn field_paths_read_what_the_shop_exposes() {

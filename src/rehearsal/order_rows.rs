@@ -25,6 +25,8 @@ pub struct OrdersQuery {
     pub query: String,
     /// Lower-case statuses whose rows hold no stock.
     pub released: Vec<String>,
+    /// How long the query may run (`--oracle-timeout`).
+    pub timeout: std::time::Duration,
 }
 
 /// One order row as the query returned it.
@@ -48,7 +50,13 @@ impl OrdersQuery {
                 .map(|s| s.trim().to_lowercase())
                 .filter(|s| !s.is_empty())
                 .collect(),
+            timeout: super::scalar::TIMEOUT,
         }
+    }
+
+    /// The query with its own statement timeout.
+    pub fn with_timeout(self, timeout: std::time::Duration) -> Self {
+        OrdersQuery { timeout, ..self }
     }
 
     /// Whether a row in `status` holds its units.
@@ -60,6 +68,8 @@ impl OrdersQuery {
     /// are checked before any row is read: wrong ones are an error naming the flag and the
     /// expected columns.
     pub async fn read(&self, pool: &AnyPool) -> anyhow::Result<Vec<Row>> {
+        super::scalar::refuse(&self.query)
+            .map_err(|e| anyhow::anyhow!("--orders-query `{}`: {e}", self.query))?;
         let fail = |e: &dyn std::fmt::Display| {
             anyhow::anyhow!(
                 "--orders-query `{}` failed: {e} (it must be one SELECT returning the columns {}; it runs in a read-only transaction)",
@@ -67,14 +77,15 @@ impl OrdersQuery {
                 expected()
             )
         };
-        let mut tx = ReadOnly::begin(pool).await.map_err(|e| fail(&e))?;
+        let server = |e: sqlx::Error| fail(&super::scalar::message(&e));
+        let mut tx = ReadOnly::begin(pool, self.timeout).await.map_err(server)?;
         let rows = async {
             let conn = tx.conn();
             let sql = sqlx::SqlSafeStr::into_sql_str(sqlx::AssertSqlSafe(self.query.clone()));
             let names: Vec<String> = (&mut *conn)
                 .prepare(sql)
                 .await
-                .map_err(|e| fail(&e))?
+                .map_err(server)?
                 .columns()
                 .iter()
                 .map(|c| c.name().to_lowercase())
@@ -90,7 +101,7 @@ impl OrdersQuery {
             let rows = sqlx::query(sqlx::AssertSqlSafe(self.query.clone()))
                 .fetch_all(&mut *conn)
                 .await
-                .map_err(|e| fail(&e))?;
+                .map_err(server)?;
             rows.iter()
                 .map(|r| row(r, names.len()).map_err(|e| fail(&e)))
                 .collect::<anyhow::Result<Vec<Row>>>()

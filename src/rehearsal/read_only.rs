@@ -1,16 +1,40 @@
 //! The user's SQL oracle reads inside one read-only transaction: a query that would write is
-//! refused by the database, and the transaction is always rolled back.
+//! refused by the database, a slow one is stopped by the database's statement timeout, and the
+//! transaction is always rolled back.
 
 use sqlx::AnyPool;
+use std::time::Duration;
 
-/// A pooled connection inside `START TRANSACTION READ ONLY`: a user's query that would write
-/// is refused by the database. [`ReadOnly::finish`] rolls it back.
+/// A pooled connection inside `START TRANSACTION READ ONLY`, under a statement timeout: a
+/// user's query that would write is refused by the database. [`ReadOnly::finish`] rolls it
+/// back and closes the connection, so nothing the query left on its session (an advisory lock,
+/// `GET_LOCK`) outlives it.
 pub(super) struct ReadOnly(sqlx::pool::PoolConnection<sqlx::Any>);
 
 impl ReadOnly {
-    /// A connection of `pool`, its read-only transaction begun.
-    pub(super) async fn begin(pool: &AnyPool) -> Result<Self, sqlx::Error> {
+    /// A connection of `pool`, its statements limited to `timeout`, its read-only transaction
+    /// begun.
+    pub(super) async fn begin(pool: &AnyPool, timeout: Duration) -> Result<Self, sqlx::Error> {
         let mut conn = pool.acquire().await?;
+        let ms = timeout.as_millis().max(1);
+        let limit = match conn.backend_name() {
+            "PostgreSQL" => format!("SET statement_timeout = {ms}"),
+            // MariaDB; MySQL would need max_execution_time.
+            _ => format!(
+                "SET SESSION max_statement_time = {:.3}",
+                timeout.as_secs_f64()
+            ),
+        };
+        if sqlx::raw_sql(sqlx::AssertSqlSafe(limit))
+            .execute(&mut *conn)
+            .await
+            .is_err()
+        {
+            let mysql = format!("SET SESSION max_execution_time = {ms}");
+            sqlx::raw_sql(sqlx::AssertSqlSafe(mysql))
+                .execute(&mut *conn)
+                .await?;
+        }
         sqlx::raw_sql("START TRANSACTION READ ONLY")
             .execute(&mut *conn)
             .await?;
@@ -22,15 +46,10 @@ impl ReadOnly {
         &mut self.0
     }
 
-    /// Rolls the transaction back; a connection that cannot is closed, never handed back to
-    /// the pool with a transaction open.
+    /// Rolls the transaction back and closes the connection (never handed back to the pool:
+    /// the next read starts a clean session).
     pub(super) async fn finish(mut self) {
-        if sqlx::raw_sql("ROLLBACK")
-            .execute(&mut *self.0)
-            .await
-            .is_err()
-        {
-            self.0.close_on_drop();
-        }
+        let _ = sqlx::raw_sql("ROLLBACK").execute(&mut *self.0).await;
+        self.0.close_on_drop();
     }
 }

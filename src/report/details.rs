@@ -31,11 +31,12 @@ impl From<String> for Fact {
 }
 
 impl std::fmt::Display for Fact {
-    /// The Markdown form.
+    /// The Markdown form (the text never read as HTML: [`super::markup::md_text`]).
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let text = super::markup::md_text(&self.text);
         match self.lead {
-            Some(l) => write!(f, "**{l}**{}", self.text),
-            None => f.write_str(&self.text),
+            Some(l) => write!(f, "**{l}**{text}"),
+            None => f.write_str(&text),
         }
     }
 }

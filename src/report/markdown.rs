@@ -2,7 +2,7 @@
 //! verdicts, and the details per run.
 
 use super::details;
-use super::markup::md_cell;
+use super::markup::{md_cell, md_text};
 use super::repeats;
 use super::table::{Column, HEADLINE};
 use super::{Report, RunReport};
@@ -44,7 +44,7 @@ pub fn headline(r: &Report) -> String {
 
 fn details(s: &mut String, run: &RunReport, mb: bool) {
     let _ = writeln!(s, "\n### {}\n", run.run_label(mb));
-    let _ = writeln!(s, "**Verdict:** {}\n", run.findings.verdict);
+    let _ = writeln!(s, "**Verdict:** {}\n", md_text(&run.findings.verdict));
     for fact in details::facts(run) {
         let _ = writeln!(s, "- {fact}");
     }
@@ -69,7 +69,7 @@ fn details(s: &mut String, run: &RunReport, mb: bool) {
     if !goose.is_empty() {
         let _ = writeln!(s, "\n{}", details::GOOSE_INTRO);
         for g in goose {
-            let _ = writeln!(s, "- {g}");
+            let _ = writeln!(s, "- {}", md_text(&g));
         }
     }
 }
@@ -85,7 +85,7 @@ pub fn render(r: &Report) -> String {
         r.scenario.buyers, r.scenario.spec.item.stock, r.scenario.spec.item.purchase_limit, r.scenario.file, r.generated_at, r.tool_version, r.machine.cores
     );
     if !r.scenario.description.is_empty() {
-        let _ = writeln!(s, "> {}\n", r.scenario.description.trim());
+        let _ = writeln!(s, "> {}\n", md_text(r.scenario.description.trim()));
     }
     s.push_str(&headline(r));
     if let Some((header, rows)) = super::faults::table(r) {
@@ -100,13 +100,18 @@ pub fn render(r: &Report) -> String {
     }
     let _ = writeln!(s, "\n## Verdicts\n");
     for run in &r.runs {
-        let _ = writeln!(s, "- **{}**: {}", run.run_label(mb), run.findings.verdict);
+        let _ = writeln!(
+            s,
+            "- **{}**: {}",
+            run.run_label(mb),
+            md_text(&run.findings.verdict)
+        );
     }
     let failures = details::failures(r);
     if !failures.is_empty() {
         let _ = writeln!(s, "\n## Runs that did not finish\n");
         for f in failures {
-            let _ = writeln!(s, "- **{f}**");
+            let _ = writeln!(s, "- **{}**", md_text(&f));
         }
     }
     let _ = writeln!(s, "\n## Details");
@@ -119,7 +124,7 @@ pub fn render(r: &Report) -> String {
     }
     let _ = writeln!(s, "\n## Where the figures come from\n");
     for (k, v) in &r.sources {
-        let _ = writeln!(s, "- **{k}**: {v}");
+        let _ = writeln!(s, "- **{k}**: {}", md_text(v));
     }
     s
 }

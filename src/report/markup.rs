@@ -1,5 +1,5 @@
 //! Escaping text for the markup oversell writes: XML (JUnit) and HTML share one escaper,
-//! Markdown table cells another.
+//! Markdown text and table cells another.
 
 /// Escapes text for XML and HTML content and attribute values; drops the characters XML 1.0
 /// cannot hold.
@@ -20,9 +20,18 @@ pub fn escape(s: &str) -> String {
     out
 }
 
-/// Text for one Markdown table cell: `|` escaped, line breaks folded.
+/// Text for one Markdown table cell: `|` escaped, line breaks folded, no HTML ([`md_text`]).
 pub fn md_cell(s: &str) -> String {
-    s.replace('|', "\\|").replace('\n', " ")
+    md_text(&s.replace('|', "\\|").replace('\n', " "))
+}
+
+/// Free text for Markdown (a verdict, a note quoting a shop's answer): `&` and `<` written as
+/// entities, so no text (a target's HTML error page, a `<script>`) is ever read as markup.
+pub fn md_text(s: &str) -> String {
+    if !s.contains(['&', '<']) {
+        return s.to_string();
+    }
+    s.replace('&', "&amp;").replace('<', "&lt;")
 }
 
 #[cfg(test)]
@@ -37,5 +46,9 @@ mod tests {
         );
         assert_eq!(escape("a\u{1}b\n"), "ab\n");
         assert_eq!(md_cell("a|b\nc"), "a\\|b c");
+        assert_eq!(
+            md_text("<script>alert(1)</script> & co -> ok"),
+            "&lt;script>alert(1)&lt;/script> &amp; co -> ok"
+        );
     }
 }

@@ -33,13 +33,7 @@ pub(super) async fn before_sale(
         .clone()
         .filter(|l| l.when == LoginWhen::BeforeSale);
     let Some(login) = login else {
-        return Ok((
-            Arc::new(Target {
-                buyers: Arc::new(buyers),
-                ..target
-            }),
-            None,
-        ));
+        return Ok((Arc::new(target.with_buyers(Arc::new(buyers))), None));
     };
     let timeout = Duration::from_millis(plan.scenario.client.timeout_ms);
     let client = target::client(timeout)?;
@@ -65,7 +59,8 @@ pub(super) async fn before_sale(
             let read = target_ref.send(client, Kind::Login, &p).await;
             session.learn(&read.classified.learned);
             let result = login::judge(&read.classified);
-            (i, result, sent.elapsed(), read.body, session)
+            let sample = read.classified.learned.sample.unwrap_or_default();
+            (i, result, sent.elapsed(), sample, session)
         })
         .buffer_unordered(login.concurrency);
     while let Some((i, result, latency, body, session)) = answers.next().await {
@@ -81,10 +76,7 @@ pub(super) async fn before_sale(
     );
     plan.say(&format!("   {}", report.line()));
     buyers.logged_in = Some(sessions);
-    let target = Target {
-        buyers: Arc::new(buyers),
-        ..target
-    };
+    let target = target.with_buyers(Arc::new(buyers));
     Ok((Arc::new(target), Some(report)))
 }
 

@@ -48,17 +48,9 @@ pub(super) async fn gather(plan: &RunPlan, started_at: String) -> Metadata {
     }
     Metadata {
         git_commit: GIT_COMMIT.to_string(),
-        command_line: std::env::args().map(|a| redact_arg(&a)).collect(),
+        command_line: crate::secret::command_line(std::env::args()),
         started_at,
         servers,
-    }
-}
-
-/// An argument with any URL's password redacted (`--flag=URL` too).
-fn redact_arg(arg: &str) -> String {
-    match arg.split_once('=') {
-        Some((flag, value)) if flag.starts_with("--") => format!("{flag}={}", redact_url(value)),
-        _ => redact_url(arg),
     }
 }
 
@@ -174,23 +166,5 @@ async fn ask<E: std::fmt::Display>(
         Ok(Ok(v)) => v,
         Ok(Err(e)) => format!("unknown ({e})"),
         Err(_) => format!("unknown (no answer within {} s)", ASK_TIMEOUT.as_secs()),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn passwords_in_arguments_are_redacted() {
-        assert_eq!(
-            redact_arg("postgres://u:secret@h/db"),
-            "postgres://u:***@h/db"
-        );
-        assert_eq!(
-            redact_arg("--database-url=mysql://root:pw@h/db"),
-            "--database-url=mysql://root:***@h/db"
-        );
-        assert_eq!(redact_arg("--strategy"), "--strategy");
     }
 }

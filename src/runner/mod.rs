@@ -312,7 +312,8 @@ fn empty_report(plan: &RunPlan, metadata: report::Metadata) -> report::Report {
             file: plan.scenario_file.display().to_string(),
             description: s.description.clone(),
             buyers: plan.buyers.len() as u32,
-            spec: s.clone(),
+            // Its secrets masked: the report is an artifact (docs/src/security.md).
+            spec: crate::secret::scenario::scenario(s),
         },
         machine: report::Machine::this(),
         metadata,

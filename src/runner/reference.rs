@@ -72,7 +72,7 @@ pub(super) async fn run_cell(
         .map_or(shared_redis.to_string(), |r| r.url());
     let knobs = &plan.scenario.shop;
     let replica = super::replica::for_run(plan, cell, &name).await?;
-    let extra = replica.as_ref().map(|r| r.args()).unwrap_or_default();
+    let extra = replica.as_ref().map(|r| r.env()).unwrap_or_default();
     let shop = Arc::new(
         ChildShop::start_with(
             shop_exe,

@@ -21,9 +21,10 @@ pub(super) struct RunReplica {
 }
 
 impl RunReplica {
-    /// `--replica-database-url URL`.
-    pub fn args(&self) -> Vec<String> {
-        vec!["--replica-database-url".into(), self.url.clone()]
+    /// `REPLICA_DATABASE_URL=URL` (`serve --replica-database-url` from its environment: a URL
+    /// never goes on a command line).
+    pub fn env(&self) -> Vec<(String, String)> {
+        vec![("REPLICA_DATABASE_URL".into(), self.url.clone())]
     }
 }
 

@@ -154,7 +154,8 @@ pub async fn fire_shard(run: &ShardRun) -> anyhow::Result<ShardFile> {
         shard: run.shard,
         scenario_hash: scenario_hash(s),
         seed: s.buyers.seed,
-        scenario: s.clone(),
+        // Its secrets masked (the hash above is of the scenario as read).
+        scenario: crate::secret::scenario::scenario(s),
         scenario_file: run.scenario_file.display().to_string(),
         open_at: opening,
         shop: match run.subject {

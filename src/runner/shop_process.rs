@@ -52,6 +52,8 @@ struct Launch {
     redis_url: String,
     redis_prefix: String,
     knob_args: Vec<String>,
+    /// More `serve` settings as environment variables (`REPLICA_DATABASE_URL`).
+    extra_env: Vec<(String, String)>,
     log: PathBuf,
 }
 
@@ -81,15 +83,13 @@ impl Launch {
             .args(["--trusted-proxy", "127.0.0.1"])
             // The harness already decided where the servers are.
             .args(["--services", "external"])
+            // Credentials go through the environment, never argv (`ps` shows argv to every
+            // local user): `serve` reads each of these flags from its variable.
             .env("OVERSELL_ADMIN_TOKEN", admin_token)
-            .args([
-                "--database-url",
-                &self.database_url,
-                "--redis-url",
-                &self.redis_url,
-                "--redis-prefix",
-                &self.redis_prefix,
-            ])
+            .env("DATABASE_URL", &self.database_url)
+            .env("REDIS_URL", &self.redis_url)
+            .envs(self.extra_env.iter().map(|(k, v)| (k, v)))
+            .args(["--redis-prefix", &self.redis_prefix])
             .args(&self.knob_args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -136,15 +136,15 @@ impl ChildShop {
         Self::start_with(exe, cell, redis_url, redis_prefix, knobs, &[], log).await
     }
 
-    /// [`Self::start`] with `extra` arguments of `serve` after the knobs' (a run's
-    /// `--replica-database-url`).
+    /// [`Self::start`] with `extra` settings of `serve` in its environment (a run's
+    /// `REPLICA_DATABASE_URL`).
     pub(crate) async fn start_with(
         exe: &Path,
         cell: &Cell,
         redis_url: &str,
         redis_prefix: &str,
         knobs: &ShopKnobs,
-        extra: &[String],
+        extra: &[(String, String)],
         log: PathBuf,
     ) -> anyhow::Result<ChildShop> {
         let _ = std::fs::remove_file(&log);
@@ -158,11 +158,8 @@ impl ChildShop {
             database_url: cell.database_url.clone(),
             redis_url: redis_url.to_string(),
             redis_prefix: redis_prefix.to_string(),
-            knob_args: knobs
-                .command_line()
-                .into_iter()
-                .chain(extra.iter().cloned())
-                .collect(),
+            knob_args: knobs.command_line(),
+            extra_env: extra.to_vec(),
             log,
         };
         let (child, stdout, base_url) = launch.spawn("127.0.0.1:0", &admin_token).await?;

@@ -30,8 +30,8 @@ pub(super) struct Launch<'a> {
     pub redis_url: &'a str,
     pub prefix: &'a str,
     pub knobs: &'a ShopKnobs,
-    /// `serve` arguments after the knobs' (`--replica-database-url`).
-    pub extra: &'a [String],
+    /// `serve` settings in its environment (`REPLICA_DATABASE_URL`).
+    pub extra: &'a [(String, String)],
 }
 
 /// The log of shop `k` (1-based) of a run whose first shop logs to `first`:

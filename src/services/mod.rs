@@ -99,20 +99,9 @@ impl Unreachable {
     }
 }
 
-/// The URL with any password replaced by `***`.
-pub fn redact_url(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_string();
-    };
-    let (auth, host) = match rest.rsplit_once('@') {
-        Some(parts) => parts,
-        None => return url.to_string(),
-    };
-    match auth.split_once(':') {
-        Some((user, _)) => format!("{scheme}://{user}:***@{host}"),
-        None => url.to_string(),
-    }
-}
+/// A URL as oversell stores or prints it: password and secret query values masked (the one
+/// home is [`crate::secret::url`]).
+pub use crate::secret::url as redact_url;
 
 #[cfg(test)]
 mod tests {

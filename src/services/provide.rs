@@ -105,7 +105,7 @@ pub async fn provide(
             "managed {} {} at {} (data {})",
             kind.service().name(),
             s.version(),
-            s.url(),
+            redact_url(&s.url()),
             s.data_dir().display()
         );
         bases.push((kind, s.url()));

@@ -79,11 +79,12 @@ pub(super) async fn put_item(
     State(st): State<AppState>,
     Path(id): Path<String>,
     RawQuery(query): RawQuery,
+    headers: axum::http::HeaderMap,
     body: Bytes,
 ) -> ApiResult<Response> {
     let id = item_id(&id)?;
     let reset = reset_flag(query.as_deref())?;
-    let setup: SaleSetup = parse_json(&body)?;
+    let setup: SaleSetup = parse_json(&headers, &body)?;
     setup.validate().map_err(ApiError::invalid)?;
     match st.inventory.setup_sale(id, &setup, reset).await? {
         SaleSetupResult::Ready(item) => {

@@ -60,6 +60,12 @@ error_codes! {
     InFlight = "in_flight", CONFLICT;
     /// A sale cannot be set up again while it has orders.
     HasOrders = "has_orders", CONFLICT;
+    /// A JSON route's body sent without `Content-Type: application/json` (a form a page of
+    /// another origin could post without asking the browser first).
+    UnsupportedMediaType = "unsupported_media_type", UNSUPPORTED_MEDIA_TYPE;
+    /// A shop on loopback without an admin token asked by a name that is not loopback's (a
+    /// DNS-rebinding page in the user's browser).
+    UnknownHost = "unknown_host", MISDIRECTED_REQUEST;
     /// An `Idempotency-Key` reused for another buyer or quantity.
     IdempotencyKeyReused = "idempotency_key_reused", UNPROCESSABLE_ENTITY;
     /// Refused by the rate limit.

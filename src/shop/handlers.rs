@@ -80,7 +80,29 @@ impl PageCache {
     }
 }
 
-pub(super) fn parse_json<T: serde::de::DeserializeOwned>(body: &Bytes) -> ApiResult<T> {
+/// A JSON route's body: sent as `application/json` (or a `+json` type; any parameters), else
+/// `415 unsupported_media_type` (a browser posts `text/plain` or a form across origins without
+/// asking first: the shop answers those without touching stock), then parsed.
+pub(super) fn parse_json<T: serde::de::DeserializeOwned>(
+    headers: &HeaderMap,
+    body: &Bytes,
+) -> ApiResult<T> {
+    let media = headers
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .map(|v| v.trim().to_ascii_lowercase());
+    let json = media.as_deref().is_some_and(|m| {
+        m == "application/json" || (m.starts_with("application/") && m.ends_with("+json"))
+    });
+    if !json {
+        return Err(
+            ApiError::new(ErrorCode::UnsupportedMediaType).detail(format!(
+                "the body must be sent with content-type: application/json (got {})",
+                media.as_deref().unwrap_or("none")
+            )),
+        );
+    }
     serde_json::from_slice(body).map_err(|e| ApiError::invalid(format!("malformed JSON body: {e}")))
 }
 
@@ -236,7 +258,7 @@ pub(super) async fn create_order(
         .trusted_proxies
         .client_ip(&headers, peer.map(|Extension(ConnectInfo(a))| a));
     let key = idempotency_key(&headers)?;
-    let purchase = validate_order(parse_json(&body)?, ip, key)?;
+    let purchase = validate_order(parse_json(&headers, &body)?, ip, key)?;
     // A purchase runs to its end even when its client leaves (a timeout, a broken
     // connection): the request's future is dropped then, and half a purchase could leak units
     // or leave the buyer not knowing what it has. The answer the client missed is what the

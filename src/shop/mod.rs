@@ -11,11 +11,14 @@
 //! - `rewarm`: the watch that rebuilds a redis-lua sale Redis lost.
 //! - `routes`: the one route table the router is built from.
 //! - `error`: the error body and [`error::ErrorCode`], the shop's machine codes.
+//! - [`host`]: on loopback without an admin token, only loopback `Host` names are answered
+//!   (DNS rebinding).
 
 mod admin;
 pub mod client_ip;
 pub mod error;
 mod handlers;
+pub mod host;
 pub mod knobs;
 pub mod rewarm;
 pub mod routes;
@@ -83,14 +86,22 @@ pub struct SharedState {
     pub trusted_proxies: Arc<TrustedProxies>,
     pub admin_token: Option<Arc<str>>,
     pub rewarm: RewarmWatch,
+    /// Only loopback `Host` names are answered ([`host`]: on loopback without a token).
+    pub loopback_hosts_only: bool,
 }
 
 /// The router: the route table ([`routes::Route`]), the 404 fallback and the metrics layer.
 pub fn app(state: AppState) -> Router {
-    routes::router()
+    let guard = state.loopback_hosts_only;
+    let router = routes::router()
         .fallback(handlers::not_found)
         .layer(axum::middleware::from_fn(routes::observe))
-        .with_state(state)
+        .with_state(state);
+    if guard {
+        router.layer(axum::middleware::from_fn(host::loopback_only))
+    } else {
+        router
+    }
 }
 
 /// A bound, ready shop.
@@ -149,6 +160,7 @@ impl Application {
                 pipeline,
                 page_cache: Arc::new(handlers::PageCache::new(config.page_cache_ttl)),
                 trusted_proxies: Arc::new(config.trusted_proxies),
+                loopback_hosts_only: host::needed(config.listen, config.admin_token.is_some()),
                 admin_token: config.admin_token.map(Arc::from),
                 rewarm,
             })),

@@ -49,6 +49,16 @@ pub fn parse(file: &Path, text: &str) -> Result<Vec<Account>, CsvError> {
 /// columns. Fields may be quoted (`"a, b"`, `""` for a quote), cells are trimmed, blank lines
 /// and a UTF-8 byte-order mark are skipped.
 pub fn read(file: &Path, text: &str) -> Result<(Vec<Account>, Columns), CsvError> {
+    read_from(file, text.as_bytes(), None)
+}
+
+/// [`read`] from a stream, keeping at most `limit` rows: the file is read only as far as the
+/// rows kept (a plan of 10 buyers reads 10 rows of a file of millions, holding only those).
+pub fn read_from(
+    file: &Path,
+    source: impl std::io::Read,
+    limit: Option<usize>,
+) -> Result<(Vec<Account>, Columns), CsvError> {
     let err = |line: Option<usize>, message: String| CsvError {
         file: file.to_path_buf(),
         line,
@@ -58,7 +68,7 @@ pub fn read(file: &Path, text: &str) -> Result<(Vec<Account>, Columns), CsvError
         .has_headers(false)
         .flexible(true)
         .trim(csv::Trim::All)
-        .from_reader(text.as_bytes())
+        .from_reader(source)
         .into_records()
         .map(|r| r.map_err(|e| err(e.position().map(|p| p.line() as usize), e.to_string())))
         // A line of blanks is one empty cell; csv itself skips empty lines.
@@ -109,7 +119,9 @@ pub fn read(file: &Path, text: &str) -> Result<(Vec<Account>, Columns), CsvError
     let mut seen: HashMap<String, usize> = HashMap::new();
     let mut out = Vec::new();
     let mut rows: Vec<Vec<String>> = Vec::new();
-    for row in records {
+    // Never a record past the limit: the rest of the file is not read.
+    while limit.is_none_or(|l| out.len() < l) {
+        let Some(row) = records.next() else { break };
         let row = row?;
         let line = line_of(&row);
         let n = line.unwrap_or_default();
@@ -157,15 +169,17 @@ pub fn read(file: &Path, text: &str) -> Result<(Vec<Account>, Columns), CsvError
     Ok((out, Columns::new(names, rows)))
 }
 
-/// Reads the file and gives its accounts to `plan`'s buyers in order; returns the extra
-/// columns of those rows. The file must have at least one row per planned buyer.
+/// Reads the file, streamed and only as far as the plan needs, and gives its accounts to
+/// `plan`'s buyers in order; returns the extra columns of those rows. The file must have at
+/// least one row per planned buyer (the rows after those are not read).
 pub fn apply(file: &Path, plan: &mut Schedule) -> Result<Columns, CsvError> {
-    let text = std::fs::read_to_string(file).map_err(|e| CsvError {
+    let source = std::fs::File::open(file).map_err(|e| CsvError {
         file: file.to_path_buf(),
         line: None,
         message: format!("cannot read the file: {e}"),
     })?;
-    let (accounts, mut columns) = read(file, &text)?;
+    let (accounts, mut columns) =
+        read_from(file, std::io::BufReader::new(source), Some(plan.len()))?;
     if accounts.len() < plan.len() {
         return Err(CsvError {
             file: file.to_path_buf(),
@@ -307,5 +321,27 @@ mod tests {
         apply(&f, &mut plan).unwrap();
         assert_eq!(plan.get(1).user_id, "u2");
         assert_eq!(plan.get(1).ip, "10.1.1.1");
+    }
+
+    #[test]
+    fn only_the_rows_the_plan_needs_are_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("b.csv");
+        // Two good rows, then what a reader of the whole file would choke on.
+        let mut text = String::from("user_id,device_id,ip,password\nu1,d1,::1,p1\nu2,d2,::1,p2\n");
+        text.push_str("u3,d3,not-an-ip,p3\n");
+        text.push_str(&"x,".repeat(100_000));
+        std::fs::write(&f, text).unwrap();
+        let s = crate::traffic::Scenario::parse(
+            "name = \"t\"\n[item]\nstock = 1\n[buyers]\ncount = 2\narrival = \"uniform\"\nwindow_s = 1\n",
+        )
+        .unwrap();
+        let mut plan = crate::traffic::schedule::build(&s);
+        let columns = apply(&f, &mut plan).unwrap();
+        assert_eq!(plan.get(1).user_id, "u2");
+        assert_eq!(
+            columns.row(1),
+            vec![("password".to_string(), "p2".to_string())]
+        );
     }
 }

@@ -18,6 +18,7 @@ use super::mapping::{
 use super::recorder::{Answer, Kind};
 use super::schedule::BuyerPlan;
 use super::session::{Buyers, Learned, Session};
+use crate::secret::Values;
 use reqwest::Url;
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -84,6 +85,10 @@ pub struct Target {
     pub sale: Sale,
     /// What the run knows per buyer: CSV columns, sessions after a login before the sale.
     pub buyers: Arc<Buyers>,
+    /// The `{env:NAME}` values, read when the target was made.
+    env: Arc<std::collections::BTreeMap<String, String>>,
+    /// The secret values the mapping holds itself (`secrets::of_mapping`).
+    secrets: Arc<Values>,
 }
 
 /// The shops a plan is fired at: buyer i (its index in the seeded schedule) goes to shop
@@ -133,6 +138,9 @@ pub struct Prepared {
     /// The body's content type (JSON or form), unless a header of the request names one.
     pub content_type: Option<&'static str>,
     pub headers: Vec<(String, String)>,
+    /// The secret values the request carries (see `secrets`): masked in any sample of its
+    /// answer.
+    pub secrets: Values,
 }
 
 /// A JSON body's content type.
@@ -178,9 +186,13 @@ impl Prepared {
         }
     }
 
-    /// `POST /api/orders`.
+    /// `POST /api/orders` (a secret query value masked).
     pub fn line(&self) -> String {
-        format!("{} {}", self.method.as_str(), self.path)
+        format!(
+            "{} {}",
+            self.method.as_str(),
+            crate::secret::url(&self.path)
+        )
     }
 }
 
@@ -308,12 +320,22 @@ impl Read {
 impl Target {
     /// A target with no per-buyer data (no CSV columns, no login before the sale).
     pub fn new(base_url: &str, mapping: Mapping, sale: Sale) -> Self {
+        // Unset variables were refused when the plan was built (`Mapping::env_values`).
+        let env = mapping.env_values().unwrap_or_default();
+        let secrets = secrets::of_mapping(&mapping, &env);
         Target {
             base_url: base_url.to_string(),
             mapping,
             sale,
             buyers: Arc::default(),
+            env: Arc::new(env),
+            secrets: Arc::new(secrets),
         }
+    }
+
+    /// This target with what the run knows of its buyers.
+    pub fn with_buyers(self, buyers: Arc<Buyers>) -> Self {
+        Target { buyers, ..self }
     }
 
     /// Buyer `b`'s session as its journey starts; `None` when its login before the sale
@@ -333,6 +355,7 @@ impl Target {
         let p = match n {
             Name::Builtin(p) => p,
             Name::Named(name) => return session?.value(name).map(Cow::Borrowed),
+            Name::Env(var) => return self.env.get(var).map(|v| Cow::Borrowed(v.as_str())),
         };
         Some(match p {
             Placeholder::ItemId => Cow::Borrowed(s.item_id.as_str()),
@@ -358,8 +381,15 @@ impl Target {
         key: Option<&str>,
         session: Option<&Session>,
     ) -> Option<Prepared> {
+        let secrets = std::cell::RefCell::new(Values::default());
         let fill = |text: &str, enc| {
-            template::try_expand(text, enc, |n| self.value(n, b, order_id, session))
+            template::try_expand(text, enc, |n| {
+                let v = self.value(n, b, order_id, session)?;
+                if self.secret_placeholder(n) {
+                    secrets.borrow_mut().add(&v);
+                }
+                Some(v)
+            })
         };
         let path = fill(&t.path, Encoding::Path)?;
         let (body, content_type) = match &t.body {
@@ -391,6 +421,16 @@ impl Target {
         }) {
             headers.push(("Cookie".into(), c));
         }
+        let mut secrets = secrets.into_inner();
+        for (k, v) in &headers {
+            if crate::secret::is_secret_name(k, &self.mapping.secret_fields) {
+                secrets.add(v);
+                secrets.extend(v.split("; ").filter_map(secrets::cookie_value));
+                if let Some((_, credential)) = v.split_once(' ') {
+                    secrets.add(credential);
+                }
+            }
+        }
         if let Some(b) = b.filter(|_| !self.mapping.ip_header.is_empty()) {
             headers.push((self.mapping.ip_header.clone(), b.ip.to_string()));
         }
@@ -403,6 +443,7 @@ impl Target {
             body,
             content_type,
             headers,
+            secrets,
         })
     }
 
@@ -554,9 +595,6 @@ impl Target {
                 }
             }
         }
-        if kind == Kind::Login {
-            learned.sample = Some(super::recorder::cut(body, super::recorder::SAMPLE_BYTES));
-        }
         if let Some(a) = answered {
             learned.set_cookies = a.set_cookies;
         }
@@ -568,8 +606,10 @@ impl Target {
         }
     }
 
-    /// Reads a full response (the body too: latency is full response time) and classifies it.
-    pub async fn read(&self, kind: Kind, resp: reqwest::Response) -> Read {
+    /// Reads a full response to `p` (the body too: latency is full response time; kept up to
+    /// [`body::MAX_BODY_BYTES`]) and classifies it; a login's answer keeps a sample, its
+    /// secrets masked.
+    pub async fn read(&self, kind: Kind, p: &Prepared, resp: reqwest::Response) -> Read {
         let status = resp.status().as_u16();
         let hs = resp.headers();
         let text =
@@ -595,12 +635,18 @@ impl Target {
                 })
                 .collect(),
         };
-        match resp.text().await {
-            Ok(body) => Read {
-                classified: self.classify_with(kind, status, &body, Some(answered)),
-                status: Some(status),
-                body: location.unwrap_or(body),
-            },
+        match body::read_capped(resp).await {
+            Ok(body) => {
+                let mut classified = self.classify_with(kind, status, &body, Some(answered));
+                if kind == Kind::Login {
+                    classified.learned.sample = Some(self.sample(&body, p, &classified.learned));
+                }
+                Read {
+                    classified,
+                    status: Some(status),
+                    body: location.unwrap_or(body),
+                }
+            }
             Err(e) => Read::transport(&e),
         }
     }
@@ -616,7 +662,7 @@ impl Target {
             .send()
             .await
         {
-            Ok(resp) => self.read(kind, resp).await,
+            Ok(resp) => self.read(kind, p, resp).await,
             Err(e) => Read::transport(&e),
         }
     }
@@ -640,5 +686,7 @@ pub fn transport_answer(e: &reqwest::Error) -> Answer {
     }
 }
 
+pub mod body;
+mod secrets;
 #[cfg(test)]
 mod tests;

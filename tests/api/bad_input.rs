@@ -3,7 +3,7 @@
 use crate::helpers::*;
 use oversell::inventory::Strategy;
 use oversell::store::Backend;
-use serde_json::json;
+use serde_json::{json, Value};
 
 async fn bad_requests_move_nothing(strategy: Strategy, backend: Backend) {
     let app = spawn_app(strategy, backend).await;
@@ -82,6 +82,36 @@ async fn bad_requests_move_nothing(strategy: Strategy, backend: Backend) {
             "{raw:?} -> {resp}"
         );
     }
+    // A page of another origin may post text/plain or a form without asking the browser first:
+    // a well-formed order in either is refused (415), as is one without a content type.
+    let order = r#"{"item_id": 1, "user_id": "cross-origin", "qty": 1}"#;
+    for ct in [
+        Some("text/plain"),
+        Some("application/x-www-form-urlencoded"),
+        None,
+    ] {
+        let mut rb = app.client.post(format!("{}/api/orders", app.address));
+        if let Some(ct) = ct {
+            rb = rb.header("content-type", ct);
+        }
+        let r = rb.body(order).send().await.unwrap();
+        let status = r.status().as_u16();
+        let resp: Value = r.json().await.unwrap_or(Value::Null);
+        assert_eq!(
+            (status, resp["error"].as_str()),
+            (415, Some("unsupported_media_type")),
+            "{ct:?} -> {resp}"
+        );
+    }
+    let r = app
+        .client
+        .put(format!("{}/api/items/1", app.address))
+        .header("content-type", "text/plain")
+        .body(r#"{"stock": 0}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 415, "a set-up needs application/json too");
     // Bad set-ups are refused too.
     for body in [
         json!({"stock": -1}),
@@ -188,4 +218,56 @@ async fn an_unreachable_redis_is_named_with_how_to_start_it() {
         "{err}"
     );
     assert!(!err.contains("panicked"), "{err}");
+}
+
+#[tokio::test]
+async fn a_tokenless_shop_on_loopback_answers_no_other_host_name_and_one_with_a_token_does() {
+    // Arrange: the test shop listens on 127.0.0.1 without --admin-token.
+    let app = spawn_app(Strategy::Naive, Backend::Postgres).await;
+    app.setup_sale(1, 5, 1).await;
+    let put = |host: &'static str| {
+        app.client
+            .put(format!("{}/api/items/1?reset=true", app.address))
+            .header("host", host)
+            .json(&json!({"stock": 0}))
+            .send()
+    };
+
+    // Act: a DNS-rebinding page names its own host; a local tool names the loopback.
+    let rebound = put("evil.example:8080").await.unwrap();
+    let rebound_status = rebound.status().as_u16();
+    let rebound_body: Value = rebound.json().await.unwrap();
+    let order = app
+        .client
+        .post(format!("{}/api/orders", app.address))
+        .header("host", "evil.example")
+        .json(&json!({"item_id": 1, "user_id": "u", "qty": 1}))
+        .send()
+        .await
+        .unwrap()
+        .status();
+    let local = put("localhost:8080").await.unwrap().status();
+
+    // Assert
+    assert_eq!(rebound_status, 421, "{rebound_body}");
+    assert_eq!(rebound_body["error"], "unknown_host", "{rebound_body}");
+    assert_eq!(order, 421);
+    assert_eq!(local, 200, "a loopback name is served");
+    let audit = app.drained_audit(1).await;
+    assert_eq!(audit["sold"], 0, "{audit}");
+    app.teardown().await;
+
+    // A shop with a token answers any name (it is meant to be reached): the guard is off.
+    let mut config = test_config(Strategy::Naive, Backend::Postgres);
+    config.admin_token = Some("0123456789abcdef-token".into());
+    let app = spawn_with(config).await;
+    let r = app
+        .client
+        .get(format!("{}/api/items/1", app.address))
+        .header("host", "shop.example")
+        .send()
+        .await
+        .unwrap();
+    assert_ne!(r.status().as_u16(), 421);
+    app.teardown().await;
 }

@@ -185,3 +185,25 @@ async fn bench_shop_json_reports_an_error_as_one_document() {
     assert_eq!(v["exit_code"], 2, "{v}");
     assert!(v["error"].as_str().unwrap().contains("--duration"), "{v}");
 }
+
+#[tokio::test]
+async fn serve_refuses_a_short_admin_token_on_a_public_address() {
+    // A shop that took the token would serve until killed: it must exit at once.
+    let run = tokio::time::timeout(
+        Duration::from_secs(60),
+        oversell_cli(
+            &["serve", "--strategy", "naive", "--listen", "0.0.0.0:0"],
+            &[("OVERSELL_ADMIN_TOKEN", "change-me")],
+        ),
+    )
+    .await
+    .expect("serve refuses at once instead of listening");
+    assert_eq!(run.code, 2, "{}", run.both());
+    assert!(
+        run.stderr.contains("--admin-token is 9 characters") && run.stderr.contains("16"),
+        "{}",
+        run.both()
+    );
+    assert!(!run.stderr.contains("change-me"), "the token is not echoed");
+    assert!(!run.stdout.contains("listening"), "{}", run.both());
+}

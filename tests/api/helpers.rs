@@ -54,19 +54,35 @@ fn decide_servers() -> TestServers {
     rt.block_on(async move {
         // TEST_*_URL as given; else the default when a login there works (a server that
         // answers but refuses the tests' login counts as none).
-        let configured = |var: &'static str, kind: ServerKind, port: u16| async move {
+        // The docker-compose servers' URLs (docker-compose.yml).
+        let configured = |var: &'static str, kind: ServerKind, default: &'static str| async move {
             if all_managed {
                 return None;
             }
             if let Ok(url) = std::env::var(var) {
                 return Some(url);
             }
-            let login = tokio::time::timeout(Duration::from_secs(5), kinds::answers(kind, port));
-            matches!(login.await, Ok(Ok(()))).then(|| kinds::base_url(kind, port))
+            let login = tokio::time::timeout(Duration::from_secs(5), kinds::answers(kind, default));
+            matches!(login.await, Ok(Ok(()))).then(|| default.to_string())
         };
-        let postgres = configured("TEST_POSTGRES_URL", ServerKind::Postgres, 5432).await;
-        let mysql = configured("TEST_MYSQL_URL", ServerKind::Mysql, 3306).await;
-        let redis = configured("TEST_REDIS_URL", ServerKind::Redis, 6379).await;
+        let postgres = configured(
+            "TEST_POSTGRES_URL",
+            ServerKind::Postgres,
+            "postgres://postgres:postgres@127.0.0.1:5432",
+        )
+        .await;
+        let mysql = configured(
+            "TEST_MYSQL_URL",
+            ServerKind::Mysql,
+            "mysql://root@127.0.0.1:3306",
+        )
+        .await;
+        let redis = configured(
+            "TEST_REDIS_URL",
+            ServerKind::Redis,
+            "redis://127.0.0.1:6379",
+        )
+        .await;
         let mut set = None;
         let postgres = url_or_managed(&mut set, ServerKind::Postgres, postgres).await;
         let mysql = url_or_managed(&mut set, ServerKind::Mysql, mysql).await;

@@ -260,3 +260,33 @@ fn the_dockerfile_builds_the_binary_and_ships_the_scenarios() {
         "{image} is older than rust-version {msrv}"
     );
 }
+
+#[test]
+fn no_manifest_ships_an_admin_token_and_every_pod_reads_the_generated_one() {
+    for m in manifests() {
+        let text = std::fs::read_to_string(&m).unwrap();
+        let shipped = text
+            .lines()
+            .filter(|l| !l.trim_start().starts_with('#'))
+            .any(|l| l.contains("OVERSELL_ADMIN_TOKEN:"));
+        assert!(!shipped, "{} ships an admin token", m.display());
+    }
+    let docs = documents();
+    for (kind, name) in [
+        ("Deployment", "oversell-shop"),
+        ("Job", "oversell-shards"),
+        ("Job", "oversell-merge"),
+    ] {
+        let sources = &first_container(named(&docs, kind, name))["envFrom"];
+        let secrets: Vec<&str> = sources
+            .as_sequence()
+            .unwrap()
+            .iter()
+            .filter_map(|s| s["secretRef"]["name"].as_str())
+            .collect();
+        assert!(
+            secrets.contains(&"oversell-admin"),
+            "{kind}/{name} reads the generated token: {secrets:?}"
+        );
+    }
+}

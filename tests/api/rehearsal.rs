@@ -562,6 +562,7 @@ async fn the_sql_oracle_reads_mysql_in_a_read_only_transaction() {
         sold_query: Some(sold.into()),
         stock_query: Some("SELECT 17".into()),
         orders: None,
+        timeout: std::time::Duration::from_secs(30),
     };
 
     // Act

@@ -1,6 +1,12 @@
 //! What differs per kind of managed server: the fresh data directory (`initdb`,
 //! `mariadb-install-db`), the command line with its settings, when it is ready, how it stops
 //! cleanly, and its URL.
+//!
+//! Every kind asks for the run's random password (no trust authentication, no empty root
+//! password): PostgreSQL from `initdb --pwfile` (SCRAM), MariaDB/MySQL from an `--init-file`
+//! read on its first start, Redis from its configuration file (`requirepass`). Each of those
+//! files is the servers' user's own, mode 0600, in the harness's root; the password is never
+//! on a command line. The URLs carry it, in memory only (reports redact it).
 
 use super::binaries::Found;
 use super::ServerKind;
@@ -48,21 +54,57 @@ pub fn default_settings(kind: ServerKind) -> Vec<(String, String)> {
         .collect()
 }
 
-/// The command that fills a fresh data directory, if the kind needs one.
-pub fn init_command(found: &Found, data: &Path) -> Option<Command> {
+/// The file beside a server's data directory that hands it the password: `initdb`'s
+/// `--pwfile` (removed after it), MariaDB's `--init-file` (removed after its first start),
+/// Redis's configuration file.
+pub fn secret_file(root: &Path, name: &str, kind: ServerKind) -> std::path::PathBuf {
+    let ext = match kind {
+        ServerKind::Postgres => "pw",
+        ServerKind::Mysql => "init.sql",
+        ServerKind::Redis => "conf",
+    };
+    root.join(format!("{name}.{ext}"))
+}
+
+/// What [`secret_file`] holds for `password`.
+pub fn secret_file_text(kind: ServerKind, password: &str) -> String {
+    match kind {
+        ServerKind::Postgres => format!("{password}\n"),
+        ServerKind::Mysql => {
+            // Every root the installers make, whichever exist; anonymous users removed.
+            let mut sql =
+                String::from("DROP USER IF EXISTS ''@'localhost';\nDROP USER IF EXISTS ''@'%';\n");
+            for host in ["localhost", "127.0.0.1", "::1", "%"] {
+                sql.push_str(&format!(
+                    "ALTER USER IF EXISTS 'root'@'{host}' IDENTIFIED BY '{password}';\n"
+                ));
+            }
+            sql.push_str("FLUSH PRIVILEGES;\n");
+            sql
+        }
+        ServerKind::Redis => format!("requirepass {password}\n"),
+    }
+}
+
+/// The command that fills a fresh data directory, if the kind needs one (PostgreSQL: its
+/// superuser's password read from `pwfile`, SCRAM authentication for every connection).
+pub fn init_command(found: &Found, data: &Path, pwfile: &Path) -> Option<Command> {
     match found {
         Found::Postgres { initdb, .. } => {
             let mut c = Command::new(initdb);
-            c.arg("-D").arg(data).args([
-                "-U",
-                "postgres",
-                "-A",
-                "trust",
-                "-E",
-                "UTF8",
-                "--locale=C",
-                "--no-sync",
-            ]);
+            c.arg("-D")
+                .arg(data)
+                .args([
+                    "-U",
+                    "postgres",
+                    "-A",
+                    "scram-sha-256",
+                    "-E",
+                    "UTF8",
+                    "--locale=C",
+                    "--no-sync",
+                ])
+                .arg(format!("--pwfile={}", pwfile.display()));
             Some(c)
         }
         Found::Mysql {
@@ -93,7 +135,8 @@ pub fn init_command(found: &Found, data: &Path) -> Option<Command> {
     }
 }
 
-/// The server's command line: data directory, port, settings.
+/// The server's command line: data directory, port, settings (and MariaDB's `--init-file`,
+/// Redis's configuration file: [`secret_file`], while it exists).
 pub fn server_command(
     found: &Found,
     data: &Path,
@@ -103,6 +146,12 @@ pub fn server_command(
     settings: &[(String, String)],
 ) -> Command {
     let mut c = Command::new(found.server());
+    let kind = match found {
+        Found::Postgres { .. } => ServerKind::Postgres,
+        Found::Mysql { .. } => ServerKind::Mysql,
+        Found::Redis { .. } => ServerKind::Redis,
+    };
+    let secret = secret_file(root, name, kind);
     match found {
         Found::Postgres { .. } => {
             c.arg("-D").arg(data).args(["-p", &port.to_string()]);
@@ -114,11 +163,12 @@ pub fn server_command(
             c.arg("--no-defaults")
                 .arg(format!("--datadir={}", data.display()))
                 .arg(format!("--port={port}"))
-                .arg(format!(
-                    "--socket={}",
-                    root.join(format!("{name}.sock")).display()
-                ))
+                // In its own data directory: the server's user writes nothing in the root.
+                .arg(format!("--socket={}", data.join("server.sock").display()))
                 .arg(format!("--pid-file={}", data.join("server.pid").display()));
+            if secret.exists() {
+                c.arg(format!("--init-file={}", secret.display()));
+            }
             // MariaDB's installer made root@127.0.0.1; Oracle MySQL's made root@localhost,
             // which 127.0.0.1 only matches with name resolution on.
             if install.is_some() {
@@ -129,7 +179,9 @@ pub fn server_command(
             }
         }
         Found::Redis { .. } => {
-            c.args(["--port", &port.to_string()])
+            // The configuration file first (the password), then the command line's.
+            c.arg(&secret)
+                .args(["--port", &port.to_string()])
                 .arg("--dir")
                 .arg(data)
                 .args(["--daemonize", "no", "--logfile", ""]);
@@ -158,20 +210,27 @@ pub fn stop_signal(kind: ServerKind) -> nix::sys::signal::Signal {
     }
 }
 
-/// The URL of the server, without a database: a database name is appended as `/<name>`.
-pub fn base_url(kind: ServerKind, port: u16) -> String {
+/// The URL of the server with its password, without a database: a database name is
+/// appended as `/<name>`.
+pub fn base_url(kind: ServerKind, port: u16, password: &str) -> String {
     match kind {
-        // trust authentication: the password is never asked, the URL has one for tools that
-        // want one.
-        ServerKind::Postgres => format!("postgres://postgres:postgres@127.0.0.1:{port}"),
-        ServerKind::Mysql => format!("mysql://root@127.0.0.1:{port}"),
-        ServerKind::Redis => format!("redis://127.0.0.1:{port}"),
+        ServerKind::Postgres => format!("postgres://postgres:{password}@127.0.0.1:{port}"),
+        ServerKind::Mysql => format!("mysql://root:{password}@127.0.0.1:{port}"),
+        ServerKind::Redis => format!("redis://:{password}@127.0.0.1:{port}"),
     }
 }
 
-/// One try at whether the server answers (a login and a trivial query, or PING).
-pub async fn answers(kind: ServerKind, port: u16) -> anyhow::Result<()> {
-    let base = base_url(kind, port);
+/// A new random password (24 hex digits: safe in a URL, a config file and SQL).
+pub fn new_password() -> String {
+    rand::random::<[u8; 12]>()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// One try at whether the server of `kind` at `base` (a URL without a database) answers: a
+/// login and a trivial query, or PING.
+pub async fn answers(kind: ServerKind, base: &str) -> anyhow::Result<()> {
     match kind {
         ServerKind::Postgres => {
             let mut c = sqlx::PgConnection::connect(&format!("{base}/postgres")).await?;
@@ -179,12 +238,12 @@ pub async fn answers(kind: ServerKind, port: u16) -> anyhow::Result<()> {
             let _ = c.close().await;
         }
         ServerKind::Mysql => {
-            let mut c = sqlx::MySqlConnection::connect(&base).await?;
+            let mut c = sqlx::MySqlConnection::connect(base).await?;
             sqlx::query("SELECT 1").execute(&mut c).await?;
             let _ = c.close().await;
         }
         ServerKind::Redis => {
-            let client = redis::Client::open(base.as_str())?;
+            let client = redis::Client::open(base)?;
             let mut c = client.get_multiplexed_async_connection().await?;
             let _: String = redis::cmd("PING").query_async(&mut c).await?;
         }

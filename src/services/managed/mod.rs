@@ -9,7 +9,7 @@
 //! use oversell::services::managed::{ManagedSet, ServerKind, ServerOptions};
 //! let set = ManagedSet::new()?;
 //! let pg = set.start(ServerKind::Postgres, ServerOptions::default()).await?;
-//! let url = pg.database_url("oversell"); // postgres://postgres:postgres@127.0.0.1:PORT/oversell
+//! let url = pg.database_url("oversell"); // postgres://postgres:<random>@127.0.0.1:PORT/oversell
 //! pg.kill9(); // SIGKILL (a crash)
 //! pg.start_again().await?; // crash recovery on the same port and data dir
 //! pg.restart().await?; // a clean stop, then a start
@@ -82,6 +82,8 @@ pub struct ServerOptions {
     pub prepared: bool,
     /// A port to listen on (default: a free loopback port).
     pub port: Option<u16>,
+    /// The superuser's password (default: a new random one; a replica: its primary's).
+    pub password: Option<String>,
 }
 
 /// One running (or stopped, between [`ManagedServer::kill9`] and
@@ -99,6 +101,8 @@ pub struct ManagedServer {
     settings: Vec<(String, String)>,
     version: String,
     child: Arc<Mutex<Option<Child>>>,
+    /// Its superuser's random password (in its URLs; never on a command line).
+    password: Arc<str>,
 }
 
 /// One set of managed servers: their root directory, and the servers started in it. Dropping
@@ -115,10 +119,9 @@ impl ManagedSet {
     /// its watchdog.
     pub fn new() -> anyhow::Result<ManagedSet> {
         let run_as = process::run_as()?;
-        let root = Root::create()?;
-        if let Some(r) = &run_as {
-            r.chown(root.path())?;
-        }
+        // The harness's own: the servers' user reaches its data directory and writes nothing
+        // else here (the logs, the pid list).
+        let root = Root::create(run_as.is_some())?;
         Ok(ManagedSet {
             root: Arc::new(root),
             run_as,
@@ -149,6 +152,25 @@ impl ManagedSet {
         Ok(dir)
     }
 
+    /// Writes `text` to `path`, readable by the servers' user alone (mode 0600, theirs), never
+    /// through a symlink.
+    fn write_private(&self, path: &Path, text: &str) -> anyhow::Result<()> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let _ = std::fs::remove_file(path);
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(nix::libc::O_NOFOLLOW)
+            .open(path)
+            .with_context(|| format!("creating {}", path.display()))?;
+        std::io::Write::write_all(&mut f, text.as_bytes())?;
+        if let Some(r) = &self.run_as {
+            r.chown(path)?;
+        }
+        Ok(())
+    }
+
     /// Runs a helper binary (e.g. `pg_basebackup` from [`ManagedServer::bin_dir`]) as the
     /// servers' user, its output appended to `<root>/<log_name>.log`; fails unless it exits 0.
     pub async fn run_tool(
@@ -177,11 +199,20 @@ impl ManagedSet {
         };
         let log = self.root.path().join(format!("{name}.log"));
         let version = kinds::version(&found).unwrap_or_else(|e| format!("unknown ({e:#})"));
+        let password: Arc<str> = options.password.unwrap_or_else(kinds::new_password).into();
+        let secret = kinds::secret_file(self.root.path(), &name, kind);
+        if !options.prepared || kind == ServerKind::Redis {
+            self.write_private(&secret, &kinds::secret_file_text(kind, &password))?;
+        }
         if !options.prepared {
-            if let Some(mut init) = kinds::init_command(&found, &data_dir) {
+            if let Some(mut init) = kinds::init_command(&found, &data_dir, &secret) {
                 init.current_dir(self.root.path());
                 let what = format!("preparing {}'s data directory", kind.service().name());
-                run_to_end(init, self.run_as.as_ref(), &log, &what).await?;
+                let done = run_to_end(init, self.run_as.as_ref(), &log, &what).await;
+                if kind == ServerKind::Postgres {
+                    let _ = std::fs::remove_file(&secret);
+                }
+                done?;
             }
         }
         let mut settings = kinds::default_settings(kind);
@@ -205,9 +236,15 @@ impl ManagedSet {
             settings,
             version,
             child: Arc::new(Mutex::new(None)),
+            password,
         });
-        server.start_again().await?;
-        tracing::debug!(kind = kind.as_str(), url = %server.url(), version = %server.version, "managed server ready");
+        let started = server.start_again().await;
+        if kind == ServerKind::Mysql {
+            // Read on the first start only: the password is in the data directory now.
+            let _ = std::fs::remove_file(&secret);
+        }
+        started?;
+        tracing::debug!(kind = kind.as_str(), url = %super::redact_url(&server.url()), version = %server.version, "managed server ready");
         register(&server);
         remember(&server);
         self.servers
@@ -261,10 +298,17 @@ impl ManagedServer {
         &self.name
     }
 
-    /// The URL without a database (`postgres://postgres:postgres@127.0.0.1:PORT`,
-    /// `mysql://root@127.0.0.1:PORT`, `redis://127.0.0.1:PORT`).
+    /// The URL without a database, with the server's random password
+    /// (`postgres://postgres:PW@127.0.0.1:PORT`, `mysql://root:PW@127.0.0.1:PORT`,
+    /// `redis://:PW@127.0.0.1:PORT`).
     pub fn url(&self) -> String {
-        kinds::base_url(self.kind, self.port)
+        kinds::base_url(self.kind, self.port, &self.password)
+    }
+
+    /// The superuser's password (a replica's tools log in with it, through their
+    /// environment).
+    pub fn password(&self) -> &str {
+        &self.password
     }
 
     /// The URL of database `name` on it (created on first connect by the store).
@@ -344,9 +388,11 @@ impl ManagedServer {
         *self.lock() = Some(child);
         let started = Instant::now();
         loop {
-            let tried =
-                tokio::time::timeout(Duration::from_secs(5), kinds::answers(self.kind, self.port))
-                    .await;
+            let tried = tokio::time::timeout(
+                Duration::from_secs(5),
+                kinds::answers(self.kind, &self.url()),
+            )
+            .await;
             if matches!(tried, Ok(Ok(()))) {
                 return Ok(());
             }
@@ -479,10 +525,14 @@ async fn run_to_end(
     Ok(())
 }
 
+/// A log in the root, appended to; never opened through a symlink.
 fn open_log(path: &Path) -> anyhow::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
     std::fs::OpenOptions::new()
         .create(true)
         .append(true)
+        .mode(0o600)
+        .custom_flags(nix::libc::O_NOFOLLOW)
         .open(path)
         .with_context(|| format!("opening {}", path.display()))
 }

@@ -14,10 +14,16 @@
 //! A [`Root`] is the directory all of one set's data lives in, named
 //! `oversell-services-<pid>-<unix seconds>-<random>` under the temp dir so that a later run can
 //! tell whose it is and how old, and removes it when that process is gone (a harness killed
-//! with -9 on a system without parent-death signals, or whose watchdog was killed too). Its
-//! watchdog is a `sh` reading a pipe from this process: when the pipe closes (this process
-//! exited, however) it SIGKILLs the servers still listed in the root (each
-//! with its process group) and removes the root.
+//! with -9 on a system without parent-death signals, or whose watchdog was killed too). The
+//! root belongs to the harness's user (mode 0711 when the servers run as another user: they
+//! reach their own data directory, 0700, but can create nothing beside it), so the logs the
+//! harness writes there cannot be swapped for symlinks by the servers' user.
+//!
+//! Its watchdog is a `sh` reading a pipe from this process, which tells it each server it
+//! starts (`add PID MARKER`) and stops (`del PID`): when the pipe closes without `done` (this
+//! process exited, however) it SIGKILLs the process groups it was told of, and only those,
+//! each only if its command line still holds its marker, then removes the root. It reads no
+//! pid from any file, so nothing the servers' user writes can aim it at another process.
 
 use anyhow::Context;
 use std::io::Write;
@@ -171,11 +177,15 @@ pub struct Root {
     /// The write end of the watchdog's pipe (closing it sets the watchdog off).
     watchdog_pipe: std::sync::Mutex<Option<ChildStdin>>,
     watchdog: std::sync::Mutex<Option<Child>>,
+    /// The pid the watchdog was told of for each server name.
+    told: std::sync::Mutex<std::collections::HashMap<String, u32>>,
 }
 
 impl Root {
-    /// Removes stale roots of dead processes, then makes a new one with its watchdog.
-    pub fn create() -> anyhow::Result<Root> {
+    /// Removes stale roots of dead processes, then makes a new one with its watchdog: only
+    /// this process's user may write in it (`shared`: servers of another user may traverse
+    /// it to their data directory, mode 0711; else 0700).
+    pub fn create(shared: bool) -> anyhow::Result<Root> {
         let tmp = std::env::temp_dir();
         sweep_stale(&tmp);
         let secs = SystemTime::now()
@@ -186,9 +196,15 @@ impl Root {
             std::process::id(),
             rand::random::<u32>()
         ));
-        std::fs::create_dir(&path).with_context(|| {
-            format!("creating the managed servers' directory {}", path.display())
-        })?;
+        {
+            use std::os::unix::fs::DirBuilderExt;
+            std::fs::DirBuilder::new()
+                .mode(if shared { 0o711 } else { 0o700 })
+                .create(&path)
+                .with_context(|| {
+                    format!("creating the managed servers' directory {}", path.display())
+                })?;
+        }
         let (pipe, watchdog) = match start_watchdog(&path) {
             Ok((pipe, child)) => (Some(pipe), Some(child)),
             Err(e) => {
@@ -200,7 +216,17 @@ impl Root {
             path,
             watchdog_pipe: std::sync::Mutex::new(pipe),
             watchdog: std::sync::Mutex::new(watchdog),
+            told: Default::default(),
         })
+    }
+
+    /// One line to the watchdog (a watchdog that is gone: nothing to tell).
+    fn tell(&self, line: &str) {
+        if let Ok(mut pipe) = self.watchdog_pipe.lock() {
+            if let Some(p) = pipe.as_mut() {
+                let _ = p.write_all(line.as_bytes()).and_then(|()| p.flush());
+            }
+        }
     }
 
     /// The directory.
@@ -208,19 +234,26 @@ impl Root {
         &self.path
     }
 
-    /// Records a server's pid for the watchdog (with a string its command line contains, so
-    /// a reused pid is never killed).
+    /// Tells the watchdog of a server's pid (with a string its command line contains, so a
+    /// reused pid is never killed).
     pub fn register(&self, name: &str, pid: u32, marker: &str) {
-        let _ = std::fs::write(self.pid_file(name), format!("{pid}\n{marker}\n"));
+        let marker = marker.replace(['\n', '\r'], " ");
+        self.tell(&format!("add {pid} {marker}\n"));
+        let old = self.lock_told().insert(name.to_string(), pid);
+        if let Some(old) = old.filter(|o| *o != pid) {
+            self.tell(&format!("del {old}\n"));
+        }
     }
 
-    /// Forgets a server that stopped.
+    /// Tells the watchdog to forget a server that stopped.
     pub fn unregister(&self, name: &str) {
-        let _ = std::fs::remove_file(self.pid_file(name));
+        if let Some(pid) = self.lock_told().remove(name) {
+            self.tell(&format!("del {pid}\n"));
+        }
     }
 
-    fn pid_file(&self, name: &str) -> PathBuf {
-        self.path.join(format!("{name}.pid"))
+    fn lock_told(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, u32>> {
+        self.told.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
@@ -241,14 +274,28 @@ impl Drop for Root {
     }
 }
 
-/// The watchdog: waits for its stdin to close, SIGKILLs each listed server whose command line
-/// still holds its marker, and removes the root (a few tries: a dying server may still write).
+/// The watchdog: keeps the servers it is told of (`add PID MARKER`, `del PID`) until `done`
+/// (the harness stopped them itself) or the end of its stdin (the harness is gone); then it
+/// SIGKILLs the process group of each server it still holds whose command line still holds
+/// its marker, and removes the root (a few tries: a dying server may still write).
 const WATCHDOG: &str = r#"
 trap '' INT TERM HUP
-read -r _ || true
-for f in "$1"/*.pid; do
-  [ -f "$f" ] || continue
-  pid=$(sed -n 1p "$f"); marker=$(sed -n 2p "$f")
+list=""
+while read -r cmd pid marker; do
+  case "$cmd" in
+    done) exit 0 ;;
+    add|del) case "$pid" in *[!0-9]*|"") continue ;; esac ;;
+    *) continue ;;
+  esac
+  if [ "$cmd" = add ]; then
+    list="$list
+$pid $marker"
+  else
+    list=$(printf '%s\n' "$list" | grep -v "^$pid ")
+  fi
+done
+printf '%s\n' "$list" | while read -r pid marker; do
+  [ -n "$pid" ] || continue
   if [ -r "/proc/$pid/cmdline" ]; then
     tr '\0' ' ' < "/proc/$pid/cmdline" | grep -qF -- "$marker" && kill -9 "-$pid"
   else

@@ -1,8 +1,10 @@
 //! A managed PostgreSQL streaming replica of a managed primary: `pg_basebackup -R -X stream`
 //! from the primary (the same version's tool, from the primary's binary directory) into a data
 //! directory of the same root, then the same server binary and settings on a port of its own,
-//! in hot standby (read-only queries while it replays). initdb's default `pg_hba.conf` trusts
-//! replication connections from 127.0.0.1, and the default `wal_level` (`replica`) and
+//! in hot standby (read-only queries while it replays). initdb's `pg_hba.conf` lets
+//! replication connections from 127.0.0.1 log in with the superuser's password (given to
+//! `pg_basebackup` in `PGPASSWORD`, never on its command line; `-R` writes it into the
+//! replica's own 0700 data directory), and the default `wal_level` (`replica`) and
 //! `max_wal_senders` (10) let the primary stream, so the primary needs no restart.
 //!
 //! MariaDB gets no replica here: a MariaDB replica needs the primary started with a binary log
@@ -44,6 +46,17 @@ impl ManagedServer {
             );
         }
         let data_dir = self.root.path().join(name);
+        // Made here (0700, the servers' user's): that user may not create it in the root.
+        {
+            use std::os::unix::fs::DirBuilderExt;
+            std::fs::DirBuilder::new()
+                .mode(0o700)
+                .create(&data_dir)
+                .with_context(|| format!("creating {}", data_dir.display()))?;
+            if let Some(r) = &self.run_as {
+                r.chown(&data_dir)?;
+            }
+        }
         let log = self.root.path().join(format!("{name}.log"));
         // Beside the server binary, or beside what it links to (`/usr/local/bin/postgres ->
         // /usr/lib/postgresql/15/bin/postgres`): the same version's tool.
@@ -72,6 +85,7 @@ impl ManagedServer {
             .args(["-h", "127.0.0.1", "-p", &self.port.to_string()])
             .args(["-U", "postgres", "-R", "-X", "stream", "-c", "fast"])
             .args(["--no-sync", "--no-password"])
+            .env("PGPASSWORD", &*self.password)
             .current_dir(self.root.path());
         let what = format!(
             "pg_basebackup of the managed PostgreSQL on port {}",
@@ -93,6 +107,7 @@ impl ManagedServer {
             settings,
             version: self.version.clone(),
             child: Arc::new(Mutex::new(None)),
+            password: self.password.clone(),
         };
         let replica = Replica { server: replica };
         replica

@@ -11,6 +11,7 @@
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
+use std::future::Future;
 use std::sync::{Condvar, Mutex, OnceLock};
 use std::time::Duration;
 use tokio::sync::oneshot;
@@ -39,24 +40,27 @@ impl Pace {
         }
     }
 
-    /// Returns at `deadline` (at once if it has passed).
-    pub async fn until(self, deadline: Instant) {
-        if self == Pace::Timer {
-            return tokio::time::sleep_until(deadline).await;
-        }
-        if let Some(early) = deadline.checked_sub(COARSE) {
-            if early > Instant::now() {
-                tokio::time::sleep_until(early).await;
+    /// Returns at `deadline` (at once if it has passed). Boxed: a journey holds one of these
+    /// at every wait, and its own future stays small (a buyer on its way is one small task).
+    pub fn until(self, deadline: Instant) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send>> {
+        Box::pin(async move {
+            if self == Pace::Timer {
+                return tokio::time::sleep_until(deadline).await;
             }
-        }
-        if Instant::now() >= deadline {
-            return;
-        }
-        let (tx, rx) = oneshot::channel();
-        pacer().push(deadline.into_std(), tx);
-        // The pacer never drops a sender unsent: an error here cannot happen, and would only
-        // mean "now".
-        let _ = rx.await;
+            if let Some(early) = deadline.checked_sub(COARSE) {
+                if early > Instant::now() {
+                    tokio::time::sleep_until(early).await;
+                }
+            }
+            if Instant::now() >= deadline {
+                return;
+            }
+            let (tx, rx) = oneshot::channel();
+            pacer().push(deadline.into_std(), tx);
+            // The pacer never drops a sender unsent: an error here cannot happen, and would
+            // only mean "now".
+            let _ = rx.await;
+        })
     }
 }
 

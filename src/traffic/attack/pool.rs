@@ -535,7 +535,7 @@ async fn send_one(
                 .build();
             match user.request(req).await {
                 Ok(g) => match g.response {
-                    Ok(resp) => job.target.read(kind, resp).await,
+                    Ok(resp) => job.target.read(kind, &job.prepared, resp).await,
                     Err(e) => Read::transport(&e),
                 },
                 Err(e) => match *e {
@@ -553,7 +553,10 @@ async fn send_one(
         rec.record(kind, answer, job.intended, sent, done);
     }
     if let (true, Some(status)) = (answer.is_unclassified(), read.status) {
-        rec.unclassified(kind, status, &read.body);
+        let sample = job
+            .target
+            .sample(&read.body, &job.prepared, &read.classified.learned);
+        rec.unclassified(kind, status, &sample);
     }
     (read.classified, sent, done)
 }

@@ -328,6 +328,64 @@ pub(super) fn extract_names(m: &Mapping) -> Result<(), MappingError> {
 }
 
 impl Mapping {
+    /// Every templated part of every request, with its field (after `target.`): the shared
+    /// headers, each action's request, the set-up and the backlog.
+    fn all_parts(&self) -> Vec<(String, &str)> {
+        let mut out: Vec<(String, &str)> = self
+            .headers
+            .iter()
+            .map(|(k, v)| (format!("headers.{k}"), v.as_str()))
+            .collect();
+        let mut requests: Vec<(String, &RequestTemplate)> = Kind::ALL
+            .iter()
+            .filter_map(|k| Some((k.as_str().to_string(), self.request(*k)?)))
+            .collect();
+        let many = self.setup.len() > 1;
+        requests.extend(self.setup.iter().enumerate().map(|(i, t)| {
+            let step = if many {
+                format!("setup[{i}]")
+            } else {
+                "setup".into()
+            };
+            (step, t)
+        }));
+        if let Some(b) = self.settle.as_ref().and_then(|s| s.backlog.as_ref()) {
+            requests.push(("settle.backlog".into(), &b.request));
+        }
+        for (action, t) in requests {
+            out.extend(
+                parts(t)
+                    .into_iter()
+                    .map(|(part, text)| (format!("{action}.{part}"), text)),
+            );
+        }
+        out
+    }
+
+    /// The values of the `{env:NAME}` placeholders, read from the environment once, when the
+    /// plan is built; an unset variable (or one that is not UTF-8) is an error naming the field.
+    pub fn env_values(&self) -> Result<BTreeMap<String, String>, MappingError> {
+        let mut values = BTreeMap::new();
+        for (field, text) in self.all_parts() {
+            for n in template::used(text) {
+                let Name::Env(var) = n else { continue };
+                if values.contains_key(var) {
+                    continue;
+                }
+                match std::env::var(var) {
+                    Ok(v) => values.insert(var.to_string(), v),
+                    Err(_) => {
+                        return Err(MappingError::EnvUnset {
+                            field,
+                            name: var.into(),
+                        })
+                    }
+                };
+            }
+        }
+        Ok(values)
+    }
+
     /// Checks every named placeholder (not a built-in) against what the plan provides: the
     /// `--buyers-csv` file's extra `columns` and the names the requests extract (the login
     /// itself has only the columns). Run when the plan is built, before anything is sent.

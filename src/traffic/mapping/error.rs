@@ -172,6 +172,13 @@ pub enum MappingError {
     },
     #[error("field `target.{action}.extract` is for a buyer's requests: the set-up has no buyer")]
     SetupExtract { action: String },
+    #[error(
+        "field `target.{field}` names {{env:{name}}}, but the environment variable {name} is not \
+         set (or is not UTF-8): export it before running oversell"
+    )]
+    EnvUnset { field: String, name: String },
+    #[error("field `target.secret_fields[{index}]` is empty: name a header, field or column")]
+    SecretField { index: usize },
     #[error("field `target.login.when` must be one of {} (got {got:?})", whens())]
     LoginWhen { got: String },
     #[error("field `target.login.concurrency` must be 1 to 10000 logins at once (got {got})")]

@@ -417,6 +417,9 @@ pub struct Mapping {
     pub poll: Option<PollSpec>,
     /// After the last buyer: the settle window and the backlog signal.
     pub settle: Option<SettleSpec>,
+    /// `secret_fields`: more names (headers, body fields, CSV columns, query parameters) whose
+    /// values are secret, beside the ones [`crate::secret::is_secret_name`] knows.
+    pub secret_fields: Vec<String>,
 }
 
 /// How long `at_timeout` buyers of a foreign shop that declares no payment window wait before
@@ -554,6 +557,7 @@ impl Default for Mapping {
             payment_window: None,
             poll: None,
             settle: None,
+            secret_fields: Vec::new(),
         }
     }
 }

@@ -179,6 +179,9 @@ pub struct RawMapping {
     /// After the last buyer: the settle window and the shop's backlog signal.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub settle: Option<RawSettle>,
+    /// More names whose values are secret (masked in reports, samples and shard files).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub secret_fields: Vec<String>,
 }
 
 /// The payment window `payment_window_s` (seconds) or `payment_window` (a duration) declares:
@@ -263,6 +266,9 @@ impl TryFrom<RawMapping> for Mapping {
             return Err(MappingError::PendingWithoutPoll { rule });
         }
         let settle = raw.settle.map(|st| st.parse(&cx)).transpose()?;
+        if let Some(i) = raw.secret_fields.iter().position(|f| f.trim().is_empty()) {
+            return Err(MappingError::SecretField { index: i });
+        }
         let mapping = Mapping {
             setup,
             login,
@@ -280,6 +286,7 @@ impl TryFrom<RawMapping> for Mapping {
             payment_window,
             poll,
             settle,
+            secret_fields: raw.secret_fields,
         };
         check::extract_names(&mapping)?;
         Ok(mapping)
@@ -396,6 +403,7 @@ impl From<Mapping> for RawMapping {
                 .map(crate::duration::shown),
             poll: m.poll.map(RawPoll::from),
             settle: m.settle.map(RawSettle::from),
+            secret_fields: m.secret_fields,
         }
     }
 }

@@ -2,7 +2,9 @@
 //! ones (a `--buyers-csv` column like `{email}`, a value a request extracts like `{token}`),
 //! found when the scenario is read and expanded in one pass when a request is built. Named
 //! ones are checked against the CSV's columns and the extracted names when the plan is built
-//! ([`super::Mapping::check_names`]).
+//! ([`super::Mapping::check_names`]). `{env:NAME}` is the environment variable `NAME`, read
+//! once when the plan is built ([`super::Mapping::env_values`]), so a scenario need carry no
+//! literal secret; its value is a secret (masked in every sample).
 //!
 //! Expansion never rescans what it inserted, so a user id that reads `{order_id}` stays those
 //! literal characters. Values going into a path are percent-encoded (everything but RFC 3986's
@@ -69,21 +71,38 @@ impl Placeholder {
     }
 }
 
-/// A `{name}` token: a built-in placeholder, or a name the CSV or an extract provides.
+/// A `{name}` token: a built-in placeholder, a name the CSV or an extract provides, or an
+/// environment variable (`{env:NAME}`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Name<'a> {
     Builtin(Placeholder),
     Named(&'a str),
+    /// `{env:NAME}`: the variable's name.
+    Env(&'a str),
 }
 
 impl Name<'_> {
-    /// The name between the braces.
-    pub fn as_str(&self) -> &str {
+    /// The name between the braces (an environment variable's: `env:NAME`).
+    pub fn as_str(&self) -> Cow<'_, str> {
         match self {
-            Name::Builtin(p) => p.name(),
-            Name::Named(n) => n,
+            Name::Builtin(p) => p.name().into(),
+            Name::Named(n) => (*n).into(),
+            Name::Env(n) => format!("{ENV_PREFIX}{n}").into(),
         }
     }
+}
+
+/// What starts an environment placeholder's name: `{env:NAME}`.
+pub const ENV_PREFIX: &str = "env:";
+
+/// Whether `name` may name an environment variable: `A-Z`, `0-9`, `_`, not starting with a
+/// digit.
+fn is_env_name(name: &[u8]) -> bool {
+    !name.is_empty()
+        && !name[0].is_ascii_digit()
+        && name
+            .iter()
+            .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || *b == b'_')
 }
 
 /// Whether `name` may stand between braces: one or more of `a-z`, `0-9`, `_`.
@@ -115,13 +134,27 @@ enum Piece<'a> {
 }
 
 /// Splits a template into literal text and `{name}` tokens, where a name is one or more of
-/// `a-z`, `0-9`, `_`. Any other brace (a JSON object's) is text.
+/// `a-z`, `0-9`, `_` (or `env:` and an environment variable's name). Any other brace (a JSON
+/// object's) is text.
 fn pieces(t: &str) -> Vec<Piece<'_>> {
     let mut out = Vec::new();
     let mut text_from = 0;
     let mut i = 0;
     let bytes = t.as_bytes();
     while i < bytes.len() {
+        if bytes[i] == b'{' && bytes[i + 1..].starts_with(ENV_PREFIX.as_bytes()) {
+            let from = i + 1 + ENV_PREFIX.len();
+            let len = bytes[from..].iter().take_while(|b| **b != b'}').count();
+            if bytes.get(from + len) == Some(&b'}') && is_env_name(&bytes[from..from + len]) {
+                if text_from < i {
+                    out.push(Piece::Text(&t[text_from..i]));
+                }
+                out.push(Piece::Token(Name::Env(&t[from..from + len])));
+                i = from + len + 1;
+                text_from = i;
+                continue;
+            }
+        }
         if bytes[i] == b'{' {
             let name_len = bytes[i + 1..]
                 .iter()
@@ -212,7 +245,7 @@ fn expand_with<'v>(
                 },
                 None => {
                     out.push('{');
-                    out.push_str(n.as_str());
+                    out.push_str(&n.as_str());
                     out.push('}');
                 }
             },
@@ -373,5 +406,15 @@ mod tests {
         );
         assert_eq!(used("/p/{usr_id}"), vec![Name::Named("usr_id")]);
         assert_eq!(used("{}{ x }"), vec![]);
+        assert_eq!(
+            used("Bearer {env:SHOP_KEY_2} {env:lower} {env:}"),
+            vec![Name::Env("SHOP_KEY_2")],
+            "an environment variable's name is upper case"
+        );
+        assert_eq!(
+            expand("k={env:K}", Encoding::Path, |_| None),
+            "k={env:K}",
+            "a token without a value is kept as written"
+        );
     }
 }

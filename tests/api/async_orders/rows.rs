@@ -174,6 +174,7 @@ async fn the_orders_query_reads_mysql_rows_with_integer_ids_in_a_read_only_trans
         sold_query: None,
         stock_query: None,
         orders: Some(OrdersQuery::new(q, "refunded")),
+        timeout: std::time::Duration::from_secs(30),
     };
 
     // Act
