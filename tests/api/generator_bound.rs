@@ -121,16 +121,17 @@ async fn a_generator_starved_of_cpu_is_flagged_and_its_latency_is_not_blamed_on_
     assert_eq!(r["generator_bound"], true, "{}\n{r}", run.both());
     let why = r["generator_lateness"]["bound"].as_str().unwrap();
     assert!(why.contains("materially inflates the latency"), "{why}");
+    // Stopped 150 ms of every 200: a request waits ~56 ms on average for the process to run.
     let lat = &r["generator_lateness"]["figures"];
-    let p99 = lat
+    let mean = lat
         .as_array()
         .unwrap()
         .iter()
-        .find(|f| f["figure"] == "p99")
+        .find(|f| f["figure"] == "mean")
         .unwrap();
     assert!(
-        p99["with_lag_ms"].as_f64().unwrap() > p99["without_lag_ms"].as_f64().unwrap() + 10.0,
-        "{p99}"
+        mean["with_lag_ms"].as_f64().unwrap() > mean["without_lag_ms"].as_f64().unwrap() + 10.0,
+        "{mean}"
     );
     assert_eq!(r["oversell"], 0, "the shop is still judged: {r}");
 }
