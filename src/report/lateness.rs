@@ -22,7 +22,6 @@
 //! A busy machine whose generator is a few milliseconds late under a shop that answers in
 //! tens of milliseconds changes no figure materially: it is reported, not flagged.
 
-use super::summary::LatencySummary;
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -33,11 +32,7 @@ pub const MATERIAL_SHARE: f64 = 0.10;
 /// shared machine can promise (its timers tick every millisecond, its threads share the cores),
 /// and no design review turns on a figure that moved by less.
 pub const MATERIAL_MS: f64 = 10.0;
-/// The shortest *late send*: beyond a busy machine's scheduling tail.
-pub const LATE_SEND_MIN: Duration = Duration::from_millis(50);
-/// The longest *late send*: a request that late landed in another second of the arrival
-/// curve.
-pub const LATE_SEND_MAX: Duration = Duration::from_secs(1);
+pub use crate::traffic::scenario::{LATE_SEND_MAX, LATE_SEND_MIN};
 /// More than this share of requests sent late: the arrivals were not sent as planned.
 pub const LATE_SHARE: f64 = 0.01;
 
@@ -77,14 +72,13 @@ pub struct Lateness {
 
 impl Lateness {
     /// Judges a run: `send_lag` and `send_delay` (lag plus sender wait) of every request,
-    /// `late_after` (the scenario's late send), `latency` and `shop_latency` of its orders, and
-    /// the send-lag p99 bound the user declared, if any.
+    /// `late_after` (the scenario's late send), its order latency `figures` with and without
+    /// the send lag ([`figures`]), and the send-lag p99 bound the user declared, if any.
     pub fn judge(
         send_lag: &Histogram<u64>,
         send_delay: &Histogram<u64>,
         late_after: Duration,
-        latency: Option<&LatencySummary>,
-        shop_latency: Option<&LatencySummary>,
+        figures: Vec<Inflated>,
         declared_max_ms: Option<f64>,
     ) -> Lateness {
         let sends = send_lag.len();
@@ -92,15 +86,6 @@ impl Lateness {
             0
         } else {
             send_delay.count_between(late_after.as_micros() as u64, u64::MAX)
-        };
-        let figures = match (latency, shop_latency) {
-            (Some(l), Some(s)) if l.count > 0 => vec![
-                inflated("mean", l.mean_ms, s.mean_ms),
-                inflated("p50", l.p50_ms, s.p50_ms),
-                inflated("p90", l.p90_ms, s.p90_ms),
-                inflated("p99", l.p99_ms, s.p99_ms),
-            ],
-            _ => Vec::new(),
         };
         let mut why: Vec<String> = Vec::new();
         let material: Vec<String> = figures
@@ -156,12 +141,18 @@ pub fn material(with: f64, without: f64) -> bool {
     added > MATERIAL_MS && added > MATERIAL_SHARE * without
 }
 
-fn inflated(figure: &str, with: f64, without: f64) -> Inflated {
-    Inflated {
-        figure: figure.into(),
-        with_lag_ms: with,
-        without_lag_ms: without,
-    }
+/// The figures the rule reads, mean, p50, p90 and p99 (ms), `with` the send lag and
+/// `without` it.
+pub fn figures(with: [f64; 4], without: [f64; 4]) -> Vec<Inflated> {
+    ["mean", "p50", "p90", "p99"]
+        .iter()
+        .zip(with.iter().zip(without))
+        .map(|(figure, (with, without))| Inflated {
+            figure: (*figure).into(),
+            with_lag_ms: *with,
+            without_lag_ms: without,
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -177,16 +168,8 @@ mod tests {
         h
     }
 
-    fn summary(mean: f64, p50: f64, p90: f64, p99: f64) -> LatencySummary {
-        LatencySummary {
-            count: 100,
-            mean_ms: mean,
-            p50_ms: p50,
-            p90_ms: p90,
-            p99_ms: p99,
-            p999_ms: p99,
-            max_ms: p99,
-        }
+    fn summary(mean: f64, p50: f64, p90: f64, p99: f64) -> [f64; 4] {
+        [mean, p50, p90, p99]
     }
 
     #[test]
@@ -195,7 +178,7 @@ mod tests {
         let lag = lags(&[(300, 980), (8_000, 20)]);
         let with = summary(152.0, 150.5, 170.0, 208.0);
         let without = summary(151.9, 150.0, 169.0, 200.0);
-        let l = Lateness::judge(&lag, &lag, LATE_SEND_MAX, Some(&with), Some(&without), None);
+        let l = Lateness::judge(&lag, &lag, LATE_SEND_MAX, figures(with, without), None);
         assert_eq!(l.bound, None, "{l:?}");
         assert_eq!(l.figures.len(), 4);
         assert_eq!(l.late_sends, 0);
@@ -209,10 +192,10 @@ mod tests {
         // A busy machine's few milliseconds under the same shop: reported, not flagged.
         let busy = summary(2.5, 1.7, 3.0, 6.9);
         assert_eq!(
-            Lateness::judge(&lag, &lag, LATE_SEND_MAX, Some(&busy), Some(&without), None).bound,
+            Lateness::judge(&lag, &lag, LATE_SEND_MAX, figures(busy, without), None).bound,
             None
         );
-        let l = Lateness::judge(&lag, &lag, LATE_SEND_MAX, Some(&with), Some(&without), None);
+        let l = Lateness::judge(&lag, &lag, LATE_SEND_MAX, figures(with, without), None);
         let why = l.bound.expect("flagged");
         assert!(
             why.contains("order latency p99 21.000 ms is 2.000 ms"),
@@ -226,13 +209,13 @@ mod tests {
         // 2 % of requests a second or more late.
         let lag = lags(&[(500, 980), (1_500_000, 20)]);
         let same = summary(1.0, 1.0, 1.0, 1.0);
-        let l = Lateness::judge(&lag, &lag, LATE_SEND_MAX, Some(&same), Some(&same), None);
+        let l = Lateness::judge(&lag, &lag, LATE_SEND_MAX, figures(same, same), None);
         assert_eq!(l.late_sends, 20);
         assert!(l.bound.unwrap().contains("20 of 1000 requests"));
         // 1 % exactly is within the rule.
         let lag = lags(&[(500, 990), (1_500_000, 10)]);
         assert_eq!(
-            Lateness::judge(&lag, &lag, LATE_SEND_MAX, Some(&same), Some(&same), None).bound,
+            Lateness::judge(&lag, &lag, LATE_SEND_MAX, figures(same, same), None).bound,
             None
         );
     }
@@ -242,18 +225,11 @@ mod tests {
         let lag = lags(&[(6_000, 1000)]);
         let slow = summary(500.0, 500.0, 500.0, 500.0);
         assert_eq!(
-            Lateness::judge(&lag, &lag, LATE_SEND_MAX, Some(&slow), Some(&slow), None).bound,
+            Lateness::judge(&lag, &lag, LATE_SEND_MAX, figures(slow, slow), None).bound,
             None,
             "no bound declared: 6 ms of lag under a 500 ms shop is not material"
         );
-        let l = Lateness::judge(
-            &lag,
-            &lag,
-            LATE_SEND_MAX,
-            Some(&slow),
-            Some(&slow),
-            Some(5.0),
-        );
+        let l = Lateness::judge(&lag, &lag, LATE_SEND_MAX, figures(slow, slow), Some(5.0));
         assert!(l.bound.unwrap().contains("5.000 ms bound declared"));
     }
 
@@ -275,7 +251,7 @@ mod tests {
         // Requests 100 ms late: late against the smoke rush, not against a 1 s late send.
         let delay = lags(&[(500, 970), (100_000, 30)]);
         let same = summary(1.0, 1.0, 1.0, 1.0);
-        let j = |after| Lateness::judge(&delay, &delay, after, Some(&same), Some(&same), None);
+        let j = |after| Lateness::judge(&delay, &delay, after, figures(same, same), None);
         assert_eq!(j(LATE_SEND_MIN).late_sends, 30);
         assert!(j(LATE_SEND_MIN).bound.unwrap().contains("50 ms or more"));
         assert_eq!(j(LATE_SEND_MAX).bound, None);

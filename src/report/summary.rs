@@ -245,12 +245,16 @@ pub fn build(input: RunInputs) -> RunReport {
         .filter(|h| !h.is_empty())
         .map(|h| LatencySummary::of(&h));
     let order = requests.get(&Kind::Order);
+    let four = |l: &LatencySummary| [l.mean_ms, l.p50_ms, l.p90_ms, l.p99_ms];
+    let figures = match order.map(|k| (&k.latency, k.shop_latency.as_ref())) {
+        Some((l, Some(s))) if l.count > 0 => super::lateness::figures(four(l), four(s)),
+        _ => Vec::new(),
+    };
     let lateness = super::lateness::Lateness::judge(
         &m.send_lag_all(),
         &m.send_delay_all(),
         input.late_after,
-        order.map(|k| &k.latency),
-        order.and_then(|k| k.shop_latency.as_ref()),
+        figures,
         input.max_send_lag_ms,
     );
     RunReport {

@@ -102,6 +102,13 @@ pub enum Arrival {
     Ramp,
 }
 
+/// The shortest *late send* ([`Scenario::late_send_after`]): beyond a busy machine's
+/// scheduling tail.
+pub const LATE_SEND_MIN: std::time::Duration = std::time::Duration::from_millis(50);
+/// The longest *late send*: a request that late landed in another second of the arrival
+/// curve.
+pub const LATE_SEND_MAX: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// `[buyers]`: how many people come, and when.
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -384,7 +391,6 @@ impl Scenario {
     /// planned: a tenth of a burst's opening rush, at least 50 ms and at most 1 s; 1 s for an
     /// arrival curve with no rush (`report::lateness`).
     pub fn late_send_after(&self) -> std::time::Duration {
-        use crate::report::lateness::{LATE_SEND_MAX, LATE_SEND_MIN};
         match self.buyers.arrival {
             Arrival::Burst => std::time::Duration::from_secs_f64(self.buyers.burst_s / 10.0)
                 .clamp(LATE_SEND_MIN, LATE_SEND_MAX),
