@@ -13,6 +13,7 @@
 //! - `error`: the error body and [`error::ErrorCode`], the shop's machine codes.
 //! - [`host`]: on loopback without an admin token, only loopback `Host` names are answered
 //!   (DNS rebinding).
+//! - [`listener`]: the accept loop: a connection cap, a header-read and an idle timeout.
 
 mod admin;
 pub mod client_ip;
@@ -20,6 +21,7 @@ pub mod error;
 mod handlers;
 pub mod host;
 pub mod knobs;
+pub mod listener;
 pub mod rewarm;
 pub mod routes;
 pub mod telemetry;
@@ -63,6 +65,8 @@ pub struct ShopConfig {
     /// redis-lua: how often to check that Redis still holds the sales (`None`: only when a
     /// purchase finds one missing).
     pub rewarm_check: Option<Duration>,
+    /// The connection cap and time-outs ([`listener::Limits`]).
+    pub limits: listener::Limits,
 }
 
 /// Shared state of the handlers, behind one `Arc`: every request clones the state (the
@@ -107,6 +111,7 @@ pub fn app(state: AppState) -> Router {
 /// A bound, ready shop.
 pub struct Application {
     listener: TcpListener,
+    limits: listener::Limits,
     state: AppState,
     shutdown_tx: watch::Sender<bool>,
     background: tokio::task::JoinSet<()>,
@@ -155,6 +160,7 @@ impl Application {
         }
         Ok(Application {
             listener,
+            limits: config.limits,
             state: AppState(Arc::new(SharedState {
                 inventory,
                 pipeline,
@@ -187,13 +193,7 @@ impl Application {
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> anyhow::Result<()> {
         let router = app(self.state.clone());
-        axum::serve(
-            self.listener,
-            router.into_make_service_with_connect_info::<SocketAddr>(),
-        )
-        .with_graceful_shutdown(shutdown)
-        .await
-        .context("serving")?;
+        listener::serve(self.listener, router, self.limits, shutdown).await;
         // Purchases whose clients left still run (and `batched` ones wait in their queues):
         // let them finish before the pipeline and the pool stop.
         if !self.state.inventory.drain(Duration::from_secs(30)).await {
