@@ -1,6 +1,8 @@
 //! Unit tests of the target: classification, templates filled in, URLs kept on the target.
 
 use super::*;
+use crate::traffic::mapping::Method;
+use std::time::Duration;
 
 fn target() -> Target {
     Target::new(
