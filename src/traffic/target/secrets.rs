@@ -80,8 +80,12 @@ impl Target {
             Name::Env(_) => true,
             Name::Builtin(_) => false,
             Name::Named(x) => {
-                self.mapping.extracted_names().contains(&x)
-                    || secret::is_secret_name(x, &self.mapping.secret_fields)
+                let extracted = crate::traffic::recorder::Kind::ALL.iter().any(|k| {
+                    self.mapping
+                        .request(*k)
+                        .is_some_and(|t| t.extract.iter().any(|e| e.name == x))
+                });
+                extracted || secret::is_secret_name(x, &self.mapping.secret_fields)
             }
         }
     }
