@@ -41,9 +41,14 @@ pub fn is_secret_name(name: &str, extra: &[String]) -> bool {
             .windows(w.len())
             .any(|x| x.eq_ignore_ascii_case(w.as_bytes()))
     };
-    ["authorization", "proxy-authorization", "cookie", "set-cookie"]
-        .iter()
-        .any(|e| n.eq_ignore_ascii_case(e))
+    [
+        "authorization",
+        "proxy-authorization",
+        "cookie",
+        "set-cookie",
+    ]
+    .iter()
+    .any(|e| n.eq_ignore_ascii_case(e))
         || ["token", "key", "secret", "password", "passwd"]
             .iter()
             .any(|w| has(w))
