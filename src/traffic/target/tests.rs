@@ -289,3 +289,34 @@ fn an_answer_teaches_its_cookies_and_extracts_only_when_it_is_a_2xx() {
     assert!(c.learned.extracted.is_empty(), "a refusal teaches nothing");
     assert_eq!(c.answer, Answer::Unauthorized);
 }
+
+#[test]
+fn a_sample_masks_the_values_the_request_carried_and_the_mappings_own_credentials() {
+    let mut t = target();
+    t.mapping.secret_fields = vec!["pin".into()];
+    t.mapping
+        .headers
+        .push(("X-Shop-Key".into(), "literal-key-0001".into()));
+    t.mapping.order.body = Some(Body::Json(
+        r#"{"user": "{user_id}", "pin": "{pin}", "note": "{note}"}"#.into(),
+    ));
+    let t = Target::new(&t.base_url.clone(), t.mapping, t.sale);
+    let session = Session::with_values(vec![
+        ("pin".into(), "9876-5432".into()),
+        ("note".into(), "not-a-secret".into()),
+    ]);
+    let p = t
+        .prepare(&Action::Order(Some("k".into())), &buyer(), &session)
+        .unwrap();
+    // A shop that echoes the request under names that say nothing.
+    let echo = r#"{"a": "9876-5432", "b": "literal-key-0001", "c": "not-a-secret"}"#;
+
+    let s = t.sample(echo, &p, &Learned::default());
+
+    assert!(!s.contains("9876-5432"), "a secret_fields column: {s}");
+    assert!(
+        !s.contains("literal-key-0001"),
+        "a literal header value: {s}"
+    );
+    assert!(s.contains("not-a-secret"), "other columns are kept: {s}");
+}
