@@ -222,7 +222,7 @@ impl Target {
     pub fn new(base_url: &str, mapping: Mapping, sale: Sale) -> Self {
         // Unset variables were refused when the plan was built (`Mapping::env_values`).
         let env = mapping.env_values().unwrap_or_default();
-        let secrets = secrets::of_mapping(&mapping, &env);
+        let secrets = secrets::of_mapping(base_url, &mapping, &env);
         Target {
             base_url: base_url.to_string(),
             mapping,

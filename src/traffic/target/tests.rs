@@ -319,4 +319,13 @@ fn a_sample_masks_the_values_the_request_carried_and_the_mappings_own_credential
         "a literal header value: {s}"
     );
     assert!(s.contains("not-a-secret"), "other columns are kept: {s}");
+    // A target URL's password, and the Basic credential the client makes of it.
+    let t = Target::new(
+        "http://u:url-pass-1@127.0.0.1:1",
+        Mapping::default(),
+        t.sale,
+    );
+    let echo = "pw url-pass-1, basic dTp1cmwtcGFzcy0x";
+    let s = t.sample(echo, &p, &Learned::default());
+    assert_eq!(s, "pw ***, basic ***");
 }
