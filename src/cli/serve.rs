@@ -56,6 +56,10 @@ pub struct ServeArgs {
     #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = limit_arg,
           help_heading = values::SECURITY)]
     pub idle_timeout: std::time::Duration,
+    /// A JSON route's body must arrive within this (a body trickled a byte at a time gets 408).
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = limit_arg,
+          help_heading = values::SECURITY)]
+    pub body_timeout: std::time::Duration,
     /// redis-lua: read reconciliation snapshots from this replica instead of the primary.
     #[arg(long, value_name = "URL", env = "REPLICA_DATABASE_URL", hide_env_values = true, help_heading = values::CONNECTIONS)]
     pub replica_database_url: Option<String>,
@@ -144,6 +148,7 @@ pub(super) async fn serve(mut args: ServeArgs) -> anyhow::Result<i32> {
         max_connections: args.max_connections,
         header_read_timeout: args.header_read_timeout,
         idle_timeout: args.idle_timeout,
+        body_timeout: args.body_timeout,
     };
     let app = Application::build(config).await?;
     // The first stdout line is the contract with `oversell run`, which reads it.

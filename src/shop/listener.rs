@@ -26,21 +26,24 @@ use tokio::time::{Instant, Sleep};
 use tower::Service;
 
 /// The bounds of the shop's connections (`serve --max-connections`, `--header-read-timeout`,
-/// `--idle-timeout`).
+/// `--idle-timeout`, `--body-timeout`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
     pub max_connections: usize,
     pub header_read_timeout: Duration,
     pub idle_timeout: Duration,
+    /// How long a JSON route's body may take to arrive (read by the route: `shop/body.rs`).
+    pub body_timeout: Duration,
 }
 
 impl Default for Limits {
-    /// 4096 connections; headers within 10 s; 60 s without a byte.
+    /// 4096 connections; headers within 10 s; a body within 10 s; 60 s without a byte.
     fn default() -> Self {
         Limits {
             max_connections: 4096,
             header_read_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(60),
+            body_timeout: Duration::from_secs(10),
         }
     }
 }
@@ -94,6 +97,8 @@ pub async fn serve(
                 .header_read_timeout(limits.header_read_timeout);
             let mut conn = pin!(builder.serve_connection(io, svc).with_upgrades());
             let mut closing = pin!(signal_tx.closed());
+            // Asked once: a finished future is never polled again.
+            let mut asked = false;
             loop {
                 tokio::select! {
                     result = conn.as_mut() => {
@@ -102,7 +107,10 @@ pub async fn serve(
                         }
                         break;
                     }
-                    () = &mut closing => conn.as_mut().graceful_shutdown(),
+                    () = &mut closing, if !asked => {
+                        asked = true;
+                        conn.as_mut().graceful_shutdown();
+                    }
                 }
             }
             drop((permit, close_rx));

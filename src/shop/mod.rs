@@ -13,9 +13,11 @@
 //! - `error`: the error body and [`error::ErrorCode`], the shop's machine codes.
 //! - [`host`]: on loopback without an admin token, only loopback `Host` names are answered
 //!   (DNS rebinding).
-//! - [`listener`]: the accept loop: a connection cap, a header-read and an idle timeout.
+//! - [`listener`]: the accept loop: a connection cap, a header-read and an idle timeout;
+//!   `body`: a JSON route's body read within the body timeout.
 
 mod admin;
+mod body;
 pub mod client_ip;
 pub mod error;
 mod handlers;
@@ -92,6 +94,8 @@ pub struct SharedState {
     pub rewarm: RewarmWatch,
     /// Only loopback `Host` names are answered ([`host`]: on loopback without a token).
     pub loopback_hosts_only: bool,
+    /// How long a JSON route's body may take to arrive ([`listener::Limits::body_timeout`]).
+    pub body_timeout: Duration,
 }
 
 /// The router: the route table ([`routes::Route`]), the 404 fallback and the metrics layer.
@@ -167,6 +171,7 @@ impl Application {
                 page_cache: Arc::new(handlers::PageCache::new(config.page_cache_ttl)),
                 trusted_proxies: Arc::new(config.trusted_proxies),
                 loopback_hosts_only: host::needed(config.listen, config.admin_token.is_some()),
+                body_timeout: config.limits.body_timeout,
                 admin_token: config.admin_token.map(Arc::from),
                 rewarm,
             })),

@@ -1,6 +1,7 @@
 //! The reference shop on an open network (#43): a slowloris is closed within the header-read
-//! timeout, and the connection cap keeps the connections one client opens from starving the
-//! rest beyond it (the next waits until one closes).
+//! timeout, a body trickled a byte at a time gets 408 within the body timeout, and the
+//! connection cap keeps the connections one client opens from starving the rest beyond it (the
+//! next waits until one closes).
 
 use crate::helpers::*;
 use oversell::inventory::Strategy;
@@ -27,6 +28,7 @@ async fn a_slowloris_trickling_its_headers_is_closed_within_the_header_read_time
         max_connections: 64,
         header_read_timeout: Duration::from_secs(1),
         idle_timeout: Duration::from_secs(30),
+        ..Limits::default()
     })
     .await;
     let mut s = TcpStream::connect(addr(&app)).await.unwrap();
@@ -65,6 +67,7 @@ async fn connections_beyond_the_cap_wait_until_one_closes() {
         max_connections: 2,
         header_read_timeout: Duration::from_secs(2),
         idle_timeout: Duration::from_secs(30),
+        ..Limits::default()
     })
     .await;
     let client = reqwest::Client::builder()
@@ -106,5 +109,50 @@ async fn connections_beyond_the_cap_wait_until_one_closes() {
     assert!(
         served.is_ok_and(|r| r.status().is_success()),
         "served once the silent ones were closed"
+    );
+}
+
+#[tokio::test]
+async fn a_body_trickled_a_byte_at_a_time_gets_408_within_the_body_timeout() {
+    let app = shop(Limits {
+        body_timeout: Duration::from_secs(1),
+        idle_timeout: Duration::from_secs(30),
+        ..Limits::default()
+    })
+    .await;
+    let mut s = TcpStream::connect(addr(&app)).await.unwrap();
+    s.write_all(
+        b"POST /api/orders HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+          Content-Length: 200\r\n\r\n{",
+    )
+    .await
+    .unwrap();
+    let started = Instant::now();
+
+    // A space every 200 ms: never idle, never done.
+    let mut answer = Vec::new();
+    while started.elapsed() < Duration::from_secs(8) && answer.is_empty() {
+        if s.write_all(b" ").await.is_err() {
+            break;
+        }
+        let mut buf = [0u8; 1024];
+        if let Ok(Ok(n)) = tokio::time::timeout(Duration::from_millis(200), s.read(&mut buf)).await
+        {
+            answer.extend_from_slice(&buf[..n]);
+            if n == 0 {
+                break;
+            }
+        }
+    }
+    let took = started.elapsed();
+    app.teardown().await;
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(
+        answer.starts_with("HTTP/1.1 408") && answer.contains("request_timeout"),
+        "after {took:?}: {answer:?}"
+    );
+    assert!(
+        took < Duration::from_secs(5),
+        "answered only after {took:?}"
     );
 }
