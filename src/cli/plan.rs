@@ -344,7 +344,7 @@ pub(super) async fn plan(
     let summary = PlanSummary::of(&s, &buyers);
     let (label, remote) = match &subject {
         Subject::Foreign(f) => (
-            f.base_url.clone(),
+            crate::secret::url(&f.base_url),
             Some(&f.host).filter(|_| {
                 reqwest::Url::parse(&f.base_url).is_ok_and(|u| !rehearsal::is_loopback_host(&u))
             }),

@@ -42,6 +42,24 @@ pub struct ServeArgs {
     #[arg(long = "trusted-proxy", value_name = "IP|CIDR", value_parser = TrustedProxies::parse,
           help_heading = values::SECURITY)]
     pub trusted_proxies: Vec<ipnet::IpNet>,
+    /// At most this many connections at once; the next waits until one closes.
+    #[arg(long, value_name = "N", default_value_t = crate::shop::listener::Limits::default().max_connections,
+          value_parser = connections_arg,
+          help_heading = values::SECURITY)]
+    pub max_connections: usize,
+    /// A request's headers must arrive within this (a slowloris is closed; so is a keep-alive
+    /// connection idle this long between requests).
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = limit_arg,
+          help_heading = values::SECURITY)]
+    pub header_read_timeout: std::time::Duration,
+    /// A connection on which no byte moves either way for this long is closed (a stalled body).
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = limit_arg,
+          help_heading = values::SECURITY)]
+    pub idle_timeout: std::time::Duration,
+    /// A JSON route's body must arrive within this (a body trickled a byte at a time gets 408).
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = limit_arg,
+          help_heading = values::SECURITY)]
+    pub body_timeout: std::time::Duration,
     /// redis-lua: read reconciliation snapshots from this replica instead of the primary.
     #[arg(long, value_name = "URL", env = "REPLICA_DATABASE_URL", hide_env_values = true, help_heading = values::CONNECTIONS)]
     pub replica_database_url: Option<String>,
@@ -49,6 +67,23 @@ pub struct ServeArgs {
     pub conn: ConnArgs,
     #[command(flatten, next_help_heading = values::KNOBS)]
     pub knobs: ShopKnobs,
+}
+
+/// `--max-connections`: 1 to 1,000,000.
+fn connections_arg(v: &str) -> Result<usize, String> {
+    v.parse::<usize>()
+        .ok()
+        .filter(|n| (1..=1_000_000).contains(n))
+        .ok_or_else(|| format!("takes a whole number from 1 to 1000000 (got {v:?})"))
+}
+
+/// `--header-read-timeout`, `--idle-timeout`: a duration from 100ms to 1h.
+fn limit_arg(v: &str) -> Result<std::time::Duration, String> {
+    let d = values::duration(v)?;
+    if d < std::time::Duration::from_millis(100) || d > std::time::Duration::from_secs(3600) {
+        return Err(format!("takes a duration from 100ms to 1h (got {v:?})"));
+    }
+    Ok(d)
 }
 
 /// The shortest admin token a shop reachable from other machines takes.
@@ -109,6 +144,12 @@ pub(super) async fn serve(mut args: ServeArgs) -> anyhow::Result<i32> {
     config.replica_database_url = args.replica_database_url;
     config.trusted_proxies = TrustedProxies::new(args.trusted_proxies);
     config.admin_token = args.admin_token.filter(|t| !t.is_empty());
+    config.limits = crate::shop::listener::Limits {
+        max_connections: args.max_connections,
+        header_read_timeout: args.header_read_timeout,
+        idle_timeout: args.idle_timeout,
+        body_timeout: args.body_timeout,
+    };
     let app = Application::build(config).await?;
     // The first stdout line is the contract with `oversell run`, which reads it.
     println!("oversell shop listening on http://{}", app.local_addr());

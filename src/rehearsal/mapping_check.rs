@@ -44,7 +44,8 @@ pub async fn run(
         out,
         "mapping check against {} as buyer {:?} (one request of each kind; the order buys a \
          real unit if the shop takes it)",
-        f.base_url, buyer.user_id
+        crate::secret::url(&f.base_url),
+        buyer.user_id
     );
     let mut ok = true;
     let setups = t.setup_requests();
@@ -166,7 +167,8 @@ pub async fn run(
             out,
             "NOTE: this probe bought a real unit of item {} at {} (set the sale up again before \
              a run, or cancel the order)",
-            t.sale.item_id, f.base_url
+            t.sale.item_id,
+            crate::secret::url(&f.base_url)
         );
         if before.is_some() && before == after {
             let _ = writeln!(

@@ -342,10 +342,12 @@ impl Oracle {
                     .await
                     .map_err(|e| Service::Oracle.unreachable_error(url, &e))?;
                 let status = resp.status();
-                let body = resp.text().await.unwrap_or_default();
+                // Kept to 1 MiB; an error quotes 200 bytes of it, secret fields masked.
+                let body = target::body::read_capped(resp).await.unwrap_or_default();
+                let shown = crate::secret::sample(&body, &Default::default(), &[], 200);
                 anyhow::ensure!(
                     status.is_success(),
-                    "the oracle endpoint {} answered {status}: {body} (redirects are not followed)",
+                    "the oracle endpoint {} answered {status}: {shown} (redirects are not followed)",
                     redact_url(url)
                 );
                 let shape = || match (&fields.sold, &fields.stock) {
@@ -354,14 +356,14 @@ impl Oracle {
                 };
                 let json: serde_json::Value = serde_json::from_str(&body).map_err(|e| {
                     anyhow::anyhow!(
-                        "the oracle endpoint {} must answer JSON with {}: {e} (got {body:?})",
+                        "the oracle endpoint {} must answer JSON with {}: {e} (got {shown:?})",
                         redact_url(url),
                         shape()
                     )
                 })?;
                 let t = tally(fields, &json).map_err(|why| {
                     anyhow::anyhow!(
-                        "the oracle endpoint {} answered {body:?}: {why}",
+                        "the oracle endpoint {} answered {shown:?}: {why}",
                         redact_url(url)
                     )
                 })?;

@@ -108,3 +108,60 @@ fn a_value_across_the_cut_is_masked_whole_and_a_cut_json_string_to_its_end() {
     );
     assert!(!s.contains("0123"), "{s}");
 }
+
+#[test]
+fn a_scenarios_target_keeps_its_shape_and_no_secret_and_reads_back() {
+    let text = r#"
+name = "s"
+[item]
+stock = 1
+[buyers]
+count = 1
+arrival = "uniform"
+window_s = 1
+[browse]
+view_share = 0.0
+[after_order]
+pay = 0
+cancel = 0
+abandon = 1
+[target]
+secret_fields = ["pin"]
+headers = { "X-Api-Key" = "hdr-secret-1", Accept = "application/json" }
+setup = { method = "POST", path = "/reset?api_key=query-secret-2&n=1", body = '{"stock": {stock}, "admin_password": "body-secret-3"}' }
+order = { method = "POST", path = "/buy", form = { user = "{user_id}", pin = "form-secret-4" } }
+outcomes = [{ status = ["2xx"], outcome = "created" }]
+[target.login]
+method = "POST"
+path = "/login"
+body = '{"user": "{user_id}", "pass": "login-secret-5"}'
+[target.oracle]
+url = "http://u:oracle-secret-6@127.0.0.1:9/stock?token=oracle-secret-7"
+"#;
+    let s = crate::traffic::Scenario::parse(text).unwrap();
+
+    let masked = scenario::scenario(&s);
+
+    let json = serde_json::to_string(&masked).unwrap();
+    for secret in [
+        "hdr-secret-1",
+        "query-secret-2",
+        "body-secret-3",
+        "form-secret-4",
+        "login-secret-5",
+        "oracle-secret-6",
+        "oracle-secret-7",
+    ] {
+        assert!(!json.contains(secret), "{secret} in {json}");
+    }
+    assert!(
+        json.contains("/reset?api_key=***&n=1") && json.contains(r#"\"stock\": {stock}"#),
+        "the shape is kept: {json}"
+    );
+    let back: crate::traffic::Scenario = serde_json::from_str(&json).unwrap();
+    assert_eq!(back.target.unwrap().secret_fields, vec!["pin".to_string()]);
+    assert!(
+        serde_json::to_string(&s).unwrap().contains("hdr-secret-1"),
+        "the run itself keeps them"
+    );
+}

@@ -11,7 +11,6 @@ use super::handlers::{item_id, parse_json};
 use super::AppState;
 use crate::inventory::{RewarmOutcome, SaleSetupResult};
 use crate::model::SaleSetup;
-use axum::body::Bytes;
 use axum::extract::{FromRequestParts, Path, RawQuery, State};
 use axum::http::header;
 use axum::http::request::Parts;
@@ -80,7 +79,7 @@ pub(super) async fn put_item(
     Path(id): Path<String>,
     RawQuery(query): RawQuery,
     headers: axum::http::HeaderMap,
-    body: Bytes,
+    super::body::TimedBody(body): super::body::TimedBody,
 ) -> ApiResult<Response> {
     let id = item_id(&id)?;
     let reset = reset_flag(query.as_deref())?;

@@ -252,7 +252,7 @@ pub(super) async fn create_order(
     State(st): State<AppState>,
     peer: Option<Extension<ConnectInfo<SocketAddr>>>,
     headers: HeaderMap,
-    body: Bytes,
+    super::body::TimedBody(body): super::body::TimedBody,
 ) -> ApiResult<Response> {
     let ip = st
         .trusted_proxies

@@ -242,6 +242,7 @@ impl ShopKnobs {
             trusted_proxies: super::TrustedProxies::default(),
             admin_token: None,
             rewarm_check: (!self.rewarm_check.is_zero()).then_some(self.rewarm_check),
+            limits: Default::default(),
         }
     }
 }

@@ -13,13 +13,17 @@
 //! - `error`: the error body and [`error::ErrorCode`], the shop's machine codes.
 //! - [`host`]: on loopback without an admin token, only loopback `Host` names are answered
 //!   (DNS rebinding).
+//! - [`listener`]: the accept loop: a connection cap, a header-read and an idle timeout;
+//!   `body`: a JSON route's body read within the body timeout.
 
 mod admin;
+mod body;
 pub mod client_ip;
 pub mod error;
 mod handlers;
 pub mod host;
 pub mod knobs;
+pub mod listener;
 pub mod rewarm;
 pub mod routes;
 pub mod telemetry;
@@ -63,6 +67,8 @@ pub struct ShopConfig {
     /// redis-lua: how often to check that Redis still holds the sales (`None`: only when a
     /// purchase finds one missing).
     pub rewarm_check: Option<Duration>,
+    /// The connection cap and time-outs ([`listener::Limits`]).
+    pub limits: listener::Limits,
 }
 
 /// Shared state of the handlers, behind one `Arc`: every request clones the state (the
@@ -88,6 +94,8 @@ pub struct SharedState {
     pub rewarm: RewarmWatch,
     /// Only loopback `Host` names are answered ([`host`]: on loopback without a token).
     pub loopback_hosts_only: bool,
+    /// How long a JSON route's body may take to arrive ([`listener::Limits::body_timeout`]).
+    pub body_timeout: Duration,
 }
 
 /// The router: the route table ([`routes::Route`]), the 404 fallback and the metrics layer.
@@ -107,6 +115,7 @@ pub fn app(state: AppState) -> Router {
 /// A bound, ready shop.
 pub struct Application {
     listener: TcpListener,
+    limits: listener::Limits,
     state: AppState,
     shutdown_tx: watch::Sender<bool>,
     background: tokio::task::JoinSet<()>,
@@ -155,12 +164,14 @@ impl Application {
         }
         Ok(Application {
             listener,
+            limits: config.limits,
             state: AppState(Arc::new(SharedState {
                 inventory,
                 pipeline,
                 page_cache: Arc::new(handlers::PageCache::new(config.page_cache_ttl)),
                 trusted_proxies: Arc::new(config.trusted_proxies),
                 loopback_hosts_only: host::needed(config.listen, config.admin_token.is_some()),
+                body_timeout: config.limits.body_timeout,
                 admin_token: config.admin_token.map(Arc::from),
                 rewarm,
             })),
@@ -187,13 +198,7 @@ impl Application {
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> anyhow::Result<()> {
         let router = app(self.state.clone());
-        axum::serve(
-            self.listener,
-            router.into_make_service_with_connect_info::<SocketAddr>(),
-        )
-        .with_graceful_shutdown(shutdown)
-        .await
-        .context("serving")?;
+        listener::serve(self.listener, router, self.limits, shutdown).await;
         // Purchases whose clients left still run (and `batched` ones wait in their queues):
         // let them finish before the pipeline and the pool stop.
         if !self.state.inventory.drain(Duration::from_secs(30)).await {

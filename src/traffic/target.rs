@@ -12,9 +12,7 @@
 //! [`Classified::learned`] for the buyer's session.
 
 use super::mapping::template::{self, Encoding, Name, Placeholder};
-use super::mapping::{
-    is_unauthorized, Body, ExtractFrom, Mapping, Method, OutcomeRule, RequestTemplate,
-};
+use super::mapping::{is_unauthorized, Body, ExtractFrom, Mapping, OutcomeRule, RequestTemplate};
 use super::recorder::{Answer, Kind};
 use super::schedule::BuyerPlan;
 use super::session::{Buyers, Learned, Session};
@@ -22,7 +20,6 @@ use crate::secret::Values;
 use reqwest::Url;
 use std::borrow::Cow;
 use std::sync::Arc;
-use std::time::Duration;
 
 /// What a buyer asks the shop to do. An order carries its attempt's idempotency key (sent
 /// in the mapping's `idempotency_header`); pay, cancel and a pending order's poll carry the
@@ -129,103 +126,6 @@ impl Targets {
     }
 }
 
-/// A request ready to send.
-#[derive(Debug, Clone)]
-pub struct Prepared {
-    pub method: Method,
-    pub path: String,
-    pub body: Option<String>,
-    /// The body's content type (JSON or form), unless a header of the request names one.
-    pub content_type: Option<&'static str>,
-    pub headers: Vec<(String, String)>,
-    /// The secret values the request carries (see `secrets`): masked in any sample of its
-    /// answer.
-    pub secrets: Values,
-}
-
-/// A JSON body's content type.
-const JSON: &str = "application/json";
-/// A form body's content type.
-const FORM: &str = "application/x-www-form-urlencoded";
-
-impl Prepared {
-    /// Adds body and headers to a request builder.
-    pub fn apply(&self, mut rb: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
-        for (k, v) in &self.headers {
-            rb = rb.header(k.as_str(), v.as_str());
-        }
-        if let Some(body) = &self.body {
-            let own = self
-                .headers
-                .iter()
-                .any(|(k, _)| k.eq_ignore_ascii_case("content-type"));
-            if let Some(ct) = self.content_type.filter(|_| !own) {
-                rb = rb.header("content-type", ct);
-            }
-            rb = rb.body(body.clone());
-        }
-        rb
-    }
-
-    /// The value of header `name` (any case), if the request sends it.
-    pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-    }
-
-    /// The method for a plain reqwest client.
-    pub fn reqwest_method(&self) -> reqwest::Method {
-        match self.method {
-            Method::Get => reqwest::Method::GET,
-            Method::Post => reqwest::Method::POST,
-            Method::Put => reqwest::Method::PUT,
-            Method::Patch => reqwest::Method::PATCH,
-            Method::Delete => reqwest::Method::DELETE,
-        }
-    }
-
-    /// `POST /api/orders` (a secret query value masked).
-    pub fn line(&self) -> String {
-        format!(
-            "{} {}",
-            self.method.as_str(),
-            crate::secret::url(&self.path)
-        )
-    }
-}
-
-/// A client for the harness's own requests: it follows no redirect (a 3xx is an answer, so
-/// a redirect can never take a request to a host the loopback guard did not approve).
-pub fn client(timeout: Duration) -> reqwest::Result<reqwest::Client> {
-    builder(timeout).build()
-}
-
-/// New connections the senders open at once, at most ([`senders_client`]).
-pub const CONNECTS_AT_ONCE: usize = 16;
-
-/// The senders' client: [`client`]'s, opening at most [`CONNECTS_AT_ONCE`] connections at a
-/// time. The senders meet the sale's opening with an empty pool, and every request that finds
-/// no idle connection opens one: unlimited, a few late requests can tip the opening into a
-/// storm (held senders opening connections to a shop busy accepting them, whose slower answers
-/// hold more senders: 1,200 held within 190 ms, docs/src/performance/overview.md). Limited, a
-/// request waiting for its connect takes the first connection handed back instead.
-pub fn senders_client(timeout: Duration) -> reqwest::Result<reqwest::Client> {
-    builder(timeout)
-        .connector_layer(tower::limit::GlobalConcurrencyLimitLayer::new(
-            CONNECTS_AT_ONCE,
-        ))
-        .build()
-}
-
-fn builder(timeout: Duration) -> reqwest::ClientBuilder {
-    reqwest::Client::builder()
-        .timeout(timeout)
-        .redirect(reqwest::redirect::Policy::none())
-        .pool_max_idle_per_host(256)
-}
-
 /// The value at a dot path of a JSON answer, as text: a string as it is, anything else as JSON.
 pub fn field(v: &serde_json::Value, path: &str) -> Option<String> {
     let v = path.split('.').try_fold(v, |v, k| v.get(k))?;
@@ -322,7 +222,7 @@ impl Target {
     pub fn new(base_url: &str, mapping: Mapping, sale: Sale) -> Self {
         // Unset variables were refused when the plan was built (`Mapping::env_values`).
         let env = mapping.env_values().unwrap_or_default();
-        let secrets = secrets::of_mapping(&mapping, &env);
+        let secrets = secrets::of_mapping(base_url, &mapping, &env);
         Target {
             base_url: base_url.to_string(),
             mapping,
@@ -687,6 +587,9 @@ pub fn transport_answer(e: &reqwest::Error) -> Answer {
 }
 
 pub mod body;
+mod prepared;
 mod secrets;
+pub use prepared::{client, senders_client, Prepared, CONNECTS_AT_ONCE};
+use prepared::{FORM, JSON};
 #[cfg(test)]
 mod tests;

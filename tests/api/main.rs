@@ -48,6 +48,7 @@ mod selftest;
 mod services;
 mod sessions;
 mod shard;
+mod shop_limits;
 mod shops;
 mod stand_in;
 mod store;

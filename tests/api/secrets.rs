@@ -483,3 +483,42 @@ async fn the_child_shop_gets_its_database_and_redis_urls_in_its_environment_not_
         "the shop reads them from its environment"
     );
 }
+
+#[tokio::test]
+async fn an_http_oracles_error_quotes_200_bytes_of_its_answer_with_no_secret() {
+    // Arrange: an endpoint that fails with a huge page holding a token.
+    let page = format!("access_token=ZZSECRET99 {}", "<p>x</p>".repeat(400_000));
+    let app = Router::new().route(
+        "/stock",
+        get(move || {
+            let page = page.clone();
+            async move { (StatusCode::INTERNAL_SERVER_ERROR, page) }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let source = oversell::rehearsal::OracleSource::Http {
+        url: format!("{base}/stock"),
+        fields: Default::default(),
+    };
+
+    // Act
+    let e = source
+        .connect()
+        .await
+        .unwrap()
+        .read()
+        .await
+        .unwrap_err()
+        .to_string();
+
+    // Assert
+    assert!(e.contains("answered 500"), "{e}");
+    assert!(!e.contains("ZZSECRET99"), "{e}");
+    assert!(
+        e.len() < 600,
+        "the error quotes a sample, not the page: {} bytes",
+        e.len()
+    );
+}

@@ -28,10 +28,21 @@ const HARMLESS_HEADERS: [&str; 8] = [
     "x-requested-with",
 ];
 
-/// The secret values `m` holds itself: the environment's values, each literal header value
-/// (but [`HARMLESS_HEADERS`]'), and the login body's literal values.
-pub(super) fn of_mapping(m: &Mapping, env: &BTreeMap<String, String>) -> Values {
+/// The secret values a target holds itself: the password of its base URL (and the Basic
+/// credential the HTTP client makes of it), the environment's values, each literal header
+/// value of the mapping (but [`HARMLESS_HEADERS`]') and the login body's literal values.
+pub(super) fn of_mapping(base_url: &str, m: &Mapping, env: &BTreeMap<String, String>) -> Values {
     let mut v = Values::default();
+    if let Some(url) = reqwest::Url::parse(base_url)
+        .ok()
+        .filter(|u| u.password().is_some())
+    {
+        use base64::Engine;
+        let password = url.password().unwrap_or_default();
+        v.add(password);
+        let basic = format!("{}:{password}", url.username());
+        v.add(&base64::engine::general_purpose::STANDARD.encode(basic));
+    }
     v.extend(env.values().map(String::as_str));
     let literal = |text: &str| template::used(text).is_empty();
     let templates = m
@@ -80,8 +91,12 @@ impl Target {
             Name::Env(_) => true,
             Name::Builtin(_) => false,
             Name::Named(x) => {
-                self.mapping.extracted_names().contains(&x)
-                    || secret::is_secret_name(x, &self.mapping.secret_fields)
+                let extracted = crate::traffic::recorder::Kind::ALL.iter().any(|k| {
+                    self.mapping
+                        .request(*k)
+                        .is_some_and(|t| t.extract.iter().any(|e| e.name == x))
+                });
+                extracted || secret::is_secret_name(x, &self.mapping.secret_fields)
             }
         }
     }

@@ -1,6 +1,8 @@
 //! Unit tests of the target: classification, templates filled in, URLs kept on the target.
 
 use super::*;
+use crate::traffic::mapping::Method;
+use std::time::Duration;
 
 fn target() -> Target {
     Target::new(
@@ -286,4 +288,44 @@ fn an_answer_teaches_its_cookies_and_extracts_only_when_it_is_a_2xx() {
     let c = t.classify(Kind::Login, 401, r#"{"data": {"token": "abc"}}"#);
     assert!(c.learned.extracted.is_empty(), "a refusal teaches nothing");
     assert_eq!(c.answer, Answer::Unauthorized);
+}
+
+#[test]
+fn a_sample_masks_the_values_the_request_carried_and_the_mappings_own_credentials() {
+    let mut t = target();
+    t.mapping.secret_fields = vec!["pin".into()];
+    t.mapping
+        .headers
+        .push(("X-Shop-Key".into(), "literal-key-0001".into()));
+    t.mapping.order.body = Some(Body::Json(
+        r#"{"user": "{user_id}", "pin": "{pin}", "note": "{note}"}"#.into(),
+    ));
+    let t = Target::new(&t.base_url.clone(), t.mapping, t.sale);
+    let session = Session::with_values(vec![
+        ("pin".into(), "9876-5432".into()),
+        ("note".into(), "not-a-secret".into()),
+    ]);
+    let p = t
+        .prepare(&Action::Order(Some("k".into())), &buyer(), &session)
+        .unwrap();
+    // A shop that echoes the request under names that say nothing.
+    let echo = r#"{"a": "9876-5432", "b": "literal-key-0001", "c": "not-a-secret"}"#;
+
+    let s = t.sample(echo, &p, &Learned::default());
+
+    assert!(!s.contains("9876-5432"), "a secret_fields column: {s}");
+    assert!(
+        !s.contains("literal-key-0001"),
+        "a literal header value: {s}"
+    );
+    assert!(s.contains("not-a-secret"), "other columns are kept: {s}");
+    // A target URL's password, and the Basic credential the client makes of it.
+    let t = Target::new(
+        "http://u:url-pass-1@127.0.0.1:1",
+        Mapping::default(),
+        t.sale,
+    );
+    let echo = "pw url-pass-1, basic dTp1cmwtcGFzcy0x";
+    let s = t.sample(echo, &p, &Learned::default());
+    assert_eq!(s, "pw ***, basic ***");
 }
