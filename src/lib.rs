@@ -156,7 +156,7 @@
 //!   `inventory::redis_lua::keys`, which holds the key layout).
 //! - [`secret`]: what counts as a secret (by name, by value) and the one place that masks it:
 //!   samples, URLs, the command line, the scenario a report or shard file stores
-//!   (`secret::scenario`); docs/src/security.md.
+//!   (`traffic::scenario::masked`); docs/src/security.md.
 //! - [`duration`]: durations with a unit (`500ms`, `15m`), read and shown one way everywhere.
 //! - [`suggest`]: "did you mean …" for a mistyped name (metric, threshold, scenario).
 //! - [`telemetry`]: logging set-up (colour only on a terminal, never with `NO_COLOR`; clear of

@@ -313,7 +313,7 @@ fn empty_report(plan: &RunPlan, metadata: report::Metadata) -> report::Report {
             description: s.description.clone(),
             buyers: plan.buyers.len() as u32,
             // Its secrets masked: the report is an artifact (docs/src/security.md).
-            spec: crate::secret::scenario::scenario(s),
+            spec: crate::traffic::scenario::masked::scenario(s),
         },
         machine: report::Machine::this(),
         metadata,

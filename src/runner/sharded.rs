@@ -155,7 +155,7 @@ pub async fn fire_shard(run: &ShardRun) -> anyhow::Result<ShardFile> {
         scenario_hash: scenario_hash(s),
         seed: s.buyers.seed,
         // Its secrets masked (the hash above is of the scenario as read).
-        scenario: crate::secret::scenario::scenario(s),
+        scenario: crate::traffic::scenario::masked::scenario(s),
         scenario_file: run.scenario_file.display().to_string(),
         open_at: opening,
         shop: match run.subject {

@@ -15,13 +15,14 @@
 //! What is written is then masked: a sample ([`sample`]) by value and by field name
 //! ([`mask_fields`]: JSON `"access_token": "…"`, `password=…` pairs, `Authorization: …` lines,
 //! `Bearer …`); a URL ([`url`]) loses its password and secret query values; a command line
-//! ([`command_line`]) loses the values of secret flags; a scenario ([`scenario`]) keeps its
-//! shape with every header value, login and form body and secret field masked.
+//! ([`command_line`]) loses the values of secret flags; a scenario
+//! (`traffic::scenario::masked`, with these rules) keeps its shape with every header value,
+//! login and form body and secret field masked. This module depends on nothing else of the
+//! crate.
 
 mod scan;
-pub mod scenario;
 
-pub use scan::{json_string_values, mask_fields};
+pub use scan::{json_string_values, mask_fields, mask_pairs};
 
 /// What a masked value reads as.
 pub const MASK: &str = "***";

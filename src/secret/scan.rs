@@ -52,7 +52,7 @@ pub fn mask_fields(text: &str, extra: &[String]) -> String {
 }
 
 /// A query string or form body with the value of every secret-named pair masked.
-pub(super) fn mask_pairs(q: &str, extra: &[String]) -> String {
+pub fn mask_pairs(q: &str, extra: &[String]) -> String {
     q.split('&')
         .map(|pair| match pair.split_once('=') {
             Some((k, v)) if is_secret_name(k, extra) && !v.is_empty() => format!("{k}={MASK}"),

@@ -10,6 +10,7 @@ use crate::shop::ShopKnobs;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
+pub mod masked;
 mod validate;
 use validate::bad;
 pub use validate::{FieldError, ScenarioError, ScenarioProblem};

@@ -1,14 +1,14 @@
 //! A scenario as reports and shard files store it: its shape kept, its secrets masked. Every
 //! header value, the login's body, every form value and the value of every secret-named field
-//! of a JSON body or a query becomes [`MASK`]; the oracle's URL goes through [`url`].
+//! of a JSON body or a query becomes [`MASK`](crate::secret::MASK); the oracle's URL goes through [`url`](crate::secret::url).
 //!
 //! The masked `[target]` still reads back (a report is read by `diff`, a shard by `merge`):
 //! a JSON body that masking would leave unreadable is masked whole (`"***"`, itself JSON).
 
-use super::{mask_fields, scan::mask_pairs, url, MASK};
-use crate::traffic::mapping::template::{self, Encoding};
-use crate::traffic::mapping::{Body, Mapping, RequestTemplate};
-use crate::traffic::Scenario;
+use super::super::mapping::template::{self, Encoding};
+use super::super::mapping::{Body, Mapping, RequestTemplate};
+use super::Scenario;
+use crate::secret::{mask_fields, mask_pairs, url, MASK};
 use std::borrow::Cow;
 
 /// `s` with its `[target]`'s secrets masked.
@@ -79,4 +79,66 @@ fn request(t: &mut RequestTemplate, extra: &[String], login: bool) {
             }
         }
     };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_scenarios_target_keeps_its_shape_and_no_secret_and_reads_back() {
+        let text = r#"
+    name = "s"
+    [item]
+    stock = 1
+    [buyers]
+    count = 1
+    arrival = "uniform"
+    window_s = 1
+    [browse]
+    view_share = 0.0
+    [after_order]
+    pay = 0
+    cancel = 0
+    abandon = 1
+    [target]
+    secret_fields = ["pin"]
+    headers = { "X-Api-Key" = "hdr-secret-1", Accept = "application/json" }
+    setup = { method = "POST", path = "/reset?api_key=query-secret-2&n=1", body = '{"stock": {stock}, "admin_password": "body-secret-3"}' }
+    order = { method = "POST", path = "/buy", form = { user = "{user_id}", pin = "form-secret-4" } }
+    outcomes = [{ status = ["2xx"], outcome = "created" }]
+    [target.login]
+    method = "POST"
+    path = "/login"
+    body = '{"user": "{user_id}", "pass": "login-secret-5"}'
+    [target.oracle]
+    url = "http://u:oracle-secret-6@127.0.0.1:9/stock?token=oracle-secret-7"
+    "#;
+        let s = Scenario::parse(text).unwrap();
+
+        let masked = scenario(&s);
+
+        let json = serde_json::to_string(&masked).unwrap();
+        for secret in [
+            "hdr-secret-1",
+            "query-secret-2",
+            "body-secret-3",
+            "form-secret-4",
+            "login-secret-5",
+            "oracle-secret-6",
+            "oracle-secret-7",
+        ] {
+            assert!(!json.contains(secret), "{secret} in {json}");
+        }
+        assert!(
+            json.contains("/reset?api_key=***&n=1") && json.contains(r#"\"stock\": {stock}"#),
+            "the shape is kept: {json}"
+        );
+        let back: Scenario = serde_json::from_str(&json).unwrap();
+        assert_eq!(back.target.unwrap().secret_fields, vec!["pin".to_string()]);
+        assert!(
+            serde_json::to_string(&s).unwrap().contains("hdr-secret-1"),
+            "the run itself keeps them"
+        );
+    }
 }
