@@ -42,7 +42,6 @@ fn clients(acks: &[(&str, &str)]) -> Measurements {
         attempts: vec![],
         told: Default::default(),
         cancels_ok: 0,
-        send_delay: Default::default(),
         follow_ups: vec![],
         retries: Default::default(),
         unclassified: vec![],

@@ -244,7 +244,7 @@ fn lateness_line(run: &RunReport) -> Option<String> {
     let l = &run.generator_lateness;
     let p99 = l.figures.iter().find(|f| f.figure == "p99")?;
     Some(format!(
-        "generator lateness (latency with and without each request's send lag, HdrHistogram): order latency p99 {:.3} ms, {:.3} ms without send lag (+{:.3} ms); {} of {} requests sent {:.0} ms or more late (send lag or sender wait); {}",
+        "generator lateness (latency with and without each request's send lag, HdrHistogram): order latency p99 {:.3} ms, {:.3} ms without send lag (+{:.3} ms); {} of {} requests sent {:.0} ms or more late by the generator; {}",
         p99.with_lag_ms,
         p99.without_lag_ms,
         p99.added_ms(),

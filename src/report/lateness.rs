@@ -11,11 +11,12 @@
 //!   figure without the lag *and* by more than [`MATERIAL_MS`] (a gate threshold on latency is
 //!   judged the same way, threshold by threshold, in `gate`);
 //! - **arrivals it failed to send**: more than [`LATE_SHARE`] of the requests went out later
-//!   than the scenario's *late send* after their intended send, by send lag or waiting for a
-//!   free sender: a tenth of a burst's opening rush (at least [`LATE_SEND_MIN`]), else
-//!   [`LATE_SEND_MAX`] (`Scenario::late_send_after`). A request that late has left the rush,
-//!   or the second of the arrival curve, the plan put it in: the load sent is not the load
-//!   planned (a wait for a sender is still the shop's time in the latency);
+//!   than the scenario's *late send* after their intended send by the generator's own
+//!   lateness (send lag; a wait for a sender every one of which an unanswered request holds
+//!   is the shop's time, never counted): a tenth of a burst's opening rush (at least
+//!   [`LATE_SEND_MIN`]), else [`LATE_SEND_MAX`] (`Scenario::late_send_after`). A request that
+//!   late has left the rush, or the second of the arrival curve, the plan put it in: the load
+//!   sent is not the load planned;
 //! - **a bound the user declared**: `[thresholds] send_lag_p99_ms` or `--max-send-lag`, when
 //!   the send lag p99 is above it (never a default bound).
 //!
@@ -71,21 +72,19 @@ pub struct Lateness {
 }
 
 impl Lateness {
-    /// Judges a run: `send_lag` and `send_delay` (lag plus sender wait) of every request,
-    /// `late_after` (the scenario's late send), its order latency `figures` with and without
+    /// Judges a run: `send_lag` of every request, `late_after` (the scenario's late send), its order latency `figures` with and without
     /// the send lag ([`figures`]), and the send-lag p99 bound the user declared, if any.
     pub fn judge(
         send_lag: &Histogram<u64>,
-        send_delay: &Histogram<u64>,
         late_after: Duration,
         figures: Vec<Inflated>,
         declared_max_ms: Option<f64>,
     ) -> Lateness {
         let sends = send_lag.len();
-        let late_sends = if send_delay.is_empty() {
+        let late_sends = if send_lag.is_empty() {
             0
         } else {
-            send_delay.count_between(late_after.as_micros() as u64, u64::MAX)
+            send_lag.count_between(late_after.as_micros() as u64, u64::MAX)
         };
         let mut why: Vec<String> = Vec::new();
         let material: Vec<String> = figures
@@ -106,7 +105,7 @@ impl Lateness {
         }
         if sends > 0 && late_sends as f64 > LATE_SHARE * sends as f64 {
             why.push(format!(
-                "{late_sends} of {sends} requests ({:.1} %) went out {} ms or more after their intended send (late, or waiting for one of the senders, every one held): the arrivals sent are not the ones planned (raise [client] senders if they waited)",
+                "{late_sends} of {sends} requests ({:.1} %) went out {} ms or more after their intended send, by the generator's own lateness: the arrivals sent are not the ones planned",
                 100.0 * late_sends as f64 / sends as f64,
                 late_after.as_millis()
             ));
@@ -178,7 +177,7 @@ mod tests {
         let lag = lags(&[(300, 980), (8_000, 20)]);
         let with = summary(152.0, 150.5, 170.0, 208.0);
         let without = summary(151.9, 150.0, 169.0, 200.0);
-        let l = Lateness::judge(&lag, &lag, LATE_SEND_MAX, figures(with, without), None);
+        let l = Lateness::judge(&lag, LATE_SEND_MAX, figures(with, without), None);
         assert_eq!(l.bound, None, "{l:?}");
         assert_eq!(l.figures.len(), 4);
         assert_eq!(l.late_sends, 0);
@@ -192,10 +191,10 @@ mod tests {
         // A busy machine's few milliseconds under the same shop: reported, not flagged.
         let busy = summary(2.5, 1.7, 3.0, 6.9);
         assert_eq!(
-            Lateness::judge(&lag, &lag, LATE_SEND_MAX, figures(busy, without), None).bound,
+            Lateness::judge(&lag, LATE_SEND_MAX, figures(busy, without), None).bound,
             None
         );
-        let l = Lateness::judge(&lag, &lag, LATE_SEND_MAX, figures(with, without), None);
+        let l = Lateness::judge(&lag, LATE_SEND_MAX, figures(with, without), None);
         let why = l.bound.expect("flagged");
         assert!(
             why.contains("order latency p99 21.000 ms is 2.000 ms"),
@@ -209,13 +208,13 @@ mod tests {
         // 2 % of requests a second or more late.
         let lag = lags(&[(500, 980), (1_500_000, 20)]);
         let same = summary(1.0, 1.0, 1.0, 1.0);
-        let l = Lateness::judge(&lag, &lag, LATE_SEND_MAX, figures(same, same), None);
+        let l = Lateness::judge(&lag, LATE_SEND_MAX, figures(same, same), None);
         assert_eq!(l.late_sends, 20);
         assert!(l.bound.unwrap().contains("20 of 1000 requests"));
         // 1 % exactly is within the rule.
         let lag = lags(&[(500, 990), (1_500_000, 10)]);
         assert_eq!(
-            Lateness::judge(&lag, &lag, LATE_SEND_MAX, figures(same, same), None).bound,
+            Lateness::judge(&lag, LATE_SEND_MAX, figures(same, same), None).bound,
             None
         );
     }
@@ -225,11 +224,11 @@ mod tests {
         let lag = lags(&[(6_000, 1000)]);
         let slow = summary(500.0, 500.0, 500.0, 500.0);
         assert_eq!(
-            Lateness::judge(&lag, &lag, LATE_SEND_MAX, figures(slow, slow), None).bound,
+            Lateness::judge(&lag, LATE_SEND_MAX, figures(slow, slow), None).bound,
             None,
             "no bound declared: 6 ms of lag under a 500 ms shop is not material"
         );
-        let l = Lateness::judge(&lag, &lag, LATE_SEND_MAX, figures(slow, slow), Some(5.0));
+        let l = Lateness::judge(&lag, LATE_SEND_MAX, figures(slow, slow), Some(5.0));
         assert!(l.bound.unwrap().contains("5.000 ms bound declared"));
     }
 
@@ -251,7 +250,7 @@ mod tests {
         // Requests 100 ms late: late against the smoke rush, not against a 1 s late send.
         let delay = lags(&[(500, 970), (100_000, 30)]);
         let same = summary(1.0, 1.0, 1.0, 1.0);
-        let j = |after| Lateness::judge(&delay, &delay, after, figures(same, same), None);
+        let j = |after| Lateness::judge(&delay, after, figures(same, same), None);
         assert_eq!(j(LATE_SEND_MIN).late_sends, 30);
         assert!(j(LATE_SEND_MIN).bound.unwrap().contains("50 ms or more"));
         assert_eq!(j(LATE_SEND_MAX).bound, None);

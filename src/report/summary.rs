@@ -252,7 +252,6 @@ pub fn build(input: RunInputs) -> RunReport {
     };
     let lateness = super::lateness::Lateness::judge(
         &m.send_lag_all(),
-        &m.send_delay_all(),
         input.late_after,
         figures,
         input.max_send_lag_ms,

@@ -168,9 +168,6 @@ pub fn merge_measurements(parts: Vec<Measurements>) -> anyhow::Result<Measuremen
         m.attempts.extend(p.attempts);
         m.told.extend(p.told);
         m.cancels_ok += p.cancels_ok;
-        for (k, h) in &p.send_delay {
-            add(m.send_delay.entry(*k).or_insert_with(new_histogram), h)?;
-        }
         m.follow_ups.extend(p.follow_ups);
         for u in p.unclassified {
             unclassified

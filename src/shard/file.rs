@@ -129,10 +129,6 @@ pub struct Clients {
     pub attempts: Vec<Attempt>,
     pub told: BTreeMap<String, Told>,
     pub cancels_ok: u64,
-    /// Intended to actual send (send lag plus sender wait) by kind (absent in older shard
-    /// files).
-    #[serde(default)]
-    pub send_delay: Vec<Encoded>,
     /// Retries by kind and answer (`[client] retry`, resends with the same key).
     #[serde(default)]
     pub retries: Vec<Encoded>,
@@ -201,7 +197,6 @@ impl Clients {
             attempts: m.attempts.clone(),
             told: m.told.iter().map(|(k, v)| (k.clone(), *v)).collect(),
             cancels_ok: m.cancels_ok,
-            send_delay: by_kind(&m.send_delay),
             retries: m
                 .retries
                 .iter()
@@ -278,10 +273,6 @@ impl Clients {
         m.attempts = self.attempts.clone();
         m.told = self.told.iter().map(|(k, v)| (k.clone(), *v)).collect();
         m.cancels_ok = self.cancels_ok;
-        for e in &self.send_delay {
-            m.send_delay
-                .insert(e.kind, decode(&e.histogram, "send_delay")?);
-        }
         m.unclassified = self.unclassified.clone();
         m.first_sold_out_ms = self.first_sold_out_ms;
         m.buyers = self.buyers.iter().map(|b| (b.buyer, b.result)).collect();

@@ -136,7 +136,6 @@ struct Inner {
     records: Records,
     told: HashMap<String, Told>,
     cancels_ok: u64,
-    send_delay: BTreeMap<Kind, Histogram<u64>>,
     follow_ups: Vec<FollowUp>,
     retries: BTreeMap<(Kind, Answer), Histogram<u64>>,
     /// Keys whose next recorded attempt is a retry.
@@ -247,10 +246,6 @@ impl Recorder {
         metrics::gauge!(live::IN_FLIGHT).increment(1.0);
         let mut st = self.lock();
         st.in_flight += 1;
-        st.send_delay
-            .entry(kind)
-            .or_insert_with(new_histogram)
-            .saturating_record(us(lag + wait));
         st.send_lag
             .entry(kind)
             .or_insert_with(new_histogram)
@@ -509,7 +504,6 @@ impl Recorder {
             attempts,
             told: st.told.clone(),
             cancels_ok: st.cancels_ok,
-            send_delay: st.send_delay.clone(),
             follow_ups: st.follow_ups.clone(),
             retries: st.retries.clone(),
             unclassified: st.unclassified.values().cloned().collect(),
@@ -554,9 +548,6 @@ pub struct Measurements {
     /// Cancels answered `ok`, with or without an order id: units the run saw restocked (one
     /// per order id).
     pub cancels_ok: u64,
-    /// Intended send to actual send (µs) by kind: send lag plus sender wait, how late the
-    /// requests went out, whatever held them.
-    pub send_delay: BTreeMap<Kind, Histogram<u64>>,
     /// Adversarial buyers' orders and the steps they sent after them (`[adversarial]`).
     pub follow_ups: Vec<FollowUp>,
     /// Retries (`[client] retry`, resends with the same key) by kind and answer, latency from
@@ -601,15 +592,6 @@ impl Measurements {
         let mut h = new_histogram();
         for lag in self.send_lag.values() {
             h.add(lag).expect("same-precision histograms merge");
-        }
-        h
-    }
-
-    /// Send delay (send lag plus sender wait) of every request merged into one histogram (µs).
-    pub fn send_delay_all(&self) -> Histogram<u64> {
-        let mut h = new_histogram();
-        for d in self.send_delay.values() {
-            h.add(d).expect("same-precision histograms merge");
         }
         h
     }
