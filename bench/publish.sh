@@ -7,7 +7,7 @@
 #   SCENARIO=smoke bench/publish.sh   # a quick check of the script itself (about a minute)
 #   bench/publish.sh --from DIR  # publish a run already made (kept in DIR when a step failed)
 #
-# It runs `oversell compare --backends postgres,mysql` on flash-100 (all seven strategies; the
+# It runs `oversell compare --backend postgres,mysql` on flash-100 (all seven strategies; the
 # servers as for any run: DATABASE_URL, MYSQL_URL, REDIS_URL), then
 #   - copies headline.png, latency-percentiles.png and integrity.png into docs/src/results/,
 #   - copies report.md there as sample-report.md and report.html as report.html, and takes a
@@ -48,9 +48,9 @@ else
   work=$(mktemp -d)
   load_before=$(cut -d' ' -f1-3 /proc/loadavg | tr ' ' /)
   started=$(date -u +%FT%TZ)
-  echo "publish: $bin compare --scenario $scenario --backends $backends $* (load average $load_before)" >&2
+  echo "publish: $bin compare --scenario $scenario --backend $backends $* (load average $load_before)" >&2
   # compare exits 0 when every run finished (naive oversells on purpose: that is no failure).
-  "$bin" compare --scenario "$scenario" --backends "$backends" --out "$work/reports" --quiet --json "$@" \
+  "$bin" compare --scenario "$scenario" --backend "$backends" --out "$work/reports" --quiet --json "$@" \
     >"$work/summary.json"
   load_after=$(cut -d' ' -f1-3 /proc/loadavg | tr ' ' /)
   echo "$load_before $load_after $started $profile" >"$work/run.txt"
@@ -127,7 +127,7 @@ cat >"$out/overview.md" <<EOF
 # Results: every strategy on $scenario
 
 Written by \`bench/publish.sh\` (do not edit: run it again). \`oversell compare --scenario
-$scenario --backends $backends\`, the **$profile build** at commit \`$commit\`, started $started
+$scenario --backend $backends\`, the **$profile build** at commit \`$commit\`, started $started
 on $cores cores, load average $load_before before and $load_after after (the machine may have
 been shared: read the figures as one sample, and the ratios between strategies of this one run
 as the robust part). Servers: $versions.
