@@ -516,3 +516,18 @@ pub async fn serve_stand_in(app: axum::Router) -> String {
     tokio::spawn(async move { axum::serve(listener, app).await });
     base
 }
+
+/// The bundled `smoke` scenario stretched to a 300 s sale with no second wave, written as
+/// `long.toml` in `dir`: a run long enough to be killed or inspected in the middle of.
+pub fn long_smoke(dir: &std::path::Path) -> std::path::PathBuf {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let smoke = std::fs::read_to_string(root.join("scenarios/smoke.toml")).unwrap();
+    let long = smoke.replacen("window_s = 3.0", "window_s = 300.0", 1);
+    let long = match long.find("[second_wave]") {
+        Some(i) => long[..i].to_string(),
+        None => long,
+    };
+    let scenario = dir.join("long.toml");
+    std::fs::write(&scenario, long).unwrap();
+    scenario
+}

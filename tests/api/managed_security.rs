@@ -8,6 +8,7 @@
 //!   servers' user could write. It now kills only what the harness told it, and the root is the
 //!   harness's own.
 
+use crate::helpers::long_smoke;
 use crate::managed::installed;
 use oversell::services::managed::{process, ManagedSet, ServerKind, ServerOptions};
 use sqlx::Connection;
@@ -152,16 +153,8 @@ async fn a_pid_file_planted_in_the_root_never_aims_the_watchdog_when_the_harness
         return;
     }
     // Arrange: a run on a managed PostgreSQL, killed in the middle of a long sale.
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    let smoke = std::fs::read_to_string(root.join("scenarios/smoke.toml")).unwrap();
-    let long = smoke.replacen("window_s = 3.0", "window_s = 300.0", 1);
-    let long = match long.find("[second_wave]") {
-        Some(i) => long[..i].to_string(),
-        None => long,
-    };
     let dir = tempfile::tempdir().unwrap();
-    let scenario = dir.path().join("long.toml");
-    std::fs::write(&scenario, long).unwrap();
+    let scenario = long_smoke(dir.path());
     let mut harness = tokio::process::Command::new(env!("CARGO_BIN_EXE_oversell"))
         .args(["run", "--services", "managed", "--strategy", "conditional"])
         .args(["--backend", "postgres", "--scenario"])

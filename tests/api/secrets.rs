@@ -418,16 +418,8 @@ fn children(pid: u32) -> Vec<u32> {
 async fn the_child_shop_gets_its_database_and_redis_urls_in_its_environment_not_its_argv() {
     // Arrange: a run on the test servers, in the middle of a long sale.
     let url = fresh_db_url(oversell::store::Backend::Postgres);
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    let smoke = std::fs::read_to_string(root.join("scenarios/smoke.toml")).unwrap();
-    let long = smoke.replacen("window_s = 3.0", "window_s = 300.0", 1);
-    let long = match long.find("[second_wave]") {
-        Some(i) => long[..i].to_string(),
-        None => long,
-    };
     let dir = tempfile::tempdir().unwrap();
-    let scenario = dir.path().join("long.toml");
-    std::fs::write(&scenario, long).unwrap();
+    let scenario = long_smoke(dir.path());
     let mut harness = tokio::process::Command::new(env!("CARGO_BIN_EXE_oversell"))
         .args(["run", "--services", "external", "--strategy", "redis-lua"])
         .args(["--backend", "postgres", "--database-url", &url])

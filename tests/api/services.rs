@@ -2,7 +2,7 @@
 //! process or data directory after it ends, after an error, and after it is killed with -9
 //! (nor a shop listening); with no server binaries anywhere it exits 3 naming the packages.
 
-use crate::helpers::{only_report, oversell_cli};
+use crate::helpers::{long_smoke, only_report, oversell_cli};
 use crate::managed::installed;
 use oversell::services::managed::ServerKind;
 use std::path::PathBuf;
@@ -174,16 +174,8 @@ async fn kill_9_of_a_run_leaves_no_server_no_data_and_no_shop() {
         return;
     }
     // A sale long enough to be killed in the middle of.
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    let smoke = std::fs::read_to_string(root.join("scenarios/smoke.toml")).unwrap();
-    let long = smoke.replacen("window_s = 3.0", "window_s = 300.0", 1);
-    let long = match long.find("[second_wave]") {
-        Some(i) => long[..i].to_string(),
-        None => long,
-    };
     let dir = tempfile::tempdir().unwrap();
-    let scenario = dir.path().join("long.toml");
-    std::fs::write(&scenario, long).unwrap();
+    let scenario = long_smoke(dir.path());
     let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_oversell"))
         .args(["run", "--services", "managed", "--strategy", "redis-lua"])
         .args(["--backend", "postgres", "--scenario"])
