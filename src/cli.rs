@@ -297,10 +297,14 @@ pub struct CompareArgs {
 pub fn runtime(cli: &Cli) -> std::io::Result<tokio::runtime::Runtime> {
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     builder.enable_all();
-    if let Command::Serve(args) = &cli.command {
-        if args.knobs.worker_threads > 0 {
+    match &cli.command {
+        Command::Serve(args) if args.knobs.worker_threads > 0 => {
             builder.worker_threads(args.knobs.worker_threads as usize);
         }
+        Command::Serve(_) => {}
+        // Every other command generates load (or judges it): it takes the generator's place
+        // before the runtime's threads exist, so they inherit it.
+        _ => crate::placement::take_generator_place(),
     }
     builder.build()
 }

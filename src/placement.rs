@@ -18,6 +18,12 @@ pub const CHILD_NICE: i32 = 10;
 /// From this many cores on, the children and the generator get cores of their own.
 pub const SPLIT_FROM_CORES: usize = 4;
 
+/// How far the generator raises its own priority where the OS lets it (root, or
+/// `CAP_SYS_NICE`, or an `RLIMIT_NICE` that allows it): servers the user runs (`--services
+/// external`, the shop under rehearsal) stay at their own niceness, usually 0, and a database
+/// busy on both cores would otherwise delay the sends it is measured by.
+pub const GENERATOR_RAISE: i32 = 5;
+
 /// How a run's processes were placed (`report.json`: `machine.placement`).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Placement {
@@ -25,6 +31,10 @@ pub struct Placement {
     pub generator_nice: i32,
     /// The niceness of the shops and servers the harness starts.
     pub children_nice: i32,
+    /// The generator's niceness before it raised itself ([`GENERATOR_RAISE`]); `None` when it
+    /// did not try (the `serve` command) or the OS refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub raised_from: Option<i32>,
     /// The cores the generator runs on (`None`: every core, shared).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub generator_cores: Option<String>,
@@ -40,6 +50,7 @@ impl Placement {
         Placement {
             generator_nice: own_nice(),
             children_nice: child_nice(),
+            raised_from: RAISED_FROM.get().copied().flatten(),
             generator_cores: split.clone().map(|(g, _)| cores_text(g)),
             children_cores: split.map(|(_, c)| cores_text(c)),
         }
@@ -51,8 +62,12 @@ impl Placement {
             (Some(g), Some(c)) => format!("generator on cores {g}, children on cores {c}"),
             _ => "cores shared".into(),
         };
+        let raised = match self.raised_from {
+            Some(from) => format!(" (raised from {from})"),
+            None => String::new(),
+        };
         format!(
-            "generator nice {}, the shops and servers it starts nice {} ({cores})",
+            "generator nice {}{raised}, the shops and servers it starts nice {} ({cores})",
             self.generator_nice, self.children_nice
         )
     }
@@ -112,9 +127,37 @@ pub fn below_generator(cmd: &mut std::process::Command) {
     let _ = cmd;
 }
 
+/// The niceness the generator had before [`take_generator_place`] raised it.
+static RAISED_FROM: std::sync::OnceLock<Option<i32>> = std::sync::OnceLock::new();
+
+/// Places this process as the generator, before its runtime starts any thread: raises its
+/// priority by [`GENERATOR_RAISE`] where the OS allows (silently keeps it otherwise: the
+/// report's placement says which) and pins it to its half of the cores where there are enough.
+pub fn take_generator_place() {
+    let from = own_nice();
+    let raised = raise_priority(from - GENERATOR_RAISE);
+    let _ = RAISED_FROM.set(raised.then_some(from));
+    pin_generator();
+}
+
+/// Sets this process's niceness to `nice`; false when the OS refuses (no privilege).
+fn raise_priority(nice: i32) -> bool {
+    #[cfg(unix)]
+    {
+        // SAFETY: setpriority on the calling process with a plain integer; on failure nothing
+        // changes.
+        unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, nice.max(-20)) == 0 }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = nice;
+        false
+    }
+}
+
 /// Puts every thread of this process (the generator) on its half of the cores, where the
 /// machine has enough to split; threads started later inherit it. Does nothing otherwise.
-pub fn pin_generator() {
+fn pin_generator() {
     #[cfg(target_os = "linux")]
     if let Some((mine, _)) = split() {
         let set = cpu_set(mine);

@@ -134,6 +134,24 @@ async fn a_generator_starved_of_cpu_is_flagged_and_its_latency_is_not_blamed_on_
         "{mean}"
     );
     assert_eq!(r["oversell"], 0, "the shop is still judged: {r}");
+    // The generator took its place: raised where the OS allows it (root here under CI).
+    let place = &only_report(tmp.path())["machine"]["placement"];
+    let nice = place["generator_nice"].as_i64().unwrap();
+    if nix::unistd::geteuid().is_root() {
+        let from = place["raised_from"]
+            .as_i64()
+            .unwrap_or_else(|| panic!("root may raise: {place}"));
+        assert_eq!(
+            nice,
+            from - oversell::placement::GENERATOR_RAISE as i64,
+            "{place}"
+        );
+    }
+    assert_eq!(
+        place["children_nice"].as_i64().unwrap(),
+        (nice + oversell::placement::CHILD_NICE as i64).min(19),
+        "{place}"
+    );
 }
 
 #[tokio::test]
