@@ -13,6 +13,7 @@ fn main() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: starting the async runtime: {e}");
+            oversell::placement::give_back();
             std::process::exit(2);
         }
     };
@@ -25,5 +26,6 @@ fn main() {
             }
         }
     });
+    oversell::placement::give_back();
     std::process::exit(code);
 }

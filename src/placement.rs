@@ -6,8 +6,12 @@
 //! [`CHILD_NICE`] (set between fork and exec, so every thread they start inherits it). On a
 //! machine with [`SPLIT_FROM_CORES`] cores or more they also run on cores of their own (the
 //! upper half), and the generator's threads on the lower half. Servers the user runs
-//! (`--services external`, a foreign shop) are not touched. [`Placement::this`] says how a
-//! run was placed, for the report's metadata.
+//! (`--services external`, a foreign shop) are not touched; instead the generator raises its
+//! own priority where the OS lets it ([`take_generator_place`]), its Linux *autogroup* too:
+//! with autogroups on (most desktop and many server kernels), CPU is shared between terminal
+//! sessions first and `nice` only orders the processes within one, so a database or a build
+//! started from another session would otherwise get as much CPU as the whole run.
+//! [`Placement::this`] says how a run was placed, for the report's metadata.
 
 use serde::{Deserialize, Serialize};
 
@@ -35,6 +39,13 @@ pub struct Placement {
     /// did not try (the `serve` command) or the OS refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub raised_from: Option<i32>,
+    /// The niceness of the generator's autogroup (its session's share of the CPU against other
+    /// sessions'); `None` where the kernel has no autogroups.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub autogroup_nice: Option<i32>,
+    /// The autogroup's niceness before the generator raised it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub autogroup_raised_from: Option<i32>,
     /// The cores the generator runs on (`None`: every core, shared).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub generator_cores: Option<String>,
@@ -51,6 +62,8 @@ impl Placement {
             generator_nice: own_nice(),
             children_nice: child_nice(),
             raised_from: RAISED_FROM.get().copied().flatten(),
+            autogroup_nice: autogroup_nice(),
+            autogroup_raised_from: AUTOGROUP.get().copied().flatten().map(|(from, _)| from),
             generator_cores: split.clone().map(|(g, _)| cores_text(g)),
             children_cores: split.map(|(_, c)| cores_text(c)),
         }
@@ -62,10 +75,16 @@ impl Placement {
             (Some(g), Some(c)) => format!("generator on cores {g}, children on cores {c}"),
             _ => "cores shared".into(),
         };
-        let raised = match self.raised_from {
+        let mut raised = match self.raised_from {
             Some(from) => format!(" (raised from {from})"),
             None => String::new(),
         };
+        if let Some(g) = self.autogroup_nice {
+            raised.push_str(&format!(", its session's autogroup nice {g}"));
+            if let Some(from) = self.autogroup_raised_from {
+                raised.push_str(&format!(" (raised from {from})"));
+            }
+        }
         format!(
             "generator nice {}{raised}, the shops and servers it starts nice {} ({cores})",
             self.generator_nice, self.children_nice
@@ -130,14 +149,47 @@ pub fn below_generator(cmd: &mut std::process::Command) {
 /// The niceness the generator had before [`take_generator_place`] raised it.
 static RAISED_FROM: std::sync::OnceLock<Option<i32>> = std::sync::OnceLock::new();
 
+/// The autogroup's niceness before [`take_generator_place`] raised it, and what it set.
+static AUTOGROUP: std::sync::OnceLock<Option<(i32, i32)>> = std::sync::OnceLock::new();
+
+/// Where Linux shows and sets this process's autogroup.
+const AUTOGROUP_FILE: &str = "/proc/self/autogroup";
+
 /// Places this process as the generator, before its runtime starts any thread: raises its
 /// priority by [`GENERATOR_RAISE`] where the OS allows (silently keeps it otherwise: the
-/// report's placement says which) and pins it to its half of the cores where there are enough.
+/// report's placement says which), and its autogroup's to the same niceness unless it is that
+/// high already (another run of the same session raised it: [`give_back`] then leaves it to
+/// that one); pins it to its half of the cores where there are enough.
 pub fn take_generator_place() {
     let from = own_nice();
-    let raised = raise_priority(from - GENERATOR_RAISE);
+    let target = from - GENERATOR_RAISE;
+    let raised = raise_priority(target);
     let _ = RAISED_FROM.set(raised.then_some(from));
+    let group = autogroup_nice()
+        .filter(|g| *g > target)
+        .filter(|_| std::fs::write(AUTOGROUP_FILE, target.to_string()).is_ok())
+        .map(|g| (g, target));
+    let _ = AUTOGROUP.set(group);
     pin_generator();
+}
+
+/// Gives the session's autogroup its niceness back, if this process raised it and nothing
+/// changed it since: the terminal session the user ran oversell from is not left raised.
+pub fn give_back() {
+    if let Some(Some((from, set))) = AUTOGROUP.get() {
+        if autogroup_nice() == Some(*set) {
+            let _ = std::fs::write(AUTOGROUP_FILE, from.to_string());
+        }
+    }
+}
+
+/// This process's autogroup's niceness (`/autogroup-85 nice 0`); `None` without autogroups.
+fn autogroup_nice() -> Option<i32> {
+    parse_autogroup(&std::fs::read_to_string(AUTOGROUP_FILE).ok()?)
+}
+
+fn parse_autogroup(text: &str) -> Option<i32> {
+    text.split_once(" nice ")?.1.trim().parse().ok()
 }
 
 /// Sets this process's niceness to `nice`; false when the OS refuses (no privilege).
@@ -192,6 +244,13 @@ fn cpu_set(cores: std::ops::Range<usize>) -> libc::cpu_set_t {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_autogroup_line_gives_its_niceness() {
+        assert_eq!(parse_autogroup("/autogroup-85 nice 0\n"), Some(0));
+        assert_eq!(parse_autogroup("/autogroup-7 nice -5"), Some(-5));
+        assert_eq!(parse_autogroup("garbage"), None);
+    }
 
     #[test]
     fn a_child_started_below_the_generator_runs_at_the_child_niceness() {

@@ -237,6 +237,7 @@ mod interrupt {
                             shop.kill_now();
                         }
                     }
+                    crate::placement::give_back();
                     std::process::exit(130);
                 });
             });

@@ -261,8 +261,12 @@ async fn cancel_and_expiry_restock_the_orders_bucket_exactly_once() {
         .order_action(paid["order_id"].as_str().unwrap(), "pay")
         .await;
     assert_eq!(s, 200);
-    tokio::time::sleep(Duration::from_millis(1500)).await;
-    assert_eq!(stocks(&app).await, vec![2, 2, 2, 1]);
+    eventually(
+        "the unpaid order expires into its bucket",
+        Duration::from_secs(10),
+        || async { (stocks(&app).await == vec![2, 2, 2, 1]).then_some(()) },
+    )
+    .await;
     let audit = app.drained_audit(1).await;
     assert_eq!(audit["orders_by_status"]["cancelled"], 1, "{audit}");
     assert_eq!(audit["orders_by_status"]["expired"], 1, "{audit}");

@@ -290,7 +290,27 @@ async fn a_release_committed_while_a_buyer_queues_comes_first(backend: Backend) 
                 .await
         })
     };
-    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    // Until the buyer's transaction waits for the row lock (in this database only).
+    let waiting = match backend {
+        Backend::Postgres => {
+            "SELECT COUNT(*) FROM pg_stat_activity \
+             WHERE wait_event_type = 'Lock' AND datname = current_database()"
+        }
+        Backend::Mysql => {
+            "SELECT COUNT(*) FROM information_schema.INNODB_TRX t \
+             JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id \
+             WHERE t.trx_state = 'LOCK WAIT' AND p.DB = DATABASE()"
+        }
+    };
+    eventually(
+        "the buyer queues for the row lock",
+        std::time::Duration::from_secs(10),
+        || async {
+            let n: i64 = sqlx::query_scalar(waiting).fetch_one(&pool).await.unwrap();
+            (n > 0).then_some(())
+        },
+    )
+    .await;
     let at = oversell::model::now_ms();
     let release = format!(
         "UPDATE orders SET status = 'cancelled', updated_at_ms = {at} WHERE id = '{first}'"

@@ -431,13 +431,28 @@ async fn dropping_the_engine_mid_fault_undoes_everything() {
     };
     let faults = [fault("db-outage@0:60s"), fault("redis-pause@0:60s")];
     let engine = Engine::start(&faults, owned, tokio::time::Instant::now());
-    tokio::time::sleep(Duration::from_millis(700)).await;
-    assert!(
+    eventually("the outage is on", Duration::from_secs(10), || async {
         Store::connect(&db, &oversell::shop::ShopKnobs::default().pool())
             .await
-            .is_err(),
-        "the outage is on"
-    );
+            .is_err()
+            .then_some(())
+    })
+    .await;
+    eventually("the Redis pause is on", Duration::from_secs(10), || async {
+        let ping = async {
+            let mut c = redis::Client::open(redis.url())
+                .ok()?
+                .get_multiplexed_async_connection()
+                .await
+                .ok()?;
+            redis::cmd("PING").query_async::<String>(&mut c).await.ok()
+        };
+        tokio::time::timeout(Duration::from_millis(300), ping)
+            .await
+            .is_err()
+            .then_some(())
+    })
+    .await;
 
     // Act: the run fails: the engine is dropped mid-fault.
     drop(engine);

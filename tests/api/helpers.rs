@@ -531,3 +531,23 @@ pub fn long_smoke(dir: &std::path::Path) -> std::path::PathBuf {
     std::fs::write(&scenario, long).unwrap();
     scenario
 }
+
+/// Polls `check` every 20 ms until it gives `Some`, and returns that; panics naming `what` when
+/// `limit` passes first. The way a test waits for a condition instead of a fixed sleep.
+pub async fn eventually<T, F, Fut>(what: &str, limit: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{what}: not within {limit:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

@@ -65,7 +65,11 @@ async fn an_order_committed_after_its_client_gave_up_is_indeterminate_and_one_in
         while store.item(1).await.unwrap().is_none() {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        // Mid-sale: once the buyers' first order is in.
+        eventually("the sale is under way", Duration::from_secs(30), || async {
+            (!store.orders_for_item(1).await.unwrap().is_empty()).then_some(())
+        })
+        .await;
         let now = oversell::model::now_ms();
         let order = Order {
             id: "1-intruder".into(),

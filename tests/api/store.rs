@@ -275,8 +275,13 @@ async fn a_snapshot_cancelled_mid_read_never_serves_its_old_snapshot_again() {
         .execute(&mut admin)
         .await
         .unwrap();
-    // Time for a connection handed back to the pool to be tested and made idle there.
-    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    // Until the cancelled read's connection has left the pool (closed, not handed on).
+    eventually(
+        "the cancelled read's connection is given up",
+        std::time::Duration::from_secs(10),
+        || async { (store.connections_in_use() == 0).then_some(()) },
+    )
+    .await;
     // Both of the pool's connections in use at once: a transaction on one, a read on the other.
     for _ in 0..4 {
         let mut tx = store.begin().await.unwrap();
