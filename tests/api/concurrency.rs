@@ -304,7 +304,7 @@ async fn a_release_committed_while_a_buyer_queues_comes_first(backend: Backend) 
     };
     eventually(
         "the buyer queues for the row lock",
-        std::time::Duration::from_secs(10),
+        std::time::Duration::from_secs(30),
         || async {
             let n: i64 = sqlx::query_scalar(waiting).fetch_one(&pool).await.unwrap();
             (n > 0).then_some(())
