@@ -262,6 +262,7 @@ pub async fn execute(plan: &RunPlan) -> anyhow::Result<(report::Report, PathBuf)
             .reference_check()
             .map_err(|e| anyhow::anyhow!("{}: {e}", plan.scenario_file.display()))?;
     }
+    check_watch(plan)?;
     let _locks = match &plan.subject {
         Subject::Reference { cells, .. } => lock_databases(cells).await?,
         Subject::Foreign(_) => Vec::new(),
@@ -389,10 +390,12 @@ fn control_client() -> anyhow::Result<reqwest::Client> {
     Ok(crate::traffic::target::client(Duration::from_secs(30))?)
 }
 
-/// What the traffic phase produced; the probes are still sampling.
+/// What the traffic phase produced; the probes and the watch are still sampling.
 struct Fired {
     traffic: Traffic,
     probes: Probes,
+    /// The `[watch]` gauges, read every second until the run stops them.
+    watch: crate::watch::Watcher,
     /// The run's faults, scheduled from the sale's opening (dropped: undone).
     engine: Option<Engine>,
 }
@@ -524,6 +527,9 @@ async fn fire_traffic(
     let recorder = Arc::new(Recorder::new(
         Instant::now() + sending.launch_lead(buyers.len()),
     ));
+    let ctx = watch_context(plan, probe.database_url.clone());
+    let watcher = crate::watch::start(&plan.scenario.watch, &ctx, recorder.opened())
+        .map_err(|e| anyhow::anyhow!("{}: {e}", plan.scenario_file.display()))?;
     let probes = probe::start(ProbeConfig {
         opened: recorder.opened(),
         ..probe
@@ -555,6 +561,7 @@ async fn fire_traffic(
                 reading,
             },
             probes,
+            watch: watcher,
             engine,
         }),
         Err(e) => {
@@ -562,6 +569,36 @@ async fn fire_traffic(
             Err(e.context("firing the traffic"))
         }
     }
+}
+
+/// What the run's `[watch]` gauges read with: the run's database by default (`--oracle-sql`'s,
+/// or the reference shop's), remote sources only with `--allow-remote`.
+fn watch_context(plan: &RunPlan, database: Option<String>) -> crate::watch::Context {
+    crate::watch::Context {
+        default_database: database,
+        allow_remote: match &plan.subject {
+            Subject::Foreign(f) => f.allow_remote,
+            Subject::Reference { .. } => false,
+        },
+    }
+}
+
+/// Checks the scenario's `[watch]` against the plan before anything is sent: every source's
+/// URL, environment variables, default database and loopback guard (an error names the file
+/// and the field).
+fn check_watch(plan: &RunPlan) -> anyhow::Result<()> {
+    let database = match &plan.subject {
+        Subject::Reference { cells, .. } => cells.first().map(|c| c.database_url.clone()),
+        Subject::Foreign(f) => f.oracle.database_url(),
+    };
+    crate::watch::readers(&plan.scenario.watch, &watch_context(plan, database))
+        .map(drop)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", plan.scenario_file.display()))
+}
+
+/// The second of the plan's rush (most arrivals), for the watched gauges' report.
+fn rush_at_s(plan: &RunPlan) -> Option<f64> {
+    crate::watch::rush_at_s(&plan.buyers.per_second())
 }
 
 /// Sends the mapping's set-up requests in order, each of which must answer 2xx.
