@@ -51,7 +51,10 @@ pub fn check(run: &RunReport, l: &Limit, gauge: &str) -> (Option<f64>, &'static 
             "the run watched no gauge ([watch])".to_string()
         } else {
             let names: Vec<&str> = run.watch.keys().map(String::as_str).collect();
-            format!("the run watched no gauge `{gauge}` (it watched {})", names.join(", "))
+            format!(
+                "the run watched no gauge `{gauge}` (it watched {})",
+                names.join(", ")
+            )
         };
         return (None, "", Status::NotVerified(why));
     };

@@ -349,7 +349,9 @@ mod tests {
         )
         .unwrap();
         let pool = WatchKey::parse("watch.pool.max").unwrap().unwrap();
-        let queue = WatchKey::parse("watch.queue.drained_within_s").unwrap().unwrap();
+        let queue = WatchKey::parse("watch.queue.drained_within_s")
+            .unwrap()
+            .unwrap();
         assert_eq!(t.watch().get(&pool), Some(&40.0));
         assert_eq!(t.watch().get(&queue), Some(&12.5));
         assert_eq!(t.get(Metric::Oversell), Some(0.0));
@@ -362,7 +364,10 @@ mod tests {
         let e = toml::from_str::<Thresholds>("watch.q.drained_within_s = -1").unwrap_err();
         assert!(e.to_string().contains("0 or more"), "{e}");
         let o: Override = "watch.pool.max=40".parse().unwrap();
-        assert_eq!((o.metric, o.value, o.watch), (Metric::WatchMax, 40.0, Some(pool)));
+        assert_eq!(
+            (o.metric, o.value, o.watch),
+            (Metric::WatchMax, 40.0, Some(pool))
+        );
         assert!("watch.pool.max=x".parse::<Override>().is_err());
         assert!("watch.pool=1".parse::<Override>().is_err());
     }

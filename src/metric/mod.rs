@@ -18,8 +18,8 @@ pub mod watch;
 
 pub use limits::{limitable_names, threshold_help, LimitError, Override, Thresholds};
 pub use series::SeriesName;
-pub use watch::{WatchFigure, WatchKey};
 use std::fmt;
+pub use watch::{WatchFigure, WatchKey};
 
 /// One figure of a run. The order is the catalog's order (reports, `diff`, `gate`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -143,7 +143,9 @@ mod tests {
         }
         assert_eq!(k.check(-2.5), Ok(-2.5));
         assert!(k.check(f64::NAN).is_err());
-        let d = WatchKey::parse("watch.q.drained_within_s").unwrap().unwrap();
+        let d = WatchKey::parse("watch.q.drained_within_s")
+            .unwrap()
+            .unwrap();
         assert_eq!(d.check(0.0), Ok(0.0));
         let e = d.check(-1.0).unwrap_err().to_string();
         assert!(e.contains("seconds of 0 or more"), "{e}");

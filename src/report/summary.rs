@@ -240,7 +240,13 @@ pub fn build(input: RunInputs) -> RunReport {
     timeline.order_p99_ms = m
         .order_intervals
         .iter()
-        .map(|h| if h.is_empty() { 0.0 } else { ms(h.value_at_quantile(0.99) as f64) })
+        .map(|h| {
+            if h.is_empty() {
+                0.0
+            } else {
+                ms(h.value_at_quantile(0.99) as f64)
+            }
+        })
         .collect();
     let find = |name: &str| input.series.iter().find(|s| s.name == name);
     let summary = |name: &str| find(name).map(|s| MetricSummary::of(s, duration));

@@ -17,6 +17,7 @@
 //! - `foreign`: someone else's shop: oracle read before any load, settle wait, totals oracle.
 //! - `login`: a foreign shop's buyers logging in before the sale (`[target.login]`), and the
 //!   run's `login` section.
+//! - `gauges`: the run's `[watch]` (checked before anything is sent, read during the sale).
 //! - `faults`: the run's fault windows and when it recovered from each (the engine is
 //!   [`crate::nemesis`]).
 //! - `replica`: a run's managed read replica (reconciliation reads it; `replica-lag`).
@@ -26,6 +27,7 @@
 
 mod faults;
 mod foreign;
+mod gauges;
 mod lock;
 mod login;
 mod merge;
@@ -262,7 +264,7 @@ pub async fn execute(plan: &RunPlan) -> anyhow::Result<(report::Report, PathBuf)
             .reference_check()
             .map_err(|e| anyhow::anyhow!("{}: {e}", plan.scenario_file.display()))?;
     }
-    check_watch(plan)?;
+    gauges::check(plan)?;
     let _locks = match &plan.subject {
         Subject::Reference { cells, .. } => lock_databases(cells).await?,
         Subject::Foreign(_) => Vec::new(),
@@ -527,7 +529,7 @@ async fn fire_traffic(
     let recorder = Arc::new(Recorder::new(
         Instant::now() + sending.launch_lead(buyers.len()),
     ));
-    let ctx = watch_context(plan, probe.database_url.clone());
+    let ctx = gauges::context(plan, probe.database_url.clone());
     let watcher = crate::watch::start(&plan.scenario.watch, &ctx, recorder.opened())
         .map_err(|e| anyhow::anyhow!("{}: {e}", plan.scenario_file.display()))?;
     let probes = probe::start(ProbeConfig {
@@ -569,36 +571,6 @@ async fn fire_traffic(
             Err(e.context("firing the traffic"))
         }
     }
-}
-
-/// What the run's `[watch]` gauges read with: the run's database by default (`--oracle-sql`'s,
-/// or the reference shop's), remote sources only with `--allow-remote`.
-fn watch_context(plan: &RunPlan, database: Option<String>) -> crate::watch::Context {
-    crate::watch::Context {
-        default_database: database,
-        allow_remote: match &plan.subject {
-            Subject::Foreign(f) => f.allow_remote,
-            Subject::Reference { .. } => false,
-        },
-    }
-}
-
-/// Checks the scenario's `[watch]` against the plan before anything is sent: every source's
-/// URL, environment variables, default database and loopback guard (an error names the file
-/// and the field).
-fn check_watch(plan: &RunPlan) -> anyhow::Result<()> {
-    let database = match &plan.subject {
-        Subject::Reference { cells, .. } => cells.first().map(|c| c.database_url.clone()),
-        Subject::Foreign(f) => f.oracle.database_url(),
-    };
-    crate::watch::readers(&plan.scenario.watch, &watch_context(plan, database))
-        .map(drop)
-        .map_err(|e| anyhow::anyhow!("{}: {e}", plan.scenario_file.display()))
-}
-
-/// The second of the plan's rush (most arrivals), for the watched gauges' report.
-fn rush_at_s(plan: &RunPlan) -> Option<f64> {
-    crate::watch::rush_at_s(&plan.buyers.per_second())
 }
 
 /// Sends the mapping's set-up requests in order, each of which must answer 2xx.

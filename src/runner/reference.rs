@@ -203,7 +203,7 @@ async fn drive_reference(
     }
     let urls: Vec<String> = all.iter().map(|c| c.base_url.clone()).collect();
     let drain = shops::wait_all_drained(&http, &urls, s.item.number(), plan.drain_limit).await;
-    let rush = super::rush_at_s(plan);
+    let rush = super::gauges::rush_at_s(plan);
     let mut watched = fired.watch.stop(rush).await;
     let reconcile = if is_redis {
         shop.final_reconcile(&http, s.item.number()).await

@@ -124,11 +124,23 @@ impl Gauge {
             (n, None) => format!("{} samples, {n} reads failed", self.samples),
         };
         let (Some(peak), Some(peak_at)) = (self.peak, self.peak_at_s) else {
-            return format!("watch.{name}: {}; source: {}", self.unmeasured(), self.source);
+            return format!(
+                "watch.{name}: {}; source: {}",
+                self.unmeasured(),
+                self.source
+            );
         };
         let rush = match self.rush_at_s {
-            Some(r) if peak_at >= r => format!(", {} s after the rush began (the second of most arrivals, {})", num(peak_at - r), secs(r)),
-            Some(r) => format!(", {} s before the rush began (the second of most arrivals, {})", num(r - peak_at), secs(r)),
+            Some(r) if peak_at >= r => format!(
+                ", {} s after the rush began (the second of most arrivals, {})",
+                num(peak_at - r),
+                secs(r)
+            ),
+            Some(r) => format!(
+                ", {} s before the rush began (the second of most arrivals, {})",
+                num(r - peak_at),
+                secs(r)
+            ),
             None => String::new(),
         };
         let base = self.baseline.map_or("n/a".into(), num);
@@ -188,14 +200,32 @@ mod tests {
 
     #[test]
     fn a_backlog_that_rises_and_falls_back_drains_at_its_first_sample_at_baseline() {
-        let g = gauge(&[(-0.5, 2.0), (0.5, 5.0), (1.5, 40.0), (2.5, 40.0), (3.5, 9.0), (4.5, 2.0), (5.5, 0.0)]);
-        assert_eq!((g.peak, g.peak_at_s), (Some(40.0), Some(1.5)), "first time at the peak");
+        let g = gauge(&[
+            (-0.5, 2.0),
+            (0.5, 5.0),
+            (1.5, 40.0),
+            (2.5, 40.0),
+            (3.5, 9.0),
+            (4.5, 2.0),
+            (5.5, 0.0),
+        ]);
+        assert_eq!(
+            (g.peak, g.peak_at_s),
+            (Some(40.0), Some(1.5)),
+            "first time at the peak"
+        );
         assert_eq!(g.baseline, Some(2.0));
         assert_eq!(g.drained_at_s, Some(4.5), "back to the baseline, not to 0");
         assert_eq!(g.drain_time(), DrainTime::After(3.0));
         let line = g.line("queue");
-        assert!(line.contains("peak 40 at 1.5 s, 0.5 s after the rush"), "{line}");
-        assert!(line.contains("back to its baseline 2 at 4.5 s (3 s after its peak)"), "{line}");
+        assert!(
+            line.contains("peak 40 at 1.5 s, 0.5 s after the rush"),
+            "{line}"
+        );
+        assert!(
+            line.contains("back to its baseline 2 at 4.5 s (3 s after its peak)"),
+            "{line}"
+        );
     }
 
     #[test]
@@ -203,7 +233,11 @@ mod tests {
         let g = gauge(&[(-0.5, 0.0), (0.5, 10.0), (1.5, 30.0), (2.5, 25.0)]);
         assert_eq!(g.drained_at_s, None);
         assert_eq!(g.drain_time(), DrainTime::NotBy(1.0));
-        assert!(g.line("q").contains("NOT back to its baseline 0"), "{}", g.line("q"));
+        assert!(
+            g.line("q").contains("NOT back to its baseline 0"),
+            "{}",
+            g.line("q")
+        );
         let json = serde_json::to_value(&g).unwrap();
         assert!(json["drained_at_s"].is_null(), "null, not absent: {json}");
     }
@@ -216,7 +250,9 @@ mod tests {
         let none = Gauge::from_series("s".into(), vec![], 4, Some("cannot connect".into()), None);
         assert_eq!((none.peak, none.drained_at_s), (None, None));
         assert_eq!(none.drain_time(), DrainTime::Unknown);
-        assert!(none.line("p").contains("4 reads failed; the last: cannot connect"));
+        assert!(none
+            .line("p")
+            .contains("4 reads failed; the last: cannot connect"));
     }
 
     #[test]

@@ -29,7 +29,8 @@ pub fn is_metric_name(s: &str) -> bool {
 /// Whether `s` is a label name: `[a-zA-Z_][a-zA-Z0-9_]*`.
 pub fn is_label_name(s: &str) -> bool {
     let mut b = s.bytes();
-    b.next().is_some_and(|c| c.is_ascii_alphabetic() || c == b'_')
+    b.next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == b'_')
         && b.all(|c| c.is_ascii_alphanumeric() || c == b'_')
 }
 
@@ -171,11 +172,23 @@ nan_one NaN
 
     #[test]
     fn a_metric_with_no_matching_sample_says_what_the_page_has() {
-        let e = read(PAGE, "rabbitmq_queue_messages_ready", &m(&[("queue", "nope")]))
-            .unwrap_err();
-        assert!(e.contains("the page has 3") && e.contains("queue=\"orders\""), "{e}");
-        assert!(read(PAGE, "absent", &m(&[])).unwrap_err().contains("no sample"));
-        assert!(read(PAGE, "broken", &m(&[])).is_err(), "an unclosed label set");
+        let e = read(
+            PAGE,
+            "rabbitmq_queue_messages_ready",
+            &m(&[("queue", "nope")]),
+        )
+        .unwrap_err();
+        assert!(
+            e.contains("the page has 3") && e.contains("queue=\"orders\""),
+            "{e}"
+        );
+        assert!(read(PAGE, "absent", &m(&[]))
+            .unwrap_err()
+            .contains("no sample"));
+        assert!(
+            read(PAGE, "broken", &m(&[])).is_err(),
+            "an unclosed label set"
+        );
         assert!(read(PAGE, "nan_one", &m(&[])).is_err(), "NaN is no reading");
     }
 

@@ -106,30 +106,37 @@ impl Reader {
     /// nothing: the first read connects.
     pub fn new(name: &str, source: &Source, ctx: &Context) -> Result<Reader, WatchError> {
         let http = || {
-            crate::traffic::target::client(READ_TIMEOUT)
-                .map_err(|e| WatchError::new(format!("watch.{name}"), "an HTTP client", e.to_string()))
+            crate::traffic::target::client(READ_TIMEOUT).map_err(|e| {
+                WatchError::new(format!("watch.{name}"), "an HTTP client", e.to_string())
+            })
         };
         let (resolved, describe) = match source {
             Source::Sql { query, database } => {
                 let written = match (database, &ctx.default_database) {
                     (Some(db), _) => db.clone(),
                     (None, Some(db)) => db.clone(),
-                    (None, None) => {
-                        return Err(WatchError::new(
-                            format!("watch.{name}.database"),
-                            "a postgres:// or mysql:// URL (there is no --oracle-sql to default to)",
-                            "nothing",
-                        ))
-                    }
+                    (None, None) => return Err(WatchError::new(
+                        format!("watch.{name}.database"),
+                        "a postgres:// or mysql:// URL (there is no --oracle-sql to default to)",
+                        "nothing",
+                    )),
                 };
                 let url = ready(name, "database", &written, ctx)?;
                 let backend = Backend::from_url(&url).map_err(|e| {
-                    WatchError::new(format!("watch.{name}.database"), "a postgres:// or mysql:// URL", e.to_string())
+                    WatchError::new(
+                        format!("watch.{name}.database"),
+                        "a postgres:// or mysql:// URL",
+                        e.to_string(),
+                    )
                 })?;
                 let describe = format!(
                     "SQL on {}{}: `{query}`",
                     crate::secret::url(&written),
-                    if database.is_none() { " (the run's database)" } else { "" }
+                    if database.is_none() {
+                        " (the run's database)"
+                    } else {
+                        ""
+                    }
                 );
                 (
                     Resolved::Sql {
@@ -168,7 +175,11 @@ impl Reader {
             Source::Redis { url, command } => {
                 let real = ready(name, "redis", url, ctx)?;
                 let client = redis::Client::open(real.as_str()).map_err(|e| {
-                    WatchError::new(format!("watch.{name}.redis"), "a redis:// URL", e.to_string())
+                    WatchError::new(
+                        format!("watch.{name}.redis"),
+                        "a redis:// URL",
+                        e.to_string(),
+                    )
                 })?;
                 let describe = format!("Redis {} `{}`", crate::secret::url(url), command.line());
                 (
@@ -226,7 +237,8 @@ impl Reader {
                 let text = get_text(client, url).await?;
                 let json: serde_json::Value = serde_json::from_str(&text)
                     .map_err(|e| format!("the answer is not JSON: {e}"))?;
-                number_at(&json, field).ok_or_else(|| format!("the answer has no number at `{field}`"))
+                number_at(&json, field)
+                    .ok_or_else(|| format!("the answer has no number at `{field}`"))
             }
             Resolved::Redis {
                 client,
@@ -238,7 +250,10 @@ impl Reader {
                     Ok(r) => r,
                     Err(_) => {
                         *conn = None;
-                        Err(format!("no answer within {}", crate::duration::shown(READ_TIMEOUT)))
+                        Err(format!(
+                            "no answer within {}",
+                            crate::duration::shown(READ_TIMEOUT)
+                        ))
                     }
                 }
             }
@@ -253,12 +268,23 @@ async fn get_text(client: &reqwest::Client, url: &str) -> Result<String, String>
         .get(url)
         .send()
         .await
-        .map_err(|e| format!("cannot connect: {}", e.without_url()))?;
+        .map_err(|e| format!("cannot connect: {}", chain(&e.without_url())))?;
     let status = resp.status();
     if !status.is_success() {
         return Err(format!("it answered {status}"));
     }
     resp.text().await.map_err(|e| e.without_url().to_string())
+}
+
+/// An error and its causes, `: `-joined (reqwest's own text leaves out "connection refused").
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        out.push_str(&format!(": {c}"));
+        cause = c.source();
+    }
+    out
 }
 
 /// The number at a dot path of a JSON answer (a number, or a string holding one).

@@ -138,7 +138,10 @@ mod tests {
             &[],
         ] {
             let e = ReadCommand::parse(&words(bad)).unwrap_err();
-            assert!(e.contains("[\"XLEN\", \"key\"]") && e.contains("no write"), "{bad:?}: {e}");
+            assert!(
+                e.contains("[\"XLEN\", \"key\"]") && e.contains("no write"),
+                "{bad:?}: {e}"
+            );
         }
     }
 
@@ -151,7 +154,10 @@ mod tests {
         assert_eq!(pending.number(&summary), Ok(3.0));
         let get = ReadCommand::parse(&words(&["GET", "k"])).unwrap();
         assert_eq!(get.number(&Value::BulkString(b"12".to_vec())), Ok(12.0));
-        assert!(get.number(&Value::Nil).unwrap_err().contains("does not exist"));
+        assert!(get
+            .number(&Value::Nil)
+            .unwrap_err()
+            .contains("does not exist"));
         assert!(get.number(&Value::BulkString(b"abc".to_vec())).is_err());
     }
 }

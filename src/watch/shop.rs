@@ -81,13 +81,18 @@ mod tests {
     fn the_stream_backlog_is_lag_plus_pending_and_absent_series_give_no_gauge() {
         let s = vec![
             series(SeriesName::StreamLag, &[(0.0, 5.0), (1.0, 2.0), (2.0, 0.0)]),
-            series(SeriesName::StreamPending, &[(0.0, 1.0), (1.0, 3.0), (2.0, 0.0)]),
+            series(
+                SeriesName::StreamPending,
+                &[(0.0, 1.0), (1.0, 3.0), (2.0, 0.0)],
+            ),
             series(SeriesName::PoolInUse, &[(0.0, 1.0), (1.0, 4.0)]),
         ];
         let g = gauges(&s, Some(0.0));
         let backlog = &g["shop_stream_backlog"];
         assert_eq!(backlog.series, vec![(0.0, 6.0), (1.0, 5.0), (2.0, 0.0)]);
-        assert!(backlog.source.contains("oversell_stream_lag + oversell_stream_pending"));
+        assert!(backlog
+            .source
+            .contains("oversell_stream_lag + oversell_stream_pending"));
         assert_eq!(g["shop_pool_in_use"].peak, Some(4.0));
         assert!(!g.contains_key("shop_pool_waiting"), "not sampled");
     }

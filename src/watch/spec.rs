@@ -189,7 +189,10 @@ impl GaugeSpec {
             };
             return Err(WatchError::new(format!("watch.{name}"), ONE_SOURCE, got));
         };
-        let own = SOURCES.iter().find(|s| s.0 == *source).map_or(&[][..], |s| s.1);
+        let own = SOURCES
+            .iter()
+            .find(|s| s.0 == *source)
+            .map_or(&[][..], |s| s.1);
         if let Some(stray) = set.iter().find(|f| **f != *source && !own.contains(*f)) {
             return Err(WatchError::new(
                 at(stray),
@@ -237,7 +240,11 @@ impl GaugeSpec {
                 if self.metric.is_none() { "nothing".into() } else { format!("{metric:?}") },
             ));
         }
-        if let Some(l) = self.labels.keys().find(|l| !super::prometheus::is_label_name(l)) {
+        if let Some(l) = self
+            .labels
+            .keys()
+            .find(|l| !super::prometheus::is_label_name(l))
+        {
             return Err(WatchError::new(
                 format!("watch.{name}.labels"),
                 "label names of [a-zA-Z_][a-zA-Z0-9_]* with string values, e.g. { queue = \"orders\" }",
@@ -273,7 +280,11 @@ impl GaugeSpec {
             return Err(WatchError::new(
                 format!("watch.{name}.field"),
                 "the dot path of a number in the JSON answer, e.g. data.pending",
-                if self.field.is_none() { "nothing".into() } else { format!("{field:?}") },
+                if self.field.is_none() {
+                    "nothing".into()
+                } else {
+                    format!("{field:?}")
+                },
             ));
         }
         Ok(Source::Http { url, field })

@@ -75,8 +75,13 @@ pub fn panels(run: &RunReport) -> Vec<WatchPanel<'_>> {
         });
     }
     for (name, g) in &run.watch {
+        let unread = if g.samples == 0 {
+            " (no sample could be read: see the report's details)"
+        } else {
+            ""
+        };
         out.push(WatchPanel {
-            title: format!("watch.{name}"),
+            title: format!("watch.{name}{unread}"),
             y_desc: "value",
             what: What::Gauge(g),
         });

@@ -18,9 +18,14 @@ pub fn scenario(s: &Scenario) -> Scenario {
         mapping(m);
     }
     for g in s.watch.0.values_mut() {
-        for u in [&mut g.database, &mut g.prometheus, &mut g.redis, &mut g.http]
-            .into_iter()
-            .flatten()
+        for u in [
+            &mut g.database,
+            &mut g.prometheus,
+            &mut g.redis,
+            &mut g.http,
+        ]
+        .into_iter()
+        .flatten()
         {
             *u = url(u);
         }

@@ -46,7 +46,9 @@ pub enum ScenarioProblem {
 
 /// Checks that every `watch.<name>.…` threshold of `[thresholds]` names a gauge of
 /// `[watch]`.
-pub(super) fn watch_limits_name_gauges(s: &super::Scenario) -> Result<(), crate::watch::WatchError> {
+pub(super) fn watch_limits_name_gauges(
+    s: &super::Scenario,
+) -> Result<(), crate::watch::WatchError> {
     for key in s.thresholds.watch().keys() {
         if !s.watch.0.contains_key(&key.gauge) {
             return Err(crate::watch::WatchError::new(

@@ -47,7 +47,13 @@ watch.backlog.drained_within_s = 30
     let sources = s.watch.sources();
     assert_eq!(sources.len(), 4);
     let by = |n: &str| sources.iter().find(|(k, _)| k == n).unwrap().1.clone();
-    assert!(matches!(by("pool"), Source::Sql { database: Some(_), .. }));
+    assert!(matches!(
+        by("pool"),
+        Source::Sql {
+            database: Some(_),
+            ..
+        }
+    ));
     match by("backlog") {
         Source::Prometheus { metric, labels, .. } => {
             assert_eq!(metric, "rabbitmq_queue_messages_ready");
@@ -66,39 +72,64 @@ watch.backlog.drained_within_s = 30
 #[test]
 fn an_unknown_key_is_named_with_the_fields_allowed() {
     let e = error("[watch.pool]\nsql = \"SELECT 1\"\ntimeout = 3\n");
-    assert!(e.contains("unknown field `timeout`") && e.contains("`prometheus`"), "{e}");
+    assert!(
+        e.contains("unknown field `timeout`") && e.contains("`prometheus`"),
+        "{e}"
+    );
 }
 
 #[test]
 fn a_gauge_takes_exactly_one_source_and_only_its_fields() {
     let e = error("[watch.pool]\nsql = \"SELECT 1\"\nredis = \"redis://127.0.0.1\"\ncommand = [\"LLEN\", \"q\"]\n");
     assert!(
-        e.contains("field `watch.pool` must be exactly one source") && e.contains("sql and redis together"),
+        e.contains("field `watch.pool` must be exactly one source")
+            && e.contains("sql and redis together"),
         "{e}"
     );
     let e = error("[watch.pool]\nmetric = \"x\"\n");
     assert!(e.contains("(got no source)"), "{e}");
     let e = error("[watch.pool]\nsql = \"SELECT 1\"\nfield = \"a.b\"\n");
-    assert!(e.contains("field `watch.pool.field` must be absent: a sql gauge takes sql, database"), "{e}");
+    assert!(
+        e.contains("field `watch.pool.field` must be absent: a sql gauge takes sql, database"),
+        "{e}"
+    );
 }
 
 #[test]
 fn a_write_command_a_bad_query_and_a_bad_url_are_refused_with_what_is_allowed() {
-    let e = error("[watch.q]\nredis = \"redis://127.0.0.1:6379\"\ncommand = [\"DEL\", \"orders\"]\n");
+    let e =
+        error("[watch.q]\nredis = \"redis://127.0.0.1:6379\"\ncommand = [\"DEL\", \"orders\"]\n");
     assert!(
-        e.contains("field `watch.q.command` must be a read command") && e.contains("[\"XLEN\", \"key\"]") && e.contains("DEL"),
+        e.contains("field `watch.q.command` must be a read command")
+            && e.contains("[\"XLEN\", \"key\"]")
+            && e.contains("DEL"),
         "{e}"
     );
     let e = error("[watch.q]\nsql = \"DELETE FROM orders\"\n");
-    assert!(e.contains("field `watch.q.sql` must be one read-only SELECT"), "{e}");
+    assert!(
+        e.contains("field `watch.q.sql` must be one read-only SELECT"),
+        "{e}"
+    );
     let e = error("[watch.q]\nprometheus = \"ftp://127.0.0.1/m\"\nmetric = \"m\"\n");
-    assert!(e.contains("field `watch.q.prometheus` must be a http:// or https:// URL"), "{e}");
+    assert!(
+        e.contains("field `watch.q.prometheus` must be a http:// or https:// URL"),
+        "{e}"
+    );
     let e = error("[watch.q]\nsql = \"SELECT 1\"\ndatabase = \"postgres://u:hunter2@/db\"\n");
-    assert!(e.contains("watch.q.database") && !e.contains("hunter2"), "no password: {e}");
+    assert!(
+        e.contains("watch.q.database") && !e.contains("hunter2"),
+        "no password: {e}"
+    );
     let e = error("[watch.q]\nprometheus = \"http://127.0.0.1/m\"\n");
-    assert!(e.contains("field `watch.q.metric` must be a Prometheus metric name"), "{e}");
+    assert!(
+        e.contains("field `watch.q.metric` must be a Prometheus metric name"),
+        "{e}"
+    );
     let e = error("[watch.q]\nhttp = \"http://127.0.0.1/s\"\nfield = \"a..b\"\n");
-    assert!(e.contains("field `watch.q.field` must be the dot path"), "{e}");
+    assert!(
+        e.contains("field `watch.q.field` must be the dot path"),
+        "{e}"
+    );
 }
 
 #[test]
