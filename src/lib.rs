@@ -159,6 +159,10 @@
 //!   (`traffic::scenario::masked`); docs/src/security.md.
 //! - [`duration`]: durations with a unit (`500ms`, `15m`), read and shown one way everywhere.
 //! - [`suggest`]: "did you mean …" for a mistyped name (metric, threshold, scenario).
+//! - [`watch`]: `[watch]`, the shop's own gauges (pool, queue backlog) read every second from
+//!   a Prometheus endpoint, read-only SQL, a Redis read command or an HTTP JSON field during
+//!   the sale (`spec`, `read`, `sampler`), and what the report keeps of each (`gauge`: peak,
+//!   drain, series); the reference shop's own gauges from its probes (`shop`).
 //! - [`telemetry`]: logging set-up (colour only on a terminal, never with `NO_COLOR`; clear of
 //!   the progress bar) and the process's one Prometheus recorder.
 //!
@@ -195,3 +199,4 @@ pub mod suggest;
 pub mod sweep;
 pub mod telemetry;
 pub mod traffic;
+pub mod watch;

@@ -138,6 +138,7 @@ pub async fn gate(mut args: GateArgs) -> anyhow::Result<i32> {
         );
     }
     super::plan::max_send_lag(&mut s, args.plan.send_lag.ms())?;
+    watch_flags_name_gauges(&s, &args.thresholds, &scenario_file)?;
     let bound = s.target.as_ref().and_then(|t| t.max_unclassified);
     let bundled = crate::scenarios::is_bundled(&args.scenario);
     let limits = gate::limits(&s.thresholds, bound, &args.thresholds, bundled);
@@ -236,6 +237,25 @@ fn refuse_defect(s: &crate::traffic::Scenario, args: &GateArgs) -> anyhow::Resul
         args.strategy.clone()
     };
     super::defect_warning(&s.shop, strategies)
+}
+
+/// Refuses a `--threshold watch.<name>.…` whose gauge the scenario does not watch.
+fn watch_flags_name_gauges(
+    s: &crate::traffic::Scenario,
+    flags: &[Override],
+    file: &Path,
+) -> anyhow::Result<()> {
+    for key in flags.iter().filter_map(|o| o.watch.as_ref()) {
+        anyhow::ensure!(
+            s.watch.0.contains_key(&key.gauge),
+            "--threshold {}: must name {} (got no [watch.{}] table in {})",
+            key.name(),
+            crate::watch::spec::gauge_names(&s.watch),
+            key.gauge,
+            file.display()
+        );
+    }
+    Ok(())
 }
 
 /// Appends Markdown to `$GITHUB_STEP_SUMMARY` when that variable names a file.

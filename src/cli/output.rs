@@ -258,7 +258,7 @@ fn gate_json(v: &Verdict) -> Value {
             };
             json!({
                 "run": c.run,
-                "threshold": c.limit.metric.name(),
+                "threshold": c.limit.name(),
                 "limit": c.limit.value,
                 "limit_from": match c.limit.origin {
                     Origin::Default => "default",

@@ -19,7 +19,7 @@ pub fn render(v: &Verdict) -> String {
         let mut suite = TestSuite::new(format!("oversell gate {}: {run}", v.scenario));
         for c in v.checks.iter().filter(|c| c.run == run) {
             let limit = c.limit.metric.format(c.limit.value);
-            let name = c.limit.metric.name();
+            let name = c.limit.name();
             let status = match &c.status {
                 Status::Passed => TestCaseStatus::success(),
                 Status::Breached => {
@@ -120,6 +120,7 @@ mod tests {
                 metric,
                 value: 0.0,
                 origin: Origin::Default,
+                gauge: None,
             },
             measured,
             source: "oracle",

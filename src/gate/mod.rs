@@ -42,6 +42,7 @@
 //! - `junit`: one JUnit test case per threshold per run.
 
 pub mod junit;
+pub mod watch;
 
 use crate::metric::Thresholds;
 pub use crate::metric::{Metric, Override};
@@ -92,11 +93,25 @@ impl Origin {
 }
 
 /// One limit in force.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Limit {
     pub metric: Metric,
     pub value: f64,
     pub origin: Origin,
+    /// A limit on a watched gauge: its name (`metric` is then [`Metric::WatchMax`] or
+    /// [`Metric::WatchDrainedWithinS`]); `None` for a catalog metric.
+    pub gauge: Option<String>,
+}
+
+impl Limit {
+    /// The threshold's name: the catalog's, or `watch.<name>.max`.
+    pub fn name(&self) -> String {
+        match (&self.gauge, self.metric) {
+            (Some(g), Metric::WatchDrainedWithinS) => format!("watch.{g}.drained_within_s"),
+            (Some(g), _) => format!("watch.{g}.max"),
+            (None, m) => m.name().to_string(),
+        }
+    }
 }
 
 /// The limits in force: flags over the scenario over the defaults. `max_unclassified`: the
@@ -113,6 +128,23 @@ pub fn limits(
     } else {
         Origin::Scenario
     };
+    let catalog = flags
+        .iter()
+        .filter(|o| o.watch.is_none())
+        .cloned()
+        .collect::<Vec<_>>();
+    let mut out = catalog_limits(scenario, max_unclassified, &catalog, from_scenario);
+    out.extend(watch::limits(scenario, flags, from_scenario));
+    out
+}
+
+/// The catalog metrics' limits in force.
+fn catalog_limits(
+    scenario: &Thresholds,
+    max_unclassified: Option<f64>,
+    flags: &[Override],
+    from_scenario: Origin,
+) -> Vec<Limit> {
     Metric::ALL
         .iter()
         .copied()
@@ -131,6 +163,7 @@ pub fn limits(
                 metric: m,
                 value,
                 origin,
+                gauge: None,
             })
         })
         .collect()
@@ -172,7 +205,7 @@ impl Check {
     pub fn title(&self) -> String {
         format!(
             "{} {} {}",
-            self.limit.metric.name(),
+            self.limit.name(),
             self.limit.metric.bound(),
             self.limit.metric.format(self.limit.value)
         )
@@ -211,7 +244,7 @@ impl Verdict {
                 let (measured, source, status) = check(run, l);
                 checks.push(Check {
                     run: run.label(mb),
-                    limit: *l,
+                    limit: l.clone(),
                     measured,
                     source,
                     status,
@@ -322,7 +355,7 @@ impl Verdict {
             .map(|c| {
                 vec![
                     c.run.clone(),
-                    c.limit.metric.name().to_string(),
+                    c.limit.name(),
                     limit_text(c, Origin::as_str),
                     c.measured_text(),
                     self.result_word(c).to_string(),
@@ -343,7 +376,7 @@ impl Verdict {
                 .iter()
                 .map(|c| {
                     vec![
-                        c.limit.metric.name().to_string(),
+                        c.limit.name(),
                         limit_text(c, origin),
                         c.measured_text(),
                         match c.status {
@@ -382,9 +415,12 @@ impl Verdict {
     fn notes(&self) -> Vec<String> {
         let mut notes = Vec::new();
         for c in &self.checks {
-            let name = c.limit.metric.name();
+            let name = c.limit.name();
             if let Some(why) = c.breach_reason() {
                 notes.push(format!("  {} {name}: {why}", c.run));
+            }
+            if c.source == watch::NOT_DRAINED {
+                notes.push(format!("  {} {name}: {}", c.run, watch::NOT_DRAINED));
             }
             if c.source == CLIENTS_FALLBACK {
                 notes.push(format!(
@@ -433,7 +469,7 @@ impl Verdict {
                 s,
                 "| {} | {} | {} | {} | {} |",
                 md_cell(&c.run),
-                c.limit.metric.name(),
+                c.limit.name(),
                 md_cell(&c.limit.metric.format(c.limit.value)),
                 md_cell(&c.measured_text()),
                 md_cell(&result)
@@ -457,6 +493,9 @@ fn limit_text(c: &Check, origin: fn(Origin) -> &'static str) -> String {
 
 /// One limit checked against one run: the measured value, its source and the status.
 fn check(run: &RunReport, l: &Limit) -> (Option<f64>, &'static str, Status) {
+    if let Some(gauge) = &l.gauge {
+        return watch::check(run, l, gauge);
+    }
     let f = &run.findings;
     let judged = |v: f64, source: &'static str| {
         let status = if l.metric.within(v, l.value) {

@@ -13,7 +13,7 @@ mod limits_in_force {
             .map(|f| f.parse().unwrap())
             .collect();
         let l = limits(&t, None, &flags, false);
-        let get = |m| l.iter().find(|x| x.metric == m).copied();
+        let get = |m| l.iter().find(|x| x.metric == m).cloned();
         assert_eq!(get(Metric::Oversell).unwrap().value, 2.0);
         assert_eq!(get(Metric::Oversell).unwrap().origin, Origin::Scenario);
         assert_eq!(get(Metric::LostAcks).unwrap().origin, Origin::Default);
@@ -35,7 +35,7 @@ mod limits_in_force {
         let u = l.iter().find(|x| x.metric == Metric::Unclassified).unwrap();
         assert_eq!((u.value, u.origin), (0.2, Origin::Scenario));
         let l = limits(&t, None, &flags, true);
-        let get = |m| l.iter().find(|x| x.metric == m).copied();
+        let get = |m| l.iter().find(|x| x.metric == m).cloned();
         assert_eq!(get(Metric::Oversell).unwrap().origin, Origin::Bundled);
         assert_eq!(get(Metric::P99Ms).unwrap().origin, Origin::Flag);
     }

@@ -1,6 +1,7 @@
 //! Limits on catalog metrics: a threshold's name and value checked against the metric's unit,
 //! the scenario's `[thresholds]` table and the `--threshold NAME=VALUE` flag, parsed into them.
 
+use super::watch::WatchKey;
 use super::{Metric, Unit};
 use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde::ser::{SerializeMap, Serializer};
@@ -68,7 +69,8 @@ pub fn threshold_help() -> String {
     format!(
         "A limit, overriding the scenario: NAME=VALUE, repeatable; the run's figure must be at \
          most VALUE (at least, for {}). A limit given here that the run cannot measure is not \
-         verified. NAME is one of {} (older names: {}).",
+         verified. NAME is one of {} (older names: {}), or watch.<name>.max and \
+         watch.<name>.drained_within_s for a gauge of the scenario's [watch].",
         at_least.join(", "),
         limitable_names(),
         aliases.join(", ")
@@ -94,14 +96,31 @@ pub enum LimitError {
     NotAPair(String),
     #[error("threshold `{name}` needs a number, got {value:?}")]
     NotANumber { name: String, value: String },
+    /// A `watch.` threshold that is not `watch.<name>.<figure>`, or a value it cannot take.
+    #[error("threshold `{name}` must be {allowed}")]
+    BadWatch { name: String, allowed: String },
 }
 
 /// The limits a scenario's `[thresholds]` table sets, parsed when the file is read: unknown
 /// names and values out of range are refused there, naming the threshold and what is allowed.
+/// Limits on watched gauges (`watch.pool.max = 40`: TOML reads the dotted key as nested
+/// tables; `"watch.pool.max" = 40` works too) are kept apart, by gauge.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Thresholds(BTreeMap<Metric, f64>);
+pub struct Thresholds(BTreeMap<Metric, f64>, BTreeMap<WatchKey, f64>);
 
 impl Thresholds {
+    /// The limits set on watched gauges.
+    pub fn watch(&self) -> &BTreeMap<WatchKey, f64> {
+        &self.1
+    }
+
+    /// Sets a limit on a watched gauge (checked).
+    pub fn set_watch(&mut self, key: WatchKey, value: f64) -> Result<(), LimitError> {
+        let v = key.check(value)?;
+        self.1.insert(key, v);
+        Ok(())
+    }
+
     /// The limit set for `metric`, if any.
     pub fn get(&self, metric: Metric) -> Option<f64> {
         self.0.get(&metric).copied()
@@ -122,19 +141,22 @@ impl Thresholds {
 
     /// Whether no limit is set.
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.0.is_empty() && self.1.is_empty()
     }
 }
 
 impl Serialize for Thresholds {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut map = s.serialize_map(Some(self.0.len()))?;
+        let mut map = s.serialize_map(Some(self.0.len() + self.1.len()))?;
         for (m, v) in &self.0 {
             if m.spec().unit.is_count() {
                 map.serialize_entry(m.name(), &(*v as i64))?;
             } else {
                 map.serialize_entry(m.name(), v)?;
             }
+        }
+        for (k, v) in &self.1 {
+            map.serialize_entry(&k.name(), v)?;
         }
         map.end()
     }
@@ -185,6 +207,23 @@ impl<'de> Deserialize<'de> for Thresholds {
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Thresholds, A::Error> {
                 let mut t = Thresholds::default();
                 while let Some(name) = map.next_key::<String>()? {
+                    if name.trim() == "watch" {
+                        // `watch.pool.max = 40`: TOML's dotted key, nested tables.
+                        let gauges: BTreeMap<String, BTreeMap<String, Number>> =
+                            map.next_value()?;
+                        for (gauge, figures) in gauges {
+                            for (figure, Number(v)) in figures {
+                                let name = format!("watch.{gauge}.{figure}");
+                                t.watch_entry(&name, v).map_err(de::Error::custom)?;
+                            }
+                        }
+                        continue;
+                    }
+                    if WatchKey::parse(&name).is_some() {
+                        let Number(v) = map.next_value()?;
+                        t.watch_entry(&name, v).map_err(de::Error::custom)?;
+                        continue;
+                    }
                     let metric = Metric::limitable_named(&name).map_err(de::Error::custom)?;
                     if let Number(Some(v)) = map.next_value()? {
                         let v = metric.check_limit(v).map_err(de::Error::custom)?;
@@ -198,11 +237,30 @@ impl<'de> Deserialize<'de> for Thresholds {
     }
 }
 
+impl Thresholds {
+    /// A `watch.<name>.<figure>` entry of `[thresholds]` (`None`: a null, no limit).
+    fn watch_entry(&mut self, name: &str, value: Option<f64>) -> Result<(), LimitError> {
+        let key = WatchKey::parse(name).unwrap_or_else(|| {
+            Err(LimitError::BadWatch {
+                name: name.into(),
+                allowed: "watch.<name>.max or watch.<name>.drained_within_s".into(),
+            })
+        })?;
+        match value {
+            Some(v) => self.set_watch(key, v),
+            None => Ok(()),
+        }
+    }
+}
+
 /// A `--threshold NAME=VALUE` flag, parsed like a `[thresholds]` entry.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Override {
     pub metric: Metric,
     pub value: f64,
+    /// A limit on a watched gauge (`watch.pool.max=40`): which gauge and figure; `metric` is
+    /// then the figure's ([`Metric::WatchMax`] or [`Metric::WatchDrainedWithinS`]).
+    pub watch: Option<WatchKey>,
 }
 
 impl FromStr for Override {
@@ -212,13 +270,28 @@ impl FromStr for Override {
         let (name, value) = s
             .split_once('=')
             .ok_or_else(|| LimitError::NotAPair(s.to_string()))?;
+        let number = |name: &str| -> Result<f64, LimitError> {
+            value.trim().parse().map_err(|_| LimitError::NotANumber {
+                name: name.trim().to_string(),
+                value: value.to_string(),
+            })
+        };
+        if let Some(key) = WatchKey::parse(name) {
+            let key = key?;
+            let value = key.check(number(name)?)?;
+            return Ok(Override {
+                metric: key.figure.metric(),
+                value,
+                watch: Some(key),
+            });
+        }
         let metric = Metric::limitable_named(name)?;
-        let number: f64 = value.trim().parse().map_err(|_| LimitError::NotANumber {
-            name: name.trim().to_string(),
-            value: value.to_string(),
-        })?;
-        let value = metric.check_limit(number)?;
-        Ok(Override { metric, value })
+        let value = metric.check_limit(number(name)?)?;
+        Ok(Override {
+            metric,
+            value,
+            watch: None,
+        })
     }
 }
 
@@ -267,5 +340,35 @@ mod tests {
         assert_eq!(back, t);
         let e = serde_json::from_str::<Thresholds>(r#"{"error_rate": 2}"#).unwrap_err();
         assert!(e.to_string().contains("a share between 0 and 1"), "{e}");
+    }
+
+    #[test]
+    fn watch_limits_are_read_from_dotted_keys_quoted_keys_and_flags() {
+        let t: Thresholds = toml::from_str(
+            "oversell = 0\nwatch.pool.max = 40\n\"watch.queue.drained_within_s\" = 12.5\n",
+        )
+        .unwrap();
+        let pool = WatchKey::parse("watch.pool.max").unwrap().unwrap();
+        let queue = WatchKey::parse("watch.queue.drained_within_s")
+            .unwrap()
+            .unwrap();
+        assert_eq!(t.watch().get(&pool), Some(&40.0));
+        assert_eq!(t.watch().get(&queue), Some(&12.5));
+        assert_eq!(t.get(Metric::Oversell), Some(0.0));
+        let json = serde_json::to_string(&t).unwrap();
+        assert!(json.contains("\"watch.pool.max\":40"), "{json}");
+        let back: Thresholds = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, t);
+        let e = toml::from_str::<Thresholds>("watch.pool.peak = 1").unwrap_err();
+        assert!(e.to_string().contains("watch.<name>.max"), "{e}");
+        let e = toml::from_str::<Thresholds>("watch.q.drained_within_s = -1").unwrap_err();
+        assert!(e.to_string().contains("0 or more"), "{e}");
+        let o: Override = "watch.pool.max=40".parse().unwrap();
+        assert_eq!(
+            (o.metric, o.value, o.watch),
+            (Metric::WatchMax, 40.0, Some(pool))
+        );
+        assert!("watch.pool.max=x".parse::<Override>().is_err());
+        assert!("watch.pool=1".parse::<Override>().is_err());
     }
 }

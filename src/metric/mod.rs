@@ -8,15 +8,18 @@
 //! metric's unit, `[thresholds]` and `--threshold`). How each metric is read from a run's
 //! report (and where the figure comes from) is `report::catalog`, next to the report it reads.
 //! `series`: the probes' per-second series ([`SeriesName`]: name, unit, the shop metric it is
-//! read from, the gauge `--metrics-listen` publishes it as).
+//! read from, the gauge `--metrics-listen` publishes it as). `watch`: limits on a scenario's
+//! watched gauges (`watch.<name>.max`, `watch.<name>.drained_within_s`).
 
 mod limits;
 mod series;
 mod specs;
+pub mod watch;
 
 pub use limits::{limitable_names, threshold_help, LimitError, Override, Thresholds};
 pub use series::SeriesName;
 use std::fmt;
+pub use watch::{WatchFigure, WatchKey};
 
 /// One figure of a run. The order is the catalog's order (reports, `diff`, `gate`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -63,6 +66,12 @@ pub enum Metric {
     DbQpsPeak,
     Throughput,
     CapacityRps,
+    /// A watched gauge's peak (`watch.<name>.max`): not in [`Metric::ALL`], since it names a
+    /// gauge of the scenario's ([`WatchKey`]).
+    WatchMax,
+    /// Seconds from a watched gauge's peak back to its baseline
+    /// (`watch.<name>.drained_within_s`); like [`Metric::WatchMax`], not in [`Metric::ALL`].
+    WatchDrainedWithinS,
 }
 
 /// What a value counts.
@@ -84,6 +93,9 @@ pub enum Unit {
     /// A rate of the database server's own counter; which counter depends on the run
     /// (PostgreSQL transactions/s or statements/s, MySQL Questions/s): never one unit.
     DbRate,
+    /// A watched gauge's own figure, in whatever it counts (connections, messages).
+    Gauge,
+    Seconds,
 }
 
 impl Unit {
@@ -247,7 +259,11 @@ impl Metric {
             Unit::Share => format!("{:.2}", v * 100.0),
             Unit::Millis if v.abs() >= 1.0 => format!("{v:.1}"),
             Unit::Millis => format!("{v:.3}"),
-            Unit::OrdersPerSecond | Unit::BuyersPerSecond => format!("{v:.1}"),
+            Unit::OrdersPerSecond | Unit::BuyersPerSecond | Unit::Seconds => format!("{v:.1}"),
+            Unit::Gauge => {
+                let s = format!("{v:.3}");
+                s.trim_end_matches('0').trim_end_matches('.').to_string()
+            }
             _ => format!("{v:.0}"),
         }
     }
@@ -261,6 +277,7 @@ impl Metric {
             Unit::Millis => format!("{n} ms"),
             Unit::OrdersPerSecond => format!("{n} orders/s"),
             Unit::BuyersPerSecond => format!("{n} buyers/s"),
+            Unit::Seconds => format!("{n} s"),
             _ => n,
         }
     }

@@ -16,6 +16,7 @@ pub enum SeriesName {
     StreamLag,
     StreamPending,
     PoolInUse,
+    PoolWaiting,
     DbRowLockWaits,
     DbDeadlocks,
     DbSold,
@@ -23,7 +24,7 @@ pub enum SeriesName {
 
 impl SeriesName {
     /// Every series, in the CSV's column order (`db_sold` last: it is no CSV column).
-    pub const ALL: [SeriesName; 15] = [
+    pub const ALL: [SeriesName; 16] = [
         SeriesName::DbQps,
         SeriesName::DbTps,
         SeriesName::RedisOps,
@@ -36,6 +37,7 @@ impl SeriesName {
         SeriesName::StreamLag,
         SeriesName::StreamPending,
         SeriesName::PoolInUse,
+        SeriesName::PoolWaiting,
         SeriesName::DbRowLockWaits,
         SeriesName::DbDeadlocks,
         SeriesName::DbSold,
@@ -56,6 +58,7 @@ impl SeriesName {
             SeriesName::StreamLag => "stream_lag",
             SeriesName::StreamPending => "stream_pending",
             SeriesName::PoolInUse => "pool_in_use",
+            SeriesName::PoolWaiting => "pool_waiting",
             SeriesName::DbRowLockWaits => "db_row_lock_waits",
             SeriesName::DbDeadlocks => "db_deadlocks",
             SeriesName::DbSold => "db_sold",
@@ -75,7 +78,8 @@ impl SeriesName {
             SeriesName::ReconcileResidual
             | SeriesName::StreamLag
             | SeriesName::StreamPending
-            | SeriesName::PoolInUse => "count",
+            | SeriesName::PoolInUse
+            | SeriesName::PoolWaiting => "count",
             SeriesName::DbRowLockWaits => "waits/s",
             SeriesName::DbDeadlocks => "deadlocks/s",
         }
@@ -92,6 +96,7 @@ impl SeriesName {
             SeriesName::StreamLag => Some("oversell_stream_lag"),
             SeriesName::StreamPending => Some("oversell_stream_pending"),
             SeriesName::PoolInUse => Some("oversell_db_pool_in_use"),
+            SeriesName::PoolWaiting => Some("oversell_db_pool_waiting"),
             _ => None,
         }
     }
@@ -113,7 +118,8 @@ impl SeriesName {
             SeriesName::PredeductSuccessRate
             | SeriesName::PredeductAttempts
             | SeriesName::Restocks
-            | SeriesName::PoolInUse => None,
+            | SeriesName::PoolInUse
+            | SeriesName::PoolWaiting => None,
         }
     }
 

@@ -414,4 +414,23 @@ pub(super) static SPECS: &[Spec] = &[
         Better::Higher,
         OPTIONAL,
     ),
+    // Not in `Metric::ALL`: each limit names a gauge of the scenario's `[watch]`.
+    spec(
+        "watch.<name>.max",
+        &[],
+        "a watched gauge's peak",
+        "watched peak",
+        Unit::Gauge,
+        Better::Lower,
+        OPTIONAL,
+    ),
+    spec(
+        "watch.<name>.drained_within_s",
+        &[],
+        "seconds from a watched gauge's peak back to its pre-sale baseline",
+        "drained within",
+        Unit::Seconds,
+        Better::Lower,
+        OPTIONAL,
+    ),
 ];

@@ -403,6 +403,7 @@ fn shop_series(
         SeriesName::StreamLag,
         SeriesName::StreamPending,
         SeriesName::PoolInUse,
+        SeriesName::PoolWaiting,
     ] {
         let metric = s.shop_metric().unwrap_or_default();
         if scrape::has(now, metric) {

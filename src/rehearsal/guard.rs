@@ -38,6 +38,8 @@ pub enum Use {
     Oracle,
     /// The reference shop a shard fires at (`--shop-url`).
     Shop,
+    /// A `[watch]` gauge's source (a database, Redis, an endpoint).
+    Watch,
 }
 
 impl Use {
@@ -46,6 +48,7 @@ impl Use {
             Use::Target => "--target",
             Use::Oracle => "the oracle endpoint",
             Use::Shop => "--shop-url",
+            Use::Watch => "a [watch] source",
         }
     }
 
@@ -54,13 +57,14 @@ impl Use {
             Use::Target => "load",
             Use::Oracle => "oracle requests",
             Use::Shop => "a shard's load",
+            Use::Watch => "gauge reads",
         }
     }
 
     fn allow(self) -> &'static str {
         match self {
             Use::Shop => "--allow-remote-shop",
-            Use::Target | Use::Oracle => "--allow-remote",
+            Use::Target | Use::Oracle | Use::Watch => "--allow-remote",
         }
     }
 }
@@ -90,21 +94,36 @@ pub fn check_target(url: &str, allow_remote: bool) -> Result<String, TargetError
 
 /// Checks a URL the harness will send to before anything is sent; returns its `host[:port]`.
 pub fn check_url(what: Use, url: &str, allow_remote: bool) -> Result<String, TargetError> {
-    let bad = |why: &str| TargetError::BadUrl {
+    let parsed = Url::parse(url).map_err(|e| bad_url(what, url, &e.to_string()))?;
+    if !matches!(parsed.scheme(), "http" | "https") {
+        return Err(bad_url(what, url, "the scheme must be http or https"));
+    }
+    check_host(what, url, allow_remote)
+}
+
+/// A URL the guard cannot use; the message shows it with its credentials masked.
+fn bad_url(what: Use, url: &str, why: &str) -> TargetError {
+    TargetError::BadUrl {
         what: what.flag(),
-        url: url.to_string(),
+        url: crate::secret::url(url),
         why: why.to_string(),
-    };
+    }
+}
+
+/// Checks the host of a URL of any scheme (a database's, Redis's, an endpoint's) the way
+/// [`check_url`] checks a target's: loopback, or `allow_remote`; returns its `host[:port]`.
+pub fn check_host(what: Use, url: &str, allow_remote: bool) -> Result<String, TargetError> {
+    let bad = |why: &str| bad_url(what, url, why);
     let remote = |host: String| TargetError::Remote {
         sending: what.sending(),
         allow: what.allow(),
         host,
     };
     let parsed = Url::parse(url).map_err(|e| bad(&e.to_string()))?;
-    if !matches!(parsed.scheme(), "http" | "https") {
-        return Err(bad("the scheme must be http or https"));
-    }
-    let host = parsed.host_str().ok_or_else(|| bad("it has no host"))?;
+    let host = parsed
+        .host_str()
+        .filter(|h| !h.is_empty())
+        .ok_or_else(|| bad("it has no host"))?;
     let host_port = match parsed.port() {
         Some(p) => format!("{host}:{p}"),
         None => host.to_string(),

@@ -27,7 +27,9 @@ pub mod scalar;
 pub mod settle;
 pub mod stock_sampler;
 
-pub use guard::{check_target, check_url, is_loopback_host, resolve_again, TargetError, Use};
+pub use guard::{
+    check_host, check_target, check_url, is_loopback_host, resolve_again, TargetError, Use,
+};
 pub use oracle::{baseline_notes, run_totals, Oracle, OracleSource, Tally, Totals};
 pub use order_rows::{OrdersQuery, Row};
 pub use plan::PlanSummary;

@@ -199,6 +199,10 @@ impl Metric {
                  there"
                     .to_string(),
             ),
+            Metric::WatchMax | Metric::WatchDrainedWithinS => Err(
+                "a watched gauge's figure is read by the gauge's name (watch.<name>.max)"
+                    .to_string(),
+            ),
         }
     }
 
@@ -287,6 +291,10 @@ impl Metric {
             Metric::CapacityRps => {
                 "the run at the required arrival rate (the scenario's shape kept): held when \
                  every other threshold held on it"
+            }
+            Metric::WatchMax => "the watched gauge's 1 s samples ([watch]): its peak",
+            Metric::WatchDrainedWithinS => {
+                "the watched gauge's 1 s samples ([watch]): from its peak back to its baseline"
             }
         }
     }

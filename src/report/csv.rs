@@ -4,7 +4,8 @@
 //! Order answers per second come from the clients' records (by the second the answer
 //! arrived); every other column is a probe series sampled once a second (the sample taken in
 //! that second; empty when the series was not sampled). The header is fixed, so the same
-//! columns exist for every strategy; series not listed here are appended in name order.
+//! columns exist for every strategy; series not listed here are appended in name order, then
+//! each watched gauge as `watch.<name>` (its sample of that second).
 
 use super::RunReport;
 use crate::metric::SeriesName;
@@ -72,19 +73,30 @@ pub fn header(run: &RunReport) -> Vec<String> {
     extra.sort_unstable();
     extra.dedup();
     cols.extend(extra.into_iter().map(String::from));
+    cols.extend(run.watch.keys().map(|n| format!("watch.{n}")));
     cols
 }
 
 /// The CSV text of a run's timelines.
 pub fn render(run: &RunReport) -> String {
     let cols = header(run);
+    let watched: Vec<(String, &Vec<(f64, f64)>)> = run
+        .watch
+        .iter()
+        .map(|(n, g)| (format!("watch.{n}"), &g.series))
+        .collect();
+    let named = run
+        .series
+        .iter()
+        .map(|s| (s.name.as_str(), &s.points))
+        .chain(watched.iter().map(|(n, p)| (n.as_str(), *p)));
     let mut by_second: BTreeMap<i64, BTreeMap<&str, f64>> = BTreeMap::new();
-    for s in &run.series {
-        for (t, v) in &s.points {
+    for (name, points) in named {
+        for (t, v) in points {
             by_second
                 .entry(t.floor() as i64)
                 .or_default()
-                .insert(s.name.as_str(), *v);
+                .insert(name, *v);
         }
     }
     let n = run.timeline.seconds.len() as i64;

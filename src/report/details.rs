@@ -135,6 +135,8 @@ pub fn facts(run: &RunReport) -> Vec<Fact> {
     if let Some(d) = &run.decision {
         v.push(d.line());
     }
+    // Each watched gauge: its peak against the rush, whether and when it drained, its source.
+    v.extend(run.watch.iter().map(|(name, g)| g.line(name)));
     v.push(format!(
         "orders/s served: {:.1} (order answers over the span from the first to the last)",
         run.order_throughput_rps

@@ -310,6 +310,10 @@ pub struct Timeline {
     pub orders: BTreeMap<Answer, Vec<u64>>,
     /// Every request per second.
     pub requests: Vec<u64>,
+    /// Order latency p99 per second of answer, ms (0: no order answered in that second;
+    /// absent in older reports), drawn beside the watched gauges.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub order_p99_ms: Vec<f64>,
 }
 
 /// Whose shop a run fired at.
@@ -470,6 +474,10 @@ pub struct RunReport {
     pub login: Option<crate::traffic::login::LoginReport>,
     pub timeline: Timeline,
     pub series: Vec<Series>,
+    /// The watched gauges (`[watch]`, and the reference shop's own), by name: peak, drain,
+    /// per-second series, source (absent: none).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub watch: BTreeMap<String, crate::watch::Gauge>,
     /// HdrHistogram V2 (deflate, base64) of every kind's latency, for re-plotting.
     pub histograms: BTreeMap<Kind, String>,
     #[serde(skip)]

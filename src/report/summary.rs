@@ -237,6 +237,17 @@ pub fn build(input: RunInputs) -> RunReport {
         }
     }
     timeline.orders.retain(|_, v| v.iter().any(|n| *n > 0));
+    timeline.order_p99_ms = m
+        .order_intervals
+        .iter()
+        .map(|h| {
+            if h.is_empty() {
+                0.0
+            } else {
+                ms(h.value_at_quantile(0.99) as f64)
+            }
+        })
+        .collect();
     let find = |name: &str| input.series.iter().find(|s| s.name == name);
     let summary = |name: &str| find(name).map(|s| MetricSummary::of(s, duration));
     let total_of =
@@ -307,6 +318,7 @@ pub fn build(input: RunInputs) -> RunReport {
         goose_crosscheck: input.goose,
         timeline,
         series: input.series,
+        watch: BTreeMap::new(),
         histograms,
         measurements: Some(Arc::new(input.measurements)),
     }

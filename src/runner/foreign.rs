@@ -48,6 +48,7 @@ pub(super) async fn run(plan: &RunPlan, f: &Foreign, slot: &Slot) -> anyhow::Res
     .await?;
     let logins = super::login::section(&target, logins, &fired.traffic.recorder);
     let settled = rehearsal::settle::settle(&oracle, &target, &f.settle, plan.drain_limit).await;
+    let watched = fired.watch.stop(super::gauges::rush_at_s(plan)).await;
     let mut series = fired.probes.stop().await;
     let (stock_samples, failed_reads) = match sampler {
         Some(sampler) => {
@@ -106,6 +107,7 @@ pub(super) async fn run(plan: &RunPlan, f: &Foreign, slot: &Slot) -> anyhow::Res
     let run = finish(plan, shop, fired.traffic, series, drain, server);
     Ok(RunReport {
         login: logins,
+        watch: watched,
         ..run
     })
 }

@@ -17,6 +17,7 @@
 //! - `foreign`: someone else's shop: oracle read before any load, settle wait, totals oracle.
 //! - `login`: a foreign shop's buyers logging in before the sale (`[target.login]`), and the
 //!   run's `login` section.
+//! - `gauges`: the run's `[watch]` (checked before anything is sent, read during the sale).
 //! - `faults`: the run's fault windows and when it recovered from each (the engine is
 //!   [`crate::nemesis`]).
 //! - `replica`: a run's managed read replica (reconciliation reads it; `replica-lag`).
@@ -26,6 +27,7 @@
 
 mod faults;
 mod foreign;
+mod gauges;
 mod lock;
 mod login;
 mod merge;
@@ -262,6 +264,7 @@ pub async fn execute(plan: &RunPlan) -> anyhow::Result<(report::Report, PathBuf)
             .reference_check()
             .map_err(|e| anyhow::anyhow!("{}: {e}", plan.scenario_file.display()))?;
     }
+    gauges::check(plan)?;
     let _locks = match &plan.subject {
         Subject::Reference { cells, .. } => lock_databases(cells).await?,
         Subject::Foreign(_) => Vec::new(),
@@ -389,10 +392,12 @@ fn control_client() -> anyhow::Result<reqwest::Client> {
     Ok(crate::traffic::target::client(Duration::from_secs(30))?)
 }
 
-/// What the traffic phase produced; the probes are still sampling.
+/// What the traffic phase produced; the probes and the watch are still sampling.
 struct Fired {
     traffic: Traffic,
     probes: Probes,
+    /// The `[watch]` gauges, read every second until the run stops them.
+    watch: crate::watch::Watcher,
     /// The run's faults, scheduled from the sale's opening (dropped: undone).
     engine: Option<Engine>,
 }
@@ -524,6 +529,9 @@ async fn fire_traffic(
     let recorder = Arc::new(Recorder::new(
         Instant::now() + sending.launch_lead(buyers.len()),
     ));
+    let ctx = gauges::context(plan, probe.database_url.clone());
+    let watcher = crate::watch::start(&plan.scenario.watch, &ctx, recorder.opened())
+        .map_err(|e| anyhow::anyhow!("{}: {e}", plan.scenario_file.display()))?;
     let probes = probe::start(ProbeConfig {
         opened: recorder.opened(),
         ..probe
@@ -555,6 +563,7 @@ async fn fire_traffic(
                 reading,
             },
             probes,
+            watch: watcher,
             engine,
         }),
         Err(e) => {

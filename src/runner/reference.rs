@@ -203,12 +203,17 @@ async fn drive_reference(
     }
     let urls: Vec<String> = all.iter().map(|c| c.base_url.clone()).collect();
     let drain = shops::wait_all_drained(&http, &urls, s.item.number(), plan.drain_limit).await;
+    let rush = super::gauges::rush_at_s(plan);
+    let mut watched = fired.watch.stop(rush).await;
     let reconcile = if is_redis {
         shop.final_reconcile(&http, s.item.number()).await
     } else {
         None
     };
     let series = fired.probes.stop().await;
+    for (name, gauge) in crate::watch::shop::gauges(&series, rush) {
+        watched.entry(name).or_insert(gauge);
+    }
     let server = super::settle::reference(
         &http,
         base_url,
@@ -236,5 +241,6 @@ async fn drive_reference(
     run.faults = faults::windows(&applied, &run);
     run.shops = spread;
     run.defect = s.shop.defect;
+    run.watch = watched;
     Ok(run)
 }

@@ -46,6 +46,7 @@ pub const METRICS: &[Described] = &[
     m("oversell_admin_refused_total", Counter, "Admin requests (sale set-up, rewarm, reconcile) refused for a missing or wrong --admin-token."),
     m("oversell_db_pool_acquire_seconds", Histogram, "Time waited for a database connection from the shop's pool, in seconds."),
     m("oversell_db_pool_in_use", Gauge, "Database connections of the shop's pool in use (read when /metrics is scraped)."),
+    m("oversell_db_pool_waiting", Gauge, "Requests waiting for a database connection because every connection of the shop's own lane is out (read when /metrics is scraped)."),
     m("oversell_defect_active", Gauge, "1 while the shop runs with a known defect built in (serve --defect NAME: a testing aid, never a shop to trust), labelled by the defect."),
     m("oversell_db_pool_size", Gauge, "Database connections the shop's pool holds open (read when /metrics is scraped)."),
 ];
@@ -63,6 +64,7 @@ pub(super) async fn metrics(State(st): State<AppState>) -> impl IntoResponse {
     let store = st.inventory.store();
     let (pool, in_use) = (store.pool(), store.connections_in_use());
     metrics::gauge!("oversell_db_pool_in_use").set(in_use as f64);
+    metrics::gauge!("oversell_db_pool_waiting").set(store.connections_waiting() as f64);
     metrics::gauge!("oversell_db_pool_size").set(pool.size() as f64);
     crate::telemetry::exposition(handle())
 }

@@ -20,6 +20,7 @@
 
 use sqlx::pool::PoolConnection;
 use sqlx::{Any, AnyConnection, AnyPool};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
@@ -36,6 +37,25 @@ struct Inner {
     resting: Mutex<Option<Vec<PoolConnection<Any>>>>,
     /// One per connection out of the lane or resting in it.
     permits: Arc<Semaphore>,
+    /// Callers waiting because every connection of the lane was out (the shop's
+    /// `oversell_db_pool_waiting`).
+    waiting: AtomicUsize,
+}
+
+/// Counts a caller as waiting for as long as it lives (a cancelled wait included).
+struct Waiting<'a>(&'a AtomicUsize);
+
+impl<'a> Waiting<'a> {
+    fn start(n: &'a AtomicUsize) -> Self {
+        n.fetch_add(1, Ordering::Relaxed);
+        Waiting(n)
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// A connection from the [`Lane`] (or, when the lane's were all out, from the pool).
@@ -58,6 +78,7 @@ impl Lane {
                 pool,
                 resting: Mutex::new(Some(Vec::with_capacity(cap))),
                 permits: Arc::new(Semaphore::new(cap)),
+                waiting: AtomicUsize::new(0),
             }),
         }
     }
@@ -67,15 +88,18 @@ impl Lane {
     pub(super) async fn hold(&self) -> Result<Held, sqlx::Error> {
         let permit = match Arc::clone(&self.inner.permits).try_acquire_owned() {
             Ok(p) => p,
-            Err(_) => tokio::select! {
-                biased;
-                p = Arc::clone(&self.inner.permits).acquire_owned() => match p {
-                    Ok(p) => p,
-                    // Closed: the store is closing; the pool answers for itself.
-                    Err(_) => return Ok(Held::from_pool(self.inner.pool.acquire().await?)),
-                },
-                c = self.inner.pool.acquire() => return Ok(Held::from_pool(c?)),
-            },
+            Err(_) => {
+                let _waiting = Waiting::start(&self.inner.waiting);
+                tokio::select! {
+                    biased;
+                    p = Arc::clone(&self.inner.permits).acquire_owned() => match p {
+                        Ok(p) => p,
+                        // Closed: the store is closing; the pool answers for itself.
+                        Err(_) => return Ok(Held::from_pool(self.inner.pool.acquire().await?)),
+                    },
+                    c = self.inner.pool.acquire() => return Ok(Held::from_pool(c?)),
+                }
+            }
         };
         let rested = self
             .inner
@@ -94,6 +118,11 @@ impl Lane {
             clean: false,
             close_unfinished: false,
         })
+    }
+
+    /// How many callers wait now because every connection of the lane was out.
+    pub(super) fn waiting(&self) -> u32 {
+        self.inner.waiting.load(Ordering::Relaxed) as u32
     }
 
     /// How many connections rest in the lane now (in use to sqlx's pool, idle to us).

@@ -181,6 +181,12 @@ impl Store {
         self.pool.size().saturating_sub(idle as u32)
     }
 
+    /// Requests waiting for a connection now: every connection of the store's lane was out
+    /// when they asked.
+    pub fn connections_waiting(&self) -> u32 {
+        self.lane.waiting()
+    }
+
     /// Takes this database's run lock and holds it for as long as the returned connection
     /// lives: one `run`/`compare` at a time per database, since each resets the sale. `None`
     /// when another run holds it (see [`Statements::run_lock`]).

@@ -55,6 +55,10 @@ pub struct Scenario {
     /// `[[faults]]`: what goes wrong during the sale (`--fault` adds to these).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub faults: Vec<FaultSpec>,
+    /// `[watch]`: the shop's own gauges, sampled every second during the sale
+    /// ([`crate::watch`]).
+    #[serde(default, skip_serializing_if = "crate::watch::WatchSpec::is_empty")]
+    pub watch: crate::watch::WatchSpec,
 }
 
 /// An item's id: an integer (the reference shop's), or a string (a foreign shop's UUID, say).
@@ -375,6 +379,8 @@ impl Scenario {
             validate::target_fits_scripts(t, &self.adversarial)?;
         }
         crate::nemesis::validate_all(&self.faults)?;
+        self.watch.validate()?;
+        validate::watch_limits_name_gauges(self)?;
         Ok(())
     }
 

@@ -53,3 +53,4 @@ mod shops;
 mod stand_in;
 mod store;
 mod stream_bounds;
+mod watch;

@@ -159,6 +159,8 @@ fn axis(metric: Metric) -> (&'static str, f64) {
         Unit::OrdersPerSecond => ("orders/s", 1.0),
         Unit::BuyersPerSecond => ("buyers/s", 1.0),
         Unit::DbRate => ("per second", 1.0),
+        Unit::Gauge => ("value", 1.0),
+        Unit::Seconds => ("s", 1.0),
     }
 }
 

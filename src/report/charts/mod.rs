@@ -15,6 +15,7 @@
 pub mod bars;
 pub mod latency;
 pub mod timeline;
+pub mod watch;
 
 use super::{Report, RunReport, Shop};
 use crate::inventory::Strategy;

@@ -1,6 +1,8 @@
 //! One figure per run: stacked panels on a time axis shared by every run of the report
 //! (orders/s by outcome, DB QPS, Redis ops/s, remaining stock, and redis-lua's pre-deduct
-//! success rate, restocks and reconciliation residual when the shop reported them).
+//! success rate, restocks and reconciliation residual when the shop reported them), then,
+//! when the run watched gauges, the order latency p99 per second and one panel per gauge
+//! ([`super::watch`]).
 
 use super::{fmt_num, legend, series_line, DrawResult, RunData, FONT};
 use crate::metric::SeriesName;
@@ -96,7 +98,8 @@ fn panels(run: &RunReport) -> Vec<&'static Panel> {
 
 /// Pixel height of a run's timeline figure.
 pub fn height(run: &RunReport) -> u32 {
-    TITLE_HEIGHT + PANEL_HEIGHT * panels(run).len() as u32
+    let n = panels(run).len() + super::watch::panels(run).len();
+    TITLE_HEIGHT + PANEL_HEIGHT * n as u32
 }
 
 /// The figure caption: which series it draws and where each came from.
@@ -110,6 +113,7 @@ pub fn caption(run: &RunReport) -> String {
             }
         }
     }
+    parts.extend(super::watch::caption(run));
     let faults: Vec<String> = run
         .faults
         .iter()
@@ -140,8 +144,9 @@ pub fn time_range(runs: &[RunData<'_>]) -> (f64, f64) {
     let mut hi = 1.0f64;
     for r in runs {
         hi = hi.max(r.run.timeline.seconds.len() as f64);
-        for s in &r.run.series {
-            for (t, _) in &s.points {
+        let watched = r.run.watch.values().map(|g| &g.series);
+        for points in r.run.series.iter().map(|s| &s.points).chain(watched) {
+            for (t, _) in points {
                 lo = lo.min(t.floor());
                 hi = hi.max(t.ceil());
             }
@@ -202,6 +207,67 @@ fn series_colour(run: &RunData<'_>, name: &str) -> (RGBColor, bool) {
     }
 }
 
+/// A panel's title, y-axis description, and whether it is the last (the x axis is named there).
+pub(super) struct PanelText<'a> {
+    pub title: &'a str,
+    pub y_desc: &'a str,
+    pub last: bool,
+}
+
+/// Draws one panel of a run's timeline: its mesh, the run's fault windows shaded, its lines
+/// and their legend.
+pub(super) fn draw_panel<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    run: &RunReport,
+    text: PanelText<'_>,
+    (x0, x1): (f64, f64),
+    lines: Vec<Line>,
+) -> DrawResult<DB> {
+    let ys = lines.iter().flat_map(|l| l.points.iter().map(|p| p.1));
+    let (ymin, ymax) = ys.fold((0.0f64, 0.0f64), |(a, b), y| (a.min(y), b.max(y)));
+    let ymax = if ymax <= 0.0 { 1.0 } else { ymax * 1.15 };
+    let ymin = if ymin < 0.0 { ymin * 1.15 } else { 0.0 };
+    let mut chart = ChartBuilder::on(area)
+        .caption(text.title, (FONT, 18))
+        .margin_left(16)
+        .margin_right(24)
+        .margin_top(6)
+        .margin_bottom(4)
+        .x_label_area_size(if text.last { 50 } else { 28 })
+        .y_label_area_size(80)
+        .build_cartesian_2d(x0..x1, ymin..ymax)?;
+    let mut mesh = chart.configure_mesh();
+    mesh.y_desc(text.y_desc)
+        .x_labels(16)
+        .y_labels(5)
+        .x_label_formatter(&|v| fmt_num(*v))
+        .y_label_formatter(&|v| fmt_num(*v))
+        .label_style((FONT, 14))
+        .axis_desc_style((FONT, 15));
+    if text.last {
+        mesh.x_desc("seconds after the sale opened");
+    }
+    mesh.draw()?;
+    // Each fault's window, shaded (applied faults only: a skipped one has no window).
+    for f in run.faults.iter().filter(|f| f.ended_ms > f.began_ms) {
+        let (a, b) = (f.began_ms as f64 / 1000.0, f.ended_ms as f64 / 1000.0);
+        chart.draw_series(std::iter::once(Rectangle::new(
+            [(a, ymin), (b.max(a + 0.05), ymax)],
+            RGBColor(220, 50, 47).mix(0.12).filled(),
+        )))?;
+    }
+    for l in lines {
+        series_line(
+            &mut chart,
+            l.points,
+            l.colour.stroke_width(2),
+            l.dashed,
+            &l.name,
+        )?;
+    }
+    legend(&mut chart, SeriesLabelPosition::UpperRight)
+}
+
 /// Draws the timeline of `runs[index]`.
 pub fn draw<DB: DrawingBackend>(
     root: &DrawingArea<DB, Shift>,
@@ -215,7 +281,9 @@ pub fn draw<DB: DrawingBackend>(
         (FONT, 22),
     )?;
     let ps = panels(r.run);
-    let areas = root.split_evenly((ps.len(), 1));
+    let watched = super::watch::panels(r.run);
+    let total = ps.len() + watched.len();
+    let areas = root.split_evenly((total, 1));
     for (k, (p, area)) in ps.iter().zip(areas.iter()).enumerate() {
         let mut lines = if p.series.is_empty() {
             outcome_lines(r.run)
@@ -238,11 +306,6 @@ pub fn draw<DB: DrawingBackend>(
                 });
             }
         }
-        let ys = lines.iter().flat_map(|l| l.points.iter().map(|p| p.1));
-        let (ymin, ymax) = ys.fold((0.0f64, 0.0f64), |(a, b), y| (a.min(y), b.max(y)));
-        let ymax = if ymax <= 0.0 { 1.0 } else { ymax * 1.15 };
-        let ymin = if ymin < 0.0 { ymin * 1.15 } else { 0.0 };
-        let last = k + 1 == ps.len();
         // A database rate is labelled with the counter it is (transactions/s, Questions/s).
         let rate = p
             .series
@@ -257,45 +320,20 @@ pub fn draw<DB: DrawingBackend>(
             ),
             None => (p.title.to_string(), p.y_desc),
         };
-        let mut chart = ChartBuilder::on(area)
-            .caption(&title, (FONT, 18))
-            .margin_left(16)
-            .margin_right(24)
-            .margin_top(6)
-            .margin_bottom(4)
-            .x_label_area_size(if last { 50 } else { 28 })
-            .y_label_area_size(80)
-            .build_cartesian_2d(x0..x1, ymin..ymax)?;
-        let mut mesh = chart.configure_mesh();
-        mesh.y_desc(y_desc)
-            .x_labels(16)
-            .y_labels(5)
-            .x_label_formatter(&|v| fmt_num(*v))
-            .y_label_formatter(&|v| fmt_num(*v))
-            .label_style((FONT, 14))
-            .axis_desc_style((FONT, 15));
-        if last {
-            mesh.x_desc("seconds after the sale opened");
-        }
-        mesh.draw()?;
-        // Each fault's window, shaded (applied faults only: a skipped one has no window).
-        for f in r.run.faults.iter().filter(|f| f.ended_ms > f.began_ms) {
-            let (a, b) = (f.began_ms as f64 / 1000.0, f.ended_ms as f64 / 1000.0);
-            chart.draw_series(std::iter::once(Rectangle::new(
-                [(a, ymin), (b.max(a + 0.05), ymax)],
-                RGBColor(220, 50, 47).mix(0.12).filled(),
-            )))?;
-        }
-        for l in lines {
-            series_line(
-                &mut chart,
-                l.points,
-                l.colour.stroke_width(2),
-                l.dashed,
-                &l.name,
-            )?;
-        }
-        legend(&mut chart, SeriesLabelPosition::UpperRight)?;
+        let panel = PanelText {
+            title: &title,
+            y_desc,
+            last: k + 1 == total,
+        };
+        draw_panel(area, r.run, panel, (x0, x1), lines)?;
+    }
+    for (k, (w, area)) in watched.iter().zip(areas.iter().skip(ps.len())).enumerate() {
+        let panel = PanelText {
+            title: &w.title,
+            y_desc: w.y_desc,
+            last: ps.len() + k + 1 == total,
+        };
+        draw_panel(area, r.run, panel, (x0, x1), w.lines(r.colour))?;
     }
     Ok(())
 }

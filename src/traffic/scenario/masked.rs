@@ -1,6 +1,6 @@
 //! A scenario as reports and shard files store it: its shape kept, its secrets masked. Every
 //! header value, the login's body, every form value and the value of every secret-named field
-//! of a JSON body or a query becomes [`MASK`](crate::secret::MASK); the oracle's URL goes through [`url`](crate::secret::url).
+//! of a JSON body or a query becomes [`MASK`](crate::secret::MASK); the oracle's URL and every `[watch]` source URL go through [`url`](crate::secret::url).
 //!
 //! The masked `[target]` still reads back (a report is read by `diff`, a shard by `merge`):
 //! a JSON body that masking would leave unreadable is masked whole (`"***"`, itself JSON).
@@ -16,6 +16,19 @@ pub fn scenario(s: &Scenario) -> Scenario {
     let mut s = s.clone();
     if let Some(m) = s.target.as_mut() {
         mapping(m);
+    }
+    for g in s.watch.0.values_mut() {
+        for u in [
+            &mut g.database,
+            &mut g.prometheus,
+            &mut g.redis,
+            &mut g.http,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            *u = url(u);
+        }
     }
     s
 }

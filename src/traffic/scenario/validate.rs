@@ -39,6 +39,26 @@ pub enum ScenarioProblem {
     /// A `[[faults]]` entry outside its allowed values.
     #[error(transparent)]
     Fault(#[from] crate::nemesis::SpecError),
+    /// A `[watch]` gauge, or a `watch.` threshold, that cannot be used.
+    #[error(transparent)]
+    Watch(#[from] crate::watch::WatchError),
+}
+
+/// Checks that every `watch.<name>.…` threshold of `[thresholds]` names a gauge of
+/// `[watch]`.
+pub(super) fn watch_limits_name_gauges(
+    s: &super::Scenario,
+) -> Result<(), crate::watch::WatchError> {
+    for key in s.thresholds.watch().keys() {
+        if !s.watch.0.contains_key(&key.gauge) {
+            return Err(crate::watch::WatchError::new(
+                format!("thresholds.{}", key.name()),
+                crate::watch::spec::gauge_names(&s.watch),
+                format!("no [watch.{}] table", key.gauge),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// A field outside its allowed values.

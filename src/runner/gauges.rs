@@ -1,0 +1,34 @@
+//! A run's `[watch]` gauges: what they read with (the run's database by default, the loopback
+//! guard's `--allow-remote`), checked before anything is sent, and the plan's rush.
+
+use super::{RunPlan, Subject};
+
+/// What the run's `[watch]` gauges read with: the run's database by default (`--oracle-sql`'s,
+/// or the reference shop's), remote sources only with `--allow-remote`.
+pub(super) fn context(plan: &RunPlan, database: Option<String>) -> crate::watch::Context {
+    crate::watch::Context {
+        default_database: database,
+        allow_remote: match &plan.subject {
+            Subject::Foreign(f) => f.allow_remote,
+            Subject::Reference { .. } => false,
+        },
+    }
+}
+
+/// Checks the scenario's `[watch]` against the plan before anything is sent: every source's
+/// URL, environment variables, default database and loopback guard (an error names the file
+/// and the field).
+pub(super) fn check(plan: &RunPlan) -> anyhow::Result<()> {
+    let database = match &plan.subject {
+        Subject::Reference { cells, .. } => cells.first().map(|c| c.database_url.clone()),
+        Subject::Foreign(f) => f.oracle.database_url(),
+    };
+    crate::watch::readers(&plan.scenario.watch, &context(plan, database))
+        .map(drop)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", plan.scenario_file.display()))
+}
+
+/// The second of the plan's rush (most arrivals), for the watched gauges' report.
+pub(super) fn rush_at_s(plan: &RunPlan) -> Option<f64> {
+    crate::watch::rush_at_s(&plan.buyers.per_second())
+}
