@@ -13,7 +13,7 @@ use std::path::Path;
 pub mod masked;
 mod validate;
 use validate::bad;
-pub use validate::{FieldError, ScenarioError, ScenarioProblem};
+pub use validate::{FieldError, ScenarioError, ScenarioProblem, MAX_BUYERS};
 
 /// A scenario file as written.
 #[derive(Debug, Clone, Deserialize, Serialize)]
