@@ -13,6 +13,7 @@ use std::path::PathBuf;
 mod attack;
 mod bench;
 mod capacity;
+mod fit;
 mod gate;
 mod merge;
 mod output;
@@ -25,6 +26,7 @@ mod tests;
 pub mod values;
 pub use attack::AttackArgs;
 pub use capacity::{CapacityArgs, SweepArgs};
+pub use fit::FitArgs;
 pub use gate::GateArgs;
 pub use merge::MergeArgs;
 pub use output::parse;
@@ -63,6 +65,10 @@ pub enum Command {
     Sweep(Box<SweepArgs>),
     /// Compare two reports run by run (exit 1 when a --fail-on metric got worse).
     Diff(DiffArgs),
+    /// Fit a scenario to a real sale's access log: arrivals per second (replayed as a trace),
+    /// viewers, bots, think times, pay/cancel/abandon, stock; --scale and --compress it. Writes
+    /// the scenario (each number commented with its source), fit.md and a chart beside it.
+    Fit(Box<FitArgs>),
     /// Combine the shard folders of one sale (`run --shard i/N`) into one report: check they
     /// are the same sale, add the histograms, run the oracle once against the shop's final state.
     Merge(Box<MergeArgs>),
@@ -414,6 +420,7 @@ async fn dispatch(command: Command) -> anyhow::Result<i32> {
         Command::Capacity(args) => capacity::capacity(*args).await,
         Command::Sweep(args) => capacity::sweep(*args).await,
         Command::Bench(args) => bench::bench(args.what).await,
+        Command::Fit(args) => fit::fit(*args),
         Command::Scenarios => {
             print!("{}", scenario_list());
             Ok(0)

@@ -144,6 +144,10 @@
 //!   bisection; `slo`: each probe judged from its own report; `report`, `charts`).
 //! - [`sweep`]: `oversell sweep --vary KNOB=v1,v2`: one run per value of a shop knob or the
 //!   arrival rate (`knobs`: which knob, which strategies have it), metrics against the knob.
+//! - [`fit`]: `oversell fit`: a scenario fitted from a real sale's access log (combined or
+//!   JSON lines, streamed in bounded memory): the arrivals per second as an `arrival =
+//!   "trace"`, viewers, bots, think times, pay/cancel/abandon and the stock, each commented with
+//!   its source; `--scale`, `--compress`; `fit.md` and a chart beside it.
 //! - [`model`]: items, orders and the order state machine.
 //! - [`services`]: the outside services and how to start one that is down (`cli` decides
 //!   which errors mean "unreachable": exit 3); `--services auto|managed|external`
@@ -174,6 +178,7 @@ pub mod capacity;
 pub mod cli;
 pub mod diff;
 pub mod duration;
+pub mod fit;
 pub mod gate;
 pub mod gateway;
 pub mod inventory;

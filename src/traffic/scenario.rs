@@ -13,7 +13,7 @@ use std::path::Path;
 pub mod masked;
 mod validate;
 use validate::bad;
-pub use validate::{FieldError, ScenarioError, ScenarioProblem};
+pub use validate::{FieldError, ScenarioError, ScenarioProblem, MAX_BUYERS};
 
 /// A scenario file as written.
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -105,6 +105,10 @@ pub enum Arrival {
     Uniform,
     /// Arrival rate rising linearly from zero to its peak at the end of the window.
     Ramp,
+    /// Given counts per interval (`[buyers] trace`), replayed: the window is cut into as many
+    /// equal intervals as the trace has counts, and each interval gets its count of buyers at
+    /// seeded instants within it (`oversell fit` writes a log's arrivals per second).
+    Trace,
 }
 
 /// The shortest *late send* ([`Scenario::late_send_after`]): beyond a busy machine's
@@ -129,6 +133,11 @@ pub struct BuyersSpec {
     pub burst_s: f64,
     #[serde(default = "burst_share")]
     pub burst_share: f64,
+    /// `arrival = "trace"`: buyers per interval, the window cut into `trace.len()` equal
+    /// intervals. When the counts add up to `count` each interval gets exactly its count;
+    /// otherwise `count` is shared out in proportion (a scaled scenario keeps the shape).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub trace: Vec<u32>,
 }
 
 /// `[browse]`: product-page views before ordering.
@@ -395,12 +404,16 @@ impl Scenario {
     }
 
     /// How late a request may go out before the arrival it belongs to counts as not sent as
-    /// planned: a tenth of a burst's opening rush, at least 50 ms and at most 1 s; 1 s for an
-    /// arrival curve with no rush (`report::lateness`).
+    /// planned: a tenth of a burst's opening rush (of a trace's interval), at least 50 ms and
+    /// at most 1 s; 1 s for an arrival curve with no rush (`report::lateness`).
     pub fn late_send_after(&self) -> std::time::Duration {
         match self.buyers.arrival {
             Arrival::Burst => std::time::Duration::from_secs_f64(self.buyers.burst_s / 10.0)
                 .clamp(LATE_SEND_MIN, LATE_SEND_MAX),
+            Arrival::Trace => std::time::Duration::from_secs_f64(
+                self.buyers.window_s / self.buyers.trace.len().max(1) as f64 / 10.0,
+            )
+            .clamp(LATE_SEND_MIN, LATE_SEND_MAX),
             Arrival::Uniform | Arrival::Ramp => LATE_SEND_MAX,
         }
     }

@@ -21,6 +21,7 @@ mod durability;
 mod edge;
 mod evidence;
 mod faults;
+mod fit;
 mod gate;
 mod generator;
 mod generator_bound;

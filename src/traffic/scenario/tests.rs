@@ -270,3 +270,36 @@ outcomes = [{ status = ["200"], outcome = "created" }]
         "at_timeout pays at the end of the target's payment window: {e}"
     );
 }
+
+#[test]
+fn a_trace_arrival_needs_its_counts_and_counts_need_a_trace_arrival() {
+    let traced = MINIMAL.replace("\"uniform\"", "\"trace\"\ntrace = [40, 60]");
+    let s = Scenario::parse(&traced).unwrap();
+    assert_eq!(s.buyers.trace, vec![40, 60]);
+    assert_eq!(s.late_send_after(), std::time::Duration::from_millis(100));
+    let e = Scenario::parse(&MINIMAL.replace("\"uniform\"", "\"trace\""))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("buyers.trace") && e.contains("0 counts"), "{e}");
+    let e = Scenario::parse(&MINIMAL.replace("\"uniform\"", "\"trace\"\ntrace = [0, 0]"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("buyers.trace") && e.contains("only zeros"),
+        "{e}"
+    );
+    let e = Scenario::parse(&MINIMAL.replace("\"uniform\"", "\"uniform\"\ntrace = [1]"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("buyers.trace") && e.contains("arrival = \"uniform\""),
+        "{e}"
+    );
+    let e = Scenario::parse(&MINIMAL.replace("\"uniform\"", "\"trace\"\ntrace = [-1]"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("trace"), "{e}");
+    // A report's copy of a scenario without a trace keeps no `trace` key.
+    let plain = toml::to_string(&Scenario::parse(MINIMAL).unwrap().buyers).unwrap();
+    assert!(!plain.contains("trace"), "{plain}");
+}

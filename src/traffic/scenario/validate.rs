@@ -162,9 +162,41 @@ impl BuyersSpec {
                 bad("buyers.burst_share", "between 0 and 1", self.burst_share)?;
             }
         }
-        Ok(())
+        self.validate_trace()
+    }
+
+    /// Checks `[buyers] trace`: given with `arrival = "trace"` (and only then), at most
+    /// [`MAX_TRACE`] counts, not all zero.
+    fn validate_trace(&self) -> Result<(), FieldError> {
+        let total: u64 = self.trace.iter().map(|n| u64::from(*n)).sum();
+        match self.arrival {
+            Arrival::Trace if self.trace.is_empty() || self.trace.len() > MAX_TRACE => bad(
+                "buyers.trace",
+                "a list of 1 to 36000 counts, buyers per interval (arrival = \"trace\")",
+                format!("{} counts", self.trace.len()),
+            ),
+            Arrival::Trace if total == 0 => bad(
+                "buyers.trace",
+                "counts that add up to at least 1 buyer",
+                "only zeros",
+            ),
+            Arrival::Trace => Ok(()),
+            Arrival::Burst | Arrival::Uniform | Arrival::Ramp if !self.trace.is_empty() => bad(
+                "buyers.trace",
+                "given only with arrival = \"trace\" (it would be ignored)",
+                format!(
+                    "{} counts with arrival = \"{}\"",
+                    self.trace.len(),
+                    format!("{:?}", self.arrival).to_lowercase()
+                ),
+            ),
+            Arrival::Burst | Arrival::Uniform | Arrival::Ramp => Ok(()),
+        }
     }
 }
+
+/// The most counts `[buyers] trace` may hold: ten hours of seconds, or an hour of tenths.
+pub const MAX_TRACE: usize = 36_000;
 
 impl BrowseSpec {
     /// Checks `[browse]`.

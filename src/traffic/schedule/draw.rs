@@ -5,7 +5,7 @@
 //! shard.
 
 use super::super::adversary::{Script, AT_TIMEOUT_SPREAD};
-use super::super::scenario::{AfterOrderSpec, Arrival, BotsSpec, BrowseSpec, Scenario};
+use super::super::scenario::{AfterOrderSpec, Arrival, BotsSpec, BrowseSpec, BuyersSpec, Scenario};
 use super::{AfterOrder, BuyerPlan, Ident};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -23,23 +23,23 @@ fn between(rng: &mut ChaCha8Rng, r: [u64; 2]) -> Duration {
     })
 }
 
-/// Offsets (seconds from the opening) of `n` arrivals with the given shape, sorted.
-fn arrivals(
-    rng: &mut ChaCha8Rng,
-    n: usize,
-    shape: Arrival,
-    window: f64,
-    burst: f64,
-    burst_share: f64,
-) -> Vec<f64> {
-    let mut t: Vec<f64> = match shape {
+/// Offsets from the opening of `b.count` arrivals with `b`'s shape starting `at` seconds after
+/// it, sorted.
+fn arrivals(rng: &mut ChaCha8Rng, b: &BuyersSpec, at: f64) -> Vec<Duration> {
+    let n = b.count as usize;
+    let (window, burst) = (b.window_s, b.burst_s);
+    let mut t: Vec<f64> = match b.arrival {
+        Arrival::Trace => {
+            let at = Duration::from_secs_f64(at);
+            return trace(rng, n, &b.trace, window).map(|t| at + t).collect();
+        }
         Arrival::Uniform => (0..n).map(|_| rng.random::<f64>() * window).collect(),
         // Density rising linearly: the inverse CDF of f(t) = 2t/W² is W·sqrt(u).
         Arrival::Ramp => (0..n)
             .map(|_| window * rng.random::<f64>().sqrt())
             .collect(),
         Arrival::Burst => {
-            let in_burst = (n as f64 * burst_share).round() as usize;
+            let in_burst = (n as f64 * b.burst_share).round() as usize;
             (0..n)
                 .map(|i| {
                     if i < in_burst {
@@ -52,43 +52,86 @@ fn arrivals(
         }
     };
     t.sort_by(|a, b| a.total_cmp(b));
-    t
+    // The offset added in seconds, as the shapes always added it.
+    t.into_iter()
+        .map(|t| Duration::from_secs_f64(at + t))
+        .collect()
+}
+
+/// `arrival = "trace"`: the window cut into `counts.len()` equal intervals (bounds rounded to
+/// the nanosecond), interval `k` given its share of `n` ([`apportion`]: exactly `counts[k]`
+/// when they add up to `n`), each arrival at a seeded instant within its interval; sorted.
+fn trace(
+    rng: &mut ChaCha8Rng,
+    n: usize,
+    counts: &[u32],
+    window: f64,
+) -> impl Iterator<Item = Duration> {
+    let window_ns = Duration::from_secs_f64(window).as_nanos();
+    let k_total = counts.len().max(1) as u128;
+    let bound = |k: usize| (k as u128 * window_ns / k_total) as u64;
+    let mut out = Vec::with_capacity(n);
+    for (k, m) in apportion(n as u64, counts).into_iter().enumerate() {
+        let (start, end) = (bound(k), bound(k + 1));
+        for _ in 0..m {
+            let offset = if end > start {
+                rng.random_range(0..end - start)
+            } else {
+                0
+            };
+            out.push(Duration::from_nanos(start + offset));
+        }
+    }
+    out.sort_unstable();
+    out.into_iter()
+}
+
+/// `n` shared out over `weights` in proportion, by rounding the running total (so the shares
+/// add up to `n`, and equal the weights when they add up to `n`).
+pub fn apportion(n: u64, weights: &[u32]) -> Vec<u64> {
+    let total: u128 = weights.iter().map(|w| u128::from(*w)).sum();
+    if total == 0 {
+        return vec![0; weights.len()];
+    }
+    let upto = |cum: u128| ((u128::from(n) * cum * 2 + total) / (2 * total)) as u64;
+    let mut cum = 0u128;
+    weights
+        .iter()
+        .map(|w| {
+            let before = upto(cum);
+            cum += u128::from(*w);
+            upto(cum) - before
+        })
+        .collect()
 }
 
 /// Every arrival of the scenario (both waves), sorted, packed as [`pack`] says.
 pub(super) fn packed_arrivals(s: &Scenario) -> Vec<u64> {
     let mut rng = ChaCha8Rng::seed_from_u64(s.buyers.seed);
-    let b = &s.buyers;
-    let first = arrivals(
-        &mut rng,
-        b.count as usize,
-        b.arrival,
-        b.window_s,
-        b.burst_s,
-        b.burst_share,
-    );
+    let first = arrivals(&mut rng, &s.buyers, 0.0);
     let mut times: Vec<u64> = first.into_iter().map(|t| pack(t, 1)).collect();
     if let Some(w) = &s.second_wave {
-        let second = arrivals(
-            &mut rng,
-            w.count as usize,
-            Arrival::Uniform,
-            w.window_s,
-            0.0,
-            0.0,
-        );
-        times.extend(second.into_iter().map(|t| pack(w.at_s + t, 2)));
+        let wave = BuyersSpec {
+            count: w.count,
+            seed: s.buyers.seed,
+            arrival: Arrival::Uniform,
+            window_s: w.window_s,
+            burst_s: 0.0,
+            burst_share: 0.0,
+            trace: Vec::new(),
+        };
+        let second = arrivals(&mut rng, &wave, w.at_s);
+        times.extend(second.into_iter().map(|t| pack(t, 2)));
         // By time; a tie keeps the first wave first, as a stable sort of the two did.
         times.sort_unstable();
     }
     times
 }
 
-/// An arrival `at` seconds after the opening in wave 1 or 2: its nanoseconds shifted left
-/// once, the low bit set for the second wave (8 bytes a buyer, ordered by time).
-fn pack(at: f64, wave: u8) -> u64 {
-    let nanos = Duration::from_secs_f64(at).as_nanos();
-    let nanos = u64::try_from(nanos)
+/// An arrival `at` after the opening in wave 1 or 2: its nanoseconds shifted left once, the
+/// low bit set for the second wave (8 bytes a buyer, ordered by time).
+fn pack(at: Duration, wave: u8) -> u64 {
+    let nanos = u64::try_from(at.as_nanos())
         .unwrap_or(u64::MAX >> 1)
         .min(u64::MAX >> 1);
     nanos << 1 | u64::from(wave == 2)

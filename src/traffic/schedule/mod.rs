@@ -8,6 +8,7 @@
 
 use super::adversary::Script;
 use super::scenario::Scenario;
+pub use draw::apportion;
 pub use ident::Ident;
 use std::sync::Arc;
 use std::time::Duration;

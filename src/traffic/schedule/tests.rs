@@ -251,3 +251,65 @@ fn a_renamed_buyer_keeps_its_draws_and_takes_its_accounts_ids() {
         "past the accounts: the seeded ids"
     );
 }
+
+fn traced(counts: &[u32], count: u32, window_s: f64, seed: u64) -> Scenario {
+    let trace: Vec<String> = counts.iter().map(|n| n.to_string()).collect();
+    Scenario::parse(&format!(
+        "name = \"t\"\n[item]\nstock = 10\n[buyers]\ncount = {count}\nseed = {seed}\n\
+         arrival = \"trace\"\nwindow_s = {window_s}\ntrace = [{}]\n[bots]\nshare = 0.1\n\
+         resubmits = 2\n",
+        trace.join(", ")
+    ))
+    .unwrap()
+}
+
+#[test]
+fn a_trace_replays_its_counts_per_second_exactly_and_the_same_seed_the_same_instants() {
+    let counts = [0, 250, 1200, 7, 0, 0, 31, 1, 0, 90, 3];
+    let total: u32 = counts.iter().sum();
+    let s = traced(&counts, total, counts.len() as f64, 5);
+    let plan = build(&s);
+    assert_eq!(plan.len(), total as usize);
+    let mut per = plan.per_second();
+    per.resize(counts.len(), 0);
+    assert_eq!(per, counts, "each second holds exactly its count");
+    let again = build(&traced(&counts, total, counts.len() as f64, 5));
+    assert_eq!(all(&plan), all(&again), "the same seed, the same buyers");
+    let other = build(&traced(&counts, total, counts.len() as f64, 6));
+    assert_eq!(other.per_second()[..counts.len()], counts[..]);
+    assert_ne!(
+        (0..plan.len()).map(|k| plan.arrival(k)).collect::<Vec<_>>(),
+        (0..other.len())
+            .map(|k| other.arrival(k))
+            .collect::<Vec<_>>(),
+        "another seed, other instants within the seconds"
+    );
+}
+
+#[test]
+fn a_trace_with_another_count_or_window_keeps_its_shape() {
+    let counts = [100, 300, 0, 100];
+    // Twice the buyers: each interval twice its count.
+    let doubled = build(&traced(&counts, 1000, 4.0, 1));
+    assert_eq!(doubled.per_second(), vec![200, 600, 0, 200]);
+    // The same buyers in half the time: intervals of 0.5 s.
+    let fast = build(&traced(&counts, 500, 2.0, 1));
+    assert_eq!(fast.per_second(), vec![400, 100]);
+    let intervals: Vec<u64> = (0..fast.len())
+        .map(|k| fast.arrival(k).as_millis() as u64 / 500)
+        .fold(vec![0; 4], |mut v, k| {
+            v[k as usize] += 1;
+            v
+        });
+    assert_eq!(intervals, vec![100, 300, 0, 100]);
+}
+
+#[test]
+fn apportion_shares_out_exactly_and_keeps_the_counts_when_they_add_up() {
+    assert_eq!(apportion(10, &[1, 2, 3, 4]), vec![1, 2, 3, 4]);
+    assert_eq!(apportion(30, &[1, 2, 3, 4]), vec![3, 6, 9, 12]);
+    let shared = apportion(7, &[1, 1, 1]);
+    assert_eq!(shared.iter().sum::<u64>(), 7);
+    assert!(shared.iter().all(|n| (2..=3).contains(n)), "{shared:?}");
+    assert_eq!(apportion(5, &[0, 0]), vec![0, 0]);
+}
