@@ -100,14 +100,14 @@ knobs! {
         /// redis-lua: persistence consumers per item in this shop, all in the item's one
         /// consumer group (each entry is delivered to one of them; more overlap Redis reads
         /// with database writes). Two by default: one consumer fell behind at saturation and at
-        /// 80 % of it, two kept up with the backlog near zero (docs/src/performance/overview.md,
+        /// 80 % of it, two kept up with the backlog near zero (docs/src/performance/lab-log.md,
         /// "redis-lua").
         consumers: u32 = 2, 1..=32;
         /// redis-buckets: how many buckets (hash slots) a sale's stock is split over.
         buckets: u32 = 4, 1..=64;
         /// Worker threads of the shop's tokio runtime (0 = tokio's default: one per core). On a
         /// machine whose cores the shop shares with Redis and the database, fewer workers wake
-        /// each other less (docs/src/performance/overview.md, "redis-lua").
+        /// each other less (docs/src/performance/lab-log.md, "redis-lua").
         worker_threads: u32 = 0, 0..=1024;
     }
 }
