@@ -152,10 +152,28 @@ async fn a_run_sent_later_than_max_send_lag_ms_fails_the_gate_as_generator_bound
     assert!(r["service_time"]["p99_ms"].as_f64().unwrap() > 0.0, "{r}");
     let xml = std::fs::read_to_string(&junit).unwrap();
     assert!(xml.contains("generator-bound"), "{xml}");
-    assert_eq!(
-        xml.matches("<failure").count(),
-        1,
-        "only the send lag: {xml}"
+    // Only the generator's own checks fail: the send lag, and on a loaded machine its late
+    // sends too; never a figure of the shop.
+    let failed: Vec<&str> = xml
+        .split("<testcase")
+        .skip(1)
+        .filter(|case| {
+            case.split("</testcase>")
+                .next()
+                .unwrap()
+                .contains("<failure")
+        })
+        .map(|case| {
+            let name = case.split('"').nth(1).unwrap_or_default();
+            name.split(" &lt;").next().unwrap_or_default()
+        })
+        .collect();
+    assert!(failed.contains(&"send_lag_p99_ms"), "{failed:?}\n{xml}");
+    assert!(
+        failed
+            .iter()
+            .all(|n| ["send_lag_p99_ms", "late_sends"].contains(n)),
+        "only the generator's checks: {failed:?}\n{xml}"
     );
     let md = std::fs::read_to_string(only_report_dir(&out).join("report.md")).unwrap();
     assert!(
