@@ -1,6 +1,10 @@
 //! Process-wide set-up: logging to stderr (coloured only on a terminal, never with `NO_COLOR`,
 //! and kept clear of a progress bar) and the process's one Prometheus recorder, which the shop's
 //! `/metrics` and the harness's `--metrics-listen` both render.
+//!
+//! The drivers' own log lines (sqlx's `slow statement` warning, an HTTP or Redis client's) go
+//! to the run's log file while a run has one open ([`open_run_log`]: `run.log` in the report's
+//! folder), never onto the terminal between a run's lines; without one they go to stderr.
 
 use indicatif::ProgressBar;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
@@ -91,15 +95,85 @@ pub fn describe(list: &[Described]) {
     }
 }
 
-/// Logs to stderr, filtered by `RUST_LOG` (default: warnings, and info for oversell).
+/// Logs to stderr, filtered by `RUST_LOG` (default: warnings, and info for oversell); the
+/// drivers' lines to the run's log while one is open ([`open_run_log`]).
 pub fn init_tracing() {
+    use tracing_subscriber::filter::filter_fn;
+    use tracing_subscriber::prelude::*;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,oversell=info"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let ours = tracing_subscriber::fmt::layer()
         .with_ansi(colour_on_stderr())
         .with_writer(|| StderrAroundBar)
+        .with_filter(filter_fn(|m| !is_driver(m.target())));
+    let drivers = tracing_subscriber::fmt::layer()
+        .with_ansi(false)
+        .with_writer(|| DriverLog)
+        .with_filter(filter_fn(|m| is_driver(m.target())));
+    let _ = tracing_subscriber::registry()
+        .with(filter)
+        .with(ours)
+        .with(drivers)
         .try_init();
+}
+
+/// Crates whose log lines are a driver's (database, Redis, HTTP), by their tracing target.
+const DRIVERS: &[&str] = &[
+    "sqlx", "redis", "hyper", "h2", "reqwest", "rustls", "tower", "mio",
+];
+
+/// Whether `target` is one of [`DRIVERS`]' (`sqlx::query`, `sqlx_postgres::…`, ...).
+pub fn is_driver(target: &str) -> bool {
+    let krate = target.split("::").next().unwrap_or(target);
+    DRIVERS
+        .iter()
+        .any(|d| krate == *d || krate.strip_prefix(d).is_some_and(|r| r.starts_with('_')))
+}
+
+static RUN_LOG: Mutex<Option<std::fs::File>> = Mutex::new(None);
+
+/// The run's log stays open until this is dropped.
+#[must_use = "the run's log closes when this is dropped"]
+pub struct RunLog(());
+
+impl Drop for RunLog {
+    fn drop(&mut self) {
+        *RUN_LOG.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    }
+}
+
+/// Sends the drivers' log lines to `path` (appended) until the returned guard is dropped.
+pub fn open_run_log(path: &std::path::Path) -> std::io::Result<RunLog> {
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)?;
+    *RUN_LOG.lock().unwrap_or_else(|e| e.into_inner()) = Some(file);
+    Ok(RunLog(()))
+}
+
+/// The run's log when one is open, else stderr.
+struct DriverLog;
+
+impl Write for DriverLog {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let mut log = RUN_LOG.lock().unwrap_or_else(|e| e.into_inner());
+        match log.as_mut() {
+            Some(f) => f.write_all(buf)?,
+            None => {
+                drop(log);
+                StderrAroundBar.write_all(buf)?
+            }
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        match RUN_LOG.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+            Some(f) => f.flush(),
+            None => std::io::stderr().flush(),
+        }
+    }
 }
 
 /// Whether stderr gets colour: it is a terminal and `NO_COLOR` is unset or empty.
@@ -155,5 +229,26 @@ impl Write for StderrAroundBar {
 
     fn flush(&mut self) -> std::io::Result<()> {
         std::io::stderr().flush()
+    }
+}
+
+#[cfg(test)]
+mod driver_tests {
+    use super::is_driver;
+
+    #[test]
+    fn a_driver_is_told_by_its_crate_not_by_a_prefix_of_its_name() {
+        for t in [
+            "sqlx::query",
+            "sqlx_postgres::options",
+            "sqlx_core",
+            "redis",
+            "hyper_util::x",
+        ] {
+            assert!(is_driver(t), "{t}");
+        }
+        for t in ["oversell::runner", "sqlxish", "redistribute", "goose"] {
+            assert!(!is_driver(t), "{t}");
+        }
     }
 }
