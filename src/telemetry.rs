@@ -3,8 +3,9 @@
 //! `/metrics` and the harness's `--metrics-listen` both render.
 //!
 //! The drivers' own log lines (sqlx's `slow statement` warning, an HTTP or Redis client's) go
-//! to the run's log file while a run has one open ([`open_run_log`]: `run.log` in the report's
-//! folder), never onto the terminal between a run's lines; without one they go to stderr.
+//! to the run's log file (`run.log` in the report's folder: [`hold_driver_lines`], held in
+//! memory until the folder exists), never onto the terminal between a run's lines; outside a
+//! run (`serve`) they go to stderr.
 
 use indicatif::ProgressBar;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
@@ -96,7 +97,7 @@ pub fn describe(list: &[Described]) {
 }
 
 /// Logs to stderr, filtered by `RUST_LOG` (default: warnings, and info for oversell); the
-/// drivers' lines to the run's log while one is open ([`open_run_log`]).
+/// drivers' lines to the run's log during a run ([`hold_driver_lines`]).
 pub fn init_tracing() {
     use tracing_subscriber::filter::filter_fn;
     use tracing_subscriber::prelude::*;
@@ -130,38 +131,78 @@ pub fn is_driver(target: &str) -> bool {
         .any(|d| krate == *d || krate.strip_prefix(d).is_some_and(|r| r.starts_with('_')))
 }
 
-static RUN_LOG: Mutex<Option<std::fs::File>> = Mutex::new(None);
+/// Where the drivers' lines go.
+enum Sink {
+    Stderr,
+    /// Held until the run's log is opened (a run's first reads come before its folder).
+    Held(Vec<u8>),
+    File(std::fs::File),
+}
 
-/// The run's log stays open until this is dropped.
-#[must_use = "the run's log closes when this is dropped"]
+static RUN_LOG: Mutex<Sink> = Mutex::new(Sink::Stderr);
+
+/// The most a run holds of driver lines before its log is open; more are dropped.
+const HELD_BYTES: usize = 4 << 20;
+
+fn sink() -> std::sync::MutexGuard<'static, Sink> {
+    RUN_LOG.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A run's hold on the drivers' lines: held in memory from [`hold_driver_lines`] until
+/// [`RunLog::open`] names the file, written there from then on. Dropped: back to stderr
+/// (lines still held, the run never got a folder, go there too).
+#[must_use = "the drivers' lines go back to stderr when this is dropped"]
 pub struct RunLog(());
 
-impl Drop for RunLog {
-    fn drop(&mut self) {
-        *RUN_LOG.lock().unwrap_or_else(|e| e.into_inner()) = None;
+/// Starts holding the drivers' lines for a run that will open its log.
+pub fn hold_driver_lines() -> RunLog {
+    let mut s = sink();
+    if !matches!(*s, Sink::File(_)) {
+        *s = Sink::Held(Vec::new());
+    }
+    RunLog(())
+}
+
+impl RunLog {
+    /// Writes the drivers' lines to `path` (appended) from now on, the held ones first.
+    pub fn open(&self, path: &std::path::Path) -> std::io::Result<()> {
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)?;
+        let mut s = sink();
+        if let Sink::Held(held) = &*s {
+            file.write_all(held)?;
+        }
+        *s = Sink::File(file);
+        Ok(())
     }
 }
 
-/// Sends the drivers' log lines to `path` (appended) until the returned guard is dropped.
-pub fn open_run_log(path: &std::path::Path) -> std::io::Result<RunLog> {
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)?;
-    *RUN_LOG.lock().unwrap_or_else(|e| e.into_inner()) = Some(file);
-    Ok(RunLog(()))
+impl Drop for RunLog {
+    fn drop(&mut self) {
+        let was = std::mem::replace(&mut *sink(), Sink::Stderr);
+        if let Sink::Held(held) = was {
+            let _ = StderrAroundBar.write_all(&held);
+        }
+    }
 }
 
-/// The run's log when one is open, else stderr.
+/// The run's log when one is open (or held), else stderr.
 struct DriverLog;
 
 impl Write for DriverLog {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let mut log = RUN_LOG.lock().unwrap_or_else(|e| e.into_inner());
-        match log.as_mut() {
-            Some(f) => f.write_all(buf)?,
-            None => {
-                drop(log);
+        let mut s = sink();
+        match &mut *s {
+            Sink::File(f) => f.write_all(buf)?,
+            Sink::Held(held) => {
+                if held.len() + buf.len() <= HELD_BYTES {
+                    held.extend_from_slice(buf);
+                }
+            }
+            Sink::Stderr => {
+                drop(s);
                 StderrAroundBar.write_all(buf)?
             }
         }
@@ -169,9 +210,9 @@ impl Write for DriverLog {
     }
 
     fn flush(&mut self) -> std::io::Result<()> {
-        match RUN_LOG.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
-            Some(f) => f.flush(),
-            None => std::io::stderr().flush(),
+        match &mut *sink() {
+            Sink::File(f) => f.flush(),
+            _ => std::io::stderr().flush(),
         }
     }
 }

@@ -258,6 +258,9 @@ pub struct RunPlan {
 /// runs before it and names the failure (a folder with nothing in it is removed).
 pub async fn execute(plan: &RunPlan) -> anyhow::Result<(report::Report, PathBuf)> {
     let started_at = now_rfc3339();
+    // The drivers' own lines (sqlx's slow statements, ...) go to the run's log, not onto the
+    // terminal: held until the report's folder exists.
+    let log = crate::telemetry::hold_driver_lines();
     let s = &plan.scenario;
     if matches!(plan.subject, Subject::Reference { .. }) {
         s.item
@@ -272,8 +275,7 @@ pub async fn execute(plan: &RunPlan) -> anyhow::Result<(report::Report, PathBuf)
     let metadata = metadata::gather(plan, started_at).await;
     let dir = report::new_dir(&plan.out, &s.name);
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    // The drivers' own lines (sqlx's slow statements, ...) go here, not onto the terminal.
-    let _log = crate::telemetry::open_run_log(&dir.join("run.log"))
+    log.open(&dir.join("run.log"))
         .with_context(|| format!("creating {}", dir.join("run.log").display()))?;
     let mut report = empty_report(plan, metadata);
     for i in 0..plan.runs() {
