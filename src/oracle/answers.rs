@@ -179,13 +179,22 @@ pub(super) fn observe(f: &mut Findings, c: &Measurements, ids: bool, keys_sent: 
     if !keys_sent {
         return;
     }
-    let mut by_key: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    // Each key's first order id; a key told a second id keeps them all (rare), so a million
+    // keys cost one map entry each, not one set each.
+    let mut first: std::collections::HashMap<&str, &str> =
+        std::collections::HashMap::with_capacity(c.attempts.len());
+    let mut shared: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
     for a in &c.attempts {
         if let (Answer::Created, Some(id)) = (a.answer, a.order_id.as_deref()) {
-            by_key.entry(&*a.key).or_default().insert(id);
+            let was = *first.entry(&*a.key).or_insert(id);
+            if was != id || shared.contains_key(&*a.key) {
+                let ids = shared.entry(&*a.key).or_default();
+                ids.insert(was);
+                ids.insert(id);
+            }
         }
     }
-    let dups = duplicates(by_key, "clients' records");
+    let dups = duplicates(shared, "clients' records");
     f.duplicate_orders_per_key = Some(extra(&dups));
     f.duplicate_key_examples = dups.into_iter().take(EXAMPLES).collect();
 }

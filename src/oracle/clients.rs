@@ -171,23 +171,28 @@ fn refused_buyers(c: &crate::traffic::recorder::Measurements) -> u64 {
 /// same key are one attempt told twice (a retry's replay); an acknowledgement without a key is
 /// an attempt of its own.
 fn duplicate_acks(c: &crate::traffic::recorder::Measurements) -> u64 {
-    // Per order id: the keys it was told under, and how many keyless attempts were told it.
-    let mut told: HashMap<&str, (HashSet<&str>, usize)> = HashMap::new();
+    // Per order id: the first key it was told under (`None`: a keyless attempt), and whether
+    // a second attempt was told it (another key, or any keyless one).
+    let mut told: HashMap<&str, (Option<&str>, bool)> = HashMap::with_capacity(c.acks.len());
     for a in &c.acks {
         let Some(id) = a.order_id.as_deref() else {
             continue;
         };
-        let entry = told.entry(id).or_default();
-        match a.key.as_deref() {
-            Some(k) => {
-                entry.0.insert(k);
+        let key = a.key.as_deref();
+        match told.entry(id) {
+            std::collections::hash_map::Entry::Vacant(v) => {
+                v.insert((key, false));
             }
-            None => entry.1 += 1,
+            std::collections::hash_map::Entry::Occupied(mut o) => {
+                let (first, twice) = o.get_mut();
+                *twice |= match (*first, key) {
+                    (Some(f), Some(k)) => f != k,
+                    _ => true,
+                };
+            }
         }
     }
-    told.values()
-        .filter(|(keys, keyless)| keys.len() + keyless > 1)
-        .count() as u64
+    told.values().filter(|(_, twice)| *twice).count() as u64
 }
 
 /// The rule to add for one kind of unclassified answer.
