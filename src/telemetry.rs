@@ -1,6 +1,11 @@
 //! Process-wide set-up: logging to stderr (coloured only on a terminal, never with `NO_COLOR`,
 //! and kept clear of a progress bar) and the process's one Prometheus recorder, which the shop's
 //! `/metrics` and the harness's `--metrics-listen` both render.
+//!
+//! The drivers' own log lines (sqlx's `slow statement` warning, an HTTP or Redis client's) go
+//! to the run's log file (`run.log` in the report's folder: [`hold_driver_lines`], held in
+//! memory until the folder exists), never onto the terminal between a run's lines; outside a
+//! run (`serve`) they go to stderr.
 
 use indicatif::ProgressBar;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
@@ -91,15 +96,125 @@ pub fn describe(list: &[Described]) {
     }
 }
 
-/// Logs to stderr, filtered by `RUST_LOG` (default: warnings, and info for oversell).
+/// Logs to stderr, filtered by `RUST_LOG` (default: warnings, and info for oversell); the
+/// drivers' lines to the run's log during a run ([`hold_driver_lines`]).
 pub fn init_tracing() {
+    use tracing_subscriber::filter::filter_fn;
+    use tracing_subscriber::prelude::*;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,oversell=info"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let ours = tracing_subscriber::fmt::layer()
         .with_ansi(colour_on_stderr())
         .with_writer(|| StderrAroundBar)
+        .with_filter(filter_fn(|m| !is_driver(m.target())));
+    let drivers = tracing_subscriber::fmt::layer()
+        .with_ansi(false)
+        .with_writer(|| DriverLog)
+        .with_filter(filter_fn(|m| is_driver(m.target())));
+    let _ = tracing_subscriber::registry()
+        .with(filter)
+        .with(ours)
+        .with(drivers)
         .try_init();
+}
+
+/// Crates whose log lines are a driver's (database, Redis, HTTP), by their tracing target.
+const DRIVERS: &[&str] = &[
+    "sqlx", "redis", "hyper", "h2", "reqwest", "rustls", "tower", "mio",
+];
+
+/// Whether `target` is one of [`DRIVERS`]' (`sqlx::query`, `sqlx_postgres::…`, ...).
+pub fn is_driver(target: &str) -> bool {
+    let krate = target.split("::").next().unwrap_or(target);
+    DRIVERS
+        .iter()
+        .any(|d| krate == *d || krate.strip_prefix(d).is_some_and(|r| r.starts_with('_')))
+}
+
+/// Where the drivers' lines go.
+enum Sink {
+    Stderr,
+    /// Held until the run's log is opened (a run's first reads come before its folder).
+    Held(Vec<u8>),
+    File(std::fs::File),
+}
+
+static RUN_LOG: Mutex<Sink> = Mutex::new(Sink::Stderr);
+
+/// The most a run holds of driver lines before its log is open; more are dropped.
+const HELD_BYTES: usize = 4 << 20;
+
+fn sink() -> std::sync::MutexGuard<'static, Sink> {
+    RUN_LOG.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A run's hold on the drivers' lines: held in memory from [`hold_driver_lines`] until
+/// [`RunLog::open`] names the file, written there from then on. Dropped: back to stderr
+/// (lines still held, the run never got a folder, go there too).
+#[must_use = "the drivers' lines go back to stderr when this is dropped"]
+pub struct RunLog(());
+
+/// Starts holding the drivers' lines for a run that will open its log.
+pub fn hold_driver_lines() -> RunLog {
+    let mut s = sink();
+    if !matches!(*s, Sink::File(_)) {
+        *s = Sink::Held(Vec::new());
+    }
+    RunLog(())
+}
+
+impl RunLog {
+    /// Writes the drivers' lines to `path` (appended) from now on, the held ones first.
+    pub fn open(&self, path: &std::path::Path) -> std::io::Result<()> {
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)?;
+        let mut s = sink();
+        if let Sink::Held(held) = &*s {
+            file.write_all(held)?;
+        }
+        *s = Sink::File(file);
+        Ok(())
+    }
+}
+
+impl Drop for RunLog {
+    fn drop(&mut self) {
+        let was = std::mem::replace(&mut *sink(), Sink::Stderr);
+        if let Sink::Held(held) = was {
+            let _ = StderrAroundBar.write_all(&held);
+        }
+    }
+}
+
+/// The run's log when one is open (or held), else stderr.
+struct DriverLog;
+
+impl Write for DriverLog {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let mut s = sink();
+        match &mut *s {
+            Sink::File(f) => f.write_all(buf)?,
+            Sink::Held(held) => {
+                if held.len() + buf.len() <= HELD_BYTES {
+                    held.extend_from_slice(buf);
+                }
+            }
+            Sink::Stderr => {
+                drop(s);
+                StderrAroundBar.write_all(buf)?
+            }
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        match &mut *sink() {
+            Sink::File(f) => f.flush(),
+            _ => std::io::stderr().flush(),
+        }
+    }
 }
 
 /// Whether stderr gets colour: it is a terminal and `NO_COLOR` is unset or empty.
@@ -155,5 +270,26 @@ impl Write for StderrAroundBar {
 
     fn flush(&mut self) -> std::io::Result<()> {
         std::io::stderr().flush()
+    }
+}
+
+#[cfg(test)]
+mod driver_tests {
+    use super::is_driver;
+
+    #[test]
+    fn a_driver_is_told_by_its_crate_not_by_a_prefix_of_its_name() {
+        for t in [
+            "sqlx::query",
+            "sqlx_postgres::options",
+            "sqlx_core",
+            "redis",
+            "hyper_util::x",
+        ] {
+            assert!(is_driver(t), "{t}");
+        }
+        for t in ["oversell::runner", "sqlxish", "redistribute", "goose"] {
+            assert!(!is_driver(t), "{t}");
+        }
     }
 }

@@ -12,11 +12,15 @@
 //! the order paid, a refused cancel must not leave it cancelled.
 
 use super::Findings;
-use crate::model::{Order, OrderStatus};
+#[cfg(test)]
+use crate::model::Order;
+use crate::model::OrderStatus;
 use crate::traffic::adversary::Script;
 use crate::traffic::recorder::{Answer, AnswerClass, FollowUp, Kind, Measurements};
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+#[cfg(test)]
+use std::collections::HashMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// The answers a correct shop gives each script: (script, what the buyer sends, what a correct
 /// shop answers). Anything else decisive is a wrong answer.
@@ -175,13 +179,22 @@ pub(super) fn observe(f: &mut Findings, c: &Measurements, ids: bool, keys_sent: 
     if !keys_sent {
         return;
     }
-    let mut by_key: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    // Each key's first order id; a key told a second id keeps them all (rare), so a million
+    // keys cost one map entry each, not one set each.
+    let mut first: std::collections::HashMap<&str, &str> =
+        std::collections::HashMap::with_capacity(c.attempts.len());
+    let mut shared: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
     for a in &c.attempts {
         if let (Answer::Created, Some(id)) = (a.answer, a.order_id.as_deref()) {
-            by_key.entry(&*a.key).or_default().insert(id);
+            let was = *first.entry(&*a.key).or_insert(id);
+            if was != id || shared.contains_key(&*a.key) {
+                let ids = shared.entry(&*a.key).or_default();
+                ids.insert(was);
+                ids.insert(id);
+            }
         }
     }
-    let dups = duplicates(by_key, "clients' records");
+    let dups = duplicates(shared, "clients' records");
     f.duplicate_orders_per_key = Some(extra(&dups));
     f.duplicate_key_examples = dups.into_iter().take(EXAMPLES).collect();
 }
@@ -189,6 +202,7 @@ pub(super) fn observe(f: &mut Findings, c: &Measurements, ids: bool, keys_sent: 
 /// The order rows' side: rows sharing one idempotency key. The finding is the larger of the
 /// rows' and the clients' counts (each sees what the other may not: the rows an indeterminate
 /// attempt that bought, the clients an order the rows lost).
+#[cfg(test)]
 pub(super) fn rows(f: &mut Findings, orders: &[Order], keys_sent: bool) {
     if !keys_sent {
         return;
@@ -199,6 +213,12 @@ pub(super) fn rows(f: &mut Findings, orders: &[Order], keys_sent: bool) {
             by_key.entry(k).or_default().insert(o.id.as_str());
         }
     }
+    apply_rows(f, by_key);
+}
+
+/// [`rows`] from the rows' order ids by key (keys with one id may be left out: they share
+/// nothing).
+pub(super) fn apply_rows(f: &mut Findings, by_key: BTreeMap<&str, BTreeSet<&str>>) {
     let dups = duplicates(by_key, "order rows");
     let n = extra(&dups);
     if n >= f.duplicate_orders_per_key.unwrap_or(0) {
@@ -230,11 +250,20 @@ fn extra(dups: &[KeyDuplicate]) -> u64 {
 /// Adversarial orders whose row contradicts a refusal: a pay refused as `rejected` (never
 /// answered ok) yet the order is paid, or a refused cancel yet it is cancelled. Counted among
 /// the status mismatches.
+#[cfg(test)]
 pub(super) fn refused_but_applied(c: &Measurements, in_db: &HashMap<&str, &Order>) -> u64 {
+    refused_but_applied_by(c, |id| in_db.get(id).map(|o| o.status))
+}
+
+/// [`refused_but_applied`] with each order's status in the rows (`None`: no row).
+pub(super) fn refused_but_applied_by(
+    c: &Measurements,
+    status_of: impl Fn(&str) -> Option<OrderStatus>,
+) -> u64 {
     c.follow_ups
         .iter()
         .filter(|fu| {
-            let Some(o) = fu.order_id.as_deref().and_then(|id| in_db.get(id)) else {
+            let Some(status) = fu.order_id.as_deref().and_then(&status_of) else {
                 return false;
             };
             let answered = |kind: Kind, answer: Answer| {
@@ -244,8 +273,8 @@ pub(super) fn refused_but_applied(c: &Measurements, in_db: &HashMap<&str, &Order
             };
             let refused =
                 |kind: Kind| answered(kind, Answer::Rejected) && !answered(kind, Answer::Ok);
-            (refused(Kind::Pay) && o.status == OrderStatus::Paid)
-                || (refused(Kind::Cancel) && o.status == OrderStatus::Cancelled)
+            (refused(Kind::Pay) && status == OrderStatus::Paid)
+                || (refused(Kind::Cancel) && status == OrderStatus::Cancelled)
         })
         .count() as u64
 }

@@ -18,7 +18,6 @@
 //! - unclassified answers, with the rule that would classify them.
 
 use super::{replay, Evidence, Findings};
-use crate::model::Order;
 use crate::traffic::recorder::{Answer, AnswerClass, Kind, Told, UnclassifiedAnswer};
 use std::collections::{HashMap, HashSet};
 
@@ -172,23 +171,28 @@ fn refused_buyers(c: &crate::traffic::recorder::Measurements) -> u64 {
 /// same key are one attempt told twice (a retry's replay); an acknowledgement without a key is
 /// an attempt of its own.
 fn duplicate_acks(c: &crate::traffic::recorder::Measurements) -> u64 {
-    // Per order id: the keys it was told under, and how many keyless attempts were told it.
-    let mut told: HashMap<&str, (HashSet<&str>, usize)> = HashMap::new();
+    // Per order id: the first key it was told under (`None`: a keyless attempt), and whether
+    // a second attempt was told it (another key, or any keyless one).
+    let mut told: HashMap<&str, (Option<&str>, bool)> = HashMap::with_capacity(c.acks.len());
     for a in &c.acks {
         let Some(id) = a.order_id.as_deref() else {
             continue;
         };
-        let entry = told.entry(id).or_default();
-        match a.key.as_deref() {
-            Some(k) => {
-                entry.0.insert(k);
+        let key = a.key.as_deref();
+        match told.entry(id) {
+            std::collections::hash_map::Entry::Vacant(v) => {
+                v.insert((key, false));
             }
-            None => entry.1 += 1,
+            std::collections::hash_map::Entry::Occupied(mut o) => {
+                let (first, twice) = o.get_mut();
+                *twice |= match (*first, key) {
+                    (Some(f), Some(k)) => f != k,
+                    _ => true,
+                };
+            }
         }
     }
-    told.values()
-        .filter(|(keys, keyless)| keys.len() + keyless > 1)
-        .count() as u64
+    told.values().filter(|(_, twice)| *twice).count() as u64
 }
 
 /// The rule to add for one kind of unclassified answer.
@@ -221,8 +225,10 @@ fn advice(u: &UnclassifiedAnswer) -> String {
 }
 
 /// Judges the clients' evidence on its own and against the oracle's `sold` (when `f.sold`
-/// is set); `orders`: the database's rows, when the oracle has them.
-pub(super) fn judge(f: &mut Findings, e: &Evidence<'_>, orders: Option<&[Order]>) {
+/// is set); `released_unseen`: when the oracle has the database's rows, the released rows of
+/// acknowledged orders no client cancelled (rows, units): the shop's own cancellations (or
+/// expiries), told apart from lost orders.
+pub(super) fn judge(f: &mut Findings, e: &Evidence<'_>, released_unseen: Option<(u64, i64)>) {
     let c = e.clients;
     let cancelled: HashSet<&str> = c
         .told
@@ -230,28 +236,10 @@ pub(super) fn judge(f: &mut Findings, e: &Evidence<'_>, orders: Option<&[Order]>
         .filter(|(_, t)| **t == Told::Cancelled)
         .map(|(id, _)| id.as_str())
         .collect();
-    // Acknowledged orders the rows show released that no client cancelled: the shop's own
-    // cancellations (or expiries), told apart from lost orders.
-    let released_unseen = orders.map(|orders| {
-        let acked: HashSet<&str> = c
-            .acks
-            .iter()
-            .filter_map(|a| a.order_id.as_deref())
-            .collect();
-        let released: Vec<&Order> = orders
-            .iter()
-            .filter(|o| !o.status.holds_stock())
-            .filter(|o| acked.contains(o.id.as_str()) && !cancelled.contains(o.id.as_str()))
-            .collect();
-        (
-            released.len() as u64,
-            released.iter().map(|o| o.qty).sum::<i64>(),
-        )
-    });
     f.shop_released_acks = released_unseen.map(|(n, _)| n);
     // Without rows, what the shop may have released on its own is unseen: the orders that
     // could have expired by the final read are not counted as sold to anyone.
-    f.may_have_expired = orders.is_none().then(|| {
+    f.may_have_expired = released_unseen.is_none().then(|| {
         let open: Vec<_> = c
             .acks
             .iter()

@@ -37,10 +37,14 @@ mod answers;
 mod clients;
 mod orders;
 mod replay;
+mod rows;
+mod tally;
 mod verdict;
 
 pub use answers::{judge as judge_follow_up, KeyDuplicate, Wrong, WrongAnswer, RULES};
 pub use orders::peak_held;
+pub use orders::Rows;
+pub use rows::{Ask, Check, Checked};
 
 use crate::model::{Order, StatusKey};
 use crate::traffic::recorder::{Measurements, UnclassifiedAnswer};
@@ -56,6 +60,9 @@ pub enum Truth {
     Totals { sold: i64, stock: Option<i64> },
     /// A foreign shop's order rows (`--orders-query`): this run's rows, without timestamps.
     Rows(ForeignRows),
+    /// The reference shop's order rows, already checked as the database streamed them
+    /// ([`Check`]), and the stock read in the same snapshot.
+    Checked { db_stock: i64, rows: Box<Checked> },
     /// Nothing: only the clients' side can be shown.
     Unverified,
 }
@@ -412,36 +419,53 @@ pub fn audit(e: &Evidence<'_>) -> Findings {
         e.reading.order_id_field.is_some(),
         e.reading.keys_sent,
     );
-    let (sold, stock, orders) = match &e.truth {
+    let ask = Ask {
+        clients: e.clients,
+        reading: &e.reading,
+        purchase_limit: e.purchase_limit,
+        users: e.users,
+        dead_letters: e.dead_letters.as_deref(),
+        redis_restocked_orders: e.redis_restocked_orders,
+    };
+    let (checked, stock, statuses) = match &e.truth {
         Truth::Unverified => {
             clients::judge(&mut f, e, None);
             f.verdict = verdict::render(&f);
             return f;
         }
-        Truth::Totals { sold, stock } => (*sold, *stock, None),
-        Truth::Orders { db_stock, orders } => {
-            let sold: i64 = orders
-                .iter()
-                .filter(|o| o.status.holds_stock())
-                .map(|o| o.qty)
-                .sum();
-            orders::findings(&mut f, orders, e, orders::Rows::Reference);
-            answers::rows(&mut f, orders, e.reading.keys_sent);
-            (sold, Some(*db_stock), Some(orders.as_slice()))
+        Truth::Totals { sold, stock } => {
+            return verified(f, e, *sold, *stock, None);
         }
-        Truth::Rows(rows) => {
-            let sold: i64 = rows
-                .orders
-                .iter()
-                .filter(|o| o.status.holds_stock())
-                .map(|o| o.qty)
-                .sum();
-            orders::findings(&mut f, &rows.orders, e, orders::Rows::Foreign);
-            answers::rows(&mut f, &rows.orders, e.reading.keys_sent);
-            f.orders_by_status = rows.statuses.clone();
-            (sold, rows.stock, Some(rows.orders.as_slice()))
+        Truth::Orders { db_stock, orders } => (
+            std::borrow::Cow::Owned(rows::check_all(ask, orders::Rows::Reference, orders)),
+            Some(*db_stock),
+            None,
+        ),
+        Truth::Checked { db_stock, rows } => {
+            (std::borrow::Cow::Borrowed(&**rows), Some(*db_stock), None)
         }
+        Truth::Rows(rows) => (
+            std::borrow::Cow::Owned(rows::check_all(ask, orders::Rows::Foreign, &rows.orders)),
+            rows.stock,
+            Some(&rows.statuses),
+        ),
     };
+    checked.apply(&mut f, e.initial_stock, e.reading.keys_sent);
+    if let Some(statuses) = statuses {
+        f.orders_by_status = statuses.clone();
+    }
+    verified(f, e, checked.sold(), stock, Some(checked.released_unseen()))
+}
+
+/// The findings of a run the server side verified: `sold` units, `stock` left, and (with
+/// order rows) the released rows of acknowledged orders no client cancelled.
+fn verified(
+    mut f: Findings,
+    e: &Evidence<'_>,
+    sold: i64,
+    stock: Option<i64>,
+    released_unseen: Option<(u64, i64)>,
+) -> Findings {
     f.verified = true;
     f.sold = Some(sold);
     f.oversell = Some((sold - e.initial_stock).max(0));
@@ -452,7 +476,7 @@ pub fn audit(e: &Evidence<'_>) -> Findings {
         (Some(r), Some(d)) => Some(r - d),
         _ => None,
     };
-    clients::judge(&mut f, e, orders);
+    clients::judge(&mut f, e, released_unseen);
     f.verdict = verdict::render(&f);
     f
 }

@@ -132,6 +132,12 @@ pub fn facts(run: &RunReport) -> Vec<Fact> {
             run.drain.drained, run.drain.waited_ms, run.drain.limit_ms
         ),
     });
+    if let Some(s) = run.oracle_s {
+        v.push(format!(
+            "oracle: {s:.2} s after the sale settled (the server side read, its order rows \
+             checked as they streamed, and the audit; oracle_s)"
+        ));
+    }
     if let Some(d) = &run.decision {
         v.push(d.line());
     }

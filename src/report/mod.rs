@@ -456,6 +456,10 @@ pub struct RunReport {
     pub db_deadlocks: Option<f64>,
     pub generator: GeneratorStats,
     pub drain: Drain,
+    /// Seconds the oracle took once the sale had settled: the server side's read (order rows
+    /// checked as they stream) and the audit (absent in older reports).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oracle_s: Option<f64>,
     pub reconcile: Option<Pass>,
     /// `--shops K` above 1: the shop processes, the buyers each got and what each answered.
     #[serde(default, skip_serializing_if = "Option::is_none")]

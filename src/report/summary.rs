@@ -311,6 +311,7 @@ pub fn build(input: RunInputs) -> RunReport {
         db_deadlocks: total_of(SeriesName::DbDeadlocks.name()),
         generator: input.generator,
         drain: input.drain,
+        oracle_s: None,
         reconcile: input.reconcile,
         shops: None,
         faults: Vec::new(),

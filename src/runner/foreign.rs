@@ -94,6 +94,8 @@ pub(super) async fn run(plan: &RunPlan, f: &Foreign, slot: &Slot) -> anyhow::Res
         stock_seen: None,
         reconcile: None,
         stock_samples,
+        // The final reading is the settle's last (its time is the settle's).
+        read_s: 0.0,
     };
     let shop = Shop::Foreign {
         host: f.label(),

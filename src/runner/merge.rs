@@ -100,6 +100,12 @@ pub async fn merge(plan: &MergePlan) -> anyhow::Result<(report::Report, PathBuf)
     } else {
         None
     };
+    let mapping = Mapping::default();
+    let reading = Reading {
+        order_id_field: mapping.order_id_field.clone(),
+        max_unclassified: mapping.unclassified_bound(),
+        keys_sent: !mapping.idempotency_header.is_empty(),
+    };
     let server = settle::reference(
         &http,
         &base_url,
@@ -108,19 +114,15 @@ pub async fn merge(plan: &MergePlan) -> anyhow::Result<(report::Report, PathBuf)
         (&plan.redis_url, &plan.redis_prefix),
         reconcile,
         &[],
+        super::ask(&run_plan, &combined.measurements, &reading),
     )
     .await?;
-    let mapping = Mapping::default();
     let clients = Clients {
         audited_ms: None,
         goose: combined.goose,
         generator: combined.generator,
         measurements: combined.measurements,
-        reading: Reading {
-            order_id_field: mapping.order_id_field.clone(),
-            max_unclassified: mapping.unclassified_bound(),
-            keys_sent: !mapping.idempotency_header.is_empty(),
-        },
+        reading,
     };
     let shop = Shop::Reference {
         strategy: cell.strategy,
@@ -208,6 +210,7 @@ async fn merge_attack(
         stock_seen: None,
         reconcile: None,
         stock_samples: Vec::new(),
+        read_s: 0.0,
     };
     let shop = Shop::Foreign {
         host: target.host.clone(),

@@ -258,6 +258,9 @@ pub struct RunPlan {
 /// runs before it and names the failure (a folder with nothing in it is removed).
 pub async fn execute(plan: &RunPlan) -> anyhow::Result<(report::Report, PathBuf)> {
     let started_at = now_rfc3339();
+    // The drivers' own lines (sqlx's slow statements, ...) go to the run's log, not onto the
+    // terminal: held until the report's folder exists.
+    let log = crate::telemetry::hold_driver_lines();
     let s = &plan.scenario;
     if matches!(plan.subject, Subject::Reference { .. }) {
         s.item
@@ -272,6 +275,8 @@ pub async fn execute(plan: &RunPlan) -> anyhow::Result<(report::Report, PathBuf)
     let metadata = metadata::gather(plan, started_at).await;
     let dir = report::new_dir(&plan.out, &s.name);
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    log.open(&dir.join("run.log"))
+        .with_context(|| format!("creating {}", dir.join("run.log").display()))?;
     let mut report = empty_report(plan, metadata);
     for i in 0..plan.runs() {
         let slot = plan.slot(i);
@@ -343,8 +348,14 @@ fn keep_what_finished(
         run: slot.label.clone(),
         error: format!("{e:#}"),
     });
-    let empty = std::fs::read_dir(dir).is_ok_and(|mut d| d.next().is_none());
+    // The run's log, empty, is nothing to keep either.
+    let log = dir.join("run.log");
+    let empty = std::fs::read_dir(dir).is_ok_and(|d| {
+        d.flatten()
+            .all(|e| e.path() == log && e.metadata().is_ok_and(|m| m.len() == 0))
+    });
     if empty {
+        let _ = std::fs::remove_file(&log);
         let _ = std::fs::remove_dir(dir);
         return e;
     }
@@ -427,6 +438,8 @@ struct ServerSide {
     reconcile: Option<Pass>,
     /// A foreign shop's stock, sampled through its oracle during the sale.
     stock_samples: Vec<StockSample>,
+    /// Seconds the read took (the oracle's share before the audit).
+    read_s: f64,
 }
 
 /// The one way a run ends, for the reference shop and a foreign one alike: the oracle audits
@@ -439,8 +452,22 @@ fn finish(
     drain: Drain,
     server: ServerSide,
 ) -> RunReport {
-    let audited_ms = Some(traffic.recorder.opened().elapsed().as_millis() as u64);
     let measurements = traffic.recorder.finish();
+    finish_measured(plan, shop, traffic, measurements, series, drain, server)
+}
+
+/// [`finish`] with the clients' records already taken from the recorder (the reference
+/// shop's rows are checked against them as they are read).
+fn finish_measured(
+    plan: &RunPlan,
+    shop: Shop,
+    traffic: Traffic,
+    measurements: crate::traffic::recorder::Measurements,
+    series: Vec<Series>,
+    drain: Drain,
+    server: ServerSide,
+) -> RunReport {
+    let audited_ms = Some(traffic.recorder.opened().elapsed().as_millis() as u64);
     let clients = Clients {
         audited_ms,
         goose: traffic.goose,
@@ -449,6 +476,23 @@ fn finish(
         reading: traffic.reading,
     };
     finish_with(plan, shop, clients, series, drain, server)
+}
+
+/// What the oracle checks the order rows against, for `plan` and its clients' records (the
+/// dead letters and restocks are the server side's: [`settle::reference`] reads them).
+fn ask<'a>(
+    plan: &'a RunPlan,
+    clients: &'a crate::traffic::recorder::Measurements,
+    reading: &'a Reading,
+) -> oracle::Ask<'a> {
+    oracle::Ask {
+        clients,
+        reading,
+        purchase_limit: plan.scenario.item.purchase_limit,
+        users: Some(&plan.buyers),
+        dead_letters: None,
+        redis_restocked_orders: None,
+    }
 }
 
 /// The clients' side of a run once it is over (one recorder's, or N shards' combined).
@@ -472,6 +516,8 @@ fn finish_with(
 ) -> RunReport {
     let s = &plan.scenario;
     let measurements = clients.measurements;
+    let audit_started = std::time::Instant::now();
+    let read_s = server.read_s;
     let findings = oracle::audit(&Evidence {
         initial_stock: s.item.stock,
         purchase_limit: s.item.purchase_limit,
@@ -492,8 +538,9 @@ fn finish_with(
         clients: &measurements,
         users: Some(&plan.buyers),
     });
+    let oracle_s = read_s + audit_started.elapsed().as_secs_f64();
     plan.say(&format!("   {}", findings.verdict));
-    summary::build(summary::RunInputs {
+    let run = summary::build(summary::RunInputs {
         shop,
         scenario: s.name.clone(),
         buyers: plan.buyers.len() as u32,
@@ -506,7 +553,11 @@ fn finish_with(
         goose: clients.goose,
         max_send_lag_ms: s.thresholds.max_send_lag_ms(),
         late_after: s.late_send_after(),
-    })
+    });
+    RunReport {
+        oracle_s: Some(oracle_s),
+        ..run
+    }
 }
 
 /// Starts the probes (`probe.opened` is replaced by the sale's opening), fires the plan, and

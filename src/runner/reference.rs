@@ -4,9 +4,7 @@
 
 use super::shop_process::ChildShop;
 use super::shops;
-use super::{
-    control_client, faults, finish, fire_traffic, send_setup, target_for, Cell, RunPlan, Slot,
-};
+use super::{control_client, faults, fire_traffic, send_setup, target_for, Cell, RunPlan, Slot};
 use crate::inventory::redis_lua::conn::{is_cluster, with_cluster};
 use crate::inventory::Strategy;
 use crate::nemesis::{Owned, PrivateRedis, ShopControl};
@@ -214,6 +212,8 @@ async fn drive_reference(
     for (name, gauge) in crate::watch::shop::gauges(&series, rush) {
         watched.entry(name).or_insert(gauge);
     }
+    // The clients' records, taken now: the rows are checked against them as they stream.
+    let measurements = fired.traffic.recorder.finish();
     let server = super::settle::reference(
         &http,
         base_url,
@@ -222,6 +222,7 @@ async fn drive_reference(
         (redis_url, prefix),
         reconcile,
         &series,
+        super::ask(plan, &measurements, &fired.traffic.reading),
     )
     .await?;
     let spread = if rest.is_empty() {
@@ -237,7 +238,15 @@ async fn drive_reference(
         strategy: cell.strategy,
         backend: cell.backend,
     };
-    let mut run = finish(plan, shop, fired.traffic, series, drain, server);
+    let mut run = super::finish_measured(
+        plan,
+        shop,
+        fired.traffic,
+        measurements,
+        series,
+        drain,
+        server,
+    );
     run.faults = faults::windows(&applied, &run);
     run.shops = spread;
     run.defect = s.shop.defect;

@@ -4,7 +4,7 @@
 
 use super::{shop_process, Cell, ServerSide};
 use crate::inventory::Strategy;
-use crate::oracle::{DeadLetterSeen, OracleView, Truth};
+use crate::oracle::{Ask, Check, DeadLetterSeen, OracleView, Truth};
 use crate::pipeline::reconcile::Pass;
 use crate::probe::Series;
 use crate::services::redact_url;
@@ -13,7 +13,10 @@ use anyhow::Context;
 use std::time::Duration;
 
 /// Reads the server side of `cell`'s sale of `item` at `base_url` (Redis at `redis.0` under
-/// key prefix `redis.1`, for redis-lua); `reconcile` is the final pass already made.
+/// key prefix `redis.1`, for redis-lua); `reconcile` is the final pass already made. The order
+/// rows are checked against the clients' records (`ask`; its dead letters and restocks are
+/// Redis's, read here) as the database streams them: the truth is what they showed.
+#[allow(clippy::too_many_arguments)]
 pub(super) async fn reference(
     http: &reqwest::Client,
     base_url: &str,
@@ -22,7 +25,9 @@ pub(super) async fn reference(
     redis: (&str, &str),
     reconcile: Option<Pass>,
     series: &[Series],
+    ask: Ask<'_>,
 ) -> anyhow::Result<ServerSide> {
+    let started = std::time::Instant::now();
     let (redis_url, prefix) = redis;
     let is_redis = cell.strategy.uses_redis();
     let buckets = cell.strategy == Strategy::RedisBuckets;
@@ -47,10 +52,19 @@ pub(super) async fn reference(
             || shop_process::wait_drained(http, base_url, item, Duration::ZERO)
                 .await
                 .drained;
-        let truth = match store.snapshot(item).await? {
-            Some((item, orders)) => Truth::Orders {
+        let dead_before = seen(before.dead_letters.clone().unwrap_or_default());
+        let mut check = Check::new(
+            Ask {
+                dead_letters: Some(&dead_before),
+                redis_restocked_orders: before.restocked,
+                ..ask
+            },
+            crate::oracle::Rows::Reference,
+        );
+        let truth = match store.snapshot_into(item, &mut check).await? {
+            Some(item) => Truth::Checked {
                 db_stock: item.stock,
-                orders,
+                rows: Box::new(check.finish()),
             },
             None => Truth::Unverified,
         };
@@ -61,15 +75,7 @@ pub(super) async fn reference(
         };
         if (drained && before == after) || attempt >= 20 {
             // The database strategies have no queue: nothing of theirs is ever dead-lettered.
-            let dead = after.dead_letters.unwrap_or_default();
-            let dead: Vec<DeadLetterSeen> = dead
-                .into_iter()
-                .map(|l| DeadLetterSeen {
-                    order_id: l.order_id,
-                    kind: l.kind,
-                    was: l.was,
-                })
-                .collect();
+            let dead = seen(after.dead_letters.unwrap_or_default());
             break (truth, after.stock, after.restocked, Some(dead));
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
@@ -95,6 +101,18 @@ pub(super) async fn reference(
         stock_seen: crate::probe::extremes(series, crate::metric::SeriesName::DbStock.name()),
         reconcile,
         stock_samples: Vec::new(),
+        read_s: started.elapsed().as_secs_f64(),
     };
     Ok(server)
+}
+
+/// Redis's dead letters as the oracle reads them.
+fn seen(dead: Vec<crate::inventory::redis_lua::stream::DeadLetter>) -> Vec<DeadLetterSeen> {
+    dead.into_iter()
+        .map(|l| DeadLetterSeen {
+            order_id: l.order_id,
+            kind: l.kind,
+            was: l.was,
+        })
+        .collect()
 }

@@ -32,6 +32,18 @@ pub use persist::{
 };
 pub use tx::StoreTx;
 
+/// Where [`Store::snapshot_into`] hands the order rows, one at a time.
+pub trait OrderSink {
+    /// One order row (first pass).
+    fn order(&mut self, o: &Order);
+    /// Whether the rows must be read once more ([`OrderSink::order_again`]).
+    fn second_pass(&self) -> bool {
+        false
+    }
+    /// One order row of the second pass.
+    fn order_again(&mut self, _o: &Order) {}
+}
+
 use crate::model::{now_ms, Item, Order, SaleSetup};
 use crate::services::redact_url;
 use dialect::Statements;
@@ -361,6 +373,61 @@ impl Store {
         held.finished(&end);
         end?;
         read
+    }
+
+    /// The item, with all its orders handed to `sink` one at a time as the database streams
+    /// them, from one consistent snapshot (a REPEATABLE READ transaction): never every row in
+    /// memory at once. When the sink asks for a second pass ([`OrderSink::second_pass`]), the
+    /// same snapshot is read again. `None`: no such item.
+    pub async fn snapshot_into(
+        &self,
+        item: i64,
+        sink: &mut dyn OrderSink,
+    ) -> Result<Option<Item>, StoreError> {
+        let mut held = self.lane.hold().await?;
+        held.in_raw_transaction();
+        let conn = held.conn();
+        for stmt in self.sql.snapshot_begin {
+            conn.execute(*stmt).await?;
+        }
+        let read = async {
+            let row = sqlx::query(self.sql.read_item)
+                .bind(item)
+                .fetch_optional(&mut *conn)
+                .await?;
+            let Some(row) = row else {
+                return Ok::<_, StoreError>(None);
+            };
+            self.stream_orders(&mut *conn, item, &mut |o| sink.order(o))
+                .await?;
+            if sink.second_pass() {
+                self.stream_orders(&mut *conn, item, &mut |o| sink.order_again(o))
+                    .await?;
+            }
+            Ok(Some(item_from_row(&row)?))
+        }
+        .await;
+        let end = conn.execute(self.sql.snapshot_end).await;
+        held.finished(&end);
+        end?;
+        read
+    }
+
+    /// Every order of `item` on `conn`, each handed to `each` as it arrives.
+    async fn stream_orders(
+        &self,
+        conn: &mut sqlx::AnyConnection,
+        item: i64,
+        each: &mut dyn FnMut(&Order),
+    ) -> Result<(), StoreError> {
+        use futures_util::TryStreamExt;
+        let mut rows = sqlx::query(self.sql.orders_for_item)
+            .bind(item)
+            .fetch(&mut *conn);
+        while let Some(row) = rows.try_next().await? {
+            each(&order_from_row(&row)?);
+        }
+        Ok(())
     }
 
     /// Applies a batch of redis-lua stream events in one transaction, first raising the

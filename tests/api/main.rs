@@ -54,4 +54,5 @@ mod shops;
 mod stand_in;
 mod store;
 mod stream_bounds;
+mod streamed_oracle;
 mod watch;
