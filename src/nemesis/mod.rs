@@ -180,8 +180,8 @@ fn default_duration() -> u64 {
 }
 
 impl FaultSpec {
-    /// Parses `KIND@AT[:DURATION]`: AT in seconds after the sale opens (`1.5` or `1.5s`),
-    /// DURATION in ms (`500`, `500ms` or `2s`).
+    /// Parses `KIND@AT[:DURATION]`: AT in seconds after the sale opens (`1.5`, `1.5s` or
+    /// `500ms`), DURATION with its unit (`500ms`, `2s`, `1.5s`).
     pub fn parse_flag(text: &str) -> Result<Self, SpecError> {
         let (kind, rest) = text.split_once('@').ok_or_else(|| {
             SpecError::new(
@@ -195,11 +195,7 @@ impl FaultSpec {
             Some((a, d)) => (a, Some(d)),
             None => (rest, None),
         };
-        let at = at.trim();
-        let at_s: f64 =
-            at.strip_suffix('s').unwrap_or(at).parse().map_err(|_| {
-                SpecError::new("at", "seconds, e.g. 1.5 or 1.5s", format!("{at:?}"))
-            })?;
+        let at_s = parse_at_s(at.trim())?;
         let duration_ms = match duration {
             Some(d) => parse_duration_ms(d.trim())?,
             None => DEFAULT_DURATION_MS,
@@ -272,27 +268,28 @@ impl std::str::FromStr for FaultSpec {
     }
 }
 
-/// `500`, `500ms`, `2s`, `1.5s` → ms.
+/// `500ms`, `2s`, `1.5s` → ms. A bare number is refused: its unit would be a guess.
 fn parse_duration_ms(d: &str) -> Result<u64, SpecError> {
+    let allowed = "a duration with its unit: 500ms, 2s or 1.5s";
+    let d = crate::duration::parse(d).map_err(|why| SpecError::new("duration", allowed, why))?;
+    Ok((d.as_secs_f64() * 1000.0).round() as u64)
+}
+
+/// `1.5` (seconds), `1.5s` or `500ms` → seconds after the sale opens.
+fn parse_at_s(at: &str) -> Result<f64, SpecError> {
     let bad = || {
         SpecError::new(
-            "duration",
-            "milliseconds: 500, 500ms, 2s or 1.5s",
-            format!("{d:?}"),
+            "at",
+            "seconds after the sale opens: 1.5, 1.5s or 500ms",
+            format!("{at:?}"),
         )
     };
-    let ms = if let Some(ms) = d.strip_suffix("ms") {
-        ms.trim().parse::<u64>().map_err(|_| bad())?
-    } else if let Some(s) = d.strip_suffix('s') {
-        let s: f64 = s.trim().parse().map_err(|_| bad())?;
-        if !s.is_finite() || s < 0.0 {
-            return Err(bad());
-        }
-        (s * 1000.0).round() as u64
-    } else {
-        d.parse::<u64>().map_err(|_| bad())?
-    };
-    Ok(ms)
+    match at.parse::<f64>() {
+        Ok(s) => Ok(s),
+        Err(_) => crate::duration::parse(at)
+            .map(|d| d.as_secs_f64())
+            .map_err(|_| bad()),
+    }
 }
 
 /// What the private Redis keeps across a `redis-restart`.
@@ -389,8 +386,14 @@ mod tests {
             500
         );
         assert_eq!(
-            FaultSpec::parse_flag("db-lock@0s:750").unwrap().duration_ms,
+            FaultSpec::parse_flag("db-lock@0s:750ms")
+                .unwrap()
+                .duration_ms,
             750
+        );
+        assert_eq!(
+            FaultSpec::parse_flag("db-lock@500ms:1m").unwrap().at_ms(),
+            500
         );
         let d = FaultSpec::parse_flag("shop-kill@3").unwrap();
         assert_eq!((d.at_s, d.duration_ms), (3.0, DEFAULT_DURATION_MS));
@@ -409,8 +412,9 @@ mod tests {
         assert!(e.to_string().contains("KIND@AT[:DURATION]"), "{e}");
         let e = FaultSpec::parse_flag("db-lock@soon").unwrap_err();
         assert_eq!(e.field, "at");
-        let e = FaultSpec::parse_flag("db-lock@1:2min").unwrap_err();
+        let e = FaultSpec::parse_flag("db-lock@1:750").unwrap_err();
         assert_eq!(e.field, "duration");
+        assert!(e.to_string().contains("no unit"), "{e}");
         assert!(e.to_string().contains("500ms"), "{e}");
         let e = FaultSpec::parse_flag("db-lock@-1").unwrap_err();
         assert_eq!(e.field, "at_s");
