@@ -13,6 +13,7 @@ use std::path::PathBuf;
 mod attack;
 mod bench;
 mod capacity;
+mod dry_run;
 mod gate;
 mod merge;
 mod output;
@@ -27,7 +28,7 @@ pub use attack::AttackArgs;
 pub use capacity::{CapacityArgs, SweepArgs};
 pub use gate::GateArgs;
 pub use merge::MergeArgs;
-pub use output::parse;
+pub use output::{parse, parse_from};
 pub use output::{summary, OutputArgs, SUMMARY_SCHEMA};
 pub use plan::{FaultArgs, OracleArgs, PlanArgs, ShardArgs};
 pub use selftest::SelftestArgs;
@@ -232,7 +233,7 @@ pub struct ScenarioArgs {
     /// Run each strategy N times, each on a fresh sale (1 to 100): the report keeps every
     /// repeat and shows each metric as median (min–max); `diff` judges by that spread.
     #[arg(long, value_name = "N", default_value_t = 1,
-          value_parser = clap::value_parser!(u32).range(1..=100))]
+          value_parser = values::repeat)]
     pub repeat: u32,
     /// redis-lua: the shop's Redis is a Redis Cluster reached through --redis-url's node(s)
     /// (sets the scenario's `[shop] redis_cluster`; a `redis+cluster://` URL needs no flag).
@@ -247,6 +248,10 @@ pub struct ScenarioArgs {
     /// scenario's `[shop] defect`; the report records it). See docs/src/gate/detection.md.
     #[arg(long, value_enum, value_name = "NAME")]
     pub defect: Option<Defect>,
+    /// Print the plan of each run (strategy, backend, repeat; arrivals per second, request
+    /// estimate, peak) and send nothing: no server or shop is started.
+    #[arg(long)]
+    pub dry_run: bool,
     #[command(flatten)]
     pub faults: FaultArgs,
     #[command(flatten)]
@@ -308,6 +313,7 @@ pub fn runtime(cli: &Cli) -> std::io::Result<tokio::runtime::Runtime> {
 /// Runs the parsed command; the returned code is the process exit code. A command that stops
 /// with an error and was asked for `--json` also says so on stdout.
 pub async fn run(cli: Cli) -> anyhow::Result<i32> {
+    crate::traffic::goose_output::enable();
     let output = cli.command.output().cloned();
     if let Some(o) = &output {
         o.claim_stdout()?;
@@ -347,6 +353,7 @@ async fn dispatch(command: Command) -> anyhow::Result<i32> {
                     &sa.output,
                     plan::Refused {
                         shops: sa.shops.is_some(),
+                        dry_run: sa.dry_run,
                         ..plan::Refused::default()
                     },
                 )?;
@@ -359,6 +366,9 @@ async fn dispatch(command: Command) -> anyhow::Result<i32> {
                     sa.send_lag.ms(),
                 )
                 .await;
+            }
+            if args.scenario.dry_run {
+                return dry_run::print(&args.scenario, &[(args.strategy, backend)]);
             }
             let _services = args
                 .conn
@@ -383,6 +393,13 @@ async fn dispatch(command: Command) -> anyhow::Result<i32> {
                 .iter()
                 .map(|b| args.conn.database_for(*b).map(|(b, _)| b))
                 .collect::<anyhow::Result<Vec<_>>>()?;
+            if args.scenario.dry_run {
+                let cells: Vec<_> = used
+                    .iter()
+                    .flat_map(|b| args.strategies.iter().map(move |s| (*s, *b)))
+                    .collect();
+                return dry_run::print(&args.scenario, &cells);
+            }
             let redis = args.strategies.iter().any(|s| s.uses_redis());
             let _services = args.conn.provide(&used, redis).await?;
             let mut cells = Vec::new();
@@ -445,25 +462,55 @@ pub fn load_scenario(arg: &std::path::Path) -> Result<(Scenario, PathBuf), Scena
     Ok((scenario, source.origin()))
 }
 
-/// `oversell scenarios`: name, size and description of every bundled scenario.
+/// `oversell scenarios`: name, size and description of every bundled scenario, in 100
+/// columns (a long description continues on the rows below its scenario).
 fn scenario_list() -> String {
-    use crate::report::table::{text, Align};
-    let rows: Vec<Vec<String>> = crate::scenarios::BUNDLED
+    use crate::report::table::{text, wrap, Align, TERMINAL_WIDTH};
+    let rows: Vec<[String; 4]> = crate::scenarios::BUNDLED
         .iter()
         .map(|b| match b.load() {
-            Ok(s) => vec![
+            Ok(s) => [
                 b.name.to_string(),
                 s.total_buyers().to_string(),
                 s.item.stock.to_string(),
-                s.description.trim().to_string(),
+                s.description
+                    .split_whitespace()
+                    .collect::<Vec<_>>()
+                    .join(" "),
             ],
-            Err(e) => vec![b.name.to_string(), "-".into(), "-".into(), e.to_string()],
+            Err(e) => [b.name.to_string(), "-".into(), "-".into(), e.to_string()],
         })
         .collect();
     let header = ["scenario", "buyers", "stock", "description"].map(String::from);
+    let col = |i: usize| {
+        rows.iter()
+            .map(|r| r[i].chars().count())
+            .chain([header[i].len()])
+            .max()
+            .unwrap_or(0)
+    };
+    // Three columns and their gaps before the description.
+    let room = TERMINAL_WIDTH
+        .saturating_sub(col(0) + col(1) + col(2) + 6)
+        .max(30);
+    let mut lines: Vec<Vec<String>> = Vec::new();
+    for r in &rows {
+        for (i, part) in wrap(&r[3], room).lines().enumerate() {
+            let part = part.trim_start().to_string();
+            lines.push(match i {
+                0 => vec![r[0].clone(), r[1].clone(), r[2].clone(), part],
+                _ => vec![
+                    String::new(),
+                    String::new(),
+                    String::new(),
+                    format!("  {part}"),
+                ],
+            });
+        }
+    }
     let mut s = text(
         &header,
-        &rows,
+        &lines,
         &[Align::Left, Align::Right, Align::Right, Align::Left],
     );
     s.push_str(

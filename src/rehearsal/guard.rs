@@ -100,6 +100,12 @@ pub fn check_url(what: Use, url: &str, allow_remote: bool) -> Result<String, Tar
         allow: what.allow(),
         host,
     };
+    if !url.contains("://") {
+        return Err(bad(&format!(
+            "it has no scheme: did you mean http://{}?",
+            url.trim_start_matches('/')
+        )));
+    }
     let parsed = Url::parse(url).map_err(|e| bad(&e.to_string()))?;
     if !matches!(parsed.scheme(), "http" | "https") {
         return Err(bad("the scheme must be http or https"));

@@ -23,7 +23,7 @@ pub const TIMEOUT: Duration = Duration::from_secs(30);
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ScalarError {
     /// Refused before it was sent.
-    #[error("refused: {0}")]
+    #[error("{0}")]
     Refused(String),
     /// The database could not be reached.
     #[error("cannot connect: {0}")]
@@ -51,8 +51,13 @@ pub fn refuse(query: &str) -> Result<(), ScalarError> {
         .collect::<String>()
         .to_ascii_lowercase();
     if !READS.contains(&first.as_str()) {
+        let starts = match first.as_str() {
+            "" => "it starts with no statement".to_string(),
+            word => format!("it is a {}", word.to_uppercase()),
+        };
         return Err(ScalarError::Refused(format!(
-            "it must start with {} (no comment before it)",
+            "only SELECT is allowed (a read: a query starting with {}, no comment before it); \
+             {starts}",
             READS.map(str::to_uppercase).join(", ")
         )));
     }
