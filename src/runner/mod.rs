@@ -205,10 +205,12 @@ impl RunPlan {
         }
     }
 
-    /// Prints a line to stderr unless the plan is quiet.
+    /// Prints a line to stderr unless the plan is quiet, folded at 100 columns with its
+    /// continuation lines indented under it (a run's lines stay under its `==` header).
     fn say(&self, line: &str) {
         if self.progress {
-            crate::telemetry::stderr_line(line);
+            let folded = report::table::wrap(line, report::table::TERMINAL_WIDTH);
+            crate::telemetry::stderr_line(&folded);
         }
     }
 }
@@ -269,6 +271,7 @@ pub async fn execute(plan: &RunPlan) -> anyhow::Result<(report::Report, PathBuf)
     let metadata = metadata::gather(plan, started_at).await;
     let dir = report::new_dir(&plan.out, &s.name);
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    crate::traffic::goose_output::log_in(&dir);
     let mut report = empty_report(plan, metadata);
     for i in 0..plan.runs() {
         let slot = plan.slot(i);

@@ -117,10 +117,49 @@ pub fn histogram<DB: DrawingBackend>(
     legend_column(&side, binned.iter().map(|(r, _)| *r))
 }
 
-/// The percentile spectrum: one line per run.
+/// Height of the percentile figure: one panel per backend.
+pub fn percentiles_height(runs: &[RunData<'_>]) -> u32 {
+    match super::backends(runs).len() {
+        0 | 1 => 640,
+        n => 40 + 520 * n as u32,
+    }
+}
+
+/// The percentile spectrum: one line per run, one panel per backend (each strategy keeps its
+/// own colour there, solid: no two lines of a panel look alike).
 pub fn percentiles<DB: DrawingBackend>(
     root: &DrawingArea<DB, Shift>,
     runs: &[RunData<'_>],
+) -> DrawResult<DB> {
+    let backends = super::backends(runs);
+    if backends.len() < 2 {
+        return percentile_panel(root, runs, "Order latency by percentile");
+    }
+    let root = root.titled("Order latency by percentile", (FONT, 26))?;
+    let areas = root.split_evenly((backends.len(), 1));
+    for (backend, area) in backends.iter().zip(areas.iter()) {
+        let own: Vec<RunData<'_>> = runs
+            .iter()
+            .filter(|r| r.run.backend_name() == backend)
+            .map(|r| RunData {
+                run: r.run,
+                label: r.label.clone(),
+                colour: super::run_colour(r.run),
+                backend_index: 0,
+                dashed: false,
+                order_latency: r.order_latency.clone(),
+            })
+            .collect();
+        percentile_panel(area, &own, backend)?;
+    }
+    Ok(())
+}
+
+/// One panel of the percentile spectrum, titled `title`.
+fn percentile_panel<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    runs: &[RunData<'_>],
+    title: &str,
 ) -> DrawResult<DB> {
     let lines: Vec<(&RunData<'_>, Vec<(f64, f64)>)> =
         with_data(runs).map(|(r, h)| (r, spectrum(h))).collect();
@@ -136,7 +175,7 @@ pub fn percentiles<DB: DrawingBackend>(
         .with_key_points(vec![1.0, 2.0, 10.0, 100.0, 1_000.0, 10_000.0]);
     let (plot, side) = with_legend_column(root, lines.iter().map(|(r, _)| *r));
     let mut chart = ChartBuilder::on(&plot)
-        .caption("Order latency by percentile", (FONT, 26))
+        .caption(title, (FONT, 22))
         .margin(16)
         .x_label_area_size(56)
         .y_label_area_size(80)

@@ -99,7 +99,7 @@ pub fn height(run: &RunReport) -> u32 {
     TITLE_HEIGHT + PANEL_HEIGHT * panels(run).len() as u32
 }
 
-/// The figure caption: which series it draws and where each came from.
+/// The figure caption: the run's verdict, which series it draws and where each came from.
 pub fn caption(run: &RunReport) -> String {
     let mut parts =
         vec!["Orders/s: the simulated clients' records, per second of answer".to_string()];
@@ -129,7 +129,8 @@ pub fn caption(run: &RunReport) -> String {
         format!(" Shaded: fault windows ({}).", faults.join(", "))
     };
     format!(
-        "Time axis shared by every run of the report. Sources — {}.{shaded}",
+        "Verdict: {}. Time axis shared by every run of the report. Sources — {}.{shaded}",
+        run.findings.verdict.trim_end_matches('.'),
         parts.join("; ")
     )
 }
@@ -210,10 +211,8 @@ pub fn draw<DB: DrawingBackend>(
 ) -> DrawResult<DB> {
     let r = &runs[index];
     let (x0, x1) = time_range(runs);
-    let root = root.titled(
-        &format!("Timeline: {} — {}", r.label, r.run.findings.verdict),
-        (FONT, 22),
-    )?;
+    // A short title; the verdict is in the figure's caption ([`caption`]).
+    let root = root.titled(&format!("Timeline: {}", r.label), (FONT, 22))?;
     let ps = panels(r.run);
     let areas = root.split_evenly((ps.len(), 1));
     for (k, (p, area)) in ps.iter().zip(areas.iter()).enumerate() {
