@@ -163,20 +163,33 @@ pub const DEFAULT_DURATION_MS: u64 = 1000;
 #[serde(deny_unknown_fields)]
 pub struct FaultSpec {
     pub kind: FaultKind,
-    /// Seconds after the sale opens.
+    /// Seconds after the sale opens (or `at = "1.5s"`).
+    #[serde(default = "unset_at")]
     pub at_s: f64,
-    /// How long it lasts before it is undone (`redeliver`, `redis-failover`,
-    /// `redis-takeover`: instantaneous, ignored).
-    #[serde(default = "default_duration")]
+    /// `at = "1.5s"`: [`FaultSpec::at_s`] with its unit (one of the two).
+    #[serde(default, skip_serializing)]
+    pub at: Option<crate::duration::Written>,
+    /// How long it lasts before it is undone, ms (`redeliver`, `redis-failover`,
+    /// `redis-takeover`: instantaneous, ignored; or `duration = "500ms"`).
+    #[serde(default = "unset_duration")]
     pub duration_ms: u64,
+    /// `duration = "500ms"`: [`FaultSpec::duration_ms`] with its unit (one of the two).
+    #[serde(default, skip_serializing)]
+    pub duration: Option<crate::duration::Written>,
     /// `redeliver`: the id the group is rewound to (default `0`: every entry still in the
     /// stream is delivered again).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rewind_to: Option<String>,
 }
 
-fn default_duration() -> u64 {
-    DEFAULT_DURATION_MS
+/// `at_s` when the file does not give it (filled in by [`FaultSpec::resolve_units`]).
+fn unset_at() -> f64 {
+    f64::NAN
+}
+
+/// `duration_ms` when the file does not give it.
+fn unset_duration() -> u64 {
+    u64::MAX
 }
 
 impl FaultSpec {
@@ -203,11 +216,45 @@ impl FaultSpec {
         let spec = FaultSpec {
             kind,
             at_s,
+            at: None,
             duration_ms,
+            duration: None,
             rewind_to: None,
         };
         spec.validate()?;
         Ok(spec)
+    }
+
+    /// `at = "1.5s"` and `duration = "500ms"` (a scenario's spelling with units) into `at_s` and
+    /// `duration_ms`, the default duration filled in; both spellings of one is refused.
+    pub fn resolve_units(&mut self) -> Result<(), SpecError> {
+        let twice = |field: &str| {
+            SpecError::new(
+                field,
+                "given once: with its unit (at = \"1.5s\", duration = \"500ms\") or in the older \
+                 field (at_s, duration_ms), not both",
+                "both",
+            )
+        };
+        match (self.at_s.is_nan(), self.at) {
+            (false, Some(_)) => return Err(twice("at")),
+            (true, Some(w)) => self.at_s = w.0.as_secs_f64(),
+            (true, None) => {
+                return Err(SpecError::new(
+                    "at",
+                    "given: when, e.g. at = \"1.5s\"",
+                    "nothing",
+                ))
+            }
+            (false, None) => {}
+        }
+        match (self.duration_ms == u64::MAX, self.duration) {
+            (false, Some(_)) => return Err(twice("duration")),
+            (true, Some(w)) => self.duration_ms = (w.0.as_secs_f64() * 1000.0).round() as u64,
+            (true, None) => self.duration_ms = DEFAULT_DURATION_MS,
+            (false, None) => {}
+        }
+        Ok(())
     }
 
     /// The limits of each field.

@@ -378,6 +378,7 @@ impl Scenario {
     pub fn parse(text: &str) -> Result<Scenario, ScenarioProblem> {
         let mut s: Scenario = toml::from_str(text)?;
         s.resolve_units()?;
+        s.resolve_fault_units()?;
         s.validate()?;
         Ok(s)
     }

@@ -133,6 +133,15 @@ impl Scenario {
         let a = &mut self.after_order;
         range("after_order.think", &mut a.think_ms, a.think, think)
     }
+
+    /// Every `[[faults]]` entry's `at`/`duration` into `at_s`/`duration_ms`.
+    pub(super) fn resolve_fault_units(&mut self) -> Result<(), crate::nemesis::SpecError> {
+        for (i, f) in self.faults.iter_mut().enumerate() {
+            f.resolve_units()
+                .map_err(|e| e.under(&format!("faults[{i}]")))?;
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -156,6 +165,30 @@ mod tests {
         assert_eq!((w.at_s, w.window_s), (20.0, 60.0));
         assert_eq!(s.client.timeout_ms, 3000);
         assert_eq!(s.bots.interval_ms, [20, 100], "the default");
+    }
+
+    #[test]
+    fn a_fault_takes_at_and_duration_with_units_or_the_older_fields() {
+        let base = format!("{HEAD}[buyers]\ncount = 10\narrival = \"uniform\"\nwindow = \"3s\"\n");
+        let s = Scenario::parse(&format!(
+            "{base}[[faults]]\nkind = \"db-outage\"\nat = \"500ms\"\nduration = \"1.5s\"\n\
+             [[faults]]\nkind = \"db-lock\"\nat_s = 1.0\n"
+        ))
+        .unwrap();
+        assert_eq!((s.faults[0].at_s, s.faults[0].duration_ms), (0.5, 1500));
+        assert_eq!((s.faults[1].at_s, s.faults[1].duration_ms), (1.0, 1000));
+        let e = Scenario::parse(&format!(
+            "{base}[[faults]]\nkind = \"db-lock\"\nat = \"1s\"\nat_s = 1.0\n"
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("faults[0].at") && e.contains("not both"), "{e}");
+        let e = Scenario::parse(&format!(
+            "{base}[[faults]]\nkind = \"db-lock\"\nduration = 500\n"
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("no unit"), "{e}");
     }
 
     #[test]
