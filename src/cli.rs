@@ -18,6 +18,7 @@ mod gate;
 mod merge;
 mod output;
 mod plan;
+mod scenario_list;
 mod selftest;
 mod serve;
 mod services;
@@ -388,10 +389,16 @@ async fn dispatch(command: Command) -> anyhow::Result<i32> {
             } else {
                 args.backends.iter().copied().map(Some).collect()
             };
-            // One set of managed servers for all of compare's runs.
+            // One set of managed servers for all of compare's runs. With several backends
+            // --database-url serves the one it names (database_each), as --help says.
+            let several = backends.len() > 1;
             let used = backends
                 .iter()
-                .map(|b| args.conn.database_for(*b).map(|(b, _)| b))
+                .map(|b| match several {
+                    true => args.conn.database_each(*b),
+                    false => args.conn.database_for(*b),
+                })
+                .map(|r| r.map(|(b, _)| b))
                 .collect::<anyhow::Result<Vec<_>>>()?;
             if args.scenario.dry_run {
                 let cells: Vec<_> = used
@@ -403,7 +410,6 @@ async fn dispatch(command: Command) -> anyhow::Result<i32> {
             let redis = args.strategies.iter().any(|s| s.uses_redis());
             let _services = args.conn.provide(&used, redis).await?;
             let mut cells = Vec::new();
-            let several = backends.len() > 1;
             for b in backends {
                 let (backend, url) = if several {
                     args.conn.database_each(b)?
@@ -428,7 +434,7 @@ async fn dispatch(command: Command) -> anyhow::Result<i32> {
         Command::Sweep(args) => capacity::sweep(*args).await,
         Command::Bench(args) => bench::bench(args.what).await,
         Command::Scenarios => {
-            print!("{}", scenario_list());
+            print!("{}", scenario_list::render());
             Ok(0)
         }
         Command::Completions(args) => {
@@ -460,65 +466,6 @@ pub fn load_scenario(arg: &std::path::Path) -> Result<(Scenario, PathBuf), Scena
     let (scenario, source) = crate::scenarios::resolve(arg)?;
     eprintln!("{}", source.describe());
     Ok((scenario, source.origin()))
-}
-
-/// `oversell scenarios`: name, size and description of every bundled scenario, in 100
-/// columns (a long description continues on the rows below its scenario).
-fn scenario_list() -> String {
-    use crate::report::table::{text, wrap, Align, TERMINAL_WIDTH};
-    let rows: Vec<[String; 4]> = crate::scenarios::BUNDLED
-        .iter()
-        .map(|b| match b.load() {
-            Ok(s) => [
-                b.name.to_string(),
-                s.total_buyers().to_string(),
-                s.item.stock.to_string(),
-                s.description
-                    .split_whitespace()
-                    .collect::<Vec<_>>()
-                    .join(" "),
-            ],
-            Err(e) => [b.name.to_string(), "-".into(), "-".into(), e.to_string()],
-        })
-        .collect();
-    let header = ["scenario", "buyers", "stock", "description"].map(String::from);
-    let col = |i: usize| {
-        rows.iter()
-            .map(|r| r[i].chars().count())
-            .chain([header[i].len()])
-            .max()
-            .unwrap_or(0)
-    };
-    // Three columns and their gaps before the description.
-    let room = TERMINAL_WIDTH
-        .saturating_sub(col(0) + col(1) + col(2) + 6)
-        .max(30);
-    let mut lines: Vec<Vec<String>> = Vec::new();
-    for r in &rows {
-        for (i, part) in wrap(&r[3], room).lines().enumerate() {
-            let part = part.trim_start().to_string();
-            lines.push(match i {
-                0 => vec![r[0].clone(), r[1].clone(), r[2].clone(), part],
-                _ => vec![
-                    String::new(),
-                    String::new(),
-                    String::new(),
-                    format!("  {part}"),
-                ],
-            });
-        }
-    }
-    let mut s = text(
-        &header,
-        &lines,
-        &[Align::Left, Align::Right, Align::Right, Align::Left],
-    );
-    s.push_str(
-        "
-Use one with --scenario NAME (a file of that path, if one exists, is used instead).
-",
-    );
-    s
 }
 
 async fn run_and_print(

@@ -278,11 +278,29 @@ async fn run_and_compare_dry_runs_print_each_run_and_send_nothing() {
         .collect();
     assert_eq!(runs.len(), 8, "2 strategies × 2 backends × 2 repeats: {v}");
     assert!(runs.contains(&"redis-lua/mysql #2"), "{runs:?}");
+
     assert!(
         run.stderr.contains("faults in each run: db-outage@1:500ms"),
         "{}",
         run.both()
     );
+
+    // With several backends --database-url serves the one it names, as --help says (it was
+    // refused as "another backend than asked").
+    let run = oversell_cli(
+        &[
+            "compare",
+            "--backend",
+            "postgres,mysql",
+            "--database-url",
+            "postgres://nobody@127.0.0.1:1/none",
+            "--dry-run",
+        ],
+        &[],
+    )
+    .await;
+    assert_eq!(run.code, 0, "{}", run.both());
+    assert!(run.stdout.contains("naive/mysql"), "{}", run.both());
 }
 
 #[tokio::test]
