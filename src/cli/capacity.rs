@@ -290,7 +290,8 @@ pub async fn capacity(mut args: CapacityArgs) -> anyhow::Result<i32> {
         );
     }
     if args.dry_run {
-        print!("{}", plan.render_dry_run());
+        let text = crate::report::table::fit(&plan.render_dry_run(), args.output.wide);
+        print!("{text}");
         return Ok(0);
     }
     if let Some(Who::Foreign(f)) = plan.who.first() {

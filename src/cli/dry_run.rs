@@ -46,7 +46,8 @@ pub(super) fn print(sa: &ScenarioArgs, cells: &[(Strategy, Backend)]) -> anyhow:
     let rendered = summary.render("each run");
     // The summary's own first line says "dry run" again: keep only its figures.
     text.extend(rendered.lines().skip(1).map(|l| format!("{l}\n")));
-    sa.output.human(&text);
+    sa.output
+        .human(&crate::report::table::fit(&text, sa.output.wide));
     if sa.output.json {
         let mut v = super::output::dry_run("the reference shop", &summary);
         v["runs"] = runs.into();

@@ -363,7 +363,8 @@ pub(super) async fn plan(
         ),
     };
     if pa.dry_run {
-        pa.output.human(&summary.render(&label));
+        let text = crate::report::table::fit(&summary.render(&label), pa.output.wide);
+        pa.output.human(&text);
         if pa.output.json {
             super::output::json_line(&super::output::dry_run(&label, &summary));
         }

@@ -301,6 +301,12 @@ async fn run_and_compare_dry_runs_print_each_run_and_send_nothing() {
     .await;
     assert_eq!(run.code, 0, "{}", run.both());
     assert!(run.stdout.contains("naive/mysql"), "{}", run.both());
+    let widest = run.stdout.lines().map(|l| l.chars().count()).max();
+    assert!(
+        widest <= Some(100),
+        "the plan fits 100 columns: {}",
+        run.stdout
+    );
 }
 
 #[tokio::test]
@@ -336,7 +342,11 @@ async fn capacity_against_a_foreign_target_caps_its_rate_and_says_so() {
         .parse()
         .unwrap();
     assert!(n < 200_000, "the worst case is capped: {worst}");
-    assert!(worst.contains("none above 400 buyers/s"), "{worst}");
+    assert!(
+        run.flat_stdout().contains("none above 400 buyers/s"),
+        "{}",
+        run.both()
+    );
     // --max-rate lifts the cap, and nothing is printed about one.
     let run = oversell_cli(
         &[
