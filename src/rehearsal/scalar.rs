@@ -298,6 +298,12 @@ mod tests {
         ] {
             assert!(matches!(refuse(q), Err(ScalarError::Refused(_))), "{q}");
         }
+        // A write is named as what it is, in the user's terms (not a syntax error).
+        let e = refuse("DELETE FROM orders").unwrap_err().to_string();
+        assert!(e.starts_with("only SELECT is allowed"), "{e}");
+        assert!(e.ends_with("it is a DELETE"), "{e}");
+        let e = refuse("-- note\nSELECT 1").unwrap_err().to_string();
+        assert!(e.contains("no comment before it"), "{e}");
     }
 
     #[test]

@@ -411,3 +411,45 @@ async fn the_scenario_list_fits_100_columns() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn goose_prints_nothing_on_the_terminal_its_lines_go_to_the_runs_goose_log() {
+    let db = fresh_db_url(Backend::Postgres);
+    let out = tempfile::tempdir().unwrap();
+    let run = oversell_cli(
+        &[
+            "run",
+            "--strategy",
+            "conditional",
+            "--scenario",
+            "smoke",
+            "--database-url",
+            &db,
+            "--redis-url",
+            &crate::helpers::redis_url(),
+            "--out",
+            out.path().to_str().unwrap(),
+        ],
+        &[],
+    )
+    .await;
+    drop_database(&db).await;
+    assert_eq!(run.code, 0, "{}", run.both());
+    assert!(
+        !run.stdout.contains("users launched") && !run.stderr.contains("users launched"),
+        "goose's line stays off the terminal: {}",
+        run.both()
+    );
+    assert!(
+        run.stdout.contains("conditional: sold 10 of 10"),
+        "{}",
+        run.both()
+    );
+    let dir = crate::helpers::only_report_dir(out.path());
+    let log = std::fs::read_to_string(dir.join("goose.log")).unwrap_or_default();
+    assert!(log.contains("users launched"), "goose.log: {log:?}");
+    // Every progress line fits 100 columns, a longer one folded under its run.
+    for line in run.stderr.lines() {
+        assert!(line.chars().count() <= 100, "{line}");
+    }
+}
