@@ -109,7 +109,7 @@ fn scenario_or_smoke(given: Option<&std::path::Path>) -> PathBuf {
         Some(p) => p.to_path_buf(),
         None => {
             eprintln!(
-                "no --scenario: using the small bundled `smoke` rush against a shop nobody has \
+                "no --scenario: using the small bundled `smoke` rush against a shop nobody has\n  \
                  sized yet (--scenario flash-100 for the post-mortem's 3000 buyers)"
             );
             PathBuf::from(SMOKE)

@@ -281,13 +281,14 @@ pub async fn capacity(mut args: CapacityArgs) -> anyhow::Result<i32> {
     };
     plan.check_budget()?;
     if capped {
-        eprintln!(
+        let line = format!(
             "--target: rates capped at {} buyers/s ({FOREIGN_CAP}× the scenario's own {} \
              buyers/s; --max-rate changes it): at most {} requests per probe",
             capacity::search::rate(max_rate),
             capacity::search::rate(own),
             plan.worst_probe_requests()
         );
+        eprintln!("{}", crate::report::table::fit(&line, args.output.wide));
     }
     if args.dry_run {
         let text = crate::report::table::fit(&plan.render_dry_run(), args.output.wide);

@@ -157,8 +157,10 @@ async fn the_live_endpoint_shows_arrivals_and_answers_growing_while_a_bundled_sc
         "{shop_targets:?}"
     );
     // The shop's own /metrics address was printed.
+    // (The line is folded at 100 columns: read it with its continuation.)
+    let flat = stderr.split_whitespace().collect::<Vec<_>>().join(" ");
     assert!(
-        stderr.contains("/metrics, log "),
+        flat.contains("/metrics, log "),
         "the shop's metrics address is printed: {stderr}"
     );
     // The bundled scenario was used, and said so.
