@@ -13,11 +13,13 @@ use std::path::PathBuf;
 mod attack;
 mod bench;
 mod capacity;
+mod dry_run;
 mod fit;
 mod gate;
 mod merge;
 mod output;
 mod plan;
+mod scenario_list;
 mod selftest;
 mod serve;
 mod services;
@@ -29,7 +31,7 @@ pub use capacity::{CapacityArgs, SweepArgs};
 pub use fit::FitArgs;
 pub use gate::GateArgs;
 pub use merge::MergeArgs;
-pub use output::parse;
+pub use output::{parse, parse_from};
 pub use output::{summary, OutputArgs, SUMMARY_SCHEMA};
 pub use plan::{FaultArgs, OracleArgs, PlanArgs, ShardArgs};
 pub use selftest::SelftestArgs;
@@ -238,7 +240,7 @@ pub struct ScenarioArgs {
     /// Run each strategy N times, each on a fresh sale (1 to 100): the report keeps every
     /// repeat and shows each metric as median (min–max); `diff` judges by that spread.
     #[arg(long, value_name = "N", default_value_t = 1,
-          value_parser = clap::value_parser!(u32).range(1..=100))]
+          value_parser = values::repeat)]
     pub repeat: u32,
     /// redis-lua: the shop's Redis is a Redis Cluster reached through --redis-url's node(s)
     /// (sets the scenario's `[shop] redis_cluster`; a `redis+cluster://` URL needs no flag).
@@ -253,6 +255,10 @@ pub struct ScenarioArgs {
     /// scenario's `[shop] defect`; the report records it). See docs/src/gate/detection.md.
     #[arg(long, value_enum, value_name = "NAME")]
     pub defect: Option<Defect>,
+    /// Print the plan of each run (strategy, backend, repeat; arrivals per second, request
+    /// estimate, peak) and send nothing: no server or shop is started.
+    #[arg(long)]
+    pub dry_run: bool,
     #[command(flatten)]
     pub faults: FaultArgs,
     #[command(flatten)]
@@ -318,6 +324,7 @@ pub fn runtime(cli: &Cli) -> std::io::Result<tokio::runtime::Runtime> {
 /// Runs the parsed command; the returned code is the process exit code. A command that stops
 /// with an error and was asked for `--json` also says so on stdout.
 pub async fn run(cli: Cli) -> anyhow::Result<i32> {
+    crate::traffic::goose_output::enable();
     let output = cli.command.output().cloned();
     if let Some(o) = &output {
         o.claim_stdout()?;
@@ -357,6 +364,7 @@ async fn dispatch(command: Command) -> anyhow::Result<i32> {
                     &sa.output,
                     plan::Refused {
                         shops: sa.shops.is_some(),
+                        dry_run: sa.dry_run,
                         ..plan::Refused::default()
                     },
                 )?;
@@ -369,6 +377,9 @@ async fn dispatch(command: Command) -> anyhow::Result<i32> {
                     sa.send_lag.ms(),
                 )
                 .await;
+            }
+            if args.scenario.dry_run {
+                return dry_run::print(&args.scenario, &[(args.strategy, backend)]);
             }
             let _services = args
                 .conn
@@ -388,15 +399,27 @@ async fn dispatch(command: Command) -> anyhow::Result<i32> {
             } else {
                 args.backends.iter().copied().map(Some).collect()
             };
-            // One set of managed servers for all of compare's runs.
+            // One set of managed servers for all of compare's runs. With several backends
+            // --database-url serves the one it names (database_each), as --help says.
+            let several = backends.len() > 1;
             let used = backends
                 .iter()
-                .map(|b| args.conn.database_for(*b).map(|(b, _)| b))
+                .map(|b| match several {
+                    true => args.conn.database_each(*b),
+                    false => args.conn.database_for(*b),
+                })
+                .map(|r| r.map(|(b, _)| b))
                 .collect::<anyhow::Result<Vec<_>>>()?;
+            if args.scenario.dry_run {
+                let cells: Vec<_> = used
+                    .iter()
+                    .flat_map(|b| args.strategies.iter().map(move |s| (*s, *b)))
+                    .collect();
+                return dry_run::print(&args.scenario, &cells);
+            }
             let redis = args.strategies.iter().any(|s| s.uses_redis());
             let _services = args.conn.provide(&used, redis).await?;
             let mut cells = Vec::new();
-            let several = backends.len() > 1;
             for b in backends {
                 let (backend, url) = if several {
                     args.conn.database_each(b)?
@@ -422,7 +445,7 @@ async fn dispatch(command: Command) -> anyhow::Result<i32> {
         Command::Bench(args) => bench::bench(args.what).await,
         Command::Fit(args) => fit::fit(*args),
         Command::Scenarios => {
-            print!("{}", scenario_list());
+            print!("{}", scenario_list::render());
             Ok(0)
         }
         Command::Completions(args) => {
@@ -454,35 +477,6 @@ pub fn load_scenario(arg: &std::path::Path) -> Result<(Scenario, PathBuf), Scena
     let (scenario, source) = crate::scenarios::resolve(arg)?;
     eprintln!("{}", source.describe());
     Ok((scenario, source.origin()))
-}
-
-/// `oversell scenarios`: name, size and description of every bundled scenario.
-fn scenario_list() -> String {
-    use crate::report::table::{text, Align};
-    let rows: Vec<Vec<String>> = crate::scenarios::BUNDLED
-        .iter()
-        .map(|b| match b.load() {
-            Ok(s) => vec![
-                b.name.to_string(),
-                s.total_buyers().to_string(),
-                s.item.stock.to_string(),
-                s.description.trim().to_string(),
-            ],
-            Err(e) => vec![b.name.to_string(), "-".into(), "-".into(), e.to_string()],
-        })
-        .collect();
-    let header = ["scenario", "buyers", "stock", "description"].map(String::from);
-    let mut s = text(
-        &header,
-        &rows,
-        &[Align::Left, Align::Right, Align::Right, Align::Left],
-    );
-    s.push_str(
-        "
-Use one with --scenario NAME (a file of that path, if one exists, is used instead).
-",
-    );
-    s
 }
 
 async fn run_and_print(

@@ -329,6 +329,7 @@ async fn goose_loop(
     cpu::reset_peak_rss();
     let rss_at_start_mib = cpu::rss_mib();
     let (own0, ep0, t0) = (attack::cpu_seconds(), e.cpu(), Instant::now());
+    let diverted = crate::traffic::goose_output::divert();
     let metrics = GooseAttack::initialize_with_config(config)?
         .register_scenario(
             scenario!("bare").register_transaction(Transaction::new(order).set_name("order")),
@@ -336,6 +337,7 @@ async fn goose_loop(
         .execute()
         .await
         .context("goose's bare loop")?;
+    drop(diverted);
     let (own, ep, wall) = (
         attack::cpu_seconds() - own0,
         e.cpu() - ep0,

@@ -2,7 +2,7 @@
 //! which the scenario's objective still holds, keeping the scenario's shape.
 //!
 //! - [`scale`]: the scenario at another rate: the same shape (browsing, bots, pay/cancel mix,
-//!   burst share, buyers per unit of stock) squeezed into a probe of `--probe-seconds`.
+//!   burst share, buyers per unit of stock) squeezed into a probe of `--probe` (10s by default).
 //! - `search`: doubling, then bisection within the precision ([`search::Search`], pure).
 //! - `slo`: the objective, judged from each probe's own report ([`slo::Objective`]).
 //! - `report`: `report.json` (`oversell.capacity/v1`), `report.md`, `report.html`, the
@@ -125,11 +125,11 @@ impl CapacityPlan {
         let need = one * self.who.len() as u32;
         anyhow::ensure!(
             self.budget >= need,
-            "--budget {}s is too small for one probe of each of the {} subject(s): a probe takes \
-             --probe-seconds {} plus about {} s to start, set up and drain; allowed: at least {}s",
-            self.budget.as_secs(),
+            "--budget {} is too small for one probe of each of the {} subject(s): a probe takes \
+             --probe {} plus about {} s to start, set up and drain; allowed: at least {}s",
+            crate::duration::shown(self.budget),
             self.who.len(),
-            self.probe_seconds,
+            crate::duration::shown(Duration::from_secs_f64(self.probe_seconds)),
             PROBE_OVERHEAD.as_secs(),
             need.as_secs()
         );
@@ -170,10 +170,10 @@ impl CapacityPlan {
         );
         let _ = writeln!(
             out,
-            "subjects: {}; budget {:.0} s (about {fits} probe(s) of {:.0} s + {} s each per subject); precision {:.0} %",
+            "subjects: {}; budget {} (about {fits} probe(s) of {} + {} s each per subject); precision {:.0} %",
             self.who.iter().map(Who::label).collect::<Vec<_>>().join(", "),
-            self.budget.as_secs_f64(),
-            self.probe_seconds,
+            crate::duration::shown(self.budget),
+            crate::duration::shown(Duration::from_secs_f64(self.probe_seconds)),
             PROBE_OVERHEAD.as_secs(),
             self.settings.precision * 100.0
         );
@@ -185,7 +185,9 @@ impl CapacityPlan {
         );
         let mut rate = self.settings.start.min(self.settings.max_rate);
         let mut worst = 0u64;
+        let mut last = rate;
         for i in 0..fits {
+            last = rate;
             let s = scale(&self.scenario, rate, self.probe_seconds);
             let plan = schedule::build(&s);
             let sum = PlanSummary::of(&s, &plan);
@@ -211,11 +213,21 @@ impl CapacityPlan {
         }
         let _ = writeln!(
             out,
-            "worst case: at most {worst} requests per subject, {} in all ({} probe(s) per subject at most, none above the last rate listed); nothing sent (--dry-run)",
+            "worst case: at most {worst} requests per subject, {} in all ({} probe(s) per \
+             subject at most, none above {} buyers/s, the last rate listed); nothing sent \
+             (--dry-run)",
             worst * self.who.len() as u64,
-            fits
+            fits,
+            search::rate(last),
         );
         out
+    }
+
+    /// The requests of one probe at `--max-rate`, the largest any probe sends.
+    pub fn worst_probe_requests(&self) -> u64 {
+        let s = scale(&self.scenario, self.settings.max_rate, self.probe_seconds);
+        let sum = PlanSummary::of(&s, &schedule::build(&s));
+        sum.planned_requests + sum.follow_ups_at_most
     }
 }
 

@@ -45,11 +45,13 @@ pub struct BenchGeneratorArgs {
     /// The old spelling of --duration, in whole seconds.
     #[arg(long, value_name = "S", hide = true, conflicts_with = "duration")]
     pub seconds: Option<u64>,
-    /// Our plan's arrivals per second (buyers = rate × duration).
-    #[arg(long, default_value_t = 5_000)]
+    /// Our plan's arrivals per second (buyers = rate × duration; 1 to 1000000).
+    #[arg(long, default_value_t = 5_000,
+          value_parser = super::values::whole::<u64>(1, 1_000_000))]
     pub rate: u64,
-    /// goose's users and wrk's connections.
-    #[arg(short, long, alias = "connections", default_value_t = 64)]
+    /// goose's users and wrk's connections (1 to 10000).
+    #[arg(short, long, alias = "connections", default_value_t = 64,
+          value_parser = super::values::whole::<usize>(1, 10_000))]
     pub concurrency: usize,
     /// Print the result as one JSON document on stdout (the table goes to stderr); `--json FILE`
     /// writes it to FILE instead, the table staying on stdout.
@@ -67,8 +69,9 @@ pub struct BenchRedisArgs {
     /// The old spelling of --duration, in whole seconds.
     #[arg(long, value_name = "S", hide = true, conflicts_with = "duration")]
     pub seconds: Option<u64>,
-    /// Concurrent callers (tasks for ours, connections for redis-benchmark).
-    #[arg(short, long, default_value_t = 50)]
+    /// Concurrent callers (tasks for ours, connections for redis-benchmark; 1 to 10000).
+    #[arg(short, long, default_value_t = 50,
+          value_parser = super::values::whole::<usize>(1, 10_000))]
     pub concurrency: usize,
     /// Redis URL (loopback).
     #[arg(long, env = "REDIS_URL", default_value = "redis://127.0.0.1:6379")]
@@ -79,10 +82,10 @@ pub struct BenchRedisArgs {
 #[derive(Debug, Args, Clone)]
 pub struct BenchShopArgs {
     /// Inventory strategy of the shop.
-    #[arg(short, long, value_enum)]
+    #[arg(short, long, value_enum, help_heading = super::values::SHOP)]
     pub strategy: Strategy,
     /// Database backend (default: inferred from --database-url, else postgres).
-    #[arg(short, long, value_enum)]
+    #[arg(short, long, value_enum, help_heading = super::values::SHOP)]
     pub backend: Option<Backend>,
     /// How long each phase runs (saturation, fixed rate, and pgbench's run): 10s, 1m.
     #[arg(short, long, value_name = "DURATION", default_value = "10s",
@@ -92,15 +95,17 @@ pub struct BenchShopArgs {
     #[arg(long, value_name = "S", hide = true, conflicts_with = "duration")]
     pub seconds: Option<u64>,
     /// Connections in flight: wrk's, the fixed-rate client's most in flight, and the
-    /// ceiling's clients.
-    #[arg(short, long, alias = "connections", default_value_t = 64)]
+    /// ceiling's clients (1 to 10000).
+    #[arg(short, long, alias = "connections", default_value_t = 64,
+          value_parser = super::values::whole::<usize>(1, 10_000))]
     pub concurrency: usize,
     /// Also measure at a fixed rate: requests per second (8000) or a share of the saturation
     /// rate just measured (80%).
     #[arg(long)]
     pub rate: Option<crate::bench::rate::RateSpec>,
-    /// Units on sale (enough that nothing sells out).
-    #[arg(long, default_value_t = 1_000_000)]
+    /// Units on sale (enough that nothing sells out; at least 1).
+    #[arg(long, default_value_t = 1_000_000,
+          value_parser = super::values::whole::<i64>(1, i64::MAX as i128))]
     pub stock: i64,
     /// redis-lua: persistence consumers per item in the shop (its `--consumers`).
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=32))]
@@ -150,14 +155,6 @@ pub(super) async fn bench(what: BenchCommand) -> anyhow::Result<i32> {
         }
         BenchCommand::Generator(args) => {
             let seconds = whole_seconds("--duration", args.seconds, args.duration)?;
-            for (flag, v) in [
-                ("--rate", args.rate),
-                ("--concurrency", args.concurrency as u64),
-            ] {
-                if v == 0 {
-                    anyhow::bail!("{flag} must be at least 1 (got 0)");
-                }
-            }
             let r = crate::bench::generator::generator(&crate::bench::generator::GeneratorBench {
                 seconds,
                 rate: args.rate,
@@ -175,12 +172,6 @@ pub(super) async fn bench(what: BenchCommand) -> anyhow::Result<i32> {
                 .await?;
             let (backend, database_url) = args.conn.database_for(args.backend)?;
             let seconds = whole_seconds("--duration", args.seconds, args.duration)?;
-            if args.concurrency == 0 {
-                anyhow::bail!("--concurrency must be at least 1 (got 0)");
-            }
-            if args.stock < 1 {
-                anyhow::bail!("--stock must be at least 1 (got {})", args.stock);
-            }
             let r = crate::bench::shop::shop(&crate::bench::ShopBench {
                 strategy: args.strategy,
                 backend,

@@ -2,7 +2,7 @@
 //! value refused before anything is sent), the search or the sweep, and their output.
 
 use super::plan::{foreign, OracleArgs};
-use super::{load_scenario, ConnArgs, OutputArgs};
+use super::{load_scenario, values, ConnArgs, OutputArgs};
 use crate::capacity::{self, search::Settings, slo::Objective, CapacityPlan, Who};
 use crate::inventory::Strategy;
 use crate::metric::Override;
@@ -17,49 +17,54 @@ use std::time::Duration;
 #[derive(Debug, Args, Clone)]
 pub struct CapacityArgs {
     /// Scenario: a TOML file or a bundled name. Its shape is kept; its arrival rate is scaled.
-    #[arg(short = 'S', long, default_value = "flash-100")]
+    #[arg(short = 'S', long, value_name = "FILE|NAME", default_value = "flash-100",
+          help_heading = values::SCENARIO)]
     pub scenario: PathBuf,
     /// Reference-shop strategies to search, comma-separated (default: all of them).
-    #[arg(short, long, visible_alias = "strategy", value_enum, value_delimiter = ',',
-          default_values_t = Strategy::all().to_vec(), conflicts_with = "target")]
+    #[arg(short, long = "strategy", alias = "strategies", value_enum, value_delimiter = ',',
+          value_name = "LIST", default_values_t = Strategy::all().to_vec(),
+          conflicts_with = "target", help_heading = values::SHOP)]
     pub strategies: Vec<Strategy>,
     /// Backends, comma-separated: postgres, mysql (default: inferred from --database-url).
-    #[arg(
-        short,
-        long,
-        visible_alias = "backend",
-        value_enum,
-        value_delimiter = ',',
-        conflicts_with = "target"
-    )]
+    #[arg(short, long = "backend", alias = "backends", value_enum, value_delimiter = ',',
+          value_name = "LIST", conflicts_with = "target", help_heading = values::SHOP)]
     pub backends: Vec<Backend>,
     /// Search a foreign shop at this URL instead (its scenario's `[target]` must have set-up
     /// requests: every probe needs a fresh sale).
-    #[arg(long)]
+    #[arg(long, value_name = "URL", help_heading = values::TARGET)]
     pub target: Option<String>,
     /// The objective, replacing the scenario's `[thresholds]`: NAME=VALUE,... e.g.
     /// p99_ms=200,error_rate=0.01,oversell=0 (the names `gate --threshold` takes).
-    #[arg(long, value_name = "NAME=VALUE,...", value_delimiter = ',')]
+    #[arg(long, value_name = "NAME=VALUE,...", value_delimiter = ',', help_heading = SEARCH)]
     pub slo: Vec<Override>,
-    /// Seconds each probe's buyers arrive over (a short sale on a fresh stock).
-    #[arg(long, value_name = "S", default_value_t = 10.0, value_parser = probe_seconds_arg)]
-    pub probe_seconds: f64,
+    /// How long each probe's buyers arrive over, a short sale on a fresh stock (10s, 2.5s,
+    /// 1m; from 1s to 1h).
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = probe_arg,
+          help_heading = SEARCH)]
+    pub probe: Duration,
+    /// The old spelling of --probe, in seconds.
+    #[arg(long, value_name = "S", hide = true, value_parser = probe_seconds_arg,
+          conflicts_with = "probe")]
+    pub probe_seconds: Option<f64>,
     /// Stop bisecting once the bracket is tighter than this, in percent of its lower end.
-    #[arg(long, value_name = "PERCENT", default_value = "10", value_parser = precision_arg)]
+    #[arg(long, value_name = "PERCENT", default_value = "10", value_parser = precision_arg,
+          help_heading = SEARCH)]
     pub precision: f64,
-    /// Wall time for the whole search, shared out among the strategies (600, 600s, 10m).
-    #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = budget_arg)]
+    /// Wall time for the whole search, shared out among the strategies (600s, 10m, 1h).
+    #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = budget_arg,
+          help_heading = SEARCH)]
     pub budget: Duration,
     /// The first rate probed, buyers/s (default: the scenario's own rate).
-    #[arg(long, value_name = "RATE", value_parser = rate_arg)]
+    #[arg(long, value_name = "RATE", value_parser = rate_arg, help_heading = SEARCH)]
     pub start_rate: Option<f64>,
-    /// The highest rate probed, buyers/s.
-    #[arg(long, value_name = "RATE", default_value_t = 20_000.0, value_parser = rate_arg)]
-    pub max_rate: f64,
+    /// The highest rate probed, buyers/s (default 20000; with --target, a foreign shop, the
+    /// scenario's own rate ×4, so an unsized shop is not driven far past its planned rush).
+    #[arg(long, value_name = "RATE", value_parser = rate_arg, help_heading = SEARCH)]
+    pub max_rate: Option<f64>,
     #[command(flatten)]
     pub send_lag: super::plan::SendLagArgs,
     /// Print the probe plan (rates, buyers, requests, the worst-case total) and send nothing.
-    #[arg(long)]
+    #[arg(long, help_heading = values::SCENARIO)]
     pub dry_run: bool,
     #[command(flatten)]
     pub oracle: OracleArgs,
@@ -73,21 +78,22 @@ pub struct CapacityArgs {
 #[derive(Debug, Args, Clone)]
 pub struct SweepArgs {
     /// Scenario: a TOML file or a bundled name.
-    #[arg(short = 'S', long, default_value = "flash-100")]
+    #[arg(short = 'S', long, value_name = "FILE|NAME", default_value = "flash-100",
+          help_heading = values::SCENARIO)]
     pub scenario: PathBuf,
     /// The reference-shop strategy.
-    #[arg(short, long, value_enum)]
+    #[arg(short, long, value_enum, help_heading = values::SHOP)]
     pub strategy: Strategy,
     /// Database backend (default: inferred from --database-url, else postgres).
-    #[arg(short, long, value_enum)]
+    #[arg(short, long, value_enum, help_heading = values::SHOP)]
     pub backend: Option<Backend>,
     /// KNOB=v1,v2,...: a shop knob as its `serve` flag (pool-size, batch-max, consumers,
     /// buckets, work=1ms,5ms, ...) or `rate` (buyers/s, the scenario's shape kept).
-    #[arg(long, value_name = "KNOB=v1,v2,...")]
+    #[arg(long, value_name = "KNOB=v1,v2,...", help_heading = SEARCH)]
     pub vary: String,
     /// Runs per value (1 to 100), each on a fresh sale; the tables show the median.
-    #[arg(long, value_name = "N", default_value_t = 1,
-          value_parser = clap::value_parser!(u32).range(1..=100))]
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = values::repeat,
+          help_heading = values::SCENARIO)]
     pub repeat: u32,
     #[command(flatten)]
     pub send_lag: super::plan::SendLagArgs,
@@ -97,11 +103,34 @@ pub struct SweepArgs {
     pub output: OutputArgs,
 }
 
+/// `--max-rate`'s default against the reference shop, buyers/s.
+const DEFAULT_MAX_RATE: f64 = 20_000.0;
+
+/// `--max-rate`'s default against a foreign `--target`: this many times the scenario's own
+/// rate (a shop nobody has sized yet is not driven far past the rush it was planned for).
+const FOREIGN_CAP: f64 = 4.0;
+
+/// `--help` heading: what capacity searches and sweep varies.
+const SEARCH: &str = "Search";
+
+/// `--probe`: a duration from 1 s to 1 h, fractions kept.
+fn probe_arg(v: &str) -> Result<Duration, String> {
+    let d = values::duration(v).map_err(|e| format!("--probe: {e}"))?;
+    if d < Duration::from_secs(1) || d > Duration::from_secs(3600) {
+        return Err(format!(
+            "--probe takes a duration from 1s to 1h, e.g. 10s or 2.5s (got {v:?})"
+        ));
+    }
+    Ok(d)
+}
+
+/// `--probe-seconds`, the old spelling: seconds from 1 to 3600, fractions kept.
 fn probe_seconds_arg(v: &str) -> Result<f64, String> {
     match v.trim().trim_end_matches('s').parse::<f64>() {
         Ok(s) if (1.0..=3600.0).contains(&s) => Ok(s),
         _ => Err(format!(
-            "--probe-seconds takes seconds from 1 to 3600 (got {v:?})"
+            "--probe-seconds takes seconds from 1 to 3600 (got {v:?}); --probe 10s is its new \
+             spelling"
         )),
     }
 }
@@ -115,21 +144,16 @@ fn precision_arg(v: &str) -> Result<f64, String> {
     }
 }
 
+/// `--budget`: a duration with its unit, above 0 and at most a week.
 fn budget_arg(v: &str) -> Result<Duration, String> {
-    let t = v.trim();
-    let (n, unit) = match t.strip_suffix('m') {
-        Some(n) => (n, 60.0),
-        None => match t.strip_suffix('h') {
-            Some(n) => (n, 3600.0),
-            None => (t.strip_suffix('s').unwrap_or(t), 1.0),
-        },
-    };
-    match n.trim().parse::<f64>() {
-        Ok(x) if x > 0.0 && x * unit <= 7.0 * 86_400.0 => Ok(Duration::from_secs_f64(x * unit)),
-        _ => Err(format!(
-            "--budget takes a duration above 0 and at most a week: seconds (600, 600s), minutes (10m) or hours (1h) (got {v:?})"
-        )),
+    let d = values::duration(v).map_err(|e| format!("--budget: {e}"))?;
+    if d.is_zero() || d > Duration::from_secs(7 * 86_400) {
+        return Err(format!(
+            "--budget takes a duration above 0 and at most a week, e.g. 600s, 10m or 1h (got \
+             {v:?})"
+        ));
     }
+    Ok(d)
 }
 
 fn rate_arg(v: &str) -> Result<f64, String> {
@@ -224,12 +248,19 @@ pub async fn capacity(mut args: CapacityArgs) -> anyhow::Result<i32> {
             who
         }
     };
-    let start = args.start_rate.unwrap_or_else(|| capacity::own_rate(&s));
+    let own = capacity::own_rate(&s);
+    let (max_rate, capped) = match (args.max_rate, &args.target) {
+        (Some(m), _) => (m, false),
+        (None, Some(_)) => ((own * FOREIGN_CAP).max(1.0), true),
+        (None, None) => (DEFAULT_MAX_RATE, false),
+    };
+    let start = args.start_rate.unwrap_or(own.min(max_rate));
     anyhow::ensure!(
-        start <= args.max_rate,
-        "--start-rate {start} is above --max-rate {}: allowed: a start rate at most the max rate",
-        args.max_rate
+        start <= max_rate,
+        "--start-rate {start} is above --max-rate {max_rate}: allowed: a start rate at most the \
+         max rate"
     );
+    let probe_seconds = args.probe_seconds.unwrap_or(args.probe.as_secs_f64());
     let bundled = crate::scenarios::is_bundled(&args.scenario);
     let plan = CapacityPlan {
         objective: Objective::new(&s, &args.slo, bundled),
@@ -239,18 +270,29 @@ pub async fn capacity(mut args: CapacityArgs) -> anyhow::Result<i32> {
         settings: Settings {
             start,
             precision: args.precision,
-            max_rate: args.max_rate,
-            min_rate: (1.0 / args.probe_seconds).min(start),
+            max_rate,
+            min_rate: (1.0 / probe_seconds).min(start),
         },
-        probe_seconds: args.probe_seconds,
+        probe_seconds,
         budget: args.budget,
         out: args.output.out.clone(),
         drain_limit: args.output.drain_limit(),
         progress: !args.output.quiet,
     };
     plan.check_budget()?;
+    if capped {
+        let line = format!(
+            "--target: rates capped at {} buyers/s ({FOREIGN_CAP}× the scenario's own {} \
+             buyers/s; --max-rate changes it): at most {} requests per probe",
+            capacity::search::rate(max_rate),
+            capacity::search::rate(own),
+            plan.worst_probe_requests()
+        );
+        eprintln!("{}", crate::report::table::fit(&line, args.output.wide));
+    }
     if args.dry_run {
-        print!("{}", plan.render_dry_run());
+        let text = crate::report::table::fit(&plan.render_dry_run(), args.output.wide);
+        print!("{text}");
         return Ok(0);
     }
     if let Some(Who::Foreign(f)) = plan.who.first() {

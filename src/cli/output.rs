@@ -8,7 +8,7 @@ use crate::gate::{Origin, Status, Verdict};
 use crate::live::{self, Live};
 use crate::metric::Metric;
 use crate::report::Report;
-use clap::{Args, Parser};
+use clap::Args;
 use serde_json::{json, Value};
 use std::io::Write;
 use std::net::SocketAddr;
@@ -287,7 +287,7 @@ fn gate_json(v: &Verdict) -> Value {
 /// when `--json` was asked for, `{schema, error, exit_code}` on stdout (help and version print
 /// as usual).
 pub fn parse() -> super::Cli {
-    match super::Cli::try_parse() {
+    match parse_from(std::env::args_os()) {
         Ok(cli) => cli,
         Err(e) => {
             if e.use_stderr() && wants_json(std::env::args_os().skip(1)) {
@@ -296,6 +296,19 @@ pub fn parse() -> super::Cli {
             e.exit()
         }
     }
+}
+
+/// Parses a command line as the binary does: with [`values::dash_values`], so a negative
+/// number reaches its flag's own check (`--repeat -3`: "must be at least 1").
+pub fn parse_from<I, T>(args: I) -> Result<super::Cli, clap::Error>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    use clap::{CommandFactory, FromArgMatches};
+    let mut command = values::dash_values(super::Cli::command());
+    let matches = command.try_get_matches_from_mut(args)?;
+    super::Cli::from_arg_matches(&matches).map_err(|e| e.format(&mut command))
 }
 
 /// Whether a command line asks for `--json` (before any `--`).

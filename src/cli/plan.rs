@@ -212,8 +212,9 @@ pub struct FaultArgs {
     /// redis-restart, redis-pause, redis-conn-kill, db-outage, db-lock, redeliver, on a Redis
     /// Cluster redis-failover, redis-takeover, and on managed servers (--services managed)
     /// db-crash, db-restart and replica-lag (redis-lua, redis-buckets on PostgreSQL: a
-    /// streaming replica reconciliation reads); AT is seconds after the sale opens (1.5 or
-    /// 1.5s); DURATION is ms (500, 500ms or 2s; default 1000). Adds to the scenario's [[faults]], replacing one of the same kind and time.
+    /// streaming replica reconciliation reads); AT is when, after the sale opens (1.5s,
+    /// 500ms; a bare number is seconds); DURATION is how long, with its unit (500ms, 2s;
+    /// default 1s). Adds to the scenario's [[faults]], replacing one of the same kind and time.
     #[arg(long = "fault", value_name = "KIND@AT[:DURATION]")]
     pub faults: Vec<FaultSpec>,
 }
@@ -362,7 +363,8 @@ pub(super) async fn plan(
         ),
     };
     if pa.dry_run {
-        pa.output.human(&summary.render(&label));
+        let text = crate::report::table::fit(&summary.render(&label), pa.output.wide);
+        pa.output.human(&text);
         if pa.output.json {
             super::output::json_line(&super::output::dry_run(&label, &summary));
         }

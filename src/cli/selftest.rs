@@ -20,7 +20,7 @@ pub struct SelftestArgs {
     pub strategy: Vec<Strategy>,
     /// Run each correct strategy N times (1 to 100): a false alarm shows up by the fifth.
     #[arg(long, value_name = "N", default_value_t = 1,
-          value_parser = clap::value_parser!(u32).range(1..=100),
+          value_parser = super::values::repeat,
           help_heading = super::values::SCENARIO)]
     pub repeat: u32,
     /// Database backend of the reference shop (default: from --database-url, else postgres).

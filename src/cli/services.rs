@@ -19,9 +19,16 @@ impl ConnArgs {
     /// starts the managed servers it needs and points these URLs at them. Hold the result for
     /// the command's length (dropping it stops the servers).
     pub async fn provide(&mut self, backends: &[Backend], redis: bool) -> anyhow::Result<Provided> {
+        // Several backends (`compare --backend postgres,mysql`): --database-url serves the one
+        // it names and the others their own URLs, as `--help` says.
+        let several = backends.len() > 1;
+        let url_of = |conn: &Self, b: Backend| match several {
+            true => conn.database_each(Some(b)),
+            false => conn.database_for(Some(b)),
+        };
         let mut wanted = Vec::new();
         for b in backends {
-            let (b, url) = self.database_for(Some(*b))?;
+            let (b, url) = url_of(self, *b)?;
             wanted.push((kind(b), url));
         }
         if redis {
@@ -29,7 +36,7 @@ impl ConnArgs {
         }
         let provided = provide(self.services, &wanted).await?;
         if let Some(base) = provided.base(ServerKind::Postgres) {
-            let (_, url) = self.database_for(Some(Backend::Postgres))?;
+            let (_, url) = url_of(self, Backend::Postgres)?;
             let managed = rebase(&url, base);
             match self.database_url.as_deref().map(Backend::from_url) {
                 Some(Ok(Backend::Mysql)) => self.managed_postgres = Some(managed),

@@ -278,3 +278,118 @@ fn the_oracle_timeout_is_a_duration_with_a_unit_and_defaults_to_30s() {
     let e = refused(&[&sql[..], &["--oracle-timeout", "0s"]].concat());
     assert!(e.contains("--oracle-timeout"), "{e}");
 }
+
+#[test]
+fn a_flag_sits_under_the_same_help_heading_on_every_command() {
+    let root = Cli::command();
+    let mut commands: Vec<&clap::Command> = root.get_subcommands().collect();
+    let mut i = 0;
+    while i < commands.len() {
+        commands.extend(commands[i].get_subcommands());
+        i += 1;
+    }
+    for (flag, heading) in [
+        ("scenario", values::SCENARIO),
+        ("max-send-lag", values::SCENARIO),
+        ("repeat", values::SCENARIO),
+        ("strategy", values::SHOP),
+        ("backend", values::SHOP),
+    ] {
+        let mut seen = 0;
+        for cmd in &commands {
+            let Some(arg) = cmd.get_arguments().find(|a| a.get_long() == Some(flag)) else {
+                continue;
+            };
+            seen += 1;
+            assert_eq!(
+                arg.get_help_heading(),
+                Some(heading),
+                "`{} --{flag}` is under {:?}",
+                cmd.get_name(),
+                arg.get_help_heading()
+            );
+        }
+        assert!(seen >= 3, "--{flag} is on {seen} commands");
+    }
+}
+
+#[test]
+fn capacity_spells_strategy_probe_and_budget_like_the_other_commands() {
+    let cap = |args: &[&str]| match parse(&[&["capacity"], args].concat()) {
+        Command::Capacity(a) => a,
+        other => panic!("{other:?}"),
+    };
+    for s in ["--strategy", "--strategies", "-s"] {
+        let a = cap(&[s, "naive,redis-lua"]);
+        assert_eq!(
+            a.strategies,
+            vec![Strategy::Naive, Strategy::RedisLua],
+            "{s}"
+        );
+    }
+    assert_eq!(cap(&["--backend", "mysql"]).backends, vec![Backend::Mysql]);
+    assert_eq!(cap(&["--backends", "mysql"]).backends, vec![Backend::Mysql]);
+    let a = cap(&["--probe", "2.5s", "--budget", "10m"]);
+    assert_eq!(a.probe, Duration::from_millis(2500), "the fraction is kept");
+    assert_eq!(a.budget, Duration::from_secs(600));
+    assert_eq!(cap(&["--probe-seconds", "2.5"]).probe_seconds, Some(2.5));
+    assert_eq!(cap(&[]).probe, Duration::from_secs(10));
+    let e = refused(&["capacity", "--budget", "600"]);
+    assert!(e.contains("no unit") && e.contains("600s"), "{e}");
+    let e = refused(&["capacity", "--probe", "10"]);
+    assert!(e.contains("no unit"), "{e}");
+    let e = refused(&["capacity", "--probe", "500ms"]);
+    assert!(e.contains("from 1s to 1h"), "{e}");
+    let e = refused(&["capacity", "--probe", "5s", "--probe-seconds", "5"]);
+    assert!(e.contains("cannot be used with"), "{e}");
+}
+
+#[test]
+fn run_and_compare_take_dry_run() {
+    let Command::Run(a) = parse(&["run", "-s", "naive", "--dry-run"]) else {
+        panic!("run")
+    };
+    assert!(a.scenario.dry_run);
+    assert!(compare(&["compare", "--dry-run"]).scenario.dry_run);
+}
+
+#[test]
+fn negative_numbers_reach_their_flag_and_are_refused_with_a_sentence() {
+    let refused = |args: &[&str]| {
+        let argv = std::iter::once("oversell").chain(args.iter().copied());
+        match parse_from(argv) {
+            Ok(_) => panic!("{args:?} should be refused"),
+            Err(e) => e.to_string(),
+        }
+    };
+    for (args, says) in [
+        (
+            &["run", "-s", "naive", "--repeat", "-3"][..],
+            "must be at least 1 (got -3)",
+        ),
+        (&["compare", "--repeat", "0"], "must be at least 1 (got 0)"),
+        (&["compare", "--drain-timeout", "-1s"], "negative"),
+        (&["selftest", "--repeat", "-2"], "must be at least 1"),
+        (
+            &["bench", "redis", "--concurrency", "0"],
+            "must be at least 1",
+        ),
+        (
+            &["bench", "shop", "-s", "naive", "--concurrency", "-5"],
+            "must be at least 1",
+        ),
+        (&["bench", "generator", "--rate", "0"], "must be at least 1"),
+        (
+            &["bench", "shop", "-s", "naive", "--stock", "0"],
+            "must be at least 1",
+        ),
+        (&["capacity", "--budget", "-10m"], "negative"),
+    ] {
+        let e = refused(args);
+        assert!(e.contains(says), "{args:?}: {e}");
+        assert!(!e.contains("unexpected argument"), "{args:?}: {e}");
+    }
+    // A flag's value that is another flag is still an error, naming the flag.
+    let e = refused(&["compare", "--repeat", "--quiet"]);
+    assert!(e.contains("--repeat"), "{e}");
+}

@@ -63,6 +63,54 @@ pub fn listen(v: &str) -> Result<SocketAddr, String> {
         .ok_or_else(|| format!("{v:?}: the host {host:?} resolves to no address"))
 }
 
+/// `cmd` with every option that takes exactly one value (and has no fixed list of values)
+/// also taking a value that starts with `-`, in every subcommand: `--repeat -3` and
+/// `--drain-timeout -1s` then reach the flag's own check and are refused with a sentence
+/// ("must be at least 1") instead of clap's "unexpected argument '-3' found".
+pub fn dash_values(cmd: clap::Command) -> clap::Command {
+    cmd.mut_args(|a| {
+        let one = a
+            .get_num_args()
+            .is_none_or(|n| n.min_values() == 1 && n.max_values() == 1);
+        let free = a.get_possible_values().is_empty();
+        if a.get_action().takes_values() && !a.is_positional() && one && free {
+            a.allow_hyphen_values(true)
+        } else {
+            a
+        }
+    })
+    .mut_subcommands(dash_values)
+}
+
+/// A whole number from `lo` to `hi`, refused with a sentence otherwise: "must be at least 1
+/// (got -3)", "must be at most 100", "is not a whole number".
+pub fn whole<T>(
+    lo: i128,
+    hi: i128,
+) -> impl Fn(&str) -> Result<T, String> + Clone + Send + Sync + 'static
+where
+    T: TryFrom<i128> + Clone + Send + Sync + 'static,
+{
+    move |v: &str| {
+        let n: i128 = v
+            .trim()
+            .parse()
+            .map_err(|_| format!("{v:?} is not a whole number: give one from {lo} to {hi}"))?;
+        if n < lo {
+            return Err(format!("must be at least {lo} (got {n})"));
+        }
+        if n > hi {
+            return Err(format!("must be at most {hi} (got {n})"));
+        }
+        T::try_from(n).map_err(|_| format!("must be at most {hi} (got {n})"))
+    }
+}
+
+/// `--repeat N`: 1 to 100 runs of each strategy.
+pub fn repeat(v: &str) -> Result<u32, String> {
+    whole(1, 100)(v)
+}
+
 /// The value of a duration flag given in its new spelling (`--drain-timeout 10s`) or its old,
 /// hidden one in whole seconds (`--drain-timeout-s 10`), the old one winning when given.
 pub fn seconds_or(new: Duration, old_seconds: Option<u64>) -> Duration {
@@ -72,6 +120,15 @@ pub fn seconds_or(new: Duration, old_seconds: Option<u64>) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn whole_numbers_are_refused_with_a_sentence() {
+        assert_eq!(repeat("3"), Ok(3));
+        assert_eq!(repeat("-3").unwrap_err(), "must be at least 1 (got -3)");
+        assert_eq!(repeat("0").unwrap_err(), "must be at least 1 (got 0)");
+        assert_eq!(repeat("101").unwrap_err(), "must be at most 100 (got 101)");
+        assert!(repeat("2.5").unwrap_err().contains("not a whole number"));
+    }
 
     #[test]
     fn listen_addresses_take_host_names_and_a_bare_port() {

@@ -163,25 +163,38 @@ pub const DEFAULT_DURATION_MS: u64 = 1000;
 #[serde(deny_unknown_fields)]
 pub struct FaultSpec {
     pub kind: FaultKind,
-    /// Seconds after the sale opens.
+    /// Seconds after the sale opens (or `at = "1.5s"`).
+    #[serde(default = "unset_at")]
     pub at_s: f64,
-    /// How long it lasts before it is undone (`redeliver`, `redis-failover`,
-    /// `redis-takeover`: instantaneous, ignored).
-    #[serde(default = "default_duration")]
+    /// `at = "1.5s"`: [`FaultSpec::at_s`] with its unit (one of the two).
+    #[serde(default, skip_serializing)]
+    pub at: Option<crate::duration::Written>,
+    /// How long it lasts before it is undone, ms (`redeliver`, `redis-failover`,
+    /// `redis-takeover`: instantaneous, ignored; or `duration = "500ms"`).
+    #[serde(default = "unset_duration")]
     pub duration_ms: u64,
+    /// `duration = "500ms"`: [`FaultSpec::duration_ms`] with its unit (one of the two).
+    #[serde(default, skip_serializing)]
+    pub duration: Option<crate::duration::Written>,
     /// `redeliver`: the id the group is rewound to (default `0`: every entry still in the
     /// stream is delivered again).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rewind_to: Option<String>,
 }
 
-fn default_duration() -> u64 {
-    DEFAULT_DURATION_MS
+/// `at_s` when the file does not give it (filled in by [`FaultSpec::resolve_units`]).
+fn unset_at() -> f64 {
+    f64::NAN
+}
+
+/// `duration_ms` when the file does not give it.
+fn unset_duration() -> u64 {
+    u64::MAX
 }
 
 impl FaultSpec {
-    /// Parses `KIND@AT[:DURATION]`: AT in seconds after the sale opens (`1.5` or `1.5s`),
-    /// DURATION in ms (`500`, `500ms` or `2s`).
+    /// Parses `KIND@AT[:DURATION]`: AT in seconds after the sale opens (`1.5`, `1.5s` or
+    /// `500ms`), DURATION with its unit (`500ms`, `2s`, `1.5s`).
     pub fn parse_flag(text: &str) -> Result<Self, SpecError> {
         let (kind, rest) = text.split_once('@').ok_or_else(|| {
             SpecError::new(
@@ -195,11 +208,7 @@ impl FaultSpec {
             Some((a, d)) => (a, Some(d)),
             None => (rest, None),
         };
-        let at = at.trim();
-        let at_s: f64 =
-            at.strip_suffix('s').unwrap_or(at).parse().map_err(|_| {
-                SpecError::new("at", "seconds, e.g. 1.5 or 1.5s", format!("{at:?}"))
-            })?;
+        let at_s = parse_at_s(at.trim())?;
         let duration_ms = match duration {
             Some(d) => parse_duration_ms(d.trim())?,
             None => DEFAULT_DURATION_MS,
@@ -207,11 +216,45 @@ impl FaultSpec {
         let spec = FaultSpec {
             kind,
             at_s,
+            at: None,
             duration_ms,
+            duration: None,
             rewind_to: None,
         };
         spec.validate()?;
         Ok(spec)
+    }
+
+    /// `at = "1.5s"` and `duration = "500ms"` (a scenario's spelling with units) into `at_s` and
+    /// `duration_ms`, the default duration filled in; both spellings of one is refused.
+    pub fn resolve_units(&mut self) -> Result<(), SpecError> {
+        let twice = |field: &str| {
+            SpecError::new(
+                field,
+                "given once: with its unit (at = \"1.5s\", duration = \"500ms\") or in the older \
+                 field (at_s, duration_ms), not both",
+                "both",
+            )
+        };
+        match (self.at_s.is_nan(), self.at) {
+            (false, Some(_)) => return Err(twice("at")),
+            (true, Some(w)) => self.at_s = w.0.as_secs_f64(),
+            (true, None) => {
+                return Err(SpecError::new(
+                    "at",
+                    "given: when, e.g. at = \"1.5s\"",
+                    "nothing",
+                ))
+            }
+            (false, None) => {}
+        }
+        match (self.duration_ms == u64::MAX, self.duration) {
+            (false, Some(_)) => return Err(twice("duration")),
+            (true, Some(w)) => self.duration_ms = (w.0.as_secs_f64() * 1000.0).round() as u64,
+            (true, None) => self.duration_ms = DEFAULT_DURATION_MS,
+            (false, None) => {}
+        }
+        Ok(())
     }
 
     /// The limits of each field.
@@ -272,27 +315,28 @@ impl std::str::FromStr for FaultSpec {
     }
 }
 
-/// `500`, `500ms`, `2s`, `1.5s` → ms.
+/// `500ms`, `2s`, `1.5s` → ms. A bare number is refused: its unit would be a guess.
 fn parse_duration_ms(d: &str) -> Result<u64, SpecError> {
+    let allowed = "a duration with its unit: 500ms, 2s or 1.5s";
+    let d = crate::duration::parse(d).map_err(|why| SpecError::new("duration", allowed, why))?;
+    Ok((d.as_secs_f64() * 1000.0).round() as u64)
+}
+
+/// `1.5` (seconds), `1.5s` or `500ms` → seconds after the sale opens.
+fn parse_at_s(at: &str) -> Result<f64, SpecError> {
     let bad = || {
         SpecError::new(
-            "duration",
-            "milliseconds: 500, 500ms, 2s or 1.5s",
-            format!("{d:?}"),
+            "at",
+            "seconds after the sale opens: 1.5, 1.5s or 500ms",
+            format!("{at:?}"),
         )
     };
-    let ms = if let Some(ms) = d.strip_suffix("ms") {
-        ms.trim().parse::<u64>().map_err(|_| bad())?
-    } else if let Some(s) = d.strip_suffix('s') {
-        let s: f64 = s.trim().parse().map_err(|_| bad())?;
-        if !s.is_finite() || s < 0.0 {
-            return Err(bad());
-        }
-        (s * 1000.0).round() as u64
-    } else {
-        d.parse::<u64>().map_err(|_| bad())?
-    };
-    Ok(ms)
+    match at.parse::<f64>() {
+        Ok(s) => Ok(s),
+        Err(_) => crate::duration::parse(at)
+            .map(|d| d.as_secs_f64())
+            .map_err(|_| bad()),
+    }
 }
 
 /// What the private Redis keeps across a `redis-restart`.
@@ -389,8 +433,14 @@ mod tests {
             500
         );
         assert_eq!(
-            FaultSpec::parse_flag("db-lock@0s:750").unwrap().duration_ms,
+            FaultSpec::parse_flag("db-lock@0s:750ms")
+                .unwrap()
+                .duration_ms,
             750
+        );
+        assert_eq!(
+            FaultSpec::parse_flag("db-lock@500ms:1m").unwrap().at_ms(),
+            500
         );
         let d = FaultSpec::parse_flag("shop-kill@3").unwrap();
         assert_eq!((d.at_s, d.duration_ms), (3.0, DEFAULT_DURATION_MS));
@@ -409,8 +459,9 @@ mod tests {
         assert!(e.to_string().contains("KIND@AT[:DURATION]"), "{e}");
         let e = FaultSpec::parse_flag("db-lock@soon").unwrap_err();
         assert_eq!(e.field, "at");
-        let e = FaultSpec::parse_flag("db-lock@1:2min").unwrap_err();
+        let e = FaultSpec::parse_flag("db-lock@1:750").unwrap_err();
         assert_eq!(e.field, "duration");
+        assert!(e.to_string().contains("no unit"), "{e}");
         assert!(e.to_string().contains("500ms"), "{e}");
         let e = FaultSpec::parse_flag("db-lock@-1").unwrap_err();
         assert_eq!(e.field, "at_s");

@@ -119,6 +119,12 @@ pub fn check_host(what: Use, url: &str, allow_remote: bool) -> Result<String, Ta
         allow: what.allow(),
         host,
     };
+    if !url.contains("://") {
+        return Err(bad(&format!(
+            "it has no scheme: did you mean http://{}?",
+            url.trim_start_matches('/')
+        )));
+    }
     let parsed = Url::parse(url).map_err(|e| bad(&e.to_string()))?;
     let host = parsed
         .host_str()

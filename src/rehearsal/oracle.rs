@@ -313,11 +313,14 @@ impl Oracle {
                     let q = q.to_string();
                     async move {
                         let read = super::scalar::read(url, *backend, &q, *timeout).await;
-                        read.map(|v| v.or(zero.then_some(0))).map_err(|e| {
-                            anyhow::anyhow!(
+                        read.map(|v| v.or(zero.then_some(0))).map_err(|e| match e {
+                            super::scalar::ScalarError::Refused(why) => {
+                                anyhow::anyhow!("{flag} `{q}` was not sent: {why}")
+                            }
+                            e => anyhow::anyhow!(
                                 "{flag} `{q}` failed on {}: {e} (it must be one SELECT returning one number; it runs in a read-only transaction)",
                                 redact_url(url)
-                            )
+                            ),
                         })
                     }
                 };

@@ -69,7 +69,7 @@ impl OrdersQuery {
     /// expected columns.
     pub async fn read(&self, pool: &AnyPool) -> anyhow::Result<Vec<Row>> {
         super::scalar::refuse(&self.query)
-            .map_err(|e| anyhow::anyhow!("--orders-query `{}`: {e}", self.query))?;
+            .map_err(|e| anyhow::anyhow!("--orders-query `{}` was not sent: {e}", self.query))?;
         let fail = |e: &dyn std::fmt::Display| {
             anyhow::anyhow!(
                 "--orders-query `{}` failed: {e} (it must be one SELECT returning the columns {}; it runs in a read-only transaction)",

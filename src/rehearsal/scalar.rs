@@ -23,7 +23,7 @@ pub const TIMEOUT: Duration = Duration::from_secs(30);
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ScalarError {
     /// Refused before it was sent.
-    #[error("refused: {0}")]
+    #[error("{0}")]
     Refused(String),
     /// The database could not be reached.
     #[error("cannot connect: {0}")]
@@ -51,8 +51,13 @@ pub fn refuse(query: &str) -> Result<(), ScalarError> {
         .collect::<String>()
         .to_ascii_lowercase();
     if !READS.contains(&first.as_str()) {
+        let starts = match first.as_str() {
+            "" => "it starts with no statement".to_string(),
+            word => format!("it is a {}", word.to_uppercase()),
+        };
         return Err(ScalarError::Refused(format!(
-            "it must start with {} (no comment before it)",
+            "only SELECT is allowed (a read: a query starting with {}, no comment before it); \
+             {starts}",
             READS.map(str::to_uppercase).join(", ")
         )));
     }
@@ -293,6 +298,12 @@ mod tests {
         ] {
             assert!(matches!(refuse(q), Err(ScalarError::Refused(_))), "{q}");
         }
+        // A write is named as what it is, in the user's terms (not a syntax error).
+        let e = refuse("DELETE FROM orders").unwrap_err().to_string();
+        assert!(e.starts_with("only SELECT is allowed"), "{e}");
+        assert!(e.ends_with("it is a DELETE"), "{e}");
+        let e = refuse("-- note\nSELECT 1").unwrap_err().to_string();
+        assert!(e.contains("no comment before it"), "{e}");
     }
 
     #[test]

@@ -28,6 +28,8 @@ table { border-collapse: collapse; margin: 12px 0; font-size: 0.92em; }
 th, td { border: 1px solid #ccc; padding: 4px 8px; text-align: right; vertical-align: top; }
 th { background: #f3f3f3; } td:first-child, th:first-child { text-align: left; }
 td.text { text-align: left; }
+table.headline td, table.headline th { white-space: nowrap; } table.headline { font-size: 0.9em; line-height: 1.3; }
+p.more { margin: 14px 0 0; color: #444; }
 .swatch { display: inline-block; width: 0.9em; height: 0.9em; margin-right: 6px; vertical-align: -0.1em; }
 .verdict { font-size: 1.05em; margin: 6px 0 2px; } .facts { color: #444; margin: 0 0 12px 22px; }
 figure.chart { margin: 18px 0 30px; } figure.chart svg { display: block; width: 100%; max-width: 1200px; height: auto; border: 1px solid #e3e3e3; }
@@ -52,6 +54,27 @@ window.addEventListener('load', function () {
     if (r.width > 0 && r.height > 0) { ok += 1; }
   });
   document.body.setAttribute('data-charts-ok', ok + '/' + figures.length);
+  // The headline tables' layout, for the test that opens the page at 1280 px: the widest
+  // table's width and the most lines any cell takes.
+  var width = 0, lines = 0;
+  document.querySelectorAll('table.headline').forEach(function (t) {
+    width = Math.max(width, Math.ceil(t.getBoundingClientRect().width));
+    t.querySelectorAll('td, th').forEach(function (c) {
+      // The lines a cell's text takes: its text's boxes, those that overlap vertically
+      // counted as one line.
+      var range = document.createRange();
+      range.selectNodeContents(c);
+      var boxes = Array.prototype.filter.call(range.getClientRects(), function (r) {
+        return r.width > 0;
+      }).sort(function (a, b) { return a.top - b.top; });
+      var n = 0, bottom = -1e9;
+      boxes.forEach(function (r) {
+        if (r.top >= bottom - 2) { n += 1; bottom = r.bottom; } else { bottom = Math.max(bottom, r.bottom); }
+      });
+      lines = Math.max(lines, n);
+    });
+  });
+  document.body.setAttribute('data-headline', width + 'px ' + lines + 'lines');
 });
 "#;
 
@@ -63,9 +86,25 @@ fn swatch(run: &RunReport) -> String {
     )
 }
 
+/// The headline table in two parts of at most eight columns each (so it reads at 1280 px
+/// without squeezing a cell: names and figures never break inside, a `--repeat` range goes on
+/// its own line under its median).
 fn headline(s: &mut String, r: &Report, mb: bool) {
-    s.push_str("<table>\n<tr><th>strategy</th>");
-    for c in HEADLINE {
+    let (first, more) = HEADLINE.split_at(HEADLINE.len().min(HEADLINE_FIRST));
+    headline_part(s, r, mb, first);
+    if !more.is_empty() {
+        s.push_str("<p class=\"more\">More figures per run:</p>\n");
+        headline_part(s, r, mb, more);
+    }
+}
+
+/// How many of the headline's columns go in its first table.
+const HEADLINE_FIRST: usize = 7;
+
+/// One table of the headline: the strategy and `columns`.
+fn headline_part(s: &mut String, r: &Report, mb: bool, columns: &[Column]) {
+    s.push_str("<table class=\"headline\">\n<tr><th>strategy</th>");
+    for c in columns {
         let _ = write!(s, "<th>{}</th>", esc(c.header()));
     }
     s.push_str("</tr>\n");
@@ -78,8 +117,13 @@ fn headline(s: &mut String, r: &Report, mb: bool) {
             esc(&super::repeats::row_label(&runs, mb))
         );
         let worst = runs.iter().filter_map(|r| r.findings.oversell).max();
-        for c in HEADLINE {
-            let cell = esc(&super::table::repeats_cell(*c, &runs));
+        for c in columns {
+            let cell = super::table::repeats_cell(*c, &runs);
+            let cell = if runs.len() > 1 {
+                repeated_cell(&cell)
+            } else {
+                esc(&cell)
+            };
             let _ = match (c, worst) {
                 (Column::Metric(Metric::Oversell), Some(0)) => {
                     write!(s, r#"<td><span class="good">{cell}</span></td>"#)
@@ -93,6 +137,15 @@ fn headline(s: &mut String, r: &Report, mb: bool) {
         s.push_str("</tr>\n");
     }
     s.push_str("</table>\n");
+}
+
+/// A headline cell of a `--repeat` row, escaped: its `(min–max)` and each further value
+/// (` · `) on a line of its own.
+fn repeated_cell(text: &str) -> String {
+    esc(text).replace(" (", "<br>(").replace(" · ", "<br>")
+}
+
+fn headline_notes(s: &mut String, r: &Report) {
     if let Some(legend) = super::bound_legend(r) {
         let _ = writeln!(s, "<p>{}</p>", esc(legend));
     }
@@ -314,6 +367,7 @@ pub fn render(r: &Report, charts: &[Rendered]) -> String {
     }
     s.push_str("<h2>Headline</h2>\n");
     headline(&mut s, r, mb);
+    headline_notes(&mut s, r);
     faults(&mut s, r);
     s.push_str("<h2>Verdicts</h2>\n");
     verdicts(&mut s, r, mb);

@@ -608,7 +608,18 @@ pub fn read(path: &Path) -> anyhow::Result<Report> {
     let text =
         std::fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
     let not_a_report = || format!("{} is not an oversell report", file.display());
-    let mut json: serde_json::Value = serde_json::from_str(&text).with_context(not_a_report)?;
+    let expected = || {
+        anyhow::anyhow!(
+            "{} is not an oversell report: expected the report.json a run writes (JSON with \
+             \"schema\": {SCHEMA:?}), or the report folder holding it, e.g. \
+             reports/20261130T073444Z-flash-100",
+            file.display()
+        )
+    };
+    let mut json: serde_json::Value = serde_json::from_str(&text).map_err(|_| expected())?;
+    if !json.is_object() {
+        return Err(expected());
+    }
     match json.get("schema").and_then(|s| s.as_str()) {
         Some(SCHEMA) => {}
         Some(v1::SCHEMA) => v1::upgrade(&mut json).with_context(not_a_report)?,
@@ -617,7 +628,7 @@ pub fn read(path: &Path) -> anyhow::Result<Report> {
             file.display(),
             v1::SCHEMA
         ),
-        None => return Err(anyhow::anyhow!("no schema field")).with_context(not_a_report),
+        None => return Err(expected()),
     }
     serde_json::from_value(json).with_context(not_a_report)
 }

@@ -207,10 +207,12 @@ impl RunPlan {
         }
     }
 
-    /// Prints a line to stderr unless the plan is quiet.
+    /// Prints a line to stderr unless the plan is quiet, folded at 100 columns with its
+    /// continuation lines indented under it (a run's lines stay under its `==` header).
     fn say(&self, line: &str) {
         if self.progress {
-            crate::telemetry::stderr_line(line);
+            let folded = report::table::wrap(line, report::table::TERMINAL_WIDTH);
+            crate::telemetry::stderr_line(&folded);
         }
     }
 }
@@ -277,6 +279,7 @@ pub async fn execute(plan: &RunPlan) -> anyhow::Result<(report::Report, PathBuf)
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     log.open(&dir.join("run.log"))
         .with_context(|| format!("creating {}", dir.join("run.log").display()))?;
+    crate::traffic::goose_output::log_in(&dir);
     let mut report = empty_report(plan, metadata);
     for i in 0..plan.runs() {
         let slot = plan.slot(i);

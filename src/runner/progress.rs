@@ -57,7 +57,8 @@ pub(super) fn start(slot: &Slot, src: Sources) -> Watch {
         crate::telemetry::set_progress_bar(Some(bar.clone()));
         bar
     });
-    let label = slot.to_string();
+    // The `== run i/N label` line above names the run; each line under it says only which.
+    let label = format!("run {}/{}", slot.index, slot.of);
     let shown = bar.clone();
     let src = Arc::new(src);
     let watched = src.clone();
@@ -75,7 +76,13 @@ pub(super) fn start(slot: &Slot, src: Sources) -> Watch {
                     bar.set_position(arrived);
                     bar.set_message(msg);
                 }
-                None => eprintln!("   [{label}] {}", line(&src)),
+                None => eprintln!(
+                    "{}",
+                    crate::report::table::wrap(
+                        &format!("   [{label}] {}", line(&src)),
+                        crate::report::table::TERMINAL_WIDTH
+                    )
+                ),
             }
         }
     });

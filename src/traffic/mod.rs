@@ -4,6 +4,7 @@
 pub mod adversary;
 pub mod attack;
 pub mod buyers_csv;
+pub mod goose_output;
 pub mod login;
 pub mod mapping;
 pub mod recorder;

@@ -12,6 +12,8 @@ use std::path::Path;
 
 pub mod masked;
 mod validate;
+mod written;
+use crate::duration::Written;
 use validate::bad;
 pub use validate::{FieldError, ScenarioError, ScenarioProblem, MAX_BUYERS};
 
@@ -127,10 +129,18 @@ pub struct BuyersSpec {
     #[serde(default = "seed")]
     pub seed: u64,
     pub arrival: Arrival,
-    /// Seconds over which buyers arrive.
+    /// Seconds over which buyers arrive (or `window = "60s"`).
+    #[serde(default = "written::unset")]
     pub window_s: f64,
-    #[serde(default = "burst_s")]
+    /// `window = "60s"`: [`BuyersSpec::window_s`] with its unit (one of the two).
+    #[serde(default, skip_serializing)]
+    pub window: Option<Written>,
+    /// Seconds of the opening rush (`arrival = "burst"`; default 5; or `burst = "5s"`).
+    #[serde(default = "written::unset")]
     pub burst_s: f64,
+    /// `burst = "5s"`: [`BuyersSpec::burst_s`] with its unit.
+    #[serde(default, skip_serializing)]
+    pub burst: Option<Written>,
     #[serde(default = "burst_share")]
     pub burst_share: f64,
     /// `arrival = "trace"`: buyers per interval, the window cut into `trace.len()` equal
@@ -148,8 +158,12 @@ pub struct BrowseSpec {
     pub view_share: f64,
     /// Page views per viewing buyer, inclusive range.
     pub views: [u32; 2],
-    /// Think time after each view, milliseconds, inclusive range.
+    /// Think time after each view, milliseconds, inclusive range (or `think = ["0ms", "2s"]`).
+    #[serde(default = "written::unset_range")]
     pub think_ms: [u64; 2],
+    /// `think = ["0ms", "2s"]`: [`BrowseSpec::think_ms`] with units.
+    #[serde(default, skip_serializing)]
+    pub think: Option<[Written; 2]>,
 }
 
 /// `[bots]`: scripts that re-submit the same order.
@@ -160,8 +174,12 @@ pub struct BotsSpec {
     pub share: f64,
     /// Extra submissions per bot, same user and device.
     pub resubmits: u32,
-    /// Gap between a bot's submissions, milliseconds, inclusive range.
+    /// Gap between a bot's submissions, milliseconds, inclusive range (or `interval`).
+    #[serde(default = "written::unset_range")]
     pub interval_ms: [u64; 2],
+    /// `interval = ["20ms", "100ms"]`: [`BotsSpec::interval_ms`] with units.
+    #[serde(default, skip_serializing)]
+    pub interval: Option<[Written; 2]>,
     /// Bots come from this many client IPs.
     pub ip_pool: u32,
 }
@@ -174,8 +192,12 @@ pub struct AfterOrderSpec {
     pub cancel: f64,
     /// Walk away: the order waits for the payment timeout.
     pub abandon: f64,
-    /// Think time before paying or cancelling, milliseconds, inclusive range.
+    /// Think time before paying or cancelling, milliseconds, inclusive range (or `think`).
+    #[serde(default = "written::unset_range")]
     pub think_ms: [u64; 2],
+    /// `think = ["1s", "5s"]`: [`AfterOrderSpec::think_ms`] with units.
+    #[serde(default, skip_serializing)]
+    pub think: Option<[Written; 2]>,
 }
 
 /// `[adversarial]`: shares of the buyers who get an order that follow a script (see
@@ -225,10 +247,18 @@ impl AdversarialSpec {
 #[serde(deny_unknown_fields)]
 pub struct WaveSpec {
     pub count: u32,
-    /// Seconds after the sale opens.
+    /// Seconds after the sale opens (or `at = "20s"`).
+    #[serde(default = "written::unset")]
     pub at_s: f64,
-    /// Seconds over which the wave arrives (uniformly).
+    /// `at = "20s"`: [`WaveSpec::at_s`] with its unit.
+    #[serde(default, skip_serializing)]
+    pub at: Option<Written>,
+    /// Seconds over which the wave arrives, uniformly (or `window = "10s"`).
+    #[serde(default = "written::unset")]
     pub window_s: f64,
+    /// `window = "10s"`: [`WaveSpec::window_s`] with its unit.
+    #[serde(default, skip_serializing)]
+    pub window: Option<Written>,
 }
 
 /// `[client] senders`'s default: goose users (senders) in the pool, at most; one per buyer
@@ -241,8 +271,13 @@ pub const SENDERS: u32 = 2048;
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ClientSpec {
-    /// A request not answered within this is a timeout (an error).
+    /// A request not answered within this many milliseconds is a timeout (an error; or
+    /// `timeout = "10s"`).
+    #[serde(default = "written::unset_ms")]
     pub timeout_ms: u64,
+    /// `timeout = "10s"`: [`ClientSpec::timeout_ms`] with its unit.
+    #[serde(default, skip_serializing)]
+    pub timeout: Option<Written>,
     /// Real buyers come from this many client IPs (sent as `X-Forwarded-For`).
     pub ip_pool: u32,
     /// The most goose senders the generator starts (one per buyer below it): a request that
@@ -290,9 +325,6 @@ fn item_name() -> String {
 fn seed() -> u64 {
     1
 }
-fn burst_s() -> f64 {
-    5.0
-}
 fn burst_share() -> f64 {
     0.8
 }
@@ -303,6 +335,7 @@ impl Default for BrowseSpec {
             view_share: 0.0,
             views: [1, 1],
             think_ms: [0, 0],
+            think: None,
         }
     }
 }
@@ -313,6 +346,7 @@ impl Default for BotsSpec {
             share: 0.0,
             resubmits: 0,
             interval_ms: [20, 100],
+            interval: None,
             ip_pool: 4,
         }
     }
@@ -325,6 +359,7 @@ impl Default for AfterOrderSpec {
             cancel: 0.0,
             abandon: 0.0,
             think_ms: [0, 0],
+            think: None,
         }
     }
 }
@@ -333,6 +368,7 @@ impl Default for ClientSpec {
     fn default() -> Self {
         ClientSpec {
             timeout_ms: 10_000,
+            timeout: None,
             ip_pool: 1000,
             senders: SENDERS,
             retry: None,
@@ -353,7 +389,9 @@ impl Scenario {
 
     /// Parses and validates scenario text.
     pub fn parse(text: &str) -> Result<Scenario, ScenarioProblem> {
-        let s: Scenario = toml::from_str(text)?;
+        let mut s: Scenario = toml::from_str(text)?;
+        s.resolve_units()?;
+        s.resolve_fault_units()?;
         s.validate()?;
         Ok(s)
     }

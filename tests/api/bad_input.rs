@@ -271,3 +271,138 @@ async fn a_tokenless_shop_on_loopback_answers_no_other_host_name_and_one_with_a_
     assert_ne!(r.status().as_u16(), 421);
     app.teardown().await;
 }
+
+/// The command line's bad input: each refused with exit 2 and a sentence saying what was
+/// expected, before anything is started or sent.
+mod command_line {
+    use crate::helpers::{bundled_with, oversell_cli};
+
+    #[tokio::test]
+    async fn a_sale_of_zero_units_is_refused_naming_the_field() {
+        let tmp = tempfile::tempdir().unwrap();
+        let file = bundled_with("smoke", tmp.path(), &[("stock = 10", "stock = 0")]);
+        let run = oversell_cli(
+            &[
+                "run",
+                "--strategy",
+                "naive",
+                "--scenario",
+                &file,
+                "--dry-run",
+            ],
+            &[],
+        )
+        .await;
+        assert_eq!(run.code, 2, "{}", run.both());
+        assert!(
+            run.stderr.contains("item.stock") && run.stderr.contains("between 1 and 1000000"),
+            "{}",
+            run.both()
+        );
+    }
+
+    #[tokio::test]
+    async fn a_target_without_a_scheme_gets_a_did_you_mean() {
+        for target in ["127.0.0.1:8000", "localhost:8000"] {
+            let run = oversell_cli(&["attack", "--target", target, "--dry-run"], &[]).await;
+            assert_eq!(run.code, 2, "{}", run.both());
+            assert!(
+                run.stderr
+                    .contains(&format!("did you mean http://{target}?")),
+                "{}",
+                run.both()
+            );
+            assert!(!run.stderr.contains("relative URL"), "{}", run.both());
+        }
+    }
+
+    #[tokio::test]
+    async fn diff_of_a_file_that_is_no_report_says_what_it_expected() {
+        let tmp = tempfile::tempdir().unwrap();
+        let notes = tmp.path().join("notes.txt");
+        std::fs::write(&notes, "hello").unwrap();
+        let other = tmp.path().join("other.json");
+        std::fs::write(&other, "[1, 2]").unwrap();
+        for (a, b) in [(&notes, &notes), (&other, &notes)] {
+            let run = oversell_cli(&["diff", a.to_str().unwrap(), b.to_str().unwrap()], &[]).await;
+            assert_eq!(run.code, 2, "{}", run.both());
+            assert!(
+                run.stderr
+                    .contains("is not an oversell report: expected the report.json"),
+                "{}",
+                run.both()
+            );
+            assert!(
+                !run.stderr.contains("line 1 column"),
+                "no parser position: {}",
+                run.both()
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn a_fault_duration_without_a_unit_is_refused_naming_it() {
+        let run = oversell_cli(
+            &[
+                "run",
+                "--strategy",
+                "naive",
+                "--fault",
+                "db-outage@1:500",
+                "--dry-run",
+            ],
+            &[],
+        )
+        .await;
+        assert_eq!(run.code, 2, "{}", run.both());
+        assert!(
+            run.stderr.contains("no unit") && run.stderr.contains("500ms"),
+            "{}",
+            run.both()
+        );
+        let ok = oversell_cli(
+            &[
+                "run",
+                "--strategy",
+                "naive",
+                "--scenario",
+                "smoke",
+                "--fault",
+                "db-outage@1.5s:1.5s",
+                "--dry-run",
+            ],
+            &[],
+        )
+        .await;
+        assert_eq!(ok.code, 0, "{}", ok.both());
+        assert!(ok.stdout.contains("db-outage@1.5:1500ms"), "{}", ok.both());
+    }
+
+    #[tokio::test]
+    async fn negative_numbers_are_refused_with_a_sentence_not_taken_for_flags() {
+        for (args, says) in [
+            (
+                &["run", "--strategy", "naive", "--repeat", "-3"][..],
+                "must be at least 1 (got -3)",
+            ),
+            (
+                &["run", "--strategy", "naive", "--drain-timeout", "-1s"],
+                "negative",
+            ),
+            (
+                &["bench", "redis", "--concurrency", "0"],
+                "must be at least 1 (got 0)",
+            ),
+            (&["capacity", "--budget", "600"], "no unit"),
+        ] {
+            let run = oversell_cli(args, &[]).await;
+            assert_eq!(run.code, 2, "{args:?}: {}", run.both());
+            assert!(run.stderr.contains(says), "{args:?}: {}", run.both());
+            assert!(
+                !run.stderr.contains("unexpected argument"),
+                "{args:?}: {}",
+                run.both()
+            );
+        }
+    }
+}

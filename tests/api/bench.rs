@@ -314,7 +314,7 @@ async fn bench_generator_refuses_a_zero_rate() {
     let run = oversell_cli(&["bench", "generator", "--rate", "0"], &[]).await;
     assert_eq!(run.code, 2, "{}", run.both());
     assert!(
-        run.stderr.contains("--rate must be at least 1"),
+        run.stderr.contains("--rate") && run.stderr.contains("must be at least 1 (got 0)"),
         "{}",
         run.both()
     );

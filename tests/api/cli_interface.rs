@@ -207,3 +207,249 @@ async fn serve_refuses_a_short_admin_token_on_a_public_address() {
     assert!(!run.stderr.contains("change-me"), "the token is not echoed");
     assert!(!run.stdout.contains("listening"), "{}", run.both());
 }
+
+#[tokio::test]
+async fn run_and_compare_dry_runs_print_each_run_and_send_nothing() {
+    let run = oversell_cli(
+        &[
+            "run",
+            "--strategy",
+            "naive",
+            "--scenario",
+            "smoke",
+            "--dry-run",
+            "--services",
+            "external",
+            "--database-url",
+            "postgres://nobody@127.0.0.1:1/none",
+        ],
+        &[],
+    )
+    .await;
+    assert_eq!(
+        run.code,
+        0,
+        "nothing is reached, so nothing fails: {}",
+        run.both()
+    );
+    assert!(
+        run.stdout.contains("dry run: nothing is sent. 1 run(s)"),
+        "{}",
+        run.both()
+    );
+    assert!(
+        run.stdout.contains("run 1/1: naive/postgres"),
+        "{}",
+        run.both()
+    );
+    assert!(
+        run.stdout.contains("arrivals"),
+        "the schedule is shown: {}",
+        run.both()
+    );
+
+    let run = oversell_cli(
+        &[
+            "compare",
+            "--strategy",
+            "naive,redis-lua",
+            "--backend",
+            "postgres,mysql",
+            "--scenario",
+            "smoke",
+            "--repeat",
+            "2",
+            "--fault",
+            "db-outage@1:500ms",
+            "--dry-run",
+            "--json",
+        ],
+        &[],
+    )
+    .await;
+    assert_eq!(run.code, 0, "{}", run.both());
+    let v = one_json_document(&run);
+    assert_eq!(v["dry_run"], true, "{v}");
+    let runs: Vec<&str> = v["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r.as_str().unwrap())
+        .collect();
+    assert_eq!(runs.len(), 8, "2 strategies × 2 backends × 2 repeats: {v}");
+    assert!(runs.contains(&"redis-lua/mysql #2"), "{runs:?}");
+
+    assert!(
+        run.stderr.contains("faults in each run: db-outage@1:500ms"),
+        "{}",
+        run.both()
+    );
+
+    // With several backends --database-url serves the one it names, as --help says (it was
+    // refused as "another backend than asked").
+    let run = oversell_cli(
+        &[
+            "compare",
+            "--backend",
+            "postgres,mysql",
+            "--database-url",
+            "postgres://nobody@127.0.0.1:1/none",
+            "--dry-run",
+        ],
+        &[],
+    )
+    .await;
+    assert_eq!(run.code, 0, "{}", run.both());
+    assert!(run.stdout.contains("naive/mysql"), "{}", run.both());
+    let widest = run.stdout.lines().map(|l| l.chars().count()).max();
+    assert!(
+        widest <= Some(100),
+        "the plan fits 100 columns: {}",
+        run.stdout
+    );
+}
+
+#[tokio::test]
+async fn capacity_against_a_foreign_target_caps_its_rate_and_says_so() {
+    let run = oversell_cli(
+        &[
+            "capacity",
+            "--target",
+            "http://127.0.0.1:9",
+            "--scenario",
+            "scenarios/rehearsal-stock-only.toml",
+            "--dry-run",
+        ],
+        &[],
+    )
+    .await;
+    assert_eq!(run.code, 0, "{}", run.both());
+    // rehearsal-stock-only: 300 buyers over 3 s, 100/s; capped at 4× that.
+    assert!(
+        run.stderr.contains("rates capped at 400 buyers/s"),
+        "the cap is printed: {}",
+        run.both()
+    );
+    let worst = run
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("worst case: at most "))
+        .unwrap_or_else(|| panic!("{}", run.both()));
+    let n: u64 = worst["worst case: at most ".len()..]
+        .split(' ')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(n < 200_000, "the worst case is capped: {worst}");
+    assert!(
+        run.flat_stdout().contains("none above 400 buyers/s"),
+        "{}",
+        run.both()
+    );
+    // --max-rate lifts the cap, and nothing is printed about one.
+    let run = oversell_cli(
+        &[
+            "capacity",
+            "--target",
+            "http://127.0.0.1:9",
+            "--scenario",
+            "scenarios/rehearsal-stock-only.toml",
+            "--max-rate",
+            "800",
+            "--dry-run",
+        ],
+        &[],
+    )
+    .await;
+    assert_eq!(run.code, 0, "{}", run.both());
+    assert!(!run.stderr.contains("capped"), "{}", run.both());
+}
+
+#[tokio::test]
+async fn attack_without_a_scenario_fires_the_small_smoke_rush_and_says_so() {
+    let run = oversell_cli(
+        &[
+            "attack",
+            "--target",
+            "http://127.0.0.1:9",
+            "--dry-run",
+            "--json",
+        ],
+        &[],
+    )
+    .await;
+    assert_eq!(run.code, 0, "{}", run.both());
+    assert!(
+        run.stderr
+            .contains("no --scenario: using the small bundled `smoke` rush"),
+        "{}",
+        run.both()
+    );
+    let v = one_json_document(&run);
+    let smoke = oversell::scenarios::resolve(std::path::Path::new("smoke"))
+        .unwrap()
+        .0;
+    assert_eq!(
+        v["plan"]["buyers"].as_u64(),
+        Some(smoke.total_buyers() as u64),
+        "{v}"
+    );
+}
+
+#[tokio::test]
+async fn the_scenario_list_fits_100_columns() {
+    let run = oversell_cli(&["scenarios"], &[]).await;
+    assert_eq!(run.code, 0, "{}", run.both());
+    let widest = run.stdout.lines().map(|l| l.chars().count()).max().unwrap();
+    assert!(widest <= 100, "{widest} columns:\n{}", run.stdout);
+    for b in oversell::scenarios::BUNDLED {
+        assert!(
+            run.stdout.lines().any(|l| l.starts_with(b.name)),
+            "{}",
+            b.name
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn goose_prints_nothing_on_the_terminal_its_lines_go_to_the_runs_goose_log() {
+    let db = fresh_db_url(Backend::Postgres);
+    let out = tempfile::tempdir().unwrap();
+    let run = oversell_cli(
+        &[
+            "run",
+            "--strategy",
+            "conditional",
+            "--scenario",
+            "smoke",
+            "--database-url",
+            &db,
+            "--redis-url",
+            &crate::helpers::redis_url(),
+            "--out",
+            out.path().to_str().unwrap(),
+        ],
+        &[],
+    )
+    .await;
+    drop_database(&db).await;
+    assert_eq!(run.code, 0, "{}", run.both());
+    assert!(
+        !run.stdout.contains("users launched") && !run.stderr.contains("users launched"),
+        "goose's line stays off the terminal: {}",
+        run.both()
+    );
+    assert!(
+        run.stdout.contains("conditional: sold 10 of 10"),
+        "{}",
+        run.both()
+    );
+    let dir = crate::helpers::only_report_dir(out.path());
+    let log = std::fs::read_to_string(dir.join("goose.log")).unwrap_or_default();
+    assert!(log.contains("users launched"), "goose.log: {log:?}");
+    // Every progress line fits 100 columns, a longer one folded under its run.
+    for line in run.stderr.lines() {
+        assert!(line.chars().count() <= 100, "{line}");
+    }
+}

@@ -134,7 +134,7 @@ async fn a_crashed_postgres_loses_no_acknowledged_order_on_any_strategy() {
     strategies.push(Strategy::RedisLua);
 
     let runs = run_all(
-        sale(&["db-crash@0.2:800"]),
+        sale(&["db-crash@0.2:800ms"]),
         &strategies,
         Backend::Postgres,
         &db,
@@ -161,7 +161,7 @@ async fn a_crashed_and_a_restarted_mariadb_lose_no_acknowledged_order() {
     strategies.push(Strategy::RedisLua);
 
     let runs = run_all(
-        sale(&["db-crash@0.2:800", "db-restart@2.5:500"]),
+        sale(&["db-crash@0.2:800ms", "db-restart@2.5:500ms"]),
         &strategies,
         Backend::Mysql,
         &db,
@@ -180,7 +180,7 @@ async fn reconciliation_on_a_lagging_replica_never_oversells_and_settles_at_zero
     let Some((set, db)) = managed(ServerKind::Postgres).await else {
         return;
     };
-    let mut s = sale(&["replica-lag@0.3:2500"]);
+    let mut s = sale(&["replica-lag@0.3:2500ms"]);
     s.buyers.window_s = 4.0;
 
     let runs = run_all(s, &[Strategy::RedisLua], Backend::Postgres, &db).await;
@@ -239,10 +239,14 @@ async fn server_faults_are_refused_with_a_reason_without_a_managed_server_or_a_r
         strategy: "redis-lua".into(),
         replica_url: None,
     };
-    let faults: Vec<FaultSpec> = ["db-crash@0:100", "db-restart@0:100", "replica-lag@0:100"]
-        .iter()
-        .map(|f| FaultSpec::parse_flag(f).unwrap())
-        .collect();
+    let faults: Vec<FaultSpec> = [
+        "db-crash@0:100ms",
+        "db-restart@0:100ms",
+        "replica-lag@0:100ms",
+    ]
+    .iter()
+    .map(|f| FaultSpec::parse_flag(f).unwrap())
+    .collect();
 
     let applied = Engine::start(&faults, owned, tokio::time::Instant::now())
         .finish()

@@ -13,7 +13,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::path::{Component, Path, PathBuf};
 use std::process::Command;
 
-fn root() -> &'static Path {
+pub(crate) fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
@@ -213,7 +213,7 @@ fn broken_links(file: &Path, docs: &HashMap<PathBuf, Doc>) -> Vec<String> {
     broken
 }
 
-fn markdown_under(dir: &Path, out: &mut Vec<PathBuf>) {
+pub(crate) fn markdown_under(dir: &Path, out: &mut Vec<PathBuf>) {
     for entry in std::fs::read_dir(root().join(dir)).unwrap() {
         let entry = entry.unwrap();
         let rel = dir.join(entry.file_name());

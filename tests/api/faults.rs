@@ -135,7 +135,7 @@ fn assert_no_private_redis_left(dir: &Path) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn for_update_loses_nothing_under_a_db_outage_and_answers_503_meanwhile() {
     let mut s = sale("");
-    s.faults = vec![fault("db-outage@0:1500")];
+    s.faults = vec![fault("db-outage@0:1500ms")];
 
     let run = run_one(s, Strategy::ForUpdate, Backend::Postgres).await;
 
@@ -159,7 +159,7 @@ async fn for_update_loses_nothing_under_a_db_outage_and_answers_503_meanwhile() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn optimistic_on_mariadb_loses_nothing_under_a_db_outage_and_a_table_lock() {
     let mut s = sale("");
-    s.faults = vec![fault("db-outage@0:800"), fault("db-lock@1:700")];
+    s.faults = vec![fault("db-outage@0:800ms"), fault("db-lock@1:700ms")];
 
     let run = run_one(s, Strategy::Optimistic, Backend::Mysql).await;
 
@@ -176,7 +176,7 @@ async fn optimistic_on_mariadb_loses_nothing_under_a_db_outage_and_a_table_lock(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_db_lock_on_postgres_stalls_for_update_without_losing_anything() {
     let mut s = sale("");
-    s.faults = vec![fault("db-lock@0:800")];
+    s.faults = vec![fault("db-lock@0:800ms")];
 
     let run = run_one(s, Strategy::ForUpdate, Backend::Postgres).await;
 
@@ -187,7 +187,7 @@ async fn a_db_lock_on_postgres_stalls_for_update_without_losing_anything() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_shop_comes_back_on_its_port_and_loses_no_acknowledged_order() {
     let mut s = sale("");
-    s.faults = vec![fault("shop-kill@0.1:700")];
+    s.faults = vec![fault("shop-kill@0.1:700ms")];
 
     let run = run_one(s, Strategy::ForUpdate, Backend::Postgres).await;
 
@@ -213,7 +213,10 @@ async fn a_killed_shop_comes_back_on_its_port_and_loses_no_acknowledged_order() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_pause_and_connection_kills_on_the_private_redis_lose_nothing() {
     let mut s = sale("");
-    s.faults = vec![fault("redis-pause@0.1:600"), fault("redis-conn-kill@1:500")];
+    s.faults = vec![
+        fault("redis-pause@0.1:600ms"),
+        fault("redis-conn-kill@1:500ms"),
+    ];
 
     let run = run_one(s, Strategy::RedisLua, Backend::Postgres).await;
 
@@ -268,7 +271,7 @@ async fn a_redelivered_stream_restocks_nothing_twice() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_redis_fault_on_a_strategy_without_redis_is_skipped_with_a_note() {
     let mut s = sale("");
-    s.faults = vec![fault("redis-restart@0.1:300"), fault("redeliver@0.5")];
+    s.faults = vec![fault("redis-restart@0.1:300ms"), fault("redeliver@0.5")];
 
     let run = run_one(s, Strategy::ForUpdate, Backend::Postgres).await;
 
@@ -284,7 +287,10 @@ async fn a_redis_fault_on_a_strategy_without_redis_is_skipped_with_a_note() {
 async fn redis_faults_on_redis_buckets_are_injected_and_judged_not_skipped() {
     // Arrange: redis-buckets (it uses Redis) under a pause and connection kills.
     let mut s = sale("");
-    s.faults = vec![fault("redis-pause@0.1:600"), fault("redis-conn-kill@1:500")];
+    s.faults = vec![
+        fault("redis-pause@0.1:600ms"),
+        fault("redis-conn-kill@1:500ms"),
+    ];
 
     // Act
     let run = run_one(s, Strategy::RedisBuckets, Backend::Postgres).await;
@@ -362,7 +368,7 @@ async fn gate_restart_during_lag(mode: &str) -> (CliRun, serde_json::Value) {
             &redis_url(),
             // The database is away while the stream fills; Redis restarts in the middle.
             "--fault",
-            "db-outage@0:2500",
+            "db-outage@0:2500ms",
             "--fault",
             "redis-restart@0.8:300ms",
             "--out",
@@ -488,7 +494,7 @@ async fn a_run_that_fails_leaves_no_private_redis_running() {
     let tmp = tempfile::tempdir().unwrap();
     let db = fresh_db_url(Backend::Postgres);
     let mut s = sale("");
-    s.faults = vec![fault("redis-restart@0.5:300")];
+    s.faults = vec![fault("redis-restart@0.5:300ms")];
     let plan = RunPlan::reference(
         s,
         tmp.path().join("faults.toml"),
@@ -525,7 +531,7 @@ async fn a_bad_fault_is_refused_with_exit_2_naming_what_is_allowed() {
         "{}",
         run.both()
     );
-    let run = oversell_cli(&["gate", "--fault", "db-outage@1:2min"], &[]).await;
+    let run = oversell_cli(&["gate", "--fault", "db-outage@1:2000"], &[]).await;
     assert_eq!(run.code, 2, "{}", run.both());
     assert!(run.stderr.contains("500ms"), "{}", run.both());
 

@@ -157,8 +157,10 @@ async fn the_live_endpoint_shows_arrivals_and_answers_growing_while_a_bundled_sc
         "{shop_targets:?}"
     );
     // The shop's own /metrics address was printed.
+    // (The line is folded at 100 columns: read it with its continuation.)
+    let flat = stderr.split_whitespace().collect::<Vec<_>>().join(" ");
     assert!(
-        stderr.contains("/metrics, log "),
+        flat.contains("/metrics, log "),
         "the shop's metrics address is printed: {stderr}"
     );
     // The bundled scenario was used, and said so.
@@ -272,14 +274,25 @@ async fn a_failed_command_with_json_says_so_on_stdout() {
 async fn oversell_scenarios_lists_every_bundled_scenario_with_its_description() {
     let run = oversell_cli(&["scenarios"], &[]).await;
     assert_eq!(run.code, 0, "{}", run.both());
+    let flat = |t: &str| t.split_whitespace().collect::<Vec<_>>().join(" ");
+    let lines: Vec<&str> = run.stdout.lines().collect();
     for b in oversell::scenarios::BUNDLED {
         let s = b.load().unwrap();
-        let line = run
-            .stdout
-            .lines()
-            .find(|l| l.starts_with(b.name))
+        let at = lines
+            .iter()
+            .position(|l| l.split_whitespace().next() == Some(b.name))
             .unwrap_or_else(|| panic!("{} is listed: {}", b.name, run.stdout));
-        assert!(line.contains(s.description.trim()), "{line}");
+        // A long description continues on the indented rows under its scenario (100 columns).
+        let rows: Vec<&str> = std::iter::once(lines[at])
+            .chain(
+                lines[at + 1..]
+                    .iter()
+                    .copied()
+                    .take_while(|l| l.starts_with(' ')),
+            )
+            .collect();
+        let listed = flat(&rows.join(" "));
+        assert!(listed.contains(&flat(&s.description)), "{listed}");
     }
 }
 

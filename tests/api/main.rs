@@ -17,6 +17,7 @@ mod consumers;
 mod db_faults;
 mod deploy;
 mod docs;
+mod docs_spelling;
 mod durability;
 mod edge;
 mod evidence;

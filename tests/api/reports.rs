@@ -350,6 +350,27 @@ async fn report_html_loads_in_chromium_with_every_chart_drawn() {
         "console errors: {console_errors:?}"
     );
     assert!(!dom.contains("data-size=\"0x"), "a chart has zero width");
+    // The headline tables at 1280 px: within the page's 1260 px, and no cell broken over two
+    // lines (a name like for-update/postgres, a latency) in a report without repeats.
+    let headline = body
+        .split("data-headline=\"")
+        .nth(1)
+        .and_then(|b| b.split('"').next())
+        .unwrap_or_else(|| panic!("no headline layout measured: <body{body}>"));
+    let (width, lines) = headline
+        .split_once("px ")
+        .and_then(|(w, l)| {
+            Some((
+                w.parse::<u32>().ok()?,
+                l.strip_suffix("lines")?.parse::<u32>().ok()?,
+            ))
+        })
+        .unwrap_or_else(|| panic!("data-headline={headline:?}"));
+    assert!(
+        width <= 1260,
+        "the headline table is {width} px wide at a 1280 px window"
+    );
+    assert_eq!(lines, 1, "a headline cell wraps at 1280 px ({headline})");
 }
 
 fn diff(args: &[&str]) -> (i32, String, String) {

@@ -283,21 +283,33 @@ pub fn integrity<DB: DrawingBackend>(
     root: &DrawingArea<DB, Shift>,
     runs: &[RunData<'_>],
 ) -> DrawResult<DB> {
-    let root = root.titled(
-        "Oracle: units oversold, units left unsold, acknowledged orders lost",
-        (FONT, 22),
-    )?;
+    let root = root.titled("Oracle: what the final state shows", (FONT, 22))?;
     let (strip, rest) = root.split_vertically(LEGEND);
     legend_strip(&strip, runs)?;
-    metric_row(
-        &rest,
-        runs,
-        &[
-            (Metric::Oversell, "Oversold units"),
-            (Metric::Undersell, "Undersold units"),
-            (Metric::LostAcks, "Lost acknowledged orders"),
-        ],
-    )
+    let (shown, _) = integrity_panels(runs);
+    metric_row(&rest, runs, &shown)
+}
+
+/// The integrity figure's panels: oversold units always; undersold units and lost
+/// acknowledged orders only when some run has one (or could not verify it) — a panel of zeros
+/// only says what the caption says. Returns the panels and the titles left out.
+pub fn integrity_panels(runs: &[RunData<'_>]) -> (Vec<(Metric, &'static str)>, Vec<&'static str>) {
+    let mut shown = vec![(Metric::Oversell, "Oversold units")];
+    let mut left_out = Vec::new();
+    for (metric, title) in [
+        (Metric::Undersell, "Undersold units"),
+        (Metric::LostAcks, "Lost acknowledged orders"),
+    ] {
+        let happened = runs
+            .iter()
+            .any(|r| !metric.read(r.run).is_ok_and(|v| v == 0.0));
+        if happened {
+            shown.push((metric, title));
+        } else {
+            left_out.push(title);
+        }
+    }
+    (shown, left_out)
 }
 
 /// The post-mortem's four headline metrics: oversold units, average order latency and error

@@ -117,26 +117,80 @@ pub fn histogram<DB: DrawingBackend>(
     legend_column(&side, binned.iter().map(|(r, _)| *r))
 }
 
-/// The percentile spectrum: one line per run.
+/// Height of the percentile figure: one panel per backend.
+pub fn percentiles_height(runs: &[RunData<'_>]) -> u32 {
+    match super::backends(runs).len() {
+        0 | 1 => 640,
+        n => 40 + 520 * n as u32,
+    }
+}
+
+/// The percentile spectrum: one line per run, one panel per backend (each strategy keeps its
+/// own colour there, solid: no two lines of a panel look alike). The panels share their axes
+/// and legend width, so a line reads against the other backend's straight down.
 pub fn percentiles<DB: DrawingBackend>(
     root: &DrawingArea<DB, Shift>,
     runs: &[RunData<'_>],
 ) -> DrawResult<DB> {
+    let Some(y) = latency_range(runs) else {
+        return Ok(());
+    };
+    let backends = super::backends(runs);
+    if backends.len() < 2 {
+        return percentile_panel(root, runs, "Order latency by percentile", runs, y);
+    }
+    let root = root.titled("Order latency by percentile", (FONT, 26))?;
+    let areas = root.split_evenly((backends.len(), 1));
+    for (backend, area) in backends.iter().zip(areas.iter()) {
+        let own: Vec<RunData<'_>> = runs
+            .iter()
+            .filter(|r| r.run.backend_name() == backend)
+            .map(|r| RunData {
+                run: r.run,
+                label: r.label.clone(),
+                colour: super::run_colour(r.run),
+                backend_index: 0,
+                dashed: false,
+                order_latency: r.order_latency.clone(),
+            })
+            .collect();
+        percentile_panel(area, &own, backend, runs, y)?;
+    }
+    Ok(())
+}
+
+/// The latency axis of every run's spectrum: from the decade below the fastest to half again
+/// the slowest, ms (`None`: no run has latencies).
+fn latency_range(runs: &[RunData<'_>]) -> Option<(f64, f64)> {
+    let ys: Vec<f64> = with_data(runs)
+        .flat_map(|(_, h)| spectrum(h).into_iter().map(|p| p.1))
+        .collect();
+    if ys.is_empty() {
+        return None;
+    }
+    let (ymin, ymax) = ys
+        .iter()
+        .fold((f64::MAX, 0.0f64), |(a, b), y| (a.min(*y), b.max(*y)));
+    Some((10f64.powf(ymin.log10().floor()), ymax * 1.5))
+}
+
+/// One panel of the percentile spectrum, titled `title`, on latency axis `y`; its legend column
+/// as wide as `all`'s labels need.
+fn percentile_panel<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    runs: &[RunData<'_>],
+    title: &str,
+    all: &[RunData<'_>],
+    (ymin, ymax): (f64, f64),
+) -> DrawResult<DB> {
     let lines: Vec<(&RunData<'_>, Vec<(f64, f64)>)> =
         with_data(runs).map(|(r, h)| (r, spectrum(h))).collect();
-    if lines.is_empty() {
-        return Ok(());
-    }
-    let ys = lines.iter().flat_map(|(_, l)| l.iter().map(|p| p.1));
-    let (ymin, ymax) = ys.fold((f64::MAX, 0.0f64), |(a, b), y| (a.min(y), b.max(y)));
-    let ymin = 10f64.powf(ymin.log10().floor());
-    let ymax = ymax * 1.5;
     let x = (1.0..SPECTRUM_MAX_X * 1.25)
         .log_scale()
         .with_key_points(vec![1.0, 2.0, 10.0, 100.0, 1_000.0, 10_000.0]);
-    let (plot, side) = with_legend_column(root, lines.iter().map(|(r, _)| *r));
+    let (plot, side) = with_legend_column(root, all.iter());
     let mut chart = ChartBuilder::on(&plot)
-        .caption("Order latency by percentile", (FONT, 26))
+        .caption(title, (FONT, 22))
         .margin(16)
         .x_label_area_size(56)
         .y_label_area_size(80)

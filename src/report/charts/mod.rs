@@ -176,7 +176,8 @@ type DrawResult<DB> = Result<(), DrawingAreaErrorKind<<DB as DrawingBackend>::Er
 impl Figure {
     fn height(&self, runs: &[RunData<'_>]) -> u32 {
         match self {
-            Figure::LatencyHistogram | Figure::LatencyPercentiles => 640,
+            Figure::LatencyHistogram => 640,
+            Figure::LatencyPercentiles => latency::percentiles_height(runs),
             Figure::Timeline(i) => timeline::height(runs[*i].run),
             Figure::Integrity => bars::integrity_height(runs),
             Figure::Headline => bars::headline_height(runs),
@@ -268,10 +269,18 @@ pub fn write_all(dir: &Path, report: &Report) -> anyhow::Result<Vec<Rendered>> {
             Figure::Timeline(i),
         )?;
     }
+    let (_, left_out) = bars::integrity_panels(&runs);
+    let zeros = match left_out.as_slice() {
+        [] => String::new(),
+        some => format!(
+            " {}: 0 in every run (no panel).",
+            some.join(" and ").to_lowercase()
+        ),
+    };
     add(
         "integrity".into(),
         "Oversold, undersold and lost acknowledged orders".into(),
-        "Source: the oracle (final database rows, and Redis for redis-lua, after the queue drained, against the clients' records). n/a = not verifiable.".into(),
+        format!("Source: the oracle (final database rows, and Redis for redis-lua, after the queue drained, against the clients' records). n/a = not verifiable.{zeros}"),
         Figure::Integrity,
     )?;
     add(

@@ -102,7 +102,7 @@ pub fn height(run: &RunReport) -> u32 {
     TITLE_HEIGHT + PANEL_HEIGHT * n as u32
 }
 
-/// The figure caption: which series it draws and where each came from.
+/// The figure caption: the run's verdict, which series it draws and where each came from.
 pub fn caption(run: &RunReport) -> String {
     let mut parts =
         vec!["Orders/s: the simulated clients' records, per second of answer".to_string()];
@@ -133,7 +133,8 @@ pub fn caption(run: &RunReport) -> String {
         format!(" Shaded: fault windows ({}).", faults.join(", "))
     };
     format!(
-        "Time axis shared by every run of the report. Sources — {}.{shaded}",
+        "Verdict: {}. Time axis shared by every run of the report. Sources — {}.{shaded}",
+        run.findings.verdict.trim_end_matches('.'),
         parts.join("; ")
     )
 }
@@ -276,10 +277,8 @@ pub fn draw<DB: DrawingBackend>(
 ) -> DrawResult<DB> {
     let r = &runs[index];
     let (x0, x1) = time_range(runs);
-    let root = root.titled(
-        &format!("Timeline: {} — {}", r.label, r.run.findings.verdict),
-        (FONT, 22),
-    )?;
+    // A short title; the verdict is in the figure's caption ([`caption`]).
+    let root = root.titled(&format!("Timeline: {}", r.label), (FONT, 22))?;
     let ps = panels(r.run);
     let watched = super::watch::panels(r.run);
     let total = ps.len() + watched.len();

@@ -132,8 +132,10 @@ mod tests {
             path: "/tickets/{order_id}".into(),
             body: None,
             headers: Default::default(),
-            interval_ms: 100,
-            max_wait_ms: 1000,
+            interval_ms: Some(100),
+            interval: None,
+            max_wait_ms: Some(1000),
+            max_wait: None,
             outcomes: vec![RawRule {
                 status: vec!["200".into()],
                 field: Some("state".into()),

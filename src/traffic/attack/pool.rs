@@ -463,6 +463,7 @@ pub(super) async fn run(
     config.no_print_metrics = true;
     config.no_error_summary = true;
     config.quiet = 1;
+    let _diverted = crate::traffic::goose_output::divert();
     let attack = async {
         GooseAttack::initialize_with_config(config)?
             .set_client_builder_without_cookies(

@@ -99,6 +99,14 @@ pub enum MappingError {
     )]
     SettleWindow { got: f64 },
     #[error(
+        "field `target.{field}` must be given once: with its unit (`{written} = \"3s\"`) or in \
+         the older field whose name carries the unit ({field}), not both"
+    )]
+    GivenTwice {
+        field: &'static str,
+        written: &'static str,
+    },
+    #[error(
         "field `target.{field}` names {{{name}}}, which only a buyer's request has (the backlog \
          is read for the whole sale)"
     )]

@@ -224,8 +224,10 @@ fn with_poll(outcomes: &[(&str, &str)]) -> RawMapping {
         path: "/api/orders/{order_id}".into(),
         body: None,
         headers: Default::default(),
-        interval_ms: 250,
-        max_wait_ms: 30_000,
+        interval_ms: Some(250),
+        interval: None,
+        max_wait_ms: Some(30_000),
+        max_wait: None,
         outcomes: outcomes
             .iter()
             .map(|(status, outcome)| RawRule {
@@ -257,7 +259,7 @@ fn a_pending_outcome_needs_a_poll_step_that_can_decide() {
         .to_string();
     assert!(e.contains("target.poll.outcomes[0].outcome"), "{e}");
     let mut m = with_poll(&[("200", "created")]);
-    m.poll.as_mut().unwrap().interval_ms = 60_000;
+    m.poll.as_mut().unwrap().interval_ms = Some(60_000);
     let e = Mapping::try_from(m).unwrap_err().to_string();
     assert!(e.contains("target.poll.interval_ms"), "{e}");
     let mut m = with_poll(&[("200", "created")]);
@@ -286,6 +288,7 @@ fn the_settle_table_names_its_fields() {
         let mut m = RawMapping::from(Mapping::default());
         m.settle = Some(RawSettle {
             settle_s,
+            window: None,
             backlog: Some(RawBacklog {
                 method: "GET".into(),
                 path: path.into(),

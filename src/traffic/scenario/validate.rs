@@ -115,8 +115,13 @@ impl ItemSpec {
             }
             _ => {}
         }
-        if !(0..=1_000_000).contains(&self.stock) {
-            bad("item.stock", "between 0 and 1000000", self.stock)?;
+        if !(1..=1_000_000).contains(&self.stock) {
+            bad(
+                "item.stock",
+                "between 1 and 1000000 (a sale of 0 units sells nothing, so nothing can be \
+                 oversold: every order would be answered sold out)",
+                self.stock,
+            )?;
         }
         if !(1..=1000).contains(&self.purchase_limit) {
             bad(

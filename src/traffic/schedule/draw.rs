@@ -116,7 +116,9 @@ pub(super) fn packed_arrivals(s: &Scenario) -> Vec<u64> {
             seed: s.buyers.seed,
             arrival: Arrival::Uniform,
             window_s: w.window_s,
+            window: None,
             burst_s: 0.0,
+            burst: None,
             burst_share: 0.0,
             trace: Vec::new(),
         };

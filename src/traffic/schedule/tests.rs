@@ -202,8 +202,10 @@ fn a_second_wave_arrives_after_its_start_and_is_told_apart() {
     let mut s = scenario("uniform");
     s.second_wave = Some(crate::traffic::scenario::WaveSpec {
         at_s: 20.0,
+        at: None,
         count: 500,
         window_s: 5.0,
+        window: None,
     });
     let plan = all(&build(&s));
     assert_eq!(plan.len(), 2500);

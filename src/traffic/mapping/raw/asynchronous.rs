@@ -5,6 +5,7 @@
 use super::super::check::{self, dot_path, Context, Step};
 use super::super::{BacklogEndpoint, OutcomeRule, PollSpec, SettleSpec};
 use super::{MappingError, RawRequest, RawRule};
+use crate::duration::Written;
 use crate::traffic::recorder::Answer;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -24,15 +25,41 @@ pub struct RawPoll {
     /// Header name → value template (besides `[target] headers`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub headers: BTreeMap<String, String>,
-    /// Milliseconds between a poll's answer and the next poll (default 250).
-    #[serde(default = "poll_interval_ms")]
-    pub interval_ms: u64,
+    /// Milliseconds between a poll's answer and the next poll (default 250; or `interval =
+    /// "250ms"`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval_ms: Option<u64>,
+    /// `interval = "250ms"`: `interval_ms` with its unit.
+    #[serde(default, skip_serializing)]
+    pub interval: Option<Written>,
     /// Milliseconds after the pending answer the order may take to be decided (default
-    /// 30000); then it is `undecided` (indeterminate).
-    #[serde(default = "poll_max_wait_ms")]
-    pub max_wait_ms: u64,
+    /// 30000; or `max_wait = "30s"`); then it is `undecided` (indeterminate).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_wait_ms: Option<u64>,
+    /// `max_wait = "30s"`: `max_wait_ms` with its unit.
+    #[serde(default, skip_serializing)]
+    pub max_wait: Option<Written>,
     /// How a poll's answer is read: `pending` (ask again) or the decision.
     pub outcomes: Vec<RawRule>,
+}
+
+/// Milliseconds from the older field or the one written with its unit (`names`: the older
+/// field under `target.`, the newer key), else `default`; both given is refused.
+fn one_of(
+    names: (&'static str, &'static str),
+    old: Option<u64>,
+    written: Option<Written>,
+    default: u64,
+) -> Result<u64, MappingError> {
+    match (old, written) {
+        (Some(_), Some(_)) => Err(MappingError::GivenTwice {
+            field: names.0,
+            written: names.1,
+        }),
+        (Some(ms), None) => Ok(ms),
+        (None, Some(w)) => Ok(u64::try_from(w.0.as_millis()).unwrap_or(u64::MAX)),
+        (None, None) => Ok(default),
+    }
 }
 
 /// `target.poll.interval_ms`'s default.
@@ -53,9 +80,13 @@ pub const MAX_POLL_WAIT_MS: u64 = 600_000;
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct RawSettle {
-    /// Seconds the oracle's reading must stay unchanged (default 3; `--settle-s` overrides).
+    /// Seconds the oracle's reading must stay unchanged (default 3; or `window = "3s"`;
+    /// `--settle` overrides).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub settle_s: Option<f64>,
+    /// `window = "3s"`: `settle_s` with its unit.
+    #[serde(default, skip_serializing)]
+    pub window: Option<Written>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backlog: Option<RawBacklog>,
 }
@@ -85,17 +116,29 @@ impl RawPoll {
             ..RawRequest::default()
         };
         let request = cx.request(Step::Action("poll".into()), raw)?;
+        let max_wait_ms = one_of(
+            ("poll.max_wait_ms", "max_wait"),
+            self.max_wait_ms,
+            self.max_wait,
+            poll_max_wait_ms(),
+        )?;
+        let interval_ms = one_of(
+            ("poll.interval_ms", "interval"),
+            self.interval_ms,
+            self.interval,
+            poll_interval_ms(),
+        )?;
         let within = |v: u64| (1..=MAX_POLL_WAIT_MS).contains(&v);
-        if !within(self.max_wait_ms) {
+        if !within(max_wait_ms) {
             return Err(MappingError::PollTiming {
                 field: "max_wait_ms",
-                got: self.max_wait_ms,
+                got: max_wait_ms,
             });
         }
-        if !within(self.interval_ms) || self.interval_ms > self.max_wait_ms {
+        if !within(interval_ms) || interval_ms > max_wait_ms {
             return Err(MappingError::PollTiming {
                 field: "interval_ms",
-                got: self.interval_ms,
+                got: interval_ms,
             });
         }
         let outcomes = check::rules("poll.outcomes", self.outcomes)?;
@@ -107,8 +150,8 @@ impl RawPoll {
         }
         Ok(PollSpec {
             request,
-            interval: Duration::from_millis(self.interval_ms),
-            max_wait: Duration::from_millis(self.max_wait_ms),
+            interval: Duration::from_millis(interval_ms),
+            max_wait: Duration::from_millis(max_wait_ms),
             outcomes,
         })
     }
@@ -122,8 +165,10 @@ impl From<PollSpec> for RawPoll {
             path: r.path,
             body: r.body,
             headers: r.headers,
-            interval_ms: p.interval.as_millis() as u64,
-            max_wait_ms: p.max_wait.as_millis() as u64,
+            interval_ms: Some(p.interval.as_millis() as u64),
+            interval: None,
+            max_wait_ms: Some(p.max_wait.as_millis() as u64),
+            max_wait: None,
             outcomes: p.outcomes.into_iter().map(Into::into).collect(),
         }
     }
@@ -132,7 +177,16 @@ impl From<PollSpec> for RawPoll {
 impl RawSettle {
     /// The typed settle table (`cx`: what the table says).
     pub(in super::super) fn parse(self, cx: &Context<'_>) -> Result<SettleSpec, MappingError> {
-        if let Some(got) = self.settle_s.filter(|s| !(*s > 0.0 && *s <= MAX_SETTLE_S)) {
+        let settle_s = match (self.settle_s, self.window) {
+            (Some(_), Some(_)) => {
+                return Err(MappingError::GivenTwice {
+                    field: "settle.settle_s",
+                    written: "window",
+                })
+            }
+            (s, w) => s.or(w.map(|w| w.0.as_secs_f64())),
+        };
+        if let Some(got) = settle_s.filter(|s| !(*s > 0.0 && *s <= MAX_SETTLE_S)) {
             return Err(MappingError::SettleWindow { got });
         }
         let backlog = match self.backlog {
@@ -153,10 +207,7 @@ impl RawSettle {
                 })
             }
         };
-        Ok(SettleSpec {
-            settle_s: self.settle_s,
-            backlog,
-        })
+        Ok(SettleSpec { settle_s, backlog })
     }
 }
 
@@ -164,6 +215,7 @@ impl From<SettleSpec> for RawSettle {
     fn from(st: SettleSpec) -> Self {
         RawSettle {
             settle_s: st.settle_s,
+            window: None,
             backlog: st.backlog.map(|b| RawBacklog {
                 method: b.request.method.as_str().into(),
                 path: b.request.path,
