@@ -80,6 +80,7 @@ pub const METRICS: &[Described] = &[
     m("oversell_harness_reconcile_residual", Gauge, "redis-lua: the residual of the shop's last reconciliation pass, sampled every second."),
     m("oversell_harness_db_row_lock_waits", Gauge, "MySQL: InnoDB row lock waits per second."),
     m("oversell_harness_db_deadlocks", Gauge, "MySQL: InnoDB deadlocks per second."),
+    m("oversell_watch_failed_reads_total", Counter, "[watch]: reads of a watched gauge's source that failed (each retried with backoff), by gauge."),
 ];
 
 /// The gauge a probe series is published as, if it is one of [`probe_gauges`].

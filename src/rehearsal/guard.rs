@@ -94,6 +94,10 @@ pub fn check_target(url: &str, allow_remote: bool) -> Result<String, TargetError
 
 /// Checks a URL the harness will send to before anything is sent; returns its `host[:port]`.
 pub fn check_url(what: Use, url: &str, allow_remote: bool) -> Result<String, TargetError> {
+    if !url.contains("://") {
+        // The did-you-mean of `check_host`, before the parser's "relative URL without a base".
+        return check_host(what, url, allow_remote);
+    }
     let parsed = Url::parse(url).map_err(|e| bad_url(what, url, &e.to_string()))?;
     if !matches!(parsed.scheme(), "http" | "https") {
         return Err(bad_url(what, url, "the scheme must be http or https"));

@@ -5,7 +5,6 @@
 use crate::docs::{markdown_under, root};
 use std::path::{Path, PathBuf};
 
-
 /// One `oversell …` command written in a doc: where, and its words after `oversell`.
 #[derive(Debug)]
 struct Written {
