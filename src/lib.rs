@@ -161,6 +161,8 @@
 //! - [`secret`]: what counts as a secret (by name, by value) and the one place that masks it:
 //!   samples, URLs, the command line, the scenario a report or shard file stores
 //!   (`traffic::scenario::masked`); docs/src/security.md.
+//! - [`exit`]: the exit codes, one enum (0 done, 1 judged and failed, 2 bad input or stopped,
+//!   3 unreachable).
 //! - [`duration`]: durations with a unit (`500ms`, `15m`), read and shown one way everywhere.
 //! - [`suggest`]: "did you mean …" for a mistyped name (metric, threshold, scenario).
 //! - [`watch`]: `[watch]`, the shop's own gauges (pool, queue backlog) read every second from
@@ -178,6 +180,7 @@ pub mod capacity;
 pub mod cli;
 pub mod diff;
 pub mod duration;
+pub mod exit;
 pub mod fit;
 pub mod gate;
 pub mod gateway;

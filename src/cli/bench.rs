@@ -2,6 +2,7 @@
 //! [`crate::bench`]).
 
 use super::ConnArgs;
+use crate::exit::Exit;
 use crate::inventory::Strategy;
 use crate::store::Backend;
 use anyhow::Context;
@@ -131,7 +132,7 @@ pub struct BenchShopArgs {
 }
 
 /// `oversell bench redis|shop`: runs the measurement and prints it (and `--json`).
-pub(super) async fn bench(what: BenchCommand) -> anyhow::Result<i32> {
+pub(super) async fn bench(what: BenchCommand) -> anyhow::Result<Exit> {
     match what {
         BenchCommand::Redis(args) => {
             let r = crate::bench::redis::redis(&crate::bench::RedisBench {
@@ -151,7 +152,7 @@ pub(super) async fn bench(what: BenchCommand) -> anyhow::Result<i32> {
                 r.deducted
             );
             println!("baseline: {}", r.baseline_command);
-            Ok(0)
+            Ok(Exit::Success)
         }
         BenchCommand::Generator(args) => {
             let seconds = whole_seconds("--duration", args.seconds, args.duration)?;
@@ -162,7 +163,7 @@ pub(super) async fn bench(what: BenchCommand) -> anyhow::Result<i32> {
             })
             .await?;
             emit(&args.json, &crate::bench::generator::render(&r), &r)?;
-            Ok(0)
+            Ok(Exit::Success)
         }
         BenchCommand::Shop(mut args) => {
             let (backend, _) = args.conn.database_for(args.backend)?;
@@ -189,7 +190,7 @@ pub(super) async fn bench(what: BenchCommand) -> anyhow::Result<i32> {
             })
             .await?;
             emit(&args.json, &crate::bench::shop::render(&r), &r)?;
-            Ok(0)
+            Ok(Exit::Success)
         }
     }
 }
