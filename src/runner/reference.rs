@@ -10,6 +10,7 @@ use crate::inventory::Strategy;
 use crate::nemesis::{Owned, PrivateRedis, ShopControl};
 use crate::probe::ProbeConfig;
 use crate::report::{RunReport, Shop};
+use crate::shop::routes::Route;
 use crate::traffic::mapping::Mapping;
 use crate::traffic::target::Targets;
 use anyhow::Context;
@@ -180,7 +181,7 @@ async fn drive_reference(
             redis_buckets: cell.strategy == Strategy::RedisBuckets,
             shop_metrics_urls: all
                 .iter()
-                .map(|c| format!("{}/metrics", c.base_url))
+                .map(|c| Route::Metrics.url(&c.base_url))
                 .collect(),
             opened: Instant::now(),
         },

@@ -20,6 +20,7 @@ use crate::nemesis::BoxFuture;
 use crate::pipeline::reconcile::Pass;
 use crate::report::Drain;
 use crate::services::{Service, Unreachable};
+use crate::shop::routes::Route;
 use crate::shop::ShopKnobs;
 use crate::traffic::target::{Prepared, Target};
 use anyhow::{bail, Context};
@@ -191,7 +192,10 @@ impl ChildShop {
         setup: &crate::model::SaleSetup,
     ) -> anyhow::Result<()> {
         let resp = http
-            .put(format!("{}/api/items/{item}?reset=true", self.base_url))
+            .put(format!(
+                "{}?reset=true",
+                Route::Item.url_with(&self.base_url, item)
+            ))
             .bearer_auth(&self.admin_token)
             .json(setup)
             .send()
@@ -283,7 +287,7 @@ pub(super) async fn reconcile(
     admin_token: Option<&str>,
     item: i64,
 ) -> Option<Pass> {
-    let mut req = http.post(format!("{base_url}/api/items/{item}/reconcile"));
+    let mut req = http.post(Route::Reconcile.url_with(base_url, item));
     if let Some(token) = admin_token {
         req = req.bearer_auth(token);
     }
@@ -298,7 +302,7 @@ pub(super) async fn wait_drained(
     limit: Duration,
 ) -> Drain {
     let start = Instant::now();
-    let url = format!("{base}/api/items/{item}/audit");
+    let url = Route::Audit.url_with(base, item);
     loop {
         let drained = match http.get(&url).send().await {
             Ok(r) => r

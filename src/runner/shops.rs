@@ -119,7 +119,7 @@ pub(super) async fn spread(
     };
     let mut out = Vec::new();
     for (i, shop) in shops.iter().enumerate() {
-        let metrics = scrape(http, &format!("{}/metrics", shop.base_url)).await;
+        let metrics = scrape(http, &Route::Metrics.url(&shop.base_url)).await;
         let pid = shop.pid().await;
         let consumer = match (&group, pid) {
             (Some(names), Some(pid)) => {

@@ -61,6 +61,16 @@ impl Route {
         self.path().replace("{id}", placeholder)
     }
 
+    /// Its URL on the shop at `base_url` (the pattern as it is: for a route without `{id}`).
+    pub fn url(self, base_url: &str) -> String {
+        format!("{base_url}{}", self.path())
+    }
+
+    /// Its URL on the shop at `base_url` for item or order `id`.
+    pub fn url_with(self, base_url: &str, id: impl std::fmt::Display) -> String {
+        format!("{base_url}{}", self.path_with(&id.to_string()))
+    }
+
     /// The route whose pattern is `path`.
     pub fn of_path(path: &str) -> Option<Route> {
         Route::ALL.into_iter().find(|r| r.path() == path)
@@ -180,6 +190,11 @@ mod tests {
         );
         assert_eq!(Route::of_path("/api/other"), None);
         assert_eq!(Route::Item.path_with("{item_id}"), "/api/items/{item_id}");
+        assert_eq!(
+            Route::Pay.url_with("http://h:1", 7),
+            "http://h:1/api/orders/7/pay"
+        );
+        assert_eq!(Route::Metrics.url("http://h:1"), "http://h:1/metrics");
         assert!(Route::Item.is_buyers("GET") && !Route::Item.is_buyers("PUT"));
         assert!(Route::Pay.is_buyers("POST") && !Route::Audit.is_buyers("GET"));
     }
