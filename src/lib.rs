@@ -14,7 +14,7 @@
 //! - [`scenarios`]: the files of `scenarios/`, compiled in; `--scenario` takes a path or a
 //!   bundled name.
 //! - [`shop`]: the reference shop: `app(state) -> Router`, handlers, errors, `/metrics`
-//!   (`shop::telemetry`: every metric's `# HELP`); [`shop::ShopKnobs`], its knobs (the `serve`
+//!   (`shop::telemetry`: the `/metrics` endpoint); [`shop::ShopKnobs`], its knobs (the `serve`
 //!   flags and a scenario's `[shop]` table, from one list: `shop/knobs/declare.rs` the macro,
 //!   `shop/knobs/unit.rs` the durations' old units and `report.json` form); the admin routes behind `--admin-token`
 //!   (`shop/admin.rs`), the client address behind `--trusted-proxy` ([`shop::client_ip`]), and
@@ -170,7 +170,9 @@
 //!   the sale (`spec`, `read`, `sampler`), and what the report keeps of each (`gauge`: peak,
 //!   drain, series); the reference shop's own gauges from its probes (`shop`).
 //! - [`telemetry`]: logging set-up (colour only on a terminal, never with `NO_COLOR`; clear of
-//!   the progress bar) and the process's one Prometheus recorder.
+//!   the progress bar) and the process's one Prometheus recorder; `telemetry::shop_metrics`
+//!   declares each of the shop's metrics once (its name, kind and `# HELP`), for every module
+//!   that emits or reads it.
 //!
 //! Data flows one way: scenario → plan → traffic (goose) → shop → databases; probes and
 //! clients' records → oracle → report.

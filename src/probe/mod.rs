@@ -12,6 +12,7 @@ pub use crate::metric::SeriesName;
 
 use crate::inventory::redis_lua::{ItemKeys, RedisConn};
 use crate::live;
+use crate::telemetry::shop_metrics;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -341,9 +342,9 @@ impl RedisProbe {
 /// Gauges every shop reads from the state they share (the item's stream and consumer group,
 /// the last reconciliation pass): merged by the value farthest from zero, not summed.
 const SHARED_GAUGES: [&str; 3] = [
-    "oversell_stream_lag",
-    "oversell_stream_pending",
-    "oversell_reconcile_residual",
+    shop_metrics::STREAM_LAG,
+    shop_metrics::STREAM_PENDING,
+    shop_metrics::RECONCILE_RESIDUAL,
 ];
 
 /// The shops' scraped pages as one: counters and per-shop gauges (pool in use) summed, the

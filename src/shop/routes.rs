@@ -3,6 +3,7 @@
 //! and the harness asks it which routes are the buyers'.
 
 use super::{admin, handlers, telemetry, AppState};
+use crate::telemetry::shop_metrics;
 use crate::telemetry::Handles;
 use axum::extract::{MatchedPath, Request};
 use axum::middleware::Next;
@@ -143,8 +144,8 @@ type HttpHandles = (metrics::Histogram, metrics::Counter);
 /// The two HTTP metrics of one route, method and status.
 fn http_metrics(route: String, method: &'static str, status: u16) -> HttpHandles {
     (
-        metrics::histogram!("oversell_http_request_duration_seconds", "route" => route.clone(), "method" => method),
-        metrics::counter!("oversell_http_requests_total", "route" => route, "method" => method, "status" => status.to_string()),
+        metrics::histogram!(shop_metrics::HTTP_REQUEST_DURATION, "route" => route.clone(), "method" => method),
+        metrics::counter!(shop_metrics::HTTP_REQUESTS, "route" => route, "method" => method, "status" => status.to_string()),
     )
 }
 
