@@ -6,7 +6,6 @@ use super::shop_process::ChildShop;
 use super::shops;
 use super::{control_client, faults, fire_traffic, send_setup, target_for, Cell, RunPlan, Slot};
 use crate::inventory::redis_lua::conn::{is_cluster, with_cluster};
-use crate::inventory::Strategy;
 use crate::nemesis::{Owned, PrivateRedis, ShopControl};
 use crate::probe::ProbeConfig;
 use crate::report::{RunReport, Shop};
@@ -176,9 +175,10 @@ async fn drive_reference(
             database_url: Some(cell.database_url.clone()),
             foreign_database: false,
             item_id: s.item.number(),
-            redis: Some((redis_url.to_string(), prefix.to_string()))
-                .filter(|_| cell.strategy.uses_redis()),
-            redis_buckets: cell.strategy == Strategy::RedisBuckets,
+            redis: cell
+                .strategy
+                .redis_kind()
+                .map(|kind| (redis_url.to_string(), prefix.to_string(), kind)),
             shop_metrics_urls: all
                 .iter()
                 .map(|c| Route::Metrics.url(&c.base_url))

@@ -16,6 +16,7 @@
 use super::Cell;
 use crate::inventory::redis_lua::stream::{read_dead_letters, DeadLetter};
 use crate::inventory::redis_lua::ItemKeys;
+use crate::inventory::RedisKind;
 use crate::nemesis::BoxFuture;
 use crate::pipeline::reconcile::Pass;
 use crate::report::Drain;
@@ -337,23 +338,22 @@ pub(super) struct RedisState {
     pub dead_letters: Option<Vec<DeadLetter>>,
 }
 
-/// Reads [`RedisState`] for one item: redis-lua's keys, or for redis-buckets (`buckets`)
-/// the sum over every bucket (stock plus the units travelling between buckets, every
-/// bucket's restocks, last stream ids and dead letters).
+/// Reads [`RedisState`] for one item: redis-lua's keys, or for redis-buckets the sum over
+/// every bucket (stock plus the units travelling between buckets, every bucket's restocks,
+/// last stream ids and dead letters).
 pub(super) async fn redis_state(
     url: &str,
     prefix: &str,
     item: i64,
-    buckets: bool,
+    kind: RedisKind,
 ) -> anyhow::Result<RedisState> {
     let mut conn = crate::inventory::redis_lua::RedisConn::open(url)
         .await
         .map_err(|e| Service::Redis.unreachable_error(url, &e))?;
-    if buckets {
-        return buckets_state(&mut conn, prefix, item).await;
+    match kind {
+        RedisKind::Buckets => buckets_state(&mut conn, prefix, item).await,
+        RedisKind::Lua => key_set_state(&mut conn, &ItemKeys::new(prefix, item)).await,
     }
-    let keys = ItemKeys::new(prefix, item);
-    key_set_state(&mut conn, &keys).await
 }
 
 /// [`RedisState`] of one redis-lua key set (an item's, or one bucket's).
