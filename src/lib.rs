@@ -19,8 +19,9 @@
 //!   `shop/knobs/unit.rs` the durations' old units and `report.json` form); the admin routes behind `--admin-token`
 //!   (`shop/admin.rs`), the client address behind `--trusted-proxy` ([`shop::client_ip`]), and
 //!   the watch that rebuilds a redis-lua sale Redis lost ([`shop::rewarm`]).
-//! - [`inventory`]: the [`inventory::Strategy`] enum (`strategy`: its spelling and the
-//!   [`inventory::EngineKind`] that runs it, what the runner asks before a shop starts); an
+//! - [`inventory`]: the [`inventory::Strategy`] enum (`strategy`: its spelling, the
+//!   [`inventory::EngineKind`] that runs it, what the runner asks before a shop starts, the knobs
+//!   it owns, the defects built into it and its chart colour, each an exhaustive `match`); an
 //!   [`inventory::Inventory`] holds ONE [`inventory::Engine`] (`engine`: `Db`, `Batched` or
 //!   `Redis`, a Redis strategy's side in [`inventory::RedisEngine`]); the answers in
 //!   `outcome`; one file per strategy
