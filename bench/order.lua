@@ -1,4 +1,5 @@
--- wrk script: POST /api/orders with its own buyer (user, device) and Idempotency-Key per request.
+-- wrk script: POST to the URL it is given (/api/orders) with its own buyer (user, device) and
+-- Idempotency-Key per request.
 -- The one order script: `oversell bench shop` and `bench generator` embed this file, and
 -- bench/hot-row.sh runs it, so they all measure the same request.
 --
@@ -31,7 +32,8 @@ function request()
   n = n + 1
   local id = prefix .. n
   local body = '{"item_id":' .. item .. ',"qty":1,"user_id":"u-' .. id .. '","device_id":"d-' .. id .. '"}'
-  return wrk.format("POST", "/api/orders",
+  -- nil: the path of the URL wrk was given (`bench shop` gives the route table's /api/orders).
+  return wrk.format("POST", nil,
     {["Content-Type"] = "application/json", ["Idempotency-Key"] = "k-" .. id}, body)
 end
 

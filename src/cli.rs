@@ -1,6 +1,7 @@
 //! The command line: clap definitions, turned into typed plans before any work starts.
 
 use crate::diff::DiffPlan;
+use crate::exit::Exit;
 use crate::inventory::{Defect, InventoryError, Strategy};
 use crate::runner::{self, Cell, RunPlan, Subject};
 use crate::services::Unreachable;
@@ -323,7 +324,7 @@ pub fn runtime(cli: &Cli) -> std::io::Result<tokio::runtime::Runtime> {
 
 /// Runs the parsed command; the returned code is the process exit code. A command that stops
 /// with an error and was asked for `--json` also says so on stdout.
-pub async fn run(cli: Cli) -> anyhow::Result<i32> {
+pub async fn run(cli: Cli) -> anyhow::Result<Exit> {
     crate::traffic::goose_output::enable();
     let output = cli.command.output().cloned();
     if let Some(o) = &output {
@@ -341,7 +342,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
     result
 }
 
-async fn dispatch(command: Command) -> anyhow::Result<i32> {
+async fn dispatch(command: Command) -> anyhow::Result<Exit> {
     match command {
         Command::Serve(args) => serve::serve(args).await,
         Command::Run(mut args) => {
@@ -446,7 +447,7 @@ async fn dispatch(command: Command) -> anyhow::Result<i32> {
         Command::Fit(args) => fit::fit(*args),
         Command::Scenarios => {
             print!("{}", scenario_list::render());
-            Ok(0)
+            Ok(Exit::Success)
         }
         Command::Completions(args) => {
             use clap::CommandFactory;
@@ -456,7 +457,7 @@ async fn dispatch(command: Command) -> anyhow::Result<i32> {
                 "oversell",
                 &mut std::io::stdout(),
             );
-            Ok(0)
+            Ok(Exit::Success)
         }
         Command::Diff(args) => {
             let plan = DiffPlan::new(
@@ -483,7 +484,7 @@ async fn run_and_print(
     sa: &ScenarioArgs,
     cells: Vec<Cell>,
     conn: &ConnArgs,
-) -> anyhow::Result<i32> {
+) -> anyhow::Result<Exit> {
     let (mut scenario, scenario_file) = load_scenario(&sa.scenario)?;
     sa.faults.apply(&mut scenario);
     let runs: Vec<(bool, &str)> = cells
@@ -513,7 +514,7 @@ async fn run_and_print(
         .with_repeat(sa.repeat);
     let (report, dir) = runner::execute(&plan).await?;
     sa.output.finish(&report, &dir, None);
-    Ok(0)
+    Ok(Exit::Success)
 }
 
 /// With a defect asked for (`--defect`, `[shop] defect`): refuses it when a strategy lacks it
@@ -532,15 +533,15 @@ pub fn defect_warning(
     Ok(())
 }
 
-/// The exit code for an error that ended a command: 3 when a service could not be reached
-/// (a typed [`Unreachable`] or store/inventory equivalent anywhere in the chain), 2 for
-/// anything else that stopped the command before it could judge anything (bad usage, bad
+/// The exit code for an error that ended a command: [`Exit::Unreachable`] when a service could
+/// not be reached (a typed [`Unreachable`] or store/inventory equivalent anywhere in the chain),
+/// [`Exit::Error`] for anything else that stopped the command before it could judge anything (bad usage, bad
 /// scenario, bad CSV, a refused remote target).
-pub fn exit_code_for(e: &anyhow::Error) -> i32 {
+pub fn exit_code_for(e: &anyhow::Error) -> Exit {
     if e.chain().any(is_unreachable) {
-        3
+        Exit::Unreachable
     } else {
-        2
+        Exit::Error
     }
 }
 

@@ -14,13 +14,14 @@
 //! - [`scenarios`]: the files of `scenarios/`, compiled in; `--scenario` takes a path or a
 //!   bundled name.
 //! - [`shop`]: the reference shop: `app(state) -> Router`, handlers, errors, `/metrics`
-//!   (`shop::telemetry`: every metric's `# HELP`); [`shop::ShopKnobs`], its knobs (the `serve`
+//!   (`shop::telemetry`: the `/metrics` endpoint); [`shop::ShopKnobs`], its knobs (the `serve`
 //!   flags and a scenario's `[shop]` table, from one list: `shop/knobs/declare.rs` the macro,
 //!   `shop/knobs/unit.rs` the durations' old units and `report.json` form); the admin routes behind `--admin-token`
 //!   (`shop/admin.rs`), the client address behind `--trusted-proxy` ([`shop::client_ip`]), and
 //!   the watch that rebuilds a redis-lua sale Redis lost ([`shop::rewarm`]).
-//! - [`inventory`]: the [`inventory::Strategy`] enum (`strategy`: its spelling and the
-//!   [`inventory::EngineKind`] that runs it, what the runner asks before a shop starts); an
+//! - [`inventory`]: the [`inventory::Strategy`] enum (`strategy`: its spelling, the
+//!   [`inventory::EngineKind`] that runs it, what the runner asks before a shop starts, the knobs
+//!   it owns, the defects built into it and its chart colour, each an exhaustive `match`); an
 //!   [`inventory::Inventory`] holds ONE [`inventory::Engine`] (`engine`: `Db`, `Batched` or
 //!   `Redis`, a Redis strategy's side in [`inventory::RedisEngine`]); the answers in
 //!   `outcome`; one file per strategy
@@ -161,6 +162,8 @@
 //! - [`secret`]: what counts as a secret (by name, by value) and the one place that masks it:
 //!   samples, URLs, the command line, the scenario a report or shard file stores
 //!   (`traffic::scenario::masked`); docs/src/security.md.
+//! - [`exit`]: the exit codes, one enum (0 done, 1 judged and failed, 2 bad input or stopped,
+//!   3 unreachable).
 //! - [`duration`]: durations with a unit (`500ms`, `15m`), read and shown one way everywhere.
 //! - [`suggest`]: "did you mean …" for a mistyped name (metric, threshold, scenario).
 //! - [`watch`]: `[watch]`, the shop's own gauges (pool, queue backlog) read every second from
@@ -168,7 +171,9 @@
 //!   the sale (`spec`, `read`, `sampler`), and what the report keeps of each (`gauge`: peak,
 //!   drain, series); the reference shop's own gauges from its probes (`shop`).
 //! - [`telemetry`]: logging set-up (colour only on a terminal, never with `NO_COLOR`; clear of
-//!   the progress bar) and the process's one Prometheus recorder.
+//!   the progress bar) and the process's one Prometheus recorder; `telemetry::shop_metrics`
+//!   declares each of the shop's metrics once (its name, kind and `# HELP`), for every module
+//!   that emits or reads it.
 //!
 //! Data flows one way: scenario → plan → traffic (goose) → shop → databases; probes and
 //! clients' records → oracle → report.
@@ -178,6 +183,7 @@ pub mod capacity;
 pub mod cli;
 pub mod diff;
 pub mod duration;
+pub mod exit;
 pub mod fit;
 pub mod gate;
 pub mod gateway;

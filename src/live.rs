@@ -46,6 +46,8 @@ pub const RUN_INFO: &str = "oversell_harness_run_info";
 pub const INITIAL_STOCK: &str = "oversell_harness_initial_stock";
 /// Buyers of the run in progress (both waves).
 pub const BUYERS: &str = "oversell_harness_buyers";
+/// `[watch]` reads that failed, by `gauge` (the sampler retries them with backoff).
+pub const WATCH_FAILED_READS: &str = "oversell_watch_failed_reads_total";
 
 /// The probe's series published as gauges: (series name, metric name), from the series
 /// table ([`SeriesName::prometheus`]).
@@ -53,6 +55,15 @@ pub fn probe_gauges() -> impl Iterator<Item = (&'static str, &'static str)> {
     SeriesName::ALL
         .into_iter()
         .filter_map(|s| Some((s.name(), s.prometheus()?)))
+}
+
+/// The gauge the probe's series `s` is published as ([`SeriesName::prometheus`]); a series that
+/// is not published stops the build.
+const fn probe(s: SeriesName) -> &'static str {
+    match s.prometheus() {
+        Some(name) => name,
+        None => panic!("this probe series is not published as a gauge"),
+    }
 }
 
 /// Every metric the harness exports.
@@ -69,18 +80,18 @@ pub const METRICS: &[Described] = &[
     m(RUN_INFO, Gauge, "1 for the run in progress, 0 for runs done, labelled with the run (strategy/backend or target)."),
     m(INITIAL_STOCK, Gauge, "The sale's initial stock in the run in progress."),
     m(BUYERS, Gauge, "Simulated buyers of the run in progress (both waves)."),
-    m("oversell_harness_db_stock", Gauge, "Stock in the database (items.stock), sampled every second."),
-    m("oversell_harness_db_sold", Gauge, "Units sold in the database (orders pending payment or paid), sampled every second."),
-    m("oversell_harness_redis_stock", Gauge, "redis-lua: stock in Redis, sampled every second."),
-    m("oversell_harness_db_qps", Gauge, "The database server's rate from its own counters, labelled with the counter (PostgreSQL statements/s or transactions/s, MySQL Questions/s as statements/s)."),
-    m("oversell_harness_db_tps", Gauge, "The database server's transactions per second from its own counters."),
-    m("oversell_harness_redis_ops", Gauge, "Redis commands per second (INFO stats total_commands_processed, server-wide)."),
-    m("oversell_harness_stream_lag", Gauge, "redis-lua: stream entries not yet delivered to the persistence consumers (the shop's gauge, sampled every second)."),
-    m("oversell_harness_stream_pending", Gauge, "redis-lua: stream entries delivered but not yet applied (the shop's gauge, sampled every second)."),
-    m("oversell_harness_reconcile_residual", Gauge, "redis-lua: the residual of the shop's last reconciliation pass, sampled every second."),
-    m("oversell_harness_db_row_lock_waits", Gauge, "MySQL: InnoDB row lock waits per second."),
-    m("oversell_harness_db_deadlocks", Gauge, "MySQL: InnoDB deadlocks per second."),
-    m("oversell_watch_failed_reads_total", Counter, "[watch]: reads of a watched gauge's source that failed (each retried with backoff), by gauge."),
+    m(WATCH_FAILED_READS, Counter, "[watch]: reads of a watched gauge's source that failed (each retried with backoff), by gauge."),
+    m(probe(SeriesName::DbStock), Gauge, "Stock in the database (items.stock), sampled every second."),
+    m(probe(SeriesName::DbSold), Gauge, "Units sold in the database (orders pending payment or paid), sampled every second."),
+    m(probe(SeriesName::RedisStock), Gauge, "redis-lua: stock in Redis, sampled every second."),
+    m(probe(SeriesName::DbQps), Gauge, "The database server's rate from its own counters, labelled with the counter (PostgreSQL statements/s or transactions/s, MySQL Questions/s as statements/s)."),
+    m(probe(SeriesName::DbTps), Gauge, "The database server's transactions per second from its own counters."),
+    m(probe(SeriesName::RedisOps), Gauge, "Redis commands per second (INFO stats total_commands_processed, server-wide)."),
+    m(probe(SeriesName::StreamLag), Gauge, "redis-lua: stream entries not yet delivered to the persistence consumers (the shop's gauge, sampled every second)."),
+    m(probe(SeriesName::StreamPending), Gauge, "redis-lua: stream entries delivered but not yet applied (the shop's gauge, sampled every second)."),
+    m(probe(SeriesName::ReconcileResidual), Gauge, "redis-lua: the residual of the shop's last reconciliation pass, sampled every second."),
+    m(probe(SeriesName::DbRowLockWaits), Gauge, "MySQL: InnoDB row lock waits per second."),
+    m(probe(SeriesName::DbDeadlocks), Gauge, "MySQL: InnoDB deadlocks per second."),
 ];
 
 /// The gauge a probe series is published as, if it is one of [`probe_gauges`].

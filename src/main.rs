@@ -14,7 +14,7 @@ fn main() {
         Err(e) => {
             eprintln!("error: starting the async runtime: {e}");
             oversell::placement::give_back();
-            std::process::exit(2);
+            std::process::exit(oversell::exit::Exit::Error.code());
         }
     };
     let code = runtime.block_on(async {
@@ -27,5 +27,5 @@ fn main() {
         }
     });
     oversell::placement::give_back();
-    std::process::exit(code);
+    std::process::exit(code.code());
 }

@@ -6,6 +6,11 @@
 //! to the run's log file (`run.log` in the report's folder: [`hold_driver_lines`], held in
 //! memory until the folder exists), never onto the terminal between a run's lines; outside a
 //! run (`serve`) they go to stderr.
+//!
+//! [`shop_metrics`] declares the shop's metric names once, for every module that emits or reads
+//! one.
+
+pub mod shop_metrics;
 
 use indicatif::ProgressBar;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};

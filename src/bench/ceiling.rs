@@ -151,7 +151,11 @@ pub fn shop_script(strategy: Strategy) -> Option<Script> {
                 &[&order[..], &["item", "u", "qty", "limit"]].concat(),
             ),
         ],
-        _ => return None,
+        Strategy::Naive
+        | Strategy::Optimistic
+        | Strategy::Batched
+        | Strategy::RedisLua
+        | Strategy::RedisBuckets => return None,
     };
     let mut lines = vec![
         "\\set u random(1, 9000000000000000000)".to_string(),

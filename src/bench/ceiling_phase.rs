@@ -71,7 +71,7 @@ pub async fn run(
     }
     let bare = ceiling::bare_script(b.strategy, b.backend)?;
     // As many clients as the shop has connections: the same contention on the row.
-    let clients = b.pool_size as usize;
+    let clients = b.knobs.pool_size as usize;
     ceiling::prepare_hot_row(db_url).await?;
     let tx = "transaction";
     if b.backend == Backend::Mysql {

@@ -21,6 +21,7 @@
 use super::cpu::{self, CpuUse};
 use super::{ratio, wrk};
 use crate::report::table::{text, wrap, Align, TERMINAL_WIDTH};
+use crate::shop::routes::Route;
 use crate::traffic::attack;
 use crate::traffic::mapping::Mapping;
 use crate::traffic::recorder::{Kind, Recorder};
@@ -128,7 +129,7 @@ impl Endpoint {
                     rt.block_on(async move {
                         let next = Arc::new(AtomicU64::new(1));
                         let app = axum::Router::new().route(
-                            "/api/orders",
+                            Route::Orders.path(),
                             axum::routing::post(move || {
                                 let id = next.fetch_add(1, Ordering::Relaxed);
                                 async move {
@@ -201,9 +202,8 @@ pub async fn generator(b: &GeneratorBench) -> anyhow::Result<GeneratorBenchResul
         cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
         load_average,
         endpoint: format!(
-            "POST {}/api/orders: 201 and an order id, one current-thread runtime on a thread of \
-             this process",
-            endpoint.base_url
+            "POST {}: 201 and an order id, one current-thread runtime on a thread of this process",
+            Route::Orders.url(&endpoint.base_url)
         ),
         ours_over_goose: ratio(per(&ours), per(&goose)),
         ours_over_goose_paced: ratio(per(&ours), per(&goose_paced)),
@@ -303,13 +303,13 @@ async fn goose_loop(
             let body =
                 format!(r#"{{"item_id":1,"qty":1,"user_id":"u-g-{n}","device_id":"d-g-{n}"}}"#);
             let rb = user
-                .get_request_builder(&GooseMethod::Post, "/api/orders")?
+                .get_request_builder(&GooseMethod::Post, Route::Orders.path())?
                 .header("content-type", "application/json")
                 .header("idempotency-key", format!("k-g-{n}"))
                 .body(body);
             let req = GooseRequest::builder()
                 .method(GooseMethod::Post)
-                .path("/api/orders")
+                .path(Route::Orders.path())
                 .set_request_builder(rb)
                 .build();
             user.request(req).await?;

@@ -7,6 +7,7 @@
 //! send lag (due time to the moment the request actually left) is recorded apart: when its p99
 //! is high, the client or a shop too slow for the rate held it back.
 
+use crate::shop::routes::Route;
 use anyhow::Context;
 use hdrhistogram::Histogram;
 use serde::Serialize;
@@ -111,7 +112,7 @@ pub async fn run(
                 );
                 let _ = write!(key, "k-{tag}-{i}");
                 let status = conn
-                    .post_json("/api/orders", &[("idempotency-key", &key)], &body)
+                    .post_json(Route::Orders.path(), &[("idempotency-key", &key)], &body)
                     .await
                     .ok();
                 let _ = tx.send(Done {

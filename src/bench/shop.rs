@@ -110,20 +110,6 @@ pub fn check_tools(strategy: Strategy, backend: Backend) -> anyhow::Result<()> {
     .map(|_| ())
 }
 
-fn knobs(b: &ShopBench) -> ShopKnobs {
-    ShopKnobs {
-        pool_size: b.pool_size,
-        worker_threads: b.worker_threads,
-        consumers: b.consumers,
-        buckets: b.buckets,
-        work: std::time::Duration::ZERO,
-        rate_limit: 0.0,
-        ip_rate_limit: 0.0,
-        ip_unit_cap: 0,
-        ..ShopKnobs::default()
-    }
-}
-
 /// Runs the whole benchmark and cleans up its database and Redis keys.
 pub async fn shop(b: &ShopBench) -> anyhow::Result<ShopBenchResult> {
     check_tools(b.strategy, b.backend)?;
@@ -165,7 +151,7 @@ async fn phases(
         &cell,
         &b.redis_url,
         prefix,
-        &knobs(b),
+        &b.knobs,
         log.clone(),
     )
     .await?;
@@ -209,7 +195,7 @@ async fn phases(
         seconds: b.seconds,
         connections: b.connections,
         stock: b.stock,
-        pool_size: b.pool_size,
+        pool_size: b.knobs.pool_size,
         // The shop is this very binary.
         build: if cfg!(debug_assertions) {
             "debug".into()
@@ -355,7 +341,8 @@ impl Watch {
         db_url: &str,
         prefix: &str,
     ) -> anyhow::Result<Watch> {
-        let engine = RedisEngine::connect(kind, &settings(&b.redis_url, prefix), b.buckets).await?;
+        let engine =
+            RedisEngine::connect(kind, &settings(&b.redis_url, prefix), b.knobs.buckets).await?;
         let streams = engine.streams().into_iter().cloned().collect();
         let store = Store::connect(
             db_url,

@@ -4,6 +4,7 @@
 
 use super::rate::RateSpec;
 use crate::inventory::Strategy;
+use crate::shop::ShopKnobs;
 use crate::store::Backend;
 use std::path::PathBuf;
 
@@ -21,12 +22,29 @@ pub struct ShopBench {
     pub stock: i64,
     /// The oversell binary the shop runs from (the release build for real figures).
     pub shop_exe: PathBuf,
-    /// redis-lua: persistence consumers per item in the shop (`--consumers`).
-    pub consumers: u32,
-    /// redis-buckets: buckets per sale (`--buckets`).
-    pub buckets: u32,
-    /// The shop's database pool, and the SQL ceiling's clients (`--pool-size`).
-    pub pool_size: u32,
-    /// The shop's tokio worker threads (`--worker-threads`; 0 = tokio's default).
-    pub worker_threads: u32,
+    /// The shop's knobs: [`ShopBench::default_knobs`] with the command line's [`FLAGS`]
+    /// (`--consumers`, `--buckets`, `--pool-size`: also the SQL ceiling's clients,
+    /// `--worker-threads`).
+    pub knobs: ShopKnobs,
+}
+
+/// The shop knobs `bench shop` takes as flags (`serve`'s flags, [`ShopBench::default_knobs`]'s
+/// defaults).
+pub const FLAGS: [&str; 4] = ["consumers", "buckets", "pool_size", "worker_threads"];
+
+impl ShopBench {
+    /// The knobs `bench shop` runs its shop with unless its flags say otherwise: `serve`'s, but
+    /// a pool of 64, as many connections as the SQL ceiling has clients (the hot row's
+    /// contention on both sides; docs/src/performance/bench.md), no simulated work and no rate
+    /// limit (the ceiling has neither).
+    pub fn default_knobs() -> ShopKnobs {
+        ShopKnobs {
+            pool_size: 64,
+            work: std::time::Duration::ZERO,
+            rate_limit: 0.0,
+            ip_rate_limit: 0.0,
+            ip_unit_cap: 0,
+            ..ShopKnobs::default()
+        }
+    }
 }

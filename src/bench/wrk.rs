@@ -3,6 +3,7 @@
 //! `201 Created` answers across wrk's threads, and wrk's `--latency` gives the percentiles.
 
 use super::require_tool;
+use crate::shop::routes::Route;
 use anyhow::{bail, Context};
 use serde::Serialize;
 use std::time::Duration;
@@ -62,7 +63,7 @@ pub async fn run(
         "--latency".into(),
         "-s".into(),
         script.display().to_string(),
-        format!("{base_url}/api/orders"),
+        Route::Orders.url(base_url),
         "--".into(),
         tag.into(),
     ];

@@ -3,6 +3,7 @@
 
 use super::load_scenario;
 use super::plan::{foreign, plan, OracleArgs, PlanArgs};
+use crate::exit::Exit;
 use crate::rehearsal::mapping_check;
 use crate::runner::{self, Subject};
 use crate::shard::ShardSpec;
@@ -56,7 +57,7 @@ pub struct AttackArgs {
 /// `oversell attack`: exit 0 once the report is written (the verdict is in it), or 1 when more
 /// answers than `[target].max_unclassified` allows matched no rule (the figures cannot be
 /// trusted until the mapping reads them).
-pub async fn attack(args: AttackArgs) -> anyhow::Result<i32> {
+pub async fn attack(args: AttackArgs) -> anyhow::Result<Exit> {
     let (mut s, scenario_file) = load_scenario(&scenario_or_smoke(args.scenario.as_deref()))?;
     super::plan::max_send_lag(&mut s, args.plan.send_lag.ms())?;
     if !s.faults.is_empty() {
@@ -82,7 +83,7 @@ pub async fn attack(args: AttackArgs) -> anyhow::Result<i32> {
         let session = Session::with_values(columns.row(first.index));
         let timeout = Duration::from_millis(s.client.timeout_ms);
         let checked = mapping_check::run(&f, Sale::of(&s), &first, session, timeout).await?;
-        let code = if checked.all_classified { 0 } else { 1 };
+        let code = Exit::judged(checked.all_classified);
         args.plan.output.human(&checked.text);
         if args.plan.output.json {
             super::output::json_line(&serde_json::json!({
@@ -95,12 +96,12 @@ pub async fn attack(args: AttackArgs) -> anyhow::Result<i32> {
     }
     let subject = Subject::Foreign(Box::new(f));
     let Some(plan) = plan(&scenario_file, s, subject, &args.plan).await? else {
-        return Ok(0);
+        return Ok(Exit::Success);
     };
     let (report, dir) = runner::execute(&plan).await?;
     args.plan.output.finish(&report, &dir, None);
     let incomplete = report.runs.iter().any(|r| r.findings.mapping_incomplete());
-    Ok(if incomplete { 1 } else { 0 })
+    Ok(Exit::judged(!incomplete))
 }
 
 /// `--scenario`, or the bundled `smoke` scenario when none is given (said on stderr).
@@ -127,7 +128,7 @@ async fn shard(
     s: crate::traffic::Scenario,
     scenario_file: PathBuf,
     f: crate::rehearsal::Foreign,
-) -> anyhow::Result<i32> {
+) -> anyhow::Result<Exit> {
     super::plan::refuse_with_shard(
         &super::FaultArgs::default(),
         1,
@@ -183,5 +184,5 @@ async fn shard(
         requests,
         run.out.display()
     );
-    Ok(0)
+    Ok(Exit::Success)
 }

@@ -2,7 +2,10 @@
 //! [`crate::bench`]).
 
 use super::ConnArgs;
+use crate::bench::ShopBench;
+use crate::exit::Exit;
 use crate::inventory::Strategy;
+use crate::shop::ShopKnobs;
 use crate::store::Backend;
 use anyhow::Context;
 use clap::{Args, Subcommand};
@@ -29,7 +32,7 @@ pub enum BenchCommand {
     Redis(BenchRedisArgs),
     /// The reference shop end to end over HTTP (wrk, and a fixed rate) vs the strategy's
     /// ceiling (redis-benchmark, pgbench or mysqlslap), in the same run.
-    Shop(BenchShopArgs),
+    Shop(Box<BenchShopArgs>),
     /// What sending costs: our generator with a real plan vs goose's bare request loop vs
     /// wrk, one trivial endpoint, in the same run (CPU per request, send lag, peak RSS).
     Generator(BenchGeneratorArgs),
@@ -107,21 +110,10 @@ pub struct BenchShopArgs {
     #[arg(long, default_value_t = 1_000_000,
           value_parser = super::values::whole::<i64>(1, i64::MAX as i128))]
     pub stock: i64,
-    /// redis-lua: persistence consumers per item in the shop (its `--consumers`).
-    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=32))]
-    pub consumers: u32,
-    /// redis-buckets: buckets (hash slots) the sale's stock is split over (its `--buckets`).
-    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=64))]
-    pub buckets: u32,
-    /// The shop's database pool, and the SQL ceiling's clients (pgbench -c, mysqlslap
-    /// --concurrency): the hot row's contention on both sides.
-    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=500))]
-    pub pool_size: u32,
-    /// The shop's tokio worker threads (its `--worker-threads`; 0 = tokio's default, one per
-    /// core). On two cores shared with Redis, the database and wrk, one worker spends less CPU
-    /// per redis-lua order (no wake-ups across threads).
-    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=1024))]
-    pub worker_threads: u32,
+    /// The shop's knobs `bench shop` sets: `--consumers`, `--buckets`, `--pool-size`,
+    /// `--worker-threads`.
+    #[command(flatten)]
+    pub shop: BenchKnobs,
     /// Print the result as one JSON document on stdout (the table goes to stderr). The older
     /// `--json FILE` writes it to FILE instead, the table staying on stdout.
     #[arg(long, value_name = "FILE", num_args = 0..=1)]
@@ -130,8 +122,54 @@ pub struct BenchShopArgs {
     pub conn: ConnArgs,
 }
 
+/// The shop knobs `bench shop` takes ([`crate::bench::shop_plan::FLAGS`]): `serve`'s flags
+/// (type, help, range: [`ShopKnobs`], one definition), with bench's defaults
+/// ([`ShopBench::default_knobs`]: a pool of 64).
+#[derive(Debug, Clone)]
+pub struct BenchKnobs(pub ShopKnobs);
+
+/// What a knob's flag means in `bench shop` beyond its `serve` help.
+fn bench_note(name: &str) -> Option<&'static str> {
+    (name == "pool_size").then_some(
+        "Here also the SQL ceiling's clients (pgbench -c, mysqlslap --concurrency): the hot \
+         row's contention on both sides",
+    )
+}
+
+impl clap::FromArgMatches for BenchKnobs {
+    fn from_arg_matches(m: &clap::ArgMatches) -> Result<Self, clap::Error> {
+        Ok(BenchKnobs(ShopBench::default_knobs().with_flags(m)))
+    }
+
+    fn update_from_arg_matches(&mut self, m: &clap::ArgMatches) -> Result<(), clap::Error> {
+        self.0 = self.0.clone().with_flags(m);
+        Ok(())
+    }
+}
+
+impl clap::Args for BenchKnobs {
+    fn augment_args(cmd: clap::Command) -> clap::Command {
+        let flags = ShopBench::default_knobs().flags_of(&crate::bench::shop_plan::FLAGS);
+        cmd.args(
+            flags
+                .into_iter()
+                .map(|a| match bench_note(a.get_id().as_str()) {
+                    Some(note) => {
+                        let help = a.get_help().map(|h| h.to_string()).unwrap_or_default();
+                        a.help(format!("{}. {note}", help.trim_end_matches('.')))
+                    }
+                    None => a,
+                }),
+        )
+    }
+
+    fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
+        Self::augment_args(cmd)
+    }
+}
+
 /// `oversell bench redis|shop`: runs the measurement and prints it (and `--json`).
-pub(super) async fn bench(what: BenchCommand) -> anyhow::Result<i32> {
+pub(super) async fn bench(what: BenchCommand) -> anyhow::Result<Exit> {
     match what {
         BenchCommand::Redis(args) => {
             let r = crate::bench::redis::redis(&crate::bench::RedisBench {
@@ -151,7 +189,7 @@ pub(super) async fn bench(what: BenchCommand) -> anyhow::Result<i32> {
                 r.deducted
             );
             println!("baseline: {}", r.baseline_command);
-            Ok(0)
+            Ok(Exit::Success)
         }
         BenchCommand::Generator(args) => {
             let seconds = whole_seconds("--duration", args.seconds, args.duration)?;
@@ -162,9 +200,10 @@ pub(super) async fn bench(what: BenchCommand) -> anyhow::Result<i32> {
             })
             .await?;
             emit(&args.json, &crate::bench::generator::render(&r), &r)?;
-            Ok(0)
+            Ok(Exit::Success)
         }
         BenchCommand::Shop(mut args) => {
+            args.shop.0.validate()?;
             let (backend, _) = args.conn.database_for(args.backend)?;
             let _services = args
                 .conn
@@ -172,7 +211,7 @@ pub(super) async fn bench(what: BenchCommand) -> anyhow::Result<i32> {
                 .await?;
             let (backend, database_url) = args.conn.database_for(args.backend)?;
             let seconds = whole_seconds("--duration", args.seconds, args.duration)?;
-            let r = crate::bench::shop::shop(&crate::bench::ShopBench {
+            let r = crate::bench::shop::shop(&ShopBench {
                 strategy: args.strategy,
                 backend,
                 database_url,
@@ -182,14 +221,11 @@ pub(super) async fn bench(what: BenchCommand) -> anyhow::Result<i32> {
                 rate: args.rate,
                 stock: args.stock,
                 shop_exe: crate::runner::shop_exe()?,
-                consumers: args.consumers,
-                buckets: args.buckets,
-                pool_size: args.pool_size,
-                worker_threads: args.worker_threads,
+                knobs: args.shop.0,
             })
             .await?;
             emit(&args.json, &crate::bench::shop::render(&r), &r)?;
-            Ok(0)
+            Ok(Exit::Success)
         }
     }
 }

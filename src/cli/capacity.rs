@@ -4,6 +4,7 @@
 use super::plan::{foreign, OracleArgs};
 use super::{load_scenario, values, ConnArgs, OutputArgs};
 use crate::capacity::{self, search::Settings, slo::Objective, CapacityPlan, Who};
+use crate::exit::Exit;
 use crate::inventory::Strategy;
 use crate::metric::Override;
 use crate::runner::Cell;
@@ -166,7 +167,7 @@ fn rate_arg(v: &str) -> Result<f64, String> {
 }
 
 /// `oversell capacity`: 0 once the report is written.
-pub async fn capacity(mut args: CapacityArgs) -> anyhow::Result<i32> {
+pub async fn capacity(mut args: CapacityArgs) -> anyhow::Result<Exit> {
     anyhow::ensure!(
         args.output.metrics_listen.is_none(),
         "--metrics-listen is not available with capacity (each probe is its own run; read the \
@@ -293,7 +294,7 @@ pub async fn capacity(mut args: CapacityArgs) -> anyhow::Result<i32> {
     if args.dry_run {
         let text = crate::report::table::fit(&plan.render_dry_run(), args.output.wide);
         print!("{text}");
-        return Ok(0);
+        return Ok(Exit::Success);
     }
     if let Some(Who::Foreign(f)) = plan.who.first() {
         if reqwest::Url::parse(&f.base_url).is_ok_and(|u| !crate::rehearsal::is_loopback_host(&u)) {
@@ -319,7 +320,7 @@ fn finish(
     text: &str,
     report: &impl serde::Serialize,
     dir: PathBuf,
-) -> anyhow::Result<i32> {
+) -> anyhow::Result<Exit> {
     output.human(&format!(
         "{text}report: {}\n",
         dir.join("report.md").display()
@@ -333,11 +334,11 @@ fn finish(
             .into();
         super::output::json_line(&v);
     }
-    Ok(0)
+    Ok(Exit::Success)
 }
 
 /// `oversell sweep`: 0 once the sweep is written.
-pub async fn sweep(mut args: SweepArgs) -> anyhow::Result<i32> {
+pub async fn sweep(mut args: SweepArgs) -> anyhow::Result<Exit> {
     anyhow::ensure!(
         args.output.metrics_listen.is_none(),
         "--metrics-listen is not available with sweep (each value is its own run)"

@@ -3,6 +3,7 @@
 //! checked as a real run checks them.
 
 use super::{load_scenario, plan, ScenarioArgs};
+use crate::exit::Exit;
 use crate::inventory::Strategy;
 use crate::rehearsal::PlanSummary;
 use crate::store::Backend;
@@ -10,7 +11,7 @@ use crate::traffic::schedule;
 
 /// Prints the plan of each run (strategy, backend, repeat) and the one schedule every run
 /// fires; with `--json`, the plan as one document. Exit 0.
-pub(super) fn print(sa: &ScenarioArgs, cells: &[(Strategy, Backend)]) -> anyhow::Result<i32> {
+pub(super) fn print(sa: &ScenarioArgs, cells: &[(Strategy, Backend)]) -> anyhow::Result<Exit> {
     let (mut s, scenario_file) = load_scenario(&sa.scenario)?;
     sa.faults.apply(&mut s);
     s.item
@@ -53,7 +54,7 @@ pub(super) fn print(sa: &ScenarioArgs, cells: &[(Strategy, Backend)]) -> anyhow:
         v["runs"] = runs.into();
         super::output::json_line(&v);
     }
-    Ok(0)
+    Ok(Exit::Success)
 }
 
 /// `naive/postgres`, or `naive/postgres #2` for each repeat.

@@ -1,6 +1,7 @@
 //! `oversell fit ACCESS_LOG --out fitted.toml`: the flags, checked into a [`FitPlan`]; the
 //! work is in [`crate::fit`].
 
+use crate::exit::Exit;
 use crate::fit::{self, BuyerSource, Fields, FitPlan, Format, Reader, Shaping};
 use clap::Args;
 use std::path::PathBuf;
@@ -163,9 +164,9 @@ impl FitArgs {
 }
 
 /// `oversell fit`: writes the scenario, fit.md and the chart; prints where.
-pub fn fit(args: FitArgs) -> anyhow::Result<i32> {
+pub fn fit(args: FitArgs) -> anyhow::Result<Exit> {
     let plan = args.plan()?;
     let fitted = fit::run(&plan)?;
     println!("{}", fitted.summary);
-    Ok(0)
+    Ok(Exit::Success)
 }

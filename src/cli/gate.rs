@@ -5,6 +5,7 @@
 
 use super::plan::{foreign, plan, FaultArgs, OracleArgs, PlanArgs, ShardArgs};
 use super::{load_scenario, ConnArgs};
+use crate::exit::Exit;
 use crate::gate::{self, Override, Verdict};
 use crate::inventory::{Defect, Strategy};
 use crate::runner::{self, Cell, Subject};
@@ -80,7 +81,7 @@ pub struct GateArgs {
 }
 
 /// `oversell gate`: 0 every threshold held, 1 breached or not verified (see [`crate::gate`]).
-pub async fn gate(mut args: GateArgs) -> anyhow::Result<i32> {
+pub async fn gate(mut args: GateArgs) -> anyhow::Result<Exit> {
     if args.shard.shard.is_some() {
         anyhow::ensure!(
             args.conn.services != crate::services::ServicesMode::Managed,
@@ -183,7 +184,7 @@ pub async fn gate(mut args: GateArgs) -> anyhow::Result<i32> {
     };
     let scenario_name = s.name.clone();
     let Some(plan) = plan(&scenario_file, s, subject, &args.plan).await? else {
-        return Ok(0);
+        return Ok(Exit::Success);
     };
     let (report, dir) = match runner::execute(&plan).await {
         Ok(v) => v,
@@ -290,7 +291,7 @@ pub(super) fn judge_merged(
     allow_unverified: bool,
     junit: Option<&Path>,
     output: &super::OutputArgs,
-) -> anyhow::Result<i32> {
+) -> anyhow::Result<Exit> {
     let bundled = crate::scenarios::is_bundled_origin(&report.scenario.file);
     let limits = gate::limits(&report.scenario.spec.thresholds, None, overrides, bundled);
     let verdict = Verdict::judge(report, &limits, allow_unverified);

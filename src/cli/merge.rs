@@ -2,6 +2,7 @@
 //! as one report (and judged like `gate` with `--gate`).
 
 use super::{values, ConnArgs, OutputArgs};
+use crate::exit::Exit;
 use crate::runner;
 use crate::store::Backend;
 use clap::Args;
@@ -44,7 +45,7 @@ pub struct MergeArgs {
 }
 
 /// Runs `oversell merge`: the exit code (with `--gate`, the verdict's).
-pub async fn merge(args: MergeArgs) -> anyhow::Result<i32> {
+pub async fn merge(args: MergeArgs) -> anyhow::Result<Exit> {
     anyhow::ensure!(
         args.output.metrics_listen.is_none(),
         "merge fires no load, so --metrics-listen would serve nothing: drop it (it is \
@@ -89,5 +90,5 @@ pub async fn merge(args: MergeArgs) -> anyhow::Result<i32> {
         );
     }
     args.output.finish(&report, &dir, None);
-    Ok(0)
+    Ok(Exit::Success)
 }

@@ -4,6 +4,7 @@
 //! else: the process's stdout is pointed at stderr for the whole command (goose prints to it),
 //! and the summary goes to a duplicate of the original taken first.
 
+use crate::exit::Exit;
 use crate::gate::{Origin, Status, Verdict};
 use crate::live::{self, Live};
 use crate::metric::Metric;
@@ -151,7 +152,7 @@ impl OutputArgs {
     }
 
     /// With `--json`, the summary of a command that stopped with `e` (exit `code`).
-    pub fn failed(&self, e: &anyhow::Error, code: i32) {
+    pub fn failed(&self, e: &anyhow::Error, code: Exit) {
         if self.json {
             json_line(&error(e, code));
         }
@@ -159,7 +160,7 @@ impl OutputArgs {
 }
 
 /// The `--json` document of a command that stopped with `e` (exit `code`).
-pub(super) fn error(e: &anyhow::Error, code: i32) -> Value {
+pub(super) fn error(e: &anyhow::Error, code: Exit) -> Value {
     json!({
         "schema": SUMMARY_SCHEMA,
         "error": format!("{e:#}"),
@@ -187,7 +188,7 @@ pub(super) fn dry_run(label: &str, p: &crate::rehearsal::PlanSummary) -> Value {
                 "concurrency": concurrency,
             })),
         },
-        "exit_code": 0,
+        "exit_code": Exit::Success,
     })
 }
 
@@ -330,6 +331,6 @@ fn usage_error(e: &clap::Error) -> serde_json::Value {
     serde_json::json!({
         "schema": SUMMARY_SCHEMA,
         "error": message.join("\n"),
-        "exit_code": 2,
+        "exit_code": Exit::Error,
     })
 }

@@ -2,6 +2,7 @@
 //! [`RunPlan`] built from them, checked before the first request is sent.
 
 use super::values;
+use crate::exit::Exit;
 use crate::inventory::Strategy;
 use crate::nemesis::FaultSpec;
 use crate::rehearsal::{self, Foreign, OracleSource, OrdersQuery, PlanSummary, Use};
@@ -490,7 +491,7 @@ pub(super) async fn shard(
     backend: Backend,
     output: &super::OutputArgs,
     max_send_lag_ms: Option<f64>,
-) -> anyhow::Result<i32> {
+) -> anyhow::Result<Exit> {
     let spec = shard.shard.context("--shard is required here")?;
     let open_at = shard
         .open_at
@@ -547,5 +548,5 @@ pub(super) async fn shard(
         requests,
         run.out.display()
     );
-    Ok(0)
+    Ok(Exit::Success)
 }

@@ -2,6 +2,7 @@
 //! the cases themselves run in [`crate::selftest`].
 
 use super::{ConnArgs, OutputArgs};
+use crate::exit::Exit;
 use crate::inventory::{Defect, Strategy};
 use crate::selftest::{self, Setup};
 use crate::store::Backend;
@@ -36,7 +37,7 @@ pub struct SelftestArgs {
 
 /// Runs the cases in turn and prints the table; 0 when every defect was caught and every
 /// correct run passed, 1 otherwise.
-pub async fn selftest(mut args: SelftestArgs) -> anyhow::Result<i32> {
+pub async fn selftest(mut args: SelftestArgs) -> anyhow::Result<Exit> {
     anyhow::ensure!(
         args.output.metrics_listen.is_none(),
         "selftest runs many short runs: --metrics-listen is for run, compare and gate"
@@ -74,5 +75,5 @@ pub async fn selftest(mut args: SelftestArgs) -> anyhow::Result<i32> {
     if args.output.json {
         super::output::json_line(&selftest::json(&rows));
     }
-    Ok(if selftest::passed(&rows) { 0 } else { 1 })
+    Ok(Exit::judged(selftest::passed(&rows)))
 }

@@ -2,6 +2,7 @@
 //! public listen address without an admin token of at least 16 characters.
 
 use super::{defect_warning, values, ConnArgs};
+use crate::exit::Exit;
 use crate::inventory::Strategy;
 use crate::shop::{Application, ShopKnobs, TrustedProxies};
 use crate::store::Backend;
@@ -123,7 +124,7 @@ fn open_admin(args: &ServeArgs) -> anyhow::Result<()> {
 }
 
 /// `oversell serve`: builds the shop, prints the address it bound, serves until a signal.
-pub(super) async fn serve(mut args: ServeArgs) -> anyhow::Result<i32> {
+pub(super) async fn serve(mut args: ServeArgs) -> anyhow::Result<Exit> {
     open_admin(&args)?;
     let (backend, _) = args.conn.database_for(args.backend)?;
     let _services = args
@@ -156,5 +157,5 @@ pub(super) async fn serve(mut args: ServeArgs) -> anyhow::Result<i32> {
     tracing::info!(strategy = %args.strategy, addr = %app.local_addr(), "shop ready");
     app.run_until_stopped(crate::shop::shutdown_signal())
         .await?;
-    Ok(0)
+    Ok(Exit::Success)
 }

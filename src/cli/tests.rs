@@ -393,3 +393,32 @@ fn negative_numbers_reach_their_flag_and_are_refused_with_a_sentence() {
     let e = refused(&["compare", "--repeat", "--quiet"]);
     assert!(e.contains("--repeat"), "{e}");
 }
+
+#[test]
+fn bench_shop_takes_its_shop_knobs_from_serves_flags_with_its_own_defaults() {
+    let knobs = |args: &[&str]| match parse(&[&["bench", "shop", "-s", "naive"], args].concat()) {
+        Command::Bench(b) => match b.what {
+            bench::BenchCommand::Shop(s) => s.shop.0,
+            other => panic!("{other:?}"),
+        },
+        other => panic!("{other:?}"),
+    };
+    let defaults = knobs(&[]);
+    assert_eq!(defaults, crate::bench::ShopBench::default_knobs());
+    assert_eq!(
+        (defaults.pool_size, defaults.consumers, defaults.buckets),
+        (64, 2, 4)
+    );
+    assert_eq!(defaults.work, Duration::ZERO);
+    let set = knobs(&[
+        "--pool-size",
+        "16",
+        "--buckets",
+        "3",
+        "--worker-threads",
+        "1",
+    ]);
+    assert_eq!((set.pool_size, set.buckets, set.worker_threads), (16, 3, 1));
+    assert_eq!(set.consumers, 2);
+    assert!(refused(&["bench", "shop", "-s", "naive", "--work", "1ms"]).contains("--work"));
+}

@@ -16,6 +16,7 @@
 mod spread;
 mod text;
 
+use crate::exit::Exit;
 use crate::metric::{Better, Metric, Rule};
 use crate::report::repeats::{self, Spread};
 use crate::report::{self, Report, RunReport};
@@ -417,9 +418,9 @@ pub fn render(plan: &DiffPlan, baseline: &Report, candidate: &Report, d: &Diff) 
 }
 
 /// Runs a `diff`: prints the Markdown, or on a terminal without `wide` the 100-column tables
-/// (and writes the Markdown to `--markdown`); exit code 1 when the candidate is worse on a
-/// `--fail-on` metric, 0 otherwise.
-pub fn run(plan: &DiffPlan, wide: bool) -> anyhow::Result<i32> {
+/// (and writes the Markdown to `--markdown`); [`Exit::Failed`] when the candidate is worse on a
+/// `--fail-on` metric, [`Exit::Success`] otherwise.
+pub fn run(plan: &DiffPlan, wide: bool) -> anyhow::Result<Exit> {
     let baseline = report::read(&plan.baseline).context("reading the baseline")?;
     let candidate = report::read(&plan.candidate).context("reading the candidate")?;
     let d = compare(&baseline, &candidate, plan.band);
@@ -447,11 +448,9 @@ pub fn run(plan: &DiffPlan, wide: bool) -> anyhow::Result<i32> {
             d.only_in_baseline.join(", ")
         );
     }
-    Ok(if d.regressions(&plan.fail_on).is_empty() && !lost_runs {
-        0
-    } else {
-        1
-    })
+    Ok(Exit::judged(
+        d.regressions(&plan.fail_on).is_empty() && !lost_runs,
+    ))
 }
 
 #[cfg(test)]

@@ -44,6 +44,7 @@
 pub mod junit;
 pub mod watch;
 
+use crate::exit::Exit;
 use crate::metric::Thresholds;
 pub use crate::metric::{Metric, Override};
 use crate::report::markup::md_cell;
@@ -287,13 +288,9 @@ impl Verdict {
         self.breached() == 0 && (self.allow_unverified || self.unverified() == 0)
     }
 
-    /// 0 passed, 1 failed.
-    pub fn exit_code(&self) -> i32 {
-        if self.passed() {
-            0
-        } else {
-            1
-        }
+    /// [`Exit::Success`] passed, [`Exit::Failed`] failed.
+    pub fn exit_code(&self) -> Exit {
+        Exit::judged(self.passed())
     }
 
     fn result_word(&self, c: &Check) -> &'static str {

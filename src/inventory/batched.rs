@@ -30,6 +30,7 @@ use super::idempotency::replay_of;
 use super::{Outcome, Settings};
 use crate::model::{Order, Purchase};
 use crate::store::{Store, StoreError};
+use crate::telemetry::shop_metrics;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -126,14 +127,14 @@ async fn run(store: Store, item: i64, mut rx: mpsc::Receiver<Job>, window: Durat
             }
         }
         let purchases: Vec<&Purchase> = jobs.iter().map(|j| &j.purchase).collect();
-        metrics::histogram!("oversell_batch_size").record(jobs.len() as f64);
+        metrics::histogram!(shop_metrics::BATCH_SIZE).record(jobs.len() as f64);
         let answers = match apply(&store, item, &purchases).await {
             Ok(answers) => {
                 backoff = Duration::ZERO;
                 answers
             }
             Err(e) => {
-                metrics::counter!("oversell_batch_failures_total").increment(1);
+                metrics::counter!(shop_metrics::BATCH_FAILURES).increment(1);
                 tracing::warn!(
                     item, batch = jobs.len(), error = %e,
                     "a batch failed: nothing moved, every buyer in it answered busy"

@@ -58,14 +58,6 @@ pub struct NotBuiltIn {
     pub strategy: Strategy,
 }
 
-/// The database strategies whose pay and cancel go through the store's own state machine.
-const DATABASE: &[Strategy] = &[
-    Strategy::Conditional,
-    Strategy::ForUpdate,
-    Strategy::Optimistic,
-    Strategy::Batched,
-];
-
 impl Defect {
     /// Every defect, in the order `selftest` runs them.
     pub const ALL: [Defect; 5] = [
@@ -113,13 +105,25 @@ impl Defect {
         }
     }
 
-    /// The strategies this defect is built into (its first is the one `selftest` fires at).
-    pub fn strategies(self) -> &'static [Strategy] {
+    /// The strategy `selftest` fires this defect at by default.
+    pub fn fired_at(self) -> Strategy {
         match self {
-            Defect::LimitRace => &[Strategy::Conditional, Strategy::ForUpdate],
-            Defect::GetThenDecr => &[Strategy::Conditional, Strategy::ForUpdate],
-            Defect::DoubleRestock | Defect::CancelPaidRestocks | Defect::KeyReuse => DATABASE,
+            Defect::LimitRace
+            | Defect::GetThenDecr
+            | Defect::DoubleRestock
+            | Defect::CancelPaidRestocks
+            | Defect::KeyReuse => Strategy::Conditional,
         }
+    }
+
+    /// The strategies this defect is built into ([`Strategy::defects`]): the one `selftest`
+    /// fires at first, then the others in the enum's order.
+    pub fn strategies(self) -> Vec<Strategy> {
+        let first = self.fired_at();
+        std::iter::once(first)
+            .chain(Strategy::all().iter().copied().filter(|s| *s != first))
+            .filter(|s| s.defects().contains(&self))
+            .collect()
     }
 
     /// Whether `strategy` has this defect built in; the error lists the ones that do.
@@ -180,7 +184,22 @@ mod tests {
             e.contains("redis-lua") && e.contains("conditional, for-update"),
             "{e}"
         );
+        assert_eq!(
+            Defect::DoubleRestock.strategies(),
+            [
+                Strategy::Conditional,
+                Strategy::ForUpdate,
+                Strategy::Optimistic,
+                Strategy::Batched
+            ]
+        );
         for d in Defect::ALL {
+            assert_eq!(
+                d.strategies()[0],
+                d.fired_at(),
+                "{d} is built into {}",
+                d.fired_at()
+            );
             assert!(!d.strategies().is_empty());
             assert!(
                 !d.strategies().contains(&Strategy::Naive),

@@ -32,6 +32,7 @@
 use super::{InventoryError, Outcome};
 use crate::model::{Order, Purchase};
 use crate::store::Store;
+use crate::telemetry::shop_metrics;
 
 /// What a stored order says about a request that carries its key.
 pub fn replay_of(order_id: &str, user_id: &str, qty: i64, p: &Purchase) -> Outcome {
@@ -71,7 +72,7 @@ pub async fn settle(
     }
     match store.order_by_key(p.item_id, key).await? {
         Some(order) => {
-            metrics::counter!("oversell_idempotent_replays_total").increment(1);
+            metrics::counter!(shop_metrics::IDEMPOTENT_REPLAYS).increment(1);
             Ok(replay(&order, p))
         }
         // Lost the race at the index, yet no order holds the key: the winner's transaction

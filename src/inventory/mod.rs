@@ -21,6 +21,7 @@ mod strategy;
 
 use crate::model::{Item, OrderStatus, Purchase, SaleSetup};
 use crate::store::{HasOrders, Store, StoreError, Transition};
+use crate::telemetry::shop_metrics;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
@@ -210,7 +211,7 @@ impl Inventory {
         };
         let done = redis.rewarm(&item, &orders, &mark).await?;
         if done.outcome.changed() {
-            metrics::counter!("oversell_rewarms_total", "trigger" => trigger).increment(1);
+            metrics::counter!(shop_metrics::REWARMS, "trigger" => trigger).increment(1);
             tracing::warn!(
                 item = id, trigger, outcome = ?done.outcome, stock = done.stock,
                 orders = done.orders, pending = done.pending, mark = %done.mark,

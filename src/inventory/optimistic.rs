@@ -11,6 +11,7 @@
 use super::{read_and_check, InventoryError, Outcome, Settings};
 use crate::model::{Order, Purchase};
 use crate::store::Store;
+use crate::telemetry::shop_metrics;
 use rand::Rng;
 
 pub(super) async fn purchase(
@@ -21,7 +22,7 @@ pub(super) async fn purchase(
     let mut backoff = settings.optimistic_backoff;
     for attempt in 0..=settings.optimistic_retries {
         if attempt > 0 {
-            metrics::counter!("oversell_optimistic_conflicts_total").increment(1);
+            metrics::counter!(shop_metrics::OPTIMISTIC_CONFLICTS).increment(1);
             if !backoff.is_zero() {
                 let jitter = rand::rng().random_range(0..=backoff.as_micros() as u64);
                 tokio::time::sleep(backoff / 2 + std::time::Duration::from_micros(jitter / 2))
@@ -47,6 +48,6 @@ pub(super) async fn purchase(
         tx.commit().await?;
         return Ok(Outcome::Reserved { order_id: order.id });
     }
-    metrics::counter!("oversell_optimistic_exhausted_total").increment(1);
+    metrics::counter!(shop_metrics::OPTIMISTIC_EXHAUSTED).increment(1);
     Ok(Outcome::Busy("retries_exhausted"))
 }

@@ -35,6 +35,7 @@ use super::{InventoryError, Outcome, RedisKind, RedisLua};
 use crate::model::Purchase;
 use crate::model::{bucket_of_order, item_of_order, new_bucket_order_id, Item, OrderStatus};
 use crate::store::Transition;
+use crate::telemetry::shop_metrics;
 use redis::{AsyncCommands, Script};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -224,7 +225,7 @@ impl RedisBuckets {
             let outcome = home.prededuct(p, &order_id).await?;
             if outcome != Outcome::SoldOut {
                 if passes > 0 {
-                    metrics::counter!("oversell_bucket_fallbacks_total").increment(1);
+                    metrics::counter!(shop_metrics::BUCKET_FALLBACKS).increment(1);
                 }
                 return Ok(outcome);
             }
@@ -358,7 +359,7 @@ impl RedisBuckets {
         for t in self.transfers(item).await? {
             if self.receive(item, &t).await? {
                 delivered += 1;
-                metrics::counter!("oversell_bucket_repairs_total").increment(1);
+                metrics::counter!(shop_metrics::BUCKET_REPAIRS).increment(1);
                 tracing::warn!(
                     item, transfer = %t.id, from = t.from, to = t.to, units = t.units,
                     "completed a transfer its buyer left half done"

@@ -27,6 +27,7 @@ use crate::gateway::{Gateway, Refusal};
 use crate::model::{Item, OrderStatus, Purchase};
 use crate::services::Service;
 use crate::store::Transition;
+use crate::telemetry::shop_metrics;
 use crate::telemetry::Handles;
 use redis::{AsyncCommands, Script};
 use std::collections::HashMap;
@@ -368,7 +369,7 @@ impl RedisLua {
         RESULTS
             .get(
                 result,
-                |result| metrics::counter!("oversell_prededuct_total", "result" => result),
+                |result| metrics::counter!(shop_metrics::PREDEDUCT, "result" => result),
             )
             .increment(1);
         Ok(match code {
@@ -464,7 +465,7 @@ impl RedisLua {
         let Some(o) = raw.and_then(|r| serde_json::from_str::<StoredOrder>(&r).ok()) else {
             return Ok(None);
         };
-        metrics::counter!("oversell_idempotent_replays_total").increment(1);
+        metrics::counter!(shop_metrics::IDEMPOTENT_REPLAYS).increment(1);
         Ok(Some(super::idempotency::replay_of(&order_id, &o.u, o.q, p)))
     }
 
@@ -472,7 +473,7 @@ impl RedisLua {
     /// so the unit goes back at once (a cancel: restocked exactly once, and persisted as a
     /// cancelled order); if even that fails, the order expires with the payment window.
     async fn unreplicated(&self, p: &Purchase, order_id: &str) -> Result<Outcome, InventoryError> {
-        metrics::counter!("oversell_prededuct_total", "result" => "not_replicated").increment(1);
+        metrics::counter!(shop_metrics::PREDEDUCT, "result" => "not_replicated").increment(1);
         let device = p.device_id.as_deref();
         self.gateway
             .record_holding(p.item_id, &p.user_id, device, &p.client_ip, p.qty);

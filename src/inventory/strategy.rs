@@ -1,7 +1,12 @@
-//! The [`Strategy`] switch (`--strategy`): every inventory strategy, its CLI spelling, and the
-//! kind of engine that runs it ([`EngineKind`]: where it decides, what it needs, what it
-//! supports), each an exhaustive `match`, so a new strategy is asked for every one of them.
+//! The [`Strategy`] switch (`--strategy`): every inventory strategy and what it is, each fact
+//! an exhaustive `match` on the enum, so a new strategy is asked for every one of them: its
+//! CLI spelling, the kind of engine that runs it ([`EngineKind`]: where it decides, what it
+//! needs: the database alone, a batcher, Redis), the shop knobs it owns ([`Strategy::knobs`]),
+//! the known defects built into it ([`Strategy::defects`]) and its colour in every chart
+//! ([`Strategy::colour`]). Its own file holds its purchase; its ceiling SQL is in
+//! `bench/ceiling.rs` (exhaustive matches there too).
 
+use super::Defect;
 use serde::Serialize;
 
 /// The inventory strategy, chosen by `--strategy` (parsed by clap's [`clap::ValueEnum`], the
@@ -89,6 +94,53 @@ impl Strategy {
         }
     }
 
+    /// The `[shop]` knobs (spelled as `ShopKnobs`' fields) only this strategy and some others
+    /// read: what `sweep --vary` refuses for a strategy without them. A knob no strategy lists
+    /// concerns every strategy (the pool, the timeouts).
+    pub fn knobs(self) -> Vec<&'static str> {
+        match self {
+            Strategy::Naive => vec!["naive_gap"],
+            Strategy::ForUpdate => vec!["work"],
+            Strategy::Optimistic => vec!["work", "optimistic_retries", "optimistic_backoff"],
+            Strategy::Conditional => vec![],
+            Strategy::Batched => vec!["batch_window", "batch_max"],
+            Strategy::RedisLua => REDIS_KNOBS.to_vec(),
+            Strategy::RedisBuckets => [&REDIS_KNOBS[..], &["buckets"]].concat(),
+        }
+    }
+
+    /// The known defects built into its code path (`serve --defect NAME`, `selftest`): naive
+    /// has none (it is wrong already), nor have the Redis strategies.
+    pub fn defects(self) -> &'static [Defect] {
+        use Defect as D;
+        const STATE_MACHINE: [Defect; 3] = [D::DoubleRestock, D::CancelPaidRestocks, D::KeyReuse];
+        const CHECK_THEN_WRITE: [Defect; 5] = [
+            D::LimitRace,
+            D::GetThenDecr,
+            D::DoubleRestock,
+            D::CancelPaidRestocks,
+            D::KeyReuse,
+        ];
+        match self {
+            Strategy::Naive | Strategy::RedisLua | Strategy::RedisBuckets => &[],
+            Strategy::ForUpdate | Strategy::Conditional => &CHECK_THEN_WRITE,
+            Strategy::Optimistic | Strategy::Batched => &STATE_MACHINE,
+        }
+    }
+
+    /// Its fixed colour, the same in every chart (red, green, blue).
+    pub const fn colour(self) -> (u8, u8, u8) {
+        match self {
+            Strategy::Naive => (0xd6, 0x27, 0x28),
+            Strategy::ForUpdate => (0x1f, 0x77, 0xb4),
+            Strategy::Optimistic => (0xff, 0x7f, 0x0e),
+            Strategy::RedisLua => (0x2c, 0xa0, 0x2c),
+            Strategy::Conditional => (0x94, 0x67, 0xbd),
+            Strategy::Batched => (0x8c, 0x56, 0x4b),
+            Strategy::RedisBuckets => (0x17, 0xbe, 0xcf),
+        }
+    }
+
     /// The Redis side's kind, for the strategies that decide in Redis.
     pub fn redis_kind(self) -> Option<RedisKind> {
         match self.engine() {
@@ -109,6 +161,24 @@ impl Strategy {
         self.redis_kind().is_some_and(RedisKind::reconciles)
     }
 }
+
+/// The knobs of the Redis side (the gateway, the persistence consumers, reconciliation and
+/// rewarm, durability, the cluster), which both Redis strategies read.
+const REDIS_KNOBS: [&str; 13] = [
+    "reconcile_interval",
+    "reconcile_alert_threshold",
+    "rewarm_check",
+    "replica_wait",
+    "rate_limit",
+    "ip_rate_limit",
+    "ip_burst",
+    "ip_unit_cap",
+    "page_cache",
+    "dead_letter_after",
+    "consumers",
+    "redis_durability",
+    "redis_cluster",
+];
 
 impl RedisKind {
     /// Whether it reconciles Redis against the database and rebuilds a lost sale (redis-lua).
@@ -166,5 +236,20 @@ mod tests {
         assert!(!Strategy::RedisBuckets.reconciles());
         assert_eq!(RedisKind::Lua.prefixes("p", 4), ["p"]);
         assert_eq!(RedisKind::Buckets.prefixes("p", 3).len(), 3);
+    }
+
+    #[test]
+    fn each_strategy_has_its_own_colour_and_knobs_listed_once() {
+        for (i, s) in Strategy::all().iter().enumerate() {
+            for t in &Strategy::all()[i + 1..] {
+                assert_ne!(s.colour(), t.colour(), "{s} and {t}");
+            }
+            let knobs = s.knobs();
+            for (j, k) in knobs.iter().enumerate() {
+                assert!(!knobs[j + 1..].contains(k), "{s}: {k} twice");
+            }
+        }
+        assert_eq!(Strategy::RedisBuckets.knobs().last(), Some(&"buckets"));
+        assert!(Strategy::Conditional.knobs().is_empty());
     }
 }

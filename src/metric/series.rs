@@ -1,6 +1,8 @@
 //! The one table of the probes' series: each series' name (in `report.json`, the CSV, the
 //! charts), the unit it is sampled in, and the gauge `--metrics-listen` publishes it as.
 
+use crate::telemetry::shop_metrics;
+
 /// A series the probes sample every second.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum SeriesName {
@@ -89,14 +91,14 @@ impl SeriesName {
     pub const fn shop_metric(self) -> Option<&'static str> {
         match self {
             SeriesName::PredeductSuccessRate | SeriesName::PredeductAttempts => {
-                Some("oversell_prededuct_total")
+                Some(shop_metrics::PREDEDUCT)
             }
-            SeriesName::Restocks => Some("oversell_restocks_total"),
-            SeriesName::ReconcileResidual => Some("oversell_reconcile_residual"),
-            SeriesName::StreamLag => Some("oversell_stream_lag"),
-            SeriesName::StreamPending => Some("oversell_stream_pending"),
-            SeriesName::PoolInUse => Some("oversell_db_pool_in_use"),
-            SeriesName::PoolWaiting => Some("oversell_db_pool_waiting"),
+            SeriesName::Restocks => Some(shop_metrics::RESTOCKS),
+            SeriesName::ReconcileResidual => Some(shop_metrics::RECONCILE_RESIDUAL),
+            SeriesName::StreamLag => Some(shop_metrics::STREAM_LAG),
+            SeriesName::StreamPending => Some(shop_metrics::STREAM_PENDING),
+            SeriesName::PoolInUse => Some(shop_metrics::DB_POOL_IN_USE),
+            SeriesName::PoolWaiting => Some(shop_metrics::DB_POOL_WAITING),
             _ => None,
         }
     }

@@ -20,6 +20,7 @@ use super::entry::{decode, order_of};
 use crate::inventory::redis_lua::stream::ToDeadLetter;
 use crate::inventory::InventoryError;
 use crate::store::{PersistEvent, PersistKind, StoreError};
+use crate::telemetry::shop_metrics;
 use redis::streams::StreamId;
 
 /// What a batch left behind.
@@ -145,10 +146,8 @@ impl Consumer {
             };
             match applied {
                 Ok(stats) => {
-                    metrics::counter!("oversell_persisted_events_total")
-                        .increment(part.len() as u64);
-                    metrics::counter!("oversell_persist_anomalies_total")
-                        .increment(stats.anomalies);
+                    metrics::counter!(shop_metrics::PERSISTED_EVENTS).increment(part.len() as u64);
+                    metrics::counter!(shop_metrics::PERSIST_ANOMALIES).increment(stats.anomalies);
                     for ev in part {
                         self.refusals.remove(&ev.stream_id);
                         self.to_ack.push(ev.stream_id.clone());
@@ -272,7 +271,7 @@ impl Consumer {
         ev: &PersistEvent,
         error: &StoreError,
     ) -> Result<bool, PersistError> {
-        metrics::counter!("oversell_consumer_errors_total", "kind" => ErrorKind::DbRefused.as_str())
+        metrics::counter!(shop_metrics::CONSUMER_ERRORS, "kind" => ErrorKind::DbRefused.as_str())
             .increment(1);
         let attempts = {
             let n = self.refusals.entry(ev.stream_id.clone()).or_insert(0);
@@ -342,7 +341,7 @@ impl Consumer {
             return Ok(false);
         };
         let kind = kind.map_or("other", PersistKind::as_str);
-        metrics::counter!("oversell_dead_letters_total", "kind" => kind).increment(1);
+        metrics::counter!(shop_metrics::DEAD_LETTERS, "kind" => kind).increment(1);
         tracing::error!(
             item = self.item,
             entry = %entry,

@@ -19,6 +19,7 @@ use super::PipelineSettings;
 use crate::inventory::redis_lua::RedisConn;
 use crate::inventory::redis_lua::{RedisLua, GROUP};
 use crate::store::Store;
+use crate::telemetry::shop_metrics;
 use redis::streams::{StreamAutoClaimOptions, StreamId, StreamReadOptions};
 use redis::AsyncCommands;
 use std::collections::HashMap;
@@ -178,7 +179,7 @@ impl Consumer {
                 self.gauges().await;
             }
             if let Err(e) = self.marks.upkeep(&self.redis, &self.store).await {
-                metrics::counter!("oversell_consumer_errors_total", "kind" => ErrorKind::Redis.as_str())
+                metrics::counter!(shop_metrics::CONSUMER_ERRORS, "kind" => ErrorKind::Redis.as_str())
                     .increment(1);
                 tracing::warn!(item, error = %e, "low-water mark upkeep failed; will retry");
             }
@@ -188,7 +189,7 @@ impl Consumer {
                 }
             }
         }
-        metrics::gauge!("oversell_consumer_up", "item" => self.label.clone()).set(0.0);
+        metrics::gauge!(shop_metrics::CONSUMER_UP, "item" => self.label.clone()).set(0.0);
     }
 
     /// One round: connect, retry acknowledgements, claim on the timer, read, persist. Returns
@@ -250,11 +251,11 @@ impl Consumer {
 
     /// Counts, logs and (for Redis) drops the connection; returns the backoff wait.
     fn failed(&mut self, kind: ErrorKind, error: &str) -> Duration {
-        metrics::counter!("oversell_consumer_errors_total", "kind" => kind.as_str()).increment(1);
+        metrics::counter!(shop_metrics::CONSUMER_ERRORS, "kind" => kind.as_str()).increment(1);
         if kind != ErrorKind::DbUnavailable {
             // Any Redis error: the connection may be dead or half-open. Start afresh.
             self.conn = None;
-            metrics::gauge!("oversell_consumer_up", "item" => self.label.clone()).set(0.0);
+            metrics::gauge!(shop_metrics::CONSUMER_UP, "item" => self.label.clone()).set(0.0);
         }
         let wait = self.backoff.next_wait();
         tracing::warn!(
@@ -279,7 +280,7 @@ impl Consumer {
             if self.backoff.failures() > 0 {
                 tracing::warn!(item = self.item, consumer = %self.name, "persistence consumer reconnected");
             }
-            metrics::gauge!("oversell_consumer_up", "item" => self.label.clone()).set(1.0);
+            metrics::gauge!(shop_metrics::CONSUMER_UP, "item" => self.label.clone()).set(1.0);
             self.conn = Some(conn);
         }
         Ok(self.conn.as_mut().expect("just connected"))
@@ -346,7 +347,7 @@ impl Consumer {
                 n = claimed.claimed.len(),
                 "claimed entries left pending by another consumer"
             );
-            metrics::counter!("oversell_claimed_entries_total")
+            metrics::counter!(shop_metrics::CLAIMED_ENTRIES)
                 .increment(claimed.claimed.len() as u64);
         }
         Ok(claimed.claimed)
@@ -390,11 +391,13 @@ impl Consumer {
         match self.redis.backlog(self.item).await {
             Ok(b) => {
                 let label = self.label.clone();
-                metrics::gauge!("oversell_stream_lag", "item" => label.clone()).set(b.lag as f64);
-                metrics::gauge!("oversell_stream_pending", "item" => label).set(b.pending as f64);
+                metrics::gauge!(shop_metrics::STREAM_LAG, "item" => label.clone())
+                    .set(b.lag as f64);
+                metrics::gauge!(shop_metrics::STREAM_PENDING, "item" => label)
+                    .set(b.pending as f64);
             }
             Err(e) => {
-                metrics::counter!("oversell_consumer_errors_total", "kind" => ErrorKind::Redis.as_str())
+                metrics::counter!(shop_metrics::CONSUMER_ERRORS, "kind" => ErrorKind::Redis.as_str())
                     .increment(1);
                 tracing::warn!(item = self.item, error = %e, "reading the stream backlog failed");
             }

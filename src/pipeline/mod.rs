@@ -21,6 +21,7 @@ pub mod mark;
 pub mod reconcile;
 
 use crate::inventory::{Engine, Inventory, RedisBuckets, RedisEngine, RedisLua};
+use crate::telemetry::shop_metrics;
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 use tokio::sync::watch;
@@ -214,7 +215,7 @@ async fn supervise(
                     break;
                 }
                 if let Some((task, item)) = running.remove(&id) {
-                    metrics::counter!("oversell_background_restarts_total", "task" => task.as_str())
+                    metrics::counter!(shop_metrics::BACKGROUND_RESTARTS, "task" => task.as_str())
                         .increment(1);
                     tracing::error!(
                         item,
@@ -253,8 +254,7 @@ async fn expiry_loop(
             Ok(0) => {}
             Ok(n) => tracing::info!(item, expired = n, "expired unpaid orders"),
             Err(e) => {
-                metrics::counter!("oversell_background_errors_total", "task" => "expiry")
-                    .increment(1);
+                metrics::counter!(shop_metrics::BACKGROUND_ERRORS, "task" => "expiry").increment(1);
                 tracing::warn!(item, error = %e, "expiry sweep failed; will retry");
             }
         }
@@ -275,8 +275,7 @@ async fn repair_loop(
             Ok(0) => {}
             Ok(n) => tracing::warn!(item, transfers = n, "completed transfers left half done"),
             Err(e) => {
-                metrics::counter!("oversell_background_errors_total", "task" => "repair")
-                    .increment(1);
+                metrics::counter!(shop_metrics::BACKGROUND_ERRORS, "task" => "repair").increment(1);
                 tracing::warn!(item, error = %e, "transfer repair failed; will retry");
             }
         }

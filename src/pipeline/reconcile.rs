@@ -11,6 +11,7 @@
 
 use crate::inventory::{Inventory, InventoryError};
 use crate::store::Store;
+use crate::telemetry::shop_metrics;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 use tokio::sync::watch;
@@ -90,8 +91,9 @@ pub async fn pass(
         low_water_mark: snapshot.mark,
         in_flight: r.in_flight,
     };
-    metrics::gauge!("oversell_reconcile_residual", "item" => item.to_string()).set(residual as f64);
-    metrics::counter!("oversell_reconcile_passes_total").increment(1);
+    metrics::gauge!(shop_metrics::RECONCILE_RESIDUAL, "item" => item.to_string())
+        .set(residual as f64);
+    metrics::counter!(shop_metrics::RECONCILE_PASSES).increment(1);
     if deferred && residual != 0 {
         tracing::warn!(
             item,
@@ -99,11 +101,11 @@ pub async fn pass(
             "reconciliation deferred: an entry at or below the mark is still pending, or the stream was trimmed past the snapshot"
         );
     } else if residual != 0 {
-        metrics::counter!("oversell_reconcile_corrections_total").increment(1);
+        metrics::counter!(shop_metrics::RECONCILE_CORRECTIONS).increment(1);
         tracing::warn!(item, residual, "reconciliation corrected Redis stock");
     }
     if alerted {
-        metrics::counter!("oversell_reconcile_alerts_total").increment(1);
+        metrics::counter!(shop_metrics::RECONCILE_ALERTS).increment(1);
         tracing::error!(
             item,
             residual,
@@ -142,8 +144,7 @@ pub async fn run(
             _ = tick.tick() => {}
         }
         if let Err(e) = pass(&inventory, item, &settings).await {
-            metrics::counter!("oversell_background_errors_total", "task" => "reconcile")
-                .increment(1);
+            metrics::counter!(shop_metrics::BACKGROUND_ERRORS, "task" => "reconcile").increment(1);
             tracing::warn!(item, error = %e, "reconciliation pass failed; will retry");
         }
     }

@@ -11,7 +11,9 @@ pub mod scrape;
 pub use crate::metric::SeriesName;
 
 use crate::inventory::redis_lua::{ItemKeys, RedisConn};
+use crate::inventory::RedisKind;
 use crate::live;
+use crate::telemetry::shop_metrics;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -80,11 +82,10 @@ pub struct ProbeConfig {
     /// not looked for.
     pub foreign_database: bool,
     pub item_id: i64,
-    /// Redis URL and the shop's key prefix (redis-lua, redis-buckets).
-    pub redis: Option<(String, String)>,
+    /// Redis URL, the shop's key prefix and the kind of its Redis side (redis-lua;
     /// redis-buckets: the item's Redis stock is the sum over its buckets and the units
-    /// travelling between them.
-    pub redis_buckets: bool,
+    /// travelling between them).
+    pub redis: Option<(String, String, RedisKind)>,
     /// Every reference shop's `/metrics` URL (none for a foreign shop). With several shops
     /// (`--shops K`) each is scraped and the pages merged ([`merge_pages`]).
     pub shop_metrics_urls: Vec<String>,
@@ -144,8 +145,8 @@ pub async fn start(config: ProbeConfig) -> Probes {
             None => None,
         };
         let mut redis = match &config.redis {
-            Some((url, prefix)) => {
-                RedisProbe::connect(url, prefix, config.item_id, config.redis_buckets).await
+            Some((url, prefix, kind)) => {
+                RedisProbe::connect(url, prefix, config.item_id, *kind).await
             }
             None => None,
         };
@@ -241,25 +242,26 @@ struct RedisProbe {
 }
 
 impl RedisProbe {
-    async fn connect(url: &str, prefix: &str, item: i64, buckets: bool) -> Option<Self> {
+    async fn connect(url: &str, prefix: &str, item: i64, kind: RedisKind) -> Option<Self> {
         let mut conn = RedisConn::open(url).await.ok()?;
         let (mut stock_keys, mut transfer_keys) = (Vec::new(), Vec::new());
-        if buckets {
-            // The sale is set up before the probes start: its first bucket says how many.
-            let n: Option<u32> = redis::cmd("HGET")
-                .arg(ItemKeys::bucket(prefix, item, 0).meta)
-                .arg("buckets")
-                .query_async(&mut conn)
-                .await
-                .ok()
-                .flatten();
-            for b in 0..n.unwrap_or(0) {
-                let keys = ItemKeys::bucket(prefix, item, b);
-                transfer_keys.push(keys.sibling("transfers"));
-                stock_keys.push(keys.stock);
+        match kind {
+            RedisKind::Buckets => {
+                // The sale is set up before the probes start: its first bucket says how many.
+                let n: Option<u32> = redis::cmd("HGET")
+                    .arg(ItemKeys::bucket(prefix, item, 0).meta)
+                    .arg("buckets")
+                    .query_async(&mut conn)
+                    .await
+                    .ok()
+                    .flatten();
+                for b in 0..n.unwrap_or(0) {
+                    let keys = ItemKeys::bucket(prefix, item, b);
+                    transfer_keys.push(keys.sibling("transfers"));
+                    stock_keys.push(keys.stock);
+                }
             }
-        } else {
-            stock_keys.push(ItemKeys::new(prefix, item).stock);
+            RedisKind::Lua => stock_keys.push(ItemKeys::new(prefix, item).stock),
         }
         Some(RedisProbe {
             conn,
@@ -341,9 +343,9 @@ impl RedisProbe {
 /// Gauges every shop reads from the state they share (the item's stream and consumer group,
 /// the last reconciliation pass): merged by the value farthest from zero, not summed.
 const SHARED_GAUGES: [&str; 3] = [
-    "oversell_stream_lag",
-    "oversell_stream_pending",
-    "oversell_reconcile_residual",
+    shop_metrics::STREAM_LAG,
+    shop_metrics::STREAM_PENDING,
+    shop_metrics::RECONCILE_RESIDUAL,
 ];
 
 /// The shops' scraped pages as one: counters and per-shop gauges (pool in use) summed, the

@@ -38,7 +38,6 @@ pub(super) async fn run(plan: &RunPlan, f: &Foreign, slot: &Slot) -> anyhow::Res
             foreign_database: true,
             item_id: s.item.number(),
             redis: None,
-            redis_buckets: false,
             shop_metrics_urls: Vec::new(),
             opened: Instant::now(),
         },

@@ -6,10 +6,10 @@ use super::shop_process::ChildShop;
 use super::shops;
 use super::{control_client, faults, fire_traffic, send_setup, target_for, Cell, RunPlan, Slot};
 use crate::inventory::redis_lua::conn::{is_cluster, with_cluster};
-use crate::inventory::Strategy;
 use crate::nemesis::{Owned, PrivateRedis, ShopControl};
 use crate::probe::ProbeConfig;
 use crate::report::{RunReport, Shop};
+use crate::shop::routes::Route;
 use crate::traffic::mapping::Mapping;
 use crate::traffic::target::Targets;
 use anyhow::Context;
@@ -175,12 +175,13 @@ async fn drive_reference(
             database_url: Some(cell.database_url.clone()),
             foreign_database: false,
             item_id: s.item.number(),
-            redis: Some((redis_url.to_string(), prefix.to_string()))
-                .filter(|_| cell.strategy.uses_redis()),
-            redis_buckets: cell.strategy == Strategy::RedisBuckets,
+            redis: cell
+                .strategy
+                .redis_kind()
+                .map(|kind| (redis_url.to_string(), prefix.to_string(), kind)),
             shop_metrics_urls: all
                 .iter()
-                .map(|c| format!("{}/metrics", c.base_url))
+                .map(|c| Route::Metrics.url(&c.base_url))
                 .collect(),
             opened: Instant::now(),
         },

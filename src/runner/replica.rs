@@ -6,7 +6,6 @@
 //! the run ends.
 
 use super::{Cell, RunPlan};
-use crate::inventory::Strategy;
 use crate::services::managed::{self, replica::Replica, ServerKind};
 use crate::services::provide::rebase;
 use crate::store::Store;
@@ -30,7 +29,7 @@ impl RunReplica {
 
 /// Why a run that wants a replica gets none (`None`: it can have one).
 fn why_not(cell: &Cell) -> Option<String> {
-    if !matches!(cell.strategy, Strategy::RedisLua | Strategy::RedisBuckets) {
+    if !cell.strategy.uses_redis() {
         return Some(format!("{} does not reconcile", cell.strategy));
     }
     match managed::server_at(&cell.database_url) {

@@ -3,7 +3,6 @@
 //! reconciliation. Shared by a run and by `merge` (which reads the shop the shards fired at).
 
 use super::{shop_process, Cell, ServerSide};
-use crate::inventory::Strategy;
 use crate::oracle::{Ask, Check, DeadLetterSeen, OracleView, Truth};
 use crate::pipeline::reconcile::Pass;
 use crate::probe::Series;
@@ -29,8 +28,8 @@ pub(super) async fn reference(
 ) -> anyhow::Result<ServerSide> {
     let started = std::time::Instant::now();
     let (redis_url, prefix) = redis;
-    let is_redis = cell.strategy.uses_redis();
-    let buckets = cell.strategy == Strategy::RedisBuckets;
+    let redis_kind = cell.strategy.redis_kind();
+    let is_redis = redis_kind.is_some();
     let store = Store::connect(
         &cell.database_url,
         &crate::shop::ShopKnobs::default().pool(),
@@ -43,10 +42,9 @@ pub(super) async fn reference(
     let mut attempt = 0;
     let (truth, redis_stock, restocked, dead_letters) = loop {
         attempt += 1;
-        let before = if is_redis {
-            shop_process::redis_state(redis_url, prefix, item, buckets).await?
-        } else {
-            Default::default()
+        let before = match redis_kind {
+            Some(kind) => shop_process::redis_state(redis_url, prefix, item, kind).await?,
+            None => Default::default(),
         };
         let drained = !is_redis
             || shop_process::wait_drained(http, base_url, item, Duration::ZERO)
@@ -68,10 +66,9 @@ pub(super) async fn reference(
             },
             None => Truth::Unverified,
         };
-        let after = if is_redis {
-            shop_process::redis_state(redis_url, prefix, item, buckets).await?
-        } else {
-            Default::default()
+        let after = match redis_kind {
+            Some(kind) => shop_process::redis_state(redis_url, prefix, item, kind).await?,
+            None => Default::default(),
         };
         if (drained && before == after) || attempt >= 20 {
             // The database strategies have no queue: nothing of theirs is ever dead-lettered.

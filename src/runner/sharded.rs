@@ -12,6 +12,7 @@ use super::{control_client, send_setup, shop_process, target_for};
 use crate::inventory::Strategy;
 use crate::shard::file::{Clients, ShardFile, ShardShop, ShardTarget, SCHEMA};
 use crate::shard::{scenario_hash, ShardSpec};
+use crate::shop::routes::Route;
 use crate::store::Backend;
 use crate::traffic::attack::{self, GeneratorStats};
 use crate::traffic::mapping::Mapping;
@@ -202,7 +203,7 @@ async fn wait_for_item(
     item: i64,
     open_at: DateTime<Utc>,
 ) -> anyhow::Result<()> {
-    let url = format!("{base_url}/api/items/{item}");
+    let url = Route::Item.url_with(base_url, item);
     let deadline = open_at + chrono::Duration::from_std(SHOP_WAIT_AFTER_OPENING)?;
     loop {
         let last = match http.get(&url).send().await {

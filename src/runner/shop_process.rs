@@ -16,10 +16,12 @@
 use super::Cell;
 use crate::inventory::redis_lua::stream::{read_dead_letters, DeadLetter};
 use crate::inventory::redis_lua::ItemKeys;
+use crate::inventory::RedisKind;
 use crate::nemesis::BoxFuture;
 use crate::pipeline::reconcile::Pass;
 use crate::report::Drain;
 use crate::services::{Service, Unreachable};
+use crate::shop::routes::Route;
 use crate::shop::ShopKnobs;
 use crate::traffic::target::{Prepared, Target};
 use anyhow::{bail, Context};
@@ -191,7 +193,10 @@ impl ChildShop {
         setup: &crate::model::SaleSetup,
     ) -> anyhow::Result<()> {
         let resp = http
-            .put(format!("{}/api/items/{item}?reset=true", self.base_url))
+            .put(format!(
+                "{}?reset=true",
+                Route::Item.url_with(&self.base_url, item)
+            ))
             .bearer_auth(&self.admin_token)
             .json(setup)
             .send()
@@ -283,7 +288,7 @@ pub(super) async fn reconcile(
     admin_token: Option<&str>,
     item: i64,
 ) -> Option<Pass> {
-    let mut req = http.post(format!("{base_url}/api/items/{item}/reconcile"));
+    let mut req = http.post(Route::Reconcile.url_with(base_url, item));
     if let Some(token) = admin_token {
         req = req.bearer_auth(token);
     }
@@ -298,7 +303,7 @@ pub(super) async fn wait_drained(
     limit: Duration,
 ) -> Drain {
     let start = Instant::now();
-    let url = format!("{base}/api/items/{item}/audit");
+    let url = Route::Audit.url_with(base, item);
     loop {
         let drained = match http.get(&url).send().await {
             Ok(r) => r
@@ -333,23 +338,22 @@ pub(super) struct RedisState {
     pub dead_letters: Option<Vec<DeadLetter>>,
 }
 
-/// Reads [`RedisState`] for one item: redis-lua's keys, or for redis-buckets (`buckets`)
-/// the sum over every bucket (stock plus the units travelling between buckets, every
-/// bucket's restocks, last stream ids and dead letters).
+/// Reads [`RedisState`] for one item: redis-lua's keys, or for redis-buckets the sum over
+/// every bucket (stock plus the units travelling between buckets, every bucket's restocks,
+/// last stream ids and dead letters).
 pub(super) async fn redis_state(
     url: &str,
     prefix: &str,
     item: i64,
-    buckets: bool,
+    kind: RedisKind,
 ) -> anyhow::Result<RedisState> {
     let mut conn = crate::inventory::redis_lua::RedisConn::open(url)
         .await
         .map_err(|e| Service::Redis.unreachable_error(url, &e))?;
-    if buckets {
-        return buckets_state(&mut conn, prefix, item).await;
+    match kind {
+        RedisKind::Buckets => buckets_state(&mut conn, prefix, item).await,
+        RedisKind::Lua => key_set_state(&mut conn, &ItemKeys::new(prefix, item)).await,
     }
-    let keys = ItemKeys::new(prefix, item);
-    key_set_state(&mut conn, &keys).await
 }
 
 /// [`RedisState`] of one redis-lua key set (an item's, or one bucket's).

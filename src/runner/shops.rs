@@ -18,6 +18,7 @@ use crate::report::shops::{ShopShare, ShopSpread, SOURCE};
 use crate::report::Drain;
 use crate::shop::routes::Route;
 use crate::shop::ShopKnobs;
+use crate::telemetry::shop_metrics;
 use crate::traffic::schedule::Schedule;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -119,7 +120,7 @@ pub(super) async fn spread(
     };
     let mut out = Vec::new();
     for (i, shop) in shops.iter().enumerate() {
-        let metrics = scrape(http, &format!("{}/metrics", shop.base_url)).await;
+        let metrics = scrape(http, &Route::Metrics.url(&shop.base_url)).await;
         let pid = shop.pid().await;
         let consumer = match (&group, pid) {
             (Some(names), Some(pid)) => {
@@ -135,7 +136,7 @@ pub(super) async fn spread(
             requests_answered: metrics.as_ref().map(buyer_requests),
             persisted_events: redis
                 .and(metrics.as_ref())
-                .map(|m| scrape::sum(m, "oversell_persisted_events_total", None) as u64),
+                .map(|m| scrape::sum(m, shop_metrics::PERSISTED_EVENTS, None) as u64),
             consumer,
         });
     }
@@ -165,7 +166,7 @@ async fn group_consumers(url: &str, stream: &str) -> anyhow::Result<Vec<String>>
 /// and cancellations; not the harness's set-up, audit, reconciliation or metrics).
 fn buyer_requests(m: &BTreeMap<String, f64>) -> u64 {
     m.iter()
-        .filter(|(k, _)| scrape::name_of(k) == "oversell_http_requests_total")
+        .filter(|(k, _)| scrape::name_of(k) == shop_metrics::HTTP_REQUESTS)
         .filter(|(k, _)| {
             let route = scrape::label(k, "route").and_then(Route::of_path);
             let method = scrape::label(k, "method").unwrap_or("");

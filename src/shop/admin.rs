@@ -11,6 +11,7 @@ use super::handlers::{item_id, parse_json};
 use super::AppState;
 use crate::inventory::{RewarmOutcome, SaleSetupResult};
 use crate::model::SaleSetup;
+use crate::telemetry::shop_metrics;
 use axum::extract::{FromRequestParts, Path, RawQuery, State};
 use axum::http::header;
 use axum::http::request::Parts;
@@ -38,7 +39,7 @@ impl FromRequestParts<AppState> for Admin {
         match given {
             Some(g) if same_secret(g.as_bytes(), token.as_bytes()) => Ok(Admin),
             _ => {
-                metrics::counter!("oversell_admin_refused_total").increment(1);
+                metrics::counter!(shop_metrics::ADMIN_REFUSED).increment(1);
                 let err = ApiError::new(ErrorCode::Unauthorized).detail(
                     "this admin route needs `Authorization: Bearer <token>` with the shop's \
                      --admin-token",

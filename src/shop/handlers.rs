@@ -5,6 +5,7 @@ use super::AppState;
 use crate::inventory::Outcome;
 use crate::model::{OrderStatus, Purchase, MAX_ID_LEN, MAX_ORDER_ID_LEN};
 use crate::store::Transition;
+use crate::telemetry::shop_metrics;
 use crate::telemetry::Handles;
 use axum::body::Bytes;
 use axum::extract::{ConnectInfo, Path, State};
@@ -325,7 +326,7 @@ pub(super) async fn create_order(
         LazyLock::new(Handles::new);
     ORDERS
         .get((strategy, label), |(strategy, label)| {
-            metrics::counter!("oversell_orders_total", "strategy" => strategy, "outcome" => label)
+            metrics::counter!(shop_metrics::ORDERS, "strategy" => strategy, "outcome" => label)
         })
         .increment(1);
     Ok(resp)

@@ -248,6 +248,33 @@ impl ShopKnobs {
 }
 
 impl ShopKnobs {
+    /// `serve`'s flags of the knobs `names` (their type, help and value parser: one definition),
+    /// each defaulting to its value in these knobs: how another command takes some knobs as
+    /// its own flags with its own defaults (`bench shop`); read them back with
+    /// [`ShopKnobs::with_flags`] and check them with [`ShopKnobs::validate`]. A name that is no
+    /// knob's flag is left out.
+    pub fn flags_of(&self, names: &[&str]) -> Vec<clap::Arg> {
+        // No display order of their own: they list where the other command adds them.
+        let serve = clap::Command::new("serve").next_display_order(None);
+        let serve = <KnobFlags as clap::Args>::augment_args(serve);
+        let line = self.command_line();
+        let value = |name: &str| {
+            let flag = format!("--{}", name.replace('_', "-"));
+            let at = line.iter().position(|a| *a == flag)?;
+            line.get(at + 1).filter(|v| !v.starts_with("--")).cloned()
+        };
+        names
+            .iter()
+            .filter_map(|name| {
+                let arg = serve.get_arguments().find(|a| a.get_id() == *name)?.clone();
+                Some(match value(name) {
+                    Some(v) => arg.default_value(v),
+                    None => arg,
+                })
+            })
+            .collect()
+    }
+
     /// The database pool (`ShopKnobs::default().pool()`: the pool a shop has by default, which
     /// the harness's own connections use too).
     pub fn pool(&self) -> PoolSettings {

@@ -31,6 +31,7 @@ pub mod telemetry;
 use crate::inventory::{Inventory, RedisSettings, Settings, Strategy};
 use crate::pipeline::{self, PipelineSettings};
 use crate::store::{PoolSettings, Store};
+use crate::telemetry::shop_metrics;
 use anyhow::Context;
 use axum::Router;
 use std::future::Future;
@@ -160,7 +161,7 @@ impl Application {
         telemetry::handle();
         if let Some(defect) = config.inventory.defect {
             tracing::warn!(%defect, strategy = %config.strategy, "{}", defect.warning(config.strategy));
-            metrics::gauge!("oversell_defect_active", "defect" => defect.as_str()).set(1.0);
+            metrics::gauge!(shop_metrics::DEFECT_ACTIVE, "defect" => defect.as_str()).set(1.0);
         }
         Ok(Application {
             listener,

@@ -3,6 +3,7 @@
 //! and the harness asks it which routes are the buyers'.
 
 use super::{admin, handlers, telemetry, AppState};
+use crate::telemetry::shop_metrics;
 use crate::telemetry::Handles;
 use axum::extract::{MatchedPath, Request};
 use axum::middleware::Next;
@@ -59,6 +60,16 @@ impl Route {
     /// Its path with the `{id}` segment named `placeholder` (a mapping's `{item_id}`).
     pub fn path_with(self, placeholder: &str) -> String {
         self.path().replace("{id}", placeholder)
+    }
+
+    /// Its URL on the shop at `base_url` (the pattern as it is: for a route without `{id}`).
+    pub fn url(self, base_url: &str) -> String {
+        format!("{base_url}{}", self.path())
+    }
+
+    /// Its URL on the shop at `base_url` for item or order `id`.
+    pub fn url_with(self, base_url: &str, id: impl std::fmt::Display) -> String {
+        format!("{base_url}{}", self.path_with(&id.to_string()))
     }
 
     /// The route whose pattern is `path`.
@@ -133,8 +144,8 @@ type HttpHandles = (metrics::Histogram, metrics::Counter);
 /// The two HTTP metrics of one route, method and status.
 fn http_metrics(route: String, method: &'static str, status: u16) -> HttpHandles {
     (
-        metrics::histogram!("oversell_http_request_duration_seconds", "route" => route.clone(), "method" => method),
-        metrics::counter!("oversell_http_requests_total", "route" => route, "method" => method, "status" => status.to_string()),
+        metrics::histogram!(shop_metrics::HTTP_REQUEST_DURATION, "route" => route.clone(), "method" => method),
+        metrics::counter!(shop_metrics::HTTP_REQUESTS, "route" => route, "method" => method, "status" => status.to_string()),
     )
 }
 
@@ -180,6 +191,11 @@ mod tests {
         );
         assert_eq!(Route::of_path("/api/other"), None);
         assert_eq!(Route::Item.path_with("{item_id}"), "/api/items/{item_id}");
+        assert_eq!(
+            Route::Pay.url_with("http://h:1", 7),
+            "http://h:1/api/orders/7/pay"
+        );
+        assert_eq!(Route::Metrics.url("http://h:1"), "http://h:1/metrics");
         assert!(Route::Item.is_buyers("GET") && !Route::Item.is_buyers("PUT"));
         assert!(Route::Pay.is_buyers("POST") && !Route::Audit.is_buyers("GET"));
     }

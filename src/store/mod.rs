@@ -23,6 +23,7 @@ mod pg_array;
 mod rows;
 mod tx;
 
+use crate::telemetry::shop_metrics;
 pub use backend::{on_database, Backend};
 use error::dead_connection;
 pub use error::{is_busy, refuses_entry, StoreError, IDEMPOTENCY_INDEX};
@@ -336,8 +337,7 @@ impl Store {
         let start = std::time::Instant::now();
         let tx = self.open_tx().await;
         // Waiting for a pooled connection (plus BEGIN): where a burst queues for `for-update`.
-        metrics::histogram!("oversell_db_pool_acquire_seconds")
-            .record(start.elapsed().as_secs_f64());
+        metrics::histogram!(shop_metrics::DB_POOL_ACQUIRE).record(start.elapsed().as_secs_f64());
         Ok(tx?)
     }
 

@@ -26,31 +26,15 @@ pub struct Vary {
     pub values: Vec<String>,
 }
 
-/// The knobs only some strategies have (every other knob concerns all of them).
-fn owners(field: &str) -> Option<&'static [Strategy]> {
-    use Strategy as S;
-    const REDIS: &[Strategy] = &[S::RedisLua, S::RedisBuckets];
-    Some(match field {
-        "naive_gap" => &[S::Naive],
-        "work" => &[S::ForUpdate, S::Optimistic],
-        "optimistic_retries" | "optimistic_backoff" => &[S::Optimistic],
-        "batch_window" | "batch_max" => &[S::Batched],
-        "buckets" => &[S::RedisBuckets],
-        "reconcile_interval"
-        | "reconcile_alert_threshold"
-        | "rewarm_check"
-        | "replica_wait"
-        | "rate_limit"
-        | "ip_rate_limit"
-        | "ip_burst"
-        | "ip_unit_cap"
-        | "page_cache"
-        | "dead_letter_after"
-        | "consumers"
-        | "redis_durability"
-        | "redis_cluster" => REDIS,
-        _ => return None,
-    })
+/// The strategies that have `field`, when only some do ([`Strategy::knobs`]); `None`: a knob
+/// of every strategy.
+fn owners(field: &str) -> Option<Vec<Strategy>> {
+    let owners: Vec<Strategy> = Strategy::all()
+        .iter()
+        .copied()
+        .filter(|s| s.knobs().contains(&field))
+        .collect();
+    (!owners.is_empty()).then_some(owners)
 }
 
 /// Every knob a sweep may vary, as flags: `rate` and the shop's.
@@ -188,7 +172,7 @@ impl Vary {
     }
 }
 
-fn owners_of(flag: &str) -> Option<&'static [Strategy]> {
+fn owners_of(flag: &str) -> Option<Vec<Strategy>> {
     owners(&flag.replace('-', "_"))
 }
 
@@ -245,6 +229,24 @@ mod tests {
         assert!(Vary::parse("work-ms=20", Strategy::Naive).is_err());
         assert!(names().contains(&"work".to_string()));
         assert!(!names().contains(&"work-ms".to_string()));
+    }
+
+    #[test]
+    fn every_knob_a_strategy_owns_is_a_shop_knob() {
+        for s in Strategy::all() {
+            for k in s.knobs() {
+                assert!(shop_fields().iter().any(|f| f == k), "{s}: {k}");
+            }
+        }
+        assert_eq!(
+            owners("work"),
+            Some(vec![Strategy::ForUpdate, Strategy::Optimistic])
+        );
+        assert_eq!(
+            owners("consumers"),
+            Some(vec![Strategy::RedisLua, Strategy::RedisBuckets])
+        );
+        assert_eq!(owners("pool_size"), None);
     }
 
     #[test]

@@ -89,7 +89,7 @@ async fn run(
             }
             Err(e) => {
                 tally.failed += 1;
-                metrics::counter!("oversell_watch_failed_reads_total", "gauge" => name.clone())
+                metrics::counter!(crate::live::WATCH_FAILED_READS, "gauge" => name.clone())
                     .increment(1);
                 if !failing {
                     tracing::warn!(

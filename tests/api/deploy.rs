@@ -1,6 +1,6 @@
 //! What `deploy/` and `docker-compose.yml` promise, checked against the code: every metric the
-//! dashboard queries is one the harness or the shop exports (and every metric the code emits has
-//! a `# HELP` text), Prometheus scrapes where `--metrics-listen` serves, Grafana reads the
+//! dashboard queries (or the book names) is one the harness or the shop exports (and every
+//! metric the code emits has a `# HELP` text), Prometheus scrapes where `--metrics-listen` serves, Grafana reads the
 //! Prometheus compose starts, and every compose service has a healthcheck.
 
 use oversell::live;
@@ -124,26 +124,75 @@ fn every_panel_of_the_dashboard_queries_metrics_that_are_exported() {
     }
 }
 
-#[test]
-fn every_metric_the_code_emits_is_described() {
-    let known = exported();
+/// Every `.rs` file under `src/`, with its text.
+fn sources() -> Vec<(String, String)> {
     let mut files = vec![root().join("src")];
-    let mut emitted = BTreeSet::new();
+    let mut out = Vec::new();
     while let Some(path) = files.pop() {
         if path.is_dir() {
             files.extend(std::fs::read_dir(&path).unwrap().map(|e| e.unwrap().path()));
-            continue;
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            let text = std::fs::read_to_string(&path).unwrap();
+            out.push((path.display().to_string(), text));
         }
-        if path.extension().is_none_or(|e| e != "rs") {
-            continue;
+    }
+    out
+}
+
+/// The metric names the sources declare as constants (`const NAME: &str = "oversell_...";`),
+/// by constant.
+fn name_constants(sources: &[(String, String)]) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    for (_, text) in sources {
+        for line in text.lines() {
+            let Some((_, decl)) = line.split_once("const ") else {
+                continue;
+            };
+            let Some((ident, value)) = decl.split_once(": &str = \"oversell_") else {
+                continue;
+            };
+            let name = format!("oversell_{}", &value[..value.find('"').unwrap()]);
+            out.insert(ident.trim().to_string(), name);
         }
-        let text = std::fs::read_to_string(&path).unwrap();
+    }
+    out
+}
+
+/// The metric a macro's first argument names: a string literal, or a constant (`NAME`,
+/// `path::NAME`) resolved through `constants`; `None` for a variable (a name computed at run
+/// time, described where it is made).
+fn emitted_name(arg: &str, constants: &BTreeMap<String, String>, file: &str) -> Option<String> {
+    if let Some(lit) = arg.strip_prefix('"') {
+        return Some(lit[..lit.find('"').unwrap()].to_string());
+    }
+    let path: String = arg
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == ':')
+        .collect();
+    let ident = path.rsplit("::").next().unwrap_or_default();
+    let constant = ident.chars().any(|c| c.is_ascii_uppercase())
+        && ident
+            .chars()
+            .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_');
+    constant.then(|| {
+        constants.get(ident).cloned().unwrap_or_else(|| {
+            panic!("{file} emits the metric {path}, a constant the scan does not find")
+        })
+    })
+}
+
+#[test]
+fn every_metric_the_code_emits_is_described() {
+    let known = exported();
+    let sources = sources();
+    let constants = name_constants(&sources);
+    let mut emitted = BTreeSet::new();
+    for (file, text) in &sources {
         for macro_name in ["counter!(", "gauge!(", "histogram!("] {
             for (i, _) in text.match_indices(macro_name) {
                 let rest = text[i + macro_name.len()..].trim_start();
-                if let Some(lit) = rest.strip_prefix('"') {
-                    let name = &lit[..lit.find('"').unwrap()];
-                    emitted.insert((name.to_string(), path.display().to_string()));
+                if let Some(name) = emitted_name(rest, &constants, file) {
+                    emitted.insert((name, file.clone()));
                 }
             }
         }
@@ -171,6 +220,48 @@ fn every_metric_the_code_emits_is_described() {
         .collect();
     let unique: BTreeSet<&str> = names.iter().copied().collect();
     assert_eq!(names.len(), unique.len(), "each metric is described once");
+}
+
+/// Every `.md` file under `dir`, with its text.
+fn markdown(dir: &Path) -> Vec<(String, String)> {
+    let mut files = vec![dir.to_path_buf()];
+    let mut out = Vec::new();
+    while let Some(path) = files.pop() {
+        if path.is_dir() {
+            files.extend(std::fs::read_dir(&path).unwrap().map(|e| e.unwrap().path()));
+        } else if path.extension().is_some_and(|e| e == "md") {
+            let text = std::fs::read_to_string(&path).unwrap();
+            out.push((path.display().to_string(), text));
+        }
+    }
+    out
+}
+
+#[test]
+fn every_metric_the_book_and_readme_name_is_one_the_code_exports() {
+    let known = exported();
+    let mut pages = markdown(&root().join("docs/src"));
+    pages.push((
+        "README.md".into(),
+        std::fs::read_to_string(root().join("README.md")).unwrap(),
+    ));
+    let mut named = 0;
+    for (page, text) in &pages {
+        // A name ending in `_` is a prefix (`oversell_t_`: the test databases), not a metric.
+        for name in metric_names(text).into_iter().filter(|n| !n.ends_with('_')) {
+            let base = ["_bucket", "_sum", "_count"]
+                .iter()
+                .find_map(|s| name.strip_suffix(s))
+                .filter(|b| known.get(b) == Some(&MetricKind::Histogram))
+                .unwrap_or(name);
+            assert!(
+                known.contains_key(base),
+                "{page} names {name}, which neither the harness nor the shop exports"
+            );
+            named += 1;
+        }
+    }
+    assert!(named >= 20, "the scan found the book's metrics ({named})");
 }
 
 #[test]

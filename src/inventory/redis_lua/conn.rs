@@ -17,6 +17,7 @@
 //! once. The library's own recovery can stall after a failover (every command timing out
 //! while its slot refresh waits), and a fresh connection is what gets the shop through it.
 
+use crate::telemetry::shop_metrics;
 use redis::aio::{ConnectionLike, ConnectionManager, MultiplexedConnection};
 use redis::cluster::{ClusterClient, ClusterClientBuilder};
 use redis::cluster_async::ClusterConnection;
@@ -163,7 +164,7 @@ impl HealingCluster {
         match self.client.get_async_connection().await {
             Ok(fresh) => {
                 tracing::warn!(error = %e, "Redis Cluster: replaced the cluster connection");
-                metrics::counter!("oversell_redis_cluster_reconnects_total").increment(1);
+                metrics::counter!(shop_metrics::REDIS_CLUSTER_RECONNECTS).increment(1);
                 *self.current.lock().unwrap_or_else(|e| e.into_inner()) = (gen + 1, fresh);
             }
             Err(err) => {

@@ -22,6 +22,7 @@ use super::RedisConn;
 use super::RedisLua;
 use crate::inventory::InventoryError;
 use crate::services::redact_url;
+use crate::telemetry::shop_metrics;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 
@@ -295,7 +296,7 @@ impl RedisLua {
             other => other?,
         };
         if replicas < 1 {
-            metrics::counter!("oversell_not_replicated_total", "move" => what).increment(1);
+            metrics::counter!(shop_metrics::NOT_REPLICATED, "move" => what).increment(1);
             return Err(InventoryError::NotReplicated {
                 what,
                 waited_ms: self.replica_wait.as_millis() as u64,

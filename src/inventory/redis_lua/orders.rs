@@ -8,6 +8,7 @@ use super::{RedisLua, StoredOrder};
 use crate::inventory::InventoryError;
 use crate::model::{item_of_order, now_ms, OrderStatus};
 use crate::store::Transition;
+use crate::telemetry::shop_metrics;
 use redis::AsyncCommands;
 
 impl RedisLua {
@@ -80,8 +81,8 @@ impl RedisLua {
             .await?;
         Ok(match code {
             1 => {
-                metrics::counter!("oversell_restocks_total", "reason" => to.as_str()).increment(1);
-                metrics::counter!("oversell_restocked_units_total").increment(qty.max(0) as u64);
+                metrics::counter!(shop_metrics::RESTOCKS, "reason" => to.as_str()).increment(1);
+                metrics::counter!(shop_metrics::RESTOCKED_UNITS).increment(qty.max(0) as u64);
                 if let Some(o) = raw.and_then(|r| serde_json::from_str::<StoredOrder>(&r).ok()) {
                     let dev = (!o.d.is_empty()).then_some(o.d.as_str());
                     self.gateway.record_holding(item, &o.u, dev, &o.i, -qty);

@@ -47,17 +47,10 @@ pub(crate) fn register_font() {
 /// The colour of a foreign shop's runs (no strategy of ours).
 pub const FOREIGN_COLOUR: RGBColor = RGBColor(0x7f, 0x7f, 0x7f);
 
-/// The fixed colour of a strategy, the same in every chart.
+/// The fixed colour of a strategy, the same in every chart ([`Strategy::colour`]).
 pub fn strategy_colour(strategy: Strategy) -> RGBColor {
-    match strategy {
-        Strategy::Naive => RGBColor(0xd6, 0x27, 0x28),
-        Strategy::ForUpdate => RGBColor(0x1f, 0x77, 0xb4),
-        Strategy::Optimistic => RGBColor(0xff, 0x7f, 0x0e),
-        Strategy::RedisLua => RGBColor(0x2c, 0xa0, 0x2c),
-        Strategy::Conditional => RGBColor(0x94, 0x67, 0xbd),
-        Strategy::Batched => RGBColor(0x8c, 0x56, 0x4b),
-        Strategy::RedisBuckets => RGBColor(0x17, 0xbe, 0xcf),
-    }
+    let (r, g, b) = strategy.colour();
+    RGBColor(r, g, b)
 }
 
 /// A run's colour: its strategy's, or grey for a foreign shop.

@@ -7,7 +7,7 @@
 use super::{fmt_num, legend, series_line, DrawResult, RunData, FONT};
 use crate::metric::SeriesName;
 use crate::report::catalog::DbRate;
-use crate::report::RunReport;
+use crate::report::{RunReport, Shop};
 use crate::traffic::recorder::Answer;
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -70,8 +70,9 @@ const PANELS: [Panel; 7] = [
     },
 ];
 
-/// Series every run draws when sampled; the others only when they moved (or on redis-lua,
-/// where a flat zero is itself the news: no restocks, no residual).
+/// Series every run draws when sampled; the others only when they moved (or on a strategy
+/// that reconciles, redis-lua, where a flat zero is itself the news: no restocks, no
+/// residual).
 const ALWAYS: [&str; 4] = [
     SeriesName::DbQps.name(),
     SeriesName::RedisOps.name(),
@@ -83,10 +84,14 @@ fn has(run: &RunReport, name: &str) -> bool {
     run.series.iter().any(|s| {
         s.name == name
             && !s.points.is_empty()
-            && (ALWAYS.contains(&name)
-                || run.strategy_name() == "redis-lua"
-                || s.points.iter().any(|p| p.1 != 0.0))
+            && (ALWAYS.contains(&name) || reconciles(run) || s.points.iter().any(|p| p.1 != 0.0))
     })
+}
+
+/// Whether the run's strategy reconciles Redis against the database
+/// ([`crate::inventory::Strategy::reconciles`]).
+fn reconciles(run: &RunReport) -> bool {
+    matches!(&run.shop, Shop::Reference { strategy, .. } if strategy.reconciles())
 }
 
 fn panels(run: &RunReport) -> Vec<&'static Panel> {

@@ -165,6 +165,27 @@ macro_rules! knobs {
                 Ok(())
             }
 
+            /// These knobs with every one `m` holds a value for set from it: `m` parsed some
+            /// of `serve`'s flags ([`ShopKnobs::flags_of`]); the others are kept.
+            pub fn with_flags(mut self, m: &clap::ArgMatches) -> Self {
+                $( if let Ok(Some(v)) = m.try_get_one::<$ty>(stringify!($name)) {
+                    self.$name = *v;
+                } )*
+                $( if let Ok(Some(v)) = m.try_get_one::<humantime::Duration>(stringify!($dname)) {
+                    self.$dname = **v;
+                } )*
+                $( if let Ok(Some(v)) = m.try_get_one::<$cty>(stringify!($cname)) {
+                    self.$cname = v.clone();
+                } )*
+                $( if let Ok(Some(v)) = m.try_get_one::<$oty>(stringify!($oname)) {
+                    self.$oname = Some(v.clone());
+                } )*
+                $( if let Ok(Some(v)) = m.try_get_one::<bool>(stringify!($sname)) {
+                    self.$sname = *v;
+                } )*
+                self
+            }
+
             /// The `serve` flags that reproduce these knobs, each in its current spelling
             /// (`--pool-size 10`, `--work 1ms`); the runner's own (`shops`) are left out.
             pub fn command_line(&self) -> Vec<String> {

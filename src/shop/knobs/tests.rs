@@ -287,3 +287,45 @@ fn a_duration_out_of_range_names_the_new_flag_and_the_range_in_units() {
         "--payment-timeout must be between 1s and 7days (got 8days)"
     );
 }
+
+#[test]
+fn some_knobs_are_another_commands_flags_with_its_defaults() {
+    let defaults = ShopKnobs {
+        pool_size: 64,
+        ..ShopKnobs::default()
+    };
+    let names = ["pool_size", "work", "redis_cluster", "no_such_knob"];
+    let cmd = clap::Command::new("bench").args(defaults.flags_of(&names));
+    let ids: Vec<String> = cmd
+        .get_arguments()
+        .map(|a| a.get_id().to_string())
+        .collect();
+    assert_eq!(ids, ["pool_size", "work", "redis_cluster"]);
+    let read = |a: &[&str]| {
+        let m = cmd
+            .clone()
+            .try_get_matches_from(std::iter::once("bench").chain(a.iter().copied()))
+            .map_err(|e| e.to_string())?;
+        Ok::<_, String>(defaults.clone().with_flags(&m))
+    };
+    assert_eq!(read(&[]).unwrap(), defaults, "the other command's defaults");
+    let k = read(&["--pool-size", "8", "--work", "5ms", "--redis-cluster"]).unwrap();
+    assert_eq!((k.pool_size, k.work, k.redis_cluster), (8, ms(5), true));
+    assert_eq!(
+        k.consumers, defaults.consumers,
+        "a knob it has no flag for is kept"
+    );
+    let e = read(&["--pool-size", "0"]).unwrap().validate().unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "--pool-size must be between 1 and 1000 (got 0)"
+    );
+    assert!(
+        read(&["--work", "5"]).unwrap_err().contains("5ms"),
+        "serve's parser"
+    );
+    assert!(
+        read(&["--consumers", "3"]).is_err(),
+        "only the knobs asked for"
+    );
+}
