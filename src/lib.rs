@@ -196,6 +196,7 @@ pub mod oracle;
 pub mod pipeline;
 pub mod placement;
 pub mod probe;
+pub mod read_only;
 pub mod rehearsal;
 pub mod report;
 pub mod runner;

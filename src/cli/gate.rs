@@ -251,7 +251,7 @@ fn watch_flags_name_gauges(
             s.watch.0.contains_key(&key.gauge),
             "--threshold {}: must name {} (got no [watch.{}] table in {})",
             key.name(),
-            crate::watch::spec::gauge_names(&s.watch),
+            crate::watch::gauge_names(&s.watch),
             key.gauge,
             file.display()
         );

@@ -11,6 +11,7 @@
 //! read from, the gauge `--metrics-listen` publishes it as). `watch`: limits on a scenario's
 //! watched gauges (`watch.<name>.max`, `watch.<name>.drained_within_s`).
 
+pub mod gauge;
 mod limits;
 mod series;
 mod specs;

@@ -36,39 +36,10 @@ pub enum ScalarError {
     NotANumber(String),
 }
 
-/// Words that reach outside the database from a read-only query.
-const REFUSED_WORDS: [&str; 3] = ["outfile", "dumpfile", "lo_export"];
-
-/// Statements a query may start with.
-const READS: [&str; 4] = ["select", "with", "values", "table"];
-
-/// Refuses a query that is not one read, or that would write a file.
+/// Refuses a query that is not one read, or that would write a file
+/// ([`crate::read_only::refuse`]).
 pub fn refuse(query: &str) -> Result<(), ScalarError> {
-    let q = query.trim().trim_start_matches('(').trim_start();
-    let first: String = q
-        .chars()
-        .take_while(|c| c.is_ascii_alphabetic())
-        .collect::<String>()
-        .to_ascii_lowercase();
-    if !READS.contains(&first.as_str()) {
-        let starts = match first.as_str() {
-            "" => "it starts with no statement".to_string(),
-            word => format!("it is a {}", word.to_uppercase()),
-        };
-        return Err(ScalarError::Refused(format!(
-            "only SELECT is allowed (a read: a query starting with {}, no comment before it); \
-             {starts}",
-            READS.map(str::to_uppercase).join(", ")
-        )));
-    }
-    let lower = query.to_ascii_lowercase();
-    if let Some(w) = REFUSED_WORDS.iter().find(|w| lower.contains(*w)) {
-        return Err(ScalarError::Refused(format!(
-            "it names {}, which writes a file on the database server",
-            w.to_uppercase()
-        )));
-    }
-    Ok(())
+    crate::read_only::refuse(query).map_err(ScalarError::Refused)
 }
 
 /// Runs `query` on a connection of its own to `url` under `timeout`, read-only; its first

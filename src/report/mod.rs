@@ -481,7 +481,7 @@ pub struct RunReport {
     /// The watched gauges (`[watch]`, and the reference shop's own), by name: peak, drain,
     /// per-second series, source (absent: none).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub watch: BTreeMap<String, crate::watch::Gauge>,
+    pub watch: BTreeMap<String, crate::metric::gauge::Gauge>,
     /// HdrHistogram V2 (deflate, base64) of every kind's latency, for re-plotting.
     pub histograms: BTreeMap<Kind, String>,
     #[serde(skip)]

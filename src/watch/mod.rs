@@ -14,18 +14,16 @@
 //! - `shop`: the reference shop's own gauges (pool in use and waiting, stream backlog), from
 //!   the probes' series, so a `run` reads like an `attack`.
 
-pub mod gauge;
-pub mod prometheus;
 pub mod read;
-pub mod redis_cmd;
 pub mod sampler;
 pub mod shop;
-pub mod spec;
 
-pub use gauge::{rush_at_s, DrainTime, Gauge};
+pub use crate::metric::gauge::{rush_at_s, DrainTime, Gauge};
+pub use crate::traffic::scenario::watch::{
+    gauge_names, prometheus, redis_cmd, GaugeSpec, Source, WatchError, WatchSpec,
+};
 pub use read::{Context, Reader};
 pub use sampler::Watcher;
-pub use spec::{GaugeSpec, Source, WatchError, WatchSpec};
 
 /// Every gauge of `spec` made ready for a run with `ctx`; the first that cannot be (an unset
 /// `{env:NAME}`, no database to default to, a host the loopback guard refuses) is an error

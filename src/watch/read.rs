@@ -6,7 +6,7 @@
 //! follow no redirect.
 
 use super::redis_cmd::ReadCommand;
-use super::spec::{Source, WatchError};
+use super::{Source, WatchError};
 use crate::rehearsal::{self, scalar, Use};
 use crate::store::Backend;
 use crate::traffic::mapping::template::{self, Encoding, Name};

@@ -6,8 +6,8 @@
 //! (`oversell_watch_failed_reads_total{gauge}` and the gauge's `failed`), and never ends the
 //! run.
 
-use super::gauge::Gauge;
 use super::read::Reader;
+use crate::metric::gauge::Gauge;
 use crate::pipeline::backoff::Backoff;
 use std::collections::BTreeMap;
 use std::time::Duration;

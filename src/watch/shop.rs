@@ -5,7 +5,7 @@
 //! [`Gauge`] figures as a `[watch]` gauge of a foreign shop, so both paths read alike; a
 //! `[watch]` gauge of the same name wins.
 
-use super::gauge::Gauge;
+use crate::metric::gauge::Gauge;
 use crate::metric::SeriesName;
 use crate::probe::Series;
 use std::collections::BTreeMap;

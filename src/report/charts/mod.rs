@@ -26,6 +26,15 @@ use plotters::prelude::*;
 use std::path::Path;
 use std::sync::Once;
 
+/// One line of a panel.
+pub struct Line {
+    pub name: String,
+    pub colour: plotters::style::RGBColor,
+    pub dashed: bool,
+    /// `(seconds after the sale opened, value)`.
+    pub points: Vec<(f64, f64)>,
+}
+
 /// Width of every chart, in pixels (PNG) or user units (SVG).
 pub const WIDTH: u32 = 1200;
 

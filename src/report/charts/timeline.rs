@@ -4,7 +4,7 @@
 //! when the run watched gauges, the order latency p99 per second and one panel per gauge
 //! ([`super::watch`]).
 
-use super::{fmt_num, legend, series_line, DrawResult, RunData, FONT};
+use super::{fmt_num, legend, series_line, DrawResult, Line, RunData, FONT};
 use crate::metric::SeriesName;
 use crate::report::catalog::DbRate;
 use crate::report::{RunReport, Shop};
@@ -159,15 +159,6 @@ pub fn time_range(runs: &[RunData<'_>]) -> (f64, f64) {
         }
     }
     (lo, hi)
-}
-
-/// One line of a panel.
-pub struct Line {
-    pub name: String,
-    pub colour: RGBColor,
-    pub dashed: bool,
-    /// `(seconds after the sale opened, value)`.
-    pub points: Vec<(f64, f64)>,
 }
 
 /// The orders panel's lines: orders per second by outcome, at the middle of each second.

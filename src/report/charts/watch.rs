@@ -2,7 +2,7 @@
 //! latency p99 per second (beside the orders panel's sold units and errors), then one panel
 //! per gauge with its samples, its peak and, when it drained, the drain marked.
 
-use super::timeline::Line;
+use super::Line;
 use crate::report::RunReport;
 use plotters::style::RGBColor;
 
@@ -20,7 +20,7 @@ pub struct WatchPanel<'a> {
 
 enum What<'a> {
     Latency(&'a [f64]),
-    Gauge(&'a crate::watch::Gauge),
+    Gauge(&'a crate::metric::gauge::Gauge),
 }
 
 impl WatchPanel<'_> {

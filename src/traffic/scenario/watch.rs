@@ -3,7 +3,9 @@
 //! typed [`Source`] when the scenario is read ([`GaugeSpec::source`]). Every error names the
 //! field (`watch.<name>.<field>`) and what it may be.
 
-use super::redis_cmd;
+pub mod prometheus;
+pub mod redis_cmd;
+
 use crate::metric::watch::{is_gauge_name, GAUGE_NAME_RULE};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -213,7 +215,7 @@ impl GaugeSpec {
 
     fn sql_source(&self, name: &str) -> Result<Source, WatchError> {
         let query = self.sql.clone().unwrap_or_default();
-        crate::rehearsal::scalar::refuse(&query).map_err(|e| {
+        crate::read_only::refuse(&query).map_err(|e| {
             WatchError::new(
                 format!("watch.{name}.sql"),
                 "one read-only SELECT (or WITH, VALUES, TABLE) returning one number",
@@ -233,18 +235,14 @@ impl GaugeSpec {
         let url = self.prometheus.clone().unwrap_or_default();
         url_of(name, "prometheus", &url, &HTTP_SCHEMES)?;
         let metric = self.metric.clone().unwrap_or_default();
-        if !super::prometheus::is_metric_name(&metric) {
+        if !prometheus::is_metric_name(&metric) {
             return Err(WatchError::new(
                 format!("watch.{name}.metric"),
                 "a Prometheus metric name ([a-zA-Z_:][a-zA-Z0-9_:]*), e.g. rabbitmq_queue_messages_ready",
                 if self.metric.is_none() { "nothing".into() } else { format!("{metric:?}") },
             ));
         }
-        if let Some(l) = self
-            .labels
-            .keys()
-            .find(|l| !super::prometheus::is_label_name(l))
-        {
+        if let Some(l) = self.labels.keys().find(|l| !prometheus::is_label_name(l)) {
             return Err(WatchError::new(
                 format!("watch.{name}.labels"),
                 "label names of [a-zA-Z_][a-zA-Z0-9_]* with string values, e.g. { queue = \"orders\" }",
