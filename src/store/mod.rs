@@ -344,35 +344,16 @@ impl Store {
     /// The item and all its orders from one consistent snapshot (a REPEATABLE READ
     /// transaction), so a concurrent commit cannot land between the two reads.
     pub async fn snapshot(&self, item: i64) -> Result<Option<(Item, Vec<Order>)>, StoreError> {
-        let mut held = self.lane.hold().await?;
-        held.in_raw_transaction();
-        let conn = held.conn();
-        for stmt in self.sql.snapshot_begin {
-            conn.execute(*stmt).await?;
+        /// Every row kept, in the order the database gave them.
+        struct Kept(Vec<Order>);
+        impl OrderSink for Kept {
+            fn order(&mut self, o: &Order) {
+                self.0.push(o.clone());
+            }
         }
-        let read = async {
-            let row = sqlx::query(self.sql.read_item)
-                .bind(item)
-                .fetch_optional(&mut *conn)
-                .await?;
-            let Some(row) = row else {
-                return Ok::<_, StoreError>(None);
-            };
-            let rows = sqlx::query(self.sql.orders_for_item)
-                .bind(item)
-                .fetch_all(&mut *conn)
-                .await?;
-            let orders = rows
-                .iter()
-                .map(order_from_row)
-                .collect::<Result<Vec<_>, _>>()?;
-            Ok(Some((item_from_row(&row)?, orders)))
-        }
-        .await;
-        let end = conn.execute(self.sql.snapshot_end).await;
-        held.finished(&end);
-        end?;
-        read
+        let mut kept = Kept(Vec::new());
+        let item = self.snapshot_into(item, &mut kept).await?;
+        Ok(item.map(|i| (i, kept.0)))
     }
 
     /// The item, with all its orders handed to `sink` one at a time as the database streams
@@ -382,7 +363,7 @@ impl Store {
     pub async fn snapshot_into(
         &self,
         item: i64,
-        sink: &mut dyn OrderSink,
+        sink: &mut (dyn OrderSink + Send),
     ) -> Result<Option<Item>, StoreError> {
         let mut held = self.lane.hold().await?;
         held.in_raw_transaction();
@@ -418,7 +399,7 @@ impl Store {
         &self,
         conn: &mut sqlx::AnyConnection,
         item: i64,
-        each: &mut dyn FnMut(&Order),
+        each: &mut (dyn FnMut(&Order) + Send),
     ) -> Result<(), StoreError> {
         use futures_util::TryStreamExt;
         let mut rows = sqlx::query(self.sql.orders_for_item)
