@@ -21,7 +21,7 @@ pub mod slo;
 
 use crate::inventory::Strategy;
 use crate::rehearsal::PlanSummary;
-use crate::runner::{self, Cell, RunPlan, Subject};
+use crate::runner::{self, RunPlan, Subject};
 use crate::traffic::{schedule, Scenario};
 use search::{Answer, Judged, Search, Settings};
 use serde::{Deserialize, Serialize};
@@ -60,52 +60,15 @@ pub fn own_rate(s: &Scenario) -> f64 {
     s.buyers.count as f64 / s.buyers.window_s
 }
 
-/// One subject of the search: a reference strategy on a backend, or the foreign target.
-#[derive(Debug, Clone)]
-pub enum Who {
-    /// A strategy of the reference shop on one backend, its shop started for every probe.
-    Reference {
-        cell: Cell,
-        redis_url: String,
-        shop_exe: PathBuf,
-    },
-    /// A foreign shop, its sale set up again by its mapping before every probe.
-    Foreign(Box<crate::rehearsal::Foreign>),
-}
-
-impl Who {
-    /// `for-update/postgres`, or the target's host.
-    pub fn label(&self) -> String {
-        match self {
-            Who::Reference { cell, .. } => {
-                format!("{}/{}", cell.strategy, cell.backend.as_str())
-            }
-            Who::Foreign(f) => f.label(),
-        }
-    }
-
-    fn subject(&self) -> Subject {
-        match self {
-            Who::Reference {
-                cell,
-                redis_url,
-                shop_exe,
-            } => Subject::Reference {
-                cells: vec![cell.clone()],
-                redis_url: redis_url.clone(),
-                shop_exe: shop_exe.clone(),
-            },
-            Who::Foreign(f) => Subject::Foreign(f.clone()),
-        }
-    }
-}
-
 /// Everything `capacity` needs, decided before any probe.
 #[derive(Debug, Clone)]
 pub struct CapacityPlan {
     pub scenario: Scenario,
     pub scenario_file: PathBuf,
-    pub who: Vec<Who>,
+    /// The subjects of the search, one shop each: a reference strategy on a backend (its shop
+    /// started for every probe), or the foreign target (its sale set up again by its mapping
+    /// before every probe).
+    pub who: Vec<Subject>,
     pub objective: slo::Objective,
     pub settings: Settings,
     pub probe_seconds: f64,
@@ -137,14 +100,15 @@ impl CapacityPlan {
     }
 
     /// The probe at `rate`: the scaled scenario as a run plan writing into `out`.
-    fn probe_plan(&self, who: &Who, rate: f64, out: PathBuf) -> RunPlan {
+    fn probe_plan(&self, who: &Subject, rate: f64, out: PathBuf) -> RunPlan {
         let mut s = scale(&self.scenario, rate, self.probe_seconds);
         s.name = probe_name(&self.scenario.name, who, rate);
         RunPlan {
             buyers: schedule::build(&s),
             scenario: s,
             scenario_file: self.scenario_file.clone(),
-            subject: who.subject(),
+            subject: who.clone(),
+            columns: Default::default(),
             out,
             drain_limit: self.drain_limit,
             progress: false,
@@ -171,7 +135,7 @@ impl CapacityPlan {
         let _ = writeln!(
             out,
             "subjects: {}; budget {} (about {fits} probe(s) of {} + {} s each per subject); precision {:.0} %",
-            self.who.iter().map(Who::label).collect::<Vec<_>>().join(", "),
+            self.who.iter().map(|w| w.label(0)).collect::<Vec<_>>().join(", "),
             crate::duration::shown(self.budget),
             crate::duration::shown(Duration::from_secs_f64(self.probe_seconds)),
             PROBE_OVERHEAD.as_secs(),
@@ -232,11 +196,8 @@ impl CapacityPlan {
 }
 
 /// The probe's scenario name (and folder): `flash-100-for-update-80.0rps`.
-fn probe_name(scenario: &str, who: &Who, rate: f64) -> String {
-    let who = match who {
-        Who::Reference { cell, .. } => cell.strategy.as_str().to_string(),
-        Who::Foreign(_) => "target".into(),
-    };
+fn probe_name(scenario: &str, who: &Subject, rate: f64) -> String {
+    let who = who.short_name(0);
     format!("{scenario}-{who}-{}rps", search::rate(rate))
 }
 
@@ -289,7 +250,7 @@ pub struct Outcome {
 }
 
 impl Outcome {
-    fn new(who: &Who, search: &Search, probes: Vec<Probe>, budget_ran_out: bool) -> Self {
+    fn new(who: &Subject, search: &Search, probes: Vec<Probe>, budget_ran_out: bool) -> Self {
         let answer = search.answer(budget_ran_out);
         let (lo, hi) = answer.bracket();
         let broke_first = hi.and_then(|hi| {
@@ -304,11 +265,8 @@ impl Outcome {
                 })
         });
         Outcome {
-            subject: who.label(),
-            strategy: match who {
-                Who::Reference { cell, .. } => Some(cell.strategy),
-                Who::Foreign(_) => None,
-            },
+            subject: who.label(0),
+            strategy: who.strategy(0),
             capacity_rps: answer.capacity(),
             correctness_broke_at_rps: match &answer {
                 Answer::Incorrect { at, .. } => Some(*at),
@@ -348,7 +306,7 @@ pub async fn execute(plan: &CapacityPlan) -> anyhow::Result<(report::CapacityRep
                 let (lo, hi) = search.answer(false).bracket();
                 crate::telemetry::stderr_line(&format!(
                     "== capacity {} ({}/{n}): probe {} at {}/s, bracket [{}, {}]",
-                    who.label(),
+                    who.label(0),
                     i + 1,
                     probes.len() + 1,
                     search::rate(rate),

@@ -94,7 +94,7 @@ pub async fn attack(args: AttackArgs) -> anyhow::Result<Exit> {
         }
         return Ok(code);
     }
-    let subject = Subject::Foreign(Box::new(f));
+    let subject = Subject::foreign(f);
     let Some(plan) = plan(&scenario_file, s, subject, &args.plan).await? else {
         return Ok(Exit::Success);
     };
@@ -165,10 +165,7 @@ async fn shard(
         open_at,
         shop_url: f.base_url.clone(),
         admin_token: None,
-        subject: runner::ShardSubject::Foreign {
-            mapping: Box::new(f.mapping.clone()),
-            host: f.host.clone(),
-        },
+        subject: runner::ShardSubject::foreign(f.mapping.clone(), f.host.clone()),
         buyers,
         buyers_total,
         out: args.plan.output.out.clone(),

@@ -3,11 +3,11 @@
 
 use super::plan::{foreign, OracleArgs};
 use super::{load_scenario, values, ConnArgs, OutputArgs};
-use crate::capacity::{self, search::Settings, slo::Objective, CapacityPlan, Who};
+use crate::capacity::{self, search::Settings, slo::Objective, CapacityPlan};
 use crate::exit::Exit;
 use crate::inventory::Strategy;
 use crate::metric::Override;
-use crate::runner::Cell;
+use crate::runner::{Cell, Subject};
 use crate::store::Backend;
 use crate::sweep::{self, SweepPlan, Vary};
 use clap::Args;
@@ -209,7 +209,7 @@ pub async fn capacity(mut args: CapacityArgs) -> anyhow::Result<Exit> {
                 &scenario_file,
                 &crate::traffic::session::Columns::default(),
             )?;
-            vec![Who::Foreign(Box::new(foreign(url, &args.oracle, &mut s)?))]
+            vec![Subject::foreign(foreign(url, &args.oracle, &mut s)?)]
         }
         None => {
             s.item
@@ -235,15 +235,16 @@ pub async fn capacity(mut args: CapacityArgs) -> anyhow::Result<Exit> {
                     args.conn.database_for(b)?
                 };
                 for strategy in &args.strategies {
-                    who.push(Who::Reference {
-                        cell: Cell {
-                            strategy: *strategy,
-                            backend,
-                            database_url: database_url.clone(),
-                        },
-                        redis_url: redis_url.clone(),
-                        shop_exe: shop_exe.clone(),
-                    });
+                    let cell = Cell {
+                        strategy: *strategy,
+                        backend,
+                        database_url: database_url.clone(),
+                    };
+                    who.push(Subject::reference_served_by(
+                        vec![cell],
+                        redis_url.clone(),
+                        shop_exe.clone(),
+                    ));
                 }
             }
             who
@@ -296,13 +297,12 @@ pub async fn capacity(mut args: CapacityArgs) -> anyhow::Result<Exit> {
         print!("{text}");
         return Ok(Exit::Success);
     }
-    if let Some(Who::Foreign(f)) = plan.who.first() {
-        if reqwest::Url::parse(&f.base_url).is_ok_and(|u| !crate::rehearsal::is_loopback_host(&u)) {
-            eprintln!(
-                "WARNING: capacity sends load to {} (not loopback, --allow-remote): up to {} buyers/s",
-                f.host, plan.settings.max_rate
-            );
-        }
+    if let Some(host) = plan.who.first().and_then(|w| w.remote_host()) {
+        eprintln!(
+            "WARNING: capacity sends load to {host} (not loopback, --allow-remote): up to {} \
+             buyers/s",
+            plan.settings.max_rate
+        );
     }
     let (report, dir) = capacity::execute(&plan).await?;
     finish(

@@ -163,7 +163,7 @@ pub async fn gate(mut args: GateArgs) -> anyhow::Result<Exit> {
         s = crate::capacity::gate::at_rate(&s, rate);
     }
     let subject = match &args.target {
-        Some(url) => Subject::Foreign(Box::new(foreign(url, &args.oracle, &mut s)?)),
+        Some(url) => Subject::foreign(foreign(url, &args.oracle, &mut s)?),
         None => {
             let (backend, url) = args.conn.database_for(args.backend)?;
             let strategies = if args.strategy.is_empty() {

@@ -126,13 +126,11 @@ impl OutputArgs {
                     text.push_str(&fit(format!("\n  - {a}")));
                 }
             }
-            if let (Some(d), crate::report::Shop::Reference { strategy, .. }) =
-                (run.defect, &run.shop)
-            {
+            if let (Some(d), Some(strategy)) = (run.defect, run.shop.strategy()) {
                 text.push_str(&fit(format!(
                     "\n{}: {}",
                     run.run_label(mb),
-                    d.warning(*strategy)
+                    d.warning(strategy)
                 )));
             }
             for n in &f.client_notes {

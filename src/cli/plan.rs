@@ -16,7 +16,6 @@ use anyhow::Context;
 use chrono::{DateTime, Utc};
 use clap::Args;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
 /// The user's oracle for a foreign target, and the remote-target opt-in.
@@ -326,7 +325,6 @@ pub(super) fn foreign(url: &str, oracle: &OracleArgs, s: &mut Scenario) -> anyho
         host,
         allow_remote: oracle.allow_remote,
         mapping: s.mapping(),
-        columns: Arc::default(),
         settle: oracle.settle(s),
     })
 }
@@ -336,33 +334,12 @@ pub(super) fn foreign(url: &str, oracle: &OracleArgs, s: &mut Scenario) -> anyho
 pub(super) async fn plan(
     scenario_file: &Path,
     s: Scenario,
-    mut subject: Subject,
+    subject: Subject,
     pa: &PlanArgs,
 ) -> anyhow::Result<Option<RunPlan>> {
     let (buyers, columns) = buyers(&s, scenario_file, pa.buyers_csv.as_deref())?;
-    if let Subject::Foreign(f) = &mut subject {
-        f.columns = Arc::new(columns);
-    }
     let summary = PlanSummary::of(&s, &buyers);
-    let (label, remote) = match &subject {
-        Subject::Foreign(f) => (
-            crate::secret::url(&f.base_url),
-            Some(&f.host).filter(|_| {
-                reqwest::Url::parse(&f.base_url).is_ok_and(|u| !rehearsal::is_loopback_host(&u))
-            }),
-        ),
-        Subject::Reference { cells, .. } => (
-            format!(
-                "the reference shop ({})",
-                cells
-                    .iter()
-                    .map(|c| c.strategy.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-            None,
-        ),
-    };
+    let (label, remote) = (subject.describe(), subject.remote_host());
     if pa.dry_run {
         let text = crate::report::table::fit(&summary.render(&label), pa.output.wide);
         pa.output.human(&text);
@@ -372,7 +349,7 @@ pub(super) async fn plan(
         return Ok(None);
     }
     if let Some(host) = remote {
-        eprintln!("{}", summary.banner(host));
+        eprintln!("{}", summary.banner(&host));
     }
     let live = pa.output.live().await?;
     Ok(Some(
@@ -383,6 +360,7 @@ pub(super) async fn plan(
             pa.output.out.clone(),
         )
         .with_buyers(buyers)
+        .with_columns(columns)
         .with_drain_limit(pa.output.drain_limit())
         .with_progress(!pa.output.quiet)
         .with_live(live),
@@ -532,7 +510,7 @@ pub(super) async fn shard(
         open_at,
         shop_url,
         admin_token: shard.admin_token.clone().filter(|t| !t.is_empty()),
-        subject: runner::ShardSubject::Reference { strategy, backend },
+        subject: runner::ShardSubject::reference(strategy, backend),
         buyers,
         buyers_total,
         out: output.out.clone(),

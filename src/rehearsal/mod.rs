@@ -46,8 +46,6 @@ pub struct Foreign {
     pub allow_remote: bool,
     pub mapping: Mapping,
     pub oracle: OracleSource,
-    /// The `--buyers-csv` file's extra columns, placeholders of the buyers' requests.
-    pub columns: std::sync::Arc<crate::traffic::session::Columns>,
     /// How the run settles after the last buyer.
     pub settle: settle::SettlePlan,
 }

@@ -337,6 +337,14 @@ pub enum Shop {
 }
 
 impl Shop {
+    /// The reference shop's strategy; `None` for a foreign shop.
+    pub fn strategy(&self) -> Option<Strategy> {
+        match self {
+            Shop::Reference { strategy, .. } => Some(*strategy),
+            Shop::Foreign { .. } => None,
+        }
+    }
+
     /// `reference shop`, or the foreign shop's URL.
     pub fn target(&self) -> &str {
         match self {

@@ -8,23 +8,116 @@
 //! limit), and audits the difference. Without an
 //! oracle the verdict rests on the clients' evidence alone.
 
+use super::lock::RunLock;
+use super::sharded::{ShardShopKind, ShardSubject};
+use super::subject::{Servers, ShopUnderTest, Subject};
 use super::{
     control_client, finish, fire_traffic, setup_sale, target_for, RunPlan, ServerSide, Slot,
 };
+use crate::inventory::Strategy;
+use crate::nemesis::BoxFuture;
 use crate::oracle::{OracleView, Truth};
 use crate::probe::ProbeConfig;
 use crate::rehearsal::{self, Foreign, Oracle, OracleSource, Row, Tally};
 use crate::report::{OracleKind, RunReport, Shop};
 use crate::services::redact_url;
+use crate::shard::file::{ShardShop, ShardTarget};
+use crate::traffic::mapping::Mapping;
+use crate::traffic::target::{Prepared, Target};
+use crate::traffic::Scenario;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
 use tokio::time::Instant;
 
-pub(super) async fn run(plan: &RunPlan, f: &Foreign, slot: &Slot) -> anyhow::Result<RunReport> {
+/// Someone else's shop at a URL (`attack --target`, `gate --target`, `capacity --target`).
+#[derive(Debug, Clone)]
+struct ForeignShop(Foreign);
+
+impl Subject {
+    /// The user's own shop `f`.
+    pub fn foreign(f: Foreign) -> Subject {
+        Subject::new(ForeignShop(f))
+    }
+}
+
+impl ShopUnderTest for ForeignShop {
+    fn shops(&self) -> usize {
+        1
+    }
+
+    fn label(&self, _: usize) -> String {
+        self.0.label()
+    }
+
+    fn short_name(&self, _: usize) -> String {
+        "target".into()
+    }
+
+    fn strategy(&self, _: usize) -> Option<Strategy> {
+        None
+    }
+
+    fn describe(&self) -> String {
+        crate::secret::url(&self.0.base_url)
+    }
+
+    fn remote_host(&self) -> Option<String> {
+        let f = &self.0;
+        reqwest::Url::parse(&f.base_url)
+            .is_ok_and(|u| !rehearsal::is_loopback_host(&u))
+            .then(|| f.host.clone())
+    }
+
+    fn check(&self, _: &Scenario) -> Result<(), String> {
+        Ok(())
+    }
+
+    fn lock(&self) -> BoxFuture<'_, anyhow::Result<Vec<RunLock>>> {
+        Box::pin(async { Ok(Vec::new()) })
+    }
+
+    fn servers(&self) -> Servers {
+        Servers {
+            databases: self.0.oracle.database_url().into_iter().collect(),
+            redis: None,
+        }
+    }
+
+    fn watch_database(&self) -> Option<String> {
+        self.0.oracle.database_url()
+    }
+
+    fn allow_remote(&self) -> bool {
+        self.0.allow_remote
+    }
+
+    fn sources(&self) -> BTreeMap<String, String> {
+        crate::report::sources(true)
+    }
+
+    fn payment_window(&self, s: &Scenario) -> Option<Duration> {
+        s.declared_payment_window(true)
+    }
+
+    fn run<'a>(
+        &'a self,
+        plan: &'a RunPlan,
+        _: usize,
+        _: &'a Path,
+        slot: &'a Slot,
+    ) -> BoxFuture<'a, anyhow::Result<RunReport>> {
+        Box::pin(run(plan, &self.0, slot))
+    }
+}
+
+async fn run(plan: &RunPlan, f: &Foreign, slot: &Slot) -> anyhow::Result<RunReport> {
     let s = &plan.scenario;
     let oracle = rehearsal::preflight(f).await?;
     let target = target_for(s, &f.base_url, f.mapping.clone());
     let http = control_client()?;
     setup_sale(&http, &target).await?;
-    let (target, logins) = super::login::before_sale(plan, target, f.columns.clone()).await?;
+    let (target, logins) = super::login::before_sale(plan, target, plan.columns.clone()).await?;
     // The baseline, after the set-up and before the first buyer.
     let before = oracle.read().await?;
     let rows_before = oracle.rows().await?;
@@ -206,4 +299,40 @@ fn settle_notes(s: &crate::report::Settling, limit_ms: u64, has_oracle: bool) ->
         );
     }
     notes
+}
+
+/// The user's own shop at a shard's target URL (`attack --shard`): its API mapping and host.
+#[derive(Debug, Clone)]
+struct ForeignAt {
+    mapping: Mapping,
+    host: String,
+}
+
+impl ShardSubject {
+    /// The user's own shop at `host`, mapped by `mapping` (`attack --shard`).
+    pub fn foreign(mapping: Mapping, host: String) -> Self {
+        ShardSubject::new(ForeignAt { mapping, host })
+    }
+}
+
+impl ShardShopKind for ForeignAt {
+    fn mapping(&self, _: &Scenario) -> anyhow::Result<Mapping> {
+        Ok(self.mapping.clone())
+    }
+
+    fn setup(&self, target: &Target, _: Option<&str>) -> Vec<(String, Prepared)> {
+        target.setup_requests()
+    }
+
+    fn answers_for_item(&self) -> bool {
+        false
+    }
+
+    fn record(&self, base_url: &str) -> (Option<ShardShop>, Option<ShardTarget>) {
+        let target = ShardTarget {
+            url: redact_url(base_url),
+            host: self.host.clone(),
+        };
+        (None, Some(target))
+    }
 }

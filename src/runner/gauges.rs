@@ -1,17 +1,14 @@
 //! A run's `[watch]` gauges: what they read with (the run's database by default, the loopback
 //! guard's `--allow-remote`), checked before anything is sent, and the plan's rush.
 
-use super::{RunPlan, Subject};
+use super::RunPlan;
 
 /// What the run's `[watch]` gauges read with: the run's database by default (`--oracle-sql`'s,
 /// or the reference shop's), remote sources only with `--allow-remote`.
 pub(super) fn context(plan: &RunPlan, database: Option<String>) -> crate::watch::Context {
     crate::watch::Context {
         default_database: database,
-        allow_remote: match &plan.subject {
-            Subject::Foreign(f) => f.allow_remote,
-            Subject::Reference { .. } => false,
-        },
+        allow_remote: plan.subject.allow_remote(),
     }
 }
 
@@ -19,10 +16,7 @@ pub(super) fn context(plan: &RunPlan, database: Option<String>) -> crate::watch:
 /// URL, environment variables, default database and loopback guard (an error names the file
 /// and the field).
 pub(super) fn check(plan: &RunPlan) -> anyhow::Result<()> {
-    let database = match &plan.subject {
-        Subject::Reference { cells, .. } => cells.first().map(|c| c.database_url.clone()),
-        Subject::Foreign(f) => f.oracle.database_url(),
-    };
+    let database = plan.subject.watch_database();
     crate::watch::readers(&plan.scenario.watch, &context(plan, database))
         .map(drop)
         .map_err(|e| anyhow::anyhow!("{}: {e}", plan.scenario_file.display()))

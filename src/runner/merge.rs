@@ -173,14 +173,13 @@ async fn merge_attack(
         allow_remote: false,
         mapping: mapping.clone(),
         oracle: crate::rehearsal::OracleSource::None,
-        columns: Default::default(),
         settle: Default::default(),
     };
     let oracle = foreign.oracle.view();
     let run_plan = RunPlan::new(
         s,
         PathBuf::from(&lead.scenario_file),
-        Subject::Foreign(Box::new(foreign)),
+        Subject::foreign(foreign),
         plan.out.clone(),
     )
     .with_drain_limit(plan.drain_limit)

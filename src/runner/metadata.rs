@@ -5,7 +5,7 @@
 //! and whether the harness manages it (`--services`).
 //! A server that does not say is recorded as such; it never stops the run.
 
-use super::{RunPlan, Subject};
+use super::RunPlan;
 use crate::inventory::redis_lua::RedisConn;
 use crate::report::{Metadata, ServerVersion};
 use crate::services::redact_url;
@@ -25,19 +25,10 @@ const ASK_TIMEOUT: Duration = Duration::from_secs(5);
 /// The metadata of a run of `plan` that started at `started_at`.
 pub(super) async fn gather(plan: &RunPlan, started_at: String) -> Metadata {
     let mut servers = Vec::new();
-    let mut databases: Vec<String> = Vec::new();
-    let mut redis = None;
-    match &plan.subject {
-        Subject::Reference {
-            cells, redis_url, ..
-        } => {
-            databases.extend(cells.iter().map(|c| c.database_url.clone()));
-            if cells.iter().any(|c| c.strategy.uses_redis()) {
-                redis = Some(redis_url.clone());
-            }
-        }
-        Subject::Foreign(f) => databases.extend(f.oracle.database_url()),
-    }
+    let super::Servers {
+        mut databases,
+        redis,
+    } = plan.subject.servers();
     databases.sort();
     databases.dedup();
     for url in databases {

@@ -39,11 +39,13 @@ mod settle;
 mod sharded;
 mod shop_process;
 mod shops;
+mod subject;
 
 pub use merge::{merge, MergePlan};
 pub use metadata::GIT_COMMIT;
 pub use progress::Slot;
-pub use sharded::{fire_shard, ShardRun, ShardSubject};
+pub use sharded::{fire_shard, ShardRun, ShardShopKind, ShardSubject};
+pub use subject::{Servers, ShopUnderTest, Subject};
 
 use crate::inventory::Strategy;
 use crate::live::Live;
@@ -51,7 +53,6 @@ use crate::nemesis::{Engine, Owned};
 use crate::oracle::{self, DeadLetterSeen, Evidence, OracleView, Reading, StockSample, Truth};
 use crate::pipeline::reconcile::Pass;
 use crate::probe::{self, ProbeConfig, Probes, Series};
-use crate::rehearsal::Foreign;
 use crate::report::{self, summary, Drain, FailedRun, RunReport, Shop};
 use crate::services::Service;
 use crate::store::Backend;
@@ -59,10 +60,10 @@ use crate::traffic::attack::{self, GeneratorStats, GooseCrossCheck};
 use crate::traffic::mapping::Mapping;
 use crate::traffic::recorder::Recorder;
 use crate::traffic::schedule::Schedule;
+use crate::traffic::session::Columns;
 use crate::traffic::target::{Prepared, Sale, Target, Targets};
 use crate::traffic::Scenario;
 use anyhow::Context;
-use lock::lock_databases;
 pub use lock::RunLock;
 pub(crate) use shop_process::ChildShop;
 use std::path::{Path, PathBuf};
@@ -78,34 +79,9 @@ pub struct Cell {
     pub database_url: String,
 }
 
-/// What a run fires at.
-#[derive(Debug, Clone)]
-pub enum Subject {
-    /// The reference shop, started as a child process for every cell in turn.
-    Reference {
-        cells: Vec<Cell>,
-        redis_url: String,
-        /// The `oversell` binary that serves the shop (this one, or the test's).
-        shop_exe: PathBuf,
-    },
-    /// Someone else's shop at a URL (`attack --target`, `gate --target`).
-    Foreign(Box<Foreign>),
-}
-
 /// The `oversell` binary a child shop runs: this one.
 pub fn shop_exe() -> anyhow::Result<PathBuf> {
     std::env::current_exe().context("locating the oversell binary")
-}
-
-impl Subject {
-    /// The reference shop on `cells`, served by this binary ([`shop_exe`]).
-    pub fn reference(cells: Vec<Cell>, redis_url: String) -> anyhow::Result<Subject> {
-        Ok(Subject::Reference {
-            cells,
-            redis_url,
-            shop_exe: shop_exe()?,
-        })
-    }
 }
 
 impl RunPlan {
@@ -114,6 +90,7 @@ impl RunPlan {
     pub fn new(scenario: Scenario, scenario_file: PathBuf, subject: Subject, out: PathBuf) -> Self {
         RunPlan {
             buyers: crate::traffic::schedule::build(&scenario),
+            columns: Arc::default(),
             scenario,
             scenario_file,
             subject,
@@ -135,17 +112,21 @@ impl RunPlan {
         shop_exe: PathBuf,
         out: PathBuf,
     ) -> Self {
-        let subject = Subject::Reference {
-            cells,
-            redis_url,
-            shop_exe,
-        };
+        let subject = Subject::reference_served_by(cells, redis_url, shop_exe);
         RunPlan::new(scenario, scenario_file, subject, out)
     }
 
     /// Fires these buyers instead of the scenario's seeded ones (renamed from a CSV).
     pub fn with_buyers(self, buyers: Schedule) -> Self {
         RunPlan { buyers, ..self }
+    }
+
+    /// The buyers' CSV's extra columns (placeholders of a foreign shop's requests).
+    pub fn with_columns(self, columns: Columns) -> Self {
+        RunPlan {
+            columns: Arc::new(columns),
+            ..self
+        }
     }
 
     /// Waits at most `drain_limit` for the drain (reference) or the settle (foreign).
@@ -173,11 +154,7 @@ impl RunPlan {
 
     /// How many runs the plan makes: every cell (or the foreign target) `repeat` times.
     pub fn runs(&self) -> usize {
-        let subjects = match &self.subject {
-            Subject::Reference { cells, .. } => cells.len(),
-            Subject::Foreign(_) => 1,
-        };
-        subjects * self.repeat.max(1) as usize
+        self.subject.shops() * self.repeat.max(1) as usize
     }
 
     /// Run `i` (0-based): its cell's index and, when the plan repeats, its 1-based repeat.
@@ -190,12 +167,7 @@ impl RunPlan {
     /// Run `i`'s (0-based) slot: its 1-based index, the count and its label.
     fn slot(&self, i: usize) -> Slot {
         let (c, repeat) = self.cell_of(i);
-        let label = match &self.subject {
-            Subject::Reference { cells, .. } => {
-                format!("{}/{}", cells[c].strategy, cells[c].backend.as_str())
-            }
-            Subject::Foreign(f) => f.label(),
-        };
+        let label = self.subject.label(c);
         let label = match repeat {
             Some(r) => format!("{label} #{r}"),
             None => label,
@@ -243,6 +215,8 @@ pub struct RunPlan {
     pub subject: Subject,
     /// The buyers to fire: `schedule::build(&scenario)`, possibly renamed from a CSV.
     pub buyers: Schedule,
+    /// The `--buyers-csv` file's extra columns, placeholders of the buyers' requests.
+    pub columns: Arc<Columns>,
     /// Reports go to `<out>/<UTC timestamp>-<scenario>/`.
     pub out: PathBuf,
     /// Longest wait for the shop to drain (reference) or the oracle to settle (foreign).
@@ -264,16 +238,11 @@ pub async fn execute(plan: &RunPlan) -> anyhow::Result<(report::Report, PathBuf)
     // terminal: held until the report's folder exists.
     let log = crate::telemetry::hold_driver_lines();
     let s = &plan.scenario;
-    if matches!(plan.subject, Subject::Reference { .. }) {
-        s.item
-            .reference_check()
-            .map_err(|e| anyhow::anyhow!("{}: {e}", plan.scenario_file.display()))?;
-    }
+    plan.subject
+        .check(s)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", plan.scenario_file.display()))?;
     gauges::check(plan)?;
-    let _locks = match &plan.subject {
-        Subject::Reference { cells, .. } => lock_databases(cells).await?,
-        Subject::Foreign(_) => Vec::new(),
-    };
+    let _locks = plan.subject.lock().await?;
     let metadata = metadata::gather(plan, started_at).await;
     let dir = report::new_dir(&plan.out, &s.name);
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
@@ -285,15 +254,11 @@ pub async fn execute(plan: &RunPlan) -> anyhow::Result<(report::Report, PathBuf)
         let slot = plan.slot(i);
         announce(plan, &slot);
         let (c, repeat) = plan.cell_of(i);
-        let run = match &plan.subject {
-            Subject::Reference {
-                cells,
-                redis_url,
-                shop_exe,
-            } => reference::run_cell(plan, &cells[c], redis_url, shop_exe, &dir, &slot).await,
-            Subject::Foreign(f) => foreign::run(plan, f, &slot).await,
-        }
-        .map(|run| RunReport { repeat, ..run });
+        let run = plan
+            .subject
+            .run(plan, c, &dir, &slot)
+            .await
+            .map(|run| RunReport { repeat, ..run });
         if let Some(live) = &plan.live {
             live.shop(None);
         }
@@ -328,7 +293,7 @@ fn empty_report(plan: &RunPlan, metadata: report::Metadata) -> report::Report {
         },
         machine: report::Machine::this(),
         metadata,
-        sources: report::sources(matches!(plan.subject, Subject::Foreign(_))),
+        sources: plan.subject.sources(),
         runs: Vec::new(),
         failed: Vec::new(),
         repeats: Vec::new(),
@@ -533,8 +498,8 @@ fn finish_with(
         redis_restocked_orders: server.redis_restocked_orders,
         dead_letters: server.dead_letters,
         payment_window_ms: plan
-            .scenario
-            .declared_payment_window(matches!(plan.subject, Subject::Foreign(_)))
+            .subject
+            .payment_window(s)
             .map(|w| u64::try_from(w.as_millis()).unwrap_or(u64::MAX)),
         audited_ms: clients.audited_ms,
         stock_samples: server.stock_samples,

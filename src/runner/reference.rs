@@ -2,23 +2,143 @@
 //! private Redis when a fault needs one, a managed read replica when the scenario wants one, the sale's set-up, the traffic with the run's faults,
 //! the drain, and the oracle's read of the database and Redis.
 
+use super::lock::{lock_databases, RunLock};
+use super::sharded::{ShardShopKind, ShardSubject};
 use super::shop_process::ChildShop;
 use super::shops;
+use super::subject::{Servers, ShopUnderTest, Subject};
 use super::{control_client, faults, fire_traffic, send_setup, target_for, Cell, RunPlan, Slot};
 use crate::inventory::redis_lua::conn::{is_cluster, with_cluster};
+use crate::inventory::Strategy;
+use crate::nemesis::BoxFuture;
 use crate::nemesis::{Owned, PrivateRedis, ShopControl};
 use crate::probe::ProbeConfig;
 use crate::report::{RunReport, Shop};
+use crate::shard::file::{ShardShop, ShardTarget};
 use crate::shop::routes::Route;
 use crate::traffic::mapping::Mapping;
 use crate::traffic::target::Targets;
+use crate::traffic::target::{Prepared, Target};
+use crate::traffic::Scenario;
 use anyhow::Context;
+use std::collections::BTreeMap;
 use std::path::Path;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
 
-pub(super) async fn run_cell(
+/// The reference shop on one or more cells (strategy and backend), a child process started for
+/// each in turn.
+#[derive(Debug, Clone)]
+struct ReferenceShop {
+    cells: Vec<Cell>,
+    redis_url: String,
+    /// The `oversell` binary that serves the shop (this one, or the test's).
+    shop_exe: PathBuf,
+}
+
+impl Subject {
+    /// The reference shop on `cells`, served by this binary ([`super::shop_exe`]).
+    pub fn reference(cells: Vec<Cell>, redis_url: String) -> anyhow::Result<Subject> {
+        Ok(Subject::reference_served_by(
+            cells,
+            redis_url,
+            super::shop_exe()?,
+        ))
+    }
+
+    /// The reference shop on `cells`, served by `shop_exe`.
+    pub fn reference_served_by(cells: Vec<Cell>, redis_url: String, shop_exe: PathBuf) -> Subject {
+        Subject::new(ReferenceShop {
+            cells,
+            redis_url,
+            shop_exe,
+        })
+    }
+}
+
+impl ShopUnderTest for ReferenceShop {
+    fn shops(&self) -> usize {
+        self.cells.len()
+    }
+
+    fn label(&self, i: usize) -> String {
+        let c = &self.cells[i];
+        format!("{}/{}", c.strategy, c.backend.as_str())
+    }
+
+    fn short_name(&self, i: usize) -> String {
+        self.cells[i].strategy.as_str().to_string()
+    }
+
+    fn strategy(&self, i: usize) -> Option<Strategy> {
+        Some(self.cells[i].strategy)
+    }
+
+    fn describe(&self) -> String {
+        let strategies: Vec<&str> = self.cells.iter().map(|c| c.strategy.as_str()).collect();
+        format!("the reference shop ({})", strategies.join(", "))
+    }
+
+    fn remote_host(&self) -> Option<String> {
+        None
+    }
+
+    fn check(&self, s: &Scenario) -> Result<(), String> {
+        s.item.reference_check().map_err(|e| e.to_string())
+    }
+
+    fn lock(&self) -> BoxFuture<'_, anyhow::Result<Vec<RunLock>>> {
+        Box::pin(lock_databases(&self.cells))
+    }
+
+    fn servers(&self) -> Servers {
+        Servers {
+            databases: self.cells.iter().map(|c| c.database_url.clone()).collect(),
+            redis: self
+                .cells
+                .iter()
+                .any(|c| c.strategy.uses_redis())
+                .then(|| self.redis_url.clone()),
+        }
+    }
+
+    fn watch_database(&self) -> Option<String> {
+        self.cells.first().map(|c| c.database_url.clone())
+    }
+
+    fn allow_remote(&self) -> bool {
+        false
+    }
+
+    fn sources(&self) -> BTreeMap<String, String> {
+        crate::report::sources(false)
+    }
+
+    fn payment_window(&self, s: &Scenario) -> Option<Duration> {
+        s.declared_payment_window(false)
+    }
+
+    fn run<'a>(
+        &'a self,
+        plan: &'a RunPlan,
+        i: usize,
+        dir: &'a Path,
+        slot: &'a Slot,
+    ) -> BoxFuture<'a, anyhow::Result<RunReport>> {
+        Box::pin(run_cell(
+            plan,
+            &self.cells[i],
+            &self.redis_url,
+            &self.shop_exe,
+            dir,
+            slot,
+        ))
+    }
+}
+
+async fn run_cell(
     plan: &RunPlan,
     cell: &Cell,
     shared_redis: &str,
@@ -253,4 +373,46 @@ async fn drive_reference(
     run.defect = s.shop.defect;
     run.watch = watched;
     Ok(run)
+}
+
+/// The reference shop already serving at a shard's `--shop-url`: its strategy and backend, for
+/// `merge`'s oracle.
+#[derive(Debug, Clone)]
+struct ReferenceAt {
+    strategy: Strategy,
+    backend: crate::store::Backend,
+}
+
+impl ShardSubject {
+    /// The reference shop serving `strategy` on `backend` (`run --shard`, `gate --shard`).
+    pub fn reference(strategy: Strategy, backend: crate::store::Backend) -> Self {
+        ShardSubject::new(ReferenceAt { strategy, backend })
+    }
+}
+
+impl ShardShopKind for ReferenceAt {
+    fn mapping(&self, s: &Scenario) -> anyhow::Result<Mapping> {
+        s.item.reference_check()?;
+        Ok(Mapping::default())
+    }
+
+    fn setup(&self, target: &Target, admin_token: Option<&str>) -> Vec<(String, Prepared)> {
+        super::shop_process::reset_request(target, admin_token)
+            .map(|r| ("target.setup".to_string(), r))
+            .into_iter()
+            .collect()
+    }
+
+    fn answers_for_item(&self) -> bool {
+        true
+    }
+
+    fn record(&self, base_url: &str) -> (Option<ShardShop>, Option<ShardTarget>) {
+        let shop = ShardShop {
+            url: base_url.to_string(),
+            strategy: self.strategy,
+            backend: self.backend,
+        };
+        (Some(shop), None)
+    }
 }

@@ -4,20 +4,19 @@
 //! `--open-at` instant, fires its part of the schedule, and writes its raw results
 //! ([`ShardFile`]) for `oversell merge`. No oracle runs here: it runs once, in `merge`.
 //!
-//! `attack --shard i/N` fires at the user's own shop the same way ([`ShardSubject::Foreign`]):
+//! `attack --shard i/N` fires at the user's own shop the same way ([`ShardSubject::foreign`]):
 //! shard 0 sends the mapping's set-up request (if it has one); the others have no item route
 //! they can rely on and go by the clock alone.
 
-use super::{control_client, send_setup, shop_process, target_for};
-use crate::inventory::Strategy;
+use super::{control_client, send_setup, target_for};
 use crate::shard::file::{Clients, ShardFile, ShardShop, ShardTarget, SCHEMA};
 use crate::shard::{scenario_hash, ShardSpec};
 use crate::shop::routes::Route;
-use crate::store::Backend;
 use crate::traffic::attack::{self, GeneratorStats};
 use crate::traffic::mapping::Mapping;
 use crate::traffic::recorder::{Kind, Recorder};
 use crate::traffic::schedule::Schedule;
+use crate::traffic::target::{Prepared, Target};
 use crate::traffic::Scenario;
 use anyhow::{bail, Context};
 use chrono::{DateTime, Utc};
@@ -53,16 +52,32 @@ pub struct ShardRun {
     pub progress: bool,
 }
 
+/// What a shard needs from the shop it fires at, a shop already serving at `--shop-url`: the
+/// reference shop (`run`, `gate`: `reference.rs`) or the user's own (`attack`: `foreign.rs`).
+pub trait ShardShopKind: std::fmt::Debug + Send + Sync {
+    /// How its API looks (`Err`: the scenario can't be run against it).
+    fn mapping(&self, s: &Scenario) -> anyhow::Result<Mapping>;
+
+    /// The requests that set a fresh sale up, in order, each named by its field.
+    fn setup(&self, target: &Target, admin_token: Option<&str>) -> Vec<(String, Prepared)>;
+
+    /// Whether the shards that don't set the sale up can wait for the shop to answer for the
+    /// item (an item route they can rely on); otherwise they go by the clock alone.
+    fn answers_for_item(&self) -> bool;
+
+    /// What the shard file records of it, for `merge`: the reference shop, or the target.
+    fn record(&self, base_url: &str) -> (Option<ShardShop>, Option<ShardTarget>);
+}
+
 /// What the shards fire at.
 #[derive(Debug, Clone)]
-pub enum ShardSubject {
-    /// The reference shop (`run`, `gate`): its strategy and backend, for `merge`'s oracle.
-    Reference {
-        strategy: Strategy,
-        backend: Backend,
-    },
-    /// The user's own shop (`attack`): its API mapping and host.
-    Foreign { mapping: Box<Mapping>, host: String },
+pub struct ShardSubject(Arc<dyn ShardShopKind>);
+
+impl ShardSubject {
+    /// The shop `kind`.
+    pub fn new(kind: impl ShardShopKind + 'static) -> Self {
+        ShardSubject(Arc::new(kind))
+    }
 }
 
 impl ShardRun {
@@ -82,13 +97,7 @@ fn until(at: DateTime<Utc>) -> Duration {
 pub async fn fire_shard(run: &ShardRun) -> anyhow::Result<ShardFile> {
     let s = &run.scenario;
     let base_url = run.shop_url.trim_end_matches('/').to_string();
-    let mapping = match &run.subject {
-        ShardSubject::Reference { .. } => {
-            s.item.reference_check()?;
-            Mapping::default()
-        }
-        ShardSubject::Foreign { mapping, .. } => (**mapping).clone(),
-    };
+    let mapping = run.subject.0.mapping(s)?;
     let target = Arc::new(target_for(s, &base_url, mapping));
     let http = control_client()?;
     let opening = run
@@ -103,15 +112,7 @@ pub async fn fire_shard(run: &ShardRun) -> anyhow::Result<ShardFile> {
                 SETUP_MARGIN.as_secs()
             );
         }
-        let setup = match &run.subject {
-            ShardSubject::Reference { .. } => {
-                shop_process::reset_request(&target, run.admin_token.as_deref())
-                    .map(|r| ("target.setup".to_string(), r))
-                    .into_iter()
-                    .collect()
-            }
-            ShardSubject::Foreign { .. } => target.setup_requests(),
-        };
+        let setup = run.subject.0.setup(&target, run.admin_token.as_deref());
         for (field, req) in &setup {
             send_setup(&http, &target, field, req).await?;
         }
@@ -124,7 +125,7 @@ pub async fn fire_shard(run: &ShardRun) -> anyhow::Result<ShardFile> {
             "   shard {}: sale of item {} set up at {base_url} ({} units), opening {opening}",
             run.shard, s.item.id, s.item.stock
         ));
-    } else if let ShardSubject::Reference { .. } = run.subject {
+    } else if run.subject.0.answers_for_item() {
         wait_for_item(&http, &base_url, s.item.number(), run.open_at).await?;
     }
     let sending = attack::Sending::of(&s.client);
@@ -150,6 +151,7 @@ pub async fn fire_shard(run: &ShardRun) -> anyhow::Result<ShardFile> {
         .context("firing the traffic")?
     };
     let m = recorder.finish();
+    let (shop, target) = run.subject.0.record(&base_url);
     let file = ShardFile {
         schema: SCHEMA.into(),
         shard: run.shard,
@@ -159,21 +161,8 @@ pub async fn fire_shard(run: &ShardRun) -> anyhow::Result<ShardFile> {
         scenario: crate::traffic::scenario::masked::scenario(s),
         scenario_file: run.scenario_file.display().to_string(),
         open_at: opening,
-        shop: match run.subject {
-            ShardSubject::Reference { strategy, backend } => Some(ShardShop {
-                url: base_url.clone(),
-                strategy,
-                backend,
-            }),
-            ShardSubject::Foreign { .. } => None,
-        },
-        target: match &run.subject {
-            ShardSubject::Reference { .. } => None,
-            ShardSubject::Foreign { host, .. } => Some(ShardTarget {
-                url: crate::services::redact_url(&base_url),
-                host: host.clone(),
-            }),
-        },
+        shop,
+        target,
         buyers_total: run.buyers_total,
         buyers: run.buyers.len(),
         generator,

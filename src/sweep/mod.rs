@@ -86,11 +86,12 @@ pub async fn execute(plan: &SweepPlan) -> anyhow::Result<(SweepReport, PathBuf)>
             buyers: schedule::build(&s),
             scenario: s,
             scenario_file: plan.scenario_file.clone(),
-            subject: Subject::Reference {
-                cells: vec![plan.cell.clone()],
-                redis_url: plan.redis_url.clone(),
-                shop_exe: plan.shop_exe.clone(),
-            },
+            subject: Subject::reference_served_by(
+                vec![plan.cell.clone()],
+                plan.redis_url.clone(),
+                plan.shop_exe.clone(),
+            ),
+            columns: Default::default(),
             out: runs_dir.clone(),
             drain_limit: plan.drain_limit,
             progress: plan.progress,

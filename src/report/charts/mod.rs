@@ -17,7 +17,7 @@ pub mod latency;
 pub mod timeline;
 pub mod watch;
 
-use super::{Report, RunReport, Shop};
+use super::{Report, RunReport};
 use crate::inventory::Strategy;
 use anyhow::Context;
 use hdrhistogram::Histogram;
@@ -64,10 +64,7 @@ pub fn strategy_colour(strategy: Strategy) -> RGBColor {
 
 /// A run's colour: its strategy's, or grey for a foreign shop.
 pub fn run_colour(run: &RunReport) -> RGBColor {
-    match &run.shop {
-        Shop::Reference { strategy, .. } => strategy_colour(*strategy),
-        Shop::Foreign { .. } => FOREIGN_COLOUR,
-    }
+    run.shop.strategy().map_or(FOREIGN_COLOUR, strategy_colour)
 }
 
 /// `strategy-backend`, the file-name form of a run's label.

@@ -7,7 +7,7 @@
 use super::{fmt_num, legend, series_line, DrawResult, Line, RunData, FONT};
 use crate::metric::SeriesName;
 use crate::report::catalog::DbRate;
-use crate::report::{RunReport, Shop};
+use crate::report::RunReport;
 use crate::traffic::recorder::Answer;
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -91,7 +91,7 @@ fn has(run: &RunReport, name: &str) -> bool {
 /// Whether the run's strategy reconciles Redis against the database
 /// ([`crate::inventory::Strategy::reconciles`]).
 fn reconciles(run: &RunReport) -> bool {
-    matches!(&run.shop, Shop::Reference { strategy, .. } if strategy.reconciles())
+    run.shop.strategy().is_some_and(|s| s.reconciles())
 }
 
 fn panels(run: &RunReport) -> Vec<&'static Panel> {

@@ -1,0 +1,112 @@
+//! The shop under test, behind one abstraction ([`ShopUnderTest`]): what a run, `capacity`,
+//! `sweep`, `gate` and the report need from it, whoever it is.
+//!
+//! Two kinds implement it, each in its own file: the reference shop (`reference.rs`: a child
+//! process per strategy and backend, or several: `--shops K`) and someone else's shop at a URL,
+//! mapped by the scenario's `[target]` table (`foreign.rs`). The rest of the harness holds a
+//! [`Subject`] and asks it; it never matches on which kind it is, and only the reference
+//! implementation reaches into the reference shop's internals.
+
+use super::lock::RunLock;
+use super::{RunPlan, Slot};
+use crate::inventory::Strategy;
+use crate::nemesis::BoxFuture;
+use crate::report::RunReport;
+use crate::traffic::Scenario;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The servers a run talks to, whose versions and settings the report records.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Servers {
+    /// Database URLs (as given: the report redacts them).
+    pub databases: Vec<String>,
+    pub redis: Option<String>,
+}
+
+/// What the harness needs from the shop under test. A plan runs its shops in turn (`shops()`
+/// of them, each `--repeat` times): shop `i` is one strategy on one backend for the reference
+/// shop, the one target for a foreign shop.
+pub trait ShopUnderTest: fmt::Debug + Send + Sync {
+    /// How many shops a plan runs in turn.
+    fn shops(&self) -> usize;
+
+    /// Shop `i`'s label in progress lines and reports: `for-update/postgres`, or the target's
+    /// host.
+    fn label(&self, i: usize) -> String;
+
+    /// Shop `i`'s short name in a folder name: its strategy, or `target`.
+    fn short_name(&self, i: usize) -> String;
+
+    /// Shop `i`'s reference strategy, when it is one.
+    fn strategy(&self, i: usize) -> Option<Strategy>;
+
+    /// What the plan and a dry run call the whole subject: `the reference shop (naive, ...)`,
+    /// or the target's URL, credentials masked.
+    fn describe(&self) -> String;
+
+    /// The target's host when it is not on this machine (the plan warns before any request).
+    fn remote_host(&self) -> Option<String>;
+
+    /// Whether the scenario can be run against it (`Err`: why not, for the user).
+    fn check(&self, s: &Scenario) -> Result<(), String>;
+
+    /// Takes what the plan needs to itself for its whole length (a reference shop resets its
+    /// database's sale: one run at a time per database).
+    fn lock(&self) -> BoxFuture<'_, anyhow::Result<Vec<RunLock>>>;
+
+    /// The servers whose versions the report records.
+    fn servers(&self) -> Servers;
+
+    /// The database a `[watch]` query reads when it names none (`--oracle-sql`'s, or the
+    /// reference shop's).
+    fn watch_database(&self) -> Option<String>;
+
+    /// Whether sources off this machine may be read (`--allow-remote`).
+    fn allow_remote(&self) -> bool;
+
+    /// Where the report's figures come from, by name (the report's `sources`).
+    fn sources(&self) -> BTreeMap<String, String>;
+
+    /// The payment window the shop declares (the scenario's `[shop]` for the reference shop,
+    /// `[target] payment_window` for a foreign one); `None`: unknown, nothing is assumed.
+    fn payment_window(&self, s: &Scenario) -> Option<Duration>;
+
+    /// Runs shop `i` once: sets the sale up, fires the plan's buyers, waits for it to settle,
+    /// and audits its final state against the clients' records.
+    fn run<'a>(
+        &'a self,
+        plan: &'a RunPlan,
+        i: usize,
+        dir: &'a Path,
+        slot: &'a Slot,
+    ) -> BoxFuture<'a, anyhow::Result<RunReport>>;
+}
+
+/// The shop under test, as a plan holds it.
+#[derive(Clone)]
+pub struct Subject(Arc<dyn ShopUnderTest>);
+
+impl Subject {
+    /// The subject `shop`.
+    pub fn new(shop: impl ShopUnderTest + 'static) -> Self {
+        Subject(Arc::new(shop))
+    }
+}
+
+impl std::ops::Deref for Subject {
+    type Target = dyn ShopUnderTest;
+
+    fn deref(&self) -> &Self::Target {
+        &*self.0
+    }
+}
+
+impl fmt::Debug for Subject {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
