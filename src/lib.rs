@@ -80,8 +80,11 @@
 //!   outage and lock on the run's own database; `crash`: `db-crash`/`db-restart` of a managed
 //!   database server; `replica`: `replica-lag` on the run's managed replica); `engine`: the schedule from the sale's
 //!   opening and the undo (at the end, when dropped on an error, on ctrl-c).
-//! - [`runner`]: a run against the reference shop (child process per strategy) or a foreign
-//!   shop: sale set-up (`runner::login`: the buyers' logins before the sale), traffic, drain;
+//! - [`runner`]: a run against the shop under test, a [`runner::Subject`] (the
+//!   [`runner::ShopUnderTest`] trait: the reference shop, a child process per strategy, in
+//!   `runner::reference`, or a foreign shop in `runner::foreign`; the rest of the harness asks
+//!   it and never matches on its kind; a shard's shop likewise, [`runner::ShardShopKind`]):
+//!   sale set-up (`runner::login`: the buyers' logins before the sale), traffic, drain;
 //!   both end through one `finish` (oracle, report section); the report is written as each run finishes; one run per database at a time
 //!   (`lock`); a run with faults starts the engine as the sale opens, gets a private Redis
 //!   for Redis faults, and `runner::faults` turns what was applied into the report's fault
