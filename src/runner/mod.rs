@@ -26,6 +26,7 @@
 //! - `metadata`: the build, command line, server versions and start time of a report.
 
 mod faults;
+mod finish;
 mod foreign;
 mod gauges;
 mod lock;
@@ -50,10 +51,9 @@ pub use subject::{Servers, ShopUnderTest, Subject};
 use crate::inventory::Strategy;
 use crate::live::Live;
 use crate::nemesis::{Engine, Owned};
-use crate::oracle::{self, DeadLetterSeen, Evidence, OracleView, Reading, StockSample, Truth};
-use crate::pipeline::reconcile::Pass;
-use crate::probe::{self, ProbeConfig, Probes, Series};
-use crate::report::{self, summary, Drain, FailedRun, RunReport, Shop};
+use crate::oracle::Reading;
+use crate::probe::{self, ProbeConfig, Probes};
+use crate::report::{self, FailedRun, RunReport};
 use crate::services::Service;
 use crate::store::Backend;
 use crate::traffic::attack::{self, GeneratorStats, GooseCrossCheck};
@@ -64,6 +64,7 @@ use crate::traffic::session::Columns;
 use crate::traffic::target::{Prepared, Sale, Target, Targets};
 use crate::traffic::Scenario;
 use anyhow::Context;
+use finish::{ask, finish, finish_measured, finish_with, Clients, ServerSide};
 pub use lock::RunLock;
 pub(crate) use shop_process::ChildShop;
 use std::path::{Path, PathBuf};
@@ -388,144 +389,6 @@ struct Traffic {
     generator: GeneratorStats,
     recorder: Arc<Recorder>,
     reading: Reading,
-}
-
-/// The server side of a run once it settled, for the oracle.
-struct ServerSide {
-    truth: Truth,
-    /// Which oracle gave `truth`, and what it can see.
-    oracle: OracleView,
-    /// redis-lua: Redis stock and the orders Redis restocked.
-    redis_stock: Option<i64>,
-    redis_restocked_orders: Option<i64>,
-    /// redis-lua: the dead-letter stream.
-    dead_letters: Option<Vec<DeadLetterSeen>>,
-    /// Lowest and highest database stock the probe saw.
-    stock_seen: Option<(i64, i64)>,
-    /// redis-lua: the final reconciliation pass.
-    reconcile: Option<Pass>,
-    /// A foreign shop's stock, sampled through its oracle during the sale.
-    stock_samples: Vec<StockSample>,
-    /// Seconds the read took (the oracle's share before the audit).
-    read_s: f64,
-}
-
-/// The one way a run ends, for the reference shop and a foreign one alike: the oracle audits
-/// the server side against the clients' records, and the run's report section is built.
-fn finish(
-    plan: &RunPlan,
-    shop: Shop,
-    traffic: Traffic,
-    series: Vec<Series>,
-    drain: Drain,
-    server: ServerSide,
-) -> RunReport {
-    let measurements = traffic.recorder.finish();
-    finish_measured(plan, shop, traffic, measurements, series, drain, server)
-}
-
-/// [`finish`] with the clients' records already taken from the recorder (the reference
-/// shop's rows are checked against them as they are read).
-fn finish_measured(
-    plan: &RunPlan,
-    shop: Shop,
-    traffic: Traffic,
-    measurements: crate::traffic::recorder::Measurements,
-    series: Vec<Series>,
-    drain: Drain,
-    server: ServerSide,
-) -> RunReport {
-    let audited_ms = Some(traffic.recorder.opened().elapsed().as_millis() as u64);
-    let clients = Clients {
-        audited_ms,
-        goose: traffic.goose,
-        generator: traffic.generator,
-        measurements,
-        reading: traffic.reading,
-    };
-    finish_with(plan, shop, clients, series, drain, server)
-}
-
-/// What the oracle checks the order rows against, for `plan` and its clients' records (the
-/// dead letters and restocks are the server side's: [`settle::reference`] reads them).
-fn ask<'a>(
-    plan: &'a RunPlan,
-    clients: &'a crate::traffic::recorder::Measurements,
-    reading: &'a Reading,
-) -> oracle::Ask<'a> {
-    oracle::Ask {
-        clients,
-        reading,
-        purchase_limit: plan.scenario.item.purchase_limit,
-        users: Some(&plan.buyers),
-        dead_letters: None,
-        redis_restocked_orders: None,
-    }
-}
-
-/// The clients' side of a run once it is over (one recorder's, or N shards' combined).
-struct Clients {
-    goose: Vec<GooseCrossCheck>,
-    generator: GeneratorStats,
-    measurements: crate::traffic::recorder::Measurements,
-    reading: Reading,
-    /// When the final state had been read (ms after the sale opened; `None`: unknown).
-    audited_ms: Option<u64>,
-}
-
-/// [`finish`] from the clients' finished records.
-fn finish_with(
-    plan: &RunPlan,
-    shop: Shop,
-    clients: Clients,
-    series: Vec<Series>,
-    drain: Drain,
-    server: ServerSide,
-) -> RunReport {
-    let s = &plan.scenario;
-    let measurements = clients.measurements;
-    let audit_started = std::time::Instant::now();
-    let read_s = server.read_s;
-    let findings = oracle::audit(&Evidence {
-        initial_stock: s.item.stock,
-        purchase_limit: s.item.purchase_limit,
-        truth: server.truth,
-        oracle: server.oracle,
-        reading: clients.reading,
-        redis_stock: server.redis_stock,
-        reconcile_residual: server.reconcile.as_ref().map(|p| p.residual),
-        stock_seen: server.stock_seen,
-        redis_restocked_orders: server.redis_restocked_orders,
-        dead_letters: server.dead_letters,
-        payment_window_ms: plan
-            .subject
-            .payment_window(s)
-            .map(|w| u64::try_from(w.as_millis()).unwrap_or(u64::MAX)),
-        audited_ms: clients.audited_ms,
-        stock_samples: server.stock_samples,
-        clients: &measurements,
-        users: Some(&plan.buyers),
-    });
-    let oracle_s = read_s + audit_started.elapsed().as_secs_f64();
-    plan.say(&format!("   {}", findings.verdict));
-    let run = summary::build(summary::RunInputs {
-        shop,
-        scenario: s.name.clone(),
-        buyers: plan.buyers.len() as u32,
-        findings,
-        measurements,
-        series,
-        generator: clients.generator,
-        drain,
-        reconcile: server.reconcile,
-        goose: clients.goose,
-        max_send_lag_ms: s.thresholds.max_send_lag_ms(),
-        late_after: s.late_send_after(),
-    });
-    RunReport {
-        oracle_s: Some(oracle_s),
-        ..run
-    }
 }
 
 /// Starts the probes (`probe.opened` is replaced by the sale's opening), fires the plan, and

@@ -1,0 +1,148 @@
+//! The one way a run ends, for the reference shop and a foreign one alike: the oracle audits
+//! the server side against the clients' records ([`finish`]), and the run's report section is
+//! built, with the oracle's own time (`oracle_s`).
+
+use super::{RunPlan, Traffic};
+use crate::oracle::{self, DeadLetterSeen, Evidence, OracleView, Reading, StockSample, Truth};
+use crate::pipeline::reconcile::Pass;
+use crate::probe::Series;
+use crate::report::{summary, Drain, RunReport, Shop};
+use crate::traffic::attack::{GeneratorStats, GooseCrossCheck};
+
+/// The server side of a run once it settled, for the oracle.
+pub(super) struct ServerSide {
+    pub(super) truth: Truth,
+    /// Which oracle gave `truth`, and what it can see.
+    pub(super) oracle: OracleView,
+    /// redis-lua: Redis stock and the orders Redis restocked.
+    pub(super) redis_stock: Option<i64>,
+    pub(super) redis_restocked_orders: Option<i64>,
+    /// redis-lua: the dead-letter stream.
+    pub(super) dead_letters: Option<Vec<DeadLetterSeen>>,
+    /// Lowest and highest database stock the probe saw.
+    pub(super) stock_seen: Option<(i64, i64)>,
+    /// redis-lua: the final reconciliation pass.
+    pub(super) reconcile: Option<Pass>,
+    /// A foreign shop's stock, sampled through its oracle during the sale.
+    pub(super) stock_samples: Vec<StockSample>,
+    /// Seconds the read took (the oracle's share before the audit).
+    pub(super) read_s: f64,
+}
+
+/// The one way a run ends, for the reference shop and a foreign one alike: the oracle audits
+/// the server side against the clients' records, and the run's report section is built.
+pub(super) fn finish(
+    plan: &RunPlan,
+    shop: Shop,
+    traffic: Traffic,
+    series: Vec<Series>,
+    drain: Drain,
+    server: ServerSide,
+) -> RunReport {
+    let measurements = traffic.recorder.finish();
+    finish_measured(plan, shop, traffic, measurements, series, drain, server)
+}
+
+/// [`finish`] with the clients' records already taken from the recorder (the reference
+/// shop's rows are checked against them as they are read).
+pub(super) fn finish_measured(
+    plan: &RunPlan,
+    shop: Shop,
+    traffic: Traffic,
+    measurements: crate::traffic::recorder::Measurements,
+    series: Vec<Series>,
+    drain: Drain,
+    server: ServerSide,
+) -> RunReport {
+    let audited_ms = Some(traffic.recorder.opened().elapsed().as_millis() as u64);
+    let clients = Clients {
+        audited_ms,
+        goose: traffic.goose,
+        generator: traffic.generator,
+        measurements,
+        reading: traffic.reading,
+    };
+    finish_with(plan, shop, clients, series, drain, server)
+}
+
+/// What the oracle checks the order rows against, for `plan` and its clients' records (the
+/// dead letters and restocks are the server side's: [`settle::reference`] reads them).
+pub(super) fn ask<'a>(
+    plan: &'a RunPlan,
+    clients: &'a crate::traffic::recorder::Measurements,
+    reading: &'a Reading,
+) -> oracle::Ask<'a> {
+    oracle::Ask {
+        clients,
+        reading,
+        purchase_limit: plan.scenario.item.purchase_limit,
+        users: Some(&plan.buyers),
+        dead_letters: None,
+        redis_restocked_orders: None,
+    }
+}
+
+/// The clients' side of a run once it is over (one recorder's, or N shards' combined).
+pub(super) struct Clients {
+    pub(super) goose: Vec<GooseCrossCheck>,
+    pub(super) generator: GeneratorStats,
+    pub(super) measurements: crate::traffic::recorder::Measurements,
+    pub(super) reading: Reading,
+    /// When the final state had been read (ms after the sale opened; `None`: unknown).
+    pub(super) audited_ms: Option<u64>,
+}
+
+/// [`finish`] from the clients' finished records.
+pub(super) fn finish_with(
+    plan: &RunPlan,
+    shop: Shop,
+    clients: Clients,
+    series: Vec<Series>,
+    drain: Drain,
+    server: ServerSide,
+) -> RunReport {
+    let s = &plan.scenario;
+    let measurements = clients.measurements;
+    let audit_started = std::time::Instant::now();
+    let read_s = server.read_s;
+    let findings = oracle::audit(&Evidence {
+        initial_stock: s.item.stock,
+        purchase_limit: s.item.purchase_limit,
+        truth: server.truth,
+        oracle: server.oracle,
+        reading: clients.reading,
+        redis_stock: server.redis_stock,
+        reconcile_residual: server.reconcile.as_ref().map(|p| p.residual),
+        stock_seen: server.stock_seen,
+        redis_restocked_orders: server.redis_restocked_orders,
+        dead_letters: server.dead_letters,
+        payment_window_ms: plan
+            .subject
+            .payment_window(s)
+            .map(|w| u64::try_from(w.as_millis()).unwrap_or(u64::MAX)),
+        audited_ms: clients.audited_ms,
+        stock_samples: server.stock_samples,
+        clients: &measurements,
+        users: Some(&plan.buyers),
+    });
+    let oracle_s = read_s + audit_started.elapsed().as_secs_f64();
+    plan.say(&format!("   {}", findings.verdict));
+    let run = summary::build(summary::RunInputs {
+        shop,
+        scenario: s.name.clone(),
+        buyers: plan.buyers.len() as u32,
+        findings,
+        measurements,
+        series,
+        generator: clients.generator,
+        drain,
+        reconcile: server.reconcile,
+        goose: clients.goose,
+        max_send_lag_ms: s.thresholds.max_send_lag_ms(),
+        late_after: s.late_send_after(),
+    });
+    RunReport {
+        oracle_s: Some(oracle_s),
+        ..run
+    }
+}
