@@ -290,6 +290,34 @@ pub fn now_ms() -> i64 {
     chrono::Utc::now().timestamp_millis()
 }
 
+/// What one reconciliation pass found and did (a redis-lua shop's `POST
+/// /api/items/{id}/reconcile` answer, and a report's `reconcile`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ReconcilePass {
+    pub item_id: i64,
+    pub db_stock: i64,
+    pub redis_stock: i64,
+    pub expected_redis_stock: i64,
+    /// Redis stock minus what it should be: positive = phantom units in Redis (would oversell
+    /// the database), negative = leaked units (would undersell).
+    pub residual: i64,
+    pub corrected: bool,
+    /// The correction was held back: an entry the database counts as applied is still pending
+    /// on a consumer (it will be claimed and persisted; the next pass corrects), or the stream
+    /// was trimmed past the snapshot's mark (a lagging replica; the next pass corrects).
+    #[serde(default)]
+    pub deferred: bool,
+    pub alerted: bool,
+    /// Which database the snapshot came from.
+    pub source: std::borrow::Cow<'static, str>,
+    /// The snapshot's low-water mark: every stream entry at or below it was applied.
+    #[serde(default)]
+    pub low_water_mark: String,
+    /// Stream entries after the mark counted as in flight.
+    #[serde(default)]
+    pub in_flight: i64,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

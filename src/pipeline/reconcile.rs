@@ -12,7 +12,6 @@
 use crate::inventory::{Inventory, InventoryError};
 use crate::store::Store;
 use crate::telemetry::shop_metrics;
-use serde::{Deserialize, Serialize};
 use std::time::Duration;
 use tokio::sync::watch;
 
@@ -29,32 +28,7 @@ pub struct ReconcileSettings {
     pub replica: Option<Store>,
 }
 
-/// What one pass found and did.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-pub struct Pass {
-    pub item_id: i64,
-    pub db_stock: i64,
-    pub redis_stock: i64,
-    pub expected_redis_stock: i64,
-    /// Redis stock minus what it should be: positive = phantom units in Redis (would oversell
-    /// the database), negative = leaked units (would undersell).
-    pub residual: i64,
-    pub corrected: bool,
-    /// The correction was held back: an entry the database counts as applied is still pending
-    /// on a consumer (it will be claimed and persisted; the next pass corrects), or the stream
-    /// was trimmed past the snapshot's mark (a lagging replica; the next pass corrects).
-    #[serde(default)]
-    pub deferred: bool,
-    pub alerted: bool,
-    /// Which database the snapshot came from.
-    pub source: std::borrow::Cow<'static, str>,
-    /// The snapshot's low-water mark: every stream entry at or below it was applied.
-    #[serde(default)]
-    pub low_water_mark: String,
-    /// Stream entries after the mark counted as in flight.
-    #[serde(default)]
-    pub in_flight: i64,
-}
+pub use crate::model::ReconcilePass as Pass;
 
 /// Runs one pass for `item`. `Ok(None)` when the item is not warmed or not in the database.
 pub async fn pass(

@@ -25,8 +25,8 @@ pub mod table;
 pub mod v1;
 
 use crate::inventory::Strategy;
+use crate::model::ReconcilePass as Pass;
 use crate::oracle::Findings;
-use crate::pipeline::reconcile::Pass;
 use crate::probe::Series;
 use crate::store::Backend;
 use crate::traffic::attack::{GeneratorStats, GooseCrossCheck};

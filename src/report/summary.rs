@@ -2,8 +2,8 @@
 
 use super::{Drain, KindReport, RunReport, Shop, Timeline};
 use crate::metric::SeriesName;
+use crate::model::ReconcilePass as Pass;
 use crate::oracle::Findings;
-use crate::pipeline::reconcile::Pass;
 use crate::probe::Series;
 use crate::traffic::attack::{GeneratorStats, GooseCrossCheck};
 use crate::traffic::recorder::{Answer, Kind, Measurements};

@@ -3,8 +3,8 @@
 //! built, with the oracle's own time (`oracle_s`).
 
 use super::{RunPlan, Traffic};
+use crate::model::ReconcilePass as Pass;
 use crate::oracle::{self, DeadLetterSeen, Evidence, OracleView, Reading, StockSample, Truth};
-use crate::pipeline::reconcile::Pass;
 use crate::probe::Series;
 use crate::report::{summary, Drain, RunReport, Shop};
 use crate::traffic::attack::{GeneratorStats, GooseCrossCheck};
