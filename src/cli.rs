@@ -345,98 +345,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<Exit> {
 async fn dispatch(command: Command) -> anyhow::Result<Exit> {
     match command {
         Command::Serve(args) => serve::serve(args).await,
-        Command::Run(mut args) => {
-            let (backend, _) = args.conn.database_for(args.backend)?;
-            if args.shard.shard.is_some() {
-                anyhow::ensure!(
-                    args.conn.services != crate::services::ServicesMode::Managed,
-                    "--services managed: a shard fires at the shop serving at --shop-url, on \
-                     that shop's servers; start it with `oversell serve --services managed`"
-                );
-                let sa = &args.scenario;
-                anyhow::ensure!(
-                    sa.defect.is_none(),
-                    "--defect is built into the shop a run starts; a shard fires at the shop \
-                     serving at --shop-url: start that one with `oversell serve --defect NAME`"
-                );
-                plan::refuse_with_shard(
-                    &sa.faults,
-                    sa.repeat,
-                    &sa.output,
-                    plan::Refused {
-                        shops: sa.shops.is_some(),
-                        dry_run: sa.dry_run,
-                        ..plan::Refused::default()
-                    },
-                )?;
-                return plan::shard(
-                    &sa.scenario,
-                    &args.shard,
-                    args.strategy,
-                    backend,
-                    &sa.output,
-                    sa.send_lag.ms(),
-                )
-                .await;
-            }
-            if args.scenario.dry_run {
-                return dry_run::print(&args.scenario, &[(args.strategy, backend)]);
-            }
-            let _services = args
-                .conn
-                .provide(&[backend], args.strategy.uses_redis())
-                .await?;
-            let (backend, url) = args.conn.database_for(args.backend)?;
-            let cells = vec![Cell {
-                strategy: args.strategy,
-                backend,
-                database_url: url,
-            }];
-            run_and_print(&args.scenario, cells, &args.conn).await
-        }
-        Command::Compare(mut args) => {
-            let backends: Vec<Option<Backend>> = if args.backends.is_empty() {
-                vec![None]
-            } else {
-                args.backends.iter().copied().map(Some).collect()
-            };
-            // One set of managed servers for all of compare's runs. With several backends
-            // --database-url serves the one it names (database_each), as --help says.
-            let several = backends.len() > 1;
-            let used = backends
-                .iter()
-                .map(|b| match several {
-                    true => args.conn.database_each(*b),
-                    false => args.conn.database_for(*b),
-                })
-                .map(|r| r.map(|(b, _)| b))
-                .collect::<anyhow::Result<Vec<_>>>()?;
-            if args.scenario.dry_run {
-                let cells: Vec<_> = used
-                    .iter()
-                    .flat_map(|b| args.strategies.iter().map(move |s| (*s, *b)))
-                    .collect();
-                return dry_run::print(&args.scenario, &cells);
-            }
-            let redis = args.strategies.iter().any(|s| s.uses_redis());
-            let _services = args.conn.provide(&used, redis).await?;
-            let mut cells = Vec::new();
-            for b in backends {
-                let (backend, url) = if several {
-                    args.conn.database_each(b)?
-                } else {
-                    args.conn.database_for(b)?
-                };
-                for s in &args.strategies {
-                    cells.push(Cell {
-                        strategy: *s,
-                        backend,
-                        database_url: url.clone(),
-                    });
-                }
-            }
-            run_and_print(&args.scenario, cells, &args.conn).await
-        }
+        Command::Run(args) => run_one(args).await,
+        Command::Compare(args) => compare(args).await,
         Command::Gate(args) => gate::gate(*args).await,
         Command::Merge(args) => merge::merge(*args).await,
         Command::Attack(args) => attack::attack(*args).await,
@@ -470,6 +380,102 @@ async fn dispatch(command: Command) -> anyhow::Result<Exit> {
             crate::diff::run(&plan, args.wide)
         }
     }
+}
+
+/// `oversell run`: one strategy on one backend (or one shard of it: `--shard i/N`).
+async fn run_one(mut args: RunArgs) -> anyhow::Result<Exit> {
+    let (backend, _) = args.conn.database_for(args.backend)?;
+    if args.shard.shard.is_some() {
+        anyhow::ensure!(
+            args.conn.services != crate::services::ServicesMode::Managed,
+            "--services managed: a shard fires at the shop serving at --shop-url, on \
+             that shop's servers; start it with `oversell serve --services managed`"
+        );
+        let sa = &args.scenario;
+        anyhow::ensure!(
+            sa.defect.is_none(),
+            "--defect is built into the shop a run starts; a shard fires at the shop \
+             serving at --shop-url: start that one with `oversell serve --defect NAME`"
+        );
+        plan::refuse_with_shard(
+            &sa.faults,
+            sa.repeat,
+            &sa.output,
+            plan::Refused {
+                shops: sa.shops.is_some(),
+                dry_run: sa.dry_run,
+                ..plan::Refused::default()
+            },
+        )?;
+        return plan::shard(
+            &sa.scenario,
+            &args.shard,
+            args.strategy,
+            backend,
+            &sa.output,
+            sa.send_lag.ms(),
+        )
+        .await;
+    }
+    if args.scenario.dry_run {
+        return dry_run::print(&args.scenario, &[(args.strategy, backend)]);
+    }
+    let _services = args
+        .conn
+        .provide(&[backend], args.strategy.uses_redis())
+        .await?;
+    let (backend, url) = args.conn.database_for(args.backend)?;
+    let cells = vec![Cell {
+        strategy: args.strategy,
+        backend,
+        database_url: url,
+    }];
+    run_and_print(&args.scenario, cells, &args.conn).await
+}
+
+/// `oversell compare`: every `--strategy` on every `--backend`, one after another.
+async fn compare(mut args: CompareArgs) -> anyhow::Result<Exit> {
+    let backends: Vec<Option<Backend>> = if args.backends.is_empty() {
+        vec![None]
+    } else {
+        args.backends.iter().copied().map(Some).collect()
+    };
+    // One set of managed servers for all of compare's runs. With several backends
+    // --database-url serves the one it names (database_each), as --help says.
+    let several = backends.len() > 1;
+    let used = backends
+        .iter()
+        .map(|b| match several {
+            true => args.conn.database_each(*b),
+            false => args.conn.database_for(*b),
+        })
+        .map(|r| r.map(|(b, _)| b))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    if args.scenario.dry_run {
+        let cells: Vec<_> = used
+            .iter()
+            .flat_map(|b| args.strategies.iter().map(move |s| (*s, *b)))
+            .collect();
+        return dry_run::print(&args.scenario, &cells);
+    }
+    let redis = args.strategies.iter().any(|s| s.uses_redis());
+    let _services = args.conn.provide(&used, redis).await?;
+    let mut cells = Vec::new();
+    for b in backends {
+        let (backend, url) = if several {
+            args.conn.database_each(b)?
+        } else {
+            args.conn.database_for(b)?
+        };
+        for s in &args.strategies {
+            cells.push(Cell {
+                strategy: *s,
+                backend,
+                database_url: url.clone(),
+            });
+        }
+    }
+    run_and_print(&args.scenario, cells, &args.conn).await
 }
 
 /// Loads `--scenario`: a file, or a bundled scenario by name (a bad scenario: exit 2 with the

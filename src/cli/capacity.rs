@@ -11,7 +11,7 @@ use crate::runner::{Cell, Subject};
 use crate::store::Backend;
 use crate::sweep::{self, SweepPlan, Vary};
 use clap::Args;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// `oversell capacity`.
@@ -194,62 +194,117 @@ pub async fn capacity(mut args: CapacityArgs) -> anyhow::Result<Exit> {
         }
     };
     let who = match &args.target {
-        Some(url) => {
-            let has_setup = !s.mapping().setup.is_empty();
-            anyhow::ensure!(
-                has_setup,
-                "--target: every probe needs a fresh sale, and {}'s [target] has no set-up \
-                 request to reset it: add `setup = {{ method = \"POST\", path = \"...\" }}` to \
-                 [target] (or a list of them); nothing was sent",
-                scenario_file.display()
-            );
-            // No --buyers-csv here: the mapping's placeholders are the scenario's own.
-            super::plan::check_names(
-                &s,
-                &scenario_file,
-                &crate::traffic::session::Columns::default(),
-            )?;
-            vec![Subject::foreign(foreign(url, &args.oracle, &mut s)?)]
-        }
-        None => {
-            s.item
-                .reference_check()
-                .map_err(|e| anyhow::anyhow!("{}: {e}", scenario_file.display()))?;
-            super::defect_warning(&s.shop, args.strategies.iter().copied())?;
-            let backends: Vec<Option<Backend>> = if args.backends.is_empty() {
-                vec![None]
-            } else {
-                args.backends.iter().copied().map(Some).collect()
-            };
-            let shop_exe = crate::runner::shop_exe()?;
-            let redis_url = crate::inventory::redis_lua::conn::with_cluster(
-                &args.conn.redis_url,
-                s.shop.redis_cluster,
-            );
-            let several = backends.len() > 1;
-            let mut who = Vec::new();
-            for b in backends {
-                let (backend, database_url) = if several {
-                    args.conn.database_each(b)?
-                } else {
-                    args.conn.database_for(b)?
-                };
-                for strategy in &args.strategies {
-                    let cell = Cell {
-                        strategy: *strategy,
-                        backend,
-                        database_url: database_url.clone(),
-                    };
-                    who.push(Subject::reference_served_by(
-                        vec![cell],
-                        redis_url.clone(),
-                        shop_exe.clone(),
-                    ));
-                }
-            }
-            who
-        }
+        Some(url) => vec![target(url, &args.oracle, &mut s, &scenario_file)?],
+        None => reference_subjects(&args, &s, &scenario_file)?,
     };
+    let (plan, capped) = capacity_plan(&args, s, scenario_file, who)?;
+    plan.check_budget()?;
+    if let Some(own) = capped {
+        let line = format!(
+            "--target: rates capped at {} buyers/s ({FOREIGN_CAP}× the scenario's own {} \
+             buyers/s; --max-rate changes it): at most {} requests per probe",
+            capacity::search::rate(plan.settings.max_rate),
+            capacity::search::rate(own),
+            plan.worst_probe_requests()
+        );
+        eprintln!("{}", crate::report::table::fit(&line, args.output.wide));
+    }
+    if args.dry_run {
+        let text = crate::report::table::fit(&plan.render_dry_run(), args.output.wide);
+        print!("{text}");
+        return Ok(Exit::Success);
+    }
+    if let Some(host) = plan.who.first().and_then(|w| w.remote_host()) {
+        eprintln!(
+            "WARNING: capacity sends load to {host} (not loopback, --allow-remote): up to {} \
+             buyers/s",
+            plan.settings.max_rate
+        );
+    }
+    let (report, dir) = capacity::execute(&plan).await?;
+    finish(
+        &args.output,
+        &capacity::report::render(&report, args.output.wide),
+        &report,
+        dir,
+    )
+}
+
+/// `--target` as capacity's one subject: its sale must be reset before every probe, so its
+/// `[target]` needs a set-up request.
+fn target(
+    url: &str,
+    oracle: &OracleArgs,
+    s: &mut crate::traffic::Scenario,
+    scenario_file: &Path,
+) -> anyhow::Result<Subject> {
+    let has_setup = !s.mapping().setup.is_empty();
+    anyhow::ensure!(
+        has_setup,
+        "--target: every probe needs a fresh sale, and {}'s [target] has no set-up \
+         request to reset it: add `setup = {{ method = \"POST\", path = \"...\" }}` to \
+         [target] (or a list of them); nothing was sent",
+        scenario_file.display()
+    );
+    // No --buyers-csv here: the mapping's placeholders are the scenario's own.
+    super::plan::check_names(
+        s,
+        scenario_file,
+        &crate::traffic::session::Columns::default(),
+    )?;
+    Ok(Subject::foreign(foreign(url, oracle, s)?))
+}
+
+/// The reference shop's subjects: every `--strategy` on every `--backend`, one shop each.
+fn reference_subjects(
+    args: &CapacityArgs,
+    s: &crate::traffic::Scenario,
+    scenario_file: &Path,
+) -> anyhow::Result<Vec<Subject>> {
+    s.item
+        .reference_check()
+        .map_err(|e| anyhow::anyhow!("{}: {e}", scenario_file.display()))?;
+    super::defect_warning(&s.shop, args.strategies.iter().copied())?;
+    let backends: Vec<Option<Backend>> = if args.backends.is_empty() {
+        vec![None]
+    } else {
+        args.backends.iter().copied().map(Some).collect()
+    };
+    let shop_exe = crate::runner::shop_exe()?;
+    let redis_url =
+        crate::inventory::redis_lua::conn::with_cluster(&args.conn.redis_url, s.shop.redis_cluster);
+    let several = backends.len() > 1;
+    let mut who = Vec::new();
+    for b in backends {
+        let (backend, database_url) = if several {
+            args.conn.database_each(b)?
+        } else {
+            args.conn.database_for(b)?
+        };
+        for strategy in &args.strategies {
+            let cell = Cell {
+                strategy: *strategy,
+                backend,
+                database_url: database_url.clone(),
+            };
+            who.push(Subject::reference_served_by(
+                vec![cell],
+                redis_url.clone(),
+                shop_exe.clone(),
+            ));
+        }
+    }
+    Ok(who)
+}
+
+/// The search's plan from the flags; with the scenario's own rate when `--target`'s rates
+/// were capped by default (no `--max-rate`).
+fn capacity_plan(
+    args: &CapacityArgs,
+    s: crate::traffic::Scenario,
+    scenario_file: PathBuf,
+    who: Vec<Subject>,
+) -> anyhow::Result<(CapacityPlan, Option<f64>)> {
     let own = capacity::own_rate(&s);
     let (max_rate, capped) = match (args.max_rate, &args.target) {
         (Some(m), _) => (m, false),
@@ -281,36 +336,7 @@ pub async fn capacity(mut args: CapacityArgs) -> anyhow::Result<Exit> {
         drain_limit: args.output.drain_limit(),
         progress: !args.output.quiet,
     };
-    plan.check_budget()?;
-    if capped {
-        let line = format!(
-            "--target: rates capped at {} buyers/s ({FOREIGN_CAP}× the scenario's own {} \
-             buyers/s; --max-rate changes it): at most {} requests per probe",
-            capacity::search::rate(max_rate),
-            capacity::search::rate(own),
-            plan.worst_probe_requests()
-        );
-        eprintln!("{}", crate::report::table::fit(&line, args.output.wide));
-    }
-    if args.dry_run {
-        let text = crate::report::table::fit(&plan.render_dry_run(), args.output.wide);
-        print!("{text}");
-        return Ok(Exit::Success);
-    }
-    if let Some(host) = plan.who.first().and_then(|w| w.remote_host()) {
-        eprintln!(
-            "WARNING: capacity sends load to {host} (not loopback, --allow-remote): up to {} \
-             buyers/s",
-            plan.settings.max_rate
-        );
-    }
-    let (report, dir) = capacity::execute(&plan).await?;
-    finish(
-        &args.output,
-        &capacity::report::render(&report, args.output.wide),
-        &report,
-        dir,
-    )
+    Ok((plan, capped.then_some(own)))
 }
 
 /// The result on the terminal with where its report is, and with `--json` as one document

@@ -83,45 +83,85 @@ pub struct GateArgs {
 /// `oversell gate`: 0 every threshold held, 1 breached or not verified (see [`crate::gate`]).
 pub async fn gate(mut args: GateArgs) -> anyhow::Result<Exit> {
     if args.shard.shard.is_some() {
-        anyhow::ensure!(
-            args.conn.services != crate::services::ServicesMode::Managed,
-            "--services managed: a shard fires at the shop serving at --shop-url, on that \
-             shop's servers; start it with `oversell serve --services managed`"
-        );
-        anyhow::ensure!(
-            args.target.is_none(),
-            "--shard fires at the reference shop at --shop-url; a foreign --target cannot be \
-             sharded yet"
-        );
-        super::plan::refuse_with_shard(
-            &args.faults,
-            1,
-            &args.plan.output,
-            super::plan::Refused {
-                dry_run: args.plan.dry_run,
-                buyers_csv: args.plan.buyers_csv.is_some(),
-                shops: args.shops.is_some(),
-            },
-        )?;
-        let strategy = match args.strategy.as_slice() {
-            [] => Strategy::RedisLua,
-            [one] => *one,
-            more => anyhow::bail!(
-                "--shard sends one shard at one shop: give one --strategy (got {})",
-                more.len()
-            ),
-        };
-        let (backend, _) = args.conn.database_for(args.backend)?;
-        return super::plan::shard(
-            &args.scenario,
-            &args.shard,
-            strategy,
-            backend,
-            &args.plan.output,
-            args.plan.send_lag.ms(),
-        )
-        .await;
+        return gate_shard(&args).await;
     }
+    let (mut s, scenario_file, limits) = scenario_and_limits(&args)?;
+    let _services = match &args.target {
+        Some(_) => None,
+        None => {
+            let (backend, _) = args.conn.database_for(args.backend)?;
+            let redis = args.strategy.is_empty() || args.strategy.iter().any(|s| s.uses_redis());
+            Some(args.conn.provide(&[backend], redis).await?)
+        }
+    };
+    let capacity = crate::capacity::gate::required(&limits);
+    if let Some(rate) = capacity {
+        s = crate::capacity::gate::at_rate(&s, rate);
+    }
+    let subject = subject(&args, &mut s)?;
+    let scenario_name = s.name.clone();
+    let Some(plan) = plan(&scenario_file, s, subject, &args.plan).await? else {
+        return Ok(Exit::Success);
+    };
+    let (report, dir) = match runner::execute(&plan).await {
+        Ok(v) => v,
+        Err(e) => return Err(could_not_complete(&args, &scenario_name, e)),
+    };
+    let mut verdict = Verdict::judge(&report, &limits, args.allow_unverified);
+    if let Some(rate) = capacity {
+        crate::capacity::gate::judge(&mut verdict, &report, rate);
+    }
+    args.plan.output.finish(&report, &dir, Some(&verdict));
+    write_verdict(&verdict, &report, &dir, args.junit.as_deref())
+}
+
+/// `gate --shard i/N`: one shard of the gate's scenario at the serving reference shop;
+/// `merge --gate` judges.
+async fn gate_shard(args: &GateArgs) -> anyhow::Result<Exit> {
+    anyhow::ensure!(
+        args.conn.services != crate::services::ServicesMode::Managed,
+        "--services managed: a shard fires at the shop serving at --shop-url, on that \
+         shop's servers; start it with `oversell serve --services managed`"
+    );
+    anyhow::ensure!(
+        args.target.is_none(),
+        "--shard fires at the reference shop at --shop-url; a foreign --target cannot be \
+         sharded yet"
+    );
+    super::plan::refuse_with_shard(
+        &args.faults,
+        1,
+        &args.plan.output,
+        super::plan::Refused {
+            dry_run: args.plan.dry_run,
+            buyers_csv: args.plan.buyers_csv.is_some(),
+            shops: args.shops.is_some(),
+        },
+    )?;
+    let strategy = match args.strategy.as_slice() {
+        [] => Strategy::RedisLua,
+        [one] => *one,
+        more => anyhow::bail!(
+            "--shard sends one shard at one shop: give one --strategy (got {})",
+            more.len()
+        ),
+    };
+    let (backend, _) = args.conn.database_for(args.backend)?;
+    super::plan::shard(
+        &args.scenario,
+        &args.shard,
+        strategy,
+        backend,
+        &args.plan.output,
+        args.plan.send_lag.ms(),
+    )
+    .await
+}
+
+/// The scenario with the flags applied, its file, and the limits the gate judges it by.
+fn scenario_and_limits(
+    args: &GateArgs,
+) -> anyhow::Result<(crate::traffic::Scenario, PathBuf, Vec<gate::Limit>)> {
     let (mut s, scenario_file) = load_scenario(&args.scenario)?;
     args.faults.apply(&mut s);
     if let Some(k) = args.shops {
@@ -131,7 +171,7 @@ pub async fn gate(mut args: GateArgs) -> anyhow::Result<Exit> {
     if let Some(d) = args.defect {
         s.shop.defect = Some(d);
     }
-    refuse_defect(&s, &args)?;
+    refuse_defect(&s, args)?;
     if args.target.is_some() && !s.faults.is_empty() {
         anyhow::bail!(
             "faults act only on the reference shop's own services: drop --fault and [[faults]] \
@@ -150,64 +190,67 @@ pub async fn gate(mut args: GateArgs) -> anyhow::Result<Exit> {
     {
         s.thresholds.set(l.metric.name(), l.value)?;
     }
-    let _services = match &args.target {
-        Some(_) => None,
-        None => {
-            let (backend, _) = args.conn.database_for(args.backend)?;
-            let redis = args.strategy.is_empty() || args.strategy.iter().any(|s| s.uses_redis());
-            Some(args.conn.provide(&[backend], redis).await?)
-        }
-    };
-    let capacity = crate::capacity::gate::required(&limits);
-    if let Some(rate) = capacity {
-        s = crate::capacity::gate::at_rate(&s, rate);
+    Ok((s, scenario_file, limits))
+}
+
+/// What the gate runs at: `--target`, or the reference shop on each `--strategy` (default
+/// redis-lua).
+fn subject(args: &GateArgs, s: &mut crate::traffic::Scenario) -> anyhow::Result<Subject> {
+    if let Some(url) = &args.target {
+        return Ok(Subject::foreign(foreign(url, &args.oracle, s)?));
     }
-    let subject = match &args.target {
-        Some(url) => Subject::foreign(foreign(url, &args.oracle, &mut s)?),
-        None => {
-            let (backend, url) = args.conn.database_for(args.backend)?;
-            let strategies = if args.strategy.is_empty() {
-                vec![Strategy::RedisLua]
-            } else {
-                args.strategy.clone()
-            };
-            let cells = strategies
-                .into_iter()
-                .map(|strategy| Cell {
-                    strategy,
-                    backend,
-                    database_url: url.clone(),
-                })
-                .collect();
-            Subject::reference(cells, args.conn.redis_url.clone())?
-        }
-    };
-    let scenario_name = s.name.clone();
-    let Some(plan) = plan(&scenario_file, s, subject, &args.plan).await? else {
-        return Ok(Exit::Success);
-    };
-    let (report, dir) = match runner::execute(&plan).await {
-        Ok(v) => v,
-        Err(e) => {
-            if let Some(path) = &args.junit {
-                let doc = gate::junit::render_error(&scenario_name, &format!("{e:#}"));
-                write_file(path, &doc)?;
-            }
-            append_step_summary(&format!(
-                "## oversell gate: {scenario_name}\n\n**The run could not complete:** {e:#}\n"
-            ))?;
-            return Err(e);
-        }
-    };
-    let mut verdict = Verdict::judge(&report, &limits, args.allow_unverified);
-    if let Some(rate) = capacity {
-        crate::capacity::gate::judge(&mut verdict, &report, rate);
+    let (backend, url) = args.conn.database_for(args.backend)?;
+    let cells = strategies(args)
+        .into_iter()
+        .map(|strategy| Cell {
+            strategy,
+            backend,
+            database_url: url.clone(),
+        })
+        .collect();
+    Subject::reference(cells, args.conn.redis_url.clone())
+}
+
+/// `--strategy`, or redis-lua when none is given.
+fn strategies(args: &GateArgs) -> Vec<Strategy> {
+    if args.strategy.is_empty() {
+        vec![Strategy::RedisLua]
+    } else {
+        args.strategy.clone()
     }
-    args.plan.output.finish(&report, &dir, Some(&verdict));
-    let md = verdict.markdown(&report, &dir);
-    write_file(&dir.join("gate.md"), &md)?;
+}
+
+/// A run that could not complete: its JUnit error and step summary written, the error
+/// returned.
+fn could_not_complete(args: &GateArgs, scenario_name: &str, e: anyhow::Error) -> anyhow::Error {
     if let Some(path) = &args.junit {
-        write_file(path, &gate::junit::render(&verdict))?;
+        let doc = gate::junit::render_error(scenario_name, &format!("{e:#}"));
+        if let Err(w) = write_file(path, &doc) {
+            return e.context(format!("(and the JUnit file could not be written: {w:#})"));
+        }
+    }
+    if let Err(w) = append_step_summary(&format!(
+        "## oversell gate: {scenario_name}\n\n**The run could not complete:** {e:#}\n"
+    )) {
+        return e.context(format!(
+            "(and the step summary could not be written: {w:#})"
+        ));
+    }
+    e
+}
+
+/// The verdict as `gate.md` in the report's folder, JUnit (`--junit`) and the step summary;
+/// returns its exit code.
+fn write_verdict(
+    verdict: &Verdict,
+    report: &crate::report::Report,
+    dir: &Path,
+    junit: Option<&Path>,
+) -> anyhow::Result<Exit> {
+    let md = verdict.markdown(report, dir);
+    write_file(&dir.join("gate.md"), &md)?;
+    if let Some(path) = junit {
+        write_file(path, &gate::junit::render(verdict))?;
     }
     append_step_summary(&md)?;
     Ok(verdict.exit_code())
@@ -232,12 +275,7 @@ fn refuse_defect(s: &crate::traffic::Scenario, args: &GateArgs) -> anyhow::Resul
          about a real shop; pass --allow-defect to run it anyway (or use `oversell selftest`)",
         defect.what()
     );
-    let strategies = if args.strategy.is_empty() {
-        vec![Strategy::RedisLua]
-    } else {
-        args.strategy.clone()
-    };
-    super::defect_warning(&s.shop, strategies)
+    super::defect_warning(&s.shop, strategies(args))
 }
 
 /// Refuses a `--threshold watch.<name>.…` whose gauge the scenario does not watch.
@@ -296,11 +334,5 @@ pub(super) fn judge_merged(
     let limits = gate::limits(&report.scenario.spec.thresholds, None, overrides, bundled);
     let verdict = Verdict::judge(report, &limits, allow_unverified);
     output.finish(report, dir, Some(&verdict));
-    let md = verdict.markdown(report, dir);
-    write_file(&dir.join("gate.md"), &md)?;
-    if let Some(path) = junit {
-        write_file(path, &gate::junit::render(&verdict))?;
-    }
-    append_step_summary(&md)?;
-    Ok(verdict.exit_code())
+    write_verdict(&verdict, report, dir, junit)
 }
