@@ -335,4 +335,11 @@ impl ShardShopKind for ForeignAt {
         };
         (None, Some(target))
     }
+
+    fn merge<'a>(
+        &'a self,
+        merged: super::merge::Merged<'a>,
+    ) -> BoxFuture<'a, anyhow::Result<(crate::report::Report, std::path::PathBuf)>> {
+        Box::pin(super::merge::attack(merged, &self.host))
+    }
 }

@@ -9,12 +9,12 @@
 //! evidence alone (as an `attack` without an oracle does), saying so in the report.
 
 use super::{
-    control_client, empty_report, finish_with, metadata, now_rfc3339, settle, shop_process, Cell,
-    Clients, RunPlan, Subject,
+    control_client, empty_report, finish_with, metadata, now_rfc3339, reading_of, settle,
+    shop_process, Cell, Clients, RunPlan, ShardSubject, Subject,
 };
 use crate::oracle::Reading;
 use crate::report::{self, Shop};
-use crate::shard::combine::combine;
+use crate::shard::combine::{combine, Combined};
 use crate::shard::file::ShardFile;
 use crate::store::Backend;
 use crate::traffic::mapping::Mapping;
@@ -50,62 +50,134 @@ pub async fn merge(plan: &MergePlan) -> anyhow::Result<(report::Report, PathBuf)
     }
     let n = files.len();
     let combined = combine(files)?;
-    let lead = &combined.lead;
-    let Some(lead_shop) = lead.shop.clone() else {
-        return merge_attack(plan, combined, n, started_at).await;
+    let (subject, url) = ShardSubject::recorded(&combined.lead).with_context(|| {
+        format!(
+            "{}: shard.json names neither a shop (run/gate --shard) nor a target (attack --shard)",
+            plan.dirs[0].display()
+        )
+    })?;
+    let merged = Merged {
+        plan,
+        n,
+        started_at,
+        url,
+        combined,
     };
-    let backend = lead_shop.backend;
+    subject.merge(merged).await
+}
+
+/// The shards read and combined, for the shop they fired at to finish ([`ShardSubject::merge`]).
+pub struct Merged<'a> {
+    pub(super) plan: &'a MergePlan,
+    /// How many shards.
+    pub(super) n: usize,
+    /// When `merge` started (the report's metadata).
+    pub(super) started_at: String,
+    /// The shop's URL as the shards recorded it.
+    pub(super) url: String,
+    pub(super) combined: Combined,
+}
+
+impl Merged<'_> {
+    /// The plan of the merged run, at `subject`: the lead shard's scenario (with `merge --gate`'s
+    /// send-lag bound), draining as `merge` was told to.
+    fn run_plan(&self, subject: Subject) -> anyhow::Result<RunPlan> {
+        let lead = &self.combined.lead;
+        let mut s = lead.scenario.clone();
+        if let Some(ms) = self.plan.send_lag_bound {
+            s.thresholds.set("send_lag_p99_ms", ms)?;
+        }
+        let file = PathBuf::from(&lead.scenario_file);
+        Ok(RunPlan::new(s, file, subject, self.plan.out.clone())
+            .with_drain_limit(self.plan.drain_limit)
+            .with_progress(self.plan.progress))
+    }
+}
+
+/// The merged run's report, with where its figures came from (`shards`), written.
+async fn write(
+    plan: &MergePlan,
+    started_at: String,
+    run_plan: &RunPlan,
+    run: report::RunReport,
+    shards: String,
+) -> anyhow::Result<(report::Report, PathBuf)> {
+    let metadata = metadata::gather(run_plan, started_at).await;
+    let mut report = empty_report(run_plan, metadata);
+    report.sources.insert("shards".into(), shards);
+    report.runs.push(run);
+    let dir = report::new_dir(&plan.out, &run_plan.scenario.name);
+    report::write(&dir, &report)?;
+    Ok((report, dir))
+}
+
+/// The combined clients' side, read by `reading`.
+fn clients(combined: Combined, reading: Reading) -> Clients {
+    Clients {
+        audited_ms: None,
+        goose: combined.goose,
+        generator: combined.generator,
+        measurements: combined.measurements,
+        reading,
+    }
+}
+
+/// The shards of `run --shard`/`gate --shard` combined, and the oracle run once against the
+/// reference shop they fired at (`strategy` on `backend`, serving at the URL they recorded
+/// unless `--shop-url` says otherwise).
+pub(super) async fn reference(
+    merged: Merged<'_>,
+    strategy: crate::inventory::Strategy,
+    backend: Backend,
+) -> anyhow::Result<(report::Report, PathBuf)> {
     let cell = Cell {
-        strategy: lead_shop.strategy,
+        strategy,
         backend,
-        database_url: plan
+        database_url: merged
+            .plan
             .databases
             .iter()
             .find(|(b, _)| *b == backend)
             .map(|(_, u)| u.clone())
             .with_context(|| format!("no database URL for {}", backend.as_str()))?,
     };
-    let base_url = plan
+    let base_url = merged
+        .plan
         .shop_url
-        .clone()
-        .unwrap_or_else(|| lead_shop.url.clone())
+        .as_deref()
+        .unwrap_or(&merged.url)
         .trim_end_matches('/')
         .to_string();
-    let mut s = lead.scenario.clone();
-    if let Some(ms) = plan.send_lag_bound {
-        s.thresholds.set("send_lag_p99_ms", ms)?;
-    }
-    let subject = Subject::reference(vec![cell.clone()], plan.redis_url.clone())?;
-    let run_plan = RunPlan::new(
-        s,
-        PathBuf::from(&lead.scenario_file),
-        subject,
-        plan.out.clone(),
-    )
-    .with_drain_limit(plan.drain_limit)
-    .with_progress(plan.progress);
-    let item = run_plan.scenario.item.number();
+    let redis_url = merged.plan.redis_url.clone();
+    let run_plan = merged.run_plan(Subject::reference(vec![cell.clone()], redis_url)?)?;
+    let Merged {
+        plan,
+        n,
+        started_at,
+        combined,
+        ..
+    } = merged;
     run_plan.say(&format!(
-        "== merge: {n} shards of {} ({} buyers, opened {}), {} on {} at {base_url}",
+        "== merge: {n} shards of {} ({} buyers, opened {}), {strategy} on {} at {base_url}",
         run_plan.scenario.name,
         combined.buyers,
-        lead.open_at,
-        cell.strategy,
+        combined.lead.open_at,
         backend.as_str()
     ));
+    let shards = format!(
+        "{n} shard folders (oversell.shard/v1) combined by `oversell merge`: HdrHistograms \
+         added, per-second counts added, the clients' records concatenated; the shards \
+         opened together at {}",
+        combined.lead.open_at
+    );
+    let item = run_plan.scenario.item.number();
     let http = control_client()?;
     let drain = shop_process::wait_drained(&http, &base_url, item, plan.drain_limit).await;
-    let reconcile = if cell.strategy.reconciles() {
-        shop_process::reconcile(&http, &base_url, plan.admin_token.as_deref(), item).await
-    } else {
-        None
+    let reconcile = match strategy.reconciles() {
+        true => shop_process::reconcile(&http, &base_url, plan.admin_token.as_deref(), item).await,
+        false => None,
     };
-    let mapping = Mapping::default();
-    let reading = Reading {
-        order_id_field: mapping.order_id_field.clone(),
-        max_unclassified: mapping.unclassified_bound(),
-        keys_sent: !mapping.idempotency_header.is_empty(),
-    };
+    let reading = reading_of(&Mapping::default());
     let server = settle::reference(
         &http,
         &base_url,
@@ -117,89 +189,44 @@ pub async fn merge(plan: &MergePlan) -> anyhow::Result<(report::Report, PathBuf)
         super::ask(&run_plan, &combined.measurements, &reading),
     )
     .await?;
-    let clients = Clients {
-        audited_ms: None,
-        goose: combined.goose,
-        generator: combined.generator,
-        measurements: combined.measurements,
-        reading,
-    };
-    let shop = Shop::Reference {
-        strategy: cell.strategy,
-        backend,
-    };
+    let shop = Shop::Reference { strategy, backend };
+    let clients = clients(combined, reading);
     let run = finish_with(&run_plan, shop, clients, Vec::new(), drain, server);
-    let metadata = metadata::gather(&run_plan, started_at).await;
-    let mut report = empty_report(&run_plan, metadata);
-    report.sources.insert(
-        "shards".into(),
-        format!(
-            "{n} shard folders (oversell.shard/v1) combined by `oversell merge`: HdrHistograms \
-             added, per-second counts added, the clients' records concatenated; the shards \
-             opened together at {}",
-            lead.open_at
-        ),
-    );
-    report.runs.push(run);
-    let dir = report::new_dir(&plan.out, &run_plan.scenario.name);
-    report::write(&dir, &report)?;
-    Ok((report, dir))
+    write(plan, started_at, &run_plan, run, shards).await
 }
 
 /// The shards of `attack --shard` combined: the clients' records and histograms added as for
 /// the reference shop, the verdict from the clients' evidence alone (merge has no oracle of
 /// the user's shop: `attack` reads it, and its shards do not).
-async fn merge_attack(
-    plan: &MergePlan,
-    combined: crate::shard::combine::Combined,
-    n: usize,
-    started_at: String,
+pub(super) async fn attack(
+    merged: Merged<'_>,
+    host: &str,
 ) -> anyhow::Result<(report::Report, PathBuf)> {
-    let lead = &combined.lead;
-    let target = lead.target.clone().with_context(|| {
-        format!(
-            "{}: shard.json names neither a shop (run/gate --shard) nor a target (attack --shard)",
-            plan.dirs[0].display()
-        )
-    })?;
-    let mut s = lead.scenario.clone();
-    if let Some(ms) = plan.send_lag_bound {
-        s.thresholds.set("send_lag_p99_ms", ms)?;
-    }
-    let mapping = s.mapping();
+    let url = merged.url.clone();
+    let mapping = merged.combined.lead.scenario.mapping();
     let foreign = crate::rehearsal::Foreign {
-        base_url: target.url.clone(),
-        host: target.host.clone(),
+        base_url: url.clone(),
+        host: host.to_string(),
         allow_remote: false,
         mapping: mapping.clone(),
         oracle: crate::rehearsal::OracleSource::None,
         settle: Default::default(),
     };
     let oracle = foreign.oracle.view();
-    let run_plan = RunPlan::new(
-        s,
-        PathBuf::from(&lead.scenario_file),
-        Subject::foreign(foreign),
-        plan.out.clone(),
-    )
-    .with_drain_limit(plan.drain_limit)
-    .with_progress(plan.progress);
+    let run_plan = merged.run_plan(Subject::foreign(foreign))?;
+    let Merged {
+        plan,
+        n,
+        started_at,
+        combined,
+        ..
+    } = merged;
+    let opened = combined.lead.open_at.clone();
     run_plan.say(&format!(
-        "== merge: {n} attack shards of {} ({} buyers, opened {}) at {}; no oracle: the \
-         clients' evidence alone",
-        run_plan.scenario.name, combined.buyers, lead.open_at, target.url
+        "== merge: {n} attack shards of {} ({} buyers, opened {opened}) at {url}; no oracle: \
+         the clients' evidence alone",
+        run_plan.scenario.name, combined.buyers
     ));
-    let clients = Clients {
-        audited_ms: None,
-        goose: combined.goose,
-        generator: combined.generator,
-        measurements: combined.measurements,
-        reading: Reading {
-            order_id_field: mapping.order_id_field.clone(),
-            max_unclassified: mapping.unclassified_bound(),
-            keys_sent: !mapping.idempotency_header.is_empty(),
-        },
-    };
     let server = super::ServerSide {
         truth: crate::oracle::Truth::Unverified,
         oracle,
@@ -212,8 +239,8 @@ async fn merge_attack(
         read_s: 0.0,
     };
     let shop = Shop::Foreign {
-        host: target.host.clone(),
-        url: target.url.clone(),
+        host: host.to_string(),
+        url,
         oracle: report::OracleKind::None,
     };
     // Nothing to drain: the user's shop is not ours to watch.
@@ -223,21 +250,13 @@ async fn merge_attack(
         limit_ms: 0,
         settle: None,
     };
+    let clients = clients(combined, reading_of(&mapping));
     let run = finish_with(&run_plan, shop, clients, Vec::new(), drain, server);
-    let metadata = metadata::gather(&run_plan, started_at).await;
-    let mut report = empty_report(&run_plan, metadata);
-    report.sources.insert(
-        "shards".into(),
-        format!(
-            "{n} attack shard folders (oversell.shard/v1) combined by `oversell merge`: \
-             HdrHistograms added, per-second counts added, the clients' records concatenated; \
-             the shards opened together at {}. The user's oracle is not read by merge: the \
-             verdict rests on the clients' evidence",
-            lead.open_at
-        ),
+    let shards = format!(
+        "{n} attack shard folders (oversell.shard/v1) combined by `oversell merge`: \
+         HdrHistograms added, per-second counts added, the clients' records concatenated; \
+         the shards opened together at {opened}. The user's oracle is not read by merge: the \
+         verdict rests on the clients' evidence"
     );
-    report.runs.push(run);
-    let dir = report::new_dir(&plan.out, &run_plan.scenario.name);
-    report::write(&dir, &report)?;
-    Ok((report, dir))
+    write(plan, started_at, &run_plan, run, shards).await
 }

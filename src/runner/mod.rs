@@ -367,6 +367,16 @@ fn target_for(s: &Scenario, base_url: &str, mapping: Mapping) -> Target {
     Target::new(base_url, mapping, Sale::of(s))
 }
 
+/// How the clients' answers are read under `mapping` (its order id field, its bound on
+/// answers no rule classified, whether it sends idempotency keys), for the oracle.
+fn reading_of(mapping: &Mapping) -> Reading {
+    Reading {
+        order_id_field: mapping.order_id_field.clone(),
+        max_unclassified: mapping.unclassified_bound(),
+        keys_sent: !mapping.idempotency_header.is_empty(),
+    }
+}
+
 /// A client for set-up and drain requests (not the load itself); it follows no redirect.
 fn control_client() -> anyhow::Result<reqwest::Client> {
     Ok(crate::traffic::target::client(Duration::from_secs(30))?)
@@ -402,11 +412,7 @@ async fn fire_traffic(
 ) -> anyhow::Result<Fired> {
     let buyers = plan.buyers.clone();
     let mapping = &targets.first().mapping;
-    let reading = Reading {
-        order_id_field: mapping.order_id_field.clone(),
-        max_unclassified: mapping.unclassified_bound(),
-        keys_sent: !mapping.idempotency_header.is_empty(),
-    };
+    let reading = reading_of(mapping);
     let sending = attack::Sending::of(&plan.scenario.client);
     let recorder = Arc::new(Recorder::new(
         Instant::now() + sending.launch_lead(buyers.len()),

@@ -415,4 +415,11 @@ impl ShardShopKind for ReferenceAt {
         };
         (Some(shop), None)
     }
+
+    fn merge<'a>(
+        &'a self,
+        merged: super::merge::Merged<'a>,
+    ) -> BoxFuture<'a, anyhow::Result<(crate::report::Report, PathBuf)>> {
+        Box::pin(super::merge::reference(merged, self.strategy, self.backend))
+    }
 }

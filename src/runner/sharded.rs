@@ -8,7 +8,10 @@
 //! shard 0 sends the mapping's set-up request (if it has one); the others have no item route
 //! they can rely on and go by the clock alone.
 
+use super::merge::Merged;
 use super::{control_client, send_setup, target_for};
+use crate::nemesis::BoxFuture;
+use crate::report::Report;
 use crate::shard::file::{Clients, ShardFile, ShardShop, ShardTarget, SCHEMA};
 use crate::shard::{scenario_hash, ShardSpec};
 use crate::shop::routes::Route;
@@ -67,6 +70,9 @@ pub trait ShardShopKind: std::fmt::Debug + Send + Sync {
 
     /// What the shard file records of it, for `merge`: the reference shop, or the target.
     fn record(&self, base_url: &str) -> (Option<ShardShop>, Option<ShardTarget>);
+
+    /// `merge`: the shards' combined records judged against this shop, and the report written.
+    fn merge<'a>(&'a self, merged: Merged<'a>) -> BoxFuture<'a, anyhow::Result<(Report, PathBuf)>>;
 }
 
 /// What the shards fire at.
@@ -77,6 +83,27 @@ impl ShardSubject {
     /// The shop `kind`.
     pub fn new(kind: impl ShardShopKind + 'static) -> Self {
         ShardSubject(Arc::new(kind))
+    }
+
+    /// The shop a shard file says its shard fired at, and the URL it recorded (`None`: it
+    /// names neither).
+    pub fn recorded(file: &ShardFile) -> Option<(Self, String)> {
+        match (&file.shop, &file.target) {
+            (Some(shop), _) => Some((
+                ShardSubject::reference(shop.strategy, shop.backend),
+                shop.url.clone(),
+            )),
+            (None, Some(t)) => Some((
+                ShardSubject::foreign(file.scenario.mapping(), t.host.clone()),
+                t.url.clone(),
+            )),
+            (None, None) => None,
+        }
+    }
+
+    /// `merge`: the shards' combined records judged against this shop, and the report written.
+    pub async fn merge(&self, merged: Merged<'_>) -> anyhow::Result<(Report, PathBuf)> {
+        self.0.merge(merged).await
     }
 }
 
