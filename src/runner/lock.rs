@@ -30,14 +30,7 @@ pub(super) async fn lock_databases(cells: &[Cell]) -> anyhow::Result<Vec<RunLock
     urls.dedup();
     let mut locks = Vec::new();
     for url in urls {
-        let store = Store::connect(
-            url,
-            &PoolSettings {
-                max_connections: 1,
-                ..crate::shop::ShopKnobs::default().pool()
-            },
-        )
-        .await?;
+        let store = Store::connect(url, &PoolSettings::harness(1)).await?;
         match store.try_run_lock().await? {
             Some(conn) => locks.push(RunLock {
                 store,

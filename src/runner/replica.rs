@@ -8,7 +8,7 @@
 use super::{Cell, RunPlan};
 use crate::services::managed::{self, replica::Replica, ServerKind};
 use crate::services::provide::rebase;
-use crate::store::Store;
+use crate::store::{PoolSettings, Store};
 use anyhow::Context;
 
 /// The run's replica and the `serve` arguments that point the shop at it.
@@ -56,13 +56,10 @@ pub(super) async fn for_run(
     let primary = managed::server_at(&cell.database_url).context("the managed primary")?;
     // The schema first, on the primary: the replica is read-only and holds what the backup
     // copied, then everything streamed after it.
-    Store::connect(
-        &cell.database_url,
-        &crate::shop::ShopKnobs::default().pool(),
-    )
-    .await?
-    .close()
-    .await;
+    Store::connect(&cell.database_url, &PoolSettings::harness(1))
+        .await?
+        .close()
+        .await;
     let replica = primary
         .start_replica(&format!("replica-{name}"))
         .await

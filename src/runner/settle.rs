@@ -7,7 +7,7 @@ use crate::oracle::{Ask, Check, DeadLetterSeen, OracleView, Truth};
 use crate::pipeline::reconcile::Pass;
 use crate::probe::Series;
 use crate::services::redact_url;
-use crate::store::Store;
+use crate::store::{PoolSettings, Store};
 use anyhow::Context;
 use std::time::Duration;
 
@@ -30,12 +30,9 @@ pub(super) async fn reference(
     let (redis_url, prefix) = redis;
     let redis_kind = cell.strategy.redis_kind();
     let is_redis = redis_kind.is_some();
-    let store = Store::connect(
-        &cell.database_url,
-        &crate::shop::ShopKnobs::default().pool(),
-    )
-    .await
-    .context("connecting the oracle to the shop's database")?;
+    let store = Store::connect(&cell.database_url, &PoolSettings::harness(10))
+        .await
+        .context("connecting the oracle to the shop's database")?;
     // The shop keeps expiring unpaid orders after the drain. For redis-lua an expiry touches
     // Redis first and the database later, so read the database between two identical Redis
     // states, with the queue drained: then both sides describe the same moment.

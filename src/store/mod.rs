@@ -81,6 +81,21 @@ pub struct PoolSettings {
     pub lock_timeout: Duration,
 }
 
+impl PoolSettings {
+    /// The harness's own connections (the oracle's reads, the run lock, a replica's schema):
+    /// up to `max_connections`, each waited for as long as a busy machine needs to open one
+    /// (30 s). A shop's pool is sized and timed by its knobs instead: a shop must answer
+    /// "busy" fast, while a harness that gave up on a slow connect would fail a run that
+    /// went well.
+    pub fn harness(max_connections: u32) -> Self {
+        PoolSettings {
+            max_connections,
+            acquire_timeout: Duration::from_secs(30),
+            lock_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
 /// A connection pool plus the statement table of its backend.
 #[derive(Clone)]
 pub struct Store {
