@@ -123,21 +123,8 @@ async fn run(plan: &RunPlan, f: &Foreign, slot: &Slot) -> anyhow::Result<RunRepo
     let rows_before = oracle.rows().await?;
     let gives_stock = before.is_some_and(|t| t.stock.is_some());
     let sampler = rehearsal::stock_sampler::start(&f.oracle, gives_stock).await;
-    let fired = fire_traffic(
-        plan,
-        crate::traffic::target::Targets::one(target.clone()),
-        ProbeConfig {
-            database_url: f.oracle.database_url(),
-            foreign_database: true,
-            item_id: s.item.number(),
-            redis: None,
-            shop_metrics_urls: Vec::new(),
-            opened: Instant::now(),
-        },
-        slot,
-        None,
-    )
-    .await?;
+    let targets = crate::traffic::target::Targets::one(target.clone());
+    let fired = fire_traffic(plan, targets, probes(f, s), slot, None).await?;
     let logins = super::login::section(&target, logins, &fired.traffic.recorder);
     let settled = rehearsal::settle::settle(&oracle, &target, &f.settle, plan.drain_limit).await;
     let watched = fired.watch.stop(super::gauges::rush_at_s(plan)).await;
@@ -155,21 +142,7 @@ async fn run(plan: &RunPlan, f: &Foreign, slot: &Slot) -> anyhow::Result<RunRepo
         tally: after,
         rows: rows_after,
     } = settled?;
-    let mut view = f.oracle.view();
-    if failed_reads > 0 {
-        warn(
-            &mut view,
-            vec![format!(
-                "{failed_reads} of the stock's 1 s readings failed (skipped)"
-            )],
-        );
-    }
-    if let Some(st) = &drain.settle {
-        warn(
-            &mut view,
-            settle_notes(st, drain.limit_ms, !matches!(oracle, Oracle::None)),
-        );
-    }
+    let mut view = view(f, &oracle, failed_reads, &drain);
     let (truth, notes) = truth(
         &oracle,
         s.item.stock,
@@ -177,19 +150,51 @@ async fn run(plan: &RunPlan, f: &Foreign, slot: &Slot) -> anyhow::Result<RunRepo
         (after, rows_after),
     );
     warn(&mut view, notes);
-    let server = ServerSide {
-        truth,
-        oracle: view,
-        redis_stock: None,
-        redis_restocked_orders: None,
-        dead_letters: None,
-        stock_seen: None,
-        reconcile: None,
-        stock_samples,
-        // The final reading is the settle's last (its time is the settle's).
-        read_s: 0.0,
-    };
-    let shop = Shop::Foreign {
+    let server = ServerSide::foreign(truth, view, stock_samples);
+    let run = finish(plan, shop(f), fired.traffic, series, drain, server);
+    Ok(RunReport {
+        login: logins,
+        watch: watched,
+        ..run
+    })
+}
+
+/// What the probes read of a foreign shop: its oracle's database, when the oracle is SQL.
+fn probes(f: &Foreign, s: &Scenario) -> ProbeConfig {
+    ProbeConfig {
+        database_url: f.oracle.database_url(),
+        foreign_database: true,
+        item_id: s.item.number(),
+        redis: None,
+        shop_metrics_urls: Vec::new(),
+        opened: Instant::now(),
+    }
+}
+
+/// What the oracle can see, with the caveats of this run: failed stock readings, and how it
+/// settled.
+fn view(
+    f: &Foreign,
+    oracle: &Oracle,
+    failed_reads: u64,
+    drain: &crate::report::Drain,
+) -> OracleView {
+    let mut view = f.oracle.view();
+    if failed_reads > 0 {
+        let note = format!("{failed_reads} of the stock's 1 s readings failed (skipped)");
+        warn(&mut view, vec![note]);
+    }
+    if let Some(st) = &drain.settle {
+        let audited = !matches!(oracle, Oracle::None);
+        warn(&mut view, settle_notes(st, drain.limit_ms, audited));
+    }
+    view
+}
+
+/// The report's description of the shop: its host, its URL (credentials masked), and which
+/// oracle audited it.
+fn shop(f: &Foreign) -> Shop {
+    Shop::Foreign {
         host: f.label(),
         url: redact_url(&f.base_url),
         oracle: match f.oracle {
@@ -197,13 +202,7 @@ async fn run(plan: &RunPlan, f: &Foreign, slot: &Slot) -> anyhow::Result<RunRepo
             OracleSource::Sql { .. } => OracleKind::Sql,
             OracleSource::Http { .. } => OracleKind::Http,
         },
-    };
-    let run = finish(plan, shop, fired.traffic, series, drain, server);
-    Ok(RunReport {
-        login: logins,
-        watch: watched,
-        ..run
-    })
+    }
 }
 
 /// Adds `notes` to the oracle's caveat (the verdict repeats it).

@@ -227,17 +227,7 @@ pub(super) async fn attack(
          the clients' evidence alone",
         run_plan.scenario.name, combined.buyers
     ));
-    let server = super::ServerSide {
-        truth: crate::oracle::Truth::Unverified,
-        oracle,
-        redis_stock: None,
-        redis_restocked_orders: None,
-        dead_letters: None,
-        stock_seen: None,
-        reconcile: None,
-        stock_samples: Vec::new(),
-        read_s: 0.0,
-    };
+    let server = super::ServerSide::foreign(crate::oracle::Truth::Unverified, oracle, Vec::new());
     let shop = Shop::Foreign {
         host: host.to_string(),
         url,

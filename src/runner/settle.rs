@@ -2,7 +2,9 @@
 //! between two identical Redis states (redis-lua), the dead letters, the final
 //! reconciliation. Shared by a run and by `merge` (which reads the shop the shards fired at).
 
-use super::{shop_process, Cell, ServerSide};
+use super::shop_process::{self, RedisState};
+use super::{Cell, ServerSide};
+use crate::inventory::RedisKind;
 use crate::oracle::{Ask, Check, DeadLetterSeen, OracleView, Truth};
 use crate::pipeline::reconcile::Pass;
 use crate::probe::Series;
@@ -27,24 +29,75 @@ pub(super) async fn reference(
     ask: Ask<'_>,
 ) -> anyhow::Result<ServerSide> {
     let started = std::time::Instant::now();
-    let (redis_url, prefix) = redis;
     let redis_kind = cell.strategy.redis_kind();
-    let is_redis = redis_kind.is_some();
     let store = Store::connect(&cell.database_url, &PoolSettings::harness(10))
         .await
         .context("connecting the oracle to the shop's database")?;
+    let shop = Settling {
+        http,
+        base_url,
+        item,
+        redis: redis_kind.map(|kind| (redis.0, redis.1, kind)),
+    };
     // The shop keeps expiring unpaid orders after the drain. For redis-lua an expiry touches
     // Redis first and the database later, so read the database between two identical Redis
     // states, with the queue drained: then both sides describe the same moment.
     let mut attempt = 0;
-    let (truth, redis_stock, restocked, dead_letters) = loop {
+    let (truth, after) = loop {
         attempt += 1;
-        let before = match redis_kind {
-            Some(kind) => shop_process::redis_state(redis_url, prefix, item, kind).await?,
-            None => Default::default(),
-        };
-        let drained = !is_redis
-            || shop_process::wait_drained(http, base_url, item, Duration::ZERO)
+        let (truth, after, same_moment) = shop.read_once(&store, ask).await?;
+        if same_moment || attempt >= 20 {
+            break (truth, after);
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    store.close().await;
+    // The database strategies have no queue: nothing of theirs is ever dead-lettered.
+    let dead = seen(after.dead_letters.unwrap_or_default());
+    Ok(ServerSide {
+        truth,
+        oracle: view(&cell.database_url),
+        redis_stock: after.stock,
+        redis_restocked_orders: after.restocked,
+        dead_letters: Some(dead),
+        stock_seen: crate::probe::extremes(series, crate::metric::SeriesName::DbStock.name()),
+        reconcile,
+        stock_samples: Vec::new(),
+        read_s: started.elapsed().as_secs_f64(),
+    })
+}
+
+/// The reference shop being read: where it serves, its item, and its Redis (URL, key prefix,
+/// kind) when its strategy keeps stock there.
+struct Settling<'a> {
+    http: &'a reqwest::Client,
+    base_url: &'a str,
+    item: i64,
+    redis: Option<(&'a str, &'a str, RedisKind)>,
+}
+
+impl Settling<'_> {
+    /// Redis's state of the sale (the default without Redis).
+    async fn redis_state(&self) -> anyhow::Result<RedisState> {
+        match self.redis {
+            Some((url, prefix, kind)) => {
+                shop_process::redis_state(url, prefix, self.item, kind).await
+            }
+            None => Ok(Default::default()),
+        }
+    }
+
+    /// One read of the database, its rows checked against `ask`, between two readings of
+    /// Redis: the truth, Redis after it, and whether both sides describe the same moment (the
+    /// queue drained and Redis unchanged across the read).
+    async fn read_once(
+        &self,
+        store: &Store,
+        ask: Ask<'_>,
+    ) -> anyhow::Result<(Truth, RedisState, bool)> {
+        let before = self.redis_state().await?;
+        let drained = self.redis.is_none()
+            || shop_process::wait_drained(self.http, self.base_url, self.item, Duration::ZERO)
                 .await
                 .drained;
         let dead_before = seen(before.dead_letters.clone().unwrap_or_default());
@@ -56,48 +109,30 @@ pub(super) async fn reference(
             },
             crate::oracle::Rows::Reference,
         );
-        let truth = match store.snapshot_into(item, &mut check).await? {
+        let truth = match store.snapshot_into(self.item, &mut check).await? {
             Some(item) => Truth::Checked {
                 db_stock: item.stock,
                 rows: Box::new(check.finish()),
             },
             None => Truth::Unverified,
         };
-        let after = match redis_kind {
-            Some(kind) => shop_process::redis_state(redis_url, prefix, item, kind).await?,
-            None => Default::default(),
-        };
-        if (drained && before == after) || attempt >= 20 {
-            // The database strategies have no queue: nothing of theirs is ever dead-lettered.
-            let dead = seen(after.dead_letters.unwrap_or_default());
-            break (truth, after.stock, after.restocked, Some(dead));
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
-    store.close().await;
-    let server = ServerSide {
-        truth,
-        oracle: OracleView {
-            source: format!(
-                "items and orders tables of {}",
-                redact_url(&cell.database_url)
-            ),
-            sees: "every order row (status, user, device, times) and the item's stock; for \
-                   redis-lua also Redis stock and the restock set, after a final reconciliation"
-                .into(),
-            blind_to: "nothing the definitions need: every acknowledged order is looked up by id"
-                .into(),
-            warning: None,
-        },
-        redis_stock,
-        redis_restocked_orders: restocked,
-        dead_letters,
-        stock_seen: crate::probe::extremes(series, crate::metric::SeriesName::DbStock.name()),
-        reconcile,
-        stock_samples: Vec::new(),
-        read_s: started.elapsed().as_secs_f64(),
-    };
-    Ok(server)
+        let after = self.redis_state().await?;
+        let same_moment = drained && before == after;
+        Ok((truth, after, same_moment))
+    }
+}
+
+/// What the reference shop's oracle reads and can see.
+fn view(database_url: &str) -> OracleView {
+    OracleView {
+        source: format!("items and orders tables of {}", redact_url(database_url)),
+        sees: "every order row (status, user, device, times) and the item's stock; for \
+               redis-lua also Redis stock and the restock set, after a final reconciliation"
+            .into(),
+        blind_to: "nothing the definitions need: every acknowledged order is looked up by id"
+            .into(),
+        warning: None,
+    }
 }
 
 /// Redis's dead letters as the oracle reads them.

@@ -130,31 +130,7 @@ pub async fn fire_shard(run: &ShardRun) -> anyhow::Result<ShardFile> {
     let opening = run
         .open_at
         .to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
-    if run.shard.sets_up() {
-        if until(run.open_at) < SETUP_MARGIN {
-            bail!(
-                "shard {} sets the sale up, and the opening ({opening}) is less than {} s away: \
-                 too late to reset the sale safely; give a later --open-at",
-                run.shard,
-                SETUP_MARGIN.as_secs()
-            );
-        }
-        let setup = run.subject.0.setup(&target, run.admin_token.as_deref());
-        for (field, req) in &setup {
-            send_setup(&http, &target, field, req).await?;
-        }
-        if until(run.open_at) == Duration::ZERO {
-            bail!(
-                "the sale's set-up finished after the opening ({opening}): give a later --open-at"
-            );
-        }
-        run.say(&format!(
-            "   shard {}: sale of item {} set up at {base_url} ({} units), opening {opening}",
-            run.shard, s.item.id, s.item.stock
-        ));
-    } else if run.subject.0.answers_for_item() {
-        wait_for_item(&http, &base_url, s.item.number(), run.open_at).await?;
-    }
+    ready_for_opening(run, &http, (&target, &base_url), &opening).await?;
     let sending = attack::Sending::of(&s.client);
     let lead = sending.launch_lead(run.buyers.len());
     tokio::time::sleep(until(run.open_at).saturating_sub(lead)).await;
@@ -178,8 +154,67 @@ pub async fn fire_shard(run: &ShardRun) -> anyhow::Result<ShardFile> {
         .context("firing the traffic")?
     };
     let m = recorder.finish();
-    let (shop, target) = run.subject.0.record(&base_url);
-    let file = ShardFile {
+    let file = shard_file(run, &base_url, opening, (goose, generator), &m);
+    file.write(&run.out, &m)?;
+    run.say(&format!(
+        "   shard {}: {} requests, raw results in {}",
+        run.shard,
+        m.total_requests(),
+        run.out.display()
+    ));
+    Ok(file)
+}
+
+/// Before the opening: shard 0 sets the sale up (refusing when the opening is too close to
+/// reset it safely); the others wait until the shop answers for the item, where it has an
+/// item route to rely on.
+async fn ready_for_opening(
+    run: &ShardRun,
+    http: &reqwest::Client,
+    (target, base_url): (&Target, &str),
+    opening: &str,
+) -> anyhow::Result<()> {
+    let s = &run.scenario;
+    if !run.shard.sets_up() {
+        if run.subject.0.answers_for_item() {
+            wait_for_item(http, base_url, s.item.number(), run.open_at).await?;
+        }
+        return Ok(());
+    }
+    if until(run.open_at) < SETUP_MARGIN {
+        bail!(
+            "shard {} sets the sale up, and the opening ({opening}) is less than {} s away: \
+             too late to reset the sale safely; give a later --open-at",
+            run.shard,
+            SETUP_MARGIN.as_secs()
+        );
+    }
+    let setup = run.subject.0.setup(target, run.admin_token.as_deref());
+    for (field, req) in &setup {
+        send_setup(http, target, field, req).await?;
+    }
+    if until(run.open_at) == Duration::ZERO {
+        bail!("the sale's set-up finished after the opening ({opening}): give a later --open-at");
+    }
+    run.say(&format!(
+        "   shard {}: sale of item {} set up at {base_url} ({} units), opening {opening}",
+        run.shard, s.item.id, s.item.stock
+    ));
+    Ok(())
+}
+
+/// The shard's raw results as `merge` reads them: the sale's facts, what the shard sent and
+/// what its clients were told.
+fn shard_file(
+    run: &ShardRun,
+    base_url: &str,
+    opening: String,
+    (goose, generator): (Vec<attack::GooseCrossCheck>, GeneratorStats),
+    m: &crate::traffic::recorder::Measurements,
+) -> ShardFile {
+    let s = &run.scenario;
+    let (shop, target) = run.subject.0.record(base_url);
+    ShardFile {
         schema: SCHEMA.into(),
         shard: run.shard,
         scenario_hash: scenario_hash(s),
@@ -199,16 +234,8 @@ pub async fn fire_shard(run: &ShardRun) -> anyhow::Result<ShardFile> {
             .map(|k| (k, m.counts(k)))
             .filter(|(_, c)| !c.is_empty())
             .collect(),
-        clients: Clients::of(&m),
-    };
-    file.write(&run.out, &m)?;
-    run.say(&format!(
-        "   shard {}: {} requests, raw results in {}",
-        run.shard,
-        m.total_requests(),
-        run.out.display()
-    ));
-    Ok(file)
+        clients: Clients::of(m),
+    }
 }
 
 /// Polls `GET /api/items/{item}` until the shop answers 200 for it, up to
