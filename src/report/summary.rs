@@ -182,9 +182,17 @@ fn retries(m: &crate::traffic::recorder::Measurements, kind: Kind) -> Option<sup
     })
 }
 
-/// Builds a run's report section.
-pub fn build(input: RunInputs) -> RunReport {
-    let m = &input.measurements;
+/// How many of `counts` were errors.
+fn errors_in(counts: &BTreeMap<Answer, u64>) -> u64 {
+    counts
+        .iter()
+        .filter(|(a, _)| a.is_error())
+        .map(|(_, n)| n)
+        .sum()
+}
+
+/// Every kind of request sent: its counts and latencies, and its HdrHistogram encoded.
+fn by_kind(m: &Measurements) -> (BTreeMap<Kind, KindReport>, BTreeMap<Kind, String>) {
     let mut requests = BTreeMap::new();
     let mut histograms = BTreeMap::new();
     for kind in Kind::ALL {
@@ -214,15 +222,11 @@ pub fn build(input: RunInputs) -> RunReport {
             },
         );
     }
-    let order_counts = m.counts(Kind::Order);
-    let attempts: u64 = order_counts.values().sum();
-    let errors: u64 = order_counts
-        .iter()
-        .filter(|(a, _)| a.is_error())
-        .map(|(_, n)| n)
-        .sum();
-    let duration = m.timeline.len().max(1) as f64;
-    let total: u64 = requests.values().map(|k: &KindReport| k.total).sum();
+    (requests, histograms)
+}
+
+/// Second by second: requests, order answers by outcome, order latency p99.
+fn timeline(m: &Measurements) -> Timeline {
     let mut timeline = Timeline {
         seconds: (0..m.timeline.len() as u64).collect(),
         ..Timeline::default()
@@ -240,14 +244,40 @@ pub fn build(input: RunInputs) -> RunReport {
     timeline.order_p99_ms = m
         .order_intervals
         .iter()
-        .map(|h| {
-            if h.is_empty() {
-                0.0
-            } else {
-                ms(h.value_at_quantile(0.99) as f64)
-            }
+        .map(|h| match h.is_empty() {
+            true => 0.0,
+            false => ms(h.value_at_quantile(0.99) as f64),
         })
         .collect();
+    timeline
+}
+
+/// Whether the generator sent late, judged from the send lag and the order latencies (ours
+/// against the shop's own, where it reports them).
+fn lateness(input: &RunInputs, order: Option<&KindReport>) -> super::lateness::Lateness {
+    let four = |l: &LatencySummary| [l.mean_ms, l.p50_ms, l.p90_ms, l.p99_ms];
+    let figures = match order.map(|k| (&k.latency, k.shop_latency.as_ref())) {
+        Some((l, Some(s))) if l.count > 0 => super::lateness::figures(four(l), four(s)),
+        _ => Vec::new(),
+    };
+    super::lateness::Lateness::judge(
+        &input.measurements.send_lag_all(),
+        input.late_after,
+        figures,
+        input.max_send_lag_ms,
+    )
+}
+
+/// Builds a run's report section.
+pub fn build(input: RunInputs) -> RunReport {
+    let m = &input.measurements;
+    let (requests, histograms) = by_kind(m);
+    let order_counts = m.counts(Kind::Order);
+    let attempts: u64 = order_counts.values().sum();
+    let errors = errors_in(&order_counts);
+    let duration = m.timeline.len().max(1) as f64;
+    let total: u64 = requests.values().map(|k: &KindReport| k.total).sum();
+    let timeline = timeline(m);
     let find = |name: &str| input.series.iter().find(|s| s.name == name);
     let summary = |name: &str| find(name).map(|s| MetricSummary::of(s, duration));
     let total_of =
@@ -255,18 +285,7 @@ pub fn build(input: RunInputs) -> RunReport {
     let send_lag = Some(m.send_lag_all())
         .filter(|h| !h.is_empty())
         .map(|h| LatencySummary::of(&h));
-    let order = requests.get(&Kind::Order);
-    let four = |l: &LatencySummary| [l.mean_ms, l.p50_ms, l.p90_ms, l.p99_ms];
-    let figures = match order.map(|k| (&k.latency, k.shop_latency.as_ref())) {
-        Some((l, Some(s))) if l.count > 0 => super::lateness::figures(four(l), four(s)),
-        _ => Vec::new(),
-    };
-    let lateness = super::lateness::Lateness::judge(
-        &m.send_lag_all(),
-        input.late_after,
-        figures,
-        input.max_send_lag_ms,
-    );
+    let lateness = lateness(&input, requests.get(&Kind::Order));
     RunReport {
         shop: input.shop,
         repeat: None,
@@ -279,12 +298,7 @@ pub fn build(input: RunInputs) -> RunReport {
         order_attempts: attempts,
         order_errors: errors,
         order_retries: m.retry_counts(Kind::Order).values().sum(),
-        order_retry_errors: m
-            .retry_counts(Kind::Order)
-            .iter()
-            .filter(|(a, _)| a.is_error())
-            .map(|(_, n)| n)
-            .sum(),
+        order_retry_errors: errors_in(&m.retry_counts(Kind::Order)),
         error_rate: if attempts > 0 {
             errors as f64 / attempts as f64
         } else {
