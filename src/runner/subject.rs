@@ -51,7 +51,9 @@ pub trait ShopUnderTest: fmt::Debug + Send + Sync {
     /// The target's host when it is not on this machine (the plan warns before any request).
     fn remote_host(&self) -> Option<String>;
 
-    /// Whether the scenario can be run against it (`Err`: why not, for the user).
+    /// Whether the scenario can be run against it, its faults included (`Err`: why not, for
+    /// the user): the reference shop takes every fault and needs an integer item id; a
+    /// foreign shop takes no fault (they act on the reference shop's own services).
     fn check(&self, s: &Scenario) -> Result<(), String>;
 
     /// Takes what the plan needs to itself for its whole length (a reference shop resets its
