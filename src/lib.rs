@@ -181,37 +181,134 @@
 //! Data flows one way: scenario → plan → traffic (goose) → shop → databases; probes and
 //! clients' records → oracle → report.
 
-pub mod bench;
-pub mod capacity;
+pub(crate) mod bench;
+pub(crate) mod capacity;
 pub mod cli;
-pub mod diff;
-pub mod duration;
+pub(crate) mod diff;
+pub(crate) mod duration;
 pub mod exit;
-pub mod fit;
-pub mod gate;
-pub mod gateway;
-pub mod inventory;
-pub mod live;
-pub mod metric;
-pub mod model;
-pub mod nemesis;
-pub mod oracle;
-pub mod pipeline;
+pub(crate) mod fit;
+pub(crate) mod gate;
+pub(crate) mod gateway;
+pub(crate) mod inventory;
+pub(crate) mod live;
+pub(crate) mod metric;
+pub(crate) mod model;
+pub(crate) mod nemesis;
+pub(crate) mod oracle;
+pub(crate) mod pipeline;
 pub mod placement;
-pub mod probe;
-pub mod read_only;
-pub mod rehearsal;
+pub(crate) mod probe;
+pub(crate) mod read_only;
+pub(crate) mod rehearsal;
 pub mod report;
-pub mod runner;
-pub mod scenarios;
-pub mod secret;
-pub mod selftest;
-pub mod services;
-pub mod shard;
-pub mod shop;
-pub mod store;
-pub mod suggest;
-pub mod sweep;
+pub(crate) mod runner;
+pub(crate) mod scenarios;
+pub(crate) mod secret;
+pub(crate) mod selftest;
+pub(crate) mod services;
+pub(crate) mod shard;
+pub(crate) mod shop;
+pub(crate) mod store;
+pub(crate) mod suggest;
+pub(crate) mod sweep;
 pub mod telemetry;
-pub mod traffic;
-pub mod watch;
+pub(crate) mod traffic;
+pub(crate) mod watch;
+
+/// The crate's insides, for its own integration tests (`tests/api`): every module that is not
+/// part of the public surface above, as it is. Not a stable interface: anything here may
+/// change in any release. The public surface is what the `oversell` binary and a script that
+/// reads its reports need: [`cli`] (the commands), [`exit`] (their exit codes), [`report`]
+/// (the report's types, to read `report.json`), and [`placement`] and [`telemetry`] (the
+/// process's own set-up, for the binary).
+#[doc(hidden)]
+pub mod testing {
+    pub mod bench {
+        pub use crate::bench::*;
+    }
+    pub mod capacity {
+        pub use crate::capacity::*;
+    }
+    pub mod diff {
+        pub use crate::diff::*;
+    }
+    pub mod duration {
+        pub use crate::duration::*;
+    }
+    pub mod fit {
+        pub use crate::fit::*;
+    }
+    pub mod gate {
+        pub use crate::gate::*;
+    }
+    pub mod gateway {
+        pub use crate::gateway::*;
+    }
+    pub mod inventory {
+        pub use crate::inventory::*;
+    }
+    pub mod live {
+        pub use crate::live::*;
+    }
+    pub mod metric {
+        pub use crate::metric::*;
+    }
+    pub mod model {
+        pub use crate::model::*;
+    }
+    pub mod nemesis {
+        pub use crate::nemesis::*;
+    }
+    pub mod oracle {
+        pub use crate::oracle::*;
+    }
+    pub mod pipeline {
+        pub use crate::pipeline::*;
+    }
+    pub mod probe {
+        pub use crate::probe::*;
+    }
+    pub mod read_only {
+        pub use crate::read_only::*;
+    }
+    pub mod rehearsal {
+        pub use crate::rehearsal::*;
+    }
+    pub mod runner {
+        pub use crate::runner::*;
+    }
+    pub mod scenarios {
+        pub use crate::scenarios::*;
+    }
+    pub mod secret {
+        pub use crate::secret::*;
+    }
+    pub mod selftest {
+        pub use crate::selftest::*;
+    }
+    pub mod services {
+        pub use crate::services::*;
+    }
+    pub mod shard {
+        pub use crate::shard::*;
+    }
+    pub mod shop {
+        pub use crate::shop::*;
+    }
+    pub mod store {
+        pub use crate::store::*;
+    }
+    pub mod suggest {
+        pub use crate::suggest::*;
+    }
+    pub mod sweep {
+        pub use crate::sweep::*;
+    }
+    pub mod traffic {
+        pub use crate::traffic::*;
+    }
+    pub mod watch {
+        pub use crate::watch::*;
+    }
+}

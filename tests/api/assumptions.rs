@@ -299,7 +299,7 @@ async fn no_id_order(State(s): State<NoIdShop>, Json(body): Json<Value>) -> Answ
 /// database's URL.
 async fn spawn_no_id(ghost_rows: bool) -> (String, String) {
     use sqlx::migrate::MigrateDatabase;
-    let url = fresh_db_url(oversell::store::Backend::Postgres);
+    let url = fresh_db_url(oversell::testing::store::Backend::Postgres);
     sqlx::Postgres::create_database(&url).await.unwrap();
     let db = sqlx::postgres::PgPoolOptions::new()
         .max_connections(10)

@@ -1,8 +1,8 @@
 //! Every bad request gets its 4xx with a reason and moves no stock.
 
 use crate::helpers::*;
-use oversell::inventory::Strategy;
-use oversell::store::Backend;
+use oversell::testing::inventory::Strategy;
+use oversell::testing::store::Backend;
 use serde_json::{json, Value};
 
 async fn bad_requests_move_nothing(strategy: Strategy, backend: Backend) {

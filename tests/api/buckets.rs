@@ -4,11 +4,11 @@
 
 use crate::helpers::*;
 use futures_util::future::join_all;
-use oversell::inventory::redis_buckets::home_bucket;
-use oversell::inventory::{RedisBuckets, Strategy};
-use oversell::runner::{self, Cell, RunPlan};
-use oversell::store::Backend;
-use oversell::traffic::Scenario;
+use oversell::testing::inventory::redis_buckets::home_bucket;
+use oversell::testing::inventory::{RedisBuckets, Strategy};
+use oversell::testing::runner::{self, Cell, RunPlan};
+use oversell::testing::store::Backend;
+use oversell::testing::traffic::Scenario;
 use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::sync::Arc;

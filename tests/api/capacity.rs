@@ -4,7 +4,7 @@
 //! and `sweep --vary pool-size=2,8` writing one run per value and its charts.
 
 use crate::helpers::*;
-use oversell::store::Backend;
+use oversell::testing::store::Backend;
 use serde_json::Value;
 use std::path::Path;
 

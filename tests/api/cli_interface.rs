@@ -3,7 +3,7 @@
 //! are refused with exit 2 naming the flag, and a listen address may be a host name.
 
 use crate::helpers::{drop_database, fresh_db_url, oversell_cli, CliRun};
-use oversell::store::Backend;
+use oversell::testing::store::Backend;
 use serde_json::Value;
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -387,7 +387,7 @@ async fn attack_without_a_scenario_fires_the_small_smoke_rush_and_says_so() {
         run.both()
     );
     let v = one_json_document(&run);
-    let smoke = oversell::scenarios::resolve(std::path::Path::new("smoke"))
+    let smoke = oversell::testing::scenarios::resolve(std::path::Path::new("smoke"))
         .unwrap()
         .0;
     assert_eq!(
@@ -403,7 +403,7 @@ async fn the_scenario_list_fits_100_columns() {
     assert_eq!(run.code, 0, "{}", run.both());
     let widest = run.stdout.lines().map(|l| l.chars().count()).max().unwrap();
     assert!(widest <= 100, "{widest} columns:\n{}", run.stdout);
-    for b in oversell::scenarios::BUNDLED {
+    for b in oversell::testing::scenarios::BUNDLED {
         assert!(
             run.stdout.lines().any(|l| l.starts_with(b.name)),
             "{}",

@@ -6,20 +6,20 @@
 
 use crate::cluster_harness::TestCluster;
 use crate::helpers::*;
-use oversell::inventory::redis_lua::keys::{delete_prefix, ItemKeys};
-use oversell::inventory::redis_lua::RedisConn;
-use oversell::inventory::{Durability, InventoryError, RedisLua, RedisSettings, Strategy};
-use oversell::model::Item;
-use oversell::nemesis::cluster::master_and_replica;
 use oversell::report::RunReport;
-use oversell::runner::{self, RunPlan};
-use oversell::store::Backend;
-use oversell::traffic::Scenario;
+use oversell::testing::inventory::redis_lua::keys::{delete_prefix, ItemKeys};
+use oversell::testing::inventory::redis_lua::RedisConn;
+use oversell::testing::inventory::{Durability, InventoryError, RedisLua, RedisSettings, Strategy};
+use oversell::testing::model::Item;
+use oversell::testing::nemesis::cluster::master_and_replica;
+use oversell::testing::runner::{self, RunPlan};
+use oversell::testing::store::Backend;
+use oversell::testing::traffic::Scenario;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
 fn settings(url: &str, prefix: &str, durability: Durability) -> RedisSettings {
-    let mut s = oversell::shop::ShopKnobs::default()
+    let mut s = oversell::testing::shop::ShopKnobs::default()
         .config(
             Strategy::RedisLua,
             "127.0.0.1:0".parse().unwrap(),

@@ -3,7 +3,7 @@
 //! temporary directory, joined by `redis-cli --cluster create`. Every child is killed and
 //! reaped, and the directory removed, when the cluster is dropped (also when a test fails).
 
-use oversell::nemesis::cluster::{parse_nodes, Node};
+use oversell::testing::nemesis::cluster::{parse_nodes, Node};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 

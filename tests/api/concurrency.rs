@@ -2,8 +2,8 @@
 
 use crate::helpers::*;
 use futures_util::future::join_all;
-use oversell::inventory::Strategy;
-use oversell::store::Backend;
+use oversell::testing::inventory::Strategy;
+use oversell::testing::store::Backend;
 use serde_json::{json, Value};
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -16,7 +16,7 @@ struct Rush {
     audit: Value,
     acked: Vec<String>,
     statuses: Vec<u16>,
-    db_orders: Vec<oversell::model::Order>,
+    db_orders: Vec<oversell::testing::model::Order>,
 }
 
 async fn rush(strategy: Strategy, backend: Backend) -> Rush {
@@ -311,7 +311,7 @@ async fn a_release_committed_while_a_buyer_queues_comes_first(backend: Backend) 
         },
     )
     .await;
-    let at = oversell::model::now_ms();
+    let at = oversell::testing::model::now_ms();
     let release = format!(
         "UPDATE orders SET status = 'cancelled', updated_at_ms = {at} WHERE id = '{first}'"
     );
@@ -335,7 +335,7 @@ async fn a_release_committed_while_a_buyer_queues_comes_first(backend: Backend) 
     let orders = app.app_inventory.store().orders_for_item(1).await.unwrap();
     assert_eq!(orders.len(), 2, "{orders:?}");
     assert_eq!(
-        oversell::oracle::peak_held(&orders),
+        oversell::testing::oracle::peak_held(&orders),
         1,
         "{}: one unit, held by one buyer at a time: {orders:?}",
         backend.as_str()

@@ -3,9 +3,9 @@
 
 use crate::helpers::*;
 use futures_util::future::join_all;
-use oversell::inventory::redis_lua::{ItemKeys, GROUP};
-use oversell::inventory::Strategy;
-use oversell::store::Backend;
+use oversell::testing::inventory::redis_lua::{ItemKeys, GROUP};
+use oversell::testing::inventory::Strategy;
+use oversell::testing::store::Backend;
 use serde_json::json;
 use std::sync::Arc;
 

@@ -7,14 +7,14 @@
 
 use crate::helpers::*;
 use crate::managed::installed;
-use oversell::inventory::Strategy;
-use oversell::nemesis::{Engine, FaultSpec, Owned};
 use oversell::report::faults::FaultWindow;
 use oversell::report::RunReport;
-use oversell::runner::{self, RunPlan};
-use oversell::services::managed::{ManagedSet, ServerKind, ServerOptions};
-use oversell::store::Backend;
-use oversell::traffic::Scenario;
+use oversell::testing::inventory::Strategy;
+use oversell::testing::nemesis::{Engine, FaultSpec, Owned};
+use oversell::testing::runner::{self, RunPlan};
+use oversell::testing::services::managed::{ManagedSet, ServerKind, ServerOptions};
+use oversell::testing::store::Backend;
+use oversell::testing::traffic::Scenario;
 use std::time::Duration;
 
 /// A short sale: 60 buyers rush 10 units; some cancel (restocks); reconciliation every second.

@@ -3,9 +3,9 @@
 //! metric the code emits has a `# HELP` text), Prometheus scrapes where `--metrics-listen` serves, Grafana reads the
 //! Prometheus compose starts, and every compose service has a healthcheck.
 
-use oversell::live;
-use oversell::shop::telemetry::METRICS as SHOP_METRICS;
 use oversell::telemetry::{Described, MetricKind};
+use oversell::testing::live;
+use oversell::testing::shop::telemetry::METRICS as SHOP_METRICS;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;

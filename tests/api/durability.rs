@@ -3,8 +3,8 @@
 //! claims and refuses one that is not; `wait-replica` answers 201 only for what a replica has.
 
 use crate::helpers::*;
-use oversell::inventory::{Durability, Strategy};
-use oversell::store::Backend;
+use oversell::testing::inventory::{Durability, Strategy};
+use oversell::testing::store::Backend;
 use serde_json::json;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -82,7 +82,7 @@ impl Drop for PrivateRedis {
     }
 }
 
-fn config_for(redis: &PrivateRedis, mode: Durability) -> oversell::shop::ShopConfig {
+fn config_for(redis: &PrivateRedis, mode: Durability) -> oversell::testing::shop::ShopConfig {
     let mut config = test_config(Strategy::RedisLua, Backend::Postgres);
     config.redis.url = redis.url();
     config.redis.durability = mode;

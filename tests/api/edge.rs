@@ -2,8 +2,8 @@
 //! `--trusted-proxy` peers, and metric labels a client cannot invent.
 
 use crate::helpers::*;
-use oversell::inventory::Strategy;
-use oversell::store::Backend;
+use oversell::testing::inventory::Strategy;
+use oversell::testing::store::Backend;
 use serde_json::{json, Value};
 
 const TOKEN: &str = "s3cret-admin-token";

@@ -4,14 +4,14 @@
 //! twice, every fault undone after a failing run, and bad `--fault` specs refused.
 
 use crate::helpers::*;
-use oversell::inventory::Strategy;
-use oversell::nemesis::{Engine, FaultSpec, Owned, Persistence, PrivateRedis};
 use oversell::report::faults::FaultWindow;
 use oversell::report::RunReport;
-use oversell::runner::{self, RunPlan};
-use oversell::store::{Backend, Store};
-use oversell::traffic::recorder::Answer;
-use oversell::traffic::Scenario;
+use oversell::testing::inventory::Strategy;
+use oversell::testing::nemesis::{Engine, FaultSpec, Owned, Persistence, PrivateRedis};
+use oversell::testing::runner::{self, RunPlan};
+use oversell::testing::store::{Backend, Store};
+use oversell::testing::traffic::recorder::Answer;
+use oversell::testing::traffic::Scenario;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -109,7 +109,7 @@ async fn assert_connections_allowed(db: &str) {
     if Backend::from_url(db).unwrap() != Backend::Postgres {
         return;
     }
-    let store = Store::connect(db, &oversell::shop::ShopKnobs::default().pool()).await;
+    let store = Store::connect(db, &oversell::testing::shop::ShopKnobs::default().pool()).await;
     assert!(
         store.is_ok(),
         "the run's database accepts connections again"
@@ -414,7 +414,7 @@ async fn redis_restarting_while_persistence_lags_loses_acks_with_none_and_none_w
 async fn dropping_the_engine_mid_fault_undoes_everything() {
     // Arrange: a database of this test, a private Redis, faults that outlast the test.
     let db = fresh_db_url(Backend::Postgres);
-    let store = Store::connect(&db, &oversell::shop::ShopKnobs::default().pool())
+    let store = Store::connect(&db, &oversell::testing::shop::ShopKnobs::default().pool())
         .await
         .unwrap();
     store.close().await;
@@ -438,7 +438,7 @@ async fn dropping_the_engine_mid_fault_undoes_everything() {
     let faults = [fault("db-outage@0:60s"), fault("redis-pause@0:60s")];
     let engine = Engine::start(&faults, owned, tokio::time::Instant::now());
     eventually("the outage is on", Duration::from_secs(10), || async {
-        Store::connect(&db, &oversell::shop::ShopKnobs::default().pool())
+        Store::connect(&db, &oversell::testing::shop::ShopKnobs::default().pool())
             .await
             .is_err()
             .then_some(())

@@ -4,7 +4,7 @@
 
 use crate::helpers::*;
 use axum::routing::any;
-use oversell::store::Backend;
+use oversell::testing::store::Backend;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -63,7 +63,7 @@ async fn the_gate_passes_on_redis_lua_and_writes_junit_and_the_ci_summary() {
     assert_eq!(run.code, 0, "{}", run.both());
     assert!(run.stdout.contains("oversell gate: PASS"), "{}", run.both());
     let xml = std::fs::read_to_string(&junit).unwrap();
-    let defaults = oversell::gate::Metric::ALL
+    let defaults = oversell::testing::gate::Metric::ALL
         .iter()
         .filter(|m| m.default_limit().is_some())
         .count();

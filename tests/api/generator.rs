@@ -6,12 +6,12 @@
 
 use axum::routing::post;
 use axum::Router;
-use oversell::traffic::attack::{self, Sending};
-use oversell::traffic::mapping::Mapping;
-use oversell::traffic::recorder::{Kind, Measurements, Recorder};
-use oversell::traffic::schedule;
-use oversell::traffic::target::{Sale, Target, Targets};
-use oversell::traffic::Scenario;
+use oversell::testing::traffic::attack::{self, Sending};
+use oversell::testing::traffic::mapping::Mapping;
+use oversell::testing::traffic::recorder::{Kind, Measurements, Recorder};
+use oversell::testing::traffic::schedule;
+use oversell::testing::traffic::target::{Sale, Target, Targets};
+use oversell::testing::traffic::Scenario;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;

@@ -9,11 +9,11 @@
 //! `OVERSELL_TEST_SERVICES=managed` makes every kind managed (how to test that path on a
 //! machine whose servers run).
 
-use oversell::inventory::Strategy;
-use oversell::services::leftovers;
-use oversell::services::managed::{kinds, ManagedSet, ServerKind, ServerOptions};
-use oversell::shop::{Application, ShopConfig, ShopKnobs};
-use oversell::store::{Backend, PoolSettings};
+use oversell::testing::inventory::Strategy;
+use oversell::testing::services::leftovers;
+use oversell::testing::services::managed::{kinds, ManagedSet, ServerKind, ServerOptions};
+use oversell::testing::shop::{Application, ShopConfig, ShopKnobs};
+use oversell::testing::store::{Backend, PoolSettings};
 use serde_json::{json, Value};
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -122,7 +122,7 @@ async fn url_or_managed(
 }
 
 /// Drops the test databases and deletes the test key prefixes a killed earlier run left
-/// (see `oversell::services::leftovers`).
+/// (see `oversell::testing::services::leftovers`).
 async fn sweep_test_leftovers(postgres: &str, mysql: &str, redis: &str) {
     use sqlx::Connection;
     let sweep = async {
@@ -149,7 +149,7 @@ async fn sweep_test_leftovers(postgres: &str, mysql: &str, redis: &str) {
                 drop_database(&format!("{mysql}/{n}")).await;
             }
         }
-        oversell::inventory::redis_lua::keys::sweep_prefixes(redis, TEST_PREFIX).await;
+        oversell::testing::inventory::redis_lua::keys::sweep_prefixes(redis, TEST_PREFIX).await;
     };
     let _ = tokio::time::timeout(Duration::from_secs(60), sweep).await;
 }
@@ -204,10 +204,10 @@ pub fn cells(
     strategies: &[Strategy],
     backend: Backend,
     database_url: &str,
-) -> Vec<oversell::runner::Cell> {
+) -> Vec<oversell::testing::runner::Cell> {
     strategies
         .iter()
-        .map(|strategy| oversell::runner::Cell {
+        .map(|strategy| oversell::testing::runner::Cell {
             strategy: *strategy,
             backend,
             database_url: database_url.to_string(),
@@ -221,7 +221,7 @@ pub struct TestApp {
     pub client: reqwest::Client,
     pub database_url: String,
     pub redis_prefix: String,
-    pub app_inventory: oversell::inventory::Inventory,
+    pub app_inventory: oversell::testing::inventory::Inventory,
     stop: Option<oneshot::Sender<()>>,
     handle: Option<tokio::task::JoinHandle<()>>,
 }
@@ -400,7 +400,7 @@ pub async fn drop_database(url: &str) {
 
 /// Deletes every Redis key of a test prefix.
 pub async fn delete_prefix(prefix: &str) {
-    oversell::inventory::redis_lua::keys::delete_prefix(&redis_url(), prefix).await;
+    oversell::testing::inventory::redis_lua::keys::delete_prefix(&redis_url(), prefix).await;
 }
 
 /// The output of one `oversell` command run by a test.

@@ -4,8 +4,8 @@
 
 use crate::helpers::*;
 use futures_util::future::join_all;
-use oversell::inventory::Strategy;
-use oversell::store::Backend;
+use oversell::testing::inventory::Strategy;
+use oversell::testing::store::Backend;
 use serde_json::{json, Value};
 use std::collections::HashSet;
 use std::time::Duration;
@@ -220,9 +220,9 @@ async fn shutdown_drains_the_queued_buyers() {
     for o in orders {
         assert_eq!(o.await.unwrap(), 201);
     }
-    let store = oversell::store::Store::connect(
+    let store = oversell::testing::store::Store::connect(
         &app.database_url,
-        &oversell::shop::ShopKnobs::default().pool(),
+        &oversell::testing::shop::ShopKnobs::default().pool(),
     )
     .await
     .unwrap();

@@ -2,8 +2,8 @@
 //! strategy and backend, and stock moves once; the key is stored with the order.
 
 use crate::helpers::*;
-use oversell::inventory::Strategy;
-use oversell::store::Backend;
+use oversell::testing::inventory::Strategy;
+use oversell::testing::store::Backend;
 use serde_json::{json, Value};
 
 /// `POST /api/orders` with an optional `Idempotency-Key`: status, whether the answer says it

@@ -4,12 +4,12 @@
 //! takes every gate name.
 
 use crate::helpers::*;
-use oversell::gate::{limits, Metric, Status, Verdict};
-use oversell::inventory::Strategy;
-use oversell::model::{Order, OrderStatus};
-use oversell::runner::{self, RunPlan};
-use oversell::store::{Backend, Store};
-use oversell::traffic::Scenario;
+use oversell::testing::gate::{limits, Metric, Status, Verdict};
+use oversell::testing::inventory::Strategy;
+use oversell::testing::model::{Order, OrderStatus};
+use oversell::testing::runner::{self, RunPlan};
+use oversell::testing::store::{Backend, Store};
+use oversell::testing::traffic::Scenario;
 use std::time::Duration;
 
 /// Every buyer's order outlives its client: the client gives up after 100 ms, the shop holds
@@ -47,7 +47,7 @@ async fn an_order_committed_after_its_client_gave_up_is_indeterminate_and_one_in
     let tmp = tempfile::tempdir().unwrap();
     let file = scenario_file(tmp.path(), "give-up", GIVE_UP);
     let db = fresh_db_url(Backend::Postgres);
-    let store = Store::connect(&db, &oversell::shop::ShopKnobs::default().pool())
+    let store = Store::connect(&db, &oversell::testing::shop::ShopKnobs::default().pool())
         .await
         .unwrap();
     let mut plan = RunPlan::reference(
@@ -70,7 +70,7 @@ async fn an_order_committed_after_its_client_gave_up_is_indeterminate_and_one_in
             (!store.orders_for_item(1).await.unwrap().is_empty()).then_some(())
         })
         .await;
-        let now = oversell::model::now_ms();
+        let now = oversell::testing::model::now_ms();
         let order = Order {
             id: "1-intruder".into(),
             item_id: 1,

@@ -3,9 +3,9 @@
 //! and the shop's `/metrics` with its `# HELP` lines and content type.
 
 use crate::helpers::*;
-use oversell::inventory::Strategy;
-use oversell::probe::scrape;
-use oversell::store::Backend;
+use oversell::testing::inventory::Strategy;
+use oversell::testing::probe::scrape;
+use oversell::testing::store::Backend;
 use serde_json::Value;
 use std::path::Path;
 use std::time::Duration;
@@ -276,7 +276,7 @@ async fn oversell_scenarios_lists_every_bundled_scenario_with_its_description() 
     assert_eq!(run.code, 0, "{}", run.both());
     let flat = |t: &str| t.split_whitespace().collect::<Vec<_>>().join(" ");
     let lines: Vec<&str> = run.stdout.lines().collect();
-    for b in oversell::scenarios::BUNDLED {
+    for b in oversell::testing::scenarios::BUNDLED {
         let s = b.load().unwrap();
         let at = lines
             .iter()
@@ -307,13 +307,13 @@ fn every_file_of_the_scenarios_folder_is_bundled() {
         })
         .collect();
     files.sort();
-    let mut bundled: Vec<String> = oversell::scenarios::BUNDLED
+    let mut bundled: Vec<String> = oversell::testing::scenarios::BUNDLED
         .iter()
         .map(|b| b.name.to_string())
         .collect();
     bundled.sort();
     assert_eq!(files, bundled);
-    for b in oversell::scenarios::BUNDLED {
+    for b in oversell::testing::scenarios::BUNDLED {
         assert_eq!(
             std::fs::read_to_string(root.join(format!("{}.toml", b.name))).unwrap(),
             b.text

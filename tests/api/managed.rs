@@ -1,9 +1,9 @@
-//! Managed servers (`oversell::services::managed`): a set starts each server it finds, each
+//! Managed servers (`oversell::testing::services::managed`): a set starts each server it finds, each
 //! answers, survives a crash (kill -9 then a start on the same data) and a clean restart, and
 //! nothing of it (process, data directory) is left when the set is dropped.
 
-use oversell::services::managed::process;
-use oversell::services::managed::{binaries, ManagedSet, ServerKind, ServerOptions};
+use oversell::testing::services::managed::process;
+use oversell::testing::services::managed::{binaries, ManagedSet, ServerKind, ServerOptions};
 use sqlx::Connection;
 
 /// The kinds whose binaries this machine has (a test of a kind that is not installed says so;

@@ -10,7 +10,7 @@
 
 use crate::helpers::long_smoke;
 use crate::managed::installed;
-use oversell::services::managed::{process, ManagedSet, ServerKind, ServerOptions};
+use oversell::testing::services::managed::{process, ManagedSet, ServerKind, ServerOptions};
 use sqlx::Connection;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::os::unix::process::CommandExt;

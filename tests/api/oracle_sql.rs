@@ -3,8 +3,8 @@
 //! session locks, NUMERIC sums, and errors that name the query and the server's own message.
 
 use crate::helpers::*;
-use oversell::rehearsal::{OracleSource, Tally};
-use oversell::store::Backend;
+use oversell::testing::rehearsal::{OracleSource, Tally};
+use oversell::testing::store::Backend;
 use sqlx::migrate::MigrateDatabase;
 use std::time::{Duration, Instant};
 

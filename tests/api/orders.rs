@@ -1,8 +1,8 @@
 //! The order state machine: pay, cancel, double cancel, cancel after pay.
 
 use crate::helpers::*;
-use oversell::inventory::Strategy;
-use oversell::store::Backend;
+use oversell::testing::inventory::Strategy;
+use oversell::testing::store::Backend;
 use serde_json::json;
 
 async fn state_machine(strategy: Strategy, backend: Backend) {

@@ -5,16 +5,16 @@
 
 use crate::helpers::*;
 use crate::redis_lua::{metric, metrics, webhook};
-use oversell::inventory::redis_lua::stream::{read_dead_letters, DeadLetter};
-use oversell::inventory::redis_lua::{client_name, RedisLua};
-use oversell::inventory::{Inventory, Outcome, Strategy};
-use oversell::model::{Purchase, SaleSetup};
-use oversell::oracle::{self, DeadLetterSeen, Evidence, OracleView, Reading, Truth};
-use oversell::pipeline;
-use oversell::pipeline::consumer::Consumer;
-use oversell::shop::ShopConfig;
-use oversell::store::{Backend, PersistKind, Store};
-use oversell::traffic::recorder::{Ack, Measurements};
+use oversell::testing::inventory::redis_lua::stream::{read_dead_letters, DeadLetter};
+use oversell::testing::inventory::redis_lua::{client_name, RedisLua};
+use oversell::testing::inventory::{Inventory, Outcome, Strategy};
+use oversell::testing::model::{Purchase, SaleSetup};
+use oversell::testing::oracle::{self, DeadLetterSeen, Evidence, OracleView, Reading, Truth};
+use oversell::testing::pipeline;
+use oversell::testing::pipeline::consumer::Consumer;
+use oversell::testing::shop::ShopConfig;
+use oversell::testing::store::{Backend, PersistKind, Store};
+use oversell::testing::traffic::recorder::{Ack, Measurements};
 use redis::AsyncCommands;
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};

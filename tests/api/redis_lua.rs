@@ -5,10 +5,10 @@
 use crate::helpers::*;
 use axum::routing::post;
 use futures_util::future::join_all;
-use oversell::inventory::redis_lua::{keys, ItemKeys};
-use oversell::inventory::Strategy;
-use oversell::model::{OrderStatus, SaleSetup};
-use oversell::store::{Backend, PersistEvent, PersistKind};
+use oversell::testing::inventory::redis_lua::{keys, ItemKeys};
+use oversell::testing::inventory::Strategy;
+use oversell::testing::model::{OrderStatus, SaleSetup};
+use oversell::testing::store::{Backend, PersistEvent, PersistKind};
 use redis::AsyncCommands;
 use serde_json::{json, Value};
 use std::sync::{Arc, Mutex};
@@ -24,7 +24,11 @@ pub(crate) async fn metrics(app: &TestApp) -> String {
 
 /// Sum of a Prometheus series (all label sets matching `filter`).
 pub(crate) fn metric(text: &str, name: &str, filter: &str) -> f64 {
-    oversell::probe::scrape::sum(&oversell::probe::scrape::parse(text), name, Some(filter))
+    oversell::testing::probe::scrape::sum(
+        &oversell::testing::probe::scrape::parse(text),
+        name,
+        Some(filter),
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -39,7 +43,7 @@ async fn a_replayed_release_restocks_once_even_if_the_state_is_rewound() {
     let first = redis.release(&id, OrderStatus::Cancelled).await.unwrap();
     assert!(matches!(
         first,
-        oversell::store::Transition::Applied { restocked: 1 }
+        oversell::testing::store::Transition::Applied { restocked: 1 }
     ));
     // A duplicated message arrives after something rewound the order state: the idempotency
     // key inside the script still refuses to restock twice.
@@ -283,7 +287,7 @@ async fn the_gateway_turns_away_duplicates_and_bursts_before_any_stock_moves() {
     config.redis.gateway.ip_burst = 5.0;
     // The test client is the proxy in front: its X-Forwarded-For names the buyers.
     config.trusted_proxies =
-        oversell::shop::TrustedProxies::new(vec!["127.0.0.1/32".parse().unwrap()]);
+        oversell::testing::shop::TrustedProxies::new(vec!["127.0.0.1/32".parse().unwrap()]);
     let app = Arc::new(spawn_with(config).await);
     app.setup_sale(1, 100, 1).await;
     // One user fires the same order 10 times at once: one gets it.
@@ -429,15 +433,15 @@ async fn cancels_expiries_and_a_second_wave_end_with_conservation_and_no_oversel
         .replace("payment_timeout = \"15m\"", "payment_timeout = \"1s\"")
         .replace("at_s = 3.0", "at_s = 2.5")
         .replace("window_s = 1.0", "window_s = 2.0");
-    let scenario = oversell::traffic::Scenario::parse(&text).unwrap();
+    let scenario = oversell::testing::traffic::Scenario::parse(&text).unwrap();
     let out = tempfile::tempdir().unwrap();
     let db = fresh_db_url(Backend::Postgres);
-    let cells = vec![oversell::runner::Cell {
+    let cells = vec![oversell::testing::runner::Cell {
         strategy: Strategy::RedisLua,
         backend: Backend::Postgres,
         database_url: db.clone(),
     }];
-    let plan = oversell::runner::RunPlan::reference(
+    let plan = oversell::testing::runner::RunPlan::reference(
         scenario,
         "smoke-with-expiries".into(),
         cells,
@@ -446,7 +450,7 @@ async fn cancels_expiries_and_a_second_wave_end_with_conservation_and_no_oversel
         out.path().to_path_buf(),
     );
 
-    let (report, _) = oversell::runner::execute(&plan).await.unwrap();
+    let (report, _) = oversell::testing::runner::execute(&plan).await.unwrap();
     drop_database(&db).await;
     let run = &report.runs[0];
     let f = &run.findings;
@@ -480,7 +484,7 @@ async fn cancels_expiries_and_a_second_wave_end_with_conservation_and_no_oversel
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_redis_benchmark_runs_both_phases_and_every_call_deducts_one_unit() {
     // A measurement, not a timing assertion: both phases ran and their accounting holds.
-    let r = oversell::bench::redis::redis(&oversell::bench::RedisBench {
+    let r = oversell::testing::bench::redis::redis(&oversell::testing::bench::RedisBench {
         redis_url: redis_url(),
         seconds: 1,
         concurrency: 8,

@@ -9,7 +9,7 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::routing::{delete, get, post};
 use axum::{Json, Router};
-use oversell::store::Backend;
+use oversell::testing::store::Backend;
 use serde_json::{json, Value};
 use sqlx::PgPool;
 use std::time::Duration;
@@ -543,7 +543,7 @@ async fn a_sql_oracle_query_that_would_write_is_refused_before_the_shop_is_touch
 
 #[tokio::test]
 async fn the_sql_oracle_reads_mysql_in_a_read_only_transaction() {
-    use oversell::rehearsal::{OracleSource, Tally};
+    use oversell::testing::rehearsal::{OracleSource, Tally};
     use sqlx::migrate::MigrateDatabase;
     // Arrange: a table of 3 sales, and a function that would write one more.
     let url = fresh_db_url(Backend::Mysql);

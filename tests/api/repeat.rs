@@ -2,7 +2,7 @@
 //! each metric's median and min–max; `diff` reads the spreads.
 
 use crate::helpers::*;
-use oversell::store::Backend;
+use oversell::testing::store::Backend;
 
 #[tokio::test]
 async fn compare_with_repeat_2_keeps_two_samples_per_strategy_and_diff_reads_the_spread() {

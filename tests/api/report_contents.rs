@@ -4,11 +4,11 @@
 
 use crate::helpers::{cells, drop_database, fresh_db_url};
 use crate::reports::{read, smoke_report};
-use oversell::inventory::Strategy;
 use oversell::report::{self, details};
-use oversell::runner::{self, RunPlan};
-use oversell::store::Backend;
-use oversell::traffic::Scenario;
+use oversell::testing::inventory::Strategy;
+use oversell::testing::runner::{self, RunPlan};
+use oversell::testing::store::Backend;
+use oversell::testing::traffic::Scenario;
 use std::path::Path;
 use std::time::Duration;
 

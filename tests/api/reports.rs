@@ -2,11 +2,11 @@
 //! real browser, HdrHistogram interval logs, CSV, and `oversell diff`.
 
 use crate::helpers::{cells, drop_database, fresh_db_url, redis_url};
-use oversell::inventory::Strategy;
 use oversell::report::{self, Report};
-use oversell::runner::{self, RunPlan};
-use oversell::store::Backend;
-use oversell::traffic::recorder::{Answer, Kind};
+use oversell::testing::inventory::Strategy;
+use oversell::testing::runner::{self, RunPlan};
+use oversell::testing::store::Backend;
+use oversell::testing::traffic::recorder::{Answer, Kind};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -28,7 +28,7 @@ pub(crate) async fn smoke_report() -> &'static (Report, PathBuf) {
             &db,
         );
         let mut plan = RunPlan::reference(
-            oversell::traffic::Scenario::load(&root.join("scenarios/smoke.toml"))
+            oversell::testing::traffic::Scenario::load(&root.join("scenarios/smoke.toml"))
                 .expect("smoke scenario loads"),
             "scenarios/smoke.toml".into(),
             cells,
@@ -414,7 +414,7 @@ async fn a_report_diffed_with_itself_is_the_same_everywhere() {
             rows.push((run, l, verdict));
         }
     }
-    assert_eq!(rows.len(), 2 * oversell::diff::METRICS.len());
+    assert_eq!(rows.len(), 2 * oversell::testing::diff::METRICS.len());
     for (run, row, verdict) in rows {
         // Redis's own figures do not exist for naive: neither report has them; the stock-side
         // peak exists only where a foreign shop's stock was sampled.
@@ -518,7 +518,7 @@ async fn diff_reads_a_v1_report_against_a_v2_one() {
         .lines()
         .filter(|l| l.starts_with("| ") && !l.starts_with("| metric"))
         .collect();
-    assert_eq!(rows.len(), oversell::diff::METRICS.len());
+    assert_eq!(rows.len(), oversell::testing::diff::METRICS.len());
     for row in rows {
         let verdict = row.trim_end_matches(" |").rsplit("| ").next().unwrap();
         // v1 reports predate the clients' evidence, the mapping's unclassified answers, dead

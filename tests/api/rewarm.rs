@@ -3,10 +3,10 @@
 //! test's own key prefix (SCAN + DEL): never FLUSHALL on the shared Redis.
 
 use crate::helpers::*;
-use oversell::inventory::redis_lua::ItemKeys;
-use oversell::inventory::Strategy;
-use oversell::model::Order;
-use oversell::store::Backend;
+use oversell::testing::inventory::redis_lua::ItemKeys;
+use oversell::testing::inventory::Strategy;
+use oversell::testing::model::Order;
+use oversell::testing::store::Backend;
 use redis::AsyncCommands;
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -45,7 +45,11 @@ async fn orders_in_db(app: &TestApp) -> Vec<Order> {
 
 async fn metric_sum(app: &TestApp, name: &str, filter: &str) -> f64 {
     let text = app.metrics_text().await;
-    oversell::probe::scrape::sum(&oversell::probe::scrape::parse(&text), name, Some(filter))
+    oversell::testing::probe::scrape::sum(
+        &oversell::testing::probe::scrape::parse(&text),
+        name,
+        Some(filter),
+    )
 }
 
 /// A sale with 8 orders of 20 units (3 paid, 1 cancelled, 4 pending), all persisted.

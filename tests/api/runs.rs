@@ -2,10 +2,10 @@
 //! figures, the report files, and scenario errors.
 
 use crate::helpers::*;
-use oversell::inventory::Strategy;
-use oversell::runner::{self, Cell, RunPlan};
-use oversell::store::Backend;
-use oversell::traffic::Scenario;
+use oversell::testing::inventory::Strategy;
+use oversell::testing::runner::{self, Cell, RunPlan};
+use oversell::testing::store::Backend;
+use oversell::testing::traffic::Scenario;
 use serde_json::Value;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -219,9 +219,9 @@ fn the_shipped_scenarios_are_valid() {
 }
 
 async fn a_second_run_is_refused_while_one_holds_the_database(backend: Backend) {
-    use oversell::store::Store;
+    use oversell::testing::store::Store;
     let db = fresh_db_url(backend);
-    let store = Store::connect(&db, &oversell::shop::ShopKnobs::default().pool())
+    let store = Store::connect(&db, &oversell::testing::shop::ShopKnobs::default().pool())
         .await
         .unwrap();
     let held = store
@@ -258,7 +258,7 @@ async fn a_second_run_is_refused_while_one_holds_the_database(backend: Backend) 
     // Released when the first run's connection goes away (the server notices the closed
     // socket on its own time: on a loaded machine, not at once).
     drop(held.detach());
-    let again = Store::connect(&db, &oversell::shop::ShopKnobs::default().pool())
+    let again = Store::connect(&db, &oversell::testing::shop::ShopKnobs::default().pool())
         .await
         .unwrap();
     let mut released = false;

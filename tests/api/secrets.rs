@@ -417,7 +417,7 @@ fn children(pid: u32) -> Vec<u32> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_child_shop_gets_its_database_and_redis_urls_in_its_environment_not_its_argv() {
     // Arrange: a run on the test servers, in the middle of a long sale.
-    let url = fresh_db_url(oversell::store::Backend::Postgres);
+    let url = fresh_db_url(oversell::testing::store::Backend::Postgres);
     let dir = tempfile::tempdir().unwrap();
     let scenario = long_smoke(dir.path());
     let mut harness = tokio::process::Command::new(env!("CARGO_BIN_EXE_oversell"))
@@ -490,7 +490,7 @@ async fn an_http_oracles_error_quotes_200_bytes_of_its_answer_with_no_secret() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(async move { axum::serve(listener, app).await });
-    let source = oversell::rehearsal::OracleSource::Http {
+    let source = oversell::testing::rehearsal::OracleSource::Http {
         url: format!("{base}/stock"),
         fields: Default::default(),
     };

@@ -5,9 +5,9 @@
 //! `--allow-defect`, a strategy without the defect) exit 2 with the reason.
 
 use crate::helpers::*;
-use oversell::inventory::{Defect, Strategy};
-use oversell::selftest::{self, CaseResult, Setup};
-use oversell::store::Backend;
+use oversell::testing::inventory::{Defect, Strategy};
+use oversell::testing::selftest::{self, CaseResult, Setup};
+use oversell::testing::store::Backend;
 use serde_json::{json, Value};
 use std::time::Duration;
 
@@ -292,7 +292,7 @@ async fn gate_refuses_a_defect_without_allow_defect_and_says_why() {
 async fn gate_refuses_a_scenario_whose_shop_table_asks_for_a_defect() {
     // Arrange: the bundled scenario with `[shop] defect` written into it.
     let tmp = tempfile::tempdir().unwrap();
-    let text = oversell::scenarios::Bundled::named("selftest-limit-race")
+    let text = oversell::testing::scenarios::Bundled::named("selftest-limit-race")
         .unwrap()
         .text
         .replace("[shop]\n", "[shop]\ndefect = \"limit-race\"\n");

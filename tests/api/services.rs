@@ -4,7 +4,7 @@
 
 use crate::helpers::{long_smoke, only_report, oversell_cli};
 use crate::managed::installed;
-use oversell::services::managed::ServerKind;
+use oversell::testing::services::managed::ServerKind;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -322,8 +322,8 @@ async fn external_never_starts_a_server() {
 
 #[tokio::test]
 async fn a_later_run_deletes_the_keys_a_killed_run_left_and_only_those() {
-    use oversell::inventory::redis_lua::keys::sweep_prefixes;
-    use oversell::services::leftovers::{host_tag, Owner, SAFE_AGE};
+    use oversell::testing::inventory::redis_lua::keys::sweep_prefixes;
+    use oversell::testing::services::leftovers::{host_tag, Owner, SAFE_AGE};
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()

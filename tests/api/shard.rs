@@ -6,7 +6,7 @@
 use crate::helpers::{delete_prefix, drop_database, fresh_db_url, oversell_cli, CliRun};
 use clap::Parser;
 use oversell::cli::Cli;
-use oversell::store::Backend;
+use oversell::testing::store::Backend;
 use serde_json::Value;
 use std::path::Path;
 use std::time::Duration;

@@ -4,9 +4,9 @@
 //! next waits until one closes).
 
 use crate::helpers::*;
-use oversell::inventory::Strategy;
-use oversell::shop::listener::Limits;
-use oversell::store::Backend;
+use oversell::testing::inventory::Strategy;
+use oversell::testing::shop::listener::Limits;
+use oversell::testing::store::Backend;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;

@@ -4,11 +4,11 @@
 //! restock must stay exact. Also a database strategy on MariaDB, and a bad `--shops`.
 
 use crate::helpers::*;
-use oversell::inventory::Strategy;
 use oversell::report::RunReport;
-use oversell::runner::{self, RunPlan};
-use oversell::store::Backend;
-use oversell::traffic::Scenario;
+use oversell::testing::inventory::Strategy;
+use oversell::testing::runner::{self, RunPlan};
+use oversell::testing::store::Backend;
+use oversell::testing::traffic::Scenario;
 use std::time::Duration;
 
 /// A sale on three shops: 240 buyers rush 30 units; a quarter cancel and a quarter walk away,
@@ -115,7 +115,7 @@ async fn three_redis_lua_shops_on_postgres_stay_exact_and_share_the_consumer_gro
     assert_eq!(f.dead_letters, Some(0), "{v}");
     assert_eq!(run.reconcile.as_ref().map(|p| p.residual), Some(0));
     let spread = run.shops.as_ref().unwrap();
-    let per_shop = u64::from(oversell::shop::ShopKnobs::default().consumers);
+    let per_shop = u64::from(oversell::testing::shop::ShopKnobs::default().consumers);
     assert_eq!(
         spread.group_consumers,
         Some(3 * per_shop),
@@ -272,14 +272,14 @@ async fn a_batch_that_needs_a_release_still_in_flight_waits_for_it() {
 }
 
 async fn release_in_flight(backend: Backend) {
-    use oversell::model::OrderStatus;
-    use oversell::store::{PersistEvent, PersistKind};
+    use oversell::testing::model::OrderStatus;
+    use oversell::testing::store::{PersistEvent, PersistKind};
     let app = spawn_app(Strategy::ForUpdate, backend).await;
     app.setup_sale(1, 1, 1).await;
     let store = app.app_inventory.store();
     // Stamped now: an order stamped in 1970 is overdue, and the shop's expiry sweeper would
     // expire it (and contend for its rows) while the test applies events.
-    let now = oversell::model::now_ms();
+    let now = oversell::testing::model::now_ms();
     let ev = |id: &str, sid: &str, kind| PersistEvent {
         stream_id: sid.into(),
         kind,

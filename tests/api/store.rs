@@ -1,13 +1,13 @@
 //! The storage layer on both backends.
 
 use crate::helpers::*;
-use oversell::model::SaleSetup;
-use oversell::shop::ShopKnobs;
-use oversell::store::{Backend, PoolSettings, Store};
+use oversell::testing::model::SaleSetup;
+use oversell::testing::shop::ShopKnobs;
+use oversell::testing::store::{Backend, PoolSettings, Store};
 
 async fn a_second_read_in_a_transaction_sees_a_concurrent_commit(backend: Backend) {
     let url = fresh_db_url(backend);
-    let store = Store::connect(&url, &oversell::shop::ShopKnobs::default().pool())
+    let store = Store::connect(&url, &oversell::testing::shop::ShopKnobs::default().pool())
         .await
         .unwrap();
     let setup = SaleSetup {
@@ -53,10 +53,10 @@ async fn optimistic_retries_see_the_new_version_on_postgres() {
 async fn the_database_is_created_when_missing_and_migrations_are_idempotent() {
     for backend in [Backend::Postgres, Backend::Mysql] {
         let url = fresh_db_url(backend);
-        let a = Store::connect(&url, &oversell::shop::ShopKnobs::default().pool())
+        let a = Store::connect(&url, &oversell::testing::shop::ShopKnobs::default().pool())
             .await
             .unwrap();
-        let b = Store::connect(&url, &oversell::shop::ShopKnobs::default().pool())
+        let b = Store::connect(&url, &oversell::testing::shop::ShopKnobs::default().pool())
             .await
             .unwrap();
         assert!(b.item_ids().await.unwrap().is_empty());

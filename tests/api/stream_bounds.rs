@@ -3,9 +3,9 @@
 //! own counters (SLOWLOG, INFO commandstats) measure cost, never wall clock.
 
 use crate::pipeline_faults::{redis_conn, Parts};
-use oversell::inventory::redis_lua::GROUP;
-use oversell::model::OrderStatus;
-use oversell::pipeline;
+use oversell::testing::inventory::redis_lua::GROUP;
+use oversell::testing::model::OrderStatus;
+use oversell::testing::pipeline;
 use redis::AsyncCommands;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -4,11 +4,11 @@
 //! terminal, in its `run.log`.
 
 use crate::helpers::*;
-use oversell::model::{now_ms, Order, OrderStatus, SaleSetup};
-use oversell::oracle::{self, Ask, Check, Evidence, OracleView, Reading, Rows, Truth};
-use oversell::shop::ShopKnobs;
-use oversell::store::{Backend, Store};
-use oversell::traffic::recorder::{Ack, Answer, AnswerClass, Attempt, Measurements, Told};
+use oversell::testing::model::{now_ms, Order, OrderStatus, SaleSetup};
+use oversell::testing::oracle::{self, Ask, Check, Evidence, OracleView, Reading, Rows, Truth};
+use oversell::testing::shop::ShopKnobs;
+use oversell::testing::store::{Backend, Store};
+use oversell::testing::traffic::recorder::{Ack, Answer, AnswerClass, Attempt, Measurements, Told};
 
 fn order(id: &str, user: &str, key: Option<&str>, status: OrderStatus, at: i64) -> Order {
     Order {

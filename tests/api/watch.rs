@@ -8,7 +8,7 @@ use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use oversell::store::Backend;
+use oversell::testing::store::Backend;
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
@@ -464,13 +464,13 @@ async fn bad_watch_input_is_a_scenario_error_naming_the_file_the_field_and_what_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_reference_shops_pool_and_stream_backlog_appear_in_the_same_watch_view() {
     // Arrange
-    use oversell::inventory::Strategy;
-    use oversell::runner::{self, RunPlan};
+    use oversell::testing::inventory::Strategy;
+    use oversell::testing::runner::{self, RunPlan};
     let db = fresh_db_url(Backend::Postgres);
     let tmp = tempfile::tempdir().unwrap();
     let file = std::path::PathBuf::from("scenarios/smoke.toml");
     let plan = RunPlan::reference(
-        oversell::traffic::Scenario::load(&file).unwrap(),
+        oversell::testing::traffic::Scenario::load(&file).unwrap(),
         file,
         cells(&[Strategy::RedisLua], Backend::Postgres, &db),
         redis_url(),

@@ -135,7 +135,7 @@ fn pending_without_a_poll_step_is_refused_when_the_scenario_is_read() {
     let file = scenario(tmp.path(), |s| {
         s[..s.find("[target.poll]").unwrap()].to_string()
     });
-    let e = oversell::traffic::Scenario::load(std::path::Path::new(&file))
+    let e = oversell::testing::traffic::Scenario::load(std::path::Path::new(&file))
         .unwrap_err()
         .to_string();
     assert!(
@@ -254,7 +254,7 @@ fn the_worked_mapping_of_the_docs_reads_as_a_scenario() {
     let file = tmp.path().join("doc.toml");
     std::fs::write(&file, format!("{head}{mapping}")).unwrap();
 
-    let s = oversell::traffic::Scenario::load(&file).unwrap();
+    let s = oversell::testing::traffic::Scenario::load(&file).unwrap();
 
     let m = s.mapping();
     let poll = m.poll.expect("[target.poll]");

@@ -156,8 +156,8 @@ async fn an_orders_query_with_the_wrong_columns_is_refused_naming_the_flag_and_t
 
 #[tokio::test]
 async fn the_orders_query_reads_mysql_rows_with_integer_ids_in_a_read_only_transaction() {
-    use oversell::rehearsal::{OracleSource, OrdersQuery, Row};
-    use oversell::store::Backend;
+    use oversell::testing::rehearsal::{OracleSource, OrdersQuery, Row};
+    use oversell::testing::store::Backend;
     use sqlx::migrate::MigrateDatabase;
     // Arrange: integer ids and users, a shop's own status spelling.
     let url = fresh_db_url(Backend::Mysql);

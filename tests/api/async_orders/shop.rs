@@ -9,7 +9,7 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use oversell::store::Backend;
+use oversell::testing::store::Backend;
 use serde_json::{json, Value};
 use sqlx::PgPool;
 use std::collections::{BTreeSet, HashMap};

@@ -4,8 +4,8 @@
 use super::log::{events, write_log, Form, Kind};
 use super::{fit, unfolded, OPENED, OPENED_MS};
 use crate::helpers::{drop_database, fresh_db_url, only_report, oversell_cli, redis_url};
-use oversell::store::Backend;
-use oversell::traffic::Scenario;
+use oversell::testing::store::Backend;
+use oversell::testing::traffic::Scenario;
 use std::path::{Path, PathBuf};
 
 /// A small sale: 120 buyers over 3 s, for runs and the error cases.

@@ -3,8 +3,8 @@
 //! combined log, JSON lines, or a combined log without users.
 
 use super::OPENED_MS;
-use oversell::traffic::schedule::{self, AfterOrder, BuyerPlan};
-use oversell::traffic::Scenario;
+use oversell::testing::traffic::schedule::{self, AfterOrder, BuyerPlan};
+use oversell::testing::traffic::Scenario;
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -9,7 +9,7 @@ mod log;
 
 use crate::helpers::oversell_cli;
 use log::{flags, per_second, write_log, Form};
-use oversell::traffic::Scenario;
+use oversell::testing::traffic::Scenario;
 use std::path::Path;
 
 /// The sale opens at 2026-12-06T01:05:28Z (epoch milliseconds).
