@@ -6,7 +6,7 @@
 //!
 //! ```no_run
 //! # async fn demo() -> anyhow::Result<()> {
-//! use oversell::services::managed::{ManagedSet, ServerKind, ServerOptions};
+//! use oversell::testing::services::managed::{ManagedSet, ServerKind, ServerOptions};
 //! let set = ManagedSet::new()?;
 //! let pg = set.start(ServerKind::Postgres, ServerOptions::default()).await?;
 //! let url = pg.database_url("oversell"); // postgres://postgres:<random>@127.0.0.1:PORT/oversell
