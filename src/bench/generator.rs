@@ -296,8 +296,54 @@ async fn goose_loop(
     e: &Endpoint,
     paced: Option<u64>,
 ) -> anyhow::Result<ClientRun> {
+    let config = goose_config(b, e, paced);
+    cpu::reset_peak_rss();
+    let rss_at_start_mib = cpu::rss_mib();
+    let (own0, ep0, t0) = (attack::cpu_seconds(), e.cpu(), Instant::now());
+    let diverted = crate::traffic::goose_output::divert();
+    let order = Transaction::new(order_transaction()).set_name("order");
+    let metrics = GooseAttack::initialize_with_config(config)?
+        .register_scenario(scenario!("bare").register_transaction(order))
+        .execute()
+        .await
+        .context("goose's bare loop")?;
+    drop(diverted);
+    let (own, ep, wall) = (
+        attack::cpu_seconds() - own0,
+        e.cpu() - ep0,
+        t0.elapsed().as_secs_f64(),
+    );
+    let requests: u64 = metrics
+        .requests
+        .values()
+        .map(|a| a.raw_data.counter as u64)
+        .sum();
+    let (client, what) = goose_labels(b, paced);
+    Ok(ClientRun {
+        client,
+        what,
+        requests,
+        seconds: round3(wall),
+        requests_per_s: (requests as f64 / wall.max(1e-9)).round(),
+        cpu: CpuUse::of((own - ep).max(0.0), requests, "request", OWN_CPU.into()),
+        send_lag_p50_ms: None,
+        send_lag_p99_ms: None,
+        send_lag_source: "none: a closed loop sends each request when the previous answer \
+                          arrives, with no intended send time"
+            .into(),
+        peak_rss_mib: cpu::peak_rss_mib(),
+        peak_rss_with_spelled_records_mib: None,
+        spelling_out_mib: None,
+        rss_at_start_mib,
+        rss_source: OWN_RSS.into(),
+        endpoint_us_per_request: per_us(ep, requests),
+    })
+}
+
+/// Goose's one transaction: post an order as a new buyer (`u-g-{n}`, key `k-g-{n}`).
+fn order_transaction() -> TransactionFunction {
     static NEXT: AtomicU64 = AtomicU64::new(0);
-    let order: TransactionFunction = Arc::new(|user| {
+    Arc::new(|user| {
         Box::pin(async move {
             let n = NEXT.fetch_add(1, Ordering::Relaxed);
             let body =
@@ -315,7 +361,12 @@ async fn goose_loop(
             user.request(req).await?;
             Ok(())
         })
-    });
+    })
+}
+
+/// Goose configured from the bench (never from the process's arguments): `b.connections`
+/// users started at once for `b.seconds`, throttled to `paced` requests a second, silent.
+fn goose_config(b: &GeneratorBench, e: &Endpoint, paced: Option<u64>) -> GooseConfiguration {
     let mut config = GooseConfiguration::default();
     config.host = Some(e.base_url.clone());
     config.users = Some(b.connections);
@@ -326,59 +377,25 @@ async fn goose_loop(
     config.no_print_metrics = true;
     config.no_error_summary = true;
     config.quiet = 1;
-    cpu::reset_peak_rss();
-    let rss_at_start_mib = cpu::rss_mib();
-    let (own0, ep0, t0) = (attack::cpu_seconds(), e.cpu(), Instant::now());
-    let diverted = crate::traffic::goose_output::divert();
-    let metrics = GooseAttack::initialize_with_config(config)?
-        .register_scenario(
-            scenario!("bare").register_transaction(Transaction::new(order).set_name("order")),
-        )
-        .execute()
-        .await
-        .context("goose's bare loop")?;
-    drop(diverted);
-    let (own, ep, wall) = (
-        attack::cpu_seconds() - own0,
-        e.cpu() - ep0,
-        t0.elapsed().as_secs_f64(),
+    config
+}
+
+/// The goose row's client name and what it ran.
+fn goose_labels(b: &GeneratorBench, paced: Option<u64>) -> (String, String) {
+    let client = if paced.is_some() {
+        "goose paced"
+    } else {
+        "goose"
+    };
+    let what = format!(
+        "goose {} users, one transaction posting an order in a loop, {} s{}",
+        b.connections,
+        b.seconds,
+        paced.map_or(String::new(), |r| format!(
+            ", at most {r} requests/s (goose's throttle_requests)"
+        ))
     );
-    let requests: u64 = metrics
-        .requests
-        .values()
-        .map(|a| a.raw_data.counter as u64)
-        .sum();
-    Ok(ClientRun {
-        client: if paced.is_some() {
-            "goose paced"
-        } else {
-            "goose"
-        }
-        .into(),
-        what: format!(
-            "goose {} users, one transaction posting an order in a loop, {} s{}",
-            b.connections,
-            b.seconds,
-            paced.map_or(String::new(), |r| format!(
-                ", at most {r} requests/s (goose's throttle_requests)"
-            ))
-        ),
-        requests,
-        seconds: round3(wall),
-        requests_per_s: (requests as f64 / wall.max(1e-9)).round(),
-        cpu: CpuUse::of((own - ep).max(0.0), requests, "request", OWN_CPU.into()),
-        send_lag_p50_ms: None,
-        send_lag_p99_ms: None,
-        send_lag_source: "none: a closed loop sends each request when the previous answer \
-                          arrives, with no intended send time"
-            .into(),
-        peak_rss_mib: cpu::peak_rss_mib(),
-        peak_rss_with_spelled_records_mib: None,
-        spelling_out_mib: None,
-        rss_at_start_mib,
-        rss_source: OWN_RSS.into(),
-        endpoint_us_per_request: per_us(ep, requests),
-    })
+    (client.into(), what)
 }
 
 /// wrk with the one order script.

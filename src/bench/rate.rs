@@ -64,87 +64,133 @@ pub async fn run(
     tag: &str,
 ) -> anyhow::Result<RateResult> {
     anyhow::ensure!(rate > 0.0, "--rate must be above 0 (got {rate})");
-    let (tx, mut rx) = mpsc::unbounded_channel::<Done>();
-    let interval = Duration::from_secs_f64(1.0 / rate);
-    let total = (rate * seconds.max(1) as f64).round() as u64;
-    let start = Instant::now() + Duration::from_millis(20);
+    let (tx, rx) = mpsc::unbounded_channel::<Done>();
+    let due = Due {
+        interval: Duration::from_secs_f64(1.0 / rate),
+        total: (rate * seconds.max(1) as f64).round() as u64,
+        start: Instant::now() + Duration::from_millis(20),
+    };
     let next = Arc::new(AtomicU64::new(0));
-    let collector = tokio::spawn(async move {
-        let mut lat = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).expect("bounds");
-        let mut lag = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).expect("bounds");
-        let (mut created, mut refused, mut failed) = (0u64, 0u64, 0u64);
-        while let Some(d) = rx.recv().await {
-            lat.saturating_record(d.latency_us.max(1));
-            lag.saturating_record(d.lag_us.max(1));
-            match d.status {
-                Some(201) => created += 1,
-                Some(_) => refused += 1,
-                None => failed += 1,
-            }
-        }
-        (lat, lag, created, refused, failed)
-    });
+    let collector = tokio::spawn(collect(rx));
     let authority = super::http1::authority(base_url)
         .with_context(|| format!("bench shop fires at a plain http:// shop, not {base_url:?}"))?
         .to_string();
     let mut workers = Vec::with_capacity(connections.max(1));
     for _ in 0..connections.max(1) {
         // One keep-alive connection per worker, like wrk's.
-        let mut conn = super::http1::Conn::new(&authority, Duration::from_secs(10));
+        let conn = super::http1::Conn::new(&authority, Duration::from_secs(10));
         let (tx, next, tag) = (tx.clone(), next.clone(), tag.to_string());
-        workers.push(tokio::spawn(async move {
-            let mut body = String::with_capacity(128);
-            let mut key = String::with_capacity(64);
-            loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                if i >= total {
-                    break;
-                }
-                let due = start + interval.mul_f64(i as f64);
-                tokio::time::sleep_until(due).await;
-                let sent = Instant::now();
-                body.clear();
-                key.clear();
-                use std::fmt::Write;
-                let _ = write!(
-                    body,
-                    r#"{{"item_id":1,"qty":1,"user_id":"u-{tag}-{i}","device_id":"d-{tag}-{i}"}}"#
-                );
-                let _ = write!(key, "k-{tag}-{i}");
-                let status = conn
-                    .post_json(Route::Orders.path(), &[("idempotency-key", &key)], &body)
-                    .await
-                    .ok();
-                let _ = tx.send(Done {
-                    latency_us: due.elapsed().as_micros() as u64,
-                    lag_us: sent.saturating_duration_since(due).as_micros() as u64,
-                    status,
-                });
-            }
-        }));
+        workers.push(tokio::spawn(worker(conn, tx, next, tag, due)));
     }
     drop(tx);
     for w in workers {
         w.await?;
     }
-    let (lat, lag, created, refused, failed) = collector.await?;
-    let seconds = start.elapsed().as_secs_f64();
-    Ok(RateResult {
-        target_per_s: rate,
-        sent: total,
-        created,
-        refused,
-        failed,
-        seconds: (seconds * 100.0).round() / 100.0,
-        orders_per_s: (created as f64 / seconds.max(1e-9)).round(),
-        p50_ms: ms(&lat, 0.5),
-        p90_ms: ms(&lat, 0.9),
-        p99_ms: ms(&lat, 0.99),
-        p999_ms: ms(&lat, 0.999),
-        max_ms: (lat.max() as f64 / 10.0).round() / 100.0,
-        send_lag_p99_ms: ms(&lag, 0.99),
-        connections,
-    })
+    let tally = collector.await?;
+    Ok(tally.result(rate, due, connections))
+}
+
+/// When each request is due: request `i` (below `total`) at `start + i * interval`.
+#[derive(Debug, Clone, Copy)]
+struct Due {
+    start: Instant,
+    interval: Duration,
+    total: u64,
+}
+
+/// One worker on its own connection: takes the next request from `next`, waits for its due
+/// time, sends it as buyer `u-{tag}-{i}` and reports its latency, lag and status.
+async fn worker(
+    mut conn: super::http1::Conn,
+    tx: mpsc::UnboundedSender<Done>,
+    next: Arc<AtomicU64>,
+    tag: String,
+    plan: Due,
+) {
+    let mut body = String::with_capacity(128);
+    let mut key = String::with_capacity(64);
+    loop {
+        let i = next.fetch_add(1, Ordering::Relaxed);
+        if i >= plan.total {
+            break;
+        }
+        let due = plan.start + plan.interval.mul_f64(i as f64);
+        tokio::time::sleep_until(due).await;
+        let sent = Instant::now();
+        body.clear();
+        key.clear();
+        use std::fmt::Write;
+        let _ = write!(
+            body,
+            r#"{{"item_id":1,"qty":1,"user_id":"u-{tag}-{i}","device_id":"d-{tag}-{i}"}}"#
+        );
+        let _ = write!(key, "k-{tag}-{i}");
+        let status = conn
+            .post_json(Route::Orders.path(), &[("idempotency-key", &key)], &body)
+            .await
+            .ok();
+        let _ = tx.send(Done {
+            latency_us: due.elapsed().as_micros() as u64,
+            lag_us: sent.saturating_duration_since(due).as_micros() as u64,
+            status,
+        });
+    }
+}
+
+/// What the workers reported, added up.
+struct Tally {
+    /// Intended send to full answer (µs).
+    lat: Histogram<u64>,
+    /// Intended send to actual send (µs).
+    lag: Histogram<u64>,
+    created: u64,
+    refused: u64,
+    failed: u64,
+}
+
+/// Adds up every report until the last worker is done.
+async fn collect(mut rx: mpsc::UnboundedReceiver<Done>) -> Tally {
+    let mut t = Tally {
+        lat: Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).expect("bounds"),
+        lag: Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).expect("bounds"),
+        created: 0,
+        refused: 0,
+        failed: 0,
+    };
+    while let Some(d) = rx.recv().await {
+        t.lat.saturating_record(d.latency_us.max(1));
+        t.lag.saturating_record(d.lag_us.max(1));
+        match d.status {
+            Some(201) => t.created += 1,
+            Some(_) => t.refused += 1,
+            None => t.failed += 1,
+        }
+    }
+    t
+}
+
+impl Tally {
+    /// The run's result, its seconds counted from the first due time to now.
+    fn result(self, rate: f64, due: Due, connections: usize) -> RateResult {
+        let (lat, lag) = (&self.lat, &self.lag);
+        let seconds = due.start.elapsed().as_secs_f64();
+        RateResult {
+            target_per_s: rate,
+            sent: due.total,
+            created: self.created,
+            refused: self.refused,
+            failed: self.failed,
+            seconds: (seconds * 100.0).round() / 100.0,
+            orders_per_s: (self.created as f64 / seconds.max(1e-9)).round(),
+            p50_ms: ms(lat, 0.5),
+            p90_ms: ms(lat, 0.9),
+            p99_ms: ms(lat, 0.99),
+            p999_ms: ms(lat, 0.999),
+            max_ms: (lat.max() as f64 / 10.0).round() / 100.0,
+            send_lag_p99_ms: ms(lag, 0.99),
+            connections,
+        }
+    }
 }
 
 /// `--rate`: a number of requests per second, or a percentage of the saturation rate measured

@@ -239,9 +239,20 @@ fn shaping(m: &Model) -> String {
 
 fn parameters(out: &mut String, m: &Model, s: &Source<'_>) {
     out.push_str("## Parameters\n\n| scenario field | value | measured from |\n|---|---|---|\n");
-    let [pay, cancel, abandon] = m.after_bp();
-    let bp = |v: u64| format!("{:.4}", v as f64 / 10_000.0);
-    let stock_src = match &m.stock {
+    let rows = [
+        item_and_buyer_rows(m, s),
+        browse_and_bot_rows(m),
+        after_order_rows(m),
+    ];
+    for r in rows.iter().flatten() {
+        row(out, r);
+    }
+    out.push('\n');
+}
+
+/// Where the stock came from: `--stock`, or the most units the log shows held at once.
+fn stock_source(m: &Model, s: &Source<'_>) -> String {
+    match &m.stock {
         Stock::Given(_) => "--stock".to_string(),
         Stock::Inferred { refused, .. } => format!(
             "the most units held at once: order attempts answered 2xx ({}) less cancels answered \
@@ -249,10 +260,27 @@ fn parameters(out: &mut String, m: &Model, s: &Source<'_>) {
             s.tally.orders_ok,
             refused.iter().map(|(_, n)| n).sum::<u64>()
         ),
-    };
-    let ranges = |r: &Option<Range>| r.map_or("-".into(), |r| format!("[{}, {}]", r.lo, r.hi));
-    let rows: Vec<[String; 3]> = vec![
-        ["item.stock".into(), m.stock.units().to_string(), stock_src],
+    }
+}
+
+/// A measured range as the scenario writes it, `[lo, hi]`, or `-` when nothing was measured.
+fn range_value(r: &Option<Range>) -> String {
+    r.map_or("-".into(), |r| format!("[{}, {}]", r.lo, r.hi))
+}
+
+/// Basis points as the scenario's share, four decimals.
+fn share_of_bp(v: u64) -> String {
+    format!("{:.4}", v as f64 / 10_000.0)
+}
+
+/// The rows for `item.stock` and `buyers.*`.
+fn item_and_buyer_rows(m: &Model, s: &Source<'_>) -> Vec<[String; 3]> {
+    vec![
+        [
+            "item.stock".into(),
+            m.stock.units().to_string(),
+            stock_source(m, s),
+        ],
         [
             "buyers.count".into(),
             m.count().to_string(),
@@ -267,6 +295,12 @@ fn parameters(out: &mut String, m: &Model, s: &Source<'_>) {
             m.trace.len().to_string(),
             "the trace's seconds".into(),
         ],
+    ]
+}
+
+/// The rows for `browse.*` and `bots.*`.
+fn browse_and_bot_rows(m: &Model) -> Vec<[String; 3]> {
+    vec![
         [
             "browse.view_share".into(),
             format!("{:.4}", m.view_share()),
@@ -289,7 +323,7 @@ fn parameters(out: &mut String, m: &Model, s: &Source<'_>) {
         ],
         [
             "browse.think_ms".into(),
-            ranges(&m.view_think),
+            range_value(&m.view_think),
             range_cell(&m.view_think, "gap after a view"),
         ],
         [
@@ -310,12 +344,19 @@ fn parameters(out: &mut String, m: &Model, s: &Source<'_>) {
         ],
         [
             "bots.interval_ms".into(),
-            ranges(&m.bot_interval),
+            range_value(&m.bot_interval),
             range_cell(&m.bot_interval, "gap between a bot's attempts"),
         ],
+    ]
+}
+
+/// The rows for `after_order.*`.
+fn after_order_rows(m: &Model) -> Vec<[String; 3]> {
+    let [pay, cancel, abandon] = m.after_bp();
+    vec![
         [
             "after_order.pay".into(),
-            bp(pay),
+            share_of_bp(pay),
             format!(
                 "{} of {} buyers with an order answered 2xx paid",
                 m.paid, m.ordered
@@ -323,12 +364,12 @@ fn parameters(out: &mut String, m: &Model, s: &Source<'_>) {
         ],
         [
             "after_order.cancel".into(),
-            bp(cancel),
+            share_of_bp(cancel),
             format!("{} of {} cancelled", m.cancelled, m.ordered),
         ],
         [
             "after_order.abandon".into(),
-            bp(abandon),
+            share_of_bp(abandon),
             format!(
                 "{} of {} did neither",
                 m.ordered - m.paid - m.cancelled,
@@ -337,16 +378,12 @@ fn parameters(out: &mut String, m: &Model, s: &Source<'_>) {
         ],
         [
             "after_order.think_ms".into(),
-            ranges(&m.after_think),
+            range_value(&m.after_think),
             format!(
                 "{} {}",
                 range_cell(&m.pay_delay, "last order attempt to pay"),
                 range_cell(&m.cancel_delay, "last order attempt to cancel")
             ),
         ],
-    ];
-    for r in rows {
-        row(out, &r);
-    }
-    out.push('\n');
+    ]
 }

@@ -137,27 +137,97 @@ impl Task {
     }
 }
 
+/// Starts every known item's tasks (new items on a 200 ms tick) and starts a task again when
+/// it ends before shutdown; at shutdown waits for all of them.
 async fn supervise(
     inventory: Inventory,
     settings: PipelineSettings,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    let mut started: HashSet<i64> = HashSet::new();
-    let mut tasks = JoinSet::new();
-    let mut running: HashMap<tokio::task::Id, (Task, i64)> = HashMap::new();
-    let stop = shutdown.clone();
-    let start = |tasks: &mut JoinSet<()>, task: Task, item: i64| {
-        let shutdown = stop.clone();
-        let consumer_name = || {
-            format!(
-                "shop-{}-{}",
-                std::process::id(),
-                uuid::Uuid::now_v7().simple()
-            )
+    let mut tasks = Tasks::new(inventory, settings, shutdown.clone());
+    let mut tick = tokio::time::interval(Duration::from_millis(200));
+    loop {
+        tokio::select! {
+            _ = shutdown.changed() => break,
+            _ = tick.tick() => {}
+            Some(ended) = tasks.set.join_next_with_id(), if !tasks.set.is_empty() => {
+                if *shutdown.borrow() {
+                    break;
+                }
+                tasks.restart(ended).await;
+                continue;
+            }
+        }
+        tasks.start_new_items();
+    }
+    while tasks.set.join_next().await.is_some() {}
+}
+
+/// The running background tasks, each known by its id as the task and item it serves.
+struct Tasks {
+    inventory: Inventory,
+    settings: PipelineSettings,
+    shutdown: watch::Receiver<bool>,
+    set: JoinSet<()>,
+    running: HashMap<tokio::task::Id, (Task, i64)>,
+    started: HashSet<i64>,
+}
+
+impl Tasks {
+    fn new(
+        inventory: Inventory,
+        settings: PipelineSettings,
+        shutdown: watch::Receiver<bool>,
+    ) -> Tasks {
+        Tasks {
+            inventory,
+            settings,
+            shutdown,
+            set: JoinSet::new(),
+            running: HashMap::new(),
+            started: HashSet::new(),
+        }
+    }
+
+    /// Every task of each item the inventory knows and that has none started yet.
+    fn start_new_items(&mut self) {
+        for id in self.inventory.known_items() {
+            if !self.started.insert(id) {
+                continue;
+            }
+            for task in Task::for_item(self.inventory.engine(), self.settings.consumers) {
+                self.start(task, id);
+            }
+        }
+    }
+
+    /// A task that ended (returned or panicked) before shutdown: counted in
+    /// `BACKGROUND_RESTARTS`, logged, and started again after 200 ms.
+    async fn restart(&mut self, ended: Result<(tokio::task::Id, ()), tokio::task::JoinError>) {
+        let (id, error) = match ended {
+            Ok((id, ())) => (id, None),
+            Err(e) => (e.id(), Some(e.to_string())),
         };
-        let task_again = task.clone();
-        let handle = match task {
-            Task::Expiry => tasks.spawn(expiry_loop(
+        let Some((task, item)) = self.running.remove(&id) else {
+            return;
+        };
+        metrics::counter!(shop_metrics::BACKGROUND_RESTARTS, "task" => task.as_str()).increment(1);
+        tracing::error!(
+            item,
+            task = task.as_str(),
+            error = error.as_deref().unwrap_or("returned"),
+            "a background task ended before shutdown; starting it again"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        self.start(task, item);
+    }
+
+    /// Spawns `task` for `item` and remembers it by its id.
+    fn start(&mut self, task: Task, item: i64) {
+        let (inventory, settings) = (&self.inventory, &self.settings);
+        let shutdown = self.shutdown.clone();
+        let handle = match task.clone() {
+            Task::Expiry => self.set.spawn(expiry_loop(
                 inventory.clone(),
                 item,
                 settings.expiry_every,
@@ -171,76 +241,57 @@ async fn supervise(
                     settings.clone(),
                     consumer_name(),
                 );
-                tasks.spawn(consumer.run(shutdown))
+                self.set.spawn(consumer.run(shutdown))
             }
-            Task::Reconcile => tasks.spawn(reconcile::run(
+            Task::Reconcile => self.set.spawn(reconcile::run(
                 inventory.clone(),
                 item,
                 settings.reconcile.clone(),
                 shutdown,
             )),
             Task::BucketConsumer(buckets, b) => {
-                let siblings = (0..buckets.buckets())
-                    .filter(|other| *other != b)
-                    .map(|other| buckets.bucket(other).clone())
-                    .collect();
-                let consumer = consumer::Consumer::for_bucket(
-                    buckets.bucket(b).clone(),
-                    siblings,
-                    inventory.store().clone(),
-                    item,
-                    b,
-                    settings.clone(),
-                    consumer_name(),
-                );
-                tasks.spawn(consumer.run(shutdown))
+                let consumer = bucket_consumer(&buckets, b, inventory, item, settings);
+                self.set.spawn(consumer.run(shutdown))
             }
             Task::Repair(buckets) => {
-                tasks.spawn(repair_loop(buckets, item, settings.expiry_every, shutdown))
+                self.set
+                    .spawn(repair_loop(buckets, item, settings.expiry_every, shutdown))
             }
         };
-        (handle.id(), (task_again, item))
-    };
-    let mut tick = tokio::time::interval(Duration::from_millis(200));
-    loop {
-        tokio::select! {
-            _ = shutdown.changed() => break,
-            _ = tick.tick() => {}
-            Some(ended) = tasks.join_next_with_id(), if !tasks.is_empty() => {
-                let (id, error) = match ended {
-                    Ok((id, ())) => (id, None),
-                    Err(e) => (e.id(), Some(e.to_string())),
-                };
-                if *shutdown.borrow() {
-                    break;
-                }
-                if let Some((task, item)) = running.remove(&id) {
-                    metrics::counter!(shop_metrics::BACKGROUND_RESTARTS, "task" => task.as_str())
-                        .increment(1);
-                    tracing::error!(
-                        item,
-                        task = task.as_str(),
-                        error = error.as_deref().unwrap_or("returned"),
-                        "a background task ended before shutdown; starting it again"
-                    );
-                    tokio::time::sleep(Duration::from_millis(200)).await;
-                    let (id, what) = start(&mut tasks, task, item);
-                    running.insert(id, what);
-                }
-                continue;
-            }
-        }
-        for id in inventory.known_items() {
-            if !started.insert(id) {
-                continue;
-            }
-            for task in Task::for_item(inventory.engine(), settings.consumers) {
-                let (tid, what) = start(&mut tasks, task, id);
-                running.insert(tid, what);
-            }
-        }
+        self.running.insert(handle.id(), (task, item));
     }
-    while tasks.join_next().await.is_some() {}
+}
+
+/// A consumer's name in its stream's group: unique to this process and this start.
+fn consumer_name() -> String {
+    format!(
+        "shop-{}-{}",
+        std::process::id(),
+        uuid::Uuid::now_v7().simple()
+    )
+}
+
+/// Bucket `b`'s consumer for `item`, which knows its sibling buckets.
+fn bucket_consumer(
+    buckets: &RedisBuckets,
+    b: u32,
+    inventory: &Inventory,
+    item: i64,
+    settings: &PipelineSettings,
+) -> consumer::Consumer {
+    let siblings = (0..buckets.buckets())
+        .filter(|other| *other != b)
+        .map(|other| buckets.bucket(other).clone())
+        .collect();
+    consumer::Consumer::for_bucket(
+        buckets.bucket(b).clone(),
+        siblings,
+        inventory.store().clone(),
+        item,
+        b,
+        settings.clone(),
+        consumer_name(),
+    )
 }
 
 async fn expiry_loop(

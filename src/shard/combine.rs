@@ -28,73 +28,11 @@ pub fn combine(mut shards: Vec<(PathBuf, ShardFile)>) -> anyhow::Result<Combined
     ensure!(!shards.is_empty(), "merge needs at least one shard folder");
     shards.sort_by_key(|(_, f)| f.shard.index);
     let (first_dir, first) = &shards[0];
-    let n = first.shard.count as usize;
     for (dir, f) in &shards {
-        let differs = |field: &str, a: &dyn std::fmt::Debug, b: &dyn std::fmt::Debug| {
-            anyhow::anyhow!(
-                "{} and {} are not shards of the same sale: {field} is {a:?} in one and {b:?} in the other",
-                first_dir.display(),
-                dir.display()
-            )
-        };
-        if f.shard.count != first.shard.count {
-            return Err(differs(
-                "N (shard.count)",
-                &first.shard.count,
-                &f.shard.count,
-            ));
-        }
-        if f.scenario_hash != first.scenario_hash {
-            return Err(differs(
-                "scenario_hash",
-                &first.scenario_hash,
-                &f.scenario_hash,
-            ));
-        }
-        if f.seed != first.seed {
-            return Err(differs("seed", &first.seed, &f.seed));
-        }
-        if f.open_at != first.open_at {
-            return Err(differs("open_at", &first.open_at, &f.open_at));
-        }
-        if f.shop != first.shop {
-            return Err(differs("shop", &first.shop, &f.shop));
-        }
-        if f.target != first.target {
-            return Err(differs("target", &first.target, &f.target));
-        }
+        same_sale((first_dir, first), (dir, f))?;
     }
-    for w in shards.windows(2) {
-        if w[0].1.shard.index == w[1].1.shard.index {
-            bail!(
-                "{} and {} are both shard {}",
-                w[0].0.display(),
-                w[1].0.display(),
-                w[0].1.shard
-            );
-        }
-    }
-    let have: Vec<u32> = shards.iter().map(|(_, f)| f.shard.index).collect();
-    let missing: Vec<String> = (0..n as u32)
-        .filter(|i| !have.contains(i))
-        .map(|i| format!("{i}/{n}"))
-        .collect();
-    ensure!(
-        missing.is_empty(),
-        "the sale has {n} shards and shard(s) {} are missing: give every shard's folder",
-        missing.join(", ")
-    );
-    ensure!(
-        first.shard.index == 0,
-        "shard 0/{n} is missing: it sets the sale up, and merge needs it"
-    );
-    let buyers: usize = shards.iter().map(|(_, f)| f.buyers).sum();
-    ensure!(
-        buyers == first.buyers_total,
-        "the shards sent {buyers} buyers together, the schedule has {}: a shard did not send its \
-         whole part",
-        first.buyers_total
-    );
+    every_shard_once(&shards)?;
+    let buyers = whole_schedule(&shards)?;
     let mut parts = Vec::with_capacity(shards.len());
     for (dir, f) in &shards {
         parts.push(f.clients.measurements(&dir.display().to_string())?);
@@ -110,6 +48,92 @@ pub fn combine(mut shards: Vec<(PathBuf, ShardFile)>) -> anyhow::Result<Combined
         goose,
         buyers,
     })
+}
+
+/// Checks that shard file `f` (from `dir`) is of the same sale as the first: the same N,
+/// scenario hash, seed, opening, shop and target.
+fn same_sale(
+    (first_dir, first): (&PathBuf, &ShardFile),
+    (dir, f): (&PathBuf, &ShardFile),
+) -> anyhow::Result<()> {
+    let differs = |field: &str, a: &dyn std::fmt::Debug, b: &dyn std::fmt::Debug| {
+        anyhow::anyhow!(
+            "{} and {} are not shards of the same sale: {field} is {a:?} in one and {b:?} in the other",
+            first_dir.display(),
+            dir.display()
+        )
+    };
+    if f.shard.count != first.shard.count {
+        return Err(differs(
+            "N (shard.count)",
+            &first.shard.count,
+            &f.shard.count,
+        ));
+    }
+    if f.scenario_hash != first.scenario_hash {
+        return Err(differs(
+            "scenario_hash",
+            &first.scenario_hash,
+            &f.scenario_hash,
+        ));
+    }
+    if f.seed != first.seed {
+        return Err(differs("seed", &first.seed, &f.seed));
+    }
+    if f.open_at != first.open_at {
+        return Err(differs("open_at", &first.open_at, &f.open_at));
+    }
+    if f.shop != first.shop {
+        return Err(differs("shop", &first.shop, &f.shop));
+    }
+    if f.target != first.target {
+        return Err(differs("target", &first.target, &f.target));
+    }
+    Ok(())
+}
+
+/// Checks that the shards (sorted by index) are distinct, cover 0..N, and include shard 0.
+fn every_shard_once(shards: &[(PathBuf, ShardFile)]) -> anyhow::Result<()> {
+    for w in shards.windows(2) {
+        if w[0].1.shard.index == w[1].1.shard.index {
+            bail!(
+                "{} and {} are both shard {}",
+                w[0].0.display(),
+                w[1].0.display(),
+                w[0].1.shard
+            );
+        }
+    }
+    let first = &shards[0].1;
+    let n = first.shard.count as usize;
+    let have: Vec<u32> = shards.iter().map(|(_, f)| f.shard.index).collect();
+    let missing: Vec<String> = (0..n as u32)
+        .filter(|i| !have.contains(i))
+        .map(|i| format!("{i}/{n}"))
+        .collect();
+    ensure!(
+        missing.is_empty(),
+        "the sale has {n} shards and shard(s) {} are missing: give every shard's folder",
+        missing.join(", ")
+    );
+    ensure!(
+        first.shard.index == 0,
+        "shard 0/{n} is missing: it sets the sale up, and merge needs it"
+    );
+    Ok(())
+}
+
+/// The buyers all shards sent, checked to be the whole schedule's.
+fn whole_schedule(shards: &[(PathBuf, ShardFile)]) -> anyhow::Result<usize> {
+    let first = &shards[0].1;
+    let buyers: usize = shards.iter().map(|(_, f)| f.buyers).sum();
+    ensure!(
+        buyers == first.buyers_total,
+        "the shards sent {buyers} buyers together, the schedule has {}: a shard did not send its \
+         whole part",
+        first.buyers_total
+    );
+    Ok(buyers)
 }
 
 /// Adds the recorders' contents of the shards (which share one opening instant).

@@ -101,108 +101,145 @@ fn ready(name: &str, field: &str, url: &str, ctx: &Context) -> Result<String, Wa
     Ok(url)
 }
 
+/// The HTTP client a Prometheus or HTTP gauge reads with; an error names gauge `name`.
+fn http_client(name: &str) -> Result<reqwest::Client, WatchError> {
+    crate::traffic::target::client(READ_TIMEOUT)
+        .map_err(|e| WatchError::new(format!("watch.{name}"), "an HTTP client", e.to_string()))
+}
+
+/// Each source resolved with its description (credentials masked).
+impl Resolved {
+    /// A `sql` source: its database (or the run's), expanded, guarded and its backend known.
+    fn sql(
+        name: &str,
+        query: &str,
+        database: &Option<String>,
+        ctx: &Context,
+    ) -> Result<(Resolved, String), WatchError> {
+        let written = match (database, &ctx.default_database) {
+            (Some(db), _) => db.clone(),
+            (None, Some(db)) => db.clone(),
+            (None, None) => {
+                return Err(WatchError::new(
+                    format!("watch.{name}.database"),
+                    "a postgres:// or mysql:// URL (there is no --oracle-sql to default to)",
+                    "nothing",
+                ))
+            }
+        };
+        let url = ready(name, "database", &written, ctx)?;
+        let backend = Backend::from_url(&url).map_err(|e| {
+            WatchError::new(
+                format!("watch.{name}.database"),
+                "a postgres:// or mysql:// URL",
+                e.to_string(),
+            )
+        })?;
+        let describe = format!(
+            "SQL on {}{}: `{query}`",
+            crate::secret::url(&written),
+            if database.is_none() {
+                " (the run's database)"
+            } else {
+                ""
+            }
+        );
+        let query = query.to_string();
+        Ok((
+            Resolved::Sql {
+                url,
+                backend,
+                query,
+            },
+            describe,
+        ))
+    }
+
+    /// A `prometheus` source: its URL expanded and guarded, the series it sums.
+    fn prometheus(
+        name: &str,
+        url: &str,
+        metric: &str,
+        labels: &BTreeMap<String, String>,
+        ctx: &Context,
+    ) -> Result<(Resolved, String), WatchError> {
+        let real = ready(name, "prometheus", url, ctx)?;
+        let describe = format!(
+            "Prometheus {} {metric}{} (matching series summed)",
+            crate::secret::url(url),
+            if labels.is_empty() {
+                String::new()
+            } else {
+                super::prometheus::labels_text(labels)
+            }
+        );
+        let resolved = Resolved::Prometheus {
+            url: real,
+            metric: metric.to_string(),
+            labels: labels.clone(),
+            client: http_client(name)?,
+        };
+        Ok((resolved, describe))
+    }
+
+    /// A `redis` source: its URL expanded, guarded and opened as a client (not connected).
+    fn redis(
+        name: &str,
+        url: &str,
+        command: &ReadCommand,
+        ctx: &Context,
+    ) -> Result<(Resolved, String), WatchError> {
+        let real = ready(name, "redis", url, ctx)?;
+        let client = redis::Client::open(real.as_str()).map_err(|e| {
+            WatchError::new(
+                format!("watch.{name}.redis"),
+                "a redis:// URL",
+                e.to_string(),
+            )
+        })?;
+        let describe = format!("Redis {} `{}`", crate::secret::url(url), command.line());
+        let command = command.clone();
+        Ok((
+            Resolved::Redis {
+                client,
+                conn: None,
+                command,
+            },
+            describe,
+        ))
+    }
+
+    /// An `http` source: its URL expanded and guarded, the JSON field it reads.
+    fn http(
+        name: &str,
+        url: &str,
+        field: &str,
+        ctx: &Context,
+    ) -> Result<(Resolved, String), WatchError> {
+        let real = ready(name, "http", url, ctx)?;
+        let describe = format!("HTTP GET {} at `{field}`", crate::secret::url(url));
+        let resolved = Resolved::Http {
+            url: real,
+            field: field.to_string(),
+            client: http_client(name)?,
+        };
+        Ok((resolved, describe))
+    }
+}
+
 impl Reader {
     /// Resolves gauge `name`'s `source` for a run with `ctx`; an error names the field. Opens
     /// nothing: the first read connects.
     pub fn new(name: &str, source: &Source, ctx: &Context) -> Result<Reader, WatchError> {
-        let http = || {
-            crate::traffic::target::client(READ_TIMEOUT).map_err(|e| {
-                WatchError::new(format!("watch.{name}"), "an HTTP client", e.to_string())
-            })
-        };
         let (resolved, describe) = match source {
-            Source::Sql { query, database } => {
-                let written = match (database, &ctx.default_database) {
-                    (Some(db), _) => db.clone(),
-                    (None, Some(db)) => db.clone(),
-                    (None, None) => return Err(WatchError::new(
-                        format!("watch.{name}.database"),
-                        "a postgres:// or mysql:// URL (there is no --oracle-sql to default to)",
-                        "nothing",
-                    )),
-                };
-                let url = ready(name, "database", &written, ctx)?;
-                let backend = Backend::from_url(&url).map_err(|e| {
-                    WatchError::new(
-                        format!("watch.{name}.database"),
-                        "a postgres:// or mysql:// URL",
-                        e.to_string(),
-                    )
-                })?;
-                let describe = format!(
-                    "SQL on {}{}: `{query}`",
-                    crate::secret::url(&written),
-                    if database.is_none() {
-                        " (the run's database)"
-                    } else {
-                        ""
-                    }
-                );
-                (
-                    Resolved::Sql {
-                        url,
-                        backend,
-                        query: query.clone(),
-                    },
-                    describe,
-                )
-            }
+            Source::Sql { query, database } => Resolved::sql(name, query, database, ctx)?,
             Source::Prometheus {
                 url,
                 metric,
                 labels,
-            } => {
-                let real = ready(name, "prometheus", url, ctx)?;
-                let describe = format!(
-                    "Prometheus {} {metric}{} (matching series summed)",
-                    crate::secret::url(url),
-                    if labels.is_empty() {
-                        String::new()
-                    } else {
-                        super::prometheus::labels_text(labels)
-                    }
-                );
-                (
-                    Resolved::Prometheus {
-                        url: real,
-                        metric: metric.clone(),
-                        labels: labels.clone(),
-                        client: http()?,
-                    },
-                    describe,
-                )
-            }
-            Source::Redis { url, command } => {
-                let real = ready(name, "redis", url, ctx)?;
-                let client = redis::Client::open(real.as_str()).map_err(|e| {
-                    WatchError::new(
-                        format!("watch.{name}.redis"),
-                        "a redis:// URL",
-                        e.to_string(),
-                    )
-                })?;
-                let describe = format!("Redis {} `{}`", crate::secret::url(url), command.line());
-                (
-                    Resolved::Redis {
-                        client,
-                        conn: None,
-                        command: command.clone(),
-                    },
-                    describe,
-                )
-            }
-            Source::Http { url, field } => {
-                let real = ready(name, "http", url, ctx)?;
-                let describe = format!("HTTP GET {} at `{field}`", crate::secret::url(url));
-                (
-                    Resolved::Http {
-                        url: real,
-                        field: field.clone(),
-                        client: http()?,
-                    },
-                    describe,
-                )
-            }
+            } => Resolved::prometheus(name, url, metric, labels, ctx)?,
+            Source::Redis { url, command } => Resolved::redis(name, url, command, ctx)?,
+            Source::Http { url, field } => Resolved::http(name, url, field, ctx)?,
         };
         Ok(Reader { resolved, describe })
     }

@@ -101,105 +101,132 @@ pub async fn check(
     url: &str,
     mode: Durability,
 ) -> Result<Checked, DurabilityMismatch> {
-    let mismatch = |node: &str, needs: &str, found: String, fix: &str| DurabilityMismatch {
-        mode,
-        needs: needs.into(),
-        found,
-        fix: fix.into(),
-        url: if node.is_empty() {
-            redact_url(url)
-        } else {
-            format!("{} (master {node})", redact_url(url))
-        },
-    };
-    let aof_fix = |fsync: &str| {
-        format!(
-            "start redis-server with `--appendonly yes --appendfsync {fsync}` (or run `CONFIG \
-             SET appendonly yes`, `CONFIG SET appendfsync {fsync}` and `CONFIG REWRITE`)"
-        )
-    };
     let fsync_ok: &[&str] = match mode {
         Durability::None => return Ok(Checked::NothingToCheck),
         Durability::AofEverysec => &["everysec", "always"],
         Durability::AofAlways => &["always"],
-        Durability::WaitReplica => {
-            let mut cmd = redis::cmd("INFO");
-            cmd.arg("replication");
-            let nodes = match conn.on_each_master(&cmd).await {
-                Ok(n) => n,
-                Err(e) => return Ok(Checked::Unverifiable(format!("INFO replication: {e}"))),
-            };
-            for (node, info) in nodes {
-                let info: String = match info.and_then(|v| Ok(redis::from_redis_value(v)?)) {
-                    Ok(info) => info,
-                    Err(e) => {
-                        return Ok(Checked::Unverifiable(format!(
-                            "INFO replication{}: {e}",
-                            on(&node)
-                        )))
-                    }
-                };
-                let replicas = info_field(&info, "connected_slaves").unwrap_or("0");
-                if replicas.parse::<u64>().unwrap_or(0) == 0 {
-                    return Err(mismatch(
-                        &node,
-                        "at least one connected replica",
-                        format!("connected_slaves:{replicas}"),
-                        "start a replica with `redis-server --replicaof <primary host> <port>` \
-                         (on a cluster: `redis-cli --cluster add-node NEW EXISTING \
-                         --cluster-slave`) and wait until it is connected",
-                    ));
-                }
-            }
-            return Ok(Checked::Verified);
-        }
+        Durability::WaitReplica => return check_replicas(conn, url).await,
     };
+    let config = match aof_config(conn).await {
+        Ok(config) => config,
+        Err(why) => return Ok(Checked::Unverifiable(why)),
+    };
+    for (node, config) in &config {
+        check_aof(config, fsync_ok).map_err(|short| short.on_node(mode, url, node))?;
+    }
+    Ok(Checked::Verified)
+}
+
+/// What a node lacks for a mode: the setting needed, what it has, how to configure it.
+struct Shortfall {
+    needs: String,
+    found: String,
+    fix: String,
+}
+
+impl Shortfall {
+    /// The mismatch for `mode` on `node` (a cluster's master; empty for one Redis) of `url`.
+    fn on_node(self, mode: Durability, url: &str, node: &str) -> DurabilityMismatch {
+        DurabilityMismatch {
+            mode,
+            needs: self.needs,
+            found: self.found,
+            fix: self.fix,
+            url: if node.is_empty() {
+                redact_url(url)
+            } else {
+                format!("{} (master {node})", redact_url(url))
+            },
+        }
+    }
+}
+
+/// `wait-replica`: every master reports at least one connected replica in `INFO replication`.
+async fn check_replicas(conn: &mut RedisConn, url: &str) -> Result<Checked, DurabilityMismatch> {
+    let mut cmd = redis::cmd("INFO");
+    cmd.arg("replication");
+    let nodes = match conn.on_each_master(&cmd).await {
+        Ok(n) => n,
+        Err(e) => return Ok(Checked::Unverifiable(format!("INFO replication: {e}"))),
+    };
+    for (node, info) in nodes {
+        let info: String = match info.and_then(|v| Ok(redis::from_redis_value(v)?)) {
+            Ok(info) => info,
+            Err(e) => {
+                return Ok(Checked::Unverifiable(format!(
+                    "INFO replication{}: {e}",
+                    on(&node)
+                )))
+            }
+        };
+        let replicas = info_field(&info, "connected_slaves").unwrap_or("0");
+        if replicas.parse::<u64>().unwrap_or(0) == 0 {
+            let short = Shortfall {
+                needs: "at least one connected replica".into(),
+                found: format!("connected_slaves:{replicas}"),
+                fix: "start a replica with `redis-server --replicaof <primary host> <port>` \
+                      (on a cluster: `redis-cli --cluster add-node NEW EXISTING \
+                      --cluster-slave`) and wait until it is connected"
+                    .into(),
+            };
+            return Err(short.on_node(Durability::WaitReplica, url, &node));
+        }
+    }
+    Ok(Checked::Verified)
+}
+
+/// Every master's `appendonly` and `appendfsync`, by node; `Err` is why Redis would not say.
+async fn aof_config(
+    conn: &mut RedisConn,
+) -> Result<Vec<(String, HashMap<String, String>)>, String> {
     let mut config: Vec<(String, HashMap<String, String>)> = Vec::new();
     for name in ["appendonly", "appendfsync"] {
         let mut cmd = redis::cmd("CONFIG");
         cmd.arg("GET").arg(name);
-        let nodes = match conn.on_each_master(&cmd).await {
-            Ok(n) => n,
-            Err(e) => return Ok(Checked::Unverifiable(format!("CONFIG GET {name}: {e}"))),
-        };
+        let nodes = conn
+            .on_each_master(&cmd)
+            .await
+            .map_err(|e| format!("CONFIG GET {name}: {e}"))?;
         for (node, got) in nodes {
-            let got: HashMap<String, String> =
-                match got.and_then(|v| Ok(redis::from_redis_value(v)?)) {
-                    Ok(v) => v,
-                    Err(e) => {
-                        return Ok(Checked::Unverifiable(format!(
-                            "CONFIG GET {name}{}: {e}",
-                            on(&node)
-                        )))
-                    }
-                };
+            let got: HashMap<String, String> = got
+                .and_then(|v| Ok(redis::from_redis_value(v)?))
+                .map_err(|e| format!("CONFIG GET {name}{}: {e}", on(&node)))?;
             match config.iter_mut().find(|(n, _)| *n == node) {
                 Some((_, c)) => c.extend(got),
                 None => config.push((node, got)),
             }
         }
     }
-    let wanted = fsync_ok[0];
-    for (node, config) in &config {
-        let get = |k: &str| config.get(k).cloned().unwrap_or_else(|| "(unset)".into());
-        if get("appendonly") != "yes" {
-            return Err(mismatch(
-                node,
-                "appendonly yes",
-                format!("appendonly {}", get("appendonly")),
-                &aof_fix(wanted),
-            ));
-        }
-        if !fsync_ok.contains(&get("appendfsync").as_str()) {
-            return Err(mismatch(
-                node,
-                &format!("appendfsync {}", fsync_ok.join(" or ")),
-                format!("appendfsync {}", get("appendfsync")),
-                &aof_fix(wanted),
-            ));
-        }
+    Ok(config)
+}
+
+/// One node's AOF settings against the `appendfsync` values the mode accepts (the first is the
+/// one to configure).
+fn check_aof(config: &HashMap<String, String>, fsync_ok: &[&str]) -> Result<(), Shortfall> {
+    let get = |k: &str| config.get(k).cloned().unwrap_or_else(|| "(unset)".into());
+    if get("appendonly") != "yes" {
+        return Err(Shortfall {
+            needs: "appendonly yes".into(),
+            found: format!("appendonly {}", get("appendonly")),
+            fix: aof_fix(fsync_ok[0]),
+        });
     }
-    Ok(Checked::Verified)
+    if !fsync_ok.contains(&get("appendfsync").as_str()) {
+        return Err(Shortfall {
+            needs: format!("appendfsync {}", fsync_ok.join(" or ")),
+            found: format!("appendfsync {}", get("appendfsync")),
+            fix: aof_fix(fsync_ok[0]),
+        });
+    }
+    Ok(())
+}
+
+/// How to configure Redis for an AOF mode with `appendfsync {fsync}`.
+fn aof_fix(fsync: &str) -> String {
+    format!(
+        "start redis-server with `--appendonly yes --appendfsync {fsync}` (or run `CONFIG \
+         SET appendonly yes`, `CONFIG SET appendfsync {fsync}` and `CONFIG REWRITE`)"
+    )
 }
 
 /// ` on master host:port` for a cluster's node, nothing for one Redis.

@@ -174,59 +174,17 @@ async fn journey(ctx: Arc<Ctx>, b: BuyerPlan) -> Result<(), PoolGone> {
     let target = ctx.targets.of(b);
     let rec = &ctx.recorder;
     let mut intended = rec.opened() + b.arrival;
-    ctx.pace.until(intended).await;
-    rec.arrived();
-    let Some(mut session) = target.session_for(b) else {
+    let Some(mut session) = arrive(&ctx, target, b, &mut intended).await? else {
         leaves(rec, b);
         return Ok(());
     };
-    if !super::login::on_arrival(&ctx, target, b, &mut session, &mut intended).await? {
-        leaves(rec, b);
-        return Ok(());
-    }
-    for think in &b.views {
-        let view = Action::View;
-        let (_, done) = send(&ctx, target, Kind::View, &view, b, &mut session, intended).await?;
-        intended = done + *think;
-        ctx.pace.until(intended).await;
-    }
-    // A bot fires its extra submissions on its own schedule, whatever the first one's fate.
-    let mut extra = Vec::new();
-    let mut at = intended;
-    // Every submission is an attempt of its own, named by its own idempotency key.
-    for (n, gap) in b.resubmits.iter().enumerate() {
-        at += *gap;
-        let ctx = ctx.clone();
-        let mut session = session.clone();
-        let b = b.clone();
-        extra.push(tokio::spawn(async move {
-            ctx.pace.until(at).await;
-            let t = ctx.targets.of(&b);
-            let (c, done) = send_order(&ctx, t, n + 1, &b, &mut session, at).await?;
-            Ok::<_, PoolGone>((c, done, n + 1, at))
-        }));
-    }
-    let (first, done) = send_order(&ctx, target, 0, b, &mut session, intended).await?;
-    let mut answered = vec![(first, done, 0, intended)];
-    for task in extra {
-        if let Ok(answer) = task.await {
-            answered.push(answer?);
-        }
-    }
-    // The buyer goes on once it has every answer it waited for (a bot's last submission may
-    // be answered after its first): its next request is due after that, plus its think time.
-    let done = answered.iter().map(|a| a.1).max().unwrap_or(done);
-    let mut created: Vec<Created> = Vec::new();
+    let intended = browse(&ctx, target, b, &mut session, intended).await?;
+    let (answered, done) = submit(&ctx, target, b, &mut session, intended).await?;
     // The first submission's answer (a bot's extra ones follow it).
     let first_class = answered
         .first()
         .and_then(|(c, ..)| c.as_ref().map(|c| c.answer));
-    for (c, at, n, sent) in answered {
-        let Some(c) = c else { continue };
-        if let Some(ack) = attempted(rec, b, n, &c, at, sent) {
-            created.push((c.order_id, at, n, ack));
-        }
-    }
+    let mut created = record_attempts(rec, b, answered);
     if let AfterOrder::Script { .. } = b.after {
         // Boxed: a buyer on its way holds only its plan until it gets this far.
         let scripted = super::script::run(
@@ -252,6 +210,95 @@ async fn journey(ctx: Arc<Ctx>, b: BuyerPlan) -> Result<(), PoolGone> {
         },
     );
     Ok(())
+}
+
+/// One order attempt's answer: the answer (`None`: the mapping sends no order), when it came,
+/// the attempt's number, and when it was meant to go out.
+type Answered = (Option<Classified>, Instant, usize, Instant);
+
+/// Waits for buyer `b`'s arrival (at `intended`) and logs it in if the mapping says so;
+/// `None` when it leaves without ordering (no session for it, or its login failed).
+async fn arrive(
+    ctx: &Ctx,
+    target: &Arc<Target>,
+    b: &BuyerPlan,
+    intended: &mut Instant,
+) -> Result<Option<Session>, PoolGone> {
+    ctx.pace.until(*intended).await;
+    ctx.recorder.arrived();
+    let Some(mut session) = target.session_for(b) else {
+        return Ok(None);
+    };
+    if !super::login::on_arrival(ctx, target, b, &mut session, intended).await? {
+        return Ok(None);
+    }
+    Ok(Some(session))
+}
+
+/// Buyer `b`'s views, each after the previous answer and its think time; when the order is due.
+async fn browse(
+    ctx: &Ctx,
+    target: &Arc<Target>,
+    b: &BuyerPlan,
+    session: &mut Session,
+    mut intended: Instant,
+) -> Result<Instant, PoolGone> {
+    for think in &b.views {
+        let view = Action::View;
+        let (_, done) = send(ctx, target, Kind::View, &view, b, session, intended).await?;
+        intended = done + *think;
+        ctx.pace.until(intended).await;
+    }
+    Ok(intended)
+}
+
+/// Buyer `b`'s order submissions: the first at `intended`, a bot's extra ones on their own
+/// schedule whatever the first one's fate; every answer, and when the buyer has them all.
+async fn submit(
+    ctx: &Arc<Ctx>,
+    target: &Arc<Target>,
+    b: &BuyerPlan,
+    session: &mut Session,
+    intended: Instant,
+) -> Result<(Vec<Answered>, Instant), PoolGone> {
+    let mut extra = Vec::new();
+    let mut at = intended;
+    // Every submission is an attempt of its own, named by its own idempotency key.
+    for (n, gap) in b.resubmits.iter().enumerate() {
+        at += *gap;
+        let ctx = ctx.clone();
+        let mut session = session.clone();
+        let b = b.clone();
+        extra.push(tokio::spawn(async move {
+            ctx.pace.until(at).await;
+            let t = ctx.targets.of(&b);
+            let (c, done) = send_order(&ctx, t, n + 1, &b, &mut session, at).await?;
+            Ok::<_, PoolGone>((c, done, n + 1, at))
+        }));
+    }
+    let (first, done) = send_order(ctx, target, 0, b, session, intended).await?;
+    let mut answered = vec![(first, done, 0, intended)];
+    for task in extra {
+        if let Ok(answer) = task.await {
+            answered.push(answer?);
+        }
+    }
+    // The buyer goes on once it has every answer it waited for (a bot's last submission may
+    // be answered after its first): its next request is due after that, plus its think time.
+    let done = answered.iter().map(|a| a.1).max().unwrap_or(done);
+    Ok((answered, done))
+}
+
+/// Records every answered attempt of buyer `b`; the orders they created.
+fn record_attempts(rec: &Recorder, b: &BuyerPlan, answered: Vec<Answered>) -> Vec<Created> {
+    let mut created: Vec<Created> = Vec::new();
+    for (c, at, n, sent) in answered {
+        let Some(c) = c else { continue };
+        if let Some(ack) = attempted(rec, b, n, &c, at, sent) {
+            created.push((c.order_id, at, n, ack));
+        }
+    }
+    created
 }
 
 /// `[after_order]`: pays or cancels each created order after thinking, or leaves it.
