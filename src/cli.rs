@@ -50,7 +50,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the reference shop with one inventory strategy.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Fire a scenario at one strategy of the reference shop, audit it, and report.
     Run(RunArgs),
     /// Fire the same scenario at several strategies (and backends) and compare them.
@@ -311,8 +311,8 @@ pub fn runtime(cli: &Cli) -> std::io::Result<tokio::runtime::Runtime> {
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     builder.enable_all();
     match &cli.command {
-        Command::Serve(args) if args.knobs.worker_threads > 0 => {
-            builder.worker_threads(args.knobs.worker_threads as usize);
+        Command::Serve(args) if args.worker_threads() > 0 => {
+            builder.worker_threads(args.worker_threads() as usize);
         }
         Command::Serve(_) => {}
         // Every other command generates load (or judges it): it takes the generator's place
@@ -344,7 +344,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<Exit> {
 
 async fn dispatch(command: Command) -> anyhow::Result<Exit> {
     match command {
-        Command::Serve(args) => serve::serve(args).await,
+        Command::Serve(args) => serve::serve(*args).await,
         Command::Run(args) => run_one(args).await,
         Command::Compare(args) => compare(args).await,
         Command::Gate(args) => gate::gate(*args).await,

@@ -307,6 +307,7 @@ where
     use clap::{CommandFactory, FromArgMatches};
     let mut command = values::dash_values(super::Cli::command());
     let matches = command.try_get_matches_from_mut(args)?;
+    super::serve::config_alone(&mut command, &matches)?;
     super::Cli::from_arg_matches(&matches).map_err(|e| e.format(&mut command))
 }
 

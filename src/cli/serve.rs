@@ -1,10 +1,14 @@
-//! `oversell serve`: the reference shop's flags, grouped for `--help`, and the refusal of a
-//! public listen address without an admin token of at least 16 characters.
+//! `oversell serve`: the reference shop's flags, grouped for `--help`, or its whole
+//! configuration as one document (`--config FILE|-`, a [`ServeConfig`]); its readiness report
+//! on a channel of its own (`--ready-fd N`); and the refusal of a public listen address without
+//! an admin token of at least 16 characters.
 
 use super::{defect_warning, values, ConnArgs};
 use crate::exit::Exit;
 use crate::inventory::Strategy;
-use crate::shop::{Application, ShopKnobs, TrustedProxies};
+use crate::services::ServicesMode;
+use crate::shop::ready::{Readiness, ReadySender};
+use crate::shop::{Application, ServeConfig, ShopKnobs, TrustedProxies};
 use crate::store::Backend;
 use clap::Args;
 use std::net::SocketAddr;
@@ -12,9 +16,20 @@ use std::net::SocketAddr;
 /// `oversell serve`.
 #[derive(Debug, Args, Clone)]
 pub struct ServeArgs {
-    /// Inventory strategy.
-    #[arg(short, long, value_enum, help_heading = values::SHOP)]
-    pub strategy: Strategy,
+    /// Inventory strategy (required unless --config).
+    #[arg(short, long, value_enum, required_unless_present = "config",
+          help_heading = values::SHOP)]
+    pub strategy: Option<Strategy>,
+    /// Every setting from this JSON document instead of flags (`-`: stdin), as `run` hands
+    /// its child shop its settings; no other flag of `serve` goes with it, and the environment
+    /// variables are not read. Fields: docs/src/running/cli.md.
+    #[arg(long, value_name = "FILE|-", value_parser = read_config, help_heading = values::SHOP)]
+    pub config: Option<Box<ServeConfig>>,
+    /// Report readiness on this inherited file descriptor: one JSON line (the bound address and
+    /// this version, or why it stopped), then it is closed.
+    #[arg(long, value_name = "FD", value_parser = values::whole::<i32>(3, i32::MAX as i128),
+          help_heading = values::SHOP)]
+    pub ready_fd: Option<i32>,
     /// Address to listen on: IP:PORT, HOST:PORT or :PORT (loopback); port 0 picks a free port
     /// and the bound address is printed. Off loopback it needs --admin-token.
     #[arg(short, long, value_name = "ADDR", default_value = "127.0.0.1:8080",
@@ -24,7 +39,8 @@ pub struct ServeArgs {
     #[arg(short, long, value_enum, help_heading = values::SHOP)]
     pub backend: Option<Backend>,
     /// Prefix of every Redis key (isolates parallel runs).
-    #[arg(long, default_value = "oversell", help_heading = values::SHOP)]
+    #[arg(long, default_value = crate::shop::serve_config::DEFAULT_REDIS_PREFIX,
+          help_heading = values::SHOP)]
     pub redis_prefix: String,
     /// redis-lua: URL that receives reconciliation alerts as JSON POSTs.
     #[arg(long, value_name = "URL", help_heading = values::SHOP)]
@@ -93,69 +109,193 @@ pub const MIN_TOKEN_CHARS: usize = 16;
 /// `serve --listen` off loopback without `--admin-token` (or with one shorter than
 /// [`MIN_TOKEN_CHARS`]): refused (anyone reaching the port
 /// could reset the sale) unless `--allow-open-admin`, which is announced on stderr.
-fn open_admin(args: &ServeArgs) -> anyhow::Result<()> {
-    let token = args.admin_token.as_deref().filter(|t| !t.is_empty());
-    if args.listen.ip().is_loopback() {
+fn open_admin(
+    listen: SocketAddr,
+    token: Option<&str>,
+    allow_open_admin: bool,
+) -> anyhow::Result<()> {
+    let token = token.filter(|t| !t.is_empty());
+    if listen.ip().is_loopback() {
         return Ok(());
     }
     if let Some(t) = token {
         let n = t.chars().count();
         anyhow::ensure!(
             n >= MIN_TOKEN_CHARS,
-            "--admin-token is {n} characters and --listen {} is reachable from other machines:              a token there needs at least {MIN_TOKEN_CHARS} (generate one: `openssl rand -hex              24`)",
-            args.listen
+            "--admin-token is {n} characters and --listen {listen} is reachable from other \
+             machines: a token there needs at least {MIN_TOKEN_CHARS} (generate one: `openssl \
+             rand -hex 24`)"
         );
         return Ok(());
     }
     anyhow::ensure!(
-        args.allow_open_admin,
-        "--listen {} is reachable from other machines and --admin-token is not set: anyone who \
-         can reach it could reset the sale (POST /admin/...). Set --admin-token (or \
+        allow_open_admin,
+        "--listen {listen} is reachable from other machines and --admin-token is not set: anyone \
+         who can reach it could reset the sale (POST /admin/...). Set --admin-token (or \
          OVERSELL_ADMIN_TOKEN), listen on loopback (127.0.0.1:PORT or :PORT), or pass \
-         --allow-open-admin to accept that",
-        args.listen
+         --allow-open-admin to accept that"
     );
     eprintln!(
-        "WARNING: --listen {} without --admin-token (--allow-open-admin): anyone who can reach \
-         this port can reset the sale",
-        args.listen
+        "WARNING: --listen {listen} without --admin-token (--allow-open-admin): anyone who can \
+         reach this port can reset the sale"
     );
     Ok(())
 }
 
-/// `oversell serve`: builds the shop, prints the address it bound, serves until a signal.
-pub(super) async fn serve(mut args: ServeArgs) -> anyhow::Result<Exit> {
-    open_admin(&args)?;
-    let (backend, _) = args.conn.database_for(args.backend)?;
-    let _services = args
-        .conn
-        .provide(&[backend], args.strategy.uses_redis())
-        .await?;
-    let (_, db) = args.conn.database_for(args.backend)?;
-    args.knobs.validate()?;
-    defect_warning(&args.knobs, [args.strategy])?;
-    let mut config = args.knobs.config(
-        args.strategy,
-        args.listen,
-        &db,
-        &args.conn.redis_url,
-        &args.redis_prefix,
-    );
-    config.pipeline.reconcile.webhook = args.alert_webhook;
-    config.replica_database_url = args.replica_database_url;
-    config.trusted_proxies = TrustedProxies::new(args.trusted_proxies);
-    config.admin_token = args.admin_token.filter(|t| !t.is_empty());
-    config.limits = crate::shop::listener::Limits {
-        max_connections: args.max_connections,
-        header_read_timeout: args.header_read_timeout,
-        idle_timeout: args.idle_timeout,
-        body_timeout: args.body_timeout,
+/// `--config`: the document at this path, or on stdin (`-`), read whole before the runtime
+/// starts (its knobs size the runtime).
+fn read_config(v: &str) -> Result<Box<ServeConfig>, String> {
+    use std::io::Read;
+    let (text, source) = if v == "-" {
+        let mut text = String::new();
+        let read = std::io::stdin().read_to_string(&mut text);
+        (read.map(|_| text), "stdin".to_string())
+    } else {
+        (std::fs::read_to_string(v), v.to_string())
     };
-    let app = Application::build(config).await?;
-    // The first stdout line is the contract with `oversell run`, which reads it.
+    let text = text.map_err(|e| format!("reading {source}: {e}"))?;
+    ServeConfig::from_json(&text)
+        .map(Box::new)
+        .map_err(|e| format!("{source}: {e}"))
+}
+
+/// With `--config`, a flag given beside it is refused (the document is whole, so the flag
+/// would be ignored); a value from the environment is not read.
+pub(super) fn config_alone(
+    command: &mut clap::Command,
+    matches: &clap::ArgMatches,
+) -> Result<(), clap::Error> {
+    let Some(("serve", m)) = matches.subcommand() else {
+        return Ok(());
+    };
+    if m.value_source("config") != Some(clap::parser::ValueSource::CommandLine) {
+        return Ok(());
+    }
+    let serve = command
+        .find_subcommand_mut("serve")
+        .expect("serve is a subcommand");
+    let beside: Vec<String> = serve
+        .get_arguments()
+        .filter(|a| !["config", "ready_fd"].contains(&a.get_id().as_str()))
+        .filter(|a| {
+            m.value_source(a.get_id().as_str()) == Some(clap::parser::ValueSource::CommandLine)
+        })
+        .map(|a| format!("--{}", a.get_long().unwrap_or(a.get_id().as_str())))
+        .collect();
+    if beside.is_empty() {
+        return Ok(());
+    }
+    Err(serve.error(
+        clap::error::ErrorKind::ArgumentConflict,
+        format!(
+            "--config holds every setting of the shop: {} cannot go with it (write it in the \
+             document instead)",
+            beside.join(", ")
+        ),
+    ))
+}
+
+impl ServeArgs {
+    /// The shop's runtime workers (0: tokio's default), from the document or the flag.
+    pub fn worker_threads(&self) -> u32 {
+        self.config
+            .as_ref()
+            .map_or(self.knobs.worker_threads, |c| c.knobs.worker_threads)
+    }
+}
+
+/// `oversell serve`: builds the shop, reports the address it bound (on the readiness channel
+/// when asked, and on stdout), serves until a signal. A start that fails is reported on the
+/// readiness channel too.
+pub(super) async fn serve(mut args: ServeArgs) -> anyhow::Result<Exit> {
+    let ready = args.ready_fd.take().map(ReadySender::take).transpose()?;
+    let started = match args.config.take() {
+        Some(config) => start(*config, None).await,
+        None => from_flags(args).await,
+    };
+    let (app, strategy, _services) = match started {
+        Ok(v) => v,
+        Err(e) => {
+            if let Some(ready) = ready {
+                let code = super::exit_code_for(&e).code();
+                ready.send(&Readiness::failed(format!("{e:#}"), code));
+            }
+            return Err(e);
+        }
+    };
+    if let Some(ready) = ready {
+        ready.send(&Readiness::ready(app.local_addr()));
+    }
+    // The first stdout line: for a person, or a script without --ready-fd.
     println!("oversell shop listening on http://{}", app.local_addr());
-    tracing::info!(strategy = %args.strategy, addr = %app.local_addr(), "shop ready");
+    tracing::info!(%strategy, addr = %app.local_addr(), "shop ready");
     app.run_until_stopped(crate::shop::shutdown_signal())
         .await?;
     Ok(Exit::Success)
+}
+
+/// The servers a shop's start provided (kept until it stops).
+type Services = crate::services::provide::Provided;
+
+/// `serve`'s flags: refuses an open admin first, then provides the servers (`--services`),
+/// then builds the document they describe and starts it.
+async fn from_flags(mut args: ServeArgs) -> anyhow::Result<(Application, Strategy, Services)> {
+    let strategy = args
+        .strategy
+        .expect("clap requires --strategy without --config");
+    open_admin(
+        args.listen,
+        args.admin_token.as_deref(),
+        args.allow_open_admin,
+    )?;
+    let (backend, _) = args.conn.database_for(args.backend)?;
+    let services = args.conn.provide(&[backend], strategy.uses_redis()).await?;
+    let (_, db) = args.conn.database_for(args.backend)?;
+    let config = ServeConfig {
+        redis_prefix: args.redis_prefix,
+        replica_database_url: args.replica_database_url,
+        alert_webhook: args.alert_webhook,
+        admin_token: args.admin_token,
+        allow_open_admin: args.allow_open_admin,
+        trusted_proxies: args.trusted_proxies,
+        limits: crate::shop::listener::Limits {
+            max_connections: args.max_connections,
+            header_read_timeout: args.header_read_timeout,
+            idle_timeout: args.idle_timeout,
+            body_timeout: args.body_timeout,
+        },
+        ..ServeConfig::new(strategy, args.listen, &db, &args.conn.redis_url, args.knobs)
+    };
+    start(config, Some(services)).await
+}
+
+/// Starts the shop `config` describes. A document read whole (`provided` none) is checked
+/// here: the open-admin refusal, then its servers, used as they are (`--services external`);
+/// `serve`'s flags did both before the servers were provided. Then its knobs and defect are
+/// checked and it is built and bound.
+async fn start(
+    config: ServeConfig,
+    provided: Option<Services>,
+) -> anyhow::Result<(Application, Strategy, Services)> {
+    let services = match provided {
+        Some(p) => p,
+        None => {
+            let token = config.admin_token.as_deref();
+            open_admin(config.listen, token, config.allow_open_admin)?;
+            let mut conn = ConnArgs {
+                database_url: Some(config.database_url.clone()),
+                mysql_url: config.database_url.clone(),
+                redis_url: config.redis_url.clone(),
+                services: ServicesMode::External,
+                managed_postgres: None,
+            };
+            let (backend, _) = conn.database_for(None)?;
+            conn.provide(&[backend], config.strategy.uses_redis())
+                .await?
+        }
+    };
+    config.knobs.validate()?;
+    defect_warning(&config.knobs, [config.strategy])?;
+    let app = Application::build(config.shop_config()).await?;
+    Ok((app, config.strategy, services))
 }

@@ -190,7 +190,7 @@ async fn run_cell(
         .map_or(shared_redis.to_string(), |r| r.url());
     let knobs = &plan.scenario.shop;
     let replica = super::replica::for_run(plan, cell, &name).await?;
-    let extra = replica.as_ref().map(|r| r.env()).unwrap_or_default();
+    let replica_url = replica.as_ref().map(|r| r.url.as_str());
     let shop = Arc::new(
         ChildShop::start_with(
             shop_exe,
@@ -198,14 +198,15 @@ async fn run_cell(
             &redis_url,
             &prefix,
             knobs,
-            &extra,
+            replica_url,
             log.clone(),
         )
         .await?,
     );
     plan.say(&format!(
-        "   shop {} (metrics {}/metrics, log {})",
+        "   shop {} (oversell {}, metrics {}/metrics, log {})",
         shop.base_url,
+        shop.version,
         shop.base_url,
         log.display()
     ));
@@ -233,7 +234,7 @@ async fn run_cell(
         redis_url: &redis_url,
         prefix: &prefix,
         knobs,
-        extra: &extra,
+        replica: replica_url,
     };
     let result = drive_reference(plan, &launch, &shop, &log, slot, owned).await;
     shop.stop().await;

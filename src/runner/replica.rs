@@ -11,20 +11,13 @@ use crate::services::provide::rebase;
 use crate::store::{PoolSettings, Store};
 use anyhow::Context;
 
-/// The run's replica and the `serve` arguments that point the shop at it.
+/// The run's replica and the URL of the run's database on it (the shop's
+/// `replica_database_url`).
 pub(super) struct RunReplica {
     /// The server (dropping it stops it and removes its data).
     pub replica: Replica,
     /// The run's database on the replica.
     pub url: String,
-}
-
-impl RunReplica {
-    /// `REPLICA_DATABASE_URL=URL` (`serve --replica-database-url` from its environment: a URL
-    /// never goes on a command line).
-    pub fn env(&self) -> Vec<(String, String)> {
-        vec![("REPLICA_DATABASE_URL".into(), self.url.clone())]
-    }
 }
 
 /// Why a run that wants a replica gets none (`None`: it can have one).

@@ -1,11 +1,14 @@
-//! The reference shop as a child process: its knobs from the scenario, start (reading the bound
-//! address from its first stdout line), graceful stop, and the reference-only steps of a run:
-//! the sale's set-up, waiting for its queue to drain, the final reconciliation, and what the
-//! oracle reads from Redis.
+//! The reference shop as a child process: its settings from the scenario, start, graceful
+//! stop, and the reference-only steps of a run: the sale's set-up, waiting for its queue to
+//! drain, the final reconciliation, and what the oracle reads from Redis.
 //!
-//! Each child gets a random admin token of its own (through its environment, not its command
-//! line) for the set-up and reconciliation calls, and trusts `X-Forwarded-For` from the
-//! harness's loopback address only, so the traffic model's buyers keep their own addresses.
+//! The child is told everything as one typed document ([`ServeConfig`], JSON on its stdin:
+//! `serve --config -`), so no URL or token is on its command line (`ps` shows argv to every
+//! local user) or in a file; and it answers on a pipe made for that (`--ready-fd`,
+//! [`crate::shop::ready`]): the address it bound and its version, or why it stopped. Its
+//! stdout and stderr go to its log. Each child gets a random admin token of its own for the
+//! set-up and reconciliation calls, and trusts `X-Forwarded-For` from the harness's loopback
+//! address only, so the traffic model's buyers keep their own addresses.
 //!
 //! The shop is a child process, not a task in this process: the load generator's CPU and
 //! memory figures (getrusage of this process) then measure the generator alone, the shop gets
@@ -21,25 +24,41 @@ use crate::nemesis::BoxFuture;
 use crate::pipeline::reconcile::Pass;
 use crate::report::Drain;
 use crate::services::{Service, Unreachable};
+use crate::shop::ready::{Readiness, ReadyPipe, Silence};
 use crate::shop::routes::Route;
-use crate::shop::ShopKnobs;
+use crate::shop::{ServeConfig, ShopKnobs};
 use crate::traffic::target::{Prepared, Target};
 use anyhow::{bail, Context};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
-use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::io::AsyncWriteExt;
 use tokio::process::{Child, Command};
 use tokio::time::Instant;
 
+/// How long a child shop may take to report on its readiness channel.
+const READY_WITHIN: Duration = Duration::from_secs(60);
+
+/// The variables `serve`'s flags read: the child gets its settings from its document only.
+const SERVE_ENV: &[&str] = &[
+    "DATABASE_URL",
+    "MYSQL_URL",
+    "REDIS_URL",
+    "REPLICA_DATABASE_URL",
+    "OVERSELL_ADMIN_TOKEN",
+    "OVERSELL_SERVICES",
+];
+
 /// A reference shop running as a child process.
 pub(crate) struct ChildShop {
-    /// The process and its stdout (held open: the shop's stdout must not hit a closed pipe);
-    /// replaced when `shop-kill` restarts it.
-    process: tokio::sync::Mutex<(Child, BufReader<tokio::process::ChildStdout>)>,
+    /// The process; replaced when `shop-kill` restarts it.
+    process: tokio::sync::Mutex<Child>,
     pub(crate) base_url: String,
+    /// The version the shop reported on its readiness channel.
+    pub(crate) version: String,
     /// `Authorization: Bearer` value of its admin routes.
     admin_token: String,
     /// How to start it again (`shop-kill`).
@@ -49,81 +68,119 @@ pub(crate) struct ChildShop {
 /// Everything a start needs, kept for a restart on the same port.
 struct Launch {
     exe: PathBuf,
-    strategy: crate::inventory::Strategy,
-    database_url: String,
-    redis_url: String,
-    redis_prefix: String,
-    knob_args: Vec<String>,
-    /// More `serve` settings as environment variables (`REPLICA_DATABASE_URL`).
-    extra_env: Vec<(String, String)>,
+    /// What the child is told (its `listen` is set at each start).
+    config: ServeConfig,
     log: PathBuf,
+    /// How long it may take to say it is ready.
+    ready_within: Duration,
+}
+
+/// A child that said it is ready.
+struct Started {
+    child: Child,
+    address: SocketAddr,
+    version: String,
 }
 
 impl Launch {
-    /// Starts the process listening on `listen`; returns it, its stdout and its base URL.
-    async fn spawn(
-        &self,
-        listen: &str,
-        admin_token: &str,
-    ) -> anyhow::Result<(Child, BufReader<tokio::process::ChildStdout>, String)> {
-        let strategy = self.strategy;
+    /// Starts the process listening on `listen`, hands it its document and waits for its
+    /// readiness report.
+    async fn spawn(&self, listen: SocketAddr) -> anyhow::Result<Started> {
         let log = &self.log;
         let log_file = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(log)
             .with_context(|| format!("creating {}", log.display()))?;
+        let stdout = log_file.try_clone().context("the shop's log")?;
         let mut cmd = Command::new(&self.exe);
         // Killed with the harness (kill -9 of `oversell run` leaves no shop listening).
         crate::services::managed::process::die_with_parent(cmd.as_std_mut());
         // Below the generator's CPU priority: the instrument must not compete with the shop.
         crate::placement::below_generator(cmd.as_std_mut());
+        let ready = ReadyPipe::new().context("the shop's readiness channel")?;
+        let fd = ready.hand_to(&mut cmd);
+        for name in SERVE_ENV {
+            cmd.env_remove(name);
+        }
         let mut child = cmd
-            .arg("serve")
-            .args(["--strategy", strategy.as_str(), "--listen", listen])
-            // The traffic model connects from here and names each buyer in X-Forwarded-For.
-            .args(["--trusted-proxy", "127.0.0.1"])
-            // The harness already decided where the servers are.
-            .args(["--services", "external"])
-            // Credentials go through the environment, never argv (`ps` shows argv to every
-            // local user): `serve` reads each of these flags from its variable.
-            .env("OVERSELL_ADMIN_TOKEN", admin_token)
-            .env("DATABASE_URL", &self.database_url)
-            .env("REDIS_URL", &self.redis_url)
-            .envs(self.extra_env.iter().map(|(k, v)| (k, v)))
-            .args(["--redis-prefix", &self.redis_prefix])
-            .args(&self.knob_args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
+            .args(["serve", "--config", "-", "--ready-fd", &fd.to_string()])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::from(stdout))
             .stderr(Stdio::from(log_file))
             .kill_on_drop(true)
             .spawn()
             .with_context(|| format!("starting the shop ({})", self.exe.display()))?;
-        let mut stdout = BufReader::new(child.stdout.take().context("shop stdout")?);
-        let mut line = String::new();
-        let read = tokio::time::timeout(Duration::from_secs(60), stdout.read_line(&mut line)).await;
-        let base_url = line
-            .trim()
-            .rsplit(' ')
-            .next()
-            .unwrap_or_default()
-            .to_string();
-        if !matches!(read, Ok(Ok(n)) if n > 0) || !base_url.starts_with("http://") {
-            let _ = child.kill().await;
-            let status = child.wait().await.ok().and_then(|s| s.code());
-            let why = std::fs::read_to_string(log).unwrap_or_default();
-            let last = why
-                .lines()
-                .rev()
-                .find(|l| l.starts_with("error:"))
-                .unwrap_or("no error printed");
-            if status == Some(3) {
-                return Err(Unreachable::relayed(last.trim_start_matches("error: ")).into());
-            }
-            bail!("the {strategy} shop did not start (exit {status:?}): {last}");
+        let config = ServeConfig {
+            listen,
+            ..self.config.clone()
+        };
+        if let Some(mut stdin) = child.stdin.take() {
+            // A child that dies first closes it: its report (or its silence) says why.
+            let _ = stdin.write_all(config.to_json().as_bytes()).await;
         }
-        Ok((child, stdout, base_url))
+        let strategy = self.config.strategy;
+        match ready.wait(self.ready_within).await {
+            Ok(Readiness::Ready {
+                address, version, ..
+            }) => Ok(Started {
+                child,
+                address,
+                version,
+            }),
+            Ok(Readiness::Failed {
+                error, exit_code, ..
+            }) => {
+                let _ = child.wait().await;
+                if exit_code == crate::exit::Exit::Unreachable.code() {
+                    return Err(Unreachable::relayed(error).into());
+                }
+                bail!(
+                    "the {strategy} shop did not start (exit {exit_code}): {error} (its log: {})",
+                    log.display()
+                )
+            }
+            Err(silence) => {
+                let _ = child.start_kill();
+                let status = child.wait().await.ok();
+                let last = last_error(log);
+                let why = match silence {
+                    Silence::Closed => {
+                        format!("exited ({}) before it said it was ready", shown(status))
+                    }
+                    Silence::TimedOut(t) => format!(
+                        "said nothing on its readiness channel within {} (killed)",
+                        crate::duration::shown(t)
+                    ),
+                    Silence::Unreadable(e) => format!("answered on its readiness channel with {e}"),
+                };
+                bail!(
+                    "the {strategy} shop did not start: it {why}; {last} (its log: {})",
+                    log.display()
+                )
+            }
+        }
     }
+}
+
+/// An exit status as a person reads it: `exit 1`, `killed by signal 9`.
+fn shown(status: Option<std::process::ExitStatus>) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match status {
+        Some(s) if s.code().is_some() => format!("exit {}", s.code().unwrap_or_default()),
+        Some(s) => format!("killed by signal {}", s.signal().unwrap_or_default()),
+        None => "status unknown".into(),
+    }
+}
+
+/// The last `error:` line of a shop's log, or that it printed none.
+fn last_error(log: &Path) -> String {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    text.lines()
+        .rev()
+        .find(|l| l.starts_with("error:"))
+        .unwrap_or("no error printed")
+        .to_string()
 }
 
 impl ChildShop {
@@ -135,18 +192,18 @@ impl ChildShop {
         knobs: &ShopKnobs,
         log: PathBuf,
     ) -> anyhow::Result<ChildShop> {
-        Self::start_with(exe, cell, redis_url, redis_prefix, knobs, &[], log).await
+        Self::start_with(exe, cell, redis_url, redis_prefix, knobs, None, log).await
     }
 
-    /// [`Self::start`] with `extra` settings of `serve` in its environment (a run's
-    /// `REPLICA_DATABASE_URL`).
+    /// [`Self::start`] reading its reconciliation snapshots from `replica` (a run's managed
+    /// read replica).
     pub(crate) async fn start_with(
         exe: &Path,
         cell: &Cell,
         redis_url: &str,
         redis_prefix: &str,
         knobs: &ShopKnobs,
-        extra: &[(String, String)],
+        replica: Option<&str>,
         log: PathBuf,
     ) -> anyhow::Result<ChildShop> {
         let _ = std::fs::remove_file(&log);
@@ -154,20 +211,32 @@ impl ChildShop {
             .iter()
             .map(|b| format!("{b:02x}"))
             .collect();
+        let loopback = SocketAddr::from(([127, 0, 0, 1], 0));
+        let config = ServeConfig {
+            redis_prefix: redis_prefix.to_string(),
+            replica_database_url: replica.map(str::to_string),
+            admin_token: Some(admin_token.clone()),
+            // The traffic model connects from here and names each buyer in X-Forwarded-For.
+            trusted_proxies: vec![loopback.ip().into()],
+            ..ServeConfig::new(
+                cell.strategy,
+                loopback,
+                &cell.database_url,
+                redis_url,
+                knobs.clone(),
+            )
+        };
         let launch = Launch {
             exe: exe.to_path_buf(),
-            strategy: cell.strategy,
-            database_url: cell.database_url.clone(),
-            redis_url: redis_url.to_string(),
-            redis_prefix: redis_prefix.to_string(),
-            knob_args: knobs.command_line(),
-            extra_env: extra.to_vec(),
+            config,
             log,
+            ready_within: READY_WITHIN,
         };
-        let (child, stdout, base_url) = launch.spawn("127.0.0.1:0", &admin_token).await?;
+        let started = launch.spawn(loopback).await?;
         Ok(ChildShop {
-            process: tokio::sync::Mutex::new((child, stdout)),
-            base_url,
+            process: tokio::sync::Mutex::new(started.child),
+            base_url: format!("http://{}", started.address),
+            version: started.version,
             admin_token,
             launch,
         })
@@ -212,13 +281,12 @@ impl ChildShop {
 
     /// The process id of the shop as it runs now (a restart changes it).
     pub(crate) async fn pid(&self) -> Option<u32> {
-        self.process.lock().await.0.id()
+        self.process.lock().await.id()
     }
 
     /// SIGTERM, then up to 10 s for a graceful stop, then SIGKILL.
     pub(crate) async fn stop(&self) {
-        let mut p = self.process.lock().await;
-        let child = &mut p.0;
+        let mut child = self.process.lock().await;
         if let Some(pid) = child.id().and_then(|p| i32::try_from(p).ok()) {
             let _ = kill(Pid::from_raw(pid), Signal::SIGTERM);
         }
@@ -236,32 +304,36 @@ impl crate::nemesis::ShopControl for ChildShop {
     fn kill(&self) -> BoxFuture<'_, anyhow::Result<()>> {
         Box::pin(async move {
             let mut p = self.process.lock().await;
-            p.0.kill().await.context("killing the shop")?;
+            p.kill().await.context("killing the shop")?;
             Ok(())
         })
     }
 
     fn kill_now(&self) {
         if let Ok(mut p) = self.process.try_lock() {
-            let _ = p.0.start_kill();
+            let _ = p.start_kill();
         }
     }
 
     fn restart(&self) -> BoxFuture<'_, anyhow::Result<()>> {
         Box::pin(async move {
-            let listen = self.base_url.trim_start_matches("http://").to_string();
+            let listen: SocketAddr = self
+                .base_url
+                .trim_start_matches("http://")
+                .parse()
+                .context("the shop's address")?;
             let mut p = self.process.lock().await;
             // The port can linger for a moment after the kill: try for up to 5 s.
             let mut tries = 0;
-            let (child, stdout, _) = loop {
+            let started = loop {
                 tries += 1;
-                match self.launch.spawn(&listen, &self.admin_token).await {
+                match self.launch.spawn(listen).await {
                     Ok(v) => break v,
                     Err(e) if tries >= 25 => return Err(e.context("restarting the shop")),
                     Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
                 }
             };
-            *p = (child, stdout);
+            *p = started.child;
             Ok(())
         })
     }
@@ -451,3 +523,6 @@ async fn buckets_state(
     total.last_event = Some(last.join(","));
     Ok(total)
 }
+
+#[cfg(test)]
+mod tests;

@@ -31,8 +31,8 @@ pub(super) struct Launch<'a> {
     pub redis_url: &'a str,
     pub prefix: &'a str,
     pub knobs: &'a ShopKnobs,
-    /// `serve` settings in its environment (`REPLICA_DATABASE_URL`).
-    pub extra: &'a [(String, String)],
+    /// The run's read replica, for reconciliation snapshots.
+    pub replica: Option<&'a str>,
 }
 
 /// The log of shop `k` (1-based) of a run whose first shop logs to `first`:
@@ -62,7 +62,7 @@ pub(super) async fn start_rest(
             launch.redis_url,
             launch.prefix,
             launch.knobs,
-            launch.extra,
+            launch.replica,
             log_of(first_log, k),
         )
         .await

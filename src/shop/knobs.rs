@@ -1,5 +1,5 @@
 //! The reference shop's knobs: one list, read by `serve`'s flags, a scenario's `[shop]` table
-//! and the command line a run hands to the child shop.
+//! and the `knobs` of the [`super::ServeConfig`] a run hands to its child shop.
 //!
 //! Each knob is written once in the `knobs!` list below: its type, default, allowed range and
 //! help text. From that list (the macro is in `knobs/declare.rs`) come the clap flags

@@ -15,6 +15,10 @@
 //!   (DNS rebinding).
 //! - [`listener`]: the accept loop: a connection cap, a header-read and an idle timeout;
 //!   `body`: a JSON route's body read within the body timeout.
+//! - [`serve_config`]: [`ServeConfig`], everything `serve` is told as one document (its flags
+//!   build one; `serve --config` reads one whole, as a run's child shop gets it).
+//! - [`ready`]: the readiness channel a child shop reports on: its address and version, or
+//!   why it stopped.
 
 mod admin;
 mod body;
@@ -24,8 +28,10 @@ mod handlers;
 pub mod host;
 pub mod knobs;
 pub mod listener;
+pub mod ready;
 pub mod rewarm;
 pub mod routes;
+pub mod serve_config;
 pub mod telemetry;
 
 use crate::inventory::{Inventory, RedisSettings, Settings, Strategy};
@@ -44,6 +50,7 @@ use tokio::sync::watch;
 pub use client_ip::TrustedProxies;
 pub use knobs::{KnobError, ShopKnobs, MAX_SHOPS};
 use rewarm::RewarmWatch;
+pub use serve_config::ServeConfig;
 
 /// Everything `oversell serve` needs.
 #[derive(Debug, Clone)]

@@ -178,7 +178,8 @@ fn the_indexed_job_shards_and_the_merge_agree() {
         "merge reads the shop's Redis keys"
     );
     assert_eq!(
-        serve.strategy, run.strategy,
+        serve.strategy,
+        Some(run.strategy),
         "the shards record the shop's strategy"
     );
 }

@@ -47,6 +47,7 @@ mod rewarm;
 mod runs;
 mod secrets;
 mod selftest;
+mod serve_config;
 mod services;
 mod sessions;
 mod shard;

@@ -1,6 +1,6 @@
 //! The `knobs!` macro: from the one list in `knobs.rs` it declares [`super::ShopKnobs`], its
-//! `serve` flags, its `[shop]`/`report.json` forms, its defaults, range checks and the command
-//! line a run hands to the child shop.
+//! `serve` flags, its `[shop]`/`report.json` forms, its defaults, range checks and the `serve`
+//! command line that reproduces them (another command's flags take their defaults from it).
 
 /// Declares [`super::ShopKnobs`] from six lists: choices first (`name: EnumType =
 /// Default::Variant;`, a `clap::ValueEnum` spelled in kebab-case), then optional choices
