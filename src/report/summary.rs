@@ -182,9 +182,24 @@ fn retries(m: &crate::traffic::recorder::Measurements, kind: Kind) -> Option<sup
     })
 }
 
-/// Builds a run's report section.
-pub fn build(input: RunInputs) -> RunReport {
-    let m = &input.measurements;
+/// A latency summary of `h`, `None` when it holds nothing.
+fn unless_empty(h: Histogram<u64>) -> Option<LatencySummary> {
+    Some(h)
+        .filter(|h| !h.is_empty())
+        .map(|h| LatencySummary::of(&h))
+}
+
+/// The error answers among `counts`.
+fn errors(counts: &BTreeMap<Answer, u64>) -> u64 {
+    counts
+        .iter()
+        .filter(|(a, _)| a.is_error())
+        .map(|(_, n)| n)
+        .sum()
+}
+
+/// Each kind of request that was sent: its report, and its latency histogram encoded.
+fn kinds(m: &Measurements) -> (BTreeMap<Kind, KindReport>, BTreeMap<Kind, String>) {
     let mut requests = BTreeMap::new();
     let mut histograms = BTreeMap::new();
     for kind in Kind::ALL {
@@ -214,15 +229,11 @@ pub fn build(input: RunInputs) -> RunReport {
             },
         );
     }
-    let order_counts = m.counts(Kind::Order);
-    let attempts: u64 = order_counts.values().sum();
-    let errors: u64 = order_counts
-        .iter()
-        .filter(|(a, _)| a.is_error())
-        .map(|(_, n)| n)
-        .sum();
-    let duration = m.timeline.len().max(1) as f64;
-    let total: u64 = requests.values().map(|k: &KindReport| k.total).sum();
+    (requests, histograms)
+}
+
+/// Order answers per second by answer, every request per second, order latency p99 per second.
+fn timeline(m: &Measurements) -> Timeline {
     let mut timeline = Timeline {
         seconds: (0..m.timeline.len() as u64).collect(),
         ..Timeline::default()
@@ -248,25 +259,42 @@ pub fn build(input: RunInputs) -> RunReport {
             }
         })
         .collect();
-    let find = |name: &str| input.series.iter().find(|s| s.name == name);
-    let summary = |name: &str| find(name).map(|s| MetricSummary::of(s, duration));
-    let total_of =
-        |name: &str| find(name).map(|s| s.points.iter().map(|p| p.1).sum::<f64>().round());
-    let send_lag = Some(m.send_lag_all())
-        .filter(|h| !h.is_empty())
-        .map(|h| LatencySummary::of(&h));
-    let order = requests.get(&Kind::Order);
+    timeline
+}
+
+/// What the generator's lateness did to the order latency ([`super::lateness`]).
+fn lateness(
+    m: &Measurements,
+    order: Option<&KindReport>,
+    input: &RunInputs,
+) -> super::lateness::Lateness {
     let four = |l: &LatencySummary| [l.mean_ms, l.p50_ms, l.p90_ms, l.p99_ms];
     let figures = match order.map(|k| (&k.latency, k.shop_latency.as_ref())) {
         Some((l, Some(s))) if l.count > 0 => super::lateness::figures(four(l), four(s)),
         _ => Vec::new(),
     };
-    let lateness = super::lateness::Lateness::judge(
+    super::lateness::Lateness::judge(
         &m.send_lag_all(),
         input.late_after,
         figures,
         input.max_send_lag_ms,
-    );
+    )
+}
+
+/// Builds a run's report section.
+pub fn build(input: RunInputs) -> RunReport {
+    let m = &input.measurements;
+    let (requests, histograms) = kinds(m);
+    let order_counts = m.counts(Kind::Order);
+    let attempts: u64 = order_counts.values().sum();
+    let order_errors = errors(&order_counts);
+    let duration = m.timeline.len().max(1) as f64;
+    let total: u64 = requests.values().map(|k: &KindReport| k.total).sum();
+    let find = |name: &str| input.series.iter().find(|s| s.name == name);
+    let summary = |name: &str| find(name).map(|s| MetricSummary::of(s, duration));
+    let total_of =
+        |name: &str| find(name).map(|s| s.points.iter().map(|p| p.1).sum::<f64>().round());
+    let lateness = lateness(m, requests.get(&Kind::Order), &input);
     RunReport {
         shop: input.shop,
         repeat: None,
@@ -277,16 +305,11 @@ pub fn build(input: RunInputs) -> RunReport {
         findings: input.findings,
         requests,
         order_attempts: attempts,
-        order_errors: errors,
+        order_errors,
         order_retries: m.retry_counts(Kind::Order).values().sum(),
-        order_retry_errors: m
-            .retry_counts(Kind::Order)
-            .iter()
-            .filter(|(a, _)| a.is_error())
-            .map(|(_, n)| n)
-            .sum(),
+        order_retry_errors: errors(&m.retry_counts(Kind::Order)),
         error_rate: if attempts > 0 {
-            errors as f64 / attempts as f64
+            order_errors as f64 / attempts as f64
         } else {
             0.0
         },
@@ -294,13 +317,9 @@ pub fn build(input: RunInputs) -> RunReport {
         order_throughput_rps: served_rate(attempts, m.order_answer_span, duration),
         time_to_sell_out_s: m.first_sold_out_ms.map(|ms| ms as f64 / 1000.0),
         duration_s: duration,
-        send_lag,
-        sender_wait: Some(m.sender_wait_all())
-            .filter(|h| !h.is_empty())
-            .map(|h| LatencySummary::of(&h)),
-        service_time: Some(m.service_all())
-            .filter(|h| !h.is_empty())
-            .map(|h| LatencySummary::of(&h)),
+        send_lag: unless_empty(m.send_lag_all()),
+        sender_wait: unless_empty(m.sender_wait_all()),
+        service_time: unless_empty(m.service_all()),
         max_send_lag_ms: input.max_send_lag_ms,
         generator_bound: lateness.bound.is_some(),
         generator_lateness: lateness,
@@ -317,7 +336,7 @@ pub fn build(input: RunInputs) -> RunReport {
         faults: Vec::new(),
         decision: DecisionSummary::of(&m.decisions),
         goose_crosscheck: input.goose,
-        timeline,
+        timeline: timeline(m),
         series: input.series,
         watch: BTreeMap::new(),
         histograms,
