@@ -59,63 +59,27 @@ pub fn read_from(
     source: impl std::io::Read,
     limit: Option<usize>,
 ) -> Result<(Vec<Account>, Columns), CsvError> {
-    let err = |line: Option<usize>, message: String| CsvError {
-        file: file.to_path_buf(),
-        line,
-        message,
-    };
     let mut records = csv::ReaderBuilder::new()
         .has_headers(false)
         .flexible(true)
         .trim(csv::Trim::All)
         .from_reader(source)
         .into_records()
-        .map(|r| r.map_err(|e| err(e.position().map(|p| p.line() as usize), e.to_string())))
+        .map(|r| {
+            r.map_err(|e| {
+                CsvError::at(file, e.position().map(|p| p.line() as usize), e.to_string())
+            })
+        })
         // A line of blanks is one empty cell; csv itself skips empty lines.
         .filter(|r| !matches!(r, Ok(rec) if rec.len() == 1 && rec[0].is_empty()));
     let header = records.next().transpose()?.ok_or_else(|| {
-        err(
+        CsvError::at(
+            file,
             None,
             "the file is empty; expected a header `user_id,device_id,ip`".into(),
         )
     })?;
-    let hline = line_of(&header);
-    let names: Vec<String> = header.iter().map(str::to_ascii_lowercase).collect();
-    let mut index: HashMap<&str, usize> = HashMap::new();
-    let mut extra: Vec<(usize, String)> = Vec::new();
-    for (i, n) in names.iter().enumerate() {
-        let twice = || err(hline, format!("column `{n}` appears twice"));
-        match COLUMNS.iter().find(|c| **c == n.as_str()) {
-            Some(c) if index.insert(c, i).is_some() => return Err(twice()),
-            Some(_) => {}
-            None if extra.iter().any(|(_, e)| e == n) => return Err(twice()),
-            None if !template::is_name(n) => {
-                return Err(err(
-                    hline,
-                    format!(
-                        "column `{n}` cannot be a placeholder: an extra column's name is a-z, \
-                         0-9 and _ (like `email`), used as {{email}}"
-                    ),
-                ))
-            }
-            None if template::builtin(n).is_some() => {
-                return Err(err(
-                    hline,
-                    format!(
-                        "column `{n}` is a built-in placeholder ({{{n}}} is the scenario's); \
-                         rename the column"
-                    ),
-                ))
-            }
-            None => extra.push((i, n.clone())),
-        }
-    }
-    if let Some(missing) = COLUMNS.iter().find(|c| !index.contains_key(*c)) {
-        return Err(err(
-            hline,
-            format!("the header has no `{missing}` column; expected `user_id,device_id,ip`"),
-        ));
-    }
+    let header = Header::read(file, &header)?;
     let mut seen: HashMap<String, usize> = HashMap::new();
     let mut out = Vec::new();
     let mut rows: Vec<Vec<String>> = Vec::new();
@@ -123,15 +87,100 @@ pub fn read_from(
     while limit.is_none_or(|l| out.len() < l) {
         let Some(row) = records.next() else { break };
         let row = row?;
-        let line = line_of(&row);
-        let n = line.unwrap_or_default();
-        if row.len() != names.len() {
-            return Err(err(
-                line,
-                format!("{} fields, the header has {}", row.len(), names.len()),
-            ));
+        out.push(header.account(file, &row, &mut seen)?);
+        if !header.extra.is_empty() {
+            rows.push(
+                header
+                    .extra
+                    .iter()
+                    .map(|(i, _)| row[*i].to_string())
+                    .collect(),
+            );
         }
-        let get = |c: &str| row[index[c]].to_string();
+    }
+    let names = header.extra.into_iter().map(|(_, n)| n).collect();
+    Ok((out, Columns::new(names, rows)))
+}
+
+impl CsvError {
+    fn at(file: &Path, line: Option<usize>, message: String) -> Self {
+        CsvError {
+            file: file.to_path_buf(),
+            line,
+            message,
+        }
+    }
+}
+
+/// The header line: where each of [`COLUMNS`] is, and the extra columns (placeholders).
+struct Header {
+    /// How many columns every row must have.
+    width: usize,
+    index: HashMap<&'static str, usize>,
+    /// Each extra column's position and name.
+    extra: Vec<(usize, String)>,
+}
+
+impl Header {
+    /// Reads the header: every one of [`COLUMNS`] once, every other column a placeholder name
+    /// that is not a built-in one, no name twice.
+    fn read(file: &Path, header: &csv::StringRecord) -> Result<Header, CsvError> {
+        let hline = line_of(header);
+        let err = |message: String| CsvError::at(file, hline, message);
+        let names: Vec<String> = header.iter().map(str::to_ascii_lowercase).collect();
+        let mut index: HashMap<&'static str, usize> = HashMap::new();
+        let mut extra: Vec<(usize, String)> = Vec::new();
+        for (i, n) in names.iter().enumerate() {
+            let twice = || err(format!("column `{n}` appears twice"));
+            match COLUMNS.iter().find(|c| **c == n.as_str()) {
+                Some(c) if index.insert(*c, i).is_some() => return Err(twice()),
+                Some(_) => {}
+                None if extra.iter().any(|(_, e)| e == n) => return Err(twice()),
+                None if !template::is_name(n) => {
+                    return Err(err(format!(
+                        "column `{n}` cannot be a placeholder: an extra column's name is a-z, \
+                         0-9 and _ (like `email`), used as {{email}}"
+                    )))
+                }
+                None if template::builtin(n).is_some() => {
+                    return Err(err(format!(
+                        "column `{n}` is a built-in placeholder ({{{n}}} is the scenario's); \
+                         rename the column"
+                    )))
+                }
+                None => extra.push((i, n.clone())),
+            }
+        }
+        if let Some(missing) = COLUMNS.iter().find(|c| !index.contains_key(*c)) {
+            return Err(err(format!(
+                "the header has no `{missing}` column; expected `user_id,device_id,ip`"
+            )));
+        }
+        Ok(Header {
+            width: names.len(),
+            index,
+            extra,
+        })
+    }
+
+    /// One row's account, checked: as many fields as the header, ids of a usable length, an
+    /// IP address, a user not seen on an earlier line (`seen`: user id → line).
+    fn account(
+        &self,
+        file: &Path,
+        row: &csv::StringRecord,
+        seen: &mut HashMap<String, usize>,
+    ) -> Result<Account, CsvError> {
+        let line = line_of(row);
+        let err = |message: String| CsvError::at(file, line, message);
+        if row.len() != self.width {
+            return Err(err(format!(
+                "{} fields, the header has {}",
+                row.len(),
+                self.width
+            )));
+        }
+        let get = |c: &str| row[self.index[c]].to_string();
         let acc = Account {
             user_id: get("user_id"),
             device_id: get("device_id"),
@@ -139,34 +188,25 @@ pub fn read_from(
         };
         for (column, value) in [("user_id", &acc.user_id), ("device_id", &acc.device_id)] {
             if value.is_empty() || value.len() > MAX_ID_LEN {
-                return Err(err(
-                    line,
-                    format!("{column} must be 1 to {MAX_ID_LEN} characters"),
-                ));
+                return Err(err(format!(
+                    "{column} must be 1 to {MAX_ID_LEN} characters"
+                )));
             }
         }
         if acc.ip.parse::<IpAddr>().is_err() {
-            return Err(err(
-                line,
-                format!("ip {:?} is not an IPv4 or IPv6 address", acc.ip),
-            ));
+            return Err(err(format!(
+                "ip {:?} is not an IPv4 or IPv6 address",
+                acc.ip
+            )));
         }
-        if let Some(first) = seen.insert(acc.user_id.clone(), n) {
-            return Err(err(
-                line,
-                format!(
-                    "user_id {:?} already appears on line {first}; one row per person",
-                    acc.user_id
-                ),
-            ));
+        if let Some(first) = seen.insert(acc.user_id.clone(), line.unwrap_or_default()) {
+            return Err(err(format!(
+                "user_id {:?} already appears on line {first}; one row per person",
+                acc.user_id
+            )));
         }
-        out.push(acc);
-        if !extra.is_empty() {
-            rows.push(extra.iter().map(|(i, _)| row[*i].to_string()).collect());
-        }
+        Ok(acc)
     }
-    let names = extra.into_iter().map(|(_, n)| n).collect();
-    Ok((out, Columns::new(names, rows)))
 }
 
 /// Reads the file, streamed and only as far as the plan needs, and gives its accounts to
