@@ -239,9 +239,21 @@ fn shaping(m: &Model) -> String {
 
 fn parameters(out: &mut String, m: &Model, s: &Source<'_>) {
     out.push_str("## Parameters\n\n| scenario field | value | measured from |\n|---|---|---|\n");
-    let [pay, cancel, abandon] = m.after_bp();
-    let bp = |v: u64| format!("{:.4}", v as f64 / 10_000.0);
-    let stock_src = match &m.stock {
+    let stock = [
+        "item.stock".into(),
+        m.stock.units().to_string(),
+        stock_source(m, s),
+    ];
+    let rows = [vec![stock], buyer_rows(m), bot_rows(m), after_order_rows(m)];
+    for r in rows.iter().flatten() {
+        row(out, r);
+    }
+    out.push('\n');
+}
+
+/// Where the stock came from: `--stock`, or the most units held at once in the log.
+fn stock_source(m: &Model, s: &Source<'_>) -> String {
+    match &m.stock {
         Stock::Given(_) => "--stock".to_string(),
         Stock::Inferred { refused, .. } => format!(
             "the most units held at once: order attempts answered 2xx ({}) less cancels answered \
@@ -249,10 +261,17 @@ fn parameters(out: &mut String, m: &Model, s: &Source<'_>) {
             s.tally.orders_ok,
             refused.iter().map(|(_, n)| n).sum::<u64>()
         ),
-    };
-    let ranges = |r: &Option<Range>| r.map_or("-".into(), |r| format!("[{}, {}]", r.lo, r.hi));
-    let rows: Vec<[String; 3]> = vec![
-        ["item.stock".into(), m.stock.units().to_string(), stock_src],
+    }
+}
+
+/// `[lo, hi]`, or `-` when nothing was measured.
+fn range_value(r: &Option<Range>) -> String {
+    r.map_or("-".into(), |r| format!("[{}, {}]", r.lo, r.hi))
+}
+
+/// The `[buyers]` and `[browse]` rows.
+fn buyer_rows(m: &Model) -> Vec<[String; 3]> {
+    vec![
         [
             "buyers.count".into(),
             m.count().to_string(),
@@ -289,9 +308,15 @@ fn parameters(out: &mut String, m: &Model, s: &Source<'_>) {
         ],
         [
             "browse.think_ms".into(),
-            ranges(&m.view_think),
+            range_value(&m.view_think),
             range_cell(&m.view_think, "gap after a view"),
         ],
+    ]
+}
+
+/// The `[bots]` rows.
+fn bot_rows(m: &Model) -> Vec<[String; 3]> {
+    vec![
         [
             "bots.share".into(),
             format!("{:.4}", m.bot_share()),
@@ -310,9 +335,17 @@ fn parameters(out: &mut String, m: &Model, s: &Source<'_>) {
         ],
         [
             "bots.interval_ms".into(),
-            ranges(&m.bot_interval),
+            range_value(&m.bot_interval),
             range_cell(&m.bot_interval, "gap between a bot's attempts"),
         ],
+    ]
+}
+
+/// The `[after_order]` rows.
+fn after_order_rows(m: &Model) -> Vec<[String; 3]> {
+    let [pay, cancel, abandon] = m.after_bp();
+    let bp = |v: u64| format!("{:.4}", v as f64 / 10_000.0);
+    vec![
         [
             "after_order.pay".into(),
             bp(pay),
@@ -337,16 +370,12 @@ fn parameters(out: &mut String, m: &Model, s: &Source<'_>) {
         ],
         [
             "after_order.think_ms".into(),
-            ranges(&m.after_think),
+            range_value(&m.after_think),
             format!(
                 "{} {}",
                 range_cell(&m.pay_delay, "last order attempt to pay"),
                 range_cell(&m.cancel_delay, "last order attempt to cancel")
             ),
         ],
-    ];
-    for r in rows {
-        row(out, &r);
-    }
-    out.push('\n');
+    ]
 }
