@@ -2,7 +2,7 @@
 //! each metric by its name. The Markdown ([`super::render`], each metric's long label) is what a
 //! pipe, `--markdown FILE` and `--wide` get.
 
-use super::{change, describe, Diff, DiffPlan, Verdict};
+use super::{change, describe, Diff, DiffPlan, RunDiff, Verdict};
 use crate::report::table::{text, width, wrap, Align, TERMINAL_WIDTH};
 use crate::report::Report;
 use std::fmt::Write as _;
@@ -10,6 +10,26 @@ use std::fmt::Write as _;
 /// The comparison for a terminal; a `--repeat` side shows its median and min–max where that
 /// fits, else its median alone (the Markdown has both).
 pub fn render(plan: &DiffPlan, baseline: &Report, candidate: &Report, d: &Diff) -> String {
+    let mut s = heading(plan, baseline, candidate, d);
+    let mut medians_only = false;
+    for r in &d.runs {
+        let mut t = run_table(r, true);
+        if width(&t) > TERMINAL_WIDTH {
+            t = run_table(r, false);
+            medians_only |= r.rows.iter().any(|x| x.spreads.is_some());
+        }
+        let _ = writeln!(s, "\n{}", r.label);
+        s.push_str(&t);
+    }
+    s.push('\n');
+    for n in notes(plan, d, medians_only) {
+        let _ = writeln!(s, "{}", wrap(&n, TERMINAL_WIDTH));
+    }
+    s
+}
+
+/// What is compared with what, the noise band, and a warning when the scenarios differ.
+fn heading(plan: &DiffPlan, baseline: &Report, candidate: &Report, d: &Diff) -> String {
     let mut lines = vec![
         format!(
             "oversell diff: baseline {}",
@@ -27,10 +47,14 @@ pub fn render(plan: &DiffPlan, baseline: &Report, candidate: &Report, d: &Diff) 
             baseline.scenario.name, candidate.scenario.name
         ));
     }
-    let mut s: String = lines
+    lines
         .iter()
         .map(|l| wrap(l, TERMINAL_WIDTH) + "\n")
-        .collect();
+        .collect()
+}
+
+/// One run's table, each side with its min–max when `spreads` (and it has one).
+fn run_table(r: &RunDiff, spreads: bool) -> String {
     let header = [
         "metric",
         "baseline",
@@ -42,38 +66,30 @@ pub fn render(plan: &DiffPlan, baseline: &Report, candidate: &Report, d: &Diff) 
     .map(String::from);
     let mut align = vec![Align::Right; header.len()];
     (align[0], align[5]) = (Align::Left, Align::Left);
-    let mut medians_only = false;
-    for r in &d.runs {
-        let table = |spreads: bool| {
-            let rows: Vec<Vec<String>> = r
-                .rows
-                .iter()
-                .map(|row| {
-                    let (bs, cs) = match (&row.spreads, spreads) {
-                        (Some((b, c)), true) => (b.as_ref(), c.as_ref()),
-                        _ => (None, None),
-                    };
-                    let (abs, rel) = change(row);
-                    vec![
-                        row.metric.name().to_string(),
-                        row.side(row.baseline, bs),
-                        row.side(row.candidate, cs),
-                        abs,
-                        rel,
-                        word(row.verdict).to_string(),
-                    ]
-                })
-                .collect();
-            text(&header, &rows, &align)
-        };
-        let mut t = table(true);
-        if width(&t) > TERMINAL_WIDTH {
-            t = table(false);
-            medians_only |= r.rows.iter().any(|x| x.spreads.is_some());
-        }
-        let _ = writeln!(s, "\n{}", r.label);
-        s.push_str(&t);
-    }
+    let rows: Vec<Vec<String>> = r
+        .rows
+        .iter()
+        .map(|row| {
+            let (bs, cs) = match (&row.spreads, spreads) {
+                (Some((b, c)), true) => (b.as_ref(), c.as_ref()),
+                _ => (None, None),
+            };
+            let (abs, rel) = change(row);
+            vec![
+                row.metric.name().to_string(),
+                row.side(row.baseline, bs),
+                row.side(row.candidate, cs),
+                abs,
+                rel,
+                word(row.verdict).to_string(),
+            ]
+        })
+        .collect();
+    text(&header, &rows, &align)
+}
+
+/// The notes under the tables: spreads, runs on one side only, what is worse, `--fail-on`.
+fn notes(plan: &DiffPlan, d: &Diff, medians_only: bool) -> Vec<String> {
     let mut notes = Vec::new();
     if d.runs
         .iter()
@@ -98,28 +114,30 @@ pub fn render(plan: &DiffPlan, baseline: &Report, candidate: &Report, d: &Diff) 
     } else {
         format!("Worse: {}.", worse.join("; "))
     });
-    if !plan.fail_on.is_empty() {
-        let names: Vec<&str> = plan.fail_on.iter().map(|f| f.given.as_str()).collect();
-        let hits = d.regressions(&plan.fail_on);
-        notes.push(if hits.is_empty() {
-            format!("PASS on --fail-on {}.", names.join(","))
-        } else {
-            let list: Vec<String> = hits
-                .iter()
-                .map(|(run, _, given)| format!("{run} {given}"))
-                .collect();
-            format!(
-                "FAIL on --fail-on {}: {}.",
-                names.join(","),
-                list.join("; ")
-            )
-        });
+    notes.extend(fail_on(plan, d));
+    notes
+}
+
+/// `PASS` or `FAIL on --fail-on ...` with the regressions (`None`: no `--fail-on`).
+fn fail_on(plan: &DiffPlan, d: &Diff) -> Option<String> {
+    if plan.fail_on.is_empty() {
+        return None;
     }
-    s.push('\n');
-    for n in notes {
-        let _ = writeln!(s, "{}", wrap(&n, TERMINAL_WIDTH));
-    }
-    s
+    let names: Vec<&str> = plan.fail_on.iter().map(|f| f.given.as_str()).collect();
+    let hits = d.regressions(&plan.fail_on);
+    Some(if hits.is_empty() {
+        format!("PASS on --fail-on {}.", names.join(","))
+    } else {
+        let list: Vec<String> = hits
+            .iter()
+            .map(|(run, _, given)| format!("{run} {given}"))
+            .collect();
+        format!(
+            "FAIL on --fail-on {}: {}.",
+            names.join(","),
+            list.join("; ")
+        )
+    })
 }
 
 /// A verdict in plain text (`WORSE` stands out without Markdown's bold).
