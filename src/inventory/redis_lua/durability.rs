@@ -101,105 +101,131 @@ pub async fn check(
     url: &str,
     mode: Durability,
 ) -> Result<Checked, DurabilityMismatch> {
-    let mismatch = |node: &str, needs: &str, found: String, fix: &str| DurabilityMismatch {
-        mode,
-        needs: needs.into(),
-        found,
-        fix: fix.into(),
-        url: if node.is_empty() {
-            redact_url(url)
-        } else {
-            format!("{} (master {node})", redact_url(url))
-        },
-    };
-    let aof_fix = |fsync: &str| {
-        format!(
-            "start redis-server with `--appendonly yes --appendfsync {fsync}` (or run `CONFIG \
-             SET appendonly yes`, `CONFIG SET appendfsync {fsync}` and `CONFIG REWRITE`)"
-        )
-    };
-    let fsync_ok: &[&str] = match mode {
-        Durability::None => return Ok(Checked::NothingToCheck),
-        Durability::AofEverysec => &["everysec", "always"],
-        Durability::AofAlways => &["always"],
-        Durability::WaitReplica => {
-            let mut cmd = redis::cmd("INFO");
-            cmd.arg("replication");
-            let nodes = match conn.on_each_master(&cmd).await {
-                Ok(n) => n,
-                Err(e) => return Ok(Checked::Unverifiable(format!("INFO replication: {e}"))),
-            };
-            for (node, info) in nodes {
-                let info: String = match info.and_then(|v| Ok(redis::from_redis_value(v)?)) {
-                    Ok(info) => info,
-                    Err(e) => {
-                        return Ok(Checked::Unverifiable(format!(
-                            "INFO replication{}: {e}",
-                            on(&node)
-                        )))
-                    }
-                };
-                let replicas = info_field(&info, "connected_slaves").unwrap_or("0");
-                if replicas.parse::<u64>().unwrap_or(0) == 0 {
-                    return Err(mismatch(
-                        &node,
-                        "at least one connected replica",
-                        format!("connected_slaves:{replicas}"),
-                        "start a replica with `redis-server --replicaof <primary host> <port>` \
-                         (on a cluster: `redis-cli --cluster add-node NEW EXISTING \
-                         --cluster-slave`) and wait until it is connected",
-                    ));
-                }
-            }
-            return Ok(Checked::Verified);
+    let claim = Claim { mode, url };
+    match mode {
+        Durability::None => Ok(Checked::NothingToCheck),
+        Durability::AofEverysec => check_aof(conn, &claim, &["everysec", "always"]).await,
+        Durability::AofAlways => check_aof(conn, &claim, &["always"]).await,
+        Durability::WaitReplica => check_replicas(conn, &claim).await,
+    }
+}
+
+/// The mode claimed of the Redis at `url`: what a mismatch names.
+struct Claim<'a> {
+    mode: Durability,
+    url: &'a str,
+}
+
+impl Claim<'_> {
+    /// `node` (empty: the one Redis) falls short: it `needs` what it lacks, has `found`.
+    fn mismatch(&self, node: &str, needs: &str, found: String, fix: &str) -> DurabilityMismatch {
+        DurabilityMismatch {
+            mode: self.mode,
+            needs: needs.into(),
+            found,
+            fix: fix.into(),
+            url: if node.is_empty() {
+                redact_url(self.url)
+            } else {
+                format!("{} (master {node})", redact_url(self.url))
+            },
         }
+    }
+}
+
+/// `cmd`'s answer from every master (one Redis: itself), or why it could not be had (`what`
+/// names the command in the reason).
+async fn each_master<T: redis::FromRedisValue>(
+    conn: &mut RedisConn,
+    cmd: &redis::Cmd,
+    what: &str,
+) -> Result<Vec<(String, T)>, String> {
+    let nodes = conn
+        .on_each_master(cmd)
+        .await
+        .map_err(|e| format!("{what}: {e}"))?;
+    nodes
+        .into_iter()
+        .map(
+            |(node, got)| match got.and_then(|v| Ok(redis::from_redis_value(v)?)) {
+                Ok(v) => Ok((node, v)),
+                Err(e) => Err(format!("{what}{}: {e}", on(&node))),
+            },
+        )
+        .collect()
+}
+
+/// `wait-replica`: every master has at least one connected replica.
+async fn check_replicas(
+    conn: &mut RedisConn,
+    claim: &Claim<'_>,
+) -> Result<Checked, DurabilityMismatch> {
+    let mut cmd = redis::cmd("INFO");
+    cmd.arg("replication");
+    let nodes: Vec<(String, String)> = match each_master(conn, &cmd, "INFO replication").await {
+        Ok(n) => n,
+        Err(why) => return Ok(Checked::Unverifiable(why)),
     };
+    for (node, info) in nodes {
+        let replicas = info_field(&info, "connected_slaves").unwrap_or("0");
+        if replicas.parse::<u64>().unwrap_or(0) == 0 {
+            return Err(claim.mismatch(
+                &node,
+                "at least one connected replica",
+                format!("connected_slaves:{replicas}"),
+                "start a replica with `redis-server --replicaof <primary host> <port>` \
+                 (on a cluster: `redis-cli --cluster add-node NEW EXISTING \
+                 --cluster-slave`) and wait until it is connected",
+            ));
+        }
+    }
+    Ok(Checked::Verified)
+}
+
+/// The AOF modes: every master has `appendonly yes` and one of `fsync_ok` (the first is what
+/// the fix sets).
+async fn check_aof(
+    conn: &mut RedisConn,
+    claim: &Claim<'_>,
+    fsync_ok: &[&str],
+) -> Result<Checked, DurabilityMismatch> {
     let mut config: Vec<(String, HashMap<String, String>)> = Vec::new();
     for name in ["appendonly", "appendfsync"] {
         let mut cmd = redis::cmd("CONFIG");
         cmd.arg("GET").arg(name);
-        let nodes = match conn.on_each_master(&cmd).await {
+        let nodes = match each_master(conn, &cmd, &format!("CONFIG GET {name}")).await {
             Ok(n) => n,
-            Err(e) => return Ok(Checked::Unverifiable(format!("CONFIG GET {name}: {e}"))),
+            Err(why) => return Ok(Checked::Unverifiable(why)),
         };
         for (node, got) in nodes {
-            let got: HashMap<String, String> =
-                match got.and_then(|v| Ok(redis::from_redis_value(v)?)) {
-                    Ok(v) => v,
-                    Err(e) => {
-                        return Ok(Checked::Unverifiable(format!(
-                            "CONFIG GET {name}{}: {e}",
-                            on(&node)
-                        )))
-                    }
-                };
             match config.iter_mut().find(|(n, _)| *n == node) {
                 Some((_, c)) => c.extend(got),
                 None => config.push((node, got)),
             }
         }
     }
-    let wanted = fsync_ok[0];
+    let fix = aof_fix(fsync_ok[0]);
     for (node, config) in &config {
         let get = |k: &str| config.get(k).cloned().unwrap_or_else(|| "(unset)".into());
         if get("appendonly") != "yes" {
-            return Err(mismatch(
-                node,
-                "appendonly yes",
-                format!("appendonly {}", get("appendonly")),
-                &aof_fix(wanted),
-            ));
+            let found = format!("appendonly {}", get("appendonly"));
+            return Err(claim.mismatch(node, "appendonly yes", found, &fix));
         }
         if !fsync_ok.contains(&get("appendfsync").as_str()) {
-            return Err(mismatch(
-                node,
-                &format!("appendfsync {}", fsync_ok.join(" or ")),
-                format!("appendfsync {}", get("appendfsync")),
-                &aof_fix(wanted),
-            ));
+            let needs = format!("appendfsync {}", fsync_ok.join(" or "));
+            let found = format!("appendfsync {}", get("appendfsync"));
+            return Err(claim.mismatch(node, &needs, found, &fix));
         }
     }
     Ok(Checked::Verified)
+}
+
+/// How to turn the AOF on with `fsync`.
+fn aof_fix(fsync: &str) -> String {
+    format!(
+        "start redis-server with `--appendonly yes --appendfsync {fsync}` (or run `CONFIG \
+         SET appendonly yes`, `CONFIG SET appendfsync {fsync}` and `CONFIG REWRITE`)"
+    )
 }
 
 /// ` on master host:port` for a cluster's node, nothing for one Redis.
