@@ -101,108 +101,127 @@ fn ready(name: &str, field: &str, url: &str, ctx: &Context) -> Result<String, Wa
     Ok(url)
 }
 
+/// A resolved source and where its numbers come from (credentials masked).
+type Resolution = Result<(Resolved, String), WatchError>;
+
+/// The HTTP client of gauge `name`.
+fn http_client(name: &str) -> Result<reqwest::Client, WatchError> {
+    crate::traffic::target::client(READ_TIMEOUT)
+        .map_err(|e| WatchError::new(format!("watch.{name}"), "an HTTP client", e.to_string()))
+}
+
+/// `sql`: on `database`, else the run's database (`--oracle-sql`).
+fn sql_source(name: &str, query: &str, database: Option<&str>, ctx: &Context) -> Resolution {
+    let written = match (database, &ctx.default_database) {
+        (Some(db), _) => db.to_string(),
+        (None, Some(db)) => db.clone(),
+        (None, None) => {
+            return Err(WatchError::new(
+                format!("watch.{name}.database"),
+                "a postgres:// or mysql:// URL (there is no --oracle-sql to default to)",
+                "nothing",
+            ))
+        }
+    };
+    let url = ready(name, "database", &written, ctx)?;
+    let backend = Backend::from_url(&url).map_err(|e| {
+        WatchError::new(
+            format!("watch.{name}.database"),
+            "a postgres:// or mysql:// URL",
+            e.to_string(),
+        )
+    })?;
+    let describe = format!(
+        "SQL on {}{}: `{query}`",
+        crate::secret::url(&written),
+        if database.is_none() {
+            " (the run's database)"
+        } else {
+            ""
+        }
+    );
+    let query = query.to_string();
+    Ok((
+        Resolved::Sql {
+            url,
+            backend,
+            query,
+        },
+        describe,
+    ))
+}
+
+/// `prometheus`: the sum of `metric`'s series matching `labels`.
+fn prometheus_source(
+    name: &str,
+    url: &str,
+    metric: &str,
+    labels: &BTreeMap<String, String>,
+    ctx: &Context,
+) -> Resolution {
+    let real = ready(name, "prometheus", url, ctx)?;
+    let describe = format!(
+        "Prometheus {} {metric}{} (matching series summed)",
+        crate::secret::url(url),
+        if labels.is_empty() {
+            String::new()
+        } else {
+            super::prometheus::labels_text(labels)
+        }
+    );
+    let resolved = Resolved::Prometheus {
+        url: real,
+        metric: metric.to_string(),
+        labels: labels.clone(),
+        client: http_client(name)?,
+    };
+    Ok((resolved, describe))
+}
+
+/// `redis`: one read command.
+fn redis_source(name: &str, url: &str, command: &ReadCommand, ctx: &Context) -> Resolution {
+    let real = ready(name, "redis", url, ctx)?;
+    let client = redis::Client::open(real.as_str()).map_err(|e| {
+        WatchError::new(
+            format!("watch.{name}.redis"),
+            "a redis:// URL",
+            e.to_string(),
+        )
+    })?;
+    let describe = format!("Redis {} `{}`", crate::secret::url(url), command.line());
+    let resolved = Resolved::Redis {
+        client,
+        conn: None,
+        command: command.clone(),
+    };
+    Ok((resolved, describe))
+}
+
+/// `http`: a number at `field` of a JSON answer.
+fn http_source(name: &str, url: &str, field: &str, ctx: &Context) -> Resolution {
+    let real = ready(name, "http", url, ctx)?;
+    let describe = format!("HTTP GET {} at `{field}`", crate::secret::url(url));
+    let resolved = Resolved::Http {
+        url: real,
+        field: field.to_string(),
+        client: http_client(name)?,
+    };
+    Ok((resolved, describe))
+}
+
 impl Reader {
     /// Resolves gauge `name`'s `source` for a run with `ctx`; an error names the field. Opens
     /// nothing: the first read connects.
     pub fn new(name: &str, source: &Source, ctx: &Context) -> Result<Reader, WatchError> {
-        let http = || {
-            crate::traffic::target::client(READ_TIMEOUT).map_err(|e| {
-                WatchError::new(format!("watch.{name}"), "an HTTP client", e.to_string())
-            })
-        };
         let (resolved, describe) = match source {
-            Source::Sql { query, database } => {
-                let written = match (database, &ctx.default_database) {
-                    (Some(db), _) => db.clone(),
-                    (None, Some(db)) => db.clone(),
-                    (None, None) => return Err(WatchError::new(
-                        format!("watch.{name}.database"),
-                        "a postgres:// or mysql:// URL (there is no --oracle-sql to default to)",
-                        "nothing",
-                    )),
-                };
-                let url = ready(name, "database", &written, ctx)?;
-                let backend = Backend::from_url(&url).map_err(|e| {
-                    WatchError::new(
-                        format!("watch.{name}.database"),
-                        "a postgres:// or mysql:// URL",
-                        e.to_string(),
-                    )
-                })?;
-                let describe = format!(
-                    "SQL on {}{}: `{query}`",
-                    crate::secret::url(&written),
-                    if database.is_none() {
-                        " (the run's database)"
-                    } else {
-                        ""
-                    }
-                );
-                (
-                    Resolved::Sql {
-                        url,
-                        backend,
-                        query: query.clone(),
-                    },
-                    describe,
-                )
-            }
+            Source::Sql { query, database } => sql_source(name, query, database.as_deref(), ctx)?,
             Source::Prometheus {
                 url,
                 metric,
                 labels,
-            } => {
-                let real = ready(name, "prometheus", url, ctx)?;
-                let describe = format!(
-                    "Prometheus {} {metric}{} (matching series summed)",
-                    crate::secret::url(url),
-                    if labels.is_empty() {
-                        String::new()
-                    } else {
-                        super::prometheus::labels_text(labels)
-                    }
-                );
-                (
-                    Resolved::Prometheus {
-                        url: real,
-                        metric: metric.clone(),
-                        labels: labels.clone(),
-                        client: http()?,
-                    },
-                    describe,
-                )
-            }
-            Source::Redis { url, command } => {
-                let real = ready(name, "redis", url, ctx)?;
-                let client = redis::Client::open(real.as_str()).map_err(|e| {
-                    WatchError::new(
-                        format!("watch.{name}.redis"),
-                        "a redis:// URL",
-                        e.to_string(),
-                    )
-                })?;
-                let describe = format!("Redis {} `{}`", crate::secret::url(url), command.line());
-                (
-                    Resolved::Redis {
-                        client,
-                        conn: None,
-                        command: command.clone(),
-                    },
-                    describe,
-                )
-            }
-            Source::Http { url, field } => {
-                let real = ready(name, "http", url, ctx)?;
-                let describe = format!("HTTP GET {} at `{field}`", crate::secret::url(url));
-                (
-                    Resolved::Http {
-                        url: real,
-                        field: field.clone(),
-                        client: http()?,
-                    },
-                    describe,
-                )
-            }
+            } => prometheus_source(name, url, metric, labels, ctx)?,
+            Source::Redis { url, command } => redis_source(name, url, command, ctx)?,
+            Source::Http { url, field } => http_source(name, url, field, ctx)?,
         };
         Ok(Reader { resolved, describe })
     }
