@@ -114,49 +114,16 @@ impl Task {
         }
     }
 
-    /// Every task an item needs under `engine` (`consumers`: redis-lua's per item).
-    fn for_item(engine: &Engine, consumers: usize) -> Vec<Task> {
-        let mut tasks = vec![Task::Expiry];
-        match engine {
-            Engine::Db(_) | Engine::Batched(_) => {}
-            Engine::Redis(RedisEngine::Lua(redis)) => {
-                tasks.extend(std::iter::repeat_n(
-                    Task::Consumer(redis.clone()),
-                    consumers.max(1),
-                ));
-                tasks.push(Task::Reconcile);
-            }
-            Engine::Redis(RedisEngine::Buckets(buckets)) => {
-                tasks.extend(
-                    (0..buckets.buckets()).map(|b| Task::BucketConsumer(buckets.clone(), b)),
-                );
-                tasks.push(Task::Repair(buckets.clone()));
-            }
-        }
-        tasks
-    }
-}
-
-async fn supervise(
-    inventory: Inventory,
-    settings: PipelineSettings,
-    mut shutdown: watch::Receiver<bool>,
-) {
-    let mut started: HashSet<i64> = HashSet::new();
-    let mut tasks = JoinSet::new();
-    let mut running: HashMap<tokio::task::Id, (Task, i64)> = HashMap::new();
-    let stop = shutdown.clone();
-    let start = |tasks: &mut JoinSet<()>, task: Task, item: i64| {
-        let shutdown = stop.clone();
-        let consumer_name = || {
-            format!(
-                "shop-{}-{}",
-                std::process::id(),
-                uuid::Uuid::now_v7().simple()
-            )
-        };
-        let task_again = task.clone();
-        let handle = match task {
+    /// Starts this task for `item` on `tasks`, until `shutdown`; its id.
+    fn spawn(
+        self,
+        item: i64,
+        inventory: &Inventory,
+        settings: &PipelineSettings,
+        shutdown: watch::Receiver<bool>,
+        tasks: &mut JoinSet<()>,
+    ) -> tokio::task::Id {
+        let handle = match self {
             Task::Expiry => tasks.spawn(expiry_loop(
                 inventory.clone(),
                 item,
@@ -199,7 +166,55 @@ async fn supervise(
                 tasks.spawn(repair_loop(buckets, item, settings.expiry_every, shutdown))
             }
         };
-        (handle.id(), (task_again, item))
+        handle.id()
+    }
+
+    /// Every task an item needs under `engine` (`consumers`: redis-lua's per item).
+    fn for_item(engine: &Engine, consumers: usize) -> Vec<Task> {
+        let mut tasks = vec![Task::Expiry];
+        match engine {
+            Engine::Db(_) | Engine::Batched(_) => {}
+            Engine::Redis(RedisEngine::Lua(redis)) => {
+                tasks.extend(std::iter::repeat_n(
+                    Task::Consumer(redis.clone()),
+                    consumers.max(1),
+                ));
+                tasks.push(Task::Reconcile);
+            }
+            Engine::Redis(RedisEngine::Buckets(buckets)) => {
+                tasks.extend(
+                    (0..buckets.buckets()).map(|b| Task::BucketConsumer(buckets.clone(), b)),
+                );
+                tasks.push(Task::Repair(buckets.clone()));
+            }
+        }
+        tasks
+    }
+}
+
+/// A consumer's name in its stream's group: this process and a fresh id.
+fn consumer_name() -> String {
+    format!(
+        "shop-{}-{}",
+        std::process::id(),
+        uuid::Uuid::now_v7().simple()
+    )
+}
+
+async fn supervise(
+    inventory: Inventory,
+    settings: PipelineSettings,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let mut started: HashSet<i64> = HashSet::new();
+    let mut tasks = JoinSet::new();
+    let mut running: HashMap<tokio::task::Id, (Task, i64)> = HashMap::new();
+    let stop = shutdown.clone();
+    let start = |tasks: &mut JoinSet<()>, task: Task, item: i64| {
+        let id = task
+            .clone()
+            .spawn(item, &inventory, &settings, stop.clone(), tasks);
+        (id, (task, item))
     };
     let mut tick = tokio::time::interval(Duration::from_millis(200));
     loop {
