@@ -38,85 +38,98 @@ fn ident(name: &str) -> String {
 /// window.
 pub(super) async fn outage(url: &str, hold: &mut Hold) -> anyhow::Result<Option<String>> {
     match Backend::from_url(url)? {
-        Backend::Postgres => {
-            let (db, admin) = split(url, Some("postgres"))?;
-            let mut conn = PgConnection::connect(&admin)
-                .await
-                .context("the admin session (database postgres)")?;
-            if !hold.start().await {
-                let _ = conn.close().await;
-                return Ok(None);
-            }
-            let result = async {
-                sqlx::query(sqlx::AssertSqlSafe(format!(
-                    "ALTER DATABASE {} ALLOW_CONNECTIONS false",
-                    ident(&db)
-                )))
-                .execute(&mut conn)
-                .await?;
-                let n = terminate(&mut conn, &db).await?;
-                hold.mark();
-                hold.wait().await;
-                anyhow::Ok(n)
-            }
-            .await;
-            let undo = sqlx::query(sqlx::AssertSqlSafe(format!(
-                "ALTER DATABASE {} ALLOW_CONNECTIONS true",
-                ident(&db)
-            )))
-            .execute(&mut conn)
-            .await;
-            let _ = conn.close().await;
-            let n = result?;
-            undo.context("re-allowing connections")?;
-            Ok(Some(format!(
-                "connections refused, {n} sessions terminated; allowed again"
-            )))
-        }
-        Backend::Mysql => {
-            let (db, admin) = split(url, None)?;
-            let mut conn = MySqlConnection::connect(&admin)
-                .await
-                .context("the admin session (no database)")?;
-            if !hold.start().await {
-                let _ = conn.close().await;
-                return Ok(None);
-            }
-            let mut killed = 0u64;
-            loop {
-                let ids: Vec<u64> = sqlx::query(
-                    "SELECT id FROM information_schema.processlist \
-                     WHERE db = ? AND id <> CONNECTION_ID()",
-                )
-                .bind(&db)
-                .fetch_all(&mut conn)
-                .await?
-                .iter()
-                .filter_map(|r| {
-                    r.try_get::<u64, _>(0)
-                        .ok()
-                        .or_else(|| r.try_get::<i64, _>(0).ok().map(|v| v as u64))
-                })
-                .collect();
-                for id in ids {
-                    if sqlx::query(sqlx::AssertSqlSafe(format!("KILL CONNECTION {id}")))
-                        .execute(&mut conn)
-                        .await
-                        .is_ok()
-                    {
-                        killed += 1;
-                    }
-                }
-                if !hold.tick(Duration::from_millis(50)).await {
-                    break;
-                }
-            }
-            let _ = conn.close().await;
-            Ok(Some(format!(
-                "sessions of the database killed every 50 ms ({killed} in all)"
-            )))
+        Backend::Postgres => pg_outage(url, hold).await,
+        Backend::Mysql => mysql_outage(url, hold).await,
+    }
+}
+
+/// PostgreSQL: `ALLOW_CONNECTIONS false` and every session terminated, for the window.
+async fn pg_outage(url: &str, hold: &mut Hold) -> anyhow::Result<Option<String>> {
+    let (db, admin) = split(url, Some("postgres"))?;
+    let mut conn = PgConnection::connect(&admin)
+        .await
+        .context("the admin session (database postgres)")?;
+    if !hold.start().await {
+        let _ = conn.close().await;
+        return Ok(None);
+    }
+    let result = async {
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "ALTER DATABASE {} ALLOW_CONNECTIONS false",
+            ident(&db)
+        )))
+        .execute(&mut conn)
+        .await?;
+        let n = terminate(&mut conn, &db).await?;
+        hold.mark();
+        hold.wait().await;
+        anyhow::Ok(n)
+    }
+    .await;
+    let undo = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "ALTER DATABASE {} ALLOW_CONNECTIONS true",
+        ident(&db)
+    )))
+    .execute(&mut conn)
+    .await;
+    let _ = conn.close().await;
+    let n = result?;
+    undo.context("re-allowing connections")?;
+    Ok(Some(format!(
+        "connections refused, {n} sessions terminated; allowed again"
+    )))
+}
+
+/// MariaDB: every session of the run's database killed every 50 ms, for the window.
+async fn mysql_outage(url: &str, hold: &mut Hold) -> anyhow::Result<Option<String>> {
+    let (db, admin) = split(url, None)?;
+    let mut conn = MySqlConnection::connect(&admin)
+        .await
+        .context("the admin session (no database)")?;
+    if !hold.start().await {
+        let _ = conn.close().await;
+        return Ok(None);
+    }
+    let mut killed = 0u64;
+    loop {
+        killed += kill_sessions(&mut conn, &db).await?;
+        if !hold.tick(Duration::from_millis(50)).await {
+            break;
         }
     }
+    let _ = conn.close().await;
+    Ok(Some(format!(
+        "sessions of the database killed every 50 ms ({killed} in all)"
+    )))
+}
+
+/// MariaDB: kills every other session whose current database is `db`; how many were killed.
+async fn kill_sessions(conn: &mut MySqlConnection, db: &str) -> anyhow::Result<u64> {
+    let ids: Vec<u64> = sqlx::query(
+        "SELECT id FROM information_schema.processlist \
+         WHERE db = ? AND id <> CONNECTION_ID()",
+    )
+    .bind(db)
+    .fetch_all(&mut *conn)
+    .await?
+    .iter()
+    .filter_map(|r| {
+        r.try_get::<u64, _>(0)
+            .ok()
+            .or_else(|| r.try_get::<i64, _>(0).ok().map(|v| v as u64))
+    })
+    .collect();
+    let mut killed = 0;
+    for id in ids {
+        if sqlx::query(sqlx::AssertSqlSafe(format!("KILL CONNECTION {id}")))
+            .execute(&mut *conn)
+            .await
+            .is_ok()
+        {
+            killed += 1;
+        }
+    }
+    Ok(killed)
 }
 
 /// Terminates every other session of `db`; how many.
