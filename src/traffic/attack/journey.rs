@@ -190,32 +190,10 @@ async fn journey(ctx: Arc<Ctx>, b: BuyerPlan) -> Result<(), PoolGone> {
         intended = done + *think;
         ctx.pace.until(intended).await;
     }
-    // A bot fires its extra submissions on its own schedule, whatever the first one's fate.
-    let mut extra = Vec::new();
-    let mut at = intended;
-    // Every submission is an attempt of its own, named by its own idempotency key.
-    for (n, gap) in b.resubmits.iter().enumerate() {
-        at += *gap;
-        let ctx = ctx.clone();
-        let mut session = session.clone();
-        let b = b.clone();
-        extra.push(tokio::spawn(async move {
-            ctx.pace.until(at).await;
-            let t = ctx.targets.of(&b);
-            let (c, done) = send_order(&ctx, t, n + 1, &b, &mut session, at).await?;
-            Ok::<_, PoolGone>((c, done, n + 1, at))
-        }));
-    }
-    let (first, done) = send_order(&ctx, target, 0, b, &mut session, intended).await?;
-    let mut answered = vec![(first, done, 0, intended)];
-    for task in extra {
-        if let Ok(answer) = task.await {
-            answered.push(answer?);
-        }
-    }
+    let answered = submit(&ctx, target, b, &mut session, intended).await?;
     // The buyer goes on once it has every answer it waited for (a bot's last submission may
     // be answered after its first): its next request is due after that, plus its think time.
-    let done = answered.iter().map(|a| a.1).max().unwrap_or(done);
+    let done = answered.iter().map(|a| a.1).max().unwrap_or(intended);
     let mut created: Vec<Created> = Vec::new();
     // The first submission's answer (a bot's extra ones follow it).
     let first_class = answered
@@ -252,6 +230,44 @@ async fn journey(ctx: Arc<Ctx>, b: BuyerPlan) -> Result<(), PoolGone> {
         },
     );
     Ok(())
+}
+
+/// One order submission's answer (`None`: not sent), when it was answered, its number (0:
+/// the first) and when it was due.
+type Submitted = (Option<Classified>, Instant, usize, Instant);
+
+/// The buyer's order submissions: the first at `intended`, a bot's extra ones on its own
+/// schedule whatever the first one's fate; every answer, the first first.
+async fn submit(
+    ctx: &Arc<Ctx>,
+    target: &Arc<Target>,
+    b: &BuyerPlan,
+    session: &mut Session,
+    intended: Instant,
+) -> Result<Vec<Submitted>, PoolGone> {
+    let mut extra = Vec::new();
+    let mut at = intended;
+    // Every submission is an attempt of its own, named by its own idempotency key.
+    for (n, gap) in b.resubmits.iter().enumerate() {
+        at += *gap;
+        let ctx = ctx.clone();
+        let mut session = session.clone();
+        let b = b.clone();
+        extra.push(tokio::spawn(async move {
+            ctx.pace.until(at).await;
+            let t = ctx.targets.of(&b);
+            let (c, done) = send_order(&ctx, t, n + 1, &b, &mut session, at).await?;
+            Ok::<_, PoolGone>((c, done, n + 1, at))
+        }));
+    }
+    let (first, done) = send_order(ctx, target, 0, b, session, intended).await?;
+    let mut answered = vec![(first, done, 0, intended)];
+    for task in extra {
+        if let Ok(answer) = task.await {
+            answered.push(answer?);
+        }
+    }
+    Ok(answered)
 }
 
 /// `[after_order]`: pays or cancels each created order after thinking, or leaves it.
