@@ -27,9 +27,37 @@ pub struct Combined {
 pub fn combine(mut shards: Vec<(PathBuf, ShardFile)>) -> anyhow::Result<Combined> {
     ensure!(!shards.is_empty(), "merge needs at least one shard folder");
     shards.sort_by_key(|(_, f)| f.shard.index);
-    let (first_dir, first) = &shards[0];
-    let n = first.shard.count as usize;
+    one_sale(&shards)?;
+    every_shard(&shards)?;
+    let first = &shards[0].1;
+    let buyers: usize = shards.iter().map(|(_, f)| f.buyers).sum();
+    ensure!(
+        buyers == first.buyers_total,
+        "the shards sent {buyers} buyers together, the schedule has {}: a shard did not send its \
+         whole part",
+        first.buyers_total
+    );
+    let mut parts = Vec::with_capacity(shards.len());
     for (dir, f) in &shards {
+        parts.push(f.clients.measurements(&dir.display().to_string())?);
+    }
+    let measurements = merge_measurements(parts)?;
+    let generator = merge_generators(shards.iter().map(|(_, f)| &f.generator));
+    let goose = merge_goose(shards.iter().flat_map(|(_, f)| f.goose.iter()));
+    let lead = shards.swap_remove(0).1;
+    Ok(Combined {
+        lead,
+        measurements,
+        generator,
+        goose,
+        buyers,
+    })
+}
+
+/// Every shard is of the first one's sale: same N, scenario, seed, opening, shop and target.
+fn one_sale(shards: &[(PathBuf, ShardFile)]) -> anyhow::Result<()> {
+    let (first_dir, first) = &shards[0];
+    for (dir, f) in shards {
         let differs = |field: &str, a: &dyn std::fmt::Debug, b: &dyn std::fmt::Debug| {
             anyhow::anyhow!(
                 "{} and {} are not shards of the same sale: {field} is {a:?} in one and {b:?} in the other",
@@ -64,6 +92,13 @@ pub fn combine(mut shards: Vec<(PathBuf, ShardFile)>) -> anyhow::Result<Combined
             return Err(differs("target", &first.target, &f.target));
         }
     }
+    Ok(())
+}
+
+/// The shards (sorted by index) are distinct and cover 0..N, shard 0 among them.
+fn every_shard(shards: &[(PathBuf, ShardFile)]) -> anyhow::Result<()> {
+    let first = &shards[0].1;
+    let n = first.shard.count as usize;
     for w in shards.windows(2) {
         if w[0].1.shard.index == w[1].1.shard.index {
             bail!(
@@ -88,28 +123,7 @@ pub fn combine(mut shards: Vec<(PathBuf, ShardFile)>) -> anyhow::Result<Combined
         first.shard.index == 0,
         "shard 0/{n} is missing: it sets the sale up, and merge needs it"
     );
-    let buyers: usize = shards.iter().map(|(_, f)| f.buyers).sum();
-    ensure!(
-        buyers == first.buyers_total,
-        "the shards sent {buyers} buyers together, the schedule has {}: a shard did not send its \
-         whole part",
-        first.buyers_total
-    );
-    let mut parts = Vec::with_capacity(shards.len());
-    for (dir, f) in &shards {
-        parts.push(f.clients.measurements(&dir.display().to_string())?);
-    }
-    let measurements = merge_measurements(parts)?;
-    let generator = merge_generators(shards.iter().map(|(_, f)| &f.generator));
-    let goose = merge_goose(shards.iter().flat_map(|(_, f)| f.goose.iter()));
-    let lead = shards.swap_remove(0).1;
-    Ok(Combined {
-        lead,
-        measurements,
-        generator,
-        goose,
-        buyers,
-    })
+    Ok(())
 }
 
 /// Adds the recorders' contents of the shards (which share one opening instant).
