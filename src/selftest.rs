@@ -297,35 +297,7 @@ pub fn render(rows: &[Row]) -> String {
         "result",
     ]
     .map(String::from);
-    let body: Vec<Vec<String>> = rows
-        .iter()
-        .map(|r| {
-            let defect = match r.defect {
-                Some(d) => d.to_string(),
-                None if r.repeat > 1 => format!("none (correct) #{}", r.repeat),
-                None => "none (correct)".into(),
-            };
-            let mut caught = if r.caught_by.is_empty() {
-                "-".to_string()
-            } else {
-                r.caught_by.join(", ")
-            };
-            if r.generator_bound {
-                caught.push_str(" (generator-bound)");
-            }
-            vec![
-                defect,
-                r.strategy.to_string(),
-                r.scenario.clone(),
-                caught,
-                match r.result {
-                    CaseResult::NotTested => "-".into(),
-                    _ => format!("{:.1}", r.seconds),
-                },
-                r.result.word().to_string(),
-            ]
-        })
-        .collect();
+    let body: Vec<Vec<String>> = rows.iter().map(cells).collect();
     let align = [
         Align::Left,
         Align::Left,
@@ -335,6 +307,42 @@ pub fn render(rows: &[Row]) -> String {
         Align::Left,
     ];
     let mut s = text(&header, &body, &align);
+    s.push_str(&notes(rows));
+    s.push_str(&verdict_line(rows));
+    s
+}
+
+/// One row of the table.
+fn cells(r: &Row) -> Vec<String> {
+    let defect = match r.defect {
+        Some(d) => d.to_string(),
+        None if r.repeat > 1 => format!("none (correct) #{}", r.repeat),
+        None => "none (correct)".into(),
+    };
+    let mut caught = if r.caught_by.is_empty() {
+        "-".to_string()
+    } else {
+        r.caught_by.join(", ")
+    };
+    if r.generator_bound {
+        caught.push_str(" (generator-bound)");
+    }
+    vec![
+        defect,
+        r.strategy.to_string(),
+        r.scenario.clone(),
+        caught,
+        match r.result {
+            CaseResult::NotTested => "-".into(),
+            _ => format!("{:.1}", r.seconds),
+        },
+        r.result.word().to_string(),
+    ]
+}
+
+/// Under the table: why a scenario was not tested (once each), what a run could not verify.
+fn notes(rows: &[Row]) -> String {
+    let mut s = String::new();
     let mut reasons: Vec<&str> = Vec::new();
     for r in rows {
         if let Some(why) = r.reason.as_deref().filter(|w| !reasons.contains(w)) {
@@ -350,6 +358,11 @@ pub fn render(rows: &[Row]) -> String {
             ));
         }
     }
+    s
+}
+
+/// `oversell selftest: PASS — ...`: defect runs caught and correct runs passed.
+fn verdict_line(rows: &[Row]) -> String {
     let caught = rows
         .iter()
         .filter(|r| r.result == CaseResult::Caught)
@@ -364,7 +377,7 @@ pub fn render(rows: &[Row]) -> String {
         .iter()
         .filter(|r| r.defect.is_some() && r.result == CaseResult::NotTested)
         .count();
-    s.push_str(&format!(
+    format!(
         "oversell selftest: {} — {caught} of {defects} defect runs caught{}, {passed_correct} of \
          {correct} correct runs passed\n",
         if passed(rows) { "PASS" } else { "FAIL" },
@@ -373,8 +386,7 @@ pub fn render(rows: &[Row]) -> String {
         } else {
             String::new()
         }
-    ));
-    s
+    )
 }
 
 /// The `--json` document.
