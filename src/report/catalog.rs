@@ -1,6 +1,7 @@
-//! How each metric of the catalog ([`crate::metric`]) is read from a run's report, where the
-//! figure comes from, and its unit in that run (a database rate's unit depends on the counter
-//! the probe read). `gate`, `diff`, the tables and the charts all read metrics through here.
+//! How each metric of the catalog ([`crate::metric`]) is read from a run's report (or why the
+//! run has no value for it), and its unit in that run (a database rate's unit depends on the
+//! counter the probe read); where a figure comes from is its spec's. `gate`, `diff`, the tables
+//! and the charts all read metrics through here.
 
 use super::summary::{LatencySummary, MetricSummary};
 use super::RunReport;
@@ -108,97 +109,9 @@ impl Metric {
         }
     }
 
-    /// Where the figure comes from.
+    /// Where the figure comes from (its [`crate::metric::Spec::source`]).
     pub fn source(self) -> &'static str {
-        match self {
-            Metric::Oversell => "oracle",
-            Metric::ClientOversell => {
-                "clients' acknowledgements minus the restocks the run saw, against the stock"
-            }
-            Metric::ClientPeakOversell => {
-                "clients' records replayed in time: units held from each acknowledgement until \
-                 its cancel was sent or its payment window ran out, against the stock"
-            }
-            Metric::StockPeakOversell => {
-                "the oracle's stock sampled each second, plus the units the clients held at \
-                 that instant, against the stock"
-            }
-            Metric::ClientDuplicateBuyers => {
-                "clients' records: distinct orders held at once per user, against the limit"
-            }
-            Metric::ClientDuplicateDevices => {
-                "clients' records: distinct orders held at once per device, against the limit"
-            }
-            Metric::OracleDisagreement => "clients' acknowledgements (net) minus the oracle's sold",
-            Metric::Unclassified => "clients' answers no [target] rule classified, of all answers",
-            Metric::LostAcks => "oracle vs clients' acks",
-            Metric::LoginFailures => "the run's logins ([target.login]): failed of sent",
-            Metric::PeakOversell => {
-                "oracle: the most units held at once, replayed from the order rows' times"
-            }
-            Metric::DuplicateAcks => "clients' acknowledgements: one order id, several attempts",
-            Metric::DuplicateOrdersPerKey => {
-                "order rows sharing one Idempotency-Key (when the oracle has rows) and clients' records (one key acknowledged with two order ids)"
-            }
-            Metric::WrongAnswers => {
-                "clients' records: adversarial buyers' follow-ups against the answers a correct shop gives"
-            }
-            Metric::PhantomOrders => {
-                "oracle: order rows no acknowledged id nor attempt's Idempotency-Key names"
-            }
-            Metric::IndeterminateCommitted => {
-                "oracle: order rows whose Idempotency-Key is a timed-out, failed or 5xx attempt's"
-            }
-            Metric::RefusedCommitted => {
-                "oracle: order rows whose Idempotency-Key only got a refusal"
-            }
-            Metric::DuplicateDevices => "oracle: order rows per device",
-            Metric::StatusMismatches => "oracle vs what clients were told of pay and cancel",
-            Metric::ConservationDrift => "oracle: initial stock against database stock + sold",
-            Metric::RedisDrift => "Redis stock against the database's, after reconciliation",
-            Metric::RestockMismatch => "oracle: released orders against Redis's restock set",
-            Metric::ReconcileResidual => "the final reconciliation pass, before it corrected",
-            Metric::StockBelowZero => {
-                "the stock: the oracle's final read and the 1 s samples (the reference shop's \
-                 probe, or a foreign shop's oracle)"
-            }
-            Metric::StockAboveInitial => {
-                "the stock's 1 s samples (the reference shop's probe, or a foreign shop's oracle)"
-            }
-            Metric::NotSettled => {
-                "the shop's audit (queue drained) or, for a foreign shop, its oracle's reading unchanged for settle_s and its backlog signal at 0"
-            }
-            Metric::NothingSold => "clients' records: acknowledged orders, against the stock",
-            Metric::TurnedAwayBuyers => "clients' records: people who tried and got no order",
-            Metric::DeadLetters => "Redis: the item's dead-letter stream",
-            Metric::DuplicateBuyers => "oracle: order rows per user",
-            Metric::Undersell => {
-                "units left (oracle's sold, else clients' net acknowledgements) vs people refused as unauthorized, invalid or not found"
-            }
-            Metric::ErrorRate => "clients' records of first order attempts (retries apart: order_retries)",
-            Metric::Throughput => "clients' records of order answers",
-            Metric::MeanMs | Metric::P50Ms | Metric::P99Ms | Metric::P999Ms => {
-                "order latency, oversell HdrHistogram"
-            }
-            Metric::ServiceP99Ms => {
-                "order service time (actual send to full answer), oversell HdrHistogram"
-            }
-            Metric::SendLagP99Ms => {
-                "send lag of every request (intended to actual send), oversell HdrHistogram"
-            }
-            Metric::LateSends => {
-                "send lag of every request (intended to actual send, 1 s or more), oversell HdrHistogram"
-            }
-            Metric::DbQpsPeak => "the database server's own counters",
-            Metric::CapacityRps => {
-                "the run at the required arrival rate (the scenario's shape kept): held when \
-                 every other threshold held on it"
-            }
-            Metric::WatchMax => "the watched gauge's 1 s samples ([watch]): its peak",
-            Metric::WatchDrainedWithinS => {
-                "the watched gauge's 1 s samples ([watch]): from its peak back to its baseline"
-            }
-        }
+        self.spec().source
     }
 
     /// The unit of this metric in `run`, when it has one of its own (a database rate).
