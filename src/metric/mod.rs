@@ -1,12 +1,12 @@
 //! The metric catalog: every figure oversell limits (`gate`), compares (`diff`), tabulates and
 //! charts, with its one name, its unit, which way is better, how two runs are compared,
 //! its default limit (every metric may be limited, by `gate --threshold` as by `diff
-//! --fail-on`), and how a value is written for people.
+//! --fail-on`), where its figure comes from, and how a value is written for people.
 //!
 //! This module is the vocabulary and depends on nothing else in the crate but [`crate::suggest`], so the scenario file
 //! can parse `[thresholds]` into it (`limits`: a threshold's name and value checked against the
 //! metric's unit, `[thresholds]` and `--threshold`). How each metric is read from a run's
-//! report (and where the figure comes from) is `report::catalog`, next to the report it reads.
+//! report is `report::catalog`, next to the report it reads.
 //! `series`: the probes' per-second series ([`SeriesName`]: name, unit, the shop metric it is
 //! read from, the gauge `--metrics-listen` publishes it as). `watch`: limits on a scenario's
 //! watched gauges (`watch.<name>.max`, `watch.<name>.drained_within_s`).
@@ -139,6 +139,9 @@ pub struct Spec {
     /// The limit that applies when neither the scenario nor a flag sets one (every metric
     /// may be limited: "at most" where lower is better, "at least" where higher is).
     pub default_limit: Option<f64>,
+    /// Where the figure comes from (which records, counter or histogram): every report,
+    /// `gate` and `diff` names it beside the figure.
+    pub source: &'static str,
 }
 
 impl Metric {

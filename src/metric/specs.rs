@@ -3,6 +3,8 @@
 
 use super::{Better, Rule, Spec, Unit};
 
+/// One row of the table, its fields in the order [`Spec`] lists them (the rule follows the unit).
+#[allow(clippy::too_many_arguments)]
 const fn spec(
     name: &'static str,
     aliases: &'static [&'static str],
@@ -11,6 +13,7 @@ const fn spec(
     unit: Unit,
     better: Better,
     default_limit: Option<f64>,
+    source: &'static str,
 ) -> Spec {
     Spec {
         name,
@@ -25,6 +28,7 @@ const fn spec(
             Rule::Band
         },
         default_limit,
+        source,
     }
 }
 
@@ -42,6 +46,7 @@ pub(super) static SPECS: &[Spec] = &[
         Unit::Units,
         Better::Lower,
         ZERO,
+        "oracle",
     ),
     spec(
         "peak_oversell",
@@ -51,6 +56,7 @@ pub(super) static SPECS: &[Spec] = &[
         Unit::Units,
         Better::Lower,
         ZERO,
+        "oracle: the most units held at once, replayed from the order rows' times",
     ),
     spec(
         "client_oversell",
@@ -60,6 +66,7 @@ pub(super) static SPECS: &[Spec] = &[
         Unit::Units,
         Better::Lower,
         ZERO,
+        "clients' acknowledgements minus the restocks the run saw, against the stock",
     ),
     spec(
         "client_peak_oversell",
@@ -69,6 +76,8 @@ pub(super) static SPECS: &[Spec] = &[
         Unit::Units,
         Better::Lower,
         ZERO,
+        "clients' records replayed in time: units held from each acknowledgement until \
+                 its cancel was sent or its payment window ran out, against the stock",
     ),
     spec(
         "stock_peak_oversell",
@@ -78,6 +87,8 @@ pub(super) static SPECS: &[Spec] = &[
         Unit::Units,
         Better::Lower,
         ZERO,
+        "the oracle's stock sampled each second, plus the units the clients held at \
+                 that instant, against the stock",
     ),
     spec(
         "oracle_disagreement",
@@ -87,6 +98,7 @@ pub(super) static SPECS: &[Spec] = &[
         Unit::Units,
         Better::Lower,
         ZERO,
+        "clients' acknowledgements (net) minus the oracle's sold",
     ),
     spec(
         "lost_acks",
@@ -96,6 +108,7 @@ pub(super) static SPECS: &[Spec] = &[
         Unit::Orders,
         Better::Lower,
         ZERO,
+        "oracle vs clients' acks",
     ),
     spec(
         "duplicate_acks",
@@ -105,6 +118,7 @@ pub(super) static SPECS: &[Spec] = &[
         Unit::Orders,
         Better::Lower,
         ZERO,
+        "clients' acknowledgements: one order id, several attempts",
     ),
     spec(
         "duplicate_orders_per_key",
@@ -114,6 +128,7 @@ pub(super) static SPECS: &[Spec] = &[
         Unit::Orders,
         Better::Lower,
         ZERO,
+        "order rows sharing one Idempotency-Key (when the oracle has rows) and clients' records (one key acknowledged with two order ids)",
     ),
     spec(
         "phantom_orders",
@@ -123,6 +138,7 @@ pub(super) static SPECS: &[Spec] = &[
         Unit::Orders,
         Better::Lower,
         ZERO,
+        "oracle: order rows no acknowledged id nor attempt's Idempotency-Key names",
     ),
     spec(
         "indeterminate_committed",
@@ -132,6 +148,7 @@ pub(super) static SPECS: &[Spec] = &[
         Unit::Orders,
         Better::Lower,
         OPTIONAL,
+        "oracle: order rows whose Idempotency-Key is a timed-out, failed or 5xx attempt's",
     ),
     spec(
         "refused_committed",
@@ -141,6 +158,7 @@ pub(super) static SPECS: &[Spec] = &[
         Unit::Orders,
         Better::Lower,
         ZERO,
+        "oracle: order rows whose Idempotency-Key only got a refusal",
     ),
     spec(
         "dead_letters",
@@ -150,6 +168,7 @@ pub(super) static SPECS: &[Spec] = &[
         Unit::Orders,
         Better::Lower,
         ZERO,
+        "Redis: the item's dead-letter stream",
     ),
     spec(
         "duplicate_buyers",
@@ -159,6 +178,7 @@ pub(super) static SPECS: &[Spec] = &[
         Unit::Buyers,
         Better::Lower,
         ZERO,
+        "oracle: order rows per user",
     ),
     spec(
         "duplicate_devices",
@@ -168,6 +188,7 @@ pub(super) static SPECS: &[Spec] = &[
         Unit::Buyers,
         Better::Lower,
         ZERO,
+        "oracle: order rows per device",
     ),
     spec(
         "client_duplicate_buyers",
@@ -177,6 +198,7 @@ pub(super) static SPECS: &[Spec] = &[
         Unit::Buyers,
         Better::Lower,
         ZERO,
+        "clients' records: distinct orders held at once per user, against the limit",
     ),
     spec(
         "client_duplicate_devices",
@@ -186,6 +208,7 @@ pub(super) static SPECS: &[Spec] = &[
         Unit::Buyers,
         Better::Lower,
         ZERO,
+        "clients' records: distinct orders held at once per device, against the limit",
     ),
     spec(
         "status_mismatches",
@@ -195,6 +218,7 @@ pub(super) static SPECS: &[Spec] = &[
         Unit::Orders,
         Better::Lower,
         ZERO,
+        "oracle vs what clients were told of pay and cancel",
     ),
     spec(
         "wrong_answers",
@@ -204,6 +228,7 @@ pub(super) static SPECS: &[Spec] = &[
         Unit::Orders,
         Better::Lower,
         ZERO,
+        "clients' records: adversarial buyers' follow-ups against the answers a correct shop gives",
     ),
     spec(
         "conservation_drift",
@@ -213,6 +238,7 @@ pub(super) static SPECS: &[Spec] = &[
         Unit::Units,
         Better::Lower,
         ZERO,
+        "oracle: initial stock against database stock + sold",
     ),
     spec(
         "redis_drift",
@@ -222,6 +248,7 @@ pub(super) static SPECS: &[Spec] = &[
         Unit::Units,
         Better::Lower,
         ZERO,
+        "Redis stock against the database's, after reconciliation",
     ),
     spec(
         "restock_mismatch",
@@ -231,6 +258,7 @@ pub(super) static SPECS: &[Spec] = &[
         Unit::Orders,
         Better::Lower,
         ZERO,
+        "oracle: released orders against Redis's restock set",
     ),
     spec(
         "reconcile_residual",
@@ -240,6 +268,7 @@ pub(super) static SPECS: &[Spec] = &[
         Unit::Units,
         Better::Lower,
         ZERO,
+        "the final reconciliation pass, before it corrected",
     ),
     spec(
         "stock_below_zero",
@@ -249,6 +278,8 @@ pub(super) static SPECS: &[Spec] = &[
         Unit::Units,
         Better::Lower,
         ZERO,
+        "the stock: the oracle's final read and the 1 s samples (the reference shop's \
+                 probe, or a foreign shop's oracle)",
     ),
     spec(
         "stock_above_initial",
@@ -258,6 +289,7 @@ pub(super) static SPECS: &[Spec] = &[
         Unit::Units,
         Better::Lower,
         ZERO,
+        "the stock's 1 s samples (the reference shop's probe, or a foreign shop's oracle)",
     ),
     spec(
         "not_settled",
@@ -267,6 +299,7 @@ pub(super) static SPECS: &[Spec] = &[
         Unit::Flag,
         Better::Lower,
         ZERO,
+        "the shop's audit (queue drained) or, for a foreign shop, its oracle's reading unchanged for settle_s and its backlog signal at 0",
     ),
     spec(
         "nothing_sold",
@@ -276,6 +309,7 @@ pub(super) static SPECS: &[Spec] = &[
         Unit::Flag,
         Better::Lower,
         ZERO,
+        "clients' records: acknowledged orders, against the stock",
     ),
     spec(
         "undersell",
@@ -285,6 +319,7 @@ pub(super) static SPECS: &[Spec] = &[
         Unit::Units,
         Better::Lower,
         ZERO,
+        "units left (oracle's sold, else clients' net acknowledgements) vs people refused as unauthorized, invalid or not found",
     ),
     spec(
         "turned_away_buyers",
@@ -294,6 +329,7 @@ pub(super) static SPECS: &[Spec] = &[
         Unit::Buyers,
         Better::Lower,
         OPTIONAL,
+        "clients' records: people who tried and got no order",
     ),
     spec(
         "error_rate",
@@ -303,6 +339,7 @@ pub(super) static SPECS: &[Spec] = &[
         Unit::Share,
         Better::Lower,
         OPTIONAL,
+        "clients' records of first order attempts (retries apart: order_retries)",
     ),
     spec(
         "unclassified",
@@ -312,6 +349,7 @@ pub(super) static SPECS: &[Spec] = &[
         Unit::Share,
         Better::Lower,
         Some(0.01),
+        "clients' answers no [target] rule classified, of all answers",
     ),
     spec(
         "login_failures",
@@ -321,6 +359,7 @@ pub(super) static SPECS: &[Spec] = &[
         Unit::Share,
         Better::Lower,
         Some(0.5),
+        "the run's logins ([target.login]): failed of sent",
     ),
     spec(
         "mean_ms",
@@ -330,6 +369,7 @@ pub(super) static SPECS: &[Spec] = &[
         Unit::Millis,
         Better::Lower,
         OPTIONAL,
+        "order latency, oversell HdrHistogram",
     ),
     spec(
         "p50_ms",
@@ -339,6 +379,7 @@ pub(super) static SPECS: &[Spec] = &[
         Unit::Millis,
         Better::Lower,
         OPTIONAL,
+        "order latency, oversell HdrHistogram",
     ),
     spec(
         "p99_ms",
@@ -348,6 +389,7 @@ pub(super) static SPECS: &[Spec] = &[
         Unit::Millis,
         Better::Lower,
         OPTIONAL,
+        "order latency, oversell HdrHistogram",
     ),
     spec(
         "p999_ms",
@@ -357,6 +399,7 @@ pub(super) static SPECS: &[Spec] = &[
         Unit::Millis,
         Better::Lower,
         OPTIONAL,
+        "order latency, oversell HdrHistogram",
     ),
     spec(
         "service_p99_ms",
@@ -366,6 +409,7 @@ pub(super) static SPECS: &[Spec] = &[
         Unit::Millis,
         Better::Lower,
         OPTIONAL,
+        "order service time (actual send to full answer), oversell HdrHistogram",
     ),
     spec(
         "send_lag_p99_ms",
@@ -375,6 +419,7 @@ pub(super) static SPECS: &[Spec] = &[
         Unit::Millis,
         Better::Lower,
         OPTIONAL,
+        "send lag of every request (intended to actual send), oversell HdrHistogram",
     ),
     spec(
         "late_sends",
@@ -384,6 +429,7 @@ pub(super) static SPECS: &[Spec] = &[
         Unit::Share,
         Better::Lower,
         Some(0.01),
+        "send lag of every request (intended to actual send, 1 s or more), oversell HdrHistogram",
     ),
     spec(
         "db_qps_peak",
@@ -393,6 +439,7 @@ pub(super) static SPECS: &[Spec] = &[
         Unit::DbRate,
         Better::Lower,
         OPTIONAL,
+        "the database server's own counters",
     ),
     spec(
         "throughput",
@@ -402,6 +449,7 @@ pub(super) static SPECS: &[Spec] = &[
         Unit::OrdersPerSecond,
         Better::Higher,
         OPTIONAL,
+        "clients' records of order answers",
     ),
     // Found by `oversell capacity`; as a threshold ("at least"), `gate` runs the scenario at
     // that rate and the rest of its objective must hold there (`capacity::gate`).
@@ -413,6 +461,8 @@ pub(super) static SPECS: &[Spec] = &[
         Unit::BuyersPerSecond,
         Better::Higher,
         OPTIONAL,
+        "the run at the required arrival rate (the scenario's shape kept): held when \
+                 every other threshold held on it",
     ),
     // Not in `Metric::ALL`: each limit names a gauge of the scenario's `[watch]`.
     spec(
@@ -423,6 +473,7 @@ pub(super) static SPECS: &[Spec] = &[
         Unit::Gauge,
         Better::Lower,
         OPTIONAL,
+        "the watched gauge's 1 s samples ([watch]): its peak",
     ),
     spec(
         "watch.<name>.drained_within_s",
@@ -432,5 +483,6 @@ pub(super) static SPECS: &[Spec] = &[
         Unit::Seconds,
         Better::Lower,
         OPTIONAL,
+        "the watched gauge's 1 s samples ([watch]): from its peak back to its baseline",
     ),
 ];

@@ -8,24 +8,29 @@ use sqlx::{MySqlPool, PgPool, Row};
 use std::collections::BTreeMap;
 use tokio::time::Instant;
 
+/// The counters of one database server, and the stock of the shop's item on it.
 pub(super) enum DbProbe {
-    Postgres {
-        /// Connected to the `postgres` database, so the probe's own queries do not count
-        /// against the shop's database.
-        stats: PgPool,
-        /// Connected to the shop's database, for the stock figure.
-        shop: PgPool,
-        datname: String,
-        statements: bool,
-        last: Option<(Instant, i64, Option<i64>)>,
-        /// The item whose stock to read (`None`: a foreign database, no stock read).
-        item: Option<i64>,
-    },
-    Mysql {
-        pool: MySqlPool,
-        last: Option<(Instant, BTreeMap<String, i64>)>,
-        item: Option<i64>,
-    },
+    Postgres(PgProbe),
+    Mysql(MysqlProbe),
+}
+
+pub(super) struct PgProbe {
+    /// Connected to the `postgres` database, so the probe's own queries do not count
+    /// against the shop's database.
+    stats: PgPool,
+    /// Connected to the shop's database, for the stock figure.
+    shop: PgPool,
+    datname: String,
+    statements: bool,
+    last: Option<(Instant, i64, Option<i64>)>,
+    /// The item whose stock to read (`None`: a foreign database, no stock read).
+    item: Option<i64>,
+}
+
+pub(super) struct MysqlProbe {
+    pool: MySqlPool,
+    last: Option<(Instant, BTreeMap<String, i64>)>,
+    item: Option<i64>,
 }
 
 impl DbProbe {
@@ -34,167 +39,22 @@ impl DbProbe {
     pub(super) async fn connect(url: &str, item: i64, foreign: bool) -> Option<Self> {
         let item = (!foreign).then_some(item);
         match Backend::from_url(url).ok()? {
-            Backend::Postgres => {
-                let (stats_url, datname) = crate::store::on_database(url, "postgres")?;
-                let stats = PgPool::connect(&stats_url).await.ok()?;
-                let shop = PgPool::connect(url).await.ok()?;
-                // Statement counts need pg_stat_statements: create the view when the server
-                // preloads the library (docker-compose's PostgreSQL does) and the database is
-                // ours; otherwise use it if it is there, else fall back to transactions from
-                // pg_stat_database.
-                let preload: Option<String> = sqlx::query_scalar("SHOW shared_preload_libraries")
-                    .fetch_optional(&stats)
-                    .await
-                    .ok()
-                    .flatten();
-                if !foreign && preload.is_some_and(|p| p.contains("pg_stat_statements")) {
-                    let _ = sqlx::query("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
-                        .execute(&stats)
-                        .await;
-                }
-                let statements = sqlx::query("SELECT 1 FROM pg_stat_statements LIMIT 1")
-                    .fetch_optional(&stats)
-                    .await
-                    .is_ok();
-                Some(DbProbe::Postgres {
-                    stats,
-                    shop,
-                    datname,
-                    statements,
-                    last: None,
-                    item,
-                })
-            }
-            Backend::Mysql => Some(DbProbe::Mysql {
+            Backend::Postgres => PgProbe::connect(url, item, foreign)
+                .await
+                .map(DbProbe::Postgres),
+            Backend::Mysql => Some(DbProbe::Mysql(MysqlProbe {
                 pool: MySqlPool::connect(url).await.ok()?,
                 last: None,
                 item,
-            }),
+            })),
         }
     }
 
+    /// Pushes the server's rates since the last sample, and the item's stock and units sold.
     pub(super) async fn sample(&mut self, t: f64, series: &mut BTreeMap<&'static str, Series>) {
-        let stock: Option<(i64, i64)> = match self {
-            DbProbe::Postgres {
-                stats,
-                shop,
-                datname,
-                statements,
-                last,
-                item,
-            } => {
-                let xacts: Option<i64> = sqlx::query_scalar(
-                    "SELECT (xact_commit + xact_rollback)::bigint FROM pg_stat_database WHERE datname = $1",
-                )
-                .bind(&*datname)
-                .fetch_optional(&*stats)
-                .await
-                .ok()
-                .flatten();
-                let calls: Option<i64> = if *statements {
-                    sqlx::query_scalar(
-                        "SELECT COALESCE(sum(s.calls), 0)::bigint FROM pg_stat_statements s \
-                         JOIN pg_database d ON d.oid = s.dbid WHERE d.datname = $1",
-                    )
-                    .bind(&*datname)
-                    .fetch_one(&*stats)
-                    .await
-                    .ok()
-                } else {
-                    None
-                };
-                let now = Instant::now();
-                if let (Some(x), Some((at, px, pc))) = (xacts, last.as_ref()) {
-                    let secs = now.duration_since(*at).as_secs_f64().max(1e-3);
-                    // Minus the probe's own stock read (one transaction per sample).
-                    let tps = ((x - px - 1).max(0)) as f64 / secs;
-                    push(series, SeriesName::DbTps,
-                        "PostgreSQL pg_stat_database xact_commit + xact_rollback for the shop's database (busy backends flush these at most once a second, idle ones up to 10 s late)", t, tps);
-                    match (calls, pc) {
-                        (Some(c), Some(pc)) => push(series, SeriesName::DbQps,
-                            "PostgreSQL pg_stat_statements sum(calls) for the shop's database", t, ((c - pc - 1).max(0)) as f64 / secs),
-                        _ => push_in(series, SeriesName::DbQps, "transactions/s",
-                            "PostgreSQL pg_stat_database xact_commit + xact_rollback (pg_stat_statements not installed)", t, tps),
-                    }
-                }
-                if let Some(x) = xacts {
-                    *last = Some((now, x, calls));
-                }
-                match item {
-                    Some(item) => {
-                        sqlx::query(Statements::for_backend(Backend::Postgres).read_stock)
-                            .bind(*item)
-                            .fetch_optional(&*shop)
-                            .await
-                            .ok()
-                            .flatten()
-                            .and_then(|r| Some((r.try_get(0).ok()?, r.try_get(1).ok()?)))
-                    }
-                    None => None,
-                }
-            }
-            DbProbe::Mysql { pool, last, item } => {
-                let rows = sqlx::query("SHOW GLOBAL STATUS")
-                    .fetch_all(&*pool)
-                    .await
-                    .unwrap_or_default();
-                let status: BTreeMap<String, i64> = rows
-                    .iter()
-                    .filter_map(|r| {
-                        let k: String = r.try_get(0).ok()?;
-                        let v: String = r.try_get(1).ok()?;
-                        Some((k, v.parse().ok()?))
-                    })
-                    .collect();
-                let now = Instant::now();
-                if let Some((at, prev)) = last.as_ref() {
-                    let secs = now.duration_since(*at).as_secs_f64().max(1e-3);
-                    let d = |k: &str| {
-                        (status.get(k).copied().unwrap_or(0) - prev.get(k).copied().unwrap_or(0))
-                            .max(0) as f64
-                    };
-                    // Minus the probe's own two statements per sample.
-                    push(
-                        series,
-                        SeriesName::DbQps,
-                        "MySQL SHOW GLOBAL STATUS Questions (server-wide), delta per second",
-                        t,
-                        (d("Questions") - 2.0).max(0.0) / secs,
-                    );
-                    push(
-                        series,
-                        SeriesName::DbTps,
-                        "MySQL SHOW GLOBAL STATUS Com_commit + Com_rollback (server-wide)",
-                        t,
-                        (d("Com_commit") + d("Com_rollback")) / secs,
-                    );
-                    push(
-                        series,
-                        SeriesName::DbRowLockWaits,
-                        "MySQL SHOW GLOBAL STATUS Innodb_row_lock_waits",
-                        t,
-                        d("Innodb_row_lock_waits") / secs,
-                    );
-                    push(
-                        series,
-                        SeriesName::DbDeadlocks,
-                        "MySQL SHOW GLOBAL STATUS Innodb_deadlocks",
-                        t,
-                        d("Innodb_deadlocks") / secs,
-                    );
-                }
-                *last = Some((now, status));
-                match item {
-                    Some(item) => sqlx::query(Statements::for_backend(Backend::Mysql).read_stock)
-                        .bind(*item)
-                        .fetch_optional(&*pool)
-                        .await
-                        .ok()
-                        .flatten()
-                        .and_then(|r| Some((r.try_get(0).ok()?, r.try_get(1).ok()?))),
-                    None => None,
-                }
-            }
+        let stock = match self {
+            DbProbe::Postgres(p) => p.sample(t, series).await,
+            DbProbe::Mysql(m) => m.sample(t, series).await,
         };
         if let Some((stock, sold)) = stock {
             push(
@@ -212,5 +72,166 @@ impl DbProbe {
                 sold as f64,
             );
         }
+    }
+}
+
+impl PgProbe {
+    async fn connect(url: &str, item: Option<i64>, foreign: bool) -> Option<Self> {
+        let (stats_url, datname) = crate::store::on_database(url, "postgres")?;
+        let stats = PgPool::connect(&stats_url).await.ok()?;
+        let shop = PgPool::connect(url).await.ok()?;
+        // Statement counts need pg_stat_statements: create the view when the server
+        // preloads the library (docker-compose's PostgreSQL does) and the database is
+        // ours; otherwise use it if it is there, else fall back to transactions from
+        // pg_stat_database.
+        let preload: Option<String> = sqlx::query_scalar("SHOW shared_preload_libraries")
+            .fetch_optional(&stats)
+            .await
+            .ok()
+            .flatten();
+        if !foreign && preload.is_some_and(|p| p.contains("pg_stat_statements")) {
+            let _ = sqlx::query("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+                .execute(&stats)
+                .await;
+        }
+        let statements = sqlx::query("SELECT 1 FROM pg_stat_statements LIMIT 1")
+            .fetch_optional(&stats)
+            .await
+            .is_ok();
+        Some(PgProbe {
+            stats,
+            shop,
+            datname,
+            statements,
+            last: None,
+            item,
+        })
+    }
+
+    /// Pushes transactions/s and statements/s since the last sample; the item's stock and sold.
+    async fn sample(
+        &mut self,
+        t: f64,
+        series: &mut BTreeMap<&'static str, Series>,
+    ) -> Option<(i64, i64)> {
+        let (xacts, calls) = self.counters().await;
+        let now = Instant::now();
+        if let (Some(x), Some((at, px, pc))) = (xacts, self.last.as_ref()) {
+            let secs = now.duration_since(*at).as_secs_f64().max(1e-3);
+            // Minus the probe's own stock read (one transaction per sample).
+            let tps = ((x - px - 1).max(0)) as f64 / secs;
+            push(series, SeriesName::DbTps,
+                "PostgreSQL pg_stat_database xact_commit + xact_rollback for the shop's database (busy backends flush these at most once a second, idle ones up to 10 s late)", t, tps);
+            match (calls, pc) {
+                (Some(c), Some(pc)) => push(series, SeriesName::DbQps,
+                    "PostgreSQL pg_stat_statements sum(calls) for the shop's database", t, ((c - pc - 1).max(0)) as f64 / secs),
+                _ => push_in(series, SeriesName::DbQps, "transactions/s",
+                    "PostgreSQL pg_stat_database xact_commit + xact_rollback (pg_stat_statements not installed)", t, tps),
+            }
+        }
+        if let Some(x) = xacts {
+            self.last = Some((now, x, calls));
+        }
+        let row = sqlx::query(Statements::for_backend(Backend::Postgres).read_stock)
+            .bind(self.item?)
+            .fetch_optional(&self.shop)
+            .await
+            .ok()??;
+        Some((row.try_get(0).ok()?, row.try_get(1).ok()?))
+    }
+
+    /// The shop's database's transactions, and its statements when pg_stat_statements is there.
+    async fn counters(&self) -> (Option<i64>, Option<i64>) {
+        let xacts: Option<i64> = sqlx::query_scalar(
+            "SELECT (xact_commit + xact_rollback)::bigint FROM pg_stat_database WHERE datname = $1",
+        )
+        .bind(&self.datname)
+        .fetch_optional(&self.stats)
+        .await
+        .ok()
+        .flatten();
+        if !self.statements {
+            return (xacts, None);
+        }
+        let calls = sqlx::query_scalar(
+            "SELECT COALESCE(sum(s.calls), 0)::bigint FROM pg_stat_statements s \
+             JOIN pg_database d ON d.oid = s.dbid WHERE d.datname = $1",
+        )
+        .bind(&self.datname)
+        .fetch_one(&self.stats)
+        .await
+        .ok();
+        (xacts, calls)
+    }
+}
+
+impl MysqlProbe {
+    /// Pushes questions/s, transactions/s, row lock waits/s and deadlocks/s since the last
+    /// sample (server-wide); the item's stock and sold.
+    async fn sample(
+        &mut self,
+        t: f64,
+        series: &mut BTreeMap<&'static str, Series>,
+    ) -> Option<(i64, i64)> {
+        let status = self.status().await;
+        let now = Instant::now();
+        if let Some((at, prev)) = self.last.as_ref() {
+            let secs = now.duration_since(*at).as_secs_f64().max(1e-3);
+            let d = |k: &str| {
+                (status.get(k).copied().unwrap_or(0) - prev.get(k).copied().unwrap_or(0)).max(0)
+                    as f64
+            };
+            // Minus the probe's own two statements per sample.
+            push(
+                series,
+                SeriesName::DbQps,
+                "MySQL SHOW GLOBAL STATUS Questions (server-wide), delta per second",
+                t,
+                (d("Questions") - 2.0).max(0.0) / secs,
+            );
+            push(
+                series,
+                SeriesName::DbTps,
+                "MySQL SHOW GLOBAL STATUS Com_commit + Com_rollback (server-wide)",
+                t,
+                (d("Com_commit") + d("Com_rollback")) / secs,
+            );
+            push(
+                series,
+                SeriesName::DbRowLockWaits,
+                "MySQL SHOW GLOBAL STATUS Innodb_row_lock_waits",
+                t,
+                d("Innodb_row_lock_waits") / secs,
+            );
+            push(
+                series,
+                SeriesName::DbDeadlocks,
+                "MySQL SHOW GLOBAL STATUS Innodb_deadlocks",
+                t,
+                d("Innodb_deadlocks") / secs,
+            );
+        }
+        self.last = Some((now, status));
+        let row = sqlx::query(Statements::for_backend(Backend::Mysql).read_stock)
+            .bind(self.item?)
+            .fetch_optional(&self.pool)
+            .await
+            .ok()??;
+        Some((row.try_get(0).ok()?, row.try_get(1).ok()?))
+    }
+
+    /// `SHOW GLOBAL STATUS`, its numeric variables by name.
+    async fn status(&self) -> BTreeMap<String, i64> {
+        let rows = sqlx::query("SHOW GLOBAL STATUS")
+            .fetch_all(&self.pool)
+            .await
+            .unwrap_or_default();
+        rows.iter()
+            .filter_map(|r| {
+                let k: String = r.try_get(0).ok()?;
+                let v: String = r.try_get(1).ok()?;
+                Some((k, v.parse().ok()?))
+            })
+            .collect()
     }
 }

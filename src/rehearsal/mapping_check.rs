@@ -33,156 +33,194 @@ pub async fn run(
     f: &Foreign,
     sale: Sale,
     buyer: &BuyerPlan,
-    mut session: Session,
+    session: Session,
     timeout: Duration,
 ) -> anyhow::Result<Checked> {
     let oracle = preflight(f).await?;
-    let t = Target::new(&f.base_url, f.mapping.clone(), sale);
-    let client = target::client(timeout)?;
-    let mut out = String::new();
+    let mut p = Probe {
+        t: Target::new(&f.base_url, f.mapping.clone(), sale),
+        client: target::client(timeout)?,
+        out: String::new(),
+        buyer,
+        session,
+        ok: true,
+    };
     let _ = writeln!(
-        out,
+        p.out,
         "mapping check against {} as buyer {:?} (one request of each kind; the order buys a \
          real unit if the shop takes it)",
         crate::secret::url(&f.base_url),
         buyer.user_id
     );
-    let mut ok = true;
-    let setups = t.setup_requests();
-    if setups.is_empty() {
-        line(&mut out, "setup", "not sent: target.setup is not set");
-    }
-    for (field, p) in &setups {
-        let read = t.send(&client, Kind::Order, p).await;
-        let good = read.status.is_some_and(|s| (200..300).contains(&s));
-        ok &= good;
-        let verdict = if good {
-            "set-up succeeded (a 2xx)".to_string()
-        } else {
-            format!(
-                "FAILED ({field}): a run stops here (the set-up must answer 2xx; redirects \
-                 are not followed)"
-            )
-        };
-        line(
-            &mut out,
-            "setup",
-            &format!("{} → {} → {verdict}", p.line(), answer_text(&t, p, &read)),
-        );
-        if !good {
-            break;
-        }
-    }
+    p.setup().await;
+    let source = f.oracle.describe();
     let before = oracle.read().await?;
+    let reading = oracle_text(&oracle, &source, before);
     line(
-        &mut out,
+        &mut p.out,
         "oracle",
-        &format!(
-            "before the order: {}",
-            oracle_text(&oracle, &f.oracle.describe(), before)
-        ),
+        &format!("before the order: {reading}"),
     );
-    if t.mapping.login.is_some() {
-        let logged_in = login_step(&t, &client, &mut out, buyer, &mut session).await;
-        ok &= logged_in;
-    } else {
-        line(&mut out, "login", "not sent: target.login is not set");
-    }
-    if t.mapping.view.is_some() {
-        ok &= send(&t, &client, &mut out, &Action::View, buyer, &mut session).await;
-    } else {
-        line(&mut out, "view", "not sent: target.view is not set");
-    }
-    let key = format!("oversell-probe-{}", uuid::Uuid::now_v7().simple());
-    let mut bought = false;
-    let order_id = match t.prepare(&Action::Order(Some(key)), buyer, &session) {
-        Some(p) => {
-            let read = t.send(&client, Kind::Order, &p).await;
-            session.learn(&read.classified.learned);
-            ok &= print(&t, &mut out, Kind::Order, &p, &read);
-            let c = &read.classified;
-            if c.answer == Answer::Created {
-                bought = true;
-                let id = match (&c.order_id, &t.mapping.order_id_field) {
-                    (Some(id), Some(f)) => format!("order id {id:?} (from `{f}`)"),
-                    (None, Some(f)) => format!("NO order id: the answer has no `{f}`"),
-                    (_, None) => {
-                        "no order id (target.order_id_field is not set): counted by answer".into()
-                    }
-                };
-                line(&mut out, "", &id);
-            }
-            c.order_id.clone()
-        }
-        None => {
-            line(
-                &mut out,
-                "order",
-                "not sent: it names a value this buyer does not have",
-            );
-            ok = false;
-            None
-        }
-    };
-    for (kind, action) in [
-        (Kind::Pay, Action::Pay(order_id.clone())),
-        (Kind::Cancel, Action::Cancel(order_id.clone())),
-    ] {
-        let name = kind.as_str();
-        if t.mapping.request(kind).is_none() {
-            line(
-                &mut out,
-                name,
-                &format!("not sent: target.{name} is not set"),
-            );
-        } else if t.prepare(&action, buyer, &session).is_none() {
-            line(
-                &mut out,
-                name,
-                "not sent: it needs the order's id, and the order got none",
-            );
-        } else {
-            ok &= send(&t, &client, &mut out, &action, buyer, &mut session).await;
-        }
-    }
-    if order_id.is_some() && t.mapping.pay.is_some() && t.mapping.cancel.is_some() {
-        line(
-            &mut out,
-            "",
-            "(cancel went to the order just paid: a shop may refuse that by design)",
-        );
-    }
+    p.login().await;
+    p.view().await;
+    let (order_id, bought) = p.order().await;
+    p.pay_and_cancel(order_id).await;
     let after = oracle.read().await?;
+    let reading = oracle_text(&oracle, &source, after);
+    let moved = difference(before, after);
     line(
-        &mut out,
+        &mut p.out,
         "oracle",
-        &format!(
-            "after the order: {}{}",
-            oracle_text(&oracle, &f.oracle.describe(), after),
-            difference(before, after)
-        ),
+        &format!("after the order: {reading}{moved}"),
     );
     if bought {
-        let _ = writeln!(
-            out,
-            "NOTE: this probe bought a real unit of item {} at {} (set the sale up again before \
-             a run, or cancel the order)",
-            t.sale.item_id,
-            crate::secret::url(&f.base_url)
-        );
-        if before.is_some() && before == after {
-            let _ = writeln!(
-                out,
-                "WARNING: the oracle's reading did not move although the shop acknowledged the \
-                 order: it may not count this item's orders (check --sold-query / the oracle \
-                 endpoint), or the shop writes them later"
-            );
-        }
+        bought_note(&mut p.out, &p.t, &f.base_url, before, after);
     }
     Ok(Checked {
-        text: out,
-        all_classified: ok,
+        text: p.out,
+        all_classified: p.ok,
     })
+}
+
+/// One probe in progress: the target, one buyer and its session, the printout so far, and
+/// whether every request so far was sent and classified.
+struct Probe<'a> {
+    t: Target,
+    client: reqwest::Client,
+    out: String,
+    buyer: &'a BuyerPlan,
+    session: Session,
+    ok: bool,
+}
+
+impl Probe<'_> {
+    /// Sends the set-up requests in turn, stopping at the first that fails.
+    async fn setup(&mut self) {
+        let setups = self.t.setup_requests();
+        if setups.is_empty() {
+            line(&mut self.out, "setup", "not sent: target.setup is not set");
+        }
+        for (field, p) in &setups {
+            let read = self.t.send(&self.client, Kind::Order, p).await;
+            let good = read.status.is_some_and(|s| (200..300).contains(&s));
+            self.ok &= good;
+            let verdict = if good {
+                "set-up succeeded (a 2xx)".to_string()
+            } else {
+                format!(
+                    "FAILED ({field}): a run stops here (the set-up must answer 2xx; redirects \
+                     are not followed)"
+                )
+            };
+            let answer = answer_text(&self.t, p, &read);
+            line(
+                &mut self.out,
+                "setup",
+                &format!("{} → {answer} → {verdict}", p.line()),
+            );
+            if !good {
+                break;
+            }
+        }
+    }
+
+    async fn login(&mut self) {
+        if self.t.mapping.login.is_none() {
+            return line(&mut self.out, "login", "not sent: target.login is not set");
+        }
+        let (t, client, out) = (&self.t, &self.client, &mut self.out);
+        self.ok &= login_step(t, client, out, self.buyer, &mut self.session).await;
+    }
+
+    async fn view(&mut self) {
+        if self.t.mapping.view.is_none() {
+            return line(&mut self.out, "view", "not sent: target.view is not set");
+        }
+        self.ok &= self.send(&Action::View).await;
+    }
+
+    /// Sends the order (with a fresh Idempotency-Key); its id, and whether the shop took it.
+    async fn order(&mut self) -> (Option<String>, bool) {
+        let key = format!("oversell-probe-{}", uuid::Uuid::now_v7().simple());
+        let (t, out) = (&self.t, &mut self.out);
+        let Some(p) = t.prepare(&Action::Order(Some(key)), self.buyer, &self.session) else {
+            let why = "not sent: it names a value this buyer does not have";
+            line(out, "order", why);
+            self.ok = false;
+            return (None, false);
+        };
+        let read = t.send(&self.client, Kind::Order, &p).await;
+        self.session.learn(&read.classified.learned);
+        self.ok &= print(t, out, Kind::Order, &p, &read);
+        let c = &read.classified;
+        let bought = c.answer == Answer::Created;
+        if bought {
+            let id = match (&c.order_id, &t.mapping.order_id_field) {
+                (Some(id), Some(f)) => format!("order id {id:?} (from `{f}`)"),
+                (None, Some(f)) => format!("NO order id: the answer has no `{f}`"),
+                (_, None) => {
+                    "no order id (target.order_id_field is not set): counted by answer".into()
+                }
+            };
+            line(out, "", &id);
+        }
+        (c.order_id.clone(), bought)
+    }
+
+    /// Pays the order, then cancels it, each when the mapping has the request.
+    async fn pay_and_cancel(&mut self, order_id: Option<String>) {
+        let paid_then_cancelled =
+            order_id.is_some() && self.t.mapping.pay.is_some() && self.t.mapping.cancel.is_some();
+        for (kind, action) in [
+            (Kind::Pay, Action::Pay(order_id.clone())),
+            (Kind::Cancel, Action::Cancel(order_id)),
+        ] {
+            let name = kind.as_str();
+            if self.t.mapping.request(kind).is_none() {
+                let why = format!("not sent: target.{name} is not set");
+                line(&mut self.out, name, &why);
+            } else if self.t.prepare(&action, self.buyer, &self.session).is_none() {
+                let why = "not sent: it needs the order's id, and the order got none";
+                line(&mut self.out, name, why);
+            } else {
+                self.ok &= self.send(&action).await;
+            }
+        }
+        if paid_then_cancelled {
+            let why = "(cancel went to the order just paid: a shop may refuse that by design)";
+            line(&mut self.out, "", why);
+        }
+    }
+
+    async fn send(&mut self, action: &Action) -> bool {
+        let (t, client, out) = (&self.t, &self.client, &mut self.out);
+        send(t, client, out, action, self.buyer, &mut self.session).await
+    }
+}
+
+/// The note that the probe bought a real unit, and the warning when the oracle did not see it.
+fn bought_note(
+    out: &mut String,
+    t: &Target,
+    base_url: &str,
+    before: Option<Tally>,
+    after: Option<Tally>,
+) {
+    let _ = writeln!(
+        out,
+        "NOTE: this probe bought a real unit of item {} at {} (set the sale up again before \
+         a run, or cancel the order)",
+        t.sale.item_id,
+        crate::secret::url(base_url)
+    );
+    if before.is_some() && before == after {
+        let _ = writeln!(
+            out,
+            "WARNING: the oracle's reading did not move although the shop acknowledged the \
+             order: it may not count this item's orders (check --sold-query / the oracle \
+             endpoint), or the shop writes them later"
+        );
+    }
 }
 
 /// `(sold +1, stock −1)`, or nothing when either reading is missing.

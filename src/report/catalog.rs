@@ -1,10 +1,12 @@
-//! How each metric of the catalog ([`crate::metric`]) is read from a run's report, where the
-//! figure comes from, and its unit in that run (a database rate's unit depends on the counter
-//! the probe read). `gate`, `diff`, the tables and the charts all read metrics through here.
+//! How each metric of the catalog ([`crate::metric`]) is read from a run's report (or why the
+//! run has no value for it), and its unit in that run (a database rate's unit depends on the
+//! counter the probe read); where a figure comes from is its spec's. `gate`, `diff`, the tables
+//! and the charts all read metrics through here.
 
 use super::summary::{LatencySummary, MetricSummary};
 use super::RunReport;
 use crate::metric::{Metric, Unit};
+use crate::oracle::Findings;
 
 /// Why a run has no value for a metric.
 pub type Unmeasured = String;
@@ -31,44 +33,14 @@ impl Metric {
 
     /// This metric's value in `run`, or why the run could not measure it.
     pub fn read(self, run: &RunReport) -> Result<f64, Unmeasured> {
-        let f = &run.findings;
-        let oracle_gap = || {
-            if f.verified {
-                "the oracle reports totals only, not order rows (add --orders-query to read them)"
-                    .to_string()
-            } else {
-                "no server-side oracle (pass --oracle-sql or --oracle-http, or set [target.oracle])"
-                    .to_string()
-            }
+        let r = Reading {
+            run,
+            f: &run.findings,
         };
-        let count = |v: Option<u64>| v.map(|v| v as f64).ok_or_else(oracle_gap);
-        let units = |v: Option<i64>| v.map(|v| v as f64).ok_or_else(oracle_gap);
-        let latency = |q: fn(&LatencySummary) -> f64| {
-            run.order_latency()
-                .filter(|l| l.count > 0)
-                .map(q)
-                .ok_or_else(|| "no order requests were answered or timed out".to_string())
-        };
-        let orders = |v: f64| {
-            if run.order_attempts == 0 {
-                Err("no order attempts".to_string())
-            } else {
-                Ok(v)
-            }
-        };
-        let older = || "this report predates the figure".to_string();
-        let redis_only = |what: &str| format!("{what} exists only for redis-lua");
-        // Drifts and residuals are signed (leaked or phantom units): limited by their size.
-        let size = |v: Option<i64>, why: String| v.map(|v| v.abs() as f64).ok_or(why);
+        let f = r.f;
         match self {
-            Metric::Oversell => units(f.oversell),
-            Metric::PeakOversell => f.peak_oversell.map(|v| v as f64).ok_or_else(|| {
-                if f.orders_acknowledged.is_some() {
-                    "the shop's order rows carry no timestamps: units held at each moment cannot be replayed".to_string()
-                } else {
-                    oracle_gap()
-                }
-            }),
+            Metric::Oversell => r.oracle(f.oversell),
+            Metric::PeakOversell => r.peak_oversell(),
             Metric::DuplicateAcks => f.duplicate_acks.map(|v| v as f64).ok_or_else(|| {
                 "the shop gives no order ids (target.order_id_field), or this report predates the figure"
                     .to_string()
@@ -77,122 +49,53 @@ impl Metric {
                 "the order attempts carried no Idempotency-Key (target.idempotency_header), or this report predates the figure"
                     .to_string()
             }),
-            Metric::WrongAnswers => f.wrong_answers.map(|v| v as f64).ok_or_else(older),
-            Metric::PhantomOrders => f.phantom_orders.map(|v| v as f64).ok_or_else(|| {
-                if f.orders_acknowledged.is_some() {
-                    "order rows no id or key of this run names carry user ids that are not this \
-                     run's buyers': who asked for them cannot be told"
-                        .to_string()
-                } else {
-                    oracle_gap()
-                }
-            }),
-            Metric::IndeterminateCommitted => count(f.indeterminate_committed),
-            Metric::RefusedCommitted => count(f.refused_committed),
-            Metric::DuplicateDevices => count(f.duplicate_devices),
-            Metric::StatusMismatches => count(f.status_mismatches),
-            Metric::ConservationDrift => size(
-                f.conservation_drift,
-                if f.verified {
-                    "the oracle gives no stock".to_string()
-                } else {
-                    oracle_gap()
-                },
-            ),
+            Metric::WrongAnswers => newer(f.wrong_answers),
+            Metric::PhantomOrders => r.phantom_orders(),
+            Metric::IndeterminateCommitted => r.oracle(f.indeterminate_committed),
+            Metric::RefusedCommitted => r.oracle(f.refused_committed),
+            Metric::DuplicateDevices => r.oracle(f.duplicate_devices),
+            Metric::StatusMismatches => r.oracle(f.status_mismatches),
+            Metric::ConservationDrift => r.conservation_drift(),
             Metric::RedisDrift => size(f.redis_drift, redis_only("Redis stock")),
             Metric::RestockMismatch => {
                 size(f.restock_mismatch, redis_only("the restock idempotency set"))
             }
             Metric::ReconcileResidual => size(f.reconcile_residual, redis_only("reconciliation")),
-            Metric::StockBelowZero => {
-                let lowest = [f.db_stock, f.min_stock_seen].into_iter().flatten().min();
-                lowest
-                    .map(|s| (-s).max(0) as f64)
-                    .ok_or_else(|| "the database stock was neither read nor sampled".to_string())
-            }
-            Metric::StockAboveInitial => f
-                .max_stock_seen
-                .map(|s| (s - f.initial_stock).max(0) as f64)
-                .ok_or_else(|| {
-                    "the stock was not sampled during the run (a foreign shop's oracle gives no \
-                     stock: pass --stock-query or --stock-field)"
-                        .to_string()
-                }),
-            Metric::NotSettled => match &run.drain.settle {
-                Some(s) if s.state == super::SettleState::Unknown => Err(
-                    "could not tell whether the shop settled: no oracle and no backlog signal (--backlog-query or [target.settle] backlog)".to_string(),
-                ),
-                _ => Ok(if run.drain.drained { 0.0 } else { 1.0 }),
-            },
+            Metric::StockBelowZero => r.stock_below_zero(),
+            Metric::StockAboveInitial => r.stock_above_initial(),
+            Metric::NotSettled => r.not_settled(),
             Metric::NothingSold => Ok(if f.nothing_sold { 1.0 } else { 0.0 }),
             Metric::TurnedAwayBuyers => Ok(f.turned_away_buyers as f64),
-            Metric::ClientOversell => f.client_oversell.map(|v| v as f64).ok_or_else(older),
-            Metric::ClientPeakOversell => {
-                f.client_peak_oversell.map(|v| v as f64).ok_or_else(older)
-            }
-            Metric::ClientDuplicateBuyers => f
-                .client_duplicate_buyers
-                .map(|v| v as f64)
-                .ok_or_else(older),
-            Metric::ClientDuplicateDevices => f
-                .client_duplicate_devices
-                .map(|v| v as f64)
-                .ok_or_else(older),
-            Metric::StockPeakOversell => f.stock_peak_oversell.map(|v| v as f64).ok_or_else(|| {
-                "the stock was not sampled during the sale (a foreign shop's oracle gives no \
-                 stock: pass --stock-query or --stock-field; the reference shop's order rows \
-                 give peak_oversell instead)"
-                    .to_string()
-            }),
-            Metric::OracleDisagreement => units(f.oracle_disagreement),
-            Metric::Unclassified => f.unclassified_share.ok_or_else(|| {
-                if f.answers == 0 && f.max_unclassified.is_some() {
-                    "no answers were recorded".to_string()
-                } else {
-                    older()
-                }
-            }),
+            Metric::ClientOversell => newer(f.client_oversell),
+            Metric::ClientPeakOversell => newer(f.client_peak_oversell),
+            Metric::ClientDuplicateBuyers => newer(f.client_duplicate_buyers),
+            Metric::ClientDuplicateDevices => newer(f.client_duplicate_devices),
+            Metric::StockPeakOversell => r.stock_peak_oversell(),
+            Metric::OracleDisagreement => r.oracle(f.oracle_disagreement),
+            Metric::Unclassified => r.unclassified(),
             // No login section: no buyer logged in, so none failed.
             Metric::LoginFailures => Ok(run.login.as_ref().map_or(0.0, |l| l.failure_share())),
-            Metric::LostAcks => count(f.lost_acks),
+            Metric::LostAcks => r.oracle(f.lost_acks),
             Metric::DeadLetters => f
                 .dead_letters
                 .map(|v| v as f64)
                 .ok_or_else(|| "dead letters exist only for redis-lua (its stream)".to_string()),
-            Metric::DuplicateBuyers => count(f.duplicate_buyers),
-            Metric::Undersell => f.undersell.map(|v| v as f64).ok_or_else(older),
-            Metric::ErrorRate => orders(run.error_rate),
-            Metric::MeanMs => latency(|l| l.mean_ms),
-            Metric::P50Ms => latency(|l| l.p50_ms),
-            Metric::P99Ms => latency(|l| l.p99_ms),
-            Metric::P999Ms => latency(|l| l.p999_ms),
-            Metric::ServiceP99Ms => run
-                .requests
-                .get(&crate::traffic::recorder::Kind::Order)
-                .and_then(|k| k.service_time.as_ref())
-                .filter(|l| l.count > 0)
-                .map(|l| l.p99_ms)
-                .ok_or_else(|| {
-                    "no order was sent, or this report predates service time".to_string()
-                }),
-            Metric::SendLagP99Ms => run
-                .send_lag
-                .as_ref()
-                .filter(|l| l.count > 0)
-                .map(|l| l.p99_ms)
-                .ok_or_else(|| "no request was sent, or this report predates send lag".to_string()),
-            Metric::LateSends => {
-                let l = &run.generator_lateness;
-                (l.sends > 0)
-                    .then(|| l.late_sends as f64 / l.sends as f64)
-                    .ok_or_else(|| "no request was sent, or this report predates the figure".to_string())
-            }
+            Metric::DuplicateBuyers => r.oracle(f.duplicate_buyers),
+            Metric::Undersell => newer(f.undersell),
+            Metric::ErrorRate => r.orders(run.error_rate),
+            Metric::MeanMs => r.latency(|l| l.mean_ms),
+            Metric::P50Ms => r.latency(|l| l.p50_ms),
+            Metric::P99Ms => r.latency(|l| l.p99_ms),
+            Metric::P999Ms => r.latency(|l| l.p999_ms),
+            Metric::ServiceP99Ms => r.service_p99(),
+            Metric::SendLagP99Ms => r.send_lag_p99(),
+            Metric::LateSends => r.late_sends(),
             Metric::DbQpsPeak => run
                 .db_qps
                 .as_ref()
                 .map(|q| q.peak)
                 .ok_or_else(|| "the database's counters were not sampled".to_string()),
-            Metric::Throughput => orders(run.order_throughput_rps),
+            Metric::Throughput => r.orders(run.order_throughput_rps),
             Metric::CapacityRps => Err(
                 "a capacity is found by `oversell capacity`, not by one run; `gate --threshold \
                  capacity_rps=R` runs the scenario at R buyers/s and checks its other thresholds \
@@ -206,97 +109,9 @@ impl Metric {
         }
     }
 
-    /// Where the figure comes from.
+    /// Where the figure comes from (its [`crate::metric::Spec::source`]).
     pub fn source(self) -> &'static str {
-        match self {
-            Metric::Oversell => "oracle",
-            Metric::ClientOversell => {
-                "clients' acknowledgements minus the restocks the run saw, against the stock"
-            }
-            Metric::ClientPeakOversell => {
-                "clients' records replayed in time: units held from each acknowledgement until \
-                 its cancel was sent or its payment window ran out, against the stock"
-            }
-            Metric::StockPeakOversell => {
-                "the oracle's stock sampled each second, plus the units the clients held at \
-                 that instant, against the stock"
-            }
-            Metric::ClientDuplicateBuyers => {
-                "clients' records: distinct orders held at once per user, against the limit"
-            }
-            Metric::ClientDuplicateDevices => {
-                "clients' records: distinct orders held at once per device, against the limit"
-            }
-            Metric::OracleDisagreement => "clients' acknowledgements (net) minus the oracle's sold",
-            Metric::Unclassified => "clients' answers no [target] rule classified, of all answers",
-            Metric::LostAcks => "oracle vs clients' acks",
-            Metric::LoginFailures => "the run's logins ([target.login]): failed of sent",
-            Metric::PeakOversell => {
-                "oracle: the most units held at once, replayed from the order rows' times"
-            }
-            Metric::DuplicateAcks => "clients' acknowledgements: one order id, several attempts",
-            Metric::DuplicateOrdersPerKey => {
-                "order rows sharing one Idempotency-Key (when the oracle has rows) and clients' records (one key acknowledged with two order ids)"
-            }
-            Metric::WrongAnswers => {
-                "clients' records: adversarial buyers' follow-ups against the answers a correct shop gives"
-            }
-            Metric::PhantomOrders => {
-                "oracle: order rows no acknowledged id nor attempt's Idempotency-Key names"
-            }
-            Metric::IndeterminateCommitted => {
-                "oracle: order rows whose Idempotency-Key is a timed-out, failed or 5xx attempt's"
-            }
-            Metric::RefusedCommitted => {
-                "oracle: order rows whose Idempotency-Key only got a refusal"
-            }
-            Metric::DuplicateDevices => "oracle: order rows per device",
-            Metric::StatusMismatches => "oracle vs what clients were told of pay and cancel",
-            Metric::ConservationDrift => "oracle: initial stock against database stock + sold",
-            Metric::RedisDrift => "Redis stock against the database's, after reconciliation",
-            Metric::RestockMismatch => "oracle: released orders against Redis's restock set",
-            Metric::ReconcileResidual => "the final reconciliation pass, before it corrected",
-            Metric::StockBelowZero => {
-                "the stock: the oracle's final read and the 1 s samples (the reference shop's \
-                 probe, or a foreign shop's oracle)"
-            }
-            Metric::StockAboveInitial => {
-                "the stock's 1 s samples (the reference shop's probe, or a foreign shop's oracle)"
-            }
-            Metric::NotSettled => {
-                "the shop's audit (queue drained) or, for a foreign shop, its oracle's reading unchanged for settle_s and its backlog signal at 0"
-            }
-            Metric::NothingSold => "clients' records: acknowledged orders, against the stock",
-            Metric::TurnedAwayBuyers => "clients' records: people who tried and got no order",
-            Metric::DeadLetters => "Redis: the item's dead-letter stream",
-            Metric::DuplicateBuyers => "oracle: order rows per user",
-            Metric::Undersell => {
-                "units left (oracle's sold, else clients' net acknowledgements) vs people refused as unauthorized, invalid or not found"
-            }
-            Metric::ErrorRate => "clients' records of first order attempts (retries apart: order_retries)",
-            Metric::Throughput => "clients' records of order answers",
-            Metric::MeanMs | Metric::P50Ms | Metric::P99Ms | Metric::P999Ms => {
-                "order latency, oversell HdrHistogram"
-            }
-            Metric::ServiceP99Ms => {
-                "order service time (actual send to full answer), oversell HdrHistogram"
-            }
-            Metric::SendLagP99Ms => {
-                "send lag of every request (intended to actual send), oversell HdrHistogram"
-            }
-            Metric::LateSends => {
-                "send lag of every request (intended to actual send, 1 s or more), oversell HdrHistogram"
-            }
-            Metric::DbQpsPeak => "the database server's own counters",
-            Metric::CapacityRps => {
-                "the run at the required arrival rate (the scenario's shape kept): held when \
-                 every other threshold held on it"
-            }
-            Metric::WatchMax => "the watched gauge's 1 s samples ([watch]): its peak",
-            Metric::WatchDrainedWithinS => {
-                "the watched gauge's 1 s samples ([watch]): from its peak back to its baseline"
-            }
-        }
+        self.spec().source
     }
 
     /// The unit of this metric in `run`, when it has one of its own (a database rate).
@@ -314,6 +129,192 @@ impl Metric {
             (Ok(v), None) => self.format(v),
             (Err(_), _) => "n/a".into(),
         }
+    }
+}
+
+/// A figure the findings hold as a whole number (a count, or units of stock).
+trait Whole: Copy {
+    fn figure(self) -> f64;
+}
+
+impl Whole for u64 {
+    fn figure(self) -> f64 {
+        self as f64
+    }
+}
+
+impl Whole for i64 {
+    fn figure(self) -> f64 {
+        self as f64
+    }
+}
+
+/// A figure the report gained in a later version: missing from an older report.
+fn newer(v: Option<impl Whole>) -> Result<f64, Unmeasured> {
+    v.map(Whole::figure).ok_or_else(predates)
+}
+
+/// Why a report written before a figure existed has none.
+fn predates() -> Unmeasured {
+    "this report predates the figure".to_string()
+}
+
+/// Why a figure of the redis-lua pipeline is missing from another strategy's run.
+fn redis_only(what: &str) -> Unmeasured {
+    format!("{what} exists only for redis-lua")
+}
+
+/// Drifts and residuals are signed (leaked or phantom units): limited by their size.
+fn size(v: Option<i64>, why: Unmeasured) -> Result<f64, Unmeasured> {
+    v.map(|v| v.abs() as f64).ok_or(why)
+}
+
+/// One run as [`Metric::read`] reads it: the figures that take more than a field, and why a
+/// figure is missing.
+struct Reading<'a> {
+    run: &'a RunReport,
+    f: &'a Findings,
+}
+
+impl Reading<'_> {
+    /// Why an oracle's figure is missing: no oracle, or one that gives totals only.
+    fn oracle_gap(&self) -> Unmeasured {
+        if self.f.verified {
+            "the oracle reports totals only, not order rows (add --orders-query to read them)"
+                .to_string()
+        } else {
+            "no server-side oracle (pass --oracle-sql or --oracle-http, or set [target.oracle])"
+                .to_string()
+        }
+    }
+
+    /// An oracle's figure: a count, or units of stock.
+    fn oracle(&self, v: Option<impl Whole>) -> Result<f64, Unmeasured> {
+        v.map(Whole::figure).ok_or_else(|| self.oracle_gap())
+    }
+
+    /// A figure of the order latency.
+    fn latency(&self, q: fn(&LatencySummary) -> f64) -> Result<f64, Unmeasured> {
+        self.run
+            .order_latency()
+            .filter(|l| l.count > 0)
+            .map(q)
+            .ok_or_else(|| "no order requests were answered or timed out".to_string())
+    }
+
+    /// A figure over the order attempts.
+    fn orders(&self, v: f64) -> Result<f64, Unmeasured> {
+        if self.run.order_attempts == 0 {
+            Err("no order attempts".to_string())
+        } else {
+            Ok(v)
+        }
+    }
+
+    fn peak_oversell(&self) -> Result<f64, Unmeasured> {
+        self.f.peak_oversell.map(|v| v as f64).ok_or_else(|| {
+            if self.f.orders_acknowledged.is_some() {
+                "the shop's order rows carry no timestamps: units held at each moment cannot be replayed".to_string()
+            } else {
+                self.oracle_gap()
+            }
+        })
+    }
+
+    fn phantom_orders(&self) -> Result<f64, Unmeasured> {
+        self.f.phantom_orders.map(|v| v as f64).ok_or_else(|| {
+            if self.f.orders_acknowledged.is_some() {
+                "order rows no id or key of this run names carry user ids that are not this \
+                 run's buyers': who asked for them cannot be told"
+                    .to_string()
+            } else {
+                self.oracle_gap()
+            }
+        })
+    }
+
+    fn conservation_drift(&self) -> Result<f64, Unmeasured> {
+        let why = if self.f.verified {
+            "the oracle gives no stock".to_string()
+        } else {
+            self.oracle_gap()
+        };
+        size(self.f.conservation_drift, why)
+    }
+
+    fn stock_below_zero(&self) -> Result<f64, Unmeasured> {
+        let f = self.f;
+        let lowest = [f.db_stock, f.min_stock_seen].into_iter().flatten().min();
+        lowest
+            .map(|s| (-s).max(0) as f64)
+            .ok_or_else(|| "the database stock was neither read nor sampled".to_string())
+    }
+
+    fn stock_above_initial(&self) -> Result<f64, Unmeasured> {
+        self.f
+            .max_stock_seen
+            .map(|s| (s - self.f.initial_stock).max(0) as f64)
+            .ok_or_else(|| {
+                "the stock was not sampled during the run (a foreign shop's oracle gives no \
+                 stock: pass --stock-query or --stock-field)"
+                    .to_string()
+            })
+    }
+
+    fn stock_peak_oversell(&self) -> Result<f64, Unmeasured> {
+        self.f.stock_peak_oversell.map(|v| v as f64).ok_or_else(|| {
+            "the stock was not sampled during the sale (a foreign shop's oracle gives no \
+             stock: pass --stock-query or --stock-field; the reference shop's order rows \
+             give peak_oversell instead)"
+                .to_string()
+        })
+    }
+
+    fn not_settled(&self) -> Result<f64, Unmeasured> {
+        let drain = &self.run.drain;
+        match &drain.settle {
+            Some(s) if s.state == super::SettleState::Unknown => Err(
+                "could not tell whether the shop settled: no oracle and no backlog signal (--backlog-query or [target.settle] backlog)".to_string(),
+            ),
+            _ => Ok(if drain.drained { 0.0 } else { 1.0 }),
+        }
+    }
+
+    fn unclassified(&self) -> Result<f64, Unmeasured> {
+        let f = self.f;
+        f.unclassified_share.ok_or_else(|| {
+            if f.answers == 0 && f.max_unclassified.is_some() {
+                "no answers were recorded".to_string()
+            } else {
+                predates()
+            }
+        })
+    }
+
+    fn service_p99(&self) -> Result<f64, Unmeasured> {
+        self.run
+            .requests
+            .get(&crate::traffic::recorder::Kind::Order)
+            .and_then(|k| k.service_time.as_ref())
+            .filter(|l| l.count > 0)
+            .map(|l| l.p99_ms)
+            .ok_or_else(|| "no order was sent, or this report predates service time".to_string())
+    }
+
+    fn send_lag_p99(&self) -> Result<f64, Unmeasured> {
+        self.run
+            .send_lag
+            .as_ref()
+            .filter(|l| l.count > 0)
+            .map(|l| l.p99_ms)
+            .ok_or_else(|| "no request was sent, or this report predates send lag".to_string())
+    }
+
+    fn late_sends(&self) -> Result<f64, Unmeasured> {
+        let l = &self.run.generator_lateness;
+        (l.sends > 0)
+            .then(|| l.late_sends as f64 / l.sends as f64)
+            .ok_or_else(|| "no request was sent, or this report predates the figure".to_string())
     }
 }
 

@@ -123,160 +123,57 @@ impl Statements {
     }
 
     fn build(backend: Backend) -> Self {
-        // Leaked once per backend per process: sqlx accepts `&'static str` as audited SQL.
-        let leak = |s: String| -> &'static str { Box::leak(s.into_boxed_str()) };
-        // Insert-if-absent without INSERT IGNORE: MySQL's IGNORE also turns a refused row
-        // (too long, a CHECK constraint) into a warning, and the order would vanish silently.
-        // `WHERE NOT EXISTS` is exact because a batch holds its item's row lock (`lock_applied`)
-        // and order ids carry their item's id; PostgreSQL keeps ON CONFLICT as a second guard.
-        let (sum_cast, from_dual, insert_ignore_tail) = match backend {
-            Backend::Postgres => ("BIGINT", "", " ON CONFLICT (id) DO NOTHING"),
-            Backend::Mysql => ("SIGNED", " FROM DUAL", ""),
-        };
-        let (run_lock, snapshot_begin): (&'static str, &'static [&'static str]) = match backend {
-            Backend::Postgres => (
-                "SELECT CASE WHEN pg_try_advisory_lock(4242001) THEN 1 ELSE 0 END",
-                &["BEGIN ISOLATION LEVEL REPEATABLE READ"],
-            ),
-            Backend::Mysql => (
-                "SELECT GET_LOCK(CONCAT('oversell-run:', DATABASE()), 0)",
-                &[
-                    "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ",
-                    "START TRANSACTION WITH CONSISTENT SNAPSHOT",
-                ],
-            ),
-        };
-        const ITEM_COLS: &str =
-            "id, name, price_cents, initial_stock, stock, version, purchase_limit";
-        let held = |col: &str| {
-            format!(
-                "SELECT CAST(COALESCE(SUM(qty), 0) AS {sum_cast}) FROM orders \
-                 WHERE item_id = ? AND {col} = ? AND status IN ('pending_payment', 'paid')"
-            )
-        };
-        // The subquery is a plain (MySQL: READ COMMITTED consistent) read taken after the
-        // row lock was granted, so it sees every order committed by the lock's previous
-        // holders; orders not yet committed by buyers still queued for the lock are not
-        // counted, and those buyers count this one when their turn comes.
-        let deduct_within_limit = format!(
-            "UPDATE items SET stock = stock - ?, version = version + 1 WHERE id = ? AND \
-             (SELECT CAST(COALESCE(SUM(qty), 0) AS {sum_cast}) FROM orders \
-             WHERE item_id = ? AND user_id = ? AND status IN ('pending_payment', 'paid')) <= ?"
-        );
-        // `deduct_within_limit_stamped` (PostgreSQL) is the same, stamping the buyer's order
-        // (inserted before the lock) with the time the lock was granted, in one statement;
-        // binds: stamp, stamp, order id, then the deduct's. MySQL's multi-table UPDATE would
-        // read the buyer's other orders with locks, which buyers queued for the row lock hold
-        // (deadlocks under load), so MySQL runs `stamp_order` after the deduct.
-        let stamp_order = "UPDATE orders SET created_at_ms = ?, updated_at_ms = ? WHERE id = ?";
+        let sp = Spelling::of(backend);
         let raw = Statements {
             read_item: leak(format!("SELECT {ITEM_COLS} FROM items WHERE id = ?")),
-            read_stock: leak(format!(
-                "SELECT stock, (SELECT CAST(COALESCE(SUM(qty), 0) AS {sum_cast}) FROM orders \
-                 WHERE item_id = items.id AND status IN ('pending_payment', 'paid')) \
-                 FROM items WHERE id = ?"
-            )),
+            read_stock: leak(sp.read_stock()),
             lock_item: leak(format!(
                 "SELECT {ITEM_COLS} FROM items WHERE id = ? FOR UPDATE"
             )),
             lock_for_purchase: leak(format!(
                 "SELECT {ITEM_COLS}, released_at_ms FROM items WHERE id = ? FOR UPDATE"
             )),
-            held_by_user: leak(held("user_id")),
-            held_by_device: leak(held("device_id")),
-            deduct: leak(
-                "UPDATE items SET stock = stock - ?, version = version + 1 WHERE id = ?".into(),
-            ),
+            held_by_user: leak(sp.held("user_id")),
+            held_by_device: leak(sp.held("device_id")),
+            deduct: DEDUCT,
             deduct_within_limit_stamped: leak(format!(
-                "WITH stamp AS ({stamp_order}) {deduct_within_limit}"
+                "WITH stamp AS ({STAMP_ORDER}) {}",
+                sp.deduct_within_limit()
             )),
-            deduct_within_limit: leak(deduct_within_limit),
-            stamp_order,
-            cas_deduct: leak(
-                "UPDATE items SET stock = stock - ?, version = version + 1 \
-                         WHERE id = ? AND stock >= ? AND version = ?"
-                    .into(),
-            ),
-            conditional_deduct: leak(
-                "UPDATE items SET stock = stock - ? WHERE id = ? AND stock >= ?".into(),
-            ),
+            deduct_within_limit: leak(sp.deduct_within_limit()),
+            stamp_order: STAMP_ORDER,
+            cas_deduct: CAS_DEDUCT,
+            conditional_deduct: CONDITIONAL_DEDUCT,
             insert_order: leak(format!(
                 "INSERT INTO orders ({ORDER_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
             )),
-            insert_order_within_limit: leak(format!(
-                "INSERT INTO orders ({ORDER_COLS}) SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?{from_dual} \
-                 WHERE (SELECT CAST(COALESCE(SUM(qty), 0) AS {sum_cast}) FROM orders \
-                 WHERE item_id = ? AND user_id = ? AND status IN ('pending_payment', 'paid')) \
-                 + ? <= ?"
-            )),
-            insert_order_if_absent: leak(format!(
-                "INSERT INTO orders ({ORDER_COLS}) SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?{from_dual} \
-                 WHERE NOT EXISTS (SELECT 1 FROM orders WHERE id = ?){insert_ignore_tail}"
-            )),
-            delete_orders: leak("DELETE FROM orders WHERE item_id = ?".into()),
-            count_orders: leak("SELECT COUNT(*) FROM orders WHERE item_id = ?".into()),
-            delete_item: leak("DELETE FROM items WHERE id = ?".into()),
-            insert_item: leak(
-                "INSERT INTO items (id, name, price_cents, initial_stock, stock, version, \
-                          purchase_limit, stream_applied, updated_at_ms) \
-                          VALUES (?, ?, ?, ?, ?, 0, ?, '0-0', ?)"
-                    .into(),
-            ),
+            insert_order_within_limit: leak(sp.insert_order_within_limit()),
+            insert_order_if_absent: leak(sp.insert_order_if_absent()),
+            delete_orders: "DELETE FROM orders WHERE item_id = ?",
+            count_orders: "SELECT COUNT(*) FROM orders WHERE item_id = ?",
+            delete_item: "DELETE FROM items WHERE id = ?",
+            insert_item: INSERT_ITEM,
             get_order: leak(format!("SELECT {ORDER_COLS} FROM orders WHERE id = ?")),
             order_by_key: leak(format!(
                 "SELECT {ORDER_COLS} FROM orders WHERE item_id = ? AND idempotency_key = ?"
             )),
-            set_key_if_missing: leak(
-                "UPDATE orders SET idempotency_key = ? WHERE id = ? AND idempotency_key IS NULL"
-                    .into(),
-            ),
-            set_status_if: leak(
-                "UPDATE orders SET status = ?, updated_at_ms = ? \
-                            WHERE id = ? AND status = ?"
-                    .into(),
-            ),
-            restock: leak(
-                "UPDATE items SET stock = stock + ?, version = version + 1 WHERE id = ?".into(),
-            ),
-            release_restock: leak(
-                "UPDATE items SET stock = stock + ?, version = version + 1, \
-                 released_at_ms = GREATEST(released_at_ms, ?) WHERE id = ?"
-                    .into(),
-            ),
-            deduct_if_stock: leak(
-                "UPDATE items SET stock = stock - ?, version = version + 1 \
-                              WHERE id = ? AND stock >= ?"
-                    .into(),
-            ),
+            set_key_if_missing: SET_KEY_IF_MISSING,
+            set_status_if: SET_STATUS_IF,
+            restock: RESTOCK,
+            release_restock: RELEASE_RESTOCK,
+            deduct_if_stock: DEDUCT_IF_STOCK,
             orders_for_item: leak(format!("SELECT {ORDER_COLS} FROM orders WHERE item_id = ?")),
-            overdue_orders: leak(
-                "SELECT id FROM orders WHERE item_id = ? \
-                             AND status = 'pending_payment' AND created_at_ms < ? LIMIT 500"
-                    .into(),
-            ),
-            set_applied: leak("UPDATE items SET stream_applied = ? WHERE id = ?".into()),
-            reconcile_snapshot: leak("SELECT stock, stream_applied FROM items WHERE id = ?".into()),
-            lock_applied: leak("SELECT stream_applied FROM items WHERE id = ? FOR UPDATE".into()),
-            applied_above: leak(
-                "SELECT ms, seq FROM applied_events WHERE item_id = ? \
-                 AND (ms > ? OR (ms = ? AND seq > ?)) ORDER BY ms, seq"
-                    .into(),
-            ),
-            delete_applied_upto: leak(
-                "DELETE FROM applied_events WHERE item_id = ? \
-                 AND (ms, seq) > (?, ?) AND (ms, seq) <= (?, ?)"
-                    .into(),
-            ),
-            delete_applied: leak("DELETE FROM applied_events WHERE item_id = ?".into()),
-            list_items: leak("SELECT id FROM items ORDER BY id".into()),
-            insert_reconciliation: leak(
-                "INSERT INTO reconciliations \
-                                    (item_id, at_ms, redis_stock, expected, residual, corrected) \
-                                    VALUES (?, ?, ?, ?, ?, ?)"
-                    .into(),
-            ),
-            run_lock,
-            snapshot_begin,
+            overdue_orders: OVERDUE_ORDERS,
+            set_applied: "UPDATE items SET stream_applied = ? WHERE id = ?",
+            reconcile_snapshot: "SELECT stock, stream_applied FROM items WHERE id = ?",
+            lock_applied: "SELECT stream_applied FROM items WHERE id = ? FOR UPDATE",
+            applied_above: APPLIED_ABOVE,
+            delete_applied_upto: DELETE_APPLIED_UPTO,
+            delete_applied: "DELETE FROM applied_events WHERE item_id = ?",
+            list_items: "SELECT id FROM items ORDER BY id",
+            insert_reconciliation: INSERT_RECONCILIATION,
+            run_lock: sp.run_lock,
+            snapshot_begin: sp.snapshot_begin,
             snapshot_end: "COMMIT",
         };
         match backend {
@@ -328,6 +225,144 @@ impl Statements {
             snapshot_begin: self.snapshot_begin,
             snapshot_end: self.snapshot_end,
         }
+    }
+}
+
+/// Leaked once per backend per process: sqlx accepts `&'static str` as audited SQL.
+fn leak(s: String) -> &'static str {
+    Box::leak(s.into_boxed_str())
+}
+
+/// An item's columns, in the order `rows::item_from_row` reads them.
+const ITEM_COLS: &str = "id, name, price_cents, initial_stock, stock, version, purchase_limit";
+
+const DEDUCT: &str = "UPDATE items SET stock = stock - ?, version = version + 1 WHERE id = ?";
+const CAS_DEDUCT: &str = "UPDATE items SET stock = stock - ?, version = version + 1 \
+                         WHERE id = ? AND stock >= ? AND version = ?";
+const CONDITIONAL_DEDUCT: &str = "UPDATE items SET stock = stock - ? WHERE id = ? AND stock >= ?";
+const DEDUCT_IF_STOCK: &str = "UPDATE items SET stock = stock - ?, version = version + 1 \
+                              WHERE id = ? AND stock >= ?";
+const RESTOCK: &str = "UPDATE items SET stock = stock + ?, version = version + 1 WHERE id = ?";
+const RELEASE_RESTOCK: &str = "UPDATE items SET stock = stock + ?, version = version + 1, \
+                 released_at_ms = GREATEST(released_at_ms, ?) WHERE id = ?";
+/// `deduct_within_limit_stamped` (PostgreSQL) is `deduct_within_limit` stamping the buyer's
+/// order (inserted before the lock) with the time the lock was granted, in one statement;
+/// binds: stamp, stamp, order id, then the deduct's. MySQL's multi-table UPDATE would read the
+/// buyer's other orders with locks, which buyers queued for the row lock hold (deadlocks under
+/// load), so MySQL runs `stamp_order` after the deduct.
+const STAMP_ORDER: &str = "UPDATE orders SET created_at_ms = ?, updated_at_ms = ? WHERE id = ?";
+const INSERT_ITEM: &str =
+    "INSERT INTO items (id, name, price_cents, initial_stock, stock, version, \
+                          purchase_limit, stream_applied, updated_at_ms) \
+                          VALUES (?, ?, ?, ?, ?, 0, ?, '0-0', ?)";
+const SET_KEY_IF_MISSING: &str =
+    "UPDATE orders SET idempotency_key = ? WHERE id = ? AND idempotency_key IS NULL";
+const SET_STATUS_IF: &str = "UPDATE orders SET status = ?, updated_at_ms = ? \
+                            WHERE id = ? AND status = ?";
+const OVERDUE_ORDERS: &str = "SELECT id FROM orders WHERE item_id = ? \
+                             AND status = 'pending_payment' AND created_at_ms < ? LIMIT 500";
+const APPLIED_ABOVE: &str = "SELECT ms, seq FROM applied_events WHERE item_id = ? \
+                 AND (ms > ? OR (ms = ? AND seq > ?)) ORDER BY ms, seq";
+const DELETE_APPLIED_UPTO: &str = "DELETE FROM applied_events WHERE item_id = ? \
+                 AND (ms, seq) > (?, ?) AND (ms, seq) <= (?, ?)";
+const INSERT_RECONCILIATION: &str = "INSERT INTO reconciliations \
+                                    (item_id, at_ms, redis_stock, expected, residual, corrected) \
+                                    VALUES (?, ?, ?, ?, ?, ?)";
+
+/// What one backend spells its own way, and the statements built from those spellings.
+struct Spelling {
+    /// The integer type a `SUM` is cast to.
+    sum_cast: &'static str,
+    /// MySQL's `FROM DUAL` before a `WHERE` of a `SELECT` with no table.
+    from_dual: &'static str,
+    /// PostgreSQL's second guard on an insert-if-absent.
+    insert_ignore_tail: &'static str,
+    run_lock: &'static str,
+    snapshot_begin: &'static [&'static str],
+}
+
+impl Spelling {
+    fn of(backend: Backend) -> Self {
+        match backend {
+            Backend::Postgres => Spelling {
+                sum_cast: "BIGINT",
+                from_dual: "",
+                insert_ignore_tail: " ON CONFLICT (id) DO NOTHING",
+                run_lock: "SELECT CASE WHEN pg_try_advisory_lock(4242001) THEN 1 ELSE 0 END",
+                snapshot_begin: &["BEGIN ISOLATION LEVEL REPEATABLE READ"],
+            },
+            Backend::Mysql => Spelling {
+                sum_cast: "SIGNED",
+                from_dual: " FROM DUAL",
+                insert_ignore_tail: "",
+                run_lock: "SELECT GET_LOCK(CONCAT('oversell-run:', DATABASE()), 0)",
+                snapshot_begin: &[
+                    "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ",
+                    "START TRANSACTION WITH CONSISTENT SNAPSHOT",
+                ],
+            },
+        }
+    }
+
+    /// The units a buyer's live orders of one item hold, by `col` (`user_id`, `device_id`).
+    fn held(&self, col: &str) -> String {
+        let sum_cast = self.sum_cast;
+        format!(
+            "SELECT CAST(COALESCE(SUM(qty), 0) AS {sum_cast}) FROM orders \
+             WHERE item_id = ? AND {col} = ? AND status IN ('pending_payment', 'paid')"
+        )
+    }
+
+    fn read_stock(&self) -> String {
+        let sum_cast = self.sum_cast;
+        format!(
+            "SELECT stock, (SELECT CAST(COALESCE(SUM(qty), 0) AS {sum_cast}) FROM orders \
+             WHERE item_id = items.id AND status IN ('pending_payment', 'paid')) \
+             FROM items WHERE id = ?"
+        )
+    }
+
+    /// The subquery is a plain (MySQL: READ COMMITTED consistent) read taken after the row lock
+    /// was granted, so it sees every order committed by the lock's previous holders; orders not
+    /// yet committed by buyers still queued for the lock are not counted, and those buyers count
+    /// this one when their turn comes.
+    fn deduct_within_limit(&self) -> String {
+        let sum_cast = self.sum_cast;
+        format!(
+            "UPDATE items SET stock = stock - ?, version = version + 1 WHERE id = ? AND \
+             (SELECT CAST(COALESCE(SUM(qty), 0) AS {sum_cast}) FROM orders \
+             WHERE item_id = ? AND user_id = ? AND status IN ('pending_payment', 'paid')) <= ?"
+        )
+    }
+
+    fn insert_order_within_limit(&self) -> String {
+        let Spelling {
+            sum_cast,
+            from_dual,
+            ..
+        } = self;
+        format!(
+            "INSERT INTO orders ({ORDER_COLS}) SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?{from_dual} \
+             WHERE (SELECT CAST(COALESCE(SUM(qty), 0) AS {sum_cast}) FROM orders \
+             WHERE item_id = ? AND user_id = ? AND status IN ('pending_payment', 'paid')) \
+             + ? <= ?"
+        )
+    }
+
+    /// Insert-if-absent without INSERT IGNORE: MySQL's IGNORE also turns a refused row (too
+    /// long, a CHECK constraint) into a warning, and the order would vanish silently. `WHERE NOT
+    /// EXISTS` is exact because a batch holds its item's row lock (`lock_applied`) and order ids
+    /// carry their item's id; PostgreSQL keeps ON CONFLICT as a second guard.
+    fn insert_order_if_absent(&self) -> String {
+        let Spelling {
+            from_dual,
+            insert_ignore_tail,
+            ..
+        } = self;
+        format!(
+            "INSERT INTO orders ({ORDER_COLS}) SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?{from_dual} \
+             WHERE NOT EXISTS (SELECT 1 FROM orders WHERE id = ?){insert_ignore_tail}"
+        )
     }
 }
 

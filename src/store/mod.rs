@@ -17,7 +17,6 @@ mod backend;
 pub mod dialect;
 mod error;
 mod lane;
-mod mark;
 mod orders;
 mod persist;
 mod pg_array;
@@ -28,9 +27,10 @@ use crate::telemetry::shop_metrics;
 pub use backend::{on_database, Backend};
 use error::dead_connection;
 pub use error::{is_busy, refuses_entry, StoreError, IDEMPOTENCY_INDEX};
-pub use mark::{format_stream_id, stream_id, stream_id_before};
 pub use orders::Transition;
-pub use persist::{ApplyStats, PersistEvent, PersistKind};
+pub use persist::{
+    format_stream_id, stream_id, stream_id_before, ApplyStats, PersistEvent, PersistKind,
+};
 pub use tx::StoreTx;
 
 /// Where [`Store::snapshot_into`] hands the order rows, one at a time.
@@ -434,7 +434,7 @@ impl Store {
         events: &[PersistEvent],
         low_water: Option<&str>,
     ) -> Result<ApplyStats, StoreError> {
-        let (marks, deduct) = (mark::Marks::Tracked(low_water), persist::Deduct::IfStock);
+        let (marks, deduct) = (persist::Marks::Tracked(low_water), persist::Deduct::IfStock);
         self.apply(item, events, marks, deduct)
             .await
             .map(|stats| stats.unwrap_or_default())
@@ -449,7 +449,7 @@ impl Store {
         events: &[PersistEvent],
         low_water: Option<&str>,
     ) -> Result<Option<ApplyStats>, StoreError> {
-        let (marks, deduct) = (mark::Marks::Tracked(low_water), persist::Deduct::InBatch);
+        let (marks, deduct) = (persist::Marks::Tracked(low_water), persist::Deduct::InBatch);
         self.apply(item, events, marks, deduct).await
     }
 
@@ -458,7 +458,7 @@ impl Store {
         &self,
         item: i64,
         events: &[PersistEvent],
-        marks: mark::Marks<'_>,
+        marks: persist::Marks<'_>,
         deduct: persist::Deduct,
     ) -> Result<Option<ApplyStats>, StoreError> {
         persist::apply(
@@ -481,7 +481,7 @@ impl Store {
         item: i64,
         events: &[PersistEvent],
     ) -> Result<ApplyStats, StoreError> {
-        let (marks, deduct) = (mark::Marks::Untracked, persist::Deduct::IfStock);
+        let (marks, deduct) = (persist::Marks::Untracked, persist::Deduct::IfStock);
         self.apply(item, events, marks, deduct)
             .await
             .map(|stats| stats.unwrap_or_default())
@@ -498,13 +498,13 @@ impl Store {
         item: i64,
         events: &[PersistEvent],
     ) -> Result<Option<ApplyStats>, StoreError> {
-        let (marks, deduct) = (mark::Marks::Untracked, persist::Deduct::InBatch);
+        let (marks, deduct) = (persist::Marks::Untracked, persist::Deduct::InBatch);
         self.apply(item, events, marks, deduct).await
     }
 
     /// Raises the low-water mark to `candidate` (if higher); returns the mark in force.
     pub async fn advance_mark(&self, item: i64, candidate: &str) -> Result<String, StoreError> {
-        mark::advance(&self.lane, self.sql, self.backend, item, candidate).await
+        persist::advance(&self.lane, self.sql, self.backend, item, candidate).await
     }
 
     /// Stock, low-water mark and the ids applied above it, from one consistent snapshot (a
@@ -528,7 +528,7 @@ impl Store {
                 return Ok::<_, StoreError>(None);
             };
             let (db_stock, mark): (i64, String) = (row.try_get(0)?, row.try_get(1)?);
-            let applied_above = mark::applied_above(&mut *conn, self.sql, item, &mark).await?;
+            let applied_above = persist::applied_above(&mut *conn, self.sql, item, &mark).await?;
             Ok(Some(ReconcileSnapshot {
                 db_stock,
                 mark,
