@@ -36,6 +36,7 @@
 mod answers;
 mod clients;
 mod orders;
+mod repeats;
 mod replay;
 mod rows;
 mod tally;

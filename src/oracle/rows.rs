@@ -17,6 +17,7 @@ use super::tally::{Holdings, Peak};
 use super::{DeadLetterSeen, Reading};
 use crate::model::{Order, OrderStatus};
 use crate::traffic::recorder::{Measurements, Told};
+use crate::traffic::schedule::ident::IdRef;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 /// What the rows are checked against: the clients' side and the run's facts.
@@ -78,8 +79,8 @@ impl<'a> Check<'a> {
     /// A check of `kind` rows against `ask`.
     pub fn new(ask: Ask<'a>, kind: Rows) -> Self {
         let c = ask.clients;
-        let mut ids: HashMap<&'a str, IdFacts> = HashMap::with_capacity(c.acks.len());
-        for id in c.acks.iter().filter_map(|a| a.order_id.as_deref()) {
+        let mut ids: HashMap<&'a str, IdFacts> = HashMap::with_capacity(c.acks().len());
+        for id in c.acks().filter_map(|a| a.order_id) {
             ids.entry(id).or_default().acked = true;
         }
         for (id, told) in &c.told {
@@ -92,12 +93,12 @@ impl<'a> Check<'a> {
         }
         let mut keys: HashMap<&'a str, KeyFacts> = HashMap::new();
         if ask.reading.keys_sent {
-            keys.reserve(c.attempts.len());
-            for a in &c.attempts {
-                keys.entry(&*a.key).or_default().classes.add(a);
+            keys.reserve(c.attempts().len());
+            for a in c.attempts() {
+                keys.entry(a.key).or_default().classes.add(&a);
             }
         }
-        let expected = ask.users.map_or(0, |u| u.len()).max(c.acks.len());
+        let expected = ask.users.map_or(0, |u| u.len()).max(c.acks().len());
         Check {
             ask,
             kind,
@@ -217,9 +218,8 @@ impl<'a> Check<'a> {
         let c = self.ask.clients;
         let status_of = |id: &str| self.ids.get(id).and_then(|f| f.row);
         let lost: Vec<&str> = c
-            .acks
-            .iter()
-            .filter_map(|a| a.order_id.as_deref())
+            .acks()
+            .filter_map(|a| a.order_id)
             .filter(|id| status_of(id).is_none())
             .collect();
         let dead = self.ask.dead_letters;
@@ -257,24 +257,18 @@ impl<'a> Check<'a> {
             .count() as u64;
         let refused_applied = super::answers::refused_but_applied_by(c, status_of);
         let by_shop: Option<Vec<&str>> = (self.kind == Rows::Foreign).then(|| {
-            c.acks
-                .iter()
-                .filter_map(|a| a.order_id.as_deref())
+            c.acks()
+                .filter_map(|a| a.order_id)
                 .filter(|id| {
                     status_of(id).is_some_and(|st| !st.holds_stock())
                         && c.told.get(*id) != Some(&Told::Cancelled)
                 })
                 .collect()
         });
-        let bots: HashSet<&str> = c
-            .acks
-            .iter()
-            .filter(|a| a.bot)
-            .map(|a| a.user_id.as_str())
-            .collect();
+        let bots: HashSet<IdRef<'_>> = c.acks().filter(|a| a.bot).map(|a| a.user_id).collect();
         let bot_units: i64 = bots
             .iter()
-            .filter_map(|u| self.users.get(u))
+            .filter_map(|u| self.users.get(&u.to_string()))
             .filter(|q| *q != 0)
             .sum();
         let limit = self.ask.purchase_limit;
@@ -311,10 +305,10 @@ impl<'a> Check<'a> {
         }
         let c = self.ask.clients;
         let seen = |u: &str| self.users.get(u).is_some();
-        let ours = c.acks.iter().any(|a| seen(&a.user_id))
+        let ours = c.acks().any(|a| seen(&a.user_id.to_string()))
             || self.ask.users.is_some_and(|s| {
                 // No acknowledged user in the rows: any buyer of this run that asked at all.
-                let buyers: HashSet<usize> = c.attempts.iter().map(|a| a.buyer).collect();
+                let buyers: HashSet<usize> = c.attempts().map(|a| a.buyer).collect();
                 buyers
                     .into_iter()
                     .filter_map(|b| s.user_id(b))

@@ -1,0 +1,53 @@
+//! Which names may occur more than once, found from 8-byte hashes instead of a map of every
+//! name: a million order ids told once each cost one sorted vector of hashes, and only the few
+//! names whose hash repeats (the names that do repeat, and any hash collision) go to the exact
+//! maps that follow. A name whose hash occurs once occurs once: nothing is missed.
+
+use std::collections::HashSet;
+use std::hash::{BuildHasher, Hash};
+
+/// A fixed hasher: the same name always hashes alike within a pass.
+fn hash<T: Hash>(name: &T) -> u64 {
+    std::hash::BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default()
+        .hash_one(name)
+}
+
+/// The hashes of names that may occur more than once.
+#[derive(Debug, Default)]
+pub(super) struct Repeats {
+    twice: HashSet<u64>,
+}
+
+impl Repeats {
+    /// The hashes among `names` that occur more than once.
+    pub(super) fn of<T: Hash>(names: impl Iterator<Item = T>) -> Self {
+        let mut hashes: Vec<u64> = names.map(|n| hash(&n)).collect();
+        hashes.sort_unstable();
+        let twice = hashes
+            .windows(2)
+            .filter(|w| w[0] == w[1])
+            .map(|w| w[0])
+            .collect();
+        Repeats { twice }
+    }
+
+    /// Whether `name` may occur more than once (false: it occurs at most once).
+    pub(super) fn may_repeat<T: Hash>(&self, name: &T) -> bool {
+        !self.twice.is_empty() && self.twice.contains(&hash(name))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_name_that_occurs_twice_may_repeat_and_one_that_occurs_once_does_not() {
+        let names = ["a", "b", "a", "c"];
+        let r = Repeats::of(names.iter());
+        assert!(r.may_repeat(&&"a"));
+        assert!(!r.may_repeat(&&"b"));
+        assert!(!r.may_repeat(&&"c"));
+        assert!(!Repeats::of(["x", "y"].iter()).may_repeat(&&"x"));
+    }
+}
