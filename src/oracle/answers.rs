@@ -186,7 +186,7 @@ pub(super) fn observe(f: &mut Findings, c: &Measurements, ids: bool, keys_sent: 
             .filter(|a| a.answer == Answer::Created && a.order_id.is_some())
     };
     let repeats = super::repeats::Repeats::of(told().map(|a| a.key));
-    let mut first: std::collections::HashMap<&str, &str> = std::collections::HashMap::new();
+    let mut first: hashbrown::HashMap<&str, &str> = hashbrown::HashMap::new();
     let mut shared: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
     for a in told().filter(|a| repeats.may_repeat(&a.key)) {
         if let (Answer::Created, Some(id)) = (a.answer, a.order_id) {

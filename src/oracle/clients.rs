@@ -21,7 +21,7 @@ use super::{replay, Evidence, Findings};
 use crate::traffic::recorder::{
     AckList, AckView, Answer, AnswerClass, ClientRecords, Kind, Told, UnclassifiedAnswer,
 };
-use std::collections::{HashMap, HashSet};
+use hashbrown::{HashMap, HashSet};
 
 /// What the clients saw, before any server-side truth: acknowledgements, people turned away
 /// (and those refused for another reason than sold out), whether anything was sold at all,
@@ -182,10 +182,10 @@ fn duplicate_acks(c: &crate::traffic::recorder::Measurements) -> u64 {
         };
         let key = a.key;
         match told.entry(id) {
-            std::collections::hash_map::Entry::Vacant(v) => {
+            hashbrown::hash_map::Entry::Vacant(v) => {
                 v.insert((key, false));
             }
-            std::collections::hash_map::Entry::Occupied(mut o) => {
+            hashbrown::hash_map::Entry::Occupied(mut o) => {
                 let (first, twice) = o.get_mut();
                 *twice |= match (*first, key) {
                     (Some(f), Some(k)) => f != k,

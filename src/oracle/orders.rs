@@ -8,7 +8,7 @@ use crate::model::Order;
 use crate::traffic::recorder::{AnswerClass, Measurements};
 use crate::traffic::schedule::ident::IdRef;
 use crate::traffic::schedule::Schedule;
-use std::collections::HashMap;
+use hashbrown::HashMap;
 
 /// Whose rows: the reference shop's (our statuses, with timestamps), or a foreign shop's
 /// (`--orders-query`: its own statuses, read as released or holding stock, no timestamps).

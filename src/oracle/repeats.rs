@@ -3,37 +3,34 @@
 //! names whose hash repeats (the names that do repeat, and any hash collision) go to the exact
 //! maps that follow. A name whose hash occurs once occurs once: nothing is missed.
 
-use std::collections::HashSet;
+use hashbrown::{DefaultHashBuilder, HashSet};
 use std::hash::{BuildHasher, Hash};
-
-/// A fixed hasher: the same name always hashes alike within a pass.
-fn hash<T: Hash>(name: &T) -> u64 {
-    std::hash::BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default()
-        .hash_one(name)
-}
 
 /// The hashes of names that may occur more than once.
 #[derive(Debug, Default)]
 pub(super) struct Repeats {
+    /// One hasher for the names and the questions: the same name always hashes alike.
+    hasher: DefaultHashBuilder,
     twice: HashSet<u64>,
 }
 
 impl Repeats {
     /// The hashes among `names` that occur more than once.
     pub(super) fn of<T: Hash>(names: impl Iterator<Item = T>) -> Self {
-        let mut hashes: Vec<u64> = names.map(|n| hash(&n)).collect();
+        let hasher = DefaultHashBuilder::default();
+        let mut hashes: Vec<u64> = names.map(|n| hasher.hash_one(&n)).collect();
         hashes.sort_unstable();
         let twice = hashes
             .windows(2)
             .filter(|w| w[0] == w[1])
             .map(|w| w[0])
             .collect();
-        Repeats { twice }
+        Repeats { hasher, twice }
     }
 
     /// Whether `name` may occur more than once (false: it occurs at most once).
     pub(super) fn may_repeat<T: Hash>(&self, name: &T) -> bool {
-        !self.twice.is_empty() && self.twice.contains(&hash(name))
+        !self.twice.is_empty() && self.twice.contains(&self.hasher.hash_one(name))
     }
 }
 

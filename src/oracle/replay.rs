@@ -14,7 +14,7 @@ use super::repeats::Repeats;
 use super::StockSample;
 use crate::traffic::recorder::{AckList, AckView};
 use crate::traffic::schedule::ident::IdRef;
-use std::collections::HashMap;
+use hashbrown::HashMap;
 
 /// One order the clients provably held over `[from, until)` (ms after the sale opened).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
