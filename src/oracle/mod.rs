@@ -35,6 +35,7 @@
 
 mod answers;
 mod clients;
+mod index;
 mod orders;
 mod repeats;
 mod replay;

@@ -195,15 +195,21 @@ pub(super) fn owners_over<'a, A: AckList + ?Sized>(
     owner: impl Fn(AckView<'a>) -> IdRef<'a>,
     limit: i64,
 ) -> u64 {
-    // Most owners hold one order: only those with more than the limit in all are replayed.
+    // Most owners hold one order: only those with more than the limit in all are replayed,
+    // and (with a limit of one or more) only owners named twice can be.
+    let repeats = (limit >= 1).then(|| Repeats::of(held.iter().map(|h| owner(acks.ack(h.ack)))));
+    let may_be_over = |o: &IdRef<'a>| repeats.as_ref().is_none_or(|r| r.may_repeat(o));
     let mut count: HashMap<IdRef<'a>, i64> = HashMap::new();
     for h in held {
-        *count.entry(owner(acks.ack(h.ack))).or_default() += 1;
+        let o = owner(acks.ack(h.ack));
+        if may_be_over(&o) {
+            *count.entry(o).or_default() += 1;
+        }
     }
     let mut by: HashMap<IdRef<'a>, Vec<Held>> = HashMap::new();
     for h in held {
         let o = owner(acks.ack(h.ack));
-        if count[&o] > limit {
+        if count.get(&o).is_some_and(|n| *n > limit) {
             by.entry(o).or_default().push(*h);
         }
     }

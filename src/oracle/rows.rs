@@ -12,6 +12,7 @@
 //! Every figure is the one [`super::orders`]' definitions give over the whole set of rows:
 //! the findings of a run do not depend on whether its rows were streamed or handed over.
 
+use super::index::Keys;
 use super::orders::{by_buyer, Classes, Rows, Sorted};
 use super::tally::{Holdings, Peak};
 use super::{DeadLetterSeen, Reading};
@@ -58,7 +59,8 @@ pub struct Check<'a> {
     ask: Ask<'a>,
     kind: Rows,
     ids: HashMap<&'a str, IdFacts>,
-    keys: HashMap<&'a str, KeyFacts>,
+    /// The attempts' keys (none when the attempts carried none).
+    keys: Option<Keys<'a, KeyFacts>>,
     /// Rows per key no attempt of this run sent.
     foreign_keys: HashMap<Box<str>, u32>,
     sorted: Sorted,
@@ -93,13 +95,10 @@ impl<'a> Check<'a> {
         for id in others.chain(dead.map(|d| d.order_id.as_str())) {
             ids.entry(id).or_default();
         }
-        let mut keys: HashMap<&'a str, KeyFacts> = HashMap::new();
-        if ask.reading.keys_sent {
-            keys.reserve(c.attempts().len());
-            for a in c.attempts() {
-                keys.entry(a.key).or_default().classes.add(&a);
-            }
-        }
+        let keys = ask
+            .reading
+            .keys_sent
+            .then(|| Keys::new(&c.records, |k: &mut KeyFacts, a| k.classes.add(a)));
         let expected = ask.users.map_or(0, |u| u.len()).max(c.acks().len());
         Check {
             ask,
@@ -158,7 +157,7 @@ impl<'a> Check<'a> {
     fn sort(&mut self, o: &Order, acked: bool) {
         let keys_sent = self.ask.reading.keys_sent;
         let key = match o.idempotency_key.as_deref() {
-            Some(k) if keys_sent => match self.keys.get_mut(k) {
+            Some(k) if keys_sent => match self.keys.as_mut().and_then(|keys| keys.get_mut(k)) {
                 Some(facts) => {
                     facts.used = true;
                     facts.rows = facts.rows.saturating_add(1);
@@ -190,7 +189,9 @@ impl<'a> Check<'a> {
     /// Whether some key has two rows or more: their ids are read in a second pass over the
     /// same rows ([`Check::row_again`]).
     pub fn wants_second_pass(&self) -> bool {
-        self.keys.values().any(|k| k.rows > 1) || self.foreign_keys.values().any(|n| *n > 1)
+        let sent = self.keys.iter().flat_map(|keys| keys.values());
+        sent.into_iter().any(|k: &KeyFacts| k.rows > 1)
+            || self.foreign_keys.values().any(|n| *n > 1)
     }
 
     /// The second pass: keeps the id of a row whose key has two rows or more.
@@ -198,7 +199,7 @@ impl<'a> Check<'a> {
         let Some(k) = o.idempotency_key.as_deref() else {
             return;
         };
-        let rows = match self.keys.get(k) {
+        let rows = match self.keys.as_ref().and_then(|keys| keys.get(k)) {
             Some(f) => f.rows,
             None => self.foreign_keys.get(k).copied().unwrap_or(0),
         };
@@ -316,7 +317,10 @@ impl<'a> Check<'a> {
                     .filter_map(|b| s.user_id(b))
                     .any(|u| seen(&u.as_cow()))
             });
-        let used = |k: &str| self.keys.get(k).is_some_and(|f| f.used);
+        let used = |k: &str| {
+            let facts = self.keys.as_ref().and_then(|keys| keys.get(k));
+            facts.is_some_and(|f| f.used)
+        };
         let b = by_buyer(&self.left, c, self.ask.reading, self.ask.users, used, ours);
         s.acknowledged += b.acknowledged;
         s.indeterminate_committed += b.indeterminate_committed;

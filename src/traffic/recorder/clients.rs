@@ -114,6 +114,11 @@ impl ClientRecords {
         }
     }
 
+    /// Attempt `i` (in the order recorded).
+    pub fn attempt(&self, i: usize) -> AttemptView<'_> {
+        self.attempt_view(&self.attempts[i])
+    }
+
     /// Every order attempt, in the order recorded.
     pub fn attempts(&self) -> impl ExactSizeIterator<Item = AttemptView<'_>> + Clone + '_ {
         self.attempts.iter().map(|a| self.attempt_view(a))
