@@ -12,7 +12,7 @@
 //! Every figure is the one [`super::orders`]' definitions give over the whole set of rows:
 //! the findings of a run do not depend on whether its rows were streamed or handed over.
 
-use super::index::Keys;
+use super::index::{Ids, Keys};
 use super::orders::{by_buyer, Classes, Rows, Sorted};
 use super::tally::{Holdings, Peak};
 use super::{DeadLetterSeen, Reading};
@@ -58,7 +58,7 @@ struct KeyFacts {
 pub struct Check<'a> {
     ask: Ask<'a>,
     kind: Rows,
-    ids: HashMap<&'a str, IdFacts>,
+    ids: Ids<'a, IdFacts>,
     /// The attempts' keys (none when the attempts carried none).
     keys: Option<Keys<'a, KeyFacts>>,
     /// Rows per key no attempt of this run sent.
@@ -83,17 +83,19 @@ impl<'a> Check<'a> {
     /// A check of `kind` rows against `ask`.
     pub fn new(ask: Ask<'a>, kind: Rows) -> Self {
         let c = ask.clients;
-        let mut ids: HashMap<&'a str, IdFacts> = HashMap::with_capacity(c.acks().len());
-        for id in c.acks().filter_map(|a| a.order_id) {
-            ids.entry(id).or_default().acked = true;
+        let mut ids: Ids<'a, IdFacts> = Ids::new(&c.records);
+        for (i, a) in c.acks().enumerate() {
+            if let Some(id) = a.order_id {
+                ids.acked(i, id).acked = true;
+            }
         }
         for (id, told) in &c.told {
-            ids.entry(id.as_str()).or_default().told = Some(*told);
+            ids.entry(id.as_str()).told = Some(*told);
         }
         let others = c.follow_ups.iter().filter_map(|f| f.order_id.as_deref());
         let dead = ask.dead_letters.into_iter().flatten();
         for id in others.chain(dead.map(|d| d.order_id.as_str())) {
-            ids.entry(id).or_default();
+            ids.entry(id);
         }
         let keys = ask
             .reading
