@@ -542,11 +542,6 @@ fn finish_with(
         users: Some(&plan.buyers),
     });
     let oracle_s = read_s + audit_started.elapsed().as_secs_f64();
-    tracing::info!(
-        read_s,
-        audit_s = oracle_s - read_s,
-        "oracle: the server side read (rows checked as they came), then the clients' records audited"
-    );
     plan.say(&format!("   {}", findings.verdict));
     let run = summary::build(summary::RunInputs {
         shop,
