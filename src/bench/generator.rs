@@ -65,11 +65,12 @@ pub struct ClientRun {
     /// Peak resident set during its phase, MiB (ours: the attack's, its clients' records
     /// kept compact, as a run's `generator.peak_rss_mib`).
     pub peak_rss_mib: f64,
-    /// Ours: the peak once the records are also spelled out for the oracle
-    /// (`Recorder::finish`, what a run does at its end).
+    /// Ours: the peak once the records are also handed to the oracle (`Recorder::finish`, what
+    /// a run does at its end: the records kept compact, every attempt's key spelled once into
+    /// one text).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub peak_rss_with_spelled_records_mib: Option<f64>,
-    /// Ours: what spelling the records out takes, MiB: the peak during `Recorder::finish`
+    /// Ours: what handing the records over takes, MiB: the peak during `Recorder::finish`
     /// above the resident set just before it (the attack's own end state, which moves run to
     /// run with what the allocator kept, taken out).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -263,7 +264,7 @@ abandon = 1.0
         e.cpu() - ep0,
         t0.elapsed().as_secs_f64(),
     );
-    let requests = m.attempts.len() as u64;
+    let requests = m.attempts().len() as u64;
     let lag = m.send_lag.get(&Kind::Order);
     let q = |p: f64| lag.map(|h| h.value_at_quantile(p) as f64 / 1000.0);
     Ok(ClientRun {
@@ -494,9 +495,9 @@ pub fn render(r: &GeneratorBenchResult) -> String {
         let adds = r.ours.spelling_out_mib.unwrap_or_default();
         out.push_str(&wrap(
             &format!(
-                "ours' peak RSS is the attack's, its records kept compact; with them spelled out \
-                 for the oracle (a run's end): {spelled:.1} MiB, the spelling out {adds:.1} MiB \
-                 over the resident set before it"
+                "ours' peak RSS is the attack's, its records kept compact; with them handed to \
+                 the oracle (a run's end, the attempts' keys spelled once): {spelled:.1} MiB, \
+                 the handing over {adds:.1} MiB over the resident set before it"
             ),
             TERMINAL_WIDTH,
         ));

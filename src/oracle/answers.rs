@@ -179,16 +179,20 @@ pub(super) fn observe(f: &mut Findings, c: &Measurements, ids: bool, keys_sent: 
     if !keys_sent {
         return;
     }
-    // Each key's first order id; a key told a second id keeps them all (rare), so a million
-    // keys cost one map entry each, not one set each.
-    let mut first: std::collections::HashMap<&str, &str> =
-        std::collections::HashMap::with_capacity(c.attempts.len());
+    // Each key's first order id; a key told a second id keeps them all (rare). A key told one
+    // id once shares nothing: only the keys that may repeat are mapped.
+    let told = || {
+        c.attempts()
+            .filter(|a| a.answer == Answer::Created && a.order_id.is_some())
+    };
+    let repeats = super::repeats::Repeats::of(told().map(|a| a.key));
+    let mut first: hashbrown::HashMap<&str, &str> = hashbrown::HashMap::new();
     let mut shared: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
-    for a in &c.attempts {
-        if let (Answer::Created, Some(id)) = (a.answer, a.order_id.as_deref()) {
-            let was = *first.entry(&*a.key).or_insert(id);
-            if was != id || shared.contains_key(&*a.key) {
-                let ids = shared.entry(&*a.key).or_default();
+    for a in told().filter(|a| repeats.may_repeat(&a.key)) {
+        if let (Answer::Created, Some(id)) = (a.answer, a.order_id) {
+            let was = *first.entry(a.key).or_insert(id);
+            if was != id || shared.contains_key(a.key) {
+                let ids = shared.entry(a.key).or_default();
                 ids.insert(was);
                 ids.insert(id);
             }
@@ -418,14 +422,16 @@ mod tests {
     fn rows_sharing_a_key_count_beyond_the_first_and_beat_the_clients_view() {
         let mut f = Findings::default();
         let mut c = Measurements::default();
-        c.attempts.push(crate::traffic::recorder::Attempt {
-            key: "k1".into(),
-            buyer: 0,
-            answer: Answer::Created,
-            class: AnswerClass::Acknowledged,
-            order_id: Some("A".into()),
-            at_ms: 0,
-            retry: false,
+        c.edit_records(|attempts, _| {
+            attempts.push(crate::traffic::recorder::Attempt {
+                key: "k1".into(),
+                buyer: 0,
+                answer: Answer::Created,
+                class: AnswerClass::Acknowledged,
+                order_id: Some("A".into()),
+                at_ms: 0,
+                retry: false,
+            })
         });
         observe(&mut f, &c, true, true);
         assert_eq!(

@@ -18,16 +18,18 @@
 //! - unclassified answers, with the rule that would classify them.
 
 use super::{replay, Evidence, Findings};
-use crate::traffic::recorder::{Answer, AnswerClass, Kind, Told, UnclassifiedAnswer};
-use std::collections::{HashMap, HashSet};
+use crate::traffic::recorder::{
+    AckList, AckView, Answer, AnswerClass, ClientRecords, Kind, Told, UnclassifiedAnswer,
+};
+use hashbrown::{HashMap, HashSet};
 
 /// What the clients saw, before any server-side truth: acknowledgements, people turned away
 /// (and those refused for another reason than sold out), whether anything was sold at all,
 /// unclassified answers and what the run's mapping rules out.
 pub(super) fn observe(f: &mut Findings, e: &Evidence<'_>) {
     let c = e.clients;
-    f.acknowledged = c.acks.len() as u64;
-    f.acks_without_id = c.acks.iter().filter(|a| a.order_id.is_none()).count() as u64;
+    f.acknowledged = c.acks().len() as u64;
+    f.acks_without_id = c.acks().filter(|a| a.order_id.is_none()).count() as u64;
     f.turned_away_buyers = c
         .buyers
         .values()
@@ -35,14 +37,12 @@ pub(super) fn observe(f: &mut Findings, e: &Evidence<'_>) {
         .count() as u64;
     f.refused_buyers = refused_buyers(c);
     f.unauthorized = c
-        .attempts
-        .iter()
+        .attempts()
         .filter(|a| a.answer == Answer::Unauthorized)
         .count() as u64;
     f.nothing_sold = e.initial_stock > 0 && f.acknowledged == 0;
     f.indeterminate = c
-        .attempts
-        .iter()
+        .attempts()
         .filter(|a| a.class == AnswerClass::Indeterminate)
         .count() as u64;
     f.duplicate_acks = e.reading.order_id_field.as_ref().map(|_| duplicate_acks(c));
@@ -75,8 +75,7 @@ pub(super) fn observe(f: &mut Findings, e: &Evidence<'_>) {
 /// credentials, so those buyers never really tried to buy.
 fn unauthorized_note(c: &crate::traffic::recorder::Measurements) -> Option<String> {
     let refused = c
-        .attempts
-        .iter()
+        .attempts()
         .filter(|a| a.answer == crate::traffic::recorder::Answer::Unauthorized)
         .count();
     (refused > 0).then(|| {
@@ -91,15 +90,15 @@ fn unauthorized_note(c: &crate::traffic::recorder::Measurements) -> Option<Strin
 /// stock-side peak when the stock was sampled.
 fn held(f: &mut Findings, e: &Evidence<'_>) {
     let c = e.clients;
-    let acks = &c.acks;
+    let acks = &c.records;
     let mut held = replay::held(acks, e.payment_window_ms);
     // A cancel answered ok whose send was not recorded (an older shard file, a request path
     // that records none) may have released its unit at any time: its order is never counted
     // as held, and such cancels that name no order are taken off the peak.
-    let timed: HashSet<&str> = acks
-        .iter()
+    let timed: HashSet<&str> = c
+        .acks()
         .filter(|a| a.cancel_sent_ms.is_some())
-        .filter_map(|a| a.order_id.as_deref())
+        .filter_map(|a| a.order_id)
         .collect();
     let untimed_by_id: HashSet<&str> = c
         .told
@@ -107,13 +106,14 @@ fn held(f: &mut Findings, e: &Evidence<'_>) {
         .filter(|(id, t)| **t == Told::Cancelled && !timed.contains(id.as_str()))
         .map(|(id, _)| id.as_str())
         .collect();
-    held.retain(|h| {
-        acks[h.ack]
-            .order_id
-            .as_deref()
-            .is_none_or(|id| !untimed_by_id.contains(id))
-    });
-    let recorded = acks.iter().filter(|a| a.cancel_sent_ms.is_some()).count();
+    if !untimed_by_id.is_empty() {
+        held.retain(|h| {
+            acks.ack(h.ack)
+                .order_id
+                .is_none_or(|id| !untimed_by_id.contains(id))
+        });
+    }
+    let recorded = c.acks().filter(|a| a.cancel_sent_ms.is_some()).count();
     let untimed = c
         .cancels_ok
         .saturating_sub((recorded + untimed_by_id.len()) as u64) as i64;
@@ -126,8 +126,8 @@ fn held(f: &mut Findings, e: &Evidence<'_>) {
     f.client_peak_held = Some(peak);
     f.client_peak_oversell = Some((peak - e.initial_stock).max(0));
     let limit = e.purchase_limit;
-    f.client_duplicate_buyers = Some(replay::owners_over(&held, acks, |a| &a.user_id, limit));
-    f.client_duplicate_devices = Some(replay::owners_over(&held, acks, |a| &a.device_id, limit));
+    f.client_duplicate_buyers = Some(replay::owners_over(&held, acks, |a| a.user_id, limit));
+    f.client_duplicate_devices = Some(replay::owners_over(&held, acks, |a| a.device_id, limit));
     if !e.stock_samples.is_empty() {
         f.stock_samples = Some(e.stock_samples.len() as u64);
         f.stock_peak_oversell = replay::stock_peak(&held, &e.stock_samples, e.initial_stock);
@@ -154,7 +154,7 @@ fn undeclared_note(advice: Option<super::UndeclaredWindow>) -> String {
 /// unauthorized, invalid or not found.
 fn refused_buyers(c: &crate::traffic::recorder::Measurements) -> u64 {
     let mut by_buyer: HashMap<usize, bool> = HashMap::new();
-    for a in &c.attempts {
+    for a in c.attempts() {
         let refused = matches!(
             a.answer,
             Answer::Unauthorized | Answer::Invalid | Answer::NotFound
@@ -173,17 +173,19 @@ fn refused_buyers(c: &crate::traffic::recorder::Measurements) -> u64 {
 fn duplicate_acks(c: &crate::traffic::recorder::Measurements) -> u64 {
     // Per order id: the first key it was told under (`None`: a keyless attempt), and whether
     // a second attempt was told it (another key, or any keyless one).
-    let mut told: HashMap<&str, (Option<&str>, bool)> = HashMap::with_capacity(c.acks.len());
-    for a in &c.acks {
-        let Some(id) = a.order_id.as_deref() else {
+    // An id told once is no duplicate: only ids that may repeat are mapped.
+    let repeats = super::repeats::Repeats::of(c.acks().filter_map(|a| a.order_id));
+    let mut told: HashMap<&str, (Option<&str>, bool)> = HashMap::new();
+    for a in c.acks() {
+        let Some(id) = a.order_id.filter(|id| repeats.may_repeat(id)) else {
             continue;
         };
-        let key = a.key.as_deref();
+        let key = a.key;
         match told.entry(id) {
-            std::collections::hash_map::Entry::Vacant(v) => {
+            hashbrown::hash_map::Entry::Vacant(v) => {
                 v.insert((key, false));
             }
-            std::collections::hash_map::Entry::Occupied(mut o) => {
+            hashbrown::hash_map::Entry::Occupied(mut o) => {
                 let (first, twice) = o.get_mut();
                 *twice |= match (*first, key) {
                     (Some(f), Some(k)) => f != k,
@@ -193,6 +195,22 @@ fn duplicate_acks(c: &crate::traffic::recorder::Measurements) -> u64 {
         }
     }
     told.values().filter(|(_, twice)| *twice).count() as u64
+}
+
+/// Some of the records' acknowledgements, by position.
+struct Open<'a> {
+    records: &'a ClientRecords,
+    open: Vec<usize>,
+}
+
+impl AckList for Open<'_> {
+    fn len(&self) -> usize {
+        self.open.len()
+    }
+
+    fn ack(&self, i: usize) -> AckView<'_> {
+        self.records.ack(self.open[i])
+    }
 }
 
 /// The rule to add for one kind of unclassified answer.
@@ -240,16 +258,17 @@ pub(super) fn judge(f: &mut Findings, e: &Evidence<'_>, released_unseen: Option<
     // Without rows, what the shop may have released on its own is unseen: the orders that
     // could have expired by the final read are not counted as sold to anyone.
     f.may_have_expired = released_unseen.is_none().then(|| {
-        let open: Vec<_> = c
-            .acks
-            .iter()
-            .filter(|a| {
-                a.order_id
-                    .as_deref()
-                    .is_none_or(|id| !cancelled.contains(id))
-            })
-            .cloned()
-            .collect();
+        let open = Open {
+            records: &c.records,
+            open: (0..c.records.len())
+                .filter(|i| {
+                    c.records
+                        .ack(*i)
+                        .order_id
+                        .is_none_or(|id| !cancelled.contains(id))
+                })
+                .collect(),
+        };
         replay::may_have_expired(&open, e.payment_window_ms, e.audited_ms)
     });
     let released_unseen =

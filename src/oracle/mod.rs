@@ -35,7 +35,9 @@
 
 mod answers;
 mod clients;
+mod index;
 mod orders;
+mod repeats;
 mod replay;
 mod rows;
 mod tally;

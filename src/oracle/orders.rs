@@ -6,8 +6,9 @@
 use super::Reading;
 use crate::model::Order;
 use crate::traffic::recorder::{AnswerClass, Measurements};
+use crate::traffic::schedule::ident::IdRef;
 use crate::traffic::schedule::Schedule;
-use std::collections::HashMap;
+use hashbrown::HashMap;
 
 /// Whose rows: the reference shop's (our statuses, with timestamps), or a foreign shop's
 /// (`--orders-query`: its own statuses, read as released or holding stock, no timestamps).
@@ -74,7 +75,7 @@ pub(super) struct Classes {
 }
 
 impl Classes {
-    pub(super) fn add(&mut self, a: &crate::traffic::recorder::Attempt) {
+    pub(super) fn add(&mut self, a: &crate::traffic::recorder::AttemptView<'_>) {
         match a.class {
             AnswerClass::Acknowledged if a.order_id.is_none() => self.acked = true,
             AnswerClass::Acknowledged => {}
@@ -99,11 +100,7 @@ pub(super) fn by_buyer(
     used: impl Fn(&str) -> bool,
     ours: bool,
 ) -> Sorted {
-    let acked_user: HashMap<usize, &str> = c
-        .acks
-        .iter()
-        .map(|a| (a.buyer, a.user_id.as_str()))
-        .collect();
+    let acked_user: HashMap<usize, IdRef<'_>> = c.acks().map(|a| (a.buyer, a.user_id)).collect();
     let user_of = |buyer: usize| -> Option<String> {
         acked_user
             .get(&buyer)
@@ -112,15 +109,15 @@ pub(super) fn by_buyer(
     };
     // One potential order per key sent (a retry under it is the same order), else per attempt.
     let mut groups: HashMap<(usize, &str), (usize, Classes)> = HashMap::new();
-    for (i, a) in c.attempts.iter().enumerate() {
+    for (i, a) in c.attempts().enumerate() {
         if a.class == AnswerClass::Acknowledged && a.order_id.is_some() {
             continue;
         }
-        if reading.keys_sent && used(&a.key) {
+        if reading.keys_sent && used(a.key) {
             continue;
         }
         let name = if reading.keys_sent {
-            (usize::MAX, &*a.key)
+            (usize::MAX, a.key)
         } else {
             (i, "")
         };
@@ -128,7 +125,7 @@ pub(super) fn by_buyer(
             .entry(name)
             .or_insert((a.buyer, Classes::default()))
             .1
-            .add(a);
+            .add(&a);
     }
     // What each user's attempts can explain: acknowledged, indeterminate, refused.
     let mut budget: HashMap<String, [u64; 3]> = HashMap::new();

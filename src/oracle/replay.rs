@@ -10,9 +10,11 @@
 //! One order acknowledged twice (a replay of one `Idempotency-Key`) is one order: acks are
 //! grouped by order id, else by attempt key.
 
+use super::repeats::Repeats;
 use super::StockSample;
-use crate::traffic::recorder::Ack;
-use std::collections::HashMap;
+use crate::traffic::recorder::{AckList, AckView};
+use crate::traffic::schedule::ident::IdRef;
+use hashbrown::HashMap;
 
 /// One order the clients provably held over `[from, until)` (ms after the sale opened).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,55 +43,67 @@ struct Facts {
     paid: Option<u64>,
 }
 
-/// The distinct orders of `acks`: grouped by order id, else by attempt key.
-fn orders(acks: &[Ack]) -> HashMap<OrderName<'_>, Facts> {
-    let mut orders: HashMap<OrderName<'_>, Facts> = HashMap::with_capacity(acks.len());
+/// The distinct orders of `acks`, grouped by order id, else by attempt key, each given to
+/// `each` once with what all of its acknowledgements say. Only the names that may repeat
+/// ([`Repeats`]) are grouped in a map; every other acknowledgement is an order of its own.
+fn orders<'a, A: AckList + ?Sized>(acks: &'a A, mut each: impl FnMut(Facts)) {
+    let name = |i: usize, a: &AckView<'a>| match (a.order_id, a.key) {
+        (Some(id), _) => OrderName::Id(id),
+        (None, Some(k)) => OrderName::Key(k),
+        (None, None) => OrderName::Lone(i),
+    };
+    let repeats = Repeats::of((0..acks.len()).map(|i| name(i, &acks.ack(i))));
+    let mut grouped: HashMap<OrderName<'a>, Facts> = HashMap::new();
     let earliest = |a: Option<u64>, b: Option<u64>| match (a, b) {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
     };
-    for (i, a) in acks.iter().enumerate() {
-        let name = match (a.order_id.as_deref(), a.key.as_deref()) {
-            (Some(id), _) => OrderName::Id(id),
-            (None, Some(k)) => OrderName::Key(k),
-            (None, None) => OrderName::Lone(i),
-        };
-        let f = orders.entry(name).or_insert(Facts {
+    for i in 0..acks.len() {
+        let a = acks.ack(i);
+        let facts = Facts {
             ack: i,
             from: a.at_ms,
             sent: a.sent_ms,
-            cancel: None,
-            paid: None,
-        });
+            cancel: a.cancel_sent_ms,
+            paid: a.paid_ms,
+        };
+        let name = name(i, &a);
+        if !repeats.may_repeat(&name) {
+            each(facts);
+            continue;
+        }
+        let f = grouped.entry(name).or_insert(facts);
         f.from = f.from.min(a.at_ms);
         f.sent = f.sent.min(a.sent_ms);
         f.cancel = earliest(f.cancel, a.cancel_sent_ms);
         f.paid = earliest(f.paid, a.paid_ms);
     }
-    orders
+    grouped.into_values().for_each(each);
 }
 
 /// Distinct acknowledged orders, neither cancelled nor paid within the window, that the shop
 /// may have released on its own by `audited_ms` (their send + the window; any time when no
 /// window was declared, or when the audit's time is unknown).
-pub(super) fn may_have_expired(
-    acks: &[Ack],
+pub(super) fn may_have_expired<A: AckList + ?Sized>(
+    acks: &A,
     window_ms: Option<u64>,
     audited_ms: Option<u64>,
 ) -> u64 {
-    orders(acks)
-        .into_values()
-        .filter(|f| f.cancel.is_none())
-        .filter(|f| match (window_ms, audited_ms) {
-            (Some(w), audited) => {
-                let expires = f.sent.saturating_add(w);
-                expires != u64::MAX
-                    && f.paid.is_none_or(|p| p > expires)
-                    && audited.is_none_or(|t| expires <= t)
-            }
-            (None, _) => f.paid.is_none(),
-        })
-        .count() as u64
+    let mut n = 0;
+    orders(acks, |f| {
+        let may = f.cancel.is_none()
+            && match (window_ms, audited_ms) {
+                (Some(w), audited) => {
+                    let expires = f.sent.saturating_add(w);
+                    expires != u64::MAX
+                        && f.paid.is_none_or(|p| p > expires)
+                        && audited.is_none_or(|t| expires <= t)
+                }
+                (None, _) => f.paid.is_none(),
+            };
+        n += u64::from(may);
+    });
+    n
 }
 
 /// The distinct orders of `acks` with the interval each was provably held; `window_ms`: the
@@ -97,30 +111,30 @@ pub(super) fn may_have_expired(
 /// window), `None` when nobody declared one (an unpaid order may be released at once: only
 /// paid orders are held, from the payment's answer). Orders never provably held (released
 /// before their acknowledgement) are left out.
-pub(super) fn held(acks: &[Ack], window_ms: Option<u64>) -> Vec<Held> {
-    let orders = orders(acks);
-    let mut out: Vec<Held> = orders
-        .into_values()
-        .filter_map(
-            |Facts {
-                 ack,
-                 from,
-                 sent,
-                 cancel,
-                 paid,
-             }| {
-                let (from, expiry) = match (window_ms, paid) {
-                    (Some(w), Some(p)) if p <= sent.saturating_add(w) => (from, u64::MAX),
-                    (Some(w), _) => (from, sent.saturating_add(w)),
-                    // No window declared: held from the moment the shop said it was paid.
-                    (None, Some(p)) => (from.max(p), u64::MAX),
-                    (None, None) => return None,
-                };
-                let until = cancel.unwrap_or(u64::MAX).min(expiry);
-                (until > from).then_some(Held { from, until, ack })
-            },
-        )
-        .collect();
+pub(super) fn held<A: AckList + ?Sized>(acks: &A, window_ms: Option<u64>) -> Vec<Held> {
+    let mut out: Vec<Held> = Vec::new();
+    orders(
+        acks,
+        |Facts {
+             ack,
+             from,
+             sent,
+             cancel,
+             paid,
+         }| {
+            let (from, expiry) = match (window_ms, paid) {
+                (Some(w), Some(p)) if p <= sent.saturating_add(w) => (from, u64::MAX),
+                (Some(w), _) => (from, sent.saturating_add(w)),
+                // No window declared: held from the moment the shop said it was paid.
+                (None, Some(p)) => (from.max(p), u64::MAX),
+                (None, None) => return,
+            };
+            let until = cancel.unwrap_or(u64::MAX).min(expiry);
+            if until > from {
+                out.push(Held { from, until, ack });
+            }
+        },
+    );
     out.sort_by_key(|h| (h.from, h.ack));
     out
 }
@@ -148,14 +162,18 @@ pub(super) fn peak<'a>(held: impl IntoIterator<Item = &'a Held>) -> i64 {
 /// `stock`, and the peak oversell they prove if every unpaid order is held until its cancel
 /// (`None` when even that proves nothing). The peak only grows with the window, so the
 /// shortest one is found by bisection over the run's span.
-pub(super) fn undeclared_window(acks: &[Ack], stock: i64) -> Option<super::UndeclaredWindow> {
+pub(super) fn undeclared_window<A: AckList + ?Sized>(
+    acks: &A,
+    stock: i64,
+) -> Option<super::UndeclaredWindow> {
     let over = |w: u64| peak(&held(acks, Some(w))) - stock;
     let longest = over(u64::MAX);
     if longest <= 0 {
         return None;
     }
     // Past the last acknowledgement a longer window changes no instant the peak is taken at.
-    let (mut lo, mut hi) = (0u64, acks.iter().map(|a| a.at_ms).max().unwrap_or(0) + 1);
+    let last = (0..acks.len()).map(|i| acks.ack(i).at_ms).max();
+    let (mut lo, mut hi) = (0u64, last.unwrap_or(0) + 1);
     while hi - lo > 1 {
         let mid = lo + (hi - lo) / 2;
         if over(mid) > 0 {
@@ -171,21 +189,27 @@ pub(super) fn undeclared_window(acks: &[Ack], stock: i64) -> Option<super::Undec
 }
 
 /// Owners (users or devices, by `owner`) that held more than `limit` units at once.
-pub(super) fn owners_over<'a>(
+pub(super) fn owners_over<'a, A: AckList + ?Sized>(
     held: &[Held],
-    acks: &'a [Ack],
-    owner: impl Fn(&'a Ack) -> &'a str,
+    acks: &'a A,
+    owner: impl Fn(AckView<'a>) -> IdRef<'a>,
     limit: i64,
 ) -> u64 {
-    // Most owners hold one order: only those with more than the limit in all are replayed.
-    let mut count: HashMap<&str, i64> = HashMap::new();
+    // Most owners hold one order: only those with more than the limit in all are replayed,
+    // and (with a limit of one or more) only owners named twice can be.
+    let repeats = (limit >= 1).then(|| Repeats::of(held.iter().map(|h| owner(acks.ack(h.ack)))));
+    let may_be_over = |o: &IdRef<'a>| repeats.as_ref().is_none_or(|r| r.may_repeat(o));
+    let mut count: HashMap<IdRef<'a>, i64> = HashMap::new();
     for h in held {
-        *count.entry(owner(&acks[h.ack])).or_default() += 1;
+        let o = owner(acks.ack(h.ack));
+        if may_be_over(&o) {
+            *count.entry(o).or_default() += 1;
+        }
     }
-    let mut by: HashMap<&str, Vec<Held>> = HashMap::new();
+    let mut by: HashMap<IdRef<'a>, Vec<Held>> = HashMap::new();
     for h in held {
-        let o = owner(&acks[h.ack]);
-        if count[o] > limit {
+        let o = owner(acks.ack(h.ack));
+        if count.get(&o).is_some_and(|n| *n > limit) {
             by.entry(o).or_default().push(*h);
         }
     }
@@ -237,6 +261,7 @@ pub(super) fn stock_peak(held: &[Held], samples: &[StockSample], initial: i64) -
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::traffic::recorder::Ack;
 
     /// An ack of order `id` answered at `at`, sent at `sent`.
     fn ack(id: &str, user: &str, sent: u64, at: u64) -> Ack {
@@ -365,16 +390,16 @@ mod tests {
         ];
         let h = held(&acks, WINDOW);
         assert_eq!(h.len(), 5, "the replay is one order");
-        assert_eq!(owners_over(&h, &acks, |a| a.user_id.as_str(), 1), 1);
-        assert_eq!(owners_over(&h, &acks, |a| a.user_id.as_str(), 2), 0);
+        assert_eq!(owners_over(&h, &acks, |a| a.user_id, 1), 1);
+        assert_eq!(owners_over(&h, &acks, |a| a.user_id, 2), 0);
         // Without ids, distinct attempt keys.
         let mut keyed = acks.clone();
         for a in &mut keyed {
             a.order_id = None;
         }
         let h = held(&keyed, WINDOW);
-        assert_eq!(owners_over(&h, &keyed, |a| a.user_id.as_str(), 1), 1);
-        assert_eq!(owners_over(&h, &keyed, |a| a.device_id.as_str(), 1), 1);
+        assert_eq!(owners_over(&h, &keyed, |a| a.user_id, 1), 1);
+        assert_eq!(owners_over(&h, &keyed, |a| a.device_id, 1), 1);
     }
 
     #[test]

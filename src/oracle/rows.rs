@@ -12,12 +12,16 @@
 //! Every figure is the one [`super::orders`]' definitions give over the whole set of rows:
 //! the findings of a run do not depend on whether its rows were streamed or handed over.
 
+use super::index::{Ids, Keys};
 use super::orders::{by_buyer, Classes, Rows, Sorted};
 use super::tally::{Holdings, Peak};
 use super::{DeadLetterSeen, Reading};
 use crate::model::{Order, OrderStatus};
 use crate::traffic::recorder::{Measurements, Told};
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use crate::traffic::schedule::ident::IdRef;
+// foldhash's maps: a million ids and keys hashed faster than with SipHash.
+use hashbrown::{HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
 
 /// What the rows are checked against: the clients' side and the run's facts.
 #[derive(Clone, Copy)]
@@ -54,8 +58,9 @@ struct KeyFacts {
 pub struct Check<'a> {
     ask: Ask<'a>,
     kind: Rows,
-    ids: HashMap<&'a str, IdFacts>,
-    keys: HashMap<&'a str, KeyFacts>,
+    ids: Ids<'a, IdFacts>,
+    /// The attempts' keys (none when the attempts carried none).
+    keys: Option<Keys<'a, KeyFacts>>,
     /// Rows per key no attempt of this run sent.
     foreign_keys: HashMap<Box<str>, u32>,
     sorted: Sorted,
@@ -78,26 +83,25 @@ impl<'a> Check<'a> {
     /// A check of `kind` rows against `ask`.
     pub fn new(ask: Ask<'a>, kind: Rows) -> Self {
         let c = ask.clients;
-        let mut ids: HashMap<&'a str, IdFacts> = HashMap::with_capacity(c.acks.len());
-        for id in c.acks.iter().filter_map(|a| a.order_id.as_deref()) {
-            ids.entry(id).or_default().acked = true;
+        let mut ids: Ids<'a, IdFacts> = Ids::new(&c.records);
+        for (i, a) in c.acks().enumerate() {
+            if let Some(id) = a.order_id {
+                ids.acked(i, id).acked = true;
+            }
         }
         for (id, told) in &c.told {
-            ids.entry(id.as_str()).or_default().told = Some(*told);
+            ids.entry(id.as_str()).told = Some(*told);
         }
         let others = c.follow_ups.iter().filter_map(|f| f.order_id.as_deref());
         let dead = ask.dead_letters.into_iter().flatten();
         for id in others.chain(dead.map(|d| d.order_id.as_str())) {
-            ids.entry(id).or_default();
+            ids.entry(id);
         }
-        let mut keys: HashMap<&'a str, KeyFacts> = HashMap::new();
-        if ask.reading.keys_sent {
-            keys.reserve(c.attempts.len());
-            for a in &c.attempts {
-                keys.entry(&*a.key).or_default().classes.add(a);
-            }
-        }
-        let expected = ask.users.map_or(0, |u| u.len()).max(c.acks.len());
+        let keys = ask
+            .reading
+            .keys_sent
+            .then(|| Keys::new(&c.records, |k: &mut KeyFacts, a| k.classes.add(a)));
+        let expected = ask.users.map_or(0, |u| u.len()).max(c.acks().len());
         Check {
             ask,
             kind,
@@ -155,7 +159,7 @@ impl<'a> Check<'a> {
     fn sort(&mut self, o: &Order, acked: bool) {
         let keys_sent = self.ask.reading.keys_sent;
         let key = match o.idempotency_key.as_deref() {
-            Some(k) if keys_sent => match self.keys.get_mut(k) {
+            Some(k) if keys_sent => match self.keys.as_mut().and_then(|keys| keys.get_mut(k)) {
                 Some(facts) => {
                     facts.used = true;
                     facts.rows = facts.rows.saturating_add(1);
@@ -187,7 +191,9 @@ impl<'a> Check<'a> {
     /// Whether some key has two rows or more: their ids are read in a second pass over the
     /// same rows ([`Check::row_again`]).
     pub fn wants_second_pass(&self) -> bool {
-        self.keys.values().any(|k| k.rows > 1) || self.foreign_keys.values().any(|n| *n > 1)
+        let sent = self.keys.iter().flat_map(|keys| keys.values());
+        sent.into_iter().any(|k: &KeyFacts| k.rows > 1)
+            || self.foreign_keys.values().any(|n| *n > 1)
     }
 
     /// The second pass: keeps the id of a row whose key has two rows or more.
@@ -195,7 +201,7 @@ impl<'a> Check<'a> {
         let Some(k) = o.idempotency_key.as_deref() else {
             return;
         };
-        let rows = match self.keys.get(k) {
+        let rows = match self.keys.as_ref().and_then(|keys| keys.get(k)) {
             Some(f) => f.rows,
             None => self.foreign_keys.get(k).copied().unwrap_or(0),
         };
@@ -217,9 +223,8 @@ impl<'a> Check<'a> {
         let c = self.ask.clients;
         let status_of = |id: &str| self.ids.get(id).and_then(|f| f.row);
         let lost: Vec<&str> = c
-            .acks
-            .iter()
-            .filter_map(|a| a.order_id.as_deref())
+            .acks()
+            .filter_map(|a| a.order_id)
             .filter(|id| status_of(id).is_none())
             .collect();
         let dead = self.ask.dead_letters;
@@ -257,24 +262,18 @@ impl<'a> Check<'a> {
             .count() as u64;
         let refused_applied = super::answers::refused_but_applied_by(c, status_of);
         let by_shop: Option<Vec<&str>> = (self.kind == Rows::Foreign).then(|| {
-            c.acks
-                .iter()
-                .filter_map(|a| a.order_id.as_deref())
+            c.acks()
+                .filter_map(|a| a.order_id)
                 .filter(|id| {
                     status_of(id).is_some_and(|st| !st.holds_stock())
                         && c.told.get(*id) != Some(&Told::Cancelled)
                 })
                 .collect()
         });
-        let bots: HashSet<&str> = c
-            .acks
-            .iter()
-            .filter(|a| a.bot)
-            .map(|a| a.user_id.as_str())
-            .collect();
+        let bots: HashSet<IdRef<'_>> = c.acks().filter(|a| a.bot).map(|a| a.user_id).collect();
         let bot_units: i64 = bots
             .iter()
-            .filter_map(|u| self.users.get(u))
+            .filter_map(|u| self.users.get(&u.to_string()))
             .filter(|q| *q != 0)
             .sum();
         let limit = self.ask.purchase_limit;
@@ -311,16 +310,19 @@ impl<'a> Check<'a> {
         }
         let c = self.ask.clients;
         let seen = |u: &str| self.users.get(u).is_some();
-        let ours = c.acks.iter().any(|a| seen(&a.user_id))
+        let ours = c.acks().any(|a| seen(&a.user_id.to_string()))
             || self.ask.users.is_some_and(|s| {
                 // No acknowledged user in the rows: any buyer of this run that asked at all.
-                let buyers: HashSet<usize> = c.attempts.iter().map(|a| a.buyer).collect();
+                let buyers: HashSet<usize> = c.attempts().map(|a| a.buyer).collect();
                 buyers
                     .into_iter()
                     .filter_map(|b| s.user_id(b))
                     .any(|u| seen(&u.as_cow()))
             });
-        let used = |k: &str| self.keys.get(k).is_some_and(|f| f.used);
+        let used = |k: &str| {
+            let facts = self.keys.as_ref().and_then(|keys| keys.get(k));
+            facts.is_some_and(|f| f.used)
+        };
         let b = by_buyer(&self.left, c, self.ask.reading, self.ask.users, used, ours);
         s.acknowledged += b.acknowledged;
         s.indeterminate_committed += b.indeterminate_committed;

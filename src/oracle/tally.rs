@@ -8,22 +8,11 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-/// The seeded spellings, by form: `bot-dev-` before `bot-` so that neither swallows the other.
-const FORMS: [&str; 4] = ["u-", "dev-", "bot-dev-", "bot-"];
-
-/// `s` as (form, number) when it is a seeded id in canonical form.
+/// `s` as (form, number) when it is a seeded id in canonical form
+/// ([`crate::traffic::schedule::ident::seeded_number`]).
 pub(super) fn seeded(s: &str) -> Option<(usize, u32)> {
-    let (form, digits) = FORMS
-        .iter()
-        .enumerate()
-        .find_map(|(i, p)| s.strip_prefix(p).map(|d| (i, d)))?;
-    let canonical = !digits.is_empty()
-        && digits.bytes().all(|b| b.is_ascii_digit())
-        && (digits == "0" || !digits.starts_with('0'));
-    canonical
-        .then(|| digits.parse::<u32>().ok())
-        .flatten()
-        .map(|n| (form, n))
+    let (form, _, n) = crate::traffic::schedule::ident::seeded_number(s)?;
+    u32::try_from(n).ok().map(|n| (form, n))
 }
 
 /// Not seen: a user with rows has a sum, maybe 0.

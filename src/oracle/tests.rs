@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::model::OrderStatus;
-use crate::traffic::recorder::{Ack, BuyerResult, Told};
+use crate::traffic::recorder::{Ack, BuyerResult, ClientRecords, Told};
 
 fn order(id: &str, user: &str, status: OrderStatus) -> Order {
     Order {
@@ -23,23 +23,25 @@ fn clients(acks: &[(&str, &str)]) -> Measurements {
         histograms: Default::default(),
         order_intervals: vec![],
         timeline: vec![],
-        acks: acks
-            .iter()
-            .enumerate()
-            .map(|(i, (id, user))| Ack {
-                key: Some(format!("k-{i}").into()),
-                order_id: Some((*id).into()),
-                buyer: i,
-                user_id: user.to_string(),
-                device_id: format!("d-{user}"),
-                bot: user.starts_with("bot"),
-                at_ms: 0,
-                sent_ms: 0,
-                cancel_sent_ms: None,
-                paid_ms: None,
-            })
-            .collect(),
-        attempts: vec![],
+        records: ClientRecords::from_spelled(
+            &[],
+            &acks
+                .iter()
+                .enumerate()
+                .map(|(i, (id, user))| Ack {
+                    key: Some(format!("k-{i}").into()),
+                    order_id: Some((*id).into()),
+                    buyer: i,
+                    user_id: user.to_string(),
+                    device_id: format!("d-{user}"),
+                    bot: user.starts_with("bot"),
+                    at_ms: 0,
+                    sent_ms: 0,
+                    cancel_sent_ms: None,
+                    paid_ms: None,
+                })
+                .collect::<Vec<_>>(),
+        ),
         told: Default::default(),
         cancels_ok: 0,
         follow_ups: vec![],
@@ -221,12 +223,14 @@ fn undersell_counts_units_left_while_buyers_were_refused_for_another_reason_than
         at_ms: 0,
         retry: false,
     };
-    c.attempts = vec![
-        attempt(2, Answer::Unauthorized),
-        attempt(3, Answer::Invalid),
-        attempt(3, Answer::NotFound),
-        attempt(4, Answer::SoldOut),
-    ];
+    c.edit_records(|attempts, _| {
+        *attempts = vec![
+            attempt(2, Answer::Unauthorized),
+            attempt(3, Answer::Invalid),
+            attempt(3, Answer::NotFound),
+            attempt(4, Answer::SoldOut),
+        ]
+    });
     let orders = vec![
         order("a", "u1", OrderStatus::Paid),
         order("b", "u2", OrderStatus::Paid),
@@ -269,17 +273,19 @@ fn undersell_counts_units_left_while_buyers_were_refused_for_another_reason_than
 fn a_sale_with_stock_and_no_acknowledgement_tested_nothing() {
     use crate::traffic::recorder::{Answer, AnswerClass, Attempt};
     let mut c = clients(&[]);
-    c.attempts = (0..5)
-        .map(|buyer| Attempt {
-            key: format!("k-{buyer}").into(),
-            buyer,
-            answer: Answer::Unauthorized,
-            class: AnswerClass::Refused,
-            order_id: None,
-            at_ms: 0,
-            retry: false,
-        })
-        .collect();
+    c.edit_records(|attempts, _| {
+        *attempts = (0..5)
+            .map(|buyer| Attempt {
+                key: format!("k-{buyer}").into(),
+                buyer,
+                answer: Answer::Unauthorized,
+                class: AnswerClass::Refused,
+                order_id: None,
+                at_ms: 0,
+                retry: false,
+            })
+            .collect()
+    });
     let f = audit(&evidence(
         20,
         Truth::Totals {
@@ -371,14 +377,15 @@ fn restocks_the_database_shows_for_acknowledged_orders_count_once() {
         order("c", "u3", OrderStatus::Paid),
     ];
     // "a" sent at 0, answered at 10, unpaid: releasable at 50; "b" bought at 55, cancelled at 58.
-    for (a, (at, cancel)) in c
-        .acks
-        .iter_mut()
-        .zip([(10, None), (55, Some(58)), (60, None)])
-    {
-        a.at_ms = at;
-        a.cancel_sent_ms = cancel;
-    }
+    c.edit_records(|_, acks| {
+        for (a, (at, cancel)) in acks
+            .iter_mut()
+            .zip([(10, None), (55, Some(58)), (60, None)])
+        {
+            a.at_ms = at;
+            a.cancel_sent_ms = cancel;
+        }
+    });
     let mut e = evidence(
         1,
         Truth::Orders {
@@ -449,17 +456,19 @@ fn every_order_is_sorted_by_the_attempt_that_asked_for_it() {
         )
     };
     let mut c = clients(&[("a", "u1")]);
-    c.attempts = vec![
-        attempt("k-0", Answer::Created, Some("a")),
-        attempt("k-late", Answer::Timeout, None),
-        attempt("k-503", Answer::ServerError, None),
-        attempt("k-no", Answer::SoldOut, None),
-        attempt("k-noid", Answer::Created, None),
-    ];
-    c.acks.push(Ack {
-        key: Some("k-noid".into()),
-        order_id: None,
-        ..c.acks[0].clone()
+    c.edit_records(|attempts, acks| {
+        *attempts = vec![
+            attempt("k-0", Answer::Created, Some("a")),
+            attempt("k-late", Answer::Timeout, None),
+            attempt("k-503", Answer::ServerError, None),
+            attempt("k-no", Answer::SoldOut, None),
+            attempt("k-noid", Answer::Created, None),
+        ];
+        acks.push(Ack {
+            key: Some("k-noid".into()),
+            order_id: None,
+            ..acks[0].clone()
+        });
     });
     let orders = vec![
         keyed("a", Some("k-0")),
@@ -517,7 +526,7 @@ fn every_order_is_sorted_by_the_attempt_that_asked_for_it() {
 fn one_order_id_told_to_two_attempts_is_a_duplicate_ack_and_a_replay_is_not() {
     let mut c = clients(&[("a", "u1"), ("b", "u2"), ("b", "u3")]);
     // A retry of attempt k-0 told the same order again: one attempt, not a finding.
-    c.acks.push(c.acks[0].clone());
+    c.edit_records(|_, acks| acks.push(acks[0].clone()));
     let orders = vec![
         order("a", "u1", OrderStatus::Paid),
         order("b", "u2", OrderStatus::Paid),
@@ -574,10 +583,12 @@ fn the_clients_replay_proves_a_covered_up_peak_and_duplicate_buyers_without_an_o
     // Stock 2: three acknowledged at once, two by one user; one cancelled later. The final
     // count (3 − 1 = 2) looks fine; the peak (3 at once) and the user holding 2 do not.
     let mut c = clients(&[("a", "u1"), ("b", "u1"), ("c", "u2")]);
-    for (i, a) in c.acks.iter_mut().enumerate() {
-        a.at_ms = 10 + i as u64;
-    }
-    c.acks[2].cancel_sent_ms = Some(100);
+    c.edit_records(|_, acks| {
+        for (i, a) in acks.iter_mut().enumerate() {
+            a.at_ms = 10 + i as u64;
+        }
+        acks[2].cancel_sent_ms = Some(100);
+    });
     c.cancels_ok = 1;
     let f = audit(&evidence(2, Truth::Unverified, &c));
     assert_eq!(f.client_oversell, Some(0));
@@ -601,9 +612,11 @@ fn the_clients_replay_proves_a_covered_up_peak_and_duplicate_buyers_without_an_o
 #[test]
 fn stock_samples_give_the_stock_extremes_and_the_stock_side_peak() {
     let mut c = clients(&[("a", "u1"), ("b", "u2")]);
-    for a in &mut c.acks {
-        a.at_ms = 10;
-    }
+    c.edit_records(|_, acks| {
+        for a in acks {
+            a.at_ms = 10;
+        }
+    });
     let mut e = evidence(
         5,
         Truth::Totals {
@@ -641,10 +654,12 @@ fn the_docs_worked_example_reads_as_documented() {
     // docs/src/rehearsal/evidence.md: stock 2; A, B, C acknowledged at 20, 25, 30 ms; C's cancel sent at
     // 200 ms; a stock reading sent at 1000 ms returned 3; the oracle counts 2 sold, stock 3.
     let mut c = clients(&[("A", "u1"), ("B", "u2"), ("C", "u3")]);
-    for (a, (sent, at)) in c.acks.iter_mut().zip([(10, 20), (12, 25), (10, 30)]) {
-        (a.sent_ms, a.at_ms) = (sent, at);
-    }
-    c.acks[2].cancel_sent_ms = Some(200);
+    c.edit_records(|_, acks| {
+        for (a, (sent, at)) in acks.iter_mut().zip([(10, 20), (12, 25), (10, 30)]) {
+            (a.sent_ms, a.at_ms) = (sent, at);
+        }
+        acks[2].cancel_sent_ms = Some(200);
+    });
     c.cancels_ok = 1;
     c.told.insert("C".into(), Told::Cancelled);
     let mut e = evidence(
@@ -689,9 +704,11 @@ fn a_cancel_recorded_without_its_send_never_counts_its_order_as_held() {
     assert_eq!(f.client_peak_oversell, Some(0));
     // Without order ids the cancel is taken off the peak instead.
     let mut c = clients(&[("a", "u1"), ("b", "u2")]);
-    for a in &mut c.acks {
-        a.order_id = None;
-    }
+    c.edit_records(|_, acks| {
+        for a in acks {
+            a.order_id = None;
+        }
+    });
     c.cancels_ok = 1;
     let f = audit(&evidence(1, Truth::Unverified, &c));
     assert_eq!(f.client_peak_held, Some(1));

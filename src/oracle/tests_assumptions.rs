@@ -8,32 +8,33 @@ use crate::traffic::recorder::{Ack, Answer, AnswerClass, Attempt};
 /// `n` buyers `u0..`, each one order attempt (key `k-i`) acknowledged without an order id at
 /// `i` ms, sent at 0, unpaid.
 fn acked_without_ids(n: usize) -> Measurements {
+    let acks: Vec<Ack> = (0..n)
+        .map(|i| Ack {
+            key: Some(format!("k-{i}").into()),
+            order_id: None,
+            buyer: i,
+            user_id: format!("u{i}"),
+            device_id: format!("d{i}"),
+            bot: false,
+            at_ms: 10 + i as u64,
+            sent_ms: i as u64,
+            cancel_sent_ms: None,
+            paid_ms: None,
+        })
+        .collect();
+    let attempts: Vec<Attempt> = (0..n)
+        .map(|i| Attempt {
+            key: format!("k-{i}").into(),
+            buyer: i,
+            answer: Answer::Created,
+            class: AnswerClass::Acknowledged,
+            order_id: None,
+            at_ms: 10 + i as u64,
+            retry: false,
+        })
+        .collect();
     Measurements {
-        acks: (0..n)
-            .map(|i| Ack {
-                key: Some(format!("k-{i}").into()),
-                order_id: None,
-                buyer: i,
-                user_id: format!("u{i}"),
-                device_id: format!("d{i}"),
-                bot: false,
-                at_ms: 10 + i as u64,
-                sent_ms: i as u64,
-                cancel_sent_ms: None,
-                paid_ms: None,
-            })
-            .collect(),
-        attempts: (0..n)
-            .map(|i| Attempt {
-                key: format!("k-{i}").into(),
-                buyer: i,
-                answer: Answer::Created,
-                class: AnswerClass::Acknowledged,
-                order_id: None,
-                at_ms: 10 + i as u64,
-                retry: false,
-            })
-            .collect(),
+        records: crate::traffic::recorder::ClientRecords::from_spelled(&attempts, &acks),
         ..Measurements::default()
     }
 }
@@ -112,26 +113,30 @@ fn its_twin_that_writes_a_second_row_for_one_buyer_has_one_phantom() {
 #[test]
 fn a_refused_buyers_row_is_refused_and_committed_and_an_indeterminate_ones_committed() {
     let mut c = acked_without_ids(2);
-    for (i, answer) in [(2, Answer::SoldOut), (3, Answer::Timeout)] {
-        c.attempts.push(Attempt {
-            key: format!("k-{i}").into(),
-            buyer: i,
-            answer,
-            class: AnswerClass::of(answer),
-            order_id: None,
-            at_ms: 30,
-            retry: false,
-        });
-    }
+    c.edit_records(|attempts, _| {
+        for (i, answer) in [(2, Answer::SoldOut), (3, Answer::Timeout)] {
+            attempts.push(Attempt {
+                key: format!("k-{i}").into(),
+                buyer: i,
+                answer,
+                class: AnswerClass::of(answer),
+                order_id: None,
+                at_ms: 30,
+                retry: false,
+            });
+        }
+    });
     let smoke = crate::scenarios::Bundled::named("smoke")
         .unwrap()
         .load()
         .unwrap();
     let s = crate::traffic::schedule::build(&smoke);
     let users: Vec<String> = (0..4).map(|i| s.user_id(i).unwrap().to_string()).collect();
-    for (a, u) in c.acks.iter_mut().zip(&users) {
-        a.user_id = u.clone();
-    }
+    c.edit_records(|_, acks| {
+        for (a, u) in acks.iter_mut().zip(&users) {
+            a.user_id = u.clone();
+        }
+    });
     let table: Vec<Order> = users
         .iter()
         .enumerate()
@@ -163,20 +168,22 @@ fn rows_whose_users_are_not_the_runs_leave_phantoms_not_verified() {
 /// cancelled (ms after the opening).
 fn early_expiry() -> Measurements {
     let mut c = acked_without_ids(0);
-    for i in 0..90u64 {
-        c.acks.push(Ack {
-            key: Some(format!("k-{i}").into()),
-            order_id: Some(format!("o-{i}").into()),
-            buyer: i as usize,
-            user_id: format!("u{i}"),
-            device_id: format!("d{i}"),
-            bot: false,
-            at_ms: i * 50 + 100,
-            sent_ms: i * 50,
-            cancel_sent_ms: None,
-            paid_ms: None,
-        });
-    }
+    c.edit_records(|_, acks| {
+        for i in 0..90u64 {
+            acks.push(Ack {
+                key: Some(format!("k-{i}").into()),
+                order_id: Some(format!("o-{i}").into()),
+                buyer: i as usize,
+                user_id: format!("u{i}"),
+                device_id: format!("d{i}"),
+                bot: false,
+                at_ms: i * 50 + 100,
+                sent_ms: i * 50,
+                cancel_sent_ms: None,
+                paid_ms: None,
+            });
+        }
+    });
     c
 }
 
@@ -226,9 +233,11 @@ fn the_true_window_declared_still_passes_and_a_longer_one_proves_oversell() {
 #[test]
 fn paid_orders_are_held_without_a_window_and_oversell_among_them_is_proven() {
     let mut c = early_expiry();
-    for a in &mut c.acks {
-        a.paid_ms = Some(a.at_ms + 5);
-    }
+    c.edit_records(|_, acks| {
+        for a in acks {
+            a.paid_ms = Some(a.at_ms + 5);
+        }
+    });
     let f = audit(&evidence(30, Truth::Unverified, &c));
     assert_eq!(
         f.client_peak_oversell,

@@ -144,6 +144,7 @@ pub fn merge_measurements(parts: Vec<Measurements>) -> anyhow::Result<Measuremen
     };
     let mut m = Measurements::default();
     let mut window: Option<(u64, u64)> = None;
+    let (mut attempts, mut acks) = (Vec::new(), Vec::new());
     let mut unclassified: BTreeMap<(crate::traffic::recorder::Kind, u16), UnclassifiedAnswer> =
         BTreeMap::new();
     for p in parts {
@@ -180,7 +181,7 @@ pub fn merge_measurements(parts: Vec<Measurements>) -> anyhow::Result<Measuremen
                 *m.timeline[s].entry(*k).or_default() += n;
             }
         }
-        let first_ms = p.attempts.iter().map(|a| a.at_ms).min();
+        let first_ms = p.attempts().map(|a| a.at_ms).min();
         if let (Some(first), Some(span)) = (first_ms, p.order_answer_span) {
             let (a, b) = (first * 1000, first * 1000 + span.as_micros() as u64);
             window = Some(match window {
@@ -188,8 +189,9 @@ pub fn merge_measurements(parts: Vec<Measurements>) -> anyhow::Result<Measuremen
                 None => (a, b),
             });
         }
-        m.acks.extend(p.acks);
-        m.attempts.extend(p.attempts);
+        let (at, ak) = p.spelled();
+        attempts.extend(at);
+        acks.extend(ak);
         m.told.extend(p.told);
         m.cancels_ok += p.cancels_ok;
         m.follow_ups.extend(p.follow_ups);
@@ -210,9 +212,9 @@ pub fn merge_measurements(parts: Vec<Measurements>) -> anyhow::Result<Measuremen
             );
         }
     }
-    m.acks.sort_by_key(|a| (a.at_ms, a.buyer));
-    m.attempts
-        .sort_by(|a, b| (a.at_ms, a.buyer, &a.key).cmp(&(b.at_ms, b.buyer, &b.key)));
+    acks.sort_by_key(|a| (a.at_ms, a.buyer));
+    attempts.sort_by(|a, b| (a.at_ms, a.buyer, &a.key).cmp(&(b.at_ms, b.buyer, &b.key)));
+    m.set_records(&attempts, &acks);
     m.unclassified = unclassified.into_values().collect();
     m.order_answer_span = window.map(|(a, b)| Duration::from_micros(b - a));
     Ok(m)
@@ -316,7 +318,7 @@ mod tests {
         want.add(b.by_kind(Kind::Order)).unwrap();
         assert_eq!(h, want);
         assert_eq!(h.len(), 5);
-        assert_eq!(m.attempts.len(), 5);
+        assert_eq!(m.attempts().len(), 5);
         let per_second: u64 = m.order_intervals.iter().map(|h| h.len()).sum();
         assert_eq!(per_second, 5);
         assert_eq!(m.timeline[0][&(Kind::Order, Answer::Created)], 5);

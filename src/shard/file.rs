@@ -146,6 +146,7 @@ pub struct Clients {
 impl Clients {
     /// The file form of a recorder's content.
     pub fn of(m: &Measurements) -> Clients {
+        let (attempts, acks) = m.spelled();
         let by_kind = |hs: &BTreeMap<Kind, Histogram<u64>>| -> Vec<Encoded> {
             hs.iter()
                 .map(|(kind, h)| Encoded {
@@ -193,8 +194,9 @@ impl Clients {
                         .collect()
                 })
                 .collect(),
-            acks: m.acks.clone(),
-            attempts: m.attempts.clone(),
+            first_order_answer_ms: attempts.iter().map(|a| a.at_ms).min(),
+            acks,
+            attempts,
             told: m.told.iter().map(|(k, v)| (k.clone(), *v)).collect(),
             cancels_ok: m.cancels_ok,
             retries: m
@@ -217,7 +219,6 @@ impl Clients {
                     result: *r,
                 })
                 .collect(),
-            first_order_answer_ms: m.attempts.iter().map(|a| a.at_ms).min(),
             order_answer_span_us: m.order_answer_span.map(|d| d.as_micros() as u64),
         }
     }
@@ -269,8 +270,7 @@ impl Clients {
             .iter()
             .map(|sec| sec.iter().map(|c| ((c.kind, c.answer), c.n)).collect())
             .collect();
-        m.acks = self.acks.clone();
-        m.attempts = self.attempts.clone();
+        m.set_records(&self.attempts, &self.acks);
         m.told = self.told.iter().map(|(k, v)| (k.clone(), *v)).collect();
         m.cancels_ok = self.cancels_ok;
         m.unclassified = self.unclassified.clone();

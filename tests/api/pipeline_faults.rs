@@ -196,25 +196,25 @@ async fn every_acknowledged_order_is_persisted_after_the_shops_redis_connections
 }
 
 fn clients(acks: &[(&str, &str)]) -> Measurements {
-    Measurements {
-        acks: acks
-            .iter()
-            .enumerate()
-            .map(|(i, (id, user))| Ack {
-                key: None,
-                order_id: Some((*id).into()),
-                buyer: i,
-                user_id: user.to_string(),
-                device_id: String::new(),
-                bot: false,
-                at_ms: 0,
-                sent_ms: 0,
-                cancel_sent_ms: None,
-                paid_ms: None,
-            })
-            .collect(),
-        ..Measurements::default()
-    }
+    let acks: Vec<Ack> = acks
+        .iter()
+        .enumerate()
+        .map(|(i, (id, user))| Ack {
+            key: None,
+            order_id: Some((*id).into()),
+            buyer: i,
+            user_id: user.to_string(),
+            device_id: String::new(),
+            bot: false,
+            at_ms: 0,
+            sent_ms: 0,
+            cancel_sent_ms: None,
+            paid_ms: None,
+        })
+        .collect();
+    let mut m = Measurements::default();
+    m.set_records(&[], &acks);
+    m
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -476,7 +476,7 @@ async fn cancels_expiries_and_a_second_wave_end_with_conservation_and_no_oversel
     );
     let m = run.measurements.as_ref().unwrap();
     assert!(
-        m.acks.iter().any(|a| a.at_ms >= 2500),
+        m.acks().any(|a| a.at_ms >= 2500),
         "the second wave bought restocked units"
     );
 }

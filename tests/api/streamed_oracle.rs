@@ -69,28 +69,27 @@ fn sale() -> (Measurements, Vec<Order>) {
         order("h2", "bot-5", Some("k5"), OrderStatus::Cancelled, t + 8),
         order("i", "u-6", None, OrderStatus::Cancelled, t + 9),
     ];
-    let mut c = Measurements {
-        acks: vec![
-            ack("k0", "a", 0, "u-0"),
-            ack("k1", "b", 1, "u-1"),
-            ack("k2", "c", 2, "u-2"),
-            ack("k1b", "f", 1, "u-1"),
-            ack("k5", "h1", 5, "bot-5"),
-            ack("k7", "lost", 7, "u-7"),
-        ],
-        attempts: vec![
-            attempt("k0", 0, Answer::Created, Some("a")),
-            attempt("k1", 1, Answer::Created, Some("b")),
-            attempt("k2", 2, Answer::Created, Some("c")),
-            attempt("k3", 3, Answer::Timeout, None),
-            attempt("k4", 4, Answer::SoldOut, None),
-            attempt("k1b", 1, Answer::Created, Some("f")),
-            attempt("k5", 5, Answer::Created, Some("h1")),
-            attempt("k6", 6, Answer::SoldOut, None),
-            attempt("k7", 7, Answer::Created, Some("lost")),
-        ],
-        ..Measurements::default()
-    };
+    let acks = vec![
+        ack("k0", "a", 0, "u-0"),
+        ack("k1", "b", 1, "u-1"),
+        ack("k2", "c", 2, "u-2"),
+        ack("k1b", "f", 1, "u-1"),
+        ack("k5", "h1", 5, "bot-5"),
+        ack("k7", "lost", 7, "u-7"),
+    ];
+    let attempts = vec![
+        attempt("k0", 0, Answer::Created, Some("a")),
+        attempt("k1", 1, Answer::Created, Some("b")),
+        attempt("k2", 2, Answer::Created, Some("c")),
+        attempt("k3", 3, Answer::Timeout, None),
+        attempt("k4", 4, Answer::SoldOut, None),
+        attempt("k1b", 1, Answer::Created, Some("f")),
+        attempt("k5", 5, Answer::Created, Some("h1")),
+        attempt("k6", 6, Answer::SoldOut, None),
+        attempt("k7", 7, Answer::Created, Some("lost")),
+    ];
+    let mut c = Measurements::default();
+    c.set_records(&attempts, &acks);
     c.told.insert("b".into(), Told::Cancelled);
     (c, rows)
 }

@@ -189,7 +189,11 @@ async fn every_request_is_handed_to_the_senders_on_time_and_every_journey_is_kep
     let m = recorder.finish();
     assert_eq!(m.buyers.len(), plan.len(), "every journey finished");
     let attempts: usize = plan.iter().map(|b| 1 + b.resubmits.len()).sum();
-    assert_eq!(m.attempts.len(), attempts, "every submission is an attempt");
+    assert_eq!(
+        m.attempts().len(),
+        attempts,
+        "every submission is an attempt"
+    );
     assert_eq!(first_order.len(), attempts, "each with its own key");
     for b in plan.iter().filter(|b| b.views.is_empty()) {
         let key = recorder.attempt_key(b.index, 0);
@@ -388,7 +392,7 @@ async fn a_backlog_comes_out_of_the_hold_as_fast_as_senders_come_free_and_no_fas
     // senders and the ~200 not yet due that the dispatcher spawns ahead of their arrival
     // (spawning the held buyers all at once puts ~2,000 on their way).
     let m = recorder.finish();
-    assert_eq!(m.attempts.len(), 2000, "every buyer ordered");
+    assert_eq!(m.attempts().len(), 2000, "every buyer ordered");
     assert!(
         most <= 8 + 250,
         "{most} buyers on their way at once with 8 senders"

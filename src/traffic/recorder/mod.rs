@@ -17,16 +17,20 @@
 //! ([`crate::live`]; free when no `--metrics-listen` recorder is installed).
 
 mod answer;
+mod clients;
 mod follow_up;
 mod login;
+mod measurements;
 mod records;
 
 use crate::live;
 use crate::traffic::schedule::ident::Ident;
 pub use answer::{Answer, AnswerClass, Kind};
+pub use clients::{AckList, AckView, AttemptView, ClientRecords};
 pub use follow_up::{FollowUp, Script, Step};
 use hdrhistogram::Histogram;
 pub use login::{LoginFailure, LoginReport, LoginTally};
+pub use measurements::{Ack, Attempt, Measurements, Text};
 pub use records::{AttemptId, Key};
 use records::{Records, Slot};
 use serde::{Deserialize, Serialize};
@@ -34,53 +38,6 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 use std::time::Duration;
 use tokio::time::Instant;
-
-/// A key or an order id as the oracle reads it: one allocation, shared by an attempt and the
-/// acknowledgement of it (serialized as a string).
-pub type Text = std::sync::Arc<str>;
-
-/// One order attempt: the idempotency key it was sent with, and how it was answered.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Attempt {
-    pub key: Text,
-    pub buyer: usize,
-    pub answer: Answer,
-    pub class: AnswerClass,
-    /// The order id a created answer carried.
-    pub order_id: Option<Text>,
-    /// Milliseconds after the sale opened, when the answer (or the failure) came.
-    pub at_ms: u64,
-    /// Sent again with the key of an earlier attempt (`[client] retry`, `resend_same_key`).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub retry: bool,
-}
-
-/// An order a client was told exists (an answer classified `created`).
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Ack {
-    /// The idempotency key of the attempt that was told (`None`: sent without one).
-    pub key: Option<Text>,
-    /// The order id the answer carried; `None` when the mapping has no `order_id_field` or
-    /// the answer lacked it (the acknowledgement still counts, by answer).
-    pub order_id: Option<Text>,
-    pub buyer: usize,
-    pub user_id: String,
-    pub device_id: String,
-    pub bot: bool,
-    /// Milliseconds after the sale opened.
-    pub at_ms: u64,
-    /// Milliseconds after the sale opened when the order was due to be sent (its intended
-    /// send: never later than the actual send, so a release counted from it is conservative).
-    #[serde(default)]
-    pub sent_ms: u64,
-    /// A cancel of this order answered `ok`: when it was due to be sent (the shop may have
-    /// released the unit from then on).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cancel_sent_ms: Option<u64>,
-    /// A pay of this order answered `ok`: when the answer came.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub paid_ms: Option<u64>,
-}
 
 /// When a request went out, as [`Recorder::sending`] returns it: the actual send, and the
 /// moment the shop became answerable for it (the send, or when it began to wait for a sender
@@ -490,18 +447,17 @@ impl Recorder {
     }
 
     /// Everything recorded, for the oracle and the report. The clients' order records are
-    /// taken out (spelled out as they are given back: [`Records::spell_out`]), so call it once,
-    /// when the run is over.
+    /// taken out as they are, sealed ([`ClientRecords::seal`]), so call it once, when the run is
+    /// over.
     pub fn finish(&self) -> Measurements {
         let mut st = self.lock();
         let buyers = st.records.buyers();
-        let (attempts, acks) = st.records.spell_out(&self.run_key);
+        let records = ClientRecords::seal(&mut st.records, &self.run_key);
         Measurements {
             histograms: st.hist.clone(),
             order_intervals: st.order_intervals.clone(),
             timeline: st.timeline.clone(),
-            acks,
-            attempts,
+            records,
             told: st.told.clone(),
             cancels_ok: st.cancels_ok,
             follow_ups: st.follow_ups.clone(),
@@ -531,49 +487,6 @@ fn tell(st: &mut Inner, order_id: Option<&str>, told: Told) {
     }
 }
 
-/// The recorder's final content.
-#[derive(Debug, Clone, Default)]
-pub struct Measurements {
-    pub histograms: BTreeMap<(Kind, Answer), Histogram<u64>>,
-    /// Order latency of the orders answered in each second after the sale opened (for the
-    /// HdrHistogram interval log); all answers together.
-    pub order_intervals: Vec<Histogram<u64>>,
-    /// Index = whole seconds after the sale opened.
-    pub timeline: Vec<BTreeMap<(Kind, Answer), u64>>,
-    pub acks: Vec<Ack>,
-    /// Every order attempt with its idempotency key and answer class.
-    pub attempts: Vec<Attempt>,
-    /// What clients were last told about orders they paid or cancelled, by order id.
-    pub told: HashMap<String, Told>,
-    /// Cancels answered `ok`, with or without an order id: units the run saw restocked (one
-    /// per order id).
-    pub cancels_ok: u64,
-    /// Adversarial buyers' orders and the steps they sent after them (`[adversarial]`).
-    pub follow_ups: Vec<FollowUp>,
-    /// Retries (`[client] retry`, resends with the same key) by kind and answer, latency from
-    /// each retry's own intended send (µs); never in `histograms`.
-    pub retries: BTreeMap<(Kind, Answer), Histogram<u64>>,
-    /// Answers no rule classified, by kind and status.
-    pub unclassified: Vec<UnclassifiedAnswer>,
-    pub first_sold_out_ms: Option<u64>,
-    pub buyers: BTreeMap<usize, BuyerResult>,
-    /// Send lag (intended send to actual send, µs, less any sender wait) by kind.
-    pub send_lag: BTreeMap<Kind, Histogram<u64>>,
-    /// Sender wait (queued with every sender held by an unanswered request, until a sender
-    /// took it, µs; 1 µs when it did not wait) by kind: the shop's time, part of latency.
-    pub sender_wait: BTreeMap<Kind, Histogram<u64>>,
-    /// Service time (actual send to the full answer, µs) by kind.
-    pub service: BTreeMap<Kind, Histogram<u64>>,
-    /// Latency less send lag (µs) by kind: from the moment the shop became answerable (the
-    /// send, or the start of a sender wait) to the full answer. Latency as it would read had
-    /// the generator sent every request on time.
-    pub shop_latency: BTreeMap<Kind, Histogram<u64>>,
-    /// From the first order answer to the last.
-    pub order_answer_span: Option<std::time::Duration>,
-    /// Asynchronous orders: pending, decided, undecided, acceptance to decision.
-    pub decisions: Decisions,
-}
-
 /// `s` cut to at most `max` bytes on a character boundary, with `…` when cut.
 pub fn cut(s: &str, max: usize) -> String {
     if s.len() <= max {
@@ -584,65 +497,6 @@ pub fn cut(s: &str, max: usize) -> String {
         end -= 1;
     }
     format!("{}…", &s[..end])
-}
-
-impl Measurements {
-    /// Send lag of every request merged into one histogram (µs).
-    pub fn send_lag_all(&self) -> Histogram<u64> {
-        let mut h = new_histogram();
-        for lag in self.send_lag.values() {
-            h.add(lag).expect("same-precision histograms merge");
-        }
-        h
-    }
-
-    /// Sender wait of every request merged into one histogram (µs).
-    pub fn sender_wait_all(&self) -> Histogram<u64> {
-        let mut h = new_histogram();
-        for w in self.sender_wait.values() {
-            h.add(w).expect("same-precision histograms merge");
-        }
-        h
-    }
-
-    /// Service time of every request merged into one histogram (µs).
-    pub fn service_all(&self) -> Histogram<u64> {
-        let mut h = new_histogram();
-        for s in self.service.values() {
-            h.add(s).expect("same-precision histograms merge");
-        }
-        h
-    }
-
-    /// All answers of one kind merged into one histogram.
-    pub fn by_kind(&self, kind: Kind) -> Histogram<u64> {
-        let mut h = new_histogram();
-        for ((k, _), hist) in &self.histograms {
-            if *k == kind {
-                h.add(hist).expect("same-precision histograms merge");
-            }
-        }
-        h
-    }
-
-    /// Every request recorded, of every kind (answered or not).
-    pub fn total_requests(&self) -> u64 {
-        self.histograms.values().map(|h| h.len()).sum()
-    }
-
-    /// Requests (of every kind) whose answer no rule classified.
-    pub fn unclassified_requests(&self) -> u64 {
-        self.unclassified.iter().map(|u| u.count).sum()
-    }
-
-    /// Requests of one kind by answer.
-    pub fn counts(&self, kind: Kind) -> BTreeMap<Answer, u64> {
-        self.histograms
-            .iter()
-            .filter(|((k, _), _)| *k == kind)
-            .map(|((_, a), h)| (*a, h.len()))
-            .collect()
-    }
 }
 
 #[cfg(test)]

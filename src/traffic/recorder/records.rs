@@ -2,11 +2,11 @@
 //! while the run goes: small fixed-size records that name their buyer by index and their
 //! idempotency key by attempt number (`ovs-<run>-<buyer>-<n>` is spelled only at the end), an
 //! acknowledgement by the attempt that was told, the order ids the shop returned in one text
-//! arena, and a buyer's result in one byte of a vector indexed by buyer. [`Records::spell_out`]
-//! and [`Records::buyers`] spell them out as the oracle reads them
-//! ([`Attempt`], [`Ack`], [`BuyerResult`]): the same values, field for field, as were recorded.
+//! arena, and a buyer's result in one byte of a vector indexed by buyer. They are handed to
+//! the oracle as they are, every attempt's key spelled once (`ClientRecords::seal`), and
+//! [`Records::buyers`] gives the buyers' results.
 
-use super::{Ack, Answer, AnswerClass, Attempt, BuyerResult, Text};
+use super::{Answer, AnswerClass, BuyerResult};
 use crate::traffic::schedule::ident::Ident;
 use std::collections::BTreeMap;
 
@@ -42,61 +42,57 @@ pub(super) fn spell(run_key: &str, buyer: usize, n: usize) -> String {
     format!("ovs-{run_key}-{buyer}-{n}")
 }
 
-/// A text in the arena.
+/// A text in an arena.
 #[derive(Debug, Clone, Copy)]
-struct Span {
-    start: u32,
-    len: u32,
+pub(super) struct Span {
+    pub(super) start: u32,
+    pub(super) len: u32,
 }
 
-/// A stored key: an attempt number of the record's own buyer, or text.
+/// A stored key: an attempt number of the record's own buyer, text (in the arena), the
+/// number's spelling (sealed records' key text), or none (an acknowledgement handed over
+/// without one).
 #[derive(Debug, Clone, Copy)]
-enum StoredKey {
+pub(super) enum StoredKey {
     Attempt(u32),
     Text(Span),
+    Spelled(Span),
+    None,
 }
 
-#[derive(Debug)]
-struct AttemptRec {
-    at_ms: u64,
-    buyer: usize,
-    key: StoredKey,
-    order_id: Option<Span>,
-    answer: Answer,
-    retry: bool,
-}
-
-impl AttemptRec {
-    /// The key's text in the arena, when it is kept as text.
-    fn key_span(&self) -> Option<Span> {
-        match self.key {
-            StoredKey::Text(s) => Some(s),
-            StoredKey::Attempt(_) => None,
-        }
-    }
-}
-
-/// Gives `v`'s spare half back once it holds half of what it could.
-fn shrink_when_halved<T>(v: &mut Vec<T>) {
-    if v.len() <= v.capacity() / 2 {
-        v.shrink_to_fit();
-    }
+#[derive(Debug, Clone)]
+pub(super) struct AttemptRec {
+    pub(super) at_ms: u64,
+    pub(super) buyer: usize,
+    pub(super) key: StoredKey,
+    pub(super) order_id: Option<Span>,
+    pub(super) answer: Answer,
+    pub(super) class: AnswerClass,
+    pub(super) retry: bool,
 }
 
 /// "Not set" for an acknowledgement's optional instants.
-const UNSET: u64 = u64::MAX;
+pub(super) const UNSET: u64 = u64::MAX;
 
-#[derive(Debug)]
-struct AckRec {
-    /// The attempt that was told: its buyer, key, order id and answer instant are the ack's.
-    attempt: usize,
-    sent_ms: u64,
-    cancel_sent_ms: u64,
-    paid_ms: u64,
+/// Whose key, order id, buyer and answer instant an acknowledgement's are.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Link {
+    /// The recorded attempt that was told, by position.
+    Attempt(usize),
+    /// Its own (handed over spelled out): the sealed records' `own`, by position.
+    Own(usize),
+}
+
+#[derive(Debug, Clone)]
+pub(super) struct AckRec {
+    pub(super) link: Link,
+    pub(super) sent_ms: u64,
+    pub(super) cancel_sent_ms: u64,
+    pub(super) paid_ms: u64,
     /// The user and device ids, unless they are the buyer's seeded ones ([`Ident::user`],
     /// [`Ident::device`]).
-    ids: Option<Box<(Ident, Ident)>>,
-    bot: bool,
+    pub(super) ids: Option<Box<(Ident, Ident)>>,
+    pub(super) bot: bool,
 }
 
 /// A buyer's result, in one byte: recorded, bot, attempted, got an order.
@@ -109,9 +105,9 @@ const GOT_ORDER: u8 = 8;
 #[derive(Debug, Default)]
 pub(super) struct Records {
     /// The texts (order ids, keys given as text, in that order of arrival).
-    arena: String,
-    attempts: Vec<AttemptRec>,
-    acks: Vec<AckRec>,
+    pub(super) arena: String,
+    pub(super) attempts: Vec<AttemptRec>,
+    pub(super) acks: Vec<AckRec>,
     /// By buyer index.
     buyers: Vec<u8>,
 }
@@ -165,6 +161,7 @@ impl Records {
             key,
             order_id,
             answer,
+            class: AnswerClass::of(answer),
             retry,
         });
         AttemptId(self.attempts.len() - 1)
@@ -183,7 +180,7 @@ impl Records {
         let buyer = self.attempts[attempt.0].buyer;
         let seeded = *user_id == Ident::user(buyer, bot) && *device_id == Ident::device(buyer, bot);
         self.acks.push(AckRec {
-            attempt: attempt.0,
+            link: Link::Attempt(attempt.0),
             sent_ms,
             cancel_sent_ms: UNSET,
             paid_ms: UNSET,
@@ -202,7 +199,9 @@ impl Records {
             Slot::Paid => &mut a.paid_ms,
         };
         *kept = (*kept).min(at);
-        let attempt = a.attempt;
+        let Link::Attempt(attempt) = a.link else {
+            return Some(None);
+        };
         let id = self.attempts[attempt].order_id;
         Some(id.map(|s| self.text(s)))
     }
@@ -217,73 +216,6 @@ impl Records {
             | flag(r.bot, BOT)
             | flag(r.attempted, ATTEMPTED)
             | flag(r.got_order, GOT_ORDER);
-    }
-
-    fn key(&self, run_key: &str, buyer: usize, k: StoredKey) -> Text {
-        match k {
-            StoredKey::Attempt(n) => spell(run_key, buyer, n as usize).into(),
-            StoredKey::Text(s) => self.text(s).into(),
-        }
-    }
-
-    /// Spells every acknowledgement and every attempt out, each in the order recorded, and
-    /// leaves the records empty. The compact records are given back as they are spelled (taken
-    /// from the end, their vectors and the arena shrunk as they halve), so the spelled-out
-    /// values never sit beside a full copy of the compact ones: at 1,000,000 orders that is
-    /// ~130 MB less at the end of a run.
-    pub(super) fn spell_out(&mut self, run_key: &str) -> (Vec<Attempt>, Vec<Ack>) {
-        let set = |ms: u64| (ms != UNSET).then_some(ms);
-        // The attempts first: an acknowledgement shares its attempt's key and order id.
-        let mut attempts = Vec::with_capacity(self.attempts.len());
-        while let Some(a) = self.attempts.pop() {
-            attempts.push(Attempt {
-                key: self.key(run_key, a.buyer, a.key),
-                buyer: a.buyer,
-                answer: a.answer,
-                class: AnswerClass::of(a.answer),
-                order_id: a.order_id.map(|s| self.text(s).into()),
-                at_ms: a.at_ms,
-                retry: a.retry,
-            });
-            // Only `attempt` writes the arena, in the order of the attempts: this attempt's
-            // texts and everything after them belong to it and to the attempts spelled before.
-            let first = [a.key_span(), a.order_id].into_iter().flatten().next();
-            if let Some(span) = first {
-                self.arena.truncate(span.start as usize);
-                if self.arena.len() <= self.arena.capacity() / 2 {
-                    self.arena.shrink_to_fit();
-                }
-            }
-            shrink_when_halved(&mut self.attempts);
-        }
-        attempts.reverse();
-        self.arena = String::new();
-        let mut acks = Vec::with_capacity(self.acks.len());
-        while let Some(a) = self.acks.pop() {
-            let t = &attempts[a.attempt];
-            let (user_id, device_id) = match &a.ids {
-                Some(ids) => (ids.0.to_string(), ids.1.to_string()),
-                None => (
-                    Ident::user(t.buyer, a.bot).to_string(),
-                    Ident::device(t.buyer, a.bot).to_string(),
-                ),
-            };
-            acks.push(Ack {
-                key: Some(t.key.clone()),
-                order_id: t.order_id.clone(),
-                buyer: t.buyer,
-                user_id,
-                device_id,
-                bot: a.bot,
-                at_ms: t.at_ms,
-                sent_ms: a.sent_ms,
-                cancel_sent_ms: set(a.cancel_sent_ms),
-                paid_ms: set(a.paid_ms),
-            });
-            shrink_when_halved(&mut self.acks);
-        }
-        acks.reverse();
-        (attempts, acks)
     }
 
     /// Every finished buyer's result, by buyer index.

@@ -178,16 +178,19 @@ async fn the_records_are_spelled_out_in_the_order_recorded_with_every_field_as_t
     let m = rec.finish();
 
     // Assert
-    assert_eq!(m.attempts, attempts);
-    assert_eq!(m.acks.len(), acks.len());
-    for (got, (key, order_id, buyer, user, device, cancelled)) in m.acks.iter().zip(&acks) {
-        assert_eq!(got.key.as_deref(), Some(key.as_str()));
-        assert_eq!(got.order_id.as_deref(), order_id.as_deref());
+    assert_eq!(m.spelled().0, attempts);
+    assert_eq!(m.acks().len(), acks.len());
+    for (got, (key, order_id, buyer, user, device, cancelled)) in m.acks().zip(&acks) {
+        assert_eq!(got.key, Some(key.as_str()));
+        assert_eq!(got.order_id, order_id.as_deref());
         assert_eq!(
             (got.buyer, got.at_ms, got.sent_ms),
             (*buyer, *buyer as u64, 0)
         );
-        assert_eq!((&got.user_id, &got.device_id), (user, device));
+        assert_eq!(
+            (&got.user_id.to_string(), &got.device_id.to_string()),
+            (user, device)
+        );
         assert_eq!(got.cancel_sent_ms.is_some(), *cancelled);
         assert_eq!(got.paid_ms, None);
     }

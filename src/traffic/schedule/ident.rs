@@ -20,8 +20,8 @@ enum Repr {
 }
 
 /// How a seeded identifier is spelled.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Form {
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Form {
     /// `u-<index>`.
     User,
     /// `dev-<index>`.
@@ -92,11 +92,93 @@ impl Ident {
         }
     }
 
+    /// This user or device id as a map key ([`IdRef`]): no text spelled.
+    pub fn id_ref(&self) -> IdRef<'_> {
+        match &self.0 {
+            Repr::Seeded { form, n } => IdRef::Seeded(*form, u64::from(*n)),
+            Repr::Given(s) => IdRef::of(s),
+        }
+    }
+
     /// The text (borrowed when it was given, spelled when it was seeded).
     pub fn as_cow(&self) -> Cow<'_, str> {
         match &self.0 {
             Repr::Given(s) => Cow::Borrowed(s),
             Repr::Seeded { .. } => Cow::Owned(self.to_string()),
+        }
+    }
+}
+
+/// The seeded user and device spellings, by form: `bot-dev-` before `bot-` so that neither
+/// swallows the other.
+const FORMS: [(&str, Form); 4] = [
+    ("u-", Form::User),
+    ("dev-", Form::Device),
+    ("bot-dev-", Form::BotDevice),
+    ("bot-", Form::Bot),
+];
+
+/// `s` as a seeded user or device id (its form's position in `u-`, `dev-`, `bot-dev-`,
+/// `bot-`, and its number) when it is one in canonical form: digits, no leading zero, within
+/// `u64`. Two texts are equal exactly when they are the same text or the same (form, number).
+pub fn seeded_number(s: &str) -> Option<(usize, Form, u64)> {
+    let (i, form, digits) = FORMS
+        .iter()
+        .enumerate()
+        .find_map(|(i, (p, form))| s.strip_prefix(p).map(|d| (i, *form, d)))?;
+    let canonical = !digits.is_empty()
+        && digits.bytes().all(|b| b.is_ascii_digit())
+        && (digits == "0" || !digits.starts_with('0'));
+    canonical
+        .then(|| digits.parse::<u64>().ok())
+        .flatten()
+        .map(|n| (i, form, n))
+}
+
+/// A user or device id as a map key: equal (and hashed alike) exactly when the texts are, with
+/// a seeded id kept as its number (a text that spells one in canonical form is that number).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum IdRef<'a> {
+    Seeded(Form, u64),
+    Text(&'a str),
+}
+
+impl IdRef<'static> {
+    /// Buyer `index`'s seeded user id ([`Ident::user`]).
+    pub fn user(index: usize, bot: bool) -> Self {
+        IdRef::Seeded(if bot { Form::Bot } else { Form::User }, index as u64)
+    }
+
+    /// Buyer `index`'s seeded device id ([`Ident::device`]).
+    pub fn device(index: usize, bot: bool) -> Self {
+        let form = if bot { Form::BotDevice } else { Form::Device };
+        IdRef::Seeded(form, index as u64)
+    }
+}
+
+impl<'a> IdRef<'a> {
+    /// `s` as a key.
+    pub fn of(s: &'a str) -> Self {
+        match seeded_number(s) {
+            Some((_, form, n)) => IdRef::Seeded(form, n),
+            None => IdRef::Text(s),
+        }
+    }
+}
+
+impl fmt::Display for IdRef<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            IdRef::Seeded(form @ (Form::PersonIp | Form::BotIp), n) => Ident(Repr::Seeded {
+                form: *form,
+                n: *n as u32,
+            })
+            .fmt(f),
+            IdRef::Seeded(form, n) => {
+                let prefix = Ident(Repr::Seeded { form: *form, n: 0 }).prefix();
+                write!(f, "{prefix}{n}")
+            }
+            IdRef::Text(s) => f.write_str(s),
         }
     }
 }
@@ -164,6 +246,28 @@ mod tests {
     use super::*;
 
     #[test]
+    fn an_id_ref_is_equal_exactly_when_the_text_is() {
+        let ids = [
+            Ident::user(17, false),
+            Ident::given("u-17"),
+            Ident::given("u-017"),
+            Ident::device(17, true),
+            Ident::given("bot-dev-17"),
+            Ident::given("bot-17"),
+            Ident::given("alice"),
+        ];
+        for a in &ids {
+            for b in &ids {
+                let same = a.to_string() == b.to_string();
+                assert_eq!(a.id_ref() == b.id_ref(), same, "{a:?} {b:?}");
+            }
+            assert_eq!(a.id_ref().to_string(), a.to_string());
+        }
+        assert_eq!(IdRef::user(17, false), ids[0].id_ref());
+        assert_eq!(IdRef::device(17, true), ids[4].id_ref());
+    }
+
+    #[test]
     fn seeded_ids_are_spelled_as_the_schedule_always_spelled_them_and_hold_no_text() {
         assert_eq!(Ident::user(17, false).to_string(), "u-17");
         assert_eq!(Ident::user(17, true).to_string(), "bot-17");
@@ -177,6 +281,8 @@ mod tests {
         assert_eq!(Ident::user(3, false), "u-3");
         assert_eq!(std::mem::size_of::<Ident>(), 16, "a pointer and a length");
         let big = usize::try_from(u64::from(u32::MAX) + 5).unwrap();
+        assert_eq!(Ident::user(big, false).id_ref(), IdRef::user(big, false));
+        assert_eq!(IdRef::user(big, false).to_string(), format!("u-{big}"));
         assert_eq!(Ident::user(big, false).to_string(), format!("u-{big}"));
     }
 }

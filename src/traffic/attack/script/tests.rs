@@ -129,16 +129,15 @@ async fn every_script_sends_its_steps_and_a_retry_keeps_the_key_and_is_recorded_
     assert!(resenders > 5, "{resenders}");
     assert_eq!(retries, plan.len() + resenders);
     assert_eq!(
-        m.acks.len(),
+        m.acks().len(),
         plan.len(),
         "a replayed order is acknowledged once"
     );
     for b in plan.iter() {
         let key = recorder.attempt_key(b.index, 0);
         let tries: Vec<bool> = m
-            .attempts
-            .iter()
-            .filter(|a| *a.key == *key)
+            .attempts()
+            .filter(|a| a.key == key)
             .map(|a| a.retry)
             .collect();
         let expected = if matches!(

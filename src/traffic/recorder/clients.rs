@@ -1,0 +1,309 @@
+//! The clients' records as the oracle reads them: the compact records of the run, sealed (every
+//! attempt's key spelled once into one text), read through views that borrow their texts
+//! ([`AttemptView`], [`AckView`]), so the oracle's maps point into the records and no second,
+//! spelled-out copy of a million attempts is ever made. [`ClientRecords::from_spelled`] and
+//! [`ClientRecords::to_spelled`] convert from and to the spelled-out values ([`Attempt`],
+//! [`Ack`]) that shard files and tests write.
+
+use super::records::{AckRec, AttemptRec, Link, Records, Span, StoredKey, UNSET};
+use super::{Ack, Answer, AnswerClass, Attempt};
+use crate::traffic::schedule::ident::{IdRef, Ident};
+
+/// Every order attempt and acknowledgement of a run (or of shards combined), sealed.
+#[derive(Debug, Clone, Default)]
+pub struct ClientRecords {
+    /// Order ids, and keys given as text.
+    pub(super) arena: String,
+    /// The attempts' keys spelled from their numbers at the seal.
+    pub(super) keys: String,
+    pub(super) attempts: Vec<AttemptRec>,
+    /// What acknowledgements handed over spelled out name of their own (their key, order id,
+    /// buyer and answer instant), when no recorded attempt is theirs.
+    pub(super) own: Vec<AttemptRec>,
+    pub(super) acks: Vec<AckRec>,
+}
+
+/// One order attempt, as [`Attempt`] spells it, its texts borrowed from the records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AttemptView<'a> {
+    pub key: &'a str,
+    pub buyer: usize,
+    pub answer: Answer,
+    pub class: AnswerClass,
+    pub order_id: Option<&'a str>,
+    pub at_ms: u64,
+    pub retry: bool,
+}
+
+/// One acknowledgement, as [`Ack`] spells it, its texts borrowed from the records and its user
+/// and device ids as keys ([`IdRef`]: a seeded id is its number).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AckView<'a> {
+    pub key: Option<&'a str>,
+    pub order_id: Option<&'a str>,
+    pub buyer: usize,
+    pub user_id: IdRef<'a>,
+    pub device_id: IdRef<'a>,
+    pub bot: bool,
+    pub at_ms: u64,
+    pub sent_ms: u64,
+    pub cancel_sent_ms: Option<u64>,
+    pub paid_ms: Option<u64>,
+}
+
+impl ClientRecords {
+    /// `records` as the oracle reads them, every attempt's key spelled (`run_key`: this
+    /// run's), into one text of exactly their length; the records are left empty.
+    pub(super) fn seal(records: &mut Records, run_key: &str) -> Self {
+        let digits = |n: usize| n.checked_ilog10().unwrap_or(0) as usize + 1;
+        // `ovs-<run>-<buyer>-<n>`
+        let spelled_len =
+            |buyer: usize, n: u32| 6 + run_key.len() + digits(buyer) + digits(n as usize);
+        let mut attempts = std::mem::take(&mut records.attempts);
+        let total: usize = attempts
+            .iter()
+            .filter_map(|a| match a.key {
+                StoredKey::Attempt(n) => Some(spelled_len(a.buyer, n)),
+                _ => None,
+            })
+            .sum();
+        let mut keys = String::with_capacity(total);
+        for a in &mut attempts {
+            if let StoredKey::Attempt(n) = a.key {
+                let start = keys.len();
+                use std::fmt::Write as _;
+                write!(keys, "ovs-{run_key}-{}-{n}", a.buyer).expect("writing to a String");
+                a.key = StoredKey::Spelled(Span {
+                    start: u32::try_from(start).expect("under 4 GiB of keys"),
+                    len: (keys.len() - start) as u32,
+                });
+            }
+        }
+        debug_assert_eq!(keys.len(), total, "the keys' length as counted");
+        ClientRecords {
+            arena: std::mem::take(&mut records.arena),
+            keys,
+            attempts,
+            own: Vec::new(),
+            acks: std::mem::take(&mut records.acks),
+        }
+    }
+
+    fn text(&self, s: Span) -> &str {
+        &self.arena[s.start as usize..(s.start + s.len) as usize]
+    }
+
+    fn key(&self, k: StoredKey) -> Option<&str> {
+        match k {
+            StoredKey::Text(s) => Some(self.text(s)),
+            StoredKey::Spelled(s) => Some(&self.keys[s.start as usize..(s.start + s.len) as usize]),
+            StoredKey::None => None,
+            StoredKey::Attempt(_) => unreachable!("sealed records spell every attempt's key"),
+        }
+    }
+
+    fn attempt_view<'a>(&'a self, a: &AttemptRec) -> AttemptView<'a> {
+        AttemptView {
+            key: self.key(a.key).unwrap_or(""),
+            buyer: a.buyer,
+            answer: a.answer,
+            class: a.class,
+            order_id: a.order_id.map(|s| self.text(s)),
+            at_ms: a.at_ms,
+            retry: a.retry,
+        }
+    }
+
+    /// Attempt `i` (in the order recorded).
+    pub fn attempt(&self, i: usize) -> AttemptView<'_> {
+        self.attempt_view(&self.attempts[i])
+    }
+
+    /// Every order attempt, in the order recorded.
+    pub fn attempts(&self) -> impl ExactSizeIterator<Item = AttemptView<'_>> + Clone + '_ {
+        self.attempts.iter().map(|a| self.attempt_view(a))
+    }
+
+    /// Acknowledgement `i` (in the order recorded).
+    pub fn ack(&self, i: usize) -> AckView<'_> {
+        let a = &self.acks[i];
+        let t = match a.link {
+            Link::Attempt(n) => &self.attempts[n],
+            Link::Own(n) => &self.own[n],
+        };
+        let set = |ms: u64| (ms != UNSET).then_some(ms);
+        let (user_id, device_id) = match &a.ids {
+            Some(ids) => (ids.0.id_ref(), ids.1.id_ref()),
+            None => (IdRef::user(t.buyer, a.bot), IdRef::device(t.buyer, a.bot)),
+        };
+        AckView {
+            key: self.key(t.key),
+            order_id: t.order_id.map(|s| self.text(s)),
+            buyer: t.buyer,
+            user_id,
+            device_id,
+            bot: a.bot,
+            at_ms: t.at_ms,
+            sent_ms: a.sent_ms,
+            cancel_sent_ms: set(a.cancel_sent_ms),
+            paid_ms: set(a.paid_ms),
+        }
+    }
+
+    /// Every acknowledgement, in the order recorded.
+    pub fn acks(&self) -> impl ExactSizeIterator<Item = AckView<'_>> + Clone + '_ {
+        (0..self.acks.len()).map(|i| self.ack(i))
+    }
+
+    fn push_text(&mut self, s: &str) -> Span {
+        let span = Span {
+            start: u32::try_from(self.arena.len()).expect("under 4 GiB of recorded ids"),
+            len: u32::try_from(s.len()).expect("an id under 4 GiB"),
+        };
+        self.arena.push_str(s);
+        span
+    }
+
+    /// Keeps `key` and `order_id` in the arena.
+    fn texts(&mut self, key: Option<&str>, order_id: Option<&str>) -> (StoredKey, Option<Span>) {
+        let key = key.map_or(StoredKey::None, |k| StoredKey::Text(self.push_text(k)));
+        (key, order_id.map(|id| self.push_text(id)))
+    }
+
+    /// The records of spelled-out attempts and acknowledgements (a shard file's, a test's),
+    /// each in the order given.
+    pub fn from_spelled(attempts: &[Attempt], acks: &[Ack]) -> Self {
+        let mut r = ClientRecords::default();
+        for a in attempts {
+            let (key, order_id) = r.texts(Some(&a.key), a.order_id.as_deref());
+            r.attempts.push(AttemptRec {
+                at_ms: a.at_ms,
+                buyer: a.buyer,
+                key,
+                order_id,
+                answer: a.answer,
+                class: a.class,
+                retry: a.retry,
+            });
+        }
+        for a in acks {
+            // What the ack names of its own: its answer is a created one.
+            let (key, order_id) = r.texts(a.key.as_deref(), a.order_id.as_deref());
+            r.own.push(AttemptRec {
+                at_ms: a.at_ms,
+                buyer: a.buyer,
+                key,
+                order_id,
+                answer: Answer::Created,
+                class: AnswerClass::Acknowledged,
+                retry: false,
+            });
+            let seeded = IdRef::user(a.buyer, a.bot) == IdRef::of(&a.user_id)
+                && IdRef::device(a.buyer, a.bot) == IdRef::of(&a.device_id);
+            r.acks.push(AckRec {
+                link: Link::Own(r.own.len() - 1),
+                sent_ms: a.sent_ms,
+                cancel_sent_ms: a.cancel_sent_ms.unwrap_or(UNSET),
+                paid_ms: a.paid_ms.unwrap_or(UNSET),
+                ids: (!seeded).then(|| {
+                    Box::new((
+                        Ident::given(a.user_id.as_str()),
+                        Ident::given(a.device_id.as_str()),
+                    ))
+                }),
+                bot: a.bot,
+            });
+        }
+        r
+    }
+
+    /// Every attempt and acknowledgement spelled out, each in the order recorded.
+    pub fn to_spelled(&self) -> (Vec<Attempt>, Vec<Ack>) {
+        let attempts = self
+            .attempts()
+            .map(|a| Attempt {
+                key: a.key.into(),
+                buyer: a.buyer,
+                answer: a.answer,
+                class: a.class,
+                order_id: a.order_id.map(Into::into),
+                at_ms: a.at_ms,
+                retry: a.retry,
+            })
+            .collect();
+        let acks = self
+            .acks()
+            .map(|a| Ack {
+                key: a.key.map(Into::into),
+                order_id: a.order_id.map(Into::into),
+                buyer: a.buyer,
+                user_id: a.user_id.to_string(),
+                device_id: a.device_id.to_string(),
+                bot: a.bot,
+                at_ms: a.at_ms,
+                sent_ms: a.sent_ms,
+                cancel_sent_ms: a.cancel_sent_ms,
+                paid_ms: a.paid_ms,
+            })
+            .collect();
+        (attempts, acks)
+    }
+}
+
+/// Acknowledgements read by position: the records', or spelled-out ones (a test's).
+pub trait AckList {
+    fn len(&self) -> usize;
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Acknowledgement `i`.
+    fn ack(&self, i: usize) -> AckView<'_>;
+}
+
+impl AckList for ClientRecords {
+    fn len(&self) -> usize {
+        self.acks.len()
+    }
+
+    fn ack(&self, i: usize) -> AckView<'_> {
+        ClientRecords::ack(self, i)
+    }
+}
+
+impl AckList for [Ack] {
+    fn len(&self) -> usize {
+        <[Ack]>::len(self)
+    }
+
+    fn ack(&self, i: usize) -> AckView<'_> {
+        self[i].view()
+    }
+}
+
+impl AckList for Vec<Ack> {
+    fn len(&self) -> usize {
+        <[Ack]>::len(self)
+    }
+
+    fn ack(&self, i: usize) -> AckView<'_> {
+        self[i].view()
+    }
+}
+
+impl Ack {
+    /// This acknowledgement as the records' view of it.
+    pub fn view(&self) -> AckView<'_> {
+        AckView {
+            key: self.key.as_deref(),
+            order_id: self.order_id.as_deref(),
+            buyer: self.buyer,
+            user_id: IdRef::of(&self.user_id),
+            device_id: IdRef::of(&self.device_id),
+            bot: self.bot,
+            at_ms: self.at_ms,
+            sent_ms: self.sent_ms,
+            cancel_sent_ms: self.cancel_sent_ms,
+            paid_ms: self.paid_ms,
+        }
+    }
+}
