@@ -12,9 +12,19 @@ use crate::shard::{serve_on, SCENARIO};
 use oversell::report::summary::{decode_histogram, LatencySummary};
 use oversell::store::Backend;
 use serde_json::Value;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 const SHARDS: usize = 3;
+
+/// Where shard `i`'s folder goes in the one results folder (deploy/k8s: `/results`).
+pub(crate) fn shard_folder(results: &Path, i: usize) -> PathBuf {
+    results.join(format!("shard-{i}"))
+}
+
+/// Where the merged report goes in the results folder, beside the shards'.
+pub(crate) fn report_folder(results: &Path) -> PathBuf {
+    results.join("report")
+}
 
 /// The verdict's figures, from the clients' evidence, that must not depend on how the
 /// schedule was split. (Not among them: which buyers won, so who paid, how many people rather
@@ -162,11 +172,11 @@ async fn attack_shards_on_separate_hosts_merge_to_the_one_process_figures() {
     let results = tempfile::tempdir().unwrap();
     let mut dirs = Vec::new();
     for (i, host) in net.hosts[..SHARDS].iter().enumerate() {
-        let to = results.path().join(format!("shard-{i}"));
+        let to = shard_folder(results.path(), i);
         copy_dir(&host.dir.path().join("out"), &to);
         dirs.push(to.to_str().unwrap().to_string());
     }
-    let report_dir = results.path().join("report");
+    let report_dir = report_folder(results.path());
     let mut args: Vec<&str> = vec!["merge"];
     args.extend(dirs.iter().map(String::as_str));
     args.extend(["--out", report_dir.to_str().unwrap(), "--quiet"]);
