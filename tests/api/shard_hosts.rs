@@ -28,7 +28,9 @@ pub(crate) fn report_folder(results: &Path) -> PathBuf {
 
 /// The verdict's figures, from the clients' evidence, that must not depend on how the
 /// schedule was split. (Not among them: which buyers won, so who paid, how many people rather
-/// than bots were turned away, and the units clients held paid: those follow the race.)
+/// than bots were turned away, and the units clients held paid: those follow the race; nor
+/// `client_net_acks`, acknowledged units less the restocks the run saw: 16 in one process and
+/// 15 merged in one run of this test, as what a run sees follows the timing.)
 const VERDICT: &[&str] = &[
     "verified",
     "initial_stock",
@@ -43,7 +45,6 @@ const VERDICT: &[&str] = &[
     "unauthorized",
     "refused_buyers",
     "duplicate_acks",
-    "client_net_acks",
     "client_oversell",
     "client_peak_oversell",
     "client_duplicate_buyers",
@@ -79,10 +80,11 @@ fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
-/// The scenario, written on `host`: each host reads its own copy.
+/// The scenario, written on `host`: each host reads its own copy. Patient clients, as the
+/// shop's pool and lock are (see `shop_flags`): a timeout is an indeterminate answer too.
 fn scenario_on(host: &Host) -> String {
     let file = host.dir.path().join("shard-check.toml");
-    std::fs::write(&file, SCENARIO).unwrap();
+    std::fs::write(&file, format!("{SCENARIO}[client]\ntimeout = \"60s\"\n")).unwrap();
     file.to_str().unwrap().to_string()
 }
 
@@ -94,7 +96,18 @@ async fn attack_shards_on_separate_hosts_merge_to_the_one_process_figures() {
     };
     let gateway = net.gateway.to_string();
     // The shards name each buyer in X-Forwarded-For: believed from the hosts' network only.
-    let shop_flags = ["--allow-open-admin", "--trusted-proxy", &net.subnet];
+    // Patient with its pool and the row lock: on a machine the whole suite loads, a `busy`
+    // answer (an indeterminate one, whose count follows the load, not the split) is not what
+    // this checks.
+    let shop_flags = [
+        "--allow-open-admin",
+        "--trusted-proxy",
+        &net.subnet,
+        "--acquire-timeout",
+        "10s",
+        "--lock-timeout",
+        "10s",
+    ];
     let (single_db, db) = (
         fresh_db_url(Backend::Postgres),
         fresh_db_url(Backend::Postgres),
@@ -231,7 +244,9 @@ async fn attack_shards_on_separate_hosts_merge_to_the_one_process_figures() {
     assert_eq!(
         (one["order_errors"].as_u64(), many["order_errors"].as_u64()),
         (Some(0), Some(0)),
-        "no order error on either side (else indeterminate answers follow the load)"
+        "no order error on either side (else indeterminate answers follow the load): {} vs {}",
+        one["requests"]["order"]["outcomes"],
+        many["requests"]["order"]["outcomes"]
     );
     // The same verdict.
     assert_eq!(
