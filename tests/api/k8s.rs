@@ -142,6 +142,17 @@ fn the_indexed_job_shards_and_the_merge_agree() {
         panic!("the merge pod runs `oversell merge`")
     };
     assert_eq!(m.dirs, outs, "the merge reads every shard's folder");
+    // The layout the separate-hosts test copies its shards into and merges from: one folder
+    // per shard, the merged report beside them, all on one volume.
+    let results = Path::new("/results");
+    for (i, out) in outs.iter().enumerate() {
+        assert_eq!(out, &crate::shard_hosts::shard_folder(results, i));
+    }
+    assert_eq!(
+        m.output.out,
+        crate::shard_hosts::report_folder(results),
+        "the merged report beside the shards' folders"
+    );
     // Both mount the same volume, where the folders are.
     for job in [shards, merge] {
         let pod = &job["spec"]["template"]["spec"];

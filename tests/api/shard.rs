@@ -16,7 +16,7 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 /// sells exactly the stock whatever the timing. Gentle enough that neither side sees a timeout
 /// or a busy shop while the whole suite runs beside it (those are indeterminate answers, whose
 /// count follows the machine's load, not the split).
-const SCENARIO: &str = r#"
+pub(crate) const SCENARIO: &str = r#"
 name = "shard-check"
 [item]
 id = 1
@@ -46,17 +46,38 @@ fn report_in(out: &Path) -> Value {
     crate::helpers::only_report(out)
 }
 
-/// `oversell serve` on a free loopback port; killed when dropped.
-struct Served {
-    child: tokio::process::Child,
-    url: String,
+/// `oversell serve`, with the address it printed; killed when dropped.
+pub(crate) struct Served {
+    pub child: tokio::process::Child,
+    pub url: String,
     _stdout: BufReader<tokio::process::ChildStdout>,
 }
 
+/// `oversell serve` on a free loopback port.
 async fn serve(strategy: &str, db: &str, prefix: &str) -> Served {
+    serve_on(
+        strategy,
+        db,
+        prefix,
+        "127.0.0.1",
+        &["--trusted-proxy", "127.0.0.1"],
+    )
+    .await
+}
+
+/// `oversell serve` on a free port of `ip`, with `extra` flags (`--trusted-proxy`, ...).
+pub(crate) async fn serve_on(
+    strategy: &str,
+    db: &str,
+    prefix: &str,
+    ip: &str,
+    extra: &[&str],
+) -> Served {
+    let listen = format!("{ip}:0");
     let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_oversell"))
-        .args(["serve", "--strategy", strategy, "--listen", "127.0.0.1:0"])
-        .args(["--trusted-proxy", "127.0.0.1", "--database-url", db])
+        .args(["serve", "--strategy", strategy, "--listen", &listen])
+        .args(["--database-url", db])
+        .args(extra)
         .args(["--redis-url", &crate::helpers::redis_url()])
         .args(["--redis-prefix", prefix])
         .env_remove("OVERSELL_ADMIN_TOKEN")
