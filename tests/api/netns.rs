@@ -9,7 +9,7 @@
 //! interfaces `ovsb`/`ovsh` + the random part), removed when the [`Hosts`] is dropped (a test
 //! that fails too), and what a killed run left is swept by a later one.
 
-use oversell::services::leftovers;
+use oversell::testing::services::leftovers;
 use std::net::Ipv4Addr;
 use std::path::PathBuf;
 use std::process::Command;

@@ -10,7 +10,7 @@ use crate::helpers::{drop_database, fresh_db_url, fresh_prefix, only_report, Cli
 use crate::netns::{Host, Hosts};
 use crate::shard::{serve_on, SCENARIO};
 use oversell::report::summary::{decode_histogram, LatencySummary};
-use oversell::store::Backend;
+use oversell::testing::store::Backend;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
@@ -264,7 +264,7 @@ async fn attack_shards_on_separate_hosts_merge_to_the_one_process_figures() {
     assert_eq!(many["client_oversell"], 0);
 
     // The percentiles: those of the shards' order histograms added, nothing lost.
-    let mut added = oversell::traffic::recorder::new_histogram();
+    let mut added = oversell::testing::traffic::recorder::new_histogram();
     for f in &files {
         for e in f["clients"]["histograms"].as_array().unwrap() {
             if e["kind"] == "order" {
