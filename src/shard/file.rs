@@ -292,9 +292,14 @@ impl ShardFile {
     /// Writes `shard.json` and `latency-order.hlog` into `dir` (created if missing).
     pub fn write(&self, dir: &Path, m: &Measurements) -> anyhow::Result<()> {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-        let json = serde_json::to_string_pretty(self)?;
-        std::fs::write(dir.join(FILE), json)
-            .with_context(|| format!("writing {}", dir.join(FILE).display()))?;
+        // Streamed to the file: a shard of 250,000 buyers writes ~150 MiB of JSON, which a
+        // string of it would hold in memory twice over at the shard's end.
+        let path = dir.join(FILE);
+        let writing = || format!("writing {}", path.display());
+        let file = std::fs::File::create(&path).with_context(writing)?;
+        let mut out = std::io::BufWriter::new(file);
+        serde_json::to_writer_pretty(&mut out, self).with_context(writing)?;
+        std::io::Write::flush(&mut out).with_context(writing)?;
         std::fs::write(dir.join(HLOG), self.interval_log(m)?)
             .with_context(|| format!("writing {}", dir.join(HLOG).display()))?;
         Ok(())
@@ -307,21 +312,37 @@ impl ShardFile {
         } else {
             path.to_path_buf()
         };
-        let text = std::fs::read_to_string(&file).with_context(|| {
-            format!(
-                "reading {} (a shard folder holds the {FILE} that `run --shard` writes)",
-                file.display()
-            )
-        })?;
-        let head: serde_json::Value = serde_json::from_str(&text)
+        // Streamed from the file, twice: its schema first (a file of another version is named
+        // as such, not as a field it lacks), then the whole; never a string or a
+        // `serde_json::Value` of all of it.
+        let open = || {
+            std::fs::File::open(&file)
+                .map(std::io::BufReader::new)
+                .with_context(|| {
+                    format!(
+                        "reading {} (a shard folder holds the {FILE} that `run --shard` writes)",
+                        file.display()
+                    )
+                })
+        };
+        /// Only the schema of a shard file (every other field skipped as it streams by).
+        #[derive(serde::Deserialize)]
+        struct Head {
+            schema: Option<serde_json::Value>,
+        }
+        let head: Head = serde_json::from_reader(open()?)
             .with_context(|| format!("{} is not JSON", file.display()))?;
-        let schema = head["schema"].as_str().unwrap_or("(none)");
+        let schema = head
+            .schema
+            .as_ref()
+            .and_then(|v| v.as_str())
+            .unwrap_or("(none)");
         anyhow::ensure!(
             schema == SCHEMA,
             "{}: schema is {schema:?}, this oversell reads {SCHEMA:?}",
             file.display()
         );
-        serde_json::from_value(head).with_context(|| format!("reading {}", file.display()))
+        serde_json::from_reader(open()?).with_context(|| format!("reading {}", file.display()))
     }
 
     /// The order latency of each second as an interval log (µs; max column in ms).
