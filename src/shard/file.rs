@@ -389,6 +389,25 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_file_of_another_schema_or_not_json_is_named_as_such() {
+        let dir = tempfile::tempdir().unwrap();
+        let other = dir.path().join("other.json");
+        std::fs::write(&other, r#"{"schema": "oversell.shard/v0", "shard": 3}"#).unwrap();
+        let e = ShardFile::read(&other).unwrap_err().to_string();
+        assert!(e.contains(r#"schema is "oversell.shard/v0""#), "{e}");
+        let none = dir.path().join("none.json");
+        std::fs::write(&none, r#"{"shard": 3}"#).unwrap();
+        let e = ShardFile::read(&none).unwrap_err().to_string();
+        assert!(e.contains(r#"schema is "(none)""#), "{e}");
+        let text = dir.path().join("text.json");
+        std::fs::write(&text, "shard 3 of 4").unwrap();
+        let e = ShardFile::read(&text).unwrap_err().to_string();
+        assert!(e.ends_with("is not JSON"), "{e}");
+        let e = format!("{:#}", ShardFile::read(dir.path()).unwrap_err());
+        assert!(e.contains("a shard folder holds the shard.json"), "{e}");
+    }
+
+    #[test]
     fn a_shard_shop_reads_and_writes_the_backend_as_older_shard_files_spell_it() {
         let old = r#"{"url":"http://127.0.0.1:8080","strategy":"redis-lua","backend":"mysql"}"#;
         let shop: ShardShop = serde_json::from_str(old).unwrap();
