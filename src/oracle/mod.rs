@@ -487,3 +487,5 @@ fn verified(
 mod tests;
 #[cfg(test)]
 mod tests_assumptions;
+#[cfg(test)]
+mod tests_clients;
