@@ -196,6 +196,35 @@ impl ConnArgs {
         self.database_each(backend)
     }
 
+    /// Every strategy on every backend (`--backend` empty: the one `--database-url` names),
+    /// strategy by strategy within a backend; with several backends each URL is
+    /// [`ConnArgs::database_each`]'s. Asked after the managed servers started, whose URLs
+    /// these then are.
+    pub fn cells(
+        &self,
+        strategies: &[Strategy],
+        backends: &[Backend],
+    ) -> anyhow::Result<Vec<Cell>> {
+        let backends: Vec<Option<Backend>> = match backends {
+            [] => vec![None],
+            some => some.iter().copied().map(Some).collect(),
+        };
+        let several = backends.len() > 1;
+        let mut cells = Vec::new();
+        for b in backends {
+            let (backend, url) = match several {
+                true => self.database_each(b)?,
+                false => self.database_for(b)?,
+            };
+            cells.extend(strategies.iter().map(|s| Cell {
+                strategy: *s,
+                backend,
+                database_url: url.clone(),
+            }));
+        }
+        Ok(cells)
+    }
+
     /// The database URL for `backend` when a command runs several backends (`compare
     /// --backend postgres,mysql`, `merge`): --database-url serves the backend it names, the
     /// other comes from --mysql-url or the default PostgreSQL URL.
@@ -460,21 +489,7 @@ async fn compare(mut args: CompareArgs) -> anyhow::Result<Exit> {
     }
     let redis = args.strategies.iter().any(|s| s.uses_redis());
     let _services = args.conn.provide(&used, redis).await?;
-    let mut cells = Vec::new();
-    for b in backends {
-        let (backend, url) = if several {
-            args.conn.database_each(b)?
-        } else {
-            args.conn.database_for(b)?
-        };
-        for s in &args.strategies {
-            cells.push(Cell {
-                strategy: *s,
-                backend,
-                database_url: url.clone(),
-            });
-        }
-    }
+    let cells = args.conn.cells(&args.strategies, &args.backends)?;
     run_and_print(&args.scenario, cells, &args.conn).await
 }
 

@@ -265,36 +265,14 @@ fn reference_subjects(
         .reference_check()
         .map_err(|e| anyhow::anyhow!("{}: {e}", scenario_file.display()))?;
     super::defect_warning(&s.shop, args.strategies.iter().copied())?;
-    let backends: Vec<Option<Backend>> = if args.backends.is_empty() {
-        vec![None]
-    } else {
-        args.backends.iter().copied().map(Some).collect()
-    };
     let shop_exe = crate::runner::shop_exe()?;
     let redis_url =
         crate::inventory::redis_lua::conn::with_cluster(&args.conn.redis_url, s.shop.redis_cluster);
-    let several = backends.len() > 1;
-    let mut who = Vec::new();
-    for b in backends {
-        let (backend, database_url) = if several {
-            args.conn.database_each(b)?
-        } else {
-            args.conn.database_for(b)?
-        };
-        for strategy in &args.strategies {
-            let cell = Cell {
-                strategy: *strategy,
-                backend,
-                database_url: database_url.clone(),
-            };
-            who.push(Subject::reference_served_by(
-                vec![cell],
-                redis_url.clone(),
-                shop_exe.clone(),
-            ));
-        }
-    }
-    Ok(who)
+    let cells = args.conn.cells(&args.strategies, &args.backends)?;
+    Ok(cells
+        .into_iter()
+        .map(|cell| Subject::reference_served_by(vec![cell], redis_url.clone(), shop_exe.clone()))
+        .collect())
 }
 
 /// The search's plan from the flags; with the scenario's own rate when `--target`'s rates
