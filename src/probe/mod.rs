@@ -155,9 +155,12 @@ pub async fn start(config: ProbeConfig) -> Probes {
         let mut last_metrics: Option<BTreeMap<String, f64>> = None;
         let mut tick = tokio::time::interval(Duration::from_secs(1));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
+        // One last reading when told to stop: the run's end is then on every series (a
+        // backlog that drained, a residual back at 0), not up to a second before it.
+        let mut last = false;
+        while !last {
             tokio::select! {
-                _ = rx.changed() => break,
+                _ = rx.changed() => last = true,
                 _ = tick.tick() => {}
             }
             let t = Instant::now().duration_since(config.opened).as_secs_f64()
@@ -197,7 +200,7 @@ impl Probes {
         self.latest.clone()
     }
 
-    /// Stops sampling and returns the series.
+    /// Takes one last sample, stops, and returns the series.
     pub async fn stop(self) -> Vec<Series> {
         let _ = self.stop.send(true);
         self.task.await.unwrap_or_default()
