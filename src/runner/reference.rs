@@ -138,6 +138,32 @@ impl ShopUnderTest for ReferenceShop {
     }
 }
 
+/// A Redis fault gets a private Redis (started in `dir`); the shared one is never touched. A
+/// cluster gets none: its fault is `redis-failover` (the single-Redis kinds are skipped on it).
+async fn private_redis(
+    plan: &RunPlan,
+    cell: &Cell,
+    shared_redis: &str,
+    dir: &Path,
+) -> anyhow::Result<Option<Arc<PrivateRedis>>> {
+    let s = &plan.scenario;
+    let wanted = cell.strategy.uses_redis()
+        && !is_cluster(shared_redis)
+        && s.faults.iter().any(|f| f.kind.needs_private_redis());
+    if !wanted {
+        return Ok(None);
+    }
+    let r = PrivateRedis::start(dir, s.nemesis.redis_persistence)
+        .await
+        .context("starting the private Redis for the run's Redis faults")?;
+    plan.say(&format!(
+        "   private Redis {} (persistence {})",
+        r.url(),
+        r.persistence().as_str()
+    ));
+    Ok(Some(Arc::new(r)))
+}
+
 async fn run_cell(
     plan: &RunPlan,
     cell: &Cell,
@@ -160,31 +186,8 @@ async fn run_cell(
     if cell.strategy.uses_redis() {
         crate::inventory::redis_lua::keys::sweep_redis(shared_redis).await;
     }
-    // A Redis fault gets a private Redis; the shared one is never touched. A cluster gets
-    // none: its fault is `redis-failover` (the single-Redis kinds are skipped on it).
-    let private = if cell.strategy.uses_redis()
-        && !is_cluster(shared_redis)
-        && plan
-            .scenario
-            .faults
-            .iter()
-            .any(|f| f.kind.needs_private_redis())
-    {
-        let r = PrivateRedis::start(
-            &dir.join(format!("redis-{name}")),
-            plan.scenario.nemesis.redis_persistence,
-        )
-        .await
-        .context("starting the private Redis for the run's Redis faults")?;
-        plan.say(&format!(
-            "   private Redis {} (persistence {})",
-            r.url(),
-            r.persistence().as_str()
-        ));
-        Some(Arc::new(r))
-    } else {
-        None
-    };
+    let private =
+        private_redis(plan, cell, shared_redis, &dir.join(format!("redis-{name}"))).await?;
     let redis_url = private
         .as_ref()
         .map_or(shared_redis.to_string(), |r| r.url());
@@ -203,12 +206,10 @@ async fn run_cell(
         )
         .await?,
     );
+    let url = &shop.base_url;
+    let (version, log_path) = (&shop.version, log.display());
     plan.say(&format!(
-        "   shop {} (oversell {}, metrics {}/metrics, log {})",
-        shop.base_url,
-        shop.version,
-        shop.base_url,
-        log.display()
+        "   shop {url} (oversell {version}, metrics {url}/metrics, log {log_path})"
     ));
     if let Some(live) = &plan.live {
         live.shop(Some(&shop.base_url));
@@ -226,7 +227,7 @@ async fn run_cell(
             .unwrap_or_default(),
         item: plan.scenario.item.number(),
         strategy: cell.strategy.to_string(),
-        replica_url: replica.as_ref().map(|r| r.url.clone()),
+        replica_url: replica_url.map(str::to_string),
     });
     let launch = shops::Launch {
         exe: shop_exe,
@@ -239,6 +240,16 @@ async fn run_cell(
     let result = drive_reference(plan, &launch, &shop, &log, slot, owned).await;
     shop.stop().await;
     crate::inventory::redis_lua::keys::delete_prefix(&redis_url, &prefix).await;
+    stop_helpers(private, replica).await;
+    result
+}
+
+/// Stops what a run started beside its shop: the private Redis (resumed first, if a fault
+/// left it paused) and the managed read replica.
+async fn stop_helpers(
+    private: Option<Arc<PrivateRedis>>,
+    replica: Option<super::replica::RunReplica>,
+) {
     if let Some(r) = private {
         r.resume();
         r.stop();
@@ -247,7 +258,6 @@ async fn run_cell(
         // Its clean stop blocks (a fast shutdown): off the runtime's threads.
         let _ = tokio::task::spawn_blocking(move || drop(r.replica)).await;
     }
-    result
 }
 
 /// The run once shop 1 is up: the set-up through it, the other shops (`--shops`), the
@@ -269,17 +279,7 @@ async fn drive_reference(
         send_setup(&http, &target, "target.setup", &req).await?;
     }
     // The other shops start on the set-up sale (dropped on an error: killed).
-    let count = s.shop.shops.max(1);
-    let rest = shops::start_rest(launch, log, count).await?;
-    if !rest.is_empty() {
-        plan.say(&format!(
-            "   {count} shops: {} (buyer i -> shop i mod {count})",
-            std::iter::once(base_url)
-                .chain(rest.iter().map(|r| r.base_url.as_str()))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ));
-    }
+    let rest = start_others(plan, launch, log, base_url).await?;
     let all: Vec<&ChildShop> = std::iter::once(shop).chain(rest.iter()).collect();
     let targets = Targets::spread(
         all.iter()
@@ -289,38 +289,9 @@ async fn drive_reference(
     .unwrap_or_else(|| Targets::one(target));
     // The final reconciliation (and the spread's Redis reads) are redis-lua's.
     let is_redis = cell.strategy.reconciles();
-    let fired = fire_traffic(
-        plan,
-        targets,
-        ProbeConfig {
-            database_url: Some(cell.database_url.clone()),
-            foreign_database: false,
-            item_id: s.item.number(),
-            redis: cell
-                .strategy
-                .redis_kind()
-                .map(|kind| (redis_url.to_string(), prefix.to_string(), kind)),
-            shop_metrics_urls: all
-                .iter()
-                .map(|c| Route::Metrics.url(&c.base_url))
-                .collect(),
-            opened: Instant::now(),
-        },
-        slot,
-        faults,
-    )
-    .await?;
-    // Every fault ends (each is bounded) before the drain is waited for.
-    let mut fired = fired;
-    let applied = match fired.engine.take() {
-        Some(e) => e.finish().await,
-        None => Vec::new(),
-    };
-    if let Some(end) = faults::last_end(&applied) {
-        let opened = fired.traffic.recorder.opened();
-        let watch = opened + Duration::from_millis(end) + faults::WATCH_AFTER;
-        tokio::time::sleep_until(watch).await;
-    }
+    let probes = probes(launch, s, &all);
+    let mut fired = fire_traffic(plan, targets, probes, slot, faults).await?;
+    let applied = faults_over(&mut fired).await;
     let urls: Vec<String> = all.iter().map(|c| c.base_url.clone()).collect();
     let drain = shops::wait_all_drained(&http, &urls, s.item.number(), plan.drain_limit).await;
     let rush = super::gauges::rush_at_s(plan);
@@ -374,6 +345,65 @@ async fn drive_reference(
     run.defect = s.shop.defect;
     run.watch = watched;
     Ok(run)
+}
+
+/// Shops 2 to K (`--shops K`) started on the set-up sale, and said; none without `--shops`.
+async fn start_others(
+    plan: &RunPlan,
+    launch: &shops::Launch<'_>,
+    log: &Path,
+    first: &str,
+) -> anyhow::Result<Vec<ChildShop>> {
+    let count = plan.scenario.shop.shops.max(1);
+    let rest = shops::start_rest(launch, log, count).await?;
+    if !rest.is_empty() {
+        let urls: Vec<&str> = std::iter::once(first)
+            .chain(rest.iter().map(|r| r.base_url.as_str()))
+            .collect();
+        plan.say(&format!(
+            "   {count} shops: {} (buyer i -> shop i mod {count})",
+            urls.join(", ")
+        ));
+    }
+    Ok(rest)
+}
+
+/// What the probes read of the reference shop: its database, its Redis (for the strategies
+/// that keep stock there), and every shop's `/metrics`.
+fn probes(launch: &shops::Launch<'_>, s: &Scenario, all: &[&ChildShop]) -> ProbeConfig {
+    let cell = launch.cell;
+    ProbeConfig {
+        database_url: Some(cell.database_url.clone()),
+        foreign_database: false,
+        item_id: s.item.number(),
+        redis: cell.strategy.redis_kind().map(|kind| {
+            (
+                launch.redis_url.to_string(),
+                launch.prefix.to_string(),
+                kind,
+            )
+        }),
+        shop_metrics_urls: all
+            .iter()
+            .map(|c| Route::Metrics.url(&c.base_url))
+            .collect(),
+        opened: Instant::now(),
+    }
+}
+
+/// Every fault ended (each is bounded), and the shop watched for `WATCH_AFTER` past the last,
+/// before the drain is waited for; returns what was applied.
+async fn faults_over(fired: &mut super::Fired) -> Vec<crate::nemesis::Applied> {
+    let applied = match fired.engine.take() {
+        Some(e) => e.finish().await,
+        None => Vec::new(),
+    };
+    if let Some(end) = faults::last_end(&applied) {
+        let opened = fired.traffic.recorder.opened();
+        let watch = opened + Duration::from_millis(end) + faults::WATCH_AFTER;
+        tokio::time::sleep_until(watch).await;
+    }
+    applied
 }
 
 /// The reference shop already serving at a shard's `--shop-url`: its strategy and backend, for
