@@ -261,7 +261,7 @@ async fn bench_generator_compares_ours_goose_and_wrk_on_one_endpoint() {
     }
     // Our plan: 200 buyers over 1 s, each one order; the closed loops have no send lag.
     assert_eq!(v["ours"]["requests"], 200, "{v}");
-    // Ours: the attack's peak, and the peak once the records are spelled out for the oracle.
+    // Ours: the attack's peak, and the peak once the records are handed to the oracle.
     let spelled = v["ours"]["peak_rss_with_spelled_records_mib"]
         .as_f64()
         .unwrap();
@@ -278,7 +278,8 @@ async fn bench_generator_compares_ours_goose_and_wrk_on_one_endpoint() {
     assert!((0.0..=spelled).contains(&adds), "{v}");
     assert!(v["goose"]["spelling_out_mib"].is_null(), "{v}");
     assert!(
-        run.stdout.contains("with them spelled out") && run.stdout.contains("the spelling out"),
+        run.stdout.contains("with them handed to the oracle")
+            && run.stdout.contains("the handing over"),
         "{}",
         run.stdout
     );
