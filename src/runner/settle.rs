@@ -42,7 +42,7 @@ pub(super) async fn reference(
     // Redis first and the database later, so read the database between two identical Redis
     // states, with the queue drained: then both sides describe the same moment.
     // The rows are read once the queue is drained (a cheap question to the shop, asked every
-    // 200 ms for up to SETTLE_WAIT), not again and again while it persists: at 1,000,000
+    // 100 ms for up to SETTLE_WAIT), not again and again while it persists: at 1,000,000
     // orders one read of the rows takes seconds. A read that Redis moved under (an expiry
     // between the two sides) is made again, up to SETTLE_ATTEMPTS times; a queue that never
     // drained gets one read, taken as it is (the report says the drain timed out).
@@ -107,23 +107,17 @@ impl Settling<'_> {
 
     /// Whether the shop's queue is drained (always, without Redis).
     async fn drained(&self) -> bool {
-        self.redis.is_none()
-            || shop_process::wait_drained(self.http, self.base_url, self.item, Duration::ZERO)
-                .await
-                .drained
+        self.wait_drained_until(tokio::time::Instant::now()).await
     }
 
-    /// Asks every 200 ms until the queue is drained or `deadline` passed; whether it drained.
+    /// Waits until the queue is drained or `deadline` passed ([`shop_process::wait_drained`]);
+    /// whether it drained (always, without Redis).
     async fn wait_drained_until(&self, deadline: tokio::time::Instant) -> bool {
-        loop {
-            if self.drained().await {
-                return true;
-            }
-            if tokio::time::Instant::now() >= deadline {
-                return false;
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
+        let limit = deadline.saturating_duration_since(tokio::time::Instant::now());
+        self.redis.is_none()
+            || shop_process::wait_drained(self.http, self.base_url, self.item, limit)
+                .await
+                .drained
     }
 
     /// One read of the database, its rows checked against `ask`, between two readings of
