@@ -514,10 +514,8 @@ async fn run_and_print(
         .collect();
     crate::nemesis::refuse_unmanaged(&scenario.faults, &runs)?;
     scenario.shop.redis_cluster |= sa.redis_cluster;
-    let redis_url = crate::inventory::redis_lua::conn::with_cluster(
-        &conn.redis_url,
-        scenario.shop.redis_cluster,
-    );
+    let redis_url =
+        crate::store::redis_conn::with_cluster(&conn.redis_url, scenario.shop.redis_cluster);
     if let Some(k) = sa.shops {
         scenario.shop.shops = k;
     }

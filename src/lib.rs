@@ -37,9 +37,7 @@
 //!   layout of a sale and the clean-up of a key prefix; `redis_lua::stream` is the stream's
 //!   bookkeeping (O(1) backlog, low-water candidate, trimming, reconciliation, dead letters);
 //!   `redis_lua::durability` what a 201 survives (`--redis-durability`; on a cluster checked
-//!   on every master); `redis_lua::conn` the one connection type for a single Redis and a
-//!   Redis Cluster (`redis+cluster://`, `--redis-cluster`; node-level commands on every master;
-//!   a stalled cluster connection replaced); `redis_lua/orders.rs` an order's pay, cancel
+//!   on every master); `redis_lua/orders.rs` an order's pay, cancel
 //!   and expiry (under `wait-replica` answered once a replica holds them);
 //!   `redis_lua/rewarm.rs` the rebuild from the database.
 //! - [`gateway`]: rate limits (bounded per-IP buckets) and dedup in front of redis-lua's
@@ -47,11 +45,14 @@
 //! - [`store`]: PostgreSQL / MySQL access (`backend`, `error`, `orders`, `rows`, `tx`,
 //!   `persist`: stream batches and the low-water mark; a batch of several consumers commits only
 //!   if the stock stays at zero or above); every statement and all that differs
-//!   per backend lives in `store::dialect`.
+//!   per backend lives in `store::dialect`; `store::redis_conn` is the one connection type
+//!   for a single Redis and a Redis Cluster (`redis+cluster://`, `--redis-cluster`; node-level
+//!   commands on every master; a stalled cluster connection replaced), the shop's and the
+//!   harness's probes' and faults' alike.
 //! - [`pipeline`]: redis-lua's stream consumer (one per item; redis-buckets: one per bucket,
 //!   and the transfer repair loop) (`consumer`: reconnects, claims, acks;
 //!   `batch`: refused entries isolated and dead-lettered; `mark`: the low-water mark's upkeep
-//!   and trimming; `backoff`, `alert`), reconciliation, and the payment-timeout sweeper; a
+//!   and trimming; `alert`), reconciliation, and the payment-timeout sweeper; a
 //!   supervisor restarts any of them that dies.
 //! - [`traffic`]: scenario files (each section validates itself) → seeded plan → buyer tasks,
 //!   sent through a pool of goose users (`attack/journey.rs`, `attack/pool.rs`; an order
@@ -169,6 +170,8 @@
 //!   3 unreachable).
 //! - [`duration`]: durations with a unit (`500ms`, `15m`), read and shown one way everywhere.
 //! - [`suggest`]: "did you mean …" for a mistyped name (metric, threshold, scenario).
+//! - `backoff`: capped exponential backoff with jitter, for every background loop's retries
+//!   (the shop's consumers and the harness's `[watch]` samplers alike).
 //! - [`watch`]: `[watch]`, the shop's own gauges (pool, queue backlog) read every second from
 //!   a Prometheus endpoint, read-only SQL, a Redis read command or an HTTP JSON field during
 //!   the sale (`spec`, `read`, `sampler`), and what the report keeps of each (`gauge`: peak,
@@ -181,6 +184,7 @@
 //! Data flows one way: scenario → plan → traffic (goose) → shop → databases; probes and
 //! clients' records → oracle → report.
 
+pub(crate) mod backoff;
 pub(crate) mod bench;
 pub(crate) mod capacity;
 pub mod cli;
@@ -224,6 +228,9 @@ pub(crate) mod watch;
 /// process's own set-up, for the binary).
 #[doc(hidden)]
 pub mod testing {
+    pub mod backoff {
+        pub use crate::backoff::*;
+    }
     pub mod bench {
         pub use crate::bench::*;
     }

@@ -203,10 +203,10 @@ async fn evalsha_ceiling(
 /// Where the EVALSHA ceiling runs: the Redis itself, or on a cluster the master serving the
 /// sale's slot (redis-benchmark, not cluster-aware here, must reach the keys' owner).
 async fn ceiling_node(redis_url: &str, stock_key: &str) -> anyhow::Result<(String, u16)> {
-    let url = if crate::inventory::redis_lua::conn::is_cluster(redis_url) {
-        let mut conn = crate::inventory::redis_lua::RedisConn::open(redis_url).await?;
+    let url = if crate::store::redis_conn::is_cluster(redis_url) {
+        let mut conn = crate::store::redis_conn::RedisConn::open(redis_url).await?;
         let addr = crate::nemesis::cluster::master_of(&mut conn, stock_key).await?;
-        crate::inventory::redis_lua::conn::node_url(redis_url, &addr)
+        crate::store::redis_conn::node_url(redis_url, &addr)
     } else {
         redis_url.to_string()
     };

@@ -102,7 +102,7 @@ impl Servers {
         backend: Backend,
         db_url: &str,
     ) -> Servers {
-        let redis = (uses_redis && !crate::inventory::redis_lua::conn::is_cluster(redis_url))
+        let redis = (uses_redis && !crate::store::redis_conn::is_cluster(redis_url))
             .then(|| Meter::Redis(redis_url.to_string()));
         let database_name = db_url
             .rsplit('/')

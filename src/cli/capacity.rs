@@ -267,7 +267,7 @@ fn reference_subjects(
     super::defect_warning(&s.shop, args.strategies.iter().copied())?;
     let shop_exe = crate::runner::shop_exe()?;
     let redis_url =
-        crate::inventory::redis_lua::conn::with_cluster(&args.conn.redis_url, s.shop.redis_cluster);
+        crate::store::redis_conn::with_cluster(&args.conn.redis_url, s.shop.redis_cluster);
     let cells = args.conn.cells(&args.strategies, &args.backends)?;
     Ok(cells
         .into_iter()
@@ -361,7 +361,7 @@ pub async fn sweep(mut args: SweepArgs) -> anyhow::Result<Exit> {
         .await?;
     let (backend, database_url) = args.conn.database_for(args.backend)?;
     let plan = SweepPlan {
-        redis_url: crate::inventory::redis_lua::conn::with_cluster(
+        redis_url: crate::store::redis_conn::with_cluster(
             &args.conn.redis_url,
             s.shop.redis_cluster,
         ),

@@ -14,7 +14,6 @@
 //! [`durability`] is what a 201 survives on the Redis side (`--redis-durability`); `rewarm`
 //! rebuilds a sale Redis lost.
 
-pub mod conn;
 pub mod durability;
 pub mod keys;
 mod orders;
@@ -34,7 +33,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, RwLock};
 use std::time::Duration;
 
-pub use conn::RedisConn;
+pub use crate::store::redis_conn::RedisConn;
 use durability::Confirm;
 pub use durability::Durability;
 pub use keys::ItemKeys;
@@ -106,7 +105,7 @@ impl RedisLua {
         let unreachable = |e: &dyn std::fmt::Display| {
             InventoryError::Unreachable(Service::Redis.unreachable_error(&settings.url, e))
         };
-        let opts = conn::ConnOptions {
+        let opts = crate::store::redis_conn::ConnOptions {
             response_timeout: Duration::from_secs(5),
             managed: true,
         };
@@ -198,7 +197,7 @@ impl RedisLua {
         role: &str,
         response_timeout: Duration,
     ) -> Result<RedisConn, InventoryError> {
-        let opts = conn::ConnOptions {
+        let opts = crate::store::redis_conn::ConnOptions {
             response_timeout,
             managed: false,
         };

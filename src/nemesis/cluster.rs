@@ -15,8 +15,8 @@
 //! what the 201s were worth.
 
 use super::hold::Hold;
-use crate::inventory::redis_lua::conn::node_url;
-use crate::inventory::redis_lua::{ItemKeys, RedisConn};
+use crate::store::redis_conn::node_url;
+use crate::store::redis_conn::RedisConn;
 use anyhow::{bail, Context};
 use std::time::Duration;
 use tokio::time::Instant;
@@ -121,12 +121,10 @@ pub async fn master_of(conn: &mut RedisConn, key: &str) -> anyhow::Result<String
 /// at the fault's time; returns what was done.
 pub(super) async fn failover(
     url: &str,
-    prefix: &str,
-    item: i64,
+    stock: &str,
     takeover: bool,
     hold: &mut Hold,
 ) -> anyhow::Result<Option<String>> {
-    let stock = ItemKeys::new(prefix, item).stock;
     let mut conn = RedisConn::open(url).await.with_context(|| {
         format!(
             "connecting to the cluster {}",
@@ -136,7 +134,7 @@ pub(super) async fn failover(
     if !conn.is_cluster() {
         bail!("the run's Redis is not a cluster (give --redis-cluster or a redis+cluster:// URL)");
     }
-    let (slot, nodes) = slot_and_nodes(&mut conn, &stock).await?;
+    let (slot, nodes) = slot_and_nodes(&mut conn, stock).await?;
     let (master, replica) = master_and_replica(&nodes, slot)?;
     let replica_url = node_url(url, &replica.addr);
     let mut to_replica = redis::Client::open(replica_url.as_str())?

@@ -12,8 +12,8 @@
 
 use super::hold::{Hold, ShopControl};
 use super::{cluster, crash, db, redis, replica, shop, FaultKind, FaultSpec, PrivateRedis};
-use crate::inventory::redis_lua::conn::is_cluster;
 use crate::services::managed::ManagedServer;
+use crate::store::redis_conn::is_cluster;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::watch;
@@ -31,16 +31,24 @@ pub struct Owned {
     pub private_redis: Option<Arc<PrivateRedis>>,
     /// The Redis the shop uses (the private one, or the shared one under the run's prefix).
     pub redis_url: String,
-    /// The key prefixes the sale lives under in Redis, one per stream, as the strategy's
-    /// engine lays it out ([`crate::inventory::RedisKind::prefixes`]: redis-lua one,
-    /// redis-buckets one per bucket). Empty: the strategy does not use Redis, and the Redis
-    /// kinds are skipped.
-    pub redis_prefixes: Vec<String>,
-    pub item: i64,
+    /// The sale in the shop's Redis, as the shop under test lays it out (`None`: the strategy
+    /// does not use Redis, and the Redis kinds are skipped).
+    pub redis_sale: Option<RedisSale>,
     /// The strategy's name, for notes.
     pub strategy: String,
     /// The run's managed read replica (a database URL on it), when it has one: `replica-lag`.
     pub replica_url: Option<String>,
+}
+
+/// The sale in the shop's Redis: what `redeliver` rewinds and what `redis-failover` moves.
+#[derive(Debug, Clone)]
+pub struct RedisSale {
+    /// The sale's order streams (one per key set of the sale).
+    pub streams: Vec<String>,
+    /// The consumer group reading them.
+    pub group: String,
+    /// A key in the slot a failover moves (the sale's first key set's).
+    pub slot_key: String,
 }
 
 /// One fault as it happened, ms after the sale opened.
@@ -298,7 +306,7 @@ async fn one(
 
 /// Why a fault does not apply to this run, if it does not.
 fn skip_reason(f: &FaultSpec, owned: &Owned) -> Option<String> {
-    if f.kind.redis_only() && owned.redis_prefixes.is_empty() {
+    if f.kind.redis_only() && owned.redis_sale.is_none() {
         return Some(format!("skipped: {} does not use Redis", owned.strategy));
     }
     let cluster = is_cluster(&owned.redis_url);
@@ -351,24 +359,13 @@ async fn act(f: &FaultSpec, owned: &Owned, hold: &mut Hold) -> anyhow::Result<Op
             redis::act(f.kind, r, hold).await
         }
         FaultKind::Redeliver => {
-            redis::redeliver(
-                &owned.redis_url,
-                &owned.redis_prefixes,
-                owned.item,
-                f.rewind_to.as_deref(),
-                hold,
-            )
-            .await
+            let sale = owned.redis_sale.as_ref().expect("checked by skip_reason");
+            redis::redeliver(&owned.redis_url, sale, f.rewind_to.as_deref(), hold).await
         }
         FaultKind::RedisFailover | FaultKind::RedisTakeover => {
             let takeover = f.kind == FaultKind::RedisTakeover;
-            // The slot of the sale's first key set (redis-buckets: bucket 0's; the other
-            // buckets' slots move only if they share its master).
-            let prefix = owned
-                .redis_prefixes
-                .first()
-                .expect("checked by skip_reason");
-            cluster::failover(&owned.redis_url, prefix, owned.item, takeover, hold).await
+            let sale = owned.redis_sale.as_ref().expect("checked by skip_reason");
+            cluster::failover(&owned.redis_url, &sale.slot_key, takeover, hold).await
         }
         FaultKind::DbOutage => db::outage(&owned.database_url, hold).await,
         FaultKind::DbLock => db::lock(&owned.database_url, hold).await,

@@ -31,7 +31,7 @@ mod replica;
 mod shop;
 
 pub use crash::refuse_unmanaged;
-pub use engine::{Applied, Engine, Owned};
+pub use engine::{Applied, Engine, Owned, RedisSale};
 pub use hold::{BoxFuture, ShopControl};
 pub use redis::PrivateRedis;
 

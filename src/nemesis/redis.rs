@@ -6,8 +6,9 @@
 //! act only on the private child; `redeliver` only on this run's stream key.
 
 use super::hold::Hold;
+use super::RedisSale;
 use super::{FaultKind, Persistence};
-use crate::inventory::redis_lua::{ItemKeys, RedisConn, GROUP};
+use crate::store::redis_conn::RedisConn;
 use anyhow::{bail, Context};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
@@ -185,12 +186,11 @@ pub(super) async fn act(
     }
 }
 
-/// `redeliver`: the consumer group of the item's stream under each of `prefixes` (one per
-/// stream: redis-buckets has one per bucket) rewound to `to` (default `0`).
+/// `redeliver`: the consumer group of each of the sale's streams (redis-buckets has one per
+/// bucket) rewound to `to` (default `0`).
 pub(super) async fn redeliver(
     url: &str,
-    prefixes: &[String],
-    item: i64,
+    sale: &RedisSale,
     to: Option<&str>,
     hold: &mut Hold,
 ) -> anyhow::Result<Option<String>> {
@@ -200,27 +200,27 @@ pub(super) async fn redeliver(
         return Ok(None);
     }
     let mut len = 0u64;
-    for prefix in prefixes {
-        let keys = ItemKeys::new(prefix, item);
+    for stream in &sale.streams {
         let n: u64 = redis::cmd("XLEN")
-            .arg(&keys.events)
+            .arg(stream)
             .query_async(&mut conn)
             .await?;
         len += n;
         let _: () = redis::cmd("XGROUP")
             .arg("SETID")
-            .arg(&keys.events)
-            .arg(GROUP)
+            .arg(stream)
+            .arg(&sale.group)
             .arg(to)
             .query_async(&mut conn)
             .await
             .context("rewinding the consumer group")?;
     }
-    let streams = match prefixes.len() {
+    let streams = match sale.streams.len() {
         1 => String::new(),
         n => format!(" on {n} streams"),
     };
     Ok(Some(format!(
-        "group {GROUP} rewound to {to}{streams}: up to {len} entries delivered again"
+        "group {} rewound to {to}{streams}: up to {len} entries delivered again",
+        sale.group
     )))
 }

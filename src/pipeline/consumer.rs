@@ -13,9 +13,9 @@
 //! - A database that is unavailable is retried forever; a database that refuses one entry is
 //!   handled in [`super::batch`] (isolated, then dead-lettered).
 
-use super::backoff::Backoff;
 use super::mark::MarkKeeper;
 use super::PipelineSettings;
+use crate::backoff::Backoff;
 use crate::inventory::redis_lua::RedisConn;
 use crate::inventory::redis_lua::{RedisLua, GROUP};
 use crate::store::Store;

@@ -3,8 +3,8 @@
 //! - [`consumer`]: persists each item's stream into the database (batched, idempotent),
 //!   surviving lost connections; [`entry`]: what one stream entry holds; [`batch`]: one
 //!   batch, with refused entries isolated and
-//!   dead-lettered; [`mark`]: the low-water mark's upkeep and trimming; [`backoff`]: retry
-//!   waits; [`alert`]: the webhook.
+//!   dead-lettered; [`mark`]: the low-water mark's upkeep and trimming (retry waits from
+//!   `crate::backoff`); [`alert`]: the webhook.
 //! - [`reconcile`]: recomputes Redis stock from the database and corrects the residual.
 //! - the expiry sweeper: expires unpaid orders past their payment deadline.
 //!
@@ -13,7 +13,6 @@
 //! background loop may die or go silent.
 
 pub mod alert;
-pub mod backoff;
 pub mod batch;
 pub mod consumer;
 pub mod entry;

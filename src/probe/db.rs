@@ -1,8 +1,7 @@
 //! Database counters: PostgreSQL `pg_stat_database` (and `pg_stat_statements` when installed),
 //! MySQL/MariaDB `SHOW GLOBAL STATUS`.
 
-use super::{push, push_in, Series, SeriesName};
-use crate::store::dialect::Statements;
+use super::{push, push_in, Series, SeriesName, StockStatement};
 use crate::store::Backend;
 use sqlx::{MySqlPool, PgPool, Row};
 use std::collections::BTreeMap;
@@ -23,29 +22,32 @@ pub(super) struct PgProbe {
     datname: String,
     statements: bool,
     last: Option<(Instant, i64, Option<i64>)>,
-    /// The item whose stock to read (`None`: a foreign database, no stock read).
-    item: Option<i64>,
+    /// How to read the item's stock (`None`: a foreign database, no stock read).
+    stock: Option<StockStatement>,
 }
 
 pub(super) struct MysqlProbe {
     pool: MySqlPool,
     last: Option<(Instant, BTreeMap<String, i64>)>,
-    item: Option<i64>,
+    stock: Option<StockStatement>,
 }
 
 impl DbProbe {
     /// Connects to the server's counters. On a `foreign` database nothing is created (no
-    /// extension) and the reference shop's `items` table is not read.
-    pub(super) async fn connect(url: &str, item: i64, foreign: bool) -> Option<Self> {
-        let item = (!foreign).then_some(item);
+    /// extension); the item's stock is read only when the shop under test says how (`stock`).
+    pub(super) async fn connect(
+        url: &str,
+        stock: Option<StockStatement>,
+        foreign: bool,
+    ) -> Option<Self> {
         match Backend::from_url(url).ok()? {
-            Backend::Postgres => PgProbe::connect(url, item, foreign)
+            Backend::Postgres => PgProbe::connect(url, stock, foreign)
                 .await
                 .map(DbProbe::Postgres),
             Backend::Mysql => Some(DbProbe::Mysql(MysqlProbe {
                 pool: MySqlPool::connect(url).await.ok()?,
                 last: None,
-                item,
+                stock,
             })),
         }
     }
@@ -56,27 +58,43 @@ impl DbProbe {
             DbProbe::Postgres(p) => p.sample(t, series).await,
             DbProbe::Mysql(m) => m.sample(t, series).await,
         };
-        if let Some((stock, sold)) = stock {
+        let statement = match self {
+            DbProbe::Postgres(p) => p.stock.as_ref(),
+            DbProbe::Mysql(m) => m.stock.as_ref(),
+        };
+        if let (Some((stock, sold)), Some(st)) = (stock, statement) {
             push(
                 series,
                 SeriesName::DbStock,
-                "SELECT stock FROM items",
+                st.stock_source,
                 t,
                 stock as f64,
             );
-            push(
-                series,
-                SeriesName::DbSold,
-                "SELECT SUM(qty) FROM orders WHERE status IN ('pending_payment', 'paid')",
-                t,
-                sold as f64,
-            );
+            push(series, SeriesName::DbSold, st.sold_source, t, sold as f64);
         }
     }
 }
 
+/// Reads `(stock, sold)` with the shop's statement, bound to its item.
+async fn read_stock<'e, E>(executor: E, st: Option<&StockStatement>) -> Option<(i64, i64)>
+where
+    E: sqlx::Executor<'e>,
+    i64: sqlx::Type<E::Database> + for<'r> sqlx::Decode<'r, E::Database>,
+    for<'q> i64: sqlx::Encode<'q, E::Database>,
+    <E::Database as sqlx::Database>::Arguments: sqlx::IntoArguments<E::Database>,
+    usize: sqlx::ColumnIndex<<E::Database as sqlx::Database>::Row>,
+{
+    let st = st?;
+    let row = sqlx::query(st.sql)
+        .bind(st.item)
+        .fetch_optional(executor)
+        .await
+        .ok()??;
+    Some((row.try_get(0).ok()?, row.try_get(1).ok()?))
+}
+
 impl PgProbe {
-    async fn connect(url: &str, item: Option<i64>, foreign: bool) -> Option<Self> {
+    async fn connect(url: &str, stock: Option<StockStatement>, foreign: bool) -> Option<Self> {
         let (stats_url, datname) = crate::store::on_database(url, "postgres")?;
         let stats = PgPool::connect(&stats_url).await.ok()?;
         let shop = PgPool::connect(url).await.ok()?;
@@ -104,7 +122,7 @@ impl PgProbe {
             datname,
             statements,
             last: None,
-            item,
+            stock,
         })
     }
 
@@ -132,12 +150,7 @@ impl PgProbe {
         if let Some(x) = xacts {
             self.last = Some((now, x, calls));
         }
-        let row = sqlx::query(Statements::for_backend(Backend::Postgres).read_stock)
-            .bind(self.item?)
-            .fetch_optional(&self.shop)
-            .await
-            .ok()??;
-        Some((row.try_get(0).ok()?, row.try_get(1).ok()?))
+        read_stock(&self.shop, self.stock.as_ref()).await
     }
 
     /// The shop's database's transactions, and its statements when pg_stat_statements is there.
@@ -212,12 +225,7 @@ impl MysqlProbe {
             );
         }
         self.last = Some((now, status));
-        let row = sqlx::query(Statements::for_backend(Backend::Mysql).read_stock)
-            .bind(self.item?)
-            .fetch_optional(&self.pool)
-            .await
-            .ok()??;
-        Some((row.try_get(0).ok()?, row.try_get(1).ok()?))
+        read_stock(&self.pool, self.stock.as_ref()).await
     }
 
     /// `SHOW GLOBAL STATUS`, its numeric variables by name.

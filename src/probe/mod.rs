@@ -10,10 +10,10 @@ pub mod scrape;
 
 pub use crate::metric::SeriesName;
 
-use crate::inventory::redis_lua::{ItemKeys, RedisConn};
-use crate::inventory::RedisKind;
 use crate::live;
+use crate::store::redis_conn::RedisConn;
 use crate::telemetry::shop_metrics;
+use futures_util::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -81,15 +81,53 @@ pub struct ProbeConfig {
     /// server counters are read; nothing is created on it, and the reference shop's tables are
     /// not looked for.
     pub foreign_database: bool,
-    pub item_id: i64,
-    /// Redis URL, the shop's key prefix and the kind of its Redis side (redis-lua;
-    /// redis-buckets: the item's Redis stock is the sum over its buckets and the units
-    /// travelling between them).
-    pub redis: Option<(String, String, RedisKind)>,
+    /// How to read the item's stock and units sold from that database, as the shop under
+    /// test keeps them (the reference shop's statement; none for a foreign shop).
+    pub db_stock: Option<StockStatement>,
+    /// The shop's Redis and how its stock is kept there (the reference shop's Redis
+    /// strategies; none otherwise).
+    pub redis: Option<RedisStock>,
     /// Every reference shop's `/metrics` URL (none for a foreign shop). With several shops
     /// (`--shops K`) each is scraped and the pages merged ([`merge_pages`]).
     pub shop_metrics_urls: Vec<String>,
     pub opened: Instant,
+}
+
+/// A statement reading `(stock, sold)` of one item from the shop's database.
+#[derive(Debug, Clone)]
+pub struct StockStatement {
+    /// The statement, with one parameter: the item.
+    pub sql: &'static str,
+    pub item: i64,
+    /// What its stock and sold figures are, for the series' `source`.
+    pub stock_source: &'static str,
+    pub sold_source: &'static str,
+}
+
+/// The item's stock in the shop's Redis: the server to read, and how.
+#[derive(Clone)]
+pub struct RedisStock {
+    pub url: String,
+    pub read: std::sync::Arc<dyn ReadStock>,
+}
+
+impl std::fmt::Debug for RedisStock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisStock")
+            .field("url", &crate::services::redact_url(&self.url))
+            .field("source", &self.read.source())
+            .finish()
+    }
+}
+
+/// How a shop under test keeps an item's stock in Redis: implemented by the shop's side that
+/// knows its key layout, so the probe knows none.
+pub trait ReadStock: Send + Sync {
+    /// The stock now (`None`: a read failed, or the sale is not warm) and how many commands
+    /// the read sent (taken off the server's ops/s, which counts them).
+    fn read<'a>(&'a self, conn: &'a mut RedisConn) -> BoxFuture<'a, (Option<i64>, u64)>;
+    /// What the figure is, for the series' `source`.
+    fn source(&self) -> &'static str;
 }
 
 /// Running samplers.
@@ -141,13 +179,13 @@ pub async fn start(config: ProbeConfig) -> Probes {
     let published = latest.clone();
     let task = tokio::spawn(async move {
         let mut db = match &config.database_url {
-            Some(url) => db::DbProbe::connect(url, config.item_id, config.foreign_database).await,
+            Some(url) => {
+                db::DbProbe::connect(url, config.db_stock.clone(), config.foreign_database).await
+            }
             None => None,
         };
         let mut redis = match &config.redis {
-            Some((url, prefix, kind)) => {
-                RedisProbe::connect(url, prefix, config.item_id, *kind).await
-            }
+            Some(stock) => RedisProbe::connect(stock).await,
             None => None,
         };
         let http = crate::traffic::target::client(Duration::from_millis(800)).ok();
@@ -236,68 +274,20 @@ fn push_in(
 
 struct RedisProbe {
     conn: RedisConn,
-    /// The item's stock key, or every bucket's (redis-buckets).
-    stock_keys: Vec<String>,
-    /// redis-buckets: every bucket's record of the units it lent and the receiver has not
-    /// taken in yet (`transfer id → "to:units"`).
-    transfer_keys: Vec<String>,
+    stock: std::sync::Arc<dyn ReadStock>,
+    /// Commands the last stock read sent (taken off the next ops/s figure).
+    own: u64,
     last: Option<(Instant, u64)>,
 }
 
 impl RedisProbe {
-    async fn connect(url: &str, prefix: &str, item: i64, kind: RedisKind) -> Option<Self> {
-        let mut conn = RedisConn::open(url).await.ok()?;
-        let (mut stock_keys, mut transfer_keys) = (Vec::new(), Vec::new());
-        match kind {
-            RedisKind::Buckets => {
-                // The sale is set up before the probes start: its first bucket says how many.
-                let n: Option<u32> = redis::cmd("HGET")
-                    .arg(ItemKeys::bucket(prefix, item, 0).meta)
-                    .arg("buckets")
-                    .query_async(&mut conn)
-                    .await
-                    .ok()
-                    .flatten();
-                for b in 0..n.unwrap_or(0) {
-                    let keys = ItemKeys::bucket(prefix, item, b);
-                    transfer_keys.push(keys.sibling("transfers"));
-                    stock_keys.push(keys.stock);
-                }
-            }
-            RedisKind::Lua => stock_keys.push(ItemKeys::new(prefix, item).stock),
-        }
+    async fn connect(stock: &RedisStock) -> Option<Self> {
         Some(RedisProbe {
-            conn,
-            stock_keys,
-            transfer_keys,
+            conn: RedisConn::open(&stock.url).await.ok()?,
+            stock: stock.read.clone(),
+            own: 0,
             last: None,
         })
-    }
-
-    /// The item's Redis stock: its stock key, or for redis-buckets the sum over the buckets
-    /// plus the units travelling between them. `None` when a read failed or it is not warm.
-    async fn stock(&mut self) -> Option<i64> {
-        let mut total = 0;
-        for key in &self.stock_keys {
-            let one: Option<i64> = redis::cmd("GET")
-                .arg(key)
-                .query_async(&mut self.conn)
-                .await
-                .ok()?;
-            total += one?;
-        }
-        for key in &self.transfer_keys {
-            let lent: Vec<String> = redis::cmd("HVALS")
-                .arg(key)
-                .query_async(&mut self.conn)
-                .await
-                .ok()?;
-            total += lent
-                .iter()
-                .filter_map(|r| r.split_once(':')?.1.parse::<i64>().ok())
-                .sum::<i64>();
-        }
-        Some(total)
     }
 
     async fn sample(&mut self, t: f64, series: &mut BTreeMap<&'static str, Series>) {
@@ -319,8 +309,8 @@ impl RedisProbe {
                 if let Some((at, prev)) = self.last {
                     let secs = now.duration_since(at).as_secs_f64().max(1e-3);
                     // Minus our own commands per sample (INFO and the stock reads).
-                    let own = 1 + self.stock_keys.len() + self.transfer_keys.len();
-                    let ops = (total.saturating_sub(prev).saturating_sub(own as u64)) as f64 / secs;
+                    let own = 1 + self.own;
+                    let ops = (total.saturating_sub(prev).saturating_sub(own)) as f64 / secs;
                     push(
                         series,
                         SeriesName::RedisOps,
@@ -332,13 +322,16 @@ impl RedisProbe {
                 self.last = Some((now, total));
             }
         }
-        if let Some(s) = self.stock().await {
-            let source = if self.transfer_keys.is_empty() {
-                "Redis GET of the item's stock key"
-            } else {
-                "Redis: GET of every bucket's stock key plus the units travelling between buckets (HVALS of each bucket's transfers), summed; read one bucket at a time, so not atomic while units move"
-            };
-            push(series, SeriesName::RedisStock, source, t, s as f64);
+        let (stock, sent) = self.stock.read(&mut self.conn).await;
+        self.own = sent;
+        if let Some(s) = stock {
+            push(
+                series,
+                SeriesName::RedisStock,
+                self.stock.source(),
+                t,
+                s as f64,
+            );
         }
     }
 }

@@ -133,7 +133,7 @@ async fn run(plan: &RunPlan, f: &Foreign, slot: &Slot) -> anyhow::Result<RunRepo
     let gives_stock = before.is_some_and(|t| t.stock.is_some());
     let sampler = rehearsal::stock_sampler::start(&f.oracle, gives_stock).await;
     let targets = crate::traffic::target::Targets::one(target.clone());
-    let fired = fire_traffic(plan, targets, probes(f, s), slot, None).await?;
+    let fired = fire_traffic(plan, targets, probes(f), slot, None).await?;
     let logins = super::login::section(&target, logins, &fired.traffic.recorder);
     let settled = rehearsal::settle::settle(&oracle, &target, &f.settle, plan.drain_limit).await;
     let watched = fired.watch.stop(super::gauges::rush_at_s(plan)).await;
@@ -169,11 +169,11 @@ async fn run(plan: &RunPlan, f: &Foreign, slot: &Slot) -> anyhow::Result<RunRepo
 }
 
 /// What the probes read of a foreign shop: its oracle's database, when the oracle is SQL.
-fn probes(f: &Foreign, s: &Scenario) -> ProbeConfig {
+fn probes(f: &Foreign) -> ProbeConfig {
     ProbeConfig {
         database_url: f.oracle.database_url(),
         foreign_database: true,
-        item_id: s.item.number(),
+        db_stock: None,
         redis: None,
         shop_metrics_urls: Vec::new(),
         opened: Instant::now(),
@@ -332,8 +332,8 @@ impl ShardShopKind for ForeignAt {
         target.setup_requests()
     }
 
-    fn answers_for_item(&self) -> bool {
-        false
+    fn item_url(&self, _base_url: &str, _item: i64) -> Option<String> {
+        None
     }
 
     fn record(&self, base_url: &str) -> (Option<ShardShop>, Option<ShardTarget>) {

@@ -6,9 +6,9 @@
 //! A server that does not say is recorded as such; it never stops the run.
 
 use super::RunPlan;
-use crate::inventory::redis_lua::RedisConn;
 use crate::report::{Metadata, ServerVersion};
 use crate::services::redact_url;
+use crate::store::redis_conn::RedisConn;
 use crate::store::Backend;
 use sqlx::Connection;
 use std::time::Duration;

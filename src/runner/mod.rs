@@ -29,6 +29,7 @@ mod faults;
 mod finish;
 mod foreign;
 mod gauges;
+mod layout;
 mod lock;
 mod login;
 mod merge;

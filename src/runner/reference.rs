@@ -8,7 +8,6 @@ use super::shop_process::ChildShop;
 use super::shops;
 use super::subject::{Servers, ShopUnderTest, Subject};
 use super::{control_client, faults, fire_traffic, send_setup, target_for, Cell, RunPlan, Slot};
-use crate::inventory::redis_lua::conn::{is_cluster, with_cluster};
 use crate::inventory::Strategy;
 use crate::nemesis::BoxFuture;
 use crate::nemesis::{Owned, PrivateRedis, ShopControl};
@@ -16,6 +15,7 @@ use crate::probe::ProbeConfig;
 use crate::report::{RunReport, Shop};
 use crate::shard::file::{ShardShop, ShardTarget};
 use crate::shop::routes::Route;
+use crate::store::redis_conn::{is_cluster, with_cluster};
 use crate::traffic::mapping::Mapping;
 use crate::traffic::target::Targets;
 use crate::traffic::target::{Prepared, Target};
@@ -220,12 +220,14 @@ async fn run_cell(
         private_redis: private.clone(),
         redis_url: redis_url.clone(),
         // What the engine says the sale is in Redis: the faults act on exactly that.
-        redis_prefixes: cell
-            .strategy
-            .redis_kind()
-            .map(|kind| kind.prefixes(&prefix, plan.scenario.shop.buckets))
-            .unwrap_or_default(),
-        item: plan.scenario.item.number(),
+        redis_sale: cell.strategy.redis_kind().map(|kind| {
+            super::layout::sale(
+                &prefix,
+                plan.scenario.item.number(),
+                kind,
+                plan.scenario.shop.buckets,
+            )
+        }),
         strategy: cell.strategy.to_string(),
         replica_url: replica_url.map(str::to_string),
     });
@@ -375,13 +377,9 @@ fn probes(launch: &shops::Launch<'_>, s: &Scenario, all: &[&ChildShop]) -> Probe
     ProbeConfig {
         database_url: Some(cell.database_url.clone()),
         foreign_database: false,
-        item_id: s.item.number(),
+        db_stock: Some(super::layout::statement(cell.backend, s.item.number())),
         redis: cell.strategy.redis_kind().map(|kind| {
-            (
-                launch.redis_url.to_string(),
-                launch.prefix.to_string(),
-                kind,
-            )
+            super::layout::redis(launch.redis_url, launch.prefix, s.item.number(), kind)
         }),
         shop_metrics_urls: all
             .iter()
@@ -434,8 +432,8 @@ impl ShardShopKind for ReferenceAt {
             .collect()
     }
 
-    fn answers_for_item(&self) -> bool {
-        true
+    fn item_url(&self, base_url: &str, item: i64) -> Option<String> {
+        Some(Route::Item.url_with(base_url, item))
     }
 
     fn record(&self, base_url: &str) -> (Option<ShardShop>, Option<ShardTarget>) {

@@ -14,7 +14,6 @@ use crate::nemesis::BoxFuture;
 use crate::report::Report;
 use crate::shard::file::{Clients, ShardFile, ShardShop, ShardTarget, SCHEMA};
 use crate::shard::{scenario_hash, ShardSpec};
-use crate::shop::routes::Route;
 use crate::traffic::attack::{self, GeneratorStats};
 use crate::traffic::mapping::Mapping;
 use crate::traffic::recorder::{Kind, Recorder};
@@ -64,9 +63,9 @@ pub trait ShardShopKind: std::fmt::Debug + Send + Sync {
     /// The requests that set a fresh sale up, in order, each named by its field.
     fn setup(&self, target: &Target, admin_token: Option<&str>) -> Vec<(String, Prepared)>;
 
-    /// Whether the shards that don't set the sale up can wait for the shop to answer for the
-    /// item (an item route they can rely on); otherwise they go by the clock alone.
-    fn answers_for_item(&self) -> bool;
+    /// The URL that answers 200 once the sale of `item` is set up, which the shards that don't
+    /// set it up wait for (`None`: no route to rely on; they go by the clock alone).
+    fn item_url(&self, base_url: &str, item: i64) -> Option<String>;
 
     /// What the shard file records of it, for `merge`: the reference shop, or the target.
     fn record(&self, base_url: &str) -> (Option<ShardShop>, Option<ShardTarget>);
@@ -176,8 +175,8 @@ async fn ready_for_opening(
 ) -> anyhow::Result<()> {
     let s = &run.scenario;
     if !run.shard.sets_up() {
-        if run.subject.0.answers_for_item() {
-            wait_for_item(http, base_url, s.item.number(), run.open_at).await?;
+        if let Some(url) = run.subject.0.item_url(base_url, s.item.number()) {
+            wait_for_item(http, &url, (base_url, s.item.number()), run.open_at).await?;
         }
         return Ok(());
     }
@@ -238,18 +237,17 @@ fn shard_file(
     }
 }
 
-/// Polls `GET /api/items/{item}` until the shop answers 200 for it, up to
-/// [`SHOP_WAIT_AFTER_OPENING`] after the opening.
+/// Polls `GET url` (the shop's item) until the shop at `base_url` answers 200 for `item`, up
+/// to [`SHOP_WAIT_AFTER_OPENING`] after the opening.
 async fn wait_for_item(
     http: &reqwest::Client,
-    base_url: &str,
-    item: i64,
+    url: &str,
+    (base_url, item): (&str, i64),
     open_at: DateTime<Utc>,
 ) -> anyhow::Result<()> {
-    let url = Route::Item.url_with(base_url, item);
     let deadline = open_at + chrono::Duration::from_std(SHOP_WAIT_AFTER_OPENING)?;
     loop {
-        let last = match http.get(&url).send().await {
+        let last = match http.get(url).send().await {
             Ok(r) if r.status().is_success() => return Ok(()),
             Ok(r) => format!("answered {}", r.status()),
             Err(e) => format!("{e}"),

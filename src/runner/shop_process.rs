@@ -419,7 +419,7 @@ pub(super) async fn redis_state(
     item: i64,
     kind: RedisKind,
 ) -> anyhow::Result<RedisState> {
-    let mut conn = crate::inventory::redis_lua::RedisConn::open(url)
+    let mut conn = crate::store::redis_conn::RedisConn::open(url)
         .await
         .map_err(|e| Service::Redis.unreachable_error(url, &e))?;
     match kind {
@@ -430,7 +430,7 @@ pub(super) async fn redis_state(
 
 /// [`RedisState`] of one redis-lua key set (an item's, or one bucket's).
 async fn key_set_state(
-    conn: &mut crate::inventory::redis_lua::RedisConn,
+    conn: &mut crate::store::redis_conn::RedisConn,
     keys: &ItemKeys,
 ) -> anyhow::Result<RedisState> {
     let mut conn = conn.clone();
@@ -462,7 +462,7 @@ async fn key_set_state(
 /// redis-buckets: the bucket count written at warm-up into bucket 0's `meta`, then every
 /// bucket's state summed, plus the units lent and not yet received.
 async fn buckets_state(
-    conn: &mut crate::inventory::redis_lua::RedisConn,
+    conn: &mut crate::store::redis_conn::RedisConn,
     prefix: &str,
     item: i64,
 ) -> anyhow::Result<RedisState> {

@@ -314,7 +314,7 @@ impl ShopKnobs {
     /// The Redis side at `redis_url` (a cluster with `redis_cluster`), keys under `prefix`.
     pub fn redis(&self, redis_url: &str, prefix: &str) -> RedisSettings {
         RedisSettings {
-            url: crate::inventory::redis_lua::conn::with_cluster(redis_url, self.redis_cluster),
+            url: crate::store::redis_conn::with_cluster(redis_url, self.redis_cluster),
             prefix: prefix.to_string(),
             payment_timeout: self.payment_timeout,
             gateway: self.gateway(),

@@ -12,6 +12,8 @@
 //! - `lane`: the connections the store keeps between operations (no release ping).
 //! - `persist`: redis-lua's stream events applied in batches, and the low-water mark.
 //! - `pg_array`: PostgreSQL array literals, a batch's column in one parameter.
+//! - [`redis_conn`]: the one Redis connection type, for a single Redis and a Redis Cluster,
+//!   used by the shop's Redis strategies and by the harness's probes and faults alike.
 
 mod backend;
 pub mod dialect;
@@ -20,6 +22,7 @@ mod lane;
 mod orders;
 mod persist;
 mod pg_array;
+pub mod redis_conn;
 mod rows;
 mod tx;
 

@@ -7,8 +7,8 @@
 //! run.
 
 use super::read::Reader;
+use crate::backoff::Backoff;
 use crate::metric::gauge::Gauge;
-use crate::pipeline::backoff::Backoff;
 use std::collections::BTreeMap;
 use std::time::Duration;
 use tokio::sync::watch;

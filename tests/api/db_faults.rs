@@ -10,7 +10,7 @@ use crate::managed::installed;
 use oversell::report::faults::FaultWindow;
 use oversell::report::RunReport;
 use oversell::testing::inventory::Strategy;
-use oversell::testing::nemesis::{Engine, FaultSpec, Owned};
+use oversell::testing::nemesis::{Engine, FaultSpec, Owned, RedisSale};
 use oversell::testing::runner::{self, RunPlan};
 use oversell::testing::services::managed::{ManagedSet, ServerKind, ServerOptions};
 use oversell::testing::store::Backend;
@@ -234,8 +234,11 @@ async fn server_faults_are_refused_with_a_reason_without_a_managed_server_or_a_r
         database_url: db,
         private_redis: None,
         redis_url: redis_url(),
-        redis_prefixes: vec!["unused".into()],
-        item: 1,
+        redis_sale: Some(RedisSale {
+            streams: vec!["unused".into()],
+            group: "unused".into(),
+            slot_key: "unused".into(),
+        }),
         strategy: "redis-lua".into(),
         replica_url: None,
     };

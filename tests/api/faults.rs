@@ -7,7 +7,7 @@ use crate::helpers::*;
 use oversell::report::faults::FaultWindow;
 use oversell::report::RunReport;
 use oversell::testing::inventory::Strategy;
-use oversell::testing::nemesis::{Engine, FaultSpec, Owned, Persistence, PrivateRedis};
+use oversell::testing::nemesis::{Engine, FaultSpec, Owned, Persistence, PrivateRedis, RedisSale};
 use oversell::testing::runner::{self, RunPlan};
 use oversell::testing::store::{Backend, Store};
 use oversell::testing::traffic::recorder::Answer;
@@ -430,8 +430,11 @@ async fn dropping_the_engine_mid_fault_undoes_everything() {
         database_url: db.clone(),
         private_redis: Some(redis.clone()),
         redis_url: redis.url(),
-        redis_prefixes: vec!["unused".into()],
-        item: 1,
+        redis_sale: Some(RedisSale {
+            streams: vec!["unused".into()],
+            group: "unused".into(),
+            slot_key: "unused".into(),
+        }),
         strategy: "redis-lua".into(),
         replica_url: None,
     };

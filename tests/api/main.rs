@@ -31,6 +31,7 @@ mod hot_row;
 mod idempotency;
 mod judge;
 mod k8s;
+mod layers;
 mod live;
 mod managed;
 mod managed_security;

@@ -8,7 +8,7 @@
 //!
 //! [`RedisConn`] implements [`ConnectionLike`], so commands, pipelines and scripts run on it
 //! unchanged; on a cluster each is routed by its key's slot (a sale's keys share one hash
-//! tag, see [`super::keys`]), follows MOVED/ASK and refreshes the slot map after a failover.
+//! tag, see `inventory::redis_lua::keys`), follows MOVED/ASK and refreshes the slot map after a failover.
 //! Node-level commands (INFO, CONFIG GET, SCAN) go to every master through
 //! [`RedisConn::on_each_master`] and [`RedisConn::on_node`].
 //!
