@@ -246,20 +246,7 @@ impl<'a> Check<'a> {
                 .collect();
             self.released + released_then_dead.len() as i64 - restocked
         });
-        let mismatches = c
-            .told
-            .iter()
-            .filter(|(id, told)| match status_of(id) {
-                Some(st) => match told {
-                    // A foreign shop's paid status has its own spelling: only a released row
-                    // contradicts "paid".
-                    Told::Paid if self.kind == Rows::Foreign => !st.holds_stock(),
-                    Told::Paid => st != OrderStatus::Paid,
-                    Told::Cancelled => st.holds_stock(),
-                },
-                None => false,
-            })
-            .count() as u64;
+        let mismatches = self.told_mismatches();
         let refused_applied = super::answers::refused_but_applied_by(c, status_of);
         let by_shop: Option<Vec<&str>> = (self.kind == Rows::Foreign).then(|| {
             c.acks()
@@ -299,6 +286,26 @@ impl<'a> Check<'a> {
             shared_keys: self.shared,
             kind: self.kind,
         }
+    }
+
+    /// Orders whose row contradicts what a client was told of its pay or cancel.
+    fn told_mismatches(&self) -> u64 {
+        let status_of = |id: &str| self.ids.get(id).and_then(|f| f.row);
+        self.ask
+            .clients
+            .told
+            .iter()
+            .filter(|(id, told)| match status_of(id) {
+                Some(st) => match told {
+                    // A foreign shop's paid status has its own spelling: only a released row
+                    // contradicts "paid".
+                    Told::Paid if self.kind == Rows::Foreign => !st.holds_stock(),
+                    Told::Paid => st != OrderStatus::Paid,
+                    Told::Cancelled => st.holds_stock(),
+                },
+                None => false,
+            })
+            .count() as u64
     }
 
     /// The sort's totals, with the rows left to their buyers ([`by_buyer`]).

@@ -214,23 +214,6 @@ async fn run_cell(
     if let Some(live) = &plan.live {
         live.shop(Some(&shop.base_url));
     }
-    let owned = (!plan.scenario.faults.is_empty()).then(|| Owned {
-        shop: Some(shop.clone() as Arc<dyn ShopControl>),
-        database_url: cell.database_url.clone(),
-        private_redis: private.clone(),
-        redis_url: redis_url.clone(),
-        // What the engine says the sale is in Redis: the faults act on exactly that.
-        redis_sale: cell.strategy.redis_kind().map(|kind| {
-            super::layout::sale(
-                &prefix,
-                plan.scenario.item.number(),
-                kind,
-                plan.scenario.shop.buckets,
-            )
-        }),
-        strategy: cell.strategy.to_string(),
-        replica_url: replica_url.map(str::to_string),
-    });
     let launch = shops::Launch {
         exe: shop_exe,
         cell,
@@ -239,11 +222,39 @@ async fn run_cell(
         knobs,
         replica: replica_url,
     };
+    let owned = owned(plan, &launch, &shop, &private);
     let result = drive_reference(plan, &launch, &shop, &log, slot, owned).await;
     shop.stop().await;
     crate::inventory::redis_lua::keys::delete_prefix(&redis_url, &prefix).await;
     stop_helpers(private, replica).await;
     result
+}
+
+/// What the run's faults may act on (`None`: the scenario has none): the child shop, its
+/// database, the private Redis, and the sale in Redis as the strategy's engine lays it out.
+fn owned(
+    plan: &RunPlan,
+    launch: &shops::Launch<'_>,
+    shop: &Arc<ChildShop>,
+    private: &Option<Arc<PrivateRedis>>,
+) -> Option<Owned> {
+    let cell = launch.cell;
+    (!plan.scenario.faults.is_empty()).then(|| Owned {
+        shop: Some(shop.clone() as Arc<dyn ShopControl>),
+        database_url: cell.database_url.clone(),
+        private_redis: private.clone(),
+        redis_url: launch.redis_url.to_string(),
+        redis_sale: cell.strategy.redis_kind().map(|kind| {
+            super::layout::sale(
+                launch.prefix,
+                plan.scenario.item.number(),
+                kind,
+                plan.scenario.shop.buckets,
+            )
+        }),
+        strategy: cell.strategy.to_string(),
+        replica_url: launch.replica.map(str::to_string),
+    })
 }
 
 /// Stops what a run started beside its shop: the private Redis (resumed first, if a fault
