@@ -21,7 +21,7 @@ pub(super) fn order(id: &str, user: &str, status: OrderStatus) -> Order {
 pub(super) fn clients(acks: &[(&str, &str)]) -> Measurements {
     Measurements {
         histograms: Default::default(),
-        order_intervals: vec![],
+        order_intervals: Default::default(),
         timeline: vec![],
         records: ClientRecords::from_spelled(
             &[],

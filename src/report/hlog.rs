@@ -4,7 +4,8 @@
 //!
 //! Values are microseconds; the max column is divided by 1000 (milliseconds). Interval
 //! timestamps are seconds after the sale opened: one interval per second of answers when the
-//! report was built in-process, else one interval covering the whole run (a report read back
+//! report was built in-process (longer ones in a run past five minutes: the recorder keeps at
+//! most 300), else one interval covering the whole run (a report read back
 //! from `report.json` only carries the merged histogram). Merging every interval gives the
 //! report's order latency histogram.
 
@@ -26,15 +27,7 @@ pub fn intervals(run: &RunReport) -> Vec<(Duration, Duration, Histogram<u64>)> {
             return m
                 .order_intervals
                 .iter()
-                .enumerate()
-                .filter(|(_, h)| !h.is_empty())
-                .map(|(s, h)| {
-                    (
-                        Duration::from_secs(s as u64),
-                        Duration::from_secs(1),
-                        h.clone(),
-                    )
-                })
+                .map(|(at, len, h)| (at, len, h.clone()))
                 .collect();
         }
     }

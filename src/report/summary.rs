@@ -241,14 +241,7 @@ fn timeline(m: &Measurements) -> Timeline {
         }
     }
     timeline.orders.retain(|_, v| v.iter().any(|n| *n > 0));
-    timeline.order_p99_ms = m
-        .order_intervals
-        .iter()
-        .map(|h| match h.is_empty() {
-            true => 0.0,
-            false => ms(h.value_at_quantile(0.99) as f64),
-        })
-        .collect();
+    timeline.order_p99_ms = m.order_intervals.p99_ms_per_second(m.timeline.len());
     timeline
 }
 

@@ -2,7 +2,7 @@
 //! opening, shop and N; distinct shards covering 0..N; their buyers the whole schedule), then
 //! combined without loss: histograms added, per-second counts added, records concatenated.
 
-use super::file::{interval_histogram, ShardFile};
+use super::file::ShardFile;
 use crate::traffic::attack::{GeneratorStats, GooseCrossCheck};
 use crate::traffic::recorder::{new_histogram, Measurements, UnclassifiedAnswer};
 use anyhow::{bail, ensure};
@@ -166,13 +166,9 @@ pub fn merge_measurements(parts: Vec<Measurements>) -> anyhow::Result<Measuremen
         for (k, h) in &p.retries {
             add(m.retries.entry(*k).or_insert_with(new_histogram), h)?;
         }
-        if m.order_intervals.len() < p.order_intervals.len() {
-            m.order_intervals
-                .resize_with(p.order_intervals.len(), interval_histogram);
-        }
-        for (s, h) in p.order_intervals.iter().enumerate() {
-            add(&mut m.order_intervals[s], h)?;
-        }
+        m.order_intervals
+            .add(&p.order_intervals)
+            .map_err(|e| anyhow::anyhow!("a shard's order intervals: {e:?}"))?;
         if m.timeline.len() < p.timeline.len() {
             m.timeline.resize_with(p.timeline.len(), BTreeMap::new);
         }
@@ -319,7 +315,7 @@ mod tests {
         assert_eq!(h, want);
         assert_eq!(h.len(), 5);
         assert_eq!(m.attempts().len(), 5);
-        let per_second: u64 = m.order_intervals.iter().map(|h| h.len()).sum();
+        let per_second: u64 = m.order_intervals.histograms().iter().map(|h| h.len()).sum();
         assert_eq!(per_second, 5);
         assert_eq!(m.timeline[0][&(Kind::Order, Answer::Created)], 5);
     }

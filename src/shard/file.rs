@@ -13,7 +13,8 @@ use crate::report::summary::{decode_histogram, encode_histogram};
 use crate::store::Backend;
 use crate::traffic::attack::{GeneratorStats, GooseCrossCheck};
 use crate::traffic::recorder::{
-    Ack, Answer, Attempt, BuyerResult, FollowUp, Kind, Measurements, Told, UnclassifiedAnswer,
+    interval_histogram, Ack, Answer, Attempt, BuyerResult, FollowUp, Intervals, Kind, Measurements,
+    Told, UnclassifiedAnswer,
 };
 use crate::traffic::Scenario;
 use anyhow::Context;
@@ -121,8 +122,11 @@ pub struct Clients {
     /// Latency less send lag by kind (absent in older shard files).
     #[serde(default)]
     pub shop_latency: Vec<Encoded>,
-    /// Order latency of the answers of each second after the opening (empty seconds: "").
+    /// Order latency of the answers of each interval after the opening (empty ones: "").
     pub order_intervals: Vec<String>,
+    /// Seconds per interval (1 unless the shard ran past five minutes; absent in older files).
+    #[serde(default = "one_second")]
+    pub order_interval_s: u64,
     /// Answers per second after the opening.
     pub timeline: Vec<Vec<Count>>,
     pub acks: Vec<Ack>,
@@ -170,8 +174,10 @@ impl Clients {
             sender_wait: by_kind(&m.sender_wait),
             service: by_kind(&m.service),
             shop_latency: by_kind(&m.shop_latency),
+            order_interval_s: m.order_intervals.width_s(),
             order_intervals: m
                 .order_intervals
+                .histograms()
                 .iter()
                 .map(|h| {
                     if h.is_empty() {
@@ -258,13 +264,15 @@ impl Clients {
             m.shop_latency
                 .insert(e.kind, decode(&e.histogram, "shop_latency")?);
         }
+        let mut intervals = Vec::with_capacity(self.order_intervals.len());
         for h in &self.order_intervals {
-            m.order_intervals.push(if h.is_empty() {
+            intervals.push(if h.is_empty() {
                 interval_histogram()
             } else {
                 decode(h, "order_intervals")?
             });
         }
+        m.order_intervals = Intervals::from_parts(self.order_interval_s, intervals);
         m.timeline = self
             .timeline
             .iter()
@@ -281,11 +289,8 @@ impl Clients {
     }
 }
 
-/// An interval's histogram as the recorder makes them: 3 digits, growing as values come.
-pub fn interval_histogram() -> Histogram<u64> {
-    let mut h = Histogram::new_with_max(1_000, 3).expect("valid bounds");
-    h.auto(true);
-    h
+fn one_second() -> u64 {
+    1
 }
 
 impl ShardFile {
@@ -367,17 +372,9 @@ impl ShardFile {
                 .with_max_value_divisor(1000.0)
                 .begin_log_with(&mut buf, &mut serializer)?;
             let tag = Tag::new(crate::report::hlog::TAG);
-            for (s, h) in m.order_intervals.iter().enumerate() {
-                if h.is_empty() {
-                    continue;
-                }
-                w.write_histogram(
-                    h,
-                    Duration::from_secs(s as u64),
-                    Duration::from_secs(1),
-                    tag,
-                )
-                .map_err(|e| anyhow::anyhow!("writing an interval: {e:?}"))?;
+            for (at, len, h) in m.order_intervals.iter() {
+                w.write_histogram(h, at, len, tag)
+                    .map_err(|e| anyhow::anyhow!("writing an interval: {e:?}"))?;
             }
         }
         Ok(buf)

@@ -587,6 +587,7 @@ pub fn transport_answer(e: &reqwest::Error) -> Answer {
 }
 
 pub mod body;
+mod connects;
 mod prepared;
 mod secrets;
 pub use prepared::{client, senders_client, Prepared, CONNECTS_AT_ONCE};

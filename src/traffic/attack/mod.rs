@@ -136,10 +136,11 @@ pub async fn fire(
     let buyers = plan.len();
     anyhow::ensure!(buyers > 0, "the plan has no buyers");
     let started = Instant::now();
-    let client = target::senders_client(timeout)?;
+    let senders = sending.senders_for(buyers);
+    let client = target::senders_client(timeout, senders)?;
     let cpu_before = cpu_seconds();
     let opened = recorder.opened();
-    let senders = sending.senders_for(buyers);
+    recorder.reserve(buyers);
     let host = targets.first().base_url.clone();
     raise_open_files(senders);
     let (jobs, pool, saturation) = pool::new(senders, recorder.clone());

@@ -5,7 +5,7 @@
 //! [`ClientRecords::to_spelled`] convert from and to the spelled-out values ([`Attempt`],
 //! [`Ack`]) that shard files and tests write.
 
-use super::records::{AckRec, AttemptRec, Link, Records, Span, StoredKey, UNSET};
+use super::records::{index32, ms32, AckRec, AttemptRec, Link, Records, Span, StoredKey, UNSET};
 use super::{Ack, Answer, AnswerClass, Attempt};
 use crate::traffic::schedule::ident::{IdRef, Ident};
 
@@ -63,7 +63,7 @@ impl ClientRecords {
         let total: usize = attempts
             .iter()
             .filter_map(|a| match a.key {
-                StoredKey::Attempt(n) => Some(spelled_len(a.buyer, n)),
+                StoredKey::Attempt(n) => Some(spelled_len(a.buyer as usize, n)),
                 _ => None,
             })
             .sum();
@@ -105,11 +105,11 @@ impl ClientRecords {
     fn attempt_view<'a>(&'a self, a: &AttemptRec) -> AttemptView<'a> {
         AttemptView {
             key: self.key(a.key).unwrap_or(""),
-            buyer: a.buyer,
+            buyer: a.buyer as usize,
             answer: a.answer,
             class: a.class,
             order_id: a.order_id.map(|s| self.text(s)),
-            at_ms: a.at_ms,
+            at_ms: u64::from(a.at_ms),
             retry: a.retry,
         }
     }
@@ -128,23 +128,24 @@ impl ClientRecords {
     pub fn ack(&self, i: usize) -> AckView<'_> {
         let a = &self.acks[i];
         let t = match a.link {
-            Link::Attempt(n) => &self.attempts[n],
-            Link::Own(n) => &self.own[n],
+            Link::Attempt(n) => &self.attempts[n as usize],
+            Link::Own(n) => &self.own[n as usize],
         };
-        let set = |ms: u64| (ms != UNSET).then_some(ms);
+        let set = |ms: u32| (ms != UNSET).then_some(u64::from(ms));
+        let buyer = t.buyer as usize;
         let (user_id, device_id) = match &a.ids {
             Some(ids) => (ids.0.id_ref(), ids.1.id_ref()),
-            None => (IdRef::user(t.buyer, a.bot), IdRef::device(t.buyer, a.bot)),
+            None => (IdRef::user(buyer, a.bot), IdRef::device(buyer, a.bot)),
         };
         AckView {
             key: self.key(t.key),
             order_id: t.order_id.map(|s| self.text(s)),
-            buyer: t.buyer,
+            buyer,
             user_id,
             device_id,
             bot: a.bot,
-            at_ms: t.at_ms,
-            sent_ms: a.sent_ms,
+            at_ms: u64::from(t.at_ms),
+            sent_ms: u64::from(a.sent_ms),
             cancel_sent_ms: set(a.cancel_sent_ms),
             paid_ms: set(a.paid_ms),
         }
@@ -177,8 +178,8 @@ impl ClientRecords {
         for a in attempts {
             let (key, order_id) = r.texts(Some(&a.key), a.order_id.as_deref());
             r.attempts.push(AttemptRec {
-                at_ms: a.at_ms,
-                buyer: a.buyer,
+                at_ms: ms32(a.at_ms),
+                buyer: index32(a.buyer),
                 key,
                 order_id,
                 answer: a.answer,
@@ -190,8 +191,8 @@ impl ClientRecords {
             // What the ack names of its own: its answer is a created one.
             let (key, order_id) = r.texts(a.key.as_deref(), a.order_id.as_deref());
             r.own.push(AttemptRec {
-                at_ms: a.at_ms,
-                buyer: a.buyer,
+                at_ms: ms32(a.at_ms),
+                buyer: index32(a.buyer),
                 key,
                 order_id,
                 answer: Answer::Created,
@@ -201,10 +202,10 @@ impl ClientRecords {
             let seeded = IdRef::user(a.buyer, a.bot) == IdRef::of(&a.user_id)
                 && IdRef::device(a.buyer, a.bot) == IdRef::of(&a.device_id);
             r.acks.push(AckRec {
-                link: Link::Own(r.own.len() - 1),
-                sent_ms: a.sent_ms,
-                cancel_sent_ms: a.cancel_sent_ms.unwrap_or(UNSET),
-                paid_ms: a.paid_ms.unwrap_or(UNSET),
+                link: Link::Own(index32(r.own.len() - 1)),
+                sent_ms: ms32(a.sent_ms),
+                cancel_sent_ms: a.cancel_sent_ms.map_or(UNSET, ms32),
+                paid_ms: a.paid_ms.map_or(UNSET, ms32),
                 ids: (!seeded).then(|| {
                     Box::new((
                         Ident::given(a.user_id.as_str()),

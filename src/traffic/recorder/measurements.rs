@@ -61,9 +61,10 @@ pub struct Ack {
 #[derive(Debug, Clone, Default)]
 pub struct Measurements {
     pub histograms: BTreeMap<(Kind, Answer), Histogram<u64>>,
-    /// Order latency of the orders answered in each second after the sale opened (for the
-    /// HdrHistogram interval log); all answers together.
-    pub order_intervals: Vec<Histogram<u64>>,
+    /// Order latency of the orders answered in each interval after the sale opened (one
+    /// second each, longer in a long run; for the HdrHistogram interval log); all answers
+    /// together.
+    pub order_intervals: super::Intervals,
     /// Index = whole seconds after the sale opened.
     pub timeline: Vec<BTreeMap<(Kind, Answer), u64>>,
     /// Every order attempt with its idempotency key and answer class, and every order a client

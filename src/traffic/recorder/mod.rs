@@ -19,6 +19,7 @@
 mod answer;
 mod clients;
 mod follow_up;
+mod intervals;
 mod login;
 mod measurements;
 mod records;
@@ -29,6 +30,7 @@ pub use answer::{Answer, AnswerClass, Kind};
 pub use clients::{AckList, AckView, AttemptView, ClientRecords};
 pub use follow_up::{FollowUp, Script, Step};
 use hdrhistogram::Histogram;
+pub use intervals::{interval_histogram, Intervals};
 pub use login::{LoginFailure, LoginReport, LoginTally};
 pub use measurements::{Ack, Attempt, Measurements, Text};
 pub use records::{AttemptId, Key};
@@ -87,7 +89,7 @@ pub const SAMPLE_BYTES: usize = 200;
 #[derive(Default)]
 struct Inner {
     hist: BTreeMap<(Kind, Answer), Histogram<u64>>,
-    order_intervals: Vec<Histogram<u64>>,
+    order_intervals: Intervals,
     timeline: Vec<BTreeMap<(Kind, Answer), u64>>,
     /// The attempts, acknowledgements and buyers' results, compact.
     records: Records,
@@ -155,14 +157,6 @@ pub fn new_histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, MAX_TRACKED_US, 3).expect("valid bounds")
 }
 
-/// A one-second interval's histogram: same precision and limit, but it starts small and grows
-/// to the largest value recorded (a run keeps one per second).
-fn interval_histogram() -> Histogram<u64> {
-    let mut h = Histogram::new_with_max(1_000, 3).expect("valid bounds");
-    h.auto(true);
-    h
-}
-
 impl Recorder {
     /// A recorder for a sale that opens at `opened`.
     pub fn new(opened: Instant) -> Self {
@@ -177,6 +171,12 @@ impl Recorder {
     /// When the sale opened (the schedule's zero).
     pub fn opened(&self) -> Instant {
         self.opened
+    }
+
+    /// Makes room for `buyers` buyers' records at once (see `Records::reserve`); the attack
+    /// calls it before the first buyer arrives.
+    pub fn reserve(&self, buyers: usize) {
+        self.lock().records.reserve(buyers);
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -269,12 +269,8 @@ impl Recorder {
             st.timeline.resize_with(second + 1, BTreeMap::new);
         }
         if kind == Kind::Order {
-            if st.order_intervals.len() <= second {
-                st.order_intervals
-                    .resize_with(second + 1, interval_histogram);
-            }
-            // Auto-resizing: `record` grows it; the clamp keeps the main histograms' limit.
-            let _ = st.order_intervals[second].record(micros.clamp(1, MAX_TRACKED_US));
+            st.order_intervals
+                .record(second as u64, micros, MAX_TRACKED_US);
         }
         *st.timeline[second].entry((kind, answer)).or_default() += 1;
         if kind == Kind::Order && answer == Answer::SoldOut && st.first_sold_out_ms.is_none() {

@@ -60,10 +60,12 @@ pub(super) enum StoredKey {
     None,
 }
 
+/// An attempt: 36 bytes (its instant and buyer in 32 bits each: 49 days after the opening,
+/// 4 billion buyers).
 #[derive(Debug, Clone)]
 pub(super) struct AttemptRec {
-    pub(super) at_ms: u64,
-    pub(super) buyer: usize,
+    pub(super) at_ms: u32,
+    pub(super) buyer: u32,
     pub(super) key: StoredKey,
     pub(super) order_id: Option<Span>,
     pub(super) answer: Answer,
@@ -72,23 +74,35 @@ pub(super) struct AttemptRec {
 }
 
 /// "Not set" for an acknowledgement's optional instants.
-pub(super) const UNSET: u64 = u64::MAX;
+pub(super) const UNSET: u32 = u32::MAX;
+
+/// An instant in ms after the opening, in 32 bits (49 days; later ones are kept as the last
+/// instant that fits, below [`UNSET`]).
+pub(super) fn ms32(ms: u64) -> u32 {
+    u32::try_from(ms).unwrap_or(UNSET - 1).min(UNSET - 1)
+}
+
+/// A position or buyer index in 32 bits.
+pub(super) fn index32(i: usize) -> u32 {
+    u32::try_from(i).expect("under 4 billion buyers and records")
+}
 
 /// Whose key, order id, buyer and answer instant an acknowledgement's are.
 #[derive(Debug, Clone, Copy)]
 pub(super) enum Link {
     /// The recorded attempt that was told, by position.
-    Attempt(usize),
+    Attempt(u32),
     /// Its own (handed over spelled out): the sealed records' `own`, by position.
-    Own(usize),
+    Own(u32),
 }
 
+/// An acknowledgement: 32 bytes.
 #[derive(Debug, Clone)]
 pub(super) struct AckRec {
     pub(super) link: Link,
-    pub(super) sent_ms: u64,
-    pub(super) cancel_sent_ms: u64,
-    pub(super) paid_ms: u64,
+    pub(super) sent_ms: u32,
+    pub(super) cancel_sent_ms: u32,
+    pub(super) paid_ms: u32,
     /// The user and device ids, unless they are the buyer's seeded ones ([`Ident::user`],
     /// [`Ident::device`]).
     pub(super) ids: Option<Box<(Ident, Ident)>>,
@@ -120,6 +134,18 @@ pub(super) enum Slot {
 }
 
 impl Records {
+    /// Room for `buyers` buyers' attempts, acknowledgements, order ids and results, taken
+    /// once: the vectors never grow by doubling (a copy of each, and the old block left to the
+    /// allocator, at the moment they are largest). Room no buyer uses is never touched, so it
+    /// costs address space, not memory.
+    pub(super) fn reserve(&mut self, buyers: usize) {
+        self.attempts.reserve(buyers);
+        self.acks.reserve(buyers);
+        // An order id is 36 bytes for the reference shop (a UUID).
+        self.arena.reserve(buyers.saturating_mul(40));
+        self.buyers.reserve(buyers);
+    }
+
     fn push_text(&mut self, s: &str) -> Span {
         let span = Span {
             start: u32::try_from(self.arena.len()).expect("under 4 GiB of recorded ids"),
@@ -156,8 +182,8 @@ impl Records {
         };
         let order_id = order_id.map(|id| self.push_text(id));
         self.attempts.push(AttemptRec {
-            at_ms,
-            buyer,
+            at_ms: ms32(at_ms),
+            buyer: index32(buyer),
             key,
             order_id,
             answer,
@@ -177,11 +203,11 @@ impl Records {
         bot: bool,
         sent_ms: u64,
     ) -> usize {
-        let buyer = self.attempts[attempt.0].buyer;
+        let buyer = self.attempts[attempt.0].buyer as usize;
         let seeded = *user_id == Ident::user(buyer, bot) && *device_id == Ident::device(buyer, bot);
         self.acks.push(AckRec {
-            link: Link::Attempt(attempt.0),
-            sent_ms,
+            link: Link::Attempt(index32(attempt.0)),
+            sent_ms: ms32(sent_ms),
             cancel_sent_ms: UNSET,
             paid_ms: UNSET,
             ids: (!seeded).then(|| Box::new((user_id.clone(), device_id.clone()))),
@@ -198,11 +224,11 @@ impl Records {
             Slot::CancelSent => &mut a.cancel_sent_ms,
             Slot::Paid => &mut a.paid_ms,
         };
-        *kept = (*kept).min(at);
+        *kept = (*kept).min(ms32(at));
         let Link::Attempt(attempt) = a.link else {
             return Some(None);
         };
-        let id = self.attempts[attempt].order_id;
+        let id = self.attempts[attempt as usize].order_id;
         Some(id.map(|s| self.text(s)))
     }
 
@@ -233,5 +259,24 @@ impl Records {
                 (i, r)
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_record_is_as_small_as_its_docs_say() {
+        // A million buyers' attempts and acknowledgements: 36 MB and 32 MB, plus the arena.
+        assert!(std::mem::size_of::<AttemptRec>() <= 36);
+        assert!(std::mem::size_of::<AckRec>() <= 32);
+    }
+
+    #[test]
+    fn instants_past_49_days_are_kept_below_unset() {
+        assert_eq!(ms32(12), 12);
+        assert_eq!(ms32(u64::MAX), UNSET - 1);
+        assert_eq!(ms32(u64::from(u32::MAX)), UNSET - 1);
     }
 }

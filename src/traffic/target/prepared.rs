@@ -87,12 +87,17 @@ pub const CONNECTS_AT_ONCE: usize = 16;
 /// no idle connection opens one: unlimited, a few late requests can tip the opening into a
 /// storm (held senders opening connections to a shop busy accepting them, whose slower answers
 /// hold more senders: 1,200 held within 190 ms, docs/src/performance/lab-log.md). Limited, a
-/// request waiting for its connect takes the first connection handed back instead.
-pub fn senders_client(timeout: Duration) -> reqwest::Result<reqwest::Client> {
+/// request waiting for its connect takes the first connection handed back instead; at most
+/// `senders` connects wait ([`super::connects`]), and up to `senders` idle connections are
+/// kept (as many as can be busy at once: a connection the senders had to open is not closed
+/// again for want of room).
+pub fn senders_client(timeout: Duration, senders: usize) -> reqwest::Result<reqwest::Client> {
     builder(timeout)
-        .connector_layer(tower::limit::GlobalConcurrencyLimitLayer::new(
+        .connector_layer(super::connects::ConnectLimitLayer::new(
             CONNECTS_AT_ONCE,
+            senders,
         ))
+        .pool_max_idle_per_host(senders.max(1))
         .build()
 }
 
