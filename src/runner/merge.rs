@@ -14,8 +14,7 @@ use super::{
 };
 use crate::oracle::Reading;
 use crate::report::{self, Shop};
-use crate::shard::combine::{combine, Combined};
-use crate::shard::file::ShardFile;
+use crate::shard::combine::{combine, read_part, Combined};
 use crate::store::Backend;
 use crate::traffic::mapping::Mapping;
 use anyhow::Context;
@@ -44,12 +43,14 @@ pub struct MergePlan {
 /// it and its folder.
 pub async fn merge(plan: &MergePlan) -> anyhow::Result<(report::Report, PathBuf)> {
     let started_at = now_rfc3339();
-    let mut files = Vec::new();
+    let (mut files, mut parts) = (Vec::new(), Vec::new());
     for d in &plan.dirs {
-        files.push((d.clone(), ShardFile::read(d)?));
+        let (file, part) = read_part(d)?;
+        files.push((d.clone(), file));
+        parts.push(part);
     }
     let n = files.len();
-    let combined = combine(files)?;
+    let combined = combine(files, parts)?;
     let (subject, url) = ShardSubject::recorded(&combined.lead).with_context(|| {
         format!(
             "{}: shard.json names neither a shop (run/gate --shard) nor a target (attack --shard)",

@@ -4,10 +4,10 @@
 
 use super::file::ShardFile;
 use crate::traffic::attack::{GeneratorStats, GooseCrossCheck};
-use crate::traffic::recorder::{new_histogram, Measurements, UnclassifiedAnswer};
+use crate::traffic::recorder::{new_histogram, ClientRecords, Measurements, UnclassifiedAnswer};
 use anyhow::{bail, ensure};
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// N shards as one run.
@@ -22,21 +22,34 @@ pub struct Combined {
     pub buyers: usize,
 }
 
-/// Checks that `shards` (each with the folder it came from) are the N shards of one sale, and
-/// combines them.
-pub fn combine(mut shards: Vec<(PathBuf, ShardFile)>) -> anyhow::Result<Combined> {
+/// A shard folder read: its file, its records taken out of it into the recorder's compact form
+/// (the file's spelled-out copy dropped, so `merge` holds one shard's spelled records at a time).
+pub fn read_part(dir: &Path) -> anyhow::Result<(ShardFile, Measurements)> {
+    let mut f = ShardFile::read(dir)?;
+    let part = f.clients.measurements(&dir.display().to_string())?;
+    f.clients.acks = Vec::new();
+    f.clients.attempts = Vec::new();
+    Ok((f, part))
+}
+
+/// Checks that `shards` (each with the folder it came from, read by [`read_part`]) are the N
+/// shards of one sale, and combines them with their records (`parts`, in the same order).
+pub fn combine(
+    shards: Vec<(PathBuf, ShardFile)>,
+    parts: Vec<Measurements>,
+) -> anyhow::Result<Combined> {
+    ensure!(shards.len() == parts.len(), "a shard's records are missing");
+    let mut both: Vec<_> = shards.into_iter().zip(parts).collect();
+    both.sort_by_key(|((_, f), _)| f.shard.index);
+    let (mut shards, parts): (Vec<(PathBuf, ShardFile)>, Vec<Measurements>) =
+        both.into_iter().unzip();
     ensure!(!shards.is_empty(), "merge needs at least one shard folder");
-    shards.sort_by_key(|(_, f)| f.shard.index);
     let (first_dir, first) = &shards[0];
     for (dir, f) in &shards {
         same_sale((first_dir, first), (dir, f))?;
     }
     every_shard_once(&shards)?;
     let buyers = whole_schedule(&shards)?;
-    let mut parts = Vec::with_capacity(shards.len());
-    for (dir, f) in &shards {
-        parts.push(f.clients.measurements(&dir.display().to_string())?);
-    }
     let measurements = merge_measurements(parts)?;
     let generator = merge_generators(shards.iter().map(|(_, f)| &f.generator));
     let goose = merge_goose(shards.iter().flat_map(|(_, f)| f.goose.iter()));
@@ -144,7 +157,7 @@ pub fn merge_measurements(parts: Vec<Measurements>) -> anyhow::Result<Measuremen
     };
     let mut m = Measurements::default();
     let mut window: Option<(u64, u64)> = None;
-    let (mut attempts, mut acks) = (Vec::new(), Vec::new());
+    let mut records = Vec::with_capacity(parts.len());
     let mut unclassified: BTreeMap<(crate::traffic::recorder::Kind, u16), UnclassifiedAnswer> =
         BTreeMap::new();
     for p in parts {
@@ -185,9 +198,7 @@ pub fn merge_measurements(parts: Vec<Measurements>) -> anyhow::Result<Measuremen
                 None => (a, b),
             });
         }
-        let (at, ak) = p.spelled();
-        attempts.extend(at);
-        acks.extend(ak);
+        records.push(p.records);
         m.told.extend(p.told);
         m.cancels_ok += p.cancels_ok;
         m.follow_ups.extend(p.follow_ups);
@@ -208,9 +219,9 @@ pub fn merge_measurements(parts: Vec<Measurements>) -> anyhow::Result<Measuremen
             );
         }
     }
-    acks.sort_by_key(|a| (a.at_ms, a.buyer));
-    attempts.sort_by(|a, b| (a.at_ms, a.buyer, &a.key).cmp(&(b.at_ms, b.buyer, &b.key)));
-    m.set_records(&attempts, &acks);
+    // Compact to compact: no spelled-out copy of every shard's records.
+    m.records = ClientRecords::merge(&records);
+    drop(records);
     m.unclassified = unclassified.into_values().collect();
     m.order_answer_span = window.map(|(a, b)| Duration::from_micros(b - a));
     Ok(m)

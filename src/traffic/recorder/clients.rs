@@ -171,49 +171,97 @@ impl ClientRecords {
         (key, order_id.map(|id| self.push_text(id)))
     }
 
+    /// Appends an attempt, its texts copied into the arena.
+    fn push_attempt(&mut self, a: AttemptView<'_>) {
+        let (key, order_id) = self.texts(Some(a.key), a.order_id);
+        self.attempts.push(AttemptRec {
+            at_ms: ms32(a.at_ms),
+            buyer: index32(a.buyer),
+            key,
+            order_id,
+            answer: a.answer,
+            class: a.class,
+            retry: a.retry,
+        });
+    }
+
+    /// Appends an acknowledgement with what it names of its own (its key, order id, buyer and
+    /// answer instant: its answer a created one), its texts copied into the arena.
+    fn push_ack(&mut self, a: AckView<'_>) {
+        let (key, order_id) = self.texts(a.key, a.order_id);
+        self.own.push(AttemptRec {
+            at_ms: ms32(a.at_ms),
+            buyer: index32(a.buyer),
+            key,
+            order_id,
+            answer: Answer::Created,
+            class: AnswerClass::Acknowledged,
+            retry: false,
+        });
+        let seeded = IdRef::user(a.buyer, a.bot) == a.user_id
+            && IdRef::device(a.buyer, a.bot) == a.device_id;
+        self.acks.push(AckRec {
+            link: Link::Own(index32(self.own.len() - 1)),
+            sent_ms: ms32(a.sent_ms),
+            cancel_sent_ms: a.cancel_sent_ms.map_or(UNSET, ms32),
+            paid_ms: a.paid_ms.map_or(UNSET, ms32),
+            ids: (!seeded).then(|| {
+                Box::new((
+                    Ident::given(a.user_id.to_string()),
+                    Ident::given(a.device_id.to_string()),
+                ))
+            }),
+            bot: a.bot,
+        });
+    }
+
     /// The records of spelled-out attempts and acknowledgements (a shard file's, a test's),
     /// each in the order given.
     pub fn from_spelled(attempts: &[Attempt], acks: &[Ack]) -> Self {
         let mut r = ClientRecords::default();
         for a in attempts {
-            let (key, order_id) = r.texts(Some(&a.key), a.order_id.as_deref());
-            r.attempts.push(AttemptRec {
-                at_ms: ms32(a.at_ms),
-                buyer: index32(a.buyer),
-                key,
-                order_id,
+            r.push_attempt(AttemptView {
+                key: &a.key,
+                buyer: a.buyer,
                 answer: a.answer,
                 class: a.class,
+                order_id: a.order_id.as_deref(),
+                at_ms: a.at_ms,
                 retry: a.retry,
             });
         }
         for a in acks {
-            // What the ack names of its own: its answer is a created one.
-            let (key, order_id) = r.texts(a.key.as_deref(), a.order_id.as_deref());
-            r.own.push(AttemptRec {
-                at_ms: ms32(a.at_ms),
-                buyer: index32(a.buyer),
-                key,
-                order_id,
-                answer: Answer::Created,
-                class: AnswerClass::Acknowledged,
-                retry: false,
-            });
-            let seeded = IdRef::user(a.buyer, a.bot) == IdRef::of(&a.user_id)
-                && IdRef::device(a.buyer, a.bot) == IdRef::of(&a.device_id);
-            r.acks.push(AckRec {
-                link: Link::Own(index32(r.own.len() - 1)),
-                sent_ms: ms32(a.sent_ms),
-                cancel_sent_ms: a.cancel_sent_ms.map_or(UNSET, ms32),
-                paid_ms: a.paid_ms.map_or(UNSET, ms32),
-                ids: (!seeded).then(|| {
-                    Box::new((
-                        Ident::given(a.user_id.as_str()),
-                        Ident::given(a.device_id.as_str()),
-                    ))
-                }),
-                bot: a.bot,
-            });
+            r.push_ack(a.view());
+        }
+        r
+    }
+
+    /// The shards' records as one, without spelling them out: the attempts in the order of
+    /// their instant, buyer and key, the acknowledgements of their instant and buyer (ties in
+    /// the shards' order), as a one-process run records them.
+    pub fn merge(parts: &[ClientRecords]) -> Self {
+        let mut attempts: Vec<(AttemptView<'_>, usize, usize)> = Vec::new();
+        let mut acks: Vec<(u64, usize, usize, usize)> = Vec::new();
+        for (p, part) in parts.iter().enumerate() {
+            attempts.extend(part.attempts().enumerate().map(|(i, a)| (a, p, i)));
+            acks.extend(
+                part.acks()
+                    .enumerate()
+                    .map(|(i, a)| (a.at_ms, a.buyer, p, i)),
+            );
+        }
+        attempts
+            .sort_by(|(a, ..), (b, ..)| (a.at_ms, a.buyer, a.key).cmp(&(b.at_ms, b.buyer, b.key)));
+        acks.sort_by_key(|&(at, buyer, ..)| (at, buyer));
+        let mut r = ClientRecords::default();
+        r.attempts.reserve_exact(attempts.len());
+        r.acks.reserve_exact(acks.len());
+        r.own.reserve_exact(acks.len());
+        for (a, ..) in attempts {
+            r.push_attempt(a);
+        }
+        for (_, _, p, i) in acks {
+            r.push_ack(parts[p].ack(i));
         }
         r
     }
