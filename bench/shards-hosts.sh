@@ -35,7 +35,7 @@ cleanup() {
   ip link del "$BRIDGE" 2>/dev/null || true
   psql "$PG/postgres" -qc "DROP DATABASE IF EXISTS oversell_bench_hosts_$$ WITH (FORCE)" \
     >/dev/null 2>&1 || true
-  redis-cli --scan --pattern "$PREFIX*" | xargs -r redis-cli del >/dev/null || true
+  redis-cli --scan --pattern "*$PREFIX*" | xargs -r redis-cli del >/dev/null || true
 }
 trap cleanup EXIT
 
