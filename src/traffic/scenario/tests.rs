@@ -303,3 +303,24 @@ fn a_trace_arrival_needs_its_counts_and_counts_need_a_trace_arrival() {
     let plain = toml::to_string(&Scenario::parse(MINIMAL).unwrap().buyers).unwrap();
     assert!(!plain.contains("trace"), "{plain}");
 }
+
+#[test]
+fn a_stock_out_of_range_is_explained_for_its_side() {
+    let base = "name = \"t\"\n[buyers]\ncount = 1\narrival = \"uniform\"\nwindow_s = 1\n\
+                [browse]\nview_share = 0\n[after_order]\npay = 0\ncancel = 0\nabandon = 1\n";
+    let zero = Scenario::parse(&format!("{base}[item]\nid = 1\nstock = 0\n"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        zero.contains("item.stock") && zero.contains("sells nothing"),
+        "{zero}"
+    );
+    let big = Scenario::parse(&format!("{base}[item]\nid = 1\nstock = 2000000\n"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        big.contains("item.stock") && big.contains("buyers.count"),
+        "{big}"
+    );
+    assert!(!big.contains("sells nothing"), "{big}");
+}

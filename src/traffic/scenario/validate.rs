@@ -116,12 +116,14 @@ impl ItemSpec {
             _ => {}
         }
         if !(1..=1_000_000).contains(&self.stock) {
-            bad(
-                "item.stock",
+            let why = if self.stock < 1 {
                 "between 1 and 1000000 (a sale of 0 units sells nothing, so nothing can be \
-                 oversold: every order would be answered sold out)",
-                self.stock,
-            )?;
+                 oversold: every order would be answered sold out)"
+            } else {
+                "between 1 and 1000000 (the most one sale holds; more buyers than units is \
+                 how a sale sells out: raise `buyers.count` instead)"
+            };
+            bad("item.stock", why, self.stock)?;
         }
         if !(1..=1000).contains(&self.purchase_limit) {
             bad(
