@@ -5,7 +5,9 @@
 //! [`ClientRecords::to_spelled`] convert from and to the spelled-out values ([`Attempt`],
 //! [`Ack`]) that shard files and tests write.
 
-use super::records::{index32, ms32, AckRec, AttemptRec, Link, Records, Span, StoredKey, UNSET};
+use super::records::{
+    index32, ms32, AckRec, Arena, AttemptRec, Link, Records, Span, StoredKey, UNSET,
+};
 use super::{Ack, Answer, AnswerClass, Attempt};
 use crate::traffic::schedule::ident::{IdRef, Ident};
 
@@ -13,9 +15,9 @@ use crate::traffic::schedule::ident::{IdRef, Ident};
 #[derive(Debug, Clone, Default)]
 pub struct ClientRecords {
     /// Order ids, and keys given as text.
-    pub(super) arena: String,
+    pub(super) arena: Arena,
     /// The attempts' keys spelled from their numbers at the seal.
-    pub(super) keys: String,
+    pub(super) keys: Arena,
     pub(super) attempts: Vec<AttemptRec>,
     /// What acknowledgements handed over spelled out name of their own (their key, order id,
     /// buyer and answer instant), when no recorded attempt is theirs.
@@ -67,16 +69,13 @@ impl ClientRecords {
                 _ => None,
             })
             .sum();
-        let mut keys = String::with_capacity(total);
+        let mut keys = Arena::with_capacity(total);
         for a in &mut attempts {
             if let StoredKey::Attempt(n) = a.key {
-                let start = keys.len();
-                use std::fmt::Write as _;
-                write!(keys, "ovs-{run_key}-{}-{n}", a.buyer).expect("writing to a String");
-                a.key = StoredKey::Spelled(Span {
-                    start: u32::try_from(start).expect("under 4 GiB of keys"),
-                    len: (keys.len() - start) as u32,
-                });
+                a.key = StoredKey::Spelled(keys.push_with(|k| {
+                    use std::fmt::Write as _;
+                    write!(k, "ovs-{run_key}-{}-{n}", a.buyer).expect("writing to a String");
+                }));
             }
         }
         debug_assert_eq!(keys.len(), total, "the keys' length as counted");
@@ -89,14 +88,10 @@ impl ClientRecords {
         }
     }
 
-    fn text(&self, s: Span) -> &str {
-        &self.arena[s.start as usize..(s.start + s.len) as usize]
-    }
-
     fn key(&self, k: StoredKey) -> Option<&str> {
         match k {
-            StoredKey::Text(s) => Some(self.text(s)),
-            StoredKey::Spelled(s) => Some(&self.keys[s.start as usize..(s.start + s.len) as usize]),
+            StoredKey::Text(s) => Some(self.arena.get(s)),
+            StoredKey::Spelled(s) => Some(self.keys.get(s)),
             StoredKey::None => None,
             StoredKey::Attempt(_) => unreachable!("sealed records spell every attempt's key"),
         }
@@ -108,7 +103,7 @@ impl ClientRecords {
             buyer: a.buyer as usize,
             answer: a.answer,
             class: a.class,
-            order_id: a.order_id.map(|s| self.text(s)),
+            order_id: a.order_id.map(|s| self.arena.get(s)),
             at_ms: u64::from(a.at_ms),
             retry: a.retry,
         }
@@ -139,7 +134,7 @@ impl ClientRecords {
         };
         AckView {
             key: self.key(t.key),
-            order_id: t.order_id.map(|s| self.text(s)),
+            order_id: t.order_id.map(|s| self.arena.get(s)),
             buyer,
             user_id,
             device_id,
@@ -156,19 +151,10 @@ impl ClientRecords {
         (0..self.acks.len()).map(|i| self.ack(i))
     }
 
-    fn push_text(&mut self, s: &str) -> Span {
-        let span = Span {
-            start: u32::try_from(self.arena.len()).expect("under 4 GiB of recorded ids"),
-            len: u32::try_from(s.len()).expect("an id under 4 GiB"),
-        };
-        self.arena.push_str(s);
-        span
-    }
-
     /// Keeps `key` and `order_id` in the arena.
     fn texts(&mut self, key: Option<&str>, order_id: Option<&str>) -> (StoredKey, Option<Span>) {
-        let key = key.map_or(StoredKey::None, |k| StoredKey::Text(self.push_text(k)));
-        (key, order_id.map(|id| self.push_text(id)))
+        let key = key.map_or(StoredKey::None, |k| StoredKey::Text(self.arena.push(k)));
+        (key, order_id.map(|id| self.arena.push(id)))
     }
 
     /// Appends an attempt, its texts copied into the arena.

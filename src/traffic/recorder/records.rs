@@ -42,11 +42,48 @@ pub(super) fn spell(run_key: &str, buyer: usize, n: usize) -> String {
     format!("ovs-{run_key}-{buyer}-{n}")
 }
 
-/// A text in an arena.
+/// A text in an [`Arena`].
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Span {
     pub(super) start: u32,
     pub(super) len: u32,
+}
+
+/// Texts kept end to end in one string, each named by its [`Span`] (under 4 GiB in all).
+#[derive(Debug, Clone, Default)]
+pub(super) struct Arena(String);
+
+impl Arena {
+    pub(super) fn with_capacity(bytes: usize) -> Self {
+        Arena(String::with_capacity(bytes))
+    }
+
+    pub(super) fn reserve(&mut self, bytes: usize) {
+        self.0.reserve(bytes);
+    }
+
+    pub(super) fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Keeps `s`.
+    pub(super) fn push(&mut self, s: &str) -> Span {
+        self.push_with(|t| t.push_str(s))
+    }
+
+    /// Keeps, as one text, what `write` appends.
+    pub(super) fn push_with(&mut self, write: impl FnOnce(&mut String)) -> Span {
+        let start = self.0.len();
+        write(&mut self.0);
+        Span {
+            start: u32::try_from(start).expect("under 4 GiB of recorded texts"),
+            len: u32::try_from(self.0.len() - start).expect("a text under 4 GiB"),
+        }
+    }
+
+    pub(super) fn get(&self, s: Span) -> &str {
+        &self.0[s.start as usize..(s.start + s.len) as usize]
+    }
 }
 
 /// A stored key: an attempt number of the record's own buyer, text (in the arena), the
@@ -119,7 +156,7 @@ const GOT_ORDER: u8 = 8;
 #[derive(Debug, Default)]
 pub(super) struct Records {
     /// The texts (order ids, keys given as text, in that order of arrival).
-    pub(super) arena: String,
+    pub(super) arena: Arena,
     pub(super) attempts: Vec<AttemptRec>,
     pub(super) acks: Vec<AckRec>,
     /// By buyer index.
@@ -146,19 +183,6 @@ impl Records {
         self.buyers.reserve(buyers);
     }
 
-    fn push_text(&mut self, s: &str) -> Span {
-        let span = Span {
-            start: u32::try_from(self.arena.len()).expect("under 4 GiB of recorded ids"),
-            len: u32::try_from(s.len()).expect("an id under 4 GiB"),
-        };
-        self.arena.push_str(s);
-        span
-    }
-
-    fn text(&self, s: Span) -> &str {
-        &self.arena[s.start as usize..(s.start + s.len) as usize]
-    }
-
     /// Records an attempt of `buyer` under `key` (`run_key`: this run's, to spell another
     /// buyer's attempt key), answered `answer` at `at_ms`.
     #[allow(clippy::too_many_arguments)]
@@ -175,12 +199,12 @@ impl Records {
         let key = match key {
             Key::Attempt { buyer: b, n } if b == buyer => match u32::try_from(n) {
                 Ok(n) => StoredKey::Attempt(n),
-                Err(_) => StoredKey::Text(self.push_text(&spell(run_key, b, n))),
+                Err(_) => StoredKey::Text(self.arena.push(&spell(run_key, b, n))),
             },
-            Key::Attempt { buyer: b, n } => StoredKey::Text(self.push_text(&spell(run_key, b, n))),
-            Key::Text(s) => StoredKey::Text(self.push_text(s)),
+            Key::Attempt { buyer: b, n } => StoredKey::Text(self.arena.push(&spell(run_key, b, n))),
+            Key::Text(s) => StoredKey::Text(self.arena.push(s)),
         };
-        let order_id = order_id.map(|id| self.push_text(id));
+        let order_id = order_id.map(|id| self.arena.push(id));
         self.attempts.push(AttemptRec {
             at_ms: ms32(at_ms),
             buyer: index32(buyer),
@@ -229,7 +253,7 @@ impl Records {
             return Some(None);
         };
         let id = self.attempts[attempt as usize].order_id;
-        Some(id.map(|s| self.text(s)))
+        Some(id.map(|s| self.arena.get(s)))
     }
 
     /// Buyer `buyer` is done.
