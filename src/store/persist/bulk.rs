@@ -159,11 +159,7 @@ async fn replayed<'a>(
 ) -> Result<(), StoreError> {
     for ev in events {
         if let Some(key) = ev.idempotency_key.as_deref() {
-            sqlx::query(b.sql.set_key_if_missing)
-                .bind(key)
-                .bind(&ev.order_id)
-                .execute(tx.conn())
-                .await?;
+            super::set_key_if_missing(tx, b, key, &ev.order_id).await?;
         }
         stats.replayed += 1;
     }

@@ -379,11 +379,7 @@ async fn apply_one(
         if let (PersistKind::Order, Some(key)) = (ev.kind, ev.idempotency_key.as_deref()) {
             // The row came first from a pay/cancel/expire event (after a claim, out of order),
             // which carries no key: the order's own event brings it.
-            sqlx::query(b.sql.set_key_if_missing)
-                .bind(key)
-                .bind(&ev.order_id)
-                .execute(tx.conn())
-                .await?;
+            set_key_if_missing(tx, b, key, &ev.order_id).await?;
         }
         stats.replayed += 1;
         return Ok(());
@@ -459,6 +455,22 @@ fn anomaly(ev: &PersistEvent, item: i64, stats: &mut ApplyStats) {
         order = %ev.order_id, item,
         "persisted an order the database has no stock for: Redis and the database disagree"
     );
+}
+
+/// Gives order `order_id` its idempotency `key` if its row has none yet (a row first written by
+/// a pay, cancel or expiry event, which carries no key).
+async fn set_key_if_missing(
+    tx: &mut StoreTx,
+    b: &Batch<'_>,
+    key: &str,
+    order_id: &str,
+) -> Result<(), StoreError> {
+    sqlx::query(b.sql.set_key_if_missing)
+        .bind(key)
+        .bind(order_id)
+        .execute(tx.conn())
+        .await?;
+    Ok(())
 }
 
 #[cfg(test)]
