@@ -11,7 +11,7 @@ use crate::store::dialect::Statements;
 use crate::store::redis_conn::RedisConn;
 use crate::store::Backend;
 use futures_util::future::BoxFuture;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// The statement reading the item's `(stock, sold)` from the reference shop's tables.
 pub(super) fn statement(backend: Backend, item: i64) -> StockStatement {
@@ -31,6 +31,7 @@ pub(super) fn redis(url: &str, prefix: &str, item: i64, kind: RedisKind) -> Redi
             prefix: prefix.to_string(),
             item,
             kind,
+            layout: OnceLock::new(),
         }),
     }
 }
@@ -59,6 +60,9 @@ struct Keys {
     prefix: String,
     item: i64,
     kind: RedisKind,
+    /// The stock keys and the transfer hashes, once known (redis-buckets: once the sale's
+    /// first bucket says how many there are; the sale is set up before the probes start).
+    layout: OnceLock<(Vec<String>, Vec<String>)>,
 }
 
 impl ReadStock for Keys {
@@ -81,10 +85,17 @@ impl ReadStock for Keys {
 }
 
 impl Keys {
-    /// The item's stock key, or for redis-buckets the sum over its buckets (their number in
-    /// the first bucket's meta) plus the units lent and not yet taken in (`id → "to:units"`).
-    async fn total(&self, conn: &mut RedisConn, sent: &mut u64) -> Option<i64> {
-        let (stock_keys, transfer_keys) = match self.kind {
+    /// The item's stock key, or for redis-buckets every bucket's and its transfers (their
+    /// number in the first bucket's meta), read once.
+    async fn layout(
+        &self,
+        conn: &mut RedisConn,
+        sent: &mut u64,
+    ) -> Option<&(Vec<String>, Vec<String>)> {
+        if let Some(known) = self.layout.get() {
+            return Some(known);
+        }
+        let found = match self.kind {
             RedisKind::Lua => (vec![ItemKeys::new(&self.prefix, self.item).stock], vec![]),
             RedisKind::Buckets => {
                 *sent += 1;
@@ -102,13 +113,20 @@ impl Keys {
                     .unzip()
             }
         };
+        Some(self.layout.get_or_init(|| found))
+    }
+
+    /// The item's stock key, or for redis-buckets the sum over its buckets plus the units lent
+    /// and not yet taken in (`id → "to:units"`).
+    async fn total(&self, conn: &mut RedisConn, sent: &mut u64) -> Option<i64> {
+        let (stock_keys, transfer_keys) = self.layout(conn, sent).await?;
         let mut total = 0;
-        for key in &stock_keys {
+        for key in stock_keys {
             *sent += 1;
             let one: Option<i64> = redis::cmd("GET").arg(key).query_async(conn).await.ok()?;
             total += one?;
         }
-        for key in &transfer_keys {
+        for key in transfer_keys {
             *sent += 1;
             let lent: Vec<String> = redis::cmd("HVALS").arg(key).query_async(conn).await.ok()?;
             total += lent
