@@ -43,14 +43,13 @@ pub struct MergePlan {
 /// it and its folder.
 pub async fn merge(plan: &MergePlan) -> anyhow::Result<(report::Report, PathBuf)> {
     let started_at = now_rfc3339();
-    let (mut files, mut parts) = (Vec::new(), Vec::new());
+    let mut parts = Vec::with_capacity(plan.dirs.len());
     for d in &plan.dirs {
-        let (file, part) = read_part(d)?;
-        files.push((d.clone(), file));
-        parts.push(part);
+        let (file, records) = read_part(d)?;
+        parts.push((d.clone(), file, records));
     }
-    let n = files.len();
-    let combined = combine(files, parts)?;
+    let n = parts.len();
+    let combined = combine(parts)?;
     let (subject, url) = ShardSubject::recorded(&combined.lead).with_context(|| {
         format!(
             "{}: shard.json names neither a shop (run/gate --shard) nor a target (attack --shard)",

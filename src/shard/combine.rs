@@ -32,17 +32,14 @@ pub fn read_part(dir: &Path) -> anyhow::Result<(ShardFile, Measurements)> {
     Ok((f, part))
 }
 
-/// Checks that `shards` (each with the folder it came from, read by [`read_part`]) are the N
-/// shards of one sale, and combines them with their records (`parts`, in the same order).
-pub fn combine(
-    shards: Vec<(PathBuf, ShardFile)>,
-    parts: Vec<Measurements>,
-) -> anyhow::Result<Combined> {
-    ensure!(shards.len() == parts.len(), "a shard's records are missing");
-    let mut both: Vec<_> = shards.into_iter().zip(parts).collect();
-    both.sort_by_key(|((_, f), _)| f.shard.index);
+/// A shard as `merge` holds it: its folder, its file, and its records ([`read_part`]).
+pub type Part = (PathBuf, ShardFile, Measurements);
+
+/// Checks that `parts` are the N shards of one sale, and combines them.
+pub fn combine(mut parts: Vec<Part>) -> anyhow::Result<Combined> {
+    parts.sort_by_key(|(_, f, _)| f.shard.index);
     let (mut shards, parts): (Vec<(PathBuf, ShardFile)>, Vec<Measurements>) =
-        both.into_iter().unzip();
+        parts.into_iter().map(|(d, f, m)| ((d, f), m)).unzip();
     ensure!(!shards.is_empty(), "merge needs at least one shard folder");
     let (first_dir, first) = &shards[0];
     for (dir, f) in &shards {
