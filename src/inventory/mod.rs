@@ -417,25 +417,46 @@ impl Inventory {
         Ok(n)
     }
 
-    /// The shop's own audit of one item.
+    /// Whether item `id`'s sale has settled: no purchase still running (its client may have
+    /// given up on it, it may yet commit) and, with a queue, every stream entry in the
+    /// database. Reads no order row.
+    pub async fn drained(&self, id: i64) -> Result<bool, InventoryError> {
+        let queue = match self.engine.redis() {
+            Some(redis) => redis.drained(id).await?,
+            None => true,
+        };
+        Ok(queue && self.purchases_in_flight() == 0)
+    }
+
+    /// The shop's own audit of one item: its order rows counted as the database streams them
+    /// (never every row in memory).
     pub async fn audit(&self, id: i64) -> Result<Option<Audit>, InventoryError> {
+        /// Orders per status, and the units of those holding stock.
+        struct Counted {
+            by_status: BTreeMap<OrderStatus, i64>,
+            sold: i64,
+        }
+        impl crate::store::OrderSink for Counted {
+            fn order(&mut self, o: &crate::model::Order) {
+                *self.by_status.entry(o.status).or_default() += 1;
+                if o.status.holds_stock() {
+                    self.sold += o.qty;
+                }
+            }
+        }
         // Drained before and after one consistent read: nothing moved the database meanwhile.
         let drained_before = match self.engine.redis() {
             Some(redis) => redis.drained(id).await?,
             None => true,
         };
-        let Some((item, orders)) = self.store.snapshot(id).await? else {
+        let mut counted = Counted {
+            by_status: OrderStatus::ALL.into_iter().map(|s| (s, 0)).collect(),
+            sold: 0,
+        };
+        let Some(item) = self.store.snapshot_into(id, &mut counted).await? else {
             return Ok(None);
         };
-        let mut by_status: BTreeMap<OrderStatus, i64> =
-            OrderStatus::ALL.into_iter().map(|s| (s, 0)).collect();
-        let mut sold = 0;
-        for o in &orders {
-            *by_status.entry(o.status).or_default() += 1;
-            if o.status.holds_stock() {
-                sold += o.qty;
-            }
-        }
+        let Counted { by_status, sold } = counted;
         let (redis_stock, queue_drained, dead_letters) = match self.engine.redis() {
             Some(redis) => (
                 redis.stock(id).await?,

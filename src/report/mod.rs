@@ -405,6 +405,13 @@ pub struct RunReport {
     /// checked as they stream) and the audit (absent in older reports).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub oracle_s: Option<f64>,
+    /// Of `oracle_s`: the server side's read, its order rows checked as they streamed (absent
+    /// in older reports).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oracle_read_s: Option<f64>,
+    /// Of `oracle_s`: the audit of the clients' records against what the read found.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oracle_audit_s: Option<f64>,
     pub reconcile: Option<Pass>,
     /// `--shops K` above 1: the shop processes, the buyers each got and what each answered.
     #[serde(default, skip_serializing_if = "Option::is_none")]

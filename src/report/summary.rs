@@ -319,6 +319,8 @@ pub fn build(input: RunInputs) -> RunReport {
         generator: input.generator,
         drain: input.drain,
         oracle_s: None,
+        oracle_read_s: None,
+        oracle_audit_s: None,
         reconcile: input.reconcile,
         shops: None,
         faults: Vec::new(),

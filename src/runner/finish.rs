@@ -148,7 +148,7 @@ pub(super) fn finish_with(
         clients: &measurements,
         users: Some(&plan.buyers),
     });
-    let oracle_s = read_s + audit_started.elapsed().as_secs_f64();
+    let audit_s = audit_started.elapsed().as_secs_f64();
     plan.say(&format!("   {}", findings.verdict));
     let run = summary::build(summary::RunInputs {
         shop,
@@ -165,7 +165,9 @@ pub(super) fn finish_with(
         late_after: s.late_send_after(),
     });
     RunReport {
-        oracle_s: Some(oracle_s),
+        oracle_s: Some(read_s + audit_s),
+        oracle_read_s: Some(read_s),
+        oracle_audit_s: Some(audit_s),
         ..run
     }
 }

@@ -128,8 +128,10 @@ impl Settling<'_> {
         store: &Store,
         ask: Ask<'_>,
     ) -> anyhow::Result<(Truth, RedisState, bool)> {
+        let started = std::time::Instant::now();
         let before = self.redis_state().await?;
         let drained = self.drained().await;
+        let redis_s = started.elapsed().as_secs_f64();
         let dead_before = seen(before.dead_letters.clone().unwrap_or_default());
         let mut check = Check::new(
             Ask {
@@ -139,15 +141,29 @@ impl Settling<'_> {
             },
             crate::oracle::Rows::Reference,
         );
-        let truth = match store.snapshot_into(self.item, &mut check).await? {
+        let indexed = std::time::Instant::now();
+        let snapshot = store.snapshot_into(self.item, &mut check).await?;
+        let streamed = std::time::Instant::now();
+        let truth = match snapshot {
             Some(item) => Truth::Checked {
                 db_stock: item.stock,
                 rows: Box::new(check.finish()),
             },
             None => Truth::Unverified,
         };
+        let finished = std::time::Instant::now();
         let after = self.redis_state().await?;
         let same_moment = drained && before == after;
+        tracing::debug!(
+            redis_and_drain_s = redis_s,
+            index_s = (indexed - started).as_secs_f64() - redis_s,
+            rows_s = (streamed - indexed).as_secs_f64(),
+            finish_s = (finished - streamed).as_secs_f64(),
+            redis_after_s = finished.elapsed().as_secs_f64(),
+            drained,
+            same_moment,
+            "oracle: one read of the order rows, checked as they streamed"
+        );
         Ok((truth, after, same_moment))
     }
 }

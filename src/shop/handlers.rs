@@ -382,6 +382,19 @@ pub(super) async fn cancel(
     transition_response(id, t, OrderStatus::Cancelled)
 }
 
+/// `GET /api/items/{id}/drained`: whether the sale has settled, without reading its orders.
+pub(super) async fn drained(
+    State(st): State<AppState>,
+    Path(id): Path<String>,
+) -> ApiResult<impl IntoResponse> {
+    let id = item_id(&id)?;
+    if st.inventory.item_meta(id).await?.is_none() {
+        return Err(ApiError::new(ErrorCode::UnknownItem));
+    }
+    let queue_drained = st.inventory.drained(id).await?;
+    Ok(Json(serde_json::json!({ "item_id": id, "queue_drained": queue_drained })))
+}
+
 pub(super) async fn audit(
     State(st): State<AppState>,
     Path(id): Path<String>,

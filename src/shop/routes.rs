@@ -21,6 +21,10 @@ pub enum Route {
     /// The product page (`GET`) and the sale's set-up (`PUT`, admin).
     Item,
     Audit,
+    /// Whether the sale has settled: no purchase running, and (redis-lua) every stream entry
+    /// in the database. What the harness polls while it waits for the drain: cheap, unlike
+    /// the audit, which reads every order row.
+    Drained,
     Reconcile,
     Rewarm,
     Orders,
@@ -30,11 +34,12 @@ pub enum Route {
 
 impl Route {
     /// Every route, in the order the router adds them.
-    pub const ALL: [Route; 9] = [
+    pub const ALL: [Route; 10] = [
         Route::Healthz,
         Route::Metrics,
         Route::Item,
         Route::Audit,
+        Route::Drained,
         Route::Reconcile,
         Route::Rewarm,
         Route::Orders,
@@ -49,6 +54,7 @@ impl Route {
             Route::Metrics => "/metrics",
             Route::Item => "/api/items/{id}",
             Route::Audit => "/api/items/{id}/audit",
+            Route::Drained => "/api/items/{id}/drained",
             Route::Reconcile => "/api/items/{id}/reconcile",
             Route::Rewarm => "/api/items/{id}/rewarm",
             Route::Orders => "/api/orders",
@@ -83,9 +89,12 @@ impl Route {
         match self {
             Route::Item => method == "GET",
             Route::Orders | Route::Pay | Route::Cancel => true,
-            Route::Healthz | Route::Metrics | Route::Audit | Route::Reconcile | Route::Rewarm => {
-                false
-            }
+            Route::Healthz
+            | Route::Metrics
+            | Route::Audit
+            | Route::Drained
+            | Route::Reconcile
+            | Route::Rewarm => false,
         }
     }
 
@@ -96,6 +105,7 @@ impl Route {
             Route::Metrics => get(telemetry::metrics),
             Route::Item => get(handlers::get_item).put(admin::put_item),
             Route::Audit => get(handlers::audit),
+            Route::Drained => get(handlers::drained),
             Route::Reconcile => post(admin::reconcile),
             Route::Rewarm => post(admin::rewarm),
             Route::Orders => post(handlers::create_order),

@@ -272,9 +272,15 @@ async fn a_run_reports_the_oracles_phase_and_keeps_driver_lines_in_its_log() {
         "oracle_s is reported: {}",
         report["runs"][0]
     );
+    let read_s = report["runs"][0]["oracle_read_s"].as_f64().unwrap();
+    let audit_s = report["runs"][0]["oracle_audit_s"].as_f64().unwrap();
+    assert!(
+        (read_s + audit_s - oracle_s.unwrap()).abs() < 1e-9,
+        "oracle_s is its read and its audit: {read_s} + {audit_s}"
+    );
     let details = std::fs::read_to_string(dir.join("report.md")).unwrap();
     assert!(
-        details.contains("oracle:"),
-        "the details name the oracle's phase"
+        details.contains("oracle:") && details.contains("the audit"),
+        "the details name the oracle's phase and its two parts: {details}"
     );
 }

@@ -175,10 +175,15 @@ fn after_the_sale(run: &RunReport) -> Vec<String> {
         ),
     });
     if let Some(s) = run.oracle_s {
-        v.push(format!(
-            "oracle: {s:.2} s after the sale settled (the server side read, its order rows \
-             checked as they streamed, and the audit; oracle_s)"
-        ));
+        let parts = match (run.oracle_read_s, run.oracle_audit_s) {
+            (Some(r), Some(a)) => format!(
+                "the server side read, its order rows checked as they streamed, {r:.2} s; the \
+                 audit {a:.2} s"
+            ),
+            _ => "the server side read, its order rows checked as they streamed, and the audit"
+                .into(),
+        };
+        v.push(format!("oracle: {s:.2} s after the sale settled ({parts}; oracle_s)"));
     }
     if let Some(d) = &run.decision {
         v.push(d.line());
