@@ -26,7 +26,7 @@ impl<'a, F: Default> Keys<'a, F> {
         let hasher = DefaultHashBuilder::default();
         let mut table: HashTable<(u32, u32)> = HashTable::with_capacity(records.attempts().len());
         let mut facts: Vec<F> = Vec::new();
-        let key_of = |i: u32| records.attempt(i as usize).key;
+        let key_of = |i: u32| records.attempt_key(i as usize);
         for (i, a) in records.attempts().enumerate() {
             let i = u32::try_from(i).expect("under 4 billion attempts");
             let hash = hasher.hash_one(a.key);
@@ -57,7 +57,7 @@ impl<'a, F: Default> Keys<'a, F> {
         let records = self.records;
         self.table
             .find(self.hasher.hash_one(key), |&(j, _)| {
-                records.attempt(j as usize).key == key
+                records.attempt_key(j as usize) == key
             })
             .map(|&(_, f)| f as usize)
     }
@@ -97,7 +97,7 @@ fn text<'a>(records: &'a ClientRecords, others: &[&'a str], at: u32) -> &'a str 
     if at & OTHER != 0 {
         others[(at & !OTHER) as usize]
     } else {
-        records.ack(at as usize).order_id.unwrap_or("")
+        records.ack_order_id(at as usize).unwrap_or("")
     }
 }
 

@@ -122,10 +122,7 @@ impl ClientRecords {
     /// Acknowledgement `i` (in the order recorded).
     pub fn ack(&self, i: usize) -> AckView<'_> {
         let a = &self.acks[i];
-        let t = match a.link {
-            Link::Attempt(n) => &self.attempts[n as usize],
-            Link::Own(n) => &self.own[n as usize],
-        };
+        let t = self.made_by(a);
         let set = |ms: u32| (ms != UNSET).then_some(u64::from(ms));
         let buyer = t.buyer as usize;
         let (user_id, device_id) = match &a.ids {
@@ -144,6 +141,29 @@ impl ClientRecords {
             cancel_sent_ms: set(a.cancel_sent_ms),
             paid_ms: set(a.paid_ms),
         }
+    }
+
+    /// The attempt (recorded, or the acknowledgement's own) whose answer `a` is.
+    fn made_by(&self, a: &AckRec) -> &AttemptRec {
+        match a.link {
+            Link::Attempt(n) => &self.attempts[n as usize],
+            Link::Own(n) => &self.own[n as usize],
+        }
+    }
+
+    /// Attempt `i`'s idempotency key ("" without one): [`ClientRecords::attempt`]'s `key`
+    /// alone, for the oracle's index, which compares it a million times (the whole view
+    /// reads the order id's text too).
+    pub fn attempt_key(&self, i: usize) -> &str {
+        self.key(self.attempts[i].key).unwrap_or("")
+    }
+
+    /// Acknowledgement `i`'s order id: [`ClientRecords::ack`]'s `order_id` alone (see
+    /// [`ClientRecords::attempt_key`]).
+    pub fn ack_order_id(&self, i: usize) -> Option<&str> {
+        self.made_by(&self.acks[i])
+            .order_id
+            .map(|s| self.arena.get(s))
     }
 
     /// Every acknowledgement, in the order recorded.
