@@ -457,16 +457,11 @@ impl Inventory {
             return Ok(None);
         };
         let Counted { by_status, sold } = counted;
-        let (redis_stock, queue_drained, dead_letters) = match self.engine.redis() {
-            Some(redis) => (
-                redis.stock(id).await?,
-                drained_before && redis.drained(id).await?,
-                redis.dead_letter_count(id).await?,
-            ),
-            None => (None, true, 0),
+        let (redis_stock, dead_letters) = match self.engine.redis() {
+            Some(redis) => (redis.stock(id).await?, redis.dead_letter_count(id).await?),
+            None => (None, 0),
         };
-        // A purchase still running (its client may have given up on it) may yet commit.
-        let queue_drained = queue_drained && self.purchases_in_flight() == 0;
+        let queue_drained = drained_before && self.drained(id).await?;
         Ok(Some(Audit {
             item_id: id,
             strategy: self.strategy(),

@@ -392,7 +392,9 @@ pub(super) async fn drained(
         return Err(ApiError::new(ErrorCode::UnknownItem));
     }
     let queue_drained = st.inventory.drained(id).await?;
-    Ok(Json(serde_json::json!({ "item_id": id, "queue_drained": queue_drained })))
+    Ok(Json(
+        serde_json::json!({ "item_id": id, "queue_drained": queue_drained }),
+    ))
 }
 
 pub(super) async fn audit(

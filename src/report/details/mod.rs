@@ -183,7 +183,9 @@ fn after_the_sale(run: &RunReport) -> Vec<String> {
             _ => "the server side read, its order rows checked as they streamed, and the audit"
                 .into(),
         };
-        v.push(format!("oracle: {s:.2} s after the sale settled ({parts}; oracle_s)"));
+        v.push(format!(
+            "oracle: {s:.2} s after the sale settled ({parts}; oracle_s)"
+        ));
     }
     if let Some(d) = &run.decision {
         v.push(d.line());
