@@ -52,6 +52,7 @@ mod selftest;
 mod serve_config;
 mod services;
 mod sessions;
+mod settle_moving;
 mod shard;
 mod shard_hosts;
 mod shop_limits;

@@ -54,7 +54,7 @@ pub(crate) struct Served {
 }
 
 /// `oversell serve` on a free loopback port.
-async fn serve(strategy: &str, db: &str, prefix: &str) -> Served {
+pub(crate) async fn serve(strategy: &str, db: &str, prefix: &str) -> Served {
     serve_on(
         strategy,
         db,
