@@ -2,13 +2,14 @@
 //! window goes on expiring orders after it ends): the oracle compares Redis with the database
 //! only at a moment both describe. A sale merged while Redis stands still has both comparisons
 //! made (and 0); the same sale merged while its restock set keeps changing under every read
-//! has neither, says why, and is not failed for it.
+//! has neither, says why, and is not failed for it (and when a busy machine lets one read
+//! catch Redis still, the difference at that moment is reported and fails, as it should).
 
-use crate::helpers::{delete_prefix, drop_database, fresh_db_url, oversell_cli, redis_conn};
+use crate::helpers::{delete_prefix, drop_database, fresh_db_url, oversell_cli, redis_url};
 use crate::shard::{serve, SCENARIO};
 use oversell::testing::inventory::redis_lua::ItemKeys;
 use oversell::testing::store::Backend;
-use redis::AsyncCommands;
+use redis::Commands;
 use serde_json::Value;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -71,36 +72,47 @@ async fn redis_and_the_database_are_compared_only_at_a_moment_both_describe() {
     // Act: merged while Redis stands still, then while the restock set changes all along.
     let (still_code, still, still_out) = merge(&out("shard"), &db, &prefix, &out("still")).await;
     let moving = Arc::new(AtomicBool::new(true));
+    // A thread of its own, without pauses: Redis changes many times within each read, whatever
+    // the runtime's tasks are doing.
     let mover = {
         let (moving, restocked) = (moving.clone(), ItemKeys::new(&prefix, 1).restocked);
-        tokio::spawn(async move {
-            let mut conn = redis_conn().await;
+        let mut conn = redis::Client::open(redis_url())
+            .unwrap()
+            .get_connection()
+            .unwrap();
+        std::thread::spawn(move || {
             let mut n = 0u64;
             while moving.load(Ordering::Relaxed) {
                 n += 1;
-                let _: () = conn.sadd(&restocked, format!("moving-{n}")).await.unwrap();
-                tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+                let _: () = conn.sadd(&restocked, format!("moving-{n}")).unwrap();
             }
         })
     };
     let (moved_code, moved, moved_out) = merge(&out("shard"), &db, &prefix, &out("moved")).await;
     moving.store(false, Ordering::Relaxed);
-    mover.await.unwrap();
+    mover.join().unwrap();
 
     // Assert
     assert_eq!(still_code, 0, "{still_out}");
     assert_eq!(still["redis_drift"], 0, "{still}");
     assert_eq!(still["restock_mismatch"], 0, "{still}");
     assert!(still["oracle_warning"].is_null(), "{still}");
-    assert_eq!(moved_code, 0, "not a FAIL of the shop: {moved_out}");
-    assert!(moved["redis_drift"].is_null(), "{moved}");
-    assert!(moved["restock_mismatch"].is_null(), "{moved}");
     let warning = moved["oracle_warning"].as_str().unwrap_or_default();
-    assert!(
-        warning.contains("Redis changed during each of the 20 reads")
-            && warning.contains("not verified"),
-        "{moved}"
-    );
+    if warning.contains("Redis changed during each of the 20 reads") {
+        // Redis moved under every read: nothing of it compared, said, not failed.
+        assert!(warning.contains("not verified"), "{moved}");
+        assert_eq!(moved_code, 0, "not a FAIL of the shop: {moved_out}");
+        assert!(moved["redis_drift"].is_null(), "{moved}");
+        assert!(moved["restock_mismatch"].is_null(), "{moved}");
+    } else {
+        // One read caught Redis still (a busy machine can hold the mover off for a whole read):
+        // then the restocks it added are a real difference at that moment, and reported.
+        assert!(
+            moved["restock_mismatch"].as_i64().is_some_and(|m| m != 0),
+            "{moved}"
+        );
+        assert_eq!(moved_code, 1, "{moved_out}");
+    }
     assert_eq!(
         moved["sold"], still["sold"],
         "the rows are judged as before"
