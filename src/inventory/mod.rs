@@ -421,11 +421,15 @@ impl Inventory {
     /// given up on it, it may yet commit) and, with a queue, every stream entry in the
     /// database. Reads no order row.
     pub async fn drained(&self, id: i64) -> Result<bool, InventoryError> {
-        let queue = match self.engine.redis() {
-            Some(redis) => redis.drained(id).await?,
-            None => true,
-        };
-        Ok(queue && self.purchases_in_flight() == 0)
+        Ok(self.queue_drained(id).await? && self.purchases_in_flight() == 0)
+    }
+
+    /// Whether every stream entry of item `id` is in the database (always, without a queue).
+    async fn queue_drained(&self, id: i64) -> Result<bool, InventoryError> {
+        match self.engine.redis() {
+            Some(redis) => redis.drained(id).await,
+            None => Ok(true),
+        }
     }
 
     /// The shop's own audit of one item: its order rows counted as the database streams them
@@ -445,10 +449,7 @@ impl Inventory {
             }
         }
         // Drained before and after one consistent read: nothing moved the database meanwhile.
-        let drained_before = match self.engine.redis() {
-            Some(redis) => redis.drained(id).await?,
-            None => true,
-        };
+        let drained_before = self.queue_drained(id).await?;
         let mut counted = Counted {
             by_status: OrderStatus::ALL.into_iter().map(|s| (s, 0)).collect(),
             sold: 0,

@@ -147,7 +147,7 @@ impl Settling<'_> {
         let started = std::time::Instant::now();
         let before = self.redis_state().await?;
         let drained = self.drained().await;
-        let redis_s = started.elapsed().as_secs_f64();
+        let asked = std::time::Instant::now();
         let dead_before = seen(before.dead_letters.clone().unwrap_or_default());
         let mut check = Check::new(
             Ask {
@@ -171,8 +171,8 @@ impl Settling<'_> {
         let after = self.redis_state().await?;
         let same_moment = drained && before == after;
         tracing::debug!(
-            redis_and_drain_s = redis_s,
-            index_s = (indexed - started).as_secs_f64() - redis_s,
+            redis_and_drain_s = (asked - started).as_secs_f64(),
+            index_s = (indexed - asked).as_secs_f64(),
             rows_s = (streamed - indexed).as_secs_f64(),
             finish_s = (finished - streamed).as_secs_f64(),
             redis_after_s = finished.elapsed().as_secs_f64(),

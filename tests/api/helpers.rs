@@ -341,6 +341,17 @@ impl TestApp {
         panic!("queue did not drain within 10 s");
     }
 
+    /// `GET /api/items/{id}/drained`, the route the harness polls: its status and body.
+    pub async fn drained(&self, id: i64) -> (u16, Value) {
+        let r = self
+            .client
+            .get(format!("{}/api/items/{id}/drained", self.address))
+            .send()
+            .await
+            .unwrap();
+        (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
+    }
+
     /// `GET /api/items/{id}/audit`.
     pub async fn audit(&self, id: i64) -> Value {
         self.client

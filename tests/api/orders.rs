@@ -107,17 +107,6 @@ async fn redis_buckets_orders_follow_the_state_machine() {
     state_machine(Strategy::RedisBuckets, Backend::Mysql).await;
 }
 
-/// `GET /api/items/{id}/drained`, the route the harness polls: its status and body.
-async fn drained(app: &TestApp, item: i64) -> (u16, serde_json::Value) {
-    let r = app
-        .client
-        .get(format!("{}/api/items/{item}/drained", app.address))
-        .send()
-        .await
-        .unwrap();
-    (r.status().as_u16(), r.json().await.unwrap_or_default())
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_drained_route_says_no_while_a_purchase_runs_and_yes_after() {
     // Arrange: a purchase that spends 1.5 s under the lock.
@@ -125,7 +114,7 @@ async fn the_drained_route_says_no_while_a_purchase_runs_and_yes_after() {
     config.inventory.work = Duration::from_millis(1500);
     let app = spawn_with(config).await;
     app.setup_sale(1, 5, 1).await;
-    assert_eq!(drained(&app, 1).await.1["queue_drained"], json!(true));
+    assert_eq!(app.drained(1).await.1["queue_drained"], json!(true));
     // Act
     let buying = {
         let (client, address) = (app.client.clone(), app.address.clone());
@@ -141,13 +130,13 @@ async fn the_drained_route_says_no_while_a_purchase_runs_and_yes_after() {
         })
     };
     let during = eventually("drained says no", Duration::from_secs(1), || async {
-        let (s, body) = drained(&app, 1).await;
+        let (s, body) = app.drained(1).await;
         (s == 200 && body["queue_drained"] == json!(false)).then_some(body)
     })
     .await;
     let bought = buying.await.unwrap();
-    let after = drained(&app, 1).await;
-    let unknown = drained(&app, 99).await;
+    let after = app.drained(1).await;
+    let unknown = app.drained(99).await;
     // Assert
     assert_eq!(during["item_id"], json!(1), "{during}");
     assert_eq!(bought, 201);
