@@ -16,7 +16,7 @@ use super::Findings;
 use crate::model::Order;
 use crate::model::OrderStatus;
 use crate::traffic::adversary::Script;
-use crate::traffic::recorder::{Answer, AnswerClass, FollowUp, Kind, Measurements};
+use crate::traffic::recorder::{Answer, AnswerClass, FollowUp, KeyRef, Kind, Measurements};
 use serde::{Deserialize, Serialize};
 #[cfg(test)]
 use std::collections::HashMap;
@@ -186,12 +186,12 @@ pub(super) fn observe(f: &mut Findings, c: &Measurements, ids: bool, keys_sent: 
             .filter(|a| a.answer == Answer::Created && a.order_id.is_some())
     };
     let repeats = super::repeats::Repeats::of(told().map(|a| a.key));
-    let mut first: hashbrown::HashMap<&str, &str> = hashbrown::HashMap::new();
-    let mut shared: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    let mut first: hashbrown::HashMap<KeyRef<'_>, &str> = hashbrown::HashMap::new();
+    let mut shared: BTreeMap<KeyRef<'_>, BTreeSet<&str>> = BTreeMap::new();
     for a in told().filter(|a| repeats.may_repeat(&a.key)) {
         if let (Answer::Created, Some(id)) = (a.answer, a.order_id) {
             let was = *first.entry(a.key).or_insert(id);
-            if was != id || shared.contains_key(a.key) {
+            if was != id || shared.contains_key(&a.key) {
                 let ids = shared.entry(a.key).or_default();
                 ids.insert(was);
                 ids.insert(id);
@@ -234,7 +234,10 @@ pub(super) fn apply_rows(f: &mut Findings, by_key: BTreeMap<&str, BTreeSet<&str>
 }
 
 /// Keys with more than one order id.
-fn duplicates(by_key: BTreeMap<&str, BTreeSet<&str>>, seen_in: &str) -> Vec<KeyDuplicate> {
+fn duplicates<K: std::fmt::Display>(
+    by_key: BTreeMap<K, BTreeSet<&str>>,
+    seen_in: &str,
+) -> Vec<KeyDuplicate> {
     by_key
         .into_iter()
         .filter(|(_, ids)| ids.len() > 1)

@@ -19,7 +19,7 @@
 
 use super::{replay, Evidence, Findings};
 use crate::traffic::recorder::{
-    AckList, AckView, Answer, AnswerClass, ClientRecords, Kind, Told, UnclassifiedAnswer,
+    AckList, AckView, Answer, AnswerClass, ClientRecords, KeyRef, Kind, Told, UnclassifiedAnswer,
 };
 use hashbrown::{HashMap, HashSet};
 
@@ -153,18 +153,35 @@ fn undeclared_note(advice: Option<super::UndeclaredWindow>) -> String {
 /// People (not bots) whose every order attempt was refused for a reason other than sold out:
 /// unauthorized, invalid or not found.
 fn refused_buyers(c: &crate::traffic::recorder::Measurements) -> u64 {
-    let mut by_buyer: HashMap<usize, bool> = HashMap::new();
+    // One byte a buyer (ten million buyers: 10 MB, where a map of them took ~280 MB), unless
+    // a buyer index is far past the number of attempts (records read from a file).
+    const NONE: u8 = 0;
+    const REFUSED: u8 = 1;
+    const NOT: u8 = 2;
+    let dense = c.attempts().map(|a| a.buyer).max().map_or(0, |m| m + 1);
+    let mut by_buyer: Vec<u8> = Vec::new();
+    let mut far: HashMap<usize, u8> = HashMap::new();
+    if dense <= c.attempts().len().saturating_mul(4).max(1 << 16) {
+        by_buyer.resize(dense, NONE);
+    }
     for a in c.attempts() {
         let refused = matches!(
             a.answer,
             Answer::Unauthorized | Answer::Invalid | Answer::NotFound
         );
-        *by_buyer.entry(a.buyer).or_insert(true) &= refused;
+        let state = match by_buyer.get_mut(a.buyer) {
+            Some(s) => s,
+            None => far.entry(a.buyer).or_insert(NONE),
+        };
+        *state = if refused && *state != NOT {
+            REFUSED
+        } else {
+            NOT
+        };
     }
-    by_buyer
-        .iter()
-        .filter(|(b, refused)| **refused && c.buyers.get(b).is_some_and(|r| !r.bot))
-        .count() as u64
+    let refused = |(b, s): (usize, u8)| s == REFUSED && c.buyers.get(b).is_some_and(|r| !r.bot);
+    let dense = by_buyer.iter().enumerate().map(|(b, s)| (b, *s));
+    dense.chain(far).filter(|&p| refused(p)).count() as u64
 }
 
 /// Order ids acknowledged to more than one attempt. Two acknowledgements of one id under the
@@ -175,7 +192,7 @@ fn duplicate_acks(c: &crate::traffic::recorder::Measurements) -> u64 {
     // a second attempt was told it (another key, or any keyless one).
     // An id told once is no duplicate: only ids that may repeat are mapped.
     let repeats = super::repeats::Repeats::of(c.acks().filter_map(|a| a.order_id));
-    let mut told: HashMap<&str, (Option<&str>, bool)> = HashMap::new();
+    let mut told: HashMap<&str, (Option<KeyRef<'_>>, bool)> = HashMap::new();
     for a in c.acks() {
         let Some(id) = a.order_id.filter(|id| repeats.may_repeat(id)) else {
             continue;

@@ -1,9 +1,9 @@
-//! The attempts' idempotency keys indexed for the order rows, each key once: a table of
-//! positions (the first attempt that sent it, its facts), hashed by the key's text, which stays
-//! in the clients' records. 8 bytes a key in the table and its facts beside it, not the text's
-//! pointer and length in a map of a million keys.
+//! The attempts' idempotency keys indexed for the order rows, each key once: a table of the
+//! position of the first attempt that sent it, hashed by the key's spelling ([`KeyRef`]), whose
+//! text or number stays in the clients' records, and the key's facts at that position. 4 bytes
+//! a key in the table, not the text's pointer and length in a map of ten million keys.
 
-use crate::traffic::recorder::{AttemptView, ClientRecords};
+use crate::traffic::recorder::{AttemptView, ClientRecords, KeyRef};
 use hashbrown::hash_table::{Entry, HashTable};
 use hashbrown::DefaultHashBuilder;
 use std::hash::BuildHasher;
@@ -12,39 +12,36 @@ use std::hash::BuildHasher;
 pub(super) struct Keys<'a, F> {
     records: &'a ClientRecords,
     hasher: DefaultHashBuilder,
-    /// (the position of the first attempt with the key, its facts' position).
-    table: HashTable<(u32, u32)>,
+    /// The position of the first attempt with the key.
+    table: HashTable<u32>,
+    /// By the position of the first attempt with the key (other positions: unused).
     facts: Vec<F>,
 }
 
-impl<'a, F: Default> Keys<'a, F> {
+impl<'a, F: Default + Clone> Keys<'a, F> {
     /// Every key of `records`' attempts, each attempt given to `add` with its key's facts.
     pub(super) fn new(
         records: &'a ClientRecords,
         mut add: impl FnMut(&mut F, &AttemptView<'a>),
     ) -> Self {
         let hasher = DefaultHashBuilder::default();
-        let mut table: HashTable<(u32, u32)> = HashTable::with_capacity(records.attempts().len());
-        let mut facts: Vec<F> = Vec::new();
+        let n = records.attempts().len();
+        let mut table: HashTable<u32> = HashTable::with_capacity(n);
+        let mut facts: Vec<F> = vec![F::default(); n];
         let key_of = |i: u32| records.attempt_key(i as usize);
         for (i, a) in records.attempts().enumerate() {
             let i = u32::try_from(i).expect("under 4 billion attempts");
             let hash = hasher.hash_one(a.key);
-            let slot = match table.entry(
+            let first = match table.entry(
                 hash,
-                |&(j, _)| key_of(j) == a.key,
-                |&(j, _)| hasher.hash_one(key_of(j)),
+                |&j| key_of(j) == a.key,
+                |&j| hasher.hash_one(key_of(j)),
             ) {
-                Entry::Occupied(e) => e.get().1 as usize,
-                Entry::Vacant(v) => {
-                    v.insert((i, facts.len() as u32));
-                    facts.push(F::default());
-                    facts.len() - 1
-                }
+                Entry::Occupied(e) => *e.get(),
+                Entry::Vacant(v) => *v.insert(i).get(),
             };
-            add(&mut facts[slot], &a);
+            add(&mut facts[first as usize], &a);
         }
-        facts.shrink_to_fit();
         Keys {
             records,
             hasher,
@@ -53,28 +50,28 @@ impl<'a, F: Default> Keys<'a, F> {
         }
     }
 
-    fn slot(&self, key: &str) -> Option<usize> {
+    fn slot(&self, key: KeyRef<'_>) -> Option<usize> {
         let records = self.records;
         self.table
-            .find(self.hasher.hash_one(key), |&(j, _)| {
+            .find(self.hasher.hash_one(key), |&j| {
                 records.attempt_key(j as usize) == key
             })
-            .map(|&(_, f)| f as usize)
+            .map(|&j| j as usize)
     }
 
     /// The facts of `key`, if an attempt sent it.
-    pub(super) fn get(&self, key: &str) -> Option<&F> {
+    pub(super) fn get(&self, key: KeyRef<'_>) -> Option<&F> {
         self.slot(key).map(|f| &self.facts[f])
     }
 
     /// The facts of `key`, if an attempt sent it.
-    pub(super) fn get_mut(&mut self, key: &str) -> Option<&mut F> {
+    pub(super) fn get_mut(&mut self, key: KeyRef<'_>) -> Option<&mut F> {
         self.slot(key).map(|f| &mut self.facts[f])
     }
 
     /// Every key's facts.
     pub(super) fn values(&self) -> impl Iterator<Item = &F> {
-        self.facts.iter()
+        self.table.iter().map(|&j| &self.facts[j as usize])
     }
 }
 

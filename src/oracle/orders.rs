@@ -5,7 +5,7 @@
 
 use super::Reading;
 use crate::model::Order;
-use crate::traffic::recorder::{AnswerClass, Measurements};
+use crate::traffic::recorder::{AnswerClass, KeyRef, Measurements};
 use crate::traffic::schedule::ident::IdRef;
 use crate::traffic::schedule::Schedule;
 use hashbrown::HashMap;
@@ -97,7 +97,7 @@ pub(super) fn by_buyer(
     c: &Measurements,
     reading: &Reading,
     users: Option<&Schedule>,
-    used: impl Fn(&str) -> bool,
+    used: impl Fn(KeyRef<'_>) -> bool,
     ours: bool,
 ) -> Sorted {
     let acked_user: HashMap<usize, IdRef<'_>> = c.acks().map(|a| (a.buyer, a.user_id)).collect();
@@ -108,7 +108,7 @@ pub(super) fn by_buyer(
             .or_else(|| users.and_then(|s| s.user_id(buyer)).map(|u| u.to_string()))
     };
     // One potential order per key sent (a retry under it is the same order), else per attempt.
-    let mut groups: HashMap<(usize, &str), (usize, Classes)> = HashMap::new();
+    let mut groups: HashMap<(usize, KeyRef<'_>), (usize, Classes)> = HashMap::new();
     for (i, a) in c.attempts().enumerate() {
         if a.class == AnswerClass::Acknowledged && a.order_id.is_some() {
             continue;
@@ -119,7 +119,7 @@ pub(super) fn by_buyer(
         let name = if reading.keys_sent {
             (usize::MAX, a.key)
         } else {
-            (i, "")
+            (i, KeyRef::Text(""))
         };
         groups
             .entry(name)

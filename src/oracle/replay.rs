@@ -12,7 +12,7 @@
 
 use super::repeats::Repeats;
 use super::StockSample;
-use crate::traffic::recorder::{AckList, AckView};
+use crate::traffic::recorder::{AckList, AckView, KeyRef};
 use crate::traffic::schedule::ident::IdRef;
 use hashbrown::HashMap;
 
@@ -29,7 +29,7 @@ pub(super) struct Held {
 #[derive(Hash, PartialEq, Eq)]
 enum OrderName<'a> {
     Id(&'a str),
-    Key(&'a str),
+    Key(KeyRef<'a>),
     Lone(usize),
 }
 

@@ -17,7 +17,7 @@ use super::orders::{by_buyer, Classes, Rows, Sorted};
 use super::tally::{Holdings, Peak};
 use super::{DeadLetterSeen, Reading};
 use crate::model::{Order, OrderStatus};
-use crate::traffic::recorder::{Measurements, Told};
+use crate::traffic::recorder::{KeyRef, Measurements, Told};
 use crate::traffic::schedule::ident::IdRef;
 // foldhash's maps: a million ids and keys hashed faster than with SipHash.
 use hashbrown::{HashMap, HashSet};
@@ -159,7 +159,11 @@ impl<'a> Check<'a> {
     fn sort(&mut self, o: &Order, acked: bool) {
         let keys_sent = self.ask.reading.keys_sent;
         let key = match o.idempotency_key.as_deref() {
-            Some(k) if keys_sent => match self.keys.as_mut().and_then(|keys| keys.get_mut(k)) {
+            Some(k) if keys_sent => match self
+                .keys
+                .as_mut()
+                .and_then(|keys| keys.get_mut(KeyRef::Text(k)))
+            {
                 Some(facts) => {
                     facts.used = true;
                     facts.rows = facts.rows.saturating_add(1);
@@ -201,7 +205,11 @@ impl<'a> Check<'a> {
         let Some(k) = o.idempotency_key.as_deref() else {
             return;
         };
-        let rows = match self.keys.as_ref().and_then(|keys| keys.get(k)) {
+        let rows = match self
+            .keys
+            .as_ref()
+            .and_then(|keys| keys.get(KeyRef::Text(k)))
+        {
             Some(f) => f.rows,
             None => self.foreign_keys.get(k).copied().unwrap_or(0),
         };
@@ -326,7 +334,7 @@ impl<'a> Check<'a> {
                     .filter_map(|b| s.user_id(b))
                     .any(|u| seen(&u.as_cow()))
             });
-        let used = |k: &str| {
+        let used = |k: KeyRef<'_>| {
             let facts = self.keys.as_ref().and_then(|keys| keys.get(k));
             facts.is_some_and(|f| f.used)
         };

@@ -26,6 +26,15 @@ pub struct Combined {
 /// (the file's spelled-out copy dropped, so `merge` holds one shard's spelled records at a time).
 pub fn read_part(dir: &Path) -> anyhow::Result<(ShardFile, Measurements)> {
     let mut f = ShardFile::read(dir)?;
+    // Buyers are kept by index, a byte each: an index past the schedule is a broken file.
+    if let Some(b) = f.clients.buyers.iter().find(|b| b.buyer >= f.buyers_total) {
+        bail!(
+            "{}: clients.buyers names buyer {}, past the schedule's {} buyers (buyers_total)",
+            dir.display(),
+            b.buyer,
+            f.buyers_total
+        );
+    }
     let part = f.clients.measurements(&dir.display().to_string())?;
     f.clients.acks = Vec::new();
     f.clients.attempts = Vec::new();
@@ -209,11 +218,8 @@ pub fn merge_measurements(parts: Vec<Measurements>) -> anyhow::Result<Measuremen
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
-        for (b, r) in p.buyers {
-            ensure!(
-                m.buyers.insert(b, r).is_none(),
-                "buyer {b} was sent by two shards"
-            );
+        for (b, r) in p.buyers.iter() {
+            ensure!(m.buyers.insert(b, r), "buyer {b} was sent by two shards");
         }
     }
     // Compact to compact: no spelled-out copy of every shard's records.

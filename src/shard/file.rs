@@ -220,10 +220,7 @@ impl Clients {
             buyers: m
                 .buyers
                 .iter()
-                .map(|(b, r)| BuyerEnd {
-                    buyer: *b,
-                    result: *r,
-                })
+                .map(|(buyer, result)| BuyerEnd { buyer, result })
                 .collect(),
             order_answer_span_us: m.order_answer_span.map(|d| d.as_micros() as u64),
         }

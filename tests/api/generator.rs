@@ -215,7 +215,7 @@ async fn a_plan_far_larger_than_the_sender_pool_fires_every_buyer_exactly_once()
     let (m, goose) = fire_with_goose(&s, base, None).await;
 
     // Assert: one order attempt per buyer, none twice, and goose saw them all.
-    let mut keys: Vec<&str> = m.attempts().map(|a| a.key).collect();
+    let mut keys: Vec<String> = m.attempts().map(|a| a.key.to_string()).collect();
     assert_eq!(keys.len(), buyers as usize);
     keys.sort_unstable();
     keys.dedup();

@@ -263,6 +263,27 @@ async fn shards_merge_to_one_process(command: &'static str, strategy: &'static s
     .await;
     assert_eq!(twice.code, 2, "{}", twice.both());
     assert!(twice.stderr.contains("both shard 1/4"), "{}", twice.both());
+    // A shard file naming a buyer past the schedule (kept a byte a buyer, by index): refused
+    // by name, nothing allocated for it.
+    let broken = format!("{}-broken", dirs[3]);
+    std::fs::create_dir_all(&broken).unwrap();
+    let mut f: Value = serde_json::from_str(
+        &std::fs::read_to_string(Path::new(&dirs[3]).join("shard.json")).unwrap(),
+    )
+    .unwrap();
+    f["clients"]["buyers"][0]["buyer"] = 4_000_000_000u64.into();
+    std::fs::write(Path::new(&broken).join("shard.json"), f.to_string()).unwrap();
+    let past = merge(
+        vec![dirs[0].clone(), dirs[1].clone(), dirs[2].clone(), broken],
+        out("bad"),
+    )
+    .await;
+    assert_eq!(past.code, 2, "{}", past.both());
+    assert!(
+        past.stderr.contains("buyer 4000000000") && past.stderr.contains("buyers_total"),
+        "{}",
+        past.both()
+    );
 
     let one = report_in(Path::new(&out("single")));
     let many = report_in(Path::new(&out("merged")));

@@ -1,12 +1,14 @@
-//! The clients' records as the oracle reads them: the compact records of the run, sealed (every
-//! attempt's key spelled once into one text), read through views that borrow their texts
-//! ([`AttemptView`], [`AckView`]), so the oracle's maps point into the records and no second,
-//! spelled-out copy of a million attempts is ever made. [`ClientRecords::from_spelled`] and
+//! The clients' records as the oracle reads them: the compact records of the run, sealed, read
+//! through views that borrow their texts ([`AttemptView`], [`AckView`]) and name an attempt's
+//! key by its number where it has one ([`KeyRef`]), so the oracle's maps point into the records
+//! and no spelled-out copy of ten million attempts or their keys is ever made. [`ClientRecords::from_spelled`] and
 //! [`ClientRecords::to_spelled`] convert from and to the spelled-out values ([`Attempt`],
 //! [`Ack`]) that shard files and tests write.
 
+use super::key::KeyRef;
 use super::records::{
-    index32, ms32, AckRec, Arena, AttemptRec, Link, Records, Span, StoredKey, UNSET,
+    index32, ms32, AckRec, Arena, AttemptRec, Link, OrderId, Records, Stored, StoredKey, RUNS,
+    UNSET,
 };
 use super::{Ack, Answer, AnswerClass, Attempt};
 use crate::traffic::schedule::ident::{IdRef, Ident};
@@ -16,8 +18,9 @@ use crate::traffic::schedule::ident::{IdRef, Ident};
 pub struct ClientRecords {
     /// Order ids, and keys given as text.
     pub(super) arena: Arena,
-    /// The attempts' keys spelled from their numbers at the seal.
-    pub(super) keys: Arena,
+    /// The runs whose attempt keys are held as numbers (a run's own: one; merged shards': one
+    /// each, up to [`RUNS`]).
+    pub(super) runs: Vec<String>,
     pub(super) attempts: Vec<AttemptRec>,
     /// What acknowledgements handed over spelled out name of their own (their key, order id,
     /// buyer and answer instant), when no recorded attempt is theirs.
@@ -28,7 +31,8 @@ pub struct ClientRecords {
 /// One order attempt, as [`Attempt`] spells it, its texts borrowed from the records.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AttemptView<'a> {
-    pub key: &'a str,
+    /// Its idempotency key ("" without one).
+    pub key: KeyRef<'a>,
     pub buyer: usize,
     pub answer: Answer,
     pub class: AnswerClass,
@@ -41,7 +45,7 @@ pub struct AttemptView<'a> {
 /// and device ids as keys ([`IdRef`]: a seeded id is its number).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AckView<'a> {
-    pub key: Option<&'a str>,
+    pub key: Option<KeyRef<'a>>,
     pub order_id: Option<&'a str>,
     pub buyer: usize,
     pub user_id: IdRef<'a>,
@@ -54,56 +58,38 @@ pub struct AckView<'a> {
 }
 
 impl ClientRecords {
-    /// `records` as the oracle reads them, every attempt's key spelled (`run_key`: this
-    /// run's), into one text of exactly their length; the records are left empty.
+    /// `records` as the oracle reads them (`run_key`: this run's, in its attempts' keys); the
+    /// records are left empty.
     pub(super) fn seal(records: &mut Records, run_key: &str) -> Self {
-        let digits = |n: usize| n.checked_ilog10().unwrap_or(0) as usize + 1;
-        // `ovs-<run>-<buyer>-<n>`
-        let spelled_len =
-            |buyer: usize, n: u32| 6 + run_key.len() + digits(buyer) + digits(n as usize);
-        let mut attempts = std::mem::take(&mut records.attempts);
-        let total: usize = attempts
-            .iter()
-            .filter_map(|a| match a.key {
-                StoredKey::Attempt(n) => Some(spelled_len(a.buyer as usize, n)),
-                _ => None,
-            })
-            .sum();
-        let mut keys = Arena::with_capacity(total);
-        for a in &mut attempts {
-            if let StoredKey::Attempt(n) = a.key {
-                a.key = StoredKey::Spelled(keys.push_with(|k| {
-                    use std::fmt::Write as _;
-                    write!(k, "ovs-{run_key}-{}-{n}", a.buyer).expect("writing to a String");
-                }));
-            }
-        }
-        debug_assert_eq!(keys.len(), total, "the keys' length as counted");
         ClientRecords {
             arena: std::mem::take(&mut records.arena),
-            keys,
-            attempts,
+            runs: vec![run_key.to_string()],
+            attempts: std::mem::take(&mut records.attempts),
             own: Vec::new(),
             acks: std::mem::take(&mut records.acks),
         }
     }
 
-    fn key(&self, k: StoredKey) -> Option<&str> {
-        match k {
-            StoredKey::Text(s) => Some(self.arena.get(s)),
-            StoredKey::Spelled(s) => Some(self.keys.get(s)),
-            StoredKey::None => None,
-            StoredKey::Attempt(_) => unreachable!("sealed records spell every attempt's key"),
+    /// Stored key `k` of buyer `buyer`'s record.
+    fn key(&self, k: StoredKey, buyer: u32) -> Option<KeyRef<'_>> {
+        match k.get() {
+            Stored::Attempt { run, n } => Some(KeyRef::Attempt {
+                run: &self.runs[run],
+                buyer,
+                n,
+            }),
+            Stored::Text(t) => Some(KeyRef::Text(self.arena.get(t))),
+            Stored::None => None,
         }
     }
 
     fn attempt_view<'a>(&'a self, a: &AttemptRec) -> AttemptView<'a> {
         AttemptView {
-            key: self.key(a.key).unwrap_or(""),
+            key: self.key(a.key, a.buyer).unwrap_or(KeyRef::Text("")),
             buyer: a.buyer as usize,
             answer: a.answer,
             class: a.class,
-            order_id: a.order_id.map(|s| self.arena.get(s)),
+            order_id: a.order_id.get().map(|s| self.arena.get(s)),
             at_ms: u64::from(a.at_ms),
             retry: a.retry,
         }
@@ -130,8 +116,8 @@ impl ClientRecords {
             None => (IdRef::user(buyer, a.bot), IdRef::device(buyer, a.bot)),
         };
         AckView {
-            key: self.key(t.key),
-            order_id: t.order_id.map(|s| self.arena.get(s)),
+            key: self.key(t.key, t.buyer),
+            order_id: t.order_id.get().map(|s| self.arena.get(s)),
             buyer,
             user_id,
             device_id,
@@ -154,8 +140,9 @@ impl ClientRecords {
     /// Attempt `i`'s idempotency key ("" without one): [`ClientRecords::attempt`]'s `key`
     /// alone, for the oracle's index, which compares it a million times (the whole view
     /// reads the order id's text too).
-    pub fn attempt_key(&self, i: usize) -> &str {
-        self.key(self.attempts[i].key).unwrap_or("")
+    pub fn attempt_key(&self, i: usize) -> KeyRef<'_> {
+        let a = &self.attempts[i];
+        self.key(a.key, a.buyer).unwrap_or(KeyRef::Text(""))
     }
 
     /// Acknowledgement `i`'s order id: [`ClientRecords::ack`]'s `order_id` alone (see
@@ -163,6 +150,7 @@ impl ClientRecords {
     pub fn ack_order_id(&self, i: usize) -> Option<&str> {
         self.made_by(&self.acks[i])
             .order_id
+            .get()
             .map(|s| self.arena.get(s))
     }
 
@@ -171,18 +159,55 @@ impl ClientRecords {
         (0..self.acks.len()).map(|i| self.ack(i))
     }
 
-    /// Keeps `key` and `order_id` in the arena.
-    fn texts(&mut self, key: Option<&str>, order_id: Option<&str>) -> (StoredKey, Option<Span>) {
-        let key = key.map_or(StoredKey::None, |k| StoredKey::Text(self.arena.push(k)));
-        (key, order_id.map(|id| self.arena.push(id)))
+    /// The position of `run` among the runs whose keys are held as numbers, added if there
+    /// is room.
+    fn run_index(&mut self, run: &str) -> Option<usize> {
+        // Merged records come shard by shard: the last run is the likeliest.
+        if let Some(i) = self.runs.iter().rposition(|r| r == run) {
+            return Some(i);
+        }
+        (self.runs.len() < RUNS).then(|| {
+            self.runs.push(run.to_string());
+            self.runs.len() - 1
+        })
+    }
+
+    /// `key` of buyer `buyer`'s record as stored: an attempt's number when it is (or spells)
+    /// one of this buyer's, else its text in the arena; "" and `None` are no key.
+    fn store_key(&mut self, key: Option<KeyRef<'_>>, buyer: u32) -> StoredKey {
+        let number = match key {
+            None => return StoredKey::NONE,
+            Some(k) if k.is_empty() => return StoredKey::NONE,
+            Some(KeyRef::Attempt { run, buyer: b, n }) => Some((run, b, n)),
+            Some(KeyRef::Text(t)) => KeyRef::parse(t),
+        };
+        let stored = number
+            .filter(|&(_, b, _)| b == buyer)
+            .and_then(|(run, _, n)| StoredKey::attempt(self.run_index(run)?, n));
+        stored.unwrap_or_else(|| {
+            let k = key.expect("a key");
+            StoredKey::text(k.with_text(|t| self.arena.push(t)))
+        })
+    }
+
+    /// `key` and `order_id` of buyer `buyer`'s record, stored.
+    fn texts(
+        &mut self,
+        key: Option<KeyRef<'_>>,
+        buyer: u32,
+        order_id: Option<&str>,
+    ) -> (StoredKey, OrderId) {
+        let key = self.store_key(key, buyer);
+        (key, OrderId::of(order_id.map(|id| self.arena.push(id))))
     }
 
     /// Appends an attempt, its texts copied into the arena.
     fn push_attempt(&mut self, a: AttemptView<'_>) {
-        let (key, order_id) = self.texts(Some(a.key), a.order_id);
+        let buyer = index32(a.buyer);
+        let (key, order_id) = self.texts(Some(a.key), buyer, a.order_id);
         self.attempts.push(AttemptRec {
             at_ms: ms32(a.at_ms),
-            buyer: index32(a.buyer),
+            buyer,
             key,
             order_id,
             answer: a.answer,
@@ -194,10 +219,11 @@ impl ClientRecords {
     /// Appends an acknowledgement with what it names of its own (its key, order id, buyer and
     /// answer instant: its answer a created one), its texts copied into the arena.
     fn push_ack(&mut self, a: AckView<'_>) {
-        let (key, order_id) = self.texts(a.key, a.order_id);
+        let buyer = index32(a.buyer);
+        let (key, order_id) = self.texts(a.key, buyer, a.order_id);
         self.own.push(AttemptRec {
             at_ms: ms32(a.at_ms),
-            buyer: index32(a.buyer),
+            buyer,
             key,
             order_id,
             answer: Answer::Created,
@@ -227,7 +253,7 @@ impl ClientRecords {
         let mut r = ClientRecords::default();
         for a in attempts {
             r.push_attempt(AttemptView {
-                key: &a.key,
+                key: KeyRef::Text(&a.key),
                 buyer: a.buyer,
                 answer: a.answer,
                 class: a.class,
@@ -246,28 +272,36 @@ impl ClientRecords {
     /// their instant, buyer and key, the acknowledgements of their instant and buyer (ties in
     /// the shards' order), as a one-process run records them.
     pub fn merge(parts: &[ClientRecords]) -> Self {
-        let mut attempts: Vec<(AttemptView<'_>, usize, usize)> = Vec::new();
-        let mut acks: Vec<(u64, usize, usize, usize)> = Vec::new();
+        // By position (16 bytes an attempt), not by view: ten million views are ~1 GB.
+        let mut attempts: Vec<(u32, u32, u32, u32)> = Vec::new();
+        let mut acks: Vec<(u32, u32, u32, u32)> = Vec::new();
         for (p, part) in parts.iter().enumerate() {
-            attempts.extend(part.attempts().enumerate().map(|(i, a)| (a, p, i)));
+            let p = index32(p);
+            let at = |a: &AttemptRec, i: usize| (a.at_ms, a.buyer, p, index32(i));
+            attempts.extend(part.attempts.iter().enumerate().map(|(i, a)| at(a, i)));
             acks.extend(
-                part.acks()
+                part.acks
+                    .iter()
                     .enumerate()
-                    .map(|(i, a)| (a.at_ms, a.buyer, p, i)),
+                    .map(|(i, a)| at(part.made_by(a), i)),
             );
         }
-        attempts
-            .sort_by(|(a, ..), (b, ..)| (a.at_ms, a.buyer, a.key).cmp(&(b.at_ms, b.buyer, b.key)));
+        let key = |p: u32, i: u32| parts[p as usize].attempt_key(i as usize);
+        attempts.sort_by(|&(at, b, p, i), &(at2, b2, p2, i2)| {
+            (at, b)
+                .cmp(&(at2, b2))
+                .then_with(|| key(p, i).cmp(&key(p2, i2)))
+        });
         acks.sort_by_key(|&(at, buyer, ..)| (at, buyer));
         let mut r = ClientRecords::default();
         r.attempts.reserve_exact(attempts.len());
         r.acks.reserve_exact(acks.len());
         r.own.reserve_exact(acks.len());
-        for (a, ..) in attempts {
-            r.push_attempt(a);
+        for (_, _, p, i) in attempts {
+            r.push_attempt(parts[p as usize].attempt(i as usize));
         }
         for (_, _, p, i) in acks {
-            r.push_ack(parts[p].ack(i));
+            r.push_ack(parts[p as usize].ack(i as usize));
         }
         r
     }
@@ -277,7 +311,7 @@ impl ClientRecords {
         let attempts = self
             .attempts()
             .map(|a| Attempt {
-                key: a.key.into(),
+                key: a.key.to_string().into(),
                 buyer: a.buyer,
                 answer: a.answer,
                 class: a.class,
@@ -289,7 +323,7 @@ impl ClientRecords {
         let acks = self
             .acks()
             .map(|a| Ack {
-                key: a.key.map(Into::into),
+                key: a.key.map(|k| k.to_string().into()),
                 order_id: a.order_id.map(Into::into),
                 buyer: a.buyer,
                 user_id: a.user_id.to_string(),
@@ -349,7 +383,7 @@ impl Ack {
     /// This acknowledgement as the records' view of it.
     pub fn view(&self) -> AckView<'_> {
         AckView {
-            key: self.key.as_deref(),
+            key: self.key.as_deref().map(KeyRef::Text),
             order_id: self.order_id.as_deref(),
             buyer: self.buyer,
             user_id: IdRef::of(&self.user_id),

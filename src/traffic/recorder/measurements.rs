@@ -2,8 +2,8 @@
 //! records spelled out (what a shard file or a test writes: [`Attempt`], [`Ack`]).
 
 use super::{
-    new_histogram, Answer, AnswerClass, BuyerResult, ClientRecords, Decisions, FollowUp, Kind,
-    Told, UnclassifiedAnswer,
+    new_histogram, Answer, AnswerClass, ClientRecords, Decisions, FollowUp, Kind, Told,
+    UnclassifiedAnswer,
 };
 use super::{AckView, AttemptView};
 use hdrhistogram::Histogram;
@@ -83,7 +83,7 @@ pub struct Measurements {
     /// Answers no rule classified, by kind and status.
     pub unclassified: Vec<UnclassifiedAnswer>,
     pub first_sold_out_ms: Option<u64>,
-    pub buyers: BTreeMap<usize, BuyerResult>,
+    pub buyers: super::Buyers,
     /// Send lag (intended send to actual send, µs, less any sender wait) by kind.
     pub send_lag: BTreeMap<Kind, Histogram<u64>>,
     /// Sender wait (queued with every sender held by an unanswered request, until a sender

@@ -17,9 +17,11 @@
 //! ([`crate::live`]; free when no `--metrics-listen` recorder is installed).
 
 mod answer;
+mod buyers;
 mod clients;
 mod follow_up;
 mod intervals;
+mod key;
 mod login;
 mod measurements;
 mod records;
@@ -27,10 +29,12 @@ mod records;
 use crate::live;
 use crate::traffic::schedule::ident::Ident;
 pub use answer::{Answer, AnswerClass, Kind};
+pub use buyers::Buyers;
 pub use clients::{AckList, AckView, AttemptView, ClientRecords};
 pub use follow_up::{FollowUp, Script, Step};
 use hdrhistogram::Histogram;
 pub use intervals::{interval_histogram, Intervals};
+pub use key::KeyRef;
 pub use login::{LoginFailure, LoginReport, LoginTally};
 pub use measurements::{Ack, Attempt, Measurements, Text};
 pub use records::{AttemptId, Key};
@@ -447,7 +451,7 @@ impl Recorder {
     /// over.
     pub fn finish(&self) -> Measurements {
         let mut st = self.lock();
-        let buyers = st.records.buyers();
+        let buyers = std::mem::take(&mut st.records.buyers);
         let records = ClientRecords::seal(&mut st.records, &self.run_key);
         Measurements {
             histograms: st.hist.clone(),

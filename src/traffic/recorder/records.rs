@@ -1,14 +1,14 @@
 //! The clients' records of order attempts, acknowledgements and buyers' results, kept compact
 //! while the run goes: small fixed-size records that name their buyer by index and their
-//! idempotency key by attempt number (`ovs-<run>-<buyer>-<n>` is spelled only at the end), an
-//! acknowledgement by the attempt that was told, the order ids the shop returned in one text
-//! arena, and a buyer's result in one byte of a vector indexed by buyer. They are handed to
-//! the oracle as they are, every attempt's key spelled once (`ClientRecords::seal`), and
-//! [`Records::buyers`] gives the buyers' results.
+//! idempotency key by attempt number (`ovs-<run>-<buyer>-<n>` is spelled only when a person
+//! reads it), an acknowledgement by the attempt that was told, the order ids the shop returned
+//! in one text arena, and a buyer's result in one byte of a vector indexed by buyer
+//! ([`super::Buyers`]). They are handed to the oracle as they are (`ClientRecords::seal`),
+//! which reads a key as a [`super::KeyRef`].
 
+use super::buyers::Buyers;
 use super::{Answer, AnswerClass, BuyerResult};
 use crate::traffic::schedule::ident::Ident;
-use std::collections::BTreeMap;
 
 /// An order attempt's idempotency key, as the recorder is handed it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,69 +42,112 @@ pub(super) fn spell(run_key: &str, buyer: usize, n: usize) -> String {
     format!("ovs-{run_key}-{buyer}-{n}")
 }
 
-/// A text in an [`Arena`].
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Span {
-    pub(super) start: u32,
-    pub(super) len: u32,
+/// A text in an [`Arena`], by its position among the arena's texts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct TextId(u32);
+
+/// Texts kept end to end in one string, each named by its [`TextId`]: 4 bytes a text beside
+/// its bytes (under 4 GiB and 2 billion texts in all).
+#[derive(Debug, Clone, Default)]
+pub(super) struct Arena {
+    text: String,
+    /// Where each text ends (the next one starts there).
+    ends: Vec<u32>,
 }
 
-/// Texts kept end to end in one string, each named by its [`Span`] (under 4 GiB in all).
-#[derive(Debug, Clone, Default)]
-pub(super) struct Arena(String);
-
 impl Arena {
-    pub(super) fn with_capacity(bytes: usize) -> Self {
-        Arena(String::with_capacity(bytes))
-    }
-
-    pub(super) fn reserve(&mut self, bytes: usize) {
-        self.0.reserve(bytes);
-    }
-
-    pub(super) fn len(&self) -> usize {
-        self.0.len()
+    pub(super) fn reserve(&mut self, texts: usize, bytes: usize) {
+        self.text.reserve(bytes);
+        self.ends.reserve(texts);
     }
 
     /// Keeps `s`.
-    pub(super) fn push(&mut self, s: &str) -> Span {
-        self.push_with(|t| t.push_str(s))
+    pub(super) fn push(&mut self, s: &str) -> TextId {
+        self.text.push_str(s);
+        self.ends
+            .push(u32::try_from(self.text.len()).expect("under 4 GiB of recorded texts"));
+        TextId(u32::try_from(self.ends.len() - 1).expect("under 2 billion recorded texts"))
     }
 
-    /// Keeps, as one text, what `write` appends.
-    pub(super) fn push_with(&mut self, write: impl FnOnce(&mut String)) -> Span {
-        let start = self.0.len();
-        write(&mut self.0);
-        Span {
-            start: u32::try_from(start).expect("under 4 GiB of recorded texts"),
-            len: u32::try_from(self.0.len() - start).expect("a text under 4 GiB"),
-        }
-    }
-
-    pub(super) fn get(&self, s: Span) -> &str {
-        &self.0[s.start as usize..(s.start + s.len) as usize]
+    pub(super) fn get(&self, t: TextId) -> &str {
+        let i = t.0 as usize;
+        let start = if i == 0 { 0 } else { self.ends[i - 1] as usize };
+        &self.text[start..self.ends[i] as usize]
     }
 }
 
-/// A stored key: an attempt number of the record's own buyer, text (in the arena), the
-/// number's spelling (sealed records' key text), or none (an acknowledgement handed over
-/// without one).
-#[derive(Debug, Clone, Copy)]
-pub(super) enum StoredKey {
-    Attempt(u32),
-    Text(Span),
-    Spelled(Span),
+/// The runs whose attempt keys a set of records holds as numbers ([`StoredKey`]): one for a
+/// run's own records, one per shard for merged ones.
+pub(super) const RUNS: usize = 1 << 7;
+
+/// Attempt numbers kept as numbers; a larger one is kept as text.
+const ATTEMPTS: u32 = 1 << 24;
+
+/// A stored key in 32 bits: attempt `n` of the record's own buyer in the records' run `run`
+/// (spelled `ovs-<run>-<buyer>-<n>` only when read as text), a text in the arena, or none
+/// (an acknowledgement handed over without one).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct StoredKey(u32);
+
+/// A stored key, unpacked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Stored {
+    Attempt { run: usize, n: u32 },
+    Text(TextId),
     None,
 }
 
-/// An attempt: 36 bytes (its instant and buyer in 32 bits each: 49 days after the opening,
+const TEXT: u32 = 1 << 31;
+
+impl StoredKey {
+    pub(super) const NONE: StoredKey = StoredKey(u32::MAX);
+
+    /// Attempt `n` of run `run`, if both fit.
+    pub(super) fn attempt(run: usize, n: u32) -> Option<StoredKey> {
+        (run < RUNS && n < ATTEMPTS).then_some(StoredKey((run as u32) << 24 | n))
+    }
+
+    pub(super) fn text(t: TextId) -> StoredKey {
+        assert!(t.0 < TEXT - 1, "under 2 billion recorded texts");
+        StoredKey(TEXT | t.0)
+    }
+
+    pub(super) fn get(self) -> Stored {
+        match self.0 {
+            u32::MAX => Stored::None,
+            k if k & TEXT != 0 => Stored::Text(TextId(k & !TEXT)),
+            k => Stored::Attempt {
+                run: (k >> 24) as usize,
+                n: k & (ATTEMPTS - 1),
+            },
+        }
+    }
+}
+
+/// An order id, if any, in 32 bits: its text in the arena.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct OrderId(u32);
+
+impl OrderId {
+    pub(super) const NONE: OrderId = OrderId(u32::MAX);
+
+    pub(super) fn of(t: Option<TextId>) -> OrderId {
+        t.map_or(OrderId::NONE, |t| OrderId(t.0))
+    }
+
+    pub(super) fn get(self) -> Option<TextId> {
+        (self != OrderId::NONE).then_some(TextId(self.0))
+    }
+}
+
+/// An attempt: 20 bytes (its instant and buyer in 32 bits each: 49 days after the opening,
 /// 4 billion buyers).
 #[derive(Debug, Clone)]
 pub(super) struct AttemptRec {
     pub(super) at_ms: u32,
     pub(super) buyer: u32,
     pub(super) key: StoredKey,
-    pub(super) order_id: Option<Span>,
+    pub(super) order_id: OrderId,
     pub(super) answer: Answer,
     pub(super) class: AnswerClass,
     pub(super) retry: bool,
@@ -146,12 +189,6 @@ pub(super) struct AckRec {
     pub(super) bot: bool,
 }
 
-/// A buyer's result, in one byte: recorded, bot, attempted, got an order.
-const RECORDED: u8 = 1;
-const BOT: u8 = 2;
-const ATTEMPTED: u8 = 4;
-const GOT_ORDER: u8 = 8;
-
 /// Every order attempt, acknowledgement and buyer's result of a run.
 #[derive(Debug, Default)]
 pub(super) struct Records {
@@ -159,8 +196,7 @@ pub(super) struct Records {
     pub(super) arena: Arena,
     pub(super) attempts: Vec<AttemptRec>,
     pub(super) acks: Vec<AckRec>,
-    /// By buyer index.
-    buyers: Vec<u8>,
+    pub(super) buyers: Buyers,
 }
 
 /// How an acknowledgement's follow-up is kept: `cancel_sent_ms` or `paid_ms`.
@@ -179,7 +215,7 @@ impl Records {
         self.attempts.reserve(buyers);
         self.acks.reserve(buyers);
         // An order id is 36 bytes for the reference shop (a UUID).
-        self.arena.reserve(buyers.saturating_mul(40));
+        self.arena.reserve(buyers, buyers.saturating_mul(40));
         self.buyers.reserve(buyers);
     }
 
@@ -196,15 +232,20 @@ impl Records {
         at_ms: u64,
         retry: bool,
     ) -> AttemptId {
-        let key = match key {
-            Key::Attempt { buyer: b, n } if b == buyer => match u32::try_from(n) {
-                Ok(n) => StoredKey::Attempt(n),
-                Err(_) => StoredKey::Text(self.arena.push(&spell(run_key, b, n))),
-            },
-            Key::Attempt { buyer: b, n } => StoredKey::Text(self.arena.push(&spell(run_key, b, n))),
-            Key::Text(s) => StoredKey::Text(self.arena.push(s)),
+        // The run's own attempt keys are run 0's numbers ([`super::ClientRecords::seal`]).
+        let own = match key {
+            Key::Attempt { buyer: b, n } if b == buyer => {
+                u32::try_from(n).ok().and_then(|n| StoredKey::attempt(0, n))
+            }
+            _ => None,
         };
-        let order_id = order_id.map(|id| self.arena.push(id));
+        let key = own.unwrap_or_else(|| {
+            StoredKey::text(match key {
+                Key::Attempt { buyer: b, n } => self.arena.push(&spell(run_key, b, n)),
+                Key::Text(s) => self.arena.push(s),
+            })
+        });
+        let order_id = OrderId::of(order_id.map(|id| self.arena.push(id)));
         self.attempts.push(AttemptRec {
             at_ms: ms32(at_ms),
             buyer: index32(buyer),
@@ -252,37 +293,13 @@ impl Records {
         let Link::Attempt(attempt) = a.link else {
             return Some(None);
         };
-        let id = self.attempts[attempt as usize].order_id;
+        let id = self.attempts[attempt as usize].order_id.get();
         Some(id.map(|s| self.arena.get(s)))
     }
 
     /// Buyer `buyer` is done.
     pub(super) fn finished(&mut self, buyer: usize, r: BuyerResult) {
-        if self.buyers.len() <= buyer {
-            self.buyers.resize(buyer + 1, 0);
-        }
-        let flag = |on: bool, f: u8| if on { f } else { 0 };
-        self.buyers[buyer] = RECORDED
-            | flag(r.bot, BOT)
-            | flag(r.attempted, ATTEMPTED)
-            | flag(r.got_order, GOT_ORDER);
-    }
-
-    /// Every finished buyer's result, by buyer index.
-    pub(super) fn buyers(&self) -> BTreeMap<usize, BuyerResult> {
-        self.buyers
-            .iter()
-            .enumerate()
-            .filter(|(_, f)| *f & RECORDED != 0)
-            .map(|(i, f)| {
-                let r = BuyerResult {
-                    bot: f & BOT != 0,
-                    attempted: f & ATTEMPTED != 0,
-                    got_order: f & GOT_ORDER != 0,
-                };
-                (i, r)
-            })
-            .collect()
+        self.buyers.insert(buyer, r);
     }
 }
 
@@ -292,9 +309,35 @@ mod tests {
 
     #[test]
     fn a_record_is_as_small_as_its_docs_say() {
-        // A million buyers' attempts and acknowledgements: 36 MB and 32 MB, plus the arena.
-        assert!(std::mem::size_of::<AttemptRec>() <= 36);
+        // A million buyers' attempts and acknowledgements: 20 MB and 32 MB, plus the arena.
+        assert!(std::mem::size_of::<AttemptRec>() <= 20);
         assert!(std::mem::size_of::<AckRec>() <= 32);
+    }
+
+    #[test]
+    fn a_stored_key_unpacks_to_what_was_packed() {
+        let k = |run, n| StoredKey::attempt(run, n).map(StoredKey::get);
+        assert_eq!(k(0, 0), Some(Stored::Attempt { run: 0, n: 0 }));
+        assert_eq!(
+            k(RUNS - 1, ATTEMPTS - 1),
+            Some(Stored::Attempt {
+                run: RUNS - 1,
+                n: ATTEMPTS - 1
+            })
+        );
+        assert_eq!(k(RUNS, 0), None, "a run past the last is kept as text");
+        assert_eq!(k(0, ATTEMPTS), None, "so is a large attempt number");
+        let mut arena = Arena::default();
+        let (a, b) = (arena.push("first"), arena.push(""));
+        let c = arena.push("third");
+        assert_eq!(StoredKey::text(c).get(), Stored::Text(c));
+        assert_eq!(StoredKey::NONE.get(), Stored::None);
+        assert_eq!(
+            (arena.get(a), arena.get(b), arena.get(c)),
+            ("first", "", "third")
+        );
+        assert_eq!(OrderId::of(Some(b)).get(), Some(b));
+        assert_eq!(OrderId::of(None).get(), None);
     }
 
     #[test]

@@ -181,7 +181,7 @@ async fn the_records_are_spelled_out_in_the_order_recorded_with_every_field_as_t
     assert_eq!(m.spelled().0, attempts);
     assert_eq!(m.acks().len(), acks.len());
     for (got, (key, order_id, buyer, user, device, cancelled)) in m.acks().zip(&acks) {
-        assert_eq!(got.key, Some(key.as_str()));
+        assert_eq!(got.key, Some(KeyRef::Text(key)));
         assert_eq!(got.order_id, order_id.as_deref());
         assert_eq!(
             (got.buyer, got.at_ms, got.sent_ms),
