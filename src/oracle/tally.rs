@@ -2,8 +2,9 @@
 //! device), and the most units held at once.
 //!
 //! A user id the schedule seeded (`u-17`, `bot-4`, `dev-9`, `bot-dev-2`) is kept as a number in
-//! a vector indexed by it, so a million buyers' holdings cost 8 MB, not a million strings; any
-//! other id is kept as its text. A spelling is seeded only in its canonical form (digits, no
+//! a vector indexed by it, 4 bytes each, so ten million buyers' holdings cost 40 MB, not ten
+//! million strings (a holding past `i32` moves to the text map, exact); any other id is kept as
+//! its text. A spelling is seeded only in its canonical form (digits, no
 //! leading zero, within `u32`), so two ids are the same entry exactly when their texts are equal.
 
 use std::collections::{BTreeMap, HashMap};
@@ -16,12 +17,14 @@ pub(super) fn seeded(s: &str) -> Option<(usize, u32)> {
 }
 
 /// Not seen: a user with rows has a sum, maybe 0.
-const UNSEEN: i64 = i64::MIN;
+const UNSEEN: i32 = i32::MIN;
+/// Kept in the text map: its sum left `i32`.
+const MOVED: i32 = i32::MIN + 1;
 
 /// Units held per id (user or device), for every id that has a row.
 #[derive(Debug)]
 pub(super) struct Holdings {
-    seeded: [Vec<i64>; 4],
+    seeded: [Vec<i32>; 4],
     text: HashMap<Box<str>, i64>,
     /// Seeded numbers at or above this are kept as text (a shop's id that merely looks seeded
     /// must not allocate a vector as long as its number).
@@ -38,37 +41,51 @@ impl Holdings {
         }
     }
 
-    fn slot(&mut self, id: &str) -> &mut i64 {
-        match seeded(id).filter(|(_, n)| (*n as usize) < self.cap) {
-            Some((form, n)) => {
-                let v = &mut self.seeded[form];
-                if v.len() <= n as usize {
-                    v.resize(n as usize + 1, UNSEEN);
-                }
-                &mut v[n as usize]
-            }
-            None => {
-                if !self.text.contains_key(id) {
-                    self.text.insert(id.into(), UNSEEN);
-                }
-                self.text.get_mut(id).expect("just inserted")
-            }
+    /// The seeded slot of `id`, if it has one (`None`: kept as text).
+    fn seeded_slot(&mut self, id: &str) -> Option<&mut i32> {
+        let (form, n) = seeded(id).filter(|(_, n)| (*n as usize) < self.cap)?;
+        let v = &mut self.seeded[form];
+        if v.len() <= n as usize {
+            v.resize(n as usize + 1, UNSEEN);
         }
+        Some(&mut v[n as usize]).filter(|s| **s != MOVED)
     }
 
     /// `id` has a row holding `qty` units (0: a row that holds none).
     pub(super) fn add(&mut self, id: &str, qty: i64) {
-        let s = self.slot(id);
-        *s = if *s == UNSEEN { qty } else { *s + qty };
+        if let Some(s) = self.seeded_slot(id) {
+            let was = if *s == UNSEEN { 0 } else { i64::from(*s) };
+            match i32::try_from(was + qty).ok().filter(|v| *v > MOVED) {
+                Some(v) => {
+                    *s = v;
+                    return;
+                }
+                None => {
+                    // Past `i32`: kept as text from here on.
+                    let seen = *s != UNSEEN;
+                    *s = MOVED;
+                    if seen {
+                        self.text.insert(id.into(), was);
+                    }
+                }
+            }
+        }
+        match self.text.get_mut(id) {
+            Some(s) => *s += qty,
+            None => {
+                self.text.insert(id.into(), qty);
+            }
+        }
     }
 
     /// What `id` holds, if it has a row.
     pub(super) fn get(&self, id: &str) -> Option<i64> {
-        let v = match seeded(id).filter(|(_, n)| (*n as usize) < self.cap) {
-            Some((form, n)) => *self.seeded[form].get(n as usize)?,
-            None => *self.text.get(id)?,
-        };
-        (v != UNSEEN).then_some(v)
+        let seeded = seeded(id).filter(|(_, n)| (*n as usize) < self.cap);
+        match seeded.and_then(|(form, n)| self.seeded[form].get(n as usize)) {
+            Some(&MOVED) | None => self.text.get(id).copied(),
+            Some(&UNSEEN) => None,
+            Some(v) => Some(i64::from(*v)),
+        }
     }
 
     /// Every id's holding.
@@ -76,9 +93,9 @@ impl Holdings {
         self.seeded
             .iter()
             .flatten()
-            .chain(self.text.values())
-            .copied()
-            .filter(|v| *v != UNSEEN)
+            .filter(|v| **v != UNSEEN && **v != MOVED)
+            .map(|v| i64::from(*v))
+            .chain(self.text.values().copied())
     }
 
     /// Ids holding more than `limit`.
@@ -151,5 +168,29 @@ mod tests {
         assert_eq!(h.get("u-4000000000"), Some(2));
         assert_eq!(h.over(1), 3);
         assert!(h.seeded[0].len() < 100, "no vector as long as a far number");
+    }
+
+    #[test]
+    fn a_holding_past_32_bits_moves_to_the_text_map_and_stays_exact() {
+        let mut h = Holdings::new(10);
+        h.add("u-3", 5);
+        h.add("u-3", i64::from(i32::MAX));
+        assert_eq!(h.get("u-3"), Some(i64::from(i32::MAX) + 5));
+        h.add("u-3", -10);
+        assert_eq!(
+            h.get("u-3"),
+            Some(i64::from(i32::MAX) - 5),
+            "stays in the map"
+        );
+        h.add("u-4", i64::from(i32::MIN));
+        assert_eq!(
+            h.get("u-4"),
+            Some(i64::from(i32::MIN)),
+            "a first row past i32 too"
+        );
+        h.add("u-5", 0);
+        assert_eq!(h.get("u-5"), Some(0));
+        assert_eq!(h.over(0), 1);
+        assert_eq!(h.values().count(), 3);
     }
 }
