@@ -46,12 +46,13 @@ struct IdFacts {
     row: Option<OrderStatus>,
 }
 
-/// A key the run's attempts sent: its classes, whether a row carried it, and its rows.
+/// A key the run's attempts sent: its classes, whether a row carried it, and its rows (up to
+/// 255: what is asked of them is whether there are two). 5 bytes a key.
 #[derive(Debug, Clone, Copy, Default)]
 struct KeyFacts {
     classes: Classes,
     used: bool,
-    rows: u32,
+    rows: u8,
 }
 
 /// One pass (two, if rows share a key) over the order rows.
@@ -210,7 +211,7 @@ impl<'a> Check<'a> {
             .as_ref()
             .and_then(|keys| keys.get(KeyRef::Text(k)))
         {
-            Some(f) => f.rows,
+            Some(f) => u32::from(f.rows),
             None => self.foreign_keys.get(k).copied().unwrap_or(0),
         };
         if rows > 1 {
