@@ -158,11 +158,11 @@ fn refused_buyers(c: &crate::traffic::recorder::Measurements) -> u64 {
     const NONE: u8 = 0;
     const REFUSED: u8 = 1;
     const NOT: u8 = 2;
-    let dense = c.attempts().map(|a| a.buyer).max().map_or(0, |m| m + 1);
+    let buyers = c.attempts().map(|a| a.buyer).max().map_or(0, |m| m + 1);
     let mut by_buyer: Vec<u8> = Vec::new();
     let mut far: HashMap<usize, u8> = HashMap::new();
-    if dense <= c.attempts().len().saturating_mul(4).max(1 << 16) {
-        by_buyer.resize(dense, NONE);
+    if buyers <= c.attempts().len().saturating_mul(4).max(1 << 16) {
+        by_buyer.resize(buyers, NONE);
     }
     for a in c.attempts() {
         let refused = matches!(

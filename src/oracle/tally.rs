@@ -54,21 +54,20 @@ impl Holdings {
     /// `id` has a row holding `qty` units (0: a row that holds none).
     pub(super) fn add(&mut self, id: &str, qty: i64) {
         if let Some(s) = self.seeded_slot(id) {
-            let was = if *s == UNSEEN { 0 } else { i64::from(*s) };
-            match i32::try_from(was + qty).ok().filter(|v| *v > MOVED) {
-                Some(v) => {
-                    *s = v;
-                    return;
-                }
+            let sum = if *s == UNSEEN {
+                qty
+            } else {
+                i64::from(*s) + qty
+            };
+            match i32::try_from(sum).ok().filter(|v| *v > MOVED) {
+                Some(v) => *s = v,
                 None => {
                     // Past `i32`: kept as text from here on.
-                    let seen = *s != UNSEEN;
                     *s = MOVED;
-                    if seen {
-                        self.text.insert(id.into(), was);
-                    }
+                    self.text.insert(id.into(), sum);
                 }
             }
+            return;
         }
         match self.text.get_mut(id) {
             Some(s) => *s += qty,

@@ -175,19 +175,17 @@ impl ClientRecords {
     /// `key` of buyer `buyer`'s record as stored: an attempt's number when it is (or spells)
     /// one of this buyer's, else its text in the arena; "" and `None` are no key.
     fn store_key(&mut self, key: Option<KeyRef<'_>>, buyer: u32) -> StoredKey {
-        let number = match key {
-            None => return StoredKey::NONE,
-            Some(k) if k.is_empty() => return StoredKey::NONE,
-            Some(KeyRef::Attempt { run, buyer: b, n }) => Some((run, b, n)),
-            Some(KeyRef::Text(t)) => KeyRef::parse(t),
+        let Some(k) = key.filter(|k| !k.is_empty()) else {
+            return StoredKey::NONE;
+        };
+        let number = match k {
+            KeyRef::Attempt { run, buyer: b, n } => Some((run, b, n)),
+            KeyRef::Text(t) => KeyRef::parse(t),
         };
         let stored = number
             .filter(|&(_, b, _)| b == buyer)
             .and_then(|(run, _, n)| StoredKey::attempt(self.run_index(run)?, n));
-        stored.unwrap_or_else(|| {
-            let k = key.expect("a key");
-            StoredKey::text(k.with_text(|t| self.arena.push(t)))
-        })
+        stored.unwrap_or_else(|| StoredKey::text(k.with_text(|t| self.arena.push(t))))
     }
 
     /// `key` and `order_id` of buyer `buyer`'s record, stored.
