@@ -24,13 +24,19 @@ pub struct ShopBench {
     pub shop_exe: PathBuf,
     /// The shop's knobs: [`ShopBench::default_knobs`] with the command line's [`FLAGS`]
     /// (`--consumers`, `--buckets`, `--pool-size`: also the SQL ceiling's clients,
-    /// `--worker-threads`).
+    /// `--worker-threads`, `--persist-linger`).
     pub knobs: ShopKnobs,
 }
 
 /// The shop knobs `bench shop` takes as flags (`serve`'s flags, [`ShopBench::default_knobs`]'s
 /// defaults).
-pub const FLAGS: [&str; 4] = ["consumers", "buckets", "pool_size", "worker_threads"];
+pub const FLAGS: [&str; 5] = [
+    "consumers",
+    "buckets",
+    "pool_size",
+    "worker_threads",
+    "persist_linger",
+];
 
 impl ShopBench {
     /// The knobs `bench shop` runs its shop with unless its flags say otherwise: `serve`'s, but

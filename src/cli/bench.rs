@@ -111,7 +111,7 @@ pub struct BenchShopArgs {
           value_parser = super::values::whole::<i64>(1, i64::MAX as i128))]
     pub stock: i64,
     /// The shop's knobs `bench shop` sets: `--consumers`, `--buckets`, `--pool-size`,
-    /// `--worker-threads`.
+    /// `--worker-threads`, `--persist-linger`.
     #[command(flatten)]
     pub shop: BenchKnobs,
     /// Print the result as one JSON document on stdout (the table goes to stderr). The older

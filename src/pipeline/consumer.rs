@@ -240,13 +240,24 @@ impl Consumer {
                     .await
                     .map_err(|e| (ErrorKind::Ack, e.to_string()))?;
                 *retry_own |= p.left_pending;
-                Ok(p.left_pending.then_some(REFUSED_RETRY))
+                if p.left_pending {
+                    Ok(Some(REFUSED_RETRY))
+                } else {
+                    Ok(self.linger_after(entries.len()))
+                }
             }
             Err(e) => {
                 *retry_own = true;
                 Err(e.kind_and_message())
             }
         }
+    }
+
+    /// The pause after persisting `persisted` entries: the linger when the batch was not full
+    /// (the stream had no more waiting), so the next read finds more; none after a full one.
+    fn linger_after(&self, persisted: usize) -> Option<Duration> {
+        let linger = self.settings.linger;
+        (persisted < self.settings.batch && !linger.is_zero()).then_some(linger)
     }
 
     /// Counts, logs and (for Redis) drops the connection; returns the backoff wait.

@@ -48,6 +48,9 @@ pub struct PipelineSettings {
     /// Consumers per item stream in this process (one consumer group; Redis hands each entry
     /// to one of them).
     pub consumers: usize,
+    /// How long a consumer waits after persisting a batch of fewer than `batch` entries before
+    /// it reads again (zero: at once).
+    pub linger: Duration,
 }
 
 impl PipelineSettings {
@@ -68,7 +71,13 @@ impl PipelineSettings {
             expiry_every: Duration::from_millis(500),
             reconcile,
             consumers,
+            linger: Duration::ZERO,
         }
+    }
+
+    /// The same, with consumers that wait `linger` after a batch that was not full.
+    pub fn with_linger(self, linger: Duration) -> Self {
+        PipelineSettings { linger, ..self }
     }
 }
 

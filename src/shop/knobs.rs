@@ -77,6 +77,11 @@ knobs! {
         replica_wait (replica_wait_ms in Ms) = 100, 1..=60_000;
         /// redis-lua: how long the product page cache serves a stock figure (0s = no cache).
         page_cache (page_cache_ms in Ms) = 1000, 0..=3_600_000;
+        /// redis-lua: how long a persistence consumer waits after writing a batch smaller than
+        /// its 1,000 entries before it reads again, so that the next batch shares its
+        /// transaction and round trips with more orders (0s = read again at once). Orders reach
+        /// the database up to this much later; none is held back longer.
+        persist_linger (persist_linger_ms in Ms) = 25, 0..=10_000;
     }
     numbers {
         /// Database connection pool size.
@@ -335,6 +340,7 @@ impl ShopKnobs {
             self.dead_letter_after,
             self.consumers as usize,
         )
+        .with_linger(self.persist_linger)
     }
 }
 
