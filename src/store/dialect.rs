@@ -382,6 +382,16 @@ pub const PG_INSERT_ORDERS: &str = "WITH ins AS (INSERT INTO orders (id, item_id
      SELECT a.id FROM unnest($3::text[]) AS a(id) \
      WHERE NOT EXISTS (SELECT 1 FROM ins WHERE ins.id = a.id)";
 
+/// PostgreSQL: [`PG_INSERT_ORDERS`] without its arbiter, for a run of orders that should all
+/// be new: the same binds, no `ON CONFLICT` probe of the primary key per row before its insert
+/// (the insert's own uniqueness check remains), no row back. An order that exists fails the
+/// statement with a unique violation (`persist::Insert::Plain`).
+pub const PG_INSERT_NEW_ORDERS: &str = "INSERT INTO orders (id, item_id, user_id, \
+     device_id, qty, status, created_at_ms, updated_at_ms, idempotency_key) \
+     SELECT u.id, $1, u.user_id, u.device_id, u.qty, $2, u.at, u.at, u.key \
+     FROM unnest($3::text[], $4::text[], $5::text[], $6::bigint[], $7::bigint[], $8::text[]) \
+     AS u(id, user_id, device_id, qty, at, key)";
+
 /// PostgreSQL: [`insert_applied`] as one statement whatever the number of ids: binds the item
 /// id, then the ids' `ms` and `seq` as two arrays.
 pub const PG_INSERT_APPLIED: &str = "INSERT INTO applied_events (item_id, ms, seq) \

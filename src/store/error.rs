@@ -92,21 +92,29 @@ pub fn is_busy(e: &sqlx::Error) -> bool {
 pub const IDEMPOTENCY_INDEX: &str = "orders_item_idempotency";
 
 impl StoreError {
+    /// True when a statement failed on a unique index (PostgreSQL's `23505`, MySQL's and
+    /// MariaDB's ER_DUP_ENTRY `1062`): a row with that key exists.
+    pub fn is_unique_violation(&self) -> bool {
+        let StoreError::Sql(sqlx::Error::Database(db)) = self else {
+            return false;
+        };
+        db.code().as_deref() == Some("23505")
+            || db
+                .try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>()
+                .is_some_and(|m| m.number() == 1062)
+    }
+
     /// True when an order insert lost to another order with the same `Idempotency-Key`: the
     /// unique index [`IDEMPOTENCY_INDEX`] refused it (PostgreSQL names the constraint, MySQL
     /// and MariaDB name the key in ER_DUP_ENTRY's message). The insert's transaction rolls
     /// back; the answer is the other order.
     pub fn is_idempotency_conflict(&self) -> bool {
-        let StoreError::Sql(sqlx::Error::Database(db)) = self else {
-            return false;
-        };
-        let unique = db.code().as_deref() == Some("23505")
-            || db
-                .try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>()
-                .is_some_and(|m| m.number() == 1062);
-        unique
-            && (db.constraint() == Some(IDEMPOTENCY_INDEX)
-                || db.message().contains(IDEMPOTENCY_INDEX))
+        self.is_unique_violation() && {
+            let StoreError::Sql(sqlx::Error::Database(db)) = self else {
+                return false;
+            };
+            db.constraint() == Some(IDEMPOTENCY_INDEX) || db.message().contains(IDEMPOTENCY_INDEX)
+        }
     }
 }
 

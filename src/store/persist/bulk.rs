@@ -1,7 +1,7 @@
 //! Runs of `order` events in bulk: which orders of a run already have a row, one multi-row
 //! insert of the others, and one deduct of their total.
 
-use super::{anomaly, deduct_if_stock, take, ApplyStats, Batch, Deduct, PersistEvent};
+use super::{anomaly, deduct_if_stock, take, ApplyStats, Batch, Deduct, Insert, PersistEvent};
 use crate::model::OrderStatus;
 use crate::store::{dialect, pg_array, Backend, StoreError, StoreTx};
 use std::collections::HashSet;
@@ -51,7 +51,7 @@ pub(super) async fn apply_orders(
         run.iter().partition(|ev| seen.insert(ev.order_id.as_str()));
     let fresh = match backend {
         Backend::Postgres => {
-            let existing = pg_insert(tx, b.item, &unique).await?;
+            let existing = pg_insert(tx, b, &unique).await?;
             let (old, fresh) = split_existing(unique, &existing);
             replayed(tx, b, old.into_iter().chain(repeats), stats).await?;
             fresh
@@ -83,19 +83,23 @@ fn split_existing<'a>(
         .partition(|ev| existing.contains(&ev.order_id))
 }
 
-/// PostgreSQL: `ON CONFLICT DO NOTHING`, answering the ids that were *not* inserted (a replayed
-/// batch; normally none): no lookup first (an `id IN (...)` lookup of 200 parameters can get a
-/// plan cached while the table was empty, a sequential scan: seconds per batch once the table
-/// has grown), and no row back per new order. One array per column, so the statement is the
-/// same for every batch.
+/// PostgreSQL: a plain insert ([`Insert::Plain`]: fails when a row exists) or `ON CONFLICT DO
+/// NOTHING` answering the ids that were *not* inserted ([`Insert::IfAbsent`]); either way no
+/// lookup first (an `id IN (...)` lookup of 200 parameters can get a plan cached while the
+/// table was empty, a sequential scan: seconds per batch once the table has grown), and no row
+/// back per new order. One array per column, so each statement is the same for every batch.
 async fn pg_insert(
     tx: &mut StoreTx,
-    item: i64,
+    b: &Batch<'_>,
     unique: &[&PersistEvent],
 ) -> Result<HashSet<String>, StoreError> {
     let text = |f: fn(&PersistEvent) -> Option<&str>| pg_array::text(unique.iter().map(|e| f(e)));
-    Ok(sqlx::query_scalar::<_, String>(dialect::PG_INSERT_ORDERS)
-        .bind(item)
+    let statement = match b.insert {
+        Insert::Plain => dialect::PG_INSERT_NEW_ORDERS,
+        Insert::IfAbsent => dialect::PG_INSERT_ORDERS,
+    };
+    Ok(sqlx::query_scalar::<_, String>(statement)
+        .bind(b.item)
         .bind(OrderStatus::PendingPayment.as_str())
         .bind(text(|e| Some(&e.order_id)))
         .bind(text(|e| Some(&e.user_id)))

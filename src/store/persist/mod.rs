@@ -140,8 +140,25 @@ pub enum Deduct {
     InBatch,
 }
 
+/// How a run of new orders is inserted on PostgreSQL.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Insert {
+    /// A plain insert: nearly every batch is new orders read once, and an `ON CONFLICT` arbiter
+    /// probes the primary key for each row before inserting it (~13 % of the database's CPU
+    /// per persisted order, docs/src/performance/lab-log.md). A row that exists after all (a
+    /// replayed batch, a claimed one, a release stored before its order) fails the statement,
+    /// and the batch is applied again with [`Insert::IfAbsent`] (only a log line of the first
+    /// attempt, an order without stock, may then appear twice).
+    Plain,
+    /// Insert-if-absent (`ON CONFLICT (id) DO NOTHING`), answering the ids that existed.
+    IfAbsent,
+}
+
 /// Applies `events` in one transaction; `None` when `deduct` is [`Deduct::InBatch`] and the
-/// batch would leave the stock below zero (nothing was written).
+/// batch would leave the stock below zero (nothing was written). On PostgreSQL the orders go
+/// in with a plain insert first; when a row already existed the statement fails, its
+/// transaction rolls back whole, and the batch is applied again inserting only the absent
+/// orders, so what is written is what insert-if-absent writes.
 pub(super) async fn apply(
     lane: &Lane,
     sql: &'static Statements,
@@ -151,6 +168,38 @@ pub(super) async fn apply(
     marks: Marks<'_>,
     deduct: Deduct,
 ) -> Result<Option<ApplyStats>, StoreError> {
+    let insert = match backend {
+        Backend::Postgres => Insert::Plain,
+        Backend::Mysql => Insert::IfAbsent,
+    };
+    let batch = Batch {
+        sql,
+        item,
+        deduct,
+        insert,
+    };
+    match apply_as(lane, backend, &batch, events, marks).await {
+        Err(e) if insert == Insert::Plain && e.is_unique_violation() => {
+            tracing::debug!(item, error = %e, "a batch's order existed; applying it again as insert-if-absent");
+            let batch = Batch {
+                insert: Insert::IfAbsent,
+                ..batch
+            };
+            apply_as(lane, backend, &batch, events, marks).await
+        }
+        result => result,
+    }
+}
+
+/// [`apply`] with the batch's way of inserting orders.
+async fn apply_as(
+    lane: &Lane,
+    backend: Backend,
+    batch: &Batch<'static>,
+    events: &[PersistEvent],
+    marks: Marks<'_>,
+) -> Result<Option<ApplyStats>, StoreError> {
+    let (sql, item, deduct) = (batch.sql, batch.item, batch.deduct);
     let mut stats = ApplyStats::default();
     let mut tx = StoreTx::open(lane, sql, backend).await?;
     let mark = match marks {
@@ -164,7 +213,6 @@ pub(super) async fn apply(
             None
         }
     };
-    let batch = Batch { sql, item, deduct };
     // Runs of `order` events (nearly all of a sale's) go in bulk; the rest one by one, in
     // stream order, so a `pay` after its `order` in the same batch still finds the row.
     let mut i = 0;
@@ -175,11 +223,11 @@ pub(super) async fn apply(
                 .position(|e| e.kind != PersistKind::Order)
                 .map_or(events.len(), |k| i + k);
             for chunk in events[i..end].chunks(bulk::ORDER_CHUNK) {
-                bulk::apply_orders(&mut tx, &batch, backend, chunk, &mut stats).await?;
+                bulk::apply_orders(&mut tx, batch, backend, chunk, &mut stats).await?;
             }
             i = end;
         } else {
-            apply_one(&mut tx, &batch, &events[i], &mut stats).await?;
+            apply_one(&mut tx, batch, &events[i], &mut stats).await?;
             i += 1;
         }
     }
@@ -200,11 +248,14 @@ pub(super) async fn apply(
     Ok(Some(stats))
 }
 
-/// What every event of one batch is applied with: the statements, the item, how to deduct.
+/// What every event of one batch is applied with: the statements, the item, how to deduct,
+/// how to insert new orders.
+#[derive(Clone, Copy)]
 struct Batch<'a> {
     sql: &'a Statements,
     item: i64,
     deduct: Deduct,
+    insert: Insert,
 }
 
 /// Records the batch's stream ids above `mark` in `applied_events`.
