@@ -92,16 +92,22 @@ pub fn is_busy(e: &sqlx::Error) -> bool {
 pub const IDEMPOTENCY_INDEX: &str = "orders_item_idempotency";
 
 impl StoreError {
-    /// True when a statement failed on a unique index (PostgreSQL's `23505`, MySQL's and
-    /// MariaDB's ER_DUP_ENTRY `1062`): a row with that key exists.
-    pub fn is_unique_violation(&self) -> bool {
+    /// The database's error when a statement failed on a unique index (PostgreSQL's `23505`,
+    /// MySQL's and MariaDB's ER_DUP_ENTRY `1062`): a row with that key exists.
+    fn unique_violation(&self) -> Option<&dyn sqlx::error::DatabaseError> {
         let StoreError::Sql(sqlx::Error::Database(db)) = self else {
-            return false;
+            return None;
         };
-        db.code().as_deref() == Some("23505")
+        let unique = db.code().as_deref() == Some("23505")
             || db
                 .try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>()
-                .is_some_and(|m| m.number() == 1062)
+                .is_some_and(|m| m.number() == 1062);
+        unique.then_some(db.as_ref())
+    }
+
+    /// True when a statement failed on a unique index: a row with that key exists.
+    pub fn is_unique_violation(&self) -> bool {
+        self.unique_violation().is_some()
     }
 
     /// True when an order insert lost to another order with the same `Idempotency-Key`: the
@@ -109,12 +115,9 @@ impl StoreError {
     /// and MariaDB name the key in ER_DUP_ENTRY's message). The insert's transaction rolls
     /// back; the answer is the other order.
     pub fn is_idempotency_conflict(&self) -> bool {
-        self.is_unique_violation() && {
-            let StoreError::Sql(sqlx::Error::Database(db)) = self else {
-                return false;
-            };
+        self.unique_violation().is_some_and(|db| {
             db.constraint() == Some(IDEMPOTENCY_INDEX) || db.message().contains(IDEMPOTENCY_INDEX)
-        }
+        })
     }
 }
 

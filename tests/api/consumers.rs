@@ -8,6 +8,7 @@ use oversell::testing::inventory::Strategy;
 use oversell::testing::store::Backend;
 use serde_json::json;
 use std::sync::Arc;
+use std::time::Duration;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn four_consumers_in_one_group_persist_every_order_once_with_cancels() {
@@ -64,55 +65,45 @@ async fn four_consumers_in_one_group_persist_every_order_once_with_cancels() {
 
 /// The transactions that stored item 1's order rows: PostgreSQL's `xmin` of each row, in the
 /// rows' `created_at_ms` order.
-async fn storing_transactions(database_url: &str) -> Vec<i64> {
-    let db = sqlx::postgres::PgPoolOptions::new()
-        .max_connections(1)
-        .connect(database_url)
-        .await
-        .unwrap();
-    let xmins: Vec<i64> = sqlx::query_scalar(
+async fn storing_transactions(db: &sqlx::PgPool) -> Vec<i64> {
+    sqlx::query_scalar(
         "SELECT xmin::text::bigint FROM orders WHERE item_id = 1 ORDER BY created_at_ms, id",
     )
-    .fetch_all(&db)
+    .fetch_all(db)
     .await
-    .unwrap();
-    db.close().await;
-    xmins
+    .unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lingering_consumer_stores_the_orders_of_its_wait_in_one_transaction() {
     let mut config = test_config(Strategy::RedisLua, Backend::Postgres);
     config.pipeline.consumers = 1;
-    config.pipeline.linger = std::time::Duration::from_secs(2);
+    config.pipeline.linger = Duration::from_secs(2);
     let app = spawn_with(config).await;
     app.setup_sale(1, 10, 1).await;
+    let db = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(1)
+        .connect(&app.database_url)
+        .await
+        .unwrap();
     let buy = |i: usize| app.order(json!({"item_id": 1, "user_id": format!("u{i}"), "qty": 1}));
     assert_eq!(buy(0).await.0, 201);
     // The first order is stored alone (the consumer was waiting for it); the consumer then
     // lingers, and the three orders bought meanwhile are read and stored together.
-    let url = app.database_url.clone();
     eventually(
         "the first order stored",
-        std::time::Duration::from_secs(10),
-        || {
-            let url = url.clone();
-            async move { (storing_transactions(&url).await.len() == 1).then_some(()) }
-        },
+        Duration::from_secs(10),
+        || async { (storing_transactions(&db).await.len() == 1).then_some(()) },
     )
     .await;
     for i in 1..=3 {
         assert_eq!(buy(i).await.0, 201);
     }
-    let xmins = eventually(
-        "four orders stored",
-        std::time::Duration::from_secs(10),
-        || {
-            let url = url.clone();
-            async move { Some(storing_transactions(&url).await).filter(|x| x.len() == 4) }
-        },
-    )
+    let xmins = eventually("four orders stored", Duration::from_secs(10), || async {
+        Some(storing_transactions(&db).await).filter(|x| x.len() == 4)
+    })
     .await;
+    db.close().await;
     assert_ne!(
         xmins[0], xmins[1],
         "the first order was stored alone: {xmins:?}"
