@@ -24,16 +24,17 @@ pub struct ShopBench {
     pub shop_exe: PathBuf,
     /// The shop's knobs: [`ShopBench::default_knobs`] with the command line's [`FLAGS`]
     /// (`--consumers`, `--buckets`, `--pool-size`: also the SQL ceiling's clients,
-    /// `--worker-threads`, `--persist-linger`).
+    /// `--row-lock-waiters`, `--worker-threads`, `--persist-linger`).
     pub knobs: ShopKnobs,
 }
 
 /// The shop knobs `bench shop` takes as flags (`serve`'s flags, [`ShopBench::default_knobs`]'s
 /// defaults).
-pub const FLAGS: [&str; 5] = [
+pub const FLAGS: [&str; 6] = [
     "consumers",
     "buckets",
     "pool_size",
+    "row_lock_waiters",
     "worker_threads",
     "persist_linger",
 ];

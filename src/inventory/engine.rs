@@ -1,12 +1,14 @@
 //! The one engine an [`super::Inventory`] runs: its strategy's state, in the variant.
 //!
-//! [`Engine`] is `Db` (naive, for-update, optimistic, conditional: a purchase is a function of
-//! the store), `Batched` (the per-item queues) or `Redis` ([`RedisEngine`]: redis-lua or
+//! [`Engine`] is `Db` (naive, optimistic, conditional: a purchase is a function of the store),
+//! `ForUpdate` (its queues in front of the row lock), `Batched` (the per-item queues) or
+//! `Redis` ([`RedisEngine`]: redis-lua or
 //! redis-buckets, each in its own file, dispatched here by one `match` per operation). A wrong
 //! combination (a database strategy with Redis, redis-lua without it) cannot be built:
 //! [`Engine::connect`] makes what [`Strategy::engine`] says the strategy needs.
 
 use super::batched::Batcher;
+use super::for_update::RowQueues;
 use super::strategy::{DbStrategy, EngineKind, RedisKind};
 use super::{
     conditional, for_update, naive, optimistic, InventoryError, Outcome, RedisBuckets, RedisLua,
@@ -18,8 +20,11 @@ use crate::store::{Store, Transition};
 /// A strategy with what it runs on.
 #[derive(Clone)]
 pub enum Engine {
-    /// A database strategy: each purchase its own transaction (or statement).
+    /// A database strategy: each purchase its own transaction (or statement). (`for-update`
+    /// here runs without queues in front of its lock: [`Engine::connect`] makes `ForUpdate`.)
     Db(DbStrategy),
+    /// `for-update`, with the shop's per-item queues in front of the row lock.
+    ForUpdate(RowQueues),
     /// `batched`: per-item queues, one transaction per batch.
     Batched(Batcher),
     /// The decision in Redis.
@@ -56,6 +61,9 @@ impl Engine {
         settings: &Settings,
     ) -> Result<Engine, InventoryError> {
         Ok(match strategy.engine() {
+            EngineKind::Db(DbStrategy::ForUpdate) => {
+                Engine::ForUpdate(RowQueues::new(settings.row_lock_waiters))
+            }
             EngineKind::Db(db) => Engine::Db(db),
             EngineKind::Batched => Engine::Batched(Batcher::new(store.clone(), settings)),
             EngineKind::Redis(kind) => {
@@ -68,7 +76,7 @@ impl Engine {
     pub fn strategy(&self) -> Strategy {
         match self {
             Engine::Db(DbStrategy::Naive) => Strategy::Naive,
-            Engine::Db(DbStrategy::ForUpdate) => Strategy::ForUpdate,
+            Engine::Db(DbStrategy::ForUpdate) | Engine::ForUpdate(_) => Strategy::ForUpdate,
             Engine::Db(DbStrategy::Optimistic) => Strategy::Optimistic,
             Engine::Db(DbStrategy::Conditional) => Strategy::Conditional,
             Engine::Batched(_) => Strategy::Batched,
@@ -81,7 +89,7 @@ impl Engine {
     pub fn redis(&self) -> Option<&RedisEngine> {
         match self {
             Engine::Redis(r) => Some(r),
-            Engine::Db(_) | Engine::Batched(_) => None,
+            Engine::Db(_) | Engine::ForUpdate(_) | Engine::Batched(_) => None,
         }
     }
 
@@ -95,7 +103,10 @@ impl Engine {
     ) -> Result<Outcome, InventoryError> {
         match self {
             Engine::Db(DbStrategy::Naive) => naive::purchase(store, settings, p).await,
-            Engine::Db(DbStrategy::ForUpdate) => for_update::purchase(store, settings, p).await,
+            Engine::Db(DbStrategy::ForUpdate) => {
+                for_update::purchase(store, settings, &RowQueues::default(), p).await
+            }
+            Engine::ForUpdate(queues) => for_update::purchase(store, settings, queues, p).await,
             Engine::Db(DbStrategy::Optimistic) => optimistic::purchase(store, settings, p).await,
             Engine::Db(DbStrategy::Conditional) => {
                 conditional::purchase(store, settings, p, limit).await

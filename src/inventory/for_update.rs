@@ -24,7 +24,20 @@
 //! 4. `COMMIT` releases the lock.
 //!
 //! So the lock is held for lock, update, commit: the statements of the bare hot-row benchmark
-//! (`oversell bench shop --strategy for-update`). The guarantees are unchanged:
+//! (`oversell bench shop --strategy for-update`).
+//!
+//! Between the insert and the lock, a purchase takes its turn in the item's queue in the shop
+//! ([`RowQueues`], `--row-lock-waiters`): at most that many of this shop's purchases of one item
+//! wait on its row lock in the database at once, the holder included; the others wait here, in
+//! arrival order, each still holding its connection and its inserted order (so the pool drains
+//! as before), for at most `--lock-timeout` (then `busy: lock_timeout`, as a wait in the
+//! database ends; a turn that comes just in time then waits at most that long on the lock). PostgreSQL wakes every waiter queued on a row at each commit (the
+//! row's version moved, each queues again), so its CPU per order follows the queue's length:
+//! a short queue in the database and the rest in the shop cost it a few wake-ups per order
+//! instead of one per waiter, at the same rate (docs/src/performance/lab-log.md, "A queue in
+//! front of the row lock"). Which buyer gets a unit is decided under the lock, as before.
+//!
+//! The guarantees are unchanged:
 //! - stock: the stock check and the deduct run under the row lock, as before;
 //! - the purchase limit stays exact: the limit check runs after the lock was granted, so it
 //!   reads every order committed by the lock's previous holders (a buyer's orders are only
@@ -44,10 +57,58 @@
 use super::{Defect, InventoryError, Outcome, Settings};
 use crate::model::{now_ms, Order, Purchase};
 use crate::store::Store;
+use std::sync::Arc;
+use tokio::sync::{Semaphore, SemaphorePermit};
+
+/// How many queues a shop keeps: an item's queue is its id's stripe (`id mod STRIPES`), so the
+/// memory is fixed whatever item ids buyers send, and items with ids within 1,024 of each
+/// other never share one.
+const STRIPES: usize = 1024;
+
+/// The per-item queues in front of the row lock (see the module's documentation): each lets
+/// `waiters` purchases at a time go on to the database's lock, the others wait in arrival
+/// order (tokio's semaphore is fair).
+#[derive(Clone, Default)]
+pub struct RowQueues {
+    /// `None`: no queue in the shop, every purchase waits in the database.
+    stripes: Option<Arc<[Semaphore]>>,
+}
+
+impl RowQueues {
+    /// Queues that let `waiters` purchases of an item wait on its row lock at once (0: none,
+    /// every purchase goes straight to the database's lock).
+    pub fn new(waiters: u32) -> RowQueues {
+        let stripes = (waiters > 0).then(|| {
+            (0..STRIPES)
+                .map(|_| Semaphore::new(waiters as usize))
+                .collect()
+        });
+        RowQueues { stripes }
+    }
+
+    /// Waits for `item`'s turn, at most `limit`. `Ok(None)` without queues; `Err(())` when
+    /// the wait ran out.
+    async fn turn(
+        &self,
+        item: i64,
+        limit: std::time::Duration,
+    ) -> Result<Option<SemaphorePermit<'_>>, ()> {
+        let Some(stripes) = &self.stripes else {
+            return Ok(None);
+        };
+        let queue = &stripes[item.rem_euclid(STRIPES as i64) as usize];
+        match tokio::time::timeout(limit, queue.acquire()).await {
+            // A semaphore that is never closed only fails by being closed: no queue then.
+            Ok(permit) => Ok(permit.ok()),
+            Err(_) => Err(()),
+        }
+    }
+}
 
 pub(super) async fn purchase(
     store: &Store,
     settings: &Settings,
+    queues: &RowQueues,
     p: &Purchase,
 ) -> Result<Outcome, InventoryError> {
     if settings.defect == Some(Defect::LimitRace) {
@@ -56,11 +117,21 @@ pub(super) async fn purchase(
     let mut tx = store.begin().await?;
     let order = Order::pending(p);
     tx.insert_order(&order).await?;
+    // Held until the transaction has ended (the end of this function): the turn is given
+    // to the next in the queue once this purchase's lock is released.
+    let _turn;
     let locked = if settings.defect == Some(Defect::GetThenDecr) {
         // DEFECT get-then-decr: `FOR UPDATE` forgotten: a plain read of the stock, checked
         // below, then decremented by an update that trusts it.
         tx.read_item(p.item_id).await?.map(|item| (item, 0))
     } else {
+        _turn = match queues.turn(p.item_id, store.lock_timeout()).await {
+            Ok(turn) => turn,
+            Err(()) => {
+                tx.rollback().await?;
+                return Ok(Outcome::Busy("lock_timeout"));
+            }
+        };
         tx.lock_for_purchase(p.item_id).await?
     };
     let Some((item, released_at_ms)) = locked else {

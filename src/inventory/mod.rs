@@ -43,6 +43,9 @@ pub struct Settings {
     /// for-update / optimistic: business logic done between the read and the write (under the
     /// row lock for `for-update`, before the compare-and-swap for `optimistic`).
     pub work: Duration,
+    /// for-update: the most of this shop's purchases of one item waiting on its row lock in
+    /// the database at once, the holder included (0: no limit); the rest queue in the shop.
+    pub row_lock_waiters: u32,
     /// optimistic: retries after a lost compare-and-swap before answering busy.
     pub optimistic_retries: u32,
     /// optimistic: base backoff between retries (jittered, doubling).
@@ -334,7 +337,7 @@ impl Inventory {
         match self.engine {
             // redis-lua and redis-buckets keep their keys in Redis, atomically with the deduct.
             Engine::Redis(_) => result,
-            Engine::Db(_) | Engine::Batched(_) => {
+            Engine::Db(_) | Engine::ForUpdate(_) | Engine::Batched(_) => {
                 idempotency::settle(&self.store, p, limit, result).await
             }
         }

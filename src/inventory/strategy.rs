@@ -100,7 +100,7 @@ impl Strategy {
     pub fn knobs(self) -> Vec<&'static str> {
         match self {
             Strategy::Naive => vec!["naive_gap"],
-            Strategy::ForUpdate => vec!["work"],
+            Strategy::ForUpdate => vec!["work", "row_lock_waiters"],
             Strategy::Optimistic => vec!["work", "optimistic_retries", "optimistic_backoff"],
             Strategy::Conditional => vec![],
             Strategy::Batched => vec!["batch_window", "batch_max"],

@@ -86,6 +86,11 @@ knobs! {
     numbers {
         /// Database connection pool size.
         pool_size: u32 = 10, 1..=1000;
+        /// for-update: the most of this shop's purchases of one item that wait on its row lock
+        /// in the database at once, the holder included; the others queue in the shop in
+        /// arrival order, holding their connection, for at most --lock-timeout, then busy (0 =
+        /// no limit: all wait in the database, where each commit wakes every waiter).
+        row_lock_waiters: u32 = 4, 0..=1000;
         /// optimistic: retries after a lost compare-and-swap.
         optimistic_retries: u32 = 3, 0..=100;
         /// batched: the most buyers applied in one transaction.
@@ -295,6 +300,7 @@ impl ShopKnobs {
         Settings {
             naive_gap: self.naive_gap,
             work: self.work,
+            row_lock_waiters: self.row_lock_waiters,
             optimistic_retries: self.optimistic_retries,
             optimistic_backoff: self.optimistic_backoff,
             payment_timeout: self.payment_timeout,

@@ -107,6 +107,8 @@ pub struct Store {
     sql: &'static Statements,
     backend: Backend,
     url: String,
+    /// How long a statement waits for a row lock ([`PoolSettings::lock_timeout`]).
+    lock_timeout: Duration,
 }
 
 impl Store {
@@ -188,7 +190,14 @@ impl Store {
             sql: Statements::for_backend(backend),
             backend,
             url: url.to_string(),
+            lock_timeout,
         })
+    }
+
+    /// How long its statements wait for a row lock before giving up (`busy`): also the
+    /// longest a for-update purchase waits for its turn in the shop's queue for the lock.
+    pub fn lock_timeout(&self) -> Duration {
+        self.lock_timeout
     }
 
     /// The backend this store talks to.

@@ -266,7 +266,12 @@ async fn for_update_keeps_one_buyers_limit_exact_on_mysql() {
 /// replay sees the cancelled unit and the new one held at once: a peak oversell of 1 that never
 /// happened, failing a gate that defaults it to 0.
 async fn a_release_committed_while_a_buyer_queues_comes_first(backend: Backend) {
-    let app = spawn_app(Strategy::ForUpdate, backend).await;
+    // The queued buyer must still be waiting when the release commits, however long the poll
+    // below takes to see it queue on a busy machine: what is tested is the order of the
+    // times, not the lock timeout (the tests' usual 5 s).
+    let mut config = test_config(Strategy::ForUpdate, backend);
+    config.pool.lock_timeout = std::time::Duration::from_secs(120);
+    let app = spawn_with(config).await;
     app.setup_sale(1, 1, 1).await;
     let (status, first) = app
         .order(json!({ "item_id": 1, "user_id": "u-a", "qty": 1 }))
@@ -291,24 +296,10 @@ async fn a_release_committed_while_a_buyer_queues_comes_first(backend: Backend) 
         })
     };
     // Until the buyer's transaction waits for the row lock (in this database only).
-    let waiting = match backend {
-        Backend::Postgres => {
-            "SELECT COUNT(*) FROM pg_stat_activity \
-             WHERE wait_event_type = 'Lock' AND datname = current_database()"
-        }
-        Backend::Mysql => {
-            "SELECT COUNT(*) FROM information_schema.INNODB_TRX t \
-             JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id \
-             WHERE t.trx_state = 'LOCK WAIT' AND p.DB = DATABASE()"
-        }
-    };
     eventually(
         "the buyer queues for the row lock",
         std::time::Duration::from_secs(30),
-        || async {
-            let n: i64 = sqlx::query_scalar(waiting).fetch_one(&pool).await.unwrap();
-            (n > 0).then_some(())
-        },
+        || async { (crate::row_queue::waiting_on_a_lock(&pool, backend).await > 0).then_some(()) },
     )
     .await;
     let at = oversell::testing::model::now_ms();

@@ -46,6 +46,7 @@ mod repeat;
 mod report_contents;
 mod reports;
 mod rewarm;
+mod row_queue;
 mod runs;
 mod secrets;
 mod selftest;
