@@ -2,9 +2,20 @@
 //! statements as its guarantees allow.
 //!
 //! `SELECT ... FOR UPDATE` serialises every buyer on the hot row: the check and the write see
-//! the same stock, so it cannot oversell. The cost is the queue: each buyer holds a pooled
-//! connection while it waits for the lock, so a burst drains the pool and later buyers time out
-//! acquiring a connection (`busy: pool_exhausted`) or waiting for the lock (`busy: lock_timeout`).
+//! the same stock, so it cannot oversell. The cost is the queue. In the database, each waiter
+//! holds a pooled connection and an open transaction, and PostgreSQL wakes every waiter queued
+//! on the row at each commit (the row's version moved, each queues again), so its CPU per order
+//! follows the queue's length. So the queue is kept in the shop: a purchase first takes its
+//! turn in the item's queue ([`RowQueues`], `--row-lock-waiters`, 4): at most that many of this
+//! shop's purchases of one item are in a transaction at once, the others wait in arrival order
+//! without a connection, for at most `--lock-timeout` (then `busy: lock_timeout`, as a wait on
+//! the lock ends; a turn that comes just in time then waits at most that long on the lock).
+//! With `--row-lock-waiters 0` every buyer goes straight to the database, holds a connection
+//! while it waits for the lock, and a burst drains the pool (`busy: pool_exhausted`). The same
+//! rate either way; with the queue in the shop PostgreSQL spends about a third less CPU per
+//! order and the slowest answers come sooner (docs/src/performance/lab-log.md, "A queue in
+//! front of the row lock"). Which buyer gets a unit is still decided under the lock.
+//!
 //! Every statement run under the lock is paid by every buyer queued behind it, so the
 //! transaction is ordered to keep the lock short:
 //!
@@ -25,17 +36,6 @@
 //!
 //! So the lock is held for lock, update, commit: the statements of the bare hot-row benchmark
 //! (`oversell bench shop --strategy for-update`).
-//!
-//! Between the insert and the lock, a purchase takes its turn in the item's queue in the shop
-//! ([`RowQueues`], `--row-lock-waiters`): at most that many of this shop's purchases of one item
-//! wait on its row lock in the database at once, the holder included; the others wait here, in
-//! arrival order, each still holding its connection and its inserted order (so the pool drains
-//! as before), for at most `--lock-timeout` (then `busy: lock_timeout`, as a wait in the
-//! database ends; a turn that comes just in time then waits at most that long on the lock). PostgreSQL wakes every waiter queued on a row at each commit (the
-//! row's version moved, each queues again), so its CPU per order follows the queue's length:
-//! a short queue in the database and the rest in the shop cost it a few wake-ups per order
-//! instead of one per waiter, at the same rate (docs/src/performance/lab-log.md, "A queue in
-//! front of the row lock"). Which buyer gets a unit is decided under the lock, as before.
 //!
 //! The guarantees are unchanged:
 //! - stock: the stock check and the deduct run under the row lock, as before;
@@ -66,8 +66,8 @@ use tokio::sync::{Semaphore, SemaphorePermit};
 const STRIPES: usize = 1024;
 
 /// The per-item queues in front of the row lock (see the module's documentation): each lets
-/// `waiters` purchases at a time go on to the database's lock, the others wait in arrival
-/// order (tokio's semaphore is fair).
+/// `waiters` purchases at a time begin their transaction, the others wait in arrival order
+/// (tokio's semaphore is fair).
 #[derive(Clone, Default)]
 pub struct RowQueues {
     /// `None`: no queue in the shop, every purchase waits in the database.
@@ -114,24 +114,26 @@ pub(super) async fn purchase(
     if settings.defect == Some(Defect::LimitRace) {
         return limit_race(store, settings, p).await;
     }
+    let get_then_decr = settings.defect == Some(Defect::GetThenDecr);
+    // The item's turn, taken before the transaction begins and held until it has ended (the
+    // end of this function): the next in the queue goes on once this purchase's lock is
+    // released.
+    let _turn = if get_then_decr {
+        None
+    } else {
+        match queues.turn(p.item_id, store.lock_timeout()).await {
+            Ok(turn) => turn,
+            Err(()) => return Ok(Outcome::Busy("lock_timeout")),
+        }
+    };
     let mut tx = store.begin().await?;
     let order = Order::pending(p);
     tx.insert_order(&order).await?;
-    // Held until the transaction has ended (the end of this function): the turn is given
-    // to the next in the queue once this purchase's lock is released.
-    let _turn;
-    let locked = if settings.defect == Some(Defect::GetThenDecr) {
+    let locked = if get_then_decr {
         // DEFECT get-then-decr: `FOR UPDATE` forgotten: a plain read of the stock, checked
         // below, then decremented by an update that trusts it.
         tx.read_item(p.item_id).await?.map(|item| (item, 0))
     } else {
-        _turn = match queues.turn(p.item_id, store.lock_timeout()).await {
-            Ok(turn) => turn,
-            Err(()) => {
-                tx.rollback().await?;
-                return Ok(Outcome::Busy("lock_timeout"));
-            }
-        };
         tx.lock_for_purchase(p.item_id).await?
     };
     let Some((item, released_at_ms)) = locked else {

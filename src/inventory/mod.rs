@@ -43,8 +43,9 @@ pub struct Settings {
     /// for-update / optimistic: business logic done between the read and the write (under the
     /// row lock for `for-update`, before the compare-and-swap for `optimistic`).
     pub work: Duration,
-    /// for-update: the most of this shop's purchases of one item waiting on its row lock in
-    /// the database at once, the holder included (0: no limit); the rest queue in the shop.
+    /// for-update: the most of this shop's purchases of one item in a transaction (so waiting
+    /// on its row lock in the database) at once, the holder included (0: no limit); the rest
+    /// queue in the shop.
     pub row_lock_waiters: u32,
     /// optimistic: retries after a lost compare-and-swap before answering busy.
     pub optimistic_retries: u32,

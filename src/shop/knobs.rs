@@ -86,10 +86,11 @@ knobs! {
     numbers {
         /// Database connection pool size.
         pool_size: u32 = 10, 1..=1000;
-        /// for-update: the most of this shop's purchases of one item that wait on its row lock
-        /// in the database at once, the holder included; the others queue in the shop in
-        /// arrival order, holding their connection, for at most --lock-timeout, then busy (0 =
-        /// no limit: all wait in the database, where each commit wakes every waiter).
+        /// for-update: the most of this shop's purchases of one item in a transaction, waiting
+        /// on its row lock in the database, at once (the holder included); the others queue in
+        /// the shop in arrival order, without a connection, for at most --lock-timeout, then
+        /// busy (0 = no limit: all wait in the database, where each commit wakes every waiter,
+        /// each holding a connection).
         row_lock_waiters: u32 = 4, 0..=1000;
         /// optimistic: retries after a lost compare-and-swap.
         optimistic_retries: u32 = 3, 0..=100;

@@ -55,14 +55,14 @@ async fn spawn_queued(backend: Backend, waiters: u32, lock_timeout: Duration) ->
 
 /// Sends `buyers` purchases of item 1 (distinct buyers) while another session holds the
 /// item's row lock, as a cancel in progress does, until `expect_waiting` of them wait on the
-/// row in the database; returns the most seen waiting there while the lock was held, and the
-/// answers once it was released.
+/// row in the database; returns the most seen waiting there and the most of the shop's
+/// connections in use while the lock was held, and the answers once it was released.
 async fn buyers_behind_a_held_lock(
     app: &Arc<TestApp>,
     backend: Backend,
     buyers: usize,
     expect_waiting: i64,
-) -> (i64, Vec<(u16, Value)>) {
+) -> (i64, u32, Vec<(u16, Value)>) {
     sqlx::any::install_default_drivers();
     let pool = sqlx::AnyPool::connect(&app.database_url).await.unwrap();
     let mut holder = pool.begin().await.unwrap();
@@ -86,9 +86,10 @@ async fn buyers_behind_a_held_lock(
     )
     .await;
     // Watched a while longer: no more come while the lock is held.
-    let mut most = 0;
+    let (mut most, mut connections) = (0, 0);
     for _ in 0..25 {
         most = most.max(waiting_on_a_lock(&pool, backend).await);
+        connections = connections.max(app.app_inventory.store().connections_in_use());
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     holder.commit().await.unwrap();
@@ -97,7 +98,7 @@ async fn buyers_behind_a_held_lock(
         answers.push(s.await.unwrap());
     }
     pool.close().await;
-    (most, answers)
+    (most, connections, answers)
 }
 
 async fn at_most_the_set_number_wait_in_the_database(backend: Backend) {
@@ -106,11 +107,18 @@ async fn at_most_the_set_number_wait_in_the_database(backend: Backend) {
         let app = Arc::new(spawn_queued(backend, waiters, Duration::from_secs(120)).await);
         app.setup_sale(1, 10, 1).await;
 
-        let (most, answers) = buyers_behind_a_held_lock(&app, backend, 6, expect).await;
+        let (most, connections, answers) =
+            buyers_behind_a_held_lock(&app, backend, 6, expect).await;
 
         assert_eq!(
             most, expect,
             "{label}, --row-lock-waiters {waiters}: purchases waiting on the row in the database"
+        );
+        // Those queued in the shop hold no connection (the expiry sweep may hold one more).
+        assert!(
+            (expect..=expect + 1).contains(&(connections as i64)),
+            "{label}, --row-lock-waiters {waiters}: {connections} of the shop's connections in \
+             use, {expect} purchases in the database"
         );
         for (status, body) in &answers {
             assert_eq!(*status, 201, "{label}, {waiters}: {body}");
