@@ -280,13 +280,7 @@ async fn a_release_committed_while_a_buyer_queues_comes_first(backend: Backend) 
     let first = first["order_id"].as_str().unwrap().to_string();
 
     // Another session holds the row lock, as a cancel in progress does.
-    sqlx::any::install_default_drivers();
-    let pool = sqlx::AnyPool::connect(&app.database_url).await.unwrap();
-    let mut cancel = pool.begin().await.unwrap();
-    sqlx::query("SELECT id FROM items WHERE id = 1 FOR UPDATE")
-        .execute(&mut *cancel)
-        .await
-        .unwrap();
+    let (pool, mut cancel) = crate::row_queue::hold_the_row_lock(&app.database_url).await;
     let app = Arc::new(app);
     let queued = {
         let app = app.clone();

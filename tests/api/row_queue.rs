@@ -44,6 +44,21 @@ pub async fn waiting_on_a_lock(pool: &sqlx::AnyPool, backend: Backend) -> i64 {
     }
 }
 
+/// Another session of the test's database (`url`) holding item 1's row lock, as a cancel in
+/// progress does: its pool, and the transaction to end to release the lock.
+pub async fn hold_the_row_lock(
+    url: &str,
+) -> (sqlx::AnyPool, sqlx::Transaction<'static, sqlx::Any>) {
+    sqlx::any::install_default_drivers();
+    let pool = sqlx::AnyPool::connect(url).await.unwrap();
+    let mut holder = pool.begin().await.unwrap();
+    sqlx::query("SELECT id FROM items WHERE id = 1 FOR UPDATE")
+        .execute(&mut *holder)
+        .await
+        .unwrap();
+    (pool, holder)
+}
+
 /// A for-update shop letting `waiters` purchases of an item wait on its row at once, whose
 /// statements wait `lock_timeout` for a lock.
 async fn spawn_queued(backend: Backend, waiters: u32, lock_timeout: Duration) -> TestApp {
@@ -63,13 +78,7 @@ async fn buyers_behind_a_held_lock(
     buyers: usize,
     expect_waiting: i64,
 ) -> (i64, u32, Vec<(u16, Value)>) {
-    sqlx::any::install_default_drivers();
-    let pool = sqlx::AnyPool::connect(&app.database_url).await.unwrap();
-    let mut holder = pool.begin().await.unwrap();
-    sqlx::query("SELECT id FROM items WHERE id = 1 FOR UPDATE")
-        .execute(&mut *holder)
-        .await
-        .unwrap();
+    let (pool, holder) = hold_the_row_lock(&app.database_url).await;
     let sent: Vec<_> = (0..buyers)
         .map(|i| {
             let app = app.clone();
@@ -147,13 +156,7 @@ async fn a_purchase_queued_in_the_shop_longer_than_the_lock_timeout_is_busy_and_
     let lock_timeout = Duration::from_secs(4);
     let app = Arc::new(spawn_queued(backend, 1, lock_timeout).await);
     app.setup_sale(1, 10, 1).await;
-    sqlx::any::install_default_drivers();
-    let pool = sqlx::AnyPool::connect(&app.database_url).await.unwrap();
-    let mut holder = pool.begin().await.unwrap();
-    sqlx::query("SELECT id FROM items WHERE id = 1 FOR UPDATE")
-        .execute(&mut *holder)
-        .await
-        .unwrap();
+    let (pool, holder) = hold_the_row_lock(&app.database_url).await;
 
     // Three buyers: one waits on the row in the database, two in the shop's queue.
     let sent: Vec<_> = (0..3)
