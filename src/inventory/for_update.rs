@@ -57,6 +57,7 @@
 use super::{Defect, InventoryError, Outcome, Settings};
 use crate::model::{now_ms, Order, Purchase};
 use crate::store::Store;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use tokio::sync::{Semaphore, SemaphorePermit};
 
@@ -72,6 +73,24 @@ const STRIPES: usize = 1024;
 pub struct RowQueues {
     /// `None`: no queue in the shop, every purchase waits in the database.
     stripes: Option<Arc<[Semaphore]>>,
+    /// Purchases waiting for their turn now, in every queue.
+    waiting: Arc<AtomicUsize>,
+}
+
+/// Counts one purchase waiting for its turn for as long as it waits (however the wait ends).
+struct Waiting<'a>(&'a AtomicUsize);
+
+impl<'a> Waiting<'a> {
+    fn new(count: &'a AtomicUsize) -> Self {
+        count.fetch_add(1, Ordering::Relaxed);
+        Waiting(count)
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 impl RowQueues {
@@ -83,7 +102,16 @@ impl RowQueues {
                 .map(|_| Semaphore::new(waiters as usize))
                 .collect()
         });
-        RowQueues { stripes }
+        RowQueues {
+            stripes,
+            waiting: Arc::default(),
+        }
+    }
+
+    /// Purchases waiting for their turn now (`oversell_db_pool_waiting` counts them: they wait
+    /// to get at the database).
+    pub fn waiting(&self) -> usize {
+        self.waiting.load(Ordering::Relaxed)
     }
 
     /// Waits for `item`'s turn, at most `limit`. `Ok(None)` without queues; `Err(())` when
@@ -97,6 +125,7 @@ impl RowQueues {
             return Ok(None);
         };
         let queue = &stripes[item.rem_euclid(STRIPES as i64) as usize];
+        let _counted = Waiting::new(&self.waiting);
         match tokio::time::timeout(limit, queue.acquire()).await {
             // A semaphore that is never closed only fails by being closed: no queue then.
             Ok(permit) => Ok(permit.ok()),

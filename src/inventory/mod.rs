@@ -282,6 +282,15 @@ impl Inventory {
         ids
     }
 
+    /// Purchases waiting for a turn in the shop's queue in front of an item's row lock
+    /// (`for-update`; 0 for the other strategies).
+    pub fn purchases_queued(&self) -> usize {
+        match &self.engine {
+            Engine::ForUpdate(queues) => queues.waiting(),
+            _ => 0,
+        }
+    }
+
     /// Purchases started and not finished yet.
     pub fn purchases_in_flight(&self) -> usize {
         self.in_flight.load(std::sync::atomic::Ordering::SeqCst)

@@ -27,7 +27,10 @@ pub(super) async fn metrics(State(st): State<AppState>) -> impl IntoResponse {
     let store = st.inventory.store();
     let (pool, in_use) = (store.pool(), store.connections_in_use());
     metrics::gauge!(shop_metrics::DB_POOL_IN_USE).set(in_use as f64);
-    metrics::gauge!(shop_metrics::DB_POOL_WAITING).set(store.connections_waiting() as f64);
+    // Waiting to get at the database: for a connection, or (for-update) for a turn in the
+    // item's queue in front of its row lock, which is where a hot row's backlog waits.
+    let waiting = store.connections_waiting() as usize + st.inventory.purchases_queued();
+    metrics::gauge!(shop_metrics::DB_POOL_WAITING).set(waiting as f64);
     metrics::gauge!(shop_metrics::DB_POOL_SIZE).set(pool.size() as f64);
     crate::telemetry::exposition(handle())
 }

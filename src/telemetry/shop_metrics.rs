@@ -114,7 +114,7 @@ pub const METRICS: &[Described] = &[
     m(ADMIN_REFUSED, Counter, "Admin requests (sale set-up, rewarm, reconcile) refused for a missing or wrong --admin-token."),
     m(DB_POOL_ACQUIRE, Histogram, "Time waited for a database connection from the shop's pool, in seconds."),
     m(DB_POOL_IN_USE, Gauge, "Database connections of the shop's pool in use (read when /metrics is scraped)."),
-    m(DB_POOL_WAITING, Gauge, "Requests waiting for a database connection because every connection of the shop's own lane is out (read when /metrics is scraped)."),
+    m(DB_POOL_WAITING, Gauge, "Requests waiting to get at the database: for a connection because every connection of the shop's own lane is out, or (for-update) for their turn in the item's queue in front of its row lock, --row-lock-waiters (read when /metrics is scraped)."),
     m(DEFECT_ACTIVE, Gauge, "1 while the shop runs with a known defect built in (serve --defect NAME: a testing aid, never a shop to trust), labelled by the defect."),
     m(DB_POOL_SIZE, Gauge, "Database connections the shop's pool holds open (read when /metrics is scraped)."),
 ];

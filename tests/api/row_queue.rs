@@ -70,14 +70,15 @@ async fn spawn_queued(backend: Backend, waiters: u32, lock_timeout: Duration) ->
 
 /// Sends `buyers` purchases of item 1 (distinct buyers) while another session holds the
 /// item's row lock, as a cancel in progress does, until `expect_waiting` of them wait on the
-/// row in the database; returns the most seen waiting there and the most of the shop's
-/// connections in use while the lock was held, and the answers once it was released.
+/// row in the database; returns the most seen waiting there, the most of the shop's
+/// connections in use and its `oversell_db_pool_waiting` while the lock was held, and the
+/// answers once it was released.
 async fn buyers_behind_a_held_lock(
     app: &Arc<TestApp>,
     backend: Backend,
     buyers: usize,
     expect_waiting: i64,
-) -> (i64, u32, Vec<(u16, Value)>) {
+) -> (i64, u32, f64, Vec<(u16, Value)>) {
     let (pool, holder) = hold_the_row_lock(&app.database_url).await;
     let sent: Vec<_> = (0..buyers)
         .map(|i| {
@@ -101,13 +102,20 @@ async fn buyers_behind_a_held_lock(
         connections = connections.max(app.app_inventory.store().connections_in_use());
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    let pool_waiting = app
+        .metrics_text()
+        .await
+        .lines()
+        .find_map(|l| l.strip_prefix("oversell_db_pool_waiting "))
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .expect("oversell_db_pool_waiting in /metrics");
     holder.commit().await.unwrap();
     let mut answers = Vec::new();
     for s in sent {
         answers.push(s.await.unwrap());
     }
     pool.close().await;
-    (most, connections, answers)
+    (most, connections, pool_waiting, answers)
 }
 
 async fn at_most_the_set_number_wait_in_the_database(backend: Backend) {
@@ -116,7 +124,7 @@ async fn at_most_the_set_number_wait_in_the_database(backend: Backend) {
         let app = Arc::new(spawn_queued(backend, waiters, Duration::from_secs(120)).await);
         app.setup_sale(1, 10, 1).await;
 
-        let (most, connections, answers) =
+        let (most, connections, pool_waiting, answers) =
             buyers_behind_a_held_lock(&app, backend, 6, expect).await;
 
         assert_eq!(
@@ -128,6 +136,12 @@ async fn at_most_the_set_number_wait_in_the_database(backend: Backend) {
             (expect..=expect + 1).contains(&(connections as i64)),
             "{label}, --row-lock-waiters {waiters}: {connections} of the shop's connections in \
              use, {expect} purchases in the database"
+        );
+        // The rest wait for their turn, and the pool's gauge shows them as waiting.
+        assert_eq!(
+            pool_waiting,
+            (6 - expect) as f64,
+            "{label}, --row-lock-waiters {waiters}: oversell_db_pool_waiting"
         );
         for (status, body) in &answers {
             assert_eq!(*status, 201, "{label}, {waiters}: {body}");
