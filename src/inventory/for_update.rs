@@ -54,7 +54,7 @@
 //! unlocked, checked in the shop and decremented by the update after it); `limit-race`
 //! counts the buyer's orders before the transaction and deducts without the limit condition.
 
-use super::{Defect, InventoryError, Outcome, Settings};
+use super::{CountGuard, Defect, InventoryError, Outcome, Settings};
 use crate::model::{now_ms, Order, Purchase};
 use crate::store::Store;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -77,22 +77,6 @@ pub struct RowQueues {
     waiting: Arc<AtomicUsize>,
 }
 
-/// Counts one purchase waiting for its turn for as long as it waits (however the wait ends).
-struct Waiting<'a>(&'a AtomicUsize);
-
-impl<'a> Waiting<'a> {
-    fn new(count: &'a AtomicUsize) -> Self {
-        count.fetch_add(1, Ordering::Relaxed);
-        Waiting(count)
-    }
-}
-
-impl Drop for Waiting<'_> {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::Relaxed);
-    }
-}
-
 impl RowQueues {
     /// Queues that let `waiters` purchases of an item wait on its row lock at once (0: none,
     /// every purchase goes straight to the database's lock).
@@ -111,7 +95,7 @@ impl RowQueues {
     /// Purchases waiting for their turn now (`oversell_db_pool_waiting` counts them: they wait
     /// to get at the database).
     pub fn waiting(&self) -> usize {
-        self.waiting.load(Ordering::Relaxed)
+        self.waiting.load(Ordering::SeqCst)
     }
 
     /// Waits for `item`'s turn, at most `limit`. `Ok(None)` without queues; `Err(())` when
@@ -125,7 +109,7 @@ impl RowQueues {
             return Ok(None);
         };
         let queue = &stripes[item.rem_euclid(STRIPES as i64) as usize];
-        let _counted = Waiting::new(&self.waiting);
+        let _counted = CountGuard::new(&self.waiting);
         match tokio::time::timeout(limit, queue.acquire()).await {
             // A semaphore that is never closed only fails by being closed: no queue then.
             Ok(permit) => Ok(permit.ok()),

@@ -76,17 +76,18 @@ pub struct Inventory {
     in_flight: Arc<std::sync::atomic::AtomicUsize>,
 }
 
-/// Counts one purchase in flight for as long as it lives.
-struct InFlight(Arc<std::sync::atomic::AtomicUsize>);
+/// Counts one purchase in `count` for as long as it lives (in flight; for-update: waiting for
+/// its turn), however it ends.
+pub(super) struct CountGuard(Arc<std::sync::atomic::AtomicUsize>);
 
-impl InFlight {
-    fn new(count: &Arc<std::sync::atomic::AtomicUsize>) -> Self {
+impl CountGuard {
+    pub(super) fn new(count: &Arc<std::sync::atomic::AtomicUsize>) -> Self {
         count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        InFlight(count.clone())
+        CountGuard(count.clone())
     }
 }
 
-impl Drop for InFlight {
+impl Drop for CountGuard {
     fn drop(&mut self) {
         self.0.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
     }
@@ -311,7 +312,7 @@ impl Inventory {
 
     /// Tries to buy. Business answers are `Ok(Outcome)`; contention maps to `Outcome::Busy`.
     pub async fn purchase(&self, p: &Purchase) -> Result<Outcome, InventoryError> {
-        let _counted = InFlight::new(&self.in_flight);
+        let _counted = CountGuard::new(&self.in_flight);
         let Some(limit) = self.purchase_limit(p.item_id).await? else {
             let known =
                 self.engine.redis().is_some() && self.store.item(p.item_id).await?.is_some();
