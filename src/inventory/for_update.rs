@@ -68,34 +68,36 @@ const STRIPES: usize = 1024;
 
 /// The per-item queues in front of the row lock (see the module's documentation): each lets
 /// `waiters` purchases at a time begin their transaction, the others wait in arrival order
-/// (tokio's semaphore is fair).
+/// (tokio's semaphore is fair). The default has none: every purchase waits in the database.
 #[derive(Clone, Default)]
-pub struct RowQueues {
-    /// `None`: no queue in the shop, every purchase waits in the database.
-    stripes: Option<Arc<[Semaphore]>>,
+pub struct RowQueues(Option<Arc<Queues>>);
+
+struct Queues {
+    stripes: Box<[Semaphore]>,
     /// Purchases waiting for their turn now, in every queue.
-    waiting: Arc<AtomicUsize>,
+    waiting: AtomicUsize,
 }
 
 impl RowQueues {
     /// Queues that let `waiters` purchases of an item wait on its row lock at once (0: none,
     /// every purchase goes straight to the database's lock).
     pub fn new(waiters: u32) -> RowQueues {
-        let stripes = (waiters > 0).then(|| {
-            (0..STRIPES)
-                .map(|_| Semaphore::new(waiters as usize))
-                .collect()
-        });
-        RowQueues {
-            stripes,
-            waiting: Arc::default(),
-        }
+        RowQueues((waiters > 0).then(|| {
+            Arc::new(Queues {
+                stripes: (0..STRIPES)
+                    .map(|_| Semaphore::new(waiters as usize))
+                    .collect(),
+                waiting: AtomicUsize::new(0),
+            })
+        }))
     }
 
     /// Purchases waiting for their turn now (`oversell_db_pool_waiting` counts them: they wait
     /// to get at the database).
     pub fn waiting(&self) -> usize {
-        self.waiting.load(Ordering::SeqCst)
+        self.0
+            .as_ref()
+            .map_or(0, |q| q.waiting.load(Ordering::SeqCst))
     }
 
     /// Waits for `item`'s turn, at most `limit`. `Ok(None)` without queues; `Err(())` when
@@ -105,11 +107,11 @@ impl RowQueues {
         item: i64,
         limit: std::time::Duration,
     ) -> Result<Option<SemaphorePermit<'_>>, ()> {
-        let Some(stripes) = &self.stripes else {
+        let Some(queues) = &self.0 else {
             return Ok(None);
         };
-        let queue = &stripes[item.rem_euclid(STRIPES as i64) as usize];
-        let _counted = CountGuard::new(&self.waiting);
+        let queue = &queues.stripes[item.rem_euclid(STRIPES as i64) as usize];
+        let _counted = CountGuard::new(&queues.waiting);
         match tokio::time::timeout(limit, queue.acquire()).await {
             // A semaphore that is never closed only fails by being closed: no queue then.
             Ok(permit) => Ok(permit.ok()),

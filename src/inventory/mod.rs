@@ -78,16 +78,16 @@ pub struct Inventory {
 
 /// Counts one purchase in `count` for as long as it lives (in flight; for-update: waiting for
 /// its turn), however it ends.
-pub(super) struct CountGuard(Arc<std::sync::atomic::AtomicUsize>);
+pub(super) struct CountGuard<'a>(&'a std::sync::atomic::AtomicUsize);
 
-impl CountGuard {
-    pub(super) fn new(count: &Arc<std::sync::atomic::AtomicUsize>) -> Self {
+impl<'a> CountGuard<'a> {
+    pub(super) fn new(count: &'a std::sync::atomic::AtomicUsize) -> Self {
         count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        CountGuard(count.clone())
+        CountGuard(count)
     }
 }
 
-impl Drop for CountGuard {
+impl Drop for CountGuard<'_> {
     fn drop(&mut self) {
         self.0.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
     }
