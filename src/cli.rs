@@ -333,17 +333,18 @@ pub struct CompareArgs {
     pub conn: ConnArgs,
 }
 
-/// The tokio runtime the command runs on: multi-threaded, every driver on; `serve
-/// --worker-threads N` (N > 0) sets its workers, else tokio's default (one per core, or
-/// `TOKIO_WORKER_THREADS`).
+/// The tokio runtime the command runs on: multi-threaded, every driver on; `serve`'s workers
+/// are [`ServeArgs::workers`] (`--worker-threads N`, else one per core, less one next to its
+/// servers), every other command's tokio's default (one per core, or `TOKIO_WORKER_THREADS`).
 pub fn runtime(cli: &Cli) -> std::io::Result<tokio::runtime::Runtime> {
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     builder.enable_all();
     match &cli.command {
-        Command::Serve(args) if args.worker_threads() > 0 => {
-            builder.worker_threads(args.worker_threads() as usize);
+        Command::Serve(args) => {
+            if let Some(n) = args.workers() {
+                builder.worker_threads(n);
+            }
         }
-        Command::Serve(_) => {}
         // Every other command generates load (or judges it): it takes the generator's place
         // before the runtime's threads exist, so they inherit it.
         _ => crate::placement::take_generator_place(),

@@ -64,6 +64,9 @@ pub struct ShopBenchResult {
     /// `release` or `debug`: the shop's build.
     pub build: String,
     pub cores: usize,
+    /// The shop's runtime worker threads, as it reported them (`--worker-threads`; 0 there:
+    /// one per core, less one next to its servers, [`crate::shop::workers`]).
+    pub shop_workers: usize,
     /// `/proc/loadavg` when the run started (the machine may be shared).
     pub load_average: String,
     /// Seconds of wrk before the measured phase (SQL strategies: the shop's pool connections
@@ -155,6 +158,7 @@ async fn phases(
         log.clone(),
     )
     .await?;
+    let shop_workers = child.workers;
     let http = reqwest::Client::new();
     let servers = Servers::find(b.strategy.uses_redis(), &b.redis_url, b.backend, db_url).await;
     let measured = http_phases(b, tag, db_url, prefix, &child, &http, &servers).await;
@@ -203,6 +207,7 @@ async fn phases(
             "release".into()
         },
         cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        shop_workers,
         load_average,
         warm_up_s: if b.strategy.uses_redis() {
             0
@@ -436,8 +441,9 @@ fn render_lines(r: &ShopBenchResult) -> String {
         .map_or(String::new(), |b| format!(" on {b}"));
     let s = &r.saturation;
     out.push_str(&format!(
-        "bench shop: {}{on}, {} s per phase, {} connections, {} build, {} cores (load {})\n",
-        r.strategy, r.seconds, r.connections, r.build, r.cores, r.load_average
+        "bench shop: {}{on}, {} s per phase, {} connections, {} build, {} cores, the shop's \
+         runtime {} workers (load {})\n",
+        r.strategy, r.seconds, r.connections, r.build, r.cores, r.shop_workers, r.load_average
     ));
     if r.warm_up_s > 0 {
         out.push_str(&format!(

@@ -8,7 +8,7 @@ use crate::exit::Exit;
 use crate::inventory::Strategy;
 use crate::services::ServicesMode;
 use crate::shop::ready::{Readiness, ReadySender};
-use crate::shop::{Application, ServeConfig, ShopKnobs, TrustedProxies};
+use crate::shop::{workers, Application, ServeConfig, ShopKnobs, TrustedProxies};
 use crate::store::Backend;
 use clap::Args;
 use std::net::SocketAddr;
@@ -196,11 +196,45 @@ pub(super) fn config_alone(
 }
 
 impl ServeArgs {
-    /// The shop's runtime workers (0: tokio's default), from the document or the flag.
+    /// The shop's runtime workers as asked (0: chosen, [`crate::shop::workers`]), from the
+    /// document or the flag.
     pub fn worker_threads(&self) -> u32 {
         self.config
             .as_ref()
             .map_or(self.knobs.worker_threads, |c| c.knobs.worker_threads)
+    }
+
+    /// The workers the shop's runtime is built with ([`crate::shop::workers::choose`]):
+    /// `None` leaves them to tokio (0 asked and `TOKIO_WORKER_THREADS` set).
+    pub fn workers(&self) -> Option<usize> {
+        let asked = self.worker_threads();
+        if asked == 0 && std::env::var_os("TOKIO_WORKER_THREADS").is_some() {
+            return None;
+        }
+        let here = match &self.config {
+            Some(c) => {
+                let redis = c.strategy.uses_redis().then_some(c.redis_url.as_str());
+                workers::servers_here(
+                    std::iter::once(c.database_url.as_str()).chain(redis),
+                    ServicesMode::External,
+                )
+            }
+            None => {
+                // A refused --database-url is reported when the shop starts; here it counts as
+                // a server elsewhere.
+                let db = self
+                    .conn
+                    .database_for(self.backend)
+                    .ok()
+                    .map(|(_, url)| url);
+                let redis = self
+                    .strategy
+                    .is_some_and(|s| s.uses_redis())
+                    .then_some(self.conn.redis_url.as_str());
+                workers::servers_here(db.as_deref().into_iter().chain(redis), self.conn.services)
+            }
+        };
+        Some(workers::choose(asked, workers::cores(), here))
     }
 }
 
@@ -228,7 +262,8 @@ pub(super) async fn serve(mut args: ServeArgs) -> anyhow::Result<Exit> {
     }
     // The first stdout line: for a person, or a script without --ready-fd.
     println!("oversell shop listening on http://{}", app.local_addr());
-    tracing::info!(%strategy, addr = %app.local_addr(), "shop ready");
+    let workers = tokio::runtime::Handle::current().metrics().num_workers();
+    tracing::info!(%strategy, addr = %app.local_addr(), workers, "shop ready");
     app.run_until_stopped(crate::shop::shutdown_signal())
         .await?;
     Ok(Exit::Success)

@@ -207,9 +207,10 @@ async fn run_cell(
         .await?,
     );
     let url = &shop.base_url;
-    let (version, log_path) = (&shop.version, log.display());
+    let (version, workers, log_path) = (&shop.version, shop.workers, log.display());
     plan.say(&format!(
-        "   shop {url} (oversell {version}, metrics {url}/metrics, log {log_path})"
+        "   shop {url} (oversell {version}, {workers} runtime workers, metrics {url}/metrics, \
+         log {log_path})"
     ));
     if let Some(live) = &plan.live {
         live.shop(Some(&shop.base_url));

@@ -5,7 +5,7 @@
 //! The child is told everything as one typed document ([`ServeConfig`], JSON on its stdin:
 //! `serve --config -`), so no URL or token is on its command line (`ps` shows argv to every
 //! local user) or in a file; and it answers on a pipe made for that (`--ready-fd`,
-//! [`crate::shop::ready`]): the address it bound and its version, or why it stopped. Its
+//! [`crate::shop::ready`]): the address it bound, its version and workers, or why it stopped. Its
 //! stdout and stderr go to its log. Each child gets a random admin token of its own for the
 //! set-up and reconciliation calls, and trusts `X-Forwarded-For` from the harness's loopback
 //! address only, so the traffic model's buyers keep their own addresses.
@@ -59,6 +59,8 @@ pub(crate) struct ChildShop {
     pub(crate) base_url: String,
     /// The version the shop reported on its readiness channel.
     pub(crate) version: String,
+    /// The worker threads of its runtime, as it reported them (0: not said).
+    pub(crate) workers: usize,
     /// `Authorization: Bearer` value of its admin routes.
     admin_token: String,
     /// How to start it again (`shop-kill`).
@@ -80,6 +82,7 @@ struct Started {
     child: Child,
     address: SocketAddr,
     version: String,
+    workers: usize,
 }
 
 impl Launch {
@@ -122,11 +125,15 @@ impl Launch {
         let strategy = self.config.strategy;
         match ready.wait(self.ready_within).await {
             Ok(Readiness::Ready {
-                address, version, ..
+                address,
+                version,
+                workers,
+                ..
             }) => Ok(Started {
                 child,
                 address,
                 version,
+                workers,
             }),
             Ok(Readiness::Failed {
                 error, exit_code, ..
@@ -237,6 +244,7 @@ impl ChildShop {
             process: tokio::sync::Mutex::new(started.child),
             base_url: format!("http://{}", started.address),
             version: started.version,
+            workers: started.workers,
             admin_token,
             launch,
         })

@@ -116,9 +116,10 @@ knobs! {
         consumers: u32 = 2, 1..=32;
         /// redis-buckets: how many buckets (hash slots) a sale's stock is split over.
         buckets: u32 = 4, 1..=64;
-        /// Worker threads of the shop's tokio runtime (0 = tokio's default: one per core). On a
-        /// machine whose cores the shop shares with Redis and the database, fewer workers wake
-        /// each other less (docs/src/performance/lab-log.md, "redis-lua").
+        /// Worker threads of the shop's tokio runtime (0 = one per core, less one when its
+        /// database or Redis is on this machine, at least one: a second worker next to its
+        /// servers served no more orders and cost more CPU per order; docs/src/shop/
+        /// overview.md, "Worker threads").
         worker_threads: u32 = 0, 0..=1024;
     }
 }

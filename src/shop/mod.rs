@@ -17,8 +17,9 @@
 //!   `body`: a JSON route's body read within the body timeout.
 //! - [`serve_config`]: [`ServeConfig`], everything `serve` is told as one document (its flags
 //!   build one; `serve --config` reads one whole, as a run's child shop gets it).
-//! - [`ready`]: the readiness channel a child shop reports on: its address and version, or
-//!   why it stopped.
+//! - [`ready`]: the readiness channel a child shop reports on: its address, version and
+//!   workers, or why it stopped.
+//! - [`workers`]: how many worker threads its runtime gets (`--worker-threads`).
 
 mod admin;
 mod body;
@@ -33,6 +34,7 @@ pub mod rewarm;
 pub mod routes;
 pub mod serve_config;
 pub mod telemetry;
+pub mod workers;
 
 use crate::inventory::{Inventory, RedisSettings, Settings, Strategy};
 use crate::pipeline::{self, PipelineSettings};

@@ -1,6 +1,6 @@
 //! The readiness channel of a shop another process starts: the child (`serve --ready-fd N`)
 //! writes one JSON line, [`Readiness`], on an inherited pipe made for it and closes it: the
-//! address it bound, its version and pid, or why it stopped before serving. Nothing else is on
+//! address it bound, its version, pid and runtime workers, or why it stopped before serving. Nothing else is on
 //! that pipe, and stdout stays the user's.
 //!
 //! The parent ([`ReadyPipe`]) makes the pipe close-on-exec, clears that flag on the write end
@@ -23,6 +23,9 @@ pub enum Readiness {
         address: SocketAddr,
         version: String,
         pid: u32,
+        /// Its runtime's worker threads (0: a shop that did not say).
+        #[serde(default)]
+        workers: usize,
     },
     /// Stopped before serving: the error it printed and the exit code it leaves with.
     Failed {
@@ -37,12 +40,13 @@ pub enum Readiness {
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
 impl Readiness {
-    /// Ready at `address` (this process, this version).
+    /// Ready at `address` (this process, this version, the runtime it runs on).
     pub fn ready(address: SocketAddr) -> Readiness {
         Readiness::Ready {
             address,
             version: VERSION.into(),
             pid: std::process::id(),
+            workers: tokio::runtime::Handle::try_current().map_or(0, |h| h.metrics().num_workers()),
         }
     }
 

@@ -1,12 +1,12 @@
 //! `oversell serve --config -` and `--ready-fd`, through the real binary: the shop takes its
-//! whole configuration as one JSON document on stdin, reports its address and version (or why
-//! it stopped, with its exit code) as one line on the descriptor it is given, and refuses a
-//! flag written beside the document.
+//! whole configuration as one JSON document on stdin, reports its address, version and runtime
+//! workers (or why it stopped, with its exit code) as one line on the descriptor it is given,
+//! and refuses a flag written beside the document.
 
 use crate::helpers::{drop_database, fresh_db_url, oversell_cli, redis_url};
 use oversell::testing::inventory::Strategy;
 use oversell::testing::shop::ready::{Readiness, ReadyPipe};
-use oversell::testing::shop::{ServeConfig, ShopKnobs};
+use oversell::testing::shop::{workers, ServeConfig, ShopKnobs};
 use oversell::testing::store::Backend;
 use std::process::Stdio;
 use std::time::Duration;
@@ -53,7 +53,10 @@ async fn a_shop_given_its_config_on_stdin_reports_its_address_and_version_on_its
     let mut stdout = BufReader::new(child.stdout.take().unwrap());
     let _ = tokio::time::timeout(Duration::from_secs(30), stdout.read_line(&mut line)).await;
     let Readiness::Ready {
-        address, version, ..
+        address,
+        version,
+        workers,
+        ..
     } = report
     else {
         panic!("not ready: {report:?}")
@@ -69,12 +72,45 @@ async fn a_shop_given_its_config_on_stdin_reports_its_address_and_version_on_its
         "{address}"
     );
     assert_eq!(version, env!("CARGO_PKG_VERSION"));
+    assert_eq!(
+        workers,
+        workers::cores().saturating_sub(1).max(1),
+        "0 asked, its database on loopback: a core left to the servers"
+    );
     assert!(health.unwrap().status().is_success());
     assert_eq!(
         line.trim(),
         format!("oversell shop listening on http://{address}"),
         "stdout still says it for a person"
     );
+}
+
+#[tokio::test]
+async fn a_shop_asked_for_its_worker_threads_runs_and_reports_that_many() {
+    // Arrange
+    let db = fresh_db_url(Backend::Postgres);
+    let config = ServeConfig::new(
+        Strategy::Naive,
+        "127.0.0.1:0".parse().unwrap(),
+        &db,
+        &redis_url(),
+        ShopKnobs {
+            worker_threads: 3,
+            ..ShopKnobs::default()
+        },
+    );
+
+    // Act
+    let (mut child, report) = serve(&config).await;
+    child.kill().await.unwrap();
+    let _ = child.wait().await;
+    drop_database(&db).await;
+
+    // Assert
+    let Readiness::Ready { workers, .. } = report else {
+        panic!("not ready: {report:?}")
+    };
+    assert_eq!(workers, 3);
 }
 
 #[tokio::test]
