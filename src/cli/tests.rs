@@ -422,3 +422,57 @@ fn bench_shop_takes_its_shop_knobs_from_serves_flags_with_its_own_defaults() {
     assert_eq!(set.consumers, 2);
     assert!(refused(&["bench", "shop", "-s", "naive", "--work", "1ms"]).contains("--work"));
 }
+
+#[test]
+fn serve_leaves_a_core_to_the_servers_it_uses_on_its_machine_and_keeps_an_asked_count() {
+    let workers = |strategy: &str, db: &str, redis: &str, extra: &[&str]| {
+        let args = [
+            &["serve", "--strategy", strategy, "--database-url", db][..],
+            &["--redis-url", redis, "--services", "external"],
+            extra,
+        ]
+        .concat();
+        match parse(&args) {
+            Command::Serve(s) => s.workers(),
+            other => panic!("{other:?}"),
+        }
+    };
+    if std::env::var_os("TOKIO_WORKER_THREADS").is_some() {
+        // Then 0 leaves the count to tokio, as it says: `None` here, by design.
+        assert_eq!(
+            workers("naive", "postgres://127.0.0.1/x", "redis://h", &[]),
+            None
+        );
+        return;
+    }
+    let cores = crate::shop::workers::cores();
+    let (elsewhere_db, here_db) = ("postgres://10.0.0.5/shop", "postgres://127.0.0.1/shop");
+    let (elsewhere_redis, here_redis) = ("redis://10.0.0.6:6379", "redis://localhost:6379");
+    assert_eq!(
+        workers("redis-lua", elsewhere_db, elsewhere_redis, &[]),
+        Some(cores)
+    );
+    assert_eq!(
+        workers("redis-lua", elsewhere_db, here_redis, &[]),
+        Some(cores.saturating_sub(1).max(1)),
+        "redis-lua uses its Redis"
+    );
+    assert_eq!(
+        workers("for-update", elsewhere_db, here_redis, &[]),
+        Some(cores),
+        "for-update does not use Redis"
+    );
+    assert_eq!(
+        workers("for-update", here_db, elsewhere_redis, &[]),
+        Some(cores.saturating_sub(1).max(1))
+    );
+    assert_eq!(
+        workers(
+            "for-update",
+            here_db,
+            here_redis,
+            &["--worker-threads", "3"]
+        ),
+        Some(3)
+    );
+}
