@@ -442,7 +442,7 @@ fn render_lines(r: &ShopBenchResult) -> String {
     let s = &r.saturation;
     out.push_str(&format!(
         "bench shop: {}{on}, {} s per phase, {} connections, {} build, {} cores, the shop's \
-         runtime {} workers (load {})\n",
+         runtime workers: {} (load {})\n",
         r.strategy, r.seconds, r.connections, r.build, r.cores, r.shop_workers, r.load_average
     ));
     if r.warm_up_s > 0 {

@@ -209,7 +209,7 @@ async fn run_cell(
     let url = &shop.base_url;
     let (version, workers, log_path) = (&shop.version, shop.workers, log.display());
     plan.say(&format!(
-        "   shop {url} (oversell {version}, {workers} runtime workers, metrics {url}/metrics, \
+        "   shop {url} (oversell {version}, runtime workers: {workers}, metrics {url}/metrics, \
          log {log_path})"
     ));
     if let Some(live) = &plan.live {
