@@ -211,28 +211,27 @@ impl ServeArgs {
         if asked == 0 && std::env::var_os("TOKIO_WORKER_THREADS").is_some() {
             return None;
         }
-        let here = match &self.config {
-            Some(c) => {
-                let redis = c.strategy.uses_redis().then_some(c.redis_url.as_str());
-                workers::servers_here(
-                    std::iter::once(c.database_url.as_str()).chain(redis),
-                    ServicesMode::External,
-                )
-            }
-            None => {
-                // A refused --database-url is reported when the shop starts; here it counts as
-                // a server elsewhere.
-                let db = self
-                    .conn
+        let here = match (&self.config, self.strategy) {
+            (Some(c), _) => workers::servers_here(
+                c.strategy,
+                Some(&c.database_url),
+                &c.redis_url,
+                ServicesMode::External,
+            ),
+            // A refused --database-url is reported when the shop starts; here it counts as a
+            // server elsewhere.
+            (None, Some(strategy)) => workers::servers_here(
+                strategy,
+                self.conn
                     .database_for(self.backend)
                     .ok()
-                    .map(|(_, url)| url);
-                let redis = self
-                    .strategy
-                    .is_some_and(|s| s.uses_redis())
-                    .then_some(self.conn.redis_url.as_str());
-                workers::servers_here(db.as_deref().into_iter().chain(redis), self.conn.services)
-            }
+                    .map(|(_, url)| url)
+                    .as_deref(),
+                &self.conn.redis_url,
+                self.conn.services,
+            ),
+            // Not parsed: clap requires --strategy without --config.
+            (None, None) => false,
         };
         Some(workers::choose(asked, workers::cores(), here))
     }

@@ -1,7 +1,7 @@
 //! The readiness channel of a shop another process starts: the child (`serve --ready-fd N`)
 //! writes one JSON line, [`Readiness`], on an inherited pipe made for it and closes it: the
-//! address it bound, its version, pid and runtime workers, or why it stopped before serving. Nothing else is on
-//! that pipe, and stdout stays the user's.
+//! address it bound, its version, pid and runtime workers, or why it stopped before serving.
+//! Nothing else is on that pipe, and stdout stays the user's.
 //!
 //! The parent ([`ReadyPipe`]) makes the pipe close-on-exec, clears that flag on the write end
 //! in the child only (between fork and exec, so no other child of the parent inherits it),

@@ -15,6 +15,7 @@
 //! lab-log.md, "One worker less next to the servers"). A shop on a machine of its own, its
 //! servers elsewhere, keeps one worker per core.
 
+use crate::inventory::Strategy;
 use crate::services::ServicesMode;
 
 /// The workers a shop asked for `asked` gets on a machine of `cores` cores, its servers on
@@ -32,12 +33,20 @@ pub fn cores() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
-/// Whether any of `urls` (a database's, Redis's) names a server on this machine: a loopback
-/// host (127.0.0.0/8, ::1, `localhost`), or no host (a Unix socket, or the driver's local
-/// default), or a `host=` / `socket=` parameter that is a path; or `mode` starts servers of
-/// its own ([`ServicesMode::Managed`]). An address that does not parse counts as elsewhere.
-pub fn servers_here<'a>(urls: impl IntoIterator<Item = &'a str>, mode: ServicesMode) -> bool {
-    mode == ServicesMode::Managed || urls.into_iter().any(on_this_machine)
+/// Whether a server a `strategy` shop uses is on this machine: its database (`database_url`),
+/// or its Redis (`redis_url`) when the strategy uses Redis, at a loopback host (127.0.0.0/8,
+/// ::1, `localhost`), with no host (a Unix socket, or the driver's local default), or with a
+/// `host=` / `socket=` parameter that is a path; or `mode` starts servers of its own
+/// ([`ServicesMode::Managed`]). An address that does not parse counts as elsewhere.
+pub fn servers_here(
+    strategy: Strategy,
+    database_url: Option<&str>,
+    redis_url: &str,
+    mode: ServicesMode,
+) -> bool {
+    mode == ServicesMode::Managed
+        || database_url.is_some_and(on_this_machine)
+        || (strategy.uses_redis() && on_this_machine(redis_url))
 }
 
 fn on_this_machine(url: &str) -> bool {
@@ -70,7 +79,6 @@ mod tests {
 
     #[test]
     fn servers_on_this_machine_are_told_from_servers_elsewhere() {
-        let external = ServicesMode::External;
         for here in [
             "postgres://postgres:pw@127.0.0.1:5432/shop",
             "postgres://localhost/shop",
@@ -79,25 +87,33 @@ mod tests {
             "postgres:///shop?host=/var/run/postgresql",
             "mysql://root@db.internal/shop?socket=/run/mysqld/mysqld.sock",
         ] {
-            assert!(servers_here([here], external), "{here}");
+            assert!(on_this_machine(here), "{here}");
         }
         for elsewhere in [
             "postgres://postgres:pw@10.0.0.5:5432/shop",
             "redis://cache.example.com:6379",
             "not a url",
         ] {
-            assert!(!servers_here([elsewhere], external), "{elsewhere}");
+            assert!(!on_this_machine(elsewhere), "{elsewhere}");
         }
+        let (remote, local_redis) = (Some("postgres://10.0.0.5/shop"), "redis://127.0.0.1:6379");
+        let external = ServicesMode::External;
         assert!(servers_here(
-            ["postgres://10.0.0.5/shop", "redis://127.0.0.1:6379"],
+            Strategy::RedisLua,
+            remote,
+            local_redis,
             external
         ));
         assert!(servers_here(
-            ["postgres://10.0.0.5/shop"],
+            Strategy::Naive,
+            remote,
+            "redis://10.0.0.6",
             ServicesMode::Managed
         ));
         assert!(!servers_here(
-            ["postgres://10.0.0.5/shop"],
+            Strategy::Naive,
+            remote,
+            "redis://10.0.0.6",
             ServicesMode::Auto
         ));
     }
