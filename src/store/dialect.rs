@@ -169,7 +169,7 @@ impl Statements {
             lock_applied: "SELECT stream_applied FROM items WHERE id = ? FOR UPDATE",
             applied_above: APPLIED_ABOVE,
             delete_applied_upto: DELETE_APPLIED_UPTO,
-            delete_applied: "DELETE FROM applied_events WHERE item_id = ?",
+            delete_applied: "DELETE FROM applied_runs WHERE item_id = ?",
             list_items: "SELECT id FROM items ORDER BY id",
             insert_reconciliation: INSERT_RECONCILIATION,
             run_lock: sp.run_lock,
@@ -261,10 +261,10 @@ const SET_STATUS_IF: &str = "UPDATE orders SET status = ?, updated_at_ms = ? \
                             WHERE id = ? AND status = ?";
 const OVERDUE_ORDERS: &str = "SELECT id FROM orders WHERE item_id = ? \
                              AND status = 'pending_payment' AND created_at_ms < ? LIMIT 500";
-const APPLIED_ABOVE: &str = "SELECT ms, seq FROM applied_events WHERE item_id = ? \
-                 AND (ms > ? OR (ms = ? AND seq > ?)) ORDER BY ms, seq";
-const DELETE_APPLIED_UPTO: &str = "DELETE FROM applied_events WHERE item_id = ? \
-                 AND (ms, seq) > (?, ?) AND (ms, seq) <= (?, ?)";
+const APPLIED_ABOVE: &str = "SELECT ms, seq_from, seq_to FROM applied_runs WHERE item_id = ? \
+                 AND (ms > ? OR (ms = ? AND seq_to > ?)) ORDER BY ms, seq_to";
+const DELETE_APPLIED_UPTO: &str = "DELETE FROM applied_runs WHERE item_id = ? \
+                 AND (ms, seq_to) > (?, ?) AND (ms, seq_to) <= (?, ?)";
 const INSERT_RECONCILIATION: &str = "INSERT INTO reconciliations \
                                     (item_id, at_ms, redis_stock, expected, residual, corrected) \
                                     VALUES (?, ?, ?, ?, ?, ?)";
@@ -392,28 +392,27 @@ pub const PG_INSERT_NEW_ORDERS: &str = "INSERT INTO orders (id, item_id, user_id
      FROM unnest($3::text[], $4::text[], $5::text[], $6::bigint[], $7::bigint[], $8::text[]) \
      AS u(id, user_id, device_id, qty, at, key)";
 
-/// PostgreSQL: [`insert_applied`] as one statement whatever the number of ids: binds the item
-/// id, then the ids' `ms` and `seq` as two arrays.
-pub const PG_INSERT_APPLIED: &str = "INSERT INTO applied_events (item_id, ms, seq) \
-     SELECT $1, u.ms, u.seq FROM unnest($2::bigint[], $3::bigint[]) AS u(ms, seq) \
-     ON CONFLICT DO NOTHING";
+/// PostgreSQL: [`insert_applied`] as one statement whatever the number of runs: binds the item
+/// id, then the runs' `ms`, `seq_from` and `seq_to` as three arrays (distinct `(ms, seq_to)`).
+pub const PG_INSERT_APPLIED: &str = "INSERT INTO applied_runs (item_id, ms, seq_from, seq_to) \
+     SELECT $1, u.ms, u.f, u.t FROM unnest($2::bigint[], $3::bigint[], $4::bigint[]) AS u(ms, f, t) \
+     ON CONFLICT (item_id, ms, seq_to) \
+     DO UPDATE SET seq_from = LEAST(applied_runs.seq_from, EXCLUDED.seq_from)";
 
-/// Records `rows` applied stream ids of one item (`(item_id, ms, seq)` bound per row); an id
-/// recorded before (a replayed batch) is left as it is.
+/// Records `rows` runs of applied stream ids of one item (`(item_id, ms, seq_from, seq_to)`
+/// bound per row). A run recorded before with the same last id (a replayed batch) keeps the
+/// lower start: both runs end at that id, so their union is the longer one.
 pub fn insert_applied(backend: Backend, rows: usize) -> String {
-    let values = vec!["(?, ?, ?)"; rows.max(1)].join(", ");
-    let sql = match backend {
-        Backend::Postgres => format!(
-            "INSERT INTO applied_events (item_id, ms, seq) VALUES {values} ON CONFLICT DO NOTHING"
-        ),
-        Backend::Mysql => format!(
-            "INSERT INTO applied_events (item_id, ms, seq) VALUES {values} \
-             ON DUPLICATE KEY UPDATE seq = seq"
-        ),
-    };
+    let values = vec!["(?, ?, ?, ?)"; rows.max(1)].join(", ");
+    let head = "INSERT INTO applied_runs (item_id, ms, seq_from, seq_to) VALUES";
     match backend {
-        Backend::Mysql => sql,
-        Backend::Postgres => numbered_placeholders(sql),
+        Backend::Postgres => numbered_placeholders(format!(
+            "{head} {values} ON CONFLICT (item_id, ms, seq_to) \
+             DO UPDATE SET seq_from = LEAST(applied_runs.seq_from, EXCLUDED.seq_from)"
+        )),
+        Backend::Mysql => format!(
+            "{head} {values} ON DUPLICATE KEY UPDATE seq_from = LEAST(seq_from, VALUES(seq_from))"
+        ),
     }
 }
 
@@ -515,8 +514,8 @@ mod tests {
         assert!(p
             .order_by_key
             .ends_with("item_id = $1 AND idempotency_key = $2"));
-        assert!(insert_applied(Backend::Postgres, 2).contains("($4, $5, $6) ON CONFLICT"));
-        assert!(insert_applied(Backend::Mysql, 1).contains("VALUES (?, ?, ?) ON DUPLICATE"));
+        assert!(insert_applied(Backend::Postgres, 2).contains("($5, $6, $7, $8) ON CONFLICT"));
+        assert!(insert_applied(Backend::Mysql, 1).contains("VALUES (?, ?, ?, ?) ON DUPLICATE"));
         assert!(p.conditional_deduct.ends_with("id = $2 AND stock >= $3"));
         assert!(p.insert_order_within_limit.ends_with("+ $12 <= $13"));
         assert!(s

@@ -1,11 +1,15 @@
 //! redis-lua's stream stays exact and bounded: two consumers committing out of order around a
-//! reconciliation snapshot, and a 100 000-entry backlog whose probes must stay O(1). Redis's
-//! own counters (SLOWLOG, INFO commandstats) measure cost, never wall clock.
+//! reconciliation snapshot, the applied ids kept as runs and read back exactly, and a 100 000-entry
+//! backlog whose probes must stay O(1). Redis's own counters (SLOWLOG, INFO commandstats) measure
+//! cost, never wall clock.
 
+use crate::helpers::{spawn_app, TestApp};
 use crate::pipeline_faults::{redis_conn, Parts};
 use oversell::testing::inventory::redis_lua::GROUP;
+use oversell::testing::inventory::Strategy;
 use oversell::testing::model::OrderStatus;
 use oversell::testing::pipeline;
+use oversell::testing::store::{Backend, PersistEvent, PersistKind};
 use redis::AsyncCommands;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -287,4 +291,84 @@ async fn a_100k_backlog_keeps_probes_o1_reconciliation_bounded_and_the_stream_tr
         "no reconciliation or trim call is slow: {slow:?}"
     );
     parts.teardown().await;
+}
+
+#[tokio::test]
+async fn applied_ids_are_kept_as_runs_and_read_back_exactly_on_both_databases() {
+    for backend in [Backend::Postgres, Backend::Mysql] {
+        applied_ids_as_runs(backend).await;
+    }
+}
+
+/// Batches of ids within two milliseconds (with a gap), replays that overlap them (a claimed
+/// batch), then the mark raised into the middle of a run and past it.
+async fn applied_ids_as_runs(backend: Backend) {
+    let app = spawn_app(Strategy::ForUpdate, backend).await;
+    app.setup_sale(1, 100, 100).await;
+    let store = app.app_inventory.store();
+    let batch = |ids: &[&str]| -> Vec<PersistEvent> {
+        ids.iter()
+            .map(|sid| PersistEvent {
+                stream_id: sid.to_string(),
+                kind: PersistKind::Order,
+                order_id: format!("1-o{sid}"),
+                user_id: format!("user-{sid}"),
+                device_id: None,
+                qty: 1,
+                at_ms: 1,
+                idempotency_key: None,
+            })
+            .collect()
+    };
+    let applied = |ids: &[&str]| {
+        let events = batch(ids);
+        async move {
+            let s = store.apply_events(1, &events, None).await.unwrap();
+            (s.inserted, s.replayed)
+        }
+    };
+    assert_eq!(applied(&["5-1", "5-2", "5-3", "6-0", "6-2"]).await, (5, 0));
+    // The same last id, an earlier start: the run grows down to 5-0.
+    assert_eq!(applied(&["5-0", "5-1", "5-2", "5-3"]).await, (1, 3));
+    // The same last id, a later start: the run keeps 5-0 and 5-1.
+    assert_eq!(applied(&["5-2", "5-3"]).await, (0, 2));
+    // Overlapping and going further: a second run.
+    assert_eq!(applied(&["5-3", "5-4", "5-5"]).await, (2, 1));
+    let ids = ["5-0", "5-1", "5-2", "5-3", "5-4", "5-5", "6-0", "6-2"];
+    assert_eq!(applied_above(&app, "0-0").await, ids, "{backend:?}");
+    // Eight ids in four rows: 5-0..5-3, 5-3..5-5, 6-0, 6-2.
+    assert_eq!(run_rows(&app.database_url).await, 4, "{backend:?}");
+    // The mark inside a run: only the run's ids above it are applied above the mark.
+    assert_eq!(store.advance_mark(1, "5-2").await.unwrap(), "5-2");
+    assert_eq!(applied_above(&app, "5-2").await, &ids[3..], "{backend:?}");
+    // Past a run's end: the runs it covers are forgotten, the one above stays.
+    assert_eq!(store.advance_mark(1, "6-0").await.unwrap(), "6-0");
+    assert_eq!(applied_above(&app, "6-0").await, ["6-2"], "{backend:?}");
+    assert_eq!(run_rows(&app.database_url).await, 1, "{backend:?}");
+    app.teardown().await;
+}
+
+/// The ids applied above the item's mark, from reconciliation's snapshot (which must hold `mark`).
+async fn applied_above(app: &TestApp, mark: &str) -> Vec<String> {
+    let snap = app
+        .app_inventory
+        .store()
+        .reconcile_snapshot(1)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(snap.mark, mark);
+    snap.applied_above
+}
+
+/// Rows of `applied_runs`.
+async fn run_rows(url: &str) -> i64 {
+    sqlx::any::install_default_drivers();
+    let pool = sqlx::AnyPool::connect(url).await.unwrap();
+    let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM applied_runs")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    pool.close().await;
+    n
 }

@@ -16,15 +16,18 @@
 //! mark to its own highest id. The caller passes a candidate proven from Redis (everything at or
 //! below it has been acknowledged, and acknowledgement follows the commit); the transaction
 //! raises the mark to it, forgets the applied ids the mark now covers, and records its own ids
-//! above the mark in `applied_events`, all under the item's row lock.
+//! above the mark in `applied_runs` (runs of consecutive ids), all under the item's row lock.
 
+mod applied;
 mod bulk;
+
+pub(super) use applied::applied_above;
+use applied::record_applied;
 
 use super::lane::Lane;
 use super::StoreTx;
-use super::{dialect::Statements, pg_array, Backend, StoreError};
+use super::{dialect::Statements, Backend, StoreError};
 use crate::model::OrderStatus;
-use sqlx::Row;
 
 /// A stream entry id (`ms-seq`) as a pair that orders like the stream does.
 pub fn stream_id(id: &str) -> (u64, u64) {
@@ -258,44 +261,6 @@ struct Batch<'a> {
     insert: Insert,
 }
 
-/// Records the batch's stream ids above `mark` in `applied_events`.
-async fn record_applied(
-    tx: &mut StoreTx,
-    backend: Backend,
-    item: i64,
-    events: &[PersistEvent],
-    mark: (u64, u64),
-) -> Result<(), StoreError> {
-    let above: Vec<(i64, i64)> = events
-        .iter()
-        .map(|e| stream_id(&e.stream_id))
-        .filter(|id| *id > mark)
-        .map(as_columns)
-        .collect();
-    match backend {
-        Backend::Postgres if !above.is_empty() => {
-            sqlx::query(super::dialect::PG_INSERT_APPLIED)
-                .bind(item)
-                .bind(pg_array::bigint(above.iter().map(|id| id.0)))
-                .bind(pg_array::bigint(above.iter().map(|id| id.1)))
-                .execute(tx.conn())
-                .await?;
-        }
-        Backend::Postgres => {}
-        Backend::Mysql => {
-            for chunk in above.chunks(APPLIED_CHUNK) {
-                let stmt = super::dialect::insert_applied(backend, chunk.len());
-                let mut q = sqlx::query(sqlx::AssertSqlSafe(stmt));
-                for (ms, seq) in chunk {
-                    q = q.bind(item).bind(*ms).bind(*seq);
-                }
-                q.execute(tx.conn()).await?;
-            }
-        }
-    }
-    Ok(())
-}
-
 /// What a batch does with the item's low-water mark.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Marks<'a> {
@@ -354,33 +319,6 @@ async fn raise_mark(
         .await?;
     Ok(candidate)
 }
-
-/// The applied ids above `mark`, in stream order (read inside the caller's snapshot).
-pub(super) async fn applied_above(
-    conn: &mut sqlx::AnyConnection,
-    sql: &Statements,
-    item: i64,
-    mark: &str,
-) -> Result<Vec<String>, StoreError> {
-    let (ms, seq) = as_columns(stream_id(mark));
-    let rows = sqlx::query(sql.applied_above)
-        .bind(item)
-        .bind(ms)
-        .bind(ms)
-        .bind(seq)
-        .fetch_all(&mut *conn)
-        .await?;
-    rows.iter()
-        .map(|r| {
-            let ms: i64 = r.try_get(0)?;
-            let seq: i64 = r.try_get(1)?;
-            Ok(format!("{ms}-{seq}"))
-        })
-        .collect()
-}
-
-/// Applied ids per multi-row statement (3 placeholders each).
-const APPLIED_CHUNK: usize = 1000;
 
 async fn deduct_if_stock(
     tx: &mut StoreTx,
