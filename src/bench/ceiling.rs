@@ -84,7 +84,7 @@ pub fn statements(strategy: Strategy, backend: Backend) -> anyhow::Result<Vec<St
     Ok(match strategy {
         // batched is measured against the hot-row FOR UPDATE ceiling it is meant to beat: its
         // own transaction serves a whole batch, so a ratio above 1 is its point.
-        Strategy::ForUpdate | Strategy::Batched => vec![
+        Strategy::ForUpdate | Strategy::ForUpdateQueued | Strategy::Batched => vec![
             begin.into(),
             format!("SELECT {ITEM_COLS} FROM items WHERE id = {id} FOR UPDATE"),
             deduct,
@@ -136,7 +136,7 @@ pub fn shop_script(strategy: Strategy) -> Option<Script> {
     // `rows::bind_order`'s order: id, item, buyer, device, qty, status, created, updated, key.
     let order = ["u", "item", "u", "u", "qty", "status", "t", "t", "u"];
     let body = match strategy {
-        Strategy::ForUpdate => vec![
+        Strategy::ForUpdate | Strategy::ForUpdateQueued => vec![
             bind(sql.insert_order, &order),
             bind(sql.lock_for_purchase, &["item"]),
             bind(

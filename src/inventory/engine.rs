@@ -20,15 +20,23 @@ use crate::store::{Store, Transition};
 /// A strategy with what it runs on.
 #[derive(Clone)]
 pub enum Engine {
-    /// A database strategy: each purchase its own transaction (or statement). (`for-update`
-    /// here runs without queues in front of its lock: [`Engine::connect`] makes `ForUpdate`.)
-    Db(DbStrategy),
-    /// `for-update`, with the shop's per-item queues in front of the row lock.
-    ForUpdate(RowQueues),
+    /// A database strategy with no state of its own.
+    Db(Stateless),
+    /// The row lock: `for-update` (`queued` false: no queue), or `for-update-queued` (the
+    /// shop's per-item queues in front of it).
+    ForUpdate { queued: bool, queues: RowQueues },
     /// `batched`: per-item queues, one transaction per batch.
     Batched(Batcher),
     /// The decision in Redis.
     Redis(RedisEngine),
+}
+
+/// The database strategies whose purchase is a function of the store alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stateless {
+    Naive,
+    Optimistic,
+    Conditional,
 }
 
 /// The Redis side of a strategy that decides in Redis.
@@ -61,10 +69,17 @@ impl Engine {
         settings: &Settings,
     ) -> Result<Engine, InventoryError> {
         Ok(match strategy.engine() {
-            EngineKind::Db(DbStrategy::ForUpdate) => {
-                Engine::ForUpdate(RowQueues::new(settings.row_lock_waiters))
-            }
-            EngineKind::Db(db) => Engine::Db(db),
+            EngineKind::Db(DbStrategy::Naive) => Engine::Db(Stateless::Naive),
+            EngineKind::Db(DbStrategy::Optimistic) => Engine::Db(Stateless::Optimistic),
+            EngineKind::Db(DbStrategy::Conditional) => Engine::Db(Stateless::Conditional),
+            EngineKind::Db(DbStrategy::ForUpdate) => Engine::ForUpdate {
+                queued: false,
+                queues: RowQueues::default(),
+            },
+            EngineKind::Db(DbStrategy::ForUpdateQueued) => Engine::ForUpdate {
+                queued: true,
+                queues: RowQueues::new(settings.row_lock_waiters),
+            },
             EngineKind::Batched => Engine::Batched(Batcher::new(store.clone(), settings)),
             EngineKind::Redis(kind) => {
                 Engine::Redis(RedisEngine::connect(kind, redis, settings.buckets).await?)
@@ -75,10 +90,11 @@ impl Engine {
     /// The strategy it runs.
     pub fn strategy(&self) -> Strategy {
         match self {
-            Engine::Db(DbStrategy::Naive) => Strategy::Naive,
-            Engine::Db(DbStrategy::ForUpdate) | Engine::ForUpdate(_) => Strategy::ForUpdate,
-            Engine::Db(DbStrategy::Optimistic) => Strategy::Optimistic,
-            Engine::Db(DbStrategy::Conditional) => Strategy::Conditional,
+            Engine::Db(Stateless::Naive) => Strategy::Naive,
+            Engine::Db(Stateless::Optimistic) => Strategy::Optimistic,
+            Engine::Db(Stateless::Conditional) => Strategy::Conditional,
+            Engine::ForUpdate { queued: false, .. } => Strategy::ForUpdate,
+            Engine::ForUpdate { queued: true, .. } => Strategy::ForUpdateQueued,
             Engine::Batched(_) => Strategy::Batched,
             Engine::Redis(RedisEngine::Lua(_)) => Strategy::RedisLua,
             Engine::Redis(RedisEngine::Buckets(_)) => Strategy::RedisBuckets,
@@ -89,7 +105,7 @@ impl Engine {
     pub fn redis(&self) -> Option<&RedisEngine> {
         match self {
             Engine::Redis(r) => Some(r),
-            Engine::Db(_) | Engine::ForUpdate(_) | Engine::Batched(_) => None,
+            Engine::Db(_) | Engine::ForUpdate { .. } | Engine::Batched(_) => None,
         }
     }
 
@@ -102,13 +118,12 @@ impl Engine {
         limit: i64,
     ) -> Result<Outcome, InventoryError> {
         match self {
-            Engine::Db(DbStrategy::Naive) => naive::purchase(store, settings, p).await,
-            Engine::Db(DbStrategy::ForUpdate) => {
-                for_update::purchase(store, settings, &RowQueues::default(), p).await
+            Engine::Db(Stateless::Naive) => naive::purchase(store, settings, p).await,
+            Engine::ForUpdate { queues, .. } => {
+                for_update::purchase(store, settings, queues, p).await
             }
-            Engine::ForUpdate(queues) => for_update::purchase(store, settings, queues, p).await,
-            Engine::Db(DbStrategy::Optimistic) => optimistic::purchase(store, settings, p).await,
-            Engine::Db(DbStrategy::Conditional) => {
+            Engine::Db(Stateless::Optimistic) => optimistic::purchase(store, settings, p).await,
+            Engine::Db(Stateless::Conditional) => {
                 conditional::purchase(store, settings, p, limit).await
             }
             Engine::Batched(batcher) => Ok(batcher.purchase(p).await),

@@ -1,20 +1,24 @@
-//! `for-update`: one transaction that takes the item's row lock, and holds it for as few
-//! statements as its guarantees allow.
+//! `for-update` and `for-update-queued`: one transaction that takes the item's row lock, and
+//! holds it for as few statements as its guarantees allow.
 //!
 //! `SELECT ... FOR UPDATE` serialises every buyer on the hot row: the check and the write see
-//! the same stock, so it cannot oversell. The cost is the queue. In the database, each waiter
-//! holds a pooled connection and an open transaction, and PostgreSQL wakes every waiter queued
-//! on the row at each commit (the row's version moved, each queues again), so its CPU per order
-//! follows the queue's length. So the queue is kept in the shop: a purchase first takes its
-//! turn in the item's queue ([`RowQueues`], `--row-lock-waiters`, 4): at most that many of this
-//! shop's purchases of one item are in a transaction at once, the others wait in arrival order
-//! without a connection, for at most `--lock-timeout` (then `busy: lock_timeout`, as a wait on
-//! the lock ends; a turn that comes just in time then waits at most that long on the lock).
-//! With `--row-lock-waiters 0` every buyer goes straight to the database, holds a connection
-//! while it waits for the lock, and a burst drains the pool (`busy: pool_exhausted`). The same
-//! rate either way; with the queue in the shop PostgreSQL spends about a third less CPU per
-//! order and the slowest answers come sooner (docs/src/performance/lab-log.md, "A queue in
-//! front of the row lock"). Which buyer gets a unit is still decided under the lock.
+//! the same stock, so it cannot oversell. The cost is the queue, and the two designs differ in
+//! where it forms:
+//! - `for-update`, the post-mortem's first version and what teams ship: every buyer goes
+//!   straight to the database, holds a pooled connection and an open transaction while it
+//!   waits for the lock (PostgreSQL wakes every waiter queued on the row at each commit), and
+//!   a rush drains the pool: the buyers who find no connection within `--acquire-timeout` get
+//!   `busy: pool_exhausted`, the post-mortem's "something went wrong" page.
+//! - `for-update-queued`, its application-side improvement (AliSQL's inventory hint queues
+//!   hot-row updates inside the database; this is the same idea in the shop): a purchase first
+//!   takes its turn in the item's queue ([`RowQueues`], `--row-lock-waiters`, 4): at most that
+//!   many of this shop's purchases of one item are in a transaction at once, the others wait in
+//!   arrival order without a connection, for at most `--lock-timeout` (then `busy:
+//!   lock_timeout`, as a wait on the lock ends; a turn that comes just in time then waits at
+//!   most that long on the lock). With the queue in the shop PostgreSQL spends about a third
+//!   less CPU per order and the slowest answers come sooner (docs/src/performance/lab-log.md,
+//!   "A queue in front of the row lock"). Which buyer gets a unit is still decided under the
+//!   lock.
 //!
 //! Every statement run under the lock is paid by every buyer queued behind it, so the
 //! transaction is ordered to keep the lock short:
@@ -68,7 +72,8 @@ const STRIPES: usize = 1024;
 
 /// The per-item queues in front of the row lock (see the module's documentation): each lets
 /// `waiters` purchases at a time begin their transaction, the others wait in arrival order
-/// (tokio's semaphore is fair). The default has none: every purchase waits in the database.
+/// (tokio's semaphore is fair). The default has none (`for-update`): every purchase waits in
+/// the database.
 #[derive(Clone, Default)]
 pub struct RowQueues(Option<Arc<Queues>>);
 
@@ -155,6 +160,10 @@ pub(super) async fn purchase(
         tx.rollback().await?;
         return Ok(Outcome::UnknownItem);
     };
+    if get_then_decr && item.stock >= p.qty {
+        // The defect's read, kept on its order: the proof of its oversell shows it.
+        tx.note_stock_read(&order.id, item.stock).await?;
+    }
     if item.stock < p.qty {
         // Our own pending order is counted too: take it back out.
         let held = tx.held_by_user(p.item_id, &p.user_id).await? - p.qty;

@@ -28,7 +28,7 @@ use std::time::Duration;
 
 pub use batched::Batcher;
 pub use defect::Defect;
-pub use engine::{Engine, RedisEngine};
+pub use engine::{Engine, RedisEngine, Stateless};
 pub use outcome::{Audit, InventoryError, Outcome, SaleSetupResult};
 pub use redis_buckets::RedisBuckets;
 pub use redis_lua::{Durability, GatewaySettings, RedisLua, RedisSettings, Rewarm, RewarmOutcome};
@@ -287,7 +287,7 @@ impl Inventory {
     /// (`for-update`; 0 for the other strategies).
     pub fn purchases_queued(&self) -> usize {
         match &self.engine {
-            Engine::ForUpdate(queues) => queues.waiting(),
+            Engine::ForUpdate { queues, .. } => queues.waiting(),
             _ => 0,
         }
     }
@@ -348,7 +348,7 @@ impl Inventory {
         match self.engine {
             // redis-lua and redis-buckets keep their keys in Redis, atomically with the deduct.
             Engine::Redis(_) => result,
-            Engine::Db(_) | Engine::ForUpdate(_) | Engine::Batched(_) => {
+            Engine::Db(_) | Engine::ForUpdate { .. } | Engine::Batched(_) => {
                 idempotency::settle(&self.store, p, limit, result).await
             }
         }

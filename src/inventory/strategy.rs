@@ -18,8 +18,12 @@ use serde::Serialize;
 pub enum Strategy {
     /// Read stock, check, write: no lock. Reproduces the incident.
     Naive,
-    /// `SELECT ... FOR UPDATE` in one transaction.
+    /// `SELECT ... FOR UPDATE` in one transaction: the plain row lock, every waiter holding a
+    /// pooled connection.
     ForUpdate,
+    /// The row lock with a queue per item in the shop in front of it (`--row-lock-waiters`):
+    /// the waiters beyond it wait without a connection.
+    ForUpdateQueued,
     /// Version compare-and-swap with retries.
     Optimistic,
     /// Atomic pre-deduct in Redis with asynchronous persistence.
@@ -37,6 +41,7 @@ pub enum Strategy {
 pub enum DbStrategy {
     Naive,
     ForUpdate,
+    ForUpdateQueued,
     Optimistic,
     Conditional,
 }
@@ -73,6 +78,7 @@ impl Strategy {
         match self {
             Strategy::Naive => "naive",
             Strategy::ForUpdate => "for-update",
+            Strategy::ForUpdateQueued => "for-update-queued",
             Strategy::Optimistic => "optimistic",
             Strategy::RedisLua => "redis-lua",
             Strategy::Conditional => "conditional",
@@ -86,6 +92,7 @@ impl Strategy {
         match self {
             Strategy::Naive => EngineKind::Db(DbStrategy::Naive),
             Strategy::ForUpdate => EngineKind::Db(DbStrategy::ForUpdate),
+            Strategy::ForUpdateQueued => EngineKind::Db(DbStrategy::ForUpdateQueued),
             Strategy::Optimistic => EngineKind::Db(DbStrategy::Optimistic),
             Strategy::Conditional => EngineKind::Db(DbStrategy::Conditional),
             Strategy::Batched => EngineKind::Batched,
@@ -100,7 +107,8 @@ impl Strategy {
     pub fn knobs(self) -> Vec<&'static str> {
         match self {
             Strategy::Naive => vec!["naive_gap"],
-            Strategy::ForUpdate => vec!["work", "row_lock_waiters"],
+            Strategy::ForUpdate => vec!["work"],
+            Strategy::ForUpdateQueued => vec!["work", "row_lock_waiters"],
             Strategy::Optimistic => vec!["work", "optimistic_retries", "optimistic_backoff"],
             Strategy::Conditional => vec![],
             Strategy::Batched => vec!["batch_window", "batch_max"],
@@ -110,7 +118,8 @@ impl Strategy {
     }
 
     /// The known defects built into its code path (`serve --defect NAME`, `selftest`): naive
-    /// has none (it is wrong already), nor have the Redis strategies.
+    /// has none (it is wrong already), nor have the Redis strategies; for-update-queued runs
+    /// for-update's code, where its defects are fired.
     pub fn defects(self) -> &'static [Defect] {
         use Defect as D;
         const STATE_MACHINE: [Defect; 3] = [D::DoubleRestock, D::CancelPaidRestocks, D::KeyReuse];
@@ -122,7 +131,10 @@ impl Strategy {
             D::KeyReuse,
         ];
         match self {
-            Strategy::Naive | Strategy::RedisLua | Strategy::RedisBuckets => &[],
+            Strategy::Naive
+            | Strategy::ForUpdateQueued
+            | Strategy::RedisLua
+            | Strategy::RedisBuckets => &[],
             Strategy::ForUpdate | Strategy::Conditional => &CHECK_THEN_WRITE,
             Strategy::Optimistic | Strategy::Batched => &STATE_MACHINE,
         }
@@ -133,6 +145,7 @@ impl Strategy {
         match self {
             Strategy::Naive => (0xd6, 0x27, 0x28),
             Strategy::ForUpdate => (0x1f, 0x77, 0xb4),
+            Strategy::ForUpdateQueued => (0xe3, 0x77, 0xc2),
             Strategy::Optimistic => (0xff, 0x7f, 0x0e),
             Strategy::RedisLua => (0x2c, 0xa0, 0x2c),
             Strategy::Conditional => (0x94, 0x67, 0xbd),

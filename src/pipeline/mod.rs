@@ -126,7 +126,7 @@ impl Task {
     fn for_item(engine: &Engine, consumers: usize) -> Vec<Task> {
         let mut tasks = vec![Task::Expiry];
         match engine {
-            Engine::Db(_) | Engine::ForUpdate(_) | Engine::Batched(_) => {}
+            Engine::Db(_) | Engine::ForUpdate { .. } | Engine::Batched(_) => {}
             Engine::Redis(RedisEngine::Lua(redis)) => {
                 tasks.extend(std::iter::repeat_n(
                     Task::Consumer(redis.clone()),

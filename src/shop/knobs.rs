@@ -55,8 +55,9 @@ knobs! {
         acquire_timeout (acquire_timeout_ms in Ms) = 500, 1..=600_000;
         /// How long a statement waits for a row lock before giving up.
         lock_timeout (lock_timeout_ms in Ms) = 1000, 1..=600_000;
-        /// naive: business logic between the stock check and the write: the race window.
-        naive_gap (naive_gap_ms in Ms) = 3, 0..=60_000;
+        /// naive: the business logic between the stock check and the write (a user check, a
+        /// coupon, risk control): the race window.
+        naive_gap (naive_gap_ms in Ms) = 20, 0..=60_000;
         /// for-update/optimistic: business logic between the read and the write.
         work (work_ms in Ms) = 1, 0..=60_000;
         /// optimistic: base backoff between retries (jittered, doubling; 0s = none).
@@ -86,12 +87,12 @@ knobs! {
     numbers {
         /// Database connection pool size.
         pool_size: u32 = 10, 1..=1000;
-        /// for-update: the most of this shop's purchases of one item in a transaction, waiting
-        /// on its row lock in the database, at once (the holder included); the others queue in
-        /// the shop in arrival order, without a connection, for at most --lock-timeout, then
-        /// busy (0 = no limit: all wait in the database, where each commit wakes every waiter,
-        /// each holding a connection).
-        row_lock_waiters: u32 = 4, 0..=1000;
+        /// for-update-queued: the most of this shop's purchases of one item in a transaction,
+        /// waiting on its row lock in the database, at once (the holder included); the others
+        /// queue in the shop in arrival order, without a connection, for at most
+        /// --lock-timeout, then busy. (`for-update` is the plain lock: every buyer waits in the
+        /// database, holding a connection.)
+        row_lock_waiters: u32 = 4, 1..=1000;
         /// optimistic: retries after a lost compare-and-swap.
         optimistic_retries: u32 = 3, 0..=100;
         /// batched: the most buyers applied in one transaction.

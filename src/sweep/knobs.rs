@@ -240,7 +240,11 @@ mod tests {
         }
         assert_eq!(
             owners("work"),
-            Some(vec![Strategy::ForUpdate, Strategy::Optimistic])
+            Some(vec![
+                Strategy::ForUpdate,
+                Strategy::ForUpdateQueued,
+                Strategy::Optimistic
+            ])
         );
         assert_eq!(
             owners("consumers"),

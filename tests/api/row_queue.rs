@@ -1,4 +1,4 @@
-//! for-update's queue in front of the row lock (`--row-lock-waiters`): how many of the shop's
+//! for-update-queued's queue in front of the row lock (`--row-lock-waiters`): how many of the shop's
 //! purchases wait on the item's row in the database, the rest waiting in the shop in arrival
 //! order; the wait there bounded by the lock timeout; every purchase decided under the lock.
 
@@ -59,11 +59,16 @@ pub async fn hold_the_row_lock(
     (pool, holder)
 }
 
-/// A for-update shop letting `waiters` purchases of an item wait on its row at once, whose
-/// statements wait `lock_timeout` for a lock.
+/// A for-update-queued shop letting `waiters` purchases of an item wait on its row at once
+/// (0: the plain `for-update`, every purchase waiting there), whose statements wait
+/// `lock_timeout` for a lock.
 async fn spawn_queued(backend: Backend, waiters: u32, lock_timeout: Duration) -> TestApp {
-    let mut config = test_config(Strategy::ForUpdate, backend);
-    config.inventory.row_lock_waiters = waiters;
+    let strategy = match waiters {
+        0 => Strategy::ForUpdate,
+        _ => Strategy::ForUpdateQueued,
+    };
+    let mut config = test_config(strategy, backend);
+    config.inventory.row_lock_waiters = waiters.max(1);
     config.pool.lock_timeout = lock_timeout;
     spawn_with(config).await
 }
