@@ -222,6 +222,11 @@ pub struct Order {
     /// The `Idempotency-Key` of the request that bought it (`None`: sent without one).
     #[serde(default)]
     pub idempotency_key: Option<String>,
+    /// The stock the purchase read before it decided, where its strategy reads one outside a
+    /// single atomic step (naive, and the defects that read then write): what a proof of
+    /// oversell shows ("both read 1"). `None` where the decision reads none of its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stock_read: Option<i64>,
 }
 
 impl Order {
@@ -238,6 +243,7 @@ impl Order {
             created_at_ms: now,
             updated_at_ms: now,
             idempotency_key: p.idempotency_key.clone(),
+            stock_read: None,
         }
     }
 }

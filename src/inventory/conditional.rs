@@ -112,6 +112,7 @@ async fn get_then_decr(
         tx.rollback().await?;
         return Ok(Outcome::Duplicate);
     }
+    tx.note_stock_read(&order.id, item.stock).await?;
     tx.commit().await?;
     Ok(Outcome::Reserved { order_id: order.id })
 }

@@ -12,16 +12,21 @@ pub(super) async fn purchase(
     p: &Purchase,
 ) -> Result<Outcome, InventoryError> {
     // Read, check (the purchase limit too, just as racily)...
-    if let Err(answer) = read_and_check(store, p).await? {
-        return Ok(answer);
-    }
+    let read = match read_and_check(store, p).await? {
+        Ok(item) => item.stock,
+        Err(answer) => return Ok(answer),
+    };
     // ...the business logic between check and write: the race window...
     if !settings.naive_gap.is_zero() {
         tokio::time::sleep(settings.naive_gap).await;
     }
     // ...write, trusting a stock figure that may be stale by now.
     store.deduct_unchecked(p.item_id, p.qty).await?;
-    let order = Order::pending(p);
+    // The order keeps the stock it was sold on: two orders that read 1 are the race, seen.
+    let order = Order {
+        stock_read: Some(read),
+        ..Order::pending(p)
+    };
     if let Err(e) = store.insert_order(&order).await {
         // Its Idempotency-Key bought an order meanwhile: give back what this one took (the
         // answer is that order). Any other failure leaks the units, as the incident's did.

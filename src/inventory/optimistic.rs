@@ -43,7 +43,10 @@ pub(super) async fn purchase(
             tx.rollback().await?;
             continue;
         }
-        let order = Order::pending(p);
+        let order = Order {
+            stock_read: Some(item.stock),
+            ..Order::pending(p)
+        };
         tx.insert_order(&order).await?;
         tx.commit().await?;
         return Ok(Outcome::Reserved { order_id: order.id });

@@ -145,6 +145,7 @@ impl OrdersQuery {
                     created_at_ms: 0,
                     updated_at_ms: 0,
                     idempotency_key: r.idempotency_key,
+                    stock_read: None,
                 }
             })
             .collect();

@@ -35,9 +35,15 @@ pub fn migrator(backend: Backend) -> Migrator {
     }
 }
 
-/// An order's columns, in the order `rows::bind_order` binds and `rows::order_from_row` reads.
+/// An order's columns as an insert writes them, in the order `rows::bind_order` binds.
 const ORDER_COLS: &str = "id, item_id, user_id, device_id, qty, status, created_at_ms, \
      updated_at_ms, idempotency_key";
+/// An order's columns as a read returns them, in the order `rows::order_from_row` reads: the
+/// inserted ones, then the stock the purchase read (`stock_read`, written only by the
+/// strategies that read one on their own: [`Statements::insert_order_read`],
+/// [`Statements::note_stock_read`]).
+const ORDER_READ: &str = "id, item_id, user_id, device_id, qty, status, created_at_ms, \
+     updated_at_ms, idempotency_key, stock_read";
 
 /// Every statement the store runs, already in the backend's placeholder style.
 #[derive(Debug, Clone)]
@@ -66,6 +72,11 @@ pub struct Statements {
     /// no version compare; one row updated is the decision.
     pub conditional_deduct: &'static str,
     pub insert_order: &'static str,
+    /// An order with the stock its purchase read (`stock_read`): naive's insert.
+    pub insert_order_read: &'static str,
+    /// Stores the stock a purchase read on its order row, inserted before the read (a
+    /// defect's read-then-write inside a transaction).
+    pub note_stock_read: &'static str,
     /// `conditional`: the order insert that is also the purchase-limit check (the buyer's live
     /// units plus this order's must fit the limit); exact because the transaction's
     /// `conditional_deduct` holds the item row until commit.
@@ -147,22 +158,26 @@ impl Statements {
             insert_order: leak(format!(
                 "INSERT INTO orders ({ORDER_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
             )),
+            insert_order_read: leak(format!(
+                "INSERT INTO orders ({ORDER_COLS}, stock_read) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            )),
+            note_stock_read: "UPDATE orders SET stock_read = ? WHERE id = ?",
             insert_order_within_limit: leak(sp.insert_order_within_limit()),
             insert_order_if_absent: leak(sp.insert_order_if_absent()),
             delete_orders: "DELETE FROM orders WHERE item_id = ?",
             count_orders: "SELECT COUNT(*) FROM orders WHERE item_id = ?",
             delete_item: "DELETE FROM items WHERE id = ?",
             insert_item: INSERT_ITEM,
-            get_order: leak(format!("SELECT {ORDER_COLS} FROM orders WHERE id = ?")),
+            get_order: leak(format!("SELECT {ORDER_READ} FROM orders WHERE id = ?")),
             order_by_key: leak(format!(
-                "SELECT {ORDER_COLS} FROM orders WHERE item_id = ? AND idempotency_key = ?"
+                "SELECT {ORDER_READ} FROM orders WHERE item_id = ? AND idempotency_key = ?"
             )),
             set_key_if_missing: SET_KEY_IF_MISSING,
             set_status_if: SET_STATUS_IF,
             restock: RESTOCK,
             release_restock: RELEASE_RESTOCK,
             deduct_if_stock: DEDUCT_IF_STOCK,
-            orders_for_item: leak(format!("SELECT {ORDER_COLS} FROM orders WHERE item_id = ?")),
+            orders_for_item: leak(format!("SELECT {ORDER_READ} FROM orders WHERE item_id = ?")),
             overdue_orders: OVERDUE_ORDERS,
             set_applied: "UPDATE items SET stream_applied = ? WHERE id = ?",
             reconcile_snapshot: "SELECT stock, stream_applied FROM items WHERE id = ?",
@@ -198,6 +213,8 @@ impl Statements {
             cas_deduct: f(self.cas_deduct),
             conditional_deduct: f(self.conditional_deduct),
             insert_order: f(self.insert_order),
+            insert_order_read: f(self.insert_order_read),
+            note_stock_read: f(self.note_stock_read),
             insert_order_within_limit: f(self.insert_order_within_limit),
             insert_order_if_absent: f(self.insert_order_if_absent),
             delete_orders: f(self.delete_orders),
@@ -434,12 +451,12 @@ pub fn insert_orders(backend: Backend, rows: usize) -> String {
 pub fn batch_orders(backend: Backend, users: usize, keys: usize) -> String {
     let list = |n: usize| vec!["?"; n.max(1)].join(", ");
     let mut sql = format!(
-        "SELECT {ORDER_COLS} FROM orders WHERE item_id = ? AND user_id IN ({})",
+        "SELECT {ORDER_READ} FROM orders WHERE item_id = ? AND user_id IN ({})",
         list(users)
     );
     if keys > 0 {
         sql.push_str(&format!(
-            " UNION SELECT {ORDER_COLS} FROM orders WHERE item_id = ? AND idempotency_key IN ({})",
+            " UNION SELECT {ORDER_READ} FROM orders WHERE item_id = ? AND idempotency_key IN ({})",
             list(keys)
         ));
     }
@@ -525,8 +542,8 @@ mod tests {
         assert_eq!(
             batch_orders(Backend::Postgres, 2, 1),
             format!(
-                "SELECT {ORDER_COLS} FROM orders WHERE item_id = $1 AND user_id IN ($2, $3) \
-                 UNION SELECT {ORDER_COLS} FROM orders WHERE item_id = $4 \
+                "SELECT {ORDER_READ} FROM orders WHERE item_id = $1 AND user_id IN ($2, $3) \
+                 UNION SELECT {ORDER_READ} FROM orders WHERE item_id = $4 \
                  AND idempotency_key IN ($5)"
             )
         );

@@ -41,7 +41,7 @@ pub trait OrderSink {
     /// One order row (first pass).
     fn order(&mut self, o: &Order);
     /// Whether the rows must be read once more ([`OrderSink::order_again`]).
-    fn second_pass(&self) -> bool {
+    fn second_pass(&mut self) -> bool {
         false
     }
     /// One order row of the second pass.

@@ -2,7 +2,7 @@
 //! each move a conditional status update so it happens at most once.
 
 use super::dialect::Statements;
-use super::rows::{bind_order, order_from_row};
+use super::rows::order_from_row;
 use super::{on_lane, Store, StoreError, StoreTx};
 use crate::model::{now_ms, Order, OrderStatus};
 
@@ -20,11 +20,8 @@ pub enum Transition {
 impl Store {
     /// Inserts an order on its own (autocommit).
     pub async fn insert_order(&self, order: &Order) -> Result<(), StoreError> {
-        on_lane!(self, |c| bind_order(
-            sqlx::query(self.sql.insert_order),
-            order
-        )
-        .execute(c));
+        on_lane!(self, |c| super::rows::insert_order(self.sql, order)
+            .execute(c));
         Ok(())
     }
 

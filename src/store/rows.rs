@@ -1,5 +1,5 @@
 //! Rows to values and values to bind parameters: the column order of `dialect`'s
-//! `ITEM_COLS` and `ORDER_COLS`, in one place.
+//! `ITEM_COLS`, `ORDER_COLS` and `ORDER_READ`, in one place.
 
 use super::StoreError;
 use crate::model::{Item, Order, OrderStatus};
@@ -22,6 +22,15 @@ pub(super) fn bind_order<'q>(q: AnyQuery<'q>, o: &'q Order) -> AnyQuery<'q> {
         .bind(o.idempotency_key.as_deref())
 }
 
+/// The insert of one order with its columns bound: with the stock its purchase read when it
+/// has one (`insert_order_read`), else the plain insert.
+pub(super) fn insert_order<'q>(sql: &super::Statements, o: &'q Order) -> AnyQuery<'q> {
+    match o.stock_read {
+        Some(read) => bind_order(sqlx::query(sql.insert_order_read), o).bind(read),
+        None => bind_order(sqlx::query(sql.insert_order), o),
+    }
+}
+
 /// An item from a row of `ITEM_COLS`.
 pub(super) fn item_from_row(r: &AnyRow) -> Result<Item, StoreError> {
     Ok(Item {
@@ -35,7 +44,7 @@ pub(super) fn item_from_row(r: &AnyRow) -> Result<Item, StoreError> {
     })
 }
 
-/// An order from a row of `ORDER_COLS`.
+/// An order from a row of `ORDER_READ`.
 pub(super) fn order_from_row(r: &AnyRow) -> Result<Order, StoreError> {
     let status: String = r.try_get(5)?;
     Ok(Order {
@@ -50,5 +59,6 @@ pub(super) fn order_from_row(r: &AnyRow) -> Result<Order, StoreError> {
         created_at_ms: r.try_get(6)?,
         updated_at_ms: r.try_get(7)?,
         idempotency_key: r.try_get(8)?,
+        stock_read: r.try_get(9)?,
     })
 }

@@ -253,7 +253,17 @@ impl StoreTx {
 
     /// Inserts an order in this transaction.
     pub async fn insert_order(&mut self, order: &Order) -> Result<(), StoreError> {
-        bind_order(sqlx::query(self.sql.insert_order), order)
+        super::rows::insert_order(self.sql, order)
+            .execute(self.held.conn())
+            .await?;
+        Ok(())
+    }
+
+    /// Stores the stock a purchase read on its order, inserted earlier in this transaction.
+    pub async fn note_stock_read(&mut self, order_id: &str, stock: i64) -> Result<(), StoreError> {
+        sqlx::query(self.sql.note_stock_read)
+            .bind(stock)
+            .bind(order_id)
             .execute(self.held.conn())
             .await?;
         Ok(())
