@@ -327,6 +327,11 @@ pub struct CompareArgs {
           value_name = "LIST",
           help_heading = values::SHOP)]
     pub backends: Vec<Backend>,
+    /// Skip the oversell-against-the-rush series: when naive is compared, five short rushes of
+    /// it at rising arrival rates, a line fitted through what each oversold (the post-mortem's
+    /// law; about half a minute per backend).
+    #[arg(long, help_heading = values::SHOP)]
+    pub no_law: bool,
     #[command(flatten)]
     pub scenario: ScenarioArgs,
     #[command(flatten)]
@@ -491,7 +496,7 @@ async fn compare(mut args: CompareArgs) -> anyhow::Result<Exit> {
     let redis = args.strategies.iter().any(|s| s.uses_redis());
     let _services = args.conn.provide(&used, redis).await?;
     let cells = args.conn.cells(&args.strategies, &args.backends)?;
-    run_and_print(&args.scenario, cells, &args.conn).await
+    run_and_print_law(&args.scenario, cells, &args.conn, !args.no_law).await
 }
 
 /// Loads `--scenario`: a file, or a bundled scenario by name (a bad scenario: exit 2 with the
@@ -506,6 +511,17 @@ async fn run_and_print(
     sa: &ScenarioArgs,
     cells: Vec<Cell>,
     conn: &ConnArgs,
+) -> anyhow::Result<Exit> {
+    run_and_print_law(sa, cells, conn, false).await
+}
+
+/// Runs `cells` on the scenario and prints the result; `law`: then the law's rushes of naive
+/// on each backend it ran on ([`crate::sweep::law`]), added to the same report.
+async fn run_and_print_law(
+    sa: &ScenarioArgs,
+    cells: Vec<Cell>,
+    conn: &ConnArgs,
+    law: bool,
 ) -> anyhow::Result<Exit> {
     let (mut scenario, scenario_file) = load_scenario(&sa.scenario)?;
     sa.faults.apply(&mut scenario);
@@ -526,13 +542,40 @@ async fn run_and_print(
     defect_warning(&scenario.shop, cells.iter().map(|c| c.strategy))?;
     plan::max_send_lag(&mut scenario, sa.send_lag.ms())?;
     let live = sa.output.live().await?;
-    let subject = Subject::reference(cells, redis_url)?;
+    let naive: Vec<Cell> = cells
+        .iter()
+        .filter(|c| law && c.strategy == Strategy::Naive)
+        .cloned()
+        .collect();
+    let subject = Subject::reference(cells, redis_url.clone())?;
     let plan = RunPlan::new(scenario, scenario_file, subject, sa.output.out.clone())
         .with_drain_limit(sa.output.drain_limit())
         .with_progress(!sa.output.quiet)
         .with_live(live)
         .with_repeat(sa.repeat);
-    let (report, dir) = runner::execute(&plan).await?;
+    let (mut report, dir) = runner::execute(&plan).await?;
+    if !naive.is_empty() {
+        for cell in naive {
+            let law = crate::sweep::law::run(&crate::sweep::law::LawPlan {
+                scenario: &plan.scenario,
+                scenario_file: &plan.scenario_file,
+                cell,
+                redis_url: redis_url.clone(),
+                out: dir.join("law"),
+                relative_to: &dir,
+                drain_limit: plan.drain_limit,
+                progress: plan.progress,
+            })
+            .await?;
+            if plan.progress {
+                crate::telemetry::stderr_line(&format!("   the law: {}", law.sentence()));
+            }
+            report.law.push(law);
+        }
+        if !report.law.is_empty() {
+            crate::report::write(&dir, &report)?;
+        }
+    }
     sa.output.finish(&report, &dir, None);
     Ok(Exit::Success)
 }

@@ -28,11 +28,15 @@ pub fn render(v: &Verdict) -> String {
                     if let Some(why) = c.breach_reason() {
                         msg = format!("{msg}; {why}");
                     }
-                    let text = format!(
+                    let mut text = format!(
                         "{msg}\nthreshold: {name}\nlimit: {limit} (from {})\nmeasured: {measured} (source: {})\nrun: {run}",
                         c.limit.origin.as_str(),
                         c.source
                     );
+                    if let Some(p) = &c.proof {
+                        text.push('\n');
+                        text.push_str(&crate::oracle::proof::line(p));
+                    }
                     non_success(
                         NonSuccessKind::Failure,
                         "threshold_breached",
@@ -125,6 +129,7 @@ mod tests {
             measured,
             source: "oracle",
             status,
+            proof: None,
         }
     }
 

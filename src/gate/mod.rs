@@ -199,6 +199,8 @@ pub struct Check {
     /// Where the measured figure comes from.
     pub source: &'static str,
     pub status: Status,
+    /// A breach's counterexample, when the oracle found one ([`crate::oracle::proof`]).
+    pub proof: Option<crate::oracle::Proof>,
 }
 
 impl Check {
@@ -243,12 +245,17 @@ impl Verdict {
         for run in &report.runs {
             for l in limits {
                 let (measured, source, status) = check(run, l);
+                let proof = (status == Status::Breached)
+                    .then(|| crate::oracle::proof::of(&run.findings.proofs, &l.name()))
+                    .flatten()
+                    .cloned();
                 checks.push(Check {
                     run: run.label(mb),
                     limit: l.clone(),
                     measured,
                     source,
                     status,
+                    proof,
                 });
             }
         }
@@ -416,6 +423,10 @@ impl Verdict {
             if let Some(why) = c.breach_reason() {
                 notes.push(format!("  {} {name}: {why}", c.run));
             }
+            if let Some(p) = &c.proof {
+                let proof = crate::oracle::proof::line(p).replace('\n', "\n    ");
+                notes.push(format!("  {} {name}: {proof}", c.run));
+            }
             if c.source == watch::NOT_DRAINED {
                 notes.push(format!("  {} {name}: {}", c.run, watch::NOT_DRAINED));
             }
@@ -471,6 +482,21 @@ impl Verdict {
                 md_cell(&c.measured_text()),
                 md_cell(&result)
             );
+        }
+        let proofs: Vec<&Check> = self.checks.iter().filter(|c| c.proof.is_some()).collect();
+        if !proofs.is_empty() {
+            let _ = writeln!(s, "\n### Proofs\n");
+        }
+        let mut shown: Vec<(&str, &str)> = Vec::new();
+        for c in proofs {
+            if let Some(p) = &c.proof {
+                if shown.contains(&(c.run.as_str(), p.claim.as_str())) {
+                    continue;
+                }
+                shown.push((&c.run, &p.claim));
+                let _ = writeln!(s, "{} — `{}`\n", md_cell(&c.run), c.limit.name());
+                s.push_str(&crate::report::proofs::markdown(p));
+            }
         }
         let _ = writeln!(s, "\n{}", crate::report::markdown::headline(report));
         let _ = writeln!(s, "Report: `{}`\n", report_dir.join("report.md").display());

@@ -303,7 +303,7 @@ mod tests {
     fn the_thresholds_are_the_ones_users_script_against() {
         assert_eq!(
             limitable_names(),
-            "oversell, peak_oversell, client_oversell, client_peak_oversell, \
+            "oversell, oversold_at_end, peak_oversell, client_oversell, client_peak_oversell, \
              stock_peak_oversell, oracle_disagreement, lost_acks, duplicate_acks, \
              duplicate_orders_per_key, phantom_orders, indeterminate_committed, \
              refused_committed, dead_letters, duplicate_buyers, duplicate_devices, \

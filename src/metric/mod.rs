@@ -26,6 +26,7 @@ pub use watch::{WatchFigure, WatchKey};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Metric {
     Oversell,
+    OversoldAtEnd,
     PeakOversell,
     ClientOversell,
     ClientPeakOversell,
@@ -148,6 +149,7 @@ impl Metric {
     /// Every metric, in catalog order.
     pub const ALL: &[Metric] = &[
         Metric::Oversell,
+        Metric::OversoldAtEnd,
         Metric::PeakOversell,
         Metric::ClientOversell,
         Metric::ClientPeakOversell,

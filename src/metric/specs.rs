@@ -41,12 +41,25 @@ pub(super) static SPECS: &[Spec] = &[
     spec(
         "oversell",
         &[],
-        "oversold units",
+        "units promised beyond the stock at once (the peak)",
         "oversold units",
         Unit::Units,
         Better::Lower,
         ZERO,
-        "oracle",
+        "oracle: the most units held at once beyond the stock, from the order rows' times, the \
+                 clients' records replayed in time or the units sold at the end, whichever \
+                 proves most",
+    ),
+    spec(
+        "oversold_at_end",
+        &[],
+        "units oversold at the end (cancels may have re-sold part of the peak)",
+        "oversold at end",
+        Unit::Units,
+        Better::Lower,
+        ZERO,
+        "oracle: units of orders not cancelled or expired after the run drained, beyond the \
+                 initial stock",
     ),
     spec(
         "peak_oversell",

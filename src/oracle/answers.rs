@@ -418,6 +418,7 @@ mod tests {
             created_at_ms: 0,
             updated_at_ms: 0,
             idempotency_key: key.map(str::to_string),
+            stock_read: None,
         }
     }
 

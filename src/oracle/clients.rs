@@ -17,16 +17,18 @@
 //!   stock read, above the initial stock;
 //! - unclassified answers, with the rule that would classify them.
 
-use super::{replay, Evidence, Findings};
+use super::replay::Held;
+use super::{replay, Evidence, Findings, StockSample};
 use crate::traffic::recorder::{
     AckList, AckView, Answer, AnswerClass, ClientRecords, KeyRef, Kind, Told, UnclassifiedAnswer,
 };
+use crate::traffic::schedule::ident::IdRef;
 use hashbrown::{HashMap, HashSet};
 
 /// What the clients saw, before any server-side truth: acknowledgements, people turned away
 /// (and those refused for another reason than sold out), whether anything was sold at all,
 /// unclassified answers and what the run's mapping rules out.
-pub(super) fn observe(f: &mut Findings, e: &Evidence<'_>) {
+pub(super) fn observe(f: &mut Findings, e: &Evidence<'_>) -> ClientWitness {
     let c = e.clients;
     f.acknowledged = c.acks().len() as u64;
     f.acks_without_id = c.acks().filter(|a| a.order_id.is_none()).count() as u64;
@@ -52,7 +54,7 @@ pub(super) fn observe(f: &mut Findings, e: &Evidence<'_>) {
     f.max_unclassified = Some(e.reading.max_unclassified);
     f.unclassified_answers = c.unclassified.clone();
     f.mapping_advice = c.unclassified.iter().map(advice).collect();
-    held(f, e);
+    let witness = held(f, e);
     match &e.reading.order_id_field {
         None => f.client_notes.push(
             "the shop gives no order ids (target.order_id_field is not set): acknowledgements \
@@ -69,6 +71,26 @@ pub(super) fn observe(f: &mut Findings, e: &Evidence<'_>) {
         Some(_) => {}
     }
     f.client_notes.extend(unauthorized_note(c));
+    witness
+}
+
+/// The acknowledgements the clients' proofs name (positions in the records): those held at
+/// the peak, while the stock sample with the most excess was in flight, and by an owner over
+/// the limit.
+#[derive(Debug, Default)]
+pub(super) struct ClientWitness {
+    /// The peak instant (ms after the sale opened) and the orders held then.
+    pub peak: Option<(u64, Vec<Held>)>,
+    /// Cancels answered ok whose send was not recorded: each may have released any order, so
+    /// the peak counts that many fewer.
+    pub untimed: i64,
+    /// The stock sample that shows the most units that cannot exist, and the orders held
+    /// while it was in flight.
+    pub sample: Option<(StockSample, Vec<Held>)>,
+    /// A user over the limit and its orders held at once.
+    pub user: Option<(String, Vec<Held>)>,
+    /// A device over the limit and its orders held at once.
+    pub device: Option<(String, Vec<Held>)>,
 }
 
 /// The note for order attempts the shop answered 401/403: it refused the harness's
@@ -87,8 +109,8 @@ fn unauthorized_note(c: &crate::traffic::recorder::Measurements) -> Option<Strin
 }
 
 /// The clients' records replayed in time: peak oversell, duplicate buyers and devices, and the
-/// stock-side peak when the stock was sampled.
-fn held(f: &mut Findings, e: &Evidence<'_>) {
+/// stock-side peak when the stock was sampled; what proves each, when it is above its bound.
+fn held(f: &mut Findings, e: &Evidence<'_>) -> ClientWitness {
     let c = e.clients;
     let acks = &c.records;
     let mut held = replay::held(acks, e.payment_window_ms);
@@ -128,10 +150,33 @@ fn held(f: &mut Findings, e: &Evidence<'_>) {
     let limit = e.purchase_limit;
     f.client_duplicate_buyers = Some(replay::owners_over(&held, acks, |a| a.user_id, limit));
     f.client_duplicate_devices = Some(replay::owners_over(&held, acks, |a| a.device_id, limit));
+    let mut w = ClientWitness {
+        untimed,
+        ..ClientWitness::default()
+    };
+    if f.client_peak_oversell > Some(0) {
+        w.peak = replay::peak_at(&held).map(|(t, _)| (t, replay::held_at(&held, t)));
+    }
+    let spelled = |(o, hs): (IdRef<'_>, Vec<Held>)| (o.to_string(), hs);
+    if f.client_duplicate_buyers > Some(0) {
+        w.user = replay::owner_over(&held, acks, |a| a.user_id, limit).map(spelled);
+    }
+    if f.client_duplicate_devices > Some(0) {
+        w.device = replay::owner_over(&held, acks, |a| a.device_id, limit).map(spelled);
+    }
     if !e.stock_samples.is_empty() {
         f.stock_samples = Some(e.stock_samples.len() as u64);
         f.stock_peak_oversell = replay::stock_peak(&held, &e.stock_samples, e.initial_stock);
+        if f.stock_peak_oversell > Some(0) {
+            let index = replay::HeldIndex::new(&held);
+            w.sample = e
+                .stock_samples
+                .iter()
+                .max_by_key(|s| (index.during(s) + s.stock, std::cmp::Reverse(s.sent_ms)))
+                .map(|s| (*s, replay::held_during(&held, s)));
+        }
     }
+    w
 }
 
 /// What a run without a declared payment window could not prove, and what declaring it adds.

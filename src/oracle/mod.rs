@@ -3,7 +3,9 @@
 //! Nothing here is assumed from a strategy's name. Given the orders in the database after the
 //! queue has drained (or, for a foreign shop, the totals its owner's query returns) and the
 //! clients' records, it computes the brief's definitions (§4):
-//! - sold = units of orders not cancelled/expired; oversell = max(0, sold − initial);
+//! - sold = units of orders not cancelled/expired; oversell = the most units promised beyond
+//!   the stock at once (the rows replayed in time, the clients' records, or the end: whichever
+//!   proves most), oversold at the end = max(0, sold − initial);
 //! - conservation: db stock + sold = initial (drift reported otherwise), and for redis-lua
 //!   Redis stock after reconciliation = db stock;
 //! - lost acknowledged orders: a 201 order id the database does not have;
@@ -37,16 +39,20 @@ mod answers;
 mod clients;
 mod index;
 mod orders;
+pub mod proof;
 mod repeats;
 mod replay;
 mod rows;
 mod tally;
 mod verdict;
+mod witness;
 
 pub use answers::{judge as judge_follow_up, KeyDuplicate, Wrong, WrongAnswer, RULES};
 pub use orders::peak_held;
 pub use orders::Rows;
+pub use proof::{Proof, ProofOrder};
 pub use rows::{Ask, Check, Checked};
+pub use witness::Witnesses;
 
 use crate::model::{Order, StatusKey};
 use crate::traffic::recorder::{Measurements, UnclassifiedAnswer};
@@ -134,6 +140,10 @@ pub struct Evidence<'a> {
     /// When the final state was read, in ms after the sale opened (an upper bound: taken
     /// after the read); `None` when unknown (every unpaid order may have expired by then).
     pub audited_ms: Option<u64>,
+    /// When the sale opened, in ms since the Unix epoch on the shop's clock, when the shop
+    /// shares the harness's machine (the reference shop): the order rows' times are read
+    /// against it in proofs. `None`: rows' times are shown as they are.
+    pub opened_ms: Option<i64>,
     /// A foreign shop's stock, read through its oracle during the sale (empty otherwise).
     pub stock_samples: Vec<StockSample>,
     pub clients: &'a Measurements,
@@ -194,7 +204,15 @@ pub struct Findings {
     pub oracle_warning: Option<String>,
     pub initial_stock: i64,
     pub sold: Option<i64>,
+    /// The headline: the most units promised beyond the stock at once ("107 orders for 100
+    /// units"): the largest of what the order rows replayed in time (`peak_oversell`), the
+    /// clients' records (`client_peak_oversell`, `client_oversell`) and the end
+    /// (`oversold_at_end`) prove. Reports before this figure held the end here.
     pub oversell: Option<i64>,
+    /// Units oversold at the end: max(0, sold − initial stock). Cancels can re-sell what the
+    /// race oversold, so it can be below the peak.
+    #[serde(default)]
+    pub oversold_at_end: Option<i64>,
     /// Units left unsold (initial − the oracle's sold, else − the clients' net
     /// acknowledgements) while people were refused for reasons other than sold out, at most
     /// one unit per such person.
@@ -377,6 +395,10 @@ pub struct Findings {
     /// Up to 20 keys that bought more than once, with their order ids.
     #[serde(default)]
     pub duplicate_key_examples: Vec<KeyDuplicate>,
+    /// Each failing finding's counterexample: the smallest set of orders, rows or samples that
+    /// shows it ([`proof`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub proofs: Vec<Proof>,
     pub verdict: String,
 }
 
@@ -414,7 +436,7 @@ pub fn audit(e: &Evidence<'_>) -> Findings {
         dead_letters: e.dead_letters.as_ref().map(|d| d.len() as u64),
         ..Findings::default()
     };
-    clients::observe(&mut f, e);
+    let witness = clients::observe(&mut f, e);
     answers::observe(
         &mut f,
         e.clients,
@@ -424,6 +446,7 @@ pub fn audit(e: &Evidence<'_>) -> Findings {
     let ask = Ask {
         clients: e.clients,
         reading: &e.reading,
+        initial_stock: e.initial_stock,
         purchase_limit: e.purchase_limit,
         users: e.users,
         dead_letters: e.dead_letters.as_deref(),
@@ -432,11 +455,12 @@ pub fn audit(e: &Evidence<'_>) -> Findings {
     let (checked, stock, statuses) = match &e.truth {
         Truth::Unverified => {
             clients::judge(&mut f, e, None);
+            f.proofs = proof::collect(&f, e, None, &witness);
             f.verdict = verdict::render(&f);
             return f;
         }
         Truth::Totals { sold, stock } => {
-            return verified(f, e, *sold, *stock, None);
+            return verified(f, e, *sold, *stock, None, &witness);
         }
         Truth::Orders { db_stock, orders } => (
             std::borrow::Cow::Owned(rows::check_all(ask, orders::Rows::Reference, orders)),
@@ -456,7 +480,11 @@ pub fn audit(e: &Evidence<'_>) -> Findings {
     if let Some(statuses) = statuses {
         f.orders_by_status = statuses.clone();
     }
-    verified(f, e, checked.sold(), stock, Some(checked.released_unseen()))
+    let released_unseen = Some(checked.released_unseen());
+    let mut f = verified(f, e, checked.sold(), stock, released_unseen, &witness);
+    f.proofs = proof::collect(&f, e, Some(&checked), &witness);
+    f.verdict = verdict::render(&f);
+    f
 }
 
 /// The findings of a run the server side verified: `sold` units, `stock` left, and (with
@@ -467,10 +495,11 @@ fn verified(
     sold: i64,
     stock: Option<i64>,
     released_unseen: Option<(u64, i64)>,
+    witness: &clients::ClientWitness,
 ) -> Findings {
     f.verified = true;
     f.sold = Some(sold);
-    f.oversell = Some((sold - e.initial_stock).max(0));
+    f.oversold_at_end = Some((sold - e.initial_stock).max(0));
     f.db_stock = stock;
     f.negative_stock = stock.map(|s| s < 0);
     f.conservation_drift = stock.map(|s| e.initial_stock - (s + sold));
@@ -479,6 +508,16 @@ fn verified(
         _ => None,
     };
     clients::judge(&mut f, e, released_unseen);
+    f.oversell = [
+        f.oversold_at_end,
+        f.peak_oversell,
+        f.client_peak_oversell,
+        f.client_oversell,
+    ]
+    .into_iter()
+    .flatten()
+    .max();
+    f.proofs = proof::collect(&f, e, None, witness);
     f.verdict = verdict::render(&f);
     f
 }

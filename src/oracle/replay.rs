@@ -158,6 +158,69 @@ pub(super) fn peak<'a>(held: impl IntoIterator<Item = &'a Held>) -> i64 {
     most
 }
 
+/// The first instant the most of `held` were held at once, and how many (`None`: none held).
+pub(super) fn peak_at<'a>(held: impl IntoIterator<Item = &'a Held>) -> Option<(u64, i64)> {
+    let mut events: Vec<(u64, i64)> = Vec::new();
+    for h in held {
+        events.push((h.from, 1));
+        if h.until != u64::MAX {
+            events.push((h.until, -1));
+        }
+    }
+    events.sort_unstable();
+    let (mut now, mut most) = (0i64, None::<(u64, i64)>);
+    for (t, d) in events {
+        now += d;
+        if most.is_none_or(|(_, m)| now > m) {
+            most = Some((t, now));
+        }
+    }
+    most.filter(|(_, m)| *m > 0)
+}
+
+/// The orders of `held` held at instant `t` (acknowledged by then, not released by then).
+pub(super) fn held_at(held: &[Held], t: u64) -> Vec<Held> {
+    held.iter()
+        .filter(|h| h.from <= t && h.until > t)
+        .copied()
+        .collect()
+}
+
+/// The orders of `held` provably held while stock sample `s` was in flight: acknowledged by
+/// its send, not released by its answer (what [`HeldIndex::during`] counts).
+pub(super) fn held_during(held: &[Held], s: &StockSample) -> Vec<Held> {
+    held.iter()
+        .filter(|h| h.from <= s.sent_ms && h.until > s.answered_ms)
+        .copied()
+        .collect()
+}
+
+/// An owner (user or device, by `owner`) that held more than `limit` units at once, with the
+/// orders it held then (`None`: no owner did).
+pub(super) fn owner_over<'a, A: AckList + ?Sized>(
+    held: &[Held],
+    acks: &'a A,
+    owner: impl Fn(AckView<'a>) -> IdRef<'a>,
+    limit: i64,
+) -> Option<(IdRef<'a>, Vec<Held>)> {
+    let mut by: HashMap<IdRef<'a>, Vec<Held>> = HashMap::new();
+    for h in held {
+        by.entry(owner(acks.ack(h.ack))).or_default().push(*h);
+    }
+    let mut over: Vec<(IdRef<'a>, Vec<Held>)> = by
+        .into_iter()
+        .filter(|(_, hs)| hs.len() as i64 > limit)
+        .filter_map(|(o, hs)| {
+            let (t, n) = peak_at(hs.iter())?;
+            (n > limit).then(|| (o, held_at(&hs, t)))
+        })
+        .collect();
+    // The earliest offence first, for a proof that does not change from run to run of the
+    // oracle over the same records.
+    over.sort_by_key(|(_, hs)| hs.iter().map(|h| (h.from, h.ack)).max());
+    over.into_iter().next()
+}
+
 /// With no payment window declared: the shortest window under which `acks` prove a peak above
 /// `stock`, and the peak oversell they prove if every unpaid order is held until its cancel
 /// (`None` when even that proves nothing). The peak only grows with the window, so the

@@ -15,6 +15,7 @@
 use super::index::{Ids, Keys};
 use super::orders::{by_buyer, Classes, Rows, Sorted};
 use super::tally::{Holdings, Peak};
+use super::witness::{Wanted, Witnesses, OWNERS};
 use super::{DeadLetterSeen, Reading};
 use crate::model::{Order, OrderStatus};
 use crate::traffic::recorder::{KeyRef, Measurements, Told};
@@ -28,6 +29,8 @@ use std::collections::{BTreeMap, BTreeSet};
 pub struct Ask<'a> {
     pub clients: &'a Measurements,
     pub reading: &'a Reading,
+    /// The item's stock at the sale's start (what a proof of oversell is held against).
+    pub initial_stock: i64,
     pub purchase_limit: i64,
     /// The run's buyers (to name the user of an attempt no acknowledgement names).
     pub users: Option<&'a crate::traffic::schedule::Schedule>,
@@ -77,6 +80,11 @@ pub struct Check<'a> {
     released_unseen: (u64, i64),
     /// Second pass: the order ids of every key with two rows or more.
     shared: BTreeMap<String, BTreeSet<String>>,
+    /// What the second pass collects for the proofs, and what it kept.
+    want: Wanted,
+    witnesses: Witnesses,
+    /// Rows whose key no attempt of this run sent (phantoms): the first few.
+    phantom_rows: Vec<Order>,
     rows: u64,
 }
 
@@ -119,6 +127,9 @@ impl<'a> Check<'a> {
             released: 0,
             released_unseen: (0, 0),
             shared: BTreeMap::new(),
+            want: Wanted::default(),
+            witnesses: Witnesses::default(),
+            phantom_rows: Vec::new(),
             rows: 0,
         }
     }
@@ -188,21 +199,46 @@ impl<'a> Check<'a> {
             }) => s.indeterminate_committed += 1,
             Some(Classes { refused: true, .. }) => s.refused_committed += 1,
             // A key the run sent none of: no request of this run asked for it.
-            None if keys_sent && o.idempotency_key.is_some() => *s.phantom.get_or_insert(0) += 1,
+            None if keys_sent && o.idempotency_key.is_some() => {
+                *s.phantom.get_or_insert(0) += 1;
+                if self.phantom_rows.len() < super::proof::EXAMPLES {
+                    self.phantom_rows.push(o.clone());
+                }
+            }
             _ => *self.left.entry(o.user_id.as_str().into()).or_default() += 1,
         }
     }
 
-    /// Whether some key has two rows or more: their ids are read in a second pass over the
-    /// same rows ([`Check::row_again`]).
-    pub fn wants_second_pass(&self) -> bool {
+    /// Whether the rows must be read again ([`Check::row_again`]): some key has two rows or
+    /// more (their ids), or a finding needs the rows that prove it (the rows held at the peak
+    /// when it passed the stock, the holding rows when more were sold than stocked, the rows
+    /// of users over the limit). Decides what the second pass keeps.
+    pub fn wants_second_pass(&mut self) -> bool {
+        let initial = self.ask.initial_stock;
+        self.want = Wanted {
+            peak_at: (self.kind == Rows::Reference)
+                .then(|| self.peak.peak_at())
+                .flatten()
+                .filter(|(_, held)| *held > initial)
+                .map(|(t, _)| t),
+            end: self.sold > initial,
+            owners: self
+                .users
+                .over_ids(self.ask.purchase_limit, OWNERS)
+                .into_iter()
+                .collect(),
+        };
+        self.witnesses.peak_at = self.want.peak_at;
         let sent = self.keys.iter().flat_map(|keys| keys.values());
         sent.into_iter().any(|k: &KeyFacts| k.rows > 1)
             || self.foreign_keys.values().any(|n| *n > 1)
+            || self.want.any()
     }
 
-    /// The second pass: keeps the id of a row whose key has two rows or more.
+    /// The second pass: keeps the id of a row whose key has two rows or more, and the rows a
+    /// proof names.
     pub fn row_again(&mut self, o: &Order) {
+        self.witnesses.row(&self.want, o);
         let Some(k) = o.idempotency_key.as_deref() else {
             return;
         };
@@ -294,6 +330,8 @@ impl<'a> Check<'a> {
             released_unseen: self.released_unseen,
             shared_keys: self.shared,
             kind: self.kind,
+            witnesses: self.witnesses,
+            phantom_rows: self.phantom_rows,
         }
     }
 
@@ -373,6 +411,10 @@ pub struct Checked {
     released_unseen: (u64, i64),
     shared_keys: BTreeMap<String, BTreeSet<String>>,
     kind: Rows,
+    /// The rows the proofs name (second pass).
+    witnesses: Witnesses,
+    /// Rows whose key no attempt of this run sent: the first few phantoms.
+    phantom_rows: Vec<Order>,
 }
 
 impl Checked {
@@ -393,6 +435,16 @@ impl Checked {
     /// Released rows of acknowledged orders no client cancelled: rows and units.
     pub(super) fn released_unseen(&self) -> (u64, i64) {
         self.released_unseen
+    }
+
+    /// The rows the proofs name.
+    pub(super) fn witnesses(&self) -> &Witnesses {
+        &self.witnesses
+    }
+
+    /// The first few rows no request of this run asked for (their key is none of the run's).
+    pub(super) fn phantom_rows(&self) -> &[Order] {
+        &self.phantom_rows
     }
 
     /// Writes the rows' findings into `f` (`initial`: the item's initial stock; `keys_sent`:
@@ -462,7 +514,7 @@ impl crate::store::OrderSink for Check<'_> {
         self.row(o);
     }
 
-    fn second_pass(&self) -> bool {
+    fn second_pass(&mut self) -> bool {
         self.wants_second_pass()
     }
 

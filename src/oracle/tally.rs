@@ -101,6 +101,23 @@ impl Holdings {
     pub(super) fn over(&self, limit: i64) -> u64 {
         self.values().filter(|q| *q > limit).count() as u64
     }
+
+    /// Up to `n` of the ids holding more than `limit`, spelled as their rows spell them.
+    pub(super) fn over_ids(&self, limit: i64, n: usize) -> Vec<String> {
+        use crate::traffic::schedule::ident::seeded_spelling;
+        let seeded = self.seeded.iter().enumerate().flat_map(|(form, v)| {
+            v.iter()
+                .enumerate()
+                .filter(move |(_, q)| **q != UNSEEN && **q != MOVED && i64::from(**q) > limit)
+                .map(move |(i, _)| seeded_spelling(form, i as u64))
+        });
+        let text = self
+            .text
+            .iter()
+            .filter(|(_, q)| **q > limit)
+            .map(|(id, _)| id.to_string());
+        seeded.chain(text).take(n).collect()
+    }
 }
 
 /// The most units held at once, from each order's creation and release: the net change per
@@ -124,12 +141,19 @@ impl Peak {
 
     /// The most held at once (0 with nothing held).
     pub(super) fn peak(&self) -> i64 {
-        let (mut held, mut peak) = (0i64, 0i64);
-        for d in self.net.values() {
+        self.peak_at().map_or(0, |(_, held)| held)
+    }
+
+    /// The first instant the most was held, and how much (`None` with nothing held).
+    pub(super) fn peak_at(&self) -> Option<(i64, i64)> {
+        let (mut held, mut peak) = (0i64, None::<(i64, i64)>);
+        for (t, d) in &self.net {
             held += d;
-            peak = peak.max(held);
+            if peak.is_none_or(|(_, p)| held > p) {
+                peak = Some((*t, held));
+            }
         }
-        peak
+        peak.filter(|(_, p)| *p > 0)
     }
 }
 

@@ -15,6 +15,7 @@ pub(super) fn order(id: &str, user: &str, status: OrderStatus) -> Order {
         created_at_ms: 0,
         updated_at_ms: 0,
         idempotency_key: None,
+        stock_read: None,
     }
 }
 
@@ -92,6 +93,7 @@ pub(super) fn evidence(initial: i64, truth: Truth, c: &Measurements) -> Evidence
         payment_window_ms: Some(900_000),
         // A one-minute sale: no order could have run out its 15 minutes by the audit.
         audited_ms: Some(60_000),
+        opened_ms: None,
         stock_samples: Vec::new(),
         clients: c,
         users: None,
@@ -129,7 +131,12 @@ fn oversell_lost_acks_phantoms_and_duplicates_come_from_the_database() {
     );
     assert_eq!(f.duplicate_buyers, Some(1));
     assert_eq!(f.bot_units, Some(2));
-    assert!(f.verdict.contains("oversold 1"), "{}", f.verdict);
+    assert!(
+        f.verdict
+            .starts_with("4 orders for 3 units: 1 oversold (sold 4 of 3)"),
+        "{}",
+        f.verdict
+    );
 }
 
 #[test]
@@ -349,13 +356,19 @@ fn a_stock_derived_oracle_that_undercounts_disagrees_with_the_clients() {
         },
         &c,
     ));
-    assert_eq!(f.oversell, Some(0), "the oracle alone sees none");
+    assert_eq!(f.oversold_at_end, Some(0), "the oracle alone sees none");
+    assert_eq!(
+        f.oversell,
+        Some(2),
+        "the clients were promised 2 beyond the stock"
+    );
     assert_eq!(f.restocks_seen, Some(1));
     assert_eq!(f.client_net_acks, 5);
     assert_eq!(f.client_oversell, Some(2));
     assert_eq!(f.oracle_disagreement, Some(3));
     assert!(
-        f.verdict.contains("the oracle sees no oversell")
+        f.verdict
+            .contains("2 oversold by the clients' records; the oracle counts none at the end")
             && f.verdict.contains("client-observed oversell 2")
             && f.verdict.contains(
                 "the oracle disagrees with the clients: it counts 2 sold, clients were told 5"

@@ -51,6 +51,7 @@ fn row(id: &str, user: &str) -> Order {
         created_at_ms: 0,
         updated_at_ms: 0,
         idempotency_key: None,
+        stock_read: None,
     }
 }
 
@@ -72,6 +73,7 @@ fn evidence<'a>(stock: i64, truth: Truth, c: &'a Measurements) -> Evidence<'a> {
         dead_letters: None,
         payment_window_ms: None,
         audited_ms: Some(60_000),
+        opened_ms: None,
         stock_samples: Vec::new(),
         clients: c,
         users: None,

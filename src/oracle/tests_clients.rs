@@ -257,7 +257,8 @@ fn the_docs_worked_example_reads_as_documented() {
     let f = audit(&e);
     assert_eq!(
         f.verdict,
-        "sold 2 of 2: the oracle sees no oversell; stock rose above the initial 2 (to 3); \
+        "3 orders for 2 units: 1 oversold by the clients' records; the oracle counts none at the \
+         end (sold 2 of 2); stock rose above the initial 2 (to 3); \
          conservation drift -3; clients provably held 3 units at once for 2: client-observed \
          peak oversell 1; the stock sampled during the sale showed 3 units that cannot exist \
          (held by clients + stock read, above the initial 2): stock-side peak oversell"

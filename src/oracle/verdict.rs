@@ -133,6 +133,34 @@ fn clients_replay(f: &Findings, parts: &mut Vec<String>) {
     }
 }
 
+/// The post-mortem's words for an oversell: "107 orders for 100 units", then the peak and the
+/// end apart (cancels can re-sell what the race oversold). Orders when every order its proof
+/// names is of one unit, units otherwise.
+fn headline(f: &Findings, oversell: i64, sold: i64) -> String {
+    let stock = f.initial_stock;
+    let proof = super::proof::of(&f.proofs, "oversell");
+    let single = proof.is_some_and(|p| !p.orders.is_empty() && p.orders.iter().all(|o| o.qty == 1));
+    let promised = stock + oversell;
+    let lead = if single {
+        format!("{promised} orders for {stock} units")
+    } else {
+        format!("{promised} units promised for {stock}")
+    };
+    let end = f.oversold_at_end.unwrap_or(0);
+    let at_end = if end == oversell {
+        format!("{oversell} oversold")
+    } else if end > 0 {
+        format!("{oversell} oversold at the peak, {end} still at the end")
+    } else if f.peak_oversell > Some(0) {
+        format!(
+            "{oversell} oversold at the peak, none left at the end (later releases re-sold them)"
+        )
+    } else {
+        format!("{oversell} oversold by the clients' records; the oracle counts none at the end")
+    };
+    format!("{lead}: {at_end} (sold {sold} of {stock})")
+}
+
 /// What the server-side oracle found. `clients_oversold`: the clients' evidence shows
 /// oversell, so "no oversell" is only the oracle's view.
 fn server(f: &Findings, clients_oversold: bool, parts: &mut Vec<String>) {
@@ -142,19 +170,10 @@ fn server(f: &Findings, clients_oversold: bool, parts: &mut Vec<String>) {
     } else {
         "no oversell"
     };
-    parts.push(match (f.oversell, f.peak_oversell) {
-        (Some(o), _) if o > 0 => format!("sold {sold} of {}: oversold {o}", f.initial_stock),
-        (_, Some(p)) if p > 0 => format!(
-            "sold {sold} of {}: no oversell at the end, but {p} units were oversold at the peak (later releases covered them)",
-            f.initial_stock
-        ),
-        _ => format!("sold {sold} of {}: {none}", f.initial_stock),
+    parts.push(match f.oversell.filter(|o| *o > 0) {
+        Some(o) => headline(f, o, sold),
+        None => format!("sold {sold} of {}: {none}", f.initial_stock),
     });
-    if let (Some(o), Some(p)) = (f.oversell, f.peak_oversell) {
-        if o > 0 && p > o {
-            parts.push(format!("{p} oversold at the peak"));
-        }
-    }
     if f.negative_stock == Some(true) {
         parts.push(format!("stock went negative ({})", f.db_stock.unwrap_or(0)));
     } else if let Some(min) = f.min_stock_seen.filter(|m| *m < 0) {

@@ -40,6 +40,7 @@ impl Metric {
         let f = r.f;
         match self {
             Metric::Oversell => r.oracle(f.oversell),
+            Metric::OversoldAtEnd => r.oracle(f.oversold_at_end.or(f.oversell)),
             Metric::PeakOversell => r.peak_oversell(),
             Metric::DuplicateAcks => f.duplicate_acks.map(|v| v as f64).ok_or_else(|| {
                 "the shop gives no order ids (target.order_id_field), or this report predates the figure"

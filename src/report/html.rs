@@ -31,7 +31,7 @@ td.text { text-align: left; }
 table.headline td, table.headline th { white-space: nowrap; } table.headline { font-size: 0.9em; line-height: 1.3; }
 p.more { margin: 14px 0 0; color: #444; }
 .swatch { display: inline-block; width: 0.9em; height: 0.9em; margin-right: 6px; vertical-align: -0.1em; }
-.verdict { font-size: 1.05em; margin: 6px 0 2px; } .facts { color: #444; margin: 0 0 12px 22px; }
+.verdict { font-size: 1.05em; margin: 6px 0 2px; } .proof { border-left: 3px solid #d62728; padding-left: 10px; margin: 8px 0; } .proof .source { color: #555; font-size: 0.9em; } .proof-orders td, .proof-orders th { font-size: 0.85em; padding: 1px 6px; } .facts { color: #444; margin: 0 0 12px 22px; }
 figure.chart { margin: 18px 0 30px; } figure.chart svg { display: block; width: 100%; max-width: 1200px; height: auto; border: 1px solid #e3e3e3; }
 figcaption { color: #444; font-size: 0.9em; margin-top: 6px; } figcaption b { color: #222; }
 pre { background: #f7f7f7; padding: 10px; overflow-x: auto; font-size: 0.85em; }
@@ -224,7 +224,11 @@ fn run_details(s: &mut String, r: &Report, mb: bool) {
         for fact in details::facts(run) {
             let _ = writeln!(s, "<li>{}</li>", fact.html());
         }
-        s.push_str("</ul>\n<table class=\"requests\">\n<tr>");
+        s.push_str("</ul>\n");
+        for p in &run.findings.proofs {
+            s.push_str(&super::proofs::html(p));
+        }
+        s.push_str("<table class=\"requests\">\n<tr>");
         for h in details::REQUEST_HEADER {
             let _ = write!(s, "<th>{}</th>", esc(h));
         }
@@ -369,6 +373,7 @@ pub fn render(r: &Report, charts: &[Rendered]) -> String {
     headline(&mut s, r, mb);
     headline_notes(&mut s, r);
     faults(&mut s, r);
+    s.push_str(&super::law::html(&r.law));
     s.push_str("<h2>Verdicts</h2>\n");
     verdicts(&mut s, r, mb);
     let failures = details::failures(r);

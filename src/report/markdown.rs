@@ -45,6 +45,9 @@ pub fn headline(r: &Report) -> String {
 fn details(s: &mut String, run: &RunReport, mb: bool) {
     let _ = writeln!(s, "\n### {}\n", run.run_label(mb));
     let _ = writeln!(s, "**Verdict:** {}\n", md_text(&run.findings.verdict));
+    for p in &run.findings.proofs {
+        s.push_str(&super::proofs::markdown(p));
+    }
     for fact in details::facts(run) {
         let _ = writeln!(s, "- {fact}");
     }
@@ -98,6 +101,7 @@ pub fn render(r: &Report) -> String {
         }
         let _ = writeln!(s, "\n{}", super::faults::NOTE);
     }
+    s.push_str(&super::law::markdown(&r.law));
     let _ = writeln!(s, "\n## Verdicts\n");
     for run in &r.runs {
         let _ = writeln!(

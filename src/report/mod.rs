@@ -17,8 +17,10 @@ pub mod faults;
 pub mod hlog;
 pub mod html;
 pub mod lateness;
+pub mod law;
 pub mod markdown;
 pub mod markup;
+pub mod proofs;
 pub mod repeats;
 pub mod shops;
 pub mod summary;
@@ -88,6 +90,9 @@ pub struct Report {
     /// over its repeats (each repeat is also in `runs`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub repeats: Vec<repeats::RepeatSummary>,
+    /// `compare`: naive's oversell against the arrival rate, per backend ([`law`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub law: Vec<law::Law>,
 }
 
 /// How a report came to be.
@@ -458,12 +463,16 @@ impl RunReport {
             .and_then(|b| summary::decode_histogram(b).ok())
     }
 
-    /// Oversold units for tables: the final figure, with the peak when cancels covered some.
+    /// Oversold units for tables: the peak (the headline), with the end beside it when cancels
+    /// re-sold part of it.
     pub fn oversell_cell(&self) -> String {
-        match (self.findings.oversell, self.findings.peak_oversell) {
-            (None, _) => "n/a".into(),
-            (Some(o), Some(p)) if p > o => format!("{o} (peak {p})"),
-            (Some(o), _) => o.to_string(),
+        let f = &self.findings;
+        match (f.oversell, f.oversold_at_end, f.peak_oversell) {
+            (None, ..) => "n/a".into(),
+            (Some(o), Some(end), _) if end != o => format!("{o} (end {end})"),
+            // A report before the end figure: `oversell` held the end, the peak beside it.
+            (Some(o), None, Some(p)) if p > o => format!("{o} (peak {p})"),
+            (Some(o), ..) => o.to_string(),
         }
     }
 

@@ -77,9 +77,11 @@ pub(super) fn finish_measured(
     drain: Drain,
     server: ServerSide,
 ) -> RunReport {
-    let audited_ms = Some(traffic.recorder.opened().elapsed().as_millis() as u64);
+    let since_open = traffic.recorder.opened().elapsed().as_millis();
+    let audited_ms = Some(since_open as u64);
     let clients = Clients {
         audited_ms,
+        opened_ms: Some(crate::model::now_ms() - since_open as i64),
         goose: traffic.goose,
         generator: traffic.generator,
         measurements,
@@ -98,6 +100,7 @@ pub(super) fn ask<'a>(
     oracle::Ask {
         clients,
         reading,
+        initial_stock: plan.scenario.item.stock,
         purchase_limit: plan.scenario.item.purchase_limit,
         users: Some(&plan.buyers),
         dead_letters: None,
@@ -113,6 +116,8 @@ pub(super) struct Clients {
     pub(super) reading: Reading,
     /// When the final state had been read (ms after the sale opened; `None`: unknown).
     pub(super) audited_ms: Option<u64>,
+    /// When the sale opened (ms since the Unix epoch, this machine's clock; `None`: unknown).
+    pub(super) opened_ms: Option<i64>,
 }
 
 /// [`finish`] from the clients' finished records.
@@ -144,12 +149,16 @@ pub(super) fn finish_with(
             .payment_window(s)
             .map(|w| u64::try_from(w.as_millis()).unwrap_or(u64::MAX)),
         audited_ms: clients.audited_ms,
+        opened_ms: clients.opened_ms,
         stock_samples: server.stock_samples,
         clients: &measurements,
         users: Some(&plan.buyers),
     });
     let audit_s = audit_started.elapsed().as_secs_f64();
     plan.say(&format!("   {}", findings.verdict));
+    for line in crate::oracle::proof::terminal(&findings.proofs) {
+        plan.say(&format!("   {}", line.replace('\n', "\n     ")));
+    }
     let run = summary::build(summary::RunInputs {
         shop,
         scenario: s.name.clone(),

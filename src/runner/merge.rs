@@ -115,6 +115,7 @@ async fn write(
 fn clients(combined: Combined, reading: Reading) -> Clients {
     Clients {
         audited_ms: None,
+        opened_ms: None,
         goose: combined.goose,
         generator: combined.generator,
         measurements: combined.measurements,

@@ -299,6 +299,7 @@ fn empty_report(plan: &RunPlan, metadata: report::Metadata) -> report::Report {
         runs: Vec::new(),
         failed: Vec::new(),
         repeats: Vec::new(),
+        law: Vec::new(),
     }
 }
 

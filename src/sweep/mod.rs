@@ -6,6 +6,7 @@
 //! `report.md`, `report.html` and one chart per headline metric sit beside them.
 
 pub mod knobs;
+pub mod law;
 mod report;
 
 pub use knobs::{Knob, Vary};

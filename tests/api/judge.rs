@@ -81,6 +81,7 @@ async fn an_order_committed_after_its_client_gave_up_is_indeterminate_and_one_in
             created_at_ms: now,
             updated_at_ms: now,
             idempotency_key: None,
+            stock_read: None,
         };
         store.insert_order(&order).await.unwrap();
     };

@@ -388,6 +388,7 @@ async fn refused_order_is_dead_lettered(backend: Backend) {
         ),
         payment_window_ms: Some(900_000),
         audited_ms: None,
+        opened_ms: None,
         stock_samples: Vec::new(),
         clients: &c,
         users: None,

@@ -21,6 +21,7 @@ fn order(id: &str, user: &str, key: Option<&str>, status: OrderStatus, at: i64) 
         created_at_ms: at,
         updated_at_ms: at + 5,
         idempotency_key: key.map(str::to_string),
+        stock_read: None,
     }
 }
 
@@ -108,6 +109,7 @@ fn evidence<'a>(truth: Truth, c: &'a Measurements, reading: &Reading) -> Evidenc
         dead_letters: None,
         payment_window_ms: Some(900_000),
         audited_ms: Some(60_000),
+        opened_ms: None,
         stock_samples: Vec::new(),
         clients: c,
         users: None,
@@ -160,6 +162,7 @@ async fn streamed_rows_are_judged_as_the_whole_rows(backend: Backend) {
     let ask = Ask {
         clients: &clients,
         reading: &reading,
+        initial_stock: 3,
         purchase_limit: 1,
         users: None,
         dead_letters: None,

@@ -288,6 +288,9 @@ pub fn write_all(dir: &Path, report: &Report) -> anyhow::Result<Vec<Rendered>> {
         "Oversold units (oracle), average order latency (HdrHistogram), DB peak QPS (the database server's counters), order error rate (clients' records: 5xx, timeouts, connection errors over all first order attempts; retries are counted apart).".into(),
         Figure::Headline,
     )?;
+    for law in &report.law {
+        out.push(law.draw(dir)?);
+    }
     Ok(out)
 }
 

@@ -135,6 +135,11 @@ pub fn seeded_number(s: &str) -> Option<(usize, Form, u64)> {
         .map(|n| (i, form, n))
 }
 
+/// The text of seeded id `n` of form position `form` (as [`seeded_number`] numbers them).
+pub fn seeded_spelling(form: usize, n: u64) -> String {
+    format!("{}{n}", FORMS[form].0)
+}
+
 /// A user or device id as a map key: equal (and hashed alike) exactly when the texts are, with
 /// a seeded id kept as its number (a text that spells one in canonical form is that number).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
