@@ -7,16 +7,18 @@
 #   SCENARIO=smoke bench/publish.sh   # a quick check of the script itself (about a minute)
 #   bench/publish.sh --from DIR  # publish a run already made (kept in DIR when a step failed)
 #
-# It runs `oversell compare --backend postgres,mysql` on flash-100 (all seven strategies; the
-# servers as for any run: DATABASE_URL, MYSQL_URL, REDIS_URL), then
-#   - copies headline.png, latency-percentiles.png and integrity.png into docs/src/results/,
+# It runs `oversell compare --backend postgres,mysql` on flash-100 (all eight strategies, and
+# naive's oversell against the rush: five rushes per backend; the servers as for any run:
+# DATABASE_URL, MYSQL_URL, REDIS_URL), then
+#   - copies headline.png, latency-percentiles.png, integrity.png and the law's charts
+#     (law-naive-<backend>.png) into docs/src/results/,
 #   - copies report.md there as sample-report.md, and takes a headless-Chromium screenshot of
 #     the run's report.html (report-html.png; OVERSELL_CHROMIUM names the binary, default
 #     chromium); the page itself (8.5 MB at 42 runs, its charts inline) stays in the run's folder,
 #     not in the repository,
 #   - writes docs/src/results/overview.md (the full table, the verdicts, the charts, the run's
 #     build, date, load average and server versions),
-#   - rewrites the README's table and verdicts between their <!-- publish:... --> markers,
+#   - rewrites the README's table, verdicts and law between their <!-- publish:... --> markers,
 #   - writes the report schema the binary wrote into reports/README.md.
 # Needs jq. Extra arguments go to `oversell compare` (e.g. --repeat 3).
 set -euo pipefail
@@ -64,6 +66,11 @@ report="$dir/report.json"
 mkdir -p "$out"
 for chart in headline latency-percentiles integrity; do
   cp "$dir/$chart.png" "$out/$chart.png"
+done
+# The post-mortem's law: naive's oversell against the rush, one chart per backend.
+rm -f "$out"/law-*.png
+for law in "$dir"/law-*.png; do
+  [ -e "$law" ] && cp "$law" "$out/"
 done
 cp "$dir/report.md" "$out/sample-report.md"
 html=$(realpath "$dir/report.html")
@@ -115,8 +122,18 @@ if [ "$bound" -gt 0 ]; then
   note="$note; † marks the $bound of $runs runs that were generator-bound (their details say why)"
 fi
 printf '\n%s: see [Results](docs/src/results/overview.md).\n' "$note" >>"$work/table.md"
+# The law's section of report.md, its charts as the PNGs copied above and its rushes' reports
+# (not kept here) named without a link.
+awk '/^## Oversell against the rush/{on=1; next} on && /^## /{exit} on' "$dir/report.md" \
+  | sed -E 's/\]\((law-[^)]*)\.svg\)/](\1.png)/; s/\[([^]]*)\]\(law\/[^)]*\)/\1/' >"$work/law.md"
+# The README: each law's sentence and chart.
+grep -E '^\*\*.*per 100 buyers/s' "$work/law.md" | sed -E 's/^\*\*(.*)\*\*$/- \1/' >"$work/law-readme.md" || true
+for law in "$out"/law-*.png; do
+  [ -e "$law" ] && printf '\n![%s](docs/src/results/%s)\n' "naive's oversell against the arrival rate" "$(basename "$law")" >>"$work/law-readme.md"
+done
 splice README.md publish:table "$work/table.md"
 splice README.md publish:verdicts "$work/verdicts.md"
+splice README.md publish:law "$work/law-readme.md"
 
 schema=$(jq -r .schema "$report")
 sed -i -E "s#oversell\.report/v[0-9]+#$schema#" reports/README.md
@@ -144,6 +161,10 @@ $(cat "$work/verdicts.txt")
 \`\`\`
 
 ![The post-mortem's headline metrics per strategy and backend](headline.png)
+
+## Oversell against the rush
+
+$(cat "$work/law.md")
 
 Oversold units (the oracle), average order latency and order error rate (the clients' records)
 for every run; the database's peak rate gets one panel per counter (PostgreSQL transactions/s,

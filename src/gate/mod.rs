@@ -536,6 +536,14 @@ fn check(run: &RunReport, l: &Limit) -> (Option<f64>, &'static str, Status) {
                 .metric
                 .read_without_send_lag(run)
                 .filter(|w| !l.metric.within(v, l.value) && l.metric.within(*w, l.value));
+            // A figure that passes only under something nobody declared is not verified.
+            if let Some(why) = f
+                .unsettled
+                .get(l.metric.name())
+                .filter(|_| l.metric.within(v, l.value))
+            {
+                return (Some(v), l.metric.source(), Status::NotVerified(why.clone()));
+            }
             if let Some(w) = held_on_time {
                 return (
                     Some(v),

@@ -145,11 +145,27 @@ fn held(f: &mut Findings, e: &Evidence<'_>) -> ClientWitness {
         f.undeclared_window = replay::undeclared_window(acks, e.initial_stock + untimed);
         f.client_notes.push(undeclared_note(f.undeclared_window));
     }
+    if let Some(w) = f.undeclared_window {
+        let proved = (peak - e.initial_stock).max(0);
+        if w.peak_oversell > proved {
+            f.unsettled.insert(
+                "client_peak_oversell".into(),
+                format!(
+                    "{proved} with unpaid orders not held, up to {} if the shop keeps them at \
+                     least {} s: {UNDECLARED}",
+                    w.peak_oversell, w.proves_from_s
+                ),
+            );
+        }
+    }
     f.client_peak_held = Some(peak);
     f.client_peak_oversell = Some((peak - e.initial_stock).max(0));
     let limit = e.purchase_limit;
     f.client_duplicate_buyers = Some(replay::owners_over(&held, acks, |a| a.user_id, limit));
     f.client_duplicate_devices = Some(replay::owners_over(&held, acks, |a| a.device_id, limit));
+    if e.payment_window_ms.is_none() {
+        undeclared_owners(f, e, limit);
+    }
     let mut w = ClientWitness {
         untimed,
         ..ClientWitness::default()
@@ -166,17 +182,65 @@ fn held(f: &mut Findings, e: &Evidence<'_>) -> ClientWitness {
     }
     if !e.stock_samples.is_empty() {
         f.stock_samples = Some(e.stock_samples.len() as u64);
+        f.stock_samples_settled = Some(e.stock_samples.iter().filter(|s| s.settled).count() as u64);
         f.stock_peak_oversell = replay::stock_peak(&held, &e.stock_samples, e.initial_stock);
         if f.stock_peak_oversell > Some(0) {
             let index = replay::HeldIndex::new(&held);
             w.sample = e
                 .stock_samples
                 .iter()
+                .filter(|s| s.settled)
                 .max_by_key(|s| (index.during(s) + s.stock, std::cmp::Reverse(s.sent_ms)))
                 .map(|s| (*s, replay::held_during(&held, s)));
         }
     }
     w
+}
+
+/// The declaration that settles a figure resting on the payment window.
+const UNDECLARED: &str = "no payment window declared (declare target.payment_window or \
+                          --payment-window to settle it)";
+
+/// With no payment window declared: duplicate owners the records show if every unpaid order
+/// is held until its cancel, beyond those they prove (only paid orders held): not settled.
+fn undeclared_owners(f: &mut Findings, e: &Evidence<'_>, limit: i64) {
+    let acks = &e.clients.records;
+    let kept = replay::held(acks, Some(u64::MAX));
+    for (name, proved, owner) in [
+        (
+            "client_duplicate_buyers",
+            f.client_duplicate_buyers,
+            (|a: AckView<'_>| a.user_id) as fn(AckView<'_>) -> IdRef<'_>,
+        ),
+        (
+            "client_duplicate_devices",
+            f.client_duplicate_devices,
+            |a| a.device_id,
+        ),
+    ] {
+        let upto = replay::owners_over(&kept, acks, owner, limit);
+        let proved = proved.unwrap_or(0);
+        if upto > proved {
+            f.unsettled.insert(
+                name.into(),
+                format!("{proved} with unpaid orders not held, up to {upto} if the shop keeps them: {UNDECLARED}"),
+            );
+        }
+    }
+}
+
+/// The headline rests on the clients' figures: not settled when one of them is not, and it
+/// does not already prove oversell.
+pub(super) fn unsettled_headline(f: &mut Findings) {
+    if f.oversell > Some(0) {
+        return;
+    }
+    let why = ["client_peak_oversell", "client_oversell"]
+        .iter()
+        .find_map(|m| f.unsettled.get(*m).map(|w| format!("{m}: {w}")));
+    if let Some(why) = why {
+        f.unsettled.insert("oversell".into(), why);
+    }
 }
 
 /// What a run without a declared payment window could not prove, and what declaring it adds.
@@ -316,6 +380,7 @@ pub(super) fn judge(f: &mut Findings, e: &Evidence<'_>, released_unseen: Option<
         .filter(|(_, t)| **t == Told::Cancelled)
         .map(|(id, _)| id.as_str())
         .collect();
+    let released_unseen_rows = released_unseen;
     f.shop_released_acks = released_unseen.map(|(n, _)| n);
     // Without rows, what the shop may have released on its own is unseen: the orders that
     // could have expired by the final read are not counted as sold to anyone.
@@ -341,6 +406,35 @@ pub(super) fn judge(f: &mut Findings, e: &Evidence<'_>, released_unseen: Option<
     f.client_net_acks = net;
     f.client_oversell = Some((net - e.initial_stock).max(0));
     f.oracle_disagreement = f.sold.map(|sold| (net - sold).max(0));
+    if e.payment_window_ms.is_none() && released_unseen_rows.is_none() {
+        // Without rows and without a window, orders unpaid and not cancelled were taken as
+        // released by the shop: what the figures are if it kept them instead.
+        let kept = f.acknowledged as i64 - c.cancels_ok as i64;
+        let over = (kept - e.initial_stock).max(0);
+        if over > f.client_oversell.unwrap_or(0) {
+            f.unsettled.insert(
+                "client_oversell".into(),
+                format!(
+                    "{} with every unpaid order released by the shop, {over} if it kept them: \
+                     {UNDECLARED}",
+                    f.client_oversell.unwrap_or(0)
+                ),
+            );
+        }
+        if let Some(sold) = f
+            .sold
+            .filter(|sold| kept - sold > f.oracle_disagreement.unwrap_or(0))
+        {
+            f.unsettled.insert(
+                "oracle_disagreement".into(),
+                format!(
+                    "{} acknowledged units are missing from the oracle's count ({sold} sold) \
+                     unless the shop released unpaid orders on its own: {UNDECLARED}",
+                    kept - sold
+                ),
+            );
+        }
+    }
     let left = e.initial_stock - f.sold.unwrap_or(net);
     f.undersell = Some(left.max(0).min(f.refused_buyers as i64));
     if let Some(n) = f.may_have_expired.filter(|n| *n > 0) {

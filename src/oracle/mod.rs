@@ -168,12 +168,18 @@ pub struct UndeclaredWindow {
 }
 
 /// One reading of a foreign shop's stock during the sale: when the read was sent and
-/// answered (ms after the sale opened) and the stock it returned.
+/// answered (ms after the sale opened), the stock it returned, and whether nothing was waiting
+/// to be written then.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StockSample {
     pub sent_ms: u64,
     pub answered_ms: u64,
     pub stock: i64,
+    /// The shop's backlog read 0 before the send and after the answer (or the shop declared it
+    /// has none): the stock read then includes every acknowledged order. Only such a reading is
+    /// held against what the clients held.
+    #[serde(default)]
+    pub settled: bool,
 }
 
 /// One dead-lettered stream entry, as the oracle reads it from Redis.
@@ -340,8 +346,13 @@ pub struct Findings {
     /// Stock readings of a foreign shop taken during the sale.
     #[serde(default)]
     pub stock_samples: Option<u64>,
-    /// Stock-side peak: over the stock samples, units held by the clients plus the stock read,
-    /// minus the initial stock (floored at 0): units the stock shows that cannot exist.
+    /// Of those, the settled ones (the shop's backlog read 0 around them, or it declared none):
+    /// the only ones held against the clients' records.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stock_samples_settled: Option<u64>,
+    /// Stock-side peak: over the settled stock samples, units held by the clients plus the
+    /// stock read, minus the initial stock (floored at 0): units the stock shows that cannot
+    /// exist.
     #[serde(default)]
     pub stock_peak_oversell: Option<i64>,
     /// With order rows: acknowledged orders the rows show released (cancelled or expired)
@@ -395,6 +406,11 @@ pub struct Findings {
     /// Up to 20 keys that bought more than once, with their order ids.
     #[serde(default)]
     pub duplicate_key_examples: Vec<KeyDuplicate>,
+    /// Figures whose value holds only under something nobody declared (the payment window):
+    /// catalog name → what the records would show otherwise and the declaration that settles
+    /// it. The gate never passes them: they are *not verified* until declared.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub unsettled: BTreeMap<String, String>,
     /// Each failing finding's counterexample: the smallest set of orders, rows or samples that
     /// shows it ([`proof`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -455,6 +471,7 @@ pub fn audit(e: &Evidence<'_>) -> Findings {
     let (checked, stock, statuses) = match &e.truth {
         Truth::Unverified => {
             clients::judge(&mut f, e, None);
+            clients::unsettled_headline(&mut f);
             f.proofs = proof::collect(&f, e, None, &witness);
             f.verdict = verdict::render(&f);
             return f;
@@ -517,6 +534,7 @@ fn verified(
     .into_iter()
     .flatten()
     .max();
+    clients::unsettled_headline(&mut f);
     f.proofs = proof::collect(&f, e, None, witness);
     f.verdict = verdict::render(&f);
     f

@@ -312,11 +312,14 @@ impl<'a> HeldIndex<'a> {
 }
 
 /// The most units a stock sample shows beyond what can exist: held units plus the stock read,
-/// minus the initial stock, over every sample (floored at 0); `None` without samples.
+/// minus the initial stock, over every settled sample (the backlog read 0 around it: an
+/// asynchronous shop's stock lags what it acknowledged while anything waits to be written),
+/// floored at 0; `None` without a settled sample.
 pub(super) fn stock_peak(held: &[Held], samples: &[StockSample], initial: i64) -> Option<i64> {
     let index = HeldIndex::new(held);
     samples
         .iter()
+        .filter(|s| s.settled)
         .map(|s| (index.during(s) + s.stock - initial).max(0))
         .max()
 }
@@ -482,6 +485,7 @@ mod tests {
             sent_ms: 30,
             answered_ms: 40,
             stock,
+            settled: true,
         };
         assert_eq!(HeldIndex::new(&h).during(&sample(6)), 4);
         assert_eq!(stock_peak(&h, &[sample(6)], 10), Some(0));
@@ -493,6 +497,14 @@ mod tests {
         };
         assert_eq!(stock_peak(&h, &[early], 10), Some(0));
         assert_eq!(stock_peak(&h, &[], 10), None);
+        // A reading taken while the shop's backlog was not known to be empty is never held
+        // against the clients' records: its stock may lag what the shop acknowledged.
+        let lagging = StockSample {
+            settled: false,
+            ..sample(60)
+        };
+        assert_eq!(stock_peak(&h, &[lagging], 10), None);
+        assert_eq!(stock_peak(&h, &[lagging, sample(6)], 10), Some(0));
     }
 
     #[test]
@@ -513,6 +525,7 @@ mod tests {
                     sent_ms: sent,
                     answered_ms: sent + took,
                     stock: 0,
+                    settled: true,
                 };
                 let plain = h
                     .iter()

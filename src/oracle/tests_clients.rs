@@ -202,12 +202,14 @@ fn stock_samples_give_the_stock_extremes_and_the_stock_side_peak() {
             sent_ms: 0,
             answered_ms: 1,
             stock: 5,
+            settled: true,
         },
         // Two held and 4 in stock: one unit too many.
         StockSample {
             sent_ms: 1000,
             answered_ms: 1001,
             stock: 4,
+            settled: true,
         },
     ];
     let f = audit(&e);
@@ -247,11 +249,13 @@ fn the_docs_worked_example_reads_as_documented() {
             sent_ms: 0,
             answered_ms: 2,
             stock: 2,
+            settled: true,
         },
         StockSample {
             sent_ms: 1000,
             answered_ms: 1003,
             stock: 3,
+            settled: true,
         },
     ];
     let f = audit(&e);

@@ -17,6 +17,7 @@
 //! - `mapping_check`: `attack --probe`: one request of each kind, each answer's classification
 //!   and why.
 
+pub mod backlog;
 mod guard;
 pub mod mapping_check;
 mod oracle;

@@ -1,12 +1,13 @@
 //! Settling (BRIEF §4): after the last buyer, a foreign shop is read until its oracle's reading
 //! (totals and order rows) has stayed unchanged for the settle window and, when the shop gives
 //! one, its backlog signal reads 0 (`--backlog-query`, or `[target.settle] backlog`: an endpoint
-//! on the target), up to the deadline (`--drain-timeout-s`). No run is called settled on a
-//! timer alone: without an oracle and without a backlog signal the state is unknown.
+//! on the target, a `[watch]` gauge, or none declared: [`super::backlog`]), up to the deadline
+//! (`--drain-timeout-s`). No run is called settled on a timer alone: without an oracle and
+//! without a backlog signal the state is unknown.
 
+use super::backlog::BacklogSource;
 use super::{Oracle, Row, Tally};
 use crate::report::{Drain, SettleState, Settling};
-use crate::traffic::target::{self, Prepared, Target};
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -30,51 +31,6 @@ impl Default for SettlePlan {
     }
 }
 
-/// Where the shop's backlog is read.
-enum Backlog<'a> {
-    Sql(&'a str),
-    Http {
-        target: &'a Target,
-        request: Prepared,
-        field: &'a str,
-        client: reqwest::Client,
-    },
-}
-
-impl Backlog<'_> {
-    /// The signal, for the report.
-    fn describe(&self) -> String {
-        match self {
-            Backlog::Sql(q) => format!("`{q}` (--backlog-query)"),
-            Backlog::Http { request, field, .. } => {
-                format!("{} at `{field}` ([target.settle] backlog)", request.line())
-            }
-        }
-    }
-
-    /// The backlog now; `None` when it could not be read (an error, not a number).
-    async fn read(&self, oracle: &Oracle) -> Option<i64> {
-        match self {
-            Backlog::Sql(q) => oracle.backlog(q).await.ok().flatten(),
-            Backlog::Http {
-                target,
-                request,
-                field,
-                client,
-            } => {
-                let url = target.url(request).ok()?;
-                let resp = request
-                    .apply(client.request(request.reqwest_method(), url))
-                    .send()
-                    .await
-                    .ok()?;
-                let json: serde_json::Value = resp.json().await.ok()?;
-                super::oracle::number_at(&json, field)
-            }
-        }
-    }
-}
-
 /// What the oracle read once the shop settled (or the deadline passed).
 pub struct Settled {
     pub drain: Drain,
@@ -82,30 +38,15 @@ pub struct Settled {
     pub rows: Option<Vec<Row>>,
 }
 
-/// Reads `oracle` (and the backlog: the plan's query, else the mapping's endpoint) until the
+/// Reads `oracle` (and `backlog`, the shop's backlog signal: [`BacklogSource::of`]) until the
 /// reading has been unchanged for the window with the backlog at 0, up to `limit`.
 pub async fn settle(
     oracle: &Oracle,
-    target: &Target,
+    backlog: Option<&BacklogSource>,
     plan: &SettlePlan,
     limit: Duration,
 ) -> anyhow::Result<Settled> {
     let start = Instant::now();
-    let backlog = match (&plan.backlog_query, target.backlog_request()) {
-        (Some(q), _) => Some(Backlog::Sql(q)),
-        (None, Some(request)) => Some(Backlog::Http {
-            target,
-            request,
-            field: target
-                .mapping
-                .settle
-                .as_ref()
-                .and_then(|s| s.backlog.as_ref())
-                .map_or("", |b| b.field.as_str()),
-            client: target::client(Duration::from_secs(10))?,
-        }),
-        (None, None) => None,
-    };
     let has_oracle = !matches!(oracle, Oracle::None);
     let step = (plan.window / 4).clamp(Duration::from_millis(50), Duration::from_millis(250));
     let read = || async { anyhow::Ok((oracle.read().await?, oracle.rows().await?)) };
@@ -143,7 +84,7 @@ pub async fn settle(
     let settle = Settling {
         state,
         window_ms: plan.window.as_millis() as u64,
-        backlog: backlog.as_ref().map(Backlog::describe),
+        backlog: backlog.map(BacklogSource::describe),
         backlog_last,
         readings,
     };

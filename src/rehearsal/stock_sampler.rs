@@ -5,7 +5,12 @@
 //! Each reading keeps when it was sent and when it was answered, so the oracle can hold it
 //! against what the clients provably held at that instant (the stock-side peak), and it
 //! becomes the run's `db_stock` series (timeline, CSV) and its lowest and highest stock seen.
+//! With a backlog signal ([`super::backlog`]) the backlog is read before the send and after
+//! the answer: a reading is *settled* when both read 0 (nothing acknowledged was waiting to be
+//! written), and only settled readings are held against the clients' records. Without one,
+//! an asynchronous shop's stock may lag its acknowledgements, so none is.
 
+use super::backlog::BacklogSource;
 use super::{Oracle, OracleSource};
 use crate::oracle::StockSample;
 use crate::probe::Series;
@@ -19,8 +24,8 @@ pub const EVERY: Duration = Duration::from_secs(1);
 /// The series the samples become (the reference shop's probe names its stock series alike).
 pub const SERIES: &str = crate::metric::SeriesName::DbStock.name();
 
-/// One reading: sent, answered, the stock.
-type Reading = (Instant, Instant, i64);
+/// One reading: sent, answered, the stock, and whether the backlog read 0 around it.
+type Reading = (Instant, Instant, i64, bool);
 
 /// A running sampler.
 pub struct StockSampler {
@@ -40,8 +45,13 @@ pub struct Sampled {
 }
 
 /// Starts reading the stock once a second through a connection of its own, when the oracle
-/// gives a stock (`gives_stock`: its baseline reading had one); `None` otherwise.
-pub async fn start(source: &OracleSource, gives_stock: bool) -> Option<StockSampler> {
+/// gives a stock (`gives_stock`: its baseline reading had one), with the shop's `backlog`
+/// signal read around each reading; `None` otherwise.
+pub async fn start(
+    source: &OracleSource,
+    gives_stock: bool,
+    backlog: Option<std::sync::Arc<BacklogSource>>,
+) -> Option<StockSampler> {
     if !gives_stock {
         return None;
     }
@@ -57,7 +67,7 @@ pub async fn start(source: &OracleSource, gives_stock: bool) -> Option<StockSamp
                 _ = rx.changed() => break,
                 _ = tick.tick() => {}
             }
-            match read(&oracle).await {
+            match read(&oracle, backlog.as_deref()).await {
                 Some(r) => readings.push(r),
                 None => failed += 1,
             }
@@ -74,11 +84,21 @@ pub async fn start(source: &OracleSource, gives_stock: bool) -> Option<StockSamp
     })
 }
 
-/// One reading of the stock, with its send and answer instants.
-async fn read(oracle: &Oracle) -> Option<Reading> {
+/// One reading of the stock, with its send and answer instants, and whether `backlog` read 0
+/// just before the send and just after the answer.
+async fn read(oracle: &Oracle, backlog: Option<&BacklogSource>) -> Option<Reading> {
+    let empty = || async {
+        match backlog {
+            Some(b) => b.read(oracle).await == Some(0),
+            None => false,
+        }
+    };
+    let before = empty().await;
     let sent = Instant::now();
     let stock = oracle.read().await.ok()??.stock?;
-    Some((sent, Instant::now(), stock))
+    let answered = Instant::now();
+    let settled = before && empty().await;
+    Some((sent, answered, stock, settled))
 }
 
 impl StockSampler {
@@ -94,10 +114,11 @@ impl StockSampler {
         Sampled {
             samples: readings
                 .iter()
-                .map(|&(sent, answered, stock)| StockSample {
+                .map(|&(sent, answered, stock, settled)| StockSample {
                     sent_ms: ms(sent),
                     answered_ms: ms(answered),
                     stock,
+                    settled,
                 })
                 .collect(),
             series: Series {
@@ -106,7 +127,7 @@ impl StockSampler {
                 source: self.source,
                 points: readings
                     .iter()
-                    .map(|&(sent, _, stock)| (secs(sent), stock as f64))
+                    .map(|&(sent, _, stock, _)| (secs(sent), stock as f64))
                     .collect(),
             },
             failed,

@@ -263,11 +263,23 @@ impl Reading<'_> {
     }
 
     fn stock_peak_oversell(&self) -> Result<f64, Unmeasured> {
-        self.f.stock_peak_oversell.map(|v| v as f64).ok_or_else(|| {
-            "the stock was not sampled during the sale (a foreign shop's oracle gives no \
-             stock: pass --stock-query or --stock-field; the reference shop's order rows \
-             give peak_oversell instead)"
-                .to_string()
+        let f = self.f;
+        f.stock_peak_oversell.map(|v| v as f64).ok_or_else(|| {
+            if f.stock_samples > Some(0) {
+                format!(
+                    "the stock was sampled {} times, never while the shop's backlog was known to \
+                     be empty: an asynchronous shop's stock lags what it acknowledged, so no \
+                     sample is held against the clients' records; declare the backlog \
+                     (--backlog-query, or [target.settle] backlog = an endpoint, \
+                     \"watch.NAME\" or \"none\" for a shop that writes before it acknowledges)",
+                    f.stock_samples.unwrap_or(0)
+                )
+            } else {
+                "the stock was not sampled during the sale (a foreign shop's oracle gives no \
+                 stock: pass --stock-query or --stock-field; the reference shop's order rows \
+                 give peak_oversell instead)"
+                    .to_string()
+            }
         })
     }
 

@@ -131,11 +131,20 @@ async fn run(plan: &RunPlan, f: &Foreign, slot: &Slot) -> anyhow::Result<RunRepo
     let before = oracle.read().await?;
     let rows_before = oracle.rows().await?;
     let gives_stock = before.is_some_and(|t| t.stock.is_some());
-    let sampler = rehearsal::stock_sampler::start(&f.oracle, gives_stock).await;
+    let ctx = super::gauges::context(plan, f.oracle.database_url());
+    let backlog = rehearsal::backlog::BacklogSource::of(
+        f.settle.backlog_query.as_deref(),
+        &target,
+        &s.watch,
+        &ctx,
+    )?
+    .map(std::sync::Arc::new);
+    let sampler = rehearsal::stock_sampler::start(&f.oracle, gives_stock, backlog.clone()).await;
     let targets = crate::traffic::target::Targets::one(target.clone());
     let fired = fire_traffic(plan, targets, probes(f), slot, None).await?;
     let logins = super::login::section(&target, logins, &fired.traffic.recorder);
-    let settled = rehearsal::settle::settle(&oracle, &target, &f.settle, plan.drain_limit).await;
+    let settled =
+        rehearsal::settle::settle(&oracle, backlog.as_deref(), &f.settle, plan.drain_limit).await;
     let watched = fired.watch.stop(super::gauges::rush_at_s(plan)).await;
     let mut series = fired.probes.stop().await;
     let (stock_samples, failed_reads) = match sampler {

@@ -392,7 +392,7 @@ impl Target {
 
     /// The request that reads the shop's backlog (`[target.settle] backlog`), if any.
     pub fn backlog_request(&self) -> Option<Prepared> {
-        let b = self.mapping.settle.as_ref()?.backlog.as_ref()?;
+        let b = self.mapping.settle.as_ref()?.backlog.as_ref()?.endpoint()?;
         self.request(&b.request, None, None, None, None)
     }
 

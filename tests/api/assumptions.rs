@@ -1,9 +1,11 @@
-//! No false alarms: correct shops that break an assumption the harness used to make pass the
-//! gate with nothing loosened, and their defective twins still fail, each for its own reason.
+//! No false alarms and no silent passes: correct shops that break an assumption the harness
+//! used to make are never failed (a figure that rests on what they did not declare is *not
+//! verified*, naming the declaration; declared, they pass), and their defective twins still
+//! fail, each for its own reason.
 //!
-//! - a shop that expires unpaid orders after 1.5 s and sells the units again, declaring no
-//!   payment window (its twin restocks an expired order's unit but leaves the order holding
-//!   it, so a cancel restocks it again: units that cannot exist);
+//! - a shop that expires unpaid orders after 1.5 s and sells the units again (its twin
+//!   restocks an expired order's unit but leaves the order holding it, so a cancel restocks it
+//!   again: units that cannot exist);
 //! - a shop whose order answer carries no order id (`{"message": …}`), judged by its order
 //!   rows in a real PostgreSQL database (its twin writes a row nobody asked for).
 //!
@@ -186,18 +188,32 @@ async fn gate_expiry(keeps_expired: bool, extra: &[&str]) -> (CliRun, Value) {
 }
 
 #[tokio::test]
-async fn a_correct_shop_that_expires_unpaid_orders_early_passes_without_declaring_its_window() {
+async fn a_correct_shop_that_expires_unpaid_orders_early_is_not_verified_until_it_declares_its_window(
+) {
     // Arrange, Act: nothing declared, nothing loosened.
     let (run, r) = gate_expiry(false, &[]).await;
 
-    // Assert
-    assert_eq!(run.code, 0, "{}", run.both());
+    // Assert: its records prove no oversell with unpaid orders not held, and would if it kept
+    // them: not verified, the declaration named; never a FAIL of the shop.
+    assert_eq!(run.code, 1, "{}", run.both());
     assert!(
         r["acknowledged"].as_i64().unwrap() > 20,
         "expired units were sold again: {r}"
     );
     assert_eq!(r["client_peak_oversell"], 0, "{r}");
-    assert_eq!(r["stock_peak_oversell"], 0, "{r}");
+    assert!(r["unsettled"]["client_peak_oversell"].is_string(), "{r}");
+    let row = run.check_row("client_peak_oversell").unwrap_or_default();
+    assert!(row.contains("FAIL (not verified)"), "{}", run.both());
+    assert!(
+        !run.stdout.lines().any(|l| l.trim_end().ends_with(" FAIL")),
+        "no check breached: {}",
+        run.both()
+    );
+    assert!(
+        run.flat_stdout().contains("--payment-window"),
+        "{}",
+        run.both()
+    );
     assert_eq!(r["payment_window_s"], Value::Null, "{r}");
     let notes = r["client_notes"].to_string();
     assert!(notes.contains("no payment window declared"), "{notes}");
@@ -217,17 +233,20 @@ async fn its_twin_that_restocks_an_expired_order_it_still_holds_fails_on_units_t
     let (run, r) = gate_expiry(true, &[]).await;
 
     // Assert: the unit is restocked at expiry and again when the order it still holds is
-    // cancelled: the stock read during the sale shows units that cannot exist.
+    // cancelled: the stock read during the sale rises above what was ever stocked. (Held
+    // against the clients' records only with a backlog signal: this shop declares none.)
     assert_eq!(run.code, 1, "{}", run.both());
-    for check in ["stock_peak_oversell", "stock_above_initial"] {
-        assert!(
-            run.check_row(check)
-                .is_some_and(|l| l.trim_end().ends_with("FAIL")),
-            "{check}: {}",
-            run.both()
-        );
-    }
-    assert!(r["stock_peak_oversell"].as_i64().unwrap() > 0, "{r}");
+    let row = run.check_row("stock_above_initial").unwrap_or_default();
+    assert!(row.trim_end().ends_with("FAIL"), "{}", run.both());
+    assert!(r["max_stock_seen"].as_i64().unwrap() > 20, "{r}");
+    assert_eq!(r["stock_peak_oversell"], Value::Null, "{r}");
+    let proofs = r["proofs"].as_array().unwrap();
+    assert!(
+        proofs
+            .iter()
+            .any(|p| p["findings"][0] == "stock_above_initial"),
+        "{r}"
+    );
 }
 
 // ---- A shop whose order answer carries no id ---------------------------------------------

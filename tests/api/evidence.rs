@@ -266,23 +266,26 @@ async fn a_shop_whose_cancel_restocks_twice_fails_on_the_stock_sampled_during_th
 
     let run = gate(&base, &oracle, &scenario, tmp.path(), &[]).await;
 
+    // The stock rises above what was ever stocked: a fact of the samples alone. Held against
+    // the clients' records they would show more, but only a declared backlog says when the
+    // stock read includes every acknowledged order: not verified here.
     assert_eq!(run.code, 1, "{}", run.both());
     let r = &only_report(tmp.path())["runs"][0];
     assert!(r["stock_samples"].as_u64().unwrap() >= 2, "{r}");
-    assert!(
-        r["stock_peak_oversell"].as_i64().unwrap() > 0,
-        "units the stock shows that cannot exist: {r}"
-    );
     assert!(r["max_stock_seen"].as_i64().unwrap() > 20, "{r}");
-    assert!(
-        line_ends(&run, "stock_peak_oversell", "FAIL"),
-        "{}",
-        run.both()
-    );
     assert!(
         line_ends(&run, "stock_above_initial", "FAIL"),
         "{}",
         run.both()
+    );
+    assert_eq!(r["stock_peak_oversell"], Value::Null, "{r}");
+    assert!(
+        r["proofs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["findings"][0] == "stock_above_initial"),
+        "{r}"
     );
     let series = r["series"].as_array().unwrap();
     let stock = series

@@ -349,7 +349,8 @@ impl Mapping {
             };
             (step, t)
         }));
-        if let Some(b) = self.settle.as_ref().and_then(|s| s.backlog.as_ref()) {
+        let backlog = self.settle.as_ref().and_then(|s| s.backlog.as_ref());
+        if let Some(b) = backlog.and_then(|b| b.endpoint()) {
             requests.push(("settle.backlog".into(), &b.request));
         }
         for (action, t) in requests {

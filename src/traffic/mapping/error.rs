@@ -116,6 +116,10 @@ pub enum MappingError {
     )]
     BacklogField { got: String },
     #[error(
+        "field `target.settle.backlog` must be an endpoint table {{ method, path, field }}, \"watch.NAME\" (a [watch] gauge of the scenario) or \"none\" (the shop has no backlog) (got {got:?})"
+    )]
+    BacklogWord { got: String },
+    #[error(
         "field `target.payment_window_s` must be between 1 and {max} seconds (got {got})",
         max = super::MAX_PAYMENT_WINDOW_S
     )]

@@ -44,8 +44,8 @@ use crate::shop::error::ErrorCode;
 use crate::shop::routes::Route;
 pub use error::MappingError;
 pub use raw::{
-    RawBacklog, RawLogin, RawMapping, RawOracle, RawPoll, RawRequest, RawRule, RawSettle, RawSetup,
-    MAX_POLL_WAIT_MS, MAX_SETTLE_S,
+    RawBacklog, RawBacklogSignal, RawLogin, RawMapping, RawOracle, RawPoll, RawRequest, RawRule,
+    RawSettle, RawSetup, MAX_POLL_WAIT_MS, MAX_SETTLE_S,
 };
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -360,11 +360,43 @@ pub struct PollSpec {
 }
 
 /// `[target.settle]`: the settle window (`None`: `--settle-s` or the default) and the shop's
-/// backlog endpoint.
+/// backlog signal.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SettleSpec {
     pub settle_s: Option<f64>,
-    pub backlog: Option<BacklogEndpoint>,
+    pub backlog: Option<Backlog>,
+}
+
+/// Where the shop's backlog (orders acknowledged and not yet written where its oracle reads)
+/// is read, or the owner's word that it has none. A run settles on it, and the stock samples
+/// are held against the clients' records only at instants it reads 0 (an asynchronous shop's
+/// stock lags its acknowledgements while anything waits).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Backlog {
+    /// An endpoint on the target (`{ method, path, field }`).
+    Endpoint(BacklogEndpoint),
+    /// A `[watch]` gauge of the scenario (`backlog = "watch.NAME"`): its name.
+    Gauge(String),
+    /// `backlog = "none"`: the shop writes what its oracle reads before it acknowledges.
+    None,
+}
+
+impl Backlog {
+    /// The endpoint, when the signal is one.
+    pub fn endpoint(&self) -> Option<&BacklogEndpoint> {
+        match self {
+            Backlog::Endpoint(e) => Some(e),
+            Backlog::Gauge(_) | Backlog::None => None,
+        }
+    }
+
+    /// The endpoint, when the signal is one (to mask its secrets).
+    pub fn endpoint_mut(&mut self) -> Option<&mut BacklogEndpoint> {
+        match self {
+            Backlog::Endpoint(e) => Some(e),
+            Backlog::Gauge(_) | Backlog::None => None,
+        }
+    }
 }
 
 /// An endpoint on the target whose JSON answer holds the shop's backlog at `field`.

@@ -289,11 +289,11 @@ fn the_settle_table_names_its_fields() {
         m.settle = Some(RawSettle {
             settle_s,
             window: None,
-            backlog: Some(RawBacklog {
+            backlog: Some(RawBacklogSignal::Endpoint(RawBacklog {
                 method: "GET".into(),
                 path: path.into(),
                 field: field.into(),
-            }),
+            })),
         });
         Mapping::try_from(m)
     };

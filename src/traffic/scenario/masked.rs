@@ -54,6 +54,7 @@ pub fn mapping(m: &mut Mapping) {
             m.settle
                 .as_mut()
                 .and_then(|s| s.backlog.as_mut())
+                .and_then(|b| b.endpoint_mut())
                 .map(|b| &mut b.request),
         );
     for t in others {

@@ -261,5 +261,8 @@ fn the_worked_mapping_of_the_docs_reads_as_a_scenario() {
     assert_eq!(poll.interval, std::time::Duration::from_millis(200));
     let settle = m.settle.expect("[target.settle]");
     assert_eq!(settle.settle_s, Some(1.0));
-    assert_eq!(settle.backlog.unwrap().field, "queue.depth");
+    assert_eq!(
+        settle.backlog.unwrap().endpoint().unwrap().field,
+        "queue.depth"
+    );
 }

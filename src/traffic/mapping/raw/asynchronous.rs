@@ -3,7 +3,7 @@
 //! with the checks that turn them into [`PollSpec`] and [`SettleSpec`].
 
 use super::super::check::{self, dot_path, Context, Step};
-use super::super::{BacklogEndpoint, OutcomeRule, PollSpec, SettleSpec};
+use super::super::{Backlog, BacklogEndpoint, OutcomeRule, PollSpec, SettleSpec};
 use super::{MappingError, RawRequest, RawRule};
 use crate::duration::Written;
 use crate::traffic::recorder::Answer;
@@ -88,11 +88,20 @@ pub struct RawSettle {
     #[serde(default, skip_serializing)]
     pub window: Option<Written>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub backlog: Option<RawBacklog>,
+    pub backlog: Option<RawBacklogSignal>,
 }
 
-/// `[target.settle] backlog` as written: an endpoint on the target whose JSON answer holds the
-/// shop's backlog (orders accepted and not yet written) at a dot path; 0 means nothing waits.
+/// `[target.settle] backlog` as written: an endpoint table, or a word: `"watch.NAME"` (a
+/// `[watch]` gauge of the scenario) or `"none"` (the shop has no backlog).
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(untagged)]
+pub enum RawBacklogSignal {
+    Endpoint(RawBacklog),
+    Word(String),
+}
+
+/// `[target.settle] backlog` as an endpoint on the target whose JSON answer holds the shop's
+/// backlog (orders accepted and not yet written) at a dot path; 0 means nothing waits.
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct RawBacklog {
@@ -191,7 +200,14 @@ impl RawSettle {
         }
         let backlog = match self.backlog {
             None => None,
-            Some(b) => {
+            Some(RawBacklogSignal::Word(w)) => Some(match w.trim() {
+                "none" => Backlog::None,
+                word => match word.strip_prefix("watch.").filter(|n| !n.is_empty()) {
+                    Some(name) => Backlog::Gauge(name.to_string()),
+                    None => return Err(MappingError::BacklogWord { got: w }),
+                },
+            }),
+            Some(RawBacklogSignal::Endpoint(b)) => {
                 let raw = RawRequest {
                     method: b.method,
                     path: b.path,
@@ -201,10 +217,10 @@ impl RawSettle {
                 if !dot_path(&b.field) {
                     return Err(MappingError::BacklogField { got: b.field });
                 }
-                Some(BacklogEndpoint {
+                Some(Backlog::Endpoint(BacklogEndpoint {
                     request,
                     field: b.field,
-                })
+                }))
             }
         };
         Ok(SettleSpec { settle_s, backlog })
@@ -216,10 +232,14 @@ impl From<SettleSpec> for RawSettle {
         RawSettle {
             settle_s: st.settle_s,
             window: None,
-            backlog: st.backlog.map(|b| RawBacklog {
-                method: b.request.method.as_str().into(),
-                path: b.request.path,
-                field: b.field,
+            backlog: st.backlog.map(|b| match b {
+                Backlog::Endpoint(b) => RawBacklogSignal::Endpoint(RawBacklog {
+                    method: b.request.method.as_str().into(),
+                    path: b.request.path,
+                    field: b.field,
+                }),
+                Backlog::Gauge(name) => RawBacklogSignal::Word(format!("watch.{name}")),
+                Backlog::None => RawBacklogSignal::Word("none".into()),
             }),
         }
     }

@@ -1,0 +1,123 @@
+//! A foreign shop's backlog signal, ready to read: `--backlog-query` (one SELECT on the
+//! oracle's database), `[target.settle] backlog` as an endpoint on the target, as a `[watch]`
+//! gauge of the scenario (`"watch.NAME"`), or the owner's word that there is none (`"none"`).
+//! The run settles on it ([`super::settle`]), and the stock sampler reads it around every stock
+//! reading ([`super::stock_sampler`]): a sample is held against what the clients held only when
+//! nothing was waiting to be written, before its send and after its answer.
+
+use super::Oracle;
+use crate::traffic::mapping::Backlog;
+use crate::traffic::target::{self, Prepared, Target};
+use std::time::Duration;
+
+/// Where the backlog is read.
+pub enum BacklogSource {
+    Sql(String),
+    Http {
+        target: Box<Target>,
+        request: Prepared,
+        field: String,
+        client: reqwest::Client,
+    },
+    Gauge {
+        name: String,
+        reader: tokio::sync::Mutex<crate::watch::Reader>,
+    },
+    /// Declared: the shop writes what its oracle reads before it acknowledges.
+    None,
+}
+
+impl BacklogSource {
+    /// The signal a run reads: `query` (`--backlog-query`) over the mapping's; a gauge's reader
+    /// made with the run's watch context; `None` when the shop gives none.
+    pub fn of(
+        query: Option<&str>,
+        target: &Target,
+        watch: &crate::watch::WatchSpec,
+        ctx: &crate::watch::Context,
+    ) -> anyhow::Result<Option<BacklogSource>> {
+        if let Some(q) = query {
+            return Ok(Some(BacklogSource::Sql(q.to_string())));
+        }
+        let declared = target
+            .mapping
+            .settle
+            .as_ref()
+            .and_then(|s| s.backlog.as_ref());
+        Ok(match declared {
+            None => None,
+            Some(Backlog::None) => Some(BacklogSource::None),
+            Some(Backlog::Endpoint(e)) => match target.backlog_request() {
+                Some(request) => Some(BacklogSource::Http {
+                    target: Box::new(target.clone()),
+                    request,
+                    field: e.field.clone(),
+                    client: target::client(Duration::from_secs(10))?,
+                }),
+                None => None,
+            },
+            Some(Backlog::Gauge(name)) => {
+                let reader = crate::watch::readers(watch, ctx)?
+                    .into_iter()
+                    .find(|(n, _)| n == name)
+                    .map(|(_, r)| r)
+                    .ok_or_else(|| {
+                        anyhow::anyhow!(
+                            "field `target.settle.backlog` names watch.{name}, but the scenario's \
+                             [watch] has no gauge {name:?} (it has: {})",
+                            crate::watch::gauge_names(watch)
+                        )
+                    })?;
+                Some(BacklogSource::Gauge {
+                    name: name.clone(),
+                    reader: tokio::sync::Mutex::new(reader),
+                })
+            }
+        })
+    }
+
+    /// The signal, for the report.
+    pub fn describe(&self) -> String {
+        match self {
+            BacklogSource::Sql(q) => format!("`{q}` (--backlog-query)"),
+            BacklogSource::Http { request, field, .. } => {
+                format!("{} at `{field}` ([target.settle] backlog)", request.line())
+            }
+            BacklogSource::Gauge { name, .. } => {
+                format!("the [watch] gauge `{name}` ([target.settle] backlog)")
+            }
+            BacklogSource::None => {
+                "none: the shop writes what its oracle reads before it acknowledges ([target.settle] backlog = \"none\")".into()
+            }
+        }
+    }
+
+    /// The backlog now; `None` when it could not be read (an error, not a number). A shop
+    /// declared to have none reads 0.
+    pub async fn read(&self, oracle: &Oracle) -> Option<i64> {
+        match self {
+            BacklogSource::Sql(q) => oracle.backlog(q).await.ok().flatten(),
+            BacklogSource::Http {
+                target,
+                request,
+                field,
+                client,
+            } => {
+                let url = target.url(request).ok()?;
+                let resp = request
+                    .apply(client.request(request.reqwest_method(), url))
+                    .send()
+                    .await
+                    .ok()?;
+                let json: serde_json::Value = resp.json().await.ok()?;
+                super::oracle::number_at(&json, field)
+            }
+            BacklogSource::Gauge { reader, .. } => {
+                let v = reader.lock().await.read().await.ok()?;
+                // Anything above 0 waits: a fraction of an order is still one.
+                v.is_finite().then(|| v.max(0.0).ceil() as i64)
+            }
+            BacklogSource::None => Some(0),
+        }
+    }
+}
