@@ -37,8 +37,13 @@ pub enum OracleSource {
         /// How long one scalar query may run (`--oracle-timeout`).
         timeout: Duration,
     },
-    /// An endpoint (absolute URL) answering JSON with sold and/or stock at `fields`.
-    Http { url: String, fields: OracleFields },
+    /// An endpoint (absolute URL) answering JSON with sold and/or stock at `fields`;
+    /// `secret_fields` (`[target] secret_fields`) masks more of its query wherever it is shown.
+    Http {
+        url: String,
+        fields: OracleFields,
+        secret_fields: Vec<String>,
+    },
 }
 
 /// One reading of an oracle.
@@ -71,6 +76,7 @@ pub enum Oracle {
         client: reqwest::Client,
         url: String,
         fields: OracleFields,
+        secret_fields: Vec<String>,
     },
 }
 
@@ -113,8 +119,12 @@ impl OracleSource {
                 }
                 s
             }
-            OracleSource::Http { url, fields } => {
-                let mut s = format!("HTTP GET {}", redact_url(url));
+            OracleSource::Http {
+                url,
+                fields,
+                secret_fields,
+            } => {
+                let mut s = format!("HTTP GET {}", crate::secret::url_with(url, secret_fields));
                 match (&fields.sold, &fields.stock) {
                     (None, None) => s.push_str(": `sold` (and `stock` when present)"),
                     (Some(sold), stock) => {
@@ -239,10 +249,15 @@ impl OracleSource {
                     timeout: *timeout,
                 }
             }
-            OracleSource::Http { url, fields } => Oracle::Http {
+            OracleSource::Http {
+                url,
+                fields,
+                secret_fields,
+            } => Oracle::Http {
                 client: target::client(Duration::from_secs(10))?,
                 url: url.clone(),
                 fields: fields.clone(),
+                secret_fields: secret_fields.clone(),
             },
         })
     }
@@ -285,12 +300,16 @@ impl Oracle {
                 self.read().await?;
                 self.rows().await.map(drop)
             }
-            Oracle::Http { client, url, .. } => {
-                client
-                    .get(url)
-                    .send()
-                    .await
-                    .map_err(|e| Service::Oracle.unreachable_error(url, &e))?;
+            Oracle::Http {
+                client,
+                url,
+                secret_fields,
+                ..
+            } => {
+                client.get(url).send().await.map_err(|e| {
+                    let shown = crate::secret::url_with(url, secret_fields);
+                    Service::Oracle.unreachable_error(&shown, &e.without_url())
+                })?;
                 Ok(())
             }
         }
@@ -338,42 +357,50 @@ impl Oracle {
                 client,
                 url,
                 fields,
-            } => {
-                let resp = client
-                    .get(url)
-                    .send()
-                    .await
-                    .map_err(|e| Service::Oracle.unreachable_error(url, &e))?;
-                let status = resp.status();
-                // Kept to 1 MiB; an error quotes 200 bytes of it, secret fields masked.
-                let body = target::body::read_capped(resp).await.unwrap_or_default();
-                let shown = crate::secret::sample(&body, &Default::default(), &[], 200);
-                anyhow::ensure!(
-                    status.is_success(),
-                    "the oracle endpoint {} answered {status}: {shown} (redirects are not followed)",
-                    redact_url(url)
-                );
-                let shape = || match (&fields.sold, &fields.stock) {
-                    (None, None) => "{\"sold\": N, \"stock\": M}".to_string(),
-                    _ => "the --sold-field/--stock-field paths".to_string(),
-                };
-                let json: serde_json::Value = serde_json::from_str(&body).map_err(|e| {
-                    anyhow::anyhow!(
-                        "the oracle endpoint {} must answer JSON with {}: {e} (got {shown:?})",
-                        redact_url(url),
-                        shape()
-                    )
-                })?;
-                let t = tally(fields, &json).map_err(|why| {
-                    anyhow::anyhow!(
-                        "the oracle endpoint {} answered {shown:?}: {why}",
-                        redact_url(url)
-                    )
-                })?;
-                Ok(Some(t))
-            }
+                secret_fields,
+            } => read_http(client, url, fields, secret_fields)
+                .await
+                .map(Some),
         }
     }
+}
+
+/// One reading of an oracle endpoint. Its answer is read up to
+/// [`target::body::MAX_SOURCE_BYTES`] (a larger one is an error naming the endpoint); an error
+/// quotes 200 bytes of it, secret fields masked, and shows the URL masked.
+async fn read_http(
+    client: &reqwest::Client,
+    url: &str,
+    fields: &OracleFields,
+    secret_fields: &[String],
+) -> anyhow::Result<Tally> {
+    let shown_url = crate::secret::url_with(url, secret_fields);
+    let resp = client
+        .get(url)
+        .send()
+        .await
+        .map_err(|e| Service::Oracle.unreachable_error(&shown_url, &e.without_url()))?;
+    let status = resp.status();
+    let body = target::body::read_limited(resp, target::body::MAX_SOURCE_BYTES)
+        .await
+        .map_err(|e| anyhow::anyhow!("the oracle endpoint {shown_url}: {e}"))?;
+    let shown = crate::secret::sample(&body, &Default::default(), secret_fields, 200);
+    anyhow::ensure!(
+        status.is_success(),
+        "the oracle endpoint {shown_url} answered {status}: {shown} (redirects are not followed)",
+    );
+    let shape = || match (&fields.sold, &fields.stock) {
+        (None, None) => "{\"sold\": N, \"stock\": M}".to_string(),
+        _ => "the --sold-field/--stock-field paths".to_string(),
+    };
+    let json: serde_json::Value = serde_json::from_str(&body).map_err(|e| {
+        anyhow::anyhow!(
+            "the oracle endpoint {shown_url} must answer JSON with {}: {e} (got {shown:?})",
+            shape()
+        )
+    })?;
+    tally(fields, &json)
+        .map_err(|why| anyhow::anyhow!("the oracle endpoint {shown_url} answered {shown:?}: {why}"))
 }
 
 impl Oracle {

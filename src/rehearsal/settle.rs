@@ -68,7 +68,9 @@ impl Backlog<'_> {
                     .send()
                     .await
                     .ok()?;
-                let json: serde_json::Value = resp.json().await.ok()?;
+                let limit = target::body::MAX_SOURCE_BYTES;
+                let body = target::body::read_limited(resp, limit).await.ok()?;
+                let json: serde_json::Value = serde_json::from_str(&body).ok()?;
                 super::oracle::number_at(&json, field)
             }
         }

@@ -78,27 +78,35 @@ fn expand_env(field: &str, url: &str) -> Result<String, WatchError> {
     }))
 }
 
-/// Holds `url` (expanded) to the loopback guard.
-fn guard(field: &str, url: &str, ctx: &Context) -> Result<(), WatchError> {
+/// Holds `url` (expanded) to the loopback guard; an error shows the URL as `written` (before
+/// `{env:NAME}` expansion, credentials masked) and the host the driver would have used.
+fn guard(field: &str, url: &str, written: &str, ctx: &Context) -> Result<(), WatchError> {
     rehearsal::check_host(Use::Watch, url, ctx.allow_remote)
         .map(drop)
         .map_err(|e| match e {
             rehearsal::TargetError::Remote { host, .. } => WatchError::new(
                 field,
-                "a loopback address (127.0.0.0/8, ::1, localhost), unless you pass \
-                 --allow-remote (attack or gate with --target)",
-                format!("{} (host {host})", crate::secret::url(url)),
+                "a loopback address (127.0.0.0/8, ::1, localhost) or a Unix socket, unless you \
+                 pass --allow-remote (attack or gate with --target)",
+                format!(
+                    "{} (its driver would connect to {host})",
+                    crate::secret::url(written)
+                ),
             ),
-            other => WatchError::new(field, "a usable URL", other.to_string()),
+            rehearsal::TargetError::BadUrl { why, .. } => WatchError::new(
+                field,
+                "a usable URL",
+                format!("{}: {why}", crate::secret::url(written)),
+            ),
         })
 }
 
 /// The source's URL field: expanded and guarded.
 fn ready(name: &str, field: &str, url: &str, ctx: &Context) -> Result<String, WatchError> {
     let field = format!("watch.{name}.{field}");
-    let url = expand_env(&field, url)?;
-    guard(&field, &url, ctx)?;
-    Ok(url)
+    let expanded = expand_env(&field, url)?;
+    guard(&field, &expanded, url, ctx)?;
+    Ok(expanded)
 }
 
 /// The HTTP client a Prometheus or HTTP gauge reads with; an error names gauge `name`.
@@ -298,8 +306,9 @@ impl Reader {
     }
 }
 
-/// A GET's body, when it answered 2xx; `Err` names the status or the failure (no URL: the
-/// caller's description has it, masked).
+/// A GET's body, when it answered 2xx and is at most
+/// [`crate::traffic::target::body::MAX_SOURCE_BYTES`]; `Err` names the status or the failure
+/// (no URL: the caller's description has it, masked).
 async fn get_text(client: &reqwest::Client, url: &str) -> Result<String, String> {
     let resp = client
         .get(url)
@@ -310,7 +319,10 @@ async fn get_text(client: &reqwest::Client, url: &str) -> Result<String, String>
     if !status.is_success() {
         return Err(format!("it answered {status}"));
     }
-    resp.text().await.map_err(|e| e.without_url().to_string())
+    let limit = crate::traffic::target::body::MAX_SOURCE_BYTES;
+    crate::traffic::target::body::read_limited(resp, limit)
+        .await
+        .map_err(|e| e.to_string())
 }
 
 /// An error and its causes, `: `-joined (reqwest's own text leaves out "connection refused").
