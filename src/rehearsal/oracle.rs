@@ -6,10 +6,11 @@
 //! a stock field, sold is the stock before minus the stock after: the shop's own counter, which
 //! under-counts exactly when lost updates oversell (the clients' evidence catches that).
 //!
-//! SQL runs in a read-only transaction (`START TRANSACTION READ ONLY`, which PostgreSQL and
-//! MySQL both accept): a query that would write is refused by the database, and nothing is
-//! ever created on it. The scalar queries run as written, under `--oracle-timeout`, each on a
-//! connection of its own ([`super::scalar`]).
+//! SQL runs as the run's reader ([`super::Reader`]: a role that can only read, created for the
+//! run when the user's credentials can do more) in a read-only transaction (`START TRANSACTION
+//! READ ONLY`, which PostgreSQL and MySQL both accept): the server itself refuses a query that
+//! would write, read a file or signal a session. The scalar queries run as written, under
+//! `--oracle-timeout`, each on a connection of its own ([`super::scalar`]).
 
 use super::order_rows::{OrdersQuery, Row};
 use crate::oracle::OracleView;
@@ -17,8 +18,6 @@ use crate::services::{redact_url, Service};
 use crate::store::Backend;
 use crate::traffic::mapping::OracleFields;
 use crate::traffic::target;
-use sqlx::any::AnyPoolOptions;
-use sqlx::AnyPool;
 use std::fmt::Write;
 use std::time::Duration;
 
@@ -64,8 +63,9 @@ pub struct Totals {
 pub enum Oracle {
     None,
     Sql {
-        pool: AnyPool,
-        backend: Backend,
+        /// Who the queries run as: a role that can only read, created for the run, or the
+        /// user's credentials ([`super::Reader`]).
+        reader: std::sync::Arc<super::Reader>,
         url: String,
         sold_query: Option<String>,
         stock_query: Option<String>,
@@ -227,21 +227,16 @@ impl OracleSource {
                 orders,
                 timeout,
             } => {
-                sqlx::any::install_default_drivers();
                 let backend = Backend::from_url(url)?;
                 let service = match backend {
                     Backend::Postgres => Service::Postgres,
                     Backend::Mysql => Service::Mysql,
                 };
-                let pool = AnyPoolOptions::new()
-                    .max_connections(2)
-                    .acquire_timeout(Duration::from_secs(5))
-                    .connect(url)
+                let reader = super::Reader::open(url)
                     .await
                     .map_err(|e| service.unreachable_error(url, &e))?;
                 Oracle::Sql {
-                    pool,
-                    backend,
+                    reader,
                     url: url.clone(),
                     sold_query: sold_query.clone(),
                     stock_query: stock_query.clone(),
@@ -321,7 +316,7 @@ impl Oracle {
         match self {
             Oracle::None => Ok(None),
             Oracle::Sql {
-                backend,
+                reader,
                 url,
                 sold_query,
                 stock_query,
@@ -331,7 +326,7 @@ impl Oracle {
                 let run = |flag: &'static str, q: &str, zero: bool| {
                     let q = q.to_string();
                     async move {
-                        let read = super::scalar::read(url, *backend, &q, *timeout).await;
+                        let read = super::scalar::read(reader, &q, *timeout).await;
                         read.map(|v| v.or(zero.then_some(0))).map_err(|e| match e {
                             super::scalar::ScalarError::Refused(why) => {
                                 anyhow::anyhow!("{flag} `{q}` was not sent: {why}")
@@ -408,10 +403,10 @@ impl Oracle {
     pub async fn rows(&self) -> anyhow::Result<Option<Vec<Row>>> {
         match self {
             Oracle::Sql {
-                pool,
+                reader,
                 orders: Some(q),
                 ..
-            } => Ok(Some(q.read(pool).await?)),
+            } => Ok(Some(q.read(reader).await?)),
             _ => Ok(None),
         }
     }
@@ -421,11 +416,11 @@ impl Oracle {
     pub async fn backlog(&self, query: &str) -> anyhow::Result<Option<i64>> {
         match self {
             Oracle::Sql {
-                backend,
+                reader,
                 url,
                 timeout,
                 ..
-            } => super::scalar::read(url, *backend, query, *timeout)
+            } => super::scalar::read(reader, query, *timeout)
                 .await
                 .map_err(|e| {
                     anyhow::anyhow!(

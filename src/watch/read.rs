@@ -1,9 +1,11 @@
 //! One gauge's source made ready to read: `{env:NAME}` expanded, the default database filled
-//! in, every host held to the loopback guard (unless `--allow-remote`), then one read at a
-//! time. A read gives a number or why not; it never panics and never writes: SQL runs as the
-//! oracle's scalar queries do (read-only transaction, statement timeout, a connection of its
-//! own), Redis gets only [`super::redis_cmd::ALLOWED`] commands, HTTP sources are GETs that
-//! follow no redirect.
+//! in, every host held to the loopback guard (unless `--allow-remote`; the address the driver
+//! will use, checked again before the first connection), then one read at a time. A read gives
+//! a number or why not; it never panics and never writes: SQL runs as the oracle's scalar
+//! queries do (as the run's reader, a role that can only read, in a read-only transaction,
+//! under a statement timeout, on a connection of its own; an error is its SQLSTATE, never the
+//! server's message), Redis gets only [`super::redis_cmd::ALLOWED`] commands, HTTP sources are
+//! GETs that follow no redirect and whose answer is read up to 4 MiB.
 
 use super::redis_cmd::ReadCommand;
 use super::{Source, WatchError};
@@ -31,8 +33,10 @@ pub struct Context {
 enum Resolved {
     Sql {
         url: String,
-        backend: Backend,
         query: String,
+        /// Who the query runs as (opened at the first read: [`rehearsal::Reader`]).
+        reader: Option<std::sync::Arc<rehearsal::Reader>>,
+        allow_remote: bool,
     },
     Prometheus {
         url: String,
@@ -136,7 +140,7 @@ impl Resolved {
             }
         };
         let url = ready(name, "database", &written, ctx)?;
-        let backend = Backend::from_url(&url).map_err(|e| {
+        Backend::from_url(&url).map_err(|e| {
             WatchError::new(
                 format!("watch.{name}.database"),
                 "a postgres:// or mysql:// URL",
@@ -156,8 +160,9 @@ impl Resolved {
         Ok((
             Resolved::Sql {
                 url,
-                backend,
                 query,
+                reader: None,
+                allow_remote: ctx.allow_remote,
             },
             describe,
         ))
@@ -262,13 +267,28 @@ impl Reader {
         match &mut self.resolved {
             Resolved::Sql {
                 url,
-                backend,
                 query,
-            } => match scalar::read(url, *backend, query, READ_TIMEOUT).await {
-                Ok(Some(n)) => Ok(n as f64),
-                Ok(None) => Err("the query returned no row, or NULL".into()),
-                Err(e) => Err(e.to_string()),
-            },
+                reader,
+                allow_remote,
+            } => {
+                let reader = match reader {
+                    Some(r) => r.clone(),
+                    None => {
+                        rehearsal::check_again(Use::Watch, url, *allow_remote)
+                            .await
+                            .map_err(|e| e.to_string())?;
+                        let r = rehearsal::Reader::open(url)
+                            .await
+                            .map_err(|e| e.to_string())?;
+                        reader.insert(r).clone()
+                    }
+                };
+                match scalar::read(&reader, query, READ_TIMEOUT).await {
+                    Ok(Some(n)) => Ok(n as f64),
+                    Ok(None) => Err("the query returned no row, or NULL".into()),
+                    Err(e) => Err(e.to_string()),
+                }
+            }
             Resolved::Prometheus {
                 url,
                 metric,
