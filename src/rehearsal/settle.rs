@@ -46,8 +46,16 @@ impl Backlog<'_> {
     fn describe(&self) -> String {
         match self {
             Backlog::Sql(q) => format!("`{q}` (--backlog-query)"),
-            Backlog::Http { request, field, .. } => {
-                format!("{} at `{field}` ([target.settle] backlog)", request.line())
+            Backlog::Http {
+                target,
+                request,
+                field,
+                ..
+            } => {
+                format!(
+                    "{} at `{field}` ([target.settle] backlog)",
+                    target.line(request)
+                )
             }
         }
     }

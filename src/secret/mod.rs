@@ -100,8 +100,8 @@ impl Values {
         self.extend(other.0.iter().map(String::as_str));
     }
 
-    /// Each value and the forms a shop may echo it in (percent-, form- and JSON-encoded),
-    /// longest first, so a value that holds another is masked whole.
+    /// Each value and the forms a shop may echo it in (percent-, form-, JSON- and
+    /// HTML-escaped), longest first, so a value that holds another is masked whole.
     fn forms(&self) -> Vec<String> {
         let mut out: Vec<String> = Vec::new();
         for v in &self.0 {
@@ -109,7 +109,9 @@ impl Values {
             let json = serde_json::to_string(v)
                 .map(|j| j[1..j.len() - 1].to_string())
                 .unwrap_or_default();
-            for form in [v.clone(), pct.replace("%20", "+"), pct, json] {
+            let html = html_escaped(v, false);
+            let html_numeric = html_escaped(v, true);
+            for form in [v.clone(), pct.replace("%20", "+"), pct, json, html, html_numeric] {
                 if form.len() >= MIN_MASKED_LEN && !out.contains(&form) {
                     out.push(form);
                 }
@@ -143,6 +145,28 @@ impl Values {
         }
         out
     }
+}
+
+/// `v` as an HTML page quotes it: `&`, `<`, `>`, `"` and `'` as entities (`&amp;`, `&#39;`),
+/// or with `numeric` as `&#NN;` every one (`&#38;`), the two ways templates escape.
+fn html_escaped(v: &str, numeric: bool) -> String {
+    let mut out = String::with_capacity(v.len());
+    for c in v.chars() {
+        let named = match c {
+            '&' => Some("&amp;"),
+            '<' => Some("&lt;"),
+            '>' => Some("&gt;"),
+            '"' => Some("&quot;"),
+            '\'' => Some("&#39;"),
+            _ => None,
+        };
+        match named {
+            Some(_) if numeric => out.push_str(&format!("&#{};", c as u32)),
+            Some(e) => out.push_str(e),
+            None => out.push(c),
+        }
+    }
+    out
 }
 
 /// Every byte but RFC 3986's unreserved characters as `%XX`.

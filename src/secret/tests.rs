@@ -130,3 +130,16 @@ fn a_value_across_the_cut_is_masked_whole_and_a_cut_json_string_to_its_end() {
     );
     assert!(!s.contains("0123"), "{s}");
 }
+
+#[test]
+fn a_value_an_html_page_escapes_is_masked_too() {
+    let mut v = Values::default();
+    v.add("p<w>&\"d'9");
+    for page in [
+        "<p>wrong password p&lt;w&gt;&amp;&quot;d&#39;9</p>",
+        "<p>p&#60;w&#62;&#38;&#34;d&#39;9</p>",
+    ] {
+        let masked = v.mask(page);
+        assert!(masked.contains(MASK) && !masked.contains("d&#39;9"), "{masked}");
+    }
+}
