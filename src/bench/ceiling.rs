@@ -277,9 +277,9 @@ pub async fn pgbench(
         cmd.env("PGPASSWORD", pw);
     }
     let out = tokio::time::timeout(Duration::from_secs(seconds + 120), cmd.output())
-    .await
-    .context("pgbench did not finish")?
-    .context("running pgbench")?;
+        .await
+        .context("pgbench did not finish")?
+        .context("running pgbench")?;
     let _ = std::fs::remove_file(&file);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let per_s = parse_pgbench(&stdout).with_context(|| {
@@ -443,10 +443,15 @@ mod tests {
     #[test]
     fn a_child_tools_url_carries_no_password_which_goes_apart() {
         let (url, pw) = without_password("postgres://u:p%2Fw@127.0.0.1:5432/db").unwrap();
-        assert_eq!((url.as_str(), pw.as_deref()), ("postgres://u@127.0.0.1:5432/db", Some("p/w")));
-        let (url, pw) =
-            without_password("postgres://u@h/db?sslmode=disable&password=x9").unwrap();
-        assert_eq!((url.as_str(), pw.as_deref()), ("postgres://u@h/db?sslmode=disable", Some("x9")));
+        assert_eq!(
+            (url.as_str(), pw.as_deref()),
+            ("postgres://u@127.0.0.1:5432/db", Some("p/w"))
+        );
+        let (url, pw) = without_password("postgres://u@h/db?sslmode=disable&password=x9").unwrap();
+        assert_eq!(
+            (url.as_str(), pw.as_deref()),
+            ("postgres://u@h/db?sslmode=disable", Some("x9"))
+        );
         let (url, pw) = without_password("mysql://root@h:3306/db").unwrap();
         assert_eq!((url.as_str(), pw), ("mysql://root@h:3306/db", None));
     }

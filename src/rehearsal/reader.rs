@@ -123,8 +123,8 @@ impl Reader {
         self.backend
     }
 
-    /// The URL queries log in with (it holds a password: never shown).
-    pub(super) fn login_url(&self) -> &str {
+    /// The URL queries log in with (it holds a password: never shown, never logged).
+    pub fn login_url(&self) -> &str {
         &self.login
     }
 

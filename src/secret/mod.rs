@@ -111,7 +111,14 @@ impl Values {
                 .unwrap_or_default();
             let html = html_escaped(v, false);
             let html_numeric = html_escaped(v, true);
-            for form in [v.clone(), pct.replace("%20", "+"), pct, json, html, html_numeric] {
+            for form in [
+                v.clone(),
+                pct.replace("%20", "+"),
+                pct,
+                json,
+                html,
+                html_numeric,
+            ] {
                 if form.len() >= MIN_MASKED_LEN && !out.contains(&form) {
                     out.push(form);
                 }

@@ -140,6 +140,9 @@ fn a_value_an_html_page_escapes_is_masked_too() {
         "<p>p&#60;w&#62;&#38;&#34;d&#39;9</p>",
     ] {
         let masked = v.mask(page);
-        assert!(masked.contains(MASK) && !masked.contains("d&#39;9"), "{masked}");
+        assert!(
+            masked.contains(MASK) && !masked.contains("d&#39;9"),
+            "{masked}"
+        );
     }
 }

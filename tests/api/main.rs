@@ -62,4 +62,5 @@ mod stand_in;
 mod store;
 mod stream_bounds;
 mod streamed_oracle;
+mod surface;
 mod watch;
