@@ -108,7 +108,6 @@ impl Reader {
                 .insert(url.to_string());
             if first {
                 tracing::warn!("{text}");
-                crate::telemetry::stderr_line(&format!("WARNING: {text}"));
             }
         }
         let reader = Arc::new(reader);

@@ -2,15 +2,17 @@
 //! exactly as written, never spliced into text of ours (a comment or a stray parenthesis could
 //! close it), and the first column of the first row read as a whole number.
 //!
-//! Each reading gets a connection of its own, closed after it: nothing the query leaves on its
-//! session (an advisory lock, `GET_LOCK`, a variable) outlives it. On that connection the query
-//! runs as one prepared statement (so never two statements), inside
-//! `START TRANSACTION READ ONLY` (rolled back), under a statement timeout
+//! Each reading gets a connection of its own, as the run's reader ([`super::Reader`]: a role
+//! the server itself keeps from writing, reading files and signalling sessions), closed after
+//! it: nothing the query leaves on its session (an advisory lock, `GET_LOCK`, a variable)
+//! outlives it. On that connection the query runs as one prepared statement (so never two
+//! statements), inside `START TRANSACTION READ ONLY` (rolled back), under a statement timeout
 //! (`statement_timeout` on PostgreSQL, `max_statement_time` on MariaDB, `max_execution_time` on
 //! MySQL: `--oracle-timeout`), so a slow query can neither hang the run nor keep the server
 //! busy after it. Before anything is sent, a query must start with `SELECT`, `WITH`, `VALUES`
-//! or `TABLE`, and may not name `OUTFILE` or `DUMPFILE` (MariaDB writes those files even in a
-//! read-only transaction) or `lo_export`.
+//! or `TABLE`, and may not name `OUTFILE` or `DUMPFILE` ([`crate::read_only::refuse`]). An
+//! error is its SQLSTATE and kind ([`super::sqlstate`]), never the server's message, which may
+//! quote what the query read; a value that is not a number is never quoted back either.
 
 use crate::store::Backend;
 use sqlx::{Connection, Row, TypeInfo, ValueRef};
@@ -274,7 +276,6 @@ mod tests {
         for q in [
             "SELECT 1), 0) AS SIGNED) INTO OUTFILE '/tmp/x' #",
             "SELECT 1 INTO DumpFile '/tmp/x'",
-            "SELECT lo_export(1, '/tmp/x')",
             "/* hi */ SELECT 1",
             "DO SLEEP(1)",
             "CALL p()",

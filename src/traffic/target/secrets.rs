@@ -119,14 +119,20 @@ impl Target {
     /// every secret the request carries masked by value, and every secret-named query value
     /// (and `secret_fields`') by name.
     pub fn line(&self, p: &Prepared) -> String {
+        format!("{} {}", p.method.as_str(), self.masked(&p.path, p))
+    }
+
+    /// `p`'s full URL on the target, masked as [`Target::line`] masks its path.
+    pub fn shown_url(&self, p: &Prepared) -> String {
+        let full = format!("{}{}", self.base_url.trim_end_matches('/'), p.path);
+        self.masked(&full, p)
+    }
+
+    /// `text` (a path or URL of `p`) with its secrets masked by value and by name.
+    fn masked(&self, text: &str, p: &Prepared) -> String {
         let mut v = (*self.secrets).clone();
         v.merge(&p.secrets);
-        let path = v.mask(&p.path);
-        format!(
-            "{} {}",
-            p.method.as_str(),
-            secret::url_with(&path, &self.mapping.secret_fields)
-        )
+        secret::url_with(&v.mask(text), &self.mapping.secret_fields)
     }
 
     /// The sample of an answer to `p` a report, a shard file or the terminal may show: cut to

@@ -23,8 +23,6 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde_json::{json, Value};
 use std::collections::HashMap;
-use std::io::Read;
-use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -38,18 +36,60 @@ pub struct Measured {
     pub peak_mib: f64,
 }
 
-/// Runs the `oversell` binary with `args` and extra `env`, waiting for its exit with `wait4`,
-/// so the kernel's own count of its peak resident memory comes back; asserts it stayed under
-/// [`MAX_RSS_MIB`] and prints it (the report's figures: `--nocapture`).
+/// Runs the `oversell` binary with `args` and extra `env` under GNU `time`, which reads the
+/// kernel's own count of its peak resident memory (`wait4`'s `ru_maxrss`); asserts it stayed
+/// under [`MAX_RSS_MIB`] and prints it (the report's figures: `--nocapture`). `time` stands
+/// between the two because a child forked straight from this large test process would count
+/// the test's own memory, which the fork copies, as its peak.
 pub async fn measured(what: &str, args: &[&str], env: &[(&str, &str)]) -> Measured {
-    let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-    let env: Vec<(String, String)> = env
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
-    let m = tokio::task::spawn_blocking(move || run_blocking(&args, &env))
+    let timer = std::path::Path::new(TIME);
+    let ci = std::env::var_os("CI").is_some_and(|v| !v.is_empty());
+    assert!(
+        timer.exists() || !ci,
+        "CI needs GNU time at {TIME} to measure peak memory"
+    );
+    let rss = tempfile::NamedTempFile::new().unwrap();
+    let rss_file = rss.path().to_str().unwrap().to_string();
+    let mut all: Vec<&str> = Vec::new();
+    if timer.exists() {
+        all.extend([
+            TIME,
+            "-f",
+            "%M",
+            "-o",
+            rss_file.as_str(),
+            env!("CARGO_BIN_EXE_oversell"),
+        ]);
+    } else {
+        eprintln!("\n*** no {TIME}: peak memory not measured ***\n");
+        all.push(env!("CARGO_BIN_EXE_oversell"));
+    }
+    all.extend_from_slice(args);
+    let out = tokio::process::Command::new(all[0])
+        .args(&all[1..])
+        .env_remove("GITHUB_STEP_SUMMARY")
+        .env_remove("DATABASE_URL")
+        .envs(env.iter().copied())
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .output()
         .await
-        .unwrap();
+        .expect("the oversell binary runs");
+    let kib: f64 = std::fs::read_to_string(&rss_file)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .next_back()
+        .unwrap_or(0.0);
+    let m = Measured {
+        run: CliRun {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        },
+        peak_mib: kib / 1024.0,
+    };
     eprintln!(
         "peak RSS {what}: {:.1} MiB (exit {})",
         m.peak_mib, m.run.code
@@ -63,45 +103,8 @@ pub async fn measured(what: &str, args: &[&str], env: &[(&str, &str)]) -> Measur
     m
 }
 
-fn run_blocking(args: &[String], env: &[(String, String)]) -> Measured {
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_oversell"))
-        .args(args)
-        .env_remove("GITHUB_STEP_SUMMARY")
-        .env_remove("DATABASE_URL")
-        .envs(env.iter().map(|(k, v)| (k, v)))
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("the oversell binary runs");
-    let mut out = child.stdout.take().unwrap();
-    let mut err = child.stderr.take().unwrap();
-    let reader = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = out.read_to_string(&mut s);
-        s
-    });
-    let mut stderr = String::new();
-    let _ = err.read_to_string(&mut stderr);
-    let stdout = reader.join().unwrap();
-    let mut status = 0;
-    // SAFETY: an all-zero rusage is a valid value; wait4 fills it.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: waits for our own child, whose pid std gave us; `status` and `usage` outlive it.
-    let pid = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
-    assert!(pid > 0, "wait4: {}", std::io::Error::last_os_error());
-    let exit = std::process::ExitStatus::from_raw(status);
-    Measured {
-        run: CliRun {
-            code: exit.code().unwrap_or(-1),
-            stdout,
-            stderr,
-        },
-        // Linux counts ru_maxrss in KiB.
-        peak_mib: usage.ru_maxrss as f64 / 1024.0,
-    }
-}
+/// GNU time.
+const TIME: &str = "/usr/bin/time";
 
 /// Every file under `dir`, recursively, as text.
 pub fn texts(dir: &Path) -> Vec<(PathBuf, String)> {
@@ -203,7 +206,8 @@ pub fn stock_scenario(dir: &Path, edits: &[(&str, &str)], extra: &str) -> String
         assert!(text.contains(from), "the scenario has {from:?}");
         text = text.replacen(from, to, 1);
     }
-    let file = dir.join("scenario.toml");
+    // A name of its own: a test may write several before running them.
+    let file = dir.join(format!("scenario-{:08x}.toml", rand::random::<u32>()));
     std::fs::write(&file, format!("{text}\n{extra}\n")).unwrap();
     file.to_str().unwrap().to_string()
 }

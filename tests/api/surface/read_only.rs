@@ -165,12 +165,19 @@ async fn a_watch_query_that_quotes_a_file_or_a_secret_leaves_only_its_sqlstate_i
     let cast = seeded("cast-secret-");
     let path = server_path("read-");
     std::fs::write(&path, &secret).unwrap();
+    let mut admin = sqlx::PgConnection::connect(&db).await.unwrap();
+    sqlx::query("CREATE TABLE s AS SELECT $1::text AS v")
+        .bind(&cast)
+        .execute(&mut admin)
+        .await
+        .unwrap();
+    let _ = admin.close().await;
     let (base, _shop) = stock_shop(axum::Router::new()).await;
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("out");
     let watch = format!(
         "[watch.file]\nsql = \"SELECT pg_read_file('{path}')::int\"\ndatabase = \"{db}\"\n\
-         [watch.cast]\nsql = \"SELECT '{cast}'::int\"\ndatabase = \"{db}\"\n"
+         [watch.cast]\nsql = \"SELECT v::int FROM s\"\ndatabase = \"{db}\"\n"
     );
     let file = stock_scenario(tmp.path(), &[], &watch);
 

@@ -31,8 +31,6 @@ async fn a_target_urls_lone_user_and_a_signed_oracle_url_reach_no_report_shard_l
         "",
     );
     let (out, shard) = (tmp.path().join("out"), tmp.path().join("shard"));
-    let open_at = (chrono::Utc::now() + chrono::Duration::seconds(3))
-        .to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
 
     // Act: a run (not quiet: the terminal too), and a shard.
     let run = measured(
@@ -49,6 +47,8 @@ async fn a_target_urls_lone_user_and_a_signed_oracle_url_reach_no_report_shard_l
         &[],
     )
     .await;
+    let open_at = (chrono::Utc::now() + chrono::Duration::seconds(3))
+        .to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
     let sharded = measured(
         "a shard with a lone user in --target",
         &[
@@ -358,7 +358,9 @@ async fn fit_md_shows_an_unmatched_requests_shape_never_its_token() {
     }
     let log = tmp.path().join("access.log");
     std::fs::write(&log, lines.join("\n") + "\n").unwrap();
-    let out = tmp.path().join("fitted.toml");
+    let dir = tmp.path().join("out");
+    std::fs::create_dir(&dir).unwrap();
+    let out = dir.join("fitted.toml");
 
     // Act
     let m = measured(
@@ -370,9 +372,9 @@ async fn fit_md_shows_an_unmatched_requests_shape_never_its_token() {
 
     // Assert
     assert_eq!(m.run.code, 0, "{}", m.run.both());
-    let md = std::fs::read_to_string(tmp.path().join("fit.md")).unwrap();
+    let md = std::fs::read_to_string(dir.join("fit.md")).unwrap();
     assert!(md.contains("/reset-password/{…}"), "{md}");
-    assert_eq!(leaks(tmp.path(), &m.run, &[&token]), Vec::<String>::new());
+    assert_eq!(leaks(&dir, &m.run, &[&token]), Vec::<String>::new());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -435,5 +437,5 @@ async fn a_login_page_that_echoes_the_password_html_escaped_leaves_it_nowhere() 
         m.run.both()
     );
     let secrets = [pw.as_str(), escaped.as_str(), &pw[..pw.len() - 5]];
-    assert_eq!(leaks(tmp.path(), &m.run, &secrets), Vec::<String>::new());
+    assert_eq!(leaks(&out, &m.run, &secrets), Vec::<String>::new());
 }
