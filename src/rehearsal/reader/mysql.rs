@@ -177,7 +177,10 @@ async fn sweep(c: &mut MySqlConnection) {
 
 /// Drops user `name`@`host`.
 pub(super) async fn remove(admin: &str, name: &str, host: &str) -> Result<(), String> {
-    let mut c = MySqlConnection::connect(admin)
+    // A user is the server's: no database is needed, and the URL's may be gone by now.
+    let mut server = reqwest::Url::parse(admin).map_err(|e| e.to_string())?;
+    server.set_path("");
+    let mut c = MySqlConnection::connect(server.as_str())
         .await
         .map_err(|e| e.to_string())?;
     let sql = format!("DROP USER IF EXISTS {}@{}", string(name), string(host));

@@ -181,9 +181,17 @@ async fn sweep(c: &mut PgConnection) {
 
 /// Drops role `name`.
 pub(super) async fn remove(admin: &str, name: &str) -> Result<(), String> {
-    let mut c = PgConnection::connect(admin)
-        .await
-        .map_err(|e| e.to_string())?;
+    // A role is the cluster's: any database will do, and the URL's may be gone by now.
+    let mut c = match PgConnection::connect(admin).await {
+        Ok(c) => c,
+        Err(e) => {
+            let options: sqlx::postgres::PgConnectOptions =
+                admin.parse().map_err(|_| e.to_string())?;
+            PgConnection::connect_with(&options.database("postgres"))
+                .await
+                .map_err(|_| e.to_string())?
+        }
+    };
     let done = sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
         "DROP ROLE IF EXISTS \"{name}\""
     )))

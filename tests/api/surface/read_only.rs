@@ -267,7 +267,19 @@ async fn on_mariadb_the_runs_user_has_no_file_privilege_and_kills_no_other_sessi
         .unwrap();
     assert_eq!(alive, 1);
     let _ = std::fs::remove_file(&path);
-    drop(reader);
+    // The user goes with the reader, even when the URL's database went first.
     let _ = admin.close().await;
     drop_database(&db).await;
+    let user = reader.runs_as.split(' ').next().unwrap().to_string();
+    drop(reader);
+    let mut root = sqlx::MySqlConnection::connect(&crate::helpers::mysql_base())
+        .await
+        .unwrap();
+    let left: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM mysql.user WHERE User = ?")
+        .bind(&user)
+        .fetch_one(&mut root)
+        .await
+        .unwrap();
+    assert_eq!(left, 0, "{user} was dropped");
+    let _ = root.close().await;
 }
