@@ -103,10 +103,11 @@
 //! - [`live`]: the harness's own Prometheus endpoint during a run (`--metrics-listen`): the
 //!   clients' figures as the recorder sees them, the probes' samples, and `/targets` naming the
 //!   child shop for Prometheus service discovery.
-//! - [`rehearsal`]: foreign targets: the loopback guard (`guard`, checked again before the
-//!   first request), the dry-run plan (`plan`), the user's oracle (`oracle`: read-only SQL, or
-//!   HTTP at field paths; read before and after the sale; `order_rows`: `--orders-query`, the
-//!   shop's order rows), settling after the last buyer (`settle`: the oracle's reading at rest
+//! - [`rehearsal`]: foreign targets: the loopback guard (`guard`: every outbound address as
+//!   its driver will use it, checked again before the first request), the dry-run plan
+//!   (`plan`), the user's oracle (`oracle`: SQL run as a role that can only read, `reader`,
+//!   its errors by SQLSTATE, `sqlstate`; or HTTP at field paths; read before and after the
+//!   sale; `order_rows`: `--orders-query`, the shop's order rows), settling after the last buyer (`settle`: the oracle's reading at rest
 //!   for the settle window, the backlog signal at 0), the preflight that checks every
 //!   endpoint before the set-up request, and `attack --probe` (`mapping_check`).
 //! - [`metric`]: the metric catalog: each metric's one name (and older aliases), unit,

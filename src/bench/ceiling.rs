@@ -268,17 +268,18 @@ pub async fn pgbench(
     }
     args.push("-f".into());
     args.push(file.display().to_string());
-    args.push(database_url.into());
-    let out = tokio::time::timeout(
-        Duration::from_secs(seconds + 120),
-        tokio::process::Command::new("pgbench")
-            .args(&args)
-            .kill_on_drop(true)
-            .output(),
-    )
-    .await
-    .context("pgbench did not finish")?
-    .context("running pgbench")?;
+    let (url, password) = without_password(database_url)?;
+    args.push(url);
+    let mut cmd = tokio::process::Command::new("pgbench");
+    cmd.args(&args).kill_on_drop(true);
+    // The password through the environment, never argv (which every local user reads in `ps`).
+    if let Some(pw) = password {
+        cmd.env("PGPASSWORD", pw);
+    }
+    let out = tokio::time::timeout(Duration::from_secs(seconds + 120), cmd.output())
+        .await
+        .context("pgbench did not finish")?
+        .context("running pgbench")?;
     let _ = std::fs::remove_file(&file);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let per_s = parse_pgbench(&stdout).with_context(|| {
@@ -324,6 +325,41 @@ pub fn parse_pgbench_count(text: &str) -> Option<u64> {
         .next_back()
 }
 
+/// `url` without its password (userinfo or `?password=`), and the password, percent-decoded,
+/// for a child tool's environment.
+fn without_password(url: &str) -> anyhow::Result<(String, Option<String>)> {
+    let mut u = reqwest::Url::parse(url)
+        .with_context(|| format!("reading {} as a URL", crate::secret::url(url)))?;
+    let decode = |p: &str| {
+        sqlx_core::percent_encoding::percent_decode_str(p)
+            .decode_utf8_lossy()
+            .into_owned()
+    };
+    let mut password = u.password().map(decode);
+    let _ = u.set_password(None);
+    let pairs: Vec<(String, String)> = u
+        .query_pairs()
+        .map(|(k, v)| (k.into_owned(), v.into_owned()))
+        .collect();
+    if pairs.iter().any(|(k, _)| k == "password") {
+        u.set_query(None);
+        let mut q = u.query_pairs_mut();
+        for (k, v) in &pairs {
+            match k.as_str() {
+                "password" => password = Some(v.clone()),
+                _ => {
+                    q.append_pair(k, v);
+                }
+            }
+        }
+    }
+    let mut text = u.to_string();
+    if text.ends_with('?') {
+        text.pop();
+    }
+    Ok((text, password))
+}
+
 /// `mysqlslap` running `statements` `per_client` times in each of `clients` clients, in the
 /// bench database (which it neither creates nor drops).
 pub async fn mysqlslap(
@@ -335,7 +371,7 @@ pub async fn mysqlslap(
     require_tool("mysqlslap", "mariadb-client")?;
     let statements = &script.lines;
     let url = reqwest::Url::parse(database_url)
-        .with_context(|| format!("reading {database_url} as a URL"))?;
+        .with_context(|| format!("reading {} as a URL", crate::secret::url(database_url)))?;
     let db = url.path().trim_start_matches('/').to_string();
     let one = statements.join(";") + ";";
     let query = one.repeat(per_client.max(1));
@@ -357,16 +393,14 @@ pub async fn mysqlslap(
         "--delimiter=;".into(),
     ];
     let shown = args.join(" ");
-    if let Some(pw) = url.password() {
-        args.push(format!("--password={pw}"));
-    }
     args.push(format!("--query={query}"));
-    let out = tokio::process::Command::new("mysqlslap")
-        .args(&args)
-        .kill_on_drop(true)
-        .output()
-        .await
-        .context("running mysqlslap")?;
+    let mut cmd = tokio::process::Command::new("mysqlslap");
+    cmd.args(&args).kill_on_drop(true);
+    // The password through the environment, never argv (which every local user reads in `ps`).
+    if let (_, Some(pw)) = without_password(database_url)? {
+        cmd.env("MYSQL_PWD", pw);
+    }
+    let out = cmd.output().await.context("running mysqlslap")?;
     let text = String::from_utf8_lossy(&out.stdout);
     let secs = parse_mysqlslap(&text).with_context(|| {
         format!(
@@ -405,6 +439,22 @@ pub fn parse_mysqlslap(text: &str) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_child_tools_url_carries_no_password_which_goes_apart() {
+        let (url, pw) = without_password("postgres://u:p%2Fw@127.0.0.1:5432/db").unwrap();
+        assert_eq!(
+            (url.as_str(), pw.as_deref()),
+            ("postgres://u@127.0.0.1:5432/db", Some("p/w"))
+        );
+        let (url, pw) = without_password("postgres://u@h/db?sslmode=disable&password=x9").unwrap();
+        assert_eq!(
+            (url.as_str(), pw.as_deref()),
+            ("postgres://u@h/db?sslmode=disable", Some("x9"))
+        );
+        let (url, pw) = without_password("mysql://root@h:3306/db").unwrap();
+        assert_eq!((url.as_str(), pw), ("mysql://root@h:3306/db", None));
+    }
 
     #[test]
     fn pgbench_and_mysqlslap_outputs_are_parsed() {

@@ -77,7 +77,12 @@ pub struct BenchRedisArgs {
           value_parser = super::values::whole::<usize>(1, 10_000))]
     pub concurrency: usize,
     /// Redis URL (loopback).
-    #[arg(long, env = "REDIS_URL", default_value = "redis://127.0.0.1:6379")]
+    #[arg(
+        long,
+        env = "REDIS_URL",
+        hide_env_values = true,
+        default_value = "redis://127.0.0.1:6379"
+    )]
     pub redis_url: String,
 }
 

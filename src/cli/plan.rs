@@ -158,7 +158,16 @@ impl OracleArgs {
                 url.to_string()
             };
             rehearsal::check_url(Use::Oracle, &url, self.allow_remote)?;
-            Ok(OracleSource::Http { url, fields })
+            let secret_fields = s
+                .target
+                .as_ref()
+                .map(|t| t.secret_fields.clone())
+                .unwrap_or_default();
+            Ok(OracleSource::Http {
+                url,
+                fields,
+                secret_fields,
+            })
         };
         let dot_path = |flag: &str, v: &Option<String>| -> anyhow::Result<()> {
             match v {
@@ -176,6 +185,7 @@ impl OracleArgs {
                          or --orders-query (one SELECT returning order_id, user_id[, qty, \
                          status[, idempotency_key]]), or both"
                 );
+                rehearsal::check_host(Use::Database, url, self.allow_remote)?;
                 OracleSource::Sql {
                     url: url.clone(),
                     sold_query: self.sold_query.clone(),

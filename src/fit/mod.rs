@@ -106,6 +106,21 @@ pub fn run(plan: &FitPlan) -> anyhow::Result<Fitted> {
         }
         .into());
     }
+    // Judged before the model allocates a slot per second of the span: a log of three lines
+    // eight years apart is refused here, not after gigabytes.
+    let last = tally
+        .ordering()
+        .map(|b| b.first - tally.start)
+        .max()
+        .unwrap_or(0);
+    let seconds = |compress: f64| (last.max(0) as f64 / 1e6 / compress).floor() + 1.0;
+    if seconds(plan.shaping.compress) > 3600.0 {
+        return Err(FitError::TooLong {
+            seconds: seconds(1.0) as u64,
+            compress: plan.shaping.compress,
+        }
+        .into());
+    }
     let model = Model::fit(&tally, plan.shaping);
     let count = model.count();
     anyhow::ensure!(

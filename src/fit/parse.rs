@@ -2,7 +2,7 @@
 //! or JSON lines with named fields, the route it matched, its time, its status and its buyer.
 //! A line that cannot be read is a [`LineError`] naming its field.
 
-use super::route::{shape, strip_query, Action, Routes};
+use super::route::{method_shape, shape, strip_query, Action, Routes};
 use super::time::{self, Stamp};
 use serde_json::Value;
 use std::hash::{Hash, Hasher};
@@ -184,10 +184,14 @@ impl Reader {
         let c = Combined::split(line)?;
         let mut parts = c.request.split_whitespace();
         let (Some(method), Some(path)) = (parts.next(), parts.next()) else {
-            return Ok(Parsed::Other(format!("{:?}", c.request)));
+            return Ok(Parsed::Other("(a request that is not METHOD /path)".into()));
         };
         let Some(action) = self.routes.action(method, path) else {
-            return Ok(Parsed::Other(format!("{method} {}", shape(path))));
+            return Ok(Parsed::Other(format!(
+                "{} {}",
+                method_shape(method),
+                shape(path)
+            )));
         };
         let at = time::parse(c.time_local).ok_or_else(|| {
             bad(
@@ -215,7 +219,11 @@ impl Reader {
         let method = text(&v, &f.method).ok_or_else(|| missing(&f.method, "--method-field"))?;
         let path = text(&v, &f.path).ok_or_else(|| missing(&f.path, "--path-field"))?;
         let Some(action) = self.routes.action(&method, &path) else {
-            return Ok(Parsed::Other(format!("{method} {}", shape(&path))));
+            return Ok(Parsed::Other(format!(
+                "{} {}",
+                method_shape(&method),
+                shape(&path)
+            )));
         };
         let when = text(&v, &f.time).ok_or_else(|| missing(&f.time, "--time-field"))?;
         let at = time::parse(&when)

@@ -203,21 +203,43 @@ impl Routes {
 }
 
 /// A request's path as a route would spell it: the query dropped, segments holding a digit
-/// (ids, UUIDs) as `{id}`. What the "no order route matched" error lists.
+/// (ids, UUIDs) as `{id}`, any other segment that is not a word ([`is_word`]: a token, a name)
+/// as `{…}`. What the "no order route matched" error and fit.md list: a log's values never
+/// reach them.
 pub fn shape(path: &str) -> String {
     let mut out = String::new();
     for s in split(strip_query(path)) {
         out.push('/');
         if s.chars().any(|c| c.is_ascii_digit()) {
             out.push_str("{id}");
-        } else {
+        } else if is_word(s) {
             out.push_str(s);
+        } else {
+            // A token, a name, an e-mail: a value, never shown.
+            out.push_str("{…}");
         }
     }
     if out.is_empty() {
         out.push('/');
     }
     out
+}
+
+/// Whether a path segment reads as a word of a route (`reset-password`, `api`, `v2.json` but
+/// digits): lower-case letters, `-`, `_` and `.`, at most 24 of them.
+fn is_word(s: &str) -> bool {
+    s.len() <= 24
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || matches!(b, b'-' | b'_' | b'.'))
+}
+
+/// A request's method as a report shows it: an HTTP method's letters, else `{…}`.
+pub fn method_shape(m: &str) -> &str {
+    if (1..=10).contains(&m.len()) && m.bytes().all(|b| b.is_ascii_alphabetic()) {
+        m
+    } else {
+        "{…}"
+    }
 }
 
 #[cfg(test)]
@@ -267,5 +289,14 @@ mod tests {
         assert_eq!(shape("/api/items/17?x=1"), "/api/items/{id}");
         assert_eq!(shape("/checkout"), "/checkout");
         assert_eq!(shape("/"), "/");
+        // A value is never shown, with or without a digit.
+        assert_eq!(
+            shape("/reset-password/qWeRtYuIoPaSdFgHjKlZ"),
+            "/reset-password/{…}"
+        );
+        assert_eq!(shape("/u/alice@example.org/x"), "/u/{…}/x");
+        assert_eq!(shape("/confirm/abcdefghijklmnopqrstuvwxyz"), "/confirm/{…}");
+        assert_eq!(method_shape("POST"), "POST");
+        assert_eq!(method_shape("tok=abc"), "{…}");
     }
 }

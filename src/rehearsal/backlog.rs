@@ -80,9 +80,15 @@ impl BacklogSource {
     pub fn describe(&self) -> String {
         match self {
             BacklogSource::Sql(q) => format!("`{q}` (--backlog-query)"),
-            BacklogSource::Http { request, field, .. } => {
-                format!("{} at `{field}` ([target.settle] backlog)", request.line())
-            }
+            BacklogSource::Http {
+                target,
+                request,
+                field,
+                ..
+            } => format!(
+                "{} at `{field}` ([target.settle] backlog)",
+                target.line(request)
+            ),
             BacklogSource::Gauge { name, .. } => {
                 format!("the [watch] gauge `{name}` ([target.settle] backlog)")
             }
@@ -109,7 +115,9 @@ impl BacklogSource {
                     .send()
                     .await
                     .ok()?;
-                let json: serde_json::Value = resp.json().await.ok()?;
+                let limit = target::body::MAX_SOURCE_BYTES;
+                let body = target::body::read_limited(resp, limit).await.ok()?;
+                let json: serde_json::Value = serde_json::from_str(&body).ok()?;
                 super::oracle::number_at(&json, field)
             }
             BacklogSource::Gauge { reader, .. } => {

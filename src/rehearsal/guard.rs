@@ -1,6 +1,9 @@
-//! The loopback guard: load goes to 127.0.0.0/8, ::1 or `localhost` only, unless the user
-//! passes `--allow-remote`. A name is checked by what it resolves to, when the command line is
-//! read and again right before the first request (DNS may change in between).
+//! The loopback guard: every address the harness sends to (the target, the oracle's endpoint or
+//! database, a `[watch]` source, a shard's shop) is 127.0.0.0/8, ::1, `localhost` or a Unix
+//! socket on this machine, unless the user passes `--allow-remote`. The address judged is the
+//! one the driver will use ([`endpoint`]: after `?host=`, `?hostaddr=`, `?port=`, a socket
+//! path), never the URL's host alone. A name is checked by what it resolves to, when the
+//! command line is read and again right before a connection (DNS may change in between).
 
 use reqwest::Url;
 use std::net::{IpAddr, SocketAddr};
@@ -40,6 +43,8 @@ pub enum Use {
     Shop,
     /// A `[watch]` gauge's source (a database, Redis, an endpoint).
     Watch,
+    /// The oracle's database (`--oracle-sql`).
+    Database,
 }
 
 impl Use {
@@ -49,6 +54,7 @@ impl Use {
             Use::Oracle => "the oracle endpoint",
             Use::Shop => "--shop-url",
             Use::Watch => "a [watch] source",
+            Use::Database => "--oracle-sql",
         }
     }
 
@@ -58,13 +64,14 @@ impl Use {
             Use::Oracle => "oracle requests",
             Use::Shop => "a shard's load",
             Use::Watch => "gauge reads",
+            Use::Database => "oracle queries",
         }
     }
 
     fn allow(self) -> &'static str {
         match self {
             Use::Shop => "--allow-remote-shop",
-            Use::Target | Use::Oracle | Use::Watch => "--allow-remote",
+            Use::Target | Use::Oracle | Use::Watch | Use::Database => "--allow-remote",
         }
     }
 }
@@ -114,44 +121,166 @@ fn bad_url(what: Use, url: &str, why: &str) -> TargetError {
     }
 }
 
-/// Checks the host of a URL of any scheme (a database's, Redis's, an endpoint's) the way
-/// [`check_url`] checks a target's: loopback, or `allow_remote`; returns its `host[:port]`.
+/// Where a URL's driver will connect: a host and port, or a Unix socket on this machine.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Endpoint {
+    Tcp { host: String, port: u16 },
+    Unix(std::path::PathBuf),
+}
+
+impl std::fmt::Display for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Endpoint::Tcp { host, port } if host.contains(':') => write!(f, "[{host}]:{port}"),
+            Endpoint::Tcp { host, port } => write!(f, "{host}:{port}"),
+            Endpoint::Unix(path) => write!(f, "the Unix socket {}", path.display()),
+        }
+    }
+}
+
+/// The address `url`'s driver will actually use: its host and port after the driver's own
+/// parameters (PostgreSQL's `?host=`, `?hostaddr=`, `?port=`, a socket directory, the `PG*`
+/// environment; MySQL's `?socket=`; a `redis+unix://` URL), read by the driver's own parser.
+pub fn endpoint(url: &str) -> Result<Endpoint, String> {
+    let scheme = url.split_once("://").map(|(s, _)| s.to_ascii_lowercase());
+    let tcp = |host: &str, port: u16| Endpoint::Tcp {
+        host: host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_string(),
+        port,
+    };
+    match scheme.as_deref() {
+        Some("http" | "https") => {
+            let u = Url::parse(url).map_err(|e| e.to_string())?;
+            let host = u
+                .host_str()
+                .filter(|h| !h.is_empty())
+                .ok_or("it has no host")?;
+            Ok(tcp(host, u.port_or_known_default().unwrap_or(80)))
+        }
+        Some("postgres" | "postgresql") => {
+            let o: sqlx::postgres::PgConnectOptions = url.parse().map_err(|e| driver(&e))?;
+            Ok(match o.get_socket() {
+                Some(dir) => Endpoint::Unix(dir.join(format!(".s.PGSQL.{}", o.get_port()))),
+                None if o.get_host().starts_with('/') => Endpoint::Unix(
+                    std::path::Path::new(o.get_host()).join(format!(".s.PGSQL.{}", o.get_port())),
+                ),
+                None => tcp(o.get_host(), o.get_port()),
+            })
+        }
+        Some("mysql" | "mariadb") => {
+            let o: sqlx::mysql::MySqlConnectOptions = url.parse().map_err(|e| driver(&e))?;
+            Ok(match o.get_socket() {
+                Some(path) => Endpoint::Unix(path.clone()),
+                None => tcp(o.get_host(), o.get_port()),
+            })
+        }
+        Some("redis" | "rediss" | "redis+unix" | "unix" | "valkey" | "valkeys" | "valkey+unix") => {
+            let c = redis::Client::open(url).map_err(|e| e.to_string())?;
+            Ok(match c.get_connection_info().addr() {
+                redis::ConnectionAddr::Tcp(host, port)
+                | redis::ConnectionAddr::TcpTls { host, port, .. } => tcp(host, *port),
+                redis::ConnectionAddr::Unix(path) => Endpoint::Unix(path.clone()),
+                other => {
+                    return Err(format!(
+                        "an address of a kind oversell does not know ({other})"
+                    ))
+                }
+            })
+        }
+        _ => Err("its scheme must be http(s), postgres, mysql or redis".into()),
+    }
+}
+
+/// A driver's parse error, with no part of the URL in it.
+fn driver(e: &sqlx::Error) -> String {
+    match e {
+        sqlx::Error::Configuration(inner) => inner.to_string(),
+        other => other.to_string(),
+    }
+}
+
+/// Checks a URL of any scheme (a database's, Redis's, an endpoint's) the way [`check_url`]
+/// checks a target's: the address its driver will use ([`endpoint`]) must be loopback, a Unix
+/// socket on this machine, or `allow_remote`; returns that address as `host:port` (an HTTP
+/// URL's as written: `host[:port]`).
 pub fn check_host(what: Use, url: &str, allow_remote: bool) -> Result<String, TargetError> {
     let bad = |why: &str| bad_url(what, url, why);
-    let remote = |host: String| TargetError::Remote {
-        sending: what.sending(),
-        allow: what.allow(),
-        host,
-    };
     if !url.contains("://") {
         return Err(bad(&format!(
             "it has no scheme: did you mean http://{}?",
             url.trim_start_matches('/')
         )));
     }
-    let parsed = Url::parse(url).map_err(|e| bad(&e.to_string()))?;
-    let host = parsed
-        .host_str()
-        .filter(|h| !h.is_empty())
-        .ok_or_else(|| bad("it has no host"))?;
-    let host_port = match parsed.port() {
-        Some(p) => format!("{host}:{p}"),
-        None => host.to_string(),
+    let end = endpoint(url).map_err(|why| bad(&why))?;
+    let shown = match (&end, Url::parse(url)) {
+        (Endpoint::Tcp { .. }, Ok(u)) if matches!(u.scheme(), "http" | "https") => {
+            let host = u.host_str().unwrap_or_default();
+            match u.port() {
+                Some(p) => format!("{host}:{p}"),
+                None => host.to_string(),
+            }
+        }
+        _ => end.to_string(),
     };
-    if !allow_remote && !is_loopback_host(&parsed) {
-        return Err(remote(host_port));
+    match &end {
+        Endpoint::Unix(_) => Ok(shown),
+        Endpoint::Tcp { host, port } => {
+            if !allow_remote && !loopback_name(host, *port) {
+                return Err(TargetError::Remote {
+                    sending: what.sending(),
+                    allow: what.allow(),
+                    host: shown,
+                });
+            }
+            Ok(shown)
+        }
     }
-    // A name like `localhost` is only as loopback as what it resolves to here.
-    if !allow_remote && host.parse::<IpAddr>().is_err() && !host.starts_with('[') {
-        use std::net::ToSocketAddrs;
-        let port = parsed.port_or_known_default().unwrap_or(80);
-        if let Ok(addrs) = (host, port).to_socket_addrs() {
-            if addrs.into_iter().any(|a| !a.ip().is_loopback()) {
-                return Err(remote(host_port));
+}
+
+/// Whether `host` is loopback: an address in 127.0.0.0/8 or ::1, or a name (`localhost`) every
+/// address of which is one (a name is only as loopback as what it resolves to here).
+fn loopback_name(host: &str, port: u16) -> bool {
+    match host.parse::<IpAddr>() {
+        Ok(IpAddr::V4(ip)) => ip.is_loopback(),
+        Ok(IpAddr::V6(ip)) => {
+            ip.is_loopback() || ip.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback())
+        }
+        Err(_) => {
+            let d = host.trim_end_matches('.').to_ascii_lowercase();
+            if d != "localhost" && !d.ends_with(".localhost") {
+                return false;
+            }
+            use std::net::ToSocketAddrs;
+            match (host, port).to_socket_addrs() {
+                Ok(addrs) => addrs.into_iter().all(|a| a.ip().is_loopback()),
+                Err(_) => true,
             }
         }
     }
-    Ok(host_port)
+}
+
+/// Checks `url` again right before a connection is opened (a name may resolve elsewhere by
+/// now); `Err` names the host, never the URL's credentials.
+pub async fn check_again(what: Use, url: &str, allow_remote: bool) -> Result<(), TargetError> {
+    let host = check_host(what, url, allow_remote)?;
+    if allow_remote {
+        return Ok(());
+    }
+    if let Ok(Endpoint::Tcp { host: name, port }) = endpoint(url) {
+        if name.parse::<IpAddr>().is_err() {
+            let found = tokio::net::lookup_host((name.as_str(), port)).await;
+            if found.is_ok_and(|mut a| a.any(|a| !a.ip().is_loopback())) {
+                return Err(TargetError::Remote {
+                    sending: what.sending(),
+                    allow: what.allow(),
+                    host,
+                });
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Resolves a checked URL right before the first request; refuses it unless every address it
@@ -162,11 +291,7 @@ pub async fn resolve_again(
     allow_remote: bool,
 ) -> Result<Vec<SocketAddr>, TargetError> {
     let host = check_url(what, url, allow_remote)?;
-    let bad = |why: String| TargetError::BadUrl {
-        what: what.flag(),
-        url: url.to_string(),
-        why,
-    };
+    let bad = |why: String| bad_url(what, url, &why);
     let parsed = Url::parse(url).map_err(|e| bad(e.to_string()))?;
     let name = parsed.host_str().unwrap_or_default();
     let name = name

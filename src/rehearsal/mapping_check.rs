@@ -116,7 +116,7 @@ impl Probe<'_> {
             line(
                 &mut self.out,
                 "setup",
-                &format!("{} → {answer} → {verdict}", p.line()),
+                &format!("{} → {answer} → {verdict}", self.t.line(p)),
             );
             if !good {
                 break;
@@ -339,7 +339,7 @@ fn answer_text(t: &Target, p: &Prepared, read: &Read) -> String {
 
 /// Prints a classified answer and why; false when no rule classified a 2xx or 3xx.
 fn print(t: &Target, out: &mut String, kind: Kind, p: &Prepared, read: &Read) -> bool {
-    let (m, request) = (&t.mapping, p.line());
+    let (m, request) = (&t.mapping, t.line(p));
     let c = &read.classified;
     let (rules, field) = m.rules_for(kind);
     let why = match (&c.why, read.status) {

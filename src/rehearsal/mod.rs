@@ -11,7 +11,10 @@
 //!   read before and after the sale; [`scalar`]: its scalar SQL queries, run as written,
 //!   read-only, under `--oracle-timeout`, each on its own connection; [`order_rows`]:
 //!   `--orders-query`, the shop's order rows;
-//!   [`settle`]: after the last buyer, the oracle read until it is at rest (and the backlog at 0).
+//!   [`settle`]: after the last buyer, the oracle read until it is at rest (and the backlog at 0);
+//!   `reader`: who the user's SQL runs as ([`Reader`]: a role that can only read, created for
+//!   the run when the credentials can do more); [`sqlstate`]: a database error as SQLSTATE
+//!   and kind, never the server's message.
 //! - `stock_sampler`: the oracle's stock read once a second during the sale.
 //! - `plan`: the plan as numbers, for `--dry-run` and the remote banner.
 //! - `mapping_check`: `attack --probe`: one request of each kind, each answer's classification
@@ -24,16 +27,21 @@ mod oracle;
 pub mod order_rows;
 mod plan;
 mod read_only;
+mod reader;
 pub mod scalar;
 pub mod settle;
+pub mod sqlstate;
 pub mod stock_sampler;
 
 pub use guard::{
-    check_host, check_target, check_url, is_loopback_host, resolve_again, TargetError, Use,
+    check_again, check_host, check_target, check_url, endpoint, is_loopback_host, resolve_again,
+    Endpoint, TargetError, Use,
 };
 pub use oracle::{baseline_notes, run_totals, Oracle, OracleSource, Tally, Totals};
 pub use order_rows::{OrdersQuery, Row};
 pub use plan::PlanSummary;
+pub use reader::Reader;
+pub use scalar::ScalarError;
 
 use crate::traffic::mapping::Mapping;
 
@@ -76,8 +84,12 @@ pub async fn preflight(f: &Foreign) -> anyhow::Result<Oracle> {
         Ok(Err(e)) => return Err(unreachable(&e).into()),
         Err(_) => return Err(unreachable(&"no answer within 5 s").into()),
     }
-    if let OracleSource::Http { url, .. } = &f.oracle {
-        resolve_again(Use::Oracle, url, f.allow_remote).await?;
+    match &f.oracle {
+        OracleSource::Http { url, .. } => {
+            resolve_again(Use::Oracle, url, f.allow_remote).await?;
+        }
+        OracleSource::Sql { url, .. } => check_again(Use::Database, url, f.allow_remote).await?,
+        OracleSource::None => {}
     }
     let oracle = f.oracle.connect().await?;
     oracle.check().await?;

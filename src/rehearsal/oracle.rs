@@ -6,10 +6,11 @@
 //! a stock field, sold is the stock before minus the stock after: the shop's own counter, which
 //! under-counts exactly when lost updates oversell (the clients' evidence catches that).
 //!
-//! SQL runs in a read-only transaction (`START TRANSACTION READ ONLY`, which PostgreSQL and
-//! MySQL both accept): a query that would write is refused by the database, and nothing is
-//! ever created on it. The scalar queries run as written, under `--oracle-timeout`, each on a
-//! connection of its own ([`super::scalar`]).
+//! SQL runs as the run's reader ([`super::Reader`]: a role that can only read, created for the
+//! run when the user's credentials can do more) in a read-only transaction (`START TRANSACTION
+//! READ ONLY`, which PostgreSQL and MySQL both accept): the server itself refuses a query that
+//! would write, read a file or signal a session. The scalar queries run as written, under
+//! `--oracle-timeout`, each on a connection of its own ([`super::scalar`]).
 
 use super::order_rows::{OrdersQuery, Row};
 use crate::oracle::OracleView;
@@ -17,8 +18,6 @@ use crate::services::{redact_url, Service};
 use crate::store::Backend;
 use crate::traffic::mapping::OracleFields;
 use crate::traffic::target;
-use sqlx::any::AnyPoolOptions;
-use sqlx::AnyPool;
 use std::fmt::Write;
 use std::time::Duration;
 
@@ -37,8 +36,13 @@ pub enum OracleSource {
         /// How long one scalar query may run (`--oracle-timeout`).
         timeout: Duration,
     },
-    /// An endpoint (absolute URL) answering JSON with sold and/or stock at `fields`.
-    Http { url: String, fields: OracleFields },
+    /// An endpoint (absolute URL) answering JSON with sold and/or stock at `fields`;
+    /// `secret_fields` (`[target] secret_fields`) masks more of its query wherever it is shown.
+    Http {
+        url: String,
+        fields: OracleFields,
+        secret_fields: Vec<String>,
+    },
 }
 
 /// One reading of an oracle.
@@ -59,8 +63,9 @@ pub struct Totals {
 pub enum Oracle {
     None,
     Sql {
-        pool: AnyPool,
-        backend: Backend,
+        /// Who the queries run as: a role that can only read, created for the run, or the
+        /// user's credentials ([`super::Reader`]).
+        reader: std::sync::Arc<super::Reader>,
         url: String,
         sold_query: Option<String>,
         stock_query: Option<String>,
@@ -71,6 +76,7 @@ pub enum Oracle {
         client: reqwest::Client,
         url: String,
         fields: OracleFields,
+        secret_fields: Vec<String>,
     },
 }
 
@@ -113,8 +119,12 @@ impl OracleSource {
                 }
                 s
             }
-            OracleSource::Http { url, fields } => {
-                let mut s = format!("HTTP GET {}", redact_url(url));
+            OracleSource::Http {
+                url,
+                fields,
+                secret_fields,
+            } => {
+                let mut s = format!("HTTP GET {}", crate::secret::url_with(url, secret_fields));
                 match (&fields.sold, &fields.stock) {
                     (None, None) => s.push_str(": `sold` (and `stock` when present)"),
                     (Some(sold), stock) => {
@@ -217,21 +227,16 @@ impl OracleSource {
                 orders,
                 timeout,
             } => {
-                sqlx::any::install_default_drivers();
                 let backend = Backend::from_url(url)?;
                 let service = match backend {
                     Backend::Postgres => Service::Postgres,
                     Backend::Mysql => Service::Mysql,
                 };
-                let pool = AnyPoolOptions::new()
-                    .max_connections(2)
-                    .acquire_timeout(Duration::from_secs(5))
-                    .connect(url)
+                let reader = super::Reader::open(url)
                     .await
                     .map_err(|e| service.unreachable_error(url, &e))?;
                 Oracle::Sql {
-                    pool,
-                    backend,
+                    reader,
                     url: url.clone(),
                     sold_query: sold_query.clone(),
                     stock_query: stock_query.clone(),
@@ -239,10 +244,15 @@ impl OracleSource {
                     timeout: *timeout,
                 }
             }
-            OracleSource::Http { url, fields } => Oracle::Http {
+            OracleSource::Http {
+                url,
+                fields,
+                secret_fields,
+            } => Oracle::Http {
                 client: target::client(Duration::from_secs(10))?,
                 url: url.clone(),
                 fields: fields.clone(),
+                secret_fields: secret_fields.clone(),
             },
         })
     }
@@ -285,12 +295,16 @@ impl Oracle {
                 self.read().await?;
                 self.rows().await.map(drop)
             }
-            Oracle::Http { client, url, .. } => {
-                client
-                    .get(url)
-                    .send()
-                    .await
-                    .map_err(|e| Service::Oracle.unreachable_error(url, &e))?;
+            Oracle::Http {
+                client,
+                url,
+                secret_fields,
+                ..
+            } => {
+                client.get(url).send().await.map_err(|e| {
+                    let shown = crate::secret::url_with(url, secret_fields);
+                    Service::Oracle.unreachable_error(&shown, &e.without_url())
+                })?;
                 Ok(())
             }
         }
@@ -302,7 +316,7 @@ impl Oracle {
         match self {
             Oracle::None => Ok(None),
             Oracle::Sql {
-                backend,
+                reader,
                 url,
                 sold_query,
                 stock_query,
@@ -312,7 +326,7 @@ impl Oracle {
                 let run = |flag: &'static str, q: &str, zero: bool| {
                     let q = q.to_string();
                     async move {
-                        let read = super::scalar::read(url, *backend, &q, *timeout).await;
+                        let read = super::scalar::read(reader, &q, *timeout).await;
                         read.map(|v| v.or(zero.then_some(0))).map_err(|e| match e {
                             super::scalar::ScalarError::Refused(why) => {
                                 anyhow::anyhow!("{flag} `{q}` was not sent: {why}")
@@ -338,42 +352,50 @@ impl Oracle {
                 client,
                 url,
                 fields,
-            } => {
-                let resp = client
-                    .get(url)
-                    .send()
-                    .await
-                    .map_err(|e| Service::Oracle.unreachable_error(url, &e))?;
-                let status = resp.status();
-                // Kept to 1 MiB; an error quotes 200 bytes of it, secret fields masked.
-                let body = target::body::read_capped(resp).await.unwrap_or_default();
-                let shown = crate::secret::sample(&body, &Default::default(), &[], 200);
-                anyhow::ensure!(
-                    status.is_success(),
-                    "the oracle endpoint {} answered {status}: {shown} (redirects are not followed)",
-                    redact_url(url)
-                );
-                let shape = || match (&fields.sold, &fields.stock) {
-                    (None, None) => "{\"sold\": N, \"stock\": M}".to_string(),
-                    _ => "the --sold-field/--stock-field paths".to_string(),
-                };
-                let json: serde_json::Value = serde_json::from_str(&body).map_err(|e| {
-                    anyhow::anyhow!(
-                        "the oracle endpoint {} must answer JSON with {}: {e} (got {shown:?})",
-                        redact_url(url),
-                        shape()
-                    )
-                })?;
-                let t = tally(fields, &json).map_err(|why| {
-                    anyhow::anyhow!(
-                        "the oracle endpoint {} answered {shown:?}: {why}",
-                        redact_url(url)
-                    )
-                })?;
-                Ok(Some(t))
-            }
+                secret_fields,
+            } => read_http(client, url, fields, secret_fields)
+                .await
+                .map(Some),
         }
     }
+}
+
+/// One reading of an oracle endpoint. Its answer is read up to
+/// [`target::body::MAX_SOURCE_BYTES`] (a larger one is an error naming the endpoint); an error
+/// quotes 200 bytes of it, secret fields masked, and shows the URL masked.
+async fn read_http(
+    client: &reqwest::Client,
+    url: &str,
+    fields: &OracleFields,
+    secret_fields: &[String],
+) -> anyhow::Result<Tally> {
+    let shown_url = crate::secret::url_with(url, secret_fields);
+    let resp = client
+        .get(url)
+        .send()
+        .await
+        .map_err(|e| Service::Oracle.unreachable_error(&shown_url, &e.without_url()))?;
+    let status = resp.status();
+    let body = target::body::read_limited(resp, target::body::MAX_SOURCE_BYTES)
+        .await
+        .map_err(|e| anyhow::anyhow!("the oracle endpoint {shown_url}: {e}"))?;
+    let shown = crate::secret::sample(&body, &Default::default(), secret_fields, 200);
+    anyhow::ensure!(
+        status.is_success(),
+        "the oracle endpoint {shown_url} answered {status}: {shown} (redirects are not followed)",
+    );
+    let shape = || match (&fields.sold, &fields.stock) {
+        (None, None) => "{\"sold\": N, \"stock\": M}".to_string(),
+        _ => "the --sold-field/--stock-field paths".to_string(),
+    };
+    let json: serde_json::Value = serde_json::from_str(&body).map_err(|e| {
+        anyhow::anyhow!(
+            "the oracle endpoint {shown_url} must answer JSON with {}: {e} (got {shown:?})",
+            shape()
+        )
+    })?;
+    tally(fields, &json)
+        .map_err(|why| anyhow::anyhow!("the oracle endpoint {shown_url} answered {shown:?}: {why}"))
 }
 
 impl Oracle {
@@ -381,10 +403,10 @@ impl Oracle {
     pub async fn rows(&self) -> anyhow::Result<Option<Vec<Row>>> {
         match self {
             Oracle::Sql {
-                pool,
+                reader,
                 orders: Some(q),
                 ..
-            } => Ok(Some(q.read(pool).await?)),
+            } => Ok(Some(q.read(reader).await?)),
             _ => Ok(None),
         }
     }
@@ -394,11 +416,11 @@ impl Oracle {
     pub async fn backlog(&self, query: &str) -> anyhow::Result<Option<i64>> {
         match self {
             Oracle::Sql {
-                backend,
+                reader,
                 url,
                 timeout,
                 ..
-            } => super::scalar::read(url, *backend, query, *timeout)
+            } => super::scalar::read(reader, query, *timeout)
                 .await
                 .map_err(|e| {
                     anyhow::anyhow!(

@@ -10,7 +10,7 @@
 use super::read_only::ReadOnly;
 use crate::model::{Order, OrderStatus, StatusKey};
 use crate::oracle::ForeignRows;
-use sqlx::{AnyPool, Column, Executor, Row as _, Statement};
+use sqlx::{Column, Executor, Row as _, Statement};
 use std::collections::{BTreeMap, HashSet};
 
 /// The columns `--orders-query` returns, in order (the first two required).
@@ -67,7 +67,7 @@ impl OrdersQuery {
     /// Every row the query returns now, sorted by id, in a read-only transaction. The columns
     /// are checked before any row is read: wrong ones are an error naming the flag and the
     /// expected columns.
-    pub async fn read(&self, pool: &AnyPool) -> anyhow::Result<Vec<Row>> {
+    pub async fn read(&self, reader: &super::Reader) -> anyhow::Result<Vec<Row>> {
         super::scalar::refuse(&self.query)
             .map_err(|e| anyhow::anyhow!("--orders-query `{}` was not sent: {e}", self.query))?;
         let fail = |e: &dyn std::fmt::Display| {
@@ -77,8 +77,10 @@ impl OrdersQuery {
                 expected()
             )
         };
-        let server = |e: sqlx::Error| fail(&super::scalar::message(&e));
-        let mut tx = ReadOnly::begin(pool, self.timeout).await.map_err(server)?;
+        let server = |e: sqlx::Error| fail(&super::sqlstate::of(&e));
+        let mut tx = ReadOnly::begin(reader, self.timeout)
+            .await
+            .map_err(server)?;
         let rows = async {
             let conn = tx.conn();
             let sql = sqlx::SqlSafeStr::into_sql_str(sqlx::AssertSqlSafe(self.query.clone()));
@@ -199,7 +201,9 @@ fn text(r: &sqlx::any::AnyRow, i: usize) -> Result<Option<String>, sqlx::Error> 
 
 /// One row of `n` columns.
 fn row(r: &sqlx::any::AnyRow, n: usize) -> Result<Row, String> {
-    let get = |i: usize| text(r, i).map_err(|e| format!("column `{}`: {e}", COLUMNS[i]));
+    let get = |i: usize| {
+        text(r, i).map_err(|e| format!("column `{}`: {}", COLUMNS[i], super::sqlstate::of(&e)))
+    };
     let order_id = get(0)?.ok_or("a row has no order_id (NULL)")?;
     let user_id = get(1)?.unwrap_or_default();
     let qty = if n > 2 {
@@ -209,7 +213,13 @@ fn row(r: &sqlx::any::AnyRow, n: usize) -> Result<Row, String> {
                 .ok()
                 .filter(|q| q.fract() == 0.0)
                 .map(|q| q as i64)
-                .ok_or_else(|| format!("column `qty` holds {q:?}, not a whole number"))?,
+                .ok_or_else(|| {
+                    format!(
+                        "column `qty` holds a value that is not a whole number ({} characters, \
+                         not shown)",
+                        q.chars().count()
+                    )
+                })?,
             None => 1,
         }
     } else {

@@ -1,21 +1,25 @@
-//! The user's SQL oracle reads inside one read-only transaction: a query that would write is
-//! refused by the database, a slow one is stopped by the database's statement timeout, and the
-//! transaction is always rolled back.
+//! The user's SQL oracle reads inside one read-only transaction, as the run's reader
+//! ([`super::Reader`]): a query that would write is refused by the database, a slow one is
+//! stopped by the database's statement timeout, and the transaction is always rolled back.
 
-use sqlx::AnyPool;
+use sqlx::Connection;
 use std::time::Duration;
 
-/// A pooled connection inside `START TRANSACTION READ ONLY`, under a statement timeout: a
+/// A connection of its own inside `START TRANSACTION READ ONLY`, under a statement timeout: a
 /// user's query that would write is refused by the database. [`ReadOnly::finish`] rolls it
 /// back and closes the connection, so nothing the query left on its session (an advisory lock,
 /// `GET_LOCK`) outlives it.
-pub(super) struct ReadOnly(sqlx::pool::PoolConnection<sqlx::Any>);
+pub(super) struct ReadOnly(sqlx::AnyConnection);
 
 impl ReadOnly {
-    /// A connection of `pool`, its statements limited to `timeout`, its read-only transaction
-    /// begun.
-    pub(super) async fn begin(pool: &AnyPool, timeout: Duration) -> Result<Self, sqlx::Error> {
-        let mut conn = pool.acquire().await?;
+    /// A connection as `reader`, its statements limited to `timeout`, its read-only
+    /// transaction begun.
+    pub(super) async fn begin(
+        reader: &super::Reader,
+        timeout: Duration,
+    ) -> Result<Self, sqlx::Error> {
+        sqlx::any::install_default_drivers();
+        let mut conn = sqlx::AnyConnection::connect(reader.login_url()).await?;
         let ms = timeout.as_millis().max(1);
         let limit = match conn.backend_name() {
             "PostgreSQL" => format!("SET statement_timeout = {ms}"),
@@ -26,17 +30,17 @@ impl ReadOnly {
             ),
         };
         if sqlx::raw_sql(sqlx::AssertSqlSafe(limit))
-            .execute(&mut *conn)
+            .execute(&mut conn)
             .await
             .is_err()
         {
             let mysql = format!("SET SESSION max_execution_time = {ms}");
             sqlx::raw_sql(sqlx::AssertSqlSafe(mysql))
-                .execute(&mut *conn)
+                .execute(&mut conn)
                 .await?;
         }
         sqlx::raw_sql("START TRANSACTION READ ONLY")
-            .execute(&mut *conn)
+            .execute(&mut conn)
             .await?;
         Ok(ReadOnly(conn))
     }
@@ -46,10 +50,10 @@ impl ReadOnly {
         &mut self.0
     }
 
-    /// Rolls the transaction back and closes the connection (never handed back to the pool:
-    /// the next read starts a clean session).
+    /// Rolls the transaction back and closes the connection (the next read starts a clean
+    /// session).
     pub(super) async fn finish(mut self) {
-        let _ = sqlx::raw_sql("ROLLBACK").execute(&mut *self.0).await;
-        self.0.close_on_drop();
+        let _ = sqlx::raw_sql("ROLLBACK").execute(&mut self.0).await;
+        let _ = self.0.close().await;
     }
 }

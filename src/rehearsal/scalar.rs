@@ -2,15 +2,17 @@
 //! exactly as written, never spliced into text of ours (a comment or a stray parenthesis could
 //! close it), and the first column of the first row read as a whole number.
 //!
-//! Each reading gets a connection of its own, closed after it: nothing the query leaves on its
-//! session (an advisory lock, `GET_LOCK`, a variable) outlives it. On that connection the query
-//! runs as one prepared statement (so never two statements), inside
-//! `START TRANSACTION READ ONLY` (rolled back), under a statement timeout
+//! Each reading gets a connection of its own, as the run's reader ([`super::Reader`]: a role
+//! the server itself keeps from writing, reading files and signalling sessions), closed after
+//! it: nothing the query leaves on its session (an advisory lock, `GET_LOCK`, a variable)
+//! outlives it. On that connection the query runs as one prepared statement (so never two
+//! statements), inside `START TRANSACTION READ ONLY` (rolled back), under a statement timeout
 //! (`statement_timeout` on PostgreSQL, `max_statement_time` on MariaDB, `max_execution_time` on
 //! MySQL: `--oracle-timeout`), so a slow query can neither hang the run nor keep the server
 //! busy after it. Before anything is sent, a query must start with `SELECT`, `WITH`, `VALUES`
-//! or `TABLE`, and may not name `OUTFILE` or `DUMPFILE` (MariaDB writes those files even in a
-//! read-only transaction) or `lo_export`.
+//! or `TABLE`, and may not name `OUTFILE` or `DUMPFILE` ([`crate::read_only::refuse`]). An
+//! error is its SQLSTATE and kind ([`super::sqlstate`]), never the server's message, which may
+//! quote what the query read; a value that is not a number is never quoted back either.
 
 use crate::store::Backend;
 use sqlx::{Connection, Row, TypeInfo, ValueRef};
@@ -42,11 +44,11 @@ pub fn refuse(query: &str) -> Result<(), ScalarError> {
     crate::read_only::refuse(query).map_err(ScalarError::Refused)
 }
 
-/// Runs `query` on a connection of its own to `url` under `timeout`, read-only; its first
-/// column of its first row (`None`: no row, or NULL).
+/// Runs `query` as `reader` ([`super::Reader`]: a role that can only read, or the user's own
+/// credentials) on a connection of its own, under `timeout`, in a read-only transaction; its
+/// first column of its first row (`None`: no row, or NULL).
 pub async fn read(
-    url: &str,
-    backend: Backend,
+    reader: &super::Reader,
     query: &str,
     timeout: Duration,
 ) -> Result<Option<i64>, ScalarError> {
@@ -54,8 +56,9 @@ pub async fn read(
     let query = query.trim().trim_end_matches(';').trim_end();
     // Beyond the server's own timeout: a server that does not answer at all.
     let limit = timeout + Duration::from_secs(10);
+    let url = reader.login_url();
     let read = async {
-        match backend {
+        match reader.backend() {
             Backend::Postgres => postgres(url, query, timeout).await,
             Backend::Mysql => mysql(url, query, timeout).await,
         }
@@ -68,22 +71,29 @@ pub async fn read(
     })
 }
 
-/// The server's own message (no driver prefix, code or position), or the driver's error.
-pub(super) fn message(e: &sqlx::Error) -> String {
-    match e.as_database_error() {
-        Some(d) => d.message().to_string(),
-        None => e.to_string(),
-    }
+/// A driver's error as a [`ScalarError::Server`]: the server's by its SQLSTATE and kind
+/// ([`super::sqlstate`]), never its message, which may quote a row.
+pub fn server_error(e: &sqlx::Error) -> ScalarError {
+    ScalarError::Server(super::sqlstate::of(e))
 }
 
 fn server(e: sqlx::Error) -> ScalarError {
-    ScalarError::Server(message(&e))
+    server_error(&e)
+}
+
+/// A connection error: the driver's words (a refused connection, a failed login), which quote
+/// no row.
+fn connect_error(e: sqlx::Error) -> ScalarError {
+    ScalarError::Connect(match e.as_database_error() {
+        Some(_) => super::sqlstate::of(&e),
+        None => e.to_string(),
+    })
 }
 
 async fn postgres(url: &str, q: &str, timeout: Duration) -> Result<Option<i64>, ScalarError> {
     let mut conn = sqlx::PgConnection::connect(url)
         .await
-        .map_err(|e| ScalarError::Connect(e.to_string()))?;
+        .map_err(connect_error)?;
     let ms = timeout.as_millis().max(1);
     let value = async {
         sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
@@ -107,7 +117,7 @@ async fn postgres(url: &str, q: &str, timeout: Duration) -> Result<Option<i64>, 
 async fn mysql(url: &str, q: &str, timeout: Duration) -> Result<Option<i64>, ScalarError> {
     let mut conn = sqlx::MySqlConnection::connect(url)
         .await
-        .map_err(|e| ScalarError::Connect(e.to_string()))?;
+        .map_err(connect_error)?;
     let value = async {
         // MariaDB: seconds; MySQL has max_execution_time (ms, SELECT only) instead.
         let mariadb = format!(
@@ -152,7 +162,7 @@ fn pg_number(row: &sqlx::postgres::PgRow) -> Result<Option<i64>, ScalarError> {
         return Ok(None);
     }
     let ty = raw.type_info().name().to_string();
-    let bad = |e: sqlx::Error| ScalarError::NotANumber(e.to_string());
+    let bad = |e: sqlx::Error| not_number(&super::sqlstate::of(&e));
     let n = match ty.as_str() {
         "INT2" => row.try_get::<i16, _>(0).map_err(bad)? as i64,
         "INT4" => row.try_get::<i32, _>(0).map_err(bad)? as i64,
@@ -181,7 +191,7 @@ fn mysql_number(row: &sqlx::mysql::MySqlRow) -> Result<Option<i64>, ScalarError>
     if let Ok(n) = row.try_get::<u64, _>(0) {
         return i64::try_from(n)
             .map(Some)
-            .map_err(|_| not_number(&format!("{n} is too large")));
+            .map_err(|_| not_number("its number is too large"));
     }
     if let Ok(f) = row.try_get::<f64, _>(0) {
         return whole(f).map(Some);
@@ -190,7 +200,7 @@ fn mysql_number(row: &sqlx::mysql::MySqlRow) -> Result<Option<i64>, ScalarError>
         "DECIMAL" | "VARCHAR" | "CHAR" | "TEXT" => {
             let text = row
                 .try_get_unchecked::<String, _>(0)
-                .map_err(|e| not_number(&e.to_string()))?;
+                .map_err(|e| not_number(&super::sqlstate::of(&e)))?;
             decimal(&text).map(Some)
         }
         other => Err(not_number(&format!("its first column is a {other}"))),
@@ -210,17 +220,21 @@ fn whole(f: f64) -> Result<i64, ScalarError> {
     if f.fract() == 0.0 && f.abs() < 9.0e15 {
         Ok(f as i64)
     } else {
-        Err(not_number(&format!("it returned {f}")))
+        Err(not_number("it returned a number that is not whole"))
     }
 }
 
-/// Decimal digits (`12`, `12.00`, `-3`) that hold a whole number.
+/// Decimal digits (`12`, `12.00`, `-3`) that hold a whole number. The text is never quoted
+/// back: a query may return anything (the contents of a file) as text.
 fn decimal(text: &str) -> Result<i64, ScalarError> {
     let t = text.trim();
     let (int, frac) = t.split_once('.').unwrap_or((t, ""));
     match (int.parse::<i64>(), frac.bytes().all(|b| b == b'0')) {
         (Ok(n), true) => Ok(n),
-        _ => Err(not_number(&format!("it returned {t:?}"))),
+        _ => Err(not_number(&format!(
+            "it returned text that is not a whole number ({} characters, not shown)",
+            t.chars().count()
+        ))),
     }
 }
 
@@ -262,7 +276,6 @@ mod tests {
         for q in [
             "SELECT 1), 0) AS SIGNED) INTO OUTFILE '/tmp/x' #",
             "SELECT 1 INTO DumpFile '/tmp/x'",
-            "SELECT lo_export(1, '/tmp/x')",
             "/* hi */ SELECT 1",
             "DO SLEEP(1)",
             "CALL p()",

@@ -224,9 +224,11 @@ pub(super) async fn attack(
     } = merged;
     let opened = combined.lead.open_at.clone();
     run_plan.say(&format!(
-        "== merge: {n} attack shards of {} ({} buyers, opened {opened}) at {url}; no oracle: \
+        "== merge: {n} attack shards of {} ({} buyers, opened {opened}) at {}; no oracle: \
          the clients' evidence alone",
-        run_plan.scenario.name, combined.buyers
+        run_plan.scenario.name,
+        combined.buyers,
+        crate::secret::url(&url)
     ));
     let server = super::ServerSide::foreign(crate::oracle::Truth::Unverified, oracle, Vec::new());
     let shop = Shop::Foreign {

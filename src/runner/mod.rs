@@ -482,22 +482,27 @@ async fn send_setup(
     let url = target
         .url(req)
         .map_err(|e| anyhow::anyhow!("{field}: {e}"))?;
+    // Shown with its secrets masked; the answer as a sample (cut, masked).
+    let shown = target.shown_url(req);
     let resp = req
         .apply(http.request(req.reqwest_method(), url.clone()))
         .send()
         .await
-        .map_err(|e| Service::Shop.unreachable_error(url.as_str(), &e))?;
+        .map_err(|e| Service::Shop.unreachable_error(&shown, &e.without_url()))?;
     let status = resp.status();
     if !status.is_success() {
         let location = resp.headers().get(reqwest::header::LOCATION).map(|l| {
             format!(
                 "(redirects are not followed: Location {})",
-                String::from_utf8_lossy(l.as_bytes())
+                crate::secret::url(&String::from_utf8_lossy(l.as_bytes()))
             )
         });
-        let body = resp.text().await.unwrap_or_default();
+        let body = crate::traffic::target::body::read_capped(resp)
+            .await
+            .unwrap_or_default();
+        let body = target.sample(&body, req, &Default::default());
         let body = location.unwrap_or(body);
-        let url = url.to_string();
+        let url = shown;
         let field = field.to_string();
         return Err(RunError::SaleSetup {
             field,

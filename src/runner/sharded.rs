@@ -196,8 +196,11 @@ async fn ready_for_opening(
         bail!("the sale's set-up finished after the opening ({opening}): give a later --open-at");
     }
     run.say(&format!(
-        "   shard {}: sale of item {} set up at {base_url} ({} units), opening {opening}",
-        run.shard, s.item.id, s.item.stock
+        "   shard {}: sale of item {} set up at {} ({} units), opening {opening}",
+        run.shard,
+        s.item.id,
+        crate::secret::url(base_url),
+        s.item.stock
     ));
     Ok(())
 }
@@ -250,12 +253,14 @@ async fn wait_for_item(
         let last = match http.get(url).send().await {
             Ok(r) if r.status().is_success() => return Ok(()),
             Ok(r) => format!("answered {}", r.status()),
-            Err(e) => format!("{e}"),
+            Err(e) => format!("{}", e.without_url()),
         };
         if Utc::now() >= deadline {
             return Err(crate::services::Unreachable::relayed(format!(
-                "the shop at {base_url} did not answer for item {item} ({url}) within {} s after \
-                 the opening: {last} (is `oversell serve` up, and did shard 0 set the sale up?)",
+                "the shop at {} did not answer for item {item} ({}) within {} s after the \
+                 opening: {last} (is `oversell serve` up, and did shard 0 set the sale up?)",
+                crate::secret::url(base_url),
+                crate::secret::url(url),
                 SHOP_WAIT_AFTER_OPENING.as_secs()
             ))
             .into());

@@ -368,7 +368,10 @@ pub(super) async fn reconcile(
     admin_token: Option<&str>,
     item: i64,
 ) -> Option<Pass> {
-    let mut req = http.post(Route::Reconcile.url_with(base_url, item));
+    // JSON: without a token, the shop's admin routes take nothing else.
+    let mut req = http
+        .post(Route::Reconcile.url_with(base_url, item))
+        .header(reqwest::header::CONTENT_TYPE, "application/json");
     if let Some(token) = admin_token {
         req = req.bearer_auth(token);
     }

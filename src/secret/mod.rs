@@ -31,9 +31,27 @@ pub const MASK: &str = "***";
 /// they are still masked by field name.
 pub const MIN_MASKED_LEN: usize = 4;
 
+/// Names that hold a secret as a whole word: headers, and the query parameters signed URLs
+/// and sessions carry.
+const EXACT_NAMES: [&str; 12] = [
+    "authorization",
+    "proxy-authorization",
+    "cookie",
+    "set-cookie",
+    "sig",
+    "signature",
+    "session",
+    "sessionid",
+    "session_id",
+    "sid",
+    "auth",
+    "otp",
+];
+
 /// Whether a header, field, column, flag or query parameter called `name` holds a secret:
-/// `Authorization`, `Proxy-Authorization`, `Cookie`, `Set-Cookie`, any name containing `token`,
-/// `key`, `secret` or `password` (any case, `-` or `_`), or one of `extra` (any case).
+/// `Authorization`, `Proxy-Authorization`, `Cookie`, `Set-Cookie`, `sig`, `signature`,
+/// `session`, `sid`, `auth`, `otp`, any name containing `token`, `key`, `secret` or `password`
+/// (any case, `-` or `_`), or one of `extra` (any case).
 pub fn is_secret_name(name: &str, extra: &[String]) -> bool {
     // Asked for every header of every request a buyer sends: no allocation.
     let n = name.trim().trim_start_matches('-');
@@ -42,14 +60,7 @@ pub fn is_secret_name(name: &str, extra: &[String]) -> bool {
             .windows(w.len())
             .any(|x| x.eq_ignore_ascii_case(w.as_bytes()))
     };
-    [
-        "authorization",
-        "proxy-authorization",
-        "cookie",
-        "set-cookie",
-    ]
-    .iter()
-    .any(|e| n.eq_ignore_ascii_case(e))
+    EXACT_NAMES.iter().any(|e| n.eq_ignore_ascii_case(e))
         || ["token", "key", "secret", "password", "passwd"]
             .iter()
             .any(|w| has(w))
@@ -89,8 +100,8 @@ impl Values {
         self.extend(other.0.iter().map(String::as_str));
     }
 
-    /// Each value and the forms a shop may echo it in (percent-, form- and JSON-encoded),
-    /// longest first, so a value that holds another is masked whole.
+    /// Each value and the forms a shop may echo it in (percent-, form-, JSON- and
+    /// HTML-escaped), longest first, so a value that holds another is masked whole.
     fn forms(&self) -> Vec<String> {
         let mut out: Vec<String> = Vec::new();
         for v in &self.0 {
@@ -98,7 +109,16 @@ impl Values {
             let json = serde_json::to_string(v)
                 .map(|j| j[1..j.len() - 1].to_string())
                 .unwrap_or_default();
-            for form in [v.clone(), pct.replace("%20", "+"), pct, json] {
+            let html = html_escaped(v, false);
+            let html_numeric = html_escaped(v, true);
+            for form in [
+                v.clone(),
+                pct.replace("%20", "+"),
+                pct,
+                json,
+                html,
+                html_numeric,
+            ] {
                 if form.len() >= MIN_MASKED_LEN && !out.contains(&form) {
                     out.push(form);
                 }
@@ -132,6 +152,28 @@ impl Values {
         }
         out
     }
+}
+
+/// `v` as an HTML page quotes it: `&`, `<`, `>`, `"` and `'` as entities (`&amp;`, `&#39;`),
+/// or with `numeric` as `&#NN;` every one (`&#38;`), the two ways templates escape.
+fn html_escaped(v: &str, numeric: bool) -> String {
+    let mut out = String::with_capacity(v.len());
+    for c in v.chars() {
+        let named = match c {
+            '&' => Some("&amp;"),
+            '<' => Some("&lt;"),
+            '>' => Some("&gt;"),
+            '"' => Some("&quot;"),
+            '\'' => Some("&#39;"),
+            _ => None,
+        };
+        match named {
+            Some(_) if numeric => out.push_str(&format!("&#{};", c as u32)),
+            Some(e) => out.push_str(e),
+            None => out.push(c),
+        }
+    }
+    out
 }
 
 /// Every byte but RFC 3986's unreserved characters as `%XX`.
@@ -168,37 +210,72 @@ pub fn cut(s: &str, max: usize) -> String {
     format!("{}…", &s[..end])
 }
 
-/// A URL (or a path with a query) as oversell stores or prints it: `user:pw@` becomes
-/// `user:***@`, and the value of a secret-named query parameter (`?password=…`, `?api_key=…`,
-/// `?access_token=…`) becomes [`MASK`].
+/// A URL (or a path with a query) as oversell stores or prints it, masked by its structure:
+/// its userinfo (`user:pw@` becomes `user:***@`; a user alone, which may be a token, becomes
+/// `***@`) and the value of every query parameter that names a secret ([`is_secret_name`]:
+/// `?password=…`, `?api_key=…`, `?sig=…`). Text that is not a valid URL is masked more, never
+/// less: a password holding an unencoded `/` (`postgres://u:p/w@h`) still ends at the last `@`.
 pub fn url(u: &str) -> String {
-    let Some((scheme, rest)) = u.split_once("://") else {
-        return match u.split_once('?') {
-            Some((path, q)) => format!("{path}?{}", scan::mask_pairs(q, &[])),
-            None => u.to_string(),
-        };
+    url_with(u, &[])
+}
+
+/// [`url`], with `extra` naming more secret query parameters (`[target] secret_fields`).
+pub fn url_with(u: &str, extra: &[String]) -> String {
+    let (before_fragment, fragment) = match u.split_once('#') {
+        Some((b, f)) => (b, Some(f)),
+        None => (u, None),
     };
-    let (before_query, query) = match rest.split_once('?') {
+    let (before_query, query) = match before_fragment.split_once('?') {
         Some((b, q)) => (b, Some(q)),
-        None => (rest, None),
+        None => (before_fragment, None),
     };
-    let (authority, path) = match before_query.find('/') {
-        Some(i) => before_query.split_at(i),
-        None => (before_query, ""),
+    let mut out = match scheme_len(before_query) {
+        Some(n) => {
+            let (scheme, rest) = before_query.split_at(n + 3);
+            format!("{scheme}{}", masked_authority(rest, u))
+        }
+        None => before_query.to_string(),
     };
-    let authority = match authority.rsplit_once('@') {
-        Some((auth, host)) => match auth.split_once(':') {
-            Some((user, _)) => format!("{user}:{MASK}@{host}"),
-            None => authority.to_string(),
-        },
-        None => authority.to_string(),
-    };
-    let mut out = format!("{scheme}://{authority}{path}");
     if let Some(q) = query {
         out.push('?');
-        out.push_str(&scan::mask_pairs(q, &[]));
+        out.push_str(&scan::mask_pairs(q, extra));
+    }
+    if let Some(f) = fragment {
+        out.push('#');
+        out.push_str(f);
     }
     out
+}
+
+/// The length of `text`'s scheme when it starts with `scheme://` (RFC 3986's letters).
+fn scheme_len(text: &str) -> Option<usize> {
+    let n = text.find("://")?;
+    let scheme = &text[..n];
+    let mut chars = scheme.chars();
+    let first = chars.next()?;
+    (first.is_ascii_alphabetic()
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.')))
+    .then_some(n)
+}
+
+/// `rest` (what follows `scheme://`, before any query) with its userinfo masked. A URL that
+/// parses has its userinfo before the first `/`; one that does not (a password with an
+/// unencoded `/`) is masked up to its last `@`.
+fn masked_authority(rest: &str, whole: &str) -> String {
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    let at = match rest[..authority_end].rfind('@') {
+        Some(at) => Some(at),
+        None if reqwest::Url::parse(whole).is_err() => rest.rfind('@'),
+        None => None,
+    };
+    let Some(at) = at else {
+        return rest.to_string();
+    };
+    let (userinfo, after) = (&rest[..at], &rest[at..]);
+    match userinfo.split_once(':') {
+        Some((user, _)) if !user.contains('/') => format!("{user}:{MASK}{after}"),
+        _ => format!("{MASK}{after}"),
+    }
 }
 
 /// The command line as a report stores it: the value of every secret-named flag

@@ -27,7 +27,29 @@ fn a_url_loses_its_password_and_its_secret_query_values() {
         "postgres://u:***@h:5432/db"
     );
     assert_eq!(url("redis://127.0.0.1:6379"), "redis://127.0.0.1:6379");
-    assert_eq!(url("mysql://root@h/db"), "mysql://root@h/db");
+    // A user alone may be a token (`https://TOKEN@host`): masked whole.
+    assert_eq!(url("mysql://root@h/db"), "mysql://***@h/db");
+    assert_eq!(
+        url("http://tok3n-as-user@127.0.0.1:9/x"),
+        "http://***@127.0.0.1:9/x"
+    );
+    // Not a valid URL (a password with an unencoded `/`): masked up to the last `@`.
+    assert_eq!(
+        url("postgres://postgres:PW/slash9@127.0.0.1:5432/db"),
+        "postgres://postgres:***@127.0.0.1:5432/db"
+    );
+    assert_eq!(
+        url("postgres://u@127.0.0.1/db?host=/tmp&password=pw9#frag"),
+        "postgres://***@127.0.0.1/db?host=/tmp&password=***#frag"
+    );
+    // An `@` in a valid URL's path is not userinfo.
+    assert_eq!(url("http://h:1/users/@me"), "http://h:1/users/@me");
+    // Named by the scenario, or known: signatures and sessions.
+    assert_eq!(
+        url_with("/stock?sig=abc123&pin=9999&item=1", &["pin".into()]),
+        "/stock?sig=***&pin=***&item=1"
+    );
+    assert_eq!(url("/o?session=s3ss1on&x=1"), "/o?session=***&x=1");
     assert_eq!(
         url("mysql://u:p@w@h/db?password=x1&ssl-mode=required"),
         "mysql://u:***@h/db?password=***&ssl-mode=required"
@@ -107,4 +129,20 @@ fn a_value_across_the_cut_is_masked_whole_and_a_cut_json_string_to_its_end() {
         25,
     );
     assert!(!s.contains("0123"), "{s}");
+}
+
+#[test]
+fn a_value_an_html_page_escapes_is_masked_too() {
+    let mut v = Values::default();
+    v.add("p<w>&\"d'9");
+    for page in [
+        "<p>wrong password p&lt;w&gt;&amp;&quot;d&#39;9</p>",
+        "<p>p&#60;w&#62;&#38;&#34;d&#39;9</p>",
+    ] {
+        let masked = v.mask(page);
+        assert!(
+            masked.contains(MASK) && !masked.contains("d&#39;9"),
+            "{masked}"
+        );
+    }
 }

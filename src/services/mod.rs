@@ -117,6 +117,6 @@ mod tests {
             redact_url("redis://127.0.0.1:6379"),
             "redis://127.0.0.1:6379"
         );
-        assert_eq!(redact_url("mysql://root@h/db"), "mysql://root@h/db");
+        assert_eq!(redact_url("mysql://root:pw@h/db"), "mysql://root:***@h/db");
     }
 }

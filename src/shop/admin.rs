@@ -2,9 +2,13 @@
 //! the [`Admin`] guard they share.
 //!
 //! With `--admin-token` set, an admin route needs `Authorization: Bearer <token>`; without it
-//! the answer is `401 unauthorized` and nothing is read or changed. Without the flag they are
-//! open (a shop on loopback for local experiments). `PUT` on an item that already has orders
-//! is refused (`409 has_orders`) unless the caller asks for `?reset=true`.
+//! the answer is `401 unauthorized` and nothing is read or changed. Without the flag (a shop
+//! on loopback for local experiments) an admin route takes only a same-origin JSON request:
+//! `Content-Type: application/json` (else `415`), and no `Origin` or `Sec-Fetch-Site` of another
+//! origin (else `403 cross_origin`), so a page in the user's browser cannot reach it with a
+//! text/plain or form post, which browsers send cross-origin without asking. `PUT` on an item
+//! that already has orders is refused (`409 has_orders`) unless the caller asks for
+//! `?reset=true`.
 
 use super::error::{ApiError, ErrorCode};
 use super::handlers::{item_id, parse_json};
@@ -28,7 +32,12 @@ impl FromRequestParts<AppState> for Admin {
 
     async fn from_request_parts(parts: &mut Parts, st: &AppState) -> Result<Self, Response> {
         let Some(token) = st.admin_token.as_deref() else {
-            return Ok(Admin);
+            return same_origin_json(&parts.headers)
+                .map(|()| Admin)
+                .map_err(|e| {
+                    metrics::counter!(shop_metrics::ADMIN_REFUSED).increment(1);
+                    e.into_response()
+                });
         };
         let given = parts
             .headers
@@ -48,6 +57,40 @@ impl FromRequestParts<AppState> for Admin {
             }
         }
     }
+}
+
+/// A request only the shop's own origin (or a client that is not a browser) sends: JSON, and no
+/// `Origin` or `Sec-Fetch-Site` naming another origin.
+fn same_origin_json(headers: &header::HeaderMap) -> ApiResult<()> {
+    let text = |name| headers.get(name).and_then(|v| v.to_str().ok());
+    let site = text("sec-fetch-site").map(str::to_ascii_lowercase);
+    if site
+        .as_deref()
+        .is_some_and(|s| s != "same-origin" && s != "none")
+    {
+        return Err(cross_origin(&format!(
+            "Sec-Fetch-Site: {}",
+            site.unwrap_or_default()
+        )));
+    }
+    if let Some(origin) = text("origin") {
+        let host = text("host").unwrap_or_default();
+        let own = origin
+            .split_once("://")
+            .is_some_and(|(_, rest)| rest.eq_ignore_ascii_case(host));
+        if !own {
+            return Err(cross_origin("an Origin that is not the shop's"));
+        }
+    }
+    super::handlers::json_media(headers, "an admin request without the admin token")
+}
+
+fn cross_origin(why: &str) -> ApiError {
+    ApiError::new(ErrorCode::CrossOrigin).detail(format!(
+        "an admin route without --admin-token answers only the shop's own origin ({why}); \
+         send it with `Authorization: Bearer <token>` to a shop started with --admin-token, \
+         or from a client that is not a browser"
+    ))
 }
 
 /// Compares two secrets in time that depends on their length only.

@@ -63,6 +63,9 @@ error_codes! {
     /// A JSON route's body sent without `Content-Type: application/json` (a form a page of
     /// another origin could post without asking the browser first).
     UnsupportedMediaType = "unsupported_media_type", UNSUPPORTED_MEDIA_TYPE;
+    /// An admin route asked, without the admin token, by a page of another origin (an `Origin`
+    /// or `Sec-Fetch-Site` that is not the shop's own).
+    CrossOrigin = "cross_origin", FORBIDDEN;
     /// A JSON route's body that did not arrive within `--body-timeout`.
     RequestTimeout = "request_timeout", REQUEST_TIMEOUT;
     /// A shop on loopback without an admin token asked by a name that is not loopback's (a

@@ -88,6 +88,14 @@ pub(super) fn parse_json<T: serde::de::DeserializeOwned>(
     headers: &HeaderMap,
     body: &Bytes,
 ) -> ApiResult<T> {
+    json_media(headers, "the body")?;
+    serde_json::from_slice(body).map_err(|e| ApiError::invalid(format!("malformed JSON body: {e}")))
+}
+
+/// Refuses a request whose `Content-Type` is not JSON (`application/json`, `application/*+json`):
+/// a page of another origin can send text/plain or a form without asking the browser first,
+/// never JSON. `what` names what must be JSON in the answer's detail.
+pub(super) fn json_media(headers: &HeaderMap, what: &str) -> ApiResult<()> {
     let media = headers
         .get(axum::http::header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -96,15 +104,15 @@ pub(super) fn parse_json<T: serde::de::DeserializeOwned>(
     let json = media.as_deref().is_some_and(|m| {
         m == "application/json" || (m.starts_with("application/") && m.ends_with("+json"))
     });
-    if !json {
-        return Err(
-            ApiError::new(ErrorCode::UnsupportedMediaType).detail(format!(
-                "the body must be sent with content-type: application/json (got {})",
-                media.as_deref().unwrap_or("none")
-            )),
-        );
+    if json {
+        return Ok(());
     }
-    serde_json::from_slice(body).map_err(|e| ApiError::invalid(format!("malformed JSON body: {e}")))
+    Err(
+        ApiError::new(ErrorCode::UnsupportedMediaType).detail(format!(
+            "{what} must be sent with content-type: application/json (got {})",
+            media.as_deref().unwrap_or("none")
+        )),
+    )
 }
 
 pub(super) fn item_id(raw: &str) -> ApiResult<i64> {

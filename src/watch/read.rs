@@ -1,9 +1,11 @@
 //! One gauge's source made ready to read: `{env:NAME}` expanded, the default database filled
-//! in, every host held to the loopback guard (unless `--allow-remote`), then one read at a
-//! time. A read gives a number or why not; it never panics and never writes: SQL runs as the
-//! oracle's scalar queries do (read-only transaction, statement timeout, a connection of its
-//! own), Redis gets only [`super::redis_cmd::ALLOWED`] commands, HTTP sources are GETs that
-//! follow no redirect.
+//! in, every host held to the loopback guard (unless `--allow-remote`; the address the driver
+//! will use, checked again before the first connection), then one read at a time. A read gives
+//! a number or why not; it never panics and never writes: SQL runs as the oracle's scalar
+//! queries do (as the run's reader, a role that can only read, in a read-only transaction,
+//! under a statement timeout, on a connection of its own; an error is its SQLSTATE, never the
+//! server's message), Redis gets only [`super::redis_cmd::ALLOWED`] commands, HTTP sources are
+//! GETs that follow no redirect and whose answer is read up to 4 MiB.
 
 use super::redis_cmd::ReadCommand;
 use super::{Source, WatchError};
@@ -31,8 +33,10 @@ pub struct Context {
 enum Resolved {
     Sql {
         url: String,
-        backend: Backend,
         query: String,
+        /// Who the query runs as (opened at the first read: [`rehearsal::Reader`]).
+        reader: Option<std::sync::Arc<rehearsal::Reader>>,
+        allow_remote: bool,
     },
     Prometheus {
         url: String,
@@ -78,27 +82,35 @@ fn expand_env(field: &str, url: &str) -> Result<String, WatchError> {
     }))
 }
 
-/// Holds `url` (expanded) to the loopback guard.
-fn guard(field: &str, url: &str, ctx: &Context) -> Result<(), WatchError> {
+/// Holds `url` (expanded) to the loopback guard; an error shows the URL as `written` (before
+/// `{env:NAME}` expansion, credentials masked) and the host the driver would have used.
+fn guard(field: &str, url: &str, written: &str, ctx: &Context) -> Result<(), WatchError> {
     rehearsal::check_host(Use::Watch, url, ctx.allow_remote)
         .map(drop)
         .map_err(|e| match e {
             rehearsal::TargetError::Remote { host, .. } => WatchError::new(
                 field,
-                "a loopback address (127.0.0.0/8, ::1, localhost), unless you pass \
-                 --allow-remote (attack or gate with --target)",
-                format!("{} (host {host})", crate::secret::url(url)),
+                "a loopback address (127.0.0.0/8, ::1, localhost) or a Unix socket, unless you \
+                 pass --allow-remote (attack or gate with --target)",
+                format!(
+                    "{} (its driver would connect to {host})",
+                    crate::secret::url(written)
+                ),
             ),
-            other => WatchError::new(field, "a usable URL", other.to_string()),
+            rehearsal::TargetError::BadUrl { why, .. } => WatchError::new(
+                field,
+                "a usable URL",
+                format!("{}: {why}", crate::secret::url(written)),
+            ),
         })
 }
 
 /// The source's URL field: expanded and guarded.
 fn ready(name: &str, field: &str, url: &str, ctx: &Context) -> Result<String, WatchError> {
     let field = format!("watch.{name}.{field}");
-    let url = expand_env(&field, url)?;
-    guard(&field, &url, ctx)?;
-    Ok(url)
+    let expanded = expand_env(&field, url)?;
+    guard(&field, &expanded, url, ctx)?;
+    Ok(expanded)
 }
 
 /// The HTTP client a Prometheus or HTTP gauge reads with; an error names gauge `name`.
@@ -128,7 +140,7 @@ impl Resolved {
             }
         };
         let url = ready(name, "database", &written, ctx)?;
-        let backend = Backend::from_url(&url).map_err(|e| {
+        Backend::from_url(&url).map_err(|e| {
             WatchError::new(
                 format!("watch.{name}.database"),
                 "a postgres:// or mysql:// URL",
@@ -148,8 +160,9 @@ impl Resolved {
         Ok((
             Resolved::Sql {
                 url,
-                backend,
                 query,
+                reader: None,
+                allow_remote: ctx.allow_remote,
             },
             describe,
         ))
@@ -254,13 +267,28 @@ impl Reader {
         match &mut self.resolved {
             Resolved::Sql {
                 url,
-                backend,
                 query,
-            } => match scalar::read(url, *backend, query, READ_TIMEOUT).await {
-                Ok(Some(n)) => Ok(n as f64),
-                Ok(None) => Err("the query returned no row, or NULL".into()),
-                Err(e) => Err(e.to_string()),
-            },
+                reader,
+                allow_remote,
+            } => {
+                let reader = match reader {
+                    Some(r) => r.clone(),
+                    None => {
+                        rehearsal::check_again(Use::Watch, url, *allow_remote)
+                            .await
+                            .map_err(|e| e.to_string())?;
+                        let r = rehearsal::Reader::open(url)
+                            .await
+                            .map_err(|e| e.to_string())?;
+                        reader.insert(r).clone()
+                    }
+                };
+                match scalar::read(&reader, query, READ_TIMEOUT).await {
+                    Ok(Some(n)) => Ok(n as f64),
+                    Ok(None) => Err("the query returned no row, or NULL".into()),
+                    Err(e) => Err(e.to_string()),
+                }
+            }
             Resolved::Prometheus {
                 url,
                 metric,
@@ -298,8 +326,9 @@ impl Reader {
     }
 }
 
-/// A GET's body, when it answered 2xx; `Err` names the status or the failure (no URL: the
-/// caller's description has it, masked).
+/// A GET's body, when it answered 2xx and is at most
+/// [`crate::traffic::target::body::MAX_SOURCE_BYTES`]; `Err` names the status or the failure
+/// (no URL: the caller's description has it, masked).
 async fn get_text(client: &reqwest::Client, url: &str) -> Result<String, String> {
     let resp = client
         .get(url)
@@ -310,7 +339,10 @@ async fn get_text(client: &reqwest::Client, url: &str) -> Result<String, String>
     if !status.is_success() {
         return Err(format!("it answered {status}"));
     }
-    resp.text().await.map_err(|e| e.without_url().to_string())
+    let limit = crate::traffic::target::body::MAX_SOURCE_BYTES;
+    crate::traffic::target::body::read_limited(resp, limit)
+        .await
+        .map_err(|e| e.to_string())
 }
 
 /// An error and its causes, `: `-joined (reqwest's own text leaves out "connection refused").

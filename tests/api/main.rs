@@ -63,5 +63,6 @@ mod stand_in;
 mod store;
 mod stream_bounds;
 mod streamed_oracle;
+mod surface;
 mod watch;
 mod write_behind;

@@ -342,6 +342,7 @@ async fn refused_order_is_dead_lettered(backend: Backend) {
     let pass: Value = app
         .client
         .post(format!("{}/api/items/1/reconcile", app.address))
+        .header("content-type", "application/json")
         .send()
         .await
         .unwrap()

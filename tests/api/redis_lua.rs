@@ -239,6 +239,7 @@ async fn reconciliation_repairs_an_injected_residual_and_alerts_past_the_thresho
     let pass: Value = app
         .client
         .post(format!("{}/api/items/1/reconcile", app.address))
+        .header("content-type", "application/json")
         .send()
         .await
         .unwrap()
@@ -254,6 +255,7 @@ async fn reconciliation_repairs_an_injected_residual_and_alerts_past_the_thresho
     let pass: Value = app
         .client
         .post(format!("{}/api/items/1/reconcile", app.address))
+        .header("content-type", "application/json")
         .send()
         .await
         .unwrap()

@@ -15,6 +15,7 @@ async fn post(app: &TestApp, path: &str) -> (u16, Value) {
     let r = app
         .client
         .post(format!("{}{path}", app.address))
+        .header("content-type", "application/json")
         .send()
         .await
         .unwrap();

@@ -497,6 +497,7 @@ async fn an_http_oracles_error_quotes_200_bytes_of_its_answer_with_no_secret() {
     let source = oversell::testing::rehearsal::OracleSource::Http {
         url: format!("{base}/stock"),
         fields: Default::default(),
+        secret_fields: Vec::new(),
     };
 
     // Act

@@ -3,8 +3,9 @@
 //! `pg_ctl`), in a process group of its own (a ctrl-c on the terminal reaches the harness, which
 //! then stops its servers in order), from one long-lived thread of this process with a
 //! parent-death signal (Linux `PR_SET_PDEATHSIG`: SIGKILL when that thread, so this process,
-//! dies), and under an unprivileged user when the harness runs as root (PostgreSQL refuses
-//! root).
+//! dies), and under an unprivileged user of their own when the harness runs as root
+//! (PostgreSQL refuses root; [`SERVICES_USER`], created if need be, so that no other service's
+//! user, such as the machine's `postgres`, can read or write their files).
 //!
 //! The parent-death signal belongs to the thread that forked the child, not the process: a
 //! server started from a worker thread that later exits (a test's runtime, tokio's blocking
@@ -52,31 +53,106 @@ pub struct RunAs {
 /// Environment variable naming the user the servers run as when the harness is root.
 pub const USER_ENV: &str = "OVERSELL_SERVICES_USER";
 
+/// The system user the servers run as when the harness is root and [`USER_ENV`] names none:
+/// created on first use, shared with no other service (not the machine's `postgres` or `mysql`,
+/// whose database superusers could otherwise read and rewrite the managed servers' files with
+/// `pg_read_file` or `COPY … TO PROGRAM`).
+pub const SERVICES_USER: &str = "oversell";
+
 /// `None` when the harness is not root (the servers run as the harness's user); else the user
-/// of `OVERSELL_SERVICES_USER`, else `postgres`, `mysql`, `nobody`, whichever exists first.
+/// [`USER_ENV`] names, else [`SERVICES_USER`], created as a system user (no home, no login
+/// shell, a group of its own) when it does not exist yet.
 pub fn run_as() -> anyhow::Result<Option<RunAs>> {
     if !nix::unistd::geteuid().is_root() {
         return Ok(None);
     }
-    let wanted: Vec<String> = match std::env::var(USER_ENV) {
-        Ok(u) if !u.is_empty() => vec![u],
-        _ => ["postgres", "mysql", "nobody"].map(String::from).to_vec(),
+    let (name, create) = match std::env::var(USER_ENV) {
+        Ok(u) if !u.is_empty() => (u, false),
+        _ => (SERVICES_USER.to_string(), true),
     };
-    for name in &wanted {
-        if let Ok(Some(u)) = nix::unistd::User::from_name(name) {
-            if !u.uid.is_root() {
-                return Ok(Some(RunAs {
-                    name: u.name,
-                    uid: u.uid,
-                    gid: u.gid,
-                }));
+    let found = match lookup(&name) {
+        Some(u) => u,
+        None if create => create_user(&name)?,
+        None => anyhow::bail!("{USER_ENV} names the user {name:?}, which does not exist"),
+    };
+    anyhow::ensure!(
+        !found.uid.is_root(),
+        "the managed servers cannot run as root (PostgreSQL refuses): {name:?} is uid 0"
+    );
+    Ok(Some(found))
+}
+
+/// The user called `name`, if it exists.
+fn lookup(name: &str) -> Option<RunAs> {
+    let u = nix::unistd::User::from_name(name).ok()??;
+    Some(RunAs {
+        name: u.name,
+        uid: u.uid,
+        gid: u.gid,
+    })
+}
+
+/// Creates system user `name` (one process at a time: another run may be creating it too,
+/// and `useradd` refuses while `/etc/passwd` is locked).
+fn create_user(name: &str) -> anyhow::Result<RunAs> {
+    static CREATING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = CREATING.lock().unwrap_or_else(|e| e.into_inner());
+    let shell = ["/usr/sbin/nologin", "/sbin/nologin", "/bin/false"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+        .unwrap_or("/bin/false");
+    let tries: [Vec<&str>; 2] = [
+        vec![
+            "useradd",
+            "--system",
+            "--user-group",
+            "--no-create-home",
+            "--home-dir",
+            "/nonexistent",
+            "--shell",
+            shell,
+            name,
+        ],
+        // BusyBox (Alpine).
+        vec![
+            "adduser",
+            "-S",
+            "-D",
+            "-H",
+            "-h",
+            "/nonexistent",
+            "-s",
+            shell,
+            name,
+        ],
+    ];
+    let mut why = Vec::new();
+    for attempt in 0..20u64 {
+        if let Some(u) = lookup(name) {
+            return Ok(u);
+        }
+        for args in &tries {
+            match Command::new(args[0]).args(&args[1..]).output() {
+                Ok(out) if out.status.success() => break,
+                Ok(out) => why.push(format!(
+                    "{}: {}",
+                    args[0],
+                    String::from_utf8_lossy(&out.stderr).trim()
+                )),
+                Err(e) => why.push(format!("{}: {e}", args[0])),
             }
         }
+        if let Some(u) = lookup(name) {
+            return Ok(u);
+        }
+        // Another process holds the password file's lock: try again shortly.
+        std::thread::sleep(Duration::from_millis(50 * (attempt + 1)));
     }
     anyhow::bail!(
-        "running as root, and none of the users {} exists to run the managed servers as \
-         (PostgreSQL refuses to run as root): create one, or name one with {USER_ENV}",
-        wanted.join(", ")
+        "running as root, the managed servers need a user of their own, and creating the \
+         system user {name:?} failed ({}): create it (useradd --system {name}), or name \
+         another with {USER_ENV}",
+        why.last().map_or("no tool", String::as_str)
     )
 }
 

@@ -63,12 +63,13 @@ impl Prepared {
         }
     }
 
-    /// `POST /api/orders` (a secret query value masked).
+    /// `POST /api/orders`: the secrets the request carries masked by value, secret-named query
+    /// values by name (a target's line, with its own secrets too: `Target::line`).
     pub fn line(&self) -> String {
         format!(
             "{} {}",
             self.method.as_str(),
-            crate::secret::url(&self.path)
+            crate::secret::url(&self.secrets.mask(&self.path))
         )
     }
 }

@@ -28,18 +28,22 @@ const HARMLESS_HEADERS: [&str; 8] = [
     "x-requested-with",
 ];
 
-/// The secret values a target holds itself: the password of its base URL (and the Basic
-/// credential the HTTP client makes of it), the environment's values, each literal header
+/// The secret values a target holds itself: the password of its base URL, or its user when it
+/// has no password (and the Basic credential the HTTP client makes of them), the environment's values, each literal header
 /// value of the mapping (but [`HARMLESS_HEADERS`]') and the login body's literal values.
 pub(super) fn of_mapping(base_url: &str, m: &Mapping, env: &BTreeMap<String, String>) -> Values {
     let mut v = Values::default();
     if let Some(url) = reqwest::Url::parse(base_url)
         .ok()
-        .filter(|u| u.password().is_some())
+        .filter(|u| u.password().is_some() || !u.username().is_empty())
     {
         use base64::Engine;
         let password = url.password().unwrap_or_default();
-        v.add(password);
+        match password {
+            // A user alone may be a token (`https://TOKEN@host`).
+            "" => v.add(url.username()),
+            p => v.add(p),
+        }
         let basic = format!("{}:{password}", url.username());
         v.add(&base64::engine::general_purpose::STANDARD.encode(basic));
     }
@@ -109,6 +113,26 @@ impl Target {
         v.extend(learned.extracted.iter().map(|(_, x)| x.as_str()));
         v.extend(learned.set_cookies.iter().filter_map(|c| cookie_value(c)));
         v
+    }
+
+    /// `p`'s request line as the terminal or a report may show it (`POST /orders?sig=***`):
+    /// every secret the request carries masked by value, and every secret-named query value
+    /// (and `secret_fields`') by name.
+    pub fn line(&self, p: &Prepared) -> String {
+        format!("{} {}", p.method.as_str(), self.masked(&p.path, p))
+    }
+
+    /// `p`'s full URL on the target, masked as [`Target::line`] masks its path.
+    pub fn shown_url(&self, p: &Prepared) -> String {
+        let full = format!("{}{}", self.base_url.trim_end_matches('/'), p.path);
+        self.masked(&full, p)
+    }
+
+    /// `text` (a path or URL of `p`) with its secrets masked by value and by name.
+    fn masked(&self, text: &str, p: &Prepared) -> String {
+        let mut v = (*self.secrets).clone();
+        v.merge(&p.secrets);
+        secret::url_with(&v.mask(text), &self.mapping.secret_fields)
     }
 
     /// The sample of an answer to `p` a report, a shard file or the terminal may show: cut to
