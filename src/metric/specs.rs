@@ -41,7 +41,7 @@ pub(super) static SPECS: &[Spec] = &[
     spec(
         "oversell",
         &[],
-        "units promised beyond the stock at once (the peak)",
+        "oversold units",
         "oversold units",
         Unit::Units,
         Better::Lower,

@@ -256,7 +256,7 @@ async fn an_unknown_threshold_name_exits_2_and_names_the_allowed_ones() {
     assert!(
         run.stderr.contains("unknown threshold `p95_ms`")
             && run.stderr.contains(
-                "oversell, peak_oversell, client_oversell, client_peak_oversell, \
+                "oversell, oversold_at_end, peak_oversell, client_oversell, client_peak_oversell, \
                  stock_peak_oversell, oracle_disagreement, lost_acks, duplicate_acks, \
                  duplicate_orders_per_key, phantom_orders, indeterminate_committed, \
                  refused_committed, dead_letters, duplicate_buyers, duplicate_devices, \

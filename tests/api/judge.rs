@@ -192,7 +192,16 @@ async fn a_naive_run_whose_oversell_cancels_covered_up_fails_the_gate_on_peak_ov
     assert_eq!(run.code, 1, "{}", run.both());
     let report = only_report(&tmp.path().join("reports"));
     let r = &report["runs"][0];
-    assert_eq!(r["oversell"], 0, "cancels covered it up: {}", r["verdict"]);
+    assert_eq!(
+        r["oversold_at_end"], 0,
+        "cancels covered it up: {}",
+        r["verdict"]
+    );
+    assert_eq!(
+        r["oversell"], r["peak_oversell"],
+        "the headline is the peak: {}",
+        r["verdict"]
+    );
     assert!(
         r["peak_oversell"].as_i64().unwrap() > 0,
         "naive oversold in the burst: {}",
@@ -206,7 +215,16 @@ async fn a_naive_run_whose_oversell_cancels_covered_up_fails_the_gate_on_peak_ov
             .map(|c| c.children().any(|f| f.has_tag_name("failure")))
     };
     assert_eq!(failed("peak_oversell <= 0"), Some(true), "{xml}");
-    assert_eq!(failed("oversell <= 0"), Some(false), "{xml}");
+    assert_eq!(
+        failed("oversell <= 0"),
+        Some(true),
+        "the headline is the peak: {xml}"
+    );
+    assert_eq!(failed("oversold_at_end <= 0"), Some(false), "{xml}");
+    assert!(
+        xml.contains("proof: at +"),
+        "the failure carries its proof: {xml}"
+    );
 }
 
 #[tokio::test]
