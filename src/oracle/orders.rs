@@ -86,7 +86,8 @@ impl Classes {
 }
 
 /// The sort's second step: `left`, the rows no id or key explained (how many per user),
-/// held against what each buyer's remaining attempts can explain (attempts whose answer
+/// held against what each buyer's remaining attempts can explain (with the users whose rows
+/// outnumber them, and by how many) (attempts whose answer
 /// carried an id, and keys a row already carries (`used`), are accounted for). The buyer is
 /// the row's `user_id` read as this run's user id; `ours`: some row names a user this run
 /// acknowledged (the rows' user ids are the run's). Which of a user's rows takes which of its
@@ -99,7 +100,7 @@ pub(super) fn by_buyer(
     users: Option<&Schedule>,
     used: impl Fn(KeyRef<'_>) -> bool,
     ours: bool,
-) -> Sorted {
+) -> (Sorted, Vec<(String, u64)>) {
     let acked_user: HashMap<usize, IdRef<'_>> = c.acks().map(|a| (a.buyer, a.user_id)).collect();
     let user_of = |buyer: usize| -> Option<String> {
         acked_user
@@ -145,6 +146,7 @@ pub(super) fn by_buyer(
     let known_users = budget.len();
     let mut s = Sorted::default();
     let mut phantom = 0;
+    let mut phantom_users = Vec::new();
     for (user, rows) in left {
         let mut rows = *rows;
         if let Some(b) = budget.get(&**user) {
@@ -161,11 +163,18 @@ pub(super) fn by_buyer(
             }
         }
         phantom += rows;
+        if rows > 0 {
+            phantom_users.push((user.to_string(), rows));
+        }
     }
     // A row is a phantom only if the run can tell buyers apart in the rows: some row's user is
     // one of this run's. Otherwise the shop's user ids are not the run's: nothing is known.
     s.phantom = (ours || known_users > 0).then_some(phantom);
-    s
+    if s.phantom.is_none() {
+        phantom_users.clear();
+    }
+    phantom_users.sort();
+    (s, phantom_users)
 }
 
 /// The most units held at once: each order holds its units from creation until it is released.

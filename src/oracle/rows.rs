@@ -227,6 +227,12 @@ impl<'a> Check<'a> {
                 .over_ids(self.ask.purchase_limit, OWNERS)
                 .into_iter()
                 .collect(),
+            phantom_users: self
+                .sorted_with_phantom_users()
+                .1
+                .into_iter()
+                .take(OWNERS)
+                .collect(),
         };
         self.witnesses.peak_at = self.want.peak_at;
         let sent = self.keys.iter().flat_map(|keys| keys.values());
@@ -238,7 +244,11 @@ impl<'a> Check<'a> {
     /// The second pass: keeps the id of a row whose key has two rows or more, and the rows a
     /// proof names.
     pub fn row_again(&mut self, o: &Order) {
-        self.witnesses.row(&self.want, o);
+        // A row neither its id (acknowledged) nor a key the run sent explains: held against
+        // its buyer's attempts, and named by a proof of phantoms when they do not explain it.
+        let acked = self.ids.get(o.id.as_str()).is_some_and(|f| f.acked);
+        let keyed = self.ask.reading.keys_sent && o.idempotency_key.is_some();
+        self.witnesses.row(&self.want, o, !acked && !keyed);
         let Some(k) = o.idempotency_key.as_deref() else {
             return;
         };
@@ -357,10 +367,15 @@ impl<'a> Check<'a> {
 
     /// The sort's totals, with the rows left to their buyers ([`by_buyer`]).
     fn sorted(&self) -> Sorted {
+        self.sorted_with_phantom_users().0
+    }
+
+    /// [`Check::sorted`], and the users whose rows no attempt of theirs explains, by how many.
+    fn sorted_with_phantom_users(&self) -> (Sorted, Vec<(String, u64)>) {
         let mut s = self.sorted;
         if self.left.is_empty() {
             s.phantom = Some(s.phantom.unwrap_or(0));
-            return s;
+            return (s, Vec::new());
         }
         let c = self.ask.clients;
         let seen = |u: &str| self.users.get(u).is_some();
@@ -377,7 +392,8 @@ impl<'a> Check<'a> {
             let facts = self.keys.as_ref().and_then(|keys| keys.get(k));
             facts.is_some_and(|f| f.used)
         };
-        let b = by_buyer(&self.left, c, self.ask.reading, self.ask.users, used, ours);
+        let (b, phantom_users) =
+            by_buyer(&self.left, c, self.ask.reading, self.ask.users, used, ours);
         s.acknowledged += b.acknowledged;
         s.indeterminate_committed += b.indeterminate_committed;
         s.refused_committed += b.refused_committed;
@@ -388,7 +404,7 @@ impl<'a> Check<'a> {
             (None, known) => known,
         };
         s.unknown = b.phantom.is_none();
-        s
+        (s, phantom_users)
     }
 }
 

@@ -7,7 +7,7 @@
 
 use super::proof::LISTED;
 use crate::model::Order;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// How many users over the limit a proof names.
 pub(super) const OWNERS: usize = 3;
@@ -21,12 +21,17 @@ pub(super) struct Wanted {
     pub end: bool,
     /// Users (as the rows spell them) holding more than the limit.
     pub owners: BTreeSet<String>,
+    /// Users whose rows no attempt of theirs explains, and by how many rows.
+    pub phantom_users: BTreeMap<String, u64>,
 }
 
 impl Wanted {
     /// Whether anything is wanted.
     pub(super) fn any(&self) -> bool {
-        self.peak_at.is_some() || self.end || !self.owners.is_empty()
+        self.peak_at.is_some()
+            || self.end
+            || !self.owners.is_empty()
+            || !self.phantom_users.is_empty()
     }
 }
 
@@ -44,11 +49,14 @@ pub struct Witnesses {
     pub end_rows: u64,
     /// The holding rows of users over the limit, by user.
     pub owners: Vec<(String, Vec<Order>)>,
+    /// Users whose rows no attempt of theirs explains: how many rows too many, and the rows
+    /// no id or key explains (at most [`super::proof::EXAMPLES`] each).
+    pub phantoms: Vec<(String, u64, Vec<Order>)>,
 }
 
 impl Witnesses {
-    /// Keeps `o` if a wanted proof names it.
-    pub(super) fn row(&mut self, want: &Wanted, o: &Order) {
+    /// Keeps `o` if a wanted proof names it (`left`: neither its id nor a key explains it).
+    pub(super) fn row(&mut self, want: &Wanted, o: &Order, left: bool) {
         let holds = o.status.holds_stock();
         if let Some(t) = want.peak_at {
             // Held at `t`: created by then and not released by then (a release at the same
@@ -67,6 +75,13 @@ impl Witnesses {
                 self.end.push(o.clone());
             }
         }
+        if let Some(n) = want.phantom_users.get(o.user_id.as_str()).filter(|_| left) {
+            match self.phantoms.iter_mut().find(|(u, ..)| *u == o.user_id) {
+                Some((.., rows)) if rows.len() < super::proof::EXAMPLES => rows.push(o.clone()),
+                Some(_) => {}
+                None => self.phantoms.push((o.user_id.clone(), *n, vec![o.clone()])),
+            }
+        }
         if holds && want.owners.contains(o.user_id.as_str()) {
             match self.owners.iter_mut().find(|(u, _)| *u == o.user_id) {
                 Some((_, rows)) => rows.push(o.clone()),
@@ -77,6 +92,9 @@ impl Witnesses {
 
     /// Nothing kept.
     pub fn is_empty(&self) -> bool {
-        self.peak_at.is_none() && self.end.is_empty() && self.owners.is_empty()
+        self.peak_at.is_none()
+            && self.end.is_empty()
+            && self.owners.is_empty()
+            && self.phantoms.is_empty()
     }
 }

@@ -332,6 +332,17 @@ async fn a_shop_that_ignores_the_idempotency_key_is_caught_buying_twice_for_one_
         r["client_oversell"], 0,
         "the second orders were real units, within the stock: {r}"
     );
+    let proves = |m: &str| {
+        r["proofs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["findings"].as_array().unwrap().iter().any(|f| f == m))
+    };
+    assert!(
+        proves("duplicate_orders_per_key") && proves("wrong_answers"),
+        "{r}"
+    );
 }
 
 #[tokio::test]
@@ -390,6 +401,19 @@ async fn a_shop_that_pays_a_cancelled_order_is_caught_by_wrong_answers() {
     );
     assert!(wrong["order_id"].as_str().unwrap().starts_with("1-"));
     assert_eq!(r["duplicate_orders_per_key"], 0, "{r}");
+    let proof = r["proofs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["findings"][0] == "wrong_answers")
+        .expect("the wrong answer's proof");
+    assert!(
+        proof["claim"]
+            .as_str()
+            .unwrap()
+            .contains("order → created, cancel → ok, pay → ok"),
+        "{proof}"
+    );
 }
 
 #[tokio::test]

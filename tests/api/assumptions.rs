@@ -238,6 +238,11 @@ async fn its_twin_that_restocks_an_expired_order_it_still_holds_fails_on_units_t
     assert_eq!(run.code, 1, "{}", run.both());
     let row = run.check_row("stock_above_initial").unwrap_or_default();
     assert!(row.trim_end().ends_with("FAIL"), "{}", run.both());
+    assert!(
+        assert_every_fail_proven(&run).contains(&"stock_above_initial".to_string()),
+        "{}",
+        run.both()
+    );
     assert!(r["max_stock_seen"].as_i64().unwrap() > 20, "{r}");
     assert_eq!(r["stock_peak_oversell"], Value::Null, "{r}");
     let proofs = r["proofs"].as_array().unwrap();
@@ -417,4 +422,14 @@ async fn its_twin_that_writes_rows_nobody_asked_for_fails_on_phantom_orders() {
         r["phantom_orders"], 4,
         "one ghost row every fifth order: {r}"
     );
+    let proof = r["proofs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["findings"][0] == "phantom_orders")
+        .expect("the phantoms' proof");
+    let rows = proof["orders"].as_array().unwrap();
+    assert_eq!(rows.len(), 4, "the ghost rows, by id: {proof}");
+    assert!(rows.iter().all(|o| o["user"] == "ghost"), "{proof}");
+    assert_every_fail_proven(&run);
 }

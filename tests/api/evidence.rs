@@ -232,6 +232,7 @@ async fn a_get_then_decr_shop_whose_cancels_cover_its_oversell_fails_on_client_p
 
     // Assert
     assert_eq!(run.code, 1, "{}", run.both());
+    assert!(!assert_every_fail_proven(&run).is_empty(), "{}", run.both());
     let r = &only_report(tmp.path())["runs"][0];
     let peak = r["client_peak_oversell"].as_i64().unwrap();
     assert!(
@@ -270,6 +271,7 @@ async fn a_shop_whose_cancel_restocks_twice_fails_on_the_stock_sampled_during_th
     // the clients' records they would show more, but only a declared backlog says when the
     // stock read includes every acknowledged order: not verified here.
     assert_eq!(run.code, 1, "{}", run.both());
+    assert!(!assert_every_fail_proven(&run).is_empty(), "{}", run.both());
     let r = &only_report(tmp.path())["runs"][0];
     assert!(r["stock_samples"].as_u64().unwrap() >= 2, "{r}");
     assert!(r["max_stock_seen"].as_i64().unwrap() > 20, "{r}");
@@ -343,6 +345,7 @@ async fn a_racy_per_buyer_limit_fails_on_client_duplicate_buyers_with_a_totals_o
     let run = gate(&base, &oracle, &scenario, tmp.path(), &[]).await;
 
     assert_eq!(run.code, 1, "{}", run.both());
+    assert!(!assert_every_fail_proven(&run).is_empty(), "{}", run.both());
     let r = &only_report(tmp.path())["runs"][0];
     assert_eq!(r["duplicate_buyers"], Value::Null, "no order rows: {r}");
     let dup = r["client_duplicate_buyers"].as_u64().unwrap();

@@ -447,6 +447,47 @@ impl CliRun {
     }
 }
 
+/// The figures a gate limits that are measured rather than judged by the oracle (latency,
+/// rates, the generator, settling, gauges): a breach of one is its figure, with no proof.
+const MEASURED: [&str; 12] = [
+    "error_rate",
+    "mean_ms",
+    "p50_ms",
+    "p99_ms",
+    "p999_ms",
+    "service_p99_ms",
+    "send_lag_p99_ms",
+    "late_sends",
+    "db_qps_peak",
+    "throughput",
+    "not_settled",
+    "unclassified",
+];
+
+/// Every check the gate in `run` failed on an oracle's finding carries its proof on the
+/// terminal (`<run> <metric>: proof: …`); the metrics it failed, for the caller to assert on.
+pub fn assert_every_fail_proven(run: &CliRun) -> Vec<String> {
+    let flat = run.flat_stdout();
+    let mut failed = Vec::new();
+    for line in run.stdout.lines() {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let Some(metric) = words.first().copied() else {
+            continue;
+        };
+        let is_check = line.contains("<=") || line.contains(">=");
+        if !is_check || !line.trim_end().ends_with(" FAIL") || MEASURED.contains(&metric) {
+            continue;
+        }
+        assert!(
+            flat.contains(&format!("{metric}: proof: ")),
+            "{metric} failed without its proof: {}",
+            run.both()
+        );
+        failed.push(metric.to_string());
+    }
+    failed
+}
+
 /// Runs the `oversell` binary with `args` (and extra environment), waiting for it to exit.
 pub async fn oversell_cli(args: &[&str], env: &[(&str, &str)]) -> CliRun {
     let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_oversell"))

@@ -246,9 +246,14 @@ async fn naives_oversell_is_proven_by_orders_the_rows_hold_and_two_purchases_tha
         .iter()
         .find(|p| p["findings"][0] == "oversell")
         .expect("the rows' proof of the peak");
+    let orders = peak["orders"].as_array().unwrap();
+    assert!(
+        orders.iter().all(|o| o["stock_read"].is_i64()),
+        "every purchase's read: {peak}"
+    );
     let facts = peak["facts"].to_string();
     assert!(
-        facts.contains("read stock") && facts.contains("passed the check"),
+        facts.contains("passed the check") && facts.contains("units sold where"),
         "{peak}"
     );
     assert!(

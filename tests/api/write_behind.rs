@@ -400,6 +400,7 @@ async fn its_twin_that_loses_acknowledged_orders_never_passes_without_a_window_a
     assert_eq!(run.code, 1, "{}", run.both());
     let row = run.check_row("oracle_disagreement").unwrap_or_default();
     assert!(row.trim_end().ends_with("FAIL"), "{}", run.both());
+    assert_every_fail_proven(&run);
     let r = &only_report(tmp.path())["runs"][0];
     let lost = r["oracle_disagreement"].as_i64().unwrap();
     assert!(lost >= 5, "every third order dropped: {r}");

@@ -28,7 +28,7 @@ pub(in crate::oracle) fn collect(
             out.push(rows_owner(user, orders, e));
         }
         if f.phantom_orders > Some(0) {
-            out.push(phantoms(rows.phantom_rows(), f, e.opened_ms));
+            out.push(phantoms(rows, f, e.opened_ms));
         }
     }
     let c_peak = w
@@ -59,7 +59,118 @@ pub(in crate::oracle) fn collect(
     out.extend(per_key(f));
     out.extend(wrong(f));
     out.extend(counts(f));
+    headline(f, &mut out);
+    out.extend(remaining(f, &out));
     out
+}
+
+/// The headline's proof: the first proof of an oversell it rests on, when none names it yet.
+fn headline(f: &Findings, out: &mut [Proof]) {
+    if f.oversell <= Some(0) || out.iter().any(|p| p.proves("oversell")) {
+        return;
+    }
+    let rest = [
+        "peak_oversell",
+        "client_peak_oversell",
+        "oversold_at_end",
+        "client_oversell",
+    ];
+    if let Some(p) = rest
+        .iter()
+        .find_map(|m| out.iter().position(|p| p.proves(m)))
+    {
+        out[p].findings.push("oversell".into());
+    }
+}
+
+/// Every other correctness finding above 0 with no proof of its own yet: its figure and where
+/// it was read, so no FAIL of the oracle goes without one.
+fn remaining(f: &Findings, out: &[Proof]) -> Vec<Proof> {
+    let n = |v: Option<u64>| v.map(|v| v as i64);
+    let figures: [(&str, Option<i64>, &str, &str); 12] = [
+        (
+            "oversold_at_end",
+            f.oversold_at_end,
+            "units sold beyond the stock after the run settled",
+            "the oracle's sold against the initial stock",
+        ),
+        (
+            "oversell",
+            f.oversell,
+            "units promised beyond the stock",
+            "the oracle",
+        ),
+        (
+            "duplicate_acks",
+            n(f.duplicate_acks),
+            "order ids acknowledged to more than one attempt",
+            "the clients' acknowledgements (order ids and keys)",
+        ),
+        (
+            "refused_committed",
+            n(f.refused_committed),
+            "orders committed for requests the shop refused",
+            "the order rows' idempotency keys against the attempts' answers",
+        ),
+        (
+            "indeterminate_committed",
+            n(f.indeterminate_committed),
+            "orders committed whose clients were never told",
+            "the order rows' idempotency keys against the attempts' answers",
+        ),
+        (
+            "dead_letters",
+            n(f.dead_letters),
+            "stream entries the database refused, moved aside",
+            "Redis's dead-letter stream",
+        ),
+        (
+            "duplicate_devices",
+            n(f.duplicate_devices),
+            "devices holding more than the purchase limit",
+            "the order rows' device ids",
+        ),
+        (
+            "status_mismatches",
+            n(f.status_mismatches),
+            "orders not in the state their clients were told (paid or cancelled)",
+            "the order rows' statuses against the clients' pay and cancel answers",
+        ),
+        (
+            "redis_drift",
+            f.redis_drift.filter(|d| *d != 0),
+            "Redis's stock minus the database's after reconciliation",
+            "Redis and the item's row",
+        ),
+        (
+            "reconcile_residual",
+            f.reconcile_residual.filter(|d| *d != 0),
+            "the residual the final reconciliation corrected",
+            "the shop's reconciliation",
+        ),
+        (
+            "undersell",
+            f.undersell,
+            "units left unsold while buyers were refused for reasons other than sold out",
+            "the clients' answers against the stock",
+        ),
+        (
+            "nothing_sold",
+            i64::from(f.nothing_sold).into(),
+            "the item had stock and the shop acknowledged no order: the run tested nothing",
+            "the clients' acknowledgements",
+        ),
+    ];
+    figures
+        .into_iter()
+        .filter(|(m, v, _, _)| v.is_some_and(|v| v != 0) && !out.iter().any(|p| p.proves(m)))
+        .map(|(m, v, what, source)| Proof {
+            findings: vec![m.to_string()],
+            claim: format!("{}: {what}", v.unwrap_or(0)),
+            source: source.into(),
+            ..Proof::default()
+        })
+        .collect()
 }
 
 /// The orders of `acks` named by `ids`, by id (the first acknowledgement of each).
@@ -118,19 +229,13 @@ fn joined(rows: &[&Order], c: &Measurements) -> Vec<ProofOrder> {
         .collect()
 }
 
-/// The fewest of `held` whose units exceed `stock`: the purchases that read a stock another of
-/// them also read first (the race, lowest reads first), then those a client was told of, then
-/// the latest; listed in the order they were created.
+/// The fewest of `held` whose units exceed `stock`: the purchases that read the least stock
+/// first (the race: [`races`]), then those a client was told of, then the latest; listed in
+/// the order they were created.
 fn fewest_over<'a>(held: &'a [Order], stock: i64, acked: &HashSet<&str>) -> Vec<&'a Order> {
-    let mut reads: HashMap<i64, u32> = HashMap::new();
-    for o in held.iter().filter_map(|o| o.stock_read) {
-        *reads.entry(o).or_default() += 1;
-    }
-    let shared = |o: &Order| o.stock_read.is_some_and(|r| reads[&r] > 1);
     let mut ranked: Vec<&Order> = held.iter().collect();
     ranked.sort_by_key(|o| {
         (
-            !shared(o),
             o.stock_read.unwrap_or(i64::MAX),
             !acked.contains(o.id.as_str()),
             std::cmp::Reverse(o.created_at_ms),
@@ -150,48 +255,64 @@ fn fewest_over<'a>(held: &'a [Order], stock: i64, acked: &HashSet<&str>) -> Vec<
     chosen
 }
 
-/// Lines naming the purchases that read the same stock and together took more than it: "1-a
-/// (u-17) and 1-b (u-903) both read stock 1 and both passed the check: 2 units sold where 1 was
-/// left". The groups that oversold most come first.
+/// The race, in the orders' own reads: sorted by the stock each purchase read, the first `j`
+/// of them all read at most `r` units left, `r` below `j`, and all were sold. The smallest such
+/// `j`: "1-a (u-17) and 1-b (u-903) both read stock 1 and both passed the check: 2 units sold
+/// where 1 was left". Every set of more orders than the stock, each read at most the stock,
+/// holds one.
 fn races(orders: &[ProofOrder]) -> Vec<String> {
-    let mut by: std::collections::BTreeMap<i64, Vec<&ProofOrder>> = Default::default();
-    for o in orders {
-        if let Some(r) = o.stock_read {
-            by.entry(r).or_default().push(o);
-        }
-    }
-    let named = |o: &ProofOrder| {
+    let mut read: Vec<&ProofOrder> = orders.iter().filter(|o| o.stock_read.is_some()).collect();
+    read.sort_by_key(|o| (o.stock_read, o.created_at_ms));
+    let mut units = 0;
+    let witness = read.iter().enumerate().find_map(|(i, o)| {
+        units += o.qty;
+        let r = o.stock_read.unwrap_or(0).max(0);
+        (r < units).then_some((i + 1, r, units))
+    });
+    let Some((j, r, units)) = witness else {
+        return Vec::new();
+    };
+    let group = &read[..j];
+    let named = |o: &&ProofOrder| {
         format!(
             "{} ({})",
             o.id.as_deref().unwrap_or("?"),
             o.user.as_deref().unwrap_or("?")
         )
     };
-    let mut over: Vec<(i64, Vec<&ProofOrder>)> = by
-        .into_iter()
-        .filter(|(read, os)| os.iter().map(|o| o.qty).sum::<i64>() > (*read).max(0))
-        .collect();
-    over.sort_by_key(|(read, os)| (std::cmp::Reverse(os.len() as i64 - read), *read));
-    over.into_iter()
-        .take(3)
-        .map(|(read, os)| {
-            let units: i64 = os.iter().map(|o| o.qty).sum();
-            let created = os.iter().filter_map(|o| o.created_at_ms);
-            let spread = created.clone().max().unwrap_or(0) - created.min().unwrap_or(0);
-            let names: Vec<String> = os.iter().take(3).map(|o| named(o)).collect();
-            let (all, who) = match os.len() {
-                2 => ("both", names.join(" and ")),
-                n if n > 3 => ("all", format!("{} and {} more", names.join(", "), n - 3)),
-                _ => ("all", names.join(", ")),
-            };
-            format!(
-                "{who} {all} read stock {read} and {all} passed the check, within {spread} ms of \
-                 each other: {units} units sold where {} {} left",
-                read.max(0),
-                if read == 1 { "was" } else { "were" }
-            )
-        })
-        .collect()
+    let created = group.iter().filter_map(|o| o.created_at_ms);
+    let spread = created.clone().max().unwrap_or(0) - created.min().unwrap_or(0);
+    let left = if r == 1 { "was" } else { "were" };
+    let same = group.iter().all(|o| o.stock_read == group[0].stock_read);
+    let line =
+        match (j, same) {
+            (2, true) => format!(
+            "{} and {} both read stock {r} and both passed the check, {spread} ms apart: {units} \
+             units sold where {r} {left} left",
+            named(&group[0]),
+            named(&group[1])
+        ),
+            (_, true) => format!(
+                "{} orders all read stock {r} and all passed the check, within {spread} ms \
+             (e.g. {}): {units} units sold where {r} {left} left",
+                j,
+                group
+                    .iter()
+                    .take(3)
+                    .map(named)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            _ => {
+                format!(
+            "the {j} purchases that read the least stock each read at most {r} left and all \
+             passed the check, within {spread} ms (e.g. {}): {units} units sold where at most \
+             {r} {left} left",
+            group.iter().take(3).map(named).collect::<Vec<_>>().join(", ")
+        )
+            }
+        };
+    vec![line]
 }
 
 /// The peak the order rows replayed: the instant, and the fewest orders held then that exceed
@@ -293,36 +414,37 @@ fn rows_owner(user: &str, orders: &[Order], e: &Evidence<'_>) -> Proof {
     }
 }
 
-/// Rows no request of this run asked for.
-fn phantoms(rows: &[Order], f: &Findings, opened: Option<i64>) -> Proof {
+/// Rows no request of this run asked for: those whose key the run never sent, then the rows
+/// of buyers whose attempts explain fewer rows than they have.
+fn phantoms(rows: &Checked, f: &Findings, opened: Option<i64>) -> Proof {
     let n = f.phantom_orders.unwrap_or(0);
-    let listed: Vec<ProofOrder> = rows
+    let mut listed: Vec<ProofOrder> = rows
+        .phantom_rows()
         .iter()
         .take(EXAMPLES)
         .map(|o| row_order(o, None))
         .collect();
     let mut facts = Vec::new();
-    if (listed.len() as u64) < n {
+    if !listed.is_empty() {
         facts.push(format!(
-            "{} more carry no id or key of this run and outnumber their buyer's attempts \
-             (user_id): each buyer's rows beyond what its attempts can explain",
-            n - listed.len() as u64
+            "{} rows carry an Idempotency-Key no attempt of this run sent",
+            listed.len()
         ));
+    }
+    for (user, over, user_rows) in &rows.witnesses().phantoms {
+        facts.push(format!(
+            "buyer {user} has {} rows no order id or key of this run names, {over} more than its \
+             own attempts can explain (acknowledged, indeterminate or refused)",
+            user_rows.len()
+        ));
+        listed.extend(user_rows.iter().map(|o| row_order(o, None)));
     }
     Proof {
         findings: vec!["phantom_orders".into()],
-        claim: format!(
-            "{n} order rows were asked for by no request of this run{}",
-            if listed.is_empty() {
-                String::new()
-            } else {
-                format!(
-                    "; their Idempotency-Key is none the run sent: {} listed",
-                    listed.len()
-                )
-            }
-        ),
-        source: "order rows (id, idempotency_key, user_id) against every attempt's key".into(),
+        claim: format!("{n} order rows were asked for by no request of this run"),
+        source: "order rows (id, idempotency_key, user_id) against every attempt's id, key and \
+                 buyer"
+            .into(),
         opened_at_ms: opened,
         orders: listed,
         facts,
@@ -618,4 +740,53 @@ fn when(after_open: Option<i64>, row_ms: i64) -> String {
 /// `ms` as seconds with milliseconds: `1.234 s`.
 pub fn seconds(ms: i64) -> String {
     format!("{}.{:03} s", ms / 1000, (ms % 1000).abs())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(id: &str, stock_read: i64, created: i64) -> ProofOrder {
+        ProofOrder {
+            id: Some(id.into()),
+            user: Some(format!("u-{id}")),
+            qty: 1,
+            created_at_ms: Some(created),
+            stock_read: Some(stock_read),
+            ..ProofOrder::default()
+        }
+    }
+
+    #[test]
+    fn the_race_is_the_fewest_purchases_that_read_less_stock_than_they_took() {
+        // The post-mortem's reconstruction: two purchases both read 1.
+        let both = [
+            read("a", 3, 1),
+            read("b", 1, 7),
+            read("c", 1, 8),
+            read("d", 2, 5),
+        ];
+        let lines = races(&both);
+        assert_eq!(lines.len(), 1);
+        assert!(
+            lines[0].starts_with("b (u-b) and c (u-c) both read stock 1")
+                && lines[0].contains("2 units sold where 1 was left"),
+            "{lines:?}"
+        );
+        // Spread over reads: three purchases read at most 2 left.
+        let spread = [read("a", 2, 1), read("b", 2, 2), read("c", 1, 3)];
+        let lines = races(&spread);
+        assert!(
+            lines[0].contains("the 3 purchases that read the least stock each read at most 2"),
+            "{lines:?}"
+        );
+        // A correct shop's reads (the last unit read 1, the one before 2...): no race.
+        let correct = [read("a", 3, 1), read("b", 2, 2), read("c", 1, 3)];
+        assert!(races(&correct).is_empty());
+        // More orders than the stock, each read at most the stock: always a race.
+        let over: Vec<ProofOrder> = (0..21)
+            .map(|i| read(&i.to_string(), 20 - i / 2, i))
+            .collect();
+        assert_eq!(races(&over).len(), 1);
+    }
 }
