@@ -71,13 +71,29 @@ pub fn markdown(p: &Proof) -> String {
 }
 
 /// Where an order of a proof begins and ends on its timeline (ms after the sale opened): from
-/// its send (or its row's creation) to its release (a cancel's send, its row's release), open
-/// at the right edge when it was never released.
-fn span(o: &ProofOrder, opened_ms: Option<i64>) -> Option<(i64, Option<i64>, Option<i64>)> {
+/// its send to the moment its units were held and on to their release, open at the right edge
+/// when they never were. `rows`: the proof is about the rows' instant, so held and released are
+/// the row's own times (creation, release), on the sale's clock through `opened_ms`; otherwise
+/// the client's (acknowledgement, the cancel's send).
+fn span(
+    o: &ProofOrder,
+    opened_ms: Option<i64>,
+    rows: bool,
+) -> Option<(i64, Option<i64>, Option<i64>)> {
     let row = |t: Option<i64>| t.zip(opened_ms).map(|(t, open)| t - open);
-    let held_from = o.acked_ms.map(|t| t as i64).or(row(o.created_at_ms))?;
-    let start = o.sent_ms.map(|t| t as i64).unwrap_or(held_from);
-    let end = o.cancel_sent_ms.map(|t| t as i64).or(row(o.released_at_ms));
+    let (held_from, end) = if rows {
+        (row(o.created_at_ms)?, row(o.released_at_ms))
+    } else {
+        (
+            o.acked_ms.map(|t| t as i64)?,
+            o.cancel_sent_ms.map(|t| t as i64),
+        )
+    };
+    let start = o
+        .sent_ms
+        .map(|t| t as i64)
+        .unwrap_or(held_from)
+        .min(held_from);
     Some((start, Some(held_from), end))
 }
 
@@ -135,7 +151,7 @@ fn timeline(p: &Proof) -> Option<String> {
     let mut spans: Vec<(i64, Option<i64>, Option<i64>, &ProofOrder)> = p
         .orders
         .iter()
-        .filter_map(|o| span(o, opened_ms).map(|(a, b, c)| (a, b, c, o)))
+        .filter_map(|o| span(o, opened_ms, p.at_row_ms.is_some()).map(|(a, b, c)| (a, b, c, o)))
         .collect();
     if spans.len() < 2 {
         return None;

@@ -256,19 +256,24 @@ fn fewest_over<'a>(held: &'a [Order], stock: i64, acked: &HashSet<&str>) -> Vec<
 }
 
 /// The race, in the orders' own reads: sorted by the stock each purchase read, the first `j`
-/// of them all read at most `r` units left, `r` below `j`, and all were sold. The smallest such
-/// `j`: "1-a (u-17) and 1-b (u-903) both read stock 1 and both passed the check: 2 units sold
-/// where 1 was left". Every set of more orders than the stock, each read at most the stock,
-/// holds one.
+/// of them all read at most `r` units left, `r` below the `j` units they took, and all were
+/// sold — the `j` that took most beyond `r` (the smallest of those): "1-a (u-17) and 1-b
+/// (u-903) both read stock 1 and both passed the check: 2 units sold where 1 was left". Every
+/// set of more orders than the stock, each read at most the stock, holds one.
 fn races(orders: &[ProofOrder]) -> Vec<String> {
     let mut read: Vec<&ProofOrder> = orders.iter().filter(|o| o.stock_read.is_some()).collect();
     read.sort_by_key(|o| (o.stock_read, o.created_at_ms));
+    // The prefix that took the most beyond what its reads said was left (the first of those):
+    // the sharpest witness, "two read 1" where there is one.
     let mut units = 0;
-    let witness = read.iter().enumerate().find_map(|(i, o)| {
+    let mut witness: Option<(usize, i64, i64)> = None;
+    for (i, o) in read.iter().enumerate() {
         units += o.qty;
         let r = o.stock_read.unwrap_or(0).max(0);
-        (r < units).then_some((i + 1, r, units))
-    });
+        if r < units && witness.is_none_or(|(_, wr, wu)| units - r > wu - wr) {
+            witness = Some((i + 1, r, units));
+        }
+    }
     let Some((j, r, units)) = witness else {
         return Vec::new();
     };
@@ -355,7 +360,9 @@ fn rows_peak(rows: &Checked, e: &Evidence<'_>) -> Option<Proof> {
         p.orders.len(),
         p.units()
     );
-    p.facts = races(&p.orders);
+    // The race over every row held then, not only those listed: the sharpest witness.
+    let all: Vec<ProofOrder> = w.peak.iter().map(|o| row_order(o, None)).collect();
+    p.facts = races(&all);
     Some(p)
 }
 
@@ -390,7 +397,8 @@ fn rows_end(rows: &Checked, e: &Evidence<'_>, f: &Findings) -> Option<Proof> {
         p.units(),
         e.initial_stock
     );
-    p.facts = races(&p.orders);
+    let all: Vec<ProofOrder> = w.end.iter().map(|o| row_order(o, None)).collect();
+    p.facts = races(&all);
     Some(p)
 }
 
