@@ -16,6 +16,7 @@ mod concurrency;
 mod consumers;
 mod db_faults;
 mod deploy;
+mod diff_gate;
 mod docs;
 mod docs_spelling;
 mod durability;
