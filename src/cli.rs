@@ -14,6 +14,7 @@ use std::path::PathBuf;
 mod attack;
 mod bench;
 mod capacity;
+mod conn;
 mod dry_run;
 mod fit;
 mod gate;
@@ -110,6 +111,26 @@ impl Command {
             _ => None,
         }
     }
+
+    /// The database and Redis flags of a command that has them.
+    fn conn_mut(&mut self) -> Option<&mut ConnArgs> {
+        match self {
+            Command::Serve(a) => Some(&mut a.conn),
+            Command::Run(a) => Some(&mut a.conn),
+            Command::Compare(a) => Some(&mut a.conn),
+            Command::Gate(a) => Some(&mut a.conn),
+            Command::Capacity(a) => Some(&mut a.conn),
+            Command::Sweep(a) => Some(&mut a.conn),
+            Command::Selftest(a) => Some(&mut a.conn),
+            Command::Merge(a) => Some(&mut a.conn),
+            Command::Bench(b) => b.conn_mut(),
+            Command::Attack(_)
+            | Command::Diff(_)
+            | Command::Fit(_)
+            | Command::Scenarios
+            | Command::Completions(_) => None,
+        }
+    }
 }
 
 /// `oversell diff`.
@@ -128,7 +149,7 @@ pub struct DiffArgs {
     #[arg(long, value_delimiter = ',')]
     pub fail_on: Vec<String>,
     /// Also write the Markdown to this file.
-    #[arg(long, value_name = "FILE", alias = "out")]
+    #[arg(long, value_name = "FILE", alias = "out", value_parser = values::file)]
     pub markdown: Option<PathBuf>,
     /// On a terminal, print the Markdown (every metric's long label, min–max of repeats) as a
     /// pipe gets it, instead of the 100-column tables.
@@ -169,25 +190,32 @@ pub struct ConnArgs {
     /// The managed PostgreSQL's URL when --database-url names a MySQL database.
     #[arg(skip)]
     pub managed_postgres: Option<String>,
+    /// The fields whose value came from the environment (`database_url`: `DATABASE_URL`), not
+    /// a flag: set by [`output::parse_from`]. `DATABASE_URL` serves the backend it names; a
+    /// flag of another backend than `--backend` is refused; errors name the variable.
+    #[arg(skip)]
+    pub from_env: Vec<&'static str>,
 }
 
 impl ConnArgs {
     /// The database URL for the one `backend` a command asks for (default: the backend
-    /// --database-url names, else postgres). A --database-url (or `DATABASE_URL`) of another
+    /// --database-url names, else postgres). `DATABASE_URL` of another backend than
+    /// `--backend` leaves it to the other's URL (`--mysql-url`/`MYSQL_URL`, or the default
+    /// PostgreSQL URL), as the environment table says; a `--database-url` flag of another
     /// backend is refused: the run would otherwise quietly use another database than the one
-    /// named.
+    /// the command line names.
     pub fn database_for(&self, backend: Option<Backend>) -> anyhow::Result<(Backend, String)> {
         if let (Some(asked), Some(url)) = (backend, self.database_url.as_deref()) {
-            let named = Backend::from_url(url)?;
+            let named = Backend::from_url(url).map_err(|e| self.url_error(e))?;
             let mysql = asked == Backend::Mysql;
             let (asked, named) = (asked.as_str(), named.as_str());
             anyhow::ensure!(
-                named == asked,
-                "--backend {asked} but --database-url (or DATABASE_URL) is a {named} URL ({}): \
-                 give a {asked} --database-url{}, or drop --backend to use the {named} one",
+                named == asked || self.from_env("database_url"),
+                "--backend {asked} but --database-url is a {named} URL ({}): give a {asked} \
+                 --database-url{}, or drop --backend to use the {named} one",
                 crate::services::redact_url(url),
                 if mysql {
-                    " (or unset it and use --mysql-url)"
+                    " (or drop it and use --mysql-url)"
                 } else {
                     ""
                 }
@@ -233,7 +261,8 @@ impl ConnArgs {
             .database_url
             .as_deref()
             .map(|u| Backend::from_url(u).map(|b| (b, u.to_string())))
-            .transpose()?;
+            .transpose()
+            .map_err(|e| self.url_error(e))?;
         Ok(match (backend, given) {
             (None, Some(g)) => g,
             (None, None) => (
@@ -448,7 +477,10 @@ async fn run_one(mut args: RunArgs) -> anyhow::Result<Exit> {
         .await;
     }
     if args.scenario.dry_run {
-        return dry_run::print(&args.scenario, &[(args.strategy, backend)]);
+        let servers = args
+            .conn
+            .check_servers(&[backend], args.strategy.uses_redis())?;
+        return dry_run::print(&args.scenario, &[(args.strategy, backend)], &servers);
     }
     let _services = args
         .conn
@@ -481,14 +513,15 @@ async fn compare(mut args: CompareArgs) -> anyhow::Result<Exit> {
         })
         .map(|r| r.map(|(b, _)| b))
         .collect::<anyhow::Result<Vec<_>>>()?;
+    let redis = args.strategies.iter().any(|s| s.uses_redis());
     if args.scenario.dry_run {
         let cells: Vec<_> = used
             .iter()
             .flat_map(|b| args.strategies.iter().map(move |s| (*s, *b)))
             .collect();
-        return dry_run::print(&args.scenario, &cells);
+        let servers = args.conn.check_servers(&used, redis)?;
+        return dry_run::print(&args.scenario, &cells, &servers);
     }
-    let redis = args.strategies.iter().any(|s| s.uses_redis());
     let _services = args.conn.provide(&used, redis).await?;
     let cells = args.conn.cells(&args.strategies, &args.backends)?;
     run_and_print(&args.scenario, cells, &args.conn).await

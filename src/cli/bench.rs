@@ -19,6 +19,14 @@ pub struct BenchArgs {
 }
 
 impl BenchArgs {
+    /// `bench shop`'s database and Redis flags.
+    pub(super) fn conn_mut(&mut self) -> Option<&mut ConnArgs> {
+        match &mut self.what {
+            BenchCommand::Shop(s) => Some(&mut s.conn),
+            BenchCommand::Redis(_) | BenchCommand::Generator(_) => None,
+        }
+    }
+
     /// `bench shop --json` (the switch): stdout carries one JSON document, an error's too.
     pub(super) fn json_on_stdout(&self) -> bool {
         matches!(&self.what, BenchCommand::Shop(s) if matches!(s.json, Some(None)))
@@ -46,7 +54,8 @@ pub struct BenchGeneratorArgs {
           value_parser = super::values::duration)]
     pub duration: std::time::Duration,
     /// The old spelling of --duration, in whole seconds.
-    #[arg(long, value_name = "S", hide = true, conflicts_with = "duration")]
+    #[arg(long, value_name = "S", hide = true, conflicts_with = "duration",
+          value_parser = super::values::whole::<u64>(1, crate::duration::LONGEST.as_secs().into()))]
     pub seconds: Option<u64>,
     /// Our plan's arrivals per second (buyers = rate × duration; 1 to 1000000).
     #[arg(long, default_value_t = 5_000,
@@ -70,7 +79,8 @@ pub struct BenchRedisArgs {
           value_parser = super::values::duration)]
     pub duration: std::time::Duration,
     /// The old spelling of --duration, in whole seconds.
-    #[arg(long, value_name = "S", hide = true, conflicts_with = "duration")]
+    #[arg(long, value_name = "S", hide = true, conflicts_with = "duration",
+          value_parser = super::values::whole::<u64>(1, crate::duration::LONGEST.as_secs().into()))]
     pub seconds: Option<u64>,
     /// Concurrent callers (tasks for ours, connections for redis-benchmark; 1 to 10000).
     #[arg(short, long, default_value_t = 50,
@@ -95,7 +105,8 @@ pub struct BenchShopArgs {
           value_parser = super::values::duration)]
     pub duration: std::time::Duration,
     /// The old spelling of --duration, in whole seconds.
-    #[arg(long, value_name = "S", hide = true, conflicts_with = "duration")]
+    #[arg(long, value_name = "S", hide = true, conflicts_with = "duration",
+          value_parser = super::values::whole::<u64>(1, crate::duration::LONGEST.as_secs().into()))]
     pub seconds: Option<u64>,
     /// Connections in flight: wrk's, the fixed-rate client's most in flight, and the
     /// ceiling's clients (1 to 10000).

@@ -190,7 +190,11 @@ pub async fn capacity(mut args: CapacityArgs) -> anyhow::Result<Exit> {
                 args.backends.clone()
             };
             let redis = args.strategies.iter().any(|s| s.uses_redis());
-            Some(args.conn.provide(&used, redis).await?)
+            // A dry run checks the URLs and starts or contacts nothing.
+            match args.dry_run {
+                true => args.conn.check_servers(&used, redis).map(|_| None)?,
+                false => Some(args.conn.provide(&used, redis).await?),
+            }
         }
     };
     let who = match &args.target {

@@ -16,10 +16,11 @@ const MODEL: &str = "Model";
 #[derive(Debug, Args, Clone)]
 pub struct FitArgs {
     /// The sale's access log: a file, read one line at a time (any size).
-    #[arg(value_name = "ACCESS_LOG")]
+    #[arg(value_name = "ACCESS_LOG", value_parser = super::values::file)]
     pub log: PathBuf,
     /// The scenario file to write; fit.md and fit-arrivals.svg/.png are written beside it.
-    #[arg(short, long, value_name = "FILE", help_heading = super::values::OUTPUT)]
+    #[arg(short, long, value_name = "FILE", value_parser = super::values::file,
+          help_heading = super::values::OUTPUT)]
     pub out: PathBuf,
     /// How each line is written: combined (nginx/Apache `$remote_addr - $remote_user
     /// [$time_local] "$request" $status …`) or json (one JSON object per line).

@@ -43,7 +43,8 @@ pub struct GateArgs {
     )]
     pub thresholds: Vec<Override>,
     /// Write JUnit XML here: one test case per threshold per strategy.
-    #[arg(long, value_name = "FILE", help_heading = super::values::THRESHOLDS)]
+    #[arg(long, value_name = "FILE", value_parser = super::values::file,
+          help_heading = super::values::THRESHOLDS)]
     pub junit: Option<PathBuf>,
     /// Let thresholds you set that could not be measured (e.g. no oracle) pass as "not
     /// verified" (never when the clients' own evidence shows oversell). Default and bundled
@@ -91,7 +92,11 @@ pub async fn gate(mut args: GateArgs) -> anyhow::Result<Exit> {
         None => {
             let (backend, _) = args.conn.database_for(args.backend)?;
             let redis = args.strategy.is_empty() || args.strategy.iter().any(|s| s.uses_redis());
-            Some(args.conn.provide(&[backend], redis).await?)
+            // A dry run checks the URLs and starts or contacts nothing.
+            match args.plan.dry_run {
+                true => args.conn.check_servers(&[backend], redis).map(|_| None)?,
+                false => Some(args.conn.provide(&[backend], redis).await?),
+            }
         }
     };
     let capacity = crate::capacity::gate::required(&limits);

@@ -39,7 +39,8 @@ pub struct OutputArgs {
     #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = values::duration)]
     pub drain_timeout: Duration,
     /// The old spelling of --drain-timeout, in whole seconds.
-    #[arg(long, value_name = "S", hide = true, conflicts_with = "drain_timeout")]
+    #[arg(long, value_name = "S", hide = true, conflicts_with = "drain_timeout",
+          value_parser = values::whole::<u64>(0, crate::duration::LONGEST.as_secs().into()))]
     pub drain_timeout_s: Option<u64>,
     /// No progress bar or lines.
     #[arg(short, long)]
@@ -306,9 +307,94 @@ where
 {
     use clap::{CommandFactory, FromArgMatches};
     let mut command = values::dash_values(super::Cli::command());
-    let matches = command.try_get_matches_from_mut(args)?;
+    let args: Vec<std::ffi::OsString> = args.into_iter().map(Into::into).collect();
+    let matches = command
+        .try_get_matches_from_mut(args.clone())
+        .map_err(|e| from_environment(&command, e, &args))?;
     super::serve::config_alone(&mut command, &matches)?;
-    super::Cli::from_arg_matches(&matches).map_err(|e| e.format(&mut command))
+    let mut cli = super::Cli::from_arg_matches(&matches).map_err(|e| e.format(&mut command))?;
+    if let Some(conn) = cli.command.conn_mut() {
+        let m = leaf(&matches);
+        conn.from_env = super::ConnArgs::ENV
+            .iter()
+            .map(|(id, _, _)| *id)
+            .filter(|id| m.value_source(id) == Some(clap::parser::ValueSource::EnvVariable))
+            .collect();
+    }
+    Ok(cli)
+}
+
+/// A bad value clap read from an environment variable (`OVERSELL_SERVICES=bogus`), said as
+/// such: clap's own message names only the flag, which the command line does not have.
+fn from_environment(
+    command: &clap::Command,
+    e: clap::Error,
+    args: &[std::ffi::OsString],
+) -> clap::Error {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if !matches!(
+        e.kind(),
+        ErrorKind::InvalidValue | ErrorKind::ValueValidation
+    ) {
+        return e;
+    }
+    let Some(ContextValue::String(arg)) = e.get(ContextKind::InvalidArg) else {
+        return e;
+    };
+    let flag = arg
+        .split_whitespace()
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    let given = args.iter().filter_map(|a| a.to_str()).any(|a| {
+        a == flag
+            || a.strip_prefix(flag.as_str())
+                .is_some_and(|r| r.starts_with('='))
+    });
+    let Some(var) = env_of(command, flag.trim_start_matches("--")).filter(|_| !given) else {
+        return e;
+    };
+    let value = std::env::var(&var).unwrap_or_default();
+    let text = e.render().to_string();
+    // A value parser's reason follows clap's first line: "… for '--flag <V>': reason".
+    let reason = text
+        .lines()
+        .next()
+        .and_then(|l| l.split_once(&format!("'{arg}': ")))
+        .map(|(_, r)| format!(": {r}"))
+        .unwrap_or_default();
+    let detail: Vec<&str> = text
+        .lines()
+        .skip(1)
+        .filter(|l| !l.trim().is_empty() && !l.starts_with("For more information"))
+        .collect();
+    let mut message = format!(
+        "invalid value {value:?} in the environment variable {var} (read for {flag}){reason}; \
+         unset it or give {flag} on the command line"
+    );
+    for l in detail {
+        message.push('\n');
+        message.push_str(l);
+    }
+    clap::Error::raw(e.kind(), message + "\n")
+}
+
+/// The environment variable the flag `--long` reads, in any subcommand.
+fn env_of(command: &clap::Command, long: &str) -> Option<String> {
+    command
+        .get_arguments()
+        .find(|a| a.get_long() == Some(long))
+        .and_then(|a| a.get_env())
+        .map(|v| v.to_string_lossy().into_owned())
+        .or_else(|| command.get_subcommands().find_map(|c| env_of(c, long)))
+}
+
+/// The matches of the subcommand that runs (`bench shop`'s, not `bench`'s).
+fn leaf(m: &clap::ArgMatches) -> &clap::ArgMatches {
+    match m.subcommand() {
+        Some((_, sub)) => leaf(sub),
+        None => m,
+    }
 }
 
 /// Whether a command line asks for `--json` (before any `--`).

@@ -170,6 +170,13 @@ impl OracleArgs {
         };
         Ok(match (&self.oracle_sql, &self.oracle_http) {
             (Some(url), _) => {
+                crate::store::Backend::from_url(url).map_err(|_| {
+                    anyhow::anyhow!(
+                        "--oracle-sql must be your shop's database, a postgres:// or mysql:// \
+                         URL (got {})",
+                        crate::services::redact_url(url)
+                    )
+                })?;
                 anyhow::ensure!(
                     self.sold_query.is_some() || self.orders_query.is_some(),
                     "--oracle-sql needs --sold-query (one SELECT returning the units sold) \
@@ -237,7 +244,7 @@ impl FaultArgs {
 pub struct PlanArgs {
     /// Buyers' accounts from a CSV file (header user_id,device_id,ip), one row per buyer,
     /// given to the plan's buyers in arrival order.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", value_parser = values::file)]
     pub buyers_csv: Option<PathBuf>,
     /// Print the plan (arrivals per second, request estimate, peak) and send nothing.
     #[arg(long)]
@@ -252,7 +259,8 @@ pub struct PlanArgs {
 #[derive(Debug, Args, Clone, Default)]
 pub struct SendLagArgs {
     /// The send-lag p99 above which a run is flagged generator-bound (5ms, 1.5ms; overrides
-    /// the scenario's `[thresholds] send_lag_p99_ms`; default 5ms).
+    /// the scenario's `[thresholds] send_lag_p99_ms`). Undeclared, a run is generator-bound
+    /// only when its send lag could change what it concludes.
     #[arg(long, value_name = "DURATION", value_parser = values::duration,
           help_heading = values::SCENARIO)]
     pub max_send_lag: Option<Duration>,

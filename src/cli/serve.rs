@@ -322,6 +322,7 @@ async fn start(
                 redis_url: config.redis_url.clone(),
                 services: ServicesMode::External,
                 managed_postgres: None,
+                from_env: Vec::new(),
             };
             let (backend, _) = conn.database_for(None)?;
             conn.provide(&[backend], config.strategy.uses_redis())

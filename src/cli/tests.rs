@@ -214,6 +214,7 @@ fn a_database_url_of_another_backend_is_refused_when_one_backend_is_asked_for() 
         redis_url: "redis://127.0.0.1:6379".into(),
         services: crate::services::ServicesMode::External,
         managed_postgres: None,
+        from_env: Vec::new(),
     };
     let e = conn
         .database_for(Some(Backend::Mysql))

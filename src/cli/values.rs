@@ -30,6 +30,22 @@ pub const KNOBS: &str = "Shop knobs";
 /// [`crate::duration::parse`].
 pub use crate::duration::parse as duration;
 
+/// A file a flag reads or writes: refused when it names a folder (`--junit reports/`), so the
+/// command stops before it starts anything, naming the flag.
+pub fn file(v: &str) -> Result<std::path::PathBuf, String> {
+    let p = std::path::PathBuf::from(v);
+    if v.trim().is_empty() {
+        return Err("needs a file name (got nothing)".into());
+    }
+    if p.is_dir() {
+        return Err(format!(
+            "{v:?} is a folder: give a file (e.g. {})",
+            p.join("name").display()
+        ));
+    }
+    Ok(p)
+}
+
 /// A listen address: `IP:PORT`, `HOST:PORT` (resolved; the first address wins, IPv4 first), or
 /// `:PORT` for loopback (127.0.0.1). Port 0 picks a free one.
 pub fn listen(v: &str) -> Result<SocketAddr, String> {
@@ -128,6 +144,15 @@ mod tests {
         assert_eq!(repeat("0").unwrap_err(), "must be at least 1 (got 0)");
         assert_eq!(repeat("101").unwrap_err(), "must be at most 100 (got 101)");
         assert!(repeat("2.5").unwrap_err().contains("not a whole number"));
+    }
+
+    #[test]
+    fn a_folder_given_as_a_file_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = file(dir.path().to_str().unwrap()).unwrap_err();
+        assert!(e.contains("is a folder: give a file"), "{e}");
+        assert!(file("").is_err());
+        assert_eq!(file("a/b.xml"), Ok("a/b.xml".into()));
     }
 
     #[test]

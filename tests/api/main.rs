@@ -24,6 +24,7 @@ mod edge;
 mod evidence;
 mod faults;
 mod fit;
+mod front_door;
 mod gate;
 mod generator;
 mod generator_bound;

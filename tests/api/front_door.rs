@@ -1,0 +1,274 @@
+//! What a new user meets first, each a finding of issue #60 turned into a test: the
+//! environment table's promises, dry runs that check what they can without connecting, errors
+//! that name the real cause, and a closed pipe.
+
+use crate::helpers::{oversell_cli, CliRun};
+
+/// `oversell ARGS` with `env` added to (and `DATABASE_URL` removed from) the environment.
+async fn cli(args: &[&str], env: &[(&str, &str)]) -> CliRun {
+    oversell_cli(args, env).await
+}
+
+#[tokio::test]
+async fn backend_mysql_uses_mysql_url_when_database_url_in_the_environment_is_postgres() {
+    let env = [
+        (
+            "DATABASE_URL",
+            "postgres://postgres:secret@127.0.0.1:5432/oversell",
+        ),
+        ("MYSQL_URL", "mysql://root@127.0.0.1:3306/from_env"),
+    ];
+    for args in [
+        &[
+            "compare",
+            "--backend",
+            "mysql",
+            "--scenario",
+            "smoke",
+            "--dry-run",
+        ][..],
+        &[
+            "run",
+            "--strategy",
+            "naive",
+            "--backend",
+            "mysql",
+            "--scenario",
+            "smoke",
+            "--dry-run",
+        ],
+    ] {
+        let run = cli(args, &env).await;
+        assert_eq!(run.code, 0, "{args:?}: {}", run.both());
+        assert!(
+            run.stdout.contains(
+                "mysql: mysql://root@127.0.0.1:3306/from_env (the environment variable MYSQL_URL)"
+            ),
+            "{args:?}: {}",
+            run.both()
+        );
+        assert!(!run.both().contains("secret"), "{}", run.both());
+    }
+    // The flag of another backend is still refused: the command line names one database.
+    let flag = cli(
+        &[
+            "run",
+            "--strategy",
+            "naive",
+            "--backend",
+            "mysql",
+            "--scenario",
+            "smoke",
+            "--database-url",
+            "postgres://127.0.0.1:5432/x",
+            "--dry-run",
+        ],
+        &[],
+    )
+    .await;
+    assert_eq!(flag.code, 2, "{}", flag.both());
+    assert!(
+        flag.stderr.contains("--backend mysql but --database-url"),
+        "{}",
+        flag.both()
+    );
+}
+
+#[tokio::test]
+async fn a_dry_run_checks_every_url_against_its_role_without_connecting() {
+    let cases: [(&[&str], &str); 4] = [
+        (
+            &[
+                "gate",
+                "--target",
+                "http://127.0.0.1:9",
+                "--oracle-sql",
+                "redis://127.0.0.1",
+                "--sold-query",
+                "SELECT 1",
+                "--dry-run",
+            ],
+            "--oracle-sql must be your shop's database, a postgres:// or mysql:// URL",
+        ),
+        (
+            &[
+                "run",
+                "--strategy",
+                "redis-lua",
+                "--scenario",
+                "smoke",
+                "--redis-url",
+                "postgres://x",
+                "--dry-run",
+            ],
+            "--redis-url must be a redis://",
+        ),
+        (
+            &[
+                "run",
+                "--strategy",
+                "naive",
+                "--backend",
+                "mysql",
+                "--mysql-url",
+                "redis://x",
+                "--scenario",
+                "smoke",
+                "--dry-run",
+            ],
+            "--mysql-url must be a mysql:// URL",
+        ),
+        (
+            &[
+                "gate",
+                "--scenario",
+                "ci",
+                "--database-url",
+                "postgres://[::1",
+                "--dry-run",
+            ],
+            "--database-url must be a postgres:// URL for the postgres database (it does not parse",
+        ),
+    ];
+    for (args, says) in cases {
+        let run = cli(args, &[]).await;
+        assert_eq!(run.code, 2, "{args:?}: {}", run.both());
+        assert!(run.stderr.contains(says), "{args:?}: {}", run.both());
+    }
+    // A URL from the environment is named as the environment variable.
+    let env = cli(
+        &["gate", "--dry-run"],
+        &[("REDIS_URL", "http://127.0.0.1:6379")],
+    )
+    .await;
+    assert_eq!(env.code, 2, "{}", env.both());
+    assert!(
+        env.stderr
+            .contains("the environment variable REDIS_URL must be a redis://"),
+        "{}",
+        env.both()
+    );
+}
+
+#[tokio::test]
+async fn a_dry_run_refuses_absurd_durations_and_folders_given_as_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let folder = dir.path().to_str().unwrap();
+    let cases: [(&[&str], &str); 5] = [
+        (
+            &[
+                "run",
+                "--strategy",
+                "naive",
+                "--scenario",
+                "smoke",
+                "--drain-timeout",
+                "99999999999999h",
+                "--dry-run",
+            ],
+            "longer than a week",
+        ),
+        (
+            &[
+                "run",
+                "--strategy",
+                "naive",
+                "--scenario",
+                "smoke",
+                "--drain-timeout-s",
+                "99999999999999",
+                "--dry-run",
+            ],
+            "must be at most 604800",
+        ),
+        (
+            &[
+                "run",
+                "--strategy",
+                "naive",
+                "--scenario",
+                folder,
+                "--dry-run",
+            ],
+            "is a folder, not a scenario file",
+        ),
+        (
+            &["gate", "--scenario", "ci", "--junit", folder, "--dry-run"],
+            "is a folder: give a file",
+        ),
+        (
+            &[
+                "attack",
+                "--target",
+                "http://127.0.0.1:9",
+                "--scenario",
+                "smoke",
+                "--buyers-csv",
+                folder,
+                "--dry-run",
+            ],
+            "is a folder: give a file",
+        ),
+    ];
+    for (args, says) in cases {
+        let run = cli(args, &[]).await;
+        assert_eq!(run.code, 2, "{args:?}: {}", run.both());
+        assert!(run.stderr.contains(says), "{args:?}: {}", run.both());
+        assert!(
+            !run.stderr.contains("no such file"),
+            "{args:?}: {}",
+            run.both()
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_bad_value_from_the_environment_names_the_variable() {
+    let run = cli(
+        &[
+            "run",
+            "--strategy",
+            "naive",
+            "--scenario",
+            "smoke",
+            "--dry-run",
+        ],
+        &[("OVERSELL_SERVICES", "bogus")],
+    )
+    .await;
+    assert_eq!(run.code, 2, "{}", run.both());
+    assert!(
+        run.stderr.contains(
+            "invalid value \"bogus\" in the environment variable OVERSELL_SERVICES (read for --services)"
+        ),
+        "{}",
+        run.both()
+    );
+    assert!(
+        run.stderr.contains("auto, managed, external"),
+        "{}",
+        run.both()
+    );
+    // Given on the command line, the flag is named as clap names it.
+    let flag = cli(
+        &[
+            "run",
+            "--strategy",
+            "naive",
+            "--scenario",
+            "smoke",
+            "--services",
+            "bogus",
+            "--dry-run",
+        ],
+        &[],
+    )
+    .await;
+    assert_eq!(flag.code, 2, "{}", flag.both());
+    assert!(
+        flag.stderr.contains("'--services <SERVICES>'"),
+        "{}",
+        flag.both()
+    );
+    assert!(!flag.stderr.contains("environment"), "{}", flag.both());
+}
