@@ -415,7 +415,7 @@ async fn dispatch(command: Command) -> anyhow::Result<Exit> {
         Command::Bench(args) => bench::bench(args.what).await,
         Command::Fit(args) => fit::fit(*args),
         Command::Scenarios => {
-            print!("{}", scenario_list::render());
+            crate::out!("{}", scenario_list::render());
             Ok(Exit::Success)
         }
         Command::Completions(args) => {
@@ -424,7 +424,7 @@ async fn dispatch(command: Command) -> anyhow::Result<Exit> {
                 args.shell,
                 &mut Cli::command(),
                 "oversell",
-                &mut std::io::stdout(),
+                &mut crate::console::Stdout,
             );
             Ok(Exit::Success)
         }
@@ -531,7 +531,7 @@ async fn compare(mut args: CompareArgs) -> anyhow::Result<Exit> {
 /// file and field named). Says which on stderr; returns it and how reports name its origin.
 pub fn load_scenario(arg: &std::path::Path) -> Result<(Scenario, PathBuf), ScenarioError> {
     let (scenario, source) = crate::scenarios::resolve(arg)?;
-    eprintln!("{}", source.describe());
+    crate::eoutln!("{}", source.describe());
     Ok((scenario, source.origin()))
 }
 
@@ -581,7 +581,7 @@ pub fn defect_warning(
     };
     for strategy in strategies {
         knobs.check_defect(strategy)?;
-        eprintln!("{}", defect.warning(strategy));
+        crate::eoutln!("{}", defect.warning(strategy));
     }
     Ok(())
 }

@@ -12,7 +12,7 @@ fn main() {
     let runtime = match oversell::cli::runtime(&cli) {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("error: starting the async runtime: {e}");
+            oversell::eoutln!("error: starting the async runtime: {e}");
             oversell::placement::give_back();
             std::process::exit(oversell::exit::Exit::Error.code());
         }
@@ -21,7 +21,7 @@ fn main() {
         match oversell::cli::run(cli).await {
             Ok(code) => code,
             Err(e) => {
-                eprintln!("error: {e:#}");
+                oversell::eoutln!("error: {e:#}");
                 oversell::cli::exit_code_for(&e)
             }
         }

@@ -189,17 +189,19 @@ pub(super) async fn bench(what: BenchCommand) -> anyhow::Result<Exit> {
                 concurrency: args.concurrency,
             })
             .await?;
-            println!("our redis-lua pre-deduct path: {:>9.0} calls/s ({} calls in {:.1} s, {} tasks, one multiplexed connection)", r.ours_ops_per_s, r.ours_ops, r.ours_seconds, r.concurrency);
-            println!(
+            crate::outln!("our redis-lua pre-deduct path: {:>9.0} calls/s ({} calls in {:.1} s, {} tasks, one multiplexed connection)", r.ours_ops_per_s, r.ours_ops, r.ours_seconds, r.concurrency);
+            crate::outln!(
                 "redis-benchmark EVALSHA:       {:>9.0} calls/s ({} calls, {} connections)",
-                r.baseline_ops_per_s, r.baseline_ops, r.concurrency
+                r.baseline_ops_per_s,
+                r.baseline_ops,
+                r.concurrency
             );
-            println!("ratio ours / baseline:         {:>9.3}", r.ratio);
-            println!(
+            crate::outln!("ratio ours / baseline:         {:>9.3}", r.ratio);
+            crate::outln!(
                 "stock deducted by both phases: {} (every call took one unit)",
                 r.deducted
             );
-            println!("baseline: {}", r.baseline_command);
+            crate::outln!("baseline: {}", r.baseline_command);
             Ok(Exit::Success)
         }
         BenchCommand::Generator(args) => {
@@ -271,16 +273,16 @@ fn emit(
     r: &impl serde::Serialize,
 ) -> anyhow::Result<()> {
     match json {
-        None => print!("{text}"),
+        None => crate::out!("{text}"),
         Some(None) => {
-            eprint!("{text}");
-            println!("{}", serde_json::to_string_pretty(r)?);
+            crate::eout!("{text}");
+            crate::outln!("{}", serde_json::to_string_pretty(r)?);
         }
         Some(Some(path)) => {
-            print!("{text}");
+            crate::out!("{text}");
             std::fs::write(path, serde_json::to_string_pretty(r)? + "\n")
                 .with_context(|| format!("writing {}", path.display()))?;
-            println!("json: {}", path.display());
+            crate::outln!("json: {}", path.display());
         }
     }
     Ok(())

@@ -211,15 +211,15 @@ pub async fn capacity(mut args: CapacityArgs) -> anyhow::Result<Exit> {
             capacity::search::rate(own),
             plan.worst_probe_requests()
         );
-        eprintln!("{}", crate::report::table::fit(&line, args.output.wide));
+        crate::eoutln!("{}", crate::report::table::fit(&line, args.output.wide));
     }
     if args.dry_run {
         let text = crate::report::table::fit(&plan.render_dry_run(), args.output.wide);
-        print!("{text}");
+        crate::out!("{text}");
         return Ok(Exit::Success);
     }
     if let Some(host) = plan.who.first().and_then(|w| w.remote_host()) {
-        eprintln!(
+        crate::eoutln!(
             "WARNING: capacity sends load to {host} (not loopback, --allow-remote): up to {} \
              buyers/s",
             plan.settings.max_rate

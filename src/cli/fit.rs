@@ -168,6 +168,6 @@ impl FitArgs {
 pub fn fit(args: FitArgs) -> anyhow::Result<Exit> {
     let plan = args.plan()?;
     let fitted = fit::run(&plan)?;
-    println!("{}", fitted.summary);
+    crate::outln!("{}", fitted.summary);
     Ok(Exit::Success)
 }

@@ -92,7 +92,7 @@ impl OutputArgs {
             return Ok(None);
         };
         let l = live::serve(addr).await?;
-        eprintln!(
+        crate::eoutln!(
             "live metrics: {} (Prometheus; the current shop for service discovery: http://{}/targets)",
             l.url(),
             l.addr()
@@ -103,9 +103,9 @@ impl OutputArgs {
     /// Prints a line meant for people: stdout, or stderr when stdout carries JSON.
     pub fn human(&self, text: &str) {
         if self.json {
-            eprint!("{text}");
+            crate::eout!("{text}");
         } else {
-            print!("{text}");
+            crate::out!("{text}");
         }
     }
 

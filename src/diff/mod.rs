@@ -409,9 +409,9 @@ pub fn run(plan: &DiffPlan, wide: bool) -> anyhow::Result<Exit> {
     }
     let md = render(plan, &baseline, &candidate, &d);
     if wide || !std::io::IsTerminal::is_terminal(&std::io::stdout()) {
-        print!("{md}");
+        crate::out!("{md}");
     } else {
-        print!("{}", text::render(plan, &baseline, &candidate, &d));
+        crate::out!("{}", text::render(plan, &baseline, &candidate, &d));
     }
     if let Some(out) = &plan.out {
         std::fs::write(out, &md).with_context(|| format!("writing {}", out.display()))?;

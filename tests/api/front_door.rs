@@ -272,3 +272,109 @@ async fn a_bad_value_from_the_environment_names_the_variable() {
     );
     assert!(!flag.stderr.contains("environment"), "{}", flag.both());
 }
+
+/// `oversell ARGS` whose stdout (and, with `close_stderr`, stderr) reader went away before it
+/// wrote anything: as `oversell ARGS | head -0`.
+fn closed_pipe(args: &[&str], close_stderr: bool) -> (Option<i32>, String) {
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_oversell"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env_remove("DATABASE_URL")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    if close_stderr {
+        drop(child.stderr.take());
+    }
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[tokio::test]
+async fn no_command_panics_on_a_closed_pipe() {
+    let v1 = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/report-v1.json");
+    let tmp = tempfile::tempdir().unwrap();
+    let scenario_out = tmp.path().join("fitted.toml");
+    let log = tmp.path().join("access.log");
+    std::fs::write(
+        &log,
+        (0..40)
+            .map(|i| {
+                format!(
+                    "127.0.0.1 - u{i} [01/Dec/2026:10:00:{:02} +0000] \"POST /api/orders HTTP/1.1\" 201 57 \"-\" \"curl\"\n",
+                    i % 10
+                )
+            })
+            .collect::<String>(),
+    )
+    .unwrap();
+    let mut commands: Vec<Vec<&str>> = vec![
+        vec!["--help"],
+        vec!["--version"],
+        vec!["scenarios"],
+        vec!["completions", "bash"],
+        vec!["completions", "zsh"],
+        vec!["completions", "fish"],
+        vec![
+            "run",
+            "--strategy",
+            "naive",
+            "--scenario",
+            "smoke",
+            "--dry-run",
+        ],
+        vec!["compare", "--scenario", "smoke", "--dry-run"],
+        vec!["compare", "--scenario", "smoke", "--dry-run", "--json"],
+        vec!["gate", "--dry-run"],
+        vec!["attack", "--target", "http://127.0.0.1:9", "--dry-run"],
+        vec![
+            "capacity",
+            "--scenario",
+            "smoke",
+            "--strategy",
+            "naive",
+            "--dry-run",
+        ],
+        vec!["diff", v1, v1, "--fail-on", "oversell"],
+        vec!["diff", v1, v1, "--json"],
+        vec![
+            "fit",
+            log.to_str().unwrap(),
+            "--out",
+            scenario_out.to_str().unwrap(),
+        ],
+    ];
+    let subcommands = [
+        "serve",
+        "run",
+        "compare",
+        "gate",
+        "attack",
+        "capacity",
+        "sweep",
+        "diff",
+        "fit",
+        "merge",
+        "bench",
+        "selftest",
+        "scenarios",
+        "completions",
+    ];
+    commands.extend(subcommands.iter().map(|c| vec![*c, "--help"]));
+    for args in &commands {
+        for close_stderr in [false, true] {
+            let (code, stderr) = closed_pipe(args, close_stderr);
+            assert_ne!(code, Some(101), "{args:?}: {stderr}");
+            assert!(code.is_some(), "{args:?} was killed by a signal: {stderr}");
+            assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+            assert!(!stderr.contains("Broken pipe"), "{args:?}: {stderr}");
+        }
+    }
+}
