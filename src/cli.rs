@@ -145,7 +145,8 @@ pub struct DiffArgs {
     #[arg(long, default_value_t = 5.0)]
     pub band: f64,
     /// Exit 1 when the candidate is worse on any of these metrics (comma-separated), e.g.
-    /// oversell,lost_acks,p99_ms (older names such as latency_p99 are accepted).
+    /// oversell,lost_acks,p99 (the names `gate --threshold` takes). A run only the candidate
+    /// has is held to each metric's default limit; a run only the baseline has fails.
     #[arg(long, value_delimiter = ',')]
     pub fail_on: Vec<String>,
     /// Also write the Markdown to this file.

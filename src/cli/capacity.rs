@@ -35,7 +35,7 @@ pub struct CapacityArgs {
     #[arg(long, value_name = "URL", help_heading = values::TARGET)]
     pub target: Option<String>,
     /// The objective, replacing the scenario's `[thresholds]`: NAME=VALUE,... e.g.
-    /// p99_ms=200,error_rate=0.01,oversell=0 (the names `gate --threshold` takes).
+    /// p99=200ms,error_rate=1%,oversell=0 (the names and values `gate --threshold` takes).
     #[arg(long, value_name = "NAME=VALUE,...", value_delimiter = ',', help_heading = SEARCH)]
     pub slo: Vec<Override>,
     /// How long each probe's buyers arrive over, a short sale on a fresh stock (10s, 2.5s,

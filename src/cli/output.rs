@@ -211,7 +211,7 @@ pub fn summary(report: &Report, dir: &Path, verdict: Option<&Verdict>) -> Value 
         .map(|run| {
             let metrics: serde_json::Map<String, Value> = Metric::RUN
                 .iter()
-                .map(|m| (m.name().to_string(), m.read(run).ok().into()))
+                .map(|m| (m.key(), m.read(run).ok().into()))
                 .collect();
             let mut v = json!({
                 "run": run.run_label(mb),

@@ -41,27 +41,13 @@ pub fn metric_names() -> Vec<&'static str> {
     METRICS.iter().map(|m| m.name()).collect()
 }
 
-fn aliases() -> String {
-    METRICS
-        .iter()
-        .flat_map(|m| {
-            m.spec()
-                .aliases
-                .iter()
-                .map(move |a| format!("{a} = {}", m.name()))
-        })
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
 /// A bad `diff` command line.
 #[derive(Debug, thiserror::Error)]
 pub enum DiffError {
     #[error(
-        "--fail-on: unknown metric {0:?}{near}; allowed: {names} (older names: {aliases})",
+        "--fail-on: unknown metric {0:?}{near}; allowed: {names}",
         near = Metric::did_you_mean(.0),
-        names = metric_names().join(", "),
-        aliases = aliases()
+        names = metric_names().join(", ")
     )]
     UnknownMetric(String),
     #[error("--band must be a percentage from 0 to 1000, got {0}")]
