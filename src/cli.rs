@@ -34,7 +34,7 @@ pub use fit::FitArgs;
 pub use gate::GateArgs;
 pub use merge::MergeArgs;
 pub use output::{parse, parse_from};
-pub use output::{summary, OutputArgs, SUMMARY_SCHEMA};
+pub use output::{summary, JsonArgs, OutputArgs, SUMMARY_SCHEMA};
 pub use plan::{FaultArgs, OracleArgs, PlanArgs, ShardArgs};
 pub use selftest::SelftestArgs;
 pub use serve::ServeArgs;
@@ -45,6 +45,41 @@ pub use serve::ServeArgs;
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
+    #[command(flatten)]
+    pub verbosity: Verbosity,
+}
+
+/// `-v` and `-q`, on every command: how much goes to stderr.
+#[derive(Debug, Args, Clone, Copy, Default)]
+pub struct Verbosity {
+    /// More log lines on stderr: -v debug, -vv trace (RUST_LOG, when set, decides instead).
+    #[arg(short, long, action = clap::ArgAction::Count, global = true,
+          conflicts_with = "quiet", help_heading = values::OUTPUT)]
+    pub verbose: u8,
+    /// Fewer lines on stderr: no progress bar or lines, log lines only for warnings and
+    /// errors. Results, reports and errors are unchanged.
+    #[arg(short, long, global = true, help_heading = values::OUTPUT)]
+    pub quiet: bool,
+}
+
+impl Verbosity {
+    /// The log filter these flags ask for (`RUST_LOG` overrides it).
+    pub fn filter(self) -> &'static str {
+        match (self.quiet, self.verbose) {
+            (true, _) => "warn",
+            (false, 0) => "warn,oversell=info",
+            (false, 1) => "warn,oversell=debug",
+            (false, _) => "info,oversell=trace",
+        }
+    }
+}
+
+/// The command line as the binary reads it: [`Cli`] with a negative number reaching its
+/// flag's own check ([`values::dash_values`]) and the long commands' common flags first
+/// ([`values::common_first`]).
+pub fn command() -> clap::Command {
+    use clap::CommandFactory;
+    values::common_first(values::dash_values(Cli::command()))
 }
 
 /// The subcommands.
@@ -83,9 +118,16 @@ pub enum Command {
     /// defect caught and every correct run passed, 1 otherwise.
     Selftest(Box<SelftestArgs>),
     /// List the scenarios bundled with oversell (usable by name with --scenario).
-    Scenarios,
+    Scenarios(ScenariosArgs),
     /// Print a shell completion script: `oversell completions bash > /etc/bash_completion.d/oversell`.
     Completions(CompletionsArgs),
+}
+
+/// `oversell scenarios`.
+#[derive(Debug, Args, Clone)]
+pub struct ScenariosArgs {
+    #[command(flatten)]
+    pub json: JsonArgs,
 }
 
 /// `oversell completions`.
@@ -97,18 +139,43 @@ pub struct CompletionsArgs {
 }
 
 impl Command {
-    /// The output flags of a command that runs a scenario.
-    fn output(&self) -> Option<&OutputArgs> {
+    /// `--json` and `--json-file` of a command that has a result (serve serves, completions
+    /// prints a script).
+    fn json(&self) -> Option<&JsonArgs> {
         match self {
-            Command::Run(a) => Some(&a.scenario.output),
-            Command::Compare(a) => Some(&a.scenario.output),
-            Command::Gate(a) => Some(&a.plan.output),
-            Command::Attack(a) => Some(&a.plan.output),
-            Command::Merge(a) => Some(&a.output),
-            Command::Selftest(a) => Some(&a.output),
-            Command::Capacity(a) => Some(&a.output),
-            Command::Sweep(a) => Some(&a.output),
-            _ => None,
+            Command::Run(a) => Some(&a.scenario.output.json),
+            Command::Compare(a) => Some(&a.scenario.output.json),
+            Command::Gate(a) => Some(&a.plan.output.json),
+            Command::Attack(a) => Some(&a.plan.output.json),
+            Command::Merge(a) => Some(&a.output.json),
+            Command::Selftest(a) => Some(&a.output.json),
+            Command::Capacity(a) => Some(&a.output.json),
+            Command::Sweep(a) => Some(&a.output.json),
+            Command::Diff(a) => Some(&a.json),
+            Command::Fit(a) => Some(&a.json),
+            Command::Scenarios(a) => Some(&a.json),
+            Command::Bench(b) => Some(b.json()),
+            Command::Serve(_) | Command::Completions(_) => None,
+        }
+    }
+
+    /// The output flags of a command that runs a scenario.
+    fn output_mut(&mut self) -> Option<&mut OutputArgs> {
+        match self {
+            Command::Run(a) => Some(&mut a.scenario.output),
+            Command::Compare(a) => Some(&mut a.scenario.output),
+            Command::Gate(a) => Some(&mut a.plan.output),
+            Command::Attack(a) => Some(&mut a.plan.output),
+            Command::Merge(a) => Some(&mut a.output),
+            Command::Selftest(a) => Some(&mut a.output),
+            Command::Capacity(a) => Some(&mut a.output),
+            Command::Sweep(a) => Some(&mut a.output),
+            Command::Serve(_)
+            | Command::Diff(_)
+            | Command::Fit(_)
+            | Command::Bench(_)
+            | Command::Scenarios(_)
+            | Command::Completions(_) => None,
         }
     }
 
@@ -127,7 +194,7 @@ impl Command {
             Command::Attack(_)
             | Command::Diff(_)
             | Command::Fit(_)
-            | Command::Scenarios
+            | Command::Scenarios(_)
             | Command::Completions(_) => None,
         }
     }
@@ -156,6 +223,8 @@ pub struct DiffArgs {
     /// pipe gets it, instead of the 100-column tables.
     #[arg(long)]
     pub wide: bool,
+    #[command(flatten)]
+    pub json: JsonArgs,
 }
 
 /// Where the databases and Redis are.
@@ -186,7 +255,8 @@ pub struct ConnArgs {
     /// Where the databases and Redis come from: auto (the URLs when they answer, else private
     /// servers started from the installed binaries), managed (always private servers),
     /// external (the URLs only). See docs/src/running/services.md.
-    #[arg(long, value_enum, env = "OVERSELL_SERVICES", default_value_t = crate::services::ServicesMode::Auto)]
+    #[arg(long, value_enum, env = "OVERSELL_SERVICES", hide_env_values = true,
+          default_value_t = crate::services::ServicesMode::Auto)]
     pub services: crate::services::ServicesMode,
     /// The managed PostgreSQL's URL when --database-url names a MySQL database.
     #[arg(skip)]
@@ -386,17 +456,12 @@ pub fn runtime(cli: &Cli) -> std::io::Result<tokio::runtime::Runtime> {
 /// with an error and was asked for `--json` also says so on stdout.
 pub async fn run(cli: Cli) -> anyhow::Result<Exit> {
     crate::traffic::goose_output::enable();
-    let output = cli.command.output().cloned();
-    if let Some(o) = &output {
-        o.claim_stdout()?;
-    }
-    let bench_json = matches!(&cli.command, Command::Bench(b) if b.json_on_stdout());
+    let json = cli.command.json().cloned().unwrap_or_default();
+    json.claim()?;
     let result = dispatch(cli.command).await;
     if let Err(e) = &result {
-        match output {
-            Some(o) => o.failed(e, exit_code_for(e)),
-            None if bench_json => output::json_line(&output::error(e, exit_code_for(e))),
-            None => {}
+        if json.wanted() {
+            output::json_line(&output::error(e, exit_code_for(e)));
         }
     }
     result
@@ -415,15 +480,17 @@ async fn dispatch(command: Command) -> anyhow::Result<Exit> {
         Command::Sweep(args) => capacity::sweep(*args).await,
         Command::Bench(args) => bench::bench(args.what).await,
         Command::Fit(args) => fit::fit(*args),
-        Command::Scenarios => {
+        Command::Scenarios(args) => {
             crate::out!("{}", scenario_list::render());
+            if args.json.wanted() {
+                output::json_line(&scenario_list::json());
+            }
             Ok(Exit::Success)
         }
         Command::Completions(args) => {
-            use clap::CommandFactory;
             clap_complete::generate(
                 args.shell,
-                &mut Cli::command(),
+                &mut self::command(),
                 "oversell",
                 &mut crate::console::Stdout,
             );
@@ -437,7 +504,11 @@ async fn dispatch(command: Command) -> anyhow::Result<Exit> {
                 &args.fail_on,
                 args.markdown,
             )?;
-            crate::diff::run(&plan, args.wide)
+            let (code, doc) = crate::diff::run(&plan, args.wide)?;
+            if args.json.wanted() {
+                output::json_line(&doc);
+            }
+            Ok(code)
         }
     }
 }

@@ -7,8 +7,8 @@
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() {
-    oversell::telemetry::init_tracing();
     let cli = oversell::cli::parse();
+    oversell::telemetry::init_tracing(cli.verbosity.filter());
     let runtime = match oversell::cli::runtime(&cli) {
         Ok(rt) => rt,
         Err(e) => {

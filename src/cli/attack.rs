@@ -85,7 +85,7 @@ pub async fn attack(args: AttackArgs) -> anyhow::Result<Exit> {
         let checked = mapping_check::run(&f, Sale::of(&s), &first, session, timeout).await?;
         let code = Exit::judged(checked.all_classified);
         args.plan.output.human(&checked.text);
-        if args.plan.output.json {
+        if args.plan.output.json.wanted() {
             super::output::json_line(&serde_json::json!({
                 "schema": super::SUMMARY_SCHEMA,
                 "probe": { "all_classified": checked.all_classified, "text": checked.text },

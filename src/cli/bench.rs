@@ -7,9 +7,7 @@ use crate::exit::Exit;
 use crate::inventory::Strategy;
 use crate::shop::ShopKnobs;
 use crate::store::Backend;
-use anyhow::Context;
 use clap::{Args, Subcommand};
-use std::path::PathBuf;
 
 /// `oversell bench`.
 #[derive(Debug, Args, Clone)]
@@ -27,9 +25,44 @@ impl BenchArgs {
         }
     }
 
-    /// `bench shop --json` (the switch): stdout carries one JSON document, an error's too.
-    pub(super) fn json_on_stdout(&self) -> bool {
-        matches!(&self.what, BenchCommand::Shop(s) if matches!(s.json, Some(None)))
+    /// `--json` and `--json-file` of the measurement asked for.
+    pub(super) fn json(&self) -> &super::JsonArgs {
+        match &self.what {
+            BenchCommand::Redis(a) => &a.json,
+            BenchCommand::Shop(a) => &a.json,
+            BenchCommand::Generator(a) => &a.json,
+        }
+    }
+
+    /// The command line with bench's older `--json FILE` (and `--json=FILE`) written as
+    /// `--json-file FILE`: `--json` is a switch on every command now, and scripts that wrote
+    /// the file keep working.
+    pub(super) fn old_json_spelling(args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
+        let is_bench = args
+            .iter()
+            .skip(1)
+            .find(|a| !a.to_string_lossy().starts_with('-'));
+        if is_bench.is_none_or(|a| a != "bench") {
+            return args;
+        }
+        let mut out = Vec::with_capacity(args.len());
+        let mut it = args.into_iter().peekable();
+        while let Some(a) = it.next() {
+            let text = a.to_string_lossy().into_owned();
+            if let Some(file) = text.strip_prefix("--json=") {
+                out.push("--json-file".into());
+                out.push(file.into());
+            } else if text == "--json"
+                && it
+                    .peek()
+                    .is_some_and(|n| !n.to_string_lossy().starts_with('-'))
+            {
+                out.push("--json-file".into());
+            } else {
+                out.push(a);
+            }
+        }
+        out
     }
 }
 
@@ -65,10 +98,8 @@ pub struct BenchGeneratorArgs {
     #[arg(short, long, alias = "connections", default_value_t = 64,
           value_parser = super::values::whole::<usize>(1, 10_000))]
     pub concurrency: usize,
-    /// Print the result as one JSON document on stdout (the table goes to stderr); `--json FILE`
-    /// writes it to FILE instead, the table staying on stdout.
-    #[arg(long, value_name = "FILE", num_args = 0..=1)]
-    pub json: Option<Option<PathBuf>>,
+    #[command(flatten)]
+    pub json: super::JsonArgs,
 }
 
 /// `oversell bench redis`.
@@ -89,6 +120,8 @@ pub struct BenchRedisArgs {
     /// Redis URL (loopback).
     #[arg(long, env = "REDIS_URL", default_value = "redis://127.0.0.1:6379")]
     pub redis_url: String,
+    #[command(flatten)]
+    pub json: super::JsonArgs,
 }
 
 /// `oversell bench shop`.
@@ -125,10 +158,8 @@ pub struct BenchShopArgs {
     /// `--worker-threads`, `--persist-linger`.
     #[command(flatten)]
     pub shop: BenchKnobs,
-    /// Print the result as one JSON document on stdout (the table goes to stderr). The older
-    /// `--json FILE` writes it to FILE instead, the table staying on stdout.
-    #[arg(long, value_name = "FILE", num_args = 0..=1)]
-    pub json: Option<Option<PathBuf>>,
+    #[command(flatten)]
+    pub json: super::JsonArgs,
     #[command(flatten)]
     pub conn: ConnArgs,
 }
@@ -189,19 +220,25 @@ pub(super) async fn bench(what: BenchCommand) -> anyhow::Result<Exit> {
                 concurrency: args.concurrency,
             })
             .await?;
-            crate::outln!("our redis-lua pre-deduct path: {:>9.0} calls/s ({} calls in {:.1} s, {} tasks, one multiplexed connection)", r.ours_ops_per_s, r.ours_ops, r.ours_seconds, r.concurrency);
-            crate::outln!(
-                "redis-benchmark EVALSHA:       {:>9.0} calls/s ({} calls, {} connections)",
+            let text = format!(
+                "our redis-lua pre-deduct path: {:>9.0} calls/s ({} calls in {:.1} s, {} tasks, \
+                 one multiplexed connection)\n\
+                 redis-benchmark EVALSHA:       {:>9.0} calls/s ({} calls, {} connections)\n\
+                 ratio ours / baseline:         {:>9.3}\n\
+                 stock deducted by both phases: {} (every call took one unit)\n\
+                 baseline: {}\n",
+                r.ours_ops_per_s,
+                r.ours_ops,
+                r.ours_seconds,
+                r.concurrency,
                 r.baseline_ops_per_s,
                 r.baseline_ops,
-                r.concurrency
+                r.concurrency,
+                r.ratio,
+                r.deducted,
+                r.baseline_command
             );
-            crate::outln!("ratio ours / baseline:         {:>9.3}", r.ratio);
-            crate::outln!(
-                "stock deducted by both phases: {} (every call took one unit)",
-                r.deducted
-            );
-            crate::outln!("baseline: {}", r.baseline_command);
+            emit(&args.json, &text, &r)?;
             Ok(Exit::Success)
         }
         BenchCommand::Generator(args) => {
@@ -265,25 +302,15 @@ fn whole_seconds(
     Ok(secs)
 }
 
-/// `--json`: the table on stdout, or the table on stderr and the JSON on stdout (`--json`), or the
-/// JSON written to FILE (`--json FILE`).
-fn emit(
-    json: &Option<Option<PathBuf>>,
-    text: &str,
-    r: &impl serde::Serialize,
-) -> anyhow::Result<()> {
-    match json {
-        None => crate::out!("{text}"),
-        Some(None) => {
-            crate::eout!("{text}");
-            crate::outln!("{}", serde_json::to_string_pretty(r)?);
-        }
-        Some(Some(path)) => {
-            crate::out!("{text}");
-            std::fs::write(path, serde_json::to_string_pretty(r)? + "\n")
-                .with_context(|| format!("writing {}", path.display()))?;
-            crate::outln!("json: {}", path.display());
-        }
+/// The measurement for people (stdout, or stderr under `--json`, which moved stdout there)
+/// and its JSON document where `--json`/`--json-file` asked.
+fn emit(json: &super::JsonArgs, text: &str, r: &impl serde::Serialize) -> anyhow::Result<()> {
+    crate::out!("{text}");
+    if json.wanted() {
+        super::output::json_line(&serde_json::to_value(r)?);
+    }
+    if let Some(path) = &json.json_file {
+        crate::outln!("json: {}", path.display());
     }
     Ok(())
 }

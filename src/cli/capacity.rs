@@ -215,7 +215,15 @@ pub async fn capacity(mut args: CapacityArgs) -> anyhow::Result<Exit> {
     }
     if args.dry_run {
         let text = crate::report::table::fit(&plan.render_dry_run(), args.output.wide);
-        crate::out!("{text}");
+        args.output.human(&text);
+        if args.output.json.wanted() {
+            super::output::json_line(&serde_json::json!({
+                "schema": super::SUMMARY_SCHEMA,
+                "dry_run": true,
+                "plan": text,
+                "exit_code": Exit::Success,
+            }));
+        }
         return Ok(Exit::Success);
     }
     if let Some(host) = plan.who.first().and_then(|w| w.remote_host()) {
@@ -333,7 +341,7 @@ fn finish(
         "{text}report: {}\n",
         dir.join("report.md").display()
     ));
-    if output.json {
+    if output.json.wanted() {
         let mut v = serde_json::to_value(report)?;
         v["report_dir"] = std::fs::canonicalize(&dir)
             .unwrap_or(dir)

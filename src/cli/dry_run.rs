@@ -58,7 +58,7 @@ pub(super) fn print(
     text.extend(rendered.lines().skip(1).map(|l| format!("{l}\n")));
     sa.output
         .human(&crate::report::table::fit(&text, sa.output.wide));
-    if sa.output.json {
+    if sa.output.json.wanted() {
         let mut v = super::output::dry_run("the reference shop", &summary);
         v["runs"] = runs.into();
         v["servers"] = servers.into();

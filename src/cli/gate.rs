@@ -38,7 +38,8 @@ pub struct GateArgs {
         long = "threshold",
         value_name = "NAME=VALUE",
         help_heading = super::values::THRESHOLDS,
-        help = crate::metric::threshold_help(),
+        help = "A limit, overriding the scenario: NAME=VALUE, repeatable (oversell=0, \
+                p99=500ms, error_rate=1%); every NAME: --help",
         long_help = crate::metric::threshold_help()
     )]
     pub thresholds: Vec<Override>,
@@ -80,6 +81,23 @@ pub struct GateArgs {
     #[command(flatten)]
     pub shard: ShardArgs,
 }
+
+/// The flags most gates use, first in `--help` and alone in `-h` (argument ids).
+pub(super) const COMMON: &[&str] = &[
+    "scenario",
+    "strategy",
+    "backend",
+    "target",
+    "oracle_sql",
+    "sold_query",
+    "thresholds",
+    "junit",
+    "dry_run",
+    "json",
+    "out",
+    "database_url",
+    "redis_url",
+];
 
 /// `oversell gate`: 0 every threshold held, 1 breached or not verified (see [`crate::gate`]).
 pub async fn gate(mut args: GateArgs) -> anyhow::Result<Exit> {

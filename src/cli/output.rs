@@ -20,8 +20,55 @@ use std::time::Duration;
 
 use super::values;
 
-/// The original stdout once `--json` moved the process's stdout to stderr.
-static JSON_OUT: Mutex<Option<std::fs::File>> = Mutex::new(None);
+/// Where the one JSON document goes: the original stdout once `--json` moved the process's
+/// stdout to stderr, and the `--json-file`. Unset (no command claimed it, e.g. a usage error
+/// clap finds first): stdout.
+static JSON_OUT: Mutex<Option<Sink>> = Mutex::new(None);
+
+/// The destinations `--json` and `--json-file` chose.
+#[derive(Debug)]
+struct Sink {
+    stdout: Option<std::fs::File>,
+    file: Option<PathBuf>,
+}
+
+/// `--json` and `--json-file`, on every command that has a result.
+#[derive(Debug, Args, Clone, Default)]
+#[command(next_help_heading = values::OUTPUT)]
+pub struct JsonArgs {
+    /// Print the result as one JSON document on stdout, whatever happens (a command that
+    /// stops: {schema, error, exit_code}); what is printed for people goes to stderr.
+    #[arg(long)]
+    pub json: bool,
+    /// Write that JSON document to FILE (stdout keeps what is printed for people).
+    #[arg(long, value_name = "FILE", value_parser = values::file)]
+    pub json_file: Option<PathBuf>,
+}
+
+impl JsonArgs {
+    /// Whether a JSON document is asked for, on stdout or in a file.
+    pub fn wanted(&self) -> bool {
+        self.json || self.json_file.is_some()
+    }
+
+    /// Sets where the document goes. With `--json`, keeps the original stdout for it and
+    /// points the process's stdout at stderr, so nothing else can land in the JSON.
+    pub fn claim(&self) -> anyhow::Result<()> {
+        let stdout = if self.json {
+            std::io::stdout().flush()?;
+            let original = nix::unistd::dup(std::io::stdout().as_fd())?;
+            nix::unistd::dup2_stdout(std::io::stderr().as_fd())?;
+            Some(original.into())
+        } else {
+            None
+        };
+        *JSON_OUT.lock().unwrap_or_else(|e| e.into_inner()) = Some(Sink {
+            stdout,
+            file: self.json_file.clone(),
+        });
+        Ok(())
+    }
+}
 
 /// The schema id of the `--json` summary.
 pub const SUMMARY_SCHEMA: &str = "oversell.summary/v1";
@@ -42,14 +89,12 @@ pub struct OutputArgs {
     #[arg(long, value_name = "S", hide = true, conflicts_with = "drain_timeout",
           value_parser = values::whole::<u64>(0, crate::duration::LONGEST.as_secs().into()))]
     pub drain_timeout_s: Option<u64>,
-    /// No progress bar or lines.
-    #[arg(short, long)]
+    /// No progress bar or lines: the global `-q`/`--quiet` ([`super::Verbosity`]), set by
+    /// [`parse_from`].
+    #[arg(skip)]
     pub quiet: bool,
-    /// Print one JSON document on stdout, whatever happens: the run summary (and the gate's
-    /// verdict), the plan of a --dry-run, or `{schema, error, exit_code}`; the tables go to
-    /// stderr.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub json: JsonArgs,
     /// Show every column of the result table (by default the headline figures, in 100
     /// columns; report.md has them all).
     #[arg(long)]
@@ -73,19 +118,6 @@ impl OutputArgs {
         values::seconds_or(self.drain_timeout, self.drain_timeout_s)
     }
 
-    /// With `--json`: keeps the original stdout for the summary and points the process's
-    /// stdout at stderr, so nothing else can land in the JSON.
-    pub fn claim_stdout(&self) -> anyhow::Result<()> {
-        if !self.json {
-            return Ok(());
-        }
-        std::io::stdout().flush()?;
-        let original = nix::unistd::dup(std::io::stdout().as_fd())?;
-        nix::unistd::dup2_stdout(std::io::stderr().as_fd())?;
-        *JSON_OUT.lock().unwrap_or_else(|e| e.into_inner()) = Some(original.into());
-        Ok(())
-    }
-
     /// Starts the live endpoint when `--metrics-listen` asks for one, and says where it is.
     pub async fn live(&self) -> anyhow::Result<Option<Live>> {
         let Some(addr) = self.metrics_listen else {
@@ -102,7 +134,7 @@ impl OutputArgs {
 
     /// Prints a line meant for people: stdout, or stderr when stdout carries JSON.
     pub fn human(&self, text: &str) {
-        if self.json {
+        if self.json.json {
             crate::eout!("{text}");
         } else {
             crate::out!("{text}");
@@ -145,15 +177,8 @@ impl OutputArgs {
         if let Some(v) = verdict {
             self.human(&v.render_for(self.wide));
         }
-        if self.json {
+        if self.json.wanted() {
             json_line(&summary(report, dir, verdict));
-        }
-    }
-
-    /// With `--json`, the summary of a command that stopped with `e` (exit `code`).
-    pub fn failed(&self, e: &anyhow::Error, code: Exit) {
-        if self.json {
-            json_line(&error(e, code));
         }
     }
 }
@@ -191,14 +216,24 @@ pub(super) fn dry_run(label: &str, p: &crate::rehearsal::PlanSummary) -> Value {
     })
 }
 
-/// Writes one JSON line to the stdout `--json` claimed (or stdout).
+/// Writes the JSON document, one line, where `--json` and `--json-file` chose (stdout when
+/// no command claimed it). A `--json-file` that cannot be written is said on stderr.
 pub(super) fn json_line(v: &Value) {
     let mut out = JSON_OUT.lock().unwrap_or_else(|e| e.into_inner());
     let line = format!("{v}\n");
-    let _ = match out.as_mut() {
-        Some(f) => f.write_all(line.as_bytes()).and_then(|_| f.flush()),
-        None => std::io::stdout().write_all(line.as_bytes()),
+    let Some(sink) = out.as_mut() else {
+        crate::console::write_stdout(line.as_bytes());
+        return;
     };
+    if let Some(f) = sink.stdout.as_mut() {
+        // A reader that went away (`| head`) ends the document quietly.
+        let _ = f.write_all(line.as_bytes()).and_then(|_| f.flush());
+    }
+    if let Some(path) = &sink.file {
+        if let Err(e) = std::fs::write(path, &line) {
+            crate::eoutln!("error: writing --json-file {}: {e}", path.display());
+        }
+    }
 }
 
 /// The `--json` summary: where the report is (absolute paths), each run's headline metrics (null when the run
@@ -290,7 +325,10 @@ pub fn parse() -> super::Cli {
     match parse_from(std::env::args_os()) {
         Ok(cli) => cli,
         Err(e) => {
-            if e.use_stderr() && wants_json(std::env::args_os().skip(1)) {
+            let json = wanted_json(std::env::args_os().skip(1));
+            if e.use_stderr() && json.wanted() {
+                // Claiming only sets where the document goes; clap's message goes to stderr.
+                let _ = json.claim();
                 json_line(&usage_error(&e));
             }
             e.exit()
@@ -305,14 +343,19 @@ where
     I: IntoIterator<Item = T>,
     T: Into<std::ffi::OsString> + Clone,
 {
-    use clap::{CommandFactory, FromArgMatches};
-    let mut command = values::dash_values(super::Cli::command());
+    use clap::FromArgMatches;
+    let mut command = super::command();
     let args: Vec<std::ffi::OsString> = args.into_iter().map(Into::into).collect();
+    let args = super::bench::BenchArgs::old_json_spelling(args);
     let matches = command
         .try_get_matches_from_mut(args.clone())
         .map_err(|e| from_environment(&command, e, &args))?;
     super::serve::config_alone(&mut command, &matches)?;
     let mut cli = super::Cli::from_arg_matches(&matches).map_err(|e| e.format(&mut command))?;
+    let quiet = cli.verbosity.quiet;
+    if let Some(o) = cli.command.output_mut() {
+        o.quiet = quiet;
+    }
     if let Some(conn) = cli.command.conn_mut() {
         let m = leaf(&matches);
         conn.from_env = super::ConnArgs::ENV
@@ -397,11 +440,24 @@ fn leaf(m: &clap::ArgMatches) -> &clap::ArgMatches {
     }
 }
 
-/// Whether a command line asks for `--json` (before any `--`).
-pub(super) fn wants_json(args: impl IntoIterator<Item = std::ffi::OsString>) -> bool {
-    args.into_iter()
+/// `--json` and `--json-file FILE` as a command line asks for them (before any `--`), read
+/// without clap: for a usage error clap found first.
+pub(super) fn wanted_json(args: impl IntoIterator<Item = std::ffi::OsString>) -> JsonArgs {
+    let words: Vec<String> = args
+        .into_iter()
         .map_while(|a| a.into_string().ok().filter(|a| a != "--"))
-        .any(|a| a == "--json" || a.starts_with("--json="))
+        .collect();
+    let json = words
+        .iter()
+        .any(|a| a == "--json" || a.starts_with("--json="));
+    let json_file = words
+        .iter()
+        .enumerate()
+        .find_map(|(i, a)| match a.as_str() {
+            "--json-file" => words.get(i + 1).map(PathBuf::from),
+            a => a.strip_prefix("--json-file=").map(PathBuf::from),
+        });
+    JsonArgs { json, json_file }
 }
 
 /// The `--json` document of a usage error: clap's message without its colours or the `--help`

@@ -351,7 +351,7 @@ pub(super) async fn plan(
     if pa.dry_run {
         let text = crate::report::table::fit(&summary.render(&label), pa.output.wide);
         pa.output.human(&text);
-        if pa.output.json {
+        if pa.output.json.wanted() {
             super::output::json_line(&super::output::dry_run(&label, &summary));
         }
         return Ok(None);
@@ -443,7 +443,7 @@ pub(super) fn refuse_with_shard(
     if repeat > 1 {
         bad.push("--repeat");
     }
-    if output.json {
+    if output.json.wanted() {
         bad.push("--json (the merge's report is the result)");
     }
     if output.metrics_listen.is_some() {

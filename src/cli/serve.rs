@@ -159,6 +159,18 @@ fn read_config(v: &str) -> Result<Box<ServeConfig>, String> {
         .map_err(|e| format!("{source}: {e}"))
 }
 
+/// The flags most shops are started with, first in `--help` and alone in `-h` (argument ids).
+pub(super) const COMMON: &[&str] = &[
+    "strategy",
+    "listen",
+    "backend",
+    "database_url",
+    "redis_url",
+    "services",
+    "admin_token",
+    "pool_size",
+];
+
 /// With `--config`, a flag given beside it is refused (the document is whole, so the flag
 /// would be ignored); a value from the environment is not read.
 pub(super) fn config_alone(

@@ -25,6 +25,39 @@ pub const TARGET: &str = "Target and oracle";
 pub const SECURITY: &str = "Security";
 /// `--help` heading: the shop's tuning knobs (pools, timeouts, limits, the pipeline).
 pub const KNOBS: &str = "Shop knobs";
+/// `--help` heading: the flags most runs of a long command use, shown first; `-h` shows only
+/// these ([`common_first`]).
+pub const COMMON: &str = "Common";
+
+/// The subcommands whose `--help` is long, and their common flags (by argument id): these
+/// come first under [`COMMON`], and `-h` shows only them.
+const COMMON_FLAGS: &[(&str, &[&str])] = &[
+    ("serve", super::serve::COMMON),
+    ("gate", super::gate::COMMON),
+];
+
+/// `cmd` with each long command's common flags first, under [`COMMON`], and the others only
+/// in `--help` (under their own headings, which a reader can skip); `-h` says so.
+pub fn common_first(cmd: clap::Command) -> clap::Command {
+    cmd.mut_subcommands(|sub| {
+        let Some((name, common)) = COMMON_FLAGS.iter().find(|(n, _)| *n == sub.get_name()) else {
+            return sub;
+        };
+        let sub = sub.after_help(format!(
+            "These are the common flags; `oversell {name} --help` shows every one, grouped."
+        ));
+        sub.mut_args(|a| {
+            let id = a.get_id().as_str();
+            if let Some(at) = common.iter().position(|c| *c == id) {
+                a.help_heading(COMMON).display_order(at)
+            } else if id == "help" || a.is_global_set() {
+                a
+            } else {
+                a.hide_short_help(true)
+            }
+        })
+    })
+}
 
 /// A duration with its unit (`10s`, `500ms`, `1m 30s`; a bare number is refused with a hint):
 /// [`crate::duration::parse`].

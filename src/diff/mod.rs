@@ -17,6 +17,7 @@
 //! against each `--fail-on` metric's default limit, and a run only the baseline has fails
 //! `--fail-on` ([`verdict`] gathers both with the regressions into one PASS or FAIL).
 
+mod json;
 mod lone;
 mod spread;
 mod text;
@@ -380,9 +381,9 @@ pub fn render(plan: &DiffPlan, baseline: &Report, candidate: &Report, d: &Diff) 
 }
 
 /// Runs a `diff`: prints the Markdown, or on a terminal without `wide` the 100-column tables
-/// (and writes the Markdown to `--markdown`); [`Exit::Failed`] when the candidate is worse on a
-/// `--fail-on` metric, [`Exit::Success`] otherwise.
-pub fn run(plan: &DiffPlan, wide: bool) -> anyhow::Result<Exit> {
+/// (and writes the Markdown to `--markdown`); [`Exit::Failed`] when the candidate breaks
+/// `--fail-on`, [`Exit::Success`] otherwise; with the comparison as `--json`'s document.
+pub fn run(plan: &DiffPlan, wide: bool) -> anyhow::Result<(Exit, serde_json::Value)> {
     let baseline = report::read(&plan.baseline).context("reading the baseline")?;
     let candidate = report::read(&plan.candidate).context("reading the candidate")?;
     let d = compare(&baseline, &candidate, plan.band);
@@ -402,7 +403,8 @@ pub fn run(plan: &DiffPlan, wide: bool) -> anyhow::Result<Exit> {
     if let Some(out) = &plan.out {
         std::fs::write(out, &md).with_context(|| format!("writing {}", out.display()))?;
     }
-    Ok(Exit::judged(d.breaches(&plan.fail_on).is_empty()))
+    let code = Exit::judged(d.breaches(&plan.fail_on).is_empty());
+    Ok((code, json::document(plan, &d, code)))
 }
 
 #[cfg(test)]

@@ -186,7 +186,7 @@ fn no_orders(plan: &FitPlan, counted: &Counted) -> FitError {
                 format: plan.reader.format.as_str().to_string(),
                 lines: counted.lines,
                 bad: counted.bad,
-                first: first.clone(),
+                first: Box::new(first.clone()),
             };
         }
     }

@@ -59,14 +59,14 @@ pub enum FitError {
         first.text,
         first.field,
         first.problem,
-        hint(std::slice::from_ref(first))
+        hint(std::slice::from_ref(first.as_ref()))
     )]
     NothingParsed {
         file: PathBuf,
         format: String,
         lines: u64,
         bad: u64,
-        first: LineError,
+        first: Box<LineError>,
     },
     #[error(
         "{}: no order attempt between the sale start ({start}) and {end}: nothing to fit",

@@ -189,7 +189,16 @@ fn misspelt(w: &Written) -> Option<String> {
         if name == "help" {
             continue;
         }
-        match cmd.get_arguments().find(|a| a.get_long() == Some(name)) {
+        // A global flag (-v, -q) is the root's, and every command's.
+        let global = || {
+            root.get_arguments()
+                .find(|a| a.is_global_set() && a.get_long() == Some(name))
+        };
+        match cmd
+            .get_arguments()
+            .find(|a| a.get_long() == Some(name))
+            .or_else(global)
+        {
             Some(a) if a.is_hide_set() => {
                 return Some(format!("--{name} is a hidden old spelling"))
             }

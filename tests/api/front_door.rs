@@ -378,3 +378,210 @@ async fn no_command_panics_on_a_closed_pipe() {
         }
     }
 }
+
+/// The one JSON document a command printed on stdout.
+fn document(run: &CliRun) -> serde_json::Value {
+    let lines: Vec<&str> = run
+        .stdout
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .collect();
+    assert_eq!(lines.len(), 1, "one document on stdout: {}", run.both());
+    serde_json::from_str(lines[0]).unwrap_or_else(|e| panic!("{e}: {}", run.both()))
+}
+
+#[tokio::test]
+async fn json_is_a_plain_switch_on_every_command_with_a_result_and_json_file_writes_it() {
+    let v1 = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/report-v1.json");
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("out.json");
+    let file = file.to_str().unwrap();
+    let commands: [&[&str]; 7] = [
+        &["diff", v1, v1, "--fail-on", "oversell"],
+        &["scenarios"],
+        &[
+            "run",
+            "--strategy",
+            "naive",
+            "--scenario",
+            "smoke",
+            "--dry-run",
+        ],
+        &["compare", "--scenario", "smoke", "--dry-run"],
+        &["gate", "--dry-run"],
+        &["attack", "--target", "http://127.0.0.1:9", "--dry-run"],
+        &[
+            "capacity",
+            "--scenario",
+            "smoke",
+            "--strategy",
+            "naive",
+            "--dry-run",
+        ],
+    ];
+    for args in commands {
+        let mut with_json = args.to_vec();
+        with_json.push("--json");
+        let run = cli(&with_json, &[]).await;
+        assert_eq!(run.code, 0, "{args:?}: {}", run.both());
+        let doc = document(&run);
+        assert_eq!(doc["exit_code"], 0, "{args:?}: {doc}");
+
+        // --json-file: the same document in the file, stdout for people.
+        let mut with_file = args.to_vec();
+        with_file.extend(["--json-file", file]);
+        let run = cli(&with_file, &[]).await;
+        assert_eq!(run.code, 0, "{args:?}: {}", run.both());
+        assert!(
+            !run.stdout.trim_start().starts_with('{'),
+            "{args:?}: {}",
+            run.both()
+        );
+        let written: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(file).unwrap()).unwrap();
+        assert_eq!(written["exit_code"], 0, "{args:?}: {written}");
+        std::fs::remove_file(file).unwrap();
+    }
+    // An error is a document too, in the file as on stdout.
+    let run = cli(
+        &["diff", v1, "/no/such/report.json", "--json-file", file],
+        &[],
+    )
+    .await;
+    assert_eq!(run.code, 2, "{}", run.both());
+    let written: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(file).unwrap()).unwrap();
+    assert_eq!(written["exit_code"], 2, "{written}");
+    assert!(
+        written["error"]
+            .as_str()
+            .unwrap()
+            .contains("/no/such/report.json"),
+        "{written}"
+    );
+    // diff's document: the runs, the verdicts, --fail-on's.
+    let run = cli(
+        &["diff", v1, v1, "--fail-on", "oversell,p99", "--json"],
+        &[],
+    )
+    .await;
+    let doc = document(&run);
+    assert_eq!(doc["schema"], "oversell.diff/v1", "{doc}");
+    assert_eq!(doc["fail_on"]["passed"], true, "{doc}");
+    assert_eq!(
+        doc["fail_on"]["metrics"],
+        serde_json::json!(["oversell", "p99_ms"]),
+        "{doc}"
+    );
+    assert!(
+        doc["runs"][0]["metrics"].as_array().unwrap().len() > 30,
+        "{doc}"
+    );
+}
+
+#[tokio::test]
+async fn every_command_takes_v_and_q_and_help_says_no_dry_run_where_there_is_none() {
+    let quiet = cli(
+        &[
+            "-q",
+            "run",
+            "--strategy",
+            "naive",
+            "--scenario",
+            "smoke",
+            "--dry-run",
+        ],
+        &[],
+    )
+    .await;
+    assert_eq!(quiet.code, 0, "{}", quiet.both());
+    let verbose = cli(&["scenarios", "-vv"], &[]).await;
+    assert_eq!(verbose.code, 0, "{}", verbose.both());
+    let both = cli(&["scenarios", "-v", "-q"], &[]).await;
+    assert_eq!(both.code, 2, "-v and -q conflict: {}", both.both());
+    for command in [
+        "sweep",
+        "merge",
+        "selftest",
+        "diff",
+        "fit",
+        "bench",
+        "scenarios",
+    ] {
+        let help = cli(&[command, "--help"], &[]).await;
+        assert_eq!(help.code, 0, "{command}: {}", help.both());
+        assert!(
+            help.stdout.contains("-v, --verbose"),
+            "{command}: {}",
+            help.stdout
+        );
+        assert!(
+            help.stdout.contains("-q, --quiet"),
+            "{command}: {}",
+            help.stdout
+        );
+        if command != "bench" {
+            assert!(
+                !help.stdout.contains("dry-run"),
+                "{command} has no --dry-run: {}",
+                help.stdout
+            );
+        }
+    }
+    let sweep = cli(&["sweep", "--help"], &[]).await;
+    assert!(!sweep.stdout.contains("default 5ms"), "{}", sweep.stdout);
+}
+
+#[tokio::test]
+async fn serve_and_gate_show_their_common_flags_first_and_h_shows_only_those() {
+    for (command, first, rare) in [
+        ("serve", "--strategy", "--row-lock-waiters"),
+        ("gate", "--scenario", "--released-statuses"),
+    ] {
+        let long = cli(&[command, "--help"], &[]).await;
+        let headings: Vec<&str> = long
+            .stdout
+            .lines()
+            .filter(|l| l.ends_with(':') && !l.starts_with(' '))
+            .collect();
+        assert_eq!(headings.get(1), Some(&"Common:"), "{command}: {headings:?}");
+        let common = long.stdout.split("Common:").nth(1).unwrap();
+        let common = common.split("\n\n").next().unwrap();
+        assert!(common.contains(first), "{command}: {common}");
+        assert!(long.stdout.contains(rare), "--help has every flag");
+        let short = cli(&[command, "-h"], &[]).await;
+        assert!(
+            !short.stdout.contains(rare),
+            "{command} -h: {}",
+            short.stdout
+        );
+        assert!(
+            short.stdout.contains(&format!("oversell {command} --help")),
+            "{}",
+            short.stdout
+        );
+        assert!(
+            short.stdout.lines().count() < 70,
+            "{command} -h: {}",
+            short.stdout
+        );
+    }
+}
+
+#[tokio::test]
+async fn bench_keeps_its_older_json_file_spelling() {
+    // `bench … --json FILE` parses as `--json-file FILE` (unlisted): a bad value of another
+    // flag shows it got past the parser's own check of --json.
+    let run = cli(
+        &["bench", "generator", "--json", "x.json", "--rate", "0"],
+        &[],
+    )
+    .await;
+    assert_eq!(run.code, 2, "{}", run.both());
+    assert!(run.stderr.contains("--rate"), "{}", run.both());
+    assert!(
+        !run.stderr.contains("unexpected argument 'x.json'"),
+        "{}",
+        run.both()
+    );
+}
