@@ -2,7 +2,7 @@
 
 /// mimalloc, not glibc's malloc: the shop allocates per request on every worker thread, and
 /// glibc spent 40 % of its CPU in `_int_malloc`, `malloc_consolidate` and `free` at saturation
-/// (docs/src/performance/lab-log.md, "redis-lua").
+/// (docs/lab/lab-log.md, "redis-lua").
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -32,6 +32,7 @@ pub const BUNDLED: &[Bundled] = bundled![
     "second-wave",
     "rehearsal-example",
     "rehearsal-stock-only",
+    "rehearsal-reference",
     "faults",
     "selftest-limit-race",
     "selftest-get-then-decr",

@@ -13,7 +13,7 @@
 //! With `--row-lock-waiters 0` every buyer goes straight to the database, holds a connection
 //! while it waits for the lock, and a burst drains the pool (`busy: pool_exhausted`). The same
 //! rate either way; with the queue in the shop PostgreSQL spends about a third less CPU per
-//! order and the slowest answers come sooner (docs/src/performance/lab-log.md, "A queue in
+//! order and the slowest answers come sooner (docs/lab/lab-log.md, "A queue in
 //! front of the row lock"). Which buyer gets a unit is still decided under the lock.
 //!
 //! Every statement run under the lock is paid by every buyer queued behind it, so the

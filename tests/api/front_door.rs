@@ -585,3 +585,53 @@ async fn bench_keeps_its_older_json_file_spelling() {
         run.both()
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_rehearsal_worked_example_maps_the_reference_shop_and_its_gate_passes_on_redis_lua() {
+    use oversell::testing::inventory::Strategy;
+    use oversell::testing::store::Backend;
+    // Arrange: "your shop" (docs/src/examples/rehearsal.md), in the test binary.
+    let app = crate::helpers::spawn_app(Strategy::RedisLua, Backend::Postgres).await;
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().to_str().unwrap();
+    let target = [
+        "--target",
+        app.address.as_str(),
+        "--scenario",
+        "rehearsal-reference",
+    ];
+
+    // Act: the probe, then the gate, as the page runs them.
+    let mut probe = vec!["attack"];
+    probe.extend(target);
+    probe.push("--probe");
+    let probe = cli(&probe, &[]).await;
+    let mut gate = vec!["gate"];
+    gate.extend(target);
+    gate.extend(["--payment-window", "15m", "--out", out, "-q"]);
+    let gate = cli(&gate, &[]).await;
+
+    // Assert: every answer classified, the oracle read, the gate passed.
+    assert_eq!(probe.code, 0, "{}", probe.both());
+    // The oracle answers (redis-lua writes the database behind the answer, so the probe's
+    // second reading may not have moved yet: the gate's settled one counts).
+    assert!(
+        probe
+            .stdout
+            .contains("stock = `db_stock` → sold 0, stock 20"),
+        "{}",
+        probe.both()
+    );
+    assert!(!probe.stdout.contains("unclassified"), "{}", probe.both());
+    assert_eq!(gate.code, 0, "{}", gate.both());
+    assert!(
+        gate.stdout.contains("oversell gate: PASS"),
+        "{}",
+        gate.both()
+    );
+    assert!(
+        gate.stdout.contains("sold 20 of 20: no oversell"),
+        "{}",
+        gate.both()
+    );
+}
