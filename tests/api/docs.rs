@@ -374,6 +374,57 @@ fn the_readme_is_a_front_door_of_at_most_450_lines() {
 }
 
 #[test]
+fn the_readmes_first_screen_tells_the_story_then_the_commands_then_the_table_then_the_readers() {
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let line_of = |needle: &str| {
+        readme
+            .lines()
+            .position(|l| l.contains(needle))
+            .unwrap_or_else(|| panic!("the README has {needle:?}"))
+    };
+    // The incident, in a few lines, before anything else.
+    assert!(line_of("**The incident.**") < 8);
+    assert!(line_of("107 sold") < line_of("## Set-up"));
+    assert!(
+        line_of("post-mortem") < line_of("## Set-up"),
+        "the post-mortem is explained first"
+    );
+    // The two set-up commands as they always were, and the install line with them.
+    for command in [
+        "cargo run --release -- compare   # the main job: replay the incident against every strategy",
+        "cargo test                       # the tests, on real PostgreSQL, MariaDB and Redis",
+        "cargo install --locked --path .",
+    ] {
+        assert!(line_of(command) < 30, "{command} on the first screen");
+    }
+    // The table, then the readers' three ways in, then the commands.
+    let order = [
+        "## Set-up",
+        "<!-- publish:table -->",
+        "## Three ways in",
+        "## Commands",
+    ];
+    let at: Vec<usize> = order.iter().map(|h| line_of(h)).collect();
+    assert!(at.windows(2).all(|w| w[0] < w[1]), "{order:?} at {at:?}");
+    assert!(
+        at[1] < 50,
+        "the table starts on the second screen at the latest"
+    );
+    // The verdicts show only what differs from "no oversell".
+    let verdicts: Vec<&str> = readme
+        .lines()
+        .skip_while(|l| *l != "<!-- publish:verdicts -->")
+        .take_while(|l| *l != "<!-- /publish:verdicts -->")
+        .collect();
+    assert!(
+        verdicts.iter().all(|l| !l.ends_with(": no oversell")),
+        "{verdicts:#?}"
+    );
+    assert!(verdicts.len() < 15, "{verdicts:#?}");
+    assert!(readme.lines().count() < 400, "well under 450 lines");
+}
+
+#[test]
 fn the_reports_folder_readme_names_the_schema_the_code_writes() {
     let text = std::fs::read_to_string(root().join("reports/README.md")).unwrap();
     assert!(
