@@ -14,6 +14,7 @@ use std::path::PathBuf;
 mod attack;
 mod bench;
 mod capacity;
+mod command_flags;
 mod conn;
 mod dry_run;
 mod fit;
@@ -30,6 +31,7 @@ mod tests;
 pub mod values;
 pub use attack::AttackArgs;
 pub use capacity::{CapacityArgs, SweepArgs};
+pub use command_flags::Verbosity;
 pub use fit::FitArgs;
 pub use gate::GateArgs;
 pub use merge::MergeArgs;
@@ -49,37 +51,13 @@ pub struct Cli {
     pub verbosity: Verbosity,
 }
 
-/// `-v` and `-q`, on every command: how much goes to stderr.
-#[derive(Debug, Args, Clone, Copy, Default)]
-pub struct Verbosity {
-    /// More log lines on stderr: -v debug, -vv trace (RUST_LOG, when set, decides instead).
-    #[arg(short, long, action = clap::ArgAction::Count, global = true,
-          conflicts_with = "quiet", help_heading = values::OUTPUT)]
-    pub verbose: u8,
-    /// Fewer lines on stderr: no progress bar or lines, log lines only for warnings and
-    /// errors. Results, reports and errors are unchanged.
-    #[arg(short, long, global = true, help_heading = values::OUTPUT)]
-    pub quiet: bool,
-}
-
-impl Verbosity {
-    /// The log filter these flags ask for (`RUST_LOG` overrides it).
-    pub fn filter(self) -> &'static str {
-        match (self.quiet, self.verbose) {
-            (true, _) => "warn",
-            (false, 0) => "warn,oversell=info",
-            (false, 1) => "warn,oversell=debug",
-            (false, _) => "info,oversell=trace",
-        }
-    }
-}
-
 /// The command line as the binary reads it: [`Cli`] with a negative number reaching its
 /// flag's own check ([`values::dash_values`]) and the long commands' common flags first
 /// ([`values::common_first`]).
 pub fn command() -> clap::Command {
     use clap::CommandFactory;
-    values::common_first(values::dash_values(Cli::command()))
+    let long: [(&str, &[&str]); 2] = [("serve", serve::COMMON), ("gate", gate::COMMON)];
+    values::common_first(values::dash_values(Cli::command()), &long)
 }
 
 /// The subcommands.
@@ -136,68 +114,6 @@ pub struct CompletionsArgs {
     /// The shell: bash, zsh, fish, elvish or powershell.
     #[arg(value_enum)]
     pub shell: clap_complete::Shell,
-}
-
-impl Command {
-    /// `--json` and `--json-file` of a command that has a result (serve serves, completions
-    /// prints a script).
-    fn json(&self) -> Option<&JsonArgs> {
-        match self {
-            Command::Run(a) => Some(&a.scenario.output.json),
-            Command::Compare(a) => Some(&a.scenario.output.json),
-            Command::Gate(a) => Some(&a.plan.output.json),
-            Command::Attack(a) => Some(&a.plan.output.json),
-            Command::Merge(a) => Some(&a.output.json),
-            Command::Selftest(a) => Some(&a.output.json),
-            Command::Capacity(a) => Some(&a.output.json),
-            Command::Sweep(a) => Some(&a.output.json),
-            Command::Diff(a) => Some(&a.json),
-            Command::Fit(a) => Some(&a.json),
-            Command::Scenarios(a) => Some(&a.json),
-            Command::Bench(b) => Some(b.json()),
-            Command::Serve(_) | Command::Completions(_) => None,
-        }
-    }
-
-    /// The output flags of a command that runs a scenario.
-    fn output_mut(&mut self) -> Option<&mut OutputArgs> {
-        match self {
-            Command::Run(a) => Some(&mut a.scenario.output),
-            Command::Compare(a) => Some(&mut a.scenario.output),
-            Command::Gate(a) => Some(&mut a.plan.output),
-            Command::Attack(a) => Some(&mut a.plan.output),
-            Command::Merge(a) => Some(&mut a.output),
-            Command::Selftest(a) => Some(&mut a.output),
-            Command::Capacity(a) => Some(&mut a.output),
-            Command::Sweep(a) => Some(&mut a.output),
-            Command::Serve(_)
-            | Command::Diff(_)
-            | Command::Fit(_)
-            | Command::Bench(_)
-            | Command::Scenarios(_)
-            | Command::Completions(_) => None,
-        }
-    }
-
-    /// The database and Redis flags of a command that has them.
-    fn conn_mut(&mut self) -> Option<&mut ConnArgs> {
-        match self {
-            Command::Serve(a) => Some(&mut a.conn),
-            Command::Run(a) => Some(&mut a.conn),
-            Command::Compare(a) => Some(&mut a.conn),
-            Command::Gate(a) => Some(&mut a.conn),
-            Command::Capacity(a) => Some(&mut a.conn),
-            Command::Sweep(a) => Some(&mut a.conn),
-            Command::Selftest(a) => Some(&mut a.conn),
-            Command::Merge(a) => Some(&mut a.conn),
-            Command::Bench(b) => b.conn_mut(),
-            Command::Attack(_)
-            | Command::Diff(_)
-            | Command::Fit(_)
-            | Command::Scenarios(_)
-            | Command::Completions(_) => None,
-        }
-    }
 }
 
 /// `oversell diff`.
@@ -481,7 +397,7 @@ async fn dispatch(command: Command) -> anyhow::Result<Exit> {
         Command::Bench(args) => bench::bench(args.what).await,
         Command::Fit(args) => fit::fit(*args),
         Command::Scenarios(args) => {
-            crate::out!("{}", scenario_list::render());
+            crate::console::out!("{}", scenario_list::render());
             if args.json.wanted() {
                 output::json_line(&scenario_list::json());
             }
@@ -603,7 +519,7 @@ async fn compare(mut args: CompareArgs) -> anyhow::Result<Exit> {
 /// file and field named). Says which on stderr; returns it and how reports name its origin.
 pub fn load_scenario(arg: &std::path::Path) -> Result<(Scenario, PathBuf), ScenarioError> {
     let (scenario, source) = crate::scenarios::resolve(arg)?;
-    crate::eoutln!("{}", source.describe());
+    crate::console::eoutln!("{}", source.describe());
     Ok((scenario, source.origin()))
 }
 
@@ -653,7 +569,7 @@ pub fn defect_warning(
     };
     for strategy in strategies {
         knobs.check_defect(strategy)?;
-        crate::eoutln!("{}", defect.warning(strategy));
+        crate::console::eoutln!("{}", defect.warning(strategy));
     }
     Ok(())
 }

@@ -1,8 +1,8 @@
 //! stdout and stderr as cargo writes them: when the reader goes away (`oversell completions
 //! bash | head -3`), the rest of that stream is dropped quietly and the command ends as it
 //! would have (its servers stopped, its exit code kept), never with a panic. Every line the
-//! binary prints goes through [`out!`](crate::out), [`outln!`](crate::outln),
-//! [`eout!`](crate::eout) or [`eoutln!`](crate::eoutln); clippy's `disallowed_macros`
+//! binary prints goes through [`out!`], [`outln!`], [`eout!`] or [`eoutln!`] (or, from the
+//! binary, [`write_stderr`]); clippy's `disallowed_macros`
 //! (clippy.toml) keeps `print!` and `eprint!`, which panic on a closed pipe, out of the crate.
 
 use std::io::{ErrorKind, Write};
@@ -72,7 +72,6 @@ impl Write for Stdout {
 }
 
 /// `print!` that ends quietly on a closed pipe.
-#[macro_export]
 macro_rules! out {
     ($($arg:tt)*) => {
         $crate::console::write_stdout(format!($($arg)*).as_bytes())
@@ -80,7 +79,6 @@ macro_rules! out {
 }
 
 /// `println!` that ends quietly on a closed pipe.
-#[macro_export]
 macro_rules! outln {
     () => {
         $crate::console::write_stdout(b"\n")
@@ -91,7 +89,6 @@ macro_rules! outln {
 }
 
 /// `eprint!` that ends quietly on a closed pipe.
-#[macro_export]
 macro_rules! eout {
     ($($arg:tt)*) => {
         $crate::console::write_stderr(format!($($arg)*).as_bytes())
@@ -99,7 +96,6 @@ macro_rules! eout {
 }
 
 /// `eprintln!` that ends quietly on a closed pipe.
-#[macro_export]
 macro_rules! eoutln {
     () => {
         $crate::console::write_stderr(b"\n")
@@ -108,6 +104,8 @@ macro_rules! eoutln {
         $crate::console::write_stderr((format!($($arg)*) + "\n").as_bytes())
     };
 }
+
+pub(crate) use {eout, eoutln, out, outln};
 
 #[cfg(test)]
 mod tests {

@@ -12,7 +12,9 @@ fn main() {
     let runtime = match oversell::cli::runtime(&cli) {
         Ok(rt) => rt,
         Err(e) => {
-            oversell::eoutln!("error: starting the async runtime: {e}");
+            oversell::console::write_stderr(
+                format!("error: starting the async runtime: {e}\n").as_bytes(),
+            );
             oversell::placement::give_back();
             std::process::exit(oversell::exit::Exit::Error.code());
         }
@@ -21,7 +23,7 @@ fn main() {
         match oversell::cli::run(cli).await {
             Ok(code) => code,
             Err(e) => {
-                oversell::eoutln!("error: {e:#}");
+                oversell::console::write_stderr(format!("error: {e:#}\n").as_bytes());
                 oversell::cli::exit_code_for(&e)
             }
         }

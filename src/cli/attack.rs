@@ -109,7 +109,7 @@ fn scenario_or_smoke(given: Option<&std::path::Path>) -> PathBuf {
     match given {
         Some(p) => p.to_path_buf(),
         None => {
-            crate::eoutln!(
+            crate::console::eoutln!(
                 "no --scenario: using the small bundled `smoke` rush against a shop nobody has\n  \
                  sized yet (--scenario flash-100 for the post-mortem's 3000 buyers)"
             );
@@ -173,7 +173,7 @@ async fn shard(
     };
     let file = runner::fire_shard(&run).await?;
     let requests: u64 = file.counts.values().flat_map(|c| c.values()).sum();
-    crate::outln!(
+    crate::console::outln!(
         "attack shard {}: {} of {} buyers, {} requests; raw results in {}",
         file.shard,
         file.buyers,

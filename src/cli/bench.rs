@@ -33,37 +33,6 @@ impl BenchArgs {
             BenchCommand::Generator(a) => &a.json,
         }
     }
-
-    /// The command line with bench's older `--json FILE` (and `--json=FILE`) written as
-    /// `--json-file FILE`: `--json` is a switch on every command now, and scripts that wrote
-    /// the file keep working.
-    pub(super) fn old_json_spelling(args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
-        let is_bench = args
-            .iter()
-            .skip(1)
-            .find(|a| !a.to_string_lossy().starts_with('-'));
-        if is_bench.is_none_or(|a| a != "bench") {
-            return args;
-        }
-        let mut out = Vec::with_capacity(args.len());
-        let mut it = args.into_iter().peekable();
-        while let Some(a) = it.next() {
-            let text = a.to_string_lossy().into_owned();
-            if let Some(file) = text.strip_prefix("--json=") {
-                out.push("--json-file".into());
-                out.push(file.into());
-            } else if text == "--json"
-                && it
-                    .peek()
-                    .is_some_and(|n| !n.to_string_lossy().starts_with('-'))
-            {
-                out.push("--json-file".into());
-            } else {
-                out.push(a);
-            }
-        }
-        out
-    }
 }
 
 /// What `oversell bench` measures.
@@ -305,12 +274,12 @@ fn whole_seconds(
 /// The measurement for people (stdout, or stderr under `--json`, which moved stdout there)
 /// and its JSON document where `--json`/`--json-file` asked.
 fn emit(json: &super::JsonArgs, text: &str, r: &impl serde::Serialize) -> anyhow::Result<()> {
-    crate::out!("{text}");
+    crate::console::out!("{text}");
     if json.wanted() {
         super::output::json_line(&serde_json::to_value(r)?);
     }
     if let Some(path) = &json.json_file {
-        crate::outln!("json: {}", path.display());
+        crate::console::outln!("json: {}", path.display());
     }
     Ok(())
 }

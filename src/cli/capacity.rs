@@ -211,7 +211,7 @@ pub async fn capacity(mut args: CapacityArgs) -> anyhow::Result<Exit> {
             capacity::search::rate(own),
             plan.worst_probe_requests()
         );
-        crate::eoutln!("{}", crate::report::table::fit(&line, args.output.wide));
+        crate::console::eoutln!("{}", crate::report::table::fit(&line, args.output.wide));
     }
     if args.dry_run {
         let text = crate::report::table::fit(&plan.render_dry_run(), args.output.wide);
@@ -227,7 +227,7 @@ pub async fn capacity(mut args: CapacityArgs) -> anyhow::Result<Exit> {
         return Ok(Exit::Success);
     }
     if let Some(host) = plan.who.first().and_then(|w| w.remote_host()) {
-        crate::eoutln!(
+        crate::console::eoutln!(
             "WARNING: capacity sends load to {host} (not loopback, --allow-remote): up to {} \
              buyers/s",
             plan.settings.max_rate

@@ -172,7 +172,7 @@ pub fn fit(args: FitArgs) -> anyhow::Result<Exit> {
     let json = args.json.clone();
     let plan = args.plan()?;
     let fitted = fit::run(&plan)?;
-    crate::outln!("{}", fitted.summary);
+    crate::console::outln!("{}", fitted.summary);
     if json.wanted() {
         let m = &fitted.model;
         let absolute = |p: &std::path::Path| {

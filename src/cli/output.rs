@@ -124,7 +124,7 @@ impl OutputArgs {
             return Ok(None);
         };
         let l = live::serve(addr).await?;
-        crate::eoutln!(
+        crate::console::eoutln!(
             "live metrics: {} (Prometheus; the current shop for service discovery: http://{}/targets)",
             l.url(),
             l.addr()
@@ -135,9 +135,9 @@ impl OutputArgs {
     /// Prints a line meant for people: stdout, or stderr when stdout carries JSON.
     pub fn human(&self, text: &str) {
         if self.json.json {
-            crate::eout!("{text}");
+            crate::console::eout!("{text}");
         } else {
-            crate::out!("{text}");
+            crate::console::out!("{text}");
         }
     }
 
@@ -231,7 +231,7 @@ pub(super) fn json_line(v: &Value) {
     }
     if let Some(path) = &sink.file {
         if let Err(e) = std::fs::write(path, &line) {
-            crate::eoutln!("error: writing --json-file {}: {e}", path.display());
+            crate::console::eoutln!("error: writing --json-file {}: {e}", path.display());
         }
     }
 }
@@ -346,7 +346,7 @@ where
     use clap::FromArgMatches;
     let mut command = super::command();
     let args: Vec<std::ffi::OsString> = args.into_iter().map(Into::into).collect();
-    let args = super::bench::BenchArgs::old_json_spelling(args);
+    let args = bench_json_file(args);
     let matches = command
         .try_get_matches_from_mut(args.clone())
         .map_err(|e| from_environment(&command, e, &args))?;
@@ -365,6 +365,37 @@ where
             .collect();
     }
     Ok(cli)
+}
+
+/// The command line with bench's older `--json FILE` (and `--json=FILE`) written as
+/// `--json-file FILE`: `--json` is a switch on every command now, and scripts that wrote
+/// the file keep working.
+fn bench_json_file(args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
+    let is_bench = args
+        .iter()
+        .skip(1)
+        .find(|a| !a.to_string_lossy().starts_with('-'));
+    if is_bench.is_none_or(|a| a != "bench") {
+        return args;
+    }
+    let mut out = Vec::with_capacity(args.len());
+    let mut it = args.into_iter().peekable();
+    while let Some(a) = it.next() {
+        let text = a.to_string_lossy().into_owned();
+        if let Some(file) = text.strip_prefix("--json=") {
+            out.push("--json-file".into());
+            out.push(file.into());
+        } else if text == "--json"
+            && it
+                .peek()
+                .is_some_and(|n| !n.to_string_lossy().starts_with('-'))
+        {
+            out.push("--json-file".into());
+        } else {
+            out.push(a);
+        }
+    }
+    out
 }
 
 /// A bad value clap read from an environment variable (`OVERSELL_SERVICES=bogus`), said as

@@ -357,7 +357,7 @@ pub(super) async fn plan(
         return Ok(None);
     }
     if let Some(host) = remote {
-        crate::eoutln!("{}", summary.banner(&host));
+        crate::console::eoutln!("{}", summary.banner(&host));
     }
     let live = pa.output.live().await?;
     Ok(Some(
@@ -502,7 +502,7 @@ pub(super) async fn shard(
     );
     let knobs = s.shop.command_line();
     if !knobs.is_empty() && spec.sets_up() {
-        crate::eoutln!(
+        crate::console::eoutln!(
             "note: the scenario's [shop] table is not applied by a shard: the shop at {shop_url} \
              runs with its own flags (start it with `oversell serve ... {}` for the same sale)",
             knobs.join(" ")
@@ -526,7 +526,7 @@ pub(super) async fn shard(
     };
     let file = runner::fire_shard(&run).await?;
     let requests: u64 = file.counts.values().flat_map(|c| c.values()).sum();
-    crate::outln!(
+    crate::console::outln!(
         "shard {}: {} of {} buyers, {} requests; raw results in {}",
         file.shard,
         file.buyers,

@@ -59,7 +59,7 @@ pub async fn selftest(mut args: SelftestArgs) -> anyhow::Result<Exit> {
     let mut rows = Vec::with_capacity(cases.len());
     for (i, case) in cases.iter().enumerate() {
         if !args.output.quiet {
-            crate::eoutln!(
+            crate::console::eoutln!(
                 "selftest {}/{}: {} on {} ({})",
                 i + 1,
                 cases.len(),

@@ -135,7 +135,7 @@ fn open_admin(
          OVERSELL_ADMIN_TOKEN), listen on loopback (127.0.0.1:PORT or :PORT), or pass \
          --allow-open-admin to accept that"
     );
-    crate::eoutln!(
+    crate::console::eoutln!(
         "WARNING: --listen {listen} without --admin-token (--allow-open-admin): anyone who can \
          reach this port can reset the sale"
     );
@@ -272,7 +272,7 @@ pub(super) async fn serve(mut args: ServeArgs) -> anyhow::Result<Exit> {
         ready.send(&Readiness::ready(app.local_addr()));
     }
     // The first stdout line: for a person, or a script without --ready-fd.
-    crate::outln!("oversell shop listening on http://{}", app.local_addr());
+    crate::console::outln!("oversell shop listening on http://{}", app.local_addr());
     let workers = tokio::runtime::Handle::current().metrics().num_workers();
     tracing::info!(%strategy, addr = %app.local_addr(), workers, "shop ready");
     app.run_until_stopped(crate::shop::shutdown_signal())

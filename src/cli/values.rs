@@ -29,18 +29,12 @@ pub const KNOBS: &str = "Shop knobs";
 /// these ([`common_first`]).
 pub const COMMON: &str = "Common";
 
-/// The subcommands whose `--help` is long, and their common flags (by argument id): these
-/// come first under [`COMMON`], and `-h` shows only them.
-const COMMON_FLAGS: &[(&str, &[&str])] = &[
-    ("serve", super::serve::COMMON),
-    ("gate", super::gate::COMMON),
-];
-
-/// `cmd` with each long command's common flags first, under [`COMMON`], and the others only
-/// in `--help` (under their own headings, which a reader can skip); `-h` says so.
-pub fn common_first(cmd: clap::Command) -> clap::Command {
+/// `cmd` with the common flags (by argument id) of each long subcommand of `long` first,
+/// under [`COMMON`], and the others only in `--help` (under their own headings, which a reader
+/// can skip); `-h` says so.
+pub fn common_first(cmd: clap::Command, long: &[(&str, &[&str])]) -> clap::Command {
     cmd.mut_subcommands(|sub| {
-        let Some((name, common)) = COMMON_FLAGS.iter().find(|(n, _)| *n == sub.get_name()) else {
+        let Some((name, common)) = long.iter().find(|(n, _)| *n == sub.get_name()) else {
             return sub;
         };
         let sub = sub.after_help(format!(

@@ -396,9 +396,9 @@ pub fn run(plan: &DiffPlan, wide: bool) -> anyhow::Result<(Exit, serde_json::Val
     }
     let md = render(plan, &baseline, &candidate, &d);
     if wide || !std::io::IsTerminal::is_terminal(&std::io::stdout()) {
-        crate::out!("{md}");
+        crate::console::out!("{md}");
     } else {
-        crate::out!("{}", text::render(plan, &baseline, &candidate, &d));
+        crate::console::out!("{}", text::render(plan, &baseline, &candidate, &d));
     }
     if let Some(out) = &plan.out {
         std::fs::write(out, &md).with_context(|| format!("writing {}", out.display()))?;
