@@ -2,6 +2,9 @@
 //! (reports carry it). Not built from a git checkout (a crates.io tarball, no `git`): the
 //! variable is left unset and reports say "unknown". A packager may set it in the environment.
 
+// Cargo reads a build script's instructions from its stdout.
+#![allow(clippy::disallowed_macros)]
+
 use std::process::Command;
 
 fn git(args: &[&str]) -> Option<String> {

@@ -14,6 +14,8 @@ use std::path::PathBuf;
 mod attack;
 mod bench;
 mod capacity;
+mod command_flags;
+mod conn;
 mod dry_run;
 mod fit;
 mod gate;
@@ -29,11 +31,12 @@ mod tests;
 pub mod values;
 pub use attack::AttackArgs;
 pub use capacity::{CapacityArgs, SweepArgs};
+pub use command_flags::Verbosity;
 pub use fit::FitArgs;
 pub use gate::GateArgs;
 pub use merge::MergeArgs;
 pub use output::{parse, parse_from};
-pub use output::{summary, OutputArgs, SUMMARY_SCHEMA};
+pub use output::{summary, JsonArgs, OutputArgs, SUMMARY_SCHEMA};
 pub use plan::{FaultArgs, OracleArgs, PlanArgs, ShardArgs};
 pub use selftest::SelftestArgs;
 pub use serve::ServeArgs;
@@ -44,6 +47,17 @@ pub use serve::ServeArgs;
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
+    #[command(flatten)]
+    pub verbosity: Verbosity,
+}
+
+/// The command line as the binary reads it: [`Cli`] with a negative number reaching its
+/// flag's own check ([`values::dash_values`]) and the long commands' common flags first
+/// ([`values::common_first`]).
+pub fn command() -> clap::Command {
+    use clap::CommandFactory;
+    let long: [(&str, &[&str]); 2] = [("serve", serve::COMMON), ("gate", gate::COMMON)];
+    values::common_first(values::dash_values(Cli::command()), &long)
 }
 
 /// The subcommands.
@@ -82,9 +96,16 @@ pub enum Command {
     /// defect caught and every correct run passed, 1 otherwise.
     Selftest(Box<SelftestArgs>),
     /// List the scenarios bundled with oversell (usable by name with --scenario).
-    Scenarios,
+    Scenarios(ScenariosArgs),
     /// Print a shell completion script: `oversell completions bash > /etc/bash_completion.d/oversell`.
     Completions(CompletionsArgs),
+}
+
+/// `oversell scenarios`.
+#[derive(Debug, Args, Clone)]
+pub struct ScenariosArgs {
+    #[command(flatten)]
+    pub json: JsonArgs,
 }
 
 /// `oversell completions`.
@@ -93,23 +114,6 @@ pub struct CompletionsArgs {
     /// The shell: bash, zsh, fish, elvish or powershell.
     #[arg(value_enum)]
     pub shell: clap_complete::Shell,
-}
-
-impl Command {
-    /// The output flags of a command that runs a scenario.
-    fn output(&self) -> Option<&OutputArgs> {
-        match self {
-            Command::Run(a) => Some(&a.scenario.output),
-            Command::Compare(a) => Some(&a.scenario.output),
-            Command::Gate(a) => Some(&a.plan.output),
-            Command::Attack(a) => Some(&a.plan.output),
-            Command::Merge(a) => Some(&a.output),
-            Command::Selftest(a) => Some(&a.output),
-            Command::Capacity(a) => Some(&a.output),
-            Command::Sweep(a) => Some(&a.output),
-            _ => None,
-        }
-    }
 }
 
 /// `oversell diff`.
@@ -124,16 +128,19 @@ pub struct DiffArgs {
     #[arg(long, default_value_t = 5.0)]
     pub band: f64,
     /// Exit 1 when the candidate is worse on any of these metrics (comma-separated), e.g.
-    /// oversell,lost_acks,p99_ms (older names such as latency_p99 are accepted).
+    /// oversell,lost_acks,p99 (the names `gate --threshold` takes). A run only the candidate
+    /// has is held to each metric's default limit; a run only the baseline has fails.
     #[arg(long, value_delimiter = ',')]
     pub fail_on: Vec<String>,
     /// Also write the Markdown to this file.
-    #[arg(long, value_name = "FILE", alias = "out")]
+    #[arg(long, value_name = "FILE", alias = "out", value_parser = values::file)]
     pub markdown: Option<PathBuf>,
     /// On a terminal, print the Markdown (every metric's long label, min–max of repeats) as a
     /// pipe gets it, instead of the 100-column tables.
     #[arg(long)]
     pub wide: bool,
+    #[command(flatten)]
+    pub json: JsonArgs,
 }
 
 /// Where the databases and Redis are.
@@ -164,30 +171,38 @@ pub struct ConnArgs {
     /// Where the databases and Redis come from: auto (the URLs when they answer, else private
     /// servers started from the installed binaries), managed (always private servers),
     /// external (the URLs only). See docs/src/running/services.md.
-    #[arg(long, value_enum, env = "OVERSELL_SERVICES", default_value_t = crate::services::ServicesMode::Auto)]
+    #[arg(long, value_enum, env = "OVERSELL_SERVICES", hide_env_values = true,
+          default_value_t = crate::services::ServicesMode::Auto)]
     pub services: crate::services::ServicesMode,
     /// The managed PostgreSQL's URL when --database-url names a MySQL database.
     #[arg(skip)]
     pub managed_postgres: Option<String>,
+    /// The fields whose value came from the environment (`database_url`: `DATABASE_URL`), not
+    /// a flag: set by [`output::parse_from`]. `DATABASE_URL` serves the backend it names; a
+    /// flag of another backend than `--backend` is refused; errors name the variable.
+    #[arg(skip)]
+    pub from_env: Vec<&'static str>,
 }
 
 impl ConnArgs {
     /// The database URL for the one `backend` a command asks for (default: the backend
-    /// --database-url names, else postgres). A --database-url (or `DATABASE_URL`) of another
+    /// --database-url names, else postgres). `DATABASE_URL` of another backend than
+    /// `--backend` leaves it to the other's URL (`--mysql-url`/`MYSQL_URL`, or the default
+    /// PostgreSQL URL), as the environment table says; a `--database-url` flag of another
     /// backend is refused: the run would otherwise quietly use another database than the one
-    /// named.
+    /// the command line names.
     pub fn database_for(&self, backend: Option<Backend>) -> anyhow::Result<(Backend, String)> {
         if let (Some(asked), Some(url)) = (backend, self.database_url.as_deref()) {
-            let named = Backend::from_url(url)?;
+            let named = Backend::from_url(url).map_err(|e| self.url_error(e))?;
             let mysql = asked == Backend::Mysql;
             let (asked, named) = (asked.as_str(), named.as_str());
             anyhow::ensure!(
-                named == asked,
-                "--backend {asked} but --database-url (or DATABASE_URL) is a {named} URL ({}): \
-                 give a {asked} --database-url{}, or drop --backend to use the {named} one",
+                named == asked || self.from_env("database_url"),
+                "--backend {asked} but --database-url is a {named} URL ({}): give a {asked} \
+                 --database-url{}, or drop --backend to use the {named} one",
                 crate::services::redact_url(url),
                 if mysql {
-                    " (or unset it and use --mysql-url)"
+                    " (or drop it and use --mysql-url)"
                 } else {
                     ""
                 }
@@ -233,7 +248,8 @@ impl ConnArgs {
             .database_url
             .as_deref()
             .map(|u| Backend::from_url(u).map(|b| (b, u.to_string())))
-            .transpose()?;
+            .transpose()
+            .map_err(|e| self.url_error(e))?;
         Ok(match (backend, given) {
             (None, Some(g)) => g,
             (None, None) => (
@@ -361,17 +377,12 @@ pub fn runtime(cli: &Cli) -> std::io::Result<tokio::runtime::Runtime> {
 /// with an error and was asked for `--json` also says so on stdout.
 pub async fn run(cli: Cli) -> anyhow::Result<Exit> {
     crate::traffic::goose_output::enable();
-    let output = cli.command.output().cloned();
-    if let Some(o) = &output {
-        o.claim_stdout()?;
-    }
-    let bench_json = matches!(&cli.command, Command::Bench(b) if b.json_on_stdout());
+    let json = cli.command.json().cloned().unwrap_or_default();
+    json.claim()?;
     let result = dispatch(cli.command).await;
     if let Err(e) = &result {
-        match output {
-            Some(o) => o.failed(e, exit_code_for(e)),
-            None if bench_json => output::json_line(&output::error(e, exit_code_for(e))),
-            None => {}
+        if json.wanted() {
+            output::json_line(&output::error(e, exit_code_for(e)));
         }
     }
     result
@@ -390,17 +401,19 @@ async fn dispatch(command: Command) -> anyhow::Result<Exit> {
         Command::Sweep(args) => capacity::sweep(*args).await,
         Command::Bench(args) => bench::bench(args.what).await,
         Command::Fit(args) => fit::fit(*args),
-        Command::Scenarios => {
-            print!("{}", scenario_list::render());
+        Command::Scenarios(args) => {
+            crate::console::out!("{}", scenario_list::render());
+            if args.json.wanted() {
+                output::json_line(&scenario_list::json());
+            }
             Ok(Exit::Success)
         }
         Command::Completions(args) => {
-            use clap::CommandFactory;
             clap_complete::generate(
                 args.shell,
-                &mut Cli::command(),
+                &mut self::command(),
                 "oversell",
-                &mut std::io::stdout(),
+                &mut crate::console::Stdout,
             );
             Ok(Exit::Success)
         }
@@ -412,7 +425,11 @@ async fn dispatch(command: Command) -> anyhow::Result<Exit> {
                 &args.fail_on,
                 args.markdown,
             )?;
-            crate::diff::run(&plan, args.wide)
+            let (code, doc) = crate::diff::run(&plan, args.wide)?;
+            if args.json.wanted() {
+                output::json_line(&doc);
+            }
+            Ok(code)
         }
     }
 }
@@ -453,7 +470,10 @@ async fn run_one(mut args: RunArgs) -> anyhow::Result<Exit> {
         .await;
     }
     if args.scenario.dry_run {
-        return dry_run::print(&args.scenario, &[(args.strategy, backend)]);
+        let servers = args
+            .conn
+            .check_servers(&[backend], args.strategy.uses_redis())?;
+        return dry_run::print(&args.scenario, &[(args.strategy, backend)], &servers);
     }
     let _services = args
         .conn
@@ -486,14 +506,15 @@ async fn compare(mut args: CompareArgs) -> anyhow::Result<Exit> {
         })
         .map(|r| r.map(|(b, _)| b))
         .collect::<anyhow::Result<Vec<_>>>()?;
+    let redis = args.strategies.iter().any(|s| s.uses_redis());
     if args.scenario.dry_run {
         let cells: Vec<_> = used
             .iter()
             .flat_map(|b| args.strategies.iter().map(move |s| (*s, *b)))
             .collect();
-        return dry_run::print(&args.scenario, &cells);
+        let servers = args.conn.check_servers(&used, redis)?;
+        return dry_run::print(&args.scenario, &cells, &servers);
     }
-    let redis = args.strategies.iter().any(|s| s.uses_redis());
     let _services = args.conn.provide(&used, redis).await?;
     let cells = args.conn.cells(&args.strategies, &args.backends)?;
     run_and_print_law(&args.scenario, cells, &args.conn, !args.no_law).await
@@ -503,7 +524,7 @@ async fn compare(mut args: CompareArgs) -> anyhow::Result<Exit> {
 /// file and field named). Says which on stderr; returns it and how reports name its origin.
 pub fn load_scenario(arg: &std::path::Path) -> Result<(Scenario, PathBuf), ScenarioError> {
     let (scenario, source) = crate::scenarios::resolve(arg)?;
-    eprintln!("{}", source.describe());
+    crate::console::eoutln!("{}", source.describe());
     Ok((scenario, source.origin()))
 }
 
@@ -591,7 +612,7 @@ pub fn defect_warning(
     };
     for strategy in strategies {
         knobs.check_defect(strategy)?;
-        eprintln!("{}", defect.warning(strategy));
+        crate::console::eoutln!("{}", defect.warning(strategy));
     }
     Ok(())
 }

@@ -6,9 +6,25 @@ use std::time::Duration;
 
 /// A duration with its unit, as humantime reads it (`10s`, `500ms`, `1m 30s`) or one decimal
 /// number with its unit (`2.5s`, `1.5ms`: the fraction is kept, never truncated). A bare number
-/// is refused with a hint (its unit would be a guess), and so is a negative one; zero is allowed
-/// (each caller checks its own range).
+/// is refused with a hint (its unit would be a guess), and so is a negative one, or one longer
+/// than [`LONGEST`]; zero is allowed (each caller checks its own range).
 pub fn parse(v: &str) -> Result<Duration, String> {
+    let d = parse_any(v)?;
+    if d > LONGEST {
+        return Err(format!(
+            "{v:?} is longer than a week ({}): nothing oversell waits for takes that long; \
+             give a duration like 10s, 500ms or 2m",
+            shown(LONGEST)
+        ));
+    }
+    Ok(d)
+}
+
+/// The longest duration any flag or file takes: a week (the longest payment window).
+pub const LONGEST: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// [`parse`] without the upper bound.
+fn parse_any(v: &str) -> Result<Duration, String> {
     let t = v.trim();
     if !t.is_empty() && t.parse::<f64>().is_ok() {
         return Err(format!(
@@ -86,6 +102,15 @@ fn bare(v: impl std::fmt::Display) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_absurd_duration_is_refused_and_a_week_is_not() {
+        let e = parse("99999999999999h").unwrap_err();
+        assert!(e.contains("longer than a week"), "{e}");
+        assert!(parse("8d").is_err());
+        assert_eq!(parse("7d"), Ok(LONGEST));
+        assert_eq!(parse("168h"), Ok(LONGEST));
+    }
 
     #[test]
     fn durations_need_a_unit_and_read_back_as_shown() {

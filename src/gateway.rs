@@ -17,7 +17,7 @@
 //! Its maps use hashbrown's default hasher (foldhash, seeded at random per map) rather than
 //! std's SipHash: the keys are clients' ids, so a seed an outsider cannot know still matters,
 //! but every order hashes five to eight of them and SipHash was ~2 % of the shop's CPU per
-//! redis-lua order (docs/src/performance/lab-log.md).
+//! redis-lua order (docs/lab/lab-log.md).
 
 use hashbrown::hash_map::Entry;
 use hashbrown::HashMap;

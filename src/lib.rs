@@ -167,6 +167,8 @@
 //! - [`secret`]: what counts as a secret (by name, by value) and the one place that masks it:
 //!   samples, URLs, the command line, the scenario a report or shard file stores
 //!   (`traffic::scenario::masked`); docs/src/security.md.
+//! - [`console`]: stdout and stderr, ended quietly when their reader goes away (`| head`);
+//!   the `out!`/`outln!`/`eout!`/`eoutln!` macros every print goes through.
 //! - [`exit`]: the exit codes, one enum (0 done, 1 judged and failed, 2 bad input or stopped,
 //!   3 unreachable).
 //! - [`duration`]: durations with a unit (`500ms`, `15m`), read and shown one way everywhere.
@@ -185,10 +187,13 @@
 //! Data flows one way: scenario → plan → traffic (goose) → shop → databases; probes and
 //! clients' records → oracle → report.
 
+// Tests print through the harness's capture, which `print!` feeds and the console does not.
+#![cfg_attr(test, allow(clippy::disallowed_macros))]
 pub(crate) mod backoff;
 pub(crate) mod bench;
 pub(crate) mod capacity;
 pub mod cli;
+pub mod console;
 pub(crate) mod diff;
 pub(crate) mod duration;
 pub mod exit;

@@ -2,17 +2,19 @@
 
 /// mimalloc, not glibc's malloc: the shop allocates per request on every worker thread, and
 /// glibc spent 40 % of its CPU in `_int_malloc`, `malloc_consolidate` and `free` at saturation
-/// (docs/src/performance/lab-log.md, "redis-lua").
+/// (docs/lab/lab-log.md, "redis-lua").
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() {
-    oversell::telemetry::init_tracing();
     let cli = oversell::cli::parse();
+    oversell::telemetry::init_tracing(cli.verbosity.filter());
     let runtime = match oversell::cli::runtime(&cli) {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("error: starting the async runtime: {e}");
+            oversell::console::write_stderr(
+                format!("error: starting the async runtime: {e}\n").as_bytes(),
+            );
             oversell::placement::give_back();
             std::process::exit(oversell::exit::Exit::Error.code());
         }
@@ -21,7 +23,7 @@ fn main() {
         match oversell::cli::run(cli).await {
             Ok(code) => code,
             Err(e) => {
-                eprintln!("error: {e:#}");
+                oversell::console::write_stderr(format!("error: {e:#}\n").as_bytes());
                 oversell::cli::exit_code_for(&e)
             }
         }

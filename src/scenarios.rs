@@ -32,6 +32,7 @@ pub const BUNDLED: &[Bundled] = bundled![
     "second-wave",
     "rehearsal-example",
     "rehearsal-stock-only",
+    "rehearsal-reference",
     "faults",
     "selftest-limit-race",
     "selftest-get-then-decr",
@@ -125,6 +126,15 @@ pub fn resolve(arg: &Path) -> Result<(Scenario, Source), ScenarioError> {
     if arg.is_file() {
         return Scenario::load(arg).map(|s| (s, Source::File(arg.to_path_buf())));
     }
+    if arg.is_dir() {
+        return Err(ScenarioError {
+            file: arg.to_path_buf(),
+            problem: ScenarioProblem::Read(std::io::Error::other(
+                "this is a folder, not a scenario file: give a .toml file in it, or the name of \
+                 a bundled scenario (`oversell scenarios` lists them)",
+            )),
+        });
+    }
     match bundled_name(arg).and_then(Bundled::named) {
         Some(b) => b.load().map(|s| (s, Source::Bundled(b.name))),
         None => {
@@ -151,6 +161,14 @@ pub fn resolve(arg: &Path) -> Result<(Scenario, Source), ScenarioError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_folder_given_as_the_scenario_is_called_a_folder() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = resolve(dir.path()).unwrap_err().to_string();
+        assert!(e.contains("is a folder, not a scenario file"), "{e}");
+        assert!(!e.contains("no such file"), "{e}");
+    }
 
     #[test]
     fn every_bundled_scenario_is_valid_and_named_like_its_file() {

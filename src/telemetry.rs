@@ -101,13 +101,14 @@ pub fn describe(list: &[Described]) {
     }
 }
 
-/// Logs to stderr, filtered by `RUST_LOG` (default: warnings, and info for oversell); the
-/// drivers' lines to the run's log during a run ([`hold_driver_lines`]).
-pub fn init_tracing() {
+/// Logs to stderr, filtered by `RUST_LOG`, else by `default` (`-v`/`-q`: warnings, and info
+/// for oversell, without either); the drivers' lines to the run's log during a run
+/// ([`hold_driver_lines`]).
+pub fn init_tracing(default: &str) {
     use tracing_subscriber::filter::filter_fn;
     use tracing_subscriber::prelude::*;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,oversell=info"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     let ours = tracing_subscriber::fmt::layer()
         .with_ansi(colour_on_stderr())
         .with_writer(|| StderrAroundBar)

@@ -59,7 +59,7 @@ impl CapacityReport {
                 .limits
                 .iter()
                 .map(|l| LimitRow {
-                    metric: l.metric.name().into(),
+                    metric: l.metric.key(),
                     limit: l.value,
                     from: match l.origin {
                         crate::gate::Origin::Default => "default",

@@ -142,7 +142,7 @@ pub struct Figure {
 impl Figure {
     fn of(c: &gate::Check) -> Self {
         Figure {
-            metric: c.limit.metric.name().into(),
+            metric: c.limit.metric.key(),
             limit: c.limit.value,
             measured: c.measured,
             source: c.source.into(),

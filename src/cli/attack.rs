@@ -85,7 +85,7 @@ pub async fn attack(args: AttackArgs) -> anyhow::Result<Exit> {
         let checked = mapping_check::run(&f, Sale::of(&s), &first, session, timeout).await?;
         let code = Exit::judged(checked.all_classified);
         args.plan.output.human(&checked.text);
-        if args.plan.output.json {
+        if args.plan.output.json.wanted() {
             super::output::json_line(&serde_json::json!({
                 "schema": super::SUMMARY_SCHEMA,
                 "probe": { "all_classified": checked.all_classified, "text": checked.text },
@@ -109,7 +109,7 @@ fn scenario_or_smoke(given: Option<&std::path::Path>) -> PathBuf {
     match given {
         Some(p) => p.to_path_buf(),
         None => {
-            eprintln!(
+            crate::console::eoutln!(
                 "no --scenario: using the small bundled `smoke` rush against a shop nobody has\n  \
                  sized yet (--scenario flash-100 for the post-mortem's 3000 buyers)"
             );
@@ -173,7 +173,7 @@ async fn shard(
     };
     let file = runner::fire_shard(&run).await?;
     let requests: u64 = file.counts.values().flat_map(|c| c.values()).sum();
-    println!(
+    crate::console::outln!(
         "attack shard {}: {} of {} buyers, {} requests; raw results in {}",
         file.shard,
         file.buyers,

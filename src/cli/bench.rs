@@ -7,9 +7,7 @@ use crate::exit::Exit;
 use crate::inventory::Strategy;
 use crate::shop::ShopKnobs;
 use crate::store::Backend;
-use anyhow::Context;
 use clap::{Args, Subcommand};
-use std::path::PathBuf;
 
 /// `oversell bench`.
 #[derive(Debug, Args, Clone)]
@@ -19,9 +17,21 @@ pub struct BenchArgs {
 }
 
 impl BenchArgs {
-    /// `bench shop --json` (the switch): stdout carries one JSON document, an error's too.
-    pub(super) fn json_on_stdout(&self) -> bool {
-        matches!(&self.what, BenchCommand::Shop(s) if matches!(s.json, Some(None)))
+    /// `bench shop`'s database and Redis flags.
+    pub(super) fn conn_mut(&mut self) -> Option<&mut ConnArgs> {
+        match &mut self.what {
+            BenchCommand::Shop(s) => Some(&mut s.conn),
+            BenchCommand::Redis(_) | BenchCommand::Generator(_) => None,
+        }
+    }
+
+    /// `--json` and `--json-file` of the measurement asked for.
+    pub(super) fn json(&self) -> &super::JsonArgs {
+        match &self.what {
+            BenchCommand::Redis(a) => &a.json,
+            BenchCommand::Shop(a) => &a.json,
+            BenchCommand::Generator(a) => &a.json,
+        }
     }
 }
 
@@ -46,7 +56,8 @@ pub struct BenchGeneratorArgs {
           value_parser = super::values::duration)]
     pub duration: std::time::Duration,
     /// The old spelling of --duration, in whole seconds.
-    #[arg(long, value_name = "S", hide = true, conflicts_with = "duration")]
+    #[arg(long, value_name = "S", hide = true, conflicts_with = "duration",
+          value_parser = super::values::whole::<u64>(1, crate::duration::LONGEST.as_secs().into()))]
     pub seconds: Option<u64>,
     /// Our plan's arrivals per second (buyers = rate × duration; 1 to 1000000).
     #[arg(long, default_value_t = 5_000,
@@ -56,10 +67,8 @@ pub struct BenchGeneratorArgs {
     #[arg(short, long, alias = "connections", default_value_t = 64,
           value_parser = super::values::whole::<usize>(1, 10_000))]
     pub concurrency: usize,
-    /// Print the result as one JSON document on stdout (the table goes to stderr); `--json FILE`
-    /// writes it to FILE instead, the table staying on stdout.
-    #[arg(long, value_name = "FILE", num_args = 0..=1)]
-    pub json: Option<Option<PathBuf>>,
+    #[command(flatten)]
+    pub json: super::JsonArgs,
 }
 
 /// `oversell bench redis`.
@@ -70,7 +79,8 @@ pub struct BenchRedisArgs {
           value_parser = super::values::duration)]
     pub duration: std::time::Duration,
     /// The old spelling of --duration, in whole seconds.
-    #[arg(long, value_name = "S", hide = true, conflicts_with = "duration")]
+    #[arg(long, value_name = "S", hide = true, conflicts_with = "duration",
+          value_parser = super::values::whole::<u64>(1, crate::duration::LONGEST.as_secs().into()))]
     pub seconds: Option<u64>,
     /// Concurrent callers (tasks for ours, connections for redis-benchmark; 1 to 10000).
     #[arg(short, long, default_value_t = 50,
@@ -84,6 +94,8 @@ pub struct BenchRedisArgs {
         default_value = "redis://127.0.0.1:6379"
     )]
     pub redis_url: String,
+    #[command(flatten)]
+    pub json: super::JsonArgs,
 }
 
 /// `oversell bench shop`.
@@ -100,7 +112,8 @@ pub struct BenchShopArgs {
           value_parser = super::values::duration)]
     pub duration: std::time::Duration,
     /// The old spelling of --duration, in whole seconds.
-    #[arg(long, value_name = "S", hide = true, conflicts_with = "duration")]
+    #[arg(long, value_name = "S", hide = true, conflicts_with = "duration",
+          value_parser = super::values::whole::<u64>(1, crate::duration::LONGEST.as_secs().into()))]
     pub seconds: Option<u64>,
     /// Connections in flight: wrk's, the fixed-rate client's most in flight, and the
     /// ceiling's clients (1 to 10000).
@@ -119,10 +132,8 @@ pub struct BenchShopArgs {
     /// `--worker-threads`, `--persist-linger`.
     #[command(flatten)]
     pub shop: BenchKnobs,
-    /// Print the result as one JSON document on stdout (the table goes to stderr). The older
-    /// `--json FILE` writes it to FILE instead, the table staying on stdout.
-    #[arg(long, value_name = "FILE", num_args = 0..=1)]
-    pub json: Option<Option<PathBuf>>,
+    #[command(flatten)]
+    pub json: super::JsonArgs,
     #[command(flatten)]
     pub conn: ConnArgs,
 }
@@ -183,17 +194,25 @@ pub(super) async fn bench(what: BenchCommand) -> anyhow::Result<Exit> {
                 concurrency: args.concurrency,
             })
             .await?;
-            println!("our redis-lua pre-deduct path: {:>9.0} calls/s ({} calls in {:.1} s, {} tasks, one multiplexed connection)", r.ours_ops_per_s, r.ours_ops, r.ours_seconds, r.concurrency);
-            println!(
-                "redis-benchmark EVALSHA:       {:>9.0} calls/s ({} calls, {} connections)",
-                r.baseline_ops_per_s, r.baseline_ops, r.concurrency
+            let text = format!(
+                "our redis-lua pre-deduct path: {:>9.0} calls/s ({} calls in {:.1} s, {} tasks, \
+                 one multiplexed connection)\n\
+                 redis-benchmark EVALSHA:       {:>9.0} calls/s ({} calls, {} connections)\n\
+                 ratio ours / baseline:         {:>9.3}\n\
+                 stock deducted by both phases: {} (every call took one unit)\n\
+                 baseline: {}\n",
+                r.ours_ops_per_s,
+                r.ours_ops,
+                r.ours_seconds,
+                r.concurrency,
+                r.baseline_ops_per_s,
+                r.baseline_ops,
+                r.concurrency,
+                r.ratio,
+                r.deducted,
+                r.baseline_command
             );
-            println!("ratio ours / baseline:         {:>9.3}", r.ratio);
-            println!(
-                "stock deducted by both phases: {} (every call took one unit)",
-                r.deducted
-            );
-            println!("baseline: {}", r.baseline_command);
+            emit(&args.json, &text, &r)?;
             Ok(Exit::Success)
         }
         BenchCommand::Generator(args) => {
@@ -257,25 +276,15 @@ fn whole_seconds(
     Ok(secs)
 }
 
-/// `--json`: the table on stdout, or the table on stderr and the JSON on stdout (`--json`), or the
-/// JSON written to FILE (`--json FILE`).
-fn emit(
-    json: &Option<Option<PathBuf>>,
-    text: &str,
-    r: &impl serde::Serialize,
-) -> anyhow::Result<()> {
-    match json {
-        None => print!("{text}"),
-        Some(None) => {
-            eprint!("{text}");
-            println!("{}", serde_json::to_string_pretty(r)?);
-        }
-        Some(Some(path)) => {
-            print!("{text}");
-            std::fs::write(path, serde_json::to_string_pretty(r)? + "\n")
-                .with_context(|| format!("writing {}", path.display()))?;
-            println!("json: {}", path.display());
-        }
+/// The measurement for people (stdout, or stderr under `--json`, which moved stdout there)
+/// and its JSON document where `--json`/`--json-file` asked.
+fn emit(json: &super::JsonArgs, text: &str, r: &impl serde::Serialize) -> anyhow::Result<()> {
+    crate::console::out!("{text}");
+    if json.wanted() {
+        super::output::json_line(&serde_json::to_value(r)?);
+    }
+    if let Some(path) = &json.json_file {
+        crate::console::outln!("json: {}", path.display());
     }
     Ok(())
 }

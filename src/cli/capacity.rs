@@ -35,7 +35,7 @@ pub struct CapacityArgs {
     #[arg(long, value_name = "URL", help_heading = values::TARGET)]
     pub target: Option<String>,
     /// The objective, replacing the scenario's `[thresholds]`: NAME=VALUE,... e.g.
-    /// p99_ms=200,error_rate=0.01,oversell=0 (the names `gate --threshold` takes).
+    /// p99=200ms,error_rate=1%,oversell=0 (the names and values `gate --threshold` takes).
     #[arg(long, value_name = "NAME=VALUE,...", value_delimiter = ',', help_heading = SEARCH)]
     pub slo: Vec<Override>,
     /// How long each probe's buyers arrive over, a short sale on a fresh stock (10s, 2.5s,
@@ -190,7 +190,11 @@ pub async fn capacity(mut args: CapacityArgs) -> anyhow::Result<Exit> {
                 args.backends.clone()
             };
             let redis = args.strategies.iter().any(|s| s.uses_redis());
-            Some(args.conn.provide(&used, redis).await?)
+            // A dry run checks the URLs and starts or contacts nothing.
+            match args.dry_run {
+                true => args.conn.check_servers(&used, redis).map(|_| None)?,
+                false => Some(args.conn.provide(&used, redis).await?),
+            }
         }
     };
     let who = match &args.target {
@@ -207,15 +211,23 @@ pub async fn capacity(mut args: CapacityArgs) -> anyhow::Result<Exit> {
             capacity::search::rate(own),
             plan.worst_probe_requests()
         );
-        eprintln!("{}", crate::report::table::fit(&line, args.output.wide));
+        crate::console::eoutln!("{}", crate::report::table::fit(&line, args.output.wide));
     }
     if args.dry_run {
         let text = crate::report::table::fit(&plan.render_dry_run(), args.output.wide);
-        print!("{text}");
+        args.output.human(&text);
+        if args.output.json.wanted() {
+            super::output::json_line(&serde_json::json!({
+                "schema": super::SUMMARY_SCHEMA,
+                "dry_run": true,
+                "plan": text,
+                "exit_code": Exit::Success,
+            }));
+        }
         return Ok(Exit::Success);
     }
     if let Some(host) = plan.who.first().and_then(|w| w.remote_host()) {
-        eprintln!(
+        crate::console::eoutln!(
             "WARNING: capacity sends load to {host} (not loopback, --allow-remote): up to {} \
              buyers/s",
             plan.settings.max_rate
@@ -329,7 +341,7 @@ fn finish(
         "{text}report: {}\n",
         dir.join("report.md").display()
     ));
-    if output.json {
+    if output.json.wanted() {
         let mut v = serde_json::to_value(report)?;
         v["report_dir"] = std::fs::canonicalize(&dir)
             .unwrap_or(dir)

@@ -9,9 +9,14 @@ use crate::rehearsal::PlanSummary;
 use crate::store::Backend;
 use crate::traffic::schedule;
 
-/// Prints the plan of each run (strategy, backend, repeat) and the one schedule every run
-/// fires; with `--json`, the plan as one document. Exit 0.
-pub(super) fn print(sa: &ScenarioArgs, cells: &[(Strategy, Backend)]) -> anyhow::Result<Exit> {
+/// Prints the plan of each run (strategy, backend, repeat), the `servers` it would use (their
+/// URLs already checked against their roles) and the one schedule every run fires; with
+/// `--json`, the plan as one document. Exit 0.
+pub(super) fn print(
+    sa: &ScenarioArgs,
+    cells: &[(Strategy, Backend)],
+    servers: &[String],
+) -> anyhow::Result<Exit> {
     let (mut s, scenario_file) = load_scenario(&sa.scenario)?;
     sa.faults.apply(&mut s);
     s.item
@@ -39,6 +44,10 @@ pub(super) fn print(sa: &ScenarioArgs, cells: &[(Strategy, Backend)]) -> anyhow:
     for (i, label) in runs.iter().enumerate() {
         text.push_str(&format!("  run {}/{}: {label}\n", i + 1, runs.len()));
     }
+    text.push_str("  servers (not contacted):\n");
+    for line in servers {
+        text.push_str(&format!("    {line}\n"));
+    }
     if !s.faults.is_empty() {
         let faults: Vec<String> = s.faults.iter().map(|f| f.label()).collect();
         text.push_str(&format!("  faults in each run: {}\n", faults.join(", ")));
@@ -49,9 +58,10 @@ pub(super) fn print(sa: &ScenarioArgs, cells: &[(Strategy, Backend)]) -> anyhow:
     text.extend(rendered.lines().skip(1).map(|l| format!("{l}\n")));
     sa.output
         .human(&crate::report::table::fit(&text, sa.output.wide));
-    if sa.output.json {
+    if sa.output.json.wanted() {
         let mut v = super::output::dry_run("the reference shop", &summary);
         v["runs"] = runs.into();
+        v["servers"] = servers.into();
         super::output::json_line(&v);
     }
     Ok(Exit::Success)

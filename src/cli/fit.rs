@@ -16,10 +16,11 @@ const MODEL: &str = "Model";
 #[derive(Debug, Args, Clone)]
 pub struct FitArgs {
     /// The sale's access log: a file, read one line at a time (any size).
-    #[arg(value_name = "ACCESS_LOG")]
+    #[arg(value_name = "ACCESS_LOG", value_parser = super::values::file)]
     pub log: PathBuf,
     /// The scenario file to write; fit.md and fit-arrivals.svg/.png are written beside it.
-    #[arg(short, long, value_name = "FILE", help_heading = super::values::OUTPUT)]
+    #[arg(short, long, value_name = "FILE", value_parser = super::values::file,
+          help_heading = super::values::OUTPUT)]
     pub out: PathBuf,
     /// How each line is written: combined (nginx/Apache `$remote_addr - $remote_user
     /// [$time_local] "$request" $status …`) or json (one JSON object per line).
@@ -76,6 +77,8 @@ pub struct FitArgs {
     #[arg(long, value_name = "UNITS", value_parser = clap::value_parser!(i64).range(0..=1_000_000),
           help_heading = MODEL)]
     pub stock: Option<i64>,
+    #[command(flatten)]
+    pub json: super::JsonArgs,
 }
 
 /// A factor between 0.01 and 1000.
@@ -163,10 +166,39 @@ impl FitArgs {
     }
 }
 
-/// `oversell fit`: writes the scenario, fit.md and the chart; prints where.
+/// `oversell fit`: writes the scenario, fit.md and the chart; prints where (and with
+/// `--json`, the files and the fitted figures as one document).
 pub fn fit(args: FitArgs) -> anyhow::Result<Exit> {
+    let json = args.json.clone();
     let plan = args.plan()?;
     let fitted = fit::run(&plan)?;
-    println!("{}", fitted.summary);
+    crate::console::outln!("{}", fitted.summary);
+    if json.wanted() {
+        let m = &fitted.model;
+        let absolute = |p: &std::path::Path| {
+            std::fs::canonicalize(p)
+                .unwrap_or_else(|_| p.to_path_buf())
+                .display()
+                .to_string()
+        };
+        super::output::json_line(&serde_json::json!({
+            "schema": super::SUMMARY_SCHEMA,
+            "scenario": absolute(&plan.out),
+            "files": fitted.files.iter().map(|f| absolute(f)).collect::<Vec<_>>(),
+            "buyers": fitted.scenario.total_buyers(),
+            "stock": fitted.scenario.item.stock,
+            "seconds": m.trace.len(),
+            "log": {
+                "buyers": m.log_buyers,
+                "by_ip": m.by_ip,
+                "only_viewed": m.only_viewed,
+                "bots": m.bots,
+                "ordered": m.ordered,
+                "paid": m.paid,
+                "cancelled": m.cancelled,
+            },
+            "exit_code": Exit::Success,
+        }));
+    }
     Ok(Exit::Success)
 }

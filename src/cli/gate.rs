@@ -38,12 +38,14 @@ pub struct GateArgs {
         long = "threshold",
         value_name = "NAME=VALUE",
         help_heading = super::values::THRESHOLDS,
-        help = crate::metric::threshold_help(),
+        help = "A limit, overriding the scenario: NAME=VALUE, repeatable (oversell=0, \
+                p99=500ms, error_rate=1%); every NAME: --help",
         long_help = crate::metric::threshold_help()
     )]
     pub thresholds: Vec<Override>,
     /// Write JUnit XML here: one test case per threshold per strategy.
-    #[arg(long, value_name = "FILE", help_heading = super::values::THRESHOLDS)]
+    #[arg(long, value_name = "FILE", value_parser = super::values::file,
+          help_heading = super::values::THRESHOLDS)]
     pub junit: Option<PathBuf>,
     /// Let thresholds you set that could not be measured (e.g. no oracle) pass as "not
     /// verified" (never when the clients' own evidence shows oversell). Default and bundled
@@ -80,6 +82,23 @@ pub struct GateArgs {
     pub shard: ShardArgs,
 }
 
+/// The flags most gates use, first in `--help` and alone in `-h` (argument ids).
+pub(super) const COMMON: &[&str] = &[
+    "scenario",
+    "strategy",
+    "backend",
+    "target",
+    "oracle_sql",
+    "sold_query",
+    "thresholds",
+    "junit",
+    "dry_run",
+    "json",
+    "out",
+    "database_url",
+    "redis_url",
+];
+
 /// `oversell gate`: 0 every threshold held, 1 breached or not verified (see [`crate::gate`]).
 pub async fn gate(mut args: GateArgs) -> anyhow::Result<Exit> {
     if args.shard.shard.is_some() {
@@ -91,7 +110,11 @@ pub async fn gate(mut args: GateArgs) -> anyhow::Result<Exit> {
         None => {
             let (backend, _) = args.conn.database_for(args.backend)?;
             let redis = args.strategy.is_empty() || args.strategy.iter().any(|s| s.uses_redis());
-            Some(args.conn.provide(&[backend], redis).await?)
+            // A dry run checks the URLs and starts or contacts nothing.
+            match args.plan.dry_run {
+                true => args.conn.check_servers(&[backend], redis).map(|_| None)?,
+                false => Some(args.conn.provide(&[backend], redis).await?),
+            }
         }
     };
     let capacity = crate::capacity::gate::required(&limits);

@@ -36,7 +36,8 @@ pub struct MergeArgs {
     #[arg(long, requires = "gate", help_heading = values::THRESHOLDS)]
     pub allow_unverified: bool,
     /// With --gate: write JUnit XML here.
-    #[arg(long, value_name = "FILE", requires = "gate", help_heading = values::THRESHOLDS)]
+    #[arg(long, value_name = "FILE", requires = "gate", value_parser = values::file,
+          help_heading = values::THRESHOLDS)]
     pub junit: Option<PathBuf>,
     #[command(flatten)]
     pub conn: ConnArgs,

@@ -20,8 +20,55 @@ use std::time::Duration;
 
 use super::values;
 
-/// The original stdout once `--json` moved the process's stdout to stderr.
-static JSON_OUT: Mutex<Option<std::fs::File>> = Mutex::new(None);
+/// Where the one JSON document goes: the original stdout once `--json` moved the process's
+/// stdout to stderr, and the `--json-file`. Unset (no command claimed it, e.g. a usage error
+/// clap finds first): stdout.
+static JSON_OUT: Mutex<Option<Sink>> = Mutex::new(None);
+
+/// The destinations `--json` and `--json-file` chose.
+#[derive(Debug)]
+struct Sink {
+    stdout: Option<std::fs::File>,
+    file: Option<PathBuf>,
+}
+
+/// `--json` and `--json-file`, on every command that has a result.
+#[derive(Debug, Args, Clone, Default)]
+#[command(next_help_heading = values::OUTPUT)]
+pub struct JsonArgs {
+    /// Print the result as one JSON document on stdout, whatever happens (a command that
+    /// stops: {schema, error, exit_code}); what is printed for people goes to stderr.
+    #[arg(long)]
+    pub json: bool,
+    /// Write that JSON document to FILE (stdout keeps what is printed for people).
+    #[arg(long, value_name = "FILE", value_parser = values::file)]
+    pub json_file: Option<PathBuf>,
+}
+
+impl JsonArgs {
+    /// Whether a JSON document is asked for, on stdout or in a file.
+    pub fn wanted(&self) -> bool {
+        self.json || self.json_file.is_some()
+    }
+
+    /// Sets where the document goes. With `--json`, keeps the original stdout for it and
+    /// points the process's stdout at stderr, so nothing else can land in the JSON.
+    pub fn claim(&self) -> anyhow::Result<()> {
+        let stdout = if self.json {
+            std::io::stdout().flush()?;
+            let original = nix::unistd::dup(std::io::stdout().as_fd())?;
+            nix::unistd::dup2_stdout(std::io::stderr().as_fd())?;
+            Some(original.into())
+        } else {
+            None
+        };
+        *JSON_OUT.lock().unwrap_or_else(|e| e.into_inner()) = Some(Sink {
+            stdout,
+            file: self.json_file.clone(),
+        });
+        Ok(())
+    }
+}
 
 /// The schema id of the `--json` summary.
 pub const SUMMARY_SCHEMA: &str = "oversell.summary/v1";
@@ -39,16 +86,15 @@ pub struct OutputArgs {
     #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = values::duration)]
     pub drain_timeout: Duration,
     /// The old spelling of --drain-timeout, in whole seconds.
-    #[arg(long, value_name = "S", hide = true, conflicts_with = "drain_timeout")]
+    #[arg(long, value_name = "S", hide = true, conflicts_with = "drain_timeout",
+          value_parser = values::whole::<u64>(0, crate::duration::LONGEST.as_secs().into()))]
     pub drain_timeout_s: Option<u64>,
-    /// No progress bar or lines.
-    #[arg(short, long)]
+    /// No progress bar or lines: the global `-q`/`--quiet` ([`super::Verbosity`]), set by
+    /// [`parse_from`].
+    #[arg(skip)]
     pub quiet: bool,
-    /// Print one JSON document on stdout, whatever happens: the run summary (and the gate's
-    /// verdict), the plan of a --dry-run, or `{schema, error, exit_code}`; the tables go to
-    /// stderr.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub json: JsonArgs,
     /// Show every column of the result table (by default the headline figures, in 100
     /// columns; report.md has them all).
     #[arg(long)]
@@ -72,26 +118,13 @@ impl OutputArgs {
         values::seconds_or(self.drain_timeout, self.drain_timeout_s)
     }
 
-    /// With `--json`: keeps the original stdout for the summary and points the process's
-    /// stdout at stderr, so nothing else can land in the JSON.
-    pub fn claim_stdout(&self) -> anyhow::Result<()> {
-        if !self.json {
-            return Ok(());
-        }
-        std::io::stdout().flush()?;
-        let original = nix::unistd::dup(std::io::stdout().as_fd())?;
-        nix::unistd::dup2_stdout(std::io::stderr().as_fd())?;
-        *JSON_OUT.lock().unwrap_or_else(|e| e.into_inner()) = Some(original.into());
-        Ok(())
-    }
-
     /// Starts the live endpoint when `--metrics-listen` asks for one, and says where it is.
     pub async fn live(&self) -> anyhow::Result<Option<Live>> {
         let Some(addr) = self.metrics_listen else {
             return Ok(None);
         };
         let l = live::serve(addr).await?;
-        eprintln!(
+        crate::console::eoutln!(
             "live metrics: {} (Prometheus; the current shop for service discovery: http://{}/targets)",
             l.url(),
             l.addr()
@@ -101,10 +134,10 @@ impl OutputArgs {
 
     /// Prints a line meant for people: stdout, or stderr when stdout carries JSON.
     pub fn human(&self, text: &str) {
-        if self.json {
-            eprint!("{text}");
+        if self.json.json {
+            crate::console::eout!("{text}");
         } else {
-            print!("{text}");
+            crate::console::out!("{text}");
         }
     }
 
@@ -144,15 +177,8 @@ impl OutputArgs {
         if let Some(v) = verdict {
             self.human(&v.render_for(self.wide));
         }
-        if self.json {
+        if self.json.wanted() {
             json_line(&summary(report, dir, verdict));
-        }
-    }
-
-    /// With `--json`, the summary of a command that stopped with `e` (exit `code`).
-    pub fn failed(&self, e: &anyhow::Error, code: Exit) {
-        if self.json {
-            json_line(&error(e, code));
         }
     }
 }
@@ -190,14 +216,24 @@ pub(super) fn dry_run(label: &str, p: &crate::rehearsal::PlanSummary) -> Value {
     })
 }
 
-/// Writes one JSON line to the stdout `--json` claimed (or stdout).
+/// Writes the JSON document, one line, where `--json` and `--json-file` chose (stdout when
+/// no command claimed it). A `--json-file` that cannot be written is said on stderr.
 pub(super) fn json_line(v: &Value) {
     let mut out = JSON_OUT.lock().unwrap_or_else(|e| e.into_inner());
     let line = format!("{v}\n");
-    let _ = match out.as_mut() {
-        Some(f) => f.write_all(line.as_bytes()).and_then(|_| f.flush()),
-        None => std::io::stdout().write_all(line.as_bytes()),
+    let Some(sink) = out.as_mut() else {
+        crate::console::write_stdout(line.as_bytes());
+        return;
     };
+    if let Some(f) = sink.stdout.as_mut() {
+        // A reader that went away (`| head`) ends the document quietly.
+        let _ = f.write_all(line.as_bytes()).and_then(|_| f.flush());
+    }
+    if let Some(path) = &sink.file {
+        if let Err(e) = std::fs::write(path, &line) {
+            crate::console::eoutln!("error: writing --json-file {}: {e}", path.display());
+        }
+    }
 }
 
 /// The `--json` summary: where the report is (absolute paths), each run's headline metrics (null when the run
@@ -210,7 +246,7 @@ pub fn summary(report: &Report, dir: &Path, verdict: Option<&Verdict>) -> Value 
         .map(|run| {
             let metrics: serde_json::Map<String, Value> = Metric::RUN
                 .iter()
-                .map(|m| (m.name().to_string(), m.read(run).ok().into()))
+                .map(|m| (m.key(), m.read(run).ok().into()))
                 .collect();
             let mut v = json!({
                 "run": run.run_label(mb),
@@ -289,7 +325,10 @@ pub fn parse() -> super::Cli {
     match parse_from(std::env::args_os()) {
         Ok(cli) => cli,
         Err(e) => {
-            if e.use_stderr() && wants_json(std::env::args_os().skip(1)) {
+            let json = wanted_json(std::env::args_os().skip(1));
+            if e.use_stderr() && json.wanted() {
+                // Claiming only sets where the document goes; clap's message goes to stderr.
+                let _ = json.claim();
                 json_line(&usage_error(&e));
             }
             e.exit()
@@ -304,18 +343,152 @@ where
     I: IntoIterator<Item = T>,
     T: Into<std::ffi::OsString> + Clone,
 {
-    use clap::{CommandFactory, FromArgMatches};
-    let mut command = values::dash_values(super::Cli::command());
-    let matches = command.try_get_matches_from_mut(args)?;
+    use clap::FromArgMatches;
+    let mut command = super::command();
+    let args: Vec<std::ffi::OsString> = args.into_iter().map(Into::into).collect();
+    let args = bench_json_file(args);
+    let matches = command
+        .try_get_matches_from_mut(args.clone())
+        .map_err(|e| from_environment(&command, e, &args))?;
     super::serve::config_alone(&mut command, &matches)?;
-    super::Cli::from_arg_matches(&matches).map_err(|e| e.format(&mut command))
+    let mut cli = super::Cli::from_arg_matches(&matches).map_err(|e| e.format(&mut command))?;
+    let quiet = cli.verbosity.quiet;
+    if let Some(o) = cli.command.output_mut() {
+        o.quiet = quiet;
+    }
+    if let Some(conn) = cli.command.conn_mut() {
+        let m = leaf(&matches);
+        conn.from_env = super::ConnArgs::ENV
+            .iter()
+            .map(|(id, _, _)| *id)
+            .filter(|id| m.value_source(id) == Some(clap::parser::ValueSource::EnvVariable))
+            .collect();
+    }
+    Ok(cli)
 }
 
-/// Whether a command line asks for `--json` (before any `--`).
-pub(super) fn wants_json(args: impl IntoIterator<Item = std::ffi::OsString>) -> bool {
-    args.into_iter()
+/// The command line with bench's older `--json FILE` (and `--json=FILE`) written as
+/// `--json-file FILE`: `--json` is a switch on every command now, and scripts that wrote
+/// the file keep working.
+fn bench_json_file(args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
+    let is_bench = args
+        .iter()
+        .skip(1)
+        .find(|a| !a.to_string_lossy().starts_with('-'));
+    if is_bench.is_none_or(|a| a != "bench") {
+        return args;
+    }
+    let mut out = Vec::with_capacity(args.len());
+    let mut it = args.into_iter().peekable();
+    while let Some(a) = it.next() {
+        let text = a.to_string_lossy().into_owned();
+        if let Some(file) = text.strip_prefix("--json=") {
+            out.push("--json-file".into());
+            out.push(file.into());
+        } else if text == "--json"
+            && it
+                .peek()
+                .is_some_and(|n| !n.to_string_lossy().starts_with('-'))
+        {
+            out.push("--json-file".into());
+        } else {
+            out.push(a);
+        }
+    }
+    out
+}
+
+/// A bad value clap read from an environment variable (`OVERSELL_SERVICES=bogus`), said as
+/// such: clap's own message names only the flag, which the command line does not have.
+fn from_environment(
+    command: &clap::Command,
+    e: clap::Error,
+    args: &[std::ffi::OsString],
+) -> clap::Error {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if !matches!(
+        e.kind(),
+        ErrorKind::InvalidValue | ErrorKind::ValueValidation
+    ) {
+        return e;
+    }
+    let Some(ContextValue::String(arg)) = e.get(ContextKind::InvalidArg) else {
+        return e;
+    };
+    let flag = arg
+        .split_whitespace()
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    let given = args.iter().filter_map(|a| a.to_str()).any(|a| {
+        a == flag
+            || a.strip_prefix(flag.as_str())
+                .is_some_and(|r| r.starts_with('='))
+    });
+    let Some(var) = env_of(command, flag.trim_start_matches("--")).filter(|_| !given) else {
+        return e;
+    };
+    let value = std::env::var(&var).unwrap_or_default();
+    let text = e.render().to_string();
+    // A value parser's reason follows clap's first line: "… for '--flag <V>': reason".
+    let reason = text
+        .lines()
+        .next()
+        .and_then(|l| l.split_once(&format!("'{arg}': ")))
+        .map(|(_, r)| format!(": {r}"))
+        .unwrap_or_default();
+    let detail: Vec<&str> = text
+        .lines()
+        .skip(1)
+        .filter(|l| !l.trim().is_empty() && !l.starts_with("For more information"))
+        .collect();
+    let mut message = format!(
+        "invalid value {value:?} in the environment variable {var} (read for {flag}){reason}; \
+         unset it or give {flag} on the command line"
+    );
+    for l in detail {
+        message.push('\n');
+        message.push_str(l);
+    }
+    clap::Error::raw(e.kind(), message + "\n")
+}
+
+/// The environment variable the flag `--long` reads, in any subcommand.
+fn env_of(command: &clap::Command, long: &str) -> Option<String> {
+    command
+        .get_arguments()
+        .find(|a| a.get_long() == Some(long))
+        .and_then(|a| a.get_env())
+        .map(|v| v.to_string_lossy().into_owned())
+        .or_else(|| command.get_subcommands().find_map(|c| env_of(c, long)))
+}
+
+/// The matches of the subcommand that runs (`bench shop`'s, not `bench`'s).
+fn leaf(m: &clap::ArgMatches) -> &clap::ArgMatches {
+    match m.subcommand() {
+        Some((_, sub)) => leaf(sub),
+        None => m,
+    }
+}
+
+/// `--json` and `--json-file FILE` as a command line asks for them (before any `--`), read
+/// without clap: for a usage error clap found first.
+pub(super) fn wanted_json(args: impl IntoIterator<Item = std::ffi::OsString>) -> JsonArgs {
+    let words: Vec<String> = args
+        .into_iter()
         .map_while(|a| a.into_string().ok().filter(|a| a != "--"))
-        .any(|a| a == "--json" || a.starts_with("--json="))
+        .collect();
+    let json = words
+        .iter()
+        .any(|a| a == "--json" || a.starts_with("--json="));
+    let json_file = words
+        .iter()
+        .enumerate()
+        .find_map(|(i, a)| match a.as_str() {
+            "--json-file" => words.get(i + 1).map(PathBuf::from),
+            a => a.strip_prefix("--json-file=").map(PathBuf::from),
+        });
+    JsonArgs { json, json_file }
 }
 
 /// The `--json` document of a usage error: clap's message without its colours or the `--help`

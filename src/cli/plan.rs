@@ -179,6 +179,13 @@ impl OracleArgs {
         };
         Ok(match (&self.oracle_sql, &self.oracle_http) {
             (Some(url), _) => {
+                crate::store::Backend::from_url(url).map_err(|_| {
+                    anyhow::anyhow!(
+                        "--oracle-sql must be your shop's database, a postgres:// or mysql:// \
+                         URL (got {})",
+                        crate::services::redact_url(url)
+                    )
+                })?;
                 anyhow::ensure!(
                     self.sold_query.is_some() || self.orders_query.is_some(),
                     "--oracle-sql needs --sold-query (one SELECT returning the units sold) \
@@ -247,7 +254,7 @@ impl FaultArgs {
 pub struct PlanArgs {
     /// Buyers' accounts from a CSV file (header user_id,device_id,ip), one row per buyer,
     /// given to the plan's buyers in arrival order.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", value_parser = values::file)]
     pub buyers_csv: Option<PathBuf>,
     /// Print the plan (arrivals per second, request estimate, peak) and send nothing.
     #[arg(long)]
@@ -262,7 +269,8 @@ pub struct PlanArgs {
 #[derive(Debug, Args, Clone, Default)]
 pub struct SendLagArgs {
     /// The send-lag p99 above which a run is flagged generator-bound (5ms, 1.5ms; overrides
-    /// the scenario's `[thresholds] send_lag_p99_ms`; default 5ms).
+    /// the scenario's `[thresholds] send_lag_p99_ms`). Undeclared, a run is generator-bound
+    /// only when its send lag could change what it concludes.
     #[arg(long, value_name = "DURATION", value_parser = values::duration,
           help_heading = values::SCENARIO)]
     pub max_send_lag: Option<Duration>,
@@ -353,13 +361,13 @@ pub(super) async fn plan(
     if pa.dry_run {
         let text = crate::report::table::fit(&summary.render(&label), pa.output.wide);
         pa.output.human(&text);
-        if pa.output.json {
+        if pa.output.json.wanted() {
             super::output::json_line(&super::output::dry_run(&label, &summary));
         }
         return Ok(None);
     }
     if let Some(host) = remote {
-        eprintln!("{}", summary.banner(&host));
+        crate::console::eoutln!("{}", summary.banner(&host));
     }
     let live = pa.output.live().await?;
     Ok(Some(
@@ -445,7 +453,7 @@ pub(super) fn refuse_with_shard(
     if repeat > 1 {
         bad.push("--repeat");
     }
-    if output.json {
+    if output.json.wanted() {
         bad.push("--json (the merge's report is the result)");
     }
     if output.metrics_listen.is_some() {
@@ -504,7 +512,7 @@ pub(super) async fn shard(
     );
     let knobs = s.shop.command_line();
     if !knobs.is_empty() && spec.sets_up() {
-        eprintln!(
+        crate::console::eoutln!(
             "note: the scenario's [shop] table is not applied by a shard: the shop at {shop_url} \
              runs with its own flags (start it with `oversell serve ... {}` for the same sale)",
             knobs.join(" ")
@@ -528,7 +536,7 @@ pub(super) async fn shard(
     };
     let file = runner::fire_shard(&run).await?;
     let requests: u64 = file.counts.values().flat_map(|c| c.values()).sum();
-    println!(
+    crate::console::outln!(
         "shard {}: {} of {} buyers, {} requests; raw results in {}",
         file.shard,
         file.buyers,

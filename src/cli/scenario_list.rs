@@ -58,3 +58,24 @@ Use one with --scenario NAME (a file of that path, if one exists, is used instea
     );
     s
 }
+
+/// `oversell scenarios --json`: every bundled scenario's name, buyers, stock and description.
+pub(super) fn json() -> serde_json::Value {
+    let scenarios: Vec<serde_json::Value> = crate::scenarios::BUNDLED
+        .iter()
+        .map(|b| match b.load() {
+            Ok(s) => serde_json::json!({
+                "name": b.name,
+                "buyers": s.total_buyers(),
+                "stock": s.item.stock,
+                "description": s.description.split_whitespace().collect::<Vec<_>>().join(" "),
+            }),
+            Err(e) => serde_json::json!({ "name": b.name, "error": e.to_string() }),
+        })
+        .collect();
+    serde_json::json!({
+        "schema": super::SUMMARY_SCHEMA,
+        "scenarios": scenarios,
+        "exit_code": crate::exit::Exit::Success,
+    })
+}

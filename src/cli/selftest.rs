@@ -59,7 +59,7 @@ pub async fn selftest(mut args: SelftestArgs) -> anyhow::Result<Exit> {
     let mut rows = Vec::with_capacity(cases.len());
     for (i, case) in cases.iter().enumerate() {
         if !args.output.quiet {
-            eprintln!(
+            crate::console::eoutln!(
                 "selftest {}/{}: {} on {} ({})",
                 i + 1,
                 cases.len(),
@@ -72,7 +72,7 @@ pub async fn selftest(mut args: SelftestArgs) -> anyhow::Result<Exit> {
         rows.push(selftest::run(*case, &setup).await);
     }
     args.output.human(&selftest::render(&rows));
-    if args.output.json {
+    if args.output.json.wanted() {
         super::output::json_line(&selftest::json(&rows));
     }
     Ok(Exit::judged(selftest::passed(&rows)))

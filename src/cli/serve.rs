@@ -135,7 +135,7 @@ fn open_admin(
          OVERSELL_ADMIN_TOKEN), listen on loopback (127.0.0.1:PORT or :PORT), or pass \
          --allow-open-admin to accept that"
     );
-    eprintln!(
+    crate::console::eoutln!(
         "WARNING: --listen {listen} without --admin-token (--allow-open-admin): anyone who can \
          reach this port can reset the sale"
     );
@@ -158,6 +158,18 @@ fn read_config(v: &str) -> Result<Box<ServeConfig>, String> {
         .map(Box::new)
         .map_err(|e| format!("{source}: {e}"))
 }
+
+/// The flags most shops are started with, first in `--help` and alone in `-h` (argument ids).
+pub(super) const COMMON: &[&str] = &[
+    "strategy",
+    "listen",
+    "backend",
+    "database_url",
+    "redis_url",
+    "services",
+    "admin_token",
+    "pool_size",
+];
 
 /// With `--config`, a flag given beside it is refused (the document is whole, so the flag
 /// would be ignored); a value from the environment is not read.
@@ -260,7 +272,7 @@ pub(super) async fn serve(mut args: ServeArgs) -> anyhow::Result<Exit> {
         ready.send(&Readiness::ready(app.local_addr()));
     }
     // The first stdout line: for a person, or a script without --ready-fd.
-    println!("oversell shop listening on http://{}", app.local_addr());
+    crate::console::outln!("oversell shop listening on http://{}", app.local_addr());
     let workers = tokio::runtime::Handle::current().metrics().num_workers();
     tracing::info!(%strategy, addr = %app.local_addr(), workers, "shop ready");
     app.run_until_stopped(crate::shop::shutdown_signal())
@@ -322,6 +334,7 @@ async fn start(
                 redis_url: config.redis_url.clone(),
                 services: ServicesMode::External,
                 managed_postgres: None,
+                from_env: Vec::new(),
             };
             let (backend, _) = conn.database_for(None)?;
             conn.provide(&[backend], config.strategy.uses_redis())

@@ -19,6 +19,8 @@ impl ConnArgs {
     /// starts the managed servers it needs and points these URLs at them. Hold the result for
     /// the command's length (dropping it stops the servers).
     pub async fn provide(&mut self, backends: &[Backend], redis: bool) -> anyhow::Result<Provided> {
+        // Every URL fits its role before anything is started or connected to.
+        self.check_servers(backends, redis)?;
         // Several backends (`compare --backend postgres,mysql`): --database-url serves the one
         // it names and the others their own URLs, as `--help` says.
         let several = backends.len() > 1;

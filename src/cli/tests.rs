@@ -91,8 +91,13 @@ fn attack_takes_settle_as_a_duration_or_the_old_seconds() {
 
 #[test]
 fn bench_takes_duration_and_concurrency_and_the_old_spellings() {
-    let shop = |args: &[&str]| match parse(args) {
-        Command::Bench(b) => match b.what {
+    // As the binary parses: bench's older `--json FILE` is read as `--json-file FILE`.
+    let shop = |args: &[&str]| match output::parse_from(
+        std::iter::once("oversell").chain(args.iter().copied()),
+    )
+    .map(|c| c.command)
+    {
+        Ok(Command::Bench(b)) => match b.what {
             bench::BenchCommand::Shop(s) => s,
             other => panic!("{other:?}"),
         },
@@ -111,7 +116,7 @@ fn bench_takes_duration_and_concurrency_and_the_old_spellings() {
     ]);
     assert_eq!((new.duration, new.seconds), (Duration::from_secs(3), None));
     assert_eq!(new.concurrency, 8);
-    assert_eq!(new.json, Some(None));
+    assert!(new.json.json && new.json.json_file.is_none());
     let old = shop(&[
         "bench",
         "shop",
@@ -125,7 +130,8 @@ fn bench_takes_duration_and_concurrency_and_the_old_spellings() {
         "out.json",
     ]);
     assert_eq!((old.seconds, old.concurrency), (Some(3), 8));
-    assert_eq!(old.json, Some(Some(PathBuf::from("out.json"))));
+    assert!(!old.json.json);
+    assert_eq!(old.json.json_file, Some(PathBuf::from("out.json")));
     match parse(&["bench", "redis", "--seconds", "2", "--concurrency", "4"]) {
         Command::Bench(b) => match b.what {
             bench::BenchCommand::Redis(r) => assert_eq!((r.seconds, r.concurrency), (Some(2), 4)),
@@ -201,9 +207,13 @@ fn old_spellings_are_hidden_from_help() {
 #[test]
 fn json_is_found_before_a_double_dash_only() {
     let os = |v: &[&str]| v.iter().map(std::ffi::OsString::from).collect::<Vec<_>>();
-    assert!(output::wants_json(os(&["run", "--json", "--bogus"])));
-    assert!(!output::wants_json(os(&["run", "--", "--json"])));
-    assert!(!output::wants_json(os(&["run", "--jsonx"])));
+    assert!(output::wanted_json(os(&["run", "--json", "--bogus"])).json);
+    assert!(!output::wanted_json(os(&["run", "--", "--json"])).json);
+    assert!(!output::wanted_json(os(&["run", "--jsonx"])).json);
+    let file = output::wanted_json(os(&["run", "--json-file", "a.json", "--bogus"]));
+    assert_eq!(file.json_file, Some(PathBuf::from("a.json")));
+    let file = output::wanted_json(os(&["run", "--json-file=b.json"]));
+    assert_eq!(file.json_file, Some(PathBuf::from("b.json")));
 }
 
 #[test]
@@ -214,6 +224,7 @@ fn a_database_url_of_another_backend_is_refused_when_one_backend_is_asked_for() 
         redis_url: "redis://127.0.0.1:6379".into(),
         services: crate::services::ServicesMode::External,
         managed_postgres: None,
+        from_env: Vec::new(),
     };
     let e = conn
         .database_for(Some(Backend::Mysql))

@@ -25,10 +25,53 @@ pub const TARGET: &str = "Target and oracle";
 pub const SECURITY: &str = "Security";
 /// `--help` heading: the shop's tuning knobs (pools, timeouts, limits, the pipeline).
 pub const KNOBS: &str = "Shop knobs";
+/// `--help` heading: the flags most runs of a long command use, shown first; `-h` shows only
+/// these ([`common_first`]).
+pub const COMMON: &str = "Common";
+
+/// `cmd` with the common flags (by argument id) of each long subcommand of `long` first,
+/// under [`COMMON`], and the others only in `--help` (under their own headings, which a reader
+/// can skip); `-h` says so.
+pub fn common_first(cmd: clap::Command, long: &[(&str, &[&str])]) -> clap::Command {
+    cmd.mut_subcommands(|sub| {
+        let Some((name, common)) = long.iter().find(|(n, _)| *n == sub.get_name()) else {
+            return sub;
+        };
+        let sub = sub.after_help(format!(
+            "These are the common flags; `oversell {name} --help` shows every one, grouped."
+        ));
+        sub.mut_args(|a| {
+            let id = a.get_id().as_str();
+            if let Some(at) = common.iter().position(|c| *c == id) {
+                a.help_heading(COMMON).display_order(at)
+            } else if id == "help" || a.is_global_set() {
+                a
+            } else {
+                a.hide_short_help(true)
+            }
+        })
+    })
+}
 
 /// A duration with its unit (`10s`, `500ms`, `1m 30s`; a bare number is refused with a hint):
 /// [`crate::duration::parse`].
 pub use crate::duration::parse as duration;
+
+/// A file a flag reads or writes: refused when it names a folder (`--junit reports/`), so the
+/// command stops before it starts anything, naming the flag.
+pub fn file(v: &str) -> Result<std::path::PathBuf, String> {
+    let p = std::path::PathBuf::from(v);
+    if v.trim().is_empty() {
+        return Err("needs a file name (got nothing)".into());
+    }
+    if p.is_dir() {
+        return Err(format!(
+            "{v:?} is a folder: give a file (e.g. {})",
+            p.join("name").display()
+        ));
+    }
+    Ok(p)
+}
 
 /// A listen address: `IP:PORT`, `HOST:PORT` (resolved; the first address wins, IPv4 first), or
 /// `:PORT` for loopback (127.0.0.1). Port 0 picks a free one.
@@ -128,6 +171,15 @@ mod tests {
         assert_eq!(repeat("0").unwrap_err(), "must be at least 1 (got 0)");
         assert_eq!(repeat("101").unwrap_err(), "must be at most 100 (got 101)");
         assert!(repeat("2.5").unwrap_err().contains("not a whole number"));
+    }
+
+    #[test]
+    fn a_folder_given_as_a_file_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = file(dir.path().to_str().unwrap()).unwrap_err();
+        assert!(e.contains("is a folder: give a file"), "{e}");
+        assert!(file("").is_err());
+        assert_eq!(file("a/b.xml"), Ok("a/b.xml".into()));
     }
 
     #[test]

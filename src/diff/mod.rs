@@ -12,9 +12,19 @@
 //! Reports made with `--repeat N` are compared by their spread ([`spread`]): a band metric
 //! changed only when the candidate's median leaves the baseline's min–max and the baseline's
 //! median leaves the candidate's; the oracle's counts compare their worst repeat exactly.
+//!
+//! Runs on one side only ([`lone`]): a run only the candidate has is judged on its own figures
+//! against each `--fail-on` metric's default limit, and a run only the baseline has fails
+//! `--fail-on` ([`verdict`] gathers both with the regressions into one PASS or FAIL).
 
+mod json;
+mod lone;
 mod spread;
 mod text;
+mod verdict;
+
+pub use lone::{LoneCheck, LoneRun};
+pub use verdict::Breach;
 
 use crate::exit::Exit;
 use crate::metric::{Better, Metric, Rule};
@@ -32,27 +42,13 @@ pub fn metric_names() -> Vec<&'static str> {
     METRICS.iter().map(|m| m.name()).collect()
 }
 
-fn aliases() -> String {
-    METRICS
-        .iter()
-        .flat_map(|m| {
-            m.spec()
-                .aliases
-                .iter()
-                .map(move |a| format!("{a} = {}", m.name()))
-        })
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
 /// A bad `diff` command line.
 #[derive(Debug, thiserror::Error)]
 pub enum DiffError {
     #[error(
-        "--fail-on: unknown metric {0:?}{near}; allowed: {names} (older names: {aliases})",
+        "--fail-on: unknown metric {0:?}{near}; allowed: {names}",
         near = Metric::did_you_mean(.0),
-        names = metric_names().join(", "),
-        aliases = aliases()
+        names = metric_names().join(", ")
     )]
     UnknownMetric(String),
     #[error("--band must be a percentage from 0 to 1000, got {0}")]
@@ -209,7 +205,8 @@ pub struct Diff {
     pub band: f64,
     pub runs: Vec<RunDiff>,
     pub only_in_baseline: Vec<String>,
-    pub only_in_candidate: Vec<String>,
+    /// Runs only the candidate has, with their own figures.
+    pub only_in_candidate: Vec<LoneRun>,
 }
 
 fn key(r: &RunReport) -> String {
@@ -259,29 +256,13 @@ pub fn compare(baseline: &Report, candidate: &Report, band: f64) -> Diff {
     let only_in_candidate = cand
         .into_iter()
         .filter(|(k, _)| !base.iter().any(|(b, _)| b == k))
-        .map(|(k, _)| k)
+        .map(|(k, runs)| LoneRun::of(k, &runs))
         .collect();
     Diff {
         band,
         runs,
         only_in_baseline,
         only_in_candidate,
-    }
-}
-
-impl Diff {
-    /// `(run, row, name given)` for every metric in `fail_on` on which the candidate is
-    /// worse.
-    pub fn regressions<'a>(&'a self, fail_on: &'a [FailOn]) -> Vec<(&'a str, &'a Row, &'a str)> {
-        self.runs
-            .iter()
-            .flat_map(|r| r.rows.iter().map(move |row| (r.label.as_str(), row)))
-            .filter(|(_, row)| row.verdict == Verdict::Worse)
-            .filter_map(|(run, row)| {
-                let f = fail_on.iter().find(|f| f.metric == row.metric)?;
-                Some((run, row, f.given.as_str()))
-            })
-            .collect()
     }
 }
 
@@ -381,13 +362,10 @@ pub fn render(plan: &DiffPlan, baseline: &Report, candidate: &Report, d: &Diff) 
             let _ = writeln!(s, "| {} |", cells.join(" | "));
         }
     }
-    for (which, list) in [
-        ("only in the baseline", &d.only_in_baseline),
-        ("only in the candidate", &d.only_in_candidate),
-    ] {
-        if !list.is_empty() {
-            let _ = writeln!(s, "\nRuns {which} (not compared): {}", list.join(", "));
-        }
+    for line in verdict::one_sided(plan, d, true) {
+        // A list's items stay together; a paragraph gets its blank line.
+        let gap = if line.starts_with("- ") { "" } else { "\n" };
+        let _ = writeln!(s, "{gap}{line}");
     }
     let worse = d.worse(|m| format!("`{m}`"));
     let _ = writeln!(s, "\n## Summary\n");
@@ -396,31 +374,16 @@ pub fn render(plan: &DiffPlan, baseline: &Report, candidate: &Report, d: &Diff) 
     } else {
         let _ = writeln!(s, "Worse: {}.", worse.join("; "));
     }
-    if !plan.fail_on.is_empty() {
-        let names: Vec<&str> = plan.fail_on.iter().map(|f| f.given.as_str()).collect();
-        let hits = d.regressions(&plan.fail_on);
-        if hits.is_empty() {
-            let _ = writeln!(s, "\n**PASS** on --fail-on {}.", names.join(","));
-        } else {
-            let list: Vec<String> = hits
-                .iter()
-                .map(|(run, _, given)| format!("{run} `{given}`"))
-                .collect();
-            let _ = writeln!(
-                s,
-                "\n**FAIL** on --fail-on {}: {}.",
-                names.join(","),
-                list.join("; ")
-            );
-        }
+    if let Some(line) = verdict::fail_on_line(plan, d, true) {
+        let _ = writeln!(s, "\n{line}");
     }
     s
 }
 
 /// Runs a `diff`: prints the Markdown, or on a terminal without `wide` the 100-column tables
-/// (and writes the Markdown to `--markdown`); [`Exit::Failed`] when the candidate is worse on a
-/// `--fail-on` metric, [`Exit::Success`] otherwise.
-pub fn run(plan: &DiffPlan, wide: bool) -> anyhow::Result<Exit> {
+/// (and writes the Markdown to `--markdown`); [`Exit::Failed`] when the candidate breaks
+/// `--fail-on`, [`Exit::Success`] otherwise; with the comparison as `--json`'s document.
+pub fn run(plan: &DiffPlan, wide: bool) -> anyhow::Result<(Exit, serde_json::Value)> {
     let baseline = report::read(&plan.baseline).context("reading the baseline")?;
     let candidate = report::read(&plan.candidate).context("reading the candidate")?;
     let d = compare(&baseline, &candidate, plan.band);
@@ -433,24 +396,15 @@ pub fn run(plan: &DiffPlan, wide: bool) -> anyhow::Result<Exit> {
     }
     let md = render(plan, &baseline, &candidate, &d);
     if wide || !std::io::IsTerminal::is_terminal(&std::io::stdout()) {
-        print!("{md}");
+        crate::console::out!("{md}");
     } else {
-        print!("{}", text::render(plan, &baseline, &candidate, &d));
+        crate::console::out!("{}", text::render(plan, &baseline, &candidate, &d));
     }
     if let Some(out) = &plan.out {
         std::fs::write(out, &md).with_context(|| format!("writing {}", out.display()))?;
     }
-    // A run the baseline had and the candidate lost cannot prove it did not get worse.
-    let lost_runs = !plan.fail_on.is_empty() && !d.only_in_baseline.is_empty();
-    if lost_runs {
-        eprintln!(
-            "the candidate lacks runs the baseline has ({}): failing, since --fail-on was given",
-            d.only_in_baseline.join(", ")
-        );
-    }
-    Ok(Exit::judged(
-        d.regressions(&plan.fail_on).is_empty() && !lost_runs,
-    ))
+    let code = Exit::judged(d.breaches(&plan.fail_on).is_empty());
+    Ok((code, json::document(plan, &d, code)))
 }
 
 #[cfg(test)]

@@ -1,5 +1,5 @@
 //! `diff` on a terminal: the comparison in [`TERMINAL_WIDTH`] columns, one table per run with
-//! each metric by its name. The Markdown ([`super::render`], each metric's long label) is what a
+//! each metric by its name, then the notes (runs on one side only, what is worse, `--fail-on`). The Markdown ([`super::render`], each metric's long label) is what a
 //! pipe, `--markdown FILE` and `--wide` get.
 
 use super::{change, describe, Diff, DiffPlan, RunDiff, Verdict};
@@ -101,44 +101,15 @@ fn notes(plan: &DiffPlan, d: &Diff, medians_only: bool) -> Vec<String> {
     if medians_only {
         notes.push("(medians only where min–max did not fit: --wide, or --markdown FILE)".into());
     }
-    for (which, list) in [
-        ("only in the baseline", &d.only_in_baseline),
-        ("only in the candidate", &d.only_in_candidate),
-    ] {
-        if !list.is_empty() {
-            notes.push(format!("Runs {which} (not compared): {}", list.join(", ")));
-        }
-    }
+    notes.extend(super::verdict::one_sided(plan, d, false));
     let worse = d.worse(str::to_string);
     notes.push(if worse.is_empty() {
         "No metric is worse beyond the band.".to_string()
     } else {
         format!("Worse: {}.", worse.join("; "))
     });
-    notes.extend(fail_on_note(plan, d));
+    notes.extend(super::verdict::fail_on_line(plan, d, false));
     notes
-}
-
-/// `PASS` or `FAIL on --fail-on …` with the runs that broke it; nothing without `--fail-on`.
-fn fail_on_note(plan: &DiffPlan, d: &Diff) -> Option<String> {
-    if plan.fail_on.is_empty() {
-        return None;
-    }
-    let names: Vec<&str> = plan.fail_on.iter().map(|f| f.given.as_str()).collect();
-    let hits = d.regressions(&plan.fail_on);
-    Some(if hits.is_empty() {
-        format!("PASS on --fail-on {}.", names.join(","))
-    } else {
-        let list: Vec<String> = hits
-            .iter()
-            .map(|(run, _, given)| format!("{run} {given}"))
-            .collect();
-        format!(
-            "FAIL on --fail-on {}: {}.",
-            names.join(","),
-            list.join("; ")
-        )
-    })
 }
 
 /// A verdict in plain text (`WORSE` stands out without Markdown's bold).

@@ -185,7 +185,26 @@ fn first_order(plan: &FitPlan) -> anyhow::Result<i64> {
     first.ok_or_else(|| no_orders(plan, &counted).into())
 }
 
+/// Why a pass found no order: the log was empty, no line of it could be read, or the lines
+/// read are requests none of which took the order route.
 fn no_orders(plan: &FitPlan, counted: &Counted) -> FitError {
+    if counted.lines == counted.blank {
+        return FitError::Empty {
+            file: plan.log.clone(),
+            lines: counted.lines,
+        };
+    }
+    if counted.matched == 0 && counted.other_total == 0 {
+        if let Some(first) = counted.first_bad.first() {
+            return FitError::NothingParsed {
+                file: plan.log.clone(),
+                format: plan.reader.format.as_str().to_string(),
+                lines: counted.lines,
+                bad: counted.bad,
+                first: Box::new(first.clone()),
+            };
+        }
+    }
     FitError::NoOrders {
         file: plan.log.clone(),
         route: plan.reader.routes.of(Action::Order).to_string(),

@@ -144,6 +144,26 @@ pub struct LineError {
     pub line: u64,
     pub field: String,
     pub problem: String,
+    /// The line's start as it reads, secret-named values masked ([`shown_text`]).
+    pub text: String,
+}
+
+/// How much of a bad line an error shows.
+const SHOWN_BYTES: usize = 100;
+
+/// A bad line as an error shows it: its first [`SHOWN_BYTES`], every secret-named value
+/// masked (a token in a query or a cookie), control characters escaped.
+pub fn shown_text(bytes: &[u8]) -> String {
+    let text = String::from_utf8_lossy(&bytes[..bytes.len().min(4 * SHOWN_BYTES)]);
+    let masked = crate::secret::mask_fields(text.trim(), &[]);
+    let escaped: String = masked
+        .chars()
+        .flat_map(|c| match c.is_control() {
+            true => c.escape_default().collect::<Vec<_>>(),
+            false => vec![c],
+        })
+        .collect();
+    crate::secret::cut(&escaped, SHOWN_BYTES)
 }
 
 /// How the lines of one log are read.
@@ -177,6 +197,7 @@ impl Reader {
             line: n,
             field,
             problem,
+            text: shown_text(bytes),
         })
     }
 

@@ -46,6 +46,29 @@ pub enum FitError {
         seen: Vec<(String, u64)>,
     },
     #[error(
+        "{}: the log is empty ({}): there is nothing to fit; give the access log of the sale",
+        file.display(),
+        if *lines == 0 { "0 lines".to_string() } else { format!("{lines} blank lines, nothing else") }
+    )]
+    Empty { file: PathBuf, lines: u64 },
+    #[error(
+        "{}: no line reads as a {format} access log ({bad} of {lines} lines could not be read); \
+         the first bad line, line {}: `{}` (field `{}`: {}){}",
+        file.display(),
+        first.line,
+        first.text,
+        first.field,
+        first.problem,
+        hint(std::slice::from_ref(first.as_ref()))
+    )]
+    NothingParsed {
+        file: PathBuf,
+        format: String,
+        lines: u64,
+        bad: u64,
+        first: Box<LineError>,
+    },
+    #[error(
         "{}: no order attempt between the sale start ({start}) and {end}: nothing to fit",
         file.display()
     )]
@@ -81,17 +104,27 @@ fn compressed(seconds: u64, compress: f64) -> String {
 
 fn shown(first: &[LineError]) -> String {
     let lines: Vec<String> = first.iter().map(|e| e.to_string()).collect();
-    format!("the first: {}", lines.join("; "))
+    let text = first
+        .first()
+        .map(|e| format!(" (line {} reads `{}`)", e.line, e.text))
+        .unwrap_or_default();
+    format!("the first: {}{text}", lines.join("; "))
 }
 
 fn hint(first: &[LineError]) -> String {
     let Some(e) = first.first() else {
         return String::new();
     };
-    if e.problem.contains("not a JSON object") {
+    let json_like = e.text.starts_with('{');
+    let combined_like = e.text.contains(" - ") && e.text.contains('[') && e.text.contains('"');
+    if e.problem.contains("not a JSON object") && combined_like {
         " (a combined-format log? give --format combined)".into()
-    } else if e.problem.contains("not the combined format") {
+    } else if e.problem.contains("not the combined format") && json_like {
         " (JSON lines? give --format json)".into()
+    } else if !json_like && !combined_like {
+        " (not an access log? fit reads nginx/Apache combined lines, or JSON lines with \
+         --format json)"
+            .into()
     } else {
         String::new()
     }
@@ -155,6 +188,7 @@ pub fn pass(
                 line: c.lines,
                 field: "(line)".into(),
                 problem: format!("longer than {} KiB", MAX_LINE / 1024),
+                text: super::parse::shown_text(&buf),
             }),
             Line::Read => reader.line(c.lines, &buf),
         };

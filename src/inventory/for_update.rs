@@ -16,7 +16,7 @@
 //!   arrival order without a connection, for at most `--lock-timeout` (then `busy:
 //!   lock_timeout`, as a wait on the lock ends; a turn that comes just in time then waits at
 //!   most that long on the lock). With the queue in the shop PostgreSQL spends about a third
-//!   less CPU per order and the slowest answers come sooner (docs/src/performance/lab-log.md,
+//!   less CPU per order and the slowest answers come sooner (docs/lab/lab-log.md,
 //!   "A queue in front of the row lock"). Which buyer gets a unit is still decided under the
 //!   lock.
 //!

@@ -39,10 +39,58 @@ impl Metric {
         Metric::named(name).ok_or_else(|| LimitError::Unknown(name.trim().to_string()))
     }
 
-    /// A threshold as written (`name`, `value`): the metric and its checked limit.
+    /// A threshold (`name`, `value` in the metric's own unit: milliseconds for a latency):
+    /// the metric and its checked limit.
     pub fn limit(name: &str, value: f64) -> Result<(Metric, f64), LimitError> {
         let metric = Metric::limitable_named(name)?;
         Ok((metric, metric.check_limit(value)?))
+    }
+
+    /// A limit given as a bare number under `name`: a duration metric takes one only under an
+    /// older name that carries its unit (`p99_ms = 500`, `latency_p99`); its own name needs
+    /// the unit written (`p99 = "500ms"`), as every duration does.
+    fn bare(self, name: &str, value: f64) -> Result<f64, LimitError> {
+        if self.spec().unit == Unit::Millis && name.trim() == self.name() {
+            return Err(LimitError::NeedsUnit {
+                name: self.name(),
+                value: value.to_string(),
+            });
+        }
+        Ok(value)
+    }
+
+    /// A limit's value as written after `name=`: a number, or with its unit — a duration for
+    /// a latency (`500ms`, `1.5s`), a percentage for a share (`1%`).
+    fn written(self, name: &str, text: &str) -> Result<f64, LimitError> {
+        let t = text.trim();
+        if let Ok(v) = t.parse::<f64>() {
+            return self.bare(name, v);
+        }
+        let not_a_number = || LimitError::NotANumber {
+            name: name.trim().to_string(),
+            value: text.to_string(),
+        };
+        match self.spec().unit {
+            Unit::Millis => crate::duration::parse(t)
+                .map(|d| d.as_secs_f64() * 1000.0)
+                .map_err(|why| LimitError::BadDuration {
+                    name: self.name(),
+                    why,
+                }),
+            Unit::Share => t
+                .strip_suffix('%')
+                .and_then(|p| p.trim().parse::<f64>().ok())
+                .map(|p| p / 100.0)
+                .ok_or_else(not_a_number),
+            _ => Err(not_a_number()),
+        }
+    }
+
+    /// A limit written as text (`--threshold`, `--slo`, a string in `[thresholds]`): the
+    /// metric's value, checked.
+    pub fn limit_written(name: &str, text: &str) -> Result<(Metric, f64), LimitError> {
+        let metric = Metric::limitable_named(name)?;
+        Ok((metric, metric.check_limit(metric.written(name, text)?)?))
     }
 }
 
@@ -62,18 +110,14 @@ pub fn threshold_help() -> String {
         .filter(|m| m.bound() == ">=")
         .map(|m| m.name())
         .collect();
-    let aliases: Vec<String> = Metric::every_name()
-        .filter(|(n, m)| *n != m.name())
-        .map(|(n, m)| format!("{n} = {m}"))
-        .collect();
     format!(
         "A limit, overriding the scenario: NAME=VALUE, repeatable; the run's figure must be at \
-         most VALUE (at least, for {}). A limit given here that the run cannot measure is not \
-         verified. NAME is one of {} (older names: {}), or watch.<name>.max and \
+         most VALUE (at least, for {}). A latency takes its unit (p99=500ms), a share a \
+         fraction or a percentage (error_rate=0.01, error_rate=1%). A limit given here that \
+         the run cannot measure is not verified. NAME is one of {}, or watch.<name>.max and \
          watch.<name>.drained_within_s for a gauge of the scenario's [watch].",
         at_least.join(", "),
         limitable_names(),
-        aliases.join(", ")
     )
 }
 
@@ -96,6 +140,15 @@ pub enum LimitError {
     NotAPair(String),
     #[error("threshold `{name}` needs a number, got {value:?}")]
     NotANumber { name: String, value: String },
+    /// A latency limit without its unit under the metric's own name.
+    #[error(
+        "threshold `{name}` is a duration: write its unit, e.g. {name}={value}ms or \
+         {name}={value}s (got {value:?} without one)"
+    )]
+    NeedsUnit { name: &'static str, value: String },
+    /// A latency limit whose duration does not read.
+    #[error("threshold `{name}`: {why}")]
+    BadDuration { name: &'static str, why: String },
     /// A `watch.` threshold that is not `watch.<name>.<figure>`, or a value it cannot take.
     #[error("threshold `{name}` must be {allowed}")]
     BadWatch { name: String, allowed: String },
@@ -150,9 +203,9 @@ impl Serialize for Thresholds {
         let mut map = s.serialize_map(Some(self.0.len() + self.1.len()))?;
         for (m, v) in &self.0 {
             if m.spec().unit.is_count() {
-                map.serialize_entry(m.name(), &(*v as i64))?;
+                map.serialize_entry(&m.key(), &(*v as i64))?;
             } else {
-                map.serialize_entry(m.name(), v)?;
+                map.serialize_entry(&m.key(), v)?;
             }
         }
         for (k, v) in &self.1 {
@@ -196,6 +249,46 @@ impl<'de> Deserialize<'de> for Number {
     }
 }
 
+/// A limit in a TOML or JSON table: a number, or text with its unit (`"500ms"`, `"1%"`).
+enum Value {
+    Number(Number),
+    Text(String),
+}
+
+impl<'de> Deserialize<'de> for Value {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Value;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a number, or a value with its unit (\"500ms\", \"1%\")")
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Value, E> {
+                Ok(Value::Number(Number(Some(v as f64))))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Value, E> {
+                Ok(Value::Number(Number(Some(v as f64))))
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<Value, E> {
+                Ok(Value::Number(Number(Some(v))))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Value, E> {
+                Ok(Value::Text(v.to_string()))
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<Value, E> {
+                Ok(Value::Number(Number(None)))
+            }
+            fn visit_none<E: de::Error>(self) -> Result<Value, E> {
+                Ok(Value::Number(Number(None)))
+            }
+            fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+                Value::deserialize(d)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
 impl<'de> Deserialize<'de> for Thresholds {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         struct V;
@@ -225,10 +318,15 @@ impl<'de> Deserialize<'de> for Thresholds {
                         continue;
                     }
                     let metric = Metric::limitable_named(&name).map_err(de::Error::custom)?;
-                    if let Number(Some(v)) = map.next_value()? {
-                        let v = metric.check_limit(v).map_err(de::Error::custom)?;
-                        t.0.insert(metric, v);
-                    }
+                    let value = match map.next_value()? {
+                        Value::Number(Number(Some(v))) => metric.bare(&name, v),
+                        Value::Number(Number(None)) => continue,
+                        Value::Text(text) => metric.written(&name, &text),
+                    };
+                    let v = value
+                        .and_then(|v| metric.check_limit(v))
+                        .map_err(de::Error::custom)?;
+                    t.0.insert(metric, v);
                 }
                 Ok(t)
             }
@@ -285,8 +383,7 @@ impl FromStr for Override {
                 watch: Some(key),
             });
         }
-        let metric = Metric::limitable_named(name)?;
-        let value = metric.check_limit(number(name)?)?;
+        let (metric, value) = Metric::limit_written(name, value)?;
         Ok(Override {
             metric,
             value,
@@ -311,8 +408,8 @@ mod tests {
              wrong_answers, conservation_drift, redis_drift, restock_mismatch, \
              reconcile_residual, stock_below_zero, stock_above_initial, not_settled, \
              nothing_sold, undersell, turned_away_buyers, error_rate, unclassified, \
-             login_failures, mean_ms, p50_ms, p99_ms, p999_ms, service_p99_ms, \
-             send_lag_p99_ms, late_sends, db_qps_peak, throughput, capacity_rps"
+             login_failures, mean, p50, p99, p999, service_p99, send_lag_p99, late_sends, \
+             db_qps_peak, throughput, capacity_rps"
         );
         assert_eq!(
             Metric::limit("max_send_lag_ms", 20.0),
@@ -327,6 +424,42 @@ mod tests {
         );
         assert!(Metric::limit("throughput", 0.0).is_err());
         assert!(Metric::limit("db_qps_peak", -1.0).is_err());
+    }
+
+    #[test]
+    fn latency_thresholds_take_units_and_the_old_ms_names_bare_numbers() {
+        let o: Override = "p99=500ms".parse().unwrap();
+        assert_eq!((o.metric, o.value), (Metric::P99Ms, 500.0));
+        let o: Override = "p99=1.5s".parse().unwrap();
+        assert_eq!(o.value, 1500.0);
+        let o: Override = "p99_ms=500".parse().unwrap();
+        assert_eq!((o.metric, o.value), (Metric::P99Ms, 500.0));
+        let o: Override = "p99_ms=500ms".parse().unwrap();
+        assert_eq!(o.value, 500.0);
+        let o: Override = "latency_p99=250".parse().unwrap();
+        assert_eq!(o.value, 250.0);
+        let e = "p99=500".parse::<Override>().unwrap_err().to_string();
+        assert!(e.contains("p99=500ms"), "{e}");
+        let e = "p99=soon".parse::<Override>().unwrap_err().to_string();
+        assert!(e.contains("threshold `p99`"), "{e}");
+        let o: Override = "error_rate=1%".parse().unwrap();
+        assert!((o.value - 0.01).abs() < 1e-12);
+        let o: Override = "error_rate=0.01".parse().unwrap();
+        assert!((o.value - 0.01).abs() < 1e-12);
+        assert!("oversell=1ms".parse::<Override>().is_err());
+        let t: Thresholds =
+            toml::from_str("p99 = \"500ms\"\nmean_ms = 20\nerror_rate = \"2%\"\n").unwrap();
+        assert_eq!(t.get(Metric::P99Ms), Some(500.0));
+        assert_eq!(t.get(Metric::MeanMs), Some(20.0));
+        assert_eq!(t.get(Metric::ErrorRate), Some(0.02));
+        let e = toml::from_str::<Thresholds>("p99 = 500")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("write its unit"), "{e}");
+        // A report's JSON keeps each latency's unit in its key.
+        let json = serde_json::to_string(&t).unwrap();
+        assert!(json.contains("\"p99_ms\":500.0"), "{json}");
+        assert_eq!(serde_json::from_str::<Thresholds>(&json).unwrap(), t);
     }
 
     #[test]

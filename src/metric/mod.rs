@@ -210,6 +210,16 @@ impl Metric {
         self.spec().name
     }
 
+    /// The metric's key where a machine reads its bare value (the `--json` summary, a
+    /// report's `thresholds`): its name with its unit when the number has one that the name
+    /// does not say (`p99_ms`: milliseconds), else its name.
+    pub fn key(self) -> String {
+        match self.spec().unit {
+            Unit::Millis => format!("{}_ms", self.name()),
+            _ => self.name().to_string(),
+        }
+    }
+
     /// The metric a name (or an older alias) stands for.
     pub fn named(name: &str) -> Option<Metric> {
         let name = name.trim();

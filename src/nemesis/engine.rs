@@ -227,7 +227,7 @@ mod interrupt {
                     if tokio::signal::ctrl_c().await.is_err() {
                         return;
                     }
-                    eprintln!("interrupted: undoing the faults");
+                    crate::console::eoutln!("interrupted: undoing the faults");
                     let live: Vec<Arc<Undo>> = LIVE
                         .lock()
                         .unwrap_or_else(|e| e.into_inner())

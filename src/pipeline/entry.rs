@@ -5,7 +5,7 @@
 //!
 //! One field rather than seven: every entry the consumer reads is three values to parse
 //! instead of fifteen, and one map key instead of seven (the parse was ~9 % of the shop's CPU
-//! per redis-lua order, docs/src/performance/lab-log.md). No id can hold the separator: the
+//! per redis-lua order, docs/lab/lab-log.md). No id can hold the separator: the
 //! shop refuses user and device ids with control characters, and keys that are not printable
 //! ASCII. Entries with the seven named fields (`type`, `order`, `user`, `device`, `qty`, `at`,
 //! `key`: what shops before this format wrote) are still read.

@@ -18,6 +18,7 @@ pub mod hlog;
 pub mod html;
 pub mod lateness;
 pub mod law;
+mod locate;
 pub mod markdown;
 pub mod markup;
 pub mod proofs;
@@ -559,13 +560,10 @@ pub fn write(dir: &Path, report: &Report) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Reads a `report.json` (or the `report.json` inside a report folder).
+/// Reads a `report.json`, the one inside a report folder, or the one report of an `--out`
+/// folder ([`locate::report_file`]).
 pub fn read(path: &Path) -> anyhow::Result<Report> {
-    let file = if path.is_dir() {
-        path.join("report.json")
-    } else {
-        path.to_path_buf()
-    };
+    let file = locate::report_file(path)?;
     let text =
         std::fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
     let not_a_report = || format!("{} is not an oversell report", file.display());

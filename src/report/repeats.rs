@@ -109,7 +109,7 @@ pub fn summarise(r: &Report) -> Vec<RepeatSummary> {
             repeats: runs.len(),
             metrics: Metric::RUN
                 .iter()
-                .filter_map(|m| Some((m.name().to_string(), spread(*m, &runs)?)))
+                .filter_map(|m| Some((m.key(), spread(*m, &runs)?)))
                 .collect(),
         })
         .collect()

@@ -76,7 +76,7 @@ pub(super) fn start(slot: &Slot, src: Sources) -> Watch {
                     bar.set_position(arrived);
                     bar.set_message(msg);
                 }
-                None => eprintln!(
+                None => crate::console::eoutln!(
                     "{}",
                     crate::report::table::wrap(
                         &format!("   [{label}] {}", line(&src)),

@@ -73,7 +73,7 @@ pub async fn provide(
                         missing.push((*kind, Some(format!("{} ({why})", redact_url(url)))));
                         continue;
                     }
-                    eprintln!(
+                    crate::console::eoutln!(
                         "nothing answers at {} ({why}): starting a managed {}",
                         redact_url(url),
                         kind.service().name()
@@ -101,7 +101,7 @@ pub async fn provide(
     let mut bases = Vec::new();
     for kind in to_manage {
         let s = set.start(kind, ServerOptions::default()).await?;
-        eprintln!(
+        crate::console::eoutln!(
             "managed {} {} at {} (data {})",
             kind.service().name(),
             s.version(),

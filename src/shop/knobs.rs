@@ -112,7 +112,7 @@ knobs! {
         /// redis-lua: persistence consumers per item in this shop, all in the item's one
         /// consumer group (each entry is delivered to one of them; more overlap Redis reads
         /// with database writes). Two by default: one consumer fell behind at saturation and at
-        /// 80 % of it, two kept up with the backlog near zero (docs/src/performance/lab-log.md,
+        /// 80 % of it, two kept up with the backlog near zero (docs/lab/lab-log.md,
         /// "redis-lua").
         consumers: u32 = 2, 1..=32;
         /// redis-buckets: how many buckets (hash slots) a sale's stock is split over.

@@ -11,8 +11,8 @@
 //! answer from the database or Redis that reaches a parked runtime wakes a worker, often two
 //! (the one whose reactor saw it, and one more woken to steal the task): thread switches the
 //! servers then wait behind. On this project's 2-core machine a second worker served no more
-//! orders per second and cost a tenth to a fifth more CPU per order (docs/src/performance/
-//! lab-log.md, "One worker less next to the servers"). A shop on a machine of its own, its
+//! orders per second and cost a tenth to a fifth more CPU per order (docs/lab/lab-log.md, "One
+//! worker less next to the servers"). A shop on a machine of its own, its
 //! servers elsewhere, keeps one worker per core.
 
 use crate::inventory::Strategy;

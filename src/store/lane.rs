@@ -1,7 +1,7 @@
 //! The store's own hand-out of connections: kept between operations instead of going back
 //! through sqlx's pool, which pings every connection it gets back (sqlx 0.9's
 //! `PoolConnection` drop: a spawned task and one more round trip, and a backend wake-up, per
-//! order; see docs/src/performance/lab-log.md).
+//! order; see docs/lab/lab-log.md).
 //!
 //! A [`Lane`] holds up to `cap` of the pool's connections: all but a reserve of one in eight,
 //! at least one, so code that takes the pool directly (the run lock, `Store::pool`'s readers)

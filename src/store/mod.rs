@@ -163,7 +163,7 @@ impl Store {
             .max_connections(settings.max_connections.max(1))
             .acquire_timeout(settings.acquire_timeout)
             // No ping before each acquire: it was a round trip (and a backend wake-up) per
-            // order, 11 % of the for-update shop's CPU (docs/src/performance/lab-log.md).
+            // order, 11 % of the for-update shop's CPU (docs/lab/lab-log.md).
             // Nor on release, for the connections the store keeps (`lane`): one that broke
             // while in use goes back to the pool, which pings and closes it; one that died
             // idle (a terminated session) is found by the next `BEGIN`, which

@@ -104,10 +104,7 @@ impl SweepPoint {
         let mut samples: BTreeMap<String, Vec<Option<f64>>> = BTreeMap::new();
         for run in &report.runs {
             for m in HEADLINE {
-                samples
-                    .entry(m.name().into())
-                    .or_default()
-                    .push(m.read(run).ok());
+                samples.entry(m.key()).or_default().push(m.read(run).ok());
             }
             samples
                 .entry(SOLD_OUT.into())
@@ -157,7 +154,7 @@ impl SweepReport {
 fn columns() -> Vec<String> {
     HEADLINE
         .iter()
-        .map(|m| m.name().to_string())
+        .map(|m| m.key())
         .chain([SOLD_OUT.to_string()])
         .collect()
 }

@@ -309,7 +309,7 @@ async fn bad_capacity_and_sweep_input_names_the_flag_and_the_allowed_values() {
     let cases: [(&[&str], &[&str]); 5] = [
         (
             &["capacity", "--slo", "p99=200"],
-            &["--slo", "unknown threshold `p99`", "p99_ms"],
+            &["--slo", "threshold `p99` is a duration", "p99=200ms"],
         ),
         (
             &["capacity", "--strategies", "naive", "--budget", "10s"],

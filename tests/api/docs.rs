@@ -168,6 +168,10 @@ fn normalise(p: &Path) -> PathBuf {
     out
 }
 
+/// The lab notes: dated records kept beside the book, not chapters of it; the book links them
+/// once.
+const LAB: &str = "docs/lab";
+
 /// Every broken link of `file` (relative to the repository), given every parsed file. Links
 /// from a chapter of the book must stay inside `docs/src`: the built book holds nothing else.
 fn broken_links(file: &Path, docs: &HashMap<PathBuf, Doc>) -> Vec<String> {
@@ -188,7 +192,7 @@ fn broken_links(file: &Path, docs: &HashMap<PathBuf, Doc>) -> Vec<String> {
         } else {
             normalise(&file.parent().unwrap_or(Path::new("")).join(path))
         };
-        if file.starts_with(book) && !resolved.starts_with(book) {
+        if file.starts_with(book) && !resolved.starts_with(book) && !resolved.starts_with(LAB) {
             broken.push(format!("{at}: leaves the book (docs/src)"));
             continue;
         }
@@ -263,7 +267,8 @@ fn every_chapter_the_summary_lists_exists_and_every_page_is_a_chapter() {
     markdown_under(Path::new("docs"), &mut pages);
     let orphans: Vec<&PathBuf> = pages
         .iter()
-        .filter(|p| !p.starts_with("docs/book") && !p.ends_with("SUMMARY.md"))
+        .filter(|p| !p.starts_with("docs/book") && !p.starts_with(LAB))
+        .filter(|p| !p.ends_with("SUMMARY.md"))
         .filter(|p| !listed.contains(*p))
         .collect();
     assert!(
@@ -285,6 +290,34 @@ fn every_relative_link_and_anchor_in_the_readme_and_the_book_resolves() {
         readme.links.iter().any(|(_, t)| t.starts_with("docs/src/")),
         "the README points into the book"
     );
+}
+
+#[test]
+fn the_book_links_its_lab_notes_once_and_they_are_not_chapters() {
+    let docs = all_docs();
+    let into_lab: Vec<String> = docs
+        .iter()
+        .filter(|(f, _)| f.starts_with("docs/src"))
+        .flat_map(|(f, d)| {
+            d.links.iter().filter_map(move |(line, target)| {
+                let path = target.split('#').next().unwrap_or_default();
+                let resolved = normalise(&f.parent().unwrap_or(Path::new("")).join(path));
+                (!path.is_empty() && resolved.starts_with(LAB))
+                    .then(|| format!("{}:{line}", f.display()))
+            })
+        })
+        .collect();
+    assert_eq!(
+        into_lab.len(),
+        1,
+        "one link from the book into {LAB}: {into_lab:?}"
+    );
+    let summary = std::fs::read_to_string(root().join("docs/src/SUMMARY.md")).unwrap();
+    assert!(
+        !summary.contains("lab"),
+        "no lab note is a chapter: {summary}"
+    );
+    assert!(root().join(LAB).join("README.md").is_file());
 }
 
 #[test]
@@ -338,6 +371,57 @@ fn the_readme_is_a_front_door_of_at_most_450_lines() {
             "the README shows `oversell {command}`"
         );
     }
+}
+
+#[test]
+fn the_readmes_first_screen_tells_the_story_then_the_commands_then_the_table_then_the_readers() {
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let line_of = |needle: &str| {
+        readme
+            .lines()
+            .position(|l| l.contains(needle))
+            .unwrap_or_else(|| panic!("the README has {needle:?}"))
+    };
+    // The incident, in a few lines, before anything else.
+    assert!(line_of("**The incident.**") < 8);
+    assert!(line_of("107 sold") < line_of("## Set-up"));
+    assert!(
+        line_of("post-mortem") < line_of("## Set-up"),
+        "the post-mortem is explained first"
+    );
+    // The two set-up commands as they always were, and the install line with them.
+    for command in [
+        "cargo run --release -- compare   # the main job: replay the incident against every strategy",
+        "cargo test                       # the tests, on real PostgreSQL, MariaDB and Redis",
+        "cargo install --locked --path .",
+    ] {
+        assert!(line_of(command) < 30, "{command} on the first screen");
+    }
+    // The table, then the readers' three ways in, then the commands.
+    let order = [
+        "## Set-up",
+        "<!-- publish:table -->",
+        "## Three ways in",
+        "## Commands",
+    ];
+    let at: Vec<usize> = order.iter().map(|h| line_of(h)).collect();
+    assert!(at.windows(2).all(|w| w[0] < w[1]), "{order:?} at {at:?}");
+    assert!(
+        at[1] < 50,
+        "the table starts on the second screen at the latest"
+    );
+    // The verdicts show only what differs from "no oversell".
+    let verdicts: Vec<&str> = readme
+        .lines()
+        .skip_while(|l| *l != "<!-- publish:verdicts -->")
+        .take_while(|l| *l != "<!-- /publish:verdicts -->")
+        .collect();
+    assert!(
+        verdicts.iter().all(|l| !l.ends_with(": no oversell")),
+        "{verdicts:#?}"
+    );
+    assert!(verdicts.len() < 15, "{verdicts:#?}");
+    assert!(readme.lines().count() < 400, "well under 450 lines");
 }
 
 #[test]

@@ -1,6 +1,8 @@
 //! Every `oversell …` command the README and the book show uses each flag's current name and
 //! parses as the binary parses it: an old spelling kept as a hidden alias, a hidden flag or an
-//! unknown one fails naming the page and line.
+//! unknown one fails naming the page and line. Every line that can run without sending load
+//! runs as written (`--dry-run` added where a command fires a sale), with no environment and
+//! with the one CI has.
 
 use crate::docs::{markdown_under, root};
 use std::path::{Path, PathBuf};
@@ -187,7 +189,16 @@ fn misspelt(w: &Written) -> Option<String> {
         if name == "help" {
             continue;
         }
-        match cmd.get_arguments().find(|a| a.get_long() == Some(name)) {
+        // A global flag (-v, -q) is the root's, and every command's.
+        let global = || {
+            root.get_arguments()
+                .find(|a| a.is_global_set() && a.get_long() == Some(name))
+        };
+        match cmd
+            .get_arguments()
+            .find(|a| a.get_long() == Some(name))
+            .or_else(global)
+        {
             Some(a) if a.is_hide_set() => {
                 return Some(format!("--{name} is a hidden old spelling"))
             }
@@ -282,5 +293,116 @@ fn the_spelling_check_refuses_old_names_unknown_flags_and_lines_that_do_not_pars
     assert!(
         why[8].as_deref().unwrap().contains("--concurrency"),
         "{why:?}"
+    );
+}
+
+/// The commands a doc line can run without sending load or writing anything: a sale's commands
+/// with `--dry-run` (added when the line lacks it), and the listings.
+fn runnable(w: &Written) -> Option<Vec<String>> {
+    let command = w.words.first()?.as_str();
+    let mut words = w.words.clone();
+    let fires = ["run", "compare", "gate", "attack", "capacity"].contains(&command);
+    let lists = ["scenarios", "completions"].contains(&command);
+    let refused_with_dry_run = ["--shard", "--probe", "--help", "-h"];
+    if w.placeholders
+        || words
+            .iter()
+            .any(|x| refused_with_dry_run.contains(&x.as_str()))
+    {
+        return None;
+    }
+    if fires && !words.iter().any(|x| x == "--dry-run") {
+        words.push("--dry-run".into());
+    }
+    (fires || lists).then_some(words)
+}
+
+/// The environments a doc line runs in: none of oversell's variables, and CI's (a GitHub
+/// Actions job with PostgreSQL and Redis as services: `CI`, `DATABASE_URL`, `REDIS_URL`).
+const ENVIRONMENTS: [(&str, &[(&str, &str)]); 2] = [
+    ("no environment", &[]),
+    (
+        "CI's environment",
+        &[
+            ("CI", "1"),
+            (
+                "DATABASE_URL",
+                "postgres://postgres:postgres@127.0.0.1:5432/oversell",
+            ),
+            ("REDIS_URL", "redis://127.0.0.1:6379"),
+        ],
+    ),
+];
+
+/// Whether a run failed only for want of a file the page shows the reader how to write (a
+/// `--scenario my-shop.toml` under a TOML block of the page): the file is not in the
+/// repository, and the page has a fenced block of its kind.
+fn readers_file(stderr: &str, page: &str) -> bool {
+    let Some((path, _)) = stderr.lines().find_map(|l| {
+        l.strip_prefix("error: ")?
+            .split_once(": cannot read the file")
+    }) else {
+        return false;
+    };
+    let ext = Path::new(path).extension().and_then(|e| e.to_str());
+    !root().join(path).exists() && ext.is_some_and(|e| page.contains(&format!("```{e}")))
+}
+
+#[test]
+fn every_doc_line_that_can_run_without_load_runs_as_written_with_and_without_cis_environment() {
+    let mut files = vec![PathBuf::from("README.md")];
+    markdown_under(Path::new("docs/src"), &mut files);
+    files.sort();
+    let (mut ran, mut failed) = (0, Vec::new());
+    for f in files {
+        let shown = f.display().to_string();
+        let text = std::fs::read_to_string(root().join(&f)).unwrap();
+        // Files an earlier line of the page writes (`fit --out FILE`): a later line may read them.
+        let mut written: Vec<String> = Vec::new();
+        for w in written_commands(&shown, &text) {
+            if w.words.first().is_some_and(|c| c == "fit") {
+                let out = w.words.iter().skip_while(|x| *x != "--out").nth(1);
+                written.extend(out.cloned());
+            }
+            let Some(words) = runnable(&w) else { continue };
+            for (env_name, env) in ENVIRONMENTS {
+                let out = std::process::Command::new(env!("CARGO_BIN_EXE_oversell"))
+                    .args(&words)
+                    .current_dir(root())
+                    .env_remove("DATABASE_URL")
+                    .env_remove("MYSQL_URL")
+                    .env_remove("REDIS_URL")
+                    .env_remove("OVERSELL_SERVICES")
+                    .env_remove("GITHUB_STEP_SUMMARY")
+                    .env_remove("CI")
+                    .envs(env.iter().copied())
+                    .output()
+                    .unwrap();
+                ran += 1;
+                let stderr = String::from_utf8_lossy(&out.stderr);
+                let needs_earlier = written.iter().any(|p| stderr.contains(p.as_str()))
+                    || readers_file(&stderr, &text);
+                if !out.status.success() && !needs_earlier {
+                    let why = stderr
+                        .lines()
+                        .rev()
+                        .find(|l| l.starts_with("error"))
+                        .unwrap_or("");
+                    failed.push(format!(
+                        "{} ({env_name}): oversell {}: exit {:?}: {why}",
+                        w.at,
+                        words.join(" "),
+                        out.status.code()
+                    ));
+                }
+            }
+        }
+    }
+    assert!(ran > 60, "only {ran} runs");
+    assert!(
+        failed.is_empty(),
+        "{} failed:\n{}",
+        failed.len(),
+        failed.join("\n")
     );
 }

@@ -132,7 +132,7 @@ async fn a_run_sent_later_than_max_send_lag_ms_fails_the_gate_as_generator_bound
     assert_eq!(run.code, 1, "{}", run.both());
     assert!(
         run.stdout.contains("FAIL (generator-bound)")
-            && run.stdout.contains("send_lag_p99_ms: generator-bound"),
+            && run.stdout.contains("send_lag_p99: generator-bound"),
         "{}",
         run.both()
     );
@@ -168,11 +168,11 @@ async fn a_run_sent_later_than_max_send_lag_ms_fails_the_gate_as_generator_bound
             name.split(" &lt;").next().unwrap_or_default()
         })
         .collect();
-    assert!(failed.contains(&"send_lag_p99_ms"), "{failed:?}\n{xml}");
+    assert!(failed.contains(&"send_lag_p99"), "{failed:?}\n{xml}");
     assert!(
         failed
             .iter()
-            .all(|n| ["send_lag_p99_ms", "late_sends"].contains(n)),
+            .all(|n| ["send_lag_p99", "late_sends"].contains(n)),
         "only the generator's checks: {failed:?}\n{xml}"
     );
     let md = std::fs::read_to_string(only_report_dir(&out).join("report.md")).unwrap();
@@ -209,7 +209,7 @@ async fn the_gate_fails_with_exit_1_on_naive_and_junit_names_the_breached_thresh
             "--junit",
             junit.to_str().unwrap(),
             "--threshold",
-            "p99_ms=60000",
+            "p99=60s",
             "--quiet",
         ],
         &[],
@@ -242,7 +242,7 @@ async fn the_gate_fails_with_exit_1_on_naive_and_junit_names_the_breached_thresh
         xml.contains("limit: 0 (from bundled scenario)"),
         "scenarios/ci.toml is the bundled file: {xml}"
     );
-    let passed = case("p99_ms <= 60000.0 ms").expect("the flag's limit is the one checked");
+    let passed = case("p99 <= 60000.0 ms").expect("the flag's limit is the one checked");
     assert!(
         !passed.children().any(|n| n.is_element()),
         "the flag's limit is the one checked, and held: {xml}"
@@ -264,9 +264,9 @@ async fn an_unknown_threshold_name_exits_2_and_names_the_allowed_ones() {
                  wrong_answers, conservation_drift, redis_drift, restock_mismatch, \
                  reconcile_residual, stock_below_zero, stock_above_initial, not_settled, \
                  nothing_sold, undersell, turned_away_buyers, error_rate, unclassified, \
-                 login_failures, mean_ms, p50_ms, p99_ms, p999_ms"
+                 login_failures, mean, p50, p99, p999"
             )
-            && run.stderr.contains("(did you mean `p99_ms`?)"),
+            && run.stderr.contains("(did you mean `p99`?)"),
         "{}",
         run.both()
     );
@@ -278,7 +278,7 @@ async fn a_bad_scenario_exits_2_and_names_the_file_and_field() {
     let file = tmp.path().join("bad.toml");
     let text = std::fs::read_to_string("scenarios/ci.toml")
         .unwrap()
-        .replace("p99_ms = 3000", "p95_ms = 3000");
+        .replace("p99 = \"3s\"", "p95_ms = 3000");
     std::fs::write(&file, text).unwrap();
 
     let run = oversell_cli(&["gate", "--scenario", file.to_str().unwrap()], &[]).await;

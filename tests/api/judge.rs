@@ -240,7 +240,7 @@ async fn gate_help_lists_every_threshold_and_a_typo_gets_a_suggestion() {
     let typo = oversell_cli(&["gate", "--threshold", "p95_ms=3", "--dry-run"], &[]).await;
     assert_eq!(typo.code, 2, "{}", typo.both());
     assert!(
-        typo.stderr.contains("(did you mean `p99_ms`?)"),
+        typo.stderr.contains("(did you mean `p99`?)"),
         "{}",
         typo.both()
     );

@@ -1,5 +1,8 @@
 //! One integration-test binary (links once): real PostgreSQL, MySQL/MariaDB and Redis.
 
+// Tests print through the harness's capture, which `print!` feeds.
+#![allow(clippy::disallowed_macros)]
+
 mod adversary;
 mod assumptions;
 mod async_orders;
@@ -16,6 +19,7 @@ mod concurrency;
 mod consumers;
 mod db_faults;
 mod deploy;
+mod diff_gate;
 mod docs;
 mod docs_spelling;
 mod durability;
@@ -23,6 +27,7 @@ mod edge;
 mod evidence;
 mod faults;
 mod fit;
+mod front_door;
 mod gate;
 mod generator;
 mod generator_bound;

@@ -40,7 +40,8 @@ async fn rows(db: &str) -> HashMap<String, Row> {
         .connect(db)
         .await
         .unwrap();
-    let got: Vec<(String, String, i64, String, i64, i64, Option<i64>)> = sqlx::query_as(
+    type Fields = (String, String, i64, String, i64, i64, Option<i64>);
+    let got: Vec<Fields> = sqlx::query_as(
         "SELECT id, user_id, qty, status, created_at_ms, updated_at_ms, stock_read FROM orders",
     )
     .fetch_all(&pool)

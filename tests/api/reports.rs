@@ -484,7 +484,7 @@ async fn diff_refuses_bad_input_with_exit_2() {
     let (code, _, err) = diff(&[d, d, "--fail-on", "oversel"]);
     assert_eq!(code, 2);
     assert!(
-        err.contains("unknown metric \"oversel\"") && err.contains("latency_p99"),
+        err.contains("unknown metric \"oversel\"") && err.contains("p99, p999"),
         "{err}"
     );
     let (code, _, err) = diff(&[d, "/nonexistent/report.json"]);
@@ -527,9 +527,9 @@ async fn diff_reads_a_v1_report_against_a_v2_one() {
         // naive run has no Redis.
         let newer = [
             "client_oversell",
-            "send_lag_p99_ms",
+            "send_lag_p99",
             "late_sends",
-            "service_p99_ms",
+            "service_p99",
             "oracle_disagreement",
             "unclassified",
             "dead_letters",

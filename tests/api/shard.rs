@@ -240,7 +240,11 @@ async fn shards_merge_to_one_process(command: &'static str, strategy: &'static s
         with_gate.extend(["--threshold", "p99_ms=0.001"].map(String::from));
         let breached = merge(with_gate, out("gated-tight")).await;
         assert_eq!(breached.code, 1, "{}", breached.both());
-        assert!(breached.stdout.contains("p99_ms"), "{}", breached.both());
+        let p99_failed = breached
+            .stdout
+            .lines()
+            .any(|l| l.trim_start().starts_with("p99 ") && l.ends_with("FAIL"));
+        assert!(p99_failed, "{}", breached.both());
     }
 
     // Not one sale: a shard missing, or one given twice.

@@ -211,7 +211,7 @@ async fn writer(
             match w {
                 Write::Order { id, user } => {
                     orders += 1;
-                    if loses && orders % 3 == 0 {
+                    if loses && orders.is_multiple_of(3) {
                         continue;
                     }
                     sqlx::query(

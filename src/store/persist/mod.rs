@@ -148,7 +148,7 @@ pub enum Deduct {
 pub(super) enum Insert {
     /// A plain insert: nearly every batch is new orders read once, and an `ON CONFLICT` arbiter
     /// probes the primary key for each row before inserting it (~13 % of the database's CPU
-    /// per persisted order, docs/src/performance/lab-log.md). A row that exists after all (a
+    /// per persisted order, docs/lab/lab-log.md). A row that exists after all (a
     /// replayed batch, a claimed one, a release stored before its order) fails the statement,
     /// and the batch is applied again with [`Insert::IfAbsent`] (only a log line of the first
     /// attempt, an order without stock, may then appear twice).

@@ -6,7 +6,7 @@
 //! waiting for its turn), is spawned to finish in the background and add its connection to the
 //! pool. Under a steady rush those spawned connects queued behind the limit faster than it let
 //! them through: 372,298 of them waiting at the end of a 1,000,000-buyer shard, ~700 bytes
-//! each (heaptrack, docs/src/performance/lab-log.md). A request waits for at most one connect,
+//! each (heaptrack, docs/lab/lab-log.md). A request waits for at most one connect,
 //! and at most `senders` requests are in flight, so of more than `senders` waiting connects at
 //! least the surplus is such background work: past that bound a connect goes ahead without
 //! waiting for a turn (it is not refused: it may be a request's), so the queue, and what it

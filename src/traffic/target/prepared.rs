@@ -87,7 +87,7 @@ pub const CONNECTS_AT_ONCE: usize = 16;
 /// time. The senders meet the sale's opening with an empty pool, and every request that finds
 /// no idle connection opens one: unlimited, a few late requests can tip the opening into a
 /// storm (held senders opening connections to a shop busy accepting them, whose slower answers
-/// hold more senders: 1,200 held within 190 ms, docs/src/performance/lab-log.md). Limited, a
+/// hold more senders: 1,200 held within 190 ms, docs/lab/lab-log.md). Limited, a
 /// request waiting for its connect takes the first connection handed back instead; at most
 /// `senders` connects wait ([`super::connects`]), and up to `senders` idle connections are
 /// kept (as many as can be busy at once: a connection the senders had to open is not closed

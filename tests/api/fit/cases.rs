@@ -246,6 +246,67 @@ async fn bad_logs_get_errors_naming_the_line_and_the_field() {
     );
 }
 
+#[tokio::test]
+async fn an_empty_or_unreadable_log_is_called_that_not_a_wrong_route() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("fitted.toml");
+    let out = out.to_str().unwrap();
+    let empty = write(dir.path(), "empty.log", "");
+    let blank = write(dir.path(), "blank.log", "\n\n");
+    let base64 = write(
+        dir.path(),
+        "b64.log",
+        "SGVsbG8sIHRoaXMgaXMgbm90IGFuIGFjY2VzcyBsb2cgYXQgYWxs\nc2Vjb25kIGxpbmU=\n",
+    );
+    let text = write(
+        dir.path(),
+        "notes.txt",
+        "hello password=hunter2 world\nthis is plain text\n",
+    );
+    let cases: Vec<(&Path, Vec<&str>)> = vec![
+        (&empty, vec!["empty.log: the log is empty (0 lines)"]),
+        (&blank, vec!["the log is empty (2 blank lines, nothing else)"]),
+        (
+            &base64,
+            vec![
+                "no line reads as a combined access log (2 of 2 lines could not be read)",
+                "the first bad line, line 1: `SGVsbG8sIHRoaXMgaXMgbm90IGFuIGFjY2VzcyBsb2cgYXQgYWxs`",
+                "not an access log?",
+            ],
+        ),
+        (
+            &text,
+            vec![
+                "no line reads as a combined access log",
+                "line 1: `hello password=",
+                "not an access log?",
+            ],
+        ),
+    ];
+    for (log, says) in cases {
+        let run = oversell_cli(&["fit", log.to_str().unwrap(), "--out", out], &[]).await;
+        assert_eq!(run.code, 2, "{log:?}: {}", run.both());
+        for s in says {
+            assert!(
+                run.stderr.contains(s),
+                "{log:?} should say {s:?}: {}",
+                run.both()
+            );
+        }
+        assert!(
+            !run.stderr.contains("order route"),
+            "{log:?}: {}",
+            run.both()
+        );
+        assert!(
+            !run.stderr.contains("hunter2"),
+            "the line is masked: {}",
+            run.both()
+        );
+        assert!(!Path::new(out).exists(), "{log:?}: nothing written");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fitted_scenario_runs_against_the_reference_shop() {
     let dir = tempfile::tempdir().unwrap();
