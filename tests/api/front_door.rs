@@ -42,7 +42,7 @@ async fn backend_mysql_uses_mysql_url_when_database_url_in_the_environment_is_po
         assert_eq!(run.code, 0, "{args:?}: {}", run.both());
         assert!(
             run.stdout.contains(
-                "mysql: mysql://root@127.0.0.1:3306/from_env (the environment variable MYSQL_URL)"
+                "mysql: mysql://***@127.0.0.1:3306/from_env (the environment variable MYSQL_URL)"
             ),
             "{args:?}: {}",
             run.both()
