@@ -137,6 +137,28 @@ mod policy {
     }
 
     #[test]
+    fn a_figure_that_passes_only_on_an_undeclared_window_is_not_verified_and_a_breach_stays_one() {
+        let mut r = totals_only();
+        let f = &mut r.runs[0].findings;
+        f.oracle_disagreement = Some(0);
+        f.unsettled.insert(
+            "oracle_disagreement".into(),
+            "8 acknowledged units are missing unless the shop released them: declare it".into(),
+        );
+        let limits = limits(&Thresholds::default(), None, &[], true);
+        let v = Verdict::judge(&r, &limits, false);
+        match status(&v, Metric::OracleDisagreement) {
+            Status::NotVerified(why) => assert!(why.contains("declare it"), "{why}"),
+            other => panic!("{other:?}"),
+        }
+        assert!(!v.passed(), "never a pass with 0");
+        // A figure that proves a breach on its own is a breach, declared or not.
+        r.runs[0].findings.oracle_disagreement = Some(3);
+        let v = Verdict::judge(&r, &limits, false);
+        assert_eq!(status(&v, Metric::OracleDisagreement), &Status::Breached);
+    }
+
+    #[test]
     fn a_default_or_bundled_limit_the_oracle_cannot_measure_is_listed_not_required() {
         let r = totals_only();
         for bundled in [false, true] {
