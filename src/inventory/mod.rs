@@ -389,11 +389,7 @@ impl Inventory {
             // DEFECT double-restock: the "order released" listener restocks again, without
             // the guard (the order's state move) that made the first restock happen once.
             (Some(Defect::DoubleRestock), Transition::Applied { restocked }) if *restocked > 0 => {
-                if let Some(order) = self.store.order(order_id).await? {
-                    self.store
-                        .deduct_unchecked(order.item_id, -restocked)
-                        .await?;
-                }
+                self.store.restock_again(order_id).await?;
             }
             // DEFECT cancel-paid-restocks: the cancel restocked before checking the state, and
             // the refusal (the order is paid) does not undo it: the answer is right, the stock
@@ -401,11 +397,7 @@ impl Inventory {
             (Some(Defect::CancelPaidRestocks), Transition::AlreadyIn(OrderStatus::Paid))
                 if to == OrderStatus::Cancelled =>
             {
-                if let Some(order) = self.store.order(order_id).await? {
-                    self.store
-                        .deduct_unchecked(order.item_id, -order.qty)
-                        .await?;
-                }
+                self.store.restock_again(order_id).await?;
             }
             _ => {}
         }

@@ -146,6 +146,9 @@ pub struct Evidence<'a> {
     pub opened_ms: Option<i64>,
     /// A foreign shop's stock, read through its oracle during the sale (empty otherwise).
     pub stock_samples: Vec<StockSample>,
+    /// The reference shop's restock ledger: orders restocked twice, restocks of orders that
+    /// still hold their units (`None`: no ledger, a foreign shop).
+    pub restocks: Option<crate::store::RestockAnomalies>,
     pub clients: &'a Measurements,
     /// The run's buyers, to name the user of an attempt no acknowledgement names (order rows
     /// matched by buyer); `None`: only acknowledged buyers are known.
@@ -520,6 +523,13 @@ fn verified(
     f.db_stock = stock;
     f.negative_stock = stock.map(|s| s < 0);
     f.conservation_drift = stock.map(|s| e.initial_stock - (s + sold));
+    // Released orders against Redis's restock set (redis-lua), and the ledger's restocks
+    // beyond one per released order (every reference strategy): a restock a correct shop
+    // never makes.
+    f.restock_mismatch = match (f.restock_mismatch, &e.restocks) {
+        (m, Some(l)) => Some(m.unwrap_or(0) + l.extra_restocks),
+        (m, None) => m,
+    };
     f.redis_drift = match (e.redis_stock, stock) {
         (Some(r), Some(d)) => Some(r - d),
         _ => None,

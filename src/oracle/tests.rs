@@ -95,6 +95,7 @@ pub(super) fn evidence(initial: i64, truth: Truth, c: &Measurements) -> Evidence
         audited_ms: Some(60_000),
         opened_ms: None,
         stock_samples: Vec::new(),
+        restocks: None,
         clients: c,
         users: None,
     }

@@ -75,6 +75,7 @@ fn evidence<'a>(stock: i64, truth: Truth, c: &'a Measurements) -> Evidence<'a> {
         audited_ms: Some(60_000),
         opened_ms: None,
         stock_samples: Vec::new(),
+        restocks: None,
         clients: c,
         users: None,
     }

@@ -25,6 +25,8 @@ pub(super) struct ServerSide {
     pub(super) reconcile: Option<Pass>,
     /// A foreign shop's stock, sampled through its oracle during the sale.
     pub(super) stock_samples: Vec<StockSample>,
+    /// The reference shop's restock ledger: what it shows a correct shop never does.
+    pub(super) restocks: Option<crate::store::RestockAnomalies>,
     /// Seconds the read took (the oracle's share before the audit).
     pub(super) read_s: f64,
 }
@@ -47,6 +49,7 @@ impl ServerSide {
             stock_seen: None,
             reconcile: None,
             stock_samples,
+            restocks: None,
             read_s: 0.0,
         }
     }
@@ -151,6 +154,7 @@ pub(super) fn finish_with(
         audited_ms: clients.audited_ms,
         opened_ms: clients.opened_ms,
         stock_samples: server.stock_samples,
+        restocks: server.restocks,
         clients: &measurements,
         users: Some(&plan.buyers),
     });

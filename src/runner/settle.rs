@@ -60,6 +60,10 @@ pub(super) async fn reference(
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
+    let restocks = store
+        .restock_anomalies(item)
+        .await
+        .context("reading the restock ledger")?;
     store.close().await;
     // The database strategies have no queue: nothing of theirs is ever dead-lettered.
     let dead = seen(after.dead_letters.unwrap_or_default());
@@ -85,6 +89,7 @@ pub(super) async fn reference(
         stock_seen: crate::probe::extremes(series, crate::metric::SeriesName::DbStock.name()),
         reconcile,
         stock_samples: Vec::new(),
+        restocks: Some(restocks),
         read_s: settled.elapsed().as_secs_f64(),
     })
 }

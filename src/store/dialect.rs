@@ -83,6 +83,13 @@ pub struct Statements {
     pub insert_order_within_limit: &'static str,
     pub insert_order_if_absent: &'static str,
     pub delete_orders: &'static str,
+    /// One restock in the ledger: item, order, units, when.
+    pub insert_restock: &'static str,
+    pub delete_restocks: &'static str,
+    /// The ledger's orders restocked more than once: order, restocks, units, first, last.
+    pub restocked_twice: &'static str,
+    /// The ledger's restocks of orders whose row still holds stock: order, units, when, status.
+    pub restocked_held: &'static str,
     /// How many orders an item has (a set-up without reset refuses an item that has some).
     pub count_orders: &'static str,
     pub delete_item: &'static str,
@@ -165,6 +172,18 @@ impl Statements {
             insert_order_within_limit: leak(sp.insert_order_within_limit()),
             insert_order_if_absent: leak(sp.insert_order_if_absent()),
             delete_orders: "DELETE FROM orders WHERE item_id = ?",
+            insert_restock: "INSERT INTO restocks (item_id, order_id, qty, at_ms) VALUES (?, ?, ?, ?)",
+            delete_restocks: "DELETE FROM restocks WHERE item_id = ?",
+            restocked_twice: leak(format!(
+                "SELECT order_id, COUNT(*), CAST(SUM(qty) AS {}), MIN(at_ms), MAX(at_ms) \
+                 FROM restocks WHERE item_id = ? GROUP BY order_id HAVING COUNT(*) > 1 \
+                 ORDER BY MIN(at_ms)",
+                sp.sum_cast
+            )),
+            restocked_held: "SELECT r.order_id, r.qty, r.at_ms, o.status FROM restocks r \
+                 JOIN orders o ON o.id = r.order_id \
+                 WHERE r.item_id = ? AND o.status IN ('pending_payment', 'paid') \
+                 ORDER BY r.at_ms",
             count_orders: "SELECT COUNT(*) FROM orders WHERE item_id = ?",
             delete_item: "DELETE FROM items WHERE id = ?",
             insert_item: INSERT_ITEM,
@@ -218,6 +237,10 @@ impl Statements {
             insert_order_within_limit: f(self.insert_order_within_limit),
             insert_order_if_absent: f(self.insert_order_if_absent),
             delete_orders: f(self.delete_orders),
+            insert_restock: f(self.insert_restock),
+            delete_restocks: f(self.delete_restocks),
+            restocked_twice: f(self.restocked_twice),
+            restocked_held: f(self.restocked_held),
             count_orders: f(self.count_orders),
             delete_item: f(self.delete_item),
             insert_item: f(self.insert_item),

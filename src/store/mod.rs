@@ -30,7 +30,7 @@ use crate::telemetry::shop_metrics;
 pub use backend::{on_database, Backend};
 use error::dead_connection;
 pub use error::{is_busy, refuses_entry, StoreError, IDEMPOTENCY_INDEX};
-pub use orders::Transition;
+pub use orders::{RestockAnomalies, RestockedHeld, RestockedTwice, Transition};
 pub use persist::{
     format_stream_id, stream_id, stream_id_before, ApplyStats, PersistEvent, PersistKind,
 };
@@ -285,6 +285,10 @@ impl Store {
             }
         }
         sqlx::query(self.sql.delete_orders)
+            .bind(id)
+            .execute(tx.conn())
+            .await?;
+        sqlx::query(self.sql.delete_restocks)
             .bind(id)
             .execute(tx.conn())
             .await?;

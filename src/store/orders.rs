@@ -5,6 +5,7 @@ use super::dialect::Statements;
 use super::rows::order_from_row;
 use super::{on_lane, Store, StoreError, StoreTx};
 use crate::model::{now_ms, Order, OrderStatus};
+use sqlx::Row;
 
 /// Outcome of moving an order through its state machine.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -95,12 +96,14 @@ impl Store {
         let out = if moved {
             // Not before the order's own `updated_at_ms` (set just above): for-update reads
             // this mark to know a release came while its buyer queued.
+            let now = now_ms();
             sqlx::query(self.sql.release_restock)
                 .bind(order.qty)
-                .bind(now_ms())
+                .bind(now)
                 .bind(order.item_id)
                 .execute(tx.conn())
                 .await?;
+            ledger(&mut tx, self.sql, &order, now).await?;
             Transition::Applied {
                 restocked: order.qty,
             }
@@ -110,6 +113,115 @@ impl Store {
         tx.commit().await?;
         Ok(out)
     }
+}
+
+/// Writes one restock of `order` into the ledger, in `tx`: the transaction that restocks.
+async fn ledger(
+    tx: &mut StoreTx,
+    sql: &Statements,
+    order: &Order,
+    at_ms: i64,
+) -> Result<(), StoreError> {
+    sqlx::query(sql.insert_restock)
+        .bind(order.item_id)
+        .bind(&order.id)
+        .bind(order.qty)
+        .bind(at_ms)
+        .execute(tx.conn())
+        .await?;
+    Ok(())
+}
+
+impl Store {
+    /// Restocks `order`'s units once more, with no state check (a testing aid: the defects'
+    /// second restock path), and writes it into the ledger like any restock.
+    pub async fn restock_again(&self, order_id: &str) -> Result<(), StoreError> {
+        let mut tx = self.open_tx().await?;
+        if let Some(order) = fetch_order(&mut tx, self.sql, order_id).await? {
+            sqlx::query(self.sql.restock)
+                .bind(order.qty)
+                .bind(order.item_id)
+                .execute(tx.conn())
+                .await?;
+            ledger(&mut tx, self.sql, &order, now_ms()).await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// What the restock ledger shows that a correct shop never does, for `item`: orders
+    /// restocked more than once, and restocks of orders that still hold their units (the first
+    /// [`RESTOCK_EXAMPLES`] of each, every one counted).
+    pub async fn restock_anomalies(&self, item: i64) -> Result<RestockAnomalies, StoreError> {
+        use futures_util::TryStreamExt;
+        let mut held = self.lane.hold().await?;
+        let conn = held.conn();
+        let mut a = RestockAnomalies::default();
+        let mut rows = sqlx::query(self.sql.restocked_twice)
+            .bind(item)
+            .fetch(&mut *conn);
+        while let Some(r) = rows.try_next().await? {
+            let restocks: i64 = r.try_get(1)?;
+            a.extra_restocks += restocks - 1;
+            if a.twice.len() < RESTOCK_EXAMPLES {
+                a.twice.push(RestockedTwice {
+                    order_id: r.try_get(0)?,
+                    restocks,
+                    units: r.try_get(2)?,
+                    first_ms: r.try_get(3)?,
+                    last_ms: r.try_get(4)?,
+                });
+            }
+        }
+        drop(rows);
+        let mut rows = sqlx::query(self.sql.restocked_held)
+            .bind(item)
+            .fetch(&mut *conn);
+        while let Some(r) = rows.try_next().await? {
+            a.extra_restocks += 1;
+            if a.held.len() < RESTOCK_EXAMPLES {
+                a.held.push(RestockedHeld {
+                    order_id: r.try_get(0)?,
+                    qty: r.try_get(1)?,
+                    at_ms: r.try_get(2)?,
+                    status: r.try_get(3)?,
+                });
+            }
+        }
+        Ok(a)
+    }
+}
+
+/// How many examples of each restock anomaly are kept.
+pub const RESTOCK_EXAMPLES: usize = 20;
+
+/// What the restock ledger shows a correct shop never does.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RestockAnomalies {
+    /// Restocks beyond one per released order: the second and later restocks of an order, and
+    /// every restock of an order that still holds its units.
+    pub extra_restocks: i64,
+    pub twice: Vec<RestockedTwice>,
+    pub held: Vec<RestockedHeld>,
+}
+
+/// An order the ledger shows restocked more than once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RestockedTwice {
+    pub order_id: String,
+    pub restocks: i64,
+    pub units: i64,
+    pub first_ms: i64,
+    pub last_ms: i64,
+}
+
+/// A restock of an order whose row still holds its units.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RestockedHeld {
+    pub order_id: String,
+    pub qty: i64,
+    pub at_ms: i64,
+    pub status: String,
 }
 
 async fn fetch_order(

@@ -391,6 +391,7 @@ async fn refused_order_is_dead_lettered(backend: Backend) {
         audited_ms: None,
         opened_ms: None,
         stock_samples: Vec::new(),
+        restocks: None,
         clients: &c,
         users: None,
     });

@@ -21,6 +21,8 @@ struct Row {
     created: i64,
     updated: i64,
     stock_read: Option<i64>,
+    /// Rows of the restock ledger for this order.
+    restocks: i64,
 }
 
 impl Row {
@@ -47,6 +49,14 @@ async fn rows(db: &str) -> HashMap<String, Row> {
     .fetch_all(&pool)
     .await
     .unwrap();
+    let restocks: HashMap<String, i64> = sqlx::query_as::<_, (String, i64)>(
+        "SELECT order_id, COUNT(*) FROM restocks GROUP BY order_id",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap()
+    .into_iter()
+    .collect();
     pool.close().await;
     got.into_iter()
         .map(|(id, user, qty, status, created, updated, stock_read)| {
@@ -57,6 +67,7 @@ async fn rows(db: &str) -> HashMap<String, Row> {
                 created,
                 updated,
                 stock_read,
+                restocks: restocks.get(&id).copied().unwrap_or(0),
             };
             (id, row)
         })
@@ -146,6 +157,18 @@ fn check(proof: &Value, rows: &HashMap<String, Row>, stock: i64, limit: i64) -> 
                 return Err(format!("{} orders for a stock of {stock}", orders.len()));
             }
         }
+        "restock_mismatch" if !orders.is_empty() => {
+            // Each order the ledger restocked twice, or restocked while its row holds it.
+            for o in &orders {
+                let r = named(o)?;
+                if r.restocks < 2 && !(r.restocks >= 1 && r.holds()) {
+                    return Err(format!(
+                        "{o} was restocked {} times, {}",
+                        r.restocks, r.status
+                    ));
+                }
+            }
+        }
         "client_duplicate_buyers" | "client_duplicate_devices" => {
             for o in &orders {
                 named(o)?;
@@ -218,6 +241,7 @@ fn every_fail_is_proven(r: &Value, rows: &HashMap<String, Row>, limit: i64) {
         "phantom_orders",
         "conservation_drift",
         "stock_below_zero",
+        "restock_mismatch",
     ] {
         let breached = match &r[m] {
             Value::Number(n) => n.as_f64().unwrap() != 0.0,
@@ -287,8 +311,20 @@ async fn the_reference_defects_fails_each_carry_a_proof_the_rows_bear_out() {
         ),
     ] {
         let (r, rows, db) = run(scenario, strategy, Some(defect)).await;
-        let limit = r["proofs"].as_array().map_or(1, |_| 1);
-        every_fail_is_proven(&r, &rows, limit);
+        every_fail_is_proven(&r, &rows, 1);
+        if defect == Defect::DoubleRestock {
+            // The order and both restocks, from the shop's ledger.
+            let p = r["proofs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|p| p["findings"][0] == "restock_mismatch")
+                .unwrap_or_else(|| panic!("the double restock's proof: {r}"));
+            assert!(
+                p["facts"].to_string().contains("was restocked 2 times"),
+                "{p}"
+            );
+        }
         drop_database(&db).await;
     }
 }

@@ -111,6 +111,7 @@ fn evidence<'a>(truth: Truth, c: &'a Measurements, reading: &Reading) -> Evidenc
         audited_ms: Some(60_000),
         opened_ms: None,
         stock_samples: Vec::new(),
+        restocks: None,
         clients: c,
         users: None,
     }

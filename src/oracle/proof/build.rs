@@ -58,7 +58,14 @@ pub(in crate::oracle) fn collect(
     }
     out.extend(per_key(f));
     out.extend(wrong(f));
-    out.extend(counts(f));
+    if let Some(l) = e.restocks.as_ref().filter(|l| l.extra_restocks > 0) {
+        out.push(restocks(l, e, c));
+    }
+    let counted: Vec<Proof> = counts(f)
+        .into_iter()
+        .filter(|p| !out.iter().any(|q| q.proves(&p.findings[0])))
+        .collect();
+    out.extend(counted);
     headline(f, &mut out);
     out.extend(remaining(f, &out));
     out
@@ -569,6 +576,66 @@ fn clients_owner(finding: &str, who: &str, held: &[Held], e: &Evidence<'_>) -> P
         ),
         source: "clients' records: acknowledgements, cancels sent, payment windows".into(),
         orders,
+        ..Proof::default()
+    }
+}
+
+/// The restock ledger's orders restocked twice, and restocks of orders still holding their
+/// units: each order with its restocks.
+fn restocks(l: &crate::store::RestockAnomalies, e: &Evidence<'_>, c: &Measurements) -> Proof {
+    let at = |ms: i64| match e.opened_ms {
+        Some(open) => format!("+{}", seconds(ms - open)),
+        None => format!("{ms} (the rows' clock)"),
+    };
+    let mut facts = Vec::new();
+    let mut ids: Vec<&str> = Vec::new();
+    for t in &l.twice {
+        facts.push(format!(
+            "order {} was restocked {} times, {} units in all: first at {}, last at {}",
+            t.order_id,
+            t.restocks,
+            t.units,
+            at(t.first_ms),
+            at(t.last_ms)
+        ));
+        ids.push(&t.order_id);
+    }
+    for h in &l.held {
+        facts.push(format!(
+            "order {} was restocked at {} ({} units) and its row still holds them ({})",
+            h.order_id,
+            at(h.at_ms),
+            h.qty,
+            h.status
+        ));
+        ids.push(&h.order_id);
+    }
+    let wanted: HashSet<&str> = ids.iter().copied().collect();
+    let acks = acks_of(c, &wanted);
+    let orders = ids
+        .iter()
+        .map(|id| match acks.get(id) {
+            Some(a) => ack_order(a),
+            None => ProofOrder {
+                id: Some(id.to_string()),
+                qty: 1,
+                ..ProofOrder::default()
+            },
+        })
+        .collect();
+    Proof {
+        findings: vec!["restock_mismatch".into()],
+        claim: format!(
+            "{} restocks a correct shop never makes: units given back twice for one order, or \
+             for an order that still holds them",
+            l.extra_restocks
+        ),
+        source: "the shop's restock ledger (one row per restock, written with it), against the \
+                 order rows"
+            .into(),
+        opened_at_ms: e.opened_ms,
+        orders,
+        facts,
         ..Proof::default()
     }
 }
