@@ -166,20 +166,7 @@ fn held(f: &mut Findings, e: &Evidence<'_>) -> ClientWitness {
     if e.payment_window_ms.is_none() {
         undeclared_owners(f, e, limit);
     }
-    let mut w = ClientWitness {
-        untimed,
-        ..ClientWitness::default()
-    };
-    if f.client_peak_oversell > Some(0) {
-        w.peak = replay::peak_at(&held).map(|(t, _)| (t, replay::held_at(&held, t)));
-    }
-    let spelled = |(o, hs): (IdRef<'_>, Vec<Held>)| (o.to_string(), hs);
-    if f.client_duplicate_buyers > Some(0) {
-        w.user = replay::owner_over(&held, acks, |a| a.user_id, limit).map(spelled);
-    }
-    if f.client_duplicate_devices > Some(0) {
-        w.device = replay::owner_over(&held, acks, |a| a.device_id, limit).map(spelled);
-    }
+    let mut w = witness(f, e, &held, untimed);
     if !e.stock_samples.is_empty() {
         f.stock_samples = Some(e.stock_samples.len() as u64);
         f.stock_samples_settled = Some(e.stock_samples.iter().filter(|s| s.settled).count() as u64);
@@ -193,6 +180,27 @@ fn held(f: &mut Findings, e: &Evidence<'_>) -> ClientWitness {
                 .max_by_key(|s| (index.during(s) + s.stock, std::cmp::Reverse(s.sent_ms)))
                 .map(|s| (*s, replay::held_during(&held, s)));
         }
+    }
+    w
+}
+
+/// What proves the replay's findings above their bound: the orders held at the peak, and an
+/// owner over the limit with its orders held at once.
+fn witness(f: &Findings, e: &Evidence<'_>, held: &[Held], untimed: i64) -> ClientWitness {
+    let (acks, limit) = (&e.clients.records, e.purchase_limit);
+    let mut w = ClientWitness {
+        untimed,
+        ..ClientWitness::default()
+    };
+    if f.client_peak_oversell > Some(0) {
+        w.peak = replay::peak_at(held).map(|(t, _)| (t, replay::held_at(held, t)));
+    }
+    let spelled = |(o, hs): (IdRef<'_>, Vec<Held>)| (o.to_string(), hs);
+    if f.client_duplicate_buyers > Some(0) {
+        w.user = replay::owner_over(held, acks, |a| a.user_id, limit).map(spelled);
+    }
+    if f.client_duplicate_devices > Some(0) {
+        w.device = replay::owner_over(held, acks, |a| a.device_id, limit).map(spelled);
     }
     w
 }

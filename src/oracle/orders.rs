@@ -144,9 +144,26 @@ pub(super) fn by_buyer(
         }
     }
     let known_users = budget.len();
+    let (mut s, mut phantom_users) = held_against(left, &budget);
+    // A row is a phantom only if the run can tell buyers apart in the rows: some row's user is
+    // one of this run's. Otherwise the shop's user ids are not the run's: nothing is known.
+    let phantom = phantom_users.iter().map(|(_, n)| n).sum();
+    s.phantom = (ours || known_users > 0).then_some(phantom);
+    if s.phantom.is_none() {
+        phantom_users.clear();
+    }
+    phantom_users.sort();
+    (s, phantom_users)
+}
+
+/// Each user's rows left (`left`) taken by its attempts' `budget` (acknowledged, then
+/// indeterminate, then refused): the totals, and the users with rows beyond them.
+fn held_against(
+    left: &HashMap<Box<str>, u64>,
+    budget: &HashMap<String, [u64; 3]>,
+) -> (Sorted, Vec<(String, u64)>) {
     let mut s = Sorted::default();
-    let mut phantom = 0;
-    let mut phantom_users = Vec::new();
+    let mut beyond = Vec::new();
     for (user, rows) in left {
         let mut rows = *rows;
         if let Some(b) = budget.get(&**user) {
@@ -162,19 +179,11 @@ pub(super) fn by_buyer(
                 rows -= took;
             }
         }
-        phantom += rows;
         if rows > 0 {
-            phantom_users.push((user.to_string(), rows));
+            beyond.push((user.to_string(), rows));
         }
     }
-    // A row is a phantom only if the run can tell buyers apart in the rows: some row's user is
-    // one of this run's. Otherwise the shop's user ids are not the run's: nothing is known.
-    s.phantom = (ours || known_users > 0).then_some(phantom);
-    if s.phantom.is_none() {
-        phantom_users.clear();
-    }
-    phantom_users.sort();
-    (s, phantom_users)
+    (s, beyond)
 }
 
 /// The most units held at once: each order holds its units from creation until it is released.

@@ -7,11 +7,15 @@
 //! acknowledgement the ids missing from the rows; a phantom the rows no request explains. A
 //! finding that only totals can show (conservation, an oracle's count) is shown as its figures.
 //!
-//! `build` (in `proof/build.rs`) makes them from the oracle's findings, the rows the second pass
-//! kept ([`super::witness`]) and the clients' records; `render` writes them for people.
+//! `build` (in `proof/build.rs`) gathers them from the oracle's findings: `rows` from the rows the
+//! second pass kept ([`super::witness`]) and the restock ledger, `clients` from the clients'
+//! records, `totals` from the figures alone; `render` writes them for people.
 
 mod build;
+mod clients;
 mod render;
+mod rows;
+mod totals;
 
 pub(super) use build::collect;
 pub use render::{line, seconds, terminal};

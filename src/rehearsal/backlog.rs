@@ -10,6 +10,15 @@ use crate::traffic::mapping::Backlog;
 use crate::traffic::target::{self, Prepared, Target};
 use std::time::Duration;
 
+/// A gauge read once at a time (a `[watch]` gauge's reader: `crate::watch::Reader`).
+pub trait ReadGauge: Send {
+    /// The gauge now, or why not.
+    fn read(&mut self) -> BoxFuture<'_, Result<f64, String>>;
+}
+
+/// A boxed future that may be sent between threads.
+pub type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
+
 /// Where the backlog is read.
 pub enum BacklogSource {
     Sql(String),
@@ -21,20 +30,20 @@ pub enum BacklogSource {
     },
     Gauge {
         name: String,
-        reader: tokio::sync::Mutex<crate::watch::Reader>,
+        reader: tokio::sync::Mutex<Box<dyn ReadGauge>>,
     },
     /// Declared: the shop writes what its oracle reads before it acknowledges.
     None,
 }
 
 impl BacklogSource {
-    /// The signal a run reads: `query` (`--backlog-query`) over the mapping's; a gauge's reader
-    /// made with the run's watch context; `None` when the shop gives none.
+    /// The signal a run reads: `query` (`--backlog-query`) over the mapping's; for a gauge,
+    /// `gauge` makes its reader from its name (the run's `[watch]`); `None` when the shop gives
+    /// none.
     pub fn of(
         query: Option<&str>,
         target: &Target,
-        watch: &crate::watch::WatchSpec,
-        ctx: &crate::watch::Context,
+        gauge: impl FnOnce(&str) -> anyhow::Result<Box<dyn ReadGauge>>,
     ) -> anyhow::Result<Option<BacklogSource>> {
         if let Some(q) = query {
             return Ok(Some(BacklogSource::Sql(q.to_string())));
@@ -56,23 +65,10 @@ impl BacklogSource {
                 }),
                 None => None,
             },
-            Some(Backlog::Gauge(name)) => {
-                let reader = crate::watch::readers(watch, ctx)?
-                    .into_iter()
-                    .find(|(n, _)| n == name)
-                    .map(|(_, r)| r)
-                    .ok_or_else(|| {
-                        anyhow::anyhow!(
-                            "field `target.settle.backlog` names watch.{name}, but the scenario's \
-                             [watch] has no gauge {name:?} (it has: {})",
-                            crate::watch::gauge_names(watch)
-                        )
-                    })?;
-                Some(BacklogSource::Gauge {
-                    name: name.clone(),
-                    reader: tokio::sync::Mutex::new(reader),
-                })
-            }
+            Some(Backlog::Gauge(name)) => Some(BacklogSource::Gauge {
+                name: name.clone(),
+                reader: tokio::sync::Mutex::new(gauge(name)?),
+            }),
         })
     }
 

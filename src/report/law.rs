@@ -7,8 +7,8 @@
 
 use super::charts::{strategy_colour, Rendered};
 use super::markup::md_cell;
-use crate::capacity::charts::{line_chart, Chart, Line};
 use crate::inventory::Strategy;
+use crate::report::charts::line::{line_chart, Chart, Line};
 use serde::{Deserialize, Serialize};
 use std::fmt::Write;
 use std::path::Path;

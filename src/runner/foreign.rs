@@ -132,13 +132,23 @@ async fn run(plan: &RunPlan, f: &Foreign, slot: &Slot) -> anyhow::Result<RunRepo
     let rows_before = oracle.rows().await?;
     let gives_stock = before.is_some_and(|t| t.stock.is_some());
     let ctx = super::gauges::context(plan, f.oracle.database_url());
-    let backlog = rehearsal::backlog::BacklogSource::of(
-        f.settle.backlog_query.as_deref(),
-        &target,
-        &s.watch,
-        &ctx,
-    )?
-    .map(std::sync::Arc::new);
+    let gauge = |name: &str| -> anyhow::Result<Box<dyn rehearsal::backlog::ReadGauge>> {
+        let reader = crate::watch::readers(&s.watch, &ctx)?
+            .into_iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, r)| r)
+            .ok_or_else(|| {
+                anyhow::anyhow!(
+                    "field `target.settle.backlog` names watch.{name}, but the scenario's \
+                     [watch] has no gauge {name:?} (it has: {})",
+                    crate::watch::gauge_names(&s.watch)
+                )
+            })?;
+        Ok(Box::new(reader))
+    };
+    let backlog =
+        rehearsal::backlog::BacklogSource::of(f.settle.backlog_query.as_deref(), &target, gauge)?
+            .map(std::sync::Arc::new);
     let sampler = rehearsal::stock_sampler::start(&f.oracle, gives_stock, backlog.clone()).await;
     let targets = crate::traffic::target::Targets::one(target.clone());
     let fired = fire_traffic(plan, targets, probes(f), slot, None).await?;

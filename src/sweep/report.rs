@@ -2,9 +2,9 @@
 //! chart per headline metric against the knob, and the terminal table.
 
 use super::SweepPlan;
-use crate::capacity::charts::{line_chart, Chart, Line};
 use crate::inventory::Strategy;
 use crate::metric::Metric;
+use crate::report::charts::line::{line_chart, Chart, Line};
 use crate::report::charts::strategy_colour;
 use crate::report::markup::md_cell;
 use crate::report::table::{text, width, wrap, Align, TERMINAL_WIDTH};

@@ -388,3 +388,9 @@ async fn redis_read(
         }
     }
 }
+
+impl crate::rehearsal::backlog::ReadGauge for Reader {
+    fn read(&mut self) -> crate::rehearsal::backlog::BoxFuture<'_, Result<f64, String>> {
+        Box::pin(Reader::read(self))
+    }
+}

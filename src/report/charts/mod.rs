@@ -14,6 +14,7 @@
 
 pub mod bars;
 pub mod latency;
+pub mod line;
 pub mod timeline;
 pub mod watch;
 
