@@ -142,20 +142,7 @@ pub(super) fn held<A: AckList + ?Sized>(acks: &A, window_ms: Option<u64>) -> Vec
 /// The most of `held` held at once (a release at the same instant as an acknowledgement
 /// counts first).
 pub(super) fn peak<'a>(held: impl IntoIterator<Item = &'a Held>) -> i64 {
-    let mut events: Vec<(u64, i64)> = Vec::new();
-    for h in held {
-        events.push((h.from, 1));
-        if h.until != u64::MAX {
-            events.push((h.until, -1));
-        }
-    }
-    events.sort_unstable();
-    let (mut now, mut most) = (0i64, 0i64);
-    for (_, d) in events {
-        now += d;
-        most = most.max(now);
-    }
-    most
+    peak_at(held).map_or(0, |(_, most)| most)
 }
 
 /// The first instant the most of `held` were held at once, and how many (`None`: none held).
