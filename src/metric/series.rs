@@ -21,12 +21,15 @@ pub enum SeriesName {
     PoolWaiting,
     DbRowLockWaits,
     DbDeadlocks,
+    /// optimistic: compare-and-swap updates that lost to a concurrent one and were retried,
+    /// per second (the post-mortem's retry storm).
+    CasRetries,
     DbSold,
 }
 
 impl SeriesName {
     /// Every series, in the CSV's column order (`db_sold` last: it is no CSV column).
-    pub const ALL: [SeriesName; 16] = [
+    pub const ALL: [SeriesName; 17] = [
         SeriesName::DbQps,
         SeriesName::DbTps,
         SeriesName::RedisOps,
@@ -42,6 +45,7 @@ impl SeriesName {
         SeriesName::PoolWaiting,
         SeriesName::DbRowLockWaits,
         SeriesName::DbDeadlocks,
+        SeriesName::CasRetries,
         SeriesName::DbSold,
     ];
 
@@ -63,6 +67,7 @@ impl SeriesName {
             SeriesName::PoolWaiting => "pool_waiting",
             SeriesName::DbRowLockWaits => "db_row_lock_waits",
             SeriesName::DbDeadlocks => "db_deadlocks",
+            SeriesName::CasRetries => "cas_retries",
             SeriesName::DbSold => "db_sold",
         }
     }
@@ -76,7 +81,7 @@ impl SeriesName {
             SeriesName::RedisOps => "ops/s",
             SeriesName::DbStock | SeriesName::RedisStock | SeriesName::DbSold => "units",
             SeriesName::PredeductSuccessRate => "share",
-            SeriesName::PredeductAttempts | SeriesName::Restocks => "1/s",
+            SeriesName::PredeductAttempts | SeriesName::Restocks | SeriesName::CasRetries => "1/s",
             SeriesName::ReconcileResidual
             | SeriesName::StreamLag
             | SeriesName::StreamPending
@@ -94,6 +99,7 @@ impl SeriesName {
                 Some(shop_metrics::PREDEDUCT)
             }
             SeriesName::Restocks => Some(shop_metrics::RESTOCKS),
+            SeriesName::CasRetries => Some(shop_metrics::OPTIMISTIC_CONFLICTS),
             SeriesName::ReconcileResidual => Some(shop_metrics::RECONCILE_RESIDUAL),
             SeriesName::StreamLag => Some(shop_metrics::STREAM_LAG),
             SeriesName::StreamPending => Some(shop_metrics::STREAM_PENDING),
@@ -120,6 +126,7 @@ impl SeriesName {
             SeriesName::PredeductSuccessRate
             | SeriesName::PredeductAttempts
             | SeriesName::Restocks
+            | SeriesName::CasRetries
             | SeriesName::PoolInUse
             | SeriesName::PoolWaiting => None,
         }

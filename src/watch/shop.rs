@@ -11,13 +11,14 @@ use crate::probe::Series;
 use std::collections::BTreeMap;
 
 /// The built-in gauges' names, and the series each sums.
-pub const GAUGES: [(&str, &[SeriesName]); 3] = [
+pub const GAUGES: [(&str, &[SeriesName]); 4] = [
     ("shop_pool_in_use", &[SeriesName::PoolInUse]),
     ("shop_pool_waiting", &[SeriesName::PoolWaiting]),
     (
         "shop_stream_backlog",
         &[SeriesName::StreamLag, SeriesName::StreamPending],
     ),
+    ("shop_cas_retries", &[SeriesName::CasRetries]),
 ];
 
 /// The reference shop's gauges from the run's probe `series` (those it sampled).
