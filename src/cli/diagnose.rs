@@ -21,7 +21,7 @@ use std::time::Duration;
 pub struct DiagnoseArgs {
     /// Scenario: a TOML file or a bundled name (its rush, stock and buyers; with --target its
     /// `[target]` mapping, `[watch]` gauges and oracle).
-    #[arg(short = 'S', long, value_name = "FILE|NAME", default_value = "smoke",
+    #[arg(short = 'S', long, value_name = "FILE|NAME", default_value = "diagnose",
           help_heading = values::SCENARIO)]
     pub scenario: PathBuf,
     /// Fit the rush from a real sale's access log first (`oversell fit`'s defaults: combined

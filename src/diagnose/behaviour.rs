@@ -18,13 +18,21 @@ pub const ERROR_RATE: f64 = 0.01;
 /// The chance below which bots' share of the units is not luck (one-sided binomial).
 pub const BOTS_P: f64 = 0.001;
 
-/// The gauge of the shop's connection pool waiters: the reference shop's own, or a `[watch]`
-/// gauge whose name says pool.
-fn pool_gauge(run: &RunReport) -> Option<(&str, &Gauge)> {
+/// Seconds waited for a connection per second above which the reference shop's pool is said
+/// to have drained (one request waiting a whole second, in a second).
+pub const POOL_WAIT_S: f64 = 1.0;
+
+/// The gauge of the shop's connection pool and the peak that says it drained: the reference
+/// shop's seconds waited for a connection ([`POOL_WAIT_S`]; its waiters count queue waits
+/// too), or a `[watch]` gauge whose name says pool (any waiter).
+fn pool_gauge(run: &RunReport) -> Option<(&str, &Gauge, f64)> {
+    if let Some((n, g)) = run.watch.get_key_value("shop_pool_wait_s") {
+        return Some((n.as_str(), g, POOL_WAIT_S));
+    }
     run.watch
-        .get_key_value("shop_pool_waiting")
-        .or_else(|| run.watch.iter().find(|(n, _)| n.contains("pool")))
-        .map(|(n, g)| (n.as_str(), g))
+        .iter()
+        .find(|(n, _)| n.contains("pool") && !n.starts_with("shop_pool_in_use"))
+        .map(|(n, g)| (n.as_str(), g, f64::MIN_POSITIVE))
 }
 
 /// The gauge of the shop's conflict retries: the reference shop's own, or a `[watch]` gauge
@@ -147,13 +155,18 @@ pub fn pool_exhaustion(done: &[Done], dir: &Path, reference: bool) -> Row {
         return Row::not_testable(c, "the rush did not run".into());
     };
     let pool = pool_gauge(run);
-    let waited = pool.and_then(|(_, g)| g.peak).unwrap_or(0.0);
+    let waited = pool.and_then(|(_, g, _)| g.peak).unwrap_or(0.0);
+    let drained = pool.is_none_or(|(_, _, at)| waited >= at);
     let stormed = storm(run, reference).is_some_and(|s| s.1);
     let errors = run.error_rate >= ERROR_RATE;
-    let found = errors && !stormed && (pool.is_none() || waited > 0.0);
+    let found = errors && !stormed && drained;
     if !found {
         let gauge = match pool {
-            Some((n, _)) => format!("; {n} peaked at {waited:.0}"),
+            Some((n, _, _)) if errors && !drained => format!(
+                "; {n} peaked at {waited:.1}: the failed requests waited elsewhere than for a \
+                 connection (a queue, a lock)"
+            ),
+            Some((n, _, _)) => format!("; {n} peaked at {waited:.1}"),
             None => "; no pool gauge watched (declare [watch.pool] to see it)".into(),
         };
         let storm = if errors && stormed {
@@ -171,9 +184,9 @@ pub fn pool_exhaustion(done: &[Done], dir: &Path, reference: bool) -> Row {
         );
     }
     let detail = match pool {
-        Some((n, _)) => format!(
-            "{} of the rush's first order attempts failed while {waited:.0} requests waited \
-             for a connection ({n})",
+        Some((n, _, _)) => format!(
+            "{} of the rush's first order attempts failed while the shop waited for database \
+             connections ({n} peaked at {waited:.1})",
             pct(run.error_rate)
         ),
         None => format!(
@@ -186,9 +199,9 @@ pub fn pool_exhaustion(done: &[Done], dir: &Path, reference: bool) -> Row {
     let mut row = Row::found(c, d, dir, detail);
     row.figures
         .push(error_figure("error rate when the pool drained", run));
-    if let Some((n, g)) = pool {
+    if let Some((n, g, _)) = pool {
         row.figures
-            .push(Figure::new(n, waited, format!("{waited:.0}"), g.source.clone()));
+            .push(Figure::new(n, waited, format!("{waited:.1}"), g.source.clone()));
     }
     if let Some(p) = p99(run) {
         row.figures.push(Figure::new(

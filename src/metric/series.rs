@@ -24,12 +24,15 @@ pub enum SeriesName {
     /// optimistic: compare-and-swap updates that lost to a concurrent one and were retried,
     /// per second (the post-mortem's retry storm).
     CasRetries,
+    /// Seconds the shop's callers waited for a pooled connection, per second (timed-out waits
+    /// included): a drained pool.
+    PoolWait,
     DbSold,
 }
 
 impl SeriesName {
     /// Every series, in the CSV's column order (`db_sold` last: it is no CSV column).
-    pub const ALL: [SeriesName; 17] = [
+    pub const ALL: [SeriesName; 18] = [
         SeriesName::DbQps,
         SeriesName::DbTps,
         SeriesName::RedisOps,
@@ -46,6 +49,7 @@ impl SeriesName {
         SeriesName::DbRowLockWaits,
         SeriesName::DbDeadlocks,
         SeriesName::CasRetries,
+        SeriesName::PoolWait,
         SeriesName::DbSold,
     ];
 
@@ -68,6 +72,7 @@ impl SeriesName {
             SeriesName::DbRowLockWaits => "db_row_lock_waits",
             SeriesName::DbDeadlocks => "db_deadlocks",
             SeriesName::CasRetries => "cas_retries",
+            SeriesName::PoolWait => "pool_wait",
             SeriesName::DbSold => "db_sold",
         }
     }
@@ -82,6 +87,7 @@ impl SeriesName {
             SeriesName::DbStock | SeriesName::RedisStock | SeriesName::DbSold => "units",
             SeriesName::PredeductSuccessRate => "share",
             SeriesName::PredeductAttempts | SeriesName::Restocks | SeriesName::CasRetries => "1/s",
+            SeriesName::PoolWait => "s/s",
             SeriesName::ReconcileResidual
             | SeriesName::StreamLag
             | SeriesName::StreamPending
@@ -100,6 +106,7 @@ impl SeriesName {
             }
             SeriesName::Restocks => Some(shop_metrics::RESTOCKS),
             SeriesName::CasRetries => Some(shop_metrics::OPTIMISTIC_CONFLICTS),
+            SeriesName::PoolWait => Some(shop_metrics::DB_POOL_ACQUIRE_SUM),
             SeriesName::ReconcileResidual => Some(shop_metrics::RECONCILE_RESIDUAL),
             SeriesName::StreamLag => Some(shop_metrics::STREAM_LAG),
             SeriesName::StreamPending => Some(shop_metrics::STREAM_PENDING),
@@ -127,6 +134,7 @@ impl SeriesName {
             | SeriesName::PredeductAttempts
             | SeriesName::Restocks
             | SeriesName::CasRetries
+            | SeriesName::PoolWait
             | SeriesName::PoolInUse
             | SeriesName::PoolWaiting => None,
         }

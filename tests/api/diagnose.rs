@@ -154,7 +154,7 @@ async fn a_plain_row_lock_drains_the_pool_at_the_rush() {
         .map(|f| f["name"].as_str().unwrap())
         .collect();
     assert!(
-        names.contains(&"error rate when the pool drained") && names.contains(&"shop_pool_waiting"),
+        names.contains(&"error rate when the pool drained") && names.contains(&"shop_pool_wait_s"),
         "{r:#}"
     );
     assert_eq!(row(&d, "oversell_race")["status"], "not_found", "{d:#}");
