@@ -106,29 +106,12 @@ pub async fn diagnose(mut args: DiagnoseArgs) -> anyhow::Result<Exit> {
             "--max-rate is buyers per second above 0 and at most 1000000 (got {m})"
         );
     }
-    let (mut s, scenario_file) = load_scenario(&args.scenario)?;
-    let fitted_from = match &args.access_log {
-        Some(log) => Some(fit_first(&mut s, log, &args)?),
-        None => None,
-    };
-    anyhow::ensure!(
-        s.shop.defect.is_none(),
-        "{}: [shop] defect is a testing aid of the reference shop: diagnose one started with \
-         `oversell serve --defect NAME --allow-defect` through --target instead",
-        scenario_file.display()
-    );
+    let (s, scenario_file, fitted_from) = scenario(&args)?;
     let shop = Shop::of(&s, args.target.is_none());
     let subject_label = match &args.target {
         Some(url) => url.clone(),
         None => args.strategy.unwrap_or(Strategy::RedisLua).to_string(),
     };
-    if args.target.is_some() {
-        check_target(&s, &scenario_file)?;
-    } else {
-        s.item
-            .reference_check()
-            .map_err(|e| anyhow::anyhow!("{}: {e}", scenario_file.display()))?;
-    }
     let battery = Battery::plan(&s, &shop, args.budget, &args.experiments)?;
     if args.dry_run {
         return dry_run(&args, &battery, &subject_label);
@@ -183,6 +166,30 @@ pub async fn diagnose(mut args: DiagnoseArgs) -> anyhow::Result<Exit> {
         super::output::json_line(&v);
     }
     Ok(diagnosis.exit_code)
+}
+
+/// The scenario (fitted from `--access-log` first, when given), checked for the shop it runs
+/// at; its file; the fitted scenario's file.
+fn scenario(args: &DiagnoseArgs) -> anyhow::Result<(Scenario, PathBuf, Option<PathBuf>)> {
+    let (mut s, scenario_file) = load_scenario(&args.scenario)?;
+    let fitted_from = match &args.access_log {
+        Some(log) => Some(fit_first(&mut s, log, args)?),
+        None => None,
+    };
+    anyhow::ensure!(
+        s.shop.defect.is_none(),
+        "{}: [shop] defect is a testing aid of the reference shop: diagnose one started with \
+         `oversell serve --defect NAME` through --target instead",
+        scenario_file.display()
+    );
+    if args.target.is_some() {
+        check_target(&s, &scenario_file)?;
+    } else {
+        s.item
+            .reference_check()
+            .map_err(|e| anyhow::anyhow!("{}: {e}", scenario_file.display()))?;
+    }
+    Ok((s, scenario_file, fitted_from))
 }
 
 /// The plan printed, nothing sent.

@@ -101,6 +101,9 @@ pub struct Shop {
     /// The sale's set-up sends the purchase limit (`{purchase_limit}`), so an experiment may
     /// raise it.
     pub limit_in_setup: bool,
+    /// The order request carries the buyer (`{user_id}` in it, or a login): the shop can hold
+    /// each buyer to a limit.
+    pub buyer_in_order: bool,
 }
 
 impl Shop {
@@ -113,6 +116,9 @@ impl Shop {
             cancel: reference || m.cancel.is_some(),
             payment_window: m.payment_window,
             limit_in_setup: reference || format!("{:?}", m.setup).contains("{purchase_limit}"),
+            buyer_in_order: reference
+                || m.login.is_some()
+                || format!("{:?}{:?}", m.order, m.headers).contains("{user_id}"),
         }
     }
 }
@@ -501,6 +507,7 @@ mod tests {
         shop.pay = false;
         shop.cancel = false;
         shop.limit_in_setup = false;
+        shop.buyer_in_order = false;
         let b = Battery::plan(&s, &shop, Duration::from_secs(600), &Kind::ALL).unwrap();
         let skipped: Vec<(Kind, &str)> = b
             .skipped

@@ -230,11 +230,19 @@ fn binomial_tail(n: u64, k: u64, p: f64) -> f64 {
 
 /// `bots_take_units`: at the rush, bots hold more of the units than their share of the buyers
 /// gives them by chance (p < [`BOTS_P`]).
-pub fn bots_take_units(done: &[Done], dir: &Path) -> Row {
+pub fn bots_take_units(done: &[Done], dir: &Path, buyer_in_order: bool) -> Row {
     let c = Class::BotsTakeUnits;
     let Some((d, run)) = rush(done) else {
         return Row::not_testable(c, "the rush did not run".into());
     };
+    if !buyer_in_order {
+        return Row::not_testable(
+            c,
+            "map the buyer into [target] order (a {user_id} in its path, body or headers): bots \
+             are told apart by who orders"
+                .into(),
+        );
+    }
     let share = d.scenario.bots.share;
     if share <= 0.0 {
         return Row::not_testable(

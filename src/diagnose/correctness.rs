@@ -9,7 +9,7 @@
 //! breaks them too); the restock ledger, the clients' answers and status mismatches always
 //! count.
 
-use super::battery::Kind;
+use super::battery::{Kind, Shop};
 use super::class::Class;
 use super::row::{intensity, Figure, Row};
 use super::run::{Done, Ran};
@@ -122,8 +122,12 @@ pub fn row(
     judged: &[Judged],
     skipped: &[(Kind, String)],
     dir: &Path,
-    reference: bool,
+    shop: &Shop,
 ) -> Row {
+    if let Some(what) = undriven(class, shop) {
+        return Row::not_testable(class, what.into());
+    }
+    let reference = shop.reference;
     let (metrics, kinds) = sources(class, race(judged));
     let driving: Vec<&Judged> = judged
         .iter()
@@ -168,6 +172,21 @@ pub fn row(
             Row::not_testable(class, format!("{why} (the oracle: {w})"))
         }
         _ => Row::not_testable(class, why),
+    }
+}
+
+/// What the mapping must carry for the battery to drive `class` at all, when it does not.
+fn undriven(class: Class, shop: &Shop) -> Option<&'static str> {
+    match class {
+        Class::LimitRace if !shop.buyer_in_order => Some(
+            "map the buyer into [target] order (a {user_id} in its path, body or headers, or a \
+             [target.login]): a shop that does not know who orders cannot hold a buyer to a limit",
+        ),
+        Class::DuplicateOnRetry if !shop.pay => Some(
+            "map [target] pay: the buyers who resend their order with its Idempotency-Key pay \
+             the order they got, so without pay the resend is not sent",
+        ),
+        _ => None,
     }
 }
 

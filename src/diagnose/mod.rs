@@ -107,9 +107,11 @@ pub fn diagnose(battery: &Battery, ran: &Ran, about: &About, dir: &Path) -> Diag
         .map(|&c| match c {
             Class::PoolExhaustion => behaviour::pool_exhaustion(&ran.done, dir, reference),
             Class::RetryStorm => behaviour::retry_storm(&ran.done, dir, reference),
-            Class::BotsTakeUnits => behaviour::bots_take_units(&ran.done, dir),
+            Class::BotsTakeUnits => {
+                behaviour::bots_take_units(&ran.done, dir, about.shop.buyer_in_order)
+            }
             Class::ColdStart => behaviour::cold_start(&ran.done, dir, about.answers_not_found),
-            c => correctness::row(c, &judged, &skipped, dir, reference),
+            c => correctness::row(c, &judged, &skipped, dir, &about.shop),
         })
         .collect();
     if let Some(r) = rows

@@ -216,27 +216,7 @@ pub fn html(d: &Diagnosis) -> String {
     }
     s.push_str("</table>");
     for r in d.rows.iter().filter(|r| r.status == Status::Found) {
-        let _ = write!(s, "<h2><code>{}</code>: found</h2><p>{}", r.class, escape(&r.detail));
-        if let Some(report) = &r.report {
-            let _ = write!(s, " (<a href=\"{}\">report</a>)", escape(report));
-        }
-        s.push_str("</p>");
-        if let Some(p) = &r.proof {
-            let _ = write!(s, "<pre>{}</pre>", escape(&crate::oracle::proof::line(p)));
-        }
-        if !r.figures.is_empty() {
-            s.push_str("<ul>");
-            for f in &r.figures {
-                let _ = write!(
-                    s,
-                    "<li>{}: <strong>{}</strong> ({})</li>",
-                    escape(&f.name),
-                    escape(&f.shown),
-                    escape(&f.source)
-                );
-            }
-            s.push_str("</ul>");
-        }
+        s.push_str(&found_html(r));
     }
     if let Some(t) = &d.time {
         s.push_str("<h2>Where the time goes</h2><ul>");
@@ -270,5 +250,32 @@ pub fn html(d: &Diagnosis) -> String {
         );
     }
     s.push_str("</body></html>\n");
+    s
+}
+
+/// A found class's section of the page.
+fn found_html(r: &Row) -> String {
+    let mut s = String::new();
+    let _ = write!(s, "<h2><code>{}</code>: found</h2><p>{}", r.class, escape(&r.detail));
+    if let Some(report) = &r.report {
+        let _ = write!(s, " (<a href=\"{}\">report</a>)", escape(report));
+    }
+    s.push_str("</p>");
+    if let Some(p) = &r.proof {
+        let _ = write!(s, "<pre>{}</pre>", escape(&crate::oracle::proof::line(p)));
+    }
+    if !r.figures.is_empty() {
+        s.push_str("<ul>");
+        for f in &r.figures {
+            let _ = write!(
+                s,
+                "<li>{}: <strong>{}</strong> ({})</li>",
+                escape(&f.name),
+                escape(&f.shown),
+                escape(&f.source)
+            );
+        }
+        s.push_str("</ul>");
+    }
     s
 }

@@ -11,6 +11,10 @@ use crate::traffic::Scenario;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+/// Seconds of the budget the capacity search leaves unused: its first probe is budgeted before
+/// it is measured, and may take longer.
+pub const CAPACITY_RESERVE_S: f64 = 10.0;
+
 /// Builds the subject one experiment's scenario runs against (the reference shop's cell, or
 /// the foreign target with its mapping and oracle): the scenario is the experiment's own.
 pub type SubjectFor = Box<dyn Fn(&mut Scenario) -> anyhow::Result<Subject> + Send + Sync>;
@@ -99,7 +103,8 @@ pub async fn execute(battery: &Battery, setup: &Setup) -> anyhow::Result<Ran> {
             }),
         }
     }
-    let left = budget - started.elapsed().as_secs_f64();
+    // A probe can take longer than the search budgets for its first: kept in reserve.
+    let left = budget - started.elapsed().as_secs_f64() - CAPACITY_RESERVE_S;
     if battery.capacity_s > 0.0 {
         if let Some(rush) = ran.done.first().filter(|d| d.kind == Kind::Rush) {
             let scenario = rush.scenario.clone();

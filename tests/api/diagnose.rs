@@ -1,12 +1,11 @@
 //! `oversell diagnose` on real services: the reference strategies diagnosed as the post-mortem
 //! does (naive's race with its proof, for-update's drained pool, optimistic's retry storm,
 //! redis-lua passing the whole battery within its budget); outside stand-in shops (`oversell
-//! serve --defect NAME --allow-defect`, the reference API mapped by `rehearsal-reference`)
+//! serve --defect NAME`, the reference API mapped by `rehearsal-reference`)
 //! each diagnosed as its class with its remedy while the correct one passes; a mapping without
 //! pay or cancel gets not_testable rows that say what to map; the plan shown by `--dry-run`.
 
 use crate::helpers::*;
-use crate::shard::serve_on;
 use oversell::testing::store::Backend;
 use serde_json::Value;
 use std::path::Path;
@@ -223,22 +222,52 @@ async fn redis_lua_passes_the_whole_battery_within_five_minutes() {
     assert!(run.stdout.contains("PASS"), "{}", run.both());
 }
 
-/// A reference shop served as an outside shop (`serve`, short payment window, the naive gap
-/// its defects race in), with `defect` built in (or none).
-async fn stand_in(defect: Option<&str>, db: &str) -> crate::shard::Served {
+/// A running `oversell serve` and its URL; killed when dropped.
+struct StandIn {
+    _child: tokio::process::Child,
+    url: String,
+    prefix: String,
+}
+
+/// A reference shop served as an outside shop (`serve` conditional, a short payment window,
+/// the naive gap its defects race in), with `defect` built in (or none). A shop with a defect
+/// warns on stdout before its address.
+async fn stand_in(defect: Option<&str>, db: &str) -> StandIn {
+    use tokio::io::{AsyncBufReadExt, BufReader};
     let prefix = fresh_prefix();
-    let mut extra = vec![
-        "--trusted-proxy",
-        "127.0.0.1",
-        "--payment-timeout",
-        "1s",
-        "--naive-gap",
-        "10ms",
-    ];
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_oversell"));
+    cmd.args(["serve", "--strategy", "conditional", "--listen", "127.0.0.1:0"])
+        .args(["--database-url", db, "--redis-url", &redis_url()])
+        .args(["--redis-prefix", &prefix, "--trusted-proxy", "127.0.0.1"])
+        .args(["--payment-timeout", "1s", "--naive-gap", "10ms"]);
     if let Some(d) = defect {
-        extra.extend_from_slice(&["--defect", d, "--allow-defect"]);
+        cmd.args(["--defect", d]);
     }
-    serve_on("conditional", db, &prefix, "127.0.0.1", &extra).await
+    let mut child = cmd
+        .env_remove("OVERSELL_ADMIN_TOKEN")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("oversell serve starts");
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let url = tokio::time::timeout(std::time::Duration::from_secs(60), async {
+        while let Some(line) = lines.next_line().await.unwrap() {
+            if let Some(url) = line.split_whitespace().find(|w| w.starts_with("http://")) {
+                return url.to_string();
+            }
+        }
+        panic!("the shop ended before printing its address")
+    })
+    .await
+    .expect("the shop prints its address");
+    // Keep reading its stdout, so the shop never blocks on a full pipe.
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    StandIn {
+        _child: child,
+        url,
+        prefix,
+    }
 }
 
 /// `oversell diagnose --target` of a stand-in with `defect` and the experiments `only`.
@@ -262,8 +291,10 @@ async fn diagnose_stand_in(defect: Option<&str>, only: &str, out: &Path) -> (Cli
         ],
     )
     .await;
+    let prefix = shop.prefix.clone();
     drop(shop);
     drop_database(&db).await;
+    delete_prefix(&prefix).await;
     (run, diagnosis(out))
 }
 
@@ -349,12 +380,19 @@ async fn a_mapping_without_pay_or_cancel_says_what_to_map_never_not_found() {
 
     // Assert
     let d = diagnosis(tmp.path());
-    for class in ["cancel_after_pay", "restock_not_idempotent", "duplicate_on_retry"] {
+    for class in [
+        "cancel_after_pay",
+        "restock_not_idempotent",
+        "duplicate_on_retry",
+        "limit_race",
+        "bots_take_units",
+    ] {
         let r = row(&d, class);
         assert_eq!(r["status"], "not_testable", "{class}: {d:#}");
         let detail = r["detail"].as_str().unwrap();
         assert!(detail.contains("map") && detail.contains("[target]"), "{class}: {detail}");
     }
+    assert_eq!(d["found"], serde_json::json!([]), "{d:#}");
     let skipped: Vec<&str> = d["skipped"]
         .as_array()
         .unwrap()
