@@ -121,11 +121,7 @@ pub async fn diagnose(mut args: DiagnoseArgs) -> anyhow::Result<Exit> {
         Some(_) => None,
         None => {
             let (backend, _) = args.conn.database_for(args.backend)?;
-            Some(
-                args.conn
-                    .provide(&[backend], strategy.uses_redis())
-                    .await?,
-            )
+            Some(args.conn.provide(&[backend], strategy.uses_redis()).await?)
         }
     };
     let dir = crate::report::new_dir(&args.output.out, &format!("{}-diagnose", s.name));

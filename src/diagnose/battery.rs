@@ -493,10 +493,7 @@ mod tests {
         assert_eq!(restock.shop.payment_timeout, EXPIRY);
         assert!(restock.after_order.abandon > 0.0);
         let rush = &b.planned[0].scenario;
-        assert_eq!(
-            (rush.after_order.pay, rush.after_order.cancel),
-            (1.0, 0.0)
-        );
+        assert_eq!((rush.after_order.pay, rush.after_order.cancel), (1.0, 0.0));
     }
 
     #[test]

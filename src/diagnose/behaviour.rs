@@ -122,7 +122,12 @@ pub fn retry_storm(done: &[Done], dir: &Path, reference: bool) -> Row {
                     run.findings.acknowledged
                 ),
             );
-            row.figures.push(Figure::new("conflict retries", r, format!("{r:.0}"), source));
+            row.figures.push(Figure::new(
+                "conflict retries",
+                r,
+                format!("{r:.0}"),
+                source,
+            ));
             if let Some(p) = p99(run) {
                 let fig = Figure::new(
                     "p99 under the retry storm",
@@ -132,7 +137,8 @@ pub fn retry_storm(done: &[Done], dir: &Path, reference: bool) -> Row {
                 );
                 row.figures.push(fig);
             }
-            row.figures.push(error_figure("error rate under the retry storm", run));
+            row.figures
+                .push(error_figure("error rate under the retry storm", run));
             row
         }
     }
@@ -200,8 +206,12 @@ pub fn pool_exhaustion(done: &[Done], dir: &Path, reference: bool) -> Row {
     row.figures
         .push(error_figure("error rate when the pool drained", run));
     if let Some((n, g, _)) = pool {
-        row.figures
-            .push(Figure::new(n, waited, format!("{waited:.1}"), g.source.clone()));
+        row.figures.push(Figure::new(
+            n,
+            waited,
+            format!("{waited:.1}"),
+            g.source.clone(),
+        ));
     }
     if let Some(p) = p99(run) {
         row.figures.push(Figure::new(
@@ -312,8 +322,13 @@ pub fn cold_start(done: &[Done], dir: &Path, answers_not_found: bool) -> Row {
     let per = |a: Answer| run.timeline.orders.get(&a).cloned().unwrap_or_default();
     let (unknown, created) = (per(Answer::NotFound), per(Answer::Created));
     let first_unknown = unknown.iter().position(|n| *n > 0);
-    let bought_later = first_unknown
-        .and_then(|i| created.iter().skip(i + 1).position(|n| *n > 0).map(|j| i + 1 + j));
+    let bought_later = first_unknown.and_then(|i| {
+        created
+            .iter()
+            .skip(i + 1)
+            .position(|n| *n > 0)
+            .map(|j| i + 1 + j)
+    });
     let total: u64 = unknown.iter().sum();
     let (Some(at), Some(later)) = (first_unknown, bought_later) else {
         return Row::not_found(

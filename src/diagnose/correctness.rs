@@ -215,7 +215,11 @@ fn found(class: Class, j: &Judged, breached: &[Check], dir: &Path) -> Row {
         class,
         j.done,
         dir,
-        format!("{} in the {} experiment", said.join(", "), j.done.kind.as_str()),
+        format!(
+            "{} in the {} experiment",
+            said.join(", "),
+            j.done.kind.as_str()
+        ),
     );
     row.proof = breached.iter().find_map(|c| c.proof.clone());
     row.figures = figures(class, breached);

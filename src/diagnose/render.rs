@@ -50,7 +50,11 @@ pub fn terminal(d: &Diagnosis, dir: &Path) -> String {
         })
         .collect();
     let mut out = format!("oversell diagnose: {} ({})\n", d.subject, d.scenario);
-    out.push_str(&text(&header, &body, &[Align::Left, Align::Left, Align::Left]));
+    out.push_str(&text(
+        &header,
+        &body,
+        &[Align::Left, Align::Left, Align::Left],
+    ));
     for r in d.rows.iter().filter(|r| r.status == Status::Found) {
         let _ = writeln!(out, "{}:", r.class);
         if let Some(p) = &r.proof {
@@ -95,9 +99,9 @@ pub fn markdown(d: &Diagnosis) -> String {
         d.subject,
         d.scenario,
         d.scenario_file,
-        d.fitted_from
-            .as_ref()
-            .map_or(String::new(), |f| format!(", fitted from the access log {f}")),
+        d.fitted_from.as_ref().map_or(String::new(), |f| format!(
+            ", fitted from the access log {f}"
+        )),
         d.budget_s,
         d.elapsed_s,
         d.verdict
@@ -118,7 +122,11 @@ pub fn markdown(d: &Diagnosis) -> String {
         s.push_str(&found_md(r));
     }
     if let Some(t) = &d.time {
-        let _ = write!(s, "\n## Where the time goes\n\nThe rush ([report]({})):\n\n", t.report);
+        let _ = write!(
+            s,
+            "\n## Where the time goes\n\nThe rush ([report]({})):\n\n",
+            t.report
+        );
         for line in time::lines(t, d.capacity.as_ref()) {
             let _ = writeln!(s, "- {line}");
         }
@@ -256,7 +264,12 @@ pub fn html(d: &Diagnosis) -> String {
 /// A found class's section of the page.
 fn found_html(r: &Row) -> String {
     let mut s = String::new();
-    let _ = write!(s, "<h2><code>{}</code>: found</h2><p>{}", r.class, escape(&r.detail));
+    let _ = write!(
+        s,
+        "<h2><code>{}</code>: found</h2><p>{}",
+        r.class,
+        escape(&r.detail)
+    );
     if let Some(report) = &r.report {
         let _ = write!(s, " (<a href=\"{}\">report</a>)", escape(report));
     }

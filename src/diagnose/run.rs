@@ -86,7 +86,10 @@ pub async fn execute(battery: &Battery, setup: &Setup) -> anyhow::Result<Ran> {
             });
             continue;
         }
-        progress(setup, &format!("diagnose: {} ({})", p.kind.as_str(), p.what));
+        progress(
+            setup,
+            &format!("diagnose: {} ({})", p.kind.as_str(), p.what),
+        );
         let t0 = Instant::now();
         match one(&p.scenario, setup, &runs).await {
             Ok((report, dir)) => ran.done.push(Done {
@@ -173,7 +176,10 @@ async fn search(
         drain_limit: setup.drain_limit,
         progress: setup.progress,
     };
-    progress(setup, "diagnose: capacity (the highest rate at which the objective holds)");
+    progress(
+        setup,
+        "diagnose: capacity (the highest rate at which the objective holds)",
+    );
     let t0 = Instant::now();
     match capacity::execute(&plan).await {
         Ok((report, dir)) => Some(CapacityDone {

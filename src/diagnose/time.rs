@@ -136,7 +136,8 @@ pub fn lines(t: &TimeSplit, c: Option<&Capacity>) -> Vec<String> {
                 "{} peak {}{}",
                 g.name,
                 g.peak.map_or("-".into(), |p| format!("{p:.0}")),
-                g.peak_at_s.map_or(String::new(), |s| format!(" at {s:.1}s"))
+                g.peak_at_s
+                    .map_or(String::new(), |s| format!(" at {s:.1}s"))
             )
         })
         .collect();

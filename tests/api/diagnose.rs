@@ -203,7 +203,13 @@ async fn redis_lua_passes_the_whole_battery_within_five_minutes() {
         .collect();
     assert_eq!(
         plan,
-        ["rush", "adversarial", "cancel-after-pay", "restock", "capacity"],
+        [
+            "rush",
+            "adversarial",
+            "cancel-after-pay",
+            "restock",
+            "capacity"
+        ],
         "{d:#}"
     );
     assert_eq!(d["budget_s"], 300.0);
@@ -236,10 +242,16 @@ async fn stand_in(defect: Option<&str>, db: &str) -> StandIn {
     use tokio::io::{AsyncBufReadExt, BufReader};
     let prefix = fresh_prefix();
     let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_oversell"));
-    cmd.args(["serve", "--strategy", "conditional", "--listen", "127.0.0.1:0"])
-        .args(["--database-url", db, "--redis-url", &redis_url()])
-        .args(["--redis-prefix", &prefix, "--trusted-proxy", "127.0.0.1"])
-        .args(["--payment-timeout", "1s", "--naive-gap", "10ms"]);
+    cmd.args([
+        "serve",
+        "--strategy",
+        "conditional",
+        "--listen",
+        "127.0.0.1:0",
+    ])
+    .args(["--database-url", db, "--redis-url", &redis_url()])
+    .args(["--redis-prefix", &prefix, "--trusted-proxy", "127.0.0.1"])
+    .args(["--payment-timeout", "1s", "--naive-gap", "10ms"]);
     if let Some(d) = defect {
         cmd.args(["--defect", d]);
     }
@@ -331,7 +343,12 @@ async fn a_stand_in_that_ignores_the_key_buys_twice_on_retry() {
 
 #[tokio::test]
 async fn a_stand_in_that_restocks_a_paid_order_fails_cancel_after_pay() {
-    defect_is("cancel-paid-restocks", "cancel-after-pay", "cancel_after_pay").await;
+    defect_is(
+        "cancel-paid-restocks",
+        "cancel-after-pay",
+        "cancel_after_pay",
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -352,10 +369,19 @@ async fn the_correct_stand_in_passes_every_experiment() {
 
     assert_eq!(run.code, 0, "{}\n{d:#}", run.both());
     assert_eq!(d["found"], serde_json::json!([]), "{d:#}");
-    for class in ["oversell_race", "limit_race", "duplicate_on_retry", "cancel_after_pay", "restock_not_idempotent"] {
+    for class in [
+        "oversell_race",
+        "limit_race",
+        "duplicate_on_retry",
+        "cancel_after_pay",
+        "restock_not_idempotent",
+    ] {
         assert_eq!(row(&d, class)["status"], "not_found", "{class}: {d:#}");
         assert!(
-            row(&d, class)["detail"].as_str().unwrap().starts_with("tried "),
+            row(&d, class)["detail"]
+                .as_str()
+                .unwrap()
+                .starts_with("tried "),
             "not_found says what was tried: {d:#}"
         );
     }
@@ -374,7 +400,12 @@ async fn a_mapping_without_pay_or_cancel_says_what_to_map_never_not_found() {
         &base,
         "scenarios/rehearsal-stock-only.toml",
         tmp.path(),
-        &["--budget", "1m", "--experiments", "rush,adversarial,cancel-after-pay,restock"],
+        &[
+            "--budget",
+            "1m",
+            "--experiments",
+            "rush,adversarial,cancel-after-pay,restock",
+        ],
     )
     .await;
 
@@ -390,7 +421,10 @@ async fn a_mapping_without_pay_or_cancel_says_what_to_map_never_not_found() {
         let r = row(&d, class);
         assert_eq!(r["status"], "not_testable", "{class}: {d:#}");
         let detail = r["detail"].as_str().unwrap();
-        assert!(detail.contains("map") && detail.contains("[target]"), "{class}: {detail}");
+        assert!(
+            detail.contains("map") && detail.contains("[target]"),
+            "{class}: {detail}"
+        );
     }
     assert_eq!(d["found"], serde_json::json!([]), "{d:#}");
     let skipped: Vec<&str> = d["skipped"]
@@ -468,16 +502,41 @@ async fn the_dry_run_shows_the_battery_and_sends_nothing() {
     .await;
 
     assert_eq!(run.code, 0, "{}", run.both());
-    for experiment in ["rush", "adversarial", "cancel-after-pay", "restock", "capacity"] {
-        assert!(run.stdout.contains(experiment), "{experiment}: {}", run.both());
+    for experiment in [
+        "rush",
+        "adversarial",
+        "cancel-after-pay",
+        "restock",
+        "capacity",
+    ] {
+        assert!(
+            run.stdout.contains(experiment),
+            "{experiment}: {}",
+            run.both()
+        );
     }
     assert!(run.stdout.contains("nothing sent"), "{}", run.both());
-    assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 0, "nothing written");
+    assert_eq!(
+        std::fs::read_dir(tmp.path()).unwrap().count(),
+        0,
+        "nothing written"
+    );
     let too_small = oversell_cli(
-        &["diagnose", "--strategy", "naive", "--budget", "5s", "--dry-run"],
+        &[
+            "diagnose",
+            "--strategy",
+            "naive",
+            "--budget",
+            "5s",
+            "--dry-run",
+        ],
         &[],
     )
     .await;
     assert_eq!(too_small.code, 2, "{}", too_small.both());
-    assert!(too_small.stderr.contains("cannot hold the rush"), "{}", too_small.both());
+    assert!(
+        too_small.stderr.contains("cannot hold the rush"),
+        "{}",
+        too_small.both()
+    );
 }
