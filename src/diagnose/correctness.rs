@@ -160,7 +160,7 @@ pub fn row(
     }
     let reasons: Vec<String> = driving
         .iter()
-        .flat_map(|j| checks(j))
+        .flat_map(checks)
         .filter_map(|c| match c.status {
             Status::NotVerified(w) | Status::NotRequired(w) => Some(w),
             _ => None,
