@@ -400,7 +400,9 @@ mod tests {
         assert_eq!(binomial_tail(10, 0, 0.05), 1.0);
         let one = binomial_tail(10, 1, 0.05);
         assert!((one - (1.0 - 0.95f64.powi(10))).abs() < 1e-12, "{one}");
-        assert!(binomial_tail(10, 4, 0.05) < BOTS_P);
+        let four = binomial_tail(10, 4, 0.05);
+        assert!((four - 0.001_028_5).abs() < 1e-6, "{four}");
+        assert!(binomial_tail(10, 5, 0.05) < BOTS_P);
         assert!(binomial_tail(10, 2, 0.05) > BOTS_P);
     }
 }
