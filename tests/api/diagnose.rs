@@ -540,3 +540,61 @@ async fn the_dry_run_shows_the_battery_and_sends_nothing() {
         too_small.both()
     );
 }
+
+/// A combined access log of a sale: 60 buyers order over three seconds, the first 20 get a
+/// unit (201), the rest are told sold out (409); each winner pays.
+fn sale_log(dir: &Path) -> std::path::PathBuf {
+    let mut text = String::new();
+    for i in 0..60u32 {
+        let ms = i * 50;
+        let time = format!("06/Dec/2026:01:05:{:02} +0000", 28 + ms / 1000);
+        let status = if i < 20 { 201 } else { 409 };
+        text.push_str(&format!(
+            "10.0.0.{} - u-{i} [{time}] \"POST /api/orders HTTP/1.1\" {status} 64 \"-\" \"app\"\n",
+            i % 250 + 1
+        ));
+        if i < 20 {
+            text.push_str(&format!(
+                "10.0.0.{} - u-{i} [{time}] \"POST /api/orders/o-{i}/pay HTTP/1.1\" 200 16 \"-\" \"app\"\n",
+                i % 250 + 1
+            ));
+        }
+    }
+    let log = dir.join("sale.log");
+    std::fs::write(&log, text).unwrap();
+    log
+}
+
+#[tokio::test]
+async fn an_access_log_is_fitted_first_and_its_rush_planned() {
+    let tmp = tempfile::tempdir().unwrap();
+    let log = sale_log(tmp.path());
+    let out = tmp.path().join("out");
+
+    let run = oversell_cli(
+        &[
+            "diagnose",
+            "--strategy",
+            "redis-lua",
+            "--access-log",
+            log.to_str().unwrap(),
+            "--budget",
+            "5m",
+            "--dry-run",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        &[],
+    )
+    .await;
+
+    assert_eq!(run.code, 0, "{}", run.both());
+    let rush = run
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("rush"))
+        .unwrap_or_else(|| panic!("{}", run.both()));
+    let words: Vec<&str> = rush.split_whitespace().collect();
+    assert_eq!(&words[1..3], ["60", "20"], "the fitted buyers and stock: {rush}");
+    assert!(!out.exists(), "a dry run writes nothing into --out");
+}
