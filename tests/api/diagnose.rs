@@ -595,6 +595,10 @@ async fn an_access_log_is_fitted_first_and_its_rush_planned() {
         .find(|l| l.starts_with("rush"))
         .unwrap_or_else(|| panic!("{}", run.both()));
     let words: Vec<&str> = rush.split_whitespace().collect();
-    assert_eq!(&words[1..3], ["60", "20"], "the fitted buyers and stock: {rush}");
+    assert_eq!(
+        &words[1..3],
+        ["60", "20"],
+        "the fitted buyers and stock: {rush}"
+    );
     assert!(!out.exists(), "a dry run writes nothing into --out");
 }
