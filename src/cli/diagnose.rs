@@ -113,10 +113,13 @@ pub async fn diagnose(mut args: DiagnoseArgs) -> anyhow::Result<Exit> {
         None => args.strategy.unwrap_or(Strategy::RedisLua).to_string(),
     };
     let battery = Battery::plan(&s, &shop, args.budget, &args.experiments)?;
+    let strategy = args.strategy.unwrap_or(Strategy::RedisLua);
+    // The target's URL and oracle checked before anything is sent (or the plan shown).
+    let subject = subject_maker(&args, strategy)?;
+    subject(&mut s.clone())?;
     if args.dry_run {
         return dry_run(&args, &battery, &subject_label);
     }
-    let strategy = args.strategy.unwrap_or(Strategy::RedisLua);
     let _services = match &args.target {
         Some(_) => None,
         None => {
@@ -142,7 +145,7 @@ pub async fn diagnose(mut args: DiagnoseArgs) -> anyhow::Result<Exit> {
     let setup = run::Setup {
         dir: dir.clone(),
         scenario_file,
-        subject: subject_maker(&args, strategy)?,
+        subject,
         drain_limit: args.output.drain_limit(),
         objective,
         max_rate,

@@ -539,6 +539,38 @@ async fn the_dry_run_shows_the_battery_and_sends_nothing() {
         "{}",
         too_small.both()
     );
+    for (args, says) in [
+        (
+            &["diagnose", "--experiments", "rush,soak", "--dry-run"][..],
+            "rush, adversarial, cancel-after-pay, restock, capacity",
+        ),
+        (
+            &[
+                "diagnose",
+                "--target",
+                "http://127.0.0.1:9",
+                "--scenario",
+                "smoke",
+                "--dry-run",
+            ][..],
+            "no [target] table",
+        ),
+        (
+            &[
+                "diagnose",
+                "--target",
+                "http://10.1.2.3:9",
+                "--scenario",
+                "rehearsal-reference",
+                "--dry-run",
+            ][..],
+            "--allow-remote",
+        ),
+    ] {
+        let bad = oversell_cli(args, &[]).await;
+        assert_eq!(bad.code, 2, "{args:?}: {}", bad.both());
+        assert!(bad.stderr.contains(says), "{args:?}: {}", bad.both());
+    }
 }
 
 /// A combined access log of a sale: 60 buyers order over three seconds, the first 20 get a
