@@ -16,6 +16,7 @@ mod bench;
 mod capacity;
 mod command_flags;
 mod conn;
+mod diagnose;
 mod dry_run;
 mod fit;
 mod gate;
@@ -32,6 +33,7 @@ pub mod values;
 pub use attack::AttackArgs;
 pub use capacity::{CapacityArgs, SweepArgs};
 pub use command_flags::Verbosity;
+pub use diagnose::DiagnoseArgs;
 pub use fit::FitArgs;
 pub use gate::GateArgs;
 pub use merge::MergeArgs;
@@ -78,6 +80,10 @@ pub enum Command {
     /// Find each strategy's capacity: the highest arrival rate at which the scenario's
     /// objective holds (doubling, then bisection; each probe a short sale on a fresh stock).
     Capacity(Box<CapacityArgs>),
+    /// Diagnose a shop: a battery of experiments within --budget (the rush, a capacity
+    /// search, adversarial buyers, restocks), one row per failure class with its proof and
+    /// remedy. Exit 0 nothing found, 1 found, 2 bad input, 3 too little could be tested.
+    Diagnose(Box<DiagnoseArgs>),
     /// One run per value of a shop knob or of the arrival rate; headline metrics against it.
     Sweep(Box<SweepArgs>),
     /// Compare two reports run by run (exit 1 when a --fail-on metric got worse).
@@ -399,6 +405,7 @@ async fn dispatch(command: Command) -> anyhow::Result<Exit> {
         Command::Selftest(args) => selftest::selftest(*args).await,
         Command::Capacity(args) => capacity::capacity(*args).await,
         Command::Sweep(args) => capacity::sweep(*args).await,
+        Command::Diagnose(args) => diagnose::diagnose(*args).await,
         Command::Bench(args) => bench::bench(args.what).await,
         Command::Fit(args) => fit::fit(*args),
         Command::Scenarios(args) => {

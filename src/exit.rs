@@ -14,7 +14,8 @@ pub enum Exit {
     Failed = 1,
     /// 2: bad usage or input, or a run that stopped before anything could be judged.
     Error = 2,
-    /// 3: the target shop, the database, Redis or the oracle could not be reached.
+    /// 3: the target shop, the database, Redis or the oracle could not be reached; for
+    /// `diagnose`, also: too little of the shop could be tested to say it is sound.
     Unreachable = 3,
 }
 

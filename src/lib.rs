@@ -150,6 +150,10 @@
 //!   bisection; `slo`: each probe judged from its own report; `report`, `charts`).
 //! - [`sweep`]: `oversell sweep --vary KNOB=v1,v2`: one run per value of a shop knob or the
 //!   arrival rate (`knobs`: which knob, which strategies have it), metrics against the knob.
+//! - [`diagnose`]: `oversell diagnose`: a battery of experiments planned within a budget (the
+//!   rush, adversarial buyers, cancel after pay, restocks, a capacity search), each an ordinary
+//!   run, read into one row per failure class (found with its proof, not found with what was
+//!   tried, not testable with what to map) with the post-mortem's remedy; where the time goes.
 //! - [`fit`]: `oversell fit`: a scenario fitted from a real sale's access log (combined or
 //!   JSON lines, streamed in bounded memory): the arrivals per second as an `arrival =
 //!   "trace"`, viewers, bots, think times, pay/cancel/abandon and the stock, each commented with
@@ -193,7 +197,9 @@ pub(crate) mod backoff;
 pub(crate) mod bench;
 pub(crate) mod capacity;
 pub mod cli;
+
 pub mod console;
+pub(crate) mod diagnose;
 pub(crate) mod diff;
 pub(crate) mod duration;
 pub mod exit;
@@ -242,6 +248,9 @@ pub mod testing {
     }
     pub mod capacity {
         pub use crate::capacity::*;
+    }
+    pub mod diagnose {
+        pub use crate::diagnose::*;
     }
     pub mod diff {
         pub use crate::diff::*;

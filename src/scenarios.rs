@@ -39,7 +39,8 @@ pub const BUNDLED: &[Bundled] = bundled![
     "selftest-double-restock",
     "selftest-cancel-paid-restocks",
     "selftest-key-reuse",
-    "adversarial"
+    "adversarial",
+    "diagnose"
 ];
 
 impl Bundled {

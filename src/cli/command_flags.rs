@@ -41,6 +41,7 @@ impl Command {
             Command::Merge(a) => Some(&a.output.json),
             Command::Selftest(a) => Some(&a.output.json),
             Command::Capacity(a) => Some(&a.output.json),
+            Command::Diagnose(a) => Some(&a.output.json),
             Command::Sweep(a) => Some(&a.output.json),
             Command::Diff(a) => Some(&a.json),
             Command::Fit(a) => Some(&a.json),
@@ -60,6 +61,7 @@ impl Command {
             Command::Merge(a) => Some(&mut a.output),
             Command::Selftest(a) => Some(&mut a.output),
             Command::Capacity(a) => Some(&mut a.output),
+            Command::Diagnose(a) => Some(&mut a.output),
             Command::Sweep(a) => Some(&mut a.output),
             Command::Serve(_)
             | Command::Diff(_)
@@ -78,6 +80,7 @@ impl Command {
             Command::Compare(a) => Some(&mut a.conn),
             Command::Gate(a) => Some(&mut a.conn),
             Command::Capacity(a) => Some(&mut a.conn),
+            Command::Diagnose(a) => Some(&mut a.conn),
             Command::Sweep(a) => Some(&mut a.conn),
             Command::Selftest(a) => Some(&mut a.conn),
             Command::Merge(a) => Some(&mut a.conn),

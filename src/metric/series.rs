@@ -21,12 +21,18 @@ pub enum SeriesName {
     PoolWaiting,
     DbRowLockWaits,
     DbDeadlocks,
+    /// optimistic: compare-and-swap updates that lost to a concurrent one and were retried,
+    /// per second (the post-mortem's retry storm).
+    CasRetries,
+    /// Seconds the shop's callers waited for a pooled connection, per second (timed-out waits
+    /// included): a drained pool.
+    PoolWait,
     DbSold,
 }
 
 impl SeriesName {
     /// Every series, in the CSV's column order (`db_sold` last: it is no CSV column).
-    pub const ALL: [SeriesName; 16] = [
+    pub const ALL: [SeriesName; 18] = [
         SeriesName::DbQps,
         SeriesName::DbTps,
         SeriesName::RedisOps,
@@ -42,6 +48,8 @@ impl SeriesName {
         SeriesName::PoolWaiting,
         SeriesName::DbRowLockWaits,
         SeriesName::DbDeadlocks,
+        SeriesName::CasRetries,
+        SeriesName::PoolWait,
         SeriesName::DbSold,
     ];
 
@@ -63,6 +71,8 @@ impl SeriesName {
             SeriesName::PoolWaiting => "pool_waiting",
             SeriesName::DbRowLockWaits => "db_row_lock_waits",
             SeriesName::DbDeadlocks => "db_deadlocks",
+            SeriesName::CasRetries => "cas_retries",
+            SeriesName::PoolWait => "pool_wait",
             SeriesName::DbSold => "db_sold",
         }
     }
@@ -76,7 +86,8 @@ impl SeriesName {
             SeriesName::RedisOps => "ops/s",
             SeriesName::DbStock | SeriesName::RedisStock | SeriesName::DbSold => "units",
             SeriesName::PredeductSuccessRate => "share",
-            SeriesName::PredeductAttempts | SeriesName::Restocks => "1/s",
+            SeriesName::PredeductAttempts | SeriesName::Restocks | SeriesName::CasRetries => "1/s",
+            SeriesName::PoolWait => "s/s",
             SeriesName::ReconcileResidual
             | SeriesName::StreamLag
             | SeriesName::StreamPending
@@ -94,6 +105,8 @@ impl SeriesName {
                 Some(shop_metrics::PREDEDUCT)
             }
             SeriesName::Restocks => Some(shop_metrics::RESTOCKS),
+            SeriesName::CasRetries => Some(shop_metrics::OPTIMISTIC_CONFLICTS),
+            SeriesName::PoolWait => Some(shop_metrics::DB_POOL_ACQUIRE_SUM),
             SeriesName::ReconcileResidual => Some(shop_metrics::RECONCILE_RESIDUAL),
             SeriesName::StreamLag => Some(shop_metrics::STREAM_LAG),
             SeriesName::StreamPending => Some(shop_metrics::STREAM_PENDING),
@@ -120,6 +133,8 @@ impl SeriesName {
             SeriesName::PredeductSuccessRate
             | SeriesName::PredeductAttempts
             | SeriesName::Restocks
+            | SeriesName::CasRetries
+            | SeriesName::PoolWait
             | SeriesName::PoolInUse
             | SeriesName::PoolWaiting => None,
         }

@@ -396,6 +396,13 @@ fn shop_series(
     if let Some(r) = delta(s.shop_metric().unwrap_or_default(), None) {
         push(series, s, &source(s), t, r);
     }
+    // Only a shop that counts them gets the series (conflicts: optimistic).
+    for s in [SeriesName::CasRetries, SeriesName::PoolWait] {
+        let metric = s.shop_metric().unwrap_or_default();
+        if let Some(r) = delta(metric, None).filter(|_| scrape::has(now, metric)) {
+            push(series, s, &source(s), t, r);
+        }
+    }
     for s in [
         SeriesName::ReconcileResidual,
         SeriesName::StreamLag,

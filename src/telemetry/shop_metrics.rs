@@ -69,6 +69,9 @@ pub const REWARMS: &str = "oversell_rewarms_total";
 pub const ADMIN_REFUSED: &str = "oversell_admin_refused_total";
 /// `oversell_db_pool_acquire_seconds` (histogram).
 pub const DB_POOL_ACQUIRE: &str = "oversell_db_pool_acquire_seconds";
+/// The histogram's running total: seconds every caller waited for a connection (a timed-out
+/// wait included).
+pub const DB_POOL_ACQUIRE_SUM: &str = "oversell_db_pool_acquire_seconds_sum";
 /// `oversell_db_pool_in_use` (gauge).
 pub const DB_POOL_IN_USE: &str = "oversell_db_pool_in_use";
 /// `oversell_db_pool_waiting` (gauge).

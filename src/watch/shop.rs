@@ -11,13 +11,15 @@ use crate::probe::Series;
 use std::collections::BTreeMap;
 
 /// The built-in gauges' names, and the series each sums.
-pub const GAUGES: [(&str, &[SeriesName]); 3] = [
+pub const GAUGES: [(&str, &[SeriesName]); 5] = [
     ("shop_pool_in_use", &[SeriesName::PoolInUse]),
     ("shop_pool_waiting", &[SeriesName::PoolWaiting]),
     (
         "shop_stream_backlog",
         &[SeriesName::StreamLag, SeriesName::StreamPending],
     ),
+    ("shop_cas_retries", &[SeriesName::CasRetries]),
+    ("shop_pool_wait_s", &[SeriesName::PoolWait]),
 ];
 
 /// The reference shop's gauges from the run's probe `series` (those it sampled).

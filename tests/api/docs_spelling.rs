@@ -301,7 +301,7 @@ fn the_spelling_check_refuses_old_names_unknown_flags_and_lines_that_do_not_pars
 fn runnable(w: &Written) -> Option<Vec<String>> {
     let command = w.words.first()?.as_str();
     let mut words = w.words.clone();
-    let fires = ["run", "compare", "gate", "attack", "capacity"].contains(&command);
+    let fires = ["run", "compare", "gate", "attack", "capacity", "diagnose"].contains(&command);
     let lists = ["scenarios", "completions"].contains(&command);
     let refused_with_dry_run = ["--shard", "--probe", "--help", "-h"];
     if w.placeholders

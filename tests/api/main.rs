@@ -19,6 +19,7 @@ mod concurrency;
 mod consumers;
 mod db_faults;
 mod deploy;
+mod diagnose;
 mod diff_gate;
 mod docs;
 mod docs_spelling;
