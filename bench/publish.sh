@@ -196,7 +196,7 @@ run's folder; 8.5 MB with its charts inline, so not kept here) as the browser sh
 
 How these compare with the post-mortem's figures (2100 ms average, 4200 peak QPS, 6.8 % errors
 before; 120 ms, 380 and 0.2 % after), and why each design lands where it does: An earlier
-run (`docs/lab/earlier-run.md`), [the hot-row strategies](../strategies/hot-row.md).
+run (\`docs/lab/earlier-run.md\`), [the hot-row strategies](../strategies/hot-row.md).
 EOF
 echo "publish: wrote $out/ (from $dir), README.md's table and verdicts, reports/README.md ($schema)" >&2
 rm -rf "$work"
