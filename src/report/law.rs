@@ -90,24 +90,68 @@ pub fn fit(points: &[(f64, f64)]) -> Option<Fit> {
 }
 
 impl Law {
-    /// The measured points: (rate, units oversold at the peak).
+    /// The measured points: (rate, units oversold at the peak), one per rate in rising order,
+    /// the median of the rushes at that rate (one rush stalled by the machine moves nothing).
     pub fn measured(&self) -> Vec<(f64, f64)> {
-        self.points
-            .iter()
-            .filter_map(|p| p.oversell.map(|o| (p.rate, o as f64)))
+        let mut by_rate: Vec<(f64, Vec<i64>)> = Vec::new();
+        for p in &self.points {
+            let Some(o) = p.oversell else { continue };
+            match by_rate.iter_mut().find(|(r, _)| *r == p.rate) {
+                Some((_, v)) => v.push(o),
+                None => by_rate.push((p.rate, vec![o])),
+            }
+        }
+        by_rate.sort_by(|a, b| a.0.total_cmp(&b.0));
+        by_rate
+            .into_iter()
+            .map(|(rate, mut v)| {
+                v.sort_unstable();
+                let n = v.len();
+                let median = if n % 2 == 1 {
+                    v[n / 2] as f64
+                } else {
+                    (v[n / 2 - 1] + v[n / 2]) as f64 / 2.0
+                };
+                (rate, median)
+            })
             .collect()
+    }
+
+    /// The rushes by rate (in the order they ran at each).
+    pub fn by_rate(&self) -> Vec<&LawPoint> {
+        let mut v: Vec<&LawPoint> = self.points.iter().collect();
+        v.sort_by(|a, b| a.rate.total_cmp(&b.rate));
+        v
+    }
+
+    /// The line through [`Law::measured`].
+    pub fn fitted(mut self) -> Self {
+        self.fit = fit(&self.measured());
+        self
+    }
+
+    /// How the rushes were made, in a few words: `5 rushes` or `5 rates × 3 rushes, the median
+    /// at each`.
+    fn rushes(&self) -> String {
+        let rates = self.measured().len().max(1);
+        let per = self.points.len().div_ceil(rates);
+        if per > 1 {
+            format!("{rates} rates × {per} rushes, the median at each,")
+        } else {
+            format!("{} rushes", self.points.len())
+        }
     }
 
     /// The law in one sentence: `naive/postgres: +2.3 units oversold per 100 buyers/s (R² 0.97)`.
     pub fn sentence(&self) -> String {
         match self.fit {
             Some(f) => format!(
-                "{}/{}: {:+.1} units oversold at the peak per 100 buyers/s more (R² {:.2}, {} rushes of {} units, {} ms of business logic between check and write)",
+                "{}/{}: {:+.1} units oversold at the peak per 100 buyers/s more (R² {:.2}, {} of {} units, {} ms of business logic between check and write)",
                 self.strategy,
                 self.backend,
                 f.slope * 100.0,
                 f.r2,
-                self.points.len(),
+                self.rushes(),
                 self.stock,
                 self.gap_ms
             ),
@@ -126,7 +170,7 @@ impl Law {
     pub fn draw(&self, dir: &Path) -> anyhow::Result<Rendered> {
         let measured = self.measured();
         let mut lines = vec![Line {
-            label: format!("{} (measured)", self.strategy),
+            label: format!("{} (measured, the median at each rate)", self.strategy),
             colour: strategy_colour(self.strategy),
             points: measured.clone(),
             mark: None,
@@ -177,9 +221,10 @@ pub fn markdown(laws: &[Law]) -> String {
     let _ = writeln!(
         s,
         "The post-mortem: a non-atomic read-check-write oversells with certainty, and the \
-         oversell grows almost linearly with concurrency. Each point is a rush of buyers at one \
-         arrival rate on the same stock (its own report under `law/`); the line is a \
-         least-squares fit.\n"
+         oversell grows almost linearly with concurrency. Each row is a rush of buyers at one \
+         arrival rate on the same stock (its own report under `law/`); each point of the chart \
+         is the median of the rushes at its rate, and the line a least-squares fit through \
+         them.\n"
     );
     for law in laws {
         let _ = writeln!(s, "**{}**\n", md_cell(&law.sentence()));
@@ -190,7 +235,7 @@ pub fn markdown(laws: &[Law]) -> String {
             "| arrival rate (buyers/s) | oversold at the peak | at the end | orders in flight | report |"
         );
         let _ = writeln!(s, "|---:|---:|---:|---:|---|");
-        for p in &law.points {
+        for p in law.by_rate() {
             let n = |v: Option<i64>| v.map_or("n/a".into(), |v| v.to_string());
             let _ = writeln!(
                 s,
@@ -216,7 +261,7 @@ pub fn html(laws: &[Law]) -> String {
     if laws.is_empty() {
         return s;
     }
-    s.push_str("<h2 id=\"law\">Oversell against the rush</h2>\n<p>The post-mortem: a non-atomic read-check-write oversells with certainty, and the oversell grows almost linearly with concurrency. Each point is a rush of buyers at one arrival rate on the same stock; the line is a least-squares fit (chart below).</p>\n");
+    s.push_str("<h2 id=\"law\">Oversell against the rush</h2>\n<p>The post-mortem: a non-atomic read-check-write oversells with certainty, and the oversell grows almost linearly with concurrency. Each row is a rush of buyers at one arrival rate on the same stock; each point of the chart is the median of the rushes at its rate, and the line a least-squares fit through them (chart below).</p>\n");
     for law in laws {
         let _ = writeln!(
             s,
@@ -225,7 +270,7 @@ pub fn html(laws: &[Law]) -> String {
             esc(&law.chart_name()),
             esc(&law.rush)
         );
-        for p in &law.points {
+        for p in law.by_rate() {
             let n = |v: Option<i64>| v.map_or("n/a".into(), |v| v.to_string());
             let _ = writeln!(
                 s,
@@ -258,5 +303,59 @@ mod tests {
         assert!(g.r2 < 0.9 && g.r2 > 0.0, "{g:?}");
         assert!(fit(&[(1.0, 1.0)]).is_none());
         assert!(fit(&[(1.0, 1.0), (1.0, 2.0)]).is_none(), "one x: no line");
+    }
+
+    fn point(rate: f64, oversell: i64) -> LawPoint {
+        LawPoint {
+            rate,
+            oversell: Some(oversell),
+            oversold_at_end: Some(oversell),
+            in_flight: None,
+            generator_bound: false,
+            report: format!("law/rush-{rate}"),
+        }
+    }
+
+    #[test]
+    fn the_line_goes_through_each_rates_median_so_one_stalled_rush_moves_nothing() {
+        // Three rounds of three rates, interleaved as the rushes run; 720's second rush stalled.
+        let oversold = [[5, 10, 15], [6, 92, 14], [4, 11, 16]];
+        let points = oversold
+            .iter()
+            .flat_map(|round| [240.0, 480.0, 720.0].into_iter().zip(*round))
+            .map(|(rate, o)| point(rate, o))
+            .collect();
+        let law = Law {
+            strategy: Strategy::Naive,
+            backend: "postgres".into(),
+            stock: 100,
+            gap_ms: 20.0,
+            rush: String::new(),
+            points,
+            fit: None,
+        }
+        .fitted();
+        assert_eq!(law.measured(), [(240.0, 5.0), (480.0, 11.0), (720.0, 15.0)]);
+        let f = law.fit.unwrap();
+        assert!(
+            (f.slope - 10.0 / 480.0).abs() < 1e-9 && f.r2 > 0.98,
+            "{f:?}"
+        );
+        assert!(
+            law.sentence()
+                .contains("3 rates × 3 rushes, the median at each, of 100 units"),
+            "{}",
+            law.sentence()
+        );
+        let one = Law {
+            points: vec![point(240.0, 5), point(480.0, 9)],
+            ..law
+        }
+        .fitted();
+        assert!(
+            one.sentence().contains("(R² 1.00, 2 rushes of 100 units"),
+            "{}",
+            one.sentence()
+        );
     }
 }

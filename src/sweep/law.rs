@@ -1,20 +1,23 @@
 //! The rushes behind the post-mortem's law ([`crate::report::law`]): a strategy fired at five
-//! arrival rates, up to the scenario's own peak rate, each rush on the scenario's stock and
+//! arrival rates, three rounds of them (the line goes through each rate's median), up to the scenario's own peak rate, each rush on the scenario's stock and
 //! shop knobs (its business logic between check and write) with buyers who only order: no
 //! browsing, no bots, no cancels (so nothing re-sells what the race oversold), arriving at
 //! random at the one rate: the stock's worth of buyers plus a second of arrivals (three per
 //! unit at least), so that no rush runs out of buyers before its race does. Each rush is an
 //! ordinary run whose report goes under `<out>/`.
 
-use crate::report::law::{fit, Law, LawPoint};
+use crate::report::law::{Law, LawPoint};
 use crate::runner::{self, Cell, RunPlan, Subject};
 use crate::traffic::scenario::Arrival;
 use crate::traffic::{schedule, Scenario};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-/// How many rushes: the post-mortem's law wants a line, a line wants points.
+/// How many arrival rates: the post-mortem's law wants a line, a line wants points.
 pub const RUSHES: usize = 5;
+/// Rushes at each rate, in rounds (every rate once, then again): the line goes through each
+/// rate's median, so one rush the machine stalled does not bend it.
+pub const ROUNDS: usize = 3;
 /// Buyers per unit of stock in each rush, at least.
 const BUYERS_PER_UNIT: u32 = 3;
 
@@ -96,13 +99,14 @@ pub struct LawPlan<'a> {
 /// Runs the rushes one after another and fits the line.
 pub async fn run(plan: &LawPlan<'_>) -> anyhow::Result<Law> {
     let rates = rates(plan.scenario);
+    let rushes: Vec<f64> = (0..ROUNDS).flat_map(|_| rates.iter().copied()).collect();
     let mut points = Vec::new();
-    for (i, rate) in rates.iter().enumerate() {
+    for (i, rate) in rushes.iter().enumerate() {
         if plan.progress {
             crate::telemetry::stderr_line(&format!(
                 "== the law: rush {}/{} of {} at {rate:.0} buyers/s",
                 i + 1,
-                rates.len(),
+                rushes.len(),
                 plan.cell.strategy
             ));
         }
@@ -140,19 +144,16 @@ pub async fn run(plan: &LawPlan<'_>) -> anyhow::Result<Law> {
                 .to_string(),
         });
     }
-    let measured: Vec<(f64, f64)> = points
-        .iter()
-        .filter_map(|p| p.oversell.map(|o| (p.rate, o as f64)))
-        .collect();
-    Ok(Law {
+    let law = Law {
         strategy: plan.cell.strategy,
         backend: plan.cell.backend.as_str().to_string(),
         stock: plan.scenario.item.stock,
         gap_ms: plan.scenario.shop.naive_gap.as_secs_f64() * 1000.0,
         rush: described(plan.scenario),
         points,
-        fit: fit(&measured),
-    })
+        fit: None,
+    };
+    Ok(law.fitted())
 }
 
 #[cfg(test)]
