@@ -13,6 +13,7 @@
 
 mod build;
 mod clients;
+mod orders;
 mod render;
 mod rows;
 mod totals;

@@ -1,7 +1,7 @@
 //! Proofs read from the clients' records: the peak the acknowledgements replay, the stock
 //! sample that shows units that cannot exist, an owner over the limit, lost acknowledgements.
 
-use super::build::{ack_order, acks_of, seconds};
+use super::orders::{ack_order, acks_of, seconds};
 use super::{Proof, ProofOrder, LISTED};
 use crate::oracle::replay::Held;
 use crate::oracle::{Evidence, Findings};

@@ -1,7 +1,7 @@
 //! A proof in one or two lines, for the terminal and the JUnit failure text (`report::proofs`
 //! writes the tables of `report.md` and the timeline of `report.html`).
 
-pub use super::build::seconds;
+pub use super::orders::seconds;
 use super::{Proof, ProofOrder};
 use std::fmt::Write;
 

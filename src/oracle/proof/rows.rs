@@ -2,7 +2,7 @@
 //! peak and the end of an oversell with the race in the purchases' own reads, a buyer over the
 //! limit, phantom rows, restocks a correct shop never makes.
 
-use super::build::{ack_order, acks_of, joined, row_order, seconds, when};
+use super::orders::{ack_order, acks_of, joined, row_order, seconds, when};
 use super::{Proof, ProofOrder, EXAMPLES};
 use crate::model::Order;
 use crate::oracle::rows::Checked;
