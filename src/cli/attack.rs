@@ -171,15 +171,5 @@ async fn shard(
         out: args.plan.output.out.clone(),
         progress: !args.plan.output.quiet,
     };
-    let file = runner::fire_shard(&run).await?;
-    let requests: u64 = file.counts.values().flat_map(|c| c.values()).sum();
-    crate::console::outln!(
-        "attack shard {}: {} of {} buyers, {} requests; raw results in {}",
-        file.shard,
-        file.buyers,
-        file.buyers_total,
-        requests,
-        run.out.display()
-    );
-    Ok(Exit::Success)
+    super::plan::fire_shard("attack shard", &run).await
 }

@@ -18,16 +18,10 @@ pub(super) fn print(
     servers: &[String],
 ) -> anyhow::Result<Exit> {
     let (mut s, scenario_file) = load_scenario(&sa.scenario)?;
-    sa.faults.apply(&mut s);
+    sa.overrides().apply(&mut s);
     s.item
         .reference_check()
         .map_err(|e| anyhow::anyhow!("{}: {e}", scenario_file.display()))?;
-    if let Some(k) = sa.shops {
-        s.shop.shops = k;
-    }
-    if let Some(d) = sa.defect {
-        s.shop.defect = Some(d);
-    }
     for (strategy, _) in cells {
         s.shop.check_defect(*strategy)?;
     }

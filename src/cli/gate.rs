@@ -4,7 +4,8 @@
 //! without `--allow-remote`) is found before the first request is sent.
 
 use super::plan::{foreign, plan, FaultArgs, OracleArgs, PlanArgs, ShardArgs};
-use super::{load_scenario, ConnArgs};
+use super::scenario::{load_scenario, Overrides};
+use super::ConnArgs;
 use crate::exit::Exit;
 use crate::gate::{self, Override, Verdict};
 use crate::inventory::{Defect, Strategy};
@@ -186,14 +187,13 @@ fn scenario_and_limits(
     args: &GateArgs,
 ) -> anyhow::Result<(crate::traffic::Scenario, PathBuf, Vec<gate::Limit>)> {
     let (mut s, scenario_file) = load_scenario(&args.scenario)?;
-    args.faults.apply(&mut s);
-    if let Some(k) = args.shops {
-        s.shop.shops = k;
+    Overrides {
+        faults: &args.faults,
+        shops: args.shops,
+        redis_cluster: args.redis_cluster,
+        defect: args.defect,
     }
-    s.shop.redis_cluster |= args.redis_cluster;
-    if let Some(d) = args.defect {
-        s.shop.defect = Some(d);
-    }
+    .apply(&mut s);
     refuse_defect(&s, args)?;
     if args.target.is_some() && !s.faults.is_empty() {
         anyhow::bail!(

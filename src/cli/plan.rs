@@ -534,10 +534,16 @@ pub(super) async fn shard(
         out: output.out.clone(),
         progress: !output.quiet,
     };
-    let file = runner::fire_shard(&run).await?;
+    fire_shard("shard", &run).await
+}
+
+/// Fires this process's shard (`run`, `gate` or `attack --shard`) and prints one line:
+/// `{command} i/N: b of B buyers, r requests; raw results in DIR`.
+pub(super) async fn fire_shard(command: &str, run: &ShardRun) -> anyhow::Result<Exit> {
+    let file = runner::fire_shard(run).await?;
     let requests: u64 = file.counts.values().flat_map(|c| c.values()).sum();
     crate::console::outln!(
-        "shard {}: {} of {} buyers, {} requests; raw results in {}",
+        "{command} {}: {} of {} buyers, {} requests; raw results in {}",
         file.shard,
         file.buyers,
         file.buyers_total,

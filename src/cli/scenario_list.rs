@@ -1,5 +1,25 @@
 //! `oversell scenarios`: the bundled scenarios as a table that fits 100 columns.
 
+use super::JsonArgs;
+use crate::exit::Exit;
+use clap::Args;
+
+/// `oversell scenarios`.
+#[derive(Debug, Args, Clone)]
+pub struct ScenariosArgs {
+    #[command(flatten)]
+    pub json: JsonArgs,
+}
+
+/// `oversell scenarios`: the table on stdout, and the list as one document with `--json`.
+pub(super) fn scenarios(args: ScenariosArgs) -> Exit {
+    crate::console::out!("{}", render());
+    if args.json.wanted() {
+        super::output::json_line(&json());
+    }
+    Exit::Success
+}
+
 /// `oversell scenarios`: name, size and description of every bundled scenario, in 100
 /// columns (a long description continues on the rows below its scenario).
 pub(super) fn render() -> String {

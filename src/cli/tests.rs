@@ -2,7 +2,10 @@
 //! and they mean the same.
 
 use super::*;
+use crate::inventory::Strategy;
+use crate::store::Backend;
 use clap::CommandFactory;
+use std::path::PathBuf;
 use std::time::Duration;
 
 fn parse(args: &[&str]) -> Command {
