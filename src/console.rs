@@ -33,11 +33,6 @@ pub fn write_stderr(bytes: &[u8]) {
     );
 }
 
-/// Whether stdout's reader went away during the command.
-pub fn stdout_closed() -> bool {
-    STDOUT_CLOSED.load(Ordering::Relaxed)
-}
-
 /// One write and flush. A closed pipe marks the stream closed, silently; any other failure
 /// (a full disk behind a redirect) is said once on stderr and closes the stream too.
 fn write_to(w: &mut impl Write, bytes: &[u8], closed: &AtomicBool, name: &str) {

@@ -277,6 +277,7 @@ impl Gateway {
     }
 
     /// How many per-IP buckets are held.
+    #[cfg(test)]
     pub fn ip_buckets(&self) -> usize {
         self.state.lock().expect("gateway poisoned").per_ip.len()
     }

@@ -238,99 +238,156 @@ pub(crate) mod watch;
 /// reads its reports need: [`cli`] (the commands), [`exit`] (their exit codes), [`report`]
 /// (the report's types, to read `report.json`), and [`placement`] and [`telemetry`] (the
 /// process's own set-up, for the binary).
+/// What the tests in `tests/` reach of the crate's private modules, by name (hidden from the
+/// docs: it is not an interface for users).
 #[doc(hidden)]
 pub mod testing {
-    pub mod backoff {
-        pub use crate::backoff::*;
-    }
     pub mod bench {
-        pub use crate::bench::*;
-    }
-    pub mod capacity {
-        pub use crate::capacity::*;
+        pub use crate::bench::RedisBench;
+        pub mod ceiling {
+            pub use crate::bench::ceiling::{mysqlslap, pgbench, Length, Script};
+        }
+        pub mod redis {
+            pub use crate::bench::redis::redis;
+        }
     }
     pub mod diagnose {
         pub use crate::diagnose::*;
     }
     pub mod diff {
-        pub use crate::diff::*;
-    }
-    pub mod duration {
-        pub use crate::duration::*;
-    }
-    pub mod fit {
-        pub use crate::fit::*;
+        pub use crate::diff::METRICS;
     }
     pub mod gate {
-        pub use crate::gate::*;
-    }
-    pub mod gateway {
-        pub use crate::gateway::*;
+        pub use crate::gate::{limits, Metric, Status, Verdict};
     }
     pub mod inventory {
-        pub use crate::inventory::*;
+        pub use crate::inventory::{
+            Defect, Durability, Inventory, InventoryError, Outcome, RedisBuckets, RedisLua,
+            RedisSettings, Strategy,
+        };
+        pub mod redis_buckets {
+            pub use crate::inventory::redis_buckets::home_bucket;
+        }
+        pub mod redis_lua {
+            pub use crate::inventory::redis_lua::{client_name, ItemKeys, RedisLua, GROUP};
+            pub mod keys {
+                pub use crate::inventory::redis_lua::keys::ItemKeys;
+                pub use crate::inventory::redis_lua::keys::{delete_prefix, sweep_prefixes};
+            }
+            pub mod stream {
+                pub use crate::inventory::redis_lua::stream::{read_dead_letters, DeadLetter};
+            }
+        }
     }
     pub mod live {
-        pub use crate::live::*;
-    }
-    pub mod metric {
-        pub use crate::metric::*;
+        pub use crate::live::{probe_gauges, ANSWERS, IN_FLIGHT, LATENCY, METRICS, SEND_LAG};
     }
     pub mod model {
-        pub use crate::model::*;
+        pub use crate::model::{now_ms, Item, Order, OrderStatus, Purchase, SaleSetup};
     }
     pub mod nemesis {
-        pub use crate::nemesis::*;
+        pub use crate::nemesis::{Engine, FaultSpec, Owned, Persistence, PrivateRedis, RedisSale};
+        pub mod cluster {
+            pub use crate::nemesis::cluster::{master_and_replica, parse_nodes, Node};
+        }
     }
     pub mod oracle {
-        pub use crate::oracle::*;
+        pub use crate::oracle::{
+            audit, peak_held, Ask, Check, DeadLetterSeen, Evidence, OracleView, Reading, Rows,
+            Truth,
+        };
     }
     pub mod pipeline {
-        pub use crate::pipeline::*;
+        pub use crate::pipeline::spawn;
+        pub mod consumer {
+            pub use crate::pipeline::consumer::Consumer;
+        }
+        pub mod reconcile {
+            pub use crate::pipeline::reconcile::pass;
+        }
     }
     pub mod probe {
-        pub use crate::probe::*;
-    }
-    pub mod read_only {
-        pub use crate::read_only::*;
+        pub mod scrape {
+            pub use crate::probe::scrape::{parse, sum, Page};
+        }
     }
     pub mod rehearsal {
-        pub use crate::rehearsal::*;
+        pub use crate::rehearsal::{
+            check_host, endpoint, Endpoint, OracleSource, OrdersQuery, Reader, Row, Tally,
+            TargetError, Use,
+        };
+        pub mod scalar {
+            pub use crate::rehearsal::scalar::read;
+        }
     }
     pub mod runner {
-        pub use crate::runner::*;
+        pub use crate::runner::{execute, Cell, RunPlan, GIT_COMMIT};
     }
     pub mod scenarios {
-        pub use crate::scenarios::*;
-    }
-    pub mod secret {
-        pub use crate::secret::*;
+        pub use crate::scenarios::{resolve, Bundled, BUNDLED};
     }
     pub mod selftest {
-        pub use crate::selftest::*;
+        pub use crate::selftest::{run, Case, CaseResult, Setup};
     }
     pub mod services {
-        pub use crate::services::*;
-    }
-    pub mod shard {
-        pub use crate::shard::*;
+        pub mod leftovers {
+            pub use crate::services::leftovers::{host_tag, owned_name, owner_of, Owner, SAFE_AGE};
+        }
+        pub mod managed {
+            pub use crate::services::managed::{ManagedSet, ServerKind, ServerOptions};
+            pub mod binaries {
+                pub use crate::services::managed::binaries::find;
+            }
+            pub mod kinds {
+                pub use crate::services::managed::kinds::answers;
+            }
+            pub mod process {
+                pub use crate::services::managed::process::{alive, descendants, SERVICES_USER};
+            }
+        }
     }
     pub mod shop {
-        pub use crate::shop::*;
+        pub use crate::shop::{Application, ServeConfig, ShopConfig, ShopKnobs, TrustedProxies};
+        pub mod workers {
+            pub use crate::shop::workers::cores;
+        }
+        pub mod listener {
+            pub use crate::shop::listener::Limits;
+        }
+        pub mod ready {
+            pub use crate::shop::ready::{Readiness, ReadyPipe};
+        }
+        pub mod telemetry {
+            pub use crate::shop::telemetry::METRICS;
+        }
     }
     pub mod store {
-        pub use crate::store::*;
-    }
-    pub mod suggest {
-        pub use crate::suggest::*;
-    }
-    pub mod sweep {
-        pub use crate::sweep::*;
+        pub use crate::store::{
+            Backend, PersistEvent, PersistKind, PoolSettings, Store, Transition,
+        };
+        pub mod redis_conn {
+            pub use crate::store::redis_conn::RedisConn;
+        }
     }
     pub mod traffic {
-        pub use crate::traffic::*;
-    }
-    pub mod watch {
-        pub use crate::watch::*;
+        pub use crate::traffic::Scenario;
+        pub mod attack {
+            pub use crate::traffic::attack::{fire, GooseCrossCheck, Sending};
+        }
+        pub mod mapping {
+            pub use crate::traffic::mapping::Mapping;
+        }
+        pub mod recorder {
+            pub use crate::traffic::recorder::{
+                new_histogram, Ack, Answer, AnswerClass, Attempt, Kind, Measurements, Recorder,
+                Told,
+            };
+        }
+        pub mod schedule {
+            pub use crate::traffic::schedule::{build, AfterOrder, BuyerPlan};
+        }
+        pub mod target {
+            pub use crate::traffic::target::{Sale, Target, Targets};
+        }
     }
 }

@@ -10,7 +10,7 @@
 //! [`shop_metrics`] declares the shop's metric names once, for every module that emits or reads
 //! one.
 
-pub mod shop_metrics;
+pub(crate) mod shop_metrics;
 
 use indicatif::ProgressBar;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};

@@ -33,8 +33,7 @@ pub mod shop;
 pub mod shop_plan;
 pub mod wrk;
 
-pub use redis::{RedisBench, RedisBenchResult};
-pub use shop::ShopBenchResult;
+pub use redis::RedisBench;
 pub use shop_plan::ShopBench;
 
 use anyhow::bail;

@@ -24,7 +24,6 @@ mod text;
 mod verdict;
 
 pub use lone::{LoneCheck, LoneRun};
-pub use verdict::Breach;
 
 use crate::exit::Exit;
 use crate::metric::{Better, Metric, Rule};

@@ -43,13 +43,6 @@ impl Breach<'_> {
             }
         }
     }
-
-    /// The run the breach is in.
-    pub fn run(&self) -> &str {
-        match self {
-            Breach::Worse { run, .. } | Breach::Lone { run, .. } | Breach::Missing { run } => run,
-        }
-    }
 }
 
 impl Diff {

@@ -155,14 +155,6 @@ impl RedisEngine {
         ))
     }
 
-    /// Its kind.
-    pub fn kind(&self) -> RedisKind {
-        match self {
-            RedisEngine::Lua(_) => RedisKind::Lua,
-            RedisEngine::Buckets(_) => RedisKind::Buckets,
-        }
-    }
-
     /// The redis-lua key sets the sale's streams live in (redis-lua: one; redis-buckets: one
     /// per bucket, in bucket order): each has its own consumers.
     pub fn streams(&self) -> Vec<&RedisLua> {

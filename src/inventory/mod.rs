@@ -26,13 +26,12 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-pub use batched::Batcher;
 pub use defect::Defect;
-pub use engine::{Engine, RedisEngine, Stateless};
+pub use engine::{Engine, RedisEngine};
 pub use outcome::{Audit, InventoryError, Outcome, SaleSetupResult};
 pub use redis_buckets::RedisBuckets;
-pub use redis_lua::{Durability, GatewaySettings, RedisLua, RedisSettings, Rewarm, RewarmOutcome};
-pub use strategy::{DbStrategy, EngineKind, RedisKind, Strategy};
+pub use redis_lua::{Durability, RedisLua, RedisSettings, Rewarm, RewarmOutcome};
+pub use strategy::{RedisKind, Strategy};
 
 /// Knobs of the strategies (built from [`crate::shop::ShopKnobs`], where their defaults are).
 #[derive(Debug, Clone)]
@@ -142,11 +141,6 @@ impl Inventory {
             RedisEngine::Buckets(buckets) => Some(buckets),
             RedisEngine::Lua(_) => None,
         }
-    }
-
-    /// The strategy knobs.
-    pub fn settings(&self) -> &Settings {
-        &self.settings
     }
 
     /// Sets up a fresh sale in the database and, for `redis-lua`, warms Redis and verifies it.

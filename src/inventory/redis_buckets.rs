@@ -129,11 +129,6 @@ impl RedisBuckets {
         &self.views[b as usize]
     }
 
-    /// The connection, gateway and key prefix they all share.
-    pub fn base(&self) -> &RedisLua {
-        &self.base
-    }
-
     /// The keys of bucket `b` of `item`.
     pub fn keys(&self, item: i64, b: u32) -> ItemKeys {
         self.bucket(b).keys(item)

@@ -225,11 +225,6 @@ impl RedisLua {
         self.prededucts.load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    /// The gateway in front of the pre-deduct.
-    pub fn gateway(&self) -> &Gateway {
-        &self.gateway
-    }
-
     /// Warm-up: loads the sale into Redis before the first order, then reads it back and
     /// verifies it. Clears the previous sale's keys and (re)creates the consumer group.
     pub async fn warm(&self, item: &Item) -> Result<(), InventoryError> {

@@ -17,7 +17,9 @@ mod series;
 mod specs;
 pub mod watch;
 
-pub use limits::{limitable_names, threshold_help, LimitError, Override, Thresholds};
+#[cfg(test)]
+pub(crate) use limits::limitable_names;
+pub use limits::{threshold_help, LimitError, Override, Thresholds};
 pub use series::SeriesName;
 use std::fmt;
 pub use watch::{WatchFigure, WatchKey};

@@ -24,6 +24,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 /// The answers a correct shop gives each script: (script, what the buyer sends, what a correct
 /// shop answers). Anything else decisive is a wrong answer.
+#[cfg(test)]
 pub const RULES: &[(Script, &str, &str)] = &[
     (
         Script::CancelAfterPay,

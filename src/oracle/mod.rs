@@ -47,12 +47,13 @@ mod tally;
 mod verdict;
 mod witness;
 
-pub use answers::{judge as judge_follow_up, KeyDuplicate, Wrong, WrongAnswer, RULES};
+#[cfg(test)]
+pub(crate) use answers::judge as judge_follow_up;
+pub use answers::{KeyDuplicate, WrongAnswer};
 pub use orders::peak_held;
 pub use orders::Rows;
-pub use proof::{Proof, ProofOrder};
+pub use proof::Proof;
 pub use rows::{Ask, Check, Checked};
-pub use witness::Witnesses;
 
 use crate::model::{Order, StatusKey};
 use crate::traffic::recorder::{Measurements, UnclassifiedAnswer};

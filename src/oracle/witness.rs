@@ -89,12 +89,4 @@ impl Witnesses {
             }
         }
     }
-
-    /// Nothing kept.
-    pub fn is_empty(&self) -> bool {
-        self.peak_at.is_none()
-            && self.end.is_empty()
-            && self.owners.is_empty()
-            && self.phantoms.is_empty()
-    }
 }

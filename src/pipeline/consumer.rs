@@ -145,11 +145,6 @@ impl Consumer {
         c
     }
 
-    /// Its name in the consumer group.
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-
     /// Runs until `shutdown`.
     pub async fn run(mut self, mut shutdown: watch::Receiver<bool>) {
         let item = self.item;

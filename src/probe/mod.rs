@@ -152,6 +152,7 @@ impl Latest {
     }
 
     /// Sets the latest value of the series `name`.
+    #[cfg(test)]
     pub fn set(&self, name: &'static str, value: f64) {
         self.0
             .lock()

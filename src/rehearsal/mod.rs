@@ -37,7 +37,7 @@ pub use guard::{
     check_again, check_host, check_target, check_url, endpoint, is_loopback_host, resolve_again,
     Endpoint, TargetError, Use,
 };
-pub use oracle::{baseline_notes, run_totals, Oracle, OracleSource, Tally, Totals};
+pub use oracle::{baseline_notes, run_totals, Oracle, OracleSource, Tally};
 pub use order_rows::{OrdersQuery, Row};
 pub use plan::PlanSummary;
 pub use reader::Reader;

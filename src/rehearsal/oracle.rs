@@ -206,15 +206,6 @@ impl OracleSource {
         }
     }
 
-    /// Short name of the oracle kind, used as the report's backend column.
-    pub fn kind(&self) -> &'static str {
-        match self {
-            OracleSource::None => "no oracle",
-            OracleSource::Sql { .. } => "sql oracle",
-            OracleSource::Http { .. } => "http oracle",
-        }
-    }
-
     /// Connects (SQL) or builds a client (HTTP, no redirects). An unreachable database is a
     /// typed [`crate::services::Unreachable`].
     pub async fn connect(&self) -> anyhow::Result<Oracle> {

@@ -14,7 +14,8 @@
 //!   than the scenario's *late send* after their intended send by the generator's own
 //!   lateness (send lag; a wait for a sender every one of which an unanswered request holds
 //!   is the shop's time, never counted): a tenth of a burst's opening rush (at least
-//!   [`LATE_SEND_MIN`]), else [`LATE_SEND_MAX`] (`Scenario::late_send_after`). A request that
+//!   [`crate::traffic::scenario::LATE_SEND_MIN`]), else
+//!   [`crate::traffic::scenario::LATE_SEND_MAX`] (`Scenario::late_send_after`). A request that
 //!   late has left the rush, or the second of the arrival curve, the plan put it in: the load
 //!   sent is not the load planned;
 //! - **a bound the user declared**: `[thresholds] send_lag_p99_ms` or `--max-send-lag`, when
@@ -33,7 +34,6 @@ pub const MATERIAL_SHARE: f64 = 0.10;
 /// shared machine can promise (its timers tick every millisecond, its threads share the cores),
 /// and no design review turns on a figure that moved by less.
 pub const MATERIAL_MS: f64 = 10.0;
-pub use crate::traffic::scenario::{LATE_SEND_MAX, LATE_SEND_MIN};
 /// More than this share of requests sent late: the arrivals were not sent as planned.
 pub const LATE_SHARE: f64 = 0.01;
 
@@ -158,6 +158,7 @@ pub fn figures(with: [f64; 4], without: [f64; 4]) -> Vec<Inflated> {
 mod tests {
     use super::*;
     use crate::traffic::recorder::new_histogram;
+    use crate::traffic::scenario::{LATE_SEND_MAX, LATE_SEND_MIN};
 
     fn lags(us: &[(u64, u64)]) -> Histogram<u64> {
         let mut h = new_histogram();

@@ -8,25 +8,25 @@
 //! intended send), outcomes from the clients' records, oversell and friends from the oracle,
 //! DB QPS from the database server's counters, Redis ops from `INFO stats`.
 
-pub mod catalog;
+pub(crate) mod catalog;
 pub mod charts;
-pub mod csv;
+pub(crate) mod csv;
 pub mod details;
 mod drain;
 pub mod faults;
-pub mod hlog;
-pub mod html;
-pub mod lateness;
-pub mod law;
+pub(crate) mod hlog;
+pub(crate) mod html;
+pub(crate) mod lateness;
+pub(crate) mod law;
 mod locate;
-pub mod markdown;
+pub(crate) mod markdown;
 pub mod markup;
-pub mod proofs;
-pub mod repeats;
-pub mod shops;
+pub(crate) mod proofs;
+pub(crate) mod repeats;
+pub(crate) mod shops;
 pub mod summary;
-pub mod table;
-pub mod v1;
+pub(crate) mod table;
+pub(crate) mod v1;
 
 use crate::inventory::Strategy;
 use crate::model::ReconcilePass as Pass;

@@ -180,6 +180,7 @@ pub fn text(header: &[String], rows: &[Vec<String>], align: &[Align]) -> String 
 
 /// The terminal table of the headline figures, then each run's verdict: [`render_for`]'s wide
 /// form.
+#[cfg(test)]
 pub fn render(r: &Report) -> String {
     render_for(r, true)
 }

@@ -66,7 +66,6 @@ use crate::traffic::target::{Prepared, Sale, Target, Targets};
 use crate::traffic::Scenario;
 use anyhow::Context;
 use finish::{ask, finish, finish_measured, finish_with, Clients, ServerSide};
-pub use lock::RunLock;
 pub(crate) use shop_process::ChildShop;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -134,11 +134,6 @@ impl Values {
         self.0.iter().map(|v| v.len() * 3).max().unwrap_or(0)
     }
 
-    /// Whether there is no value to mask.
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-
     /// `text` with every known value (in every form) replaced by [`MASK`].
     pub fn mask(&self, text: &str) -> String {
         let mut out = text.to_string();

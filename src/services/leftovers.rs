@@ -79,6 +79,7 @@ pub fn run_prefix() -> String {
 }
 
 /// The owner of a run prefix, if it is one.
+#[cfg(test)]
 pub fn run_prefix_owner(prefix: &str) -> Option<Owner> {
     owner_of(prefix, RUN_PREFIX, '-')
 }

@@ -18,6 +18,7 @@ macro_rules! error_codes {
 
         impl ErrorCode {
             /// Every code, in the table's order.
+            #[cfg(test)]
             pub const ALL: &[ErrorCode] = &[$(ErrorCode::$variant),*];
 
             /// The code as the body spells it: `sold_out`.

@@ -29,8 +29,8 @@ mod tx;
 use crate::telemetry::shop_metrics;
 pub use backend::{on_database, Backend};
 use error::dead_connection;
-pub use error::{is_busy, refuses_entry, StoreError, IDEMPOTENCY_INDEX};
-pub use orders::{RestockAnomalies, RestockedHeld, RestockedTwice, Transition};
+pub use error::StoreError;
+pub use orders::{RestockAnomalies, Transition};
 pub use persist::{
     format_stream_id, stream_id, stream_id_before, ApplyStats, PersistEvent, PersistKind,
 };

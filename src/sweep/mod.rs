@@ -9,8 +9,8 @@ pub mod knobs;
 pub mod law;
 mod report;
 
-pub use knobs::{Knob, Vary};
-pub use report::{SweepPoint, SweepReport, SCHEMA};
+pub use knobs::Vary;
+pub use report::{SweepPoint, SweepReport};
 
 use crate::runner::{self, Cell, RunPlan, Subject};
 use crate::traffic::{schedule, Scenario};

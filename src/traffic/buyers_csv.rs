@@ -41,6 +41,7 @@ fn line_of(r: &csv::StringRecord) -> Option<usize> {
 }
 
 /// Parses the file's text (`file` is only used in errors): the accounts.
+#[cfg(test)]
 pub fn parse(file: &Path, text: &str) -> Result<Vec<Account>, CsvError> {
     read(file, text).map(|(accounts, _)| accounts)
 }
@@ -48,6 +49,7 @@ pub fn parse(file: &Path, text: &str) -> Result<Vec<Account>, CsvError> {
 /// Parses the file's text (`file` is only used in errors): the accounts and the extra
 /// columns. Fields may be quoted (`"a, b"`, `""` for a quote), cells are trimmed, blank lines
 /// and a UTF-8 byte-order mark are skipped.
+#[cfg(test)]
 pub fn read(file: &Path, text: &str) -> Result<(Vec<Account>, Columns), CsvError> {
     read_from(file, text.as_bytes(), None)
 }

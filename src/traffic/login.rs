@@ -9,7 +9,7 @@
 //! names; a buyer whose login failed does not go on to order.
 
 use super::recorder::Answer;
-pub use super::recorder::{LoginFailure, LoginReport, LoginTally};
+pub use super::recorder::{LoginReport, LoginTally};
 use super::target::Classified;
 
 /// Why one login failed (`Ok`: it succeeded).

@@ -114,16 +114,6 @@ impl Targets {
     pub fn first(&self) -> &std::sync::Arc<Target> {
         &self.0[0]
     }
-
-    /// How many shops.
-    pub fn len(&self) -> usize {
-        self.0.len()
-    }
-
-    /// Never: there is always one shop.
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
 }
 
 /// The value at a dot path of a JSON answer, as text: a string as it is, anything else as JSON.
@@ -441,6 +431,7 @@ impl Target {
     /// default for the status (`unclassified` for an order's or a poll's 2xx, `ok` for a
     /// view's; see `default_answer`). A `created` or `pending` order (and a poll's `created`
     /// decision) carries its id when the mapping names the field and the answer has it.
+    #[cfg(test)]
     pub fn classify(&self, kind: Kind, status: u16, body: &str) -> Classified {
         self.classify_with(kind, status, body, None)
     }
@@ -590,7 +581,7 @@ pub mod body;
 mod connects;
 mod prepared;
 mod secrets;
-pub use prepared::{client, senders_client, Prepared, CONNECTS_AT_ONCE};
+pub use prepared::{client, senders_client, Prepared};
 use prepared::{FORM, JSON};
 #[cfg(test)]
 mod tests;

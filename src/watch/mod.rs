@@ -18,9 +18,9 @@ pub mod read;
 pub mod sampler;
 pub mod shop;
 
-pub use crate::metric::gauge::{rush_at_s, DrainTime, Gauge};
+pub use crate::metric::gauge::{rush_at_s, DrainTime};
 pub use crate::traffic::scenario::watch::{
-    gauge_names, prometheus, redis_cmd, GaugeSpec, Source, WatchError, WatchSpec,
+    gauge_names, prometheus, redis_cmd, Source, WatchError, WatchSpec,
 };
 pub use read::{Context, Reader};
 pub use sampler::Watcher;

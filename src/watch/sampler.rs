@@ -118,9 +118,4 @@ impl Watcher {
         }
         out
     }
-
-    /// Whether no gauge is watched.
-    pub fn is_empty(&self) -> bool {
-        self.tasks.is_empty()
-    }
 }

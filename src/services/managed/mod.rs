@@ -22,7 +22,7 @@ pub mod process;
 mod registry;
 pub mod replica;
 
-pub use registry::{lookup, server_at, Registered};
+pub use registry::{lookup, server_at};
 use registry::{register, remember, unregister};
 
 use anyhow::{bail, Context};
@@ -173,19 +173,6 @@ impl ManagedSet {
             r.chown(path)?;
         }
         Ok(())
-    }
-
-    /// Runs a helper binary (e.g. `pg_basebackup` from [`ManagedServer::bin_dir`]) as the
-    /// servers' user, its output appended to `<root>/<log_name>.log`; fails unless it exits 0.
-    pub async fn run_tool(
-        &self,
-        mut cmd: std::process::Command,
-        log_name: &str,
-    ) -> anyhow::Result<()> {
-        let log = self.root.path().join(format!("{log_name}.log"));
-        let what = format!("{cmd:?}");
-        cmd.current_dir(self.root.path());
-        run_to_end(cmd, self.run_as.as_ref(), &log, &what).await
     }
 
     /// Starts a server of `kind`; returns once it answers.

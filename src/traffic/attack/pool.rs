@@ -10,7 +10,7 @@
 //! the pool ([`run`]) and takes itself back once every buyer is done, which ends the goose
 //! attack.
 //!
-//! The pool is started at its full size ([`SENDERS`], a large cap) before the sale opens, so
+//! The pool is started at its full size ([`crate::traffic::scenario::SENDERS`], a large cap) before the sale opens, so
 //! nothing waits for a sender while one is free. A request that finds every sender held by an
 //! unanswered request waits for one, first come first served: that *sender wait* is the shop's
 //! time (its slow answers hold the senders), recorded apart from *send lag*, the generator's
@@ -35,10 +35,6 @@ use tokio::time::Instant;
 mod stand_in;
 #[cfg(test)]
 pub(super) use stand_in::{stand_ins, Handed, StandIns};
-
-/// Goose users (senders) in the pool, at most, unless `[client] senders` says otherwise: the
-/// scenario's default ([`crate::traffic::scenario::SENDERS`]).
-pub const SENDERS: usize = crate::traffic::scenario::SENDERS as usize;
 
 /// Goose users started per second: the whole pool is up within a few milliseconds.
 pub const LAUNCH_RATE: f64 = 100_000.0;

@@ -8,6 +8,9 @@ use crate::traffic::target::{Action, Classified, Sale, Target, Why};
 use crate::traffic::Scenario;
 use std::collections::BTreeMap;
 
+/// Senders in the pool unless `[client] senders` says otherwise.
+const SENDERS: usize = crate::traffic::scenario::SENDERS as usize;
+
 fn scenario(count: u32, window_s: u32, extra: &str) -> Scenario {
     Scenario::parse(&format!(
         "name = \"t\"\n[item]\nstock = 10\n[buyers]\ncount = {count}\narrival = \"uniform\"\n\

@@ -43,10 +43,9 @@ use super::recorder::{Answer, Kind};
 use crate::shop::error::ErrorCode;
 use crate::shop::routes::Route;
 pub use error::MappingError;
-pub use raw::{
-    RawBacklog, RawBacklogSignal, RawLogin, RawMapping, RawOracle, RawPoll, RawRequest, RawRule,
-    RawSettle, RawSetup, MAX_POLL_WAIT_MS, MAX_SETTLE_S,
-};
+#[cfg(test)]
+pub(crate) use raw::{RawBacklog, RawBacklogSignal, RawPoll, RawSettle, RawSetup};
+pub use raw::{RawMapping, RawOracle, RawRequest, RawRule, MAX_POLL_WAIT_MS, MAX_SETTLE_S};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 

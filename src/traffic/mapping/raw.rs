@@ -11,9 +11,9 @@ use std::collections::BTreeMap;
 
 mod asynchronous;
 use asynchronous::outcomes_pending;
-pub use asynchronous::{
-    RawBacklog, RawBacklogSignal, RawPoll, RawSettle, MAX_POLL_WAIT_MS, MAX_SETTLE_S,
-};
+#[cfg(test)]
+pub use asynchronous::{RawBacklog, RawBacklogSignal};
+pub use asynchronous::{RawPoll, RawSettle, MAX_POLL_WAIT_MS, MAX_SETTLE_S};
 
 /// One action's request as written.
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Default)]

@@ -340,9 +340,6 @@ impl ClientRecords {
 /// Acknowledgements read by position: the records', or spelled-out ones (a test's).
 pub trait AckList {
     fn len(&self) -> usize;
-    fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
     /// Acknowledgement `i`.
     fn ack(&self, i: usize) -> AckView<'_>;
 }

@@ -45,6 +45,7 @@ impl Prepared {
     }
 
     /// The value of header `name` (any case), if the request sends it.
+    #[cfg(test)]
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers
             .iter()
@@ -61,16 +62,6 @@ impl Prepared {
             Method::Patch => reqwest::Method::PATCH,
             Method::Delete => reqwest::Method::DELETE,
         }
-    }
-
-    /// `POST /api/orders`: the secrets the request carries masked by value, secret-named query
-    /// values by name (a target's line, with its own secrets too: `Target::line`).
-    pub fn line(&self) -> String {
-        format!(
-            "{} {}",
-            self.method.as_str(),
-            crate::secret::url(&self.secrets.mask(&self.path))
-        )
     }
 }
 

@@ -92,7 +92,7 @@ async fn every_script_sends_its_steps_and_a_retry_keeps_the_key_and_is_recorded_
         .iter()
         .all(|b| matches!(b.after, AfterOrder::Script { .. })));
     let recorder = Arc::new(Recorder::new(Instant::now() + Duration::from_millis(50)));
-    let (jobs, stand_ins, _) = pool::stand_ins(super::super::SENDERS);
+    let (jobs, stand_ins, _) = pool::stand_ins(crate::traffic::scenario::SENDERS as usize);
     let ctx = Arc::new(Ctx {
         plan: plan.clone(),
         targets: Targets::one(Arc::new(Target::new(
