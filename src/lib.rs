@@ -84,7 +84,7 @@
 //! - [`runner`]: a run against the shop under test, a [`runner::Subject`] (the
 //!   [`runner::ShopUnderTest`] trait: the reference shop, a child process per strategy, in
 //!   `runner::reference`, or a foreign shop in `runner::foreign`; the rest of the harness asks
-//!   it and never matches on its kind; a shard's shop likewise, [`runner::ShardShopKind`]):
+//!   it and never matches on its kind; a shard's shop is one of them, through the same trait):
 //!   sale set-up (`runner::login`: the buyers' logins before the sale), traffic, drain;
 //!   both end through one `finish` (oracle, report section); the report is written as each run finishes; one run per database at a time
 //!   (`lock`); a run with faults starts the engine as the sale opens, gets a private Redis

@@ -165,7 +165,7 @@ async fn shard(
         open_at,
         shop_url: f.base_url.clone(),
         admin_token: None,
-        subject: runner::ShardSubject::foreign(f.mapping.clone(), f.host.clone()),
+        subject: runner::Subject::foreign(f.clone()),
         buyers,
         buyers_total,
         out: args.plan.output.out.clone(),

@@ -175,7 +175,7 @@ async fn gate_shard(args: &GateArgs) -> anyhow::Result<Exit> {
         &args.scenario,
         &args.shard,
         strategy,
-        backend,
+        (Some(backend), &args.conn),
         &args.plan.output,
         args.plan.send_lag.ms(),
     )

@@ -484,7 +484,7 @@ pub(super) async fn shard(
     scenario: &Path,
     shard: &ShardArgs,
     strategy: Strategy,
-    backend: Backend,
+    (backend, conn): (Option<Backend>, &super::ConnArgs),
     output: &super::OutputArgs,
     max_send_lag_ms: Option<f64>,
 ) -> anyhow::Result<Exit> {
@@ -528,13 +528,29 @@ pub(super) async fn shard(
         open_at,
         shop_url,
         admin_token: shard.admin_token.clone().filter(|t| !t.is_empty()),
-        subject: runner::ShardSubject::reference(strategy, backend),
+        subject: reference_at(strategy, backend, conn)?,
         buyers,
         buyers_total,
         out: output.out.clone(),
         progress: !output.quiet,
     };
     fire_shard("shard", &run).await
+}
+
+/// The reference shop serving `strategy` on `backend` (default: the one `--database-url`
+/// names) that a shard fires at, as `merge` will judge it.
+fn reference_at(
+    strategy: Strategy,
+    backend: Option<Backend>,
+    conn: &super::ConnArgs,
+) -> anyhow::Result<Subject> {
+    let (backend, database_url) = conn.database_for(backend)?;
+    let cell = runner::Cell {
+        strategy,
+        backend,
+        database_url,
+    };
+    Subject::reference(vec![cell], conn.redis_url.clone())
 }
 
 /// Fires this process's shard (`run`, `gate` or `attack --shard`) and prints one line:

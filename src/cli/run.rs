@@ -137,7 +137,7 @@ pub(super) async fn run(mut args: RunArgs) -> anyhow::Result<Exit> {
             &sa.scenario,
             &args.shard,
             args.strategy,
-            backend,
+            (args.backend, &args.conn),
             &sa.output,
             sa.send_lag.ms(),
         )

@@ -9,7 +9,7 @@
 //! oracle the verdict rests on the clients' evidence alone.
 
 use super::lock::RunLock;
-use super::sharded::{ShardShopKind, ShardSubject};
+use super::merge::Merged;
 use super::subject::{Servers, ShopUnderTest, Subject};
 use super::{
     control_client, finish, fire_traffic, setup_sale, target_for, RunPlan, ServerSide, Slot,
@@ -21,7 +21,7 @@ use crate::probe::ProbeConfig;
 use crate::rehearsal::{self, Foreign, Oracle, OracleSource, Row, Tally};
 use crate::report::{OracleKind, RunReport, Shop};
 use crate::services::redact_url;
-use crate::shard::file::{ShardShop, ShardTarget};
+use crate::shard::file::{ShardFile, ShardTarget};
 use crate::traffic::mapping::Mapping;
 use crate::traffic::target::{Prepared, Target};
 use crate::traffic::Scenario;
@@ -117,6 +117,33 @@ impl ShopUnderTest for ForeignShop {
         slot: &'a Slot,
     ) -> BoxFuture<'a, anyhow::Result<RunReport>> {
         Box::pin(run(plan, &self.0, slot))
+    }
+
+    fn shard_mapping(&self, _: &Scenario) -> anyhow::Result<Mapping> {
+        Ok(self.0.mapping.clone())
+    }
+
+    fn shard_setup(&self, target: &Target, _: Option<&str>) -> Vec<(String, Prepared)> {
+        target.setup_requests()
+    }
+
+    fn item_url(&self, _base_url: &str, _item: i64) -> Option<String> {
+        None
+    }
+
+    fn record(&self, base_url: &str, file: &mut ShardFile) {
+        file.target = Some(ShardTarget {
+            url: redact_url(base_url),
+            host: self.0.host.clone(),
+        });
+    }
+
+    fn merge<'a>(
+        &'a self,
+        merged: Merged<'a>,
+    ) -> BoxFuture<'a, anyhow::Result<(crate::report::Report, std::path::PathBuf)>> {
+        let subject = Subject::new(self.clone());
+        Box::pin(super::merge::attack(merged, &self.0, subject))
     }
 }
 
@@ -328,45 +355,18 @@ fn settle_notes(s: &crate::report::Settling, limit_ms: u64, has_oracle: bool) ->
     notes
 }
 
-/// The user's own shop at a shard's target URL (`attack --shard`): its API mapping and host.
-#[derive(Debug, Clone)]
-struct ForeignAt {
-    mapping: Mapping,
-    host: String,
-}
-
-impl ShardSubject {
-    /// The user's own shop at `host`, mapped by `mapping` (`attack --shard`).
-    pub fn foreign(mapping: Mapping, host: String) -> Self {
-        ShardSubject::new(ForeignAt { mapping, host })
-    }
-}
-
-impl ShardShopKind for ForeignAt {
-    fn mapping(&self, _: &Scenario) -> anyhow::Result<Mapping> {
-        Ok(self.mapping.clone())
-    }
-
-    fn setup(&self, target: &Target, _: Option<&str>) -> Vec<(String, Prepared)> {
-        target.setup_requests()
-    }
-
-    fn item_url(&self, _base_url: &str, _item: i64) -> Option<String> {
-        None
-    }
-
-    fn record(&self, base_url: &str) -> (Option<ShardShop>, Option<ShardTarget>) {
-        let target = ShardTarget {
-            url: redact_url(base_url),
-            host: self.host.clone(),
-        };
-        (None, Some(target))
-    }
-
-    fn merge<'a>(
-        &'a self,
-        merged: super::merge::Merged<'a>,
-    ) -> BoxFuture<'a, anyhow::Result<(crate::report::Report, std::path::PathBuf)>> {
-        Box::pin(super::merge::attack(merged, &self.host))
-    }
+/// The user's own shop a shard file says its shard fired at (`attack --shard`), read by the
+/// mapping the shards ran with, without an oracle (merge reads none), and the URL it
+/// recorded; `None`: the shards fired at another kind of shop.
+pub(super) fn recorded(file: &ShardFile) -> Option<(Subject, String)> {
+    let t = file.target.as_ref()?;
+    let f = Foreign {
+        base_url: t.url.clone(),
+        host: t.host.clone(),
+        allow_remote: false,
+        mapping: file.scenario.mapping(),
+        oracle: OracleSource::None,
+        settle: Default::default(),
+    };
+    Some((Subject::foreign(f), t.url.clone()))
 }

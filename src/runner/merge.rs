@@ -10,7 +10,7 @@
 
 use super::{
     control_client, empty_report, finish_with, metadata, now_rfc3339, reading_of, settle,
-    shop_process, Cell, Clients, RunPlan, ShardSubject, Subject,
+    shop_process, Cell, Clients, RunPlan, Subject,
 };
 use crate::oracle::Reading;
 use crate::report::{self, Shop};
@@ -50,7 +50,7 @@ pub async fn merge(plan: &MergePlan) -> anyhow::Result<(report::Report, PathBuf)
     }
     let n = parts.len();
     let combined = combine(parts)?;
-    let (subject, url) = ShardSubject::recorded(&combined.lead).with_context(|| {
+    let (subject, url) = super::recorded(&combined.lead, plan)?.with_context(|| {
         format!(
             "{}: shard.json names neither a shop (run/gate --shard) nor a target (attack --shard)",
             plan.dirs[0].display()
@@ -66,7 +66,8 @@ pub async fn merge(plan: &MergePlan) -> anyhow::Result<(report::Report, PathBuf)
     subject.merge(merged).await
 }
 
-/// The shards read and combined, for the shop they fired at to finish ([`ShardSubject::merge`]).
+/// The shards read and combined, for the shop they fired at to finish
+/// ([`super::ShopUnderTest::merge`]).
 pub struct Merged<'a> {
     pub(super) plan: &'a MergePlan,
     /// How many shards.
@@ -124,24 +125,14 @@ fn clients(combined: Combined, reading: Reading) -> Clients {
 }
 
 /// The shards of `run --shard`/`gate --shard` combined, and the oracle run once against the
-/// reference shop they fired at (`strategy` on `backend`, serving at the URL they recorded
-/// unless `--shop-url` says otherwise).
+/// reference shop they fired at (`subject`: `cell`'s strategy on its backend, serving at the
+/// URL they recorded unless `--shop-url` says otherwise).
 pub(super) async fn reference(
     merged: Merged<'_>,
-    strategy: crate::inventory::Strategy,
-    backend: Backend,
+    cell: &Cell,
+    subject: Subject,
 ) -> anyhow::Result<(report::Report, PathBuf)> {
-    let cell = Cell {
-        strategy,
-        backend,
-        database_url: merged
-            .plan
-            .databases
-            .iter()
-            .find(|(b, _)| *b == backend)
-            .map(|(_, u)| u.clone())
-            .with_context(|| format!("no database URL for {}", backend.as_str()))?,
-    };
+    let (strategy, backend) = (cell.strategy, cell.backend);
     let base_url = merged
         .plan
         .shop_url
@@ -149,8 +140,7 @@ pub(super) async fn reference(
         .unwrap_or(&merged.url)
         .trim_end_matches('/')
         .to_string();
-    let redis_url = merged.plan.redis_url.clone();
-    let run_plan = merged.run_plan(Subject::reference(vec![cell.clone()], redis_url)?)?;
+    let run_plan = merged.run_plan(subject)?;
     let Merged {
         plan,
         n,
@@ -183,7 +173,7 @@ pub(super) async fn reference(
         &http,
         &base_url,
         item,
-        &cell,
+        cell,
         (&plan.redis_url, &plan.redis_prefix),
         reconcile,
         &[],
@@ -201,20 +191,14 @@ pub(super) async fn reference(
 /// the user's shop: `attack` reads it, and its shards do not).
 pub(super) async fn attack(
     merged: Merged<'_>,
-    host: &str,
+    foreign: &crate::rehearsal::Foreign,
+    subject: Subject,
 ) -> anyhow::Result<(report::Report, PathBuf)> {
     let url = merged.url.clone();
-    let mapping = merged.combined.lead.scenario.mapping();
-    let foreign = crate::rehearsal::Foreign {
-        base_url: url.clone(),
-        host: host.to_string(),
-        allow_remote: false,
-        mapping: mapping.clone(),
-        oracle: crate::rehearsal::OracleSource::None,
-        settle: Default::default(),
-    };
+    let host = &foreign.host;
+    let mapping = foreign.mapping.clone();
     let oracle = foreign.oracle.view();
-    let run_plan = merged.run_plan(Subject::foreign(foreign))?;
+    let run_plan = merged.run_plan(subject)?;
     let Merged {
         plan,
         n,

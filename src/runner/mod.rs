@@ -46,7 +46,7 @@ mod subject;
 pub use merge::{merge, MergePlan};
 pub use metadata::GIT_COMMIT;
 pub use progress::Slot;
-pub use sharded::{fire_shard, ShardRun, ShardShopKind, ShardSubject};
+pub use sharded::{fire_shard, ShardRun};
 pub use subject::{Servers, ShopUnderTest, Subject};
 
 use crate::inventory::Strategy;
@@ -78,6 +78,18 @@ pub struct Cell {
     pub strategy: Strategy,
     pub backend: Backend,
     pub database_url: String,
+}
+
+/// The shop a shard file says its shard fired at, as each kind of shop reads its own record,
+/// and the URL it recorded (`None`: no kind of shop finds its record).
+fn recorded(
+    file: &crate::shard::file::ShardFile,
+    plan: &MergePlan,
+) -> anyhow::Result<Option<(Subject, String)>> {
+    if let Some(found) = reference::recorded(file, plan)? {
+        return Ok(Some(found));
+    }
+    Ok(foreign::recorded(file))
 }
 
 /// The `oversell` binary a child shop runs: this one.

@@ -3,7 +3,7 @@
 //! the drain, and the oracle's read of the database and Redis.
 
 use super::lock::{lock_databases, RunLock};
-use super::sharded::{ShardShopKind, ShardSubject};
+use super::merge::{MergePlan, Merged};
 use super::shop_process::ChildShop;
 use super::shops;
 use super::subject::{Servers, ShopUnderTest, Subject};
@@ -13,7 +13,7 @@ use crate::nemesis::BoxFuture;
 use crate::nemesis::{Owned, PrivateRedis, ShopControl};
 use crate::probe::ProbeConfig;
 use crate::report::{RunReport, Shop};
-use crate::shard::file::{ShardShop, ShardTarget};
+use crate::shard::file::{ShardFile, ShardShop};
 use crate::shop::routes::Route;
 use crate::store::redis_conn::{is_cluster, with_cluster};
 use crate::traffic::mapping::Mapping;
@@ -136,6 +136,64 @@ impl ShopUnderTest for ReferenceShop {
             slot,
         ))
     }
+
+    fn shard_mapping(&self, s: &Scenario) -> anyhow::Result<Mapping> {
+        s.item.reference_check()?;
+        Ok(Mapping::default())
+    }
+
+    fn shard_setup(&self, target: &Target, admin_token: Option<&str>) -> Vec<(String, Prepared)> {
+        super::shop_process::reset_request(target, admin_token)
+            .map(|r| ("target.setup".to_string(), r))
+            .into_iter()
+            .collect()
+    }
+
+    fn item_url(&self, base_url: &str, item: i64) -> Option<String> {
+        Some(Route::Item.url_with(base_url, item))
+    }
+
+    fn record(&self, base_url: &str, file: &mut ShardFile) {
+        let cell = &self.cells[0];
+        file.shop = Some(ShardShop {
+            url: base_url.to_string(),
+            strategy: cell.strategy,
+            backend: cell.backend,
+        });
+    }
+
+    fn merge<'a>(
+        &'a self,
+        merged: Merged<'a>,
+    ) -> BoxFuture<'a, anyhow::Result<(crate::report::Report, PathBuf)>> {
+        let subject = Subject::new(self.clone());
+        Box::pin(super::merge::reference(merged, &self.cells[0], subject))
+    }
+}
+
+/// The reference shop a shard file says its shard fired at (`run`/`gate --shard`), on the
+/// database `merge` was given for its backend, and the URL it recorded; `None`: the shards
+/// fired at another kind of shop.
+pub(super) fn recorded(
+    file: &ShardFile,
+    plan: &MergePlan,
+) -> anyhow::Result<Option<(Subject, String)>> {
+    let Some(shop) = &file.shop else {
+        return Ok(None);
+    };
+    let database_url = plan
+        .databases
+        .iter()
+        .find(|(b, _)| *b == shop.backend)
+        .map(|(_, u)| u.clone())
+        .with_context(|| format!("no database URL for {}", shop.backend.as_str()))?;
+    let cell = Cell {
+        strategy: shop.strategy,
+        backend: shop.backend,
+        database_url,
+    };
+    let subject = Subject::reference(vec![cell], plan.redis_url.clone())?;
+    Ok(Some((subject, shop.url.clone())))
 }
 
 /// A Redis fault gets a private Redis (started in `dir`); the shared one is never touched. A
@@ -414,53 +472,4 @@ async fn faults_over(fired: &mut super::Fired) -> Vec<crate::nemesis::Applied> {
         tokio::time::sleep_until(watch).await;
     }
     applied
-}
-
-/// The reference shop already serving at a shard's `--shop-url`: its strategy and backend, for
-/// `merge`'s oracle.
-#[derive(Debug, Clone)]
-struct ReferenceAt {
-    strategy: Strategy,
-    backend: crate::store::Backend,
-}
-
-impl ShardSubject {
-    /// The reference shop serving `strategy` on `backend` (`run --shard`, `gate --shard`).
-    pub fn reference(strategy: Strategy, backend: crate::store::Backend) -> Self {
-        ShardSubject::new(ReferenceAt { strategy, backend })
-    }
-}
-
-impl ShardShopKind for ReferenceAt {
-    fn mapping(&self, s: &Scenario) -> anyhow::Result<Mapping> {
-        s.item.reference_check()?;
-        Ok(Mapping::default())
-    }
-
-    fn setup(&self, target: &Target, admin_token: Option<&str>) -> Vec<(String, Prepared)> {
-        super::shop_process::reset_request(target, admin_token)
-            .map(|r| ("target.setup".to_string(), r))
-            .into_iter()
-            .collect()
-    }
-
-    fn item_url(&self, base_url: &str, item: i64) -> Option<String> {
-        Some(Route::Item.url_with(base_url, item))
-    }
-
-    fn record(&self, base_url: &str) -> (Option<ShardShop>, Option<ShardTarget>) {
-        let shop = ShardShop {
-            url: base_url.to_string(),
-            strategy: self.strategy,
-            backend: self.backend,
-        };
-        (Some(shop), None)
-    }
-
-    fn merge<'a>(
-        &'a self,
-        merged: super::merge::Merged<'a>,
-    ) -> BoxFuture<'a, anyhow::Result<(crate::report::Report, PathBuf)>> {
-        Box::pin(super::merge::reference(merged, self.strategy, self.backend))
-    }
 }

@@ -4,21 +4,17 @@
 //! `--open-at` instant, fires its part of the schedule, and writes its raw results
 //! ([`ShardFile`]) for `oversell merge`. No oracle runs here: it runs once, in `merge`.
 //!
-//! `attack --shard i/N` fires at the user's own shop the same way ([`ShardSubject::foreign`]):
+//! `attack --shard i/N` fires at the user's own shop the same way (a foreign [`Subject`]):
 //! shard 0 sends the mapping's set-up request (if it has one); the others have no item route
 //! they can rely on and go by the clock alone.
 
-use super::merge::Merged;
-use super::{control_client, send_setup, target_for};
-use crate::nemesis::BoxFuture;
-use crate::report::Report;
-use crate::shard::file::{Clients, ShardFile, ShardShop, ShardTarget, SCHEMA};
+use super::{control_client, send_setup, target_for, Subject};
+use crate::shard::file::{Clients, ShardFile, SCHEMA};
 use crate::shard::{scenario_hash, ShardSpec};
 use crate::traffic::attack::{self, GeneratorStats};
-use crate::traffic::mapping::Mapping;
 use crate::traffic::recorder::{Kind, Recorder};
 use crate::traffic::schedule::Schedule;
-use crate::traffic::target::{Prepared, Target};
+use crate::traffic::target::Target;
 use crate::traffic::Scenario;
 use anyhow::{bail, Context};
 use chrono::{DateTime, Utc};
@@ -44,7 +40,8 @@ pub struct ShardRun {
     pub shop_url: String,
     /// The shop's `--admin-token` (shard 0's set-up needs it when the shop has one).
     pub admin_token: Option<String>,
-    pub subject: ShardSubject,
+    /// The shop the shard fires at (and `merge` will judge it against).
+    pub subject: Subject,
     /// This shard's buyers (each keeps its schedule index).
     pub buyers: Schedule,
     /// Buyers in the whole schedule.
@@ -52,58 +49,6 @@ pub struct ShardRun {
     /// The shard's folder: `shard.json` and `latency-order.hlog` go there.
     pub out: PathBuf,
     pub progress: bool,
-}
-
-/// What a shard needs from the shop it fires at, a shop already serving at `--shop-url`: the
-/// reference shop (`run`, `gate`: `reference.rs`) or the user's own (`attack`: `foreign.rs`).
-pub trait ShardShopKind: std::fmt::Debug + Send + Sync {
-    /// How its API looks (`Err`: the scenario can't be run against it).
-    fn mapping(&self, s: &Scenario) -> anyhow::Result<Mapping>;
-
-    /// The requests that set a fresh sale up, in order, each named by its field.
-    fn setup(&self, target: &Target, admin_token: Option<&str>) -> Vec<(String, Prepared)>;
-
-    /// The URL that answers 200 once the sale of `item` is set up, which the shards that don't
-    /// set it up wait for (`None`: no route to rely on; they go by the clock alone).
-    fn item_url(&self, base_url: &str, item: i64) -> Option<String>;
-
-    /// What the shard file records of it, for `merge`: the reference shop, or the target.
-    fn record(&self, base_url: &str) -> (Option<ShardShop>, Option<ShardTarget>);
-
-    /// `merge`: the shards' combined records judged against this shop, and the report written.
-    fn merge<'a>(&'a self, merged: Merged<'a>) -> BoxFuture<'a, anyhow::Result<(Report, PathBuf)>>;
-}
-
-/// What the shards fire at.
-#[derive(Debug, Clone)]
-pub struct ShardSubject(Arc<dyn ShardShopKind>);
-
-impl ShardSubject {
-    /// The shop `kind`.
-    pub fn new(kind: impl ShardShopKind + 'static) -> Self {
-        ShardSubject(Arc::new(kind))
-    }
-
-    /// The shop a shard file says its shard fired at, and the URL it recorded (`None`: it
-    /// names neither).
-    pub fn recorded(file: &ShardFile) -> Option<(Self, String)> {
-        match (&file.shop, &file.target) {
-            (Some(shop), _) => Some((
-                ShardSubject::reference(shop.strategy, shop.backend),
-                shop.url.clone(),
-            )),
-            (None, Some(t)) => Some((
-                ShardSubject::foreign(file.scenario.mapping(), t.host.clone()),
-                t.url.clone(),
-            )),
-            (None, None) => None,
-        }
-    }
-
-    /// `merge`: the shards' combined records judged against this shop, and the report written.
-    pub async fn merge(&self, merged: Merged<'_>) -> anyhow::Result<(Report, PathBuf)> {
-        self.0.merge(merged).await
-    }
 }
 
 impl ShardRun {
@@ -123,7 +68,7 @@ fn until(at: DateTime<Utc>) -> Duration {
 pub async fn fire_shard(run: &ShardRun) -> anyhow::Result<ShardFile> {
     let s = &run.scenario;
     let base_url = run.shop_url.trim_end_matches('/').to_string();
-    let mapping = run.subject.0.mapping(s)?;
+    let mapping = run.subject.shard_mapping(s)?;
     let target = Arc::new(target_for(s, &base_url, mapping));
     let http = control_client()?;
     let opening = run
@@ -175,7 +120,7 @@ async fn ready_for_opening(
 ) -> anyhow::Result<()> {
     let s = &run.scenario;
     if !run.shard.sets_up() {
-        if let Some(url) = run.subject.0.item_url(base_url, s.item.number()) {
+        if let Some(url) = run.subject.item_url(base_url, s.item.number()) {
             wait_for_item(http, &url, (base_url, s.item.number()), run.open_at).await?;
         }
         return Ok(());
@@ -188,7 +133,7 @@ async fn ready_for_opening(
             SETUP_MARGIN.as_secs()
         );
     }
-    let setup = run.subject.0.setup(target, run.admin_token.as_deref());
+    let setup = run.subject.shard_setup(target, run.admin_token.as_deref());
     for (field, req) in &setup {
         send_setup(http, target, field, req).await?;
     }
@@ -215,8 +160,7 @@ fn shard_file(
     m: &crate::traffic::recorder::Measurements,
 ) -> ShardFile {
     let s = &run.scenario;
-    let (shop, target) = run.subject.0.record(base_url);
-    ShardFile {
+    let mut file = ShardFile {
         schema: SCHEMA.into(),
         shard: run.shard,
         scenario_hash: scenario_hash(s),
@@ -225,8 +169,8 @@ fn shard_file(
         scenario: crate::traffic::scenario::masked::scenario(s),
         scenario_file: run.scenario_file.display().to_string(),
         open_at: opening,
-        shop,
-        target,
+        shop: None,
+        target: None,
         buyers_total: run.buyers_total,
         buyers: run.buyers.len(),
         generator,
@@ -237,7 +181,9 @@ fn shard_file(
             .filter(|(_, c)| !c.is_empty())
             .collect(),
         clients: Clients::of(m),
-    }
+    };
+    run.subject.record(base_url, &mut file);
+    file
 }
 
 /// Polls `GET url` (the shop's item) until the shop at `base_url` answers 200 for `item`, up

@@ -5,17 +5,23 @@
 //! process per strategy and backend, or several: `--shops K`) and someone else's shop at a URL,
 //! mapped by the scenario's `[target]` table (`foreign.rs`). The rest of the harness holds a
 //! [`Subject`] and asks it; it never matches on which kind it is, and only the reference
-//! implementation reaches into the reference shop's internals.
+//! implementation reaches into the reference shop's internals. A shard (`--shard i/N`) fires
+//! at one of them already serving, and `merge` judges the shards against it, through the same
+//! trait.
 
 use super::lock::RunLock;
+use super::merge::Merged;
 use super::{RunPlan, Slot};
 use crate::inventory::Strategy;
 use crate::nemesis::BoxFuture;
-use crate::report::RunReport;
+use crate::report::{Report, RunReport};
+use crate::shard::file::ShardFile;
+use crate::traffic::mapping::Mapping;
+use crate::traffic::target::{Prepared, Target};
 use crate::traffic::Scenario;
 use std::collections::BTreeMap;
 use std::fmt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -86,6 +92,24 @@ pub trait ShopUnderTest: fmt::Debug + Send + Sync {
         dir: &'a Path,
         slot: &'a Slot,
     ) -> BoxFuture<'a, anyhow::Result<RunReport>>;
+
+    /// A shard's view of its API, the shop already serving at `--shop-url` (`Err`: the
+    /// scenario can't be run against it).
+    fn shard_mapping(&self, s: &Scenario) -> anyhow::Result<Mapping>;
+
+    /// The requests shard 0 sends to set a fresh sale up, in order, each named by its field.
+    fn shard_setup(&self, target: &Target, admin_token: Option<&str>) -> Vec<(String, Prepared)>;
+
+    /// The URL that answers 200 once the sale of `item` is set up, which the shards that don't
+    /// set it up wait for (`None`: no route to rely on; they go by the clock alone).
+    fn item_url(&self, base_url: &str, item: i64) -> Option<String>;
+
+    /// Writes what the shard file records of it for `merge`: its own field of `file` (the
+    /// reference shop's `shop`, a foreign shop's `target`).
+    fn record(&self, base_url: &str, file: &mut ShardFile);
+
+    /// `merge`: the shards' combined records judged against this shop, and the report written.
+    fn merge<'a>(&'a self, merged: Merged<'a>) -> BoxFuture<'a, anyhow::Result<(Report, PathBuf)>>;
 }
 
 /// The shop under test, as a plan holds it.
