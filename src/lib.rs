@@ -82,21 +82,25 @@
 //!   database server; `replica`: `replica-lag` on the run's managed replica); `engine`: the schedule from the sale's
 //!   opening and the undo (at the end, when dropped on an error, on ctrl-c).
 //! - [`runner`]: a run against the shop under test, a [`runner::Subject`] (the
-//!   [`runner::ShopUnderTest`] trait: the reference shop, a child process per strategy, in
-//!   `runner::reference`, or a foreign shop in `runner::foreign`; the rest of the harness asks
-//!   it and never matches on its kind; a shard's shop is one of them, through the same trait):
-//!   sale set-up (`runner::login`: the buyers' logins before the sale), traffic, drain;
+//!   [`runner::ShopUnderTest`] trait, implemented in [`under_test`]; the rest of the harness
+//!   asks it and never matches on its kind; a shard's shop is one of them, through the same
+//!   trait): sale set-up, traffic, drain;
 //!   both end through one `finish` (oracle, report section); the report is written as each run finishes; one run per database at a time
 //!   (`lock`); a run with faults starts the engine as the sale opens, gets a private Redis
-//!   for Redis faults, and `runner::faults` turns what was applied into the report's fault
+//!   for Redis faults, and the reference shop's `faults` turns what was applied into the report's fault
 //!   windows and recovery times; `runner::RunError` for runs that cannot start; `progress`
 //!   (a bar on a terminal, a line a second elsewhere) and `metadata` (build, command line,
 //!   server versions).
 //!   `runner::sharded` fires one shard (`run --shard i/N`, or `attack --shard i/N` at the user's
-//!   target) from the shared `--open-at` instant; `runner::merge` is `oversell merge` (attack
-//!   shards: the clients' evidence alone); `runner::settle` reads a reference shop's settled
-//!   state for the oracle (a run's and a merge's); `runner::shops` runs K reference shops on one
-//!   database and Redis (`--shops K`: the others' start, the drain of all, what each answered).
+//!   target) from the shared `--open-at` instant; `runner::merge` holds what both kinds'
+//!   halves of `oversell merge` share.
+//! - [`under_test`]: each kind of shop in its own house. `under_test::reference`: the
+//!   reference shop's driver, its child processes (`shop_process`; `shops`: K of them on one
+//!   database and Redis, `--shops K`), its `settle` (its settled state read for the oracle, a
+//!   run's and a merge's), its `faults`, its `layout` (what probes and faults are handed of
+//!   its insides), its read `replica` and its half of `merge`. `under_test::foreign`: the
+//!   user's shop at a URL, its `login` (the buyers' logins before the sale) and its half of
+//!   `merge` (the clients' evidence alone). `under_test::merge` is `oversell merge`.
 //! - [`shard`]: the `--shard i/N` partition and `--open-at` rule, the `oversell.shard/v1` file
 //!   (`shard::file`: V2 histograms, the clients' records, the interval log) and the checks and
 //!   lossless sum of N shards (`shard::combine`).
@@ -230,6 +234,7 @@ pub(crate) mod suggest;
 pub(crate) mod sweep;
 pub mod telemetry;
 pub(crate) mod traffic;
+pub(crate) mod under_test;
 pub(crate) mod watch;
 
 /// The crate's insides, for its own integration tests (`tests/api`): every module that is not

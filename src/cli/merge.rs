@@ -79,7 +79,7 @@ pub async fn merge(args: MergeArgs) -> anyhow::Result<Exit> {
             .find(|o| o.metric == crate::gate::Metric::SendLagP99Ms)
             .map(|o| o.value),
     };
-    let (report, dir) = runner::merge(&plan).await?;
+    let (report, dir) = crate::under_test::merge(&plan).await?;
     if args.gate {
         return super::gate::judge_merged(
             &report,

@@ -10,32 +10,32 @@ use crate::report::{summary, Drain, RunReport, Shop};
 use crate::traffic::attack::{GeneratorStats, GooseCrossCheck};
 
 /// The server side of a run once it settled, for the oracle.
-pub(super) struct ServerSide {
-    pub(super) truth: Truth,
+pub(crate) struct ServerSide {
+    pub(crate) truth: Truth,
     /// Which oracle gave `truth`, and what it can see.
-    pub(super) oracle: OracleView,
+    pub(crate) oracle: OracleView,
     /// redis-lua: Redis stock and the orders Redis restocked.
-    pub(super) redis_stock: Option<i64>,
-    pub(super) redis_restocked_orders: Option<i64>,
+    pub(crate) redis_stock: Option<i64>,
+    pub(crate) redis_restocked_orders: Option<i64>,
     /// redis-lua: the dead-letter stream.
-    pub(super) dead_letters: Option<Vec<DeadLetterSeen>>,
+    pub(crate) dead_letters: Option<Vec<DeadLetterSeen>>,
     /// Lowest and highest database stock the probe saw.
-    pub(super) stock_seen: Option<(i64, i64)>,
+    pub(crate) stock_seen: Option<(i64, i64)>,
     /// redis-lua: the final reconciliation pass.
-    pub(super) reconcile: Option<Pass>,
+    pub(crate) reconcile: Option<Pass>,
     /// A foreign shop's stock, sampled through its oracle during the sale.
-    pub(super) stock_samples: Vec<StockSample>,
+    pub(crate) stock_samples: Vec<StockSample>,
     /// The reference shop's restock ledger: what it shows a correct shop never does.
-    pub(super) restocks: Option<crate::store::RestockAnomalies>,
+    pub(crate) restocks: Option<crate::store::RestockAnomalies>,
     /// Seconds the read took (the oracle's share before the audit).
-    pub(super) read_s: f64,
+    pub(crate) read_s: f64,
 }
 
 impl ServerSide {
     /// A foreign shop's server side: what its oracle read (`Truth::Unverified` without one),
     /// and its stock sampled during the sale; nothing of Redis, probes or reconciliation. The
     /// final reading is the settle's last, so its time is the settle's (`read_s` 0).
-    pub(super) fn foreign(
+    pub(crate) fn foreign(
         truth: Truth,
         oracle: OracleView,
         stock_samples: Vec<StockSample>,
@@ -57,7 +57,7 @@ impl ServerSide {
 
 /// The one way a run ends, for the reference shop and a foreign one alike: the oracle audits
 /// the server side against the clients' records, and the run's report section is built.
-pub(super) fn finish(
+pub(crate) fn finish(
     plan: &RunPlan,
     shop: Shop,
     traffic: Traffic,
@@ -71,7 +71,7 @@ pub(super) fn finish(
 
 /// [`finish`] with the clients' records already taken from the recorder (the reference
 /// shop's rows are checked against them as they are read).
-pub(super) fn finish_measured(
+pub(crate) fn finish_measured(
     plan: &RunPlan,
     shop: Shop,
     traffic: Traffic,
@@ -95,7 +95,7 @@ pub(super) fn finish_measured(
 
 /// What the oracle checks the order rows against, for `plan` and its clients' records (the
 /// dead letters and restocks are the server side's: [`settle::reference`] reads them).
-pub(super) fn ask<'a>(
+pub(crate) fn ask<'a>(
     plan: &'a RunPlan,
     clients: &'a crate::traffic::recorder::Measurements,
     reading: &'a Reading,
@@ -112,19 +112,19 @@ pub(super) fn ask<'a>(
 }
 
 /// The clients' side of a run once it is over (one recorder's, or N shards' combined).
-pub(super) struct Clients {
-    pub(super) goose: Vec<GooseCrossCheck>,
-    pub(super) generator: GeneratorStats,
-    pub(super) measurements: crate::traffic::recorder::Measurements,
-    pub(super) reading: Reading,
+pub(crate) struct Clients {
+    pub(crate) goose: Vec<GooseCrossCheck>,
+    pub(crate) generator: GeneratorStats,
+    pub(crate) measurements: crate::traffic::recorder::Measurements,
+    pub(crate) reading: Reading,
     /// When the final state had been read (ms after the sale opened; `None`: unknown).
-    pub(super) audited_ms: Option<u64>,
+    pub(crate) audited_ms: Option<u64>,
     /// When the sale opened (ms since the Unix epoch, this machine's clock; `None`: unknown).
-    pub(super) opened_ms: Option<i64>,
+    pub(crate) opened_ms: Option<i64>,
 }
 
 /// [`finish`] from the clients' finished records.
-pub(super) fn finish_with(
+pub(crate) fn finish_with(
     plan: &RunPlan,
     shop: Shop,
     clients: Clients,

@@ -5,7 +5,7 @@ use super::RunPlan;
 
 /// What the run's `[watch]` gauges read with: the run's database by default (`--oracle-sql`'s,
 /// or the reference shop's), remote sources only with `--allow-remote`.
-pub(super) fn context(plan: &RunPlan, database: Option<String>) -> crate::watch::Context {
+pub(crate) fn context(plan: &RunPlan, database: Option<String>) -> crate::watch::Context {
     crate::watch::Context {
         default_database: database,
         allow_remote: plan.subject.allow_remote(),
@@ -15,7 +15,7 @@ pub(super) fn context(plan: &RunPlan, database: Option<String>) -> crate::watch:
 /// Checks the scenario's `[watch]` against the plan before anything is sent: every source's
 /// URL, environment variables, default database and loopback guard (an error names the file
 /// and the field).
-pub(super) fn check(plan: &RunPlan) -> anyhow::Result<()> {
+pub(crate) fn check(plan: &RunPlan) -> anyhow::Result<()> {
     let database = plan.subject.watch_database();
     crate::watch::readers(&plan.scenario.watch, &context(plan, database))
         .map(drop)
@@ -23,6 +23,6 @@ pub(super) fn check(plan: &RunPlan) -> anyhow::Result<()> {
 }
 
 /// The second of the plan's rush (most arrivals), for the watched gauges' report.
-pub(super) fn rush_at_s(plan: &RunPlan) -> Option<f64> {
+pub(crate) fn rush_at_s(plan: &RunPlan) -> Option<f64> {
     crate::watch::rush_at_s(&plan.buyers.per_second())
 }

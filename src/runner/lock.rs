@@ -24,7 +24,7 @@ impl Drop for RunLock {
 }
 
 /// Locks every database the cells use; refuses to start if another run holds one.
-pub(super) async fn lock_databases(cells: &[Cell]) -> anyhow::Result<Vec<RunLock>> {
+pub(crate) async fn lock_databases(cells: &[Cell]) -> anyhow::Result<Vec<RunLock>> {
     let mut urls: Vec<&str> = cells.iter().map(|c| c.database_url.as_str()).collect();
     urls.sort_unstable();
     urls.dedup();

@@ -25,25 +25,16 @@
 //! - `progress`: the progress bar (a terminal) or line (a log) while a run runs.
 //! - `metadata`: the build, command line, server versions and start time of a report.
 
-mod faults;
-mod finish;
-mod foreign;
-mod gauges;
-mod layout;
-mod lock;
-mod login;
-mod merge;
+pub(crate) mod finish;
+pub(crate) mod gauges;
+pub(crate) mod lock;
+pub(crate) mod merge;
 mod metadata;
 mod progress;
-mod reference;
-mod replica;
-mod settle;
 mod sharded;
-mod shop_process;
-mod shops;
-mod subject;
+pub(crate) mod subject;
 
-pub use merge::{merge, MergePlan};
+pub use merge::MergePlan;
 pub use metadata::GIT_COMMIT;
 pub use progress::Slot;
 pub use sharded::{fire_shard, ShardRun};
@@ -65,8 +56,7 @@ use crate::traffic::session::Columns;
 use crate::traffic::target::{Prepared, Sale, Target, Targets};
 use crate::traffic::Scenario;
 use anyhow::Context;
-use finish::{ask, finish, finish_measured, finish_with, Clients, ServerSide};
-pub(crate) use shop_process::ChildShop;
+pub(crate) use finish::{ask, finish, finish_measured, finish_with, Clients, ServerSide};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -78,18 +68,6 @@ pub struct Cell {
     pub strategy: Strategy,
     pub backend: Backend,
     pub database_url: String,
-}
-
-/// The shop a shard file says its shard fired at, as each kind of shop reads its own record,
-/// and the URL it recorded (`None`: no kind of shop finds its record).
-fn recorded(
-    file: &crate::shard::file::ShardFile,
-    plan: &MergePlan,
-) -> anyhow::Result<Option<(Subject, String)>> {
-    if let Some(found) = reference::recorded(file, plan)? {
-        return Ok(Some(found));
-    }
-    Ok(foreign::recorded(file))
 }
 
 /// The `oversell` binary a child shop runs: this one.
@@ -172,7 +150,7 @@ impl RunPlan {
 
     /// Run `i` (0-based): its cell's index and, when the plan repeats, its 1-based repeat.
     /// A strategy's repeats run back to back.
-    pub(super) fn cell_of(&self, i: usize) -> (usize, Option<u32>) {
+    pub(crate) fn cell_of(&self, i: usize) -> (usize, Option<u32>) {
         let n = self.repeat.max(1) as usize;
         (i / n, (n > 1).then_some((i % n) as u32 + 1))
     }
@@ -194,7 +172,7 @@ impl RunPlan {
 
     /// Prints a line to stderr unless the plan is quiet, folded at 100 columns with its
     /// continuation lines indented under it (a run's lines stay under its `==` header).
-    fn say(&self, line: &str) {
+    pub(crate) fn say(&self, line: &str) {
         if self.progress {
             let folded = report::table::wrap(line, report::table::TERMINAL_WIDTH);
             crate::telemetry::stderr_line(&folded);
@@ -314,7 +292,7 @@ fn empty_report(plan: &RunPlan, metadata: report::Metadata) -> report::Report {
     }
 }
 
-fn now_rfc3339() -> String {
+pub(crate) fn now_rfc3339() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
 
@@ -376,13 +354,13 @@ fn announce(plan: &RunPlan, slot: &Slot) {
 }
 
 /// The shop at `base_url` as the traffic model sees it, selling the scenario's item.
-fn target_for(s: &Scenario, base_url: &str, mapping: Mapping) -> Target {
+pub(crate) fn target_for(s: &Scenario, base_url: &str, mapping: Mapping) -> Target {
     Target::new(base_url, mapping, Sale::of(s))
 }
 
 /// How the clients' answers are read under `mapping` (its order id field, its bound on
 /// answers no rule classified, whether it sends idempotency keys), for the oracle.
-fn reading_of(mapping: &Mapping) -> Reading {
+pub(crate) fn reading_of(mapping: &Mapping) -> Reading {
     Reading {
         order_id_field: mapping.order_id_field.clone(),
         max_unclassified: mapping.unclassified_bound(),
@@ -391,32 +369,32 @@ fn reading_of(mapping: &Mapping) -> Reading {
 }
 
 /// A client for set-up and drain requests (not the load itself); it follows no redirect.
-fn control_client() -> anyhow::Result<reqwest::Client> {
+pub(crate) fn control_client() -> anyhow::Result<reqwest::Client> {
     Ok(crate::traffic::target::client(Duration::from_secs(30))?)
 }
 
 /// What the traffic phase produced; the probes and the watch are still sampling.
-struct Fired {
-    traffic: Traffic,
-    probes: Probes,
+pub(crate) struct Fired {
+    pub(crate) traffic: Traffic,
+    pub(crate) probes: Probes,
     /// The `[watch]` gauges, read every second until the run stops them.
-    watch: crate::watch::Watcher,
+    pub(crate) watch: crate::watch::Watcher,
     /// The run's faults, scheduled from the sale's opening (dropped: undone).
-    engine: Option<Engine>,
+    pub(crate) engine: Option<Engine>,
 }
 
 /// The clients' side of a run: their records (and how the mapping read the answers), goose's
 /// cross-check, the generator's cost.
-struct Traffic {
-    goose: Vec<GooseCrossCheck>,
-    generator: GeneratorStats,
-    recorder: Arc<Recorder>,
-    reading: Reading,
+pub(crate) struct Traffic {
+    pub(crate) goose: Vec<GooseCrossCheck>,
+    pub(crate) generator: GeneratorStats,
+    pub(crate) recorder: Arc<Recorder>,
+    pub(crate) reading: Reading,
 }
 
 /// Starts the probes (`probe.opened` is replaced by the sale's opening), fires the plan, and
 /// returns once the last buyer is done.
-async fn fire_traffic(
+pub(crate) async fn fire_traffic(
     plan: &RunPlan,
     targets: Targets,
     probe: ProbeConfig,
@@ -475,7 +453,7 @@ async fn fire_traffic(
 }
 
 /// Sends the mapping's set-up requests in order, each of which must answer 2xx.
-async fn setup_sale(http: &reqwest::Client, target: &Target) -> anyhow::Result<()> {
+pub(crate) async fn setup_sale(http: &reqwest::Client, target: &Target) -> anyhow::Result<()> {
     for (field, req) in target.setup_requests() {
         send_setup(http, target, &field, &req).await?;
     }
@@ -484,7 +462,7 @@ async fn setup_sale(http: &reqwest::Client, target: &Target) -> anyhow::Result<(
 
 /// Sends one set-up request (`field` names it); an answer other than 2xx is
 /// [`RunError::SaleSetup`].
-async fn send_setup(
+pub(crate) async fn send_setup(
     http: &reqwest::Client,
     target: &Target,
     field: &str,

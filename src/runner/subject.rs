@@ -1,9 +1,9 @@
 //! The shop under test, behind one abstraction ([`ShopUnderTest`]): what a run, `capacity`,
 //! `sweep`, `gate` and the report need from it, whoever it is.
 //!
-//! Two kinds implement it, each in its own file: the reference shop (`reference.rs`: a child
-//! process per strategy and backend, or several: `--shops K`) and someone else's shop at a URL,
-//! mapped by the scenario's `[target]` table (`foreign.rs`). The rest of the harness holds a
+//! Two kinds implement it, each in its own house under [`crate::under_test`]: the reference
+//! shop (a child process per strategy and backend, or several: `--shops K`) and someone else's
+//! shop at a URL, mapped by the scenario's `[target]` table. The rest of the harness holds a
 //! [`Subject`] and asks it; it never matches on which kind it is, and only the reference
 //! implementation reaches into the reference shop's internals. A shard (`--shard i/N`) fires
 //! at one of them already serving, and `merge` judges the shards against it, through the same

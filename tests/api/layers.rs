@@ -1,7 +1,7 @@
 //! The shop's insides are named only by the shop and by the reference implementation of the
 //! shop under test (issue #45): every other module of the harness (the runner's generic path,
 //! the probes, the faults, the oracle, the reports) reaches the shop through `runner::Subject`
-//! and what the reference implementation hands it.
+//! and what the reference implementation (`src/under_test/reference`) hands it.
 
 use std::path::{Path, PathBuf};
 
@@ -17,12 +17,9 @@ const SHOP: [&str; 5] = [
 /// The reference implementation of the shop under test, and `oversell bench shop` (which
 /// drives the reference shop's own statements and scripts against pgbench and
 /// redis-benchmark).
-const REFERENCE: [&str; 6] = [
-    "src/runner/reference.rs",
-    "src/runner/layout.rs",
-    "src/runner/shop_process",
-    "src/runner/shops.rs",
-    "src/runner/settle.rs",
+const REFERENCE: [&str; 2] = [
+    // The driver (`reference.rs`) and its house (`reference/`: its process, layout, settle...).
+    "src/under_test/reference",
     "src/bench/",
 ];
 
@@ -86,8 +83,8 @@ fn only_the_reference_implementation_names_the_shops_insides() {
     let found = reaches(root);
     assert!(
         found.is_empty(),
-        "outside the shop and src/runner's reference implementation, these name the shop's \
-         insides (hand them what they need from src/runner/layout.rs instead):\n{}",
+        "outside the shop and src/under_test's reference implementation, these name the shop's \
+         insides (hand them what they need from src/under_test/reference/layout.rs instead):\n{}",
         found.join("\n")
     );
 }
@@ -97,14 +94,14 @@ fn the_check_finds_a_reach_when_there_is_one() {
     // The same scan over a copy of the tree with one probe reaching into the key layout.
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(dir.path().join("src/probe")).unwrap();
-    std::fs::create_dir_all(dir.path().join("src/runner")).unwrap();
+    std::fs::create_dir_all(dir.path().join("src/under_test/reference")).unwrap();
     std::fs::write(
         dir.path().join("src/probe/mod.rs"),
         "// redis_lua:: in a comment is fine\nuse crate::inventory::redis_lua::ItemKeys;\n",
     )
     .unwrap();
     std::fs::write(
-        dir.path().join("src/runner/layout.rs"),
+        dir.path().join("src/under_test/reference/layout.rs"),
         "use crate::inventory::redis_lua::ItemKeys;\n",
     )
     .unwrap();

@@ -8,18 +8,21 @@
 //! limit), and audits the difference. Without an
 //! oracle the verdict rests on the clients' evidence alone.
 
-use super::lock::RunLock;
-use super::merge::Merged;
-use super::subject::{Servers, ShopUnderTest, Subject};
-use super::{
-    control_client, finish, fire_traffic, setup_sale, target_for, RunPlan, ServerSide, Slot,
-};
+mod login;
+mod merge;
+
 use crate::inventory::Strategy;
 use crate::nemesis::BoxFuture;
 use crate::oracle::{OracleView, Truth};
 use crate::probe::ProbeConfig;
 use crate::rehearsal::{self, Foreign, Oracle, OracleSource, Row, Tally};
 use crate::report::{OracleKind, RunReport, Shop};
+use crate::runner::lock::RunLock;
+use crate::runner::merge::Merged;
+use crate::runner::subject::{Servers, ShopUnderTest, Subject};
+use crate::runner::{
+    control_client, finish, fire_traffic, setup_sale, target_for, RunPlan, ServerSide, Slot,
+};
 use crate::services::redact_url;
 use crate::shard::file::{ShardFile, ShardTarget};
 use crate::traffic::mapping::Mapping;
@@ -143,7 +146,7 @@ impl ShopUnderTest for ForeignShop {
         merged: Merged<'a>,
     ) -> BoxFuture<'a, anyhow::Result<(crate::report::Report, std::path::PathBuf)>> {
         let subject = Subject::new(self.clone());
-        Box::pin(super::merge::attack(merged, &self.0, subject))
+        Box::pin(merge::merge(merged, &self.0, subject))
     }
 }
 
@@ -153,12 +156,12 @@ async fn run(plan: &RunPlan, f: &Foreign, slot: &Slot) -> anyhow::Result<RunRepo
     let target = target_for(s, &f.base_url, f.mapping.clone());
     let http = control_client()?;
     setup_sale(&http, &target).await?;
-    let (target, logins) = super::login::before_sale(plan, target, plan.columns.clone()).await?;
+    let (target, logins) = login::before_sale(plan, target, plan.columns.clone()).await?;
     // The baseline, after the set-up and before the first buyer.
     let before = oracle.read().await?;
     let rows_before = oracle.rows().await?;
     let gives_stock = before.is_some_and(|t| t.stock.is_some());
-    let ctx = super::gauges::context(plan, f.oracle.database_url());
+    let ctx = crate::runner::gauges::context(plan, f.oracle.database_url());
     let gauge = |name: &str| -> anyhow::Result<Box<dyn rehearsal::backlog::ReadGauge>> {
         let reader = crate::watch::readers(&s.watch, &ctx)?
             .into_iter()
@@ -179,10 +182,13 @@ async fn run(plan: &RunPlan, f: &Foreign, slot: &Slot) -> anyhow::Result<RunRepo
     let sampler = rehearsal::stock_sampler::start(&f.oracle, gives_stock, backlog.clone()).await;
     let targets = crate::traffic::target::Targets::one(target.clone());
     let fired = fire_traffic(plan, targets, probes(f), slot, None).await?;
-    let logins = super::login::section(&target, logins, &fired.traffic.recorder);
+    let logins = login::section(&target, logins, &fired.traffic.recorder);
     let settled =
         rehearsal::settle::settle(&oracle, backlog.as_deref(), &f.settle, plan.drain_limit).await;
-    let watched = fired.watch.stop(super::gauges::rush_at_s(plan)).await;
+    let watched = fired
+        .watch
+        .stop(crate::runner::gauges::rush_at_s(plan))
+        .await;
     let mut series = fired.probes.stop().await;
     let (stock_samples, failed_reads) = match sampler {
         Some(sampler) => {

@@ -3,11 +3,11 @@
 //! reconciliation. Shared by a run and by `merge` (which reads the shop the shards fired at).
 
 use super::shop_process::{self, RedisState};
-use super::{Cell, ServerSide};
 use crate::inventory::RedisKind;
 use crate::oracle::{Ask, Check, DeadLetterSeen, OracleView, Truth};
 use crate::pipeline::reconcile::Pass;
 use crate::probe::Series;
+use crate::runner::{Cell, ServerSide};
 use crate::services::redact_url;
 use crate::store::{PoolSettings, Store};
 use anyhow::Context;

@@ -5,7 +5,7 @@
 //! reconciliation snapshots from it (`--replica-database-url`). It is stopped and removed when
 //! the run ends.
 
-use super::{Cell, RunPlan};
+use crate::runner::{Cell, RunPlan};
 use crate::services::managed::{self, replica::Replica, ServerKind};
 use crate::services::provide::rebase;
 use crate::store::{PoolSettings, Store};

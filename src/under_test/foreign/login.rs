@@ -5,7 +5,7 @@
 //! `login` section, kept out of the sale's figures. On arrival, the journeys log in
 //! themselves (`traffic::attack`); the section is then read from the recorder.
 
-use super::RunPlan;
+use crate::runner::RunPlan;
 use crate::traffic::login::{self, LoginReport, LoginTally};
 use crate::traffic::mapping::LoginWhen;
 use crate::traffic::recorder::{Kind, Recorder};

@@ -1,18 +1,26 @@
-//! A run against the reference shop: its child process (or K of them: [`super::shops`]), a
+//! A run against the reference shop: its child process (or K of them: [`shops`]), a
 //! private Redis when a fault needs one, a managed read replica when the scenario wants one, the sale's set-up, the traffic with the run's faults,
 //! the drain, and the oracle's read of the database and Redis.
 
-use super::lock::{lock_databases, RunLock};
-use super::merge::{MergePlan, Merged};
-use super::shop_process::ChildShop;
-use super::shops;
-use super::subject::{Servers, ShopUnderTest, Subject};
-use super::{control_client, faults, fire_traffic, send_setup, target_for, Cell, RunPlan, Slot};
+mod faults;
+mod layout;
+mod merge;
+mod replica;
+mod settle;
+mod shop_process;
+mod shops;
+
+pub(crate) use shop_process::ChildShop;
+
 use crate::inventory::Strategy;
 use crate::nemesis::BoxFuture;
 use crate::nemesis::{Owned, PrivateRedis, ShopControl};
 use crate::probe::ProbeConfig;
 use crate::report::{RunReport, Shop};
+use crate::runner::lock::{lock_databases, RunLock};
+use crate::runner::merge::{MergePlan, Merged};
+use crate::runner::subject::{Servers, ShopUnderTest, Subject};
+use crate::runner::{control_client, fire_traffic, send_setup, target_for, Cell, RunPlan, Slot};
 use crate::shard::file::{ShardFile, ShardShop};
 use crate::shop::routes::Route;
 use crate::store::redis_conn::{is_cluster, with_cluster};
@@ -39,12 +47,12 @@ struct ReferenceShop {
 }
 
 impl Subject {
-    /// The reference shop on `cells`, served by this binary ([`super::shop_exe`]).
+    /// The reference shop on `cells`, served by this binary ([`crate::runner::shop_exe`]).
     pub fn reference(cells: Vec<Cell>, redis_url: String) -> anyhow::Result<Subject> {
         Ok(Subject::reference_served_by(
             cells,
             redis_url,
-            super::shop_exe()?,
+            crate::runner::shop_exe()?,
         ))
     }
 
@@ -143,7 +151,7 @@ impl ShopUnderTest for ReferenceShop {
     }
 
     fn shard_setup(&self, target: &Target, admin_token: Option<&str>) -> Vec<(String, Prepared)> {
-        super::shop_process::reset_request(target, admin_token)
+        shop_process::reset_request(target, admin_token)
             .map(|r| ("target.setup".to_string(), r))
             .into_iter()
             .collect()
@@ -167,7 +175,7 @@ impl ShopUnderTest for ReferenceShop {
         merged: Merged<'a>,
     ) -> BoxFuture<'a, anyhow::Result<(crate::report::Report, PathBuf)>> {
         let subject = Subject::new(self.clone());
-        Box::pin(super::merge::reference(merged, &self.cells[0], subject))
+        Box::pin(merge::merge(merged, &self.cells[0], subject))
     }
 }
 
@@ -250,7 +258,7 @@ async fn run_cell(
         .as_ref()
         .map_or(shared_redis.to_string(), |r| r.url());
     let knobs = &plan.scenario.shop;
-    let replica = super::replica::for_run(plan, cell, &name).await?;
+    let replica = replica::for_run(plan, cell, &name).await?;
     let replica_url = replica.as_ref().map(|r| r.url.as_str());
     let shop = Arc::new(
         ChildShop::start_with(
@@ -304,7 +312,7 @@ fn owned(
         private_redis: private.clone(),
         redis_url: launch.redis_url.to_string(),
         redis_sale: cell.strategy.redis_kind().map(|kind| {
-            super::layout::sale(
+            layout::sale(
                 launch.prefix,
                 plan.scenario.item.number(),
                 kind,
@@ -318,10 +326,7 @@ fn owned(
 
 /// Stops what a run started beside its shop: the private Redis (resumed first, if a fault
 /// left it paused) and the managed read replica.
-async fn stop_helpers(
-    private: Option<Arc<PrivateRedis>>,
-    replica: Option<super::replica::RunReplica>,
-) {
+async fn stop_helpers(private: Option<Arc<PrivateRedis>>, replica: Option<replica::RunReplica>) {
     if let Some(r) = private {
         r.resume();
         r.stop();
@@ -366,7 +371,7 @@ async fn drive_reference(
     let applied = faults_over(&mut fired).await;
     let urls: Vec<String> = all.iter().map(|c| c.base_url.clone()).collect();
     let drain = shops::wait_all_drained(&http, &urls, s.item.number(), plan.drain_limit).await;
-    let rush = super::gauges::rush_at_s(plan);
+    let rush = crate::runner::gauges::rush_at_s(plan);
     let mut watched = fired.watch.stop(rush).await;
     let reconcile = if is_redis {
         shop.final_reconcile(&http, s.item.number()).await
@@ -379,7 +384,7 @@ async fn drive_reference(
     }
     // The clients' records, taken now: the rows are checked against them as they stream.
     let measurements = fired.traffic.recorder.finish();
-    let server = super::settle::reference(
+    let server = settle::reference(
         &http,
         base_url,
         s.item.number(),
@@ -387,7 +392,7 @@ async fn drive_reference(
         (redis_url, prefix),
         reconcile,
         &series,
-        super::ask(plan, &measurements, &fired.traffic.reading),
+        crate::runner::ask(plan, &measurements, &fired.traffic.reading),
     )
     .await?;
     let spread = if rest.is_empty() {
@@ -403,7 +408,7 @@ async fn drive_reference(
         strategy: cell.strategy,
         backend: cell.backend,
     };
-    let mut run = super::finish_measured(
+    let mut run = crate::runner::finish_measured(
         plan,
         shop,
         fired.traffic,
@@ -447,10 +452,11 @@ fn probes(launch: &shops::Launch<'_>, s: &Scenario, all: &[&ChildShop]) -> Probe
     ProbeConfig {
         database_url: Some(cell.database_url.clone()),
         foreign_database: false,
-        db_stock: Some(super::layout::statement(cell.backend, s.item.number())),
-        redis: cell.strategy.redis_kind().map(|kind| {
-            super::layout::redis(launch.redis_url, launch.prefix, s.item.number(), kind)
-        }),
+        db_stock: Some(layout::statement(cell.backend, s.item.number())),
+        redis: cell
+            .strategy
+            .redis_kind()
+            .map(|kind| layout::redis(launch.redis_url, launch.prefix, s.item.number(), kind)),
         shop_metrics_urls: all
             .iter()
             .map(|c| Route::Metrics.url(&c.base_url))
@@ -461,7 +467,7 @@ fn probes(launch: &shops::Launch<'_>, s: &Scenario, all: &[&ChildShop]) -> Probe
 
 /// Every fault ended (each is bounded), and the shop watched for `WATCH_AFTER` past the last,
 /// before the drain is waited for; returns what was applied.
-async fn faults_over(fired: &mut super::Fired) -> Vec<crate::nemesis::Applied> {
+async fn faults_over(fired: &mut crate::runner::Fired) -> Vec<crate::nemesis::Applied> {
     let applied = match fired.engine.take() {
         Some(e) => e.finish().await,
         None => Vec::new(),

@@ -11,11 +11,11 @@
 //! in the database, the restock set in Redis), so K sweepers expire each order once.
 
 use super::shop_process::{self, ChildShop};
-use super::Cell;
 use crate::inventory::redis_lua::{ItemKeys, GROUP};
 use crate::probe::scrape::{self, scrape};
 use crate::report::shops::{ShopShare, ShopSpread, SOURCE};
 use crate::report::Drain;
+use crate::runner::Cell;
 use crate::shop::routes::Route;
 use crate::shop::ShopKnobs;
 use crate::telemetry::shop_metrics;

@@ -16,13 +16,13 @@
 //! shop that crashes cannot take the measurements with it. It gets SIGKILL when the harness
 //! dies (Linux parent-death signal), so a killed run leaves no shop listening.
 
-use super::Cell;
 use crate::inventory::redis_lua::stream::{read_dead_letters, DeadLetter};
 use crate::inventory::redis_lua::ItemKeys;
 use crate::inventory::RedisKind;
 use crate::nemesis::BoxFuture;
 use crate::pipeline::reconcile::Pass;
 use crate::report::Drain;
+use crate::runner::Cell;
 use crate::services::{Service, Unreachable};
 use crate::shop::ready::{Readiness, ReadyPipe, Silence};
 use crate::shop::routes::Route;
