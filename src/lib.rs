@@ -201,7 +201,6 @@ pub(crate) mod backoff;
 pub(crate) mod bench;
 pub(crate) mod capacity;
 pub mod cli;
-
 pub mod console;
 pub(crate) mod diagnose;
 pub(crate) mod diff;
@@ -255,9 +254,6 @@ pub mod testing {
         pub mod redis {
             pub use crate::bench::redis::redis;
         }
-    }
-    pub mod diagnose {
-        pub use crate::diagnose::*;
     }
     pub mod diff {
         pub use crate::diff::METRICS;

@@ -76,18 +76,6 @@ fn sources(class: Class, race: bool) -> (Vec<Metric>, &'static [Kind]) {
     }
 }
 
-/// The classes read from the oracle's findings.
-pub const CLASSES: [Class; 8] = [
-    Class::OversellRace,
-    Class::LimitRace,
-    Class::RestockNotIdempotent,
-    Class::CancelAfterPay,
-    Class::LostAck,
-    Class::PhantomOrder,
-    Class::DuplicateOnRetry,
-    Class::ReconcileResidual,
-];
-
 /// Each experiment's checks: its run judged by the catalog's default limits.
 pub struct Judged<'a> {
     pub done: &'a Done,
