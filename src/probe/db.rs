@@ -22,7 +22,8 @@ pub(super) struct PgProbe {
     datname: String,
     statements: bool,
     last: Option<(Instant, i64, Option<i64>)>,
-    /// How to read the item's stock (`None`: a foreign database, no stock read).
+    /// How to read the item's stock (`None`: the shop under test gave no statement, no stock
+    /// read).
     stock: Option<StockStatement>,
 }
 
@@ -33,15 +34,15 @@ pub(super) struct MysqlProbe {
 }
 
 impl DbProbe {
-    /// Connects to the server's counters. On a `foreign` database nothing is created (no
+    /// Connects to the server's counters. Without `may_create` nothing is created (no
     /// extension); the item's stock is read only when the shop under test says how (`stock`).
     pub(super) async fn connect(
         url: &str,
         stock: Option<StockStatement>,
-        foreign: bool,
+        may_create: bool,
     ) -> Option<Self> {
         match Backend::from_url(url).ok()? {
-            Backend::Postgres => PgProbe::connect(url, stock, foreign)
+            Backend::Postgres => PgProbe::connect(url, stock, may_create)
                 .await
                 .map(DbProbe::Postgres),
             Backend::Mysql => Some(DbProbe::Mysql(MysqlProbe {
@@ -94,7 +95,7 @@ where
 }
 
 impl PgProbe {
-    async fn connect(url: &str, stock: Option<StockStatement>, foreign: bool) -> Option<Self> {
+    async fn connect(url: &str, stock: Option<StockStatement>, may_create: bool) -> Option<Self> {
         let (stats_url, datname) = crate::store::on_database(url, "postgres")?;
         let stats = PgPool::connect(&stats_url).await.ok()?;
         let shop = PgPool::connect(url).await.ok()?;
@@ -107,7 +108,7 @@ impl PgProbe {
             .await
             .ok()
             .flatten();
-        if !foreign && preload.is_some_and(|p| p.contains("pg_stat_statements")) {
+        if may_create && preload.is_some_and(|p| p.contains("pg_stat_statements")) {
             let _ = sqlx::query("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
                 .execute(&stats)
                 .await;

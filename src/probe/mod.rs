@@ -77,10 +77,11 @@ pub fn extremes(series: &[Series], name: &str) -> Option<(i64, i64)> {
 pub struct ProbeConfig {
     /// The shop's database (its name selects the counters).
     pub database_url: Option<String>,
-    /// The database is someone else's (a foreign shop's, through `--oracle-sql`): only its
-    /// server counters are read; nothing is created on it, and the reference shop's tables are
-    /// not looked for.
-    pub foreign_database: bool,
+    /// The shop under test lets the probe create what it reads on that database (the
+    /// `pg_stat_statements` view, when the server preloads it): the reference shop's, which
+    /// the run owns. Off (someone else's database, through `--oracle-sql`): only its server
+    /// counters are read and nothing is created on it.
+    pub may_create_on_database: bool,
     /// How to read the item's stock and units sold from that database, as the shop under
     /// test keeps them (the reference shop's statement; none for a foreign shop).
     pub db_stock: Option<StockStatement>,
@@ -181,7 +182,8 @@ pub async fn start(config: ProbeConfig) -> Probes {
     let task = tokio::spawn(async move {
         let mut db = match &config.database_url {
             Some(url) => {
-                db::DbProbe::connect(url, config.db_stock.clone(), config.foreign_database).await
+                db::DbProbe::connect(url, config.db_stock.clone(), config.may_create_on_database)
+                    .await
             }
             None => None,
         };

@@ -46,14 +46,10 @@ pub use summary::{LatencySummary, MetricSummary};
 /// The report schema id; bump on incompatible changes.
 pub const SCHEMA: &str = "oversell.report/v2";
 
-/// Where each kind of figure comes from (copied into every report); `foreign`: the runs fired
-/// at someone else's shop, judged by the user's oracle.
-pub fn sources(foreign: bool) -> BTreeMap<String, String> {
-    let oracle = if foreign {
-        "the user's oracle named in each run (`truth_source`: its SQL or URL, with what it can and cannot see), read before and after the sale, compared with the clients' records"
-    } else {
-        "the final database rows (and Redis stock for redis-lua) after the queue drained, compared with the clients' records"
-    };
+/// Where each kind of figure comes from (copied into every report); `oracle`: where the
+/// server side's figures come from, as the shop under test says
+/// ([`crate::runner::ShopUnderTest::sources`]).
+pub fn sources(oracle: &str) -> BTreeMap<String, String> {
     [
         ("latency", "oversell's HdrHistograms (µs, 3 significant digits): full response time measured from each request's intended send time (coordinated-omission safe)"),
         ("outcomes", "the simulated clients' own records of every answer"),

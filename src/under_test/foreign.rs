@@ -105,7 +105,10 @@ impl ShopUnderTest for ForeignShop {
     }
 
     fn sources(&self) -> BTreeMap<String, String> {
-        crate::report::sources(true)
+        crate::report::sources(
+            "the user's oracle named in each run (`truth_source`: its SQL or URL, with what it can \
+             and cannot see), read before and after the sale, compared with the clients' records",
+        )
     }
 
     fn payment_window(&self, s: &Scenario) -> Option<Duration> {
@@ -224,7 +227,7 @@ async fn run(plan: &RunPlan, f: &Foreign, slot: &Slot) -> anyhow::Result<RunRepo
 fn probes(f: &Foreign) -> ProbeConfig {
     ProbeConfig {
         database_url: f.oracle.database_url(),
-        foreign_database: true,
+        may_create_on_database: false,
         db_stock: None,
         redis: None,
         shop_metrics_urls: Vec::new(),

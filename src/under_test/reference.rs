@@ -121,7 +121,10 @@ impl ShopUnderTest for ReferenceShop {
     }
 
     fn sources(&self) -> BTreeMap<String, String> {
-        crate::report::sources(false)
+        crate::report::sources(
+            "the final database rows (and Redis stock for redis-lua) after the queue drained, \
+             compared with the clients' records",
+        )
     }
 
     fn payment_window(&self, s: &Scenario) -> Option<Duration> {
@@ -451,7 +454,7 @@ fn probes(launch: &shops::Launch<'_>, s: &Scenario, all: &[&ChildShop]) -> Probe
     let cell = launch.cell;
     ProbeConfig {
         database_url: Some(cell.database_url.clone()),
-        foreign_database: false,
+        may_create_on_database: true,
         db_stock: Some(layout::statement(cell.backend, s.item.number())),
         redis: cell
             .strategy
