@@ -457,31 +457,21 @@ impl Scenario {
         }
     }
 
-    /// The payment window `at_timeout` buyers wait for before paying: the declared one
-    /// ([`Scenario::declared_payment_window`]), else the post-mortem's 15 minutes. Traffic
-    /// only: evidence never assumes it.
-    pub fn payment_window(&self, foreign: bool) -> std::time::Duration {
-        self.declared_payment_window(foreign)
-            .unwrap_or(std::time::Duration::from_secs(
-                super::mapping::PAYMENT_WINDOW_S,
-            ))
-    }
-
-    /// The payment window declared for the shop under test (after it an unpaid order may be
-    /// released by the shop): a foreign target's `[target] payment_window` (or
-    /// `--payment-window`), and for a mapping with no `pay` request [`Duration::MAX`]: its
-    /// orders need no payment, so none is ever released unpaid; the reference shop's `[shop]
-    /// payment_timeout` (it is started with it). `None`: a foreign shop with a payment step
-    /// that declared no window, which is unknown. What the clients' replay uses.
+    /// The payment window `at_timeout` buyers wait for before paying: the one the scenario
+    /// declares for the shop it is written for (its `[target]` table's
+    /// ([`Mapping::declared_payment_window`]) when it has one, else its `[shop]`
+    /// `payment_timeout`), else the post-mortem's 15 minutes. Traffic only: evidence never
+    /// assumes it (it asks the shop under test, `ShopUnderTest::payment_window`).
     ///
-    /// [`Duration::MAX`]: std::time::Duration::MAX
-    pub fn declared_payment_window(&self, foreign: bool) -> Option<std::time::Duration> {
-        if !foreign {
-            return Some(self.shop.payment_timeout);
-        }
-        let m = self.mapping();
-        m.payment_window
-            .or_else(|| m.pay.is_none().then_some(std::time::Duration::MAX))
+    /// [`Mapping::declared_payment_window`]: super::mapping::Mapping::declared_payment_window
+    pub fn payment_window(&self) -> std::time::Duration {
+        let declared = match self.target.is_some() {
+            true => self.mapping().declared_payment_window(),
+            false => Some(self.shop.payment_timeout),
+        };
+        declared.unwrap_or(std::time::Duration::from_secs(
+            super::mapping::PAYMENT_WINDOW_S,
+        ))
     }
 }
 

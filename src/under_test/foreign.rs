@@ -112,7 +112,7 @@ impl ShopUnderTest for ForeignShop {
     }
 
     fn payment_window(&self, s: &Scenario) -> Option<Duration> {
-        s.declared_payment_window(true)
+        s.mapping().declared_payment_window()
     }
 
     fn run<'a>(

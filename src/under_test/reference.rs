@@ -128,7 +128,8 @@ impl ShopUnderTest for ReferenceShop {
     }
 
     fn payment_window(&self, s: &Scenario) -> Option<Duration> {
-        s.declared_payment_window(false)
+        // The shop is started with the scenario's `[shop] payment_timeout`.
+        Some(s.shop.payment_timeout)
     }
 
     fn run<'a>(

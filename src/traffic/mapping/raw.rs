@@ -186,6 +186,19 @@ pub struct RawMapping {
     pub secret_fields: Vec<String>,
 }
 
+impl super::Mapping {
+    /// The payment window the mapped shop declares (after it an unpaid order may be released
+    /// by the shop): `payment_window` (or `--payment-window`), and for a mapping with no `pay`
+    /// request [`Duration::MAX`]: its orders need no payment, so none is ever released unpaid.
+    /// `None`: a shop with a payment step that declared no window, which is unknown.
+    ///
+    /// [`Duration::MAX`]: std::time::Duration::MAX
+    pub fn declared_payment_window(&self) -> Option<std::time::Duration> {
+        self.payment_window
+            .or_else(|| self.pay.is_none().then_some(std::time::Duration::MAX))
+    }
+}
+
 /// The payment window `payment_window_s` (seconds) or `payment_window` (a duration) declares:
 /// one of them, above 0 and at most [`super::MAX_PAYMENT_WINDOW_S`].
 fn payment_window(

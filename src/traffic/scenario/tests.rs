@@ -64,21 +64,21 @@ outcomes = [{ status = ["200"], outcome = "created" }]
     assert!(e.contains("verb"), "{e}");
     let window = Scenario::parse(&format!("{MINIMAL}{target}payment_window_s = 120\n"));
     assert_eq!(
-        window.unwrap().declared_payment_window(true),
+        window.unwrap().mapping().declared_payment_window(),
         Some(std::time::Duration::from_secs(120))
     );
     let window = Scenario::parse(&format!("{MINIMAL}{target}payment_window = \"1500ms\"\n"));
     assert_eq!(
-        window.unwrap().declared_payment_window(true),
+        window.unwrap().mapping().declared_payment_window(),
         Some(std::time::Duration::from_millis(1500))
     );
     assert_eq!(
-        s.declared_payment_window(true),
+        s.mapping().declared_payment_window(),
         None,
         "undeclared is unknown, never a default"
     );
     assert_eq!(
-        s.payment_window(true),
+        s.payment_window(),
         std::time::Duration::from_secs(900),
         "at_timeout buyers still wait the post-mortem's 15 minutes"
     );

@@ -168,7 +168,7 @@ impl Draw {
             browse: s.browse.clone(),
             after: s.after_order.clone(),
             scripts: (s.adversarial.total() > 0.0).then(|| s.adversarial.shares()),
-            window: s.payment_window(s.target.is_some()),
+            window: s.payment_window(),
             people_ips: s.client.ip_pool,
         }
     }
