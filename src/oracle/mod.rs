@@ -441,6 +441,18 @@ fn stock_seen(e: &Evidence<'_>) -> Option<(i64, i64)> {
     })
 }
 
+/// What [`Truth::Orders`]' rows carry: their times, and statuses of ours.
+const ORDER_ROWS: Rows = Rows {
+    timestamps: true,
+    our_statuses: true,
+};
+
+/// What [`Truth::Rows`]' rows carry (`--orders-query`): neither.
+const QUERIED_ROWS: Rows = Rows {
+    timestamps: false,
+    our_statuses: false,
+};
+
 /// Audits one run.
 pub fn audit(e: &Evidence<'_>) -> Findings {
     let mut f = Findings {
@@ -484,7 +496,7 @@ pub fn audit(e: &Evidence<'_>) -> Findings {
             return verified(f, e, *sold, *stock, None, &witness);
         }
         Truth::Orders { db_stock, orders } => (
-            std::borrow::Cow::Owned(rows::check_all(ask, orders::Rows::Reference, orders)),
+            std::borrow::Cow::Owned(rows::check_all(ask, ORDER_ROWS, orders)),
             Some(*db_stock),
             None,
         ),
@@ -492,7 +504,7 @@ pub fn audit(e: &Evidence<'_>) -> Findings {
             (std::borrow::Cow::Borrowed(&**rows), Some(*db_stock), None)
         }
         Truth::Rows(rows) => (
-            std::borrow::Cow::Owned(rows::check_all(ask, orders::Rows::Foreign, &rows.orders)),
+            std::borrow::Cow::Owned(rows::check_all(ask, QUERIED_ROWS, &rows.orders)),
             rows.stock,
             Some(&rows.statuses),
         ),

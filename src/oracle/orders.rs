@@ -10,12 +10,20 @@ use crate::traffic::schedule::ident::IdRef;
 use crate::traffic::schedule::Schedule;
 use hashbrown::HashMap;
 
-/// Whose rows: the reference shop's (our statuses, with timestamps), or a foreign shop's
-/// (`--orders-query`: its own statuses, read as released or holding stock, no timestamps).
+/// What a shop's order rows carry: the oracle reads them by these, never by which kind of
+/// shop wrote them (the reference shop's rows carry both; `--orders-query`'s rows of a foreign
+/// shop neither).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Rows {
-    Reference,
-    Foreign,
+pub struct Rows {
+    /// Each row carries its creation and last-change times: the units held at each moment are
+    /// replayed (the peak); without them the replay is not made, and the report says so.
+    pub timestamps: bool,
+    /// The statuses are ours (`paid` is [`OrderStatus::Paid`]); without, they are the shop's
+    /// own spelling, read only as holding or releasing stock, and an acknowledged order the
+    /// shop released on its own is counted as cancelled by the shop.
+    ///
+    /// [`OrderStatus::Paid`]: crate::model::OrderStatus::Paid
+    pub our_statuses: bool,
 }
 
 /// How many orders fell in each of the oracle's sorts. `phantom` is `None` when rows were

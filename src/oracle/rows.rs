@@ -159,7 +159,7 @@ impl<'a> Check<'a> {
                 self.released_unseen.1 += o.qty;
             }
         }
-        if self.kind == Rows::Reference {
+        if self.kind.timestamps {
             let released = (!holds).then_some(o.updated_at_ms);
             self.peak.add(o.created_at_ms, o.qty, released);
         }
@@ -216,7 +216,9 @@ impl<'a> Check<'a> {
     pub fn wants_second_pass(&mut self) -> bool {
         let initial = self.ask.initial_stock;
         self.want = Wanted {
-            peak_at: (self.kind == Rows::Reference)
+            peak_at: self
+                .kind
+                .timestamps
                 .then(|| self.peak.peak_at())
                 .flatten()
                 .filter(|(_, held)| *held > initial)
@@ -303,7 +305,7 @@ impl<'a> Check<'a> {
         });
         let mismatches = self.told_mismatches();
         let refused_applied = super::answers::refused_but_applied_by(c, status_of);
-        let by_shop: Option<Vec<&str>> = (self.kind == Rows::Foreign).then(|| {
+        let by_shop: Option<Vec<&str>> = (!self.kind.our_statuses).then(|| {
             c.acks()
                 .filter_map(|a| a.order_id)
                 .filter(|id| {
@@ -328,7 +330,7 @@ impl<'a> Check<'a> {
             lost_dead_lettered: lost_dead.map(|n| n as u64),
             sorted,
             restock_mismatch,
-            peak_held: (self.kind == Rows::Reference).then(|| self.peak.peak()),
+            peak_held: self.kind.timestamps.then(|| self.peak.peak()),
             duplicate_buyers: self.users.over(limit),
             duplicate_devices: self.devices.over(limit),
             status_mismatches: mismatches + refused_applied,
@@ -356,7 +358,7 @@ impl<'a> Check<'a> {
                 Some(st) => match told {
                     // A foreign shop's paid status has its own spelling: only a released row
                     // contradicts "paid".
-                    Told::Paid if self.kind == Rows::Foreign => !st.holds_stock(),
+                    Told::Paid if !self.kind.our_statuses => !st.holds_stock(),
                     Told::Paid => st != OrderStatus::Paid,
                     Told::Cancelled => st.holds_stock(),
                 },
@@ -487,7 +489,7 @@ impl Checked {
             f.cancelled_by_shop = Some(*n);
             f.cancelled_by_shop_examples = examples.clone();
         }
-        if self.kind == Rows::Foreign {
+        if !self.kind.timestamps {
             f.client_notes.push(
                 "the shop's order rows carry no timestamps: the replay of units held at each \
                  moment (peak_oversell) is not made"

@@ -169,7 +169,11 @@ async fn streamed_rows_are_judged_as_the_whole_rows(backend: Backend) {
         dead_letters: None,
         redis_restocked_orders: None,
     };
-    let mut check = Check::new(ask, Rows::Reference);
+    let carry = Rows {
+        timestamps: true,
+        our_statuses: true,
+    };
+    let mut check = Check::new(ask, carry);
     let item = store.snapshot_into(1, &mut check).await.unwrap().unwrap();
     assert_eq!(
         check.rows(),

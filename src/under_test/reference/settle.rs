@@ -183,7 +183,10 @@ impl Settling<'_> {
                 redis_restocked_orders: before.restocked,
                 ..ask
             },
-            crate::oracle::Rows::Reference,
+            crate::oracle::Rows {
+                timestamps: true,
+                our_statuses: true,
+            },
         );
         let indexed = std::time::Instant::now();
         let snapshot = store.snapshot_into(self.item, &mut check).await?;
