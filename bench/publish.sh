@@ -72,7 +72,9 @@ rm -f "$out"/law-*.png
 for law in "$dir"/law-*.png; do
   [ -e "$law" ] && cp "$law" "$out/"
 done
-cp "$dir/report.md" "$out/sample-report.md"
+# The law's charts are kept as PNG, its rushes' own reports not at all: their links become text.
+sed -E 's/\]\((law-[^)]*)\.svg\)/](\1.png)/g; s/\[([^]]*)\]\(law\/[^)]*\)/\1/g' "$dir/report.md" \
+  >"$out/sample-report.md"
 html=$(realpath "$dir/report.html")
 "$chromium" --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=1600,2200 \
   --screenshot="$PWD/$out/report-html.png" "file://$html" 2>/dev/null

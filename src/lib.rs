@@ -236,14 +236,12 @@ pub(crate) mod traffic;
 pub(crate) mod under_test;
 pub(crate) mod watch;
 
-/// The crate's insides, for its own integration tests (`tests/api`): every module that is not
-/// part of the public surface above, as it is. Not a stable interface: anything here may
-/// change in any release. The public surface is what the `oversell` binary and a script that
-/// reads its reports need: [`cli`] (the commands), [`exit`] (their exit codes), [`report`]
-/// (the report's types, to read `report.json`), and [`placement`] and [`telemetry`] (the
-/// process's own set-up, for the binary).
 /// What the tests in `tests/` reach of the crate's private modules, by name (hidden from the
-/// docs: it is not an interface for users).
+/// docs: it is not an interface for users, and may change in any release). The public surface
+/// is what the `oversell` binary and a script that reads its reports need: [`cli`] (the
+/// commands), [`exit`] (their exit codes), [`report`] (the report's types, to read
+/// `report.json`), and [`placement`] and [`telemetry`] (the process's own set-up, for the
+/// binary).
 #[doc(hidden)]
 pub mod testing {
     pub mod bench {
@@ -254,6 +252,9 @@ pub mod testing {
         pub mod redis {
             pub use crate::bench::redis::redis;
         }
+    }
+    pub mod diagnose {
+        pub use crate::diagnose::class::Class;
     }
     pub mod diff {
         pub use crate::diff::METRICS;

@@ -97,9 +97,9 @@ pub struct CompareArgs {
           value_name = "LIST",
           help_heading = values::SHOP)]
     pub backends: Vec<Backend>,
-    /// Skip the oversell-against-the-rush series: when naive is compared, five short rushes of
-    /// it at rising arrival rates, a line fitted through what each oversold (the post-mortem's
-    /// law; about half a minute per backend).
+    /// Skip the oversell-against-the-rush series: when naive is compared, three rounds of short
+    /// rushes of it at five rising arrival rates, a line fitted through each rate's median (the
+    /// post-mortem's law; about a minute per backend).
     #[arg(long, help_heading = values::SHOP)]
     pub no_law: bool,
     #[command(flatten)]
