@@ -83,18 +83,7 @@ fn draw<DB: DrawingBackend>(
             .x_label_area_size(56)
             .y_label_area_size(80)
             .build_cartesian_2d((x0 * 0.9..x1 * 1.1).log_scale(), 0.0..ymax)?;
-        c.configure_mesh()
-            .x_desc(chart.x_desc)
-            .y_desc(chart.y_desc)
-            .x_label_formatter(&|v| fmt_num(*v))
-            .y_label_formatter(&|v| fmt_num(*v))
-            .label_style((FONT, 16))
-            .axis_desc_style((FONT, 17))
-            .draw()?;
-        for l in lines {
-            lines_of(&mut c, l, ymax)?;
-        }
-        legend(&mut c, SeriesLabelPosition::UpperLeft)
+        axes_and_lines(&mut c, chart, lines, ymax)
     } else {
         let pad = (x1 - x0) * 0.05;
         let mut c = ChartBuilder::on(root)
@@ -103,19 +92,34 @@ fn draw<DB: DrawingBackend>(
             .x_label_area_size(56)
             .y_label_area_size(80)
             .build_cartesian_2d(x0 - pad..x1 + pad, 0.0..ymax)?;
-        c.configure_mesh()
-            .x_desc(chart.x_desc)
-            .y_desc(chart.y_desc)
-            .x_label_formatter(&|v| fmt_num(*v))
-            .y_label_formatter(&|v| fmt_num(*v))
-            .label_style((FONT, 16))
-            .axis_desc_style((FONT, 17))
-            .draw()?;
-        for l in lines {
-            lines_of(&mut c, l, ymax)?;
-        }
-        legend(&mut c, SeriesLabelPosition::UpperLeft)
+        axes_and_lines(&mut c, chart, lines, ymax)
     }
+}
+
+/// The axes, every line and the legend, on either x scale.
+fn axes_and_lines<'a, DB, X>(
+    c: &mut ChartContext<'a, DB, Cartesian2d<X, plotters::coord::types::RangedCoordf64>>,
+    chart: &Chart<'_>,
+    lines: &[Line],
+    ymax: f64,
+) -> DrawResult<DB>
+where
+    DB: DrawingBackend + 'a,
+    X: plotters::coord::ranged1d::Ranged<ValueType = f64>
+        + plotters::coord::ranged1d::ValueFormatter<f64>,
+{
+    c.configure_mesh()
+        .x_desc(chart.x_desc)
+        .y_desc(chart.y_desc)
+        .x_label_formatter(&|v| fmt_num(*v))
+        .y_label_formatter(&|v| fmt_num(*v))
+        .label_style((FONT, 16))
+        .axis_desc_style((FONT, 17))
+        .draw()?;
+    for l in lines {
+        lines_of(c, l, ymax)?;
+    }
+    legend(c, SeriesLabelPosition::UpperLeft)
 }
 
 fn lines_of<'a, DB, X>(
