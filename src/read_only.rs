@@ -1,12 +1,12 @@
 //! A query that only reads: the check every user-given SQL (the oracle's, the order rows',
 //! a watched gauge's) passes before it is sent, so a mistake is named in the user's terms (a
 //! DELETE is "a DELETE", not a server error). What keeps the query from writing is the server:
-//! it runs as a role that can only read, in a read-only transaction (`rehearsal::Reader`).
+//! it runs as a role that can only read, in a read-only transaction (`guard::Reader`).
 
 /// MariaDB's and MySQL's clauses that write a file on the server, refused before anything is
 /// sent (they are syntax: no escape spells them another way). This is not what keeps the
 /// user's SQL from writing: the server is, by the role the query runs as
-/// (`rehearsal::Reader`). A word list cannot be that: PostgreSQL's `U&"lo\005Fexport"` names
+/// (`guard::Reader`). A word list cannot be that: PostgreSQL's `U&"lo\005Fexport"` names
 /// `lo_export` without its letters.
 const REFUSED_WORDS: [&str; 2] = ["outfile", "dumpfile"];
 

@@ -1,6 +1,8 @@
 //! The shops under test, each kind in its own house: the reference shop (`reference`: its
-//! child processes, its settle, its faults, its layout, its read replica, its half of merge)
-//! and someone else's shop at a URL (`foreign`: its logins, its half of merge). Each
+//! child processes, its databases' run lock, its settle, its faults, its layout, its own
+//! gauges, its read replica, its half of merge) and someone else's shop at a URL (`foreign`:
+//! its logins, its half of merge). Each describes itself to the report (`report::Shop`) and to
+//! the experiments (`runner::Levers`). Each
 //! implements [`crate::runner::ShopUnderTest`]; the runner holds a [`crate::runner::Subject`]
 //! and never asks which kind it is.
 

@@ -4,7 +4,7 @@
 
 use super::report::CapacityReport;
 use crate::report::charts::line::{line_chart, Chart, Line};
-use crate::report::charts::{strategy_colour, Rendered, FOREIGN_COLOUR};
+use crate::report::charts::{strategy_colour, Rendered};
 use std::path::Path;
 
 /// The capacity charts: p99, error rate and sold-out time against the offered rate.
@@ -47,7 +47,7 @@ pub fn capacity(dir: &Path, r: &CapacityReport) -> anyhow::Result<Vec<Rendered>>
                         Some(c) => format!("{} (capacity {})", o.subject, super::search::rate(c)),
                         None => o.subject.clone(),
                     },
-                    colour: o.strategy.map_or(FOREIGN_COLOUR, strategy_colour),
+                    colour: strategy_colour(o.strategy),
                     points,
                     mark: o.capacity_rps,
                 }

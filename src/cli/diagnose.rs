@@ -5,7 +5,7 @@
 use super::plan::{foreign, OracleArgs};
 use super::{load_scenario, values, ConnArgs, OutputArgs};
 use crate::capacity::slo::Objective;
-use crate::diagnose::{self, battery, render, run, About, Battery, Shop};
+use crate::diagnose::{self, battery, render, run, About, Battery};
 use crate::exit::Exit;
 use crate::inventory::Strategy;
 use crate::metric::Override;
@@ -107,16 +107,16 @@ pub async fn diagnose(mut args: DiagnoseArgs) -> anyhow::Result<Exit> {
         );
     }
     let (s, scenario_file, fitted_from) = scenario(&args)?;
-    let shop = Shop::of(&s, args.target.is_none());
     let subject_label = match &args.target {
         Some(url) => url.clone(),
         None => args.strategy.unwrap_or(Strategy::RedisLua).to_string(),
     };
-    let battery = Battery::plan(&s, &shop, args.budget, &args.experiments)?;
     let strategy = args.strategy.unwrap_or(Strategy::RedisLua);
-    // The target's URL and oracle checked before anything is sent (or the plan shown).
+    // The target's URL and oracle checked before anything is sent (or the plan shown); what
+    // the experiments may drive and read is the shop's to say.
     let subject = subject_maker(&args, strategy)?;
-    subject(&mut s.clone())?;
+    let shop = subject(&mut s.clone())?.levers(&s);
+    let battery = Battery::plan(&s, &shop, args.budget, &args.experiments)?;
     if args.dry_run {
         return dry_run(&args, &battery, &subject_label);
     }
@@ -138,7 +138,6 @@ pub async fn diagnose(mut args: DiagnoseArgs) -> anyhow::Result<Exit> {
         subject: subject_label,
         scenario_file: scenario_file.clone(),
         fitted_from,
-        answers_not_found: answers_not_found(&s, shop.reference),
         shop,
         objective: objective.describe(),
     };
@@ -227,17 +226,6 @@ fn check_target(s: &Scenario, scenario_file: &Path) -> anyhow::Result<()> {
         scenario_file,
         &crate::traffic::session::Columns::default(),
     )
-}
-
-/// Whether the order answers can say "unknown item": the reference shop's do; a foreign
-/// mapping's when one of its order rules names `not_found`.
-fn answers_not_found(s: &Scenario, reference: bool) -> bool {
-    use crate::traffic::recorder::{Answer, Kind};
-    reference || {
-        let m = s.mapping();
-        let (rules, _) = m.rules_for(Kind::Order);
-        rules.iter().any(|r| r.outcome.answer() == Answer::NotFound)
-    }
 }
 
 /// Builds each experiment's subject: the reference shop's cell, or the target.

@@ -159,7 +159,7 @@ impl OutputArgs {
                     text.push_str(&fit(format!("\n  - {a}")));
                 }
             }
-            if let (Some(d), Some(strategy)) = (run.defect, run.shop.strategy()) {
+            if let (Some(d), Some(strategy)) = (run.defect, run.shop.strategy) {
                 text.push_str(&fit(format!(
                     "\n{}: {}",
                     run.run_label(mb),

@@ -3,9 +3,10 @@
 
 use super::values;
 use crate::exit::Exit;
+use crate::guard::{self, Use};
 use crate::inventory::Strategy;
 use crate::nemesis::FaultSpec;
-use crate::rehearsal::{self, Foreign, OracleSource, OrdersQuery, PlanSummary, Use};
+use crate::rehearsal::{self, Foreign, OracleSource, OrdersQuery, PlanSummary};
 use crate::runner::{self, RunPlan, ShardRun, Subject};
 use crate::shard::ShardSpec;
 use crate::store::Backend;
@@ -157,7 +158,7 @@ impl OracleArgs {
             } else {
                 url.to_string()
             };
-            rehearsal::check_url(Use::Oracle, &url, self.allow_remote)?;
+            guard::check_url(Use::Oracle, &url, self.allow_remote)?;
             let secret_fields = s
                 .target
                 .as_ref()
@@ -192,7 +193,7 @@ impl OracleArgs {
                          or --orders-query (one SELECT returning order_id, user_id[, qty, \
                          status[, idempotency_key]]), or both"
                 );
-                rehearsal::check_host(Use::Database, url, self.allow_remote)?;
+                guard::check_host(Use::Database, url, self.allow_remote)?;
                 OracleSource::Sql {
                     url: url.clone(),
                     sold_query: self.sold_query.clone(),
@@ -332,7 +333,7 @@ pub(super) fn check_names(
 /// A foreign target, checked before anything is sent; prints the banner for a remote one.
 /// `--payment-window` is declared on the scenario's mapping here.
 pub(super) fn foreign(url: &str, oracle: &OracleArgs, s: &mut Scenario) -> anyhow::Result<Foreign> {
-    let host = rehearsal::check_target(url, oracle.allow_remote)?;
+    let host = guard::check_target(url, oracle.allow_remote)?;
     if let Some(w) = oracle.payment_window {
         s.target.get_or_insert_with(Default::default).payment_window = Some(w);
     }
@@ -496,11 +497,7 @@ pub(super) async fn shard(
         .shop_url
         .clone()
         .context("--shard needs --shop-url: the reference shop every shard fires at")?;
-    crate::rehearsal::check_url(
-        crate::rehearsal::Use::Shop,
-        &shop_url,
-        shard.allow_remote_shop,
-    )?;
+    crate::guard::check_url(crate::guard::Use::Shop, &shop_url, shard.allow_remote_shop)?;
     let (mut s, scenario_file) = super::load_scenario(scenario)?;
     // Every shard must be given the same bound: it is part of the scenario the merge checks.
     max_send_lag(&mut s, max_send_lag_ms)?;

@@ -18,6 +18,7 @@
 //!   what is left of the budget.
 
 use super::class::Class;
+use crate::runner::Levers;
 use crate::traffic::adversary::RetrySpec;
 use crate::traffic::Scenario;
 use serde::Serialize;
@@ -88,41 +89,6 @@ impl Kind {
     }
 }
 
-/// What the shop under diagnosis can be driven with.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Shop {
-    /// The reference shop (its knobs, such as the payment timeout, are the battery's to set).
-    pub reference: bool,
-    pub pay: bool,
-    pub cancel: bool,
-    /// A foreign shop's declared payment window (`--payment-window`, `[target]
-    /// payment_window`): orders left unpaid expire after it.
-    pub payment_window: Option<Duration>,
-    /// The sale's set-up sends the purchase limit (`{purchase_limit}`), so an experiment may
-    /// raise it.
-    pub limit_in_setup: bool,
-    /// The order request carries the buyer (`{user_id}` in it, or a login): the shop can hold
-    /// each buyer to a limit.
-    pub buyer_in_order: bool,
-}
-
-impl Shop {
-    /// What `s` (its `[target]` for a foreign shop) can drive.
-    pub fn of(s: &Scenario, reference: bool) -> Shop {
-        let m = s.mapping();
-        Shop {
-            reference,
-            pay: reference || m.pay.is_some(),
-            cancel: reference || m.cancel.is_some(),
-            payment_window: m.payment_window,
-            limit_in_setup: reference || format!("{:?}", m.setup).contains("{purchase_limit}"),
-            buyer_in_order: reference
-                || m.login.is_some()
-                || format!("{:?}{:?}", m.order, m.headers).contains("{user_id}"),
-        }
-    }
-}
-
 /// The reference shop's payment timeout in the restock experiment: short enough that orders
 /// left unpaid expire within the run.
 pub const EXPIRY: Duration = Duration::from_secs(1);
@@ -169,7 +135,7 @@ impl Battery {
     /// always); an error when the budget cannot hold the rush.
     pub fn plan(
         s: &Scenario,
-        shop: &Shop,
+        shop: &Levers,
         budget: Duration,
         only: &[Kind],
     ) -> anyhow::Result<Battery> {
@@ -293,7 +259,7 @@ impl Battery {
 }
 
 /// The experiment `kind` on `s`, or why the shop's mapping cannot drive it.
-fn experiment(kind: Kind, s: &Scenario, shop: &Shop) -> Result<Planned, String> {
+fn experiment(kind: Kind, s: &Scenario, shop: &Levers) -> Result<Planned, String> {
     let mut e = s.clone();
     e.name = format!("{}-{}", s.name, kind.as_str());
     e.adversarial = Default::default();
@@ -319,19 +285,19 @@ fn experiment(kind: Kind, s: &Scenario, shop: &Shop) -> Result<Planned, String> 
 }
 
 /// Every buyer who gets an order pays it (or walks away, when pay is not mapped).
-fn keep_all(e: &mut Scenario, shop: &Shop) {
+fn keep_all(e: &mut Scenario, shop: &Levers) {
     e.after_order.cancel = 0.0;
     if shop.pay {
         (e.after_order.pay, e.after_order.abandon) = (1.0, 0.0);
     } else {
         (e.after_order.pay, e.after_order.abandon) = (0.0, 1.0);
     }
-    if shop.reference {
+    if shop.knobs {
         e.shop.payment_timeout = Duration::from_secs(900);
     }
 }
 
-fn rush(e: &mut Scenario, shop: &Shop) -> String {
+fn rush(e: &mut Scenario, shop: &Levers) -> String {
     keep_all(e, shop);
     format!(
         "the scenario's rush: {} buyers over {}s ({:.0} % in the first {}s), every order kept \
@@ -344,7 +310,7 @@ fn rush(e: &mut Scenario, shop: &Shop) -> String {
     )
 }
 
-fn adversarial(e: &mut Scenario, shop: &Shop) -> String {
+fn adversarial(e: &mut Scenario, shop: &Levers) -> String {
     keep_all(e, shop);
     e.item.stock = e.item.stock.max(i64::from(e.buyers.count / 2));
     // A second order under one key shows only where the limit lets a buyer hold two.
@@ -373,7 +339,7 @@ fn adversarial(e: &mut Scenario, shop: &Shop) -> String {
     )
 }
 
-fn cancel_after_pay(e: &mut Scenario, shop: &Shop) -> Result<String, String> {
+fn cancel_after_pay(e: &mut Scenario, shop: &Levers) -> Result<String, String> {
     if !(shop.pay && shop.cancel) {
         return Err(format!(
             "cancel after pay needs [target] {}: map it so buyers can pay and then cancel",
@@ -394,7 +360,7 @@ fn cancel_after_pay(e: &mut Scenario, shop: &Shop) -> Result<String, String> {
 
 /// Cancels, cancels twice, pays after a cancel and expiries; the extra seconds the expiries
 /// need.
-fn restock(e: &mut Scenario, shop: &Shop) -> Result<(String, f64), String> {
+fn restock(e: &mut Scenario, shop: &Levers) -> Result<(String, f64), String> {
     if !shop.cancel {
         return Err(
             "restock needs [target] cancel: map the cancel request so buyers can release their \
@@ -405,7 +371,7 @@ fn restock(e: &mut Scenario, shop: &Shop) -> Result<(String, f64), String> {
     e.bots.share = 0.0;
     e.buyers.window_s = e.buyers.window_s.max(4.0);
     e.buyers.burst_share = 0.5;
-    let expiry = match (shop.reference, shop.payment_window) {
+    let expiry = match (shop.knobs, shop.payment_window) {
         (true, _) => {
             e.shop.payment_timeout = EXPIRY;
             Some(EXPIRY)
@@ -454,7 +420,7 @@ fn restock(e: &mut Scenario, shop: &Shop) -> Result<(String, f64), String> {
 }
 
 /// The requests a foreign shop must map for the state-machine experiments.
-fn needs(shop: &Shop) -> &'static str {
+fn needs(shop: &Levers) -> &'static str {
     match (shop.pay, shop.cancel) {
         (false, false) => "pay and cancel",
         (false, true) => "pay",
@@ -466,6 +432,21 @@ fn needs(shop: &Shop) -> &'static str {
 mod tests {
     use super::*;
 
+    /// A shop that gives every lever (the reference shop's).
+    fn every_lever() -> Levers {
+        Levers {
+            knobs: true,
+            pay: true,
+            cancel: true,
+            payment_window: None,
+            limit_in_setup: true,
+            buyer_in_order: true,
+            answers_not_found: true,
+            counts_retries: true,
+            audited_whole: true,
+        }
+    }
+
     fn smoke() -> Scenario {
         crate::scenarios::resolve(std::path::Path::new("smoke"))
             .unwrap()
@@ -474,7 +455,7 @@ mod tests {
 
     #[test]
     fn the_reference_shop_gets_every_experiment_and_the_rest_goes_to_capacity() {
-        let shop = Shop::of(&smoke(), true);
+        let shop = every_lever();
         let b = Battery::plan(&smoke(), &shop, Duration::from_secs(600), &Kind::ALL).unwrap();
         let kinds: Vec<Kind> = b.planned.iter().map(|p| p.kind).collect();
         assert_eq!(
@@ -500,11 +481,17 @@ mod tests {
     fn a_mapping_without_pay_or_cancel_skips_the_state_machine_and_says_what_to_map() {
         let mut s = smoke();
         s.target = Some(crate::traffic::mapping::Mapping::default());
-        let mut shop = Shop::of(&s, false);
-        shop.pay = false;
-        shop.cancel = false;
-        shop.limit_in_setup = false;
-        shop.buyer_in_order = false;
+        let shop = Levers {
+            knobs: false,
+            pay: false,
+            cancel: false,
+            payment_window: None,
+            limit_in_setup: false,
+            buyer_in_order: false,
+            answers_not_found: false,
+            counts_retries: false,
+            audited_whole: false,
+        };
         let b = Battery::plan(&s, &shop, Duration::from_secs(600), &Kind::ALL).unwrap();
         let skipped: Vec<(Kind, &str)> = b
             .skipped
@@ -518,7 +505,7 @@ mod tests {
 
     #[test]
     fn a_budget_too_small_for_the_rush_is_refused_and_a_small_one_drops_capacity() {
-        let shop = Shop::of(&smoke(), true);
+        let shop = every_lever();
         let e = Battery::plan(&smoke(), &shop, Duration::from_secs(5), &Kind::ALL).unwrap_err();
         assert!(e.to_string().contains("cannot hold the rush"), "{e}");
         let b = Battery::plan(&smoke(), &shop, Duration::from_secs(30), &Kind::ALL).unwrap();

@@ -7,9 +7,9 @@ use super::battery::Kind;
 use super::class::Class;
 use super::row::{intensity, Figure, Row};
 use super::run::Done;
-use crate::metric::gauge::Gauge;
 use crate::report::RunReport;
 use crate::traffic::recorder::Answer;
+use crate::watch::Gauge;
 use std::path::Path;
 
 /// The share of first order attempts answered with an error (busy, 5xx, timeouts) above which
@@ -77,25 +77,25 @@ fn pct(v: f64) -> String {
 
 /// Whether the rush's shop stormed: it counted more conflict retries than orders it
 /// acknowledged. `None`: nothing counts its retries.
-fn storm(run: &RunReport, reference: bool) -> Option<(f64, bool)> {
+fn storm(run: &RunReport, counts_retries: bool) -> Option<(f64, bool)> {
     match retry_gauge(run) {
         Some((n, g)) => {
             let r = retries(n, g);
             Some((r, r > 0.0 && r >= run.findings.acknowledged.max(1) as f64))
         }
-        // The reference shop exports its counter once it first counts one.
-        None if reference => Some((0.0, false)),
+        // A shop that counts its retries exports its counter once it first counts one.
+        None if counts_retries => Some((0.0, false)),
         None => None,
     }
 }
 
 /// `retry_storm`: the shop's conflict retries at the rush outnumber the orders it took.
-pub fn retry_storm(done: &[Done], dir: &Path, reference: bool) -> Row {
+pub fn retry_storm(done: &[Done], dir: &Path, counts_retries: bool) -> Row {
     let c = Class::RetryStorm;
     let Some((d, run)) = rush(done) else {
         return Row::not_testable(c, "the rush did not run".into());
     };
-    match storm(run, reference) {
+    match storm(run, counts_retries) {
         None => Row::not_testable(
             c,
             "declare a [watch] gauge named retries (or conflicts) reading the shop's counter of \
@@ -155,7 +155,7 @@ fn error_figure(name: &str, run: &RunReport) -> Figure {
 
 /// `pool_exhaustion`: at the rush the shop failed orders (busy, 5xx, timeouts) while its pool
 /// had waiters, and no retry storm explains the errors.
-pub fn pool_exhaustion(done: &[Done], dir: &Path, reference: bool) -> Row {
+pub fn pool_exhaustion(done: &[Done], dir: &Path, counts_retries: bool) -> Row {
     let c = Class::PoolExhaustion;
     let Some((d, run)) = rush(done) else {
         return Row::not_testable(c, "the rush did not run".into());
@@ -163,7 +163,7 @@ pub fn pool_exhaustion(done: &[Done], dir: &Path, reference: bool) -> Row {
     let pool = pool_gauge(run);
     let waited = pool.and_then(|(_, g, _)| g.peak).unwrap_or(0.0);
     let drained = pool.is_none_or(|(_, _, at)| waited >= at);
-    let stormed = storm(run, reference).is_some_and(|s| s.1);
+    let stormed = storm(run, counts_retries).is_some_and(|s| s.1);
     let errors = run.error_rate >= ERROR_RATE;
     let found = errors && !stormed && drained;
     if !found {

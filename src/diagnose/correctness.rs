@@ -9,11 +9,12 @@
 //! breaks them too); the restock ledger, the clients' answers and status mismatches always
 //! count.
 
-use super::battery::{Kind, Shop};
+use super::battery::Kind;
 use super::class::Class;
 use super::row::{intensity, Figure, Row};
 use super::run::{Done, Ran};
 use crate::gate::{self, Check, Metric, Status, Verdict};
+use crate::runner::Levers;
 use std::path::Path;
 
 /// The order path's oversell figures.
@@ -110,12 +111,12 @@ pub fn row(
     judged: &[Judged],
     skipped: &[(Kind, String)],
     dir: &Path,
-    shop: &Shop,
+    shop: &Levers,
 ) -> Row {
     if let Some(what) = undriven(class, shop) {
         return Row::not_testable(class, what.into());
     }
-    let reference = shop.reference;
+    let audited_whole = shop.audited_whole;
     let (metrics, kinds) = sources(class, race(judged));
     let driving: Vec<&Judged> = judged
         .iter()
@@ -154,9 +155,9 @@ pub fn row(
             _ => None,
         })
         .collect();
-    let why = untestable(class, &driving, kinds, skipped, reference);
+    let why = untestable(class, &driving, kinds, skipped, audited_whole);
     match reasons.first() {
-        Some(w) if !reference && !driving.is_empty() => {
+        Some(w) if !audited_whole && !driving.is_empty() => {
             Row::not_testable(class, format!("{why} (the oracle: {w})"))
         }
         _ => Row::not_testable(class, why),
@@ -164,7 +165,7 @@ pub fn row(
 }
 
 /// What the mapping must carry for the battery to drive `class` at all, when it does not.
-fn undriven(class: Class, shop: &Shop) -> Option<&'static str> {
+fn undriven(class: Class, shop: &Levers) -> Option<&'static str> {
     match class {
         Class::LimitRace if !shop.buyer_in_order => Some(
             "map the buyer into [target] order (a {user_id} in its path, body or headers, or a \
@@ -266,7 +267,7 @@ fn untestable(
     driving: &[&Judged],
     kinds: &[Kind],
     skipped: &[(Kind, String)],
-    reference: bool,
+    audited_whole: bool,
 ) -> String {
     if driving.is_empty() {
         let why: Vec<String> = skipped
@@ -291,7 +292,7 @@ fn untestable(
             "map [target] pay (the same-key buyers pay the order they got) and order_id_field, \
              or give --orders-query with an idempotency_key column"
         }
-        Class::ReconcileResidual if reference => {
+        Class::ReconcileResidual if audited_whole => {
             "this strategy keeps its stock in the database alone: there is no cache to reconcile"
         }
         Class::ReconcileResidual => {

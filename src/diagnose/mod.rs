@@ -23,7 +23,7 @@ pub mod run;
 pub mod time;
 
 use crate::exit::Exit;
-pub use battery::{Battery, Kind, Shop, Skipped};
+pub use battery::{Battery, Kind, Skipped};
 use class::{Class, Status};
 use row::Row;
 use run::Ran;
@@ -85,10 +85,8 @@ pub struct About {
     pub subject: String,
     pub scenario_file: PathBuf,
     pub fitted_from: Option<PathBuf>,
-    /// The shop's capabilities (what its mapping drives).
-    pub shop: Shop,
-    /// A foreign mapping classifies an "unknown item" answer.
-    pub answers_not_found: bool,
+    /// What the experiments could drive and read of the shop.
+    pub shop: crate::runner::Levers,
     /// The capacity search's objective, described.
     pub objective: String,
 }
@@ -101,16 +99,16 @@ pub fn diagnose(battery: &Battery, ran: &Ran, about: &About, dir: &Path) -> Diag
         .iter()
         .map(|s| (s.experiment, s.why.clone()))
         .collect();
-    let reference = about.shop.reference;
+    let counts_retries = about.shop.counts_retries;
     let mut rows: Vec<Row> = Class::ALL
         .iter()
         .map(|&c| match c {
-            Class::PoolExhaustion => behaviour::pool_exhaustion(&ran.done, dir, reference),
-            Class::RetryStorm => behaviour::retry_storm(&ran.done, dir, reference),
+            Class::PoolExhaustion => behaviour::pool_exhaustion(&ran.done, dir, counts_retries),
+            Class::RetryStorm => behaviour::retry_storm(&ran.done, dir, counts_retries),
             Class::BotsTakeUnits => {
                 behaviour::bots_take_units(&ran.done, dir, about.shop.buyer_in_order)
             }
-            Class::ColdStart => behaviour::cold_start(&ran.done, dir, about.answers_not_found),
+            Class::ColdStart => behaviour::cold_start(&ran.done, dir, about.shop.answers_not_found),
             c => correctness::row(c, &judged, &skipped, dir, &about.shop),
         })
         .collect();

@@ -7,7 +7,7 @@
 use super::{Limit, Origin, Status};
 use crate::metric::{Override, Thresholds, WatchFigure, WatchKey};
 use crate::report::RunReport;
-use crate::watch::DrainTime;
+use crate::watch::gauge::Reading;
 
 /// Where a watched gauge's figure comes from.
 pub const SOURCE: &str = "the watched gauge's 1 s samples (report.json runs[].watch)";
@@ -69,23 +69,9 @@ pub fn check(run: &RunReport, l: &Limit, gauge: &str) -> (Option<f64>, &'static 
         crate::metric::Metric::WatchDrainedWithinS => WatchFigure::DrainedWithinS,
         _ => WatchFigure::Max,
     };
-    match (figure, g.peak, g.drain_time()) {
-        (_, None, _) | (_, _, DrainTime::Unknown) => {
-            (None, "", Status::NotVerified(g.unmeasured()))
-        }
-        (WatchFigure::Max, Some(peak), _) => (Some(peak), SOURCE, within(peak)),
-        (WatchFigure::DrainedWithinS, _, DrainTime::After(s)) => (Some(s), SOURCE, within(s)),
-        (WatchFigure::DrainedWithinS, _, DrainTime::NotBy(s)) if s > l.value => {
-            (Some(s), NOT_DRAINED, Status::Breached)
-        }
-        (WatchFigure::DrainedWithinS, _, DrainTime::NotBy(s)) => (
-            None,
-            "",
-            Status::NotVerified(format!(
-                "it had not drained when the watch stopped (the run settled) {s:.1} s after its \
-                 peak, before the limit's {:.1} s ran out",
-                l.value
-            )),
-        ),
+    match g.reading(figure, l.value) {
+        Reading::Measured(v) => (Some(v), SOURCE, within(v)),
+        Reading::NotDrainedPast(s) => (Some(s), NOT_DRAINED, Status::Breached),
+        Reading::Unmeasured(why) => (None, "", Status::NotVerified(why)),
     }
 }

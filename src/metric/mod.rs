@@ -11,7 +11,6 @@
 //! read from, the gauge `--metrics-listen` publishes it as). `watch`: limits on a scenario's
 //! watched gauges (`watch.<name>.max`, `watch.<name>.drained_within_s`).
 
-pub mod gauge;
 mod limits;
 mod series;
 mod specs;

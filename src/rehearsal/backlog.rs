@@ -10,15 +10,6 @@ use crate::traffic::mapping::Backlog;
 use crate::traffic::target::{self, Prepared, Target};
 use std::time::Duration;
 
-/// A gauge read once at a time (a `[watch]` gauge's reader: `crate::watch::Reader`).
-pub trait ReadGauge: Send {
-    /// The gauge now, or why not.
-    fn read(&mut self) -> BoxFuture<'_, Result<f64, String>>;
-}
-
-/// A boxed future that may be sent between threads.
-pub type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
-
 /// Where the backlog is read.
 pub enum BacklogSource {
     Sql(String),
@@ -30,7 +21,7 @@ pub enum BacklogSource {
     },
     Gauge {
         name: String,
-        reader: tokio::sync::Mutex<Box<dyn ReadGauge>>,
+        reader: tokio::sync::Mutex<crate::watch::Reader>,
     },
     /// Declared: the shop writes what its oracle reads before it acknowledges.
     None,
@@ -43,7 +34,7 @@ impl BacklogSource {
     pub fn of(
         query: Option<&str>,
         target: &Target,
-        gauge: impl FnOnce(&str) -> anyhow::Result<Box<dyn ReadGauge>>,
+        gauge: impl FnOnce(&str) -> anyhow::Result<crate::watch::Reader>,
     ) -> anyhow::Result<Option<BacklogSource>> {
         if let Some(q) = query {
             return Ok(Some(BacklogSource::Sql(q.to_string())));

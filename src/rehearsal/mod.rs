@@ -1,48 +1,32 @@
 //! Rehearsal against someone else's shop: which URLs load may go to, the plan printed before
 //! (or instead of) sending, the user's own oracle, and the one-request-per-kind mapping check.
 //!
-//! Safety first: a target whose host is not loopback (127.0.0.0/8, ::1, `localhost`) is refused
-//! before any request unless the user passes `--allow-remote`, and then a banner names the host
+//! Safety first: every URL passes the loopback guard ([`crate::guard`]) before any request, and
+//! a target that is not on this machine needs `--allow-remote`, then a banner names the host
 //! and the planned peak rate before the first request goes out.
 //!
-//! - `guard`: the loopback guard, checked when the command line is read and again right
-//!   before the first request.
 //! - `oracle`: the user's oracle (read-only SQL, or an HTTP endpoint read at field paths),
-//!   read before and after the sale; [`scalar`]: its scalar SQL queries, run as written,
-//!   read-only, under `--oracle-timeout`, each on its own connection; [`order_rows`]:
-//!   `--orders-query`, the shop's order rows;
-//!   [`settle`]: after the last buyer, the oracle read until it is at rest (and the backlog at 0);
-//!   `reader`: who the user's SQL runs as ([`Reader`]: a role that can only read, created for
-//!   the run when the credentials can do more); [`sqlstate`]: a database error as SQLSTATE
-//!   and kind, never the server's message.
+//!   read before and after the sale, its SQL through [`crate::guard::scalar`]; [`order_rows`]:
+//!   `--orders-query`, the shop's order rows; [`settle`]: after the last buyer, the oracle
+//!   read until it is at rest (and the backlog at 0).
 //! - `stock_sampler`: the oracle's stock read once a second during the sale.
 //! - `plan`: the plan as numbers, for `--dry-run` and the remote banner.
 //! - `mapping_check`: `attack --probe`: one request of each kind, each answer's classification
 //!   and why.
 
 pub mod backlog;
-mod guard;
 pub mod mapping_check;
 mod oracle;
 pub mod order_rows;
 mod plan;
-mod read_only;
-mod reader;
-pub mod scalar;
 pub mod settle;
-pub mod sqlstate;
 pub mod stock_sampler;
 
-pub use guard::{
-    check_again, check_host, check_target, check_url, endpoint, is_loopback_host, resolve_again,
-    Endpoint, TargetError, Use,
-};
 pub use oracle::{baseline_notes, run_totals, Oracle, OracleSource, Tally};
 pub use order_rows::{OrdersQuery, Row};
 pub use plan::PlanSummary;
-pub use reader::Reader;
-pub use scalar::ScalarError;
 
+use crate::guard::{check_again, resolve_again, Use};
 use crate::traffic::mapping::Mapping;
 
 /// A foreign shop: where it is, how its API looks, and how to audit it.

@@ -6,11 +6,11 @@
 //! a stock field, sold is the stock before minus the stock after: the shop's own counter, which
 //! under-counts exactly when lost updates oversell (the clients' evidence catches that).
 //!
-//! SQL runs as the run's reader ([`super::Reader`]: a role that can only read, created for the
+//! SQL runs as the run's reader ([`crate::guard::Reader`]: a role that can only read, created for the
 //! run when the user's credentials can do more) in a read-only transaction (`START TRANSACTION
 //! READ ONLY`, which PostgreSQL and MySQL both accept): the server itself refuses a query that
 //! would write, read a file or signal a session. The scalar queries run as written, under
-//! `--oracle-timeout`, each on a connection of its own ([`super::scalar`]).
+//! `--oracle-timeout`, each on a connection of its own ([`crate::guard::scalar`]).
 
 use super::order_rows::{OrdersQuery, Row};
 use crate::oracle::OracleView;
@@ -64,8 +64,8 @@ pub enum Oracle {
     None,
     Sql {
         /// Who the queries run as: a role that can only read, created for the run, or the
-        /// user's credentials ([`super::Reader`]).
-        reader: std::sync::Arc<super::Reader>,
+        /// user's credentials ([`crate::guard::Reader`]).
+        reader: std::sync::Arc<crate::guard::Reader>,
         url: String,
         sold_query: Option<String>,
         stock_query: Option<String>,
@@ -223,7 +223,7 @@ impl OracleSource {
                     Backend::Postgres => Service::Postgres,
                     Backend::Mysql => Service::Mysql,
                 };
-                let reader = super::Reader::open(url)
+                let reader = crate::guard::Reader::open(url)
                     .await
                     .map_err(|e| service.unreachable_error(url, &e))?;
                 Oracle::Sql {
@@ -317,9 +317,9 @@ impl Oracle {
                 let run = |flag: &'static str, q: &str, zero: bool| {
                     let q = q.to_string();
                     async move {
-                        let read = super::scalar::read(reader, &q, *timeout).await;
+                        let read = crate::guard::scalar::read(reader, &q, *timeout).await;
                         read.map(|v| v.or(zero.then_some(0))).map_err(|e| match e {
-                            super::scalar::ScalarError::Refused(why) => {
+                            crate::guard::scalar::ScalarError::Refused(why) => {
                                 anyhow::anyhow!("{flag} `{q}` was not sent: {why}")
                             }
                             e => anyhow::anyhow!(
@@ -411,7 +411,7 @@ impl Oracle {
                 url,
                 timeout,
                 ..
-            } => super::scalar::read(reader, query, *timeout)
+            } => crate::guard::scalar::read(reader, query, *timeout)
                 .await
                 .map_err(|e| {
                     anyhow::anyhow!(

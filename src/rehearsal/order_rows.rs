@@ -7,7 +7,7 @@
 //! buyers by user id, status mismatches, orders the shop cancelled on its own. They carry no
 //! timestamps, so the peak replay the reference shop's rows allow is not made.
 
-use super::read_only::ReadOnly;
+use crate::guard::read_only::ReadOnly;
 use crate::model::{Order, OrderStatus, StatusKey};
 use crate::oracle::ForeignRows;
 use sqlx::{Column, Executor, Row as _, Statement};
@@ -50,7 +50,7 @@ impl OrdersQuery {
                 .map(|s| s.trim().to_lowercase())
                 .filter(|s| !s.is_empty())
                 .collect(),
-            timeout: super::scalar::TIMEOUT,
+            timeout: crate::guard::scalar::TIMEOUT,
         }
     }
 
@@ -67,8 +67,8 @@ impl OrdersQuery {
     /// Every row the query returns now, sorted by id, in a read-only transaction. The columns
     /// are checked before any row is read: wrong ones are an error naming the flag and the
     /// expected columns.
-    pub async fn read(&self, reader: &super::Reader) -> anyhow::Result<Vec<Row>> {
-        super::scalar::refuse(&self.query)
+    pub async fn read(&self, reader: &crate::guard::Reader) -> anyhow::Result<Vec<Row>> {
+        crate::guard::scalar::refuse(&self.query)
             .map_err(|e| anyhow::anyhow!("--orders-query `{}` was not sent: {e}", self.query))?;
         let fail = |e: &dyn std::fmt::Display| {
             anyhow::anyhow!(
@@ -77,7 +77,7 @@ impl OrdersQuery {
                 expected()
             )
         };
-        let server = |e: sqlx::Error| fail(&super::sqlstate::of(&e));
+        let server = |e: sqlx::Error| fail(&crate::guard::sqlstate::of(&e));
         let mut tx = ReadOnly::begin(reader, self.timeout)
             .await
             .map_err(server)?;
@@ -202,7 +202,13 @@ fn text(r: &sqlx::any::AnyRow, i: usize) -> Result<Option<String>, sqlx::Error> 
 /// One row of `n` columns.
 fn row(r: &sqlx::any::AnyRow, n: usize) -> Result<Row, String> {
     let get = |i: usize| {
-        text(r, i).map_err(|e| format!("column `{}`: {}", COLUMNS[i], super::sqlstate::of(&e)))
+        text(r, i).map_err(|e| {
+            format!(
+                "column `{}`: {}",
+                COLUMNS[i],
+                crate::guard::sqlstate::of(&e)
+            )
+        })
     };
     let order_id = get(0)?.ok_or("a row has no order_id (NULL)")?;
     let user_id = get(1)?.unwrap_or_default();

@@ -179,10 +179,10 @@ mod tests {
         r.runs[0].findings.indeterminate = 17;
         r.runs[0].findings.indeterminate_committed = Some(4);
         second.faults = vec![r.runs[0].faults[0].clone()];
-        second.shop = crate::report::Shop::Reference {
-            strategy: crate::inventory::Strategy::ForUpdate,
-            backend: crate::store::Backend::Postgres,
-        };
+        second.shop = crate::report::Shop::strategy_on(
+            crate::inventory::Strategy::ForUpdate,
+            crate::store::Backend::Postgres,
+        );
         second.findings.indeterminate_committed = None;
         r.runs.push(second);
 

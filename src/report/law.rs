@@ -171,7 +171,7 @@ impl Law {
         let measured = self.measured();
         let mut lines = vec![Line {
             label: format!("{} (measured, the median at each rate)", self.strategy),
-            colour: strategy_colour(self.strategy),
+            colour: strategy_colour(Some(self.strategy)),
             points: measured.clone(),
             mark: None,
         }];

@@ -23,22 +23,22 @@ pub(crate) mod markdown;
 pub mod markup;
 pub(crate) mod proofs;
 pub(crate) mod repeats;
+mod shop;
 pub(crate) mod shops;
 pub mod summary;
 pub(crate) mod table;
 pub(crate) mod v1;
 
-use crate::inventory::Strategy;
 use crate::model::ReconcilePass as Pass;
 use crate::oracle::Findings;
 use crate::probe::Series;
-use crate::store::Backend;
 use crate::traffic::attack::{GeneratorStats, GooseCrossCheck};
 use crate::traffic::recorder::{Answer, Kind, Measurements};
 use crate::traffic::Scenario;
 use anyhow::Context;
 pub use drain::{Drain, SettleState, Settling};
 use serde::{Deserialize, Serialize};
+pub use shop::{colour_of, OracleKind, Shop};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 pub use summary::{LatencySummary, MetricSummary};
@@ -255,83 +255,6 @@ pub struct Timeline {
     pub order_p99_ms: Vec<f64>,
 }
 
-/// Whose shop a run fired at.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "shop", rename_all = "snake_case")]
-pub enum Shop {
-    /// The reference shop: one strategy on one backend.
-    Reference {
-        strategy: Strategy,
-        #[serde(with = "backend_name")]
-        backend: Backend,
-    },
-    /// Someone else's shop at `url`, audited by the user's oracle.
-    Foreign {
-        /// `host[:port]`, the run's label.
-        host: String,
-        /// The target's base URL, credentials redacted.
-        url: String,
-        oracle: OracleKind,
-    },
-}
-
-impl Shop {
-    /// The reference shop's strategy; `None` for a foreign shop.
-    pub fn strategy(&self) -> Option<Strategy> {
-        match self {
-            Shop::Reference { strategy, .. } => Some(*strategy),
-            Shop::Foreign { .. } => None,
-        }
-    }
-
-    /// `reference shop`, or the foreign shop's URL.
-    pub fn target(&self) -> &str {
-        match self {
-            Shop::Reference { .. } => "reference shop",
-            Shop::Foreign { url, .. } => url,
-        }
-    }
-}
-
-/// The oracle a foreign shop's run was audited by.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum OracleKind {
-    None,
-    Sql,
-    Http,
-}
-
-impl OracleKind {
-    /// How labels and file names spell it: `sql oracle`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            OracleKind::None => "no oracle",
-            OracleKind::Sql => "sql oracle",
-            OracleKind::Http => "http oracle",
-        }
-    }
-}
-
-mod backend_name {
-    use crate::store::Backend;
-    use clap::ValueEnum as _;
-    use serde::{Deserialize, Deserializer, Serializer};
-
-    pub fn serialize<S: Serializer>(b: &Backend, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(b.as_str())
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Backend, D::Error> {
-        let name = String::deserialize(d)?;
-        Backend::value_variants()
-            .iter()
-            .copied()
-            .find(|b| b.as_str() == name)
-            .ok_or_else(|| serde::de::Error::custom(format!("unknown backend {name:?}")))
-    }
-}
-
 /// One run (a strategy on a backend, or a foreign shop) under one scenario. The oracle's
 /// findings are stored once, flattened into the run's JSON object.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -435,7 +358,7 @@ pub struct RunReport {
     /// The watched gauges (`[watch]`, and the reference shop's own), by name: peak, drain,
     /// per-second series, source (absent: none).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub watch: BTreeMap<String, crate::metric::gauge::Gauge>,
+    pub watch: BTreeMap<String, crate::watch::Gauge>,
     /// HdrHistogram V2 (deflate, base64) of every kind's latency, for re-plotting.
     pub histograms: BTreeMap<Kind, String>,
     #[serde(skip)]
@@ -473,20 +396,14 @@ impl RunReport {
         }
     }
 
-    /// The strategy's name, or a foreign shop's host.
+    /// The shop's name: the strategy's, or the target's host.
     pub fn strategy_name(&self) -> &str {
-        match &self.shop {
-            Shop::Reference { strategy, .. } => strategy.as_str(),
-            Shop::Foreign { host, .. } => host,
-        }
+        &self.shop.name
     }
 
-    /// The backend's name, or which oracle audited a foreign shop.
+    /// What stands beside the name: the backend, or which oracle audited the target.
     pub fn backend_name(&self) -> &str {
-        match &self.shop {
-            Shop::Reference { backend, .. } => backend.as_str(),
-            Shop::Foreign { oracle, .. } => oracle.as_str(),
-        }
+        &self.shop.detail
     }
 
     /// The label of this one run: [`RunReport::label`], then `#2` for a repeat.

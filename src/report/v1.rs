@@ -115,14 +115,7 @@ pub(crate) fn every_strategy(
         for &strategy in crate::inventory::Strategy::all() {
             for repeat in 0..repeats {
                 let mut run = one.clone();
-                if let super::Shop::Reference {
-                    strategy: s,
-                    backend: b,
-                    ..
-                } = &mut run.shop
-                {
-                    (*s, *b) = (strategy, backend);
-                }
+                run.shop = super::Shop::strategy_on(strategy, backend);
                 each(&mut run, repeat);
                 r.runs.push(run);
             }
@@ -144,7 +137,7 @@ mod tests {
         assert_eq!(r.schema, crate::report::SCHEMA);
         assert_eq!(new.strategy_name(), old["strategy"]);
         assert_eq!(new.backend_name(), old["backend"]);
-        assert!(matches!(new.shop, Shop::Reference { .. }));
+        assert_eq!(new.shop.target, REFERENCE_TARGET);
         assert_eq!(new.findings.oversell, old["oversell"].as_i64());
         assert_eq!(new.findings.sold, old["findings"]["sold"].as_i64());
         assert_eq!(new.findings.verdict, old["findings"]["verdict"]);
@@ -177,10 +170,11 @@ mod tests {
         let r = read(v1);
         assert_eq!(
             r.runs[0].shop,
-            Shop::Foreign {
-                host: "127.0.0.1:9000".into(),
-                url: "http://127.0.0.1:9000".into(),
-                oracle: OracleKind::Sql,
+            Shop {
+                name: "127.0.0.1:9000".into(),
+                detail: OracleKind::Sql.as_str().into(),
+                target: "http://127.0.0.1:9000".into(),
+                strategy: None,
             }
         );
         assert_eq!(r.runs[0].label(true), "127.0.0.1:9000/sql oracle");

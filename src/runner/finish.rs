@@ -31,30 +31,6 @@ pub(crate) struct ServerSide {
     pub(crate) read_s: f64,
 }
 
-impl ServerSide {
-    /// A foreign shop's server side: what its oracle read (`Truth::Unverified` without one),
-    /// and its stock sampled during the sale; nothing of Redis, probes or reconciliation. The
-    /// final reading is the settle's last, so its time is the settle's (`read_s` 0).
-    pub(crate) fn foreign(
-        truth: Truth,
-        oracle: OracleView,
-        stock_samples: Vec<StockSample>,
-    ) -> Self {
-        ServerSide {
-            truth,
-            oracle,
-            redis_stock: None,
-            redis_restocked_orders: None,
-            dead_letters: None,
-            stock_seen: None,
-            reconcile: None,
-            stock_samples,
-            restocks: None,
-            read_s: 0.0,
-        }
-    }
-}
-
 /// The one way a run ends, for the reference shop and a foreign one alike: the oracle audits
 /// the server side against the clients' records, and the run's report section is built.
 pub(crate) fn finish(

@@ -27,7 +27,6 @@
 
 pub(crate) mod finish;
 pub(crate) mod gauges;
-pub(crate) mod lock;
 pub(crate) mod merge;
 mod metadata;
 mod progress;
@@ -38,7 +37,7 @@ pub use merge::MergePlan;
 pub use metadata::GIT_COMMIT;
 pub use progress::Slot;
 pub use sharded::{fire_shard, ShardRun};
-pub use subject::{Servers, ShopUnderTest, Subject};
+pub use subject::{Held, Levers, Servers, ShopUnderTest, Subject};
 
 use crate::inventory::Strategy;
 use crate::live::Live;
@@ -91,20 +90,6 @@ impl RunPlan {
             live: None,
             repeat: 1,
         }
-    }
-
-    /// A plan against the reference shop (served by `shop_exe`) with the scenario's own
-    /// seeded buyers.
-    pub fn reference(
-        scenario: Scenario,
-        scenario_file: PathBuf,
-        cells: Vec<Cell>,
-        redis_url: String,
-        shop_exe: PathBuf,
-        out: PathBuf,
-    ) -> Self {
-        let subject = Subject::reference_served_by(cells, redis_url, shop_exe);
-        RunPlan::new(scenario, scenario_file, subject, out)
     }
 
     /// Fires these buyers instead of the scenario's seeded ones (renamed from a CSV).

@@ -9,7 +9,6 @@
 //! at one of them already serving, and `merge` judges the shards against it, through the same
 //! trait.
 
-use super::lock::RunLock;
 use super::merge::Merged;
 use super::{RunPlan, Slot};
 use crate::inventory::Strategy;
@@ -31,6 +30,40 @@ pub struct Servers {
     /// Database URLs (as given: the report redacts them).
     pub databases: Vec<String>,
     pub redis: Option<String>,
+}
+
+/// What a shop holds for a plan's whole length (the reference shop: a run lock on each of its
+/// databases), released when dropped.
+pub type Held = Box<dyn std::any::Any + Send>;
+
+/// What the harness can drive and know of a shop beyond firing its buyers at it: what
+/// `diagnose`'s experiments may set, send and read. Each kind says its own
+/// ([`ShopUnderTest::levers`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Levers {
+    /// The scenario's `[shop]` knobs configure it (its payment timeout, ...): an experiment
+    /// may set them.
+    pub knobs: bool,
+    /// Buyers can pay an order, and cancel one.
+    pub pay: bool,
+    pub cancel: bool,
+    /// The payment window the shop declares (`--payment-window`, `[target] payment_window`):
+    /// orders left unpaid expire after it.
+    pub payment_window: Option<Duration>,
+    /// The sale's set-up sends the purchase limit (`{purchase_limit}`), so an experiment may
+    /// raise it.
+    pub limit_in_setup: bool,
+    /// The order request carries the buyer (`{user_id}` in it, or a login): the shop can hold
+    /// each buyer to a limit.
+    pub buyer_in_order: bool,
+    /// An order for an item it does not sell is told apart (a `not_found` answer).
+    pub answers_not_found: bool,
+    /// It counts its conflict retries (`shop_cas_retries`, exported from its first retry on:
+    /// absent means none).
+    pub counts_retries: bool,
+    /// Its every store is audited by the harness's own oracle (its rows, its cache), not
+    /// through a user's queries.
+    pub audited_whole: bool,
 }
 
 /// What the harness needs from the shop under test. A plan runs its shops in turn (`shops()`
@@ -64,7 +97,7 @@ pub trait ShopUnderTest: fmt::Debug + Send + Sync {
 
     /// Takes what the plan needs to itself for its whole length (a reference shop resets its
     /// database's sale: one run at a time per database).
-    fn lock(&self) -> BoxFuture<'_, anyhow::Result<Vec<RunLock>>>;
+    fn lock(&self) -> BoxFuture<'_, anyhow::Result<Vec<Held>>>;
 
     /// The servers whose versions the report records.
     fn servers(&self) -> Servers;
@@ -82,6 +115,9 @@ pub trait ShopUnderTest: fmt::Debug + Send + Sync {
     /// The payment window the shop declares (the scenario's `[shop]` for the reference shop,
     /// `[target] payment_window` for a foreign one); `None`: unknown, nothing is assumed.
     fn payment_window(&self, s: &Scenario) -> Option<Duration>;
+
+    /// What the harness can drive and know of it under scenario `s` ([`Levers`]).
+    fn levers(&self, s: &Scenario) -> Levers;
 
     /// Runs shop `i` once: sets the sale up, fires the plan's buyers, waits for it to settle,
     /// and audits its final state against the clients' records.

@@ -328,7 +328,7 @@ pub fn write(dir: &Path, s: &SweepReport) -> anyhow::Result<()> {
         points.sort_by(|a, b| a.0.total_cmp(&b.0));
         let line = Line {
             label: format!("{} ({})", s.strategy, s.backend),
-            colour: strategy_colour(s.strategy),
+            colour: strategy_colour(Some(s.strategy)),
             points,
             mark: None,
         };

@@ -7,10 +7,10 @@
 //! in a [`Columns`] table beside the plan; a column's name must be a placeholder name (a-z,
 //! 0-9, `_`) that is not a built-in one.
 
-use super::mapping::template;
 use super::schedule::{Names, Schedule};
 use super::session::Columns;
 use crate::model::MAX_ID_LEN;
+use crate::template;
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};

@@ -12,7 +12,6 @@ use std::path::Path;
 
 pub mod masked;
 mod validate;
-pub mod watch;
 mod written;
 use crate::duration::Written;
 use validate::bad;
@@ -59,9 +58,9 @@ pub struct Scenario {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub faults: Vec<FaultSpec>,
     /// `[watch]`: the shop's own gauges, sampled every second during the sale
-    /// ([`watch`], sampled by `crate::watch`).
-    #[serde(default, skip_serializing_if = "watch::WatchSpec::is_empty")]
-    pub watch: watch::WatchSpec,
+    /// ([`crate::watch`]).
+    #[serde(default, skip_serializing_if = "crate::watch::WatchSpec::is_empty")]
+    pub watch: crate::watch::WatchSpec,
 }
 
 /// An item's id: an integer (the reference shop's), or a string (a foreign shop's UUID, say).

@@ -11,12 +11,12 @@
 //! Every answer's `Set-Cookie` headers and the values its request extracts come back in
 //! [`Classified::learned`] for the buyer's session.
 
-use super::mapping::template::{self, Encoding, Name, Placeholder};
 use super::mapping::{is_unauthorized, Body, ExtractFrom, Mapping, OutcomeRule, RequestTemplate};
 use super::recorder::{Answer, Kind};
 use super::schedule::BuyerPlan;
 use super::session::{Buyers, Learned, Session};
 use crate::secret::Values;
+use crate::template::{self, Encoding, Name, Placeholder};
 use reqwest::Url;
 use std::borrow::Cow;
 use std::sync::Arc;

@@ -13,11 +13,10 @@ mod merge;
 
 use crate::inventory::Strategy;
 use crate::nemesis::BoxFuture;
-use crate::oracle::{OracleView, Truth};
+use crate::oracle::{OracleView, StockSample, Truth};
 use crate::probe::ProbeConfig;
 use crate::rehearsal::{self, Foreign, Oracle, OracleSource, Row, Tally};
 use crate::report::{OracleKind, RunReport, Shop};
-use crate::runner::lock::RunLock;
 use crate::runner::merge::Merged;
 use crate::runner::subject::{Servers, ShopUnderTest, Subject};
 use crate::runner::{
@@ -41,6 +40,30 @@ impl Subject {
     /// The user's own shop `f`.
     pub fn foreign(f: Foreign) -> Subject {
         Subject::new(ForeignShop(f))
+    }
+}
+
+impl ServerSide {
+    /// A foreign shop's server side: what its oracle read (`Truth::Unverified` without one),
+    /// and its stock sampled during the sale; nothing of Redis, probes or reconciliation. The
+    /// final reading is the settle's last, so its time is the settle's (`read_s` 0).
+    pub(crate) fn foreign(
+        truth: Truth,
+        oracle: OracleView,
+        stock_samples: Vec<StockSample>,
+    ) -> Self {
+        ServerSide {
+            truth,
+            oracle,
+            redis_stock: None,
+            redis_restocked_orders: None,
+            dead_letters: None,
+            stock_seen: None,
+            reconcile: None,
+            stock_samples,
+            restocks: None,
+            read_s: 0.0,
+        }
     }
 }
 
@@ -68,7 +91,7 @@ impl ShopUnderTest for ForeignShop {
     fn remote_host(&self) -> Option<String> {
         let f = &self.0;
         reqwest::Url::parse(&f.base_url)
-            .is_ok_and(|u| !rehearsal::is_loopback_host(&u))
+            .is_ok_and(|u| !crate::guard::is_loopback_host(&u))
             .then(|| f.host.clone())
     }
 
@@ -85,7 +108,7 @@ impl ShopUnderTest for ForeignShop {
         }
     }
 
-    fn lock(&self) -> BoxFuture<'_, anyhow::Result<Vec<RunLock>>> {
+    fn lock(&self) -> BoxFuture<'_, anyhow::Result<Vec<crate::runner::Held>>> {
         Box::pin(async { Ok(Vec::new()) })
     }
 
@@ -113,6 +136,27 @@ impl ShopUnderTest for ForeignShop {
 
     fn payment_window(&self, s: &Scenario) -> Option<Duration> {
         s.mapping().declared_payment_window()
+    }
+
+    fn levers(&self, s: &Scenario) -> crate::runner::Levers {
+        use crate::traffic::recorder::{Answer, Kind};
+        // What its `[target]` maps, and nothing of its insides.
+        let m = s.mapping();
+        let (order_rules, _) = m.rules_for(Kind::Order);
+        crate::runner::Levers {
+            knobs: false,
+            pay: m.pay.is_some(),
+            cancel: m.cancel.is_some(),
+            payment_window: m.payment_window,
+            limit_in_setup: format!("{:?}", m.setup).contains("{purchase_limit}"),
+            buyer_in_order: m.login.is_some()
+                || format!("{:?}{:?}", m.order, m.headers).contains("{user_id}"),
+            answers_not_found: order_rules
+                .iter()
+                .any(|r| r.outcome.answer() == Answer::NotFound),
+            counts_retries: false,
+            audited_whole: false,
+        }
     }
 
     fn run<'a>(
@@ -165,7 +209,7 @@ async fn run(plan: &RunPlan, f: &Foreign, slot: &Slot) -> anyhow::Result<RunRepo
     let rows_before = oracle.rows().await?;
     let gives_stock = before.is_some_and(|t| t.stock.is_some());
     let ctx = crate::runner::gauges::context(plan, f.oracle.database_url());
-    let gauge = |name: &str| -> anyhow::Result<Box<dyn rehearsal::backlog::ReadGauge>> {
+    let gauge = |name: &str| -> anyhow::Result<crate::watch::Reader> {
         let reader = crate::watch::readers(&s.watch, &ctx)?
             .into_iter()
             .find(|(n, _)| n == name)
@@ -177,7 +221,7 @@ async fn run(plan: &RunPlan, f: &Foreign, slot: &Slot) -> anyhow::Result<RunRepo
                     crate::watch::gauge_names(&s.watch)
                 )
             })?;
-        Ok(Box::new(reader))
+        Ok(reader)
     };
     let backlog =
         rehearsal::backlog::BacklogSource::of(f.settle.backlog_query.as_deref(), &target, gauge)?
@@ -258,14 +302,22 @@ fn view(
 /// The report's description of the shop: its host, its URL (credentials masked), and which
 /// oracle audited it.
 fn shop(f: &Foreign) -> Shop {
-    Shop::Foreign {
-        host: f.label(),
-        url: redact_url(&f.base_url),
-        oracle: match f.oracle {
-            OracleSource::None => OracleKind::None,
-            OracleSource::Sql { .. } => OracleKind::Sql,
-            OracleSource::Http { .. } => OracleKind::Http,
-        },
+    let oracle = match f.oracle {
+        OracleSource::None => OracleKind::None,
+        OracleSource::Sql { .. } => OracleKind::Sql,
+        OracleSource::Http { .. } => OracleKind::Http,
+    };
+    described(f.label(), redact_url(&f.base_url), oracle)
+}
+
+/// A foreign shop as the report describes it: named by its host, audited by `oracle`, fired
+/// at `url` (credentials masked), no strategy of ours.
+fn described(host: String, url: String, oracle: OracleKind) -> Shop {
+    Shop {
+        name: host,
+        detail: oracle.as_str().into(),
+        target: url,
+        strategy: None,
     }
 }
 

@@ -3,7 +3,9 @@
 //! the drain, and the oracle's read of the database and Redis.
 
 mod faults;
+mod gauges;
 mod layout;
+mod lock;
 mod merge;
 mod replica;
 mod settle;
@@ -17,7 +19,6 @@ use crate::nemesis::BoxFuture;
 use crate::nemesis::{Owned, PrivateRedis, ShopControl};
 use crate::probe::ProbeConfig;
 use crate::report::{RunReport, Shop};
-use crate::runner::lock::{lock_databases, RunLock};
 use crate::runner::merge::{MergePlan, Merged};
 use crate::runner::subject::{Servers, ShopUnderTest, Subject};
 use crate::runner::{control_client, fire_traffic, send_setup, target_for, Cell, RunPlan, Slot};
@@ -66,6 +67,22 @@ impl Subject {
     }
 }
 
+impl RunPlan {
+    /// A plan against the reference shop (served by `shop_exe`) with the scenario's own
+    /// seeded buyers.
+    pub fn reference(
+        scenario: Scenario,
+        scenario_file: PathBuf,
+        cells: Vec<Cell>,
+        redis_url: String,
+        shop_exe: PathBuf,
+        out: PathBuf,
+    ) -> Self {
+        let subject = Subject::reference_served_by(cells, redis_url, shop_exe);
+        RunPlan::new(scenario, scenario_file, subject, out)
+    }
+}
+
 impl ShopUnderTest for ReferenceShop {
     fn shops(&self) -> usize {
         self.cells.len()
@@ -97,8 +114,8 @@ impl ShopUnderTest for ReferenceShop {
         s.item.reference_check().map_err(|e| e.to_string())
     }
 
-    fn lock(&self) -> BoxFuture<'_, anyhow::Result<Vec<RunLock>>> {
-        Box::pin(lock_databases(&self.cells))
+    fn lock(&self) -> BoxFuture<'_, anyhow::Result<Vec<crate::runner::Held>>> {
+        Box::pin(lock::lock_databases(&self.cells))
     }
 
     fn servers(&self) -> Servers {
@@ -130,6 +147,22 @@ impl ShopUnderTest for ReferenceShop {
     fn payment_window(&self, s: &Scenario) -> Option<Duration> {
         // The shop is started with the scenario's `[shop] payment_timeout`.
         Some(s.shop.payment_timeout)
+    }
+
+    fn levers(&self, s: &Scenario) -> crate::runner::Levers {
+        // Its knobs are the scenario's `[shop]`, its every request is mapped, it counts its
+        // retries, and the oracle reads its rows and its Redis itself.
+        crate::runner::Levers {
+            knobs: true,
+            pay: true,
+            cancel: true,
+            payment_window: s.mapping().payment_window,
+            limit_in_setup: true,
+            buyer_in_order: true,
+            answers_not_found: true,
+            counts_retries: true,
+            audited_whole: true,
+        }
     }
 
     fn run<'a>(
@@ -383,7 +416,7 @@ async fn drive_reference(
         None
     };
     let series = fired.probes.stop().await;
-    for (name, gauge) in crate::watch::shop::gauges(&series, rush) {
+    for (name, gauge) in gauges::gauges(&series, rush) {
         watched.entry(name).or_insert(gauge);
     }
     // The clients' records, taken now: the rows are checked against them as they stream.
@@ -408,10 +441,7 @@ async fn drive_reference(
     for other in &rest {
         other.stop().await;
     }
-    let shop = Shop::Reference {
-        strategy: cell.strategy,
-        backend: cell.backend,
-    };
+    let shop = Shop::strategy_on(cell.strategy, cell.backend);
     let mut run = crate::runner::finish_measured(
         plan,
         shop,

@@ -11,19 +11,23 @@
 //!   guard) and one read.
 //! - `sampler`: the background task per gauge (1 s, backoff, logged once per state change).
 //! - `gauge`: what the report keeps of a gauge: peak, drain, series ([`Gauge`]).
-//! - `shop`: the reference shop's own gauges (pool in use and waiting, stream backlog), from
-//!   the probes' series, so a `run` reads like an `attack`.
+//!
+//! Everything of `[watch]` is here; the scenario holds a [`WatchSpec`], the runner starts the
+//! watch ([`start`]), the report and its charts keep and draw [`Gauge`]s, and the gate reads
+//! them (`gate::watch`), each calling in. The reference shop's own gauges (its pool, its
+//! stream's backlog) are its own to give, from its probes (`under_test`'s reference shop).
 
+pub mod gauge;
+pub mod prometheus;
 pub mod read;
+pub mod redis_cmd;
 pub mod sampler;
-pub mod shop;
+pub mod spec;
 
-pub use crate::metric::gauge::{rush_at_s, DrainTime};
-pub use crate::traffic::scenario::watch::{
-    gauge_names, prometheus, redis_cmd, Source, WatchError, WatchSpec,
-};
+pub use gauge::{rush_at_s, Gauge};
 pub use read::{Context, Reader};
 pub use sampler::Watcher;
+pub use spec::{gauge_names, Source, WatchError, WatchSpec};
 
 /// Every gauge of `spec` made ready for a run with `ctx`; the first that cannot be (an unset
 /// `{env:NAME}`, no database to default to, a host the loopback guard refuses) is an error

@@ -9,9 +9,9 @@
 
 use super::redis_cmd::ReadCommand;
 use super::{Source, WatchError};
-use crate::rehearsal::{self, scalar, Use};
+use crate::guard::{self, scalar, Use};
 use crate::store::Backend;
-use crate::traffic::mapping::template::{self, Encoding, Name};
+use crate::template::{self, Encoding, Name};
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -34,8 +34,8 @@ enum Resolved {
     Sql {
         url: String,
         query: String,
-        /// Who the query runs as (opened at the first read: [`rehearsal::Reader`]).
-        reader: Option<std::sync::Arc<rehearsal::Reader>>,
+        /// Who the query runs as (opened at the first read: [`guard::Reader`]).
+        reader: Option<std::sync::Arc<guard::Reader>>,
         allow_remote: bool,
     },
     Prometheus {
@@ -85,10 +85,10 @@ fn expand_env(field: &str, url: &str) -> Result<String, WatchError> {
 /// Holds `url` (expanded) to the loopback guard; an error shows the URL as `written` (before
 /// `{env:NAME}` expansion, credentials masked) and the host the driver would have used.
 fn guard(field: &str, url: &str, written: &str, ctx: &Context) -> Result<(), WatchError> {
-    rehearsal::check_host(Use::Watch, url, ctx.allow_remote)
+    guard::check_host(Use::Watch, url, ctx.allow_remote)
         .map(drop)
         .map_err(|e| match e {
-            rehearsal::TargetError::Remote { host, .. } => WatchError::new(
+            guard::TargetError::Remote { host, .. } => WatchError::new(
                 field,
                 "a loopback address (127.0.0.0/8, ::1, localhost) or a Unix socket, unless you \
                  pass --allow-remote (attack or gate with --target)",
@@ -97,7 +97,7 @@ fn guard(field: &str, url: &str, written: &str, ctx: &Context) -> Result<(), Wat
                     crate::secret::url(written)
                 ),
             ),
-            rehearsal::TargetError::BadUrl { why, .. } => WatchError::new(
+            guard::TargetError::BadUrl { why, .. } => WatchError::new(
                 field,
                 "a usable URL",
                 format!("{}: {why}", crate::secret::url(written)),
@@ -274,12 +274,10 @@ impl Reader {
                 let reader = match reader {
                     Some(r) => r.clone(),
                     None => {
-                        rehearsal::check_again(Use::Watch, url, *allow_remote)
+                        guard::check_again(Use::Watch, url, *allow_remote)
                             .await
                             .map_err(|e| e.to_string())?;
-                        let r = rehearsal::Reader::open(url)
-                            .await
-                            .map_err(|e| e.to_string())?;
+                        let r = guard::Reader::open(url).await.map_err(|e| e.to_string())?;
                         reader.insert(r).clone()
                     }
                 };
@@ -386,11 +384,5 @@ async fn redis_read(
             *conn = None;
             Err(e.to_string())
         }
-    }
-}
-
-impl crate::rehearsal::backlog::ReadGauge for Reader {
-    fn read(&mut self) -> crate::rehearsal::backlog::BoxFuture<'_, Result<f64, String>> {
-        Box::pin(Reader::read(self))
     }
 }

@@ -6,9 +6,9 @@
 //! (`oversell_watch_failed_reads_total{gauge}` and the gauge's `failed`), and never ends the
 //! run.
 
+use super::gauge::Gauge;
 use super::read::Reader;
 use crate::backoff::Backoff;
-use crate::metric::gauge::Gauge;
 use std::collections::BTreeMap;
 use std::time::Duration;
 use tokio::sync::watch;

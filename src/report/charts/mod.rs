@@ -54,18 +54,16 @@ pub(crate) fn register_font() {
     });
 }
 
-/// The colour of a foreign shop's runs (no strategy of ours).
-pub const FOREIGN_COLOUR: RGBColor = RGBColor(0x7f, 0x7f, 0x7f);
-
-/// The fixed colour of a strategy, the same in every chart ([`Strategy::colour`]).
-pub fn strategy_colour(strategy: Strategy) -> RGBColor {
-    let (r, g, b) = strategy.colour();
+/// The colour of a shop that ran `strategy` (or none of ours), the same in every chart
+/// ([`crate::report::colour_of`]).
+pub fn strategy_colour(strategy: Option<Strategy>) -> RGBColor {
+    let (r, g, b) = crate::report::colour_of(strategy);
     RGBColor(r, g, b)
 }
 
-/// A run's colour: its strategy's, or grey for a foreign shop.
+/// A run's colour, as its shop describes it ([`crate::report::Shop::colour`]).
 pub fn run_colour(run: &RunReport) -> RGBColor {
-    run.shop.strategy().map_or(FOREIGN_COLOUR, strategy_colour)
+    strategy_colour(run.shop.strategy)
 }
 
 /// `strategy-backend`, the file-name form of a run's label.
@@ -438,10 +436,14 @@ mod tests {
     fn every_strategy_has_its_own_colour() {
         let colours: Vec<RGBColor> = Strategy::all()
             .iter()
-            .map(|s| strategy_colour(*s))
+            .map(|s| strategy_colour(Some(*s)))
             .collect();
         for (i, a) in colours.iter().enumerate() {
-            assert_ne!(*a, FOREIGN_COLOUR, "{i} looks like a foreign shop");
+            assert_ne!(
+                *a,
+                strategy_colour(None),
+                "{i} looks like a shop of no strategy of ours"
+            );
             for b in &colours[i + 1..] {
                 assert_ne!(a, b);
             }
@@ -451,14 +453,14 @@ mod tests {
     #[test]
     fn a_second_backend_gets_a_colour_of_its_own() {
         for s in Strategy::all() {
-            let (name, base) = (s.as_str(), strategy_colour(*s));
+            let (name, base) = (s.as_str(), strategy_colour(Some(*s)));
             assert_eq!(tinted(base, 0), base);
             assert_ne!(tinted(base, 1), tinted(base, 0), "{name}");
             assert_ne!(tinted(base, 2), tinted(base, 1), "{name}");
             for t in Strategy::all() {
                 assert_ne!(
                     tinted(base, 1),
-                    tinted(strategy_colour(*t), 0),
+                    tinted(strategy_colour(Some(*t)), 0),
                     "{name} / {t:?}"
                 );
             }

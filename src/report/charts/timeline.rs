@@ -91,7 +91,7 @@ fn has(run: &RunReport, name: &str) -> bool {
 /// Whether the run's strategy reconciles Redis against the database
 /// ([`crate::inventory::Strategy::reconciles`]).
 fn reconciles(run: &RunReport) -> bool {
-    run.shop.strategy().is_some_and(|s| s.reconciles())
+    run.shop.strategy.is_some_and(|s| s.reconciles())
 }
 
 fn panels(run: &RunReport) -> Vec<&'static Panel> {

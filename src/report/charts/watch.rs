@@ -20,7 +20,7 @@ pub struct WatchPanel<'a> {
 
 enum What<'a> {
     Latency(&'a [f64]),
-    Gauge(&'a crate::metric::gauge::Gauge),
+    Gauge(&'a crate::watch::Gauge),
 }
 
 impl WatchPanel<'_> {

@@ -92,13 +92,13 @@ fn stock(run: &RunReport) -> [String; 2] {
         Some(d) => format!(
             "target: {} (backend {}) WITH DEFECT {d} BUILT IN ({}): a testing aid, not a \
              clean run",
-            run.shop.target(),
+            run.shop.target.as_str(),
             run.backend_name(),
             d.what()
         ),
         None => format!(
             "target: {} (backend {})",
-            run.shop.target(),
+            run.shop.target.as_str(),
             run.backend_name()
         ),
     };

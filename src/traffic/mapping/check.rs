@@ -5,12 +5,12 @@
 //! CSV column, an extracted value) are checked once the plan knows the CSV's columns
 //! ([`Mapping::check_names`]). Every error names its field.
 
-use super::template::{self, Encoding, Name, Placeholder};
 use super::{
     Body, Extract, ExtractFrom, FieldMatch, Mapping, MappingError, Method, OracleFields,
     OracleSpec, Outcome, OutcomeRule, RawOracle, RawRequest, RawRule, RequestTemplate,
     StatusPattern,
 };
+use crate::template::{self, Encoding, Name, Placeholder};
 use crate::traffic::recorder::Kind;
 use std::borrow::Cow;
 use std::collections::BTreeMap;

@@ -1,8 +1,8 @@
 //! [`MappingError`]: a `[target]` table that cannot be used, naming the field at fault (a
 //! dotted path like `target.login.extract.token`) and what is allowed.
 
-use super::template;
 use super::{LoginWhen, Method, Outcome};
+use crate::template;
 
 /// A `[target]` table that cannot be used; the message names the field and what is allowed.
 /// `action` is the request's place in the table: `order`, `login`, `setup[1]`, ...

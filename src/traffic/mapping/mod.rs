@@ -2,7 +2,7 @@
 //! and answer rules when the file is read. The reference shop's API is the default mapping.
 //!
 //! Templates substitute `{item_id}`, `{user_id}`, `{device_id}`, `{qty}`, `{order_id}`,
-//! `{stock}`, `{purchase_limit}`, `{name}` and `{price_cents}` ([`template`]), a `--buyers-csv`
+//! `{stock}`, `{purchase_limit}`, `{name}` and `{price_cents}` ([`crate::template`]), a `--buyers-csv`
 //! file's extra columns (`{email}`) and the values a request extracts from its answer
 //! (`extract = { token = "data.token" }` makes `{token}`): in a path a value is
 //! percent-encoded, in a body JSON-escaped (a body template writes the quotes itself:
@@ -26,7 +26,7 @@
 //! - `raw/asynchronous`: the asynchronous parts, `[target.poll]` (a `pending` order's
 //!   decision, [`PollSpec`]) and `[target.settle]` (the settle window and the backlog
 //!   endpoint, [`SettleSpec`]).
-//! - [`template`]: placeholders, found when the file is read and expanded when a request is
+//! - [`crate::template`]: placeholders, found when the file is read and expanded when a request is
 //!   built.
 //!
 //! Only the order request is required: `view`, `pay` and `cancel` may be left out when the
@@ -37,7 +37,6 @@
 mod check;
 mod error;
 mod raw;
-pub mod template;
 
 use super::recorder::{Answer, Kind};
 use crate::shop::error::ErrorCode;

@@ -5,10 +5,10 @@
 //! The masked `[target]` still reads back (a report is read by `diff`, a shard by `merge`):
 //! a JSON body that masking would leave unreadable is masked whole (`"***"`, itself JSON).
 
-use super::super::mapping::template::{self, Encoding};
 use super::super::mapping::{Body, Mapping, RequestTemplate};
 use super::Scenario;
 use crate::secret::{mask_fields, mask_pairs, url, MASK};
+use crate::template::{self, Encoding};
 use std::borrow::Cow;
 
 /// `s` with its `[target]`'s secrets masked.

@@ -41,19 +41,19 @@ pub enum ScenarioProblem {
     Fault(#[from] crate::nemesis::SpecError),
     /// A `[watch]` gauge, or a `watch.` threshold, that cannot be used.
     #[error(transparent)]
-    Watch(#[from] super::watch::WatchError),
+    Watch(#[from] crate::watch::WatchError),
 }
 
 /// Checks that every `watch.<name>.…` threshold of `[thresholds]` names a gauge of
 /// `[watch]`.
 pub(super) fn watch_limits_name_gauges(
     s: &super::Scenario,
-) -> Result<(), super::watch::WatchError> {
+) -> Result<(), crate::watch::WatchError> {
     for key in s.thresholds.watch().keys() {
         if !s.watch.0.contains_key(&key.gauge) {
-            return Err(super::watch::WatchError::new(
+            return Err(crate::watch::WatchError::new(
                 format!("thresholds.{}", key.name()),
-                super::watch::gauge_names(&s.watch),
+                crate::watch::gauge_names(&s.watch),
                 format!("no [watch.{}] table", key.gauge),
             ));
         }

@@ -9,7 +9,7 @@
 
 use super::{Prepared, Target};
 use crate::secret::{self, Values};
-use crate::traffic::mapping::template::{self, Name};
+use crate::template::{self, Name};
 use crate::traffic::mapping::{Body, Mapping};
 use crate::traffic::recorder::SAMPLE_BYTES;
 use crate::traffic::session::Learned;

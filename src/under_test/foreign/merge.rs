@@ -1,7 +1,7 @@
 //! `oversell merge` of the shards of `attack --shard`: the user's shop's half. Merge has no
 //! oracle of the user's shop, and judges by the clients' evidence alone.
 
-use crate::report::{self, Shop};
+use crate::report;
 use crate::runner::merge::{clients, write, Merged};
 use crate::runner::{finish_with, reading_of, ServerSide, Subject};
 use std::path::PathBuf;
@@ -35,11 +35,7 @@ pub(super) async fn merge(
         crate::secret::url(&url)
     ));
     let server = ServerSide::foreign(crate::oracle::Truth::Unverified, oracle, Vec::new());
-    let shop = Shop::Foreign {
-        host: host.to_string(),
-        url,
-        oracle: report::OracleKind::None,
-    };
+    let shop = super::described(host.to_string(), url, report::OracleKind::None);
     // Nothing to drain: the user's shop is not ours to watch.
     let drain = report::Drain {
         drained: true,

@@ -65,7 +65,7 @@ pub(super) async fn merge(
         ask(&run_plan, &combined.measurements, &reading),
     )
     .await?;
-    let shop = Shop::Reference { strategy, backend };
+    let shop = Shop::strategy_on(strategy, backend);
     let clients = clients(combined, reading);
     let run = finish_with(&run_plan, shop, clients, Vec::new(), drain, server);
     write(plan, started_at, &run_plan, run, shards).await

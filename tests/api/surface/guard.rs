@@ -103,7 +103,7 @@ async fn a_watch_database_or_oracle_url_whose_driver_parameters_point_elsewhere_
         assert_eq!(leaks(written, &as_oracle.run, &[&pw]), Vec::<String>::new());
     }
     // MySQL has no ?host=: its URL's host is what it connects to, and it is loopback.
-    let e = oversell::testing::rehearsal::endpoint(&elsewhere[2]).unwrap();
+    let e = oversell::testing::guard::endpoint(&elsewhere[2]).unwrap();
     assert_eq!(e.to_string(), "localhost:3306");
     assert_eq!(seen.load(Ordering::SeqCst), 0, "the spy was never reached");
     assert_eq!(shop.seen(), 0, "nor the shop");
@@ -111,7 +111,7 @@ async fn a_watch_database_or_oracle_url_whose_driver_parameters_point_elsewhere_
 
 #[test]
 fn the_guard_judges_the_address_each_driver_will_use_sockets_included() {
-    use oversell::testing::rehearsal::{check_host, endpoint, Endpoint, TargetError, Use};
+    use oversell::testing::guard::{check_host, endpoint, Endpoint, TargetError, Use};
     let tcp = |h: &str, p: u16| Endpoint::Tcp {
         host: h.into(),
         port: p,

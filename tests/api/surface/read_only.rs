@@ -8,7 +8,7 @@
 
 use super::{leaks, measured, seeded, stock_scenario, stock_shop, superuser_db};
 use crate::helpers::drop_database;
-use oversell::testing::rehearsal::{scalar, Reader};
+use oversell::testing::guard::{scalar, Reader};
 use sqlx::{Connection, Row};
 use std::time::Duration;
 

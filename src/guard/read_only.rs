@@ -9,12 +9,12 @@ use std::time::Duration;
 /// user's query that would write is refused by the database. [`ReadOnly::finish`] rolls it
 /// back and closes the connection, so nothing the query left on its session (an advisory lock,
 /// `GET_LOCK`) outlives it.
-pub(super) struct ReadOnly(sqlx::AnyConnection);
+pub(crate) struct ReadOnly(sqlx::AnyConnection);
 
 impl ReadOnly {
     /// A connection as `reader`, its statements limited to `timeout`, its read-only
     /// transaction begun.
-    pub(super) async fn begin(
+    pub(crate) async fn begin(
         reader: &super::Reader,
         timeout: Duration,
     ) -> Result<Self, sqlx::Error> {
@@ -46,13 +46,13 @@ impl ReadOnly {
     }
 
     /// The connection, for the queries of the transaction.
-    pub(super) fn conn(&mut self) -> &mut sqlx::AnyConnection {
+    pub(crate) fn conn(&mut self) -> &mut sqlx::AnyConnection {
         &mut self.0
     }
 
     /// Rolls the transaction back and closes the connection (the next read starts a clean
     /// session).
-    pub(super) async fn finish(mut self) {
+    pub(crate) async fn finish(mut self) {
         let _ = sqlx::raw_sql("ROLLBACK").execute(&mut self.0).await;
         let _ = self.0.close().await;
     }

@@ -2,7 +2,7 @@
 //! checked, dropped), and the sweep of roles killed runs left behind.
 
 use super::{login_url, notice, password, role_name, stale, Created, Powers, Reader};
-use crate::rehearsal::scalar::{server_error, ScalarError};
+use crate::guard::scalar::{server_error, ScalarError};
 use crate::store::Backend;
 use sqlx::{Connection, PgConnection, Row};
 
@@ -159,7 +159,7 @@ async fn create(c: &mut PgConnection, url: &str) -> Result<(String, String), Str
 /// A login error without the server's text (which may name the role).
 fn short(e: &sqlx::Error) -> String {
     match e.as_database_error().and_then(|d| d.code()) {
-        Some(code) => crate::rehearsal::sqlstate::describe(&code, None),
+        Some(code) => crate::guard::sqlstate::describe(&code, None),
         None => e.to_string(),
     }
 }

@@ -2,7 +2,7 @@
 //! checked, dropped), and the sweep of users killed runs left behind.
 
 use super::{login_url, notice, password, role_name, stale, Created, Powers, Reader};
-use crate::rehearsal::scalar::{server_error, ScalarError};
+use crate::guard::scalar::{server_error, ScalarError};
 use crate::store::Backend;
 use sqlx::{Connection, MySqlConnection};
 

@@ -9,6 +9,7 @@
 //! peak (0 s after it). `drained_at_s` is `null` when no sample after the peak came back down
 //! before the watch stopped (the run settled).
 
+use crate::metric::WatchFigure;
 use serde::{Deserialize, Serialize};
 
 /// A watched gauge's figures.
@@ -50,7 +51,37 @@ pub enum DrainTime {
     Unknown,
 }
 
+/// What a gauge says of one of its figures held to a limit (the gate's reading of
+/// `watch.<name>.max` and `watch.<name>.drained_within_s`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reading {
+    /// The figure, measured.
+    Measured(f64),
+    /// Not drained when the watch stopped, this many seconds after its peak: already past the
+    /// limit.
+    NotDrainedPast(f64),
+    /// No figure to hold to the limit, and why (no sample; or not drained yet, but the watch
+    /// stopped before the limit ran out).
+    Unmeasured(String),
+}
+
 impl Gauge {
+    /// Its `figure`, held to a limit of `limit` (the figure's own unit).
+    pub fn reading(&self, figure: WatchFigure, limit: f64) -> Reading {
+        match (figure, self.peak, self.drain_time()) {
+            (_, None, _) | (_, _, DrainTime::Unknown) => Reading::Unmeasured(self.unmeasured()),
+            (WatchFigure::Max, Some(peak), _) => Reading::Measured(peak),
+            (WatchFigure::DrainedWithinS, _, DrainTime::After(s)) => Reading::Measured(s),
+            (WatchFigure::DrainedWithinS, _, DrainTime::NotBy(s)) if s > limit => {
+                Reading::NotDrainedPast(s)
+            }
+            (WatchFigure::DrainedWithinS, _, DrainTime::NotBy(s)) => Reading::Unmeasured(format!(
+                "it had not drained when the watch stopped (the run settled) {s:.1} s after \
+                     its peak, before the limit's {limit:.1} s ran out"
+            )),
+        }
+    }
+
     /// The figures of `series` (in time order) from `source`.
     pub fn from_series(
         source: String,

@@ -1,9 +1,10 @@
-//! Placeholders in request templates: the built-in `{item_id}`, `{user_id}`, ... and named
+//! Placeholders in request templates (the `[target]` mapping's requests, a `[watch]` gauge's
+//! URL): the built-in `{item_id}`, `{user_id}`, ... and named
 //! ones (a `--buyers-csv` column like `{email}`, a value a request extracts like `{token}`),
 //! found when the scenario is read and expanded in one pass when a request is built. Named
 //! ones are checked against the CSV's columns and the extracted names when the plan is built
-//! ([`super::Mapping::check_names`]). `{env:NAME}` is the environment variable `NAME`, read
-//! once when the plan is built ([`super::Mapping::env_values`]), so a scenario need carry no
+//! ([`crate::traffic::mapping::Mapping::check_names`]). `{env:NAME}` is the environment variable `NAME`, read
+//! once when the plan is built ([`crate::traffic::mapping::Mapping::env_values`]), so a scenario need carry no
 //! literal secret; its value is a secret (masked in every sample).
 //!
 //! Expansion never rescans what it inserted, so a user id that reads `{order_id}` stays those

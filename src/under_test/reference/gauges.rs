@@ -5,9 +5,9 @@
 //! [`Gauge`] figures as a `[watch]` gauge of a foreign shop, so both paths read alike; a
 //! `[watch]` gauge of the same name wins.
 
-use crate::metric::gauge::Gauge;
 use crate::metric::SeriesName;
 use crate::probe::Series;
+use crate::watch::Gauge;
 use std::collections::BTreeMap;
 
 /// The built-in gauges' names, and the series each sums.

@@ -2,12 +2,13 @@
 //! uses for its whole length (see [`Store::try_run_lock`]) and refuses to start while another
 //! run holds one.
 
-use super::{Cell, RunError};
+use crate::runner::Held;
+use crate::runner::{Cell, RunError};
 use crate::services::redact_url;
 use crate::store::{PoolSettings, Store};
 
 /// Holds each database's run lock (see [`Store::try_run_lock`]) until dropped.
-pub struct RunLock {
+struct RunLock {
     store: Store,
     conn: Option<sqlx::pool::PoolConnection<sqlx::Any>>,
 }
@@ -24,7 +25,7 @@ impl Drop for RunLock {
 }
 
 /// Locks every database the cells use; refuses to start if another run holds one.
-pub(crate) async fn lock_databases(cells: &[Cell]) -> anyhow::Result<Vec<RunLock>> {
+pub(super) async fn lock_databases(cells: &[Cell]) -> anyhow::Result<Vec<Held>> {
     let mut urls: Vec<&str> = cells.iter().map(|c| c.database_url.as_str()).collect();
     urls.sort_unstable();
     urls.dedup();
@@ -32,10 +33,10 @@ pub(crate) async fn lock_databases(cells: &[Cell]) -> anyhow::Result<Vec<RunLock
     for url in urls {
         let store = Store::connect(url, &PoolSettings::harness(1)).await?;
         match store.try_run_lock().await? {
-            Some(conn) => locks.push(RunLock {
+            Some(conn) => locks.push(Box::new(RunLock {
                 store,
                 conn: Some(conn),
-            }),
+            }) as Held),
             None => {
                 store.close().await;
                 return Err(RunError::DatabaseBusy {

@@ -3,9 +3,7 @@
 //! typed [`Source`] when the scenario is read ([`GaugeSpec::source`]). Every error names the
 //! field (`watch.<name>.<field>`) and what it may be.
 
-pub mod prometheus;
-pub mod redis_cmd;
-
+use super::{prometheus, redis_cmd};
 use crate::metric::watch::{is_gauge_name, GAUGE_NAME_RULE};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -315,11 +313,9 @@ fn url_of(name: &str, field: &str, url: &str, schemes: &[&str]) -> Result<(), Wa
         return Err(bad());
     }
     // `{env:NAME}` stands for text: check the URL's shape with a stand-in.
-    let shape = crate::traffic::mapping::template::expand(
-        url,
-        crate::traffic::mapping::template::Encoding::Path,
-        |_| Some(std::borrow::Cow::Borrowed("x")),
-    );
+    let shape = crate::template::expand(url, crate::template::Encoding::Path, |_| {
+        Some(std::borrow::Cow::Borrowed("x"))
+    });
     match reqwest::Url::parse(&shape) {
         Ok(u) if u.host_str().is_some_and(|h| !h.is_empty()) => Ok(()),
         _ => Err(bad()),
