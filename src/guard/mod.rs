@@ -2,6 +2,8 @@
 //! loopback guard, and every statement of the user's runs read-only, as a role that can only
 //! read, one number at a time.
 //!
+//! - [`http`]: the harness's own client, which follows no redirect; [`body`]: an answer read
+//!   with a cap on what is kept, and a source's refused past its cap.
 //! - `loopback`: the loopback guard, checked when the command line is read and again right
 //!   before the first request or connection.
 //! - `reader`: who the user's SQL runs as ([`Reader`]: a role that can only read, created for
@@ -13,6 +15,8 @@
 //!
 //! The rehearsal's oracle, the order rows and `[watch]` call in; nothing here knows who asks.
 
+pub mod body;
+pub mod http;
 mod loopback;
 pub mod read_only;
 mod reader;

@@ -191,7 +191,7 @@ pub async fn start(config: ProbeConfig) -> Probes {
             Some(stock) => RedisProbe::connect(stock).await,
             None => None,
         };
-        let http = crate::traffic::target::client(Duration::from_millis(800)).ok();
+        let http = crate::guard::http::client(Duration::from_millis(800)).ok();
         let mut series: BTreeMap<&'static str, Series> = BTreeMap::new();
         let mut last_metrics: Option<BTreeMap<String, f64>> = None;
         let mut tick = tokio::time::interval(Duration::from_secs(1));

@@ -7,7 +7,7 @@
 
 use super::Oracle;
 use crate::traffic::mapping::Backlog;
-use crate::traffic::target::{self, Prepared, Target};
+use crate::traffic::target::{Prepared, Target};
 use std::time::Duration;
 
 /// Where the backlog is read.
@@ -52,7 +52,7 @@ impl BacklogSource {
                     target: Box::new(target.clone()),
                     request,
                     field: e.field.clone(),
-                    client: target::client(Duration::from_secs(10))?,
+                    client: crate::guard::http::client(Duration::from_secs(10))?,
                 }),
                 None => None,
             },
@@ -102,8 +102,8 @@ impl BacklogSource {
                     .send()
                     .await
                     .ok()?;
-                let limit = target::body::MAX_SOURCE_BYTES;
-                let body = target::body::read_limited(resp, limit).await.ok()?;
+                let limit = crate::guard::body::MAX_SOURCE_BYTES;
+                let body = crate::guard::body::read_limited(resp, limit).await.ok()?;
                 let json: serde_json::Value = serde_json::from_str(&body).ok()?;
                 super::oracle::number_at(&json, field)
             }

@@ -13,7 +13,7 @@ use crate::traffic::login;
 use crate::traffic::recorder::{Answer, Kind};
 use crate::traffic::schedule::BuyerPlan;
 use crate::traffic::session::Session;
-use crate::traffic::target::{self, Action, Prepared, Read, Sale, Target, Why};
+use crate::traffic::target::{Action, Prepared, Read, Sale, Target, Why};
 use std::fmt::Write;
 use std::time::Duration;
 
@@ -39,7 +39,7 @@ pub async fn run(
     let oracle = preflight(f).await?;
     let mut p = Probe {
         t: Target::new(&f.base_url, f.mapping.clone(), sale),
-        client: target::client(timeout)?,
+        client: crate::guard::http::client(timeout)?,
         out: String::new(),
         buyer,
         session,

@@ -17,7 +17,6 @@ use crate::oracle::OracleView;
 use crate::services::{redact_url, Service};
 use crate::store::Backend;
 use crate::traffic::mapping::OracleFields;
-use crate::traffic::target;
 use std::fmt::Write;
 use std::time::Duration;
 
@@ -240,7 +239,7 @@ impl OracleSource {
                 fields,
                 secret_fields,
             } => Oracle::Http {
-                client: target::client(Duration::from_secs(10))?,
+                client: crate::guard::http::client(Duration::from_secs(10))?,
                 url: url.clone(),
                 fields: fields.clone(),
                 secret_fields: secret_fields.clone(),
@@ -352,7 +351,7 @@ impl Oracle {
 }
 
 /// One reading of an oracle endpoint. Its answer is read up to
-/// [`target::body::MAX_SOURCE_BYTES`] (a larger one is an error naming the endpoint); an error
+/// [`crate::guard::body::MAX_SOURCE_BYTES`] (a larger one is an error naming the endpoint); an error
 /// quotes 200 bytes of it, secret fields masked, and shows the URL masked.
 async fn read_http(
     client: &reqwest::Client,
@@ -367,7 +366,7 @@ async fn read_http(
         .await
         .map_err(|e| Service::Oracle.unreachable_error(&shown_url, &e.without_url()))?;
     let status = resp.status();
-    let body = target::body::read_limited(resp, target::body::MAX_SOURCE_BYTES)
+    let body = crate::guard::body::read_limited(resp, crate::guard::body::MAX_SOURCE_BYTES)
         .await
         .map_err(|e| anyhow::anyhow!("the oracle endpoint {shown_url}: {e}"))?;
     let shown = crate::secret::sample(&body, &Default::default(), secret_fields, 200);

@@ -355,7 +355,7 @@ pub(crate) fn reading_of(mapping: &Mapping) -> Reading {
 
 /// A client for set-up and drain requests (not the load itself); it follows no redirect.
 pub(crate) fn control_client() -> anyhow::Result<reqwest::Client> {
-    Ok(crate::traffic::target::client(Duration::from_secs(30))?)
+    Ok(crate::guard::http::client(Duration::from_secs(30))?)
 }
 
 /// What the traffic phase produced; the probes and the watch are still sampling.
@@ -471,7 +471,7 @@ pub(crate) async fn send_setup(
                 crate::secret::url(&String::from_utf8_lossy(l.as_bytes()))
             )
         });
-        let body = crate::traffic::target::body::read_capped(resp)
+        let body = crate::guard::body::read_capped(resp)
             .await
             .unwrap_or_default();
         let body = target.sample(&body, req, &Default::default());

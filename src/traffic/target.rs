@@ -498,7 +498,7 @@ impl Target {
     }
 
     /// Reads a full response to `p` (the body too: latency is full response time; kept up to
-    /// [`body::MAX_BODY_BYTES`]) and classifies it; a login's answer keeps a sample, its
+    /// [`crate::guard::body::MAX_BODY_BYTES`]) and classifies it; a login's answer keeps a sample, its
     /// secrets masked.
     pub async fn read(&self, kind: Kind, p: &Prepared, resp: reqwest::Response) -> Read {
         let status = resp.status().as_u16();
@@ -526,7 +526,7 @@ impl Target {
                 })
                 .collect(),
         };
-        match body::read_capped(resp).await {
+        match crate::guard::body::read_capped(resp).await {
             Ok(body) => {
                 let mut classified = self.classify_with(kind, status, &body, Some(answered));
                 if kind == Kind::Login {
@@ -577,11 +577,10 @@ pub fn transport_answer(e: &reqwest::Error) -> Answer {
     }
 }
 
-pub mod body;
 mod connects;
 mod prepared;
 mod secrets;
-pub use prepared::{client, senders_client, Prepared};
+pub use prepared::{senders_client, Prepared};
 use prepared::{FORM, JSON};
 #[cfg(test)]
 mod tests;

@@ -115,7 +115,7 @@ fn ready(name: &str, field: &str, url: &str, ctx: &Context) -> Result<String, Wa
 
 /// The HTTP client a Prometheus or HTTP gauge reads with; an error names gauge `name`.
 fn http_client(name: &str) -> Result<reqwest::Client, WatchError> {
-    crate::traffic::target::client(READ_TIMEOUT)
+    crate::guard::http::client(READ_TIMEOUT)
         .map_err(|e| WatchError::new(format!("watch.{name}"), "an HTTP client", e.to_string()))
 }
 
@@ -325,7 +325,7 @@ impl Reader {
 }
 
 /// A GET's body, when it answered 2xx and is at most
-/// [`crate::traffic::target::body::MAX_SOURCE_BYTES`]; `Err` names the status or the failure
+/// [`crate::guard::body::MAX_SOURCE_BYTES`]; `Err` names the status or the failure
 /// (no URL: the caller's description has it, masked).
 async fn get_text(client: &reqwest::Client, url: &str) -> Result<String, String> {
     let resp = client
@@ -337,8 +337,8 @@ async fn get_text(client: &reqwest::Client, url: &str) -> Result<String, String>
     if !status.is_success() {
         return Err(format!("it answered {status}"));
     }
-    let limit = crate::traffic::target::body::MAX_SOURCE_BYTES;
-    crate::traffic::target::body::read_limited(resp, limit)
+    let limit = crate::guard::body::MAX_SOURCE_BYTES;
+    crate::guard::body::read_limited(resp, limit)
         .await
         .map_err(|e| e.to_string())
 }

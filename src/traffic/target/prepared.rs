@@ -65,16 +65,10 @@ impl Prepared {
     }
 }
 
-/// A client for the harness's own requests: it follows no redirect (a 3xx is an answer, so
-/// a redirect can never take a request to a host the loopback guard did not approve).
-pub fn client(timeout: Duration) -> reqwest::Result<reqwest::Client> {
-    builder(timeout).build()
-}
-
 /// New connections the senders open at once, at most ([`senders_client`]).
 pub const CONNECTS_AT_ONCE: usize = 16;
 
-/// The senders' client: [`client`]'s, opening at most [`CONNECTS_AT_ONCE`] connections at a
+/// The senders' client: [`crate::guard::http::client`]'s, opening at most [`CONNECTS_AT_ONCE`] connections at a
 /// time. The senders meet the sale's opening with an empty pool, and every request that finds
 /// no idle connection opens one: unlimited, a few late requests can tip the opening into a
 /// storm (held senders opening connections to a shop busy accepting them, whose slower answers
@@ -84,18 +78,11 @@ pub const CONNECTS_AT_ONCE: usize = 16;
 /// kept (as many as can be busy at once: a connection the senders had to open is not closed
 /// again for want of room).
 pub fn senders_client(timeout: Duration, senders: usize) -> reqwest::Result<reqwest::Client> {
-    builder(timeout)
+    crate::guard::http::builder(timeout)
         .connector_layer(super::connects::ConnectLimitLayer::new(
             CONNECTS_AT_ONCE,
             senders,
         ))
         .pool_max_idle_per_host(senders.max(1))
         .build()
-}
-
-fn builder(timeout: Duration) -> reqwest::ClientBuilder {
-    reqwest::Client::builder()
-        .timeout(timeout)
-        .redirect(reqwest::redirect::Policy::none())
-        .pool_max_idle_per_host(256)
 }

@@ -10,7 +10,7 @@ use crate::traffic::login::{self, LoginReport, LoginTally};
 use crate::traffic::mapping::LoginWhen;
 use crate::traffic::recorder::{Kind, Recorder};
 use crate::traffic::session::{Buyers, Columns, Session};
-use crate::traffic::target::{self, Action, Target};
+use crate::traffic::target::{Action, Target};
 use futures_util::StreamExt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -36,7 +36,7 @@ pub(super) async fn before_sale(
         return Ok((Arc::new(target.with_buyers(Arc::new(buyers))), None));
     };
     let timeout = Duration::from_millis(plan.scenario.client.timeout_ms);
-    let client = target::client(timeout)?;
+    let client = crate::guard::http::client(timeout)?;
     plan.say(&format!(
         "   logging {} buyers in before the sale, {} at a time",
         plan.buyers.len(),
