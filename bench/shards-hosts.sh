@@ -4,22 +4,35 @@
 # (its own address, its own folder), the reference shop on the bridge's address in the
 # machine's namespace, the shard folders copied to one results folder, then one `merge`.
 # Prints each shard's peak memory (VmHWM, sampled from /proc every 0.2 s, and /usr/bin/time's
-# maximum resident set), the merge's wall time and peak, and the merged report's figures.
+# maximum resident set), the merge's wall time and peak, the merged report's figures, and the
+# check that the merged counts and order latency match what the shards recorded
+# (bench/shards-check.py: buyers, order attempts, acknowledged, the order latency histograms
+# added bucket by bucket, its percentiles). Exit 1 when that check fails.
 # Root only (it makes namespaces); no packet leaves the machine.
 #
 #   cargo build --release && sudo bench/shards-hosts.sh [scenario] [N]
 #     (default: bench/gen1m.toml, 4 shards)
 #
 # Env: PG (server URL without a database, default postgres://postgres:postgres@127.0.0.1:5432),
-# STRATEGY (redis-lua), BIN (target/release/oversell), LEAD (seconds to the opening, 20).
+# STRATEGY (redis-lua), BIN (target/release/oversell), LEAD (seconds to the opening, 20),
+# DRAIN (merge's --drain-timeout, 60s), SENDERS (each shard's [client] senders, 4096/N),
+# KEEP=1 (leave the shop, its bridge, database and Redis keys up after the merge, to merge
+# the results folder again; the script prints how, and how to clean up).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SCENARIO=${1:-bench/gen1m.toml}
 N=${2:-4}
 PG=${PG:-postgres://postgres:postgres@127.0.0.1:5432}
 STRATEGY=${STRATEGY:-redis-lua}
+KEEP=${KEEP:-0}
 BIN=$(realpath "${BIN:-target/release/oversell}")
 LEAD=${LEAD:-20}
+DRAIN=${DRAIN:-60s}
+# Every shard's senders together within the shop's --max-connections (4,096 by default): with
+# 2,048 each (the default), shards past the second of four waited in the kernel's backlog and
+# sent connect errors; with the shop's limit raised to fit them all, its Redis calls timed out
+# (8,192 requests in flight) and it answered 500 to nearly every order.
+SENDERS=${SENDERS:-$((4096 / N))}
 ID=$(printf '%04x%03x' $$ $((RANDOM % 4096)))
 NET=10.$((100 + RANDOM % 150)).$((RANDOM % 256))
 BRIDGE=ovsb$ID
@@ -30,8 +43,14 @@ RESULTS=$WORK/results
 mkdir -p "$RESULTS"
 
 cleanup() {
-  [ -n "${shop:-}" ] && kill "$shop" 2>/dev/null && wait "$shop" 2>/dev/null
   for i in $(seq 0 $((N - 1))); do ip netns del "oversell-bench-$ID-$i" 2>/dev/null || true; done
+  if [ "$KEEP" = 1 ] && [ -n "${shop:-}" ]; then
+    echo "kept: shop pid $shop on $NET.1:18181, bridge $BRIDGE, database $DB, Redis prefix $PREFIX"
+    echo "merge again: $BIN merge ${dirs[*]:-$RESULTS/shard-*} --database-url $DB --redis-prefix $PREFIX --out $RESULTS/report"
+    echo "clean up: kill $shop; ip link del $BRIDGE; psql $PG/postgres -c 'DROP DATABASE oversell_bench_hosts_$$ WITH (FORCE)'; redis-cli --scan --pattern '*$PREFIX*' | xargs -r redis-cli del"
+    return
+  fi
+  [ -n "${shop:-}" ] && kill "$shop" 2>/dev/null && wait "$shop" 2>/dev/null
   ip link del "$BRIDGE" 2>/dev/null || true
   psql "$PG/postgres" -qc "DROP DATABASE IF EXISTS oversell_bench_hosts_$$ WITH (FORCE)" \
     >/dev/null 2>&1 || true
@@ -39,6 +58,9 @@ cleanup() {
 }
 trap cleanup EXIT
 
+if grep -q '^\[client\]' "$SCENARIO"; then
+  echo "$SCENARIO has a [client] table: the script sets [client] senders itself" >&2; exit 2
+fi
 if ip -4 route | grep -q "^$NET\."; then echo "$NET.0/24 is in use; run again" >&2; exit 2; fi
 ip link add name "$BRIDGE" type bridge
 ip addr add "$NET.1/24" dev "$BRIDGE"
@@ -55,6 +77,7 @@ for i in $(seq 0 $((N - 1))); do
   ip -n "$ns" link set lo up
   mkdir -p "$WORK/host-$i"
   cp "$SCENARIO" "$WORK/host-$i/scenario.toml"
+  printf '\n[client]\nsenders = %d\n' "$SENDERS" >>"$WORK/host-$i/scenario.toml"
 done
 
 "$BIN" serve --strategy "$STRATEGY" --database-url "$DB" --redis-prefix "$PREFIX" \
@@ -113,7 +136,8 @@ done
 dirs=()
 for i in $(seq 0 $((N - 1))); do dirs+=("$RESULTS/shard-$i"); done
 /usr/bin/time -v -o "$WORK/merge-time.txt" "$BIN" merge "${dirs[@]}" --database-url "$DB" \
-  --redis-prefix "$PREFIX" --out "$RESULTS/report" --quiet >"$WORK/merge.log" 2>&1 \
+  --redis-prefix "$PREFIX" --drain-timeout "$DRAIN" --out "$RESULTS/report" --quiet \
+  >"$WORK/merge.log" 2>&1 \
   || { cat "$WORK/merge.log"; exit 1; }
 printf 'merge: wall %s, max RSS %s kB\n' \
   "$(awk -F': ' '/Elapsed/ {print $2}' "$WORK/merge-time.txt")" \
@@ -122,6 +146,10 @@ report=$(ls -d "$RESULTS"/report/*/ | head -n 1)
 jq -c '.runs[0] | {buyers, order_attempts, acknowledged, sold, oversell, lost_acks,
   oracle_s, p99_ms: .requests.order.latency.p99_ms, send_lag_p99: .send_lag.p99_ms,
   generator_bound, drain_ms: .drain.waited_ms}' "$report/report.json"
+echo "merged vs shards (bench/shards-check.py):"
+checked=0
+python3 bench/shards-check.py "$report/report.json" "${dirs[@]}" || checked=1
 echo "results: $RESULTS"
 trap - EXIT
 cleanup
+exit $checked

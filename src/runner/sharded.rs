@@ -97,8 +97,8 @@ pub async fn fire_shard(run: &ShardRun) -> anyhow::Result<ShardFile> {
         .await
         .context("firing the traffic")?
     };
-    let m = recorder.finish();
-    let file = shard_file(run, &base_url, opening, (goose, generator), &m);
+    let mut m = recorder.finish();
+    let file = shard_file(run, &base_url, opening, (goose, generator), &mut m);
     file.write(&run.out, &m)?;
     run.say(&format!(
         "   shard {}: {} requests, raw results in {}",
@@ -151,13 +151,13 @@ async fn ready_for_opening(
 }
 
 /// The shard's raw results as `merge` reads them: the sale's facts, what the shard sent and
-/// what its clients were told.
+/// what its clients were told (their records moved out of `m` into the file).
 fn shard_file(
     run: &ShardRun,
     base_url: &str,
     opening: String,
     (goose, generator): (Vec<attack::GooseCrossCheck>, GeneratorStats),
-    m: &crate::traffic::recorder::Measurements,
+    m: &mut crate::traffic::recorder::Measurements,
 ) -> ShardFile {
     let s = &run.scenario;
     let mut file = ShardFile {
@@ -180,7 +180,7 @@ fn shard_file(
             .map(|k| (k, m.counts(k)))
             .filter(|(_, c)| !c.is_empty())
             .collect(),
-        clients: Clients::of(m),
+        clients: Clients::taken_from(m),
     };
     run.subject.record(base_url, &mut file);
     file

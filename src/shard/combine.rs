@@ -22,8 +22,8 @@ pub struct Combined {
     pub buyers: usize,
 }
 
-/// A shard folder read: its file, its records taken out of it into the recorder's compact form
-/// (the file's spelled-out copy dropped, so `merge` holds one shard's spelled records at a time).
+/// A shard folder read: its file, and its records taken out of it (compact as they were read:
+/// [`super::records`]).
 pub fn read_part(dir: &Path) -> anyhow::Result<(ShardFile, Measurements)> {
     let mut f = ShardFile::read(dir)?;
     // Buyers are kept by index, a byte each: an index past the schedule is a broken file.
@@ -35,9 +35,7 @@ pub fn read_part(dir: &Path) -> anyhow::Result<(ShardFile, Measurements)> {
             f.buyers_total
         );
     }
-    let part = f.clients.measurements(&dir.display().to_string())?;
-    f.clients.acks = Vec::new();
-    f.clients.attempts = Vec::new();
+    let part = f.clients.into_measurements(&dir.display().to_string())?;
     Ok((f, part))
 }
 
@@ -312,14 +310,14 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn merged_histograms_equal_one_recorder_that_saw_everything() {
-        let a = recorded(&[1, 5, 9]);
-        let b = recorded(&[2, 70]);
+        let mut a = recorded(&[1, 5, 9]);
+        let mut b = recorded(&[2, 70]);
         // Through the file form and back: nothing is lost.
-        let a2 = super::super::file::Clients::of(&a)
-            .measurements("a")
+        let a2 = super::super::file::Clients::taken_from(&mut a)
+            .into_measurements("a")
             .unwrap();
-        let b2 = super::super::file::Clients::of(&b)
-            .measurements("b")
+        let b2 = super::super::file::Clients::taken_from(&mut b)
+            .into_measurements("b")
             .unwrap();
         let m = merge_measurements(vec![a2, b2]).unwrap();
         let h = m.by_kind(Kind::Order);

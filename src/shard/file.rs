@@ -5,16 +5,17 @@
 //! Every histogram is in HdrHistogram's own V2 deflate encoding (base64), so `merge` adds
 //! them without loss; the clients' records (acknowledged orders, every order attempt's
 //! idempotency key and answer class, what clients were told about paid and cancelled orders)
-//! are kept whole.
+//! are kept whole, spelled out in the file and compact in memory ([`super::records`]).
 
+use super::records::{self, FileAcks, FileAttempts};
 use super::ShardSpec;
 use crate::inventory::Strategy;
 use crate::report::summary::{decode_histogram, encode_histogram};
 use crate::store::Backend;
 use crate::traffic::attack::{GeneratorStats, GooseCrossCheck};
 use crate::traffic::recorder::{
-    interval_histogram, Ack, Answer, Attempt, BuyerResult, FollowUp, Intervals, Kind, Measurements,
-    Told, UnclassifiedAnswer,
+    interval_histogram, Answer, BuyerResult, FollowUp, Intervals, Kind, Measurements, Told,
+    UnclassifiedAnswer,
 };
 use crate::traffic::Scenario;
 use anyhow::Context;
@@ -129,8 +130,8 @@ pub struct Clients {
     pub order_interval_s: u64,
     /// Answers per second after the opening.
     pub timeline: Vec<Vec<Count>>,
-    pub acks: Vec<Ack>,
-    pub attempts: Vec<Attempt>,
+    pub acks: FileAcks,
+    pub attempts: FileAttempts,
     pub told: BTreeMap<String, Told>,
     pub cancels_ok: u64,
     /// Retries by kind and answer (`[client] retry`, resends with the same key).
@@ -148,9 +149,11 @@ pub struct Clients {
 }
 
 impl Clients {
-    /// The file form of a recorder's content.
-    pub fn of(m: &Measurements) -> Clients {
-        let (attempts, acks) = m.spelled();
+    /// The file form of a recorder's content, its clients' records moved into it (compact:
+    /// they are spelled out one at a time as the file is written).
+    pub fn taken_from(m: &mut Measurements) -> Clients {
+        let first_order_answer_ms = m.attempts().map(|a| a.at_ms).min();
+        let (attempts, acks) = records::split(std::mem::take(&mut m.records));
         let by_kind = |hs: &BTreeMap<Kind, Histogram<u64>>| -> Vec<Encoded> {
             hs.iter()
                 .map(|(kind, h)| Encoded {
@@ -200,7 +203,7 @@ impl Clients {
                         .collect()
                 })
                 .collect(),
-            first_order_answer_ms: attempts.iter().map(|a| a.at_ms).min(),
+            first_order_answer_ms,
             acks,
             attempts,
             told: m.told.iter().map(|(k, v)| (k.clone(), *v)).collect(),
@@ -226,8 +229,9 @@ impl Clients {
         }
     }
 
-    /// Back to the recorder's form (`what` names the file in errors).
-    pub fn measurements(&self, what: &str) -> anyhow::Result<Measurements> {
+    /// Back to the recorder's form (`what` names the file in errors), the clients' records
+    /// moved out of the file's form.
+    pub fn into_measurements(&mut self, what: &str) -> anyhow::Result<Measurements> {
         let decode = |h: &str, field: &str| {
             decode_histogram(h).with_context(|| format!("{what}: clients.{field}"))
         };
@@ -275,12 +279,18 @@ impl Clients {
             .iter()
             .map(|sec| sec.iter().map(|c| ((c.kind, c.answer), c.n)).collect())
             .collect();
-        m.set_records(&self.attempts, &self.acks);
+        m.records = records::join(
+            std::mem::take(&mut self.attempts),
+            std::mem::take(&mut self.acks),
+        );
         m.told = self.told.iter().map(|(k, v)| (k.clone(), *v)).collect();
         m.cancels_ok = self.cancels_ok;
         m.unclassified = self.unclassified.clone();
         m.first_sold_out_ms = self.first_sold_out_ms;
-        m.buyers = self.buyers.iter().map(|b| (b.buyer, b.result)).collect();
+        m.buyers = std::mem::take(&mut self.buyers)
+            .into_iter()
+            .map(|b| (b.buyer, b.result))
+            .collect();
         m.order_answer_span = self.order_answer_span_us.map(Duration::from_micros);
         Ok(m)
     }

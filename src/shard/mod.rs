@@ -8,9 +8,11 @@
 //! - `file`: the shard file (histograms in HdrHistogram's V2 deflate encoding, base64; the
 //!   clients' records) and its interval log.
 //! - `combine`: the checks that N shard files are one sale, and the lossless merge.
+//! - `records`: the file's clients' records, spelled out in it, compact in memory.
 
 pub mod combine;
 pub mod file;
+pub mod records;
 
 use crate::traffic::schedule::Schedule;
 use chrono::{DateTime, Utc};

@@ -250,15 +250,7 @@ impl ClientRecords {
     pub fn from_spelled(attempts: &[Attempt], acks: &[Ack]) -> Self {
         let mut r = ClientRecords::default();
         for a in attempts {
-            r.push_attempt(AttemptView {
-                key: KeyRef::Text(&a.key),
-                buyer: a.buyer,
-                answer: a.answer,
-                class: a.class,
-                order_id: a.order_id.as_deref(),
-                at_ms: a.at_ms,
-                retry: a.retry,
-            });
+            r.push_spelled_attempt(a);
         }
         for a in acks {
             r.push_ack(a.view());
@@ -266,37 +258,77 @@ impl ClientRecords {
         r
     }
 
+    /// Appends a spelled-out attempt (a shard file's, read one at a time), kept compact.
+    pub fn push_spelled_attempt(&mut self, a: &Attempt) {
+        self.push_attempt(AttemptView {
+            key: KeyRef::Text(&a.key),
+            buyer: a.buyer,
+            answer: a.answer,
+            class: a.class,
+            order_id: a.order_id.as_deref(),
+            at_ms: a.at_ms,
+            retry: a.retry,
+        });
+    }
+
+    /// Appends a spelled-out acknowledgement (a shard file's, read one at a time), kept
+    /// compact with what it names of its own.
+    pub fn push_spelled_ack(&mut self, a: &Ack) {
+        self.push_ack(a.view());
+    }
+
+    /// These records' attempts with `other`'s acknowledgements (a shard file's two lists, each
+    /// read into records of its own), the acknowledgements' texts copied into these records.
+    pub fn with_acks_of(mut self, other: &ClientRecords) -> Self {
+        self.own.reserve_exact(other.acks.len());
+        self.acks.reserve_exact(other.acks.len());
+        for i in 0..other.acks.len() {
+            self.push_ack(other.ack(i));
+        }
+        self
+    }
+
     /// The shards' records as one, without spelling them out: the attempts in the order of
     /// their instant, buyer and key, the acknowledgements of their instant and buyer (ties in
     /// the shards' order), as a one-process run records them.
     pub fn merge(parts: &[ClientRecords]) -> Self {
-        // By position (16 bytes an attempt), not by view: ten million views are ~1 GB.
-        let mut attempts: Vec<(u32, u32, u32, u32)> = Vec::new();
+        // The attempts by their position among all the parts' (4 bytes an attempt; its
+        // instant, buyer and key read from its part), not by copies of what they are sorted
+        // on (16 bytes) or of their views (~96): ten million attempts are sorted in 40 MB.
+        let starts: Vec<usize> = std::iter::once(0)
+            .chain(parts.iter().scan(0, |n, p| {
+                *n += p.attempts.len();
+                Some(*n)
+            }))
+            .collect();
+        let locate = |g: u32| {
+            let p = starts.partition_point(|&s| s <= g as usize) - 1;
+            (p, g as usize - starts[p])
+        };
+        let mut attempts: Vec<u32> = (0..starts[parts.len()]).map(index32).collect();
+        attempts.sort_by(|&x, &y| {
+            let ((p, i), (q, j)) = (locate(x), locate(y));
+            let (a, b) = (&parts[p].attempts[i], &parts[q].attempts[j]);
+            (a.at_ms, a.buyer)
+                .cmp(&(b.at_ms, b.buyer))
+                .then_with(|| parts[p].attempt_key(i).cmp(&parts[q].attempt_key(j)))
+        });
         let mut acks: Vec<(u32, u32, u32, u32)> = Vec::new();
         for (p, part) in parts.iter().enumerate() {
             let p = index32(p);
-            let at = |a: &AttemptRec, i: usize| (a.at_ms, a.buyer, p, index32(i));
-            attempts.extend(part.attempts.iter().enumerate().map(|(i, a)| at(a, i)));
-            acks.extend(
-                part.acks
-                    .iter()
-                    .enumerate()
-                    .map(|(i, a)| at(part.made_by(a), i)),
-            );
+            acks.extend(part.acks.iter().enumerate().map(|(i, a)| {
+                let t = part.made_by(a);
+                (t.at_ms, t.buyer, p, index32(i))
+            }));
         }
-        let key = |p: u32, i: u32| parts[p as usize].attempt_key(i as usize);
-        attempts.sort_by(|&(at, b, p, i), &(at2, b2, p2, i2)| {
-            (at, b)
-                .cmp(&(at2, b2))
-                .then_with(|| key(p, i).cmp(&key(p2, i2)))
-        });
         acks.sort_by_key(|&(at, buyer, ..)| (at, buyer));
         let mut r = ClientRecords::default();
         r.attempts.reserve_exact(attempts.len());
         r.acks.reserve_exact(acks.len());
         r.own.reserve_exact(acks.len());
-        for (_, _, p, i) in attempts {
-            r.push_attempt(parts[p as usize].attempt(i as usize));
+        for g in attempts {
+            let (p, i) = locate(g);
+            r.push_attempt(parts[p].attempt(i));
         }
         for (_, _, p, i) in acks {
             r.push_ack(parts[p as usize].ack(i as usize));
@@ -306,34 +338,43 @@ impl ClientRecords {
 
     /// Every attempt and acknowledgement spelled out, each in the order recorded.
     pub fn to_spelled(&self) -> (Vec<Attempt>, Vec<Ack>) {
-        let attempts = self
-            .attempts()
-            .map(|a| Attempt {
-                key: a.key.to_string().into(),
-                buyer: a.buyer,
-                answer: a.answer,
-                class: a.class,
-                order_id: a.order_id.map(Into::into),
-                at_ms: a.at_ms,
-                retry: a.retry,
-            })
-            .collect();
-        let acks = self
-            .acks()
-            .map(|a| Ack {
-                key: a.key.map(|k| k.to_string().into()),
-                order_id: a.order_id.map(Into::into),
-                buyer: a.buyer,
-                user_id: a.user_id.to_string(),
-                device_id: a.device_id.to_string(),
-                bot: a.bot,
-                at_ms: a.at_ms,
-                sent_ms: a.sent_ms,
-                cancel_sent_ms: a.cancel_sent_ms,
-                paid_ms: a.paid_ms,
-            })
-            .collect();
-        (attempts, acks)
+        (
+            self.attempts().map(|a| a.spelled()).collect(),
+            self.acks().map(|a| a.spelled()).collect(),
+        )
+    }
+}
+
+impl AttemptView<'_> {
+    /// This attempt spelled out.
+    pub fn spelled(&self) -> Attempt {
+        Attempt {
+            key: self.key.to_string().into(),
+            buyer: self.buyer,
+            answer: self.answer,
+            class: self.class,
+            order_id: self.order_id.map(Into::into),
+            at_ms: self.at_ms,
+            retry: self.retry,
+        }
+    }
+}
+
+impl AckView<'_> {
+    /// This acknowledgement spelled out.
+    pub fn spelled(&self) -> Ack {
+        Ack {
+            key: self.key.map(|k| k.to_string().into()),
+            order_id: self.order_id.map(Into::into),
+            buyer: self.buyer,
+            user_id: self.user_id.to_string(),
+            device_id: self.device_id.to_string(),
+            bot: self.bot,
+            at_ms: self.at_ms,
+            sent_ms: self.sent_ms,
+            cancel_sent_ms: self.cancel_sent_ms,
+            paid_ms: self.paid_ms,
+        }
     }
 }
 
