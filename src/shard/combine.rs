@@ -35,7 +35,7 @@ pub fn read_part(dir: &Path) -> anyhow::Result<(ShardFile, Measurements)> {
             f.buyers_total
         );
     }
-    let part = f.clients.into_measurements(&dir.display().to_string())?;
+    let part = f.clients.take_measurements(&dir.display().to_string())?;
     Ok((f, part))
 }
 
@@ -314,10 +314,10 @@ mod tests {
         let mut b = recorded(&[2, 70]);
         // Through the file form and back: nothing is lost.
         let a2 = super::super::file::Clients::taken_from(&mut a)
-            .into_measurements("a")
+            .take_measurements("a")
             .unwrap();
         let b2 = super::super::file::Clients::taken_from(&mut b)
-            .into_measurements("b")
+            .take_measurements("b")
             .unwrap();
         let m = merge_measurements(vec![a2, b2]).unwrap();
         let h = m.by_kind(Kind::Order);

@@ -231,7 +231,7 @@ impl Clients {
 
     /// Back to the recorder's form (`what` names the file in errors), the clients' records
     /// moved out of the file's form.
-    pub fn into_measurements(&mut self, what: &str) -> anyhow::Result<Measurements> {
+    pub fn take_measurements(&mut self, what: &str) -> anyhow::Result<Measurements> {
         let decode = |h: &str, field: &str| {
             decode_histogram(h).with_context(|| format!("{what}: clients.{field}"))
         };
