@@ -44,9 +44,30 @@ fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
+/// What says which kind of shop is under test (issue #61): outside the kinds' own houses
+/// (`src/under_test/`), the harness asks the shop what it needs (a method, a capability, a
+/// description), never which kind it is.
+const KIND_FLAGS: [&str; 8] = [
+    "foreign: bool",
+    "reference: bool",
+    "Rows::Foreign",
+    "Rows::Reference",
+    "Shop::Reference",
+    "Shop::Foreign",
+    "ShardShopKind",
+    "FOREIGN_COLOUR",
+];
+
 /// `file:line: text` of every code line outside the shop and the reference implementation
 /// that names one of its insides (comments and `testing`'s re-exports left out).
 fn reaches(root: &Path) -> Vec<String> {
+    let allowed: Vec<&str> = SHOP.iter().chain(REFERENCE.iter()).copied().collect();
+    named(root, &allowed, &INSIDES)
+}
+
+/// `file:line: text` of every code line of `src/` outside the `allowed` paths that names one
+/// of `needles` (comments and `testing`'s re-exports left out).
+fn named(root: &Path, allowed: &[&str], needles: &[&str]) -> Vec<String> {
     let mut files = Vec::new();
     sources(&root.join("src"), &mut files);
     let mut found = Vec::new();
@@ -56,11 +77,7 @@ fn reaches(root: &Path) -> Vec<String> {
             .unwrap()
             .to_string_lossy()
             .replace('\\', "/");
-        if SHOP
-            .iter()
-            .chain(REFERENCE.iter())
-            .any(|p| rel.starts_with(p))
-        {
+        if allowed.iter().any(|p| rel.starts_with(p)) {
             continue;
         }
         let text = std::fs::read_to_string(&file).unwrap();
@@ -69,7 +86,7 @@ fn reaches(root: &Path) -> Vec<String> {
             if code.starts_with("//") || code.starts_with("pub use crate::") {
                 continue;
             }
-            if INSIDES.iter().any(|i| code.contains(i)) {
+            if needles.iter().any(|i| code.contains(i)) {
                 found.push(format!("{rel}:{}: {}", n + 1, code));
             }
         }
@@ -108,4 +125,39 @@ fn the_check_finds_a_reach_when_there_is_one() {
     let found = reaches(dir.path());
     assert_eq!(found.len(), 1, "{found:?}");
     assert!(found[0].starts_with("src/probe/mod.rs:2:"), "{found:?}");
+}
+
+#[test]
+fn no_module_outside_the_shops_houses_asks_which_kind_it_is() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let found = named(root, &["src/under_test"], &KIND_FLAGS);
+    assert!(
+        found.is_empty(),
+        "outside src/under_test, these say which kind of shop is under test (ask the shop: a \
+         ShopUnderTest method, its Levers, its report::Shop):\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn the_kind_check_finds_a_flag_when_there_is_one() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("src/diagnose")).unwrap();
+    std::fs::create_dir_all(dir.path().join("src/under_test")).unwrap();
+    std::fs::write(
+        dir.path().join("src/diagnose/battery.rs"),
+        "// a reference: bool in a comment is fine\npub struct Shop { pub reference: bool }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("src/under_test/reference.rs"),
+        "let shop = Shop::Reference { strategy };\n",
+    )
+    .unwrap();
+    let found = named(dir.path(), &["src/under_test"], &KIND_FLAGS);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(
+        found[0].starts_with("src/diagnose/battery.rs:2:"),
+        "{found:?}"
+    );
 }
