@@ -421,6 +421,22 @@ async fn drive_reference(
     }
     // The clients' records, taken now: the rows are checked against them as they stream.
     let measurements = fired.traffic.recorder.finish();
+    let spread = if rest.is_empty() {
+        None
+    } else {
+        let redis = is_redis.then_some((redis_url, prefix, s.item.number()));
+        Some(shops::spread(&http, &all, &plan.buyers, redis).await)
+    };
+    // A shop with no queue keeps nothing the oracle must ask it for: it is stopped before the
+    // rows are read, so its expiry sweeper cannot release an order the audit saw holding
+    // (a one-second payment window ends within the read). The rows the report proves its
+    // findings on are then the rows the run leaves. A queue's shop answers "drained" to the
+    // settle, which reads between two identical Redis states instead.
+    if !is_redis {
+        for one in &all {
+            one.stop().await;
+        }
+    }
     let server = settle::reference(
         &http,
         base_url,
@@ -432,12 +448,6 @@ async fn drive_reference(
         crate::runner::ask(plan, &measurements, &fired.traffic.reading),
     )
     .await?;
-    let spread = if rest.is_empty() {
-        None
-    } else {
-        let redis = is_redis.then_some((redis_url, prefix, s.item.number()));
-        Some(shops::spread(&http, &all, &plan.buyers, redis).await)
-    };
     for other in &rest {
         other.stop().await;
     }
