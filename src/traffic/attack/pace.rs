@@ -1,52 +1,84 @@
-//! Waiting for a request's intended send, to tens of microseconds.
+//! Waiting for a request's intended send, to a fraction of a millisecond, on the runtime's own
+//! event loop.
 //!
 //! tokio's timer ticks once a millisecond and rounds every deadline up to the next tick, and
 //! its driver parks for whole milliseconds: a buyer woken by `sleep_until` goes out 0–2 ms
-//! late before anything else delays it, which was most of the generator's own send lag on a
-//! quiet machine. [`Pace::Precise`] sleeps on tokio's timer until [`COARSE`] before the
-//! deadline, then hands the last stretch to one pacer thread that waits on a condition
-//! variable with the deadline as its timeout (the kernel's timer slack, ~50 µs) and wakes the
-//! task. [`Pace::Timer`] is tokio's timer alone: what tests on a paused clock need (the pacer
-//! keeps real time).
+//! late before anything else delays it. [`Pace::Precise`] sleeps on tokio's timer until
+//! [`COARSE`] before the deadline, then waits on the attack's [`Pacer`]: one `timerfd` in the
+//! runtime's own reactor, armed for the earliest deadline waiting (plus [`GROUP`], so the
+//! buyers due within it go out on one wake-up). When it fires, the worker that was parked in
+//! `epoll_wait` wakes the pacer's task, which wakes every buyer whose deadline has come, on
+//! that same worker: no thread of its own, no wake from another thread. (The pacer it
+//! replaces was a thread of its own waking each buyer across threads: two thread wake-ups a
+//! request, which doubled the generator's CPU per request.) A buyer never goes out before its
+//! deadline. [`Pace::Timer`] is tokio's timer alone: what tests on a paused clock need (a
+//! timerfd keeps real time).
 
+use nix::sys::time::TimeSpec;
+use nix::sys::timerfd::{ClockId, Expiration, TimerFd, TimerFlags, TimerSetTimeFlags};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::future::Future;
-use std::sync::{Condvar, Mutex, OnceLock};
+use std::os::fd::{AsFd, AsRawFd, RawFd};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tokio::io::unix::AsyncFd;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-/// How far before a deadline tokio's timer hands over to the pacer thread: above its tick and
-/// park rounding.
+/// How far before a deadline tokio's timer hands over to the pacer: above its tick and park
+/// rounding.
 pub const COARSE: Duration = Duration::from_millis(3);
 
+/// How long after the earliest waiting deadline the pacer fires: every buyer due by then goes
+/// out on the same wake-up. The most a buyer waits past its deadline on the pacer's account
+/// (the kernel's timer slack, ~50 µs, comes on top).
+pub const GROUP: Duration = Duration::from_micros(200);
+
 /// How a journey waits for a request's intended send.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Clone)]
 pub enum Pace {
-    /// tokio's timer, then the pacer thread for the last [`COARSE`].
-    Precise,
+    /// tokio's timer, then the attack's pacer for the last [`COARSE`].
+    Precise(Pacer),
     /// tokio's timer alone (a paused clock in tests).
     Timer,
 }
 
 impl Pace {
-    /// [`Pace::Precise`], or [`Pace::Timer`] when `OVERSELL_PACE=timer` (to measure what the
-    /// pacer is worth: `docs/src/running/generator.md`).
+    /// [`Pace::Precise`] on a pacer started on the current runtime, or [`Pace::Timer`] when
+    /// `OVERSELL_PACE=timer` (to measure what the pacer is worth:
+    /// `docs/src/running/generator.md`) or, with a warning, when the OS gives no timerfd.
     pub fn from_env() -> Pace {
         match std::env::var("OVERSELL_PACE").as_deref() {
             Ok("timer") => Pace::Timer,
-            _ => Pace::Precise,
+            _ => Pace::start(),
         }
     }
 
-    /// Returns at `deadline` (at once if it has passed). Boxed: a journey holds one of these
-    /// at every wait, and its own future stays small (a buyer on its way is one small task).
-    pub fn until(self, deadline: Instant) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send>> {
-        Box::pin(async move {
-            if self == Pace::Timer {
-                return tokio::time::sleep_until(deadline).await;
+    /// [`Pace::Precise`] on a pacer started on the current runtime, or [`Pace::Timer`] (with
+    /// a warning) when the OS gives no timerfd.
+    pub fn start() -> Pace {
+        match Pacer::start() {
+            Ok(p) => Pace::Precise(p),
+            Err(e) => {
+                tracing::warn!(
+                    "no timerfd for the pacer ({e}): buyers are paced on tokio's timer, \
+                     0–2 ms late"
+                );
+                Pace::Timer
             }
+        }
+    }
+
+    /// Returns at `deadline` (at once if it has passed), never before it. Boxed: a journey
+    /// holds one of these at every wait, and its own future stays small (a buyer on its way is
+    /// one small task).
+    pub fn until(&self, deadline: Instant) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send>> {
+        let pacer = match self {
+            Pace::Timer => return Box::pin(tokio::time::sleep_until(deadline)),
+            Pace::Precise(p) => p.shared.clone(),
+        };
+        Box::pin(async move {
             if let Some(early) = deadline.checked_sub(COARSE) {
                 if early > Instant::now() {
                     tokio::time::sleep_until(early).await;
@@ -56,17 +88,62 @@ impl Pace {
                 return;
             }
             let (tx, rx) = oneshot::channel();
-            pacer().push(deadline.into_std(), tx);
-            // The pacer never drops a sender unsent: an error here cannot happen, and would
-            // only mean "now".
+            pacer.push(deadline, tx);
+            // The pacer's task sends before it drops a sender, and ends only with the attack:
+            // an error here means the attack is over, and "now" is as good as any.
             let _ = rx.await;
         })
     }
 }
 
-/// One waiting task: its deadline, the order it came in, and how to wake it.
+/// The attack's pacer: the heap of waiting buyers and the timerfd that wakes them, driven by
+/// one task on the attack's runtime (stopped when the last handle goes).
+#[derive(Clone)]
+pub struct Pacer {
+    shared: Arc<Shared>,
+    _task: Arc<Stop>,
+}
+
+/// Aborts the pacer's task when the last handle goes, and lets every buyer still waiting on it
+/// go (a wait that outlives its attack ends instead of hanging).
+struct Stop(tokio::task::AbortHandle, Arc<Shared>);
+
+impl Drop for Stop {
+    fn drop(&mut self) {
+        self.0.abort();
+        let mut q = self.1.queue.lock().unwrap_or_else(|e| e.into_inner());
+        q.closed = true;
+        q.heap.clear();
+    }
+}
+
+/// A timerfd as tokio's reactor takes it.
+struct Fd(TimerFd);
+
+impl AsRawFd for Fd {
+    fn as_raw_fd(&self) -> RawFd {
+        self.0.as_fd().as_raw_fd()
+    }
+}
+
+struct Shared {
+    queue: Mutex<Queue>,
+    timer: AsyncFd<Fd>,
+}
+
+#[derive(Default)]
+struct Queue {
+    heap: BinaryHeap<Reverse<Entry>>,
+    seq: u64,
+    /// When the timerfd fires next (`None`: disarmed).
+    armed: Option<Instant>,
+    /// The attack is over: nothing waits any more.
+    closed: bool,
+}
+
+/// One waiting buyer: its deadline, the order it came in, and how to wake it.
 struct Entry {
-    at: std::time::Instant,
+    at: Instant,
     seq: u64,
     wake: oneshot::Sender<()>,
 }
@@ -88,66 +165,98 @@ impl Ord for Entry {
     }
 }
 
-/// The waiting tasks, earliest first, and the thread that wakes them.
-struct Pacer {
-    queue: Mutex<(BinaryHeap<Reverse<Entry>>, u64)>,
-    changed: Condvar,
-}
-
-/// The process's one pacer, its thread started on first use.
-fn pacer() -> &'static Pacer {
-    static PACER: OnceLock<&'static Pacer> = OnceLock::new();
-    PACER.get_or_init(|| {
-        let p: &'static Pacer = Box::leak(Box::new(Pacer {
-            queue: Mutex::new((BinaryHeap::new(), 0)),
-            changed: Condvar::new(),
-        }));
-        std::thread::Builder::new()
-            .name("oversell-pacer".into())
-            .spawn(move || p.run())
-            .expect("the pacer thread starts");
-        p
-    })
-}
-
 impl Pacer {
-    fn push(&self, at: std::time::Instant, wake: oneshot::Sender<()>) {
+    /// A pacer whose task runs on the current runtime.
+    pub fn start() -> std::io::Result<Pacer> {
+        let fd = TimerFd::new(
+            ClockId::CLOCK_MONOTONIC,
+            TimerFlags::TFD_NONBLOCK | TimerFlags::TFD_CLOEXEC,
+        )?;
+        // SAFETY: `Fd` owns the timerfd (an `OwnedFd` inside nix's `TimerFd`), which stays
+        // open and the same descriptor until the `AsyncFd` drops it.
+        let timer = unsafe { AsyncFd::register_with_interest(Fd(fd), tokio::io::Interest::READABLE) }
+            .map_err(std::io::Error::from)?;
+        let shared = Arc::new(Shared {
+            queue: Mutex::default(),
+            timer,
+        });
+        let task = tokio::spawn(run(shared.clone())).abort_handle();
+        Ok(Pacer {
+            _task: Arc::new(Stop(task, shared.clone())),
+            shared,
+        })
+    }
+}
+
+impl Shared {
+    /// Queues a buyer due at `at`; the timer is brought forward when it is the earliest.
+    fn push(&self, at: Instant, wake: oneshot::Sender<()>) {
         let mut q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
-        q.1 += 1;
-        let seq = q.1;
-        let earliest = q.0.peek().is_none_or(|Reverse(e)| at < e.at);
-        q.0.push(Reverse(Entry { at, seq, wake }));
-        drop(q);
-        if earliest {
-            self.changed.notify_one();
+        if q.closed {
+            return;
+        }
+        q.seq += 1;
+        let seq = q.seq;
+        q.heap.push(Reverse(Entry { at, seq, wake }));
+        let fire = at + GROUP;
+        if q.armed.is_none_or(|armed| fire < armed) {
+            self.arm(&mut q, fire);
         }
     }
 
-    /// Wakes every task whose deadline has come, and sleeps until the next one.
-    fn run(&self) {
+    /// Sets the timerfd to fire at `at`.
+    fn arm(&self, q: &mut Queue, at: Instant) {
+        // A zero expiration would disarm it: at least a microsecond.
+        let after = at
+            .saturating_duration_since(Instant::now())
+            .max(Duration::from_micros(1));
+        let set = self.timer.get_ref().0.set(
+            Expiration::OneShot(TimeSpec::from_duration(after)),
+            TimerSetTimeFlags::empty(),
+        );
+        match set {
+            Ok(()) => q.armed = Some(at),
+            // Cannot happen on a valid timerfd; if it did, the buyers would wait for the next
+            // push or fire. Said once per failure.
+            Err(e) => tracing::warn!("the pacer could not set its timer: {e}"),
+        }
+    }
+
+    /// Wakes every buyer whose deadline has come, and arms the timer for the next one.
+    fn release(&self) {
+        let now = Instant::now();
         let mut q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
-        loop {
-            let next = q.0.peek().map(|Reverse(e)| e.at);
-            match next {
-                None => q = self.changed.wait(q).unwrap_or_else(|e| e.into_inner()),
-                Some(at) => {
-                    let now = std::time::Instant::now();
-                    if at <= now {
-                        while q.0.peek().is_some_and(|Reverse(e)| e.at <= now) {
-                            if let Some(Reverse(e)) = q.0.pop() {
-                                let _ = e.wake.send(());
-                            }
-                        }
-                    } else {
-                        q = self
-                            .changed
-                            .wait_timeout(q, at - now)
-                            .unwrap_or_else(|e| e.into_inner())
-                            .0;
-                    }
-                }
+        q.armed = None;
+        while q.heap.peek().is_some_and(|Reverse(e)| e.at <= now) {
+            if let Some(Reverse(e)) = q.heap.pop() {
+                let _ = e.wake.send(());
             }
         }
+        if let Some(next) = q.heap.peek().map(|Reverse(e)| e.at) {
+            self.arm(&mut q, next + GROUP);
+        }
+    }
+}
+
+/// The pacer's task: each time the timerfd fires, the buyers due go out.
+async fn run(shared: Arc<Shared>) {
+    loop {
+        match shared.timer.readable().await {
+            Ok(mut ready) => {
+                // Reads the expiry count (8 bytes) so the fd is quiet again; EAGAIN: a
+                // re-arm raced the read, and the release below sorts it out either way.
+                let _ = ready.try_io(|fd| {
+                    let mut buf = [0u8; 8];
+                    nix::unistd::read(&fd.get_ref().0, &mut buf)
+                        .map_err(std::io::Error::from)
+                });
+            }
+            Err(e) => {
+                tracing::warn!("the pacer's timer failed ({e}); falling back to 1 ms polls");
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        }
+        shared.release();
     }
 }
 
@@ -157,6 +266,8 @@ mod tests {
 
     #[tokio::test]
     async fn precise_waits_end_at_their_deadline_in_order_and_never_before() {
+        let pace = Pace::start();
+        assert!(matches!(pace, Pace::Precise(_)), "a timerfd on Linux");
         let start = Instant::now();
         let deadlines: Vec<Instant> = [7u64, 2, 5, 0, 11]
             .iter()
@@ -165,9 +276,9 @@ mod tests {
         let woke: Vec<_> = deadlines
             .iter()
             .map(|d| {
-                let d = *d;
+                let (d, pace) = (*d, pace.clone());
                 tokio::spawn(async move {
-                    Pace::Precise.until(d).await;
+                    pace.until(d).await;
                     Instant::now()
                 })
             })
@@ -175,6 +286,49 @@ mod tests {
         for (d, w) in deadlines.iter().zip(woke) {
             let at = w.await.unwrap();
             assert!(at >= *d, "woken {:?} early", *d - at);
+            // Late by the group, the kernel's slack and a test machine's scheduling; tokio's
+            // timer alone rounds up to the next whole millisecond, parks for whole ones.
+            assert!(at - *d < Duration::from_millis(50), "woken {:?} late", at - *d);
         }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_thousand_buyers_due_over_100_ms_each_go_out_at_or_after_their_deadline() {
+        let pace = Pace::start();
+        let start = Instant::now() + Duration::from_millis(5);
+        let woke: Vec<_> = (0..1000u64)
+            .map(|i| {
+                let d = start + Duration::from_micros(i * 100);
+                let pace = pace.clone();
+                tokio::spawn(async move {
+                    pace.until(d).await;
+                    (d, Instant::now())
+                })
+            })
+            .collect();
+        let mut late = Vec::new();
+        for w in woke {
+            let (d, at) = w.await.unwrap();
+            assert!(at >= d, "woken {:?} early", d - at);
+            late.push(at - d);
+        }
+        late.sort();
+        // The median buyer is within the group and the kernel's slack of its deadline on any
+        // machine that runs the tests; the bound here only catches a pacer that waits for
+        // tokio's millisecond ticks (a median of ~1 ms) or never fires.
+        assert!(late[500] < Duration::from_millis(5), "median {:?}", late[500]);
+    }
+
+    #[tokio::test]
+    async fn a_wait_outlives_no_pacer_the_attack_dropped() {
+        let pace = Pace::start();
+        let d = Instant::now() + Duration::from_millis(2);
+        let wait = pace.until(d);
+        drop(pace);
+        // The wait holds the queue, not the task: with the pacer gone its sender is dropped
+        // at once, and the wait ends instead of hanging.
+        tokio::time::timeout(Duration::from_secs(5), wait)
+            .await
+            .expect("ends");
     }
 }
