@@ -28,6 +28,7 @@ pub mod generator;
 pub mod http1;
 pub mod rate;
 pub mod redis;
+pub mod saturation;
 pub mod servers;
 pub mod shop;
 pub mod shop_plan;

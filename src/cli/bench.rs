@@ -67,6 +67,10 @@ pub struct BenchGeneratorArgs {
     #[arg(short, long, alias = "connections", default_value_t = 64,
           value_parser = super::values::whole::<usize>(1, 10_000))]
     pub concurrency: usize,
+    /// Skip the search for the highest rate the generator holds (2 s probes from --rate up,
+    /// doubling, then bisected: about 10 probes).
+    #[arg(long)]
+    pub no_saturation: bool,
     #[command(flatten)]
     pub json: super::JsonArgs,
 }
@@ -221,6 +225,7 @@ pub(super) async fn bench(what: BenchCommand) -> anyhow::Result<Exit> {
                 seconds,
                 rate: args.rate,
                 connections: args.concurrency,
+                saturation: !args.no_saturation,
             })
             .await?;
             emit(&args.json, &crate::bench::generator::render(&r), &r)?;

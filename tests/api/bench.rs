@@ -308,6 +308,33 @@ async fn bench_generator_compares_ours_goose_and_wrk_on_one_endpoint() {
             "{field}: {v}"
         );
     }
+    // The saturation search: from our rate up (doubling) or down (halving), then bisected;
+    // the highest rate that held is below the lowest that failed, every probe agrees with the
+    // bracket, and none held late.
+    let sat = &v["saturation"];
+    let probes = sat["probes"].as_array().expect("the probes");
+    assert_eq!(probes[0]["rate"], 200, "{sat}");
+    let (holds, fails) = (sat["holds"].as_u64(), sat["fails_at"].as_u64());
+    for p in probes {
+        let rate = p["rate"].as_u64().unwrap();
+        let lag = p["send_lag_p99_ms"].as_f64();
+        let held = p["held"].as_bool().unwrap();
+        assert!(p["requests_per_s"].as_f64().unwrap() > 0.0, "{p}");
+        assert!(!held || lag.is_some_and(|l| l <= 1.0), "{p}");
+        if held {
+            assert!(holds.is_some_and(|h| rate <= h), "{sat}");
+        } else {
+            assert!(fails.is_some_and(|f| rate >= f), "{sat}");
+        }
+    }
+    if let (Some(h), Some(f)) = (holds, fails) {
+        assert!(h < f, "{sat}");
+    }
+    assert!(
+        run.stdout.contains("generator saturation on this machine:"),
+        "{}",
+        run.stdout
+    );
 }
 
 #[tokio::test]
