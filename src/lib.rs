@@ -191,6 +191,7 @@ pub mod testing {
         pub mod redis_conn {
             pub use crate::store::redis_conn::RedisConn;
         }
+        pub use crate::store::autopipe::AutoPipe;
     }
     pub mod traffic {
         pub use crate::traffic::Scenario;

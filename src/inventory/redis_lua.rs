@@ -33,6 +33,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, RwLock};
 use std::time::Duration;
 
+use crate::store::autopipe::AutoPipe;
 pub use crate::store::redis_conn::RedisConn;
 use durability::Confirm;
 pub use durability::Durability;
@@ -85,6 +86,9 @@ struct Scripts {
 pub struct RedisLua {
     url: Arc<str>,
     conn: RedisConn,
+    /// The pre-deducts' queue in front of `conn`: the purchases in flight together go to Redis
+    /// in one write (`None` on a cluster, where a batch would span slots).
+    pipe: Option<AutoPipe>,
     prefix: Arc<str>,
     scripts: Arc<Scripts>,
     gateway: Arc<Gateway>,
@@ -151,6 +155,7 @@ impl RedisLua {
             .await;
         Ok(RedisLua {
             url: settings.url.as_str().into(),
+            pipe: (!conn.is_cluster()).then(|| AutoPipe::start(conn.clone())),
             conn,
             prefix: settings.prefix.as_str().into(),
             scripts: Arc::new(scripts),
@@ -405,7 +410,14 @@ impl RedisLua {
     /// gets it loaded again and the call retried once.
     async fn deduct(&self, call: &redis::Cmd) -> Result<(i64, i64), InventoryError> {
         let mut conn = self.conn.clone();
-        Ok(match call.query_async(&mut conn).await {
+        let first = match &self.pipe {
+            Some(pipe) => pipe
+                .query(call.clone())
+                .await
+                .and_then(|v| Ok(redis::from_redis_value(v)?)),
+            None => call.query_async(&mut conn).await,
+        };
+        Ok(match first {
             Err(e) if e.kind() == durability::NOSCRIPT => {
                 self.load_deduct(&mut conn).await?;
                 call.query_async(&mut conn).await?

@@ -12,9 +12,12 @@
 //! - `lane`: the connections the store keeps between operations (no release ping).
 //! - `persist`: redis-lua's stream events applied in batches, and the low-water mark.
 //! - `pg_array`: PostgreSQL array literals, a batch's column in one parameter.
+//! - [`autopipe`]: the commands in flight together on one Redis connection sent as one
+//!   pipeline (the shop's pre-deducts).
 //! - [`redis_conn`]: the one Redis connection type, for a single Redis and a Redis Cluster,
 //!   used by the shop's Redis strategies and by the harness's probes and faults alike.
 
+pub mod autopipe;
 mod backend;
 pub mod dialect;
 mod error;

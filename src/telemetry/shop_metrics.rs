@@ -53,6 +53,10 @@ pub const BUCKET_FALLBACKS: &str = "oversell_bucket_fallbacks_total";
 pub const BUCKET_REPAIRS: &str = "oversell_bucket_repairs_total";
 /// `oversell_redis_cluster_reconnects_total` (counter).
 pub const REDIS_CLUSTER_RECONNECTS: &str = "oversell_redis_cluster_reconnects_total";
+/// `oversell_redis_pipelines_total` (counter).
+pub const REDIS_PIPELINES: &str = "oversell_redis_pipelines_total";
+/// `oversell_redis_pipelined_commands_total` (counter).
+pub const REDIS_PIPELINED_COMMANDS: &str = "oversell_redis_pipelined_commands_total";
 /// `oversell_consumer_errors_total` (counter).
 pub const CONSUMER_ERRORS: &str = "oversell_consumer_errors_total";
 /// `oversell_claimed_entries_total` (counter).
@@ -108,6 +112,8 @@ pub const METRICS: &[Described] = &[
     m(BUCKET_FALLBACKS, Counter, "redis-buckets: purchases answered after the home bucket ran dry and units were brought over from another bucket."),
     m(BUCKET_REPAIRS, Counter, "redis-buckets: transfers between buckets left half-done (lent, never received) that the repair loop completed."),
     m(REDIS_CLUSTER_RECONNECTS, Counter, "redis-lua on Redis Cluster: times the cluster connection was replaced after a timeout or a broken connection (a failover the client did not ride through by itself)."),
+    m(REDIS_PIPELINES, Counter, "redis-lua: pipelines the shop sent on its Redis connection (each one write carrying the pre-deducts in flight together)."),
+    m(REDIS_PIPELINED_COMMANDS, Counter, "redis-lua: pre-deducts sent in those pipelines (over oversell_redis_pipelines_total: the mean batch)."),
     m(CONSUMER_ERRORS, Counter, "redis-lua: persistence consumer failures, by kind (connect, read, claim, ack, redis, db_unavailable, db_refused)."),
     m(CLAIMED_ENTRIES, Counter, "redis-lua: stream entries claimed from consumers idle past the claim time (a dead shop's pending work)."),
     m(DEAD_LETTERS, Counter, "redis-lua: stream entries the database refused repeatedly, moved to the item's dead-letter stream (units released), by entry kind."),

@@ -7,6 +7,7 @@ mod adversary;
 mod assumptions;
 mod async_orders;
 mod attack_shard;
+mod autopipe;
 mod bad_input;
 mod bench;
 mod buckets;
