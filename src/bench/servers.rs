@@ -14,6 +14,8 @@ use std::collections::HashMap;
 pub struct PhaseCpu {
     /// The shop process, its persistence consumers included (HTTP phases only).
     pub shop: Option<CpuUse>,
+    /// The shop's system calls and thread switches per order (HTTP phases only).
+    pub shop_syscalls: Option<Syscalls>,
     /// The Redis server (redis strategies).
     pub redis: Option<CpuUse>,
     /// The whole database server: every backend, the reaped ones included, and its background
@@ -82,6 +84,46 @@ impl ShopCpu {
     }
 }
 
+/// The shop's system calls and thread switches per order: figures of the code, not of the
+/// machine (a faster core makes each cheaper, not fewer).
+#[derive(Debug, Clone, Serialize)]
+pub struct Syscalls {
+    /// `write(2)`-family calls (`write`, `writev`, `pwrite`) per order.
+    pub writes_per_op: f64,
+    /// `read(2)`-family calls per order (a socket's `recv(2)`, which the runtime reads
+    /// sockets with, is not among them).
+    pub reads_per_op: f64,
+    /// Context switches of every thread per order, voluntary (a thread that parked) and not.
+    pub switches_per_op: f64,
+    pub unit: String,
+    pub source: String,
+}
+
+/// A process's counters at one moment: (syscw, syscr, context switches of its threads).
+fn io_counts(pid: u32) -> Option<(u64, u64, u64)> {
+    let io = std::fs::read_to_string(format!("/proc/{pid}/io")).ok()?;
+    let field = |name: &str| -> Option<u64> {
+        io.lines()
+            .find_map(|l| l.strip_prefix(name)?.trim().parse().ok())
+    };
+    let mut switches = 0;
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).ok()? {
+        let Ok(task) = task else { continue };
+        let Ok(status) = std::fs::read_to_string(task.path().join("status")) else {
+            continue;
+        };
+        switches += status
+            .lines()
+            .filter_map(|l| {
+                l.strip_prefix("voluntary_ctxt_switches:")
+                    .or_else(|| l.strip_prefix("nonvoluntary_ctxt_switches:"))
+            })
+            .filter_map(|v| v.trim().parse::<u64>().ok())
+            .sum::<u64>();
+    }
+    Some((field("syscw:")?, field("syscr:")?, switches))
+}
+
 /// The meters that outlive a phase: where the servers are.
 pub struct Servers {
     redis: Option<Meter>,
@@ -147,6 +189,7 @@ impl Servers {
     /// Reads every meter at the start of a phase; `shop` is the shop's pid (HTTP phases);
     /// `database`: whether the database takes part (not in a Redis ceiling).
     pub async fn start(&self, shop: Option<u32>, with_database: bool) -> Phase {
+        let shop_io = shop.and_then(|pid| Some((pid, io_counts(pid)?)));
         let shop = match shop {
             Some(pid) => Some(Started::now(Meter::Process(pid), "the shop").await),
             None => None,
@@ -169,6 +212,7 @@ impl Servers {
         };
         Phase {
             shop,
+            shop_io,
             redis,
             database,
             backends,
@@ -187,6 +231,8 @@ impl Servers {
 /// Every meter's reading at the start of one phase.
 pub struct Phase {
     shop: Option<Started>,
+    /// The shop's pid and its [`io_counts`] at the start.
+    shop_io: Option<(u32, (u64, u64, u64))>,
     redis: Option<Started>,
     database: Option<Started>,
     backends: Option<(HashMap<u32, f64>, Backends)>,
@@ -218,8 +264,23 @@ impl Phase {
                 }
             }
         };
+        let shop_syscalls = self.shop_io.and_then(|(pid, (w0, r0, s0))| {
+            let (w1, r1, s1) = io_counts(pid)?;
+            let per = |a: u64, b: u64| a.saturating_sub(b) as f64 / o.ops.max(1) as f64;
+            Some(Syscalls {
+                writes_per_op: per(w1, w0),
+                reads_per_op: per(r1, r0),
+                switches_per_op: per(s1, s0),
+                unit: o.unit.to_string(),
+                source: format!(
+                    "/proc/{pid}/io syscw and syscr; voluntary_ctxt_switches + \
+                     nonvoluntary_ctxt_switches of /proc/{pid}/task/*/status"
+                ),
+            })
+        });
         PhaseCpu {
             shop: read(self.shop, o.ops, o.unit).await,
+            shop_syscalls,
             redis: read(self.redis, o.ops, o.unit).await,
             database: read(self.database, o.db_ops, o.db_unit).await,
             database_backends: self
@@ -261,7 +322,18 @@ pub fn line(label: &str, c: &PhaseCpu, db_kind: &str, client: &str) -> String {
     if let Some(u) = &c.client {
         parts.push(format!("{client} {}", fig(u)));
     }
-    format!("CPU per op, {label}: {}\n", parts.join("  "))
+    let mut out = format!("CPU per op, {label}: {}\n", parts.join("  "));
+    if let Some(s) = &c.shop_syscalls {
+        out.push_str(&format!(
+            "  shop system calls per {unit}: {:.2} writes, {:.2} reads (read(2) family; recv \
+             not counted), {:.2} thread switches\n",
+            s.writes_per_op,
+            s.reads_per_op,
+            s.switches_per_op,
+            unit = s.unit
+        ));
+    }
+    out
 }
 
 /// The CPU lines of `bench shop`'s summary; `tool` is the ceiling's client, `ceiling_label`
