@@ -8,7 +8,8 @@
 //! connection: it sends what is queued as one pipeline and, while that pipeline is out, lets
 //! the next commands gather. A command that finds nothing in flight goes out at once (no
 //! timer, no wait for company), so a quiet shop answers as fast as before; a rush gives the
-//! batches their size. Redis runs a pipeline's commands one after the other, each atomic as
+//! batches their size. A pipeline Redis has not answered within [`STALL`] stops holding the
+//! next one back (a paused Redis costs each command its own response timeout, no more). Redis runs a pipeline's commands one after the other, each atomic as
 //! it was, so nothing a script guarantees changes.
 //!
 //! Errors stay the caller's: a server error in the batch (a `NOSCRIPT`, say) answers only its
@@ -26,6 +27,9 @@ use tokio::sync::{mpsc, oneshot};
 
 /// The most commands one write carries.
 pub const MAX_BATCH: usize = 256;
+
+/// How long a pipeline may hold up the next before the next goes out beside it.
+pub const STALL: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// One command and where its answer goes.
 struct Job {
@@ -88,13 +92,15 @@ impl AutoPipe {
 }
 
 /// The queue's task: takes every command waiting (up to [`MAX_BATCH`]), sends them as one
-/// pipeline, hands each its answer, and again.
-async fn run(mut conn: RedisConn, mut rx: mpsc::UnboundedReceiver<Job>, counts: Arc<Counts>) {
+/// pipeline, hands each its answer, and again. A pipeline Redis has not answered within
+/// [`STALL`] is left to finish on its own task and the next one goes out, so a stalled Redis
+/// holds each command up for its own response timeout, not for the one ahead of it as well.
+async fn run(conn: RedisConn, mut rx: mpsc::UnboundedReceiver<Job>, counts: Arc<Counts>) {
     let pipelines = metrics::counter!(shop_metrics::REDIS_PIPELINES);
     let commands = metrics::counter!(shop_metrics::REDIS_PIPELINED_COMMANDS);
-    let mut replies = Vec::with_capacity(MAX_BATCH);
     while let Some(first) = rx.recv().await {
         let mut pipe = Pipeline::with_capacity(MAX_BATCH);
+        let mut replies = Vec::with_capacity(MAX_BATCH);
         pipe.add_command(first.cmd);
         replies.push(first.reply);
         while replies.len() < MAX_BATCH {
@@ -102,34 +108,50 @@ async fn run(mut conn: RedisConn, mut rx: mpsc::UnboundedReceiver<Job>, counts: 
             pipe.add_command(job.cmd);
             replies.push(job.reply);
         }
-        let n = replies.len();
+        let n = replies.len() as u64;
         pipelines.increment(1);
-        commands.increment(n as u64);
+        commands.increment(n);
         counts.pipelines.fetch_add(1, Ordering::Relaxed);
-        counts.commands.fetch_add(n as u64, Ordering::Relaxed);
-        match conn.req_packed_commands(&pipe, 0, n).await {
-            Ok(values) if values.len() == n => {
-                for (reply, value) in replies.drain(..).zip(values) {
-                    let _ = reply.send(match value {
-                        Value::ServerError(e) => Err(RedisError::from(e)),
-                        v => Ok(v),
-                    });
-                }
+        counts.commands.fetch_add(n, Ordering::Relaxed);
+        let mut send = Box::pin(send(conn.clone(), pipe, replies));
+        tokio::select! {
+            () = &mut send => {}
+            () = tokio::time::sleep(STALL) => {
+                tokio::spawn(send);
             }
-            Ok(values) => {
-                let got = values.len();
-                for reply in replies.drain(..) {
-                    let _ = reply.send(Err(RedisError::from((
-                        ErrorKind::Client,
-                        "a Redis pipeline answered the wrong number of commands",
-                        format!("{got} answers for {n} commands"),
-                    ))));
-                }
+        }
+    }
+}
+
+/// Sends `pipe` and hands each of `replies` its own answer.
+async fn send(
+    mut conn: RedisConn,
+    pipe: Pipeline,
+    replies: Vec<oneshot::Sender<RedisResult<Value>>>,
+) {
+    let n = replies.len();
+    match conn.req_packed_commands(&pipe, 0, n).await {
+        Ok(values) if values.len() == n => {
+            for (reply, value) in replies.into_iter().zip(values) {
+                let _ = reply.send(match value {
+                    Value::ServerError(e) => Err(RedisError::from(e)),
+                    v => Ok(v),
+                });
             }
-            Err(e) => {
-                for reply in replies.drain(..) {
-                    let _ = reply.send(Err(e.clone()));
-                }
+        }
+        Ok(values) => {
+            let got = values.len();
+            for reply in replies {
+                let _ = reply.send(Err(RedisError::from((
+                    ErrorKind::Client,
+                    "a Redis pipeline answered the wrong number of commands",
+                    format!("{got} answers for {n} commands"),
+                ))));
+            }
+        }
+        Err(e) => {
+            for reply in replies {
+                let _ = reply.send(Err(e.clone()));
             }
         }
     }

@@ -432,7 +432,7 @@ async fn drive_reference(
     // (a one-second payment window ends within the read). The rows the report proves its
     // findings on are then the rows the run leaves. A queue's shop answers "drained" to the
     // settle, which reads between two identical Redis states instead.
-    if !is_redis {
+    if cell.strategy.redis_kind().is_none() {
         for one in &all {
             one.stop().await;
         }
