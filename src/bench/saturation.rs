@@ -131,13 +131,7 @@ pub fn render(s: &Saturation) -> String {
     let tried: Vec<String> = s
         .probes
         .iter()
-        .map(|p| {
-            format!(
-                "{}/s {}",
-                p.rate,
-                if p.held { "held" } else { "failed" }
-            )
-        })
+        .map(|p| format!("{}/s {}", p.rate, if p.held { "held" } else { "failed" }))
         .collect();
     format!(
         "generator saturation on this machine: {found} ({}; probes: {})\n",

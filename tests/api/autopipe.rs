@@ -37,7 +37,11 @@ async fn commands_in_flight_together_share_a_write_and_each_gets_its_own_answer(
     // 500 commands queued at once cannot each have had a write of their own.
     assert!(pipelines < 500, "{pipelines} pipelines for 500 commands");
     let mut c = redis_conn().await;
-    let _: () = redis::cmd("DEL").arg(&key).query_async(&mut c).await.unwrap();
+    let _: () = redis::cmd("DEL")
+        .arg(&key)
+        .query_async(&mut c)
+        .await
+        .unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -72,9 +76,17 @@ async fn a_server_error_answers_only_its_own_command() {
     }
     assert_eq!(good, 180);
     let mut c = redis_conn().await;
-    let n: i64 = redis::cmd("GET").arg(&key).query_async(&mut c).await.unwrap();
+    let n: i64 = redis::cmd("GET")
+        .arg(&key)
+        .query_async(&mut c)
+        .await
+        .unwrap();
     assert_eq!(n, 180);
-    let _: () = redis::cmd("DEL").arg(&key).query_async(&mut c).await.unwrap();
+    let _: () = redis::cmd("DEL")
+        .arg(&key)
+        .query_async(&mut c)
+        .await
+        .unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -174,8 +174,9 @@ impl Pacer {
         )?;
         // SAFETY: `Fd` owns the timerfd (an `OwnedFd` inside nix's `TimerFd`), which stays
         // open and the same descriptor until the `AsyncFd` drops it.
-        let timer = unsafe { AsyncFd::register_with_interest(Fd(fd), tokio::io::Interest::READABLE) }
-            .map_err(std::io::Error::from)?;
+        let timer =
+            unsafe { AsyncFd::register_with_interest(Fd(fd), tokio::io::Interest::READABLE) }
+                .map_err(std::io::Error::from)?;
         let shared = Arc::new(Shared {
             queue: Mutex::default(),
             timer,
@@ -247,8 +248,7 @@ async fn run(shared: Arc<Shared>) {
                 // re-arm raced the read, and the release below sorts it out either way.
                 let _ = ready.try_io(|fd| {
                     let mut buf = [0u8; 8];
-                    nix::unistd::read(&fd.get_ref().0, &mut buf)
-                        .map_err(std::io::Error::from)
+                    nix::unistd::read(&fd.get_ref().0, &mut buf).map_err(std::io::Error::from)
                 });
             }
             Err(e) => {
@@ -288,7 +288,11 @@ mod tests {
             assert!(at >= *d, "woken {:?} early", *d - at);
             // Late by the group, the kernel's slack and a test machine's scheduling; tokio's
             // timer alone rounds up to the next whole millisecond, parks for whole ones.
-            assert!(at - *d < Duration::from_millis(50), "woken {:?} late", at - *d);
+            assert!(
+                at - *d < Duration::from_millis(50),
+                "woken {:?} late",
+                at - *d
+            );
         }
     }
 
@@ -316,7 +320,11 @@ mod tests {
         // The median buyer is within the group and the kernel's slack of its deadline on any
         // machine that runs the tests; the bound here only catches a pacer that waits for
         // tokio's millisecond ticks (a median of ~1 ms) or never fires.
-        assert!(late[500] < Duration::from_millis(5), "median {:?}", late[500]);
+        assert!(
+            late[500] < Duration::from_millis(5),
+            "median {:?}",
+            late[500]
+        );
     }
 
     #[tokio::test]
