@@ -19,6 +19,7 @@
 //! wrk: its own `VmHWM`).
 
 use super::cpu::{self, CpuUse};
+use super::saturation;
 use super::{ratio, wrk};
 use crate::report::table::{text, wrap, Align, TERMINAL_WIDTH};
 use crate::shop::routes::Route;
@@ -109,11 +110,11 @@ pub struct GeneratorBenchResult {
     pub ours_over_wrk: f64,
     pub goose_over_wrk: f64,
     /// The highest rate our generator holds on this machine (`None`: `--no-saturation`).
-    pub saturation: Option<super::saturation::Saturation>,
+    pub saturation: Option<saturation::Saturation>,
 }
 
 /// The trivial endpoint, on a thread of its own.
-pub(super) struct Endpoint {
+struct Endpoint {
     base_url: String,
     tid: u32,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
@@ -195,7 +196,7 @@ pub async fn generator(b: &GeneratorBench) -> anyhow::Result<GeneratorBenchResul
     let goose_paced = goose_loop(b, &endpoint, Some(b.rate)).await?;
     let wrk = wrk_run(b, &endpoint).await?;
     let saturation = if b.saturation {
-        Some(super::saturation::search(b, &endpoint).await?)
+        Some(saturation::search(b.rate, |rate| probe(b, &endpoint, rate)).await?)
     } else {
         None
     };
@@ -233,8 +234,26 @@ const OWN_RSS: &str =
     "VmHWM of this process (reset through /proc/self/clear_refs before the phase; \
                        the endpoint's few MiB included)";
 
+/// One probe of the saturation search: ours at `rate` for [`saturation::PROBE_S`] seconds.
+async fn probe(b: &GeneratorBench, e: &Endpoint, rate: u64) -> anyhow::Result<saturation::Probe> {
+    let at = GeneratorBench {
+        seconds: saturation::PROBE_S,
+        rate,
+        connections: b.connections,
+        saturation: false,
+    };
+    let run = ours(&at, e).await?;
+    Ok(saturation::Probe {
+        rate,
+        requests_per_s: run.requests_per_s,
+        send_lag_p99_ms: run.send_lag_p99_ms,
+        cpu_us_per_request: run.cpu.us_per_op,
+        held: saturation::held(rate, run.requests, run.send_lag_p99_ms),
+    })
+}
+
 /// Our generator firing a real plan at the endpoint.
-pub(super) async fn ours(b: &GeneratorBench, e: &Endpoint) -> anyhow::Result<ClientRun> {
+async fn ours(b: &GeneratorBench, e: &Endpoint) -> anyhow::Result<ClientRun> {
     let buyers = (b.rate * b.seconds).max(1);
     let s = Plan::parse(&format!(
         r#"
@@ -519,7 +538,7 @@ pub fn render(r: &GeneratorBenchResult) -> String {
         r.ours_over_goose_paced, r.ours_over_goose, r.ours_over_wrk, r.goose_over_wrk
     ));
     if let Some(s) = &r.saturation {
-        out.push_str(&wrap(&super::saturation::render(s), TERMINAL_WIDTH));
+        out.push_str(&wrap(&saturation::render(s), TERMINAL_WIDTH));
         out.push('\n');
     }
     out

@@ -7,11 +7,13 @@
 //! out late because the generator cannot keep up, and a run at that rate measures the
 //! generator, not the shop. The search starts at the bench's `--rate`: it doubles the rate
 //! while probes hold (up to [`MAX_RATE`]), or halves it until one holds (down to
-//! [`MIN_RATE`]), then halves the bracket [`BISECTIONS`] times. The endpoint shares the cores (it is the cheapest server there is), so the figure
-//! is the generator's on this machine with a shop beside it, which is how it runs.
+//! [`MIN_RATE`]), then halves the bracket [`BISECTIONS`] times. The endpoint shares the cores
+//! (it is the cheapest server there is), so the figure is the generator's on this machine with
+//! a shop beside it, which is how it runs. The probe itself is the bench's
+//! (`super::generator`): this file only decides what to probe next.
 
-use super::generator::{self, ClientRun, Endpoint, GeneratorBench};
 use serde::Serialize;
+use std::future::Future;
 
 /// Seconds of one probe.
 pub const PROBE_S: u64 = 2;
@@ -46,34 +48,21 @@ pub struct Saturation {
     pub probes: Vec<Probe>,
 }
 
-/// Whether one probe's run held its `rate` (for [`PROBE_S`] seconds).
-fn held(rate: u64, run: &ClientRun) -> bool {
-    run.requests >= rate * PROBE_S && run.send_lag_p99_ms.is_some_and(|p| p <= LAG_P99_MS)
+/// Whether a probe at `rate` that sent `requests` with a send lag p99 of `lag_p99_ms` held it
+/// (for [`PROBE_S`] seconds).
+pub fn held(rate: u64, requests: u64, lag_p99_ms: Option<f64>) -> bool {
+    requests >= rate * PROBE_S && lag_p99_ms.is_some_and(|p| p <= LAG_P99_MS)
 }
 
-/// Searches from `b.rate` up.
-pub(super) async fn search(b: &GeneratorBench, endpoint: &Endpoint) -> anyhow::Result<Saturation> {
+/// Searches from `start` with `probe` (one probe at the rate it is given).
+pub async fn search<F, Fut>(start: u64, mut probe: F) -> anyhow::Result<Saturation>
+where
+    F: FnMut(u64) -> Fut,
+    Fut: Future<Output = anyhow::Result<Probe>>,
+{
     let mut probes = Vec::new();
-    let probe = |rate: u64| {
-        let b = GeneratorBench {
-            seconds: PROBE_S,
-            rate,
-            connections: b.connections,
-            saturation: false,
-        };
-        async move {
-            let run = generator::ours(&b, endpoint).await?;
-            anyhow::Ok(Probe {
-                rate,
-                requests_per_s: run.requests_per_s,
-                send_lag_p99_ms: run.send_lag_p99_ms,
-                cpu_us_per_request: run.cpu.us_per_op,
-                held: held(rate, &run),
-            })
-        }
-    };
     let (mut holds, mut fails_at) = (None, None);
-    let mut rate = b.rate.clamp(MIN_RATE, MAX_RATE);
+    let mut rate = start.clamp(MIN_RATE, MAX_RATE);
     loop {
         let p = probe(rate).await?;
         let ok = p.held;
@@ -143,33 +132,49 @@ pub fn render(s: &Saturation) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::cpu::CpuUse;
-
-    fn run(requests: u64, p99: Option<f64>) -> ClientRun {
-        ClientRun {
-            client: "ours".into(),
-            what: String::new(),
-            requests,
-            seconds: 2.0,
-            requests_per_s: 0.0,
-            cpu: CpuUse::of(0.1, 1000, "request", String::new()),
-            send_lag_p50_ms: None,
-            send_lag_p99_ms: p99,
-            send_lag_source: String::new(),
-            peak_rss_mib: 0.0,
-            peak_rss_with_spelled_records_mib: None,
-            spelling_out_mib: None,
-            rss_at_start_mib: 0.0,
-            rss_source: String::new(),
-            endpoint_us_per_request: 0.0,
-        }
-    }
 
     #[test]
     fn a_probe_holds_only_when_it_kept_up_and_stayed_on_time() {
-        assert!(held(1000, &run(2000, Some(0.4))));
-        assert!(!held(1000, &run(1999, Some(0.4))), "did not send them all");
-        assert!(!held(1000, &run(2000, Some(1.5))), "late");
-        assert!(!held(1000, &run(2000, None)), "no lag measured");
+        assert!(held(1000, 2000, Some(0.4)));
+        assert!(!held(1000, 1999, Some(0.4)), "did not send them all");
+        assert!(!held(1000, 2000, Some(1.5)), "late");
+        assert!(!held(1000, 2000, None), "no lag measured");
+    }
+
+    /// A machine that holds every rate up to `limit`.
+    async fn search_on(start: u64, limit: u64) -> Saturation {
+        search(start, |rate| async move {
+            Ok(Probe {
+                rate,
+                requests_per_s: rate as f64,
+                send_lag_p99_ms: Some(if rate <= limit { 0.5 } else { 3.0 }),
+                cpu_us_per_request: 1.0,
+                held: rate <= limit,
+            })
+        })
+        .await
+        .unwrap()
+    }
+
+    #[tokio::test]
+    async fn the_search_brackets_the_limit_from_above_or_below() {
+        // Up from 1,000: 1k, 2k, 4k, 8k held, 16k failed, then 12k, 10k, 9k bisected.
+        let up = search_on(1_000, 9_500).await;
+        assert_eq!((up.holds, up.fails_at), (Some(9_000), Some(10_000)));
+        let rates: Vec<u64> = up.probes.iter().map(|p| p.rate).collect();
+        assert_eq!(
+            rates,
+            [1_000, 2_000, 4_000, 8_000, 16_000, 12_000, 10_000, 9_000]
+        );
+        // Down from 5,000: 5k and 2.5k failed, 1.25k held, then bisected.
+        let down = search_on(5_000, 1_500).await;
+        assert_eq!(down.holds, Some(1_406));
+        assert_eq!(down.fails_at, Some(1_562));
+        // Nothing holds: the lowest rate probed is said as failed.
+        let none = search_on(400, 10).await;
+        assert_eq!((none.holds, none.fails_at), (None, Some(MIN_RATE)));
+        // Everything holds: up to the highest rate probed.
+        let all = search_on(100_000, u64::MAX).await;
+        assert_eq!((all.holds, all.fails_at), (Some(MAX_RATE), None));
     }
 }
