@@ -251,7 +251,11 @@ async fn stand_in(defect: Option<&str>, db: &str) -> StandIn {
     ])
     .args(["--database-url", db, "--redis-url", &redis_url()])
     .args(["--redis-prefix", &prefix, "--trusted-proxy", "127.0.0.1"])
-    .args(["--payment-timeout", "1s", "--naive-gap", "10ms"]);
+    .args(["--payment-timeout", "1s", "--naive-gap", "10ms"])
+    // The defects are the subject here, not capacity: on a slow or busy machine its buyers wait
+    // for a connection instead of being answered busy after the default 500 ms (which the
+    // diagnosis would rightly call a drained pool).
+    .args(["--acquire-timeout", "3s"]);
     if let Some(d) = defect {
         cmd.args(["--defect", d]);
     }
