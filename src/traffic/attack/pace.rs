@@ -76,7 +76,7 @@ impl Pace {
     pub fn until(&self, deadline: Instant) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send>> {
         let pacer = match self {
             Pace::Timer => return Box::pin(tokio::time::sleep_until(deadline)),
-            Pace::Precise(p) => p.shared.clone(),
+            Pace::Precise(p) => p.0.shared.clone(),
         };
         Box::pin(async move {
             if let Some(early) = deadline.checked_sub(COARSE) {
@@ -99,19 +99,19 @@ impl Pace {
 /// The attack's pacer: the heap of waiting buyers and the timerfd that wakes them, driven by
 /// one task on the attack's runtime (stopped when the last handle goes).
 #[derive(Clone)]
-pub struct Pacer {
+pub struct Pacer(Arc<Running>);
+
+/// The pacer's queue and its task. Dropped with the last handle: it aborts the task and lets
+/// every buyer still waiting go (a wait that outlives its attack ends instead of hanging).
+struct Running {
     shared: Arc<Shared>,
-    _task: Arc<Stop>,
+    task: tokio::task::AbortHandle,
 }
 
-/// Aborts the pacer's task when the last handle goes, and lets every buyer still waiting on it
-/// go (a wait that outlives its attack ends instead of hanging).
-struct Stop(tokio::task::AbortHandle, Arc<Shared>);
-
-impl Drop for Stop {
+impl Drop for Running {
     fn drop(&mut self) {
-        self.0.abort();
-        let mut q = self.1.queue.lock().unwrap_or_else(|e| e.into_inner());
+        self.task.abort();
+        let mut q = self.shared.queue.lock().unwrap_or_else(|e| e.into_inner());
         q.closed = true;
         q.heap.clear();
     }
@@ -182,10 +182,7 @@ impl Pacer {
             timer,
         });
         let task = tokio::spawn(run(shared.clone())).abort_handle();
-        Ok(Pacer {
-            _task: Arc::new(Stop(task, shared.clone())),
-            shared,
-        })
+        Ok(Pacer(Arc::new(Running { shared, task })))
     }
 }
 
