@@ -17,10 +17,11 @@
 //! Its maps use hashbrown's default hasher (foldhash, seeded at random per map) rather than
 //! std's SipHash: the keys are clients' ids, so a seed an outsider cannot know still matters,
 //! but every order hashes five to eight of them and SipHash was ~2 % of the shop's CPU per
-//! redis-lua order (docs/lab/lab-log.md).
+//! redis-lua order (docs/lab/lab-log.md). Its dedup keys are typed ([`Key`]: item, who, id) and
+//! looked up borrowed ([`KeyRef`]): an order's checks name no key in text and copy an id only
+//! into a map that keeps it (formatting them was ~2 % of the shop's CPU per order).
 
-use hashbrown::hash_map::Entry;
-use hashbrown::HashMap;
+use hashbrown::{Equivalent, HashMap};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -91,8 +92,49 @@ struct State {
     /// When the per-IP map was last pruned, and the size that triggers the next pass.
     pruned_at: Instant,
     prune_at_len: usize,
-    in_flight: HashMap<String, u32>,
-    holding: HashMap<String, i64>,
+    in_flight: HashMap<Key, u32>,
+    holding: HashMap<Key, i64>,
+}
+
+/// What a dedup key counts within an item: a buyer, a device or a client address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Who {
+    User,
+    Device,
+    Ip,
+}
+
+/// A dedup key as the maps keep it.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct Key {
+    item: i64,
+    who: Who,
+    id: Box<str>,
+}
+
+/// A dedup key borrowed from the request: what the maps are searched by. It hashes as the
+/// [`Key`] it names (the same fields in the same order; `&str` hashes as `Box<str>`).
+#[derive(Debug, Clone, Copy, Hash)]
+struct KeyRef<'a> {
+    item: i64,
+    who: Who,
+    id: &'a str,
+}
+
+impl Equivalent<Key> for KeyRef<'_> {
+    fn equivalent(&self, key: &Key) -> bool {
+        self.item == key.item && self.who == key.who && self.id == &*key.id
+    }
+}
+
+impl KeyRef<'_> {
+    fn owned(&self) -> Key {
+        Key {
+            item: self.item,
+            who: self.who,
+            id: self.id.into(),
+        }
+    }
 }
 
 impl Default for State {
@@ -138,32 +180,55 @@ pub struct Gateway {
     state: Mutex<State>,
 }
 
-/// Proof that a request was admitted; dropping it ends the in-flight dedup for its keys.
+/// Proof that a request was admitted; dropping it ends the in-flight dedup for its keys (the
+/// request's own ids, borrowed).
 pub struct Admission<'a> {
     gateway: &'a Gateway,
-    keys: Vec<String>,
+    item: i64,
+    user: &'a str,
+    device: Option<&'a str>,
 }
 
 impl Drop for Admission<'_> {
     fn drop(&mut self) {
         let mut st = self.gateway.state.lock().expect("gateway poisoned");
-        for k in &self.keys {
-            if let Some(n) = st.in_flight.get_mut(k) {
+        for k in dedup_keys(self.item, self.user, self.device) {
+            if let Some(n) = st.in_flight.get_mut(&k) {
                 *n -= 1;
                 if *n == 0 {
-                    st.in_flight.remove(k);
+                    st.in_flight.remove(&k);
                 }
             }
         }
     }
 }
 
-fn dedup_keys(item: i64, user: &str, device: Option<&str>) -> Vec<String> {
-    let mut keys = vec![format!("{item}/u/{user}")];
-    if let Some(d) = device {
-        keys.push(format!("{item}/d/{d}"));
+/// The in-flight and holding keys of a buyer (and its device) for `item`.
+fn dedup_keys<'a>(
+    item: i64,
+    user: &'a str,
+    device: Option<&'a str>,
+) -> impl Iterator<Item = KeyRef<'a>> {
+    let user = KeyRef {
+        item,
+        who: Who::User,
+        id: user,
+    };
+    let device = device.map(|id| KeyRef {
+        item,
+        who: Who::Device,
+        id,
+    });
+    std::iter::once(user).chain(device)
+}
+
+/// The holding key of client address `ip` for `item` (kept under an IP cap only).
+fn ip_key(item: i64, ip: &str) -> KeyRef<'_> {
+    KeyRef {
+        item,
+        who: Who::Ip,
+        id: ip,
     }
-    keys
 }
 
 impl Gateway {
@@ -181,47 +246,41 @@ impl Gateway {
     }
 
     /// Admits or refuses one order request. `limit` is the item's purchase limit.
-    pub fn admit(
-        &self,
+    pub fn admit<'a>(
+        &'a self,
         item: i64,
-        user: &str,
-        device: Option<&str>,
+        user: &'a str,
+        device: Option<&'a str>,
         ip: &str,
         qty: i64,
         limit: i64,
-    ) -> Result<Admission<'_>, Refusal> {
+    ) -> Result<Admission<'a>, Refusal> {
         self.admit_at(item, user, device, ip, qty, limit, Instant::now())
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn admit_at(
-        &self,
+    fn admit_at<'a>(
+        &'a self,
         item: i64,
-        user: &str,
-        device: Option<&str>,
+        user: &'a str,
+        device: Option<&'a str>,
         ip: &str,
         qty: i64,
         limit: i64,
         now: Instant,
-    ) -> Result<Admission<'_>, Refusal> {
+    ) -> Result<Admission<'a>, Refusal> {
         let s = &self.settings;
         let mut st = self.state.lock().expect("gateway poisoned");
-        let keys = dedup_keys(item, user, device);
         // Dedup first: a duplicate should not spend anyone's rate budget.
-        for k in &keys {
-            if st.in_flight.contains_key(k) || st.holding.get(k).copied().unwrap_or(0) + qty > limit
+        for k in dedup_keys(item, user, device) {
+            if st.in_flight.contains_key(&k)
+                || st.holding.get(&k).copied().unwrap_or(0) + qty > limit
             {
                 return Err(Refusal::Duplicate);
             }
         }
         if s.ip_unit_cap > 0
-            && st
-                .holding
-                .get(&format!("{item}/ip/{ip}"))
-                .copied()
-                .unwrap_or(0)
-                + qty
-                > s.ip_unit_cap
+            && st.holding.get(&ip_key(item, ip)).copied().unwrap_or(0) + qty > s.ip_unit_cap
         {
             return Err(Refusal::Duplicate);
         }
@@ -241,12 +300,19 @@ impl Gateway {
                 return Err(Refusal::RateLimited);
             }
         }
-        for k in &keys {
-            *st.in_flight.entry(k.clone()).or_default() += 1;
+        for k in dedup_keys(item, user, device) {
+            match st.in_flight.get_mut(&k) {
+                Some(n) => *n += 1,
+                None => {
+                    st.in_flight.insert(k.owned(), 1);
+                }
+            }
         }
         Ok(Admission {
             gateway: self,
-            keys,
+            item,
+            user,
+            device,
         })
     }
 
@@ -254,22 +320,19 @@ impl Gateway {
     /// An IP's units are kept only under an IP cap (`ip_unit_cap`), the one check that reads
     /// them.
     pub fn record_holding(&self, item: i64, user: &str, device: Option<&str>, ip: &str, qty: i64) {
-        let mut keys = dedup_keys(item, user, device);
-        if self.settings.ip_unit_cap > 0 {
-            keys.push(format!("{item}/ip/{ip}"));
-        }
+        let ip = (self.settings.ip_unit_cap > 0).then(|| ip_key(item, ip));
         let mut st = self.state.lock().expect("gateway poisoned");
-        for k in keys {
-            match st.holding.entry(k) {
-                Entry::Occupied(mut held) => {
-                    *held.get_mut() += qty;
-                    if *held.get() <= 0 {
-                        held.remove();
+        for k in dedup_keys(item, user, device).chain(ip) {
+            match st.holding.get_mut(&k) {
+                Some(held) => {
+                    *held += qty;
+                    if *held <= 0 {
+                        st.holding.remove(&k);
                     }
                 }
-                Entry::Vacant(none) => {
+                None => {
                     if qty > 0 {
-                        none.insert(qty);
+                        st.holding.insert(k.owned(), qty);
                     }
                 }
             }
@@ -284,9 +347,8 @@ impl Gateway {
 
     /// Forgets everything about an item (a new sale was set up).
     pub fn reset_item(&self, item: i64) {
-        let prefix = format!("{item}/");
         let mut st = self.state.lock().expect("gateway poisoned");
-        st.holding.retain(|k, _| !k.starts_with(&prefix));
+        st.holding.retain(|k, _| k.item != item);
     }
 }
 
@@ -335,6 +397,36 @@ mod tests {
         );
         g.record_holding(1, "u", None, "ip", -1);
         assert!(g.admit(1, "u", None, "ip", 1, 1).is_ok());
+    }
+
+    #[test]
+    fn a_user_a_device_and_an_address_are_counted_apart_per_item() {
+        let g = Gateway::new(GatewaySettings {
+            ip_unit_cap: 2,
+            ..open()
+        });
+        // A device held under one user refuses another user on it; the same text as a user
+        // id is another key.
+        g.record_holding(1, "u", Some("d"), "10.0.0.1", 1);
+        let refused = |user, device, ip| g.admit(1, user, device, ip, 1, 1).err();
+        assert_eq!(
+            refused("v", Some("d"), "10.0.0.2"),
+            Some(Refusal::Duplicate)
+        );
+        assert_eq!(refused("d", None, "10.0.0.2"), None);
+        // The address holds one unit of its cap of two: one more is admitted, then none.
+        assert_eq!(refused("w", None, "10.0.0.1"), None);
+        g.record_holding(1, "w", None, "10.0.0.1", 1);
+        assert_eq!(refused("x", None, "10.0.0.1"), Some(Refusal::Duplicate));
+        // A new sale of item 1 forgets its holdings, not item 2's.
+        g.record_holding(2, "u", None, "10.0.0.1", 1);
+        g.reset_item(1);
+        assert_eq!(refused("x", None, "10.0.0.1"), None);
+        assert_eq!(refused("u", Some("d"), "10.0.0.1"), None);
+        assert_eq!(
+            g.admit(2, "u", None, "10.0.0.3", 1, 1).err(),
+            Some(Refusal::Duplicate)
+        );
     }
 
     #[test]

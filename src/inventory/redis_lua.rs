@@ -308,11 +308,11 @@ impl RedisLua {
     /// The gateway's admission of `p`, or the answer when it refuses: a retry of a purchase
     /// that went through meets the gateway first (its buyer now holds the limit), so its key's
     /// order is the answer then.
-    pub(crate) async fn admit(
-        &self,
-        p: &Purchase,
+    pub(crate) async fn admit<'a>(
+        &'a self,
+        p: &'a Purchase,
         limit: i64,
-    ) -> Result<Result<crate::gateway::Admission<'_>, Outcome>, InventoryError> {
+    ) -> Result<Result<crate::gateway::Admission<'a>, Outcome>, InventoryError> {
         let device = p.device_id.as_deref();
         match self
             .gateway

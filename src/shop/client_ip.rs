@@ -48,7 +48,7 @@ impl TrustedProxies {
             return String::new();
         };
         if self.0.is_empty() || !self.trusts(peer) {
-            return peer.to_string();
+            return text(peer);
         }
         let hops: Vec<&str> = headers
             .get_all("x-forwarded-for")
@@ -64,8 +64,30 @@ impl TrustedProxies {
                 break;
             }
         }
-        client.to_string()
+        text(client)
     }
+}
+
+/// An address as text, as `Display` writes it: an IPv4 address by hand, since the formatter's
+/// way (padding support, a stack buffer, then a copy) was ~1 % of the shop's CPU per order.
+fn text(ip: IpAddr) -> String {
+    let IpAddr::V4(v4) = ip else {
+        return ip.to_string();
+    };
+    let mut s = String::with_capacity(15);
+    for (i, octet) in v4.octets().into_iter().enumerate() {
+        if i > 0 {
+            s.push('.');
+        }
+        if octet >= 100 {
+            s.push(char::from(b'0' + octet / 100));
+        }
+        if octet >= 10 {
+            s.push(char::from(b'0' + octet / 10 % 10));
+        }
+        s.push(char::from(b'0' + octet % 10));
+    }
+    s
 }
 
 /// One `X-Forwarded-For` entry: an address, possibly with a port (`1.2.3.4:80`, `[::1]:80`).
@@ -80,6 +102,26 @@ fn parse_hop(hop: &str) -> Option<IpAddr> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_address_is_written_as_display_writes_it() {
+        for ip in [
+            "0.0.0.0",
+            "127.0.0.1",
+            "10.100.9.255",
+            "192.168.10.99",
+            "1.20.100.200",
+            "::1",
+            "2001:db8::8a2e:370:7334",
+        ] {
+            let ip: IpAddr = ip.parse().unwrap();
+            assert_eq!(text(ip), ip.to_string());
+        }
+        for n in [0u32, 1, 9, 10, 99, 100, 255, 256, 0x0a0b0c0d, u32::MAX] {
+            let ip = IpAddr::V4(std::net::Ipv4Addr::from(n));
+            assert_eq!(text(ip), ip.to_string());
+        }
+    }
 
     fn proxies(nets: &[&str]) -> TrustedProxies {
         TrustedProxies::new(
