@@ -341,15 +341,15 @@ impl RedisLua {
         let device = p.device_id.as_deref();
         self.prededucts
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let call = self.deduct_call(p, order_id);
         let (code, _n): (i64, i64) = if self.durability == Durability::WaitReplica {
+            let call = self.deduct_call(p, order_id);
             let ((code, n), replicas) = self.deduct_and_wait(&call).await?;
             if code >= 0 && replicas < 1 {
                 return self.unreplicated(p, order_id).await;
             }
             (code, n)
         } else {
-            self.deduct(&call).await?
+            self.deduct(p, order_id).await?
         };
         if code == -5 {
             return Ok(self
@@ -406,13 +406,15 @@ impl RedisLua {
         call
     }
 
-    /// Runs a [`Self::deduct_call`]; a Redis that lost the script (restarted, `SCRIPT FLUSH`)
-    /// gets it loaded again and the call retried once.
-    async fn deduct(&self, call: &redis::Cmd) -> Result<(i64, i64), InventoryError> {
+    /// Runs the [`Self::deduct_call`] of `p` under `order_id`; a Redis that lost the script
+    /// (restarted, `SCRIPT FLUSH`) gets it loaded again and the call, built again, retried
+    /// once (the command goes to the pipeline as it is, not as a copy kept for a retry).
+    async fn deduct(&self, p: &Purchase, order_id: &str) -> Result<(i64, i64), InventoryError> {
+        let call = self.deduct_call(p, order_id);
         let mut conn = self.conn.clone();
         let first = match &self.pipe {
             Some(pipe) => pipe
-                .query(call.clone())
+                .query(call)
                 .await
                 .and_then(|v| Ok(redis::from_redis_value(v)?)),
             None => call.query_async(&mut conn).await,
@@ -420,7 +422,7 @@ impl RedisLua {
         Ok(match first {
             Err(e) if e.kind() == durability::NOSCRIPT => {
                 self.load_deduct(&mut conn).await?;
-                call.query_async(&mut conn).await?
+                self.deduct_call(p, order_id).query_async(&mut conn).await?
             }
             other => other?,
         })
