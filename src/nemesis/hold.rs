@@ -75,6 +75,11 @@ impl Hold {
         }
     }
 
+    /// The window is over (its end passed, or the run stopped it).
+    pub(super) fn over(&self) -> bool {
+        self.until.is_some_and(|until| Instant::now() >= until) || *self.stopped.borrow()
+    }
+
     /// Waits `step` or to the window's end, whichever is first; false once the window is over.
     pub(super) async fn tick(&mut self, step: Duration) -> bool {
         let until = self.end();
@@ -84,5 +89,34 @@ impl Hold {
             _ = self.stopped.wait_for(|s| *s) => return false,
         }
         Instant::now() < until && !*self.stopped.borrow()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_window_is_over_at_its_end_or_when_the_run_stops_it() {
+        let (stop, stopped) = watch::channel(false);
+        let mut hold = Hold::new(
+            Instant::now() + Duration::from_millis(100),
+            Duration::from_millis(800),
+            stopped,
+        );
+        assert!(!hold.over(), "not begun: not over");
+        assert!(hold.start().await);
+        tokio::time::advance(Duration::from_millis(799)).await;
+        assert!(!hold.over());
+        tokio::time::advance(Duration::from_millis(1)).await;
+        assert!(hold.over(), "over at its end");
+
+        let (stop2, stopped) = watch::channel(false);
+        let mut hold = Hold::new(Instant::now(), Duration::from_secs(60), stopped);
+        assert!(hold.start().await);
+        assert!(!hold.over());
+        stop2.send(true).unwrap();
+        assert!(hold.over(), "over once the run stops it");
+        drop(stop);
     }
 }

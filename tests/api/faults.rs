@@ -83,10 +83,20 @@ fn window<'a>(run: &'a RunReport, kind: &str) -> &'a FaultWindow {
     w[0]
 }
 
-/// It was applied at its time, held for its window, and its basis says what was done.
+/// It was applied at its time, held for its window, and its basis says what was done. A lock's
+/// window starts once it is held, and taking it waits for the transactions in flight: on a
+/// loaded machine (the whole suite on two cores) that wait is longer than a connection's.
 fn applied(w: &FaultWindow, at_ms: u64, min_ms: u64, did: &str) {
     assert_eq!(w.at_ms, at_ms, "{w:?}");
-    assert!(w.began_ms >= at_ms && w.began_ms < at_ms + 500, "{w:?}");
+    let may_wait = if w.kind.as_str() == "db-lock" {
+        3000
+    } else {
+        500
+    };
+    assert!(
+        w.began_ms >= at_ms && w.began_ms < at_ms + may_wait,
+        "{w:?}"
+    );
     assert!(
         w.ended_ms >= w.began_ms + min_ms,
         "held for its window: {w:?}"
