@@ -132,7 +132,10 @@ pub fn runtime(cli: &Cli) -> std::io::Result<tokio::runtime::Runtime> {
         }
         // Every other command generates load (or judges it): it takes the generator's place
         // before the runtime's threads exist, so they inherit it.
-        _ => crate::placement::take_generator_place(),
+        _ => {
+            crate::placement::take_generator_place();
+            builder.on_thread_unpark(crate::traffic::attack::pace_on_unpark);
+        }
     }
     builder.build()
 }

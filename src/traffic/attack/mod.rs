@@ -26,6 +26,7 @@ use super::schedule::Schedule;
 use super::target::{self, Targets};
 use anyhow::Context as _;
 use goose::metrics::GooseMetrics;
+pub use pace::on_unpark as pace_on_unpark;
 pub use pool::LAUNCH_RATE;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
