@@ -27,37 +27,42 @@ async fn counting_server() -> (String, Arc<AtomicUsize>) {
 
 #[tokio::test]
 async fn the_gate_passes_on_redis_lua_and_writes_junit_and_the_ci_summary() {
-    // Arrange
-    let db = fresh_db_url(Backend::Postgres);
-    let tmp = tempfile::tempdir().unwrap();
-    let out = tmp.path().join("reports");
-    let junit = tmp.path().join("junit/gate.xml");
-    let summary = tmp.path().join("step-summary.md");
-    std::fs::write(&summary, "earlier step\n").unwrap();
-
-    // Act
-    let run = oversell_cli(
-        &[
-            "gate",
-            "--scenario",
-            "scenarios/smoke.toml",
-            "--strategy",
-            "redis-lua",
-            "--database-url",
-            &db,
-            "--redis-url",
-            &redis_url(),
-            "--out",
-            out.to_str().unwrap(),
-            "--junit",
-            junit.to_str().unwrap(),
-            // A debug build on a shared test machine: the generator is not what this judges.
-            "--quiet",
-        ],
-        &[("GITHUB_STEP_SUMMARY", summary.to_str().unwrap())],
-    )
-    .await;
-    drop_database(&db).await;
+    // Arrange, Act: a run the generator could not send on time (the whole suite on two
+    // cores) judged the machine, not the shop, and says so: it runs again, three times at most.
+    let mut tries = 0;
+    let (run, _tmp, out, junit, summary) = loop {
+        let db = fresh_db_url(Backend::Postgres);
+        let tmp = tempfile::tempdir().unwrap();
+        let out = tmp.path().join("reports");
+        let junit = tmp.path().join("junit/gate.xml");
+        let summary = tmp.path().join("step-summary.md");
+        std::fs::write(&summary, "earlier step\n").unwrap();
+        let run = oversell_cli(
+            &[
+                "gate",
+                "--scenario",
+                "scenarios/smoke.toml",
+                "--strategy",
+                "redis-lua",
+                "--database-url",
+                &db,
+                "--redis-url",
+                &redis_url(),
+                "--out",
+                out.to_str().unwrap(),
+                "--junit",
+                junit.to_str().unwrap(),
+                "--quiet",
+            ],
+            &[("GITHUB_STEP_SUMMARY", summary.to_str().unwrap())],
+        )
+        .await;
+        drop_database(&db).await;
+        tries += 1;
+        if !run.only_generator_bound() || tries == 3 {
+            break (run, tmp, out, junit, summary);
+        }
+    };
 
     // Assert
     assert_eq!(run.code, 0, "{}", run.both());
@@ -137,6 +142,7 @@ async fn a_run_sent_later_than_max_send_lag_ms_fails_the_gate_as_generator_bound
         run.both()
     );
     assert!(run.stdout.contains("GENERATOR-BOUND"), "{}", run.both());
+    assert!(run.only_generator_bound(), "the tests' rerun rule sees it");
     let report = only_report(&out);
     let r = &report["runs"][0];
     assert_eq!(r["generator_bound"], true, "{r}");
@@ -219,6 +225,7 @@ async fn the_gate_fails_with_exit_1_on_naive_and_junit_names_the_breached_thresh
 
     assert_eq!(run.code, 1, "{}", run.both());
     assert!(run.stdout.contains("oversell gate: FAIL"), "{}", run.both());
+    assert!(!run.only_generator_bound(), "an oversell is never rerun");
     let xml = std::fs::read_to_string(&junit).unwrap();
     let doc = roxmltree::Document::parse(&xml).expect("well-formed JUnit");
     let case = |name: &str| {

@@ -422,6 +422,18 @@ pub struct CliRun {
 }
 
 impl CliRun {
+    /// Whether every check the gate failed failed because the generator was late: the run
+    /// measured the machine (the whole suite on two cores), not the shop.
+    pub fn only_generator_bound(&self) -> bool {
+        // The threshold rows that failed (not the headline, `oversell gate: FAIL — ...`).
+        let fails: Vec<&str> = self
+            .stdout
+            .lines()
+            .filter(|l| l.contains("FAIL") && !l.starts_with("oversell gate:"))
+            .collect();
+        self.code == 1 && !fails.is_empty() && fails.iter().all(|l| l.contains("generator-bound"))
+    }
+
     /// Both streams, for assertion messages.
     pub fn both(&self) -> String {
         format!(
