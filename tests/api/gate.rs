@@ -5,6 +5,7 @@
 use crate::helpers::*;
 use axum::routing::any;
 use oversell::testing::store::Backend;
+use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -25,39 +26,47 @@ async fn counting_server() -> (String, Arc<AtomicUsize>) {
     (format!("127.0.0.1:{port}"), hits)
 }
 
+/// `gate` of the bundled smoke scenario on redis-lua, on a database of its own (dropped
+/// after), its reports in `out`, its JUnit in `junit`, with `extra` flags and `env`.
+async fn smoke_gate(out: &Path, junit: &Path, extra: &[&str], env: &[(&str, &str)]) -> CliRun {
+    let db = fresh_db_url(Backend::Postgres);
+    let redis = redis_url();
+    let mut args = vec![
+        "gate",
+        "--scenario",
+        "scenarios/smoke.toml",
+        "--strategy",
+        "redis-lua",
+        "--database-url",
+        &db,
+        "--redis-url",
+        &redis,
+        "--out",
+        out.to_str().unwrap(),
+        "--junit",
+        junit.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    // A debug build on a shared test machine: the generator is not what these judge.
+    args.push("--quiet");
+    let run = oversell_cli(&args, env).await;
+    drop_database(&db).await;
+    run
+}
+
 #[tokio::test]
 async fn the_gate_passes_on_redis_lua_and_writes_junit_and_the_ci_summary() {
     // Arrange, Act: a run the generator could not send on time (the whole suite on two
     // cores) judged the machine, not the shop, and says so: it runs again, three times at most.
     let mut tries = 0;
     let (run, _tmp, out, junit, summary) = loop {
-        let db = fresh_db_url(Backend::Postgres);
         let tmp = tempfile::tempdir().unwrap();
         let out = tmp.path().join("reports");
         let junit = tmp.path().join("junit/gate.xml");
         let summary = tmp.path().join("step-summary.md");
         std::fs::write(&summary, "earlier step\n").unwrap();
-        let run = oversell_cli(
-            &[
-                "gate",
-                "--scenario",
-                "scenarios/smoke.toml",
-                "--strategy",
-                "redis-lua",
-                "--database-url",
-                &db,
-                "--redis-url",
-                &redis_url(),
-                "--out",
-                out.to_str().unwrap(),
-                "--junit",
-                junit.to_str().unwrap(),
-                "--quiet",
-            ],
-            &[("GITHUB_STEP_SUMMARY", summary.to_str().unwrap())],
-        )
-        .await;
-        drop_database(&db).await;
+        let env = [("GITHUB_STEP_SUMMARY", summary.to_str().unwrap())];
+        let run = smoke_gate(&out, &junit, &[], &env).await;
         tries += 1;
         if !run.only_generator_bound() || tries == 3 {
             break (run, tmp, out, junit, summary);
@@ -103,35 +112,12 @@ async fn the_gate_passes_on_redis_lua_and_writes_junit_and_the_ci_summary() {
 #[tokio::test]
 async fn a_run_sent_later_than_max_send_lag_ms_fails_the_gate_as_generator_bound() {
     // Arrange: a bound no real generator meets (1 µs), so the run is generator-bound.
-    let db = fresh_db_url(Backend::Postgres);
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("reports");
     let junit = tmp.path().join("gate.xml");
 
     // Act
-    let run = oversell_cli(
-        &[
-            "gate",
-            "--scenario",
-            "scenarios/smoke.toml",
-            "--strategy",
-            "redis-lua",
-            "--database-url",
-            &db,
-            "--redis-url",
-            &redis_url(),
-            "--out",
-            out.to_str().unwrap(),
-            "--junit",
-            junit.to_str().unwrap(),
-            "--max-send-lag-ms",
-            "0.001",
-            "--quiet",
-        ],
-        &[],
-    )
-    .await;
-    drop_database(&db).await;
+    let run = smoke_gate(&out, &junit, &["--max-send-lag-ms", "0.001"], &[]).await;
 
     // Assert: the gate fails for the generator, and says so; the shop's own figures pass.
     assert_eq!(run.code, 1, "{}", run.both());

@@ -213,16 +213,22 @@ impl Shared {
     /// otherwise fire for nothing).
     fn release_due(&self) {
         let mut q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
-        if !pop_due(&mut q, Instant::now()) {
-            return;
+        if pop_due(&mut q, Instant::now()) {
+            self.follow_head(&mut q);
         }
+    }
+
+    /// The timer set for the earliest buyer waiting (plus the group), unless it already is;
+    /// disarmed when none waits.
+    fn follow_head(&self, q: &mut Queue) {
         match q.heap.peek().map(|Reverse(e)| e.at) {
-            Some(next) if q.armed != Some(next + GROUP) => self.arm(&mut q, next + GROUP),
+            Some(next) if q.armed != Some(next + GROUP) => self.arm(q, next + GROUP),
             Some(_) => {}
-            None => {
+            None if q.armed.is_some() => {
                 let _ = self.timer.get_ref().0.unset();
                 q.armed = None;
             }
+            None => {}
         }
     }
 
@@ -263,11 +269,10 @@ impl Shared {
     fn release(&self) {
         let now = Instant::now();
         let mut q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+        // The timer fired (one-shot: it is disarmed now), or a fallback poll stands in for it.
         q.armed = None;
         pop_due(&mut q, now);
-        if let Some(next) = q.heap.peek().map(|Reverse(e)| e.at) {
-            self.arm(&mut q, next + GROUP);
-        }
+        self.follow_head(&mut q);
     }
 }
 
